@@ -1,0 +1,125 @@
+//===- TaskGraph.h - Task and data flow graph of one iteration --*- C++ -*-===//
+//
+// The TDFG of moDNN (Fig. 1): the tasks of one training iteration and the
+// data blocks they read and write. Tasks are FP(l), BP-data(l) (gradient of
+// l's inputs), BP-weight(l) (gradient of l's weights), the loss and one
+// update per weight. Blocks are sized a*b + c bytes for sub-batch b.
+//
+// Each task lists exactly the blocks it reads (the minimal backward
+// dependencies of Chen et al. section 3), so liveness and the planner can
+// free a block as soon as its last real reader ran. A gradient block written
+// by several tasks (fan-out of its value) is accumulated: the first writer in
+// execution order initializes it, later writers add to it.
+//
+// Tasks are stored in one valid execution order (forward, loss, backward in
+// reverse, updates); passes may choose another topological order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_TASKGRAPH_H
+#define MEMFIT_COMPILER_TASKGRAPH_H
+
+#include "compiler/Graph.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memfit {
+
+using TaskId = int32_t;
+using BlockId = int32_t;
+
+enum class TaskKind : uint8_t {
+  Forward,
+  BackwardData,
+  BackwardWeight,
+  Loss,
+  Update,
+};
+std::string_view taskKindName(TaskKind k);
+
+enum class BlockKind : uint8_t {
+  Input,      // the data batch
+  Label,      // labels (int32 class ids, or float targets for mse)
+  Activation, // Y: an op's forward output
+  Gradient,   // dY: gradient of an activation
+  Weight,     // W
+  WeightGrad, // dW
+  Momentum,   // SGD momentum buffer
+  Stats,      // BatchNorm saved mean and inverse std of the sub-batch
+  LossValue,  // the scalar loss
+};
+std::string_view blockKindName(BlockKind k);
+
+/// Weights, their gradients and optimizer state do not scale with the
+/// sub-batch and stay resident for the whole run (moDNN does the same).
+bool isWeightSide(BlockKind k);
+
+struct Block {
+  std::string name;
+  BlockKind kind;
+  ValueId value = kNoId; // the graph value it holds (or the gradient of)
+  OpId op = kNoId;       // for Stats: the BatchNorm op
+  int64_t a = 0;         // bytes per sample
+  int64_t c = 0;         // fixed bytes
+  std::vector<TaskId> writers; // in task order
+  std::vector<TaskId> readers; // in task order
+  /// A view shares storage with `viewOf` (Flatten/Reshape outputs and their
+  /// gradients): same bytes, no copy needed.
+  BlockId viewOf = -1;
+
+  int64_t bytesAt(int64_t b) const { return a * b + c; }
+};
+
+struct Task {
+  TaskKind kind;
+  OpId op = kNoId;  // the forward op this task belongs to (none for Loss)
+  std::string name; // e.g. "FP(conv1)"; from untrusted ONNX names
+  std::vector<BlockId> reads;
+  std::vector<BlockId> writes;
+  /// The op may overwrite its (single) data input with its output: the input
+  /// is not needed by this op's own backward. Whether it actually does is the
+  /// planner's decision (other readers may still need the input).
+  bool mayRunInPlace = false;
+  /// Which gradient blocks in `writes` other tasks also write, so the writer
+  /// must accumulate unless it runs first.
+  std::vector<bool> accumulates;
+};
+
+enum class LossKind : uint8_t { SoftmaxCrossEntropy, MSE };
+
+struct OptimizerConfig {
+  float lr = 0.01f, momentum = 0.9f, weightDecay = 0.0f;
+};
+
+struct TaskGraph {
+  const Graph *graph = nullptr;
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  bool useMomentum = true;
+  std::vector<Block> blocks;
+  std::vector<Task> tasks;
+  BlockId inputBlock = -1, labelBlock = -1, lossBlock = -1;
+  /// Per graph value: its Y block and its gradient block (-1 when none).
+  std::vector<BlockId> valueBlock, gradBlock;
+
+  const Block &block(BlockId id) const { return blocks[id]; }
+  const Task &task(TaskId id) const { return tasks[id]; }
+
+  /// Bytes of weights, weight gradients and optimizer state.
+  int64_t weightSideBytes() const;
+  /// Sum of every forward intermediate (non-view activation) at batch b.
+  int64_t keepAllBytes(int64_t b) const;
+  /// Bytes of the non-weight-side blocks a task touches at batch b (views
+  /// counted once with their base).
+  int64_t taskFootprint(TaskId t, int64_t b) const;
+};
+
+/// Checks the TDFG's invariants: ids in range, every read block written by an
+/// earlier task (or an external input), writers/readers consistent with the
+/// task lists. Returns the first violation.
+std::optional<std::string> verifyTaskGraph(const TaskGraph &tg);
+
+} // namespace memfit
+
+#endif
