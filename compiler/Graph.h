@@ -45,6 +45,10 @@ struct Value {
   OpId producer = kNoId;
   std::vector<OpId> consumers; // in op order; an op appears once per use
   WeightInit init = WeightInit::FromData;
+  /// False for weights that are state rather than parameters (BatchNorm
+  /// running mean and variance): resident, updated by the forward op, no
+  /// gradient.
+  bool trainable = true;
   std::vector<float> data; // initializer contents, empty when declared only
 
   int64_t elementsPerSample() const; // product of dims[1..] (or all if !batched)

@@ -1,0 +1,75 @@
+//===- Liveness.cpp - Block lifetimes over an execution order -------------===//
+#include "passes/Liveness.h"
+
+#include <algorithm>
+#include <cassert>
+#include <numeric>
+
+namespace memfit {
+
+std::vector<TaskId> builtOrder(const TaskGraph &tg) {
+  std::vector<TaskId> order(tg.tasks.size());
+  std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+
+BlockId storageOf(const TaskGraph &tg, BlockId b) {
+  while (tg.blocks[b].viewOf >= 0)
+    b = tg.blocks[b].viewOf;
+  return b;
+}
+
+Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
+                         int64_t subBatch) {
+  assert(order.size() == tg.tasks.size() && "order must list every task");
+  Liveness lv;
+  lv.order = std::move(order);
+  size_t nb = tg.blocks.size();
+  lv.start.assign(nb, -1);
+  lv.end.assign(nb, -1);
+  auto touch = [&](BlockId b, int32_t step) {
+    b = storageOf(tg, b);
+    if (lv.start[b] < 0 || step < lv.start[b])
+      lv.start[b] = step;
+    lv.end[b] = std::max(lv.end[b], step);
+  };
+  for (int32_t s = 0; s < (int32_t)lv.order.size(); ++s) {
+    const Task &t = tg.tasks[lv.order[s]];
+    for (BlockId b : t.reads)
+      touch(b, s);
+    for (BlockId b : t.writes)
+      touch(b, s);
+  }
+  for (BlockId b : {tg.inputBlock, tg.labelBlock})
+    if (b >= 0 && lv.start[storageOf(tg, b)] >= 0)
+      lv.start[storageOf(tg, b)] = 0;
+
+  size_t steps = lv.order.size();
+  std::vector<int64_t> delta(steps + 1, 0);
+  for (BlockId b = 0; b < (BlockId)nb; ++b) {
+    const Block &blk = tg.blocks[b];
+    if (isWeightSide(blk.kind)) {
+      lv.weightSideBytes += blk.bytesAt(subBatch);
+      continue;
+    }
+    if (blk.viewOf >= 0 || lv.start[b] < 0)
+      continue;
+    int64_t bytes = blk.bytesAt(subBatch);
+    delta[lv.start[b]] += bytes;
+    delta[lv.end[b] + 1] -= bytes;
+  }
+  lv.liveBytes.resize(steps);
+  int64_t live = 0, peak = -1;
+  for (size_t s = 0; s < steps; ++s) {
+    live += delta[s];
+    lv.liveBytes[s] = live;
+    if (live > peak) {
+      peak = live;
+      lv.peakStep = static_cast<int32_t>(s);
+    }
+  }
+  lv.peakBytes = std::max<int64_t>(peak, 0) + lv.weightSideBytes;
+  return lv;
+}
+
+} // namespace memfit

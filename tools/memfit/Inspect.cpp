@@ -1,0 +1,159 @@
+//===- Inspect.cpp - memfit inspect ---------------------------------------===//
+//
+// Prints what memfit sees in a model before any planning: the op table with
+// output shapes, the training task graph's size, and the memory figures
+// every plan is measured against (keep-all bytes, the liveness peak without
+// offload, the lower bound Mmin).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Autodiff.h"
+#include "compiler/OnnxImport.h"
+#include "compiler/Units.h"
+#include "passes/Liveness.h"
+#include "passes/LowerBound.h"
+#include "tools/memfit/Command.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+
+using namespace llvm;
+
+namespace memfit::tool {
+namespace {
+
+cl::SubCommand Cmd("inspect", "Print the op table, task graph size and "
+                              "memory figures of a model");
+cl::opt<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
+                               cl::Required, cl::sub(Cmd));
+cl::opt<int64_t> Batch("batch", cl::desc("Batch size (default: the model's "
+                                          "fixed batch dimension)"),
+                       cl::init(0), cl::sub(Cmd));
+cl::opt<bool> Json("json", cl::desc("Print one JSON object"), cl::sub(Cmd));
+cl::opt<bool> Summary("summary", cl::desc("Leave out the op table"),
+                      cl::sub(Cmd));
+cl::opt<LossKind> Loss(
+    "loss", cl::desc("Training loss"), cl::init(LossKind::SoftmaxCrossEntropy),
+    cl::values(clEnumValN(LossKind::SoftmaxCrossEntropy, "cross-entropy",
+                          "mean softmax cross-entropy with integer labels"),
+               clEnumValN(LossKind::MSE, "mse", "mean squared error")),
+    cl::sub(Cmd));
+
+std::string shapeString(const Value &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.dims.size(); ++i) {
+    if (i)
+      s += ",";
+    s += (i == 0 && v.batched) ? "N" : std::to_string(v.dims[i]);
+  }
+  return s + "]";
+}
+
+int run() {
+  if (Batch < 0)
+    return reportError(makeError("--batch must be positive"));
+  ImportOptions io;
+  io.batch = Batch;
+  io.keepWeightData = false;
+  auto graph = importOnnxFile(ModelPath, io);
+  if (!graph)
+    return reportError(graph.takeError());
+  TrainingConfig tc;
+  tc.loss = Loss;
+  auto tg = buildTaskGraph(*graph, tc);
+  if (!tg)
+    return reportError(
+        joinErrors(makeErrorF("{0}: cannot build the training graph",
+                              std::string(ModelPath)),
+                   tg.takeError()));
+
+  int64_t b = graph->batch;
+  Liveness lv = computeLiveness(*tg, builtOrder(*tg), b);
+  LowerBound lb = computeLowerBound(*tg, 1);
+  int64_t params = 0;
+  for (ValueId w : graph->weights())
+    if (graph->values[w].trainable)
+      params += graph->values[w].elementsPerSample();
+  std::array<int, 5> byKind{};
+  for (const Task &t : tg->tasks)
+    ++byKind[static_cast<int>(t.kind)];
+  std::string lbTask = lb.task >= 0 ? tg->tasks[lb.task].name : "";
+
+  if (Json) {
+    nlohmann::ordered_json j;
+    j["model"] = graph->name;
+    j["file"] = std::string(ModelPath);
+    j["batch"] = b;
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (const Op &op : graph->ops) {
+      const Value &out = graph->values[op.outputs[0]];
+      ops.push_back({{"name", op.name},
+                     {"type", std::string(opKindName(op.kind))},
+                     {"onnx_op", op.onnxOp},
+                     {"output", out.name},
+                     {"shape", out.dims}});
+    }
+    j["ops"] = ops;
+    j["tasks"] = tg->tasks.size();
+    j["task_counts"] = {{"forward", byKind[0]},
+                        {"backward_data", byKind[1]},
+                        {"backward_weight", byKind[2]},
+                        {"loss", byKind[3]},
+                        {"update", byKind[4]}};
+    j["blocks"] = tg->blocks.size();
+    j["parameters"] = params;
+    j["weight_bytes"] = graph->weightBytes();
+    j["weight_side_bytes"] = tg->weightSideBytes();
+    j["keep_all_bytes"] = tg->keepAllBytes(b);
+    j["liveness_peak_bytes"] = lv.peakBytes;
+    j["liveness_peak_task"] = tg->tasks[lv.order[lv.peakStep]].name;
+    j["lower_bound_bytes"] = lb.bytes;
+    j["lower_bound_task"] = lbTask;
+    outs() << j.dump(2) << "\n";
+    return ExitOk;
+  }
+
+  raw_ostream &os = outs();
+  os << formatv("model {0} ({1}), batch {2}\n", quoteName(graph->name),
+                std::string(ModelPath), b);
+  if (!Summary) {
+    os << formatv("\n{0,5}  {1,-20} {2,-32} {3}\n", "#", "op", "node", "output shape");
+    for (OpId i = 0; i < (OpId)graph->ops.size(); ++i) {
+      const Op &op = graph->ops[i];
+      std::string node = quoteName(op.name);
+      if (node.size() > 32)
+        node = node.substr(0, 29) + "...";
+      os << formatv("{0,5}  {1,-20} {2,-32} {3}\n", i, opKindName(op.kind),
+                    node, shapeString(graph->values[op.outputs[0]]));
+    }
+    os << "\n";
+  }
+  os << formatv("ops                  {0}\n", graph->ops.size());
+  os << formatv("tasks                {0} (FP {1}, BP-data {2}, BP-weight {3}, "
+                "loss {4}, update {5})\n",
+                tg->tasks.size(), byKind[0], byKind[1], byKind[2], byKind[3],
+                byKind[4]);
+  os << formatv("parameters           {0}\n", params);
+  os << formatv("weight bytes         {0}\n", formatBytes(graph->weightBytes()));
+  os << formatv("weight-side bytes    {0}  (weights, gradients, optimizer "
+                "state)\n",
+                formatBytes(tg->weightSideBytes()));
+  os << formatv("keep-all bytes       {0}  (every forward intermediate at "
+                "batch {1})\n",
+                formatBytes(tg->keepAllBytes(b)), b);
+  os << formatv("liveness peak        {0}  (no offload, at {1})\n",
+                formatBytes(lv.peakBytes),
+                quoteName(tg->tasks[lv.order[lv.peakStep]].name));
+  os << formatv("lower bound Mmin     {0}  (set by {1}: {2} at sub-batch 1)\n",
+                formatBytes(lb.bytes), quoteName(lbTask),
+                formatBytes(lb.taskBytes));
+  return ExitOk;
+}
+
+RegisterCommand reg(Cmd, run);
+
+} // namespace
+} // namespace memfit::tool
