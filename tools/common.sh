@@ -1,0 +1,30 @@
+# Shared by tools/quickstart and tools/test: install what is missing, build.
+# Sourced, not run.
+
+MEMFIT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MEMFIT_BUILD=${MEMFIT_BUILD:-$MEMFIT_ROOT/build}
+MEMFIT_JOBS=${MEMFIT_JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# Debian packages memfit needs. python3-torch/torchvision/onnx are the
+# independent reference the tests compare against; chromium renders reports.
+MEMFIT_PACKAGES="cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler \
+llvm-14-dev nlohmann-json3-dev catch2 python3 python3-numpy python3-onnx \
+python3-torch python3-torchvision"
+
+memfit_install_missing() {
+  local missing=()
+  for p in $MEMFIT_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "memfit: installing ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -q >&2 || return 1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+}
+
+memfit_build() {
+  cmake -S "$MEMFIT_ROOT" -B "$MEMFIT_BUILD" -DCMAKE_BUILD_TYPE=${MEMFIT_BUILD_TYPE:-RelWithDebInfo} >&2 || return 1
+  cmake --build "$MEMFIT_BUILD" -j "$MEMFIT_JOBS" >&2
+}
