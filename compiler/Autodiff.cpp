@@ -75,7 +75,8 @@ BlockId Builder::valueBlock(ValueId v) {
   BlockKind kind = val.kind == ValueKind::Weight  ? BlockKind::Weight
                    : val.kind == ValueKind::Input ? BlockKind::Input
                                                   : BlockKind::Activation;
-  BlockId id = addBlock(val.name, kind, v, val.bytesPerSample(), val.fixedBytes());
+  BlockId id =
+      addBlock(val.name, kind, v, val.bytesPerSample(), val.fixedBytes());
   tg.valueBlock[v] = id;
   return id;
 }
@@ -116,7 +117,8 @@ void Builder::computeGradFlow() {
   // it influences the loss.
   std::vector<bool> fromWeight(g.values.size(), false);
   for (ValueId v = 0; v < (ValueId)g.values.size(); ++v)
-    fromWeight[v] = g.values[v].kind == ValueKind::Weight && g.values[v].trainable;
+    fromWeight[v] =
+        g.values[v].kind == ValueKind::Weight && g.values[v].trainable;
   for (const Op &op : g.ops) {
     bool any = false;
     for (ValueId in : op.inputs)
@@ -144,8 +146,8 @@ void Builder::computeGradFlow() {
   }
   needsGrad.assign(g.values.size(), false);
   for (ValueId v = 0; v < (ValueId)g.values.size(); ++v)
-    needsGrad[v] = g.values[v].kind == ValueKind::Activation && fromWeight[v] &&
-                   toLoss[v];
+    needsGrad[v] =
+        g.values[v].kind == ValueKind::Activation && fromWeight[v] && toLoss[v];
 }
 
 void Builder::emitForward(OpId id) {
@@ -162,8 +164,8 @@ void Builder::emitForward(OpId id) {
     // and updates the running statistics (inputs 3 and 4) in place.
     const Value &x = g.values[op.inputs[0]];
     int64_t channels = x.dims.size() > 1 ? x.dims[1] : 1;
-    BlockId stats = addBlock("stats(" + op.name + ")", BlockKind::Stats,
-                             kNoId, 0, 2 * channels * 4);
+    BlockId stats = addBlock("stats(" + op.name + ")", BlockKind::Stats, kNoId,
+                             0, 2 * channels * 4);
     tg.blocks[stats].op = id;
     statsOf[id] = stats;
     writes.push_back(stats);
@@ -224,8 +226,7 @@ void Builder::emitBackward(OpId id) {
     case OpKind::Mul:
       // d(a*b)/da = b: each gradient reads the other operands.
       for (size_t i = 0; i < op.inputs.size(); ++i) {
-        bool onlyGradOfSelf =
-            gradInputs.size() == 1 && gradInputs[0] == i;
+        bool onlyGradOfSelf = gradInputs.size() == 1 && gradInputs[0] == i;
         if (!onlyGradOfSelf)
           reads.push_back(X(i));
       }
@@ -327,10 +328,10 @@ llvm::Expected<TaskGraph> Builder::build() {
     return makeError("model has no operators to train");
   // Cross-entropy on a Softmax/LogSoftmax head is computed from the logits:
   // the fused form is exact and numerically stable.
-  const Op &last = g.ops[g.values[g.output].producer >= 0
-                             ? g.values[g.output].producer
-                             : 0];
-  if (cfg.loss == LossKind::SoftmaxCrossEntropy && g.values[g.output].producer >= 0 &&
+  const Op &last =
+      g.ops[g.values[g.output].producer >= 0 ? g.values[g.output].producer : 0];
+  if (cfg.loss == LossKind::SoftmaxCrossEntropy &&
+      g.values[g.output].producer >= 0 &&
       (last.kind == OpKind::Softmax || last.kind == OpKind::LogSoftmax))
     headOp = g.values[g.output].producer;
   statsOf.assign(g.ops.size(), -1);

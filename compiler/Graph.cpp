@@ -35,30 +35,54 @@ int64_t Value::fixedBytes() const {
 
 std::string_view opKindName(OpKind k) {
   switch (k) {
-  case OpKind::Conv: return "Conv";
-  case OpKind::Relu: return "Relu";
-  case OpKind::LeakyRelu: return "LeakyRelu";
-  case OpKind::Sigmoid: return "Sigmoid";
-  case OpKind::Tanh: return "Tanh";
-  case OpKind::Clip: return "Clip";
-  case OpKind::MaxPool: return "MaxPool";
-  case OpKind::AveragePool: return "AveragePool";
-  case OpKind::GlobalAveragePool: return "GlobalAveragePool";
-  case OpKind::BatchNorm: return "BatchNormalization";
-  case OpKind::LRN: return "LRN";
-  case OpKind::Dropout: return "Dropout";
-  case OpKind::Gemm: return "Gemm";
-  case OpKind::MatMul: return "MatMul";
-  case OpKind::Add: return "Add";
-  case OpKind::Sub: return "Sub";
-  case OpKind::Mul: return "Mul";
-  case OpKind::Sum: return "Sum";
-  case OpKind::Concat: return "Concat";
-  case OpKind::Flatten: return "Flatten";
-  case OpKind::Reshape: return "Reshape";
-  case OpKind::Pad: return "Pad";
-  case OpKind::Softmax: return "Softmax";
-  case OpKind::LogSoftmax: return "LogSoftmax";
+  case OpKind::Conv:
+    return "Conv";
+  case OpKind::Relu:
+    return "Relu";
+  case OpKind::LeakyRelu:
+    return "LeakyRelu";
+  case OpKind::Sigmoid:
+    return "Sigmoid";
+  case OpKind::Tanh:
+    return "Tanh";
+  case OpKind::Clip:
+    return "Clip";
+  case OpKind::MaxPool:
+    return "MaxPool";
+  case OpKind::AveragePool:
+    return "AveragePool";
+  case OpKind::GlobalAveragePool:
+    return "GlobalAveragePool";
+  case OpKind::BatchNorm:
+    return "BatchNormalization";
+  case OpKind::LRN:
+    return "LRN";
+  case OpKind::Dropout:
+    return "Dropout";
+  case OpKind::Gemm:
+    return "Gemm";
+  case OpKind::MatMul:
+    return "MatMul";
+  case OpKind::Add:
+    return "Add";
+  case OpKind::Sub:
+    return "Sub";
+  case OpKind::Mul:
+    return "Mul";
+  case OpKind::Sum:
+    return "Sum";
+  case OpKind::Concat:
+    return "Concat";
+  case OpKind::Flatten:
+    return "Flatten";
+  case OpKind::Reshape:
+    return "Reshape";
+  case OpKind::Pad:
+    return "Pad";
+  case OpKind::Softmax:
+    return "Softmax";
+  case OpKind::LogSoftmax:
+    return "LogSoftmax";
   }
   return "?";
 }
@@ -75,7 +99,8 @@ OpId Graph::addOp(Op op) {
     values[in].consumers.push_back(id);
   }
   for (ValueId out : op.outputs) {
-    assert(out >= 0 && out < (ValueId)values.size() && "op output out of range");
+    assert(out >= 0 && out < (ValueId)values.size() &&
+           "op output out of range");
     assert(values[out].producer == kNoId && "value produced twice");
     values[out].producer = id;
   }
@@ -130,14 +155,16 @@ std::optional<std::string> verifyGraph(const Graph &g) {
       if (in < 0 || in >= nv)
         return llvm::formatv("op {0}: input id {1} out of range", i, in).str();
       const Value &v = g.values[in];
-      if (v.kind == ValueKind::Activation && (v.producer < 0 || v.producer >= i))
+      if (v.kind == ValueKind::Activation &&
+          (v.producer < 0 || v.producer >= i))
         return llvm::formatv("op {0}: input '{1}' is not produced before it", i,
                              v.name)
             .str();
     }
     for (ValueId out : op.outputs) {
       if (out < 0 || out >= nv)
-        return llvm::formatv("op {0}: output id {1} out of range", i, out).str();
+        return llvm::formatv("op {0}: output id {1} out of range", i, out)
+            .str();
       if (g.values[out].producer != i)
         return llvm::formatv("op {0}: output '{1}' has another producer", i,
                              g.values[out].name)
@@ -149,7 +176,8 @@ std::optional<std::string> verifyGraph(const Graph &g) {
       return llvm::formatv("value '{0}': batch is not on axis 0", v.name).str();
     for (int64_t d : v.dims)
       if (d <= 0)
-        return llvm::formatv("value '{0}': non-positive dimension", v.name).str();
+        return llvm::formatv("value '{0}': non-positive dimension", v.name)
+            .str();
   }
   return std::nullopt;
 }

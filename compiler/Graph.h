@@ -34,7 +34,13 @@ int64_t dtypeBytes(DType t);
 enum class ValueKind : uint8_t { Input, Weight, Activation };
 
 /// How the trainer initializes a weight that the model declares without data.
-enum class WeightInit : uint8_t { FromData, HeNormal, GlorotUniform, Zeros, Ones };
+enum class WeightInit : uint8_t {
+  FromData,
+  HeNormal,
+  GlorotUniform,
+  Zeros,
+  Ones
+};
 
 struct Value {
   std::string name; // as in the ONNX file (untrusted: escape before emitting)
@@ -51,11 +57,14 @@ struct Value {
   bool trainable = true;
   std::vector<float> data; // initializer contents, empty when declared only
 
-  int64_t elementsPerSample() const; // product of dims[1..] (or all if !batched)
+  int64_t
+  elementsPerSample() const; // product of dims[1..] (or all if !batched)
   /// Bytes of this value as a*b + c for batch b.
   int64_t bytesPerSample() const; // a
   int64_t fixedBytes() const;     // c
-  int64_t bytesAt(int64_t b) const { return bytesPerSample() * b + fixedBytes(); }
+  int64_t bytesAt(int64_t b) const {
+    return bytesPerSample() * b + fixedBytes();
+  }
 };
 
 enum class OpKind : uint8_t {

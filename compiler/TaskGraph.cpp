@@ -9,26 +9,40 @@ namespace memfit {
 
 std::string_view taskKindName(TaskKind k) {
   switch (k) {
-  case TaskKind::Forward: return "FP";
-  case TaskKind::BackwardData: return "BP-data";
-  case TaskKind::BackwardWeight: return "BP-weight";
-  case TaskKind::Loss: return "loss";
-  case TaskKind::Update: return "update";
+  case TaskKind::Forward:
+    return "FP";
+  case TaskKind::BackwardData:
+    return "BP-data";
+  case TaskKind::BackwardWeight:
+    return "BP-weight";
+  case TaskKind::Loss:
+    return "loss";
+  case TaskKind::Update:
+    return "update";
   }
   return "?";
 }
 
 std::string_view blockKindName(BlockKind k) {
   switch (k) {
-  case BlockKind::Input: return "input";
-  case BlockKind::Label: return "label";
-  case BlockKind::Activation: return "Y";
-  case BlockKind::Gradient: return "dY";
-  case BlockKind::Weight: return "W";
-  case BlockKind::WeightGrad: return "dW";
-  case BlockKind::Momentum: return "momentum";
-  case BlockKind::Stats: return "stats";
-  case BlockKind::LossValue: return "loss";
+  case BlockKind::Input:
+    return "input";
+  case BlockKind::Label:
+    return "label";
+  case BlockKind::Activation:
+    return "Y";
+  case BlockKind::Gradient:
+    return "dY";
+  case BlockKind::Weight:
+    return "W";
+  case BlockKind::WeightGrad:
+    return "dW";
+  case BlockKind::Momentum:
+    return "momentum";
+  case BlockKind::Stats:
+    return "stats";
+  case BlockKind::LossValue:
+    return "loss";
   }
   return "?";
 }
@@ -80,8 +94,8 @@ std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
   for (BlockId id = 0; id < nb; ++id) {
     BlockKind k = tg.blocks[id].kind;
     // External inputs and resident state exist before the first task.
-    if (k == BlockKind::Input || k == BlockKind::Label || k == BlockKind::Weight ||
-        k == BlockKind::Momentum)
+    if (k == BlockKind::Input || k == BlockKind::Label ||
+        k == BlockKind::Weight || k == BlockKind::Momentum)
       written[id] = true;
   }
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
@@ -92,8 +106,8 @@ std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
           .str();
     for (BlockId id : task.reads) {
       if (id < 0 || id >= nb)
-        return llvm::formatv("task {0}: read block {1} out of range",
-                             task.name, id)
+        return llvm::formatv("task {0}: read block {1} out of range", task.name,
+                             id)
             .str();
       if (!written[id])
         return llvm::formatv("task {0}: reads {1} before any task writes it",

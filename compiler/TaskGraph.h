@@ -59,10 +59,10 @@ bool isWeightSide(BlockKind k);
 struct Block {
   std::string name;
   BlockKind kind;
-  ValueId value = kNoId; // the graph value it holds (or the gradient of)
-  OpId op = kNoId;       // for Stats: the BatchNorm op
-  int64_t a = 0;         // bytes per sample
-  int64_t c = 0;         // fixed bytes
+  ValueId value = kNoId;       // the graph value it holds (or the gradient of)
+  OpId op = kNoId;             // for Stats: the BatchNorm op
+  int64_t a = 0;               // bytes per sample
+  int64_t c = 0;               // fixed bytes
   std::vector<TaskId> writers; // in task order
   std::vector<TaskId> readers; // in task order
   /// A view shares storage with `viewOf` (Flatten/Reshape outputs and their

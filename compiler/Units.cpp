@@ -28,12 +28,20 @@ llvm::Expected<int64_t> parseSize(std::string_view text) {
     const char *name;
     double scale;
   };
-  static const UnitDef units[] = {
-      {"", 1},          {"b", 1},           {"k", 1024.0},
-      {"kib", 1024.0},  {"kb", 1e3},        {"m", 1048576.0},
-      {"mib", 1048576.0}, {"mb", 1e6},      {"g", 1073741824.0},
-      {"gib", 1073741824.0}, {"gb", 1e9},   {"t", 1099511627776.0},
-      {"tib", 1099511627776.0}, {"tb", 1e12}};
+  static const UnitDef units[] = {{"", 1},
+                                  {"b", 1},
+                                  {"k", 1024.0},
+                                  {"kib", 1024.0},
+                                  {"kb", 1e3},
+                                  {"m", 1048576.0},
+                                  {"mib", 1048576.0},
+                                  {"mb", 1e6},
+                                  {"g", 1073741824.0},
+                                  {"gib", 1073741824.0},
+                                  {"gb", 1e9},
+                                  {"t", 1099511627776.0},
+                                  {"tib", 1099511627776.0},
+                                  {"tb", 1e12}};
   std::string lower = unit.lower();
   for (const UnitDef &u : units)
     if (lower == u.name) {

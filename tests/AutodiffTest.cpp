@@ -20,7 +20,8 @@ const Task &findTask(const TaskGraph &tg, const std::string &name) {
   return tg.tasks.front();
 }
 
-std::set<std::string> names(const TaskGraph &tg, const std::vector<BlockId> &ids) {
+std::set<std::string> names(const TaskGraph &tg,
+                            const std::vector<BlockId> &ids) {
   std::set<std::string> out;
   for (BlockId id : ids)
     out.insert(tg.blocks[id].name);
@@ -59,11 +60,13 @@ TEST_CASE("mlp: tasks, minimal reads, no gradient for the data input",
   CHECK(names(tg, bd2.reads) == std::set<std::string>{"W2", "d(fc2_out)"});
   CHECK(names(tg, bd2.writes) == std::set<std::string>{"d(relu_out)"});
   const Task &bw2 = findTask(tg, "BP-weight(fc2)");
-  CHECK(names(tg, bw2.reads) == std::set<std::string>{"relu_out", "d(fc2_out)"});
+  CHECK(names(tg, bw2.reads) ==
+        std::set<std::string>{"relu_out", "d(fc2_out)"});
   CHECK(names(tg, bw2.writes) == std::set<std::string>{"d(W2)", "d(b2)"});
   // Relu backward reads Y and dY, never X.
   const Task &br = findTask(tg, "BP-data(relu)");
-  CHECK(names(tg, br.reads) == std::set<std::string>{"relu_out", "d(relu_out)"});
+  CHECK(names(tg, br.reads) ==
+        std::set<std::string>{"relu_out", "d(relu_out)"});
   CHECK(findTask(tg, "FP(relu)").mayRunInPlace);
   CHECK_FALSE(findTask(tg, "FP(fc1)").mayRunInPlace);
 

@@ -1,4 +1,5 @@
-//===- GraphLiteral.h - Forward graphs written as literals in tests -*- C++ -*-===//
+//===- GraphLiteral.h - Forward graphs written as literals in tests -*- C++
+//-*-===//
 //
 // Lets a test state a whole small graph in a few lines, with dims as the
 // importer would resolve them at `batch`.

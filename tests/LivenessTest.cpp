@@ -1,6 +1,6 @@
 //===- LivenessTest.cpp - live intervals, peak and lower bound ------------===//
-#include "compiler/Autodiff.h"
 #include "passes/Liveness.h"
+#include "compiler/Autodiff.h"
 #include "passes/LowerBound.h"
 #include "tests/GraphLiteral.h"
 
@@ -34,8 +34,8 @@ TEST_CASE("liveness of an mlp at batch 2", "[liveness]") {
   // 5 BP-weight(fc2), 6 BP-data(relu), 7 BP-weight(fc1), 8..11 updates.
   // Bytes at b=2: x 32, fc1_out 64, relu_out 64, fc2_out 24, labels 8,
   // loss 4, d(fc2_out) 24, d(relu_out) 64, d(fc1_out) 64.
-  std::vector<int64_t> expected{104, 168, 128, 156, 184, 184, 224, 96,
-                                0,   0,   0,   0};
+  std::vector<int64_t> expected{104, 168, 128, 156, 184, 184,
+                                224, 96,  0,   0,   0,   0};
   CHECK(lv.liveBytes == expected);
   CHECK(lv.peakStep == 6);
   CHECK(tg.tasks[lv.order[lv.peakStep]].name == "BP-data(relu)");

@@ -29,8 +29,9 @@ cl::SubCommand Cmd("inspect", "Print the op table, task graph size and "
                               "memory figures of a model");
 cl::opt<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                                cl::Required, cl::sub(Cmd));
-cl::opt<int64_t> Batch("batch", cl::desc("Batch size (default: the model's "
-                                          "fixed batch dimension)"),
+cl::opt<int64_t> Batch("batch",
+                       cl::desc("Batch size (default: the model's "
+                                "fixed batch dimension)"),
                        cl::init(0), cl::sub(Cmd));
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"), cl::sub(Cmd));
 cl::opt<bool> Summary("summary", cl::desc("Leave out the op table"),
@@ -120,7 +121,8 @@ int run() {
   os << formatv("model {0} ({1}), batch {2}\n", quoteName(graph->name),
                 std::string(ModelPath), b);
   if (!Summary) {
-    os << formatv("\n{0,5}  {1,-20} {2,-32} {3}\n", "#", "op", "node", "output shape");
+    os << formatv("\n{0,5}  {1,-20} {2,-32} {3}\n", "#", "op", "node",
+                  "output shape");
     for (OpId i = 0; i < (OpId)graph->ops.size(); ++i) {
       const Op &op = graph->ops[i];
       std::string node = quoteName(op.name);
@@ -137,7 +139,8 @@ int run() {
                 tg->tasks.size(), byKind[0], byKind[1], byKind[2], byKind[3],
                 byKind[4]);
   os << formatv("parameters           {0}\n", params);
-  os << formatv("weight bytes         {0}\n", formatBytes(graph->weightBytes()));
+  os << formatv("weight bytes         {0}\n",
+                formatBytes(graph->weightBytes()));
   os << formatv("weight-side bytes    {0}  (weights, gradients, optimizer "
                 "state)\n",
                 formatBytes(tg->weightSideBytes()));

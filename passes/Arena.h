@@ -1,0 +1,95 @@
+//===- Arena.h - moDNN's segment list over one static arena -----*- C++ -*-===//
+//
+// The memory manager the scheduler simulates with: the arena as an ordered
+// list of occupied and free segments (moDNN section IV-B). Each segment
+// remembers, per stream, the last instruction that touched its bytes, so
+// whoever reuses them knows which events to wait for; freeing never loses
+// that history, merging keeps the latest per stream.
+//
+// Guarantees: segments tile [0, size) exactly; occupied segments never
+// overlap; every offset handed out is aligned to kArenaAlign.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_PASSES_ARENA_H
+#define MEMFIT_PASSES_ARENA_H
+
+#include "compiler/Plan.h"
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace memfit {
+
+constexpr int64_t kArenaAlign = 256; // cuDNN and cuBLAS like 256-byte starts
+
+inline int64_t alignUp(int64_t x) {
+  return (x + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+}
+
+/// The last use of some bytes on one stream: the instruction (its index in
+/// issue order, plus one; 0 for never used) and its predicted finish time.
+/// On one stream a later index is a later use.
+struct LastUse {
+  int32_t seq = 0;
+  double end = 0;
+};
+using StreamUses = std::array<LastUse, kNumStreams>;
+
+void mergeUses(StreamUses &into, const StreamUses &from);
+
+class Arena {
+public:
+  struct Segment {
+    int64_t offset = 0, size = 0;
+    int32_t owner = -1; // the scheduler's id of what occupies it; -1 free
+    StreamUses uses{};
+  };
+
+  explicit Arena(int64_t size);
+
+  int64_t size() const { return totalSize; }
+  /// Highest offset + size ever allocated.
+  int64_t highWater() const { return high; }
+  int64_t usedBytes() const { return used; }
+  int64_t largestFree() const;
+  const std::vector<Segment> &segments() const { return segs; }
+
+  /// Best fit among free runs; returns the offset and the uses of the bytes
+  /// it takes, or nothing when no free run is large enough.
+  std::optional<std::pair<int64_t, StreamUses>> allocate(int64_t bytes,
+                                                         int32_t owner);
+  /// Places `owner` at exactly [offset, offset + bytes), which must be free.
+  StreamUses allocateAt(int64_t offset, int64_t bytes, int32_t owner);
+  /// Frees what `owner` occupies, recording its last uses on the bytes.
+  void release(int32_t owner, const StreamUses &uses);
+  /// Records a use of an occupied segment (kept when it is released).
+  void touch(int32_t owner, Stream s, LastUse use);
+  const Segment *find(int32_t owner) const;
+
+  /// A window of contiguous segments that, once its occupants are evicted,
+  /// frees at least the bytes asked for.
+  struct Window {
+    int64_t offset = 0;
+    std::vector<int32_t> owners; // occupants to evict, in address order
+    StreamUses freeUses{};       // last uses of the free bytes it takes
+    double score = 0;
+  };
+  /// The window with the lowest score over all runs of contiguous segments
+  /// whose occupants `evictable` allows; `score` prices a candidate. Ties
+  /// go to the lower offset.
+  std::optional<Window>
+  findEviction(int64_t bytes, const std::function<bool(int32_t)> &evictable,
+               const std::function<double(const Window &)> &score) const;
+
+private:
+  void mergeFree();
+  std::vector<Segment> segs;
+  int64_t totalSize, high = 0, used = 0;
+};
+
+} // namespace memfit
+
+#endif

@@ -1,0 +1,53 @@
+//===- Schedule.h - Offload/prefetch event simulation (Algorithm 1) -*- C++
+//-*-===//
+//
+// moDNN's Algorithm 1 over one static arena: simulates one round task by
+// task with a compute stream and two copy streams, gives every residency of
+// every block a fixed offset, offloads when an allocation fails (the
+// contiguous scheme with the lowest price; defragmentation only when none
+// exists), prefetches ahead by Eq. 4, and picks each convolution algorithm by
+// the gain of Eq. 5. The policies of vDNN, moDNN and memfit are variations
+// of the same simulation (Policy).
+//
+// Guarantees: the Plan it returns orders every cross-stream dependency with
+// an event, never places two live residencies on the same bytes, and fits
+// the budget; the verifier checks all of it independently. When the budget
+// cannot be met under the policy, it returns an error saying why.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_PASSES_SCHEDULE_H
+#define MEMFIT_PASSES_SCHEDULE_H
+
+#include "compiler/CostTable.h"
+#include "compiler/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string_view>
+
+namespace memfit {
+
+enum class Policy : uint8_t {
+  Ideal,    // no budget: fastest algorithms, liveness only
+  VdnnAll,  // vDNN: offload every layer's input, per-layer synchronisation
+  VdnnConv, // vDNN: offload convolution inputs only
+  Modnn,    // moDNN as published
+  Memfit,   // the default: moDNN improved (see docs/passes/schedule.md)
+};
+std::string_view policyName(Policy p);
+bool parsePolicy(std::string_view name, Policy &out);
+
+struct ScheduleOptions {
+  Policy policy = Policy::Memfit;
+  int64_t budget = 0; // total device bytes; ignored by Ideal
+  int64_t batch = 0;  // the full batch B
+};
+
+/// Schedules one round at the cost table's sub-batch, plus the update.
+llvm::Expected<Plan> schedule(const TaskGraph &tg, const CostTable &costs,
+                              const std::vector<TaskId> &order,
+                              const ScheduleOptions &opts);
+
+} // namespace memfit
+
+#endif

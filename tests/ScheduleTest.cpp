@@ -1,0 +1,219 @@
+//===- ScheduleTest.cpp - Algorithm 1, policies, and the plan verifier ----===//
+#include "passes/Schedule.h"
+#include "compiler/Autodiff.h"
+#include "passes/Liveness.h"
+#include "passes/Simulate.h"
+#include "passes/Verify.h"
+#include "tests/GraphLiteral.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using memfit::test::GraphLiteral;
+
+namespace {
+
+// x[N,4,16,16] -> 6 x (conv 3x3 -> relu) -> gap -> flatten -> fc(10)
+Graph convChain(int64_t batch, int layers = 6) {
+  GraphLiteral L(batch);
+  ValueId x = L.input("x", {4, 16, 16});
+  OpAttrs conv;
+  conv.kernel = {3, 3};
+  conv.pads = {1, 1, 1, 1};
+  conv.strides = {1, 1};
+  conv.dilations = {1, 1};
+  for (int i = 0; i < layers; ++i) {
+    std::string n = std::to_string(i);
+    x = L.op(OpKind::Conv, "conv" + n, {x, L.weight("k" + n, {4, 4, 3, 3})},
+             {4, 16, 16}, conv);
+    x = L.op(OpKind::Relu, "relu" + n, {x}, {4, 16, 16});
+  }
+  x = L.op(OpKind::GlobalAveragePool, "gap", {x}, {4, 1, 1});
+  x = L.op(OpKind::Flatten, "flat", {x}, {4});
+  OpAttrs gemm;
+  gemm.transB = true;
+  L.op(OpKind::Gemm, "fc", {x, L.weight("W", {10, 4})}, {10}, gemm);
+  return std::move(L.g);
+}
+
+// Every task takes 1 ms per sample (so copies can hide behind compute);
+// forward convolutions also have a 2x faster algorithm that needs a
+// workspace the size of their output.
+CostTable table(const TaskGraph &tg, int64_t b) {
+  CostTable c;
+  c.subBatch = b;
+  c.d2hBytesPerSecond = c.h2dBytesPerSecond = 16e6; // 16 KB per ms
+  c.copyLatencySeconds = 0;
+  for (const Task &t : tg.tasks) {
+    std::vector<AlgoCost> algos;
+    double secs = 1e-3 * b;
+    bool conv = t.kind == TaskKind::Forward && t.op >= 0 &&
+                tg.graph->ops[t.op].kind == OpKind::Conv;
+    if (conv) {
+      int64_t ws = tg.blocks[t.writes[0]].bytesAt(b);
+      algos.push_back({1, "fast", secs / 2, ws, false});
+    }
+    algos.push_back({0, "baseline", secs, 0, true});
+    c.tasks.push_back(algos);
+  }
+  return c;
+}
+
+Plan plan(const TaskGraph &tg, Policy p, int64_t budget, int64_t b) {
+  CostTable c = table(tg, b);
+  auto pl = schedule(tg, c, builtOrder(tg), {p, budget, b});
+  if (!pl)
+    FAIL(llvm::toString(pl.takeError()));
+  return std::move(*pl);
+}
+
+std::string verifyMessage(const TaskGraph &tg, const Plan &p) {
+  llvm::Error e = verifyPlan(tg, p);
+  return e ? llvm::toString(std::move(e)) : std::string();
+}
+
+} // namespace
+
+TEST_CASE("ideal plan: liveness only, verified", "[schedule]") {
+  Graph g = convChain(4);
+  auto tg = buildTaskGraph(g);
+  REQUIRE(static_cast<bool>(tg));
+  Plan p = plan(*tg, Policy::Ideal, 0, 4);
+  CHECK(verifyMessage(*tg, p).empty());
+  CHECK(p.summary.bytesToHost == 0);
+  // The arena holds at least the liveness peak (fragmentation can only add).
+  Liveness lv = computeLiveness(*tg, builtOrder(*tg), 4);
+  CHECK(p.arenaBytes >= lv.peakBytes - lv.weightSideBytes);
+  Simulation sim = simulate(*tg, p, table(*tg, 4));
+  // Fastest algorithms, no stall: compute time = sum over the round's tasks
+  // (conv forwards at half price) plus updates.
+  double expected = 0;
+  for (const Task &t : tg->tasks)
+    expected += table(*tg, 4).fastest(&t - tg->tasks.data()).seconds;
+  CHECK(sim.computeSeconds == Approx(expected));
+}
+
+TEST_CASE("tight budgets force offloads, and every policy's plan verifies",
+          "[schedule]") {
+  Graph g = convChain(4);
+  auto tg = buildTaskGraph(g);
+  REQUIRE(static_cast<bool>(tg));
+  Plan ideal = plan(*tg, Policy::Ideal, 0, 4);
+  int64_t budget = ideal.residentBytes + ideal.arenaBytes * 6 / 10;
+  for (Policy p : {Policy::Memfit, Policy::Modnn}) {
+    INFO(policyName(p));
+    Plan pl = plan(*tg, p, budget, 4);
+    CHECK(verifyMessage(*tg, pl).empty());
+    CHECK(pl.totalBytes() <= budget);
+    CHECK(pl.summary.bytesToHost > 0);
+    CHECK(pl.summary.bytesToDevice > 0);
+  }
+  // vDNN offloads by rule, so it may fail where Algorithm 1 succeeds; when
+  // it succeeds its plan must verify.
+  for (Policy p : {Policy::VdnnAll, Policy::VdnnConv}) {
+    INFO(policyName(p));
+    CostTable c = table(*tg, 4);
+    auto pl = schedule(*tg, c, builtOrder(*tg), {p, budget * 2, 4});
+    if (pl) {
+      CHECK(verifyMessage(*tg, *pl).empty());
+      CHECK(pl->summary.bytesToHost > 0);
+    } else {
+      llvm::consumeError(pl.takeError());
+    }
+  }
+}
+
+TEST_CASE("a budget below one task's footprint is refused with the task",
+          "[schedule]") {
+  Graph g = convChain(4);
+  auto tg = buildTaskGraph(g);
+  REQUIRE(static_cast<bool>(tg));
+  CostTable c = table(*tg, 4);
+  // Each conv map is 4x4x16x16x4 bytes = 16 KiB; BP-data of a relu touches
+  // three of them. Leave room for two.
+  int64_t budget = tg->weightSideBytes() + 2 * 16384;
+  auto pl = schedule(*tg, c, builtOrder(*tg), {Policy::Memfit, budget, 4});
+  REQUIRE_FALSE(static_cast<bool>(pl));
+  std::string msg = llvm::toString(pl.takeError());
+  CHECK(msg.find("alone needs") != std::string::npos);
+  CHECK(msg.find("memfit") != std::string::npos);
+}
+
+TEST_CASE("the verifier catches broken plans", "[verify]") {
+  Graph g = convChain(4);
+  auto tg = buildTaskGraph(g);
+  REQUIRE(static_cast<bool>(tg));
+  Plan ideal = plan(*tg, Policy::Ideal, 0, 4);
+  Plan good = plan(*tg, Policy::Memfit,
+                   ideal.residentBytes + ideal.arenaBytes * 6 / 10, 4);
+  REQUIRE(verifyMessage(*tg, good).empty());
+
+  SECTION("budget") {
+    Plan p = good;
+    p.budget = p.totalBytes() - 1;
+    CHECK(verifyMessage(*tg, p).find("[budget]") != std::string::npos);
+  }
+  SECTION("a missing wait") {
+    // Drop the first wait that orders a copy-in before the compute stream.
+    Plan p = good;
+    bool dropped = false;
+    for (size_t i = 0; i < p.round.size() && !dropped; ++i)
+      if (p.round[i].kind == InstrKind::Wait &&
+          p.round[i].stream == Stream::Compute) {
+        p.round.erase(p.round.begin() + i);
+        dropped = true;
+      }
+    REQUIRE(dropped);
+    std::string msg = verifyMessage(*tg, p);
+    CHECK_FALSE(msg.empty());
+  }
+  SECTION("overlapping residencies") {
+    Plan p = good;
+    // Put every residency at offset 0: blocks live together now collide.
+    for (Residency &r : p.residencies)
+      r.offset = 0;
+    CHECK(verifyMessage(*tg, p).find("[overlap]") != std::string::npos);
+  }
+  SECTION("a task that never runs") {
+    Plan p = good;
+    for (size_t i = 0; i < p.round.size(); ++i)
+      if (p.round[i].kind == InstrKind::Run &&
+          tg->tasks[p.round[i].task].kind == TaskKind::BackwardWeight) {
+        p.round.erase(p.round.begin() + i);
+        break;
+      }
+    CHECK(verifyMessage(*tg, p).find("[structure]") != std::string::npos);
+  }
+  SECTION("reading a block that was dropped without a copy") {
+    Plan p = good;
+    bool removed = false;
+    for (size_t i = 0; i < p.round.size() && !removed; ++i)
+      if (p.round[i].kind == InstrKind::CopyOut &&
+          p.residencies[p.round[i].residency].block != tg->inputBlock) {
+        p.round[i].kind = InstrKind::Record; // no copy any more
+        p.round[i].event = 0;
+        removed = true;
+      }
+    REQUIRE(removed);
+    std::string msg = verifyMessage(*tg, p);
+    CHECK(msg.find("[copy-in]") != std::string::npos);
+  }
+}
+
+TEST_CASE("plans are deterministic", "[schedule]") {
+  Graph g = convChain(4);
+  auto tg = buildTaskGraph(g);
+  REQUIRE(static_cast<bool>(tg));
+  Plan ideal = plan(*tg, Policy::Ideal, 0, 4);
+  int64_t budget = ideal.residentBytes + ideal.arenaBytes * 6 / 10;
+  Plan a = plan(*tg, Policy::Memfit, budget, 4);
+  Plan b = plan(*tg, Policy::Memfit, budget, 4);
+  REQUIRE(a.round.size() == b.round.size());
+  for (size_t i = 0; i < a.round.size(); ++i) {
+    CHECK(a.round[i].kind == b.round[i].kind);
+    CHECK(a.round[i].residency == b.round[i].residency);
+  }
+  REQUIRE(a.residencies.size() == b.residencies.size());
+  for (size_t i = 0; i < a.residencies.size(); ++i)
+    CHECK(a.residencies[i].offset == b.residencies[i].offset);
+}
