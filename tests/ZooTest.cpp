@@ -1,0 +1,326 @@
+//===- ZooTest.cpp - The zoo's models match their published shapes --------===//
+//
+// Every model passes the ONNX checker and strict shape inference; the facts
+// below (shapes, layer and parameter counts) are computed by hand from the
+// papers and torchvision and read back from the ONNX proto.
+//
+//===----------------------------------------------------------------------===//
+#include "ZooTestUtil.h"
+
+#include "models/Families.h"
+
+#include <chrono>
+
+using namespace memfit;
+using memfit::test::buildAndInspect;
+using memfit::test::InspectedModel;
+
+namespace {
+
+const int64_t N = -1; // the symbolic batch as test::dimsOf reports it
+
+int countConvAndGemm(const InspectedModel &m) {
+  return m.countOps("Conv") + m.countOps("Gemm");
+}
+
+std::vector<int64_t> convGroups(const InspectedModel &m) {
+  std::vector<int64_t> groups;
+  for (const auto &node : m.graph().node()) {
+    if (node.op_type() != "Conv")
+      continue;
+    int64_t g = 1;
+    for (const auto &a : node.attribute())
+      if (a.name() == "group")
+        g = a.i();
+    groups.push_back(g);
+  }
+  return groups;
+}
+
+} // namespace
+
+TEST_CASE("every zoo model passes the onnx checker and shape inference",
+          "[zoo]") {
+  std::vector<std::string> names;
+  for (const ZooEntry &e : zooModels()) {
+    if (e.name == "resnet-N") {
+      names.push_back("resnet-14");
+      names.push_back("resnet-50");
+    } else if (e.name == "vgg-N") {
+      for (const char *v : {"vgg-116", "vgg-216", "vgg-316", "vgg-416"})
+        names.push_back(v);
+    } else {
+      names.push_back(e.name);
+    }
+  }
+  REQUIRE(names.size() == 18 + 2 + 4);
+  for (const std::string &name : names) {
+    INFO("model " << name);
+    InspectedModel m = buildAndInspect(name);
+    bool tiny = isTinyZooModel(name);
+    // The first graph input is the data; the declared output is [N, classes]
+    // and agrees with the inferred one (strict inference merges the two).
+    REQUIRE(m.graph().input(0).name() == "input");
+    REQUIRE(m.graph().output_size() == 1);
+    CHECK(m.graph().output(0).name() == "output");
+    CHECK(m.shapes["output"] == std::vector<int64_t>{N, tiny ? 10 : 1000});
+    CHECK(m.graph().input(0).type().tensor_type().shape().dim(0).dim_param() ==
+          "N");
+    CHECK(m.proto.ir_version() == 8);
+    REQUIRE(m.proto.opset_import_size() == 1);
+    CHECK(m.proto.opset_import(0).version() == 13);
+    // Node names are present and unique.
+    std::set<std::string> nodeNames;
+    for (const auto &node : m.graph().node()) {
+      CHECK(!node.name().empty());
+      CHECK(nodeNames.insert(node.name()).second);
+    }
+  }
+}
+
+TEST_CASE("alexnet is Caffe's bvlc_alexnet", "[zoo]") {
+  InspectedModel m = buildAndInspect("alexnet");
+  CHECK(m.shapes["input"] == std::vector<int64_t>{N, 3, 227, 227});
+  // (227 - 11) / 4 + 1 = 55; pools (55 - 3) / 2 + 1 = 27, 13, 6.
+  CHECK(m.shapes["conv1"] == std::vector<int64_t>{N, 96, 55, 55});
+  CHECK(m.shapes["pool1"] == std::vector<int64_t>{N, 96, 27, 27});
+  CHECK(m.shapes["conv2"] == std::vector<int64_t>{N, 256, 27, 27});
+  CHECK(m.shapes["pool2"] == std::vector<int64_t>{N, 256, 13, 13});
+  CHECK(m.shapes["conv5"] == std::vector<int64_t>{N, 256, 13, 13});
+  CHECK(m.shapes["pool5"] == std::vector<int64_t>{N, 256, 6, 6});
+  CHECK(m.shapes["flatten"] == std::vector<int64_t>{N, 9216});
+  CHECK(convGroups(m) == std::vector<int64_t>{1, 2, 1, 2, 2});
+  CHECK(m.countOps("LRN") == 2);
+  CHECK(m.countOps("Dropout") == 2);
+  CHECK(m.countOps("MaxPool") == 3);
+  CHECK(m.graph().node_size() == 23); // SuperNeurons' 23 layers minus
+                                      // Softmax, plus Flatten
+  // conv1 96*3*11*11 + 96          =     34,944
+  // conv2 256*48*5*5 + 256         =    307,456  (group 2: 96/2 inputs)
+  // conv3 384*256*3*3 + 384        =    885,120
+  // conv4 384*192*3*3 + 384        =    663,936  (group 2)
+  // conv5 256*192*3*3 + 256        =    442,624  (group 2)
+  // fc6   9216*4096 + 4096         = 37,752,832
+  // fc7   4096*4096 + 4096         = 16,781,312
+  // fc8   4096*1000 + 1000         =  4,097,000
+  //                          total = 60,965,224
+  CHECK(m.trainableParams() == 60965224);
+}
+
+TEST_CASE("vgg16 and vgg19 match torchvision", "[zoo]") {
+  InspectedModel v16 = buildAndInspect("vgg16");
+  CHECK(v16.countOps("Conv") == 13);
+  CHECK(v16.countOps("Gemm") == 3);
+  CHECK(v16.shapes["conv1_2"] == std::vector<int64_t>{N, 64, 224, 224});
+  CHECK(v16.shapes["pool5"] == std::vector<int64_t>{N, 512, 7, 7});
+  CHECK(v16.trainableParams() == 138357544);
+  InspectedModel v19 = buildAndInspect("vgg19");
+  CHECK(v19.countOps("Conv") == 16);
+  CHECK(v19.trainableParams() == 143667240);
+}
+
+TEST_CASE("vDNN's vgg-N has N convolutions, 20 more per group per 100",
+          "[zoo]") {
+  // vgg-116: groups 2+20, 2+20, 4+20, 4+20, 4+20 = 22+22+24+24+24 = 116.
+  InspectedModel m = buildAndInspect("vgg-116");
+  CHECK(m.countOps("Conv") == 116);
+  CHECK(m.countOps("Gemm") == 3);
+  CHECK(m.node("conv1_22") != nullptr);
+  CHECK(m.node("conv1_23") == nullptr);
+  CHECK(m.node("conv5_24") != nullptr);
+  CHECK(m.node("conv5_25") == nullptr);
+  CHECK(m.shapes["conv2_22"] == std::vector<int64_t>{N, 128, 112, 112});
+  // vgg-416: 82+82+84+84+84 = 416.
+  InspectedModel deep = buildAndInspect("vgg-416");
+  CHECK(deep.countOps("Conv") == 416);
+  CHECK(deep.node("conv3_84") != nullptr);
+  CHECK(deep.node("conv3_85") == nullptr);
+}
+
+TEST_CASE("moDNN's vgg101 is VGG-19 deepened to 98 conv + 3 FC", "[zoo]") {
+  InspectedModel m = buildAndInspect("vgg101");
+  CHECK(countConvAndGemm(m) == 101);
+  CHECK(m.countOps("Conv") == 98);
+  // Groups 2, 2, 32, 31, 31: VGG-19's first two groups unchanged.
+  CHECK(m.node("conv2_2") != nullptr);
+  CHECK(m.node("conv2_3") == nullptr);
+  CHECK(m.node("conv3_32") != nullptr);
+  CHECK(m.node("conv3_33") == nullptr);
+  CHECK(m.node("conv5_31") != nullptr);
+  CHECK(m.node("conv5_32") == nullptr);
+}
+
+TEST_CASE("torchvision resnets have torchvision's parameter counts", "[zoo]") {
+  struct Case {
+    const char *name;
+    int64_t params;
+    int convs;
+  };
+  // Convs: 1 stem + 2 or 3 per block + one projection per stage that
+  // changes width or stride (3 for basic blocks, 4 for bottlenecks).
+  for (Case c : {Case{"resnet18", 11689512, 1 + 2 * 8 + 3},
+                 Case{"resnet34", 21797672, 1 + 2 * 16 + 3},
+                 Case{"resnet50", 25557032, 1 + 3 * 16 + 4},
+                 Case{"resnet101", 44549160, 1 + 3 * 33 + 4},
+                 Case{"resnet152", 60192808, 1 + 3 * 50 + 4}}) {
+    INFO(c.name);
+    InspectedModel m = buildAndInspect(c.name);
+    CHECK(m.trainableParams() == c.params);
+    CHECK(m.countOps("Conv") == c.convs);
+    CHECK(m.countOps("BatchNormalization") == c.convs);
+    CHECK(m.countOps("Gemm") == 1);
+  }
+  InspectedModel r50 = buildAndInspect("resnet50");
+  CHECK(r50.shapes["maxpool"] == std::vector<int64_t>{N, 64, 56, 56});
+  CHECK(r50.shapes["layer1.2.relu3"] == std::vector<int64_t>{N, 256, 56, 56});
+  CHECK(r50.shapes["layer4.2.relu3"] == std::vector<int64_t>{N, 2048, 7, 7});
+  CHECK(r50.node("layer3.5.add") != nullptr);
+  CHECK(r50.node("layer3.6.add") == nullptr);
+}
+
+TEST_CASE("resnet-N has depth N counted as He et al. count it", "[zoo]") {
+  // Depth = stem conv + 3 per bottleneck unit + fc; the four projection
+  // shortcuts ("downsample") are not counted, as in ResNet-50's name.
+  for (int64_t depth : {14, 50, 101, 152, 1001}) {
+    INFO("resnet-" << depth);
+    InspectedModel m = buildAndInspect("resnet-" + std::to_string(depth));
+    int downsample = 0;
+    for (const auto &node : m.graph().node())
+      if (node.op_type() == "Conv" &&
+          llvm::StringRef(node.name()).endswith(".downsample"))
+        ++downsample;
+    CHECK(downsample == 4);
+    CHECK(countConvAndGemm(m) - downsample == depth);
+    CHECK(m.countOps("Add") == (depth - 2) / 3);
+    CHECK(m.shapes["bn_final"] == std::vector<int64_t>{N, 2048, 7, 7});
+  }
+}
+
+TEST_CASE("resnet-N splits units over stages in 3:4:6:3 proportion", "[zoo]") {
+  using Split = std::array<int64_t, 4>;
+  CHECK(zoo::preActStageUnits(16) == Split{3, 4, 6, 3}); // resnet-50
+  CHECK(zoo::preActStageUnits(4) == Split{1, 1, 1, 1});  // resnet-14
+  // 33 units: 6.1875, 8.25, 12.375, 6.1875 -> 6, 8, 12, 6 and the one left
+  // goes to the largest fraction (stage 3).
+  CHECK(zoo::preActStageUnits(33) == Split{6, 8, 13, 6});
+  // 333 units (resnet-1001): 62.4375, 83.25, 124.875, 62.4375 -> two left
+  // go to stage 3 (.875) and stage 1 (.4375, tie with stage 4 to the
+  // earlier stage).
+  CHECK(zoo::preActStageUnits(333) == Split{63, 83, 125, 62});
+  InspectedModel m = buildAndInspect("resnet-50");
+  CHECK(m.node("layer3.5.add") != nullptr);
+  CHECK(m.node("layer3.6.add") == nullptr);
+  CHECK(m.node("layer4.2.add") != nullptr);
+  CHECK(m.node("layer4.3.add") == nullptr);
+}
+
+TEST_CASE("a 1000-layer resnet builds quickly, a 10000-layer one too",
+          "[zoo]") {
+  auto start = std::chrono::steady_clock::now();
+  auto bytes = buildZooModel("resnet-1001", {});
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  REQUIRE(static_cast<bool>(bytes));
+  CHECK(seconds < 1.0);
+  auto huge = buildZooModel("resnet-10001", {});
+  REQUIRE(static_cast<bool>(huge));
+  onnx::ModelProto proto;
+  REQUIRE(proto.ParseFromString(*huge));
+  // 3333 units of 10 nodes, 4 projections, 4 stem and 5 head nodes.
+  CHECK(proto.graph().node_size() == 3333 * 10 + 4 + 4 + 5);
+}
+
+TEST_CASE("googlenet is bvlc_googlenet without auxiliary heads", "[zoo]") {
+  InspectedModel m = buildAndInspect("googlenet");
+  CHECK(m.countOps("Conv") == 3 + 9 * 6);
+  CHECK(m.countOps("Concat") == 9);
+  CHECK(m.shapes["pool2"] == std::vector<int64_t>{N, 192, 28, 28});
+  CHECK(m.shapes["inception_3a.output"] ==
+        std::vector<int64_t>{N, 256, 28, 28}); // 64+128+32+32
+  CHECK(m.shapes["inception_4e.output"] ==
+        std::vector<int64_t>{N, 832, 14, 14}); // 256+320+128+128
+  CHECK(m.shapes["inception_5b.output"] ==
+        std::vector<int64_t>{N, 1024, 7, 7}); // 384+384+128+128
+  // Stem 9,472 + 4,160 + 110,784; inceptions 163,696 + 388,736 + 376,176 +
+  // 449,160 + 510,104 + 605,376 + 868,352 + 1,043,456 + 1,444,080;
+  // classifier 1024*1000 + 1000 = 1,025,000.
+  CHECK(m.trainableParams() == 6998552);
+}
+
+TEST_CASE("densenet121 matches torchvision", "[zoo]") {
+  InspectedModel m = buildAndInspect("densenet121");
+  CHECK(m.trainableParams() == 7978856);
+  CHECK(m.countOps("Conv") == 1 + 2 * (6 + 12 + 24 + 16) + 3);
+  // One Concat per dense layer after a block's first, one per block output.
+  CHECK(m.countOps("Concat") == (5 + 11 + 23 + 15) + 4);
+  // 64 + 6*32 = 256 -> 128; 128 + 12*32 = 512 -> 256; 256 + 24*32 = 1024
+  // -> 512; 512 + 16*32 = 1024.
+  CHECK(m.shapes["denseblock1.output"] == std::vector<int64_t>{N, 256, 56, 56});
+  CHECK(m.shapes["transition1.pool"] == std::vector<int64_t>{N, 128, 28, 28});
+  CHECK(m.shapes["denseblock4.output"] == std::vector<int64_t>{N, 1024, 7, 7});
+}
+
+TEST_CASE("fcn is VGG-16 without Gemm and with VGG-16's parameters", "[zoo]") {
+  InspectedModel m = buildAndInspect("fcn");
+  CHECK(m.countOps("Gemm") == 0);
+  CHECK(m.countOps("Conv") == 13 + 3);
+  // fc6 as a 7x7x512 -> 4096 conv holds fc6's 25088*4096 weights, so the
+  // count equals VGG-16's.
+  CHECK(m.trainableParams() == 138357544);
+  CHECK(m.shapes["score"] == std::vector<int64_t>{N, 1000, 7, 7});
+}
+
+TEST_CASE("tiny models are small and have the stated structure", "[zoo]") {
+  struct Case {
+    const char *name;
+    std::vector<std::string> ops;
+    std::vector<int64_t> input;
+    int64_t params;
+  };
+  const std::vector<Case> cases = {
+      // 16*32+32 + 32*10+10
+      {"mlp", {"Gemm", "Relu", "Gemm"}, {N, 16}, 544 + 330},
+      {"tiny-dropout", {"Gemm", "Relu", "Dropout", "Gemm"}, {N, 16}, 544 + 330},
+      // conv1 3*4*9+4, conv2 4*8*9+8, fc 8*10+10
+      {"tiny-cnn",
+       {"Conv", "Relu", "MaxPool", "Conv", "Relu", "GlobalAveragePool",
+        "Flatten", "Gemm"},
+       {N, 3, 8, 8},
+       112 + 296 + 90},
+      // conv0 3*4*9+4, two 4*4*9+4 convs, fc 4*10+10
+      {"tiny-residual",
+       {"Conv", "Relu", "Conv", "Relu", "Conv", "Add", "Relu",
+        "GlobalAveragePool", "Flatten", "Gemm"},
+       {N, 3, 8, 8},
+       112 + 2 * 148 + 50},
+      // conv0 112; 1x1 4*2+2, 3x3 4*3*9+3, pool_proj 4*2+2; fc 7*10+10
+      {"tiny-inception",
+       {"Conv", "Relu", "Conv", "Conv", "MaxPool", "Conv", "Concat", "Relu",
+        "GlobalAveragePool", "Flatten", "Gemm"},
+       {N, 3, 8, 8},
+       112 + 10 + 111 + 10 + 80},
+      // conv1 3*4*9 (no bias), BN scale+B 8, fc 4*10+10
+      {"tiny-bn",
+       {"Conv", "BatchNormalization", "Relu", "GlobalAveragePool", "Flatten",
+        "Gemm"},
+       {N, 3, 8, 8},
+       108 + 8 + 50},
+  };
+  for (const Case &c : cases) {
+    INFO(c.name);
+    CHECK(isTinyZooModel(c.name));
+    InspectedModel m = buildAndInspect(c.name);
+    std::vector<std::string> ops;
+    for (const auto &node : m.graph().node())
+      ops.push_back(node.op_type());
+    CHECK(ops == c.ops);
+    CHECK(m.shapes["input"] == c.input);
+    CHECK(m.shapes["output"] == std::vector<int64_t>{N, 10});
+    CHECK(m.trainableParams() == c.params);
+  }
+  CHECK(buildAndInspect("tiny-inception").shapes["mixed.concat"] ==
+        std::vector<int64_t>{N, 7, 8, 8});
+  CHECK_FALSE(isTinyZooModel("alexnet"));
+  CHECK_FALSE(isTinyZooModel("no-such-model"));
+}

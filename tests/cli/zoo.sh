@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# memfit zoo: writes models, refuses to overwrite without --force, reports
+# unknown models on stderr with exit code 1, lists the zoo.
+set -u
+MEMFIT=$1
+WORK=$2
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$MEMFIT" zoo --list >list.txt 2>err.txt || fail "--list exited $?"
+for name in alexnet vgg16 vgg101 vgg-N resnet50 resnet-N googlenet \
+            densenet121 fcn mlp tiny-cnn tiny-dropout; do
+  grep -q "^  $name " list.txt || fail "--list lacks $name"
+done
+
+"$MEMFIT" zoo tiny-cnn -o tiny.onnx >out.txt 2>err.txt || fail "tiny-cnn exited $?"
+[ -s tiny.onnx ] || fail "tiny.onnx not written"
+ls -a | grep -q '\.tmp-' && fail "temporary file left behind"
+
+# A tiny model carries weights by default; --no-weights drops them.
+"$MEMFIT" zoo tiny-cnn -o bare.onnx --no-weights >/dev/null 2>&1 || fail "--no-weights exited $?"
+[ "$(stat -c %s bare.onnx)" -lt "$(stat -c %s tiny.onnx)" ] || fail "--no-weights file not smaller"
+# Same name and options give the same bytes.
+"$MEMFIT" zoo tiny-cnn -o again.onnx >/dev/null 2>&1 || fail "second tiny-cnn exited $?"
+cmp -s tiny.onnx again.onnx || fail "output not deterministic"
+
+# Refuses to overwrite; the file keeps its contents.
+cp tiny.onnx before.onnx
+"$MEMFIT" zoo mlp -o tiny.onnx >out.txt 2>err.txt
+rc=$?
+[ $rc -eq 1 ] || fail "overwrite without --force exited $rc, expected 1"
+grep -q "exists; use --force" err.txt || fail "no overwrite message: $(cat err.txt)"
+cmp -s tiny.onnx before.onnx || fail "file changed without --force"
+"$MEMFIT" zoo mlp -o tiny.onnx --force >/dev/null 2>&1 || fail "--force exited $?"
+cmp -s tiny.onnx before.onnx && fail "--force did not overwrite"
+
+# Unknown model: exit 1, message on stderr listing the models, no file.
+"$MEMFIT" zoo no-such-net -o x.onnx >out.txt 2>err.txt
+rc=$?
+[ $rc -eq 1 ] || fail "unknown model exited $rc, expected 1"
+grep -q "unknown model 'no-such-net'" err.txt || fail "no unknown-model message: $(cat err.txt)"
+grep -q "resnet-N" err.txt || fail "message does not list the models"
+[ -s out.txt ] && fail "error printed on stdout"
+[ -e x.onnx ] && fail "file written for an unknown model"
+
+# Options reach the model: a fixed batch and a larger image.
+"$MEMFIT" zoo resnet-50 -o r.onnx --batch 8 --image-size 64 --classes 7 >/dev/null 2>&1 \
+  || fail "resnet-50 exited $?"
+[ -s r.onnx ] || fail "r.onnx not written"
+"$MEMFIT" zoo mlp -o m.onnx --image-size 8 >/dev/null 2>err.txt && fail "image size accepted for mlp"
+"$MEMFIT" zoo mlp -o m.onnx --weights --no-weights >/dev/null 2>err.txt && fail "both weight flags accepted"
+"$MEMFIT" zoo mlp >/dev/null 2>err.txt && fail "missing -o accepted"
+grep -q "no output file" err.txt || fail "no missing-output message"
+
+# Checked by ONNX itself where Debian's python has it.
+if /usr/bin/python3 -c 'import onnx' 2>/dev/null; then
+  /usr/bin/python3 - <<'PY' || fail "onnx python rejected the files"
+import onnx
+for f, shape in (("r.onnx", [8, 3, 64, 64]), ("bare.onnx", ["N", 3, 8, 8])):
+    m = onnx.load(f)
+    onnx.checker.check_model(m)
+    onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    d = m.graph.input[0].type.tensor_type.shape.dim
+    got = [x.dim_value if x.HasField("dim_value") else x.dim_param for x in d]
+    assert got == shape, (f, got)
+out = onnx.load("r.onnx").graph.output[0].type.tensor_type.shape.dim
+assert [x.dim_value for x in out] == [8, 7]
+PY
+fi
+echo "zoo CLI: ok"
