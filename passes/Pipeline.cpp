@@ -49,15 +49,6 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   PlanOutcome out;
   out.lowerBound = computeLowerBound(tg, 1);
   const LowerBound &lb = out.lowerBound;
-  if (req.policy != Policy::Ideal && req.budget < lb.bytes)
-    return makeErrorF(
-        "budget {0} is below the lower bound Mmin = {1} ({2} bytes): "
-        "weights, gradients and optimizer state take {3}, and task {4} "
-        "needs {5} at sub-batch 1 with no workspace",
-        formatBytes(req.budget), formatBytes(lb.bytes), lb.bytes,
-        formatBytes(lb.weightSideBytes),
-        quoteName(lb.task >= 0 ? tg.tasks[lb.task].name : ""),
-        formatBytes(lb.taskBytes));
 
   PlanRequest idealReq = req;
   idealReq.policy = Policy::Ideal;
@@ -66,6 +57,23 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     return ideal.takeError();
   out.idealSeconds = ideal->sim.iterationSeconds;
   out.idealPeakBytes = ideal->plan.totalBytes();
+
+  PlanRequest r = req;
+  if (r.budgetFraction > 0)
+    r.budget = static_cast<int64_t>(r.budgetFraction *
+                                    static_cast<double>(out.idealPeakBytes));
+  if (r.policy == Policy::Ideal)
+    r.budget = out.idealPeakBytes;
+  out.budget = r.budget;
+  if (r.budget < lb.bytes)
+    return makeErrorF(
+        "budget {0} is below the lower bound Mmin = {1} ({2} bytes): "
+        "weights, gradients and optimizer state take {3}, and task {4} "
+        "needs {5} at sub-batch 1 with no workspace",
+        formatBytes(r.budget), formatBytes(lb.bytes), lb.bytes,
+        formatBytes(lb.weightSideBytes),
+        quoteName(lb.task >= 0 ? tg.tasks[lb.task].name : ""),
+        formatBytes(lb.taskBytes));
 
   std::vector<int64_t> candidates;
   if (req.forcedSubBatch > 0) {
@@ -77,7 +85,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
              req.policy == Policy::VdnnConv) {
     candidates = {req.batch}; // neither the ideal case nor vDNN splits
   } else {
-    out.eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, req.budget);
+    out.eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, r.budget);
     if (req.policy == Policy::Modnn)
       candidates = {out.eq3SubBatch};
     else
@@ -89,7 +97,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   for (int64_t b : candidates) {
     auto c = req.policy == Policy::Ideal && b == req.batch
                  ? llvm::Expected<Candidate>(std::move(*ideal))
-                 : planAt(tg, tableAt, order, req, b);
+                 : planAt(tg, tableAt, order, r, b);
     if (!c) {
       if (!firstErr)
         firstErr = c.takeError();

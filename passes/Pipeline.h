@@ -28,6 +28,8 @@ namespace memfit {
 struct PlanRequest {
   Policy policy = Policy::Memfit;
   int64_t budget = 0; // whole device budget in bytes (unused by Ideal)
+  /// When > 0, the budget is this fraction of the ideal peak instead.
+  double budgetFraction = 0;
   int64_t batch = 0;
   int64_t forcedSubBatch = 0; // 0: the policy chooses
   OrderKind order = OrderKind::JoinAware;
@@ -35,6 +37,7 @@ struct PlanRequest {
 
 struct PlanOutcome {
   Plan plan;
+  int64_t budget = 0; // the budget planned for, resolved
   Simulation sim;
   LowerBound lowerBound;
   double idealSeconds = 0;
