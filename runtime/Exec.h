@@ -38,6 +38,7 @@ struct ProgramInfo {
   int64_t labelPerSample;  // int32 labels: 1; mse: floats per sample
   bool mseLoss;
   int64_t classes;         // cross-entropy: number of classes
+  bool hasMomentum;        // momentum buffers were planned
   int32_t numWeights;      // resident tensors (weights and BN running stats)
   int32_t numHostSlots;    // pinned host buffers, one per offloaded block
 };
@@ -82,7 +83,8 @@ public:
   /// The batch's inputs and labels on the host (pinned on CUDA).
   float *hostInput();
   void *hostLabels();
-  float *lossHost(); // the iteration's summed loss, on the host
+  float *lossValue(); // the resident loss, summed over the sub-batches
+  float readLoss();   // its value once the iteration is done
 
   // --- streams ---
   void copyOut(int64_t offset, int32_t slot);
