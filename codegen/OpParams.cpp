@@ -66,10 +66,11 @@ llvm::Expected<OpParamsText> opParams(const Graph &g, OpId id) {
     return OpParamsText{
         "PoolParams",
         llvm::formatv("{{PoolKind::{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-                      "{8}, {9}, {10}, {11}, {12}}",
+                      "{8}, {9}, {10}, {11}, {12}, {13}, {14}}",
                       isMax ? "Max" : "Average", c, h, w, ho, wo, a.kernel[0],
                       a.kernel[1], at(a.strides, 0, 1), at(a.strides, 1, 1),
-                      pad(0), pad(1), a.countIncludePad ? "true" : "false")
+                      pad(0), pad(1), pad(2), pad(3),
+                      a.countIncludePad ? "true" : "false")
             .str()};
   }
   case OpKind::Relu:
@@ -92,8 +93,8 @@ llvm::Expected<OpParamsText> opParams(const Graph &g, OpId id) {
     int64_t c = x.dims.size() > 1 ? x.dims[1] : 1;
     return OpParamsText{"BatchNormParams",
                         llvm::formatv("{{{0}, {1}, {2}, {3}}", c,
-                                      x.elementsPerSample() / c,
-                                      f32(a.epsilon), f32(a.momentum))
+                                      x.elementsPerSample() / c, f32(a.epsilon),
+                                      f32(a.momentum))
                             .str()};
   }
   case OpKind::LRN: {
@@ -105,10 +106,10 @@ llvm::Expected<OpParamsText> opParams(const Graph &g, OpId id) {
                             .str()};
   }
   case OpKind::Dropout:
-    return OpParamsText{"DropoutParams",
-                        llvm::formatv("{{{0}, {1}}", x.elementsPerSample(),
-                                      f32(a.ratio))
-                            .str()};
+    return OpParamsText{
+        "DropoutParams",
+        llvm::formatv("{{{0}, {1}}", x.elementsPerSample(), f32(a.ratio))
+            .str()};
   case OpKind::Gemm:
   case OpKind::MatMul: {
     if (a.transA)
@@ -140,10 +141,9 @@ llvm::Expected<OpParamsText> opParams(const Graph &g, OpId id) {
     if (vb.batched) {
       if (vb.dims != va.dims)
         return unsupported(op, "batched operands must have the same shape");
-      return OpParamsText{"BinaryParams",
-                          llvm::formatv("{{BinaryKind::{0}, {1}, true, {1}, 1}",
-                                        k, per)
-                              .str()};
+      return OpParamsText{
+          "BinaryParams",
+          llvm::formatv("{{BinaryKind::{0}, {1}, true, {1}, 1}", k, per).str()};
     }
     // Right-align b's shape with a's per-sample shape and find the one
     // contiguous run of non-unit dims it broadcasts along.
@@ -173,10 +173,11 @@ llvm::Expected<OpParamsText> opParams(const Graph &g, OpId id) {
       for (int i = last + 1; i < (int)ad.size(); ++i)
         inner *= ad[i];
     }
-    return OpParamsText{"BinaryParams",
-                        llvm::formatv("{{BinaryKind::{0}, {1}, false, {2}, {3}}",
-                                      k, per, bSize, inner)
-                            .str()};
+    return OpParamsText{
+        "BinaryParams",
+        llvm::formatv("{{BinaryKind::{0}, {1}, false, {2}, {3}}", k, per, bSize,
+                      inner)
+            .str()};
   }
   case OpKind::Pad: {
     int64_t c, h, w, co, ho, wo;
@@ -184,11 +185,11 @@ llvm::Expected<OpParamsText> opParams(const Graph &g, OpId id) {
       return unsupported(op, "only spatial padding of NCHW tensors");
     if (a.pads.size() != 8 || a.pads[0] || a.pads[1] || a.pads[4] || a.pads[5])
       return unsupported(op, "only spatial padding of NCHW tensors");
-    return OpParamsText{"PadParams",
-                        llvm::formatv("{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}",
-                                      c, h, w, ho, wo, a.pads[2], a.pads[3],
-                                      f32(a.padValue))
-                            .str()};
+    return OpParamsText{
+        "PadParams",
+        llvm::formatv("{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}", c, h, w, ho,
+                      wo, a.pads[2], a.pads[3], f32(a.padValue))
+            .str()};
   }
   case OpKind::Softmax:
   case OpKind::LogSoftmax:

@@ -34,13 +34,13 @@ struct ProgramInfo {
   int64_t batch, subBatch, numSubBatches;
   int64_t arenaBytes;
   int32_t numEvents;
-  int64_t inputPerSample;  // floats per sample of the data input
-  int64_t labelPerSample;  // int32 labels: 1; mse: floats per sample
+  int64_t inputPerSample; // floats per sample of the data input
+  int64_t labelPerSample; // int32 labels: 1; mse: floats per sample
   bool mseLoss;
-  int64_t classes;         // cross-entropy: number of classes
-  bool hasMomentum;        // momentum buffers were planned
-  int32_t numWeights;      // resident tensors (weights and BN running stats)
-  int32_t numHostSlots;    // pinned host buffers, one per offloaded block
+  int64_t classes;      // cross-entropy: number of classes
+  bool hasMomentum;     // momentum buffers were planned
+  int32_t numWeights;   // resident tensors (weights and BN running stats)
+  int32_t numHostSlots; // pinned host buffers, one per offloaded block
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -50,7 +50,7 @@ struct WeightInfo {
   int64_t count;        // floats
   int64_t fanIn, fanOut;
   Init init;
-  bool trainable;       // false: BatchNorm running statistics
+  bool trainable; // false: BatchNorm running statistics
 };
 
 struct HostSlot {
@@ -95,7 +95,7 @@ public:
   void wait(StreamId s, int32_t event);
   /// The bytes' last use in this round was issued on stream s.
   void release(StreamId s, int64_t offset, int64_t bytes);
-  void endRound();  // all streams joined (the plan ends every round so)
+  void endRound(); // all streams joined (the plan ends every round so)
   void synchronize();
 
   // --- operations on the compute stream (task names for diagnostics) ---

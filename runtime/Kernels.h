@@ -24,12 +24,12 @@ struct ConvParams {
   int64_t cin, hin, win;    // input per sample
   int64_t cout, hout, wout; // output per sample
   int64_t kh, kw, sh, sw;
-  int64_t padTop, padLeft;  // begin pads (end pads follow from the shapes)
+  int64_t padTop, padLeft; // begin pads (end pads follow from the shapes)
   int64_t dh, dw;
   int64_t group;
 };
-void convForward(const ConvParams &p, int64_t n, const float *x,
-                 const float *w, const float *bias /*nullable*/, float *y);
+void convForward(const ConvParams &p, int64_t n, const float *x, const float *w,
+                 const float *bias /*nullable*/, float *y);
 void convBackwardData(const ConvParams &p, int64_t n, const float *w,
                       const float *dy, float *dx, bool accumulate);
 void convBackwardFilter(const ConvParams &p, int64_t n, const float *x,
@@ -54,16 +54,16 @@ void poolBackward(const PoolParams &p, int64_t n, const float *x,
                   const float *y, const float *dy, float *dx, bool accumulate);
 
 /// Mean over the spatial positions: [n, c, spatial] -> [n, c].
-void globalAvgPoolForward(int64_t n, int64_t c, int64_t spatial,
-                          const float *x, float *y);
+void globalAvgPoolForward(int64_t n, int64_t c, int64_t spatial, const float *x,
+                          float *y);
 void globalAvgPoolBackward(int64_t n, int64_t c, int64_t spatial,
                            const float *dy, float *dx, bool accumulate);
 
 enum class ActKind : uint8_t { Relu, LeakyRelu, Sigmoid, Tanh, Clip };
 struct ActParams {
   ActKind kind;
-  float alpha = 0;          // LeakyRelu slope
-  float lo = 0, hi = 0;     // Clip bounds
+  float alpha = 0;      // LeakyRelu slope
+  float lo = 0, hi = 0; // Clip bounds
 };
 void activationForward(const ActParams &p, int64_t count, const float *x,
                        float *y);
@@ -85,10 +85,10 @@ void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
                       const float *scale, const float *bias, float *runMean,
                       float *runVar, float *y, float *savedMean,
                       float *savedInvStd, bool updateRunning);
-void batchNormBackwardData(const BatchNormParams &p, int64_t n,
-                           const float *x, const float *scale,
-                           const float *savedMean, const float *savedInvStd,
-                           const float *dy, float *dx, bool accumulate);
+void batchNormBackwardData(const BatchNormParams &p, int64_t n, const float *x,
+                           const float *scale, const float *savedMean,
+                           const float *savedInvStd, const float *dy, float *dx,
+                           bool accumulate);
 void batchNormBackwardWeight(const BatchNormParams &p, int64_t n,
                              const float *x, const float *savedMean,
                              const float *savedInvStd, const float *dy,
@@ -127,8 +127,8 @@ struct GemmParams {
   bool transB;
   float alpha, beta;
 };
-void gemmForward(const GemmParams &p, int64_t n, const float *x,
-                 const float *w, const float *bias /*nullable*/, float *y);
+void gemmForward(const GemmParams &p, int64_t n, const float *x, const float *w,
+                 const float *bias /*nullable*/, float *y);
 void gemmBackwardData(const GemmParams &p, int64_t n, const float *w,
                       const float *dy, float *dx, bool accumulate);
 void gemmBackwardWeight(const GemmParams &p, int64_t n, const float *x,

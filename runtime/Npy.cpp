@@ -159,10 +159,12 @@ bool writeNpy(const std::string &path, const NpyArray &a, std::string &err) {
                                                  : "<i8";
   std::string shape = "(";
   for (size_t i = 0; i < a.shape.size(); ++i)
-    shape += std::to_string(a.shape[i]) + (a.shape.size() == 1 ? "," : i + 1 < a.shape.size() ? ", " : "");
+    shape += std::to_string(a.shape[i]) + (a.shape.size() == 1      ? ","
+                                           : i + 1 < a.shape.size() ? ", "
+                                                                    : "");
   shape += ")";
-  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
-                  shape + ", }";
+  std::string h = "{'descr': '" + descr +
+                  "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + h.size() + 1) % 64)
     h += ' ';
   h += '\n';

@@ -52,7 +52,8 @@ bool tensorFloats(const onnx::TensorProto &t, const std::string &dir,
     std::filesystem::path p(location);
     if (location.empty() || p.is_absolute() ||
         p.lexically_normal().string().rfind("..", 0) == 0) {
-      err = "initializer '" + t.name() + "': external data location outside "
+      err = "initializer '" + t.name() +
+            "': external data location outside "
             "the model's directory";
       return false;
     }
@@ -130,8 +131,9 @@ bool writeTrainedModel(const std::string &modelPath, const std::string &outPath,
     t->clear_float_data();
     t->clear_external_data();
     t->set_data_location(onnx::TensorProto::DEFAULT);
-    t->set_raw_data(std::string(reinterpret_cast<const char *>(values[i].data()),
-                                values[i].size() * 4));
+    t->set_raw_data(
+        std::string(reinterpret_cast<const char *>(values[i].data()),
+                    values[i].size() * 4));
   }
   std::string tmp = outPath + ".tmp";
   {

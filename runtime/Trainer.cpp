@@ -77,24 +77,42 @@ Options parseArgs(int argc, char **argv) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else if (a == "--data") o.data = value();
-    else if (a == "--labels") o.labels = value();
-    else if (a == "--synthetic") o.synthetic = true;
-    else if (a == "--iterations") o.iterations = parseNumber<int64_t>(a, value());
-    else if (a == "--epochs") o.epochs = parseNumber<int64_t>(a, value());
-    else if (a == "--lr") o.lr = parseNumber<float>(a, value());
-    else if (a == "--momentum") o.momentum = parseNumber<float>(a, value());
-    else if (a == "--weight-decay") o.weightDecay = parseNumber<float>(a, value());
-    else if (a == "--seed") o.seed = parseNumber<uint64_t>(a, value());
-    else if (a == "--shuffle") o.shuffle = true;
-    else if (a == "--save") o.save = value();
-    else if (a == "--checkpoint") o.checkpoint = value();
-    else if (a == "--checkpoint-every") o.checkpointEvery = parseNumber<int64_t>(a, value());
-    else if (a == "--resume") o.resume = true;
-    else if (a == "--model") o.model = value();
-    else if (a == "--log-every") o.logEvery = parseNumber<int64_t>(a, value());
-    else if (a == "--quiet") o.quiet = true;
-    else die("unknown option '" + a + "'\n" + kUsage);
+    } else if (a == "--data")
+      o.data = value();
+    else if (a == "--labels")
+      o.labels = value();
+    else if (a == "--synthetic")
+      o.synthetic = true;
+    else if (a == "--iterations")
+      o.iterations = parseNumber<int64_t>(a, value());
+    else if (a == "--epochs")
+      o.epochs = parseNumber<int64_t>(a, value());
+    else if (a == "--lr")
+      o.lr = parseNumber<float>(a, value());
+    else if (a == "--momentum")
+      o.momentum = parseNumber<float>(a, value());
+    else if (a == "--weight-decay")
+      o.weightDecay = parseNumber<float>(a, value());
+    else if (a == "--seed")
+      o.seed = parseNumber<uint64_t>(a, value());
+    else if (a == "--shuffle")
+      o.shuffle = true;
+    else if (a == "--save")
+      o.save = value();
+    else if (a == "--checkpoint")
+      o.checkpoint = value();
+    else if (a == "--checkpoint-every")
+      o.checkpointEvery = parseNumber<int64_t>(a, value());
+    else if (a == "--resume")
+      o.resume = true;
+    else if (a == "--model")
+      o.model = value();
+    else if (a == "--log-every")
+      o.logEvery = parseNumber<int64_t>(a, value());
+    else if (a == "--quiet")
+      o.quiet = true;
+    else
+      die("unknown option '" + a + "'\n" + kUsage);
   }
   if (o.synthetic == !o.data.empty())
     die("give either --data and --labels, or --synthetic");
@@ -151,8 +169,8 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
     die(o.data + ": inputs must be float32 ('<f4')");
   if (x->shape.empty() || x->count() % std::max<int64_t>(1, x->shape[0]) ||
       x->count() / std::max<int64_t>(1, x->shape[0]) != p.inputPerSample)
-    die(o.data + ": each sample must have " +
-        std::to_string(p.inputPerSample) + " values (the model's input)");
+    die(o.data + ": each sample must have " + std::to_string(p.inputPerSample) +
+        " values (the model's input)");
   d.count = x->shape[0];
   d.x = x->asFloat();
   auto y = readNpy(o.labels, err);
@@ -174,8 +192,8 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
     for (int64_t i = 0; i < d.count; ++i)
       if (d.y[i] < 0 || d.y[i] >= p.classes)
         die(o.labels + ": label " + std::to_string(d.y[i]) + " of sample " +
-            std::to_string(i) + " is outside [0, " +
-            std::to_string(p.classes) + ")");
+            std::to_string(i) + " is outside [0, " + std::to_string(p.classes) +
+            ")");
   }
   if (d.count < p.batch)
     die(o.data + " has " + std::to_string(d.count) +
@@ -191,8 +209,8 @@ void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
     buf.assign(w.count, 0.0f);
     if (const std::vector<float> *data = model.find(w.onnxName)) {
       if ((int64_t)data->size() != w.count)
-        die(o.model + ": initializer '" + std::string(w.onnxName) +
-            "' has " + std::to_string(data->size()) + " values, expected " +
+        die(o.model + ": initializer '" + std::string(w.onnxName) + "' has " +
+            std::to_string(data->size()) + " values, expected " +
             std::to_string(w.count));
       buf = *data;
     } else if (w.init == Init::HeNormal) {
@@ -321,9 +339,10 @@ int trainerMain(int argc, char **argv, const Program &program) {
                   (unsigned long long)iteration);
   }
   int64_t perEpoch = data.count / p.batch; // the last partial batch is dropped
-  uint64_t total = o.iterations ? (uint64_t)o.iterations
-                                : (uint64_t)(o.epochs * perEpoch);
-  std::vector<int64_t> orderIdx = epochOrder(data.count, o.shuffle, o.seed, epoch);
+  uint64_t total =
+      o.iterations ? (uint64_t)o.iterations : (uint64_t)(o.epochs * perEpoch);
+  std::vector<int64_t> orderIdx =
+      epochOrder(data.count, o.shuffle, o.seed, epoch);
   float *hx = x.hostInput();
   auto *hy = static_cast<char *>(x.hostLabels());
   int64_t labelBytes = p.labelPerSample * 4;
@@ -342,9 +361,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
       int64_t s = orderIdx[cursor + i];
       std::memcpy(hx + i * p.inputPerSample, &data.x[s * p.inputPerSample],
                   p.inputPerSample * 4);
-      const void *src = p.mseLoss
-                            ? static_cast<const void *>(&data.yf[s * p.labelPerSample])
-                            : static_cast<const void *>(&data.y[s]);
+      const void *src =
+          p.mseLoss ? static_cast<const void *>(&data.yf[s * p.labelPerSample])
+                    : static_cast<const void *>(&data.y[s]);
       std::memcpy(hy + i * labelBytes, src, labelBytes);
     }
     cursor += p.batch;
@@ -391,9 +410,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
     if (!writeTrainedModel(o.model, o.save, x.weightInfo(), trained, err))
       die(err);
   }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                              t0)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   if (!o.quiet)
     std::printf("done: %llu iterations, final loss %.9g, %.1f images/s, "
                 "device memory %.2f MiB (arena %.2f MiB)\n",

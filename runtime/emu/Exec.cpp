@@ -52,8 +52,7 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   for (const WeightInfo &wi : wInfo) {
     impl->w.emplace_back(wi.count, 0.0f);
     impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
-    impl->m.emplace_back(wi.trainable && info.hasMomentum ? wi.count : 0,
-                         0.0f);
+    impl->m.emplace_back(wi.trainable && info.hasMomentum ? wi.count : 0, 0.0f);
   }
   for (const HostSlot &s : slotInfo)
     impl->slots.emplace_back(s.perSample * info.subBatch + s.fixed);
@@ -129,11 +128,11 @@ void Exec::copyIn(int32_t slot, int64_t offset) {
 
 void Exec::loadInput(int64_t offset) {
   int64_t per = prog.inputPerSample * 4;
-  enqueue(*impl, CopyIn,
-          {Pending::In, offset, per * n,
-           reinterpret_cast<const char *>(impl->input.data()) +
-               per * firstSample,
-           nullptr});
+  enqueue(
+      *impl, CopyIn,
+      {Pending::In, offset, per * n,
+       reinterpret_cast<const char *>(impl->input.data()) + per * firstSample,
+       nullptr});
 }
 
 void Exec::loadLabels(int64_t offset) {
@@ -270,8 +269,8 @@ void Exec::lrnBackward(const LRNParams &p, const float *x, const float *y,
 }
 void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
                           const float *x, float *y) {
-  rt::dropoutForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
-                     x, y);
+  rt::dropoutForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample, x,
+                     y);
 }
 void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
                            const float *dy, float *dx, bool acc) {
@@ -294,9 +293,9 @@ void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
                          float *y) {
   rt::binaryForward(p, n, a, b, y);
 }
-void Exec::binaryBackward(const BinaryParams &p, const float *a,
-                          const float *b, const float *dy, float *da,
-                          float *db, bool accA, bool accB) {
+void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
+                          const float *dy, float *da, float *db, bool accA,
+                          bool accB) {
   rt::binaryBackward(p, n, a, b, dy, da, db, accA, accB);
 }
 void Exec::concatForward(int64_t numInputs, const int64_t *parts,

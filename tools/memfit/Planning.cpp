@@ -44,8 +44,9 @@ template <typename T> struct Shared : cl::opt<T> {
 
 Shared<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                               cl::Required);
-Shared<int64_t> Batch("batch", cl::desc("Batch size B (default: the model's "
-                                        "fixed batch dimension)"),
+Shared<int64_t> Batch("batch",
+                      cl::desc("Batch size B (default: the model's "
+                               "fixed batch dimension)"),
                       cl::init(0));
 Shared<std::string> Budget("budget",
                            cl::desc("Device memory budget: a size (12GiB, "
@@ -73,11 +74,12 @@ Shared<OrderKind> Order(
     cl::values(clEnumValN(OrderKind::JoinAware, "join-aware",
                           "depth-first, heavier branch first (default)"),
                clEnumValN(OrderKind::Built, "model", "the model's op order")));
-Shared<LossKind> Loss(
-    "loss", cl::desc("Training loss"), cl::init(LossKind::SoftmaxCrossEntropy),
-    cl::values(clEnumValN(LossKind::SoftmaxCrossEntropy, "cross-entropy",
-                          "mean softmax cross-entropy, integer labels"),
-               clEnumValN(LossKind::MSE, "mse", "mean squared error")));
+Shared<LossKind>
+    Loss("loss", cl::desc("Training loss"),
+         cl::init(LossKind::SoftmaxCrossEntropy),
+         cl::values(clEnumValN(LossKind::SoftmaxCrossEntropy, "cross-entropy",
+                               "mean softmax cross-entropy, integer labels"),
+                    clEnumValN(LossKind::MSE, "mse", "mean squared error")));
 Shared<float> Momentum("momentum",
                        cl::desc("SGD momentum (0 allocates no buffers)"),
                        cl::init(0.9f));
