@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -415,8 +416,14 @@ std::string profileToJson(const Profile &p) {
     root["transfer"] = {{"h2d_bytes_per_second", p.transfer->h2dBytesPerSecond},
                         {"d2h_bytes_per_second", p.transfer->d2hBytesPerSecond},
                         {"latency_seconds", p.transfer->latencySeconds}};
-  if (!p.calibration.empty())
-    root["calibration"] = ojson::parse(p.calibration);
+  if (!p.calibration.empty()) {
+    // Read from a checked file or written by the profiler: always an object.
+    ojson cal =
+        ojson::parse(p.calibration, nullptr, /*allow_exceptions=*/false);
+    assert(cal.is_object() && "profile calibration is not a JSON object");
+    if (cal.is_object())
+      root["calibration"] = std::move(cal);
+  }
   ojson entries = ojson::array();
   for (const ProfileEntry &e : p.entries()) {
     bool isConv = llvm::StringRef(e.signature).startswith("Conv(");
