@@ -41,7 +41,11 @@ struct PoolParams {
   PoolKind kind;
   int64_t c, hin, win, hout, wout;
   int64_t kh, kw, sh, sw, padTop, padLeft;
-  bool countIncludePad; // Average: divide by the full window incl. padding
+  // End pads as the model gives them (a ceil-mode output may have windows
+  // reaching past them): with countIncludePad a window counts the padding
+  // up to these pads but not its overhang beyond them, as PyTorch does.
+  int64_t padBottom, padRight;
+  bool countIncludePad; // Average: divide by the window incl. padding
 };
 void poolForward(const PoolParams &p, int64_t n, const float *x, float *y);
 /// Max pooling routes dy to the first maximum of each window (x and y
@@ -150,7 +154,8 @@ void binaryBackward(const BinaryParams &p, int64_t n, const float *a,
                     bool accumulateA, bool accumulateB);
 
 /// Concatenation along axis 1 of inputs with `parts[i]` elements per sample
-/// each (channels x spatial); backward splits dy.
+/// each (channels x spatial); backward splits dy (a null dInputs[i] is
+/// skipped: that input needs no gradient).
 void concatForward(int64_t n, int64_t numInputs, const int64_t *parts,
                    const float *const *inputs, float *y);
 void concatBackward(int64_t n, int64_t numInputs, const int64_t *parts,
