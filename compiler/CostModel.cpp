@@ -231,7 +231,7 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
 void printProfileUsage(llvm::raw_ostream &os, const ProfileUsage &u) {
   if (!u.hasProfile)
     return;
-  os << "profile: " << u.exact + u.interpolated << " task measurements used";
+  os << "profile  " << u.exact + u.interpolated << " task measurements used";
   if (u.interpolated)
     os << " (" << u.interpolated << " interpolated between sub-batches)";
   os << "; " << u.missing

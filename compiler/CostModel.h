@@ -112,9 +112,10 @@ makeCostModel(llvm::StringRef device, llvm::StringRef profilePath);
 /// bytes over rate), as transferSeconds is.
 CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b);
 
-/// Prints one line on how much of the profile was used, e.g. "profile:
-/// 40 task measurements used, 2 interpolated, 3 missing (analytic estimates
-/// used), e.g. ...". Prints nothing without a profile.
+/// Prints one line on how much of the profile was used, e.g. "profile  40
+/// task measurements used (2 interpolated between sub-batches); 3 not in the
+/// profile, estimated by the analytic model, e.g. ...". Prints nothing
+/// without a profile.
 void printProfileUsage(llvm::raw_ostream &os, const ProfileUsage &u);
 
 /// One copy engine per direction: copies on the same engine run one after

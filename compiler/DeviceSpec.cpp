@@ -376,14 +376,19 @@ llvm::Error applyDeviceOverrides(DeviceSpec &spec, llvm::StringRef jsonText,
 }
 
 std::string deviceToJson(const DeviceSpec &spec) {
-  json out = json::object();
+  // Fields in the order a person reads them: identity, datasheet numbers,
+  // then the calibration factors.
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   out["name"] = spec.name;
   out["description"] = spec.description;
-  for (const NumberField &f : kNumberFields)
+  for (const NumberField &f : kNumberFields) {
     out[f.key] = spec.*f.member / f.scale;
-  out["memory_gib"] = static_cast<double>(spec.memoryBytes) / kGiB;
-  out["sm_count"] = spec.smCount;
-  json eff = json::object();
+    if (std::string_view(f.key) == "memory_gbps")
+      out["memory_gib"] = static_cast<double>(spec.memoryBytes) / kGiB;
+    if (std::string_view(f.key) == "d2h_gbps")
+      out["sm_count"] = spec.smCount;
+  }
+  nlohmann::ordered_json eff = nlohmann::ordered_json::object();
   for (int s = 0; s < kNumEfficiencySlots; ++s) {
     std::string name = efficiencySlotName(s);
     if (!name.empty())

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -400,7 +401,8 @@ llvm::Expected<Profile> loadProfile(llvm::StringRef path) {
 }
 
 std::string profileToJson(const Profile &p) {
-  json root = json::object();
+  using ojson = nlohmann::ordered_json;
+  ojson root = ojson::object();
   root["schema_version"] = kProfileSchemaVersion;
   root["generator"] = "memfit profile";
   root["device"] = {{"name", p.device.name},
@@ -414,21 +416,26 @@ std::string profileToJson(const Profile &p) {
     root["transfer"] = {{"h2d_bytes_per_second", p.transfer->h2dBytesPerSecond},
                         {"d2h_bytes_per_second", p.transfer->d2hBytesPerSecond},
                         {"latency_seconds", p.transfer->latencySeconds}};
-  if (!p.calibration.empty())
-    root["calibration"] = json::parse(p.calibration);
-  json entries = json::array();
+  if (!p.calibration.empty()) {
+    // Read from a checked file or written by the profiler: always an object.
+    ojson cal =
+        ojson::parse(p.calibration, nullptr, /*allow_exceptions=*/false);
+    assert(cal.is_object() && "profile calibration is not a JSON object");
+    if (cal.is_object())
+      root["calibration"] = std::move(cal);
+  }
+  ojson entries = ojson::array();
   for (const ProfileEntry &e : p.entries()) {
     bool isConv = llvm::StringRef(e.signature).startswith("Conv(");
     auto dir = convDirectionOf(e.kind);
-    json algos = json::array();
+    ojson algos = ojson::array();
     for (const AlgoMeasurement &m : e.algorithms) {
-      json a = {{"algo", m.algo},
-                {"seconds", m.seconds},
-                {"workspace_bytes", m.workspaceBytes}};
       const ConvAlgoInfo *info =
           isConv && dir ? findConvAlgo(*dir, m.algo) : nullptr;
-      a["name"] = info ? std::string(info->name) : "default";
-      algos.push_back(std::move(a));
+      algos.push_back({{"algo", m.algo},
+                       {"name", info ? std::string(info->name) : "default"},
+                       {"seconds", m.seconds},
+                       {"workspace_bytes", m.workspaceBytes}});
     }
     entries.push_back({{"task", std::string(taskKindKey(e.kind))},
                        {"signature", e.signature},

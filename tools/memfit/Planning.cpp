@@ -161,6 +161,7 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   os << formatv("model {0} ({1}), batch {2}, device {3}, policy {4}\n",
                 quoteName(s.graph.name), s.modelPath, p.batch,
                 s.costs->device().name, p.policy);
+  printProfileUsage(os, s.costs->profileUsage());
   os << formatv("feasible: yes (verified)\n");
   os << formatv("memory   budget {0}, planned {1} (resident {2} + arena {3})\n",
                 formatBytes(o.budget), formatBytes(p.totalBytes()),
@@ -198,6 +199,11 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["model"] = s.graph.name;
   j["file"] = s.modelPath;
   j["device"] = s.costs->device().name;
+  ProfileUsage u = s.costs->profileUsage();
+  if (u.hasProfile)
+    j["profile"] = {{"measured", u.exact},
+                    {"interpolated", u.interpolated},
+                    {"estimated", u.missing}};
   j["policy"] = p.policy;
   j["feasible"] = true;
   j["batch"] = p.batch;
