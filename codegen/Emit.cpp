@@ -428,6 +428,8 @@ std::string Emitter::mainFile() const {
      << plan.arenaBytes << " bytes + resident " << plan.residentBytes
      << " bytes (budget " << plan.budget << ").\n";
   os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
+  os << "#ifndef MEMFIT_MODEL_PATH\n#define MEMFIT_MODEL_PATH \"model.onnx\"\n"
+        "#endif\n\n";
   os << "static const WeightInfo kWeights[] = {\n";
   for (ValueId w : weights) {
     const Value &v = g.values[w];
@@ -474,7 +476,8 @@ std::string Emitter::mainFile() const {
      << (mse ? "true" : "false") << ", " << classes << ", "
      << (tg.useMomentum ? "true" : "false") << ", " << weights.size() << ", "
      << slots.size() << "},\n"
-     << "    kWeights, kSlots, memfit_round, memfit_update};\n\n";
+     << "    MEMFIT_MODEL_PATH, kWeights, kSlots, memfit_round, memfit_update};"
+        "\n\n";
   os << "int main(int argc, char **argv) {\n"
      << "  return trainerMain(argc, argv, kProgram);\n}\n";
   return os.str();

@@ -187,6 +187,7 @@ private:
 /// A generated program: one round over a sub-batch, and the update.
 struct Program {
   ProgramInfo info;
+  const char *modelPath; // default for --model: the copy beside the sources
   const WeightInfo *weights;
   const HostSlot *slots;
   void (*round)(Exec &);

@@ -24,15 +24,11 @@
 #include <string>
 #include <vector>
 
-#ifndef MEMFIT_MODEL_PATH
-#define MEMFIT_MODEL_PATH "model.onnx"
-#endif
-
 namespace memfit::rt {
 namespace {
 
 struct Options {
-  std::string data, labels, model = MEMFIT_MODEL_PATH, save, checkpoint;
+  std::string data, labels, model, save, checkpoint;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
@@ -65,8 +61,9 @@ template <typename T> T parseNumber(const std::string &flag, const char *v) {
   return out;
 }
 
-Options parseArgs(int argc, char **argv) {
+Options parseArgs(int argc, char **argv, const char *defaultModel) {
   Options o;
+  o.model = defaultModel;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char * {
@@ -314,7 +311,7 @@ std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
 } // namespace
 
 int trainerMain(int argc, char **argv, const Program &program) {
-  Options o = parseArgs(argc, argv);
+  Options o = parseArgs(argc, argv, program.modelPath);
   const ProgramInfo &p = program.info;
   if (!p.hasMomentum && o.momentum != 0)
     die("this trainer was compiled without momentum buffers (--momentum=0); "
