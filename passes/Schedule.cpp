@@ -23,18 +23,34 @@ std::string_view policyName(Policy p) {
     return "modnn";
   case Policy::Memfit:
     return "memfit";
+  case Policy::ChenSqrt:
+    return "chen-sqrt";
+  case Policy::SuperNeurons:
+    return "superneurons";
   }
   return "?";
 }
 
 bool parsePolicy(std::string_view name, Policy &out) {
-  for (Policy p : {Policy::Ideal, Policy::VdnnAll, Policy::VdnnConv,
-                   Policy::Modnn, Policy::Memfit})
+  for (Policy p :
+       {Policy::Ideal, Policy::VdnnAll, Policy::VdnnConv, Policy::Modnn,
+        Policy::Memfit, Policy::ChenSqrt, Policy::SuperNeurons})
     if (policyName(p) == name) {
       out = p;
       return true;
     }
   return false;
+}
+
+std::vector<bool> recomputableBlocks(const TaskGraph &tg) {
+  std::vector<bool> out(tg.blocks.size(), false);
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    const Block &blk = tg.blocks[b];
+    out[b] = blk.kind == BlockKind::Activation && blk.viewOf < 0 &&
+             blk.writers.size() == 1 &&
+             tg.tasks[blk.writers[0]].kind == TaskKind::Forward;
+  }
+  return out;
 }
 
 namespace sched {
@@ -56,7 +72,14 @@ llvm::Expected<Plan> Scheduler::run() {
   auto n = static_cast<int32_t>(order.size());
   st.assign(nb, BlockState{});
   uses.assign(nb, {});
-  pinned.assign(nb, false);
+  pinned.assign(nb, 0);
+  droppable = recomputableBlocks(tg);
+  isConvOutput.assign(nb, false);
+  for (BlockId b = 0; b < (BlockId)nb; ++b)
+    isConvOutput[b] =
+        droppable[b] &&
+        tg.graph->ops[tg.tasks[tg.blocks[b].writers[0]].op].kind ==
+            OpKind::Conv;
   plan.decisions.assign(nb, BlockDecision::Keep);
   for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
     st[b].hasContent = true;
@@ -117,7 +140,7 @@ llvm::Expected<Plan> Scheduler::run() {
       for (BlockId b : *list) {
         BlockId sb = storageOf(tg, b);
         if (!isWeightSide(tg.blocks[sb].kind)) {
-          pinned[sb] = true;
+          ++pinned[sb];
           touched.push_back(sb);
         }
       }
@@ -173,8 +196,15 @@ llvm::Expected<Plan> Scheduler::run() {
         else
           release(ob);
       }
-      if (auto err2 = prepareAll())
-        return fail(llvm::toString(std::move(err2)));
+      if (auto err2 = prepareAll()) {
+        std::string m2 = llvm::toString(std::move(err2));
+        if (m2 == "fragmented")
+          m2 = llvm::formatv("task {0} and the blocks it must recompute "
+                             "first do not fit in the {1}-byte arena",
+                             quoteName(task.name), arena.size())
+                   .str();
+        return fail(m2);
+      }
     }
 
     int32_t algo = chooseAlgo(t);
@@ -274,7 +304,7 @@ llvm::Expected<Plan> Scheduler::run() {
           tg.blocks[b].viewOf >= 0 ? bs.usedSinceArrival : false;
     }
     for (BlockId sb : touched) {
-      pinned[sb] = false;
+      --pinned[sb];
       while (st[sb].nextUse < uses[sb].size() &&
              uses[sb][st[sb].nextUse] <= step)
         ++st[sb].nextUse;
@@ -286,6 +316,7 @@ llvm::Expected<Plan> Scheduler::run() {
       }
     prefetchAhead(timing[i].end);
     offloadAhead(t);
+    dropForwardDone(t);
     for (BlockId sb : touched)
       if (st[sb].nextUse >= uses[sb].size())
         release(sb); // dead: its last reader ran

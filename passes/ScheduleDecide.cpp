@@ -26,7 +26,7 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
     for (BlockId b : tg.tasks[order[s]].reads) {
       BlockId sb = storageOf(tg, b);
       if (!isWeightSide(tg.blocks[sb].kind) && st[sb].res < 0 &&
-          st[sb].hasContent)
+          st[sb].hostValid)
         nextPrefetch += bytesOf(sb);
     }
   const AlgoCost &base = costs.baseline(t);
@@ -66,8 +66,10 @@ void Scheduler::prefetchAhead(double taskEnd) {
     const Task &task = tg.tasks[order[s]];
     auto consider = [&](BlockId b) {
       BlockId sb = storageOf(tg, b);
+      // Only what has a host copy can be prefetched; a dropped block is
+      // recomputed when its task comes.
       if (isWeightSide(tg.blocks[sb].kind) || st[sb].res >= 0 ||
-          !st[sb].hasContent)
+          !st[sb].hostValid)
         return;
       if (std::find(need.begin(), need.end(), sb) != need.end())
         return;

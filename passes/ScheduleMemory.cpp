@@ -78,6 +78,12 @@ bool Scheduler::evictable(int32_t owner) const {
     return false;
   if (isVdnn())
     return false; // vDNN offloads by its fixed rule only
+  // Chen et al. never copy: only what can be recomputed (or already has a
+  // host copy) may leave. SuperNeurons also offloads convolution outputs.
+  if (opts.policy == Policy::ChenSqrt && !droppable[b] && !st[b].hostValid)
+    return false;
+  if (opts.policy == Policy::SuperNeurons && !droppable[b] && !st[b].hostValid)
+    return false;
   // moDNN's criteria: not used by the next task; used since it arrived.
   int32_t next = nextUseStep(b);
   if (next == step + 1 && opts.policy == Policy::Modnn)
@@ -101,6 +107,11 @@ double Scheduler::evictionPrice(const Arena::Window &w) const {
     if (const Arena::Segment *seg = arena.find(owner))
       for (const LastUse &u : seg->uses)
         regionFree = std::max(regionFree, u.end);
+    if (!bs.hostValid && shouldDrop(r.block)) {
+      // Dropped: no copy now, a recompute later.
+      penalty += recomputeSeconds(r.block, 0);
+      continue;
+    }
     if (!bs.hostValid) {
       double ready = bs.ready >= 0 ? timing[bs.ready].end : 0;
       copyEnd = std::max(copyEnd, ready) + costs.copyOutSeconds(r.bytes);
@@ -122,9 +133,54 @@ double Scheduler::evictionPrice(const Arena::Window &w) const {
   return delay + penalty + 1e-15 * static_cast<double>(moved);
 }
 
+double Scheduler::recomputeSeconds(BlockId b, int depth) const {
+  // The producer's run, plus recomputing its inputs that are dropped too
+  // (a few levels deep; beyond that the chain is priced as long).
+  TaskId t = tg.blocks[b].writers[0];
+  double secs = costs.fastest(t).seconds;
+  if (depth >= 3)
+    return 4 * secs;
+  for (BlockId in : tg.tasks[t].reads) {
+    BlockId sb = storageOf(tg, in);
+    if (!isWeightSide(tg.blocks[sb].kind) && st[sb].res < 0 && st[sb].dropped)
+      secs += recomputeSeconds(sb, depth + 1);
+  }
+  return secs;
+}
+
+bool Scheduler::shouldDrop(BlockId b) const {
+  if (!droppable[b])
+    return false;
+  switch (opts.policy) {
+  case Policy::ChenSqrt:
+    return true;
+  case Policy::SuperNeurons:
+    return !isConvOutput[b]; // convolution outputs are checkpoints
+  case Policy::Memfit: {
+    // Drop when regenerating is cheaper than the copy-out that would delay
+    // this task plus the prefetch that may not hide later.
+    double now = streamFree[si(Stream::Compute)];
+    double offload = costs.copyOutSeconds(bytesOf(b));
+    int32_t next = nextUseStep(b);
+    if (next >= 0)
+      offload += std::max(0.0, costs.copyInSeconds(bytesOf(b)) -
+                                   (est(next, now) - now));
+    return recomputeSeconds(b, 0) < offload;
+  }
+  default:
+    return false;
+  }
+}
+
 void Scheduler::evict(ResidencyId r) {
   BlockId b = plan.residencies[r].block;
   BlockState &bs = st[b];
+  if (!bs.hostValid && shouldDrop(b)) {
+    arena.release(r, {});
+    bs.res = -1;
+    bs.dropped = true;
+    return;
+  }
   if (!bs.hostValid) {
     Instr in;
     in.kind = InstrKind::CopyOut;
@@ -149,6 +205,9 @@ void Scheduler::release(BlockId b) {
   if (bs.res >= 0)
     arena.release(bs.res, {});
   bs.res = -1;
+  // A recompute may still need it as an input: it can be regenerated.
+  if (bs.hasContent && !bs.hostValid && droppable[b])
+    bs.dropped = true;
 }
 
 llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
@@ -212,9 +271,12 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
       deps.push_back(d);
     return llvm::Error::success();
   }
-  if (needsContent && !bs.hostValid)
+  if (needsContent && !bs.hostValid) {
+    if (bs.dropped)
+      return recompute(b, deps, 0);
     return makeErrorF("internal: {0} has no copy anywhere",
                       quoteName(tg.blocks[b].name));
+  }
   StreamUses uses{};
   auto ownerId = static_cast<int32_t>(plan.residencies.size());
   auto off = allocate(bytesOf(b), ownerId, uses);
@@ -231,6 +293,138 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
       deps.push_back(d);
   }
   return llvm::Error::success();
+}
+
+llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
+                                 int depth) {
+  if (depth > 100000)
+    return makeError("internal: recompute chain does not end");
+  TaskId tp = tg.blocks[b].writers[0];
+  const Task &t = tg.tasks[tp];
+  std::vector<BlockId> pins;
+  auto pin = [&](BlockId sb) {
+    ++pinned[sb];
+    pins.push_back(sb);
+  };
+  for (const auto *list : {&t.reads, &t.writes})
+    for (BlockId x : *list) {
+      BlockId sb = storageOf(tg, x);
+      if (!isWeightSide(tg.blocks[sb].kind))
+        pin(sb);
+    }
+  std::vector<int32_t> rdeps;
+  auto unpin = [&]() {
+    for (BlockId sb : pins)
+      --pinned[sb];
+  };
+  for (BlockId x : t.reads) {
+    BlockId sb = storageOf(tg, x);
+    if (isWeightSide(tg.blocks[sb].kind))
+      continue;
+    llvm::Error err = st[sb].res < 0 && st[sb].dropped
+                          ? recompute(sb, rdeps, depth + 1)
+                          : prepare(sb, true, rdeps);
+    if (err) {
+      unpin();
+      return err;
+    }
+  }
+  // Saved statistics are read again; the output gets a fresh residency.
+  for (BlockId x : t.writes) {
+    BlockId sb = storageOf(tg, x);
+    if (isWeightSide(tg.blocks[sb].kind))
+      continue;
+    bool isStats = tg.blocks[sb].kind == BlockKind::Stats;
+    if (!isStats && st[sb].res >= 0) {
+      rdeps.push_back(st[sb].ready);
+      continue;
+    }
+    if (auto err = prepare(sb, isStats, rdeps)) {
+      unpin();
+      return err;
+    }
+  }
+  Instr run;
+  run.kind = InstrKind::Run;
+  run.stream = Stream::Compute;
+  run.task = tp;
+  run.recompute = true;
+  const AlgoCost *ac = &costs.baseline(tp);
+  const AlgoCost &fast = costs.fastest(tp);
+  if (fast.workspace == 0 || alignUp(fast.workspace) <= arena.largestFree())
+    ac = &fast;
+  run.algo = ac->algo;
+  if (ac->workspace > 0) {
+    auto a = arena.allocate(ac->workspace, kWorkspaceOwner);
+    assert(a && "checked above");
+    run.workspaceOffset = a->first;
+    run.workspaceBytes = ac->workspace;
+    for (int32_t d : usesToDeps(a->second))
+      rdeps.push_back(d);
+  }
+  for (const auto *list : {&t.reads, &t.writes})
+    for (BlockId x : *list) {
+      BlockId sb = storageOf(tg, x);
+      run.operands.push_back(isWeightSide(tg.blocks[sb].kind) ? -1
+                                                              : st[sb].res);
+    }
+  std::vector<ResidencyId> ops = run.operands;
+  int64_t wsBytes = run.workspaceBytes;
+  int32_t i = emit(std::move(run), ac->seconds, rdeps);
+  for (ResidencyId r : ops)
+    if (r >= 0) {
+      touch(r, Stream::Compute, i);
+      pending[r] = {};
+    }
+  if (wsBytes > 0) {
+    arena.touch(kWorkspaceOwner, Stream::Compute, {i + 1, timing[i].end});
+    arena.release(kWorkspaceOwner, {});
+  }
+  for (BlockId x : t.writes) {
+    BlockId sb = storageOf(tg, x);
+    if (isWeightSide(tg.blocks[sb].kind) ||
+        tg.blocks[sb].kind == BlockKind::Stats)
+      continue;
+    BlockState &bs = st[sb];
+    bs.ready = i;
+    bs.dropped = false;
+    bs.usedSinceArrival = false;
+  }
+  for (BlockId x : t.reads)
+    st[storageOf(tg, x)].usedSinceArrival = true;
+  unpin();
+  // Inputs brought back only for this recompute leave again.
+  for (BlockId x : t.reads) {
+    BlockId sb = storageOf(tg, x);
+    if (!isWeightSide(tg.blocks[sb].kind) && st[sb].res >= 0 &&
+        pinned[sb] == 0 && nextUseStep(sb) < 0)
+      release(sb);
+  }
+  ++plan.summary.recomputes;
+  plan.decisions[b] = BlockDecision::Recompute;
+  deps.push_back(i);
+  return llvm::Error::success();
+}
+
+void Scheduler::dropForwardDone(TaskId t) {
+  // Chen et al. / SuperNeurons: a block in the drop set leaves the device
+  // after its last forward use; the backward pass recomputes it.
+  if (opts.dropAfterForward.empty() || tg.tasks[t].kind != TaskKind::Forward)
+    return;
+  for (const auto *list : {&tg.tasks[t].reads, &tg.tasks[t].writes})
+    for (BlockId x : *list) {
+      BlockId sb = storageOf(tg, x);
+      BlockState &bs = st[sb];
+      if (!opts.dropAfterForward[sb] || !droppable[sb] || bs.res < 0 ||
+          pinned[sb])
+        continue;
+      int32_t next = nextUseStep(sb);
+      if (next < 0 || next < firstBackward)
+        continue;
+      arena.release(bs.res, {});
+      bs.res = -1;
+      bs.dropped = true;
+    }
 }
 
 } // namespace memfit::sched

@@ -44,6 +44,7 @@ struct BlockState {
   int32_t ready = -1;    // the instruction that put the content in `res`
   size_t nextUse = 0;    // index into uses[block]
   bool everOffloaded = false;
+  bool dropped = false; // on neither side: recomputed when needed
 };
 
 class Scheduler {
@@ -75,6 +76,14 @@ private:
   void touch(ResidencyId r, Stream s, int32_t instr);
   llvm::Error prepare(BlockId b, bool needsContent, std::vector<int32_t> &deps);
   int32_t copyIn(BlockId b, ResidencyId r, const StreamUses &uses);
+  /// Runs b's forward task again (recomputing its dropped inputs first) and
+  /// leaves b resident; adds the run to deps.
+  llvm::Error recompute(BlockId b, std::vector<int32_t> &deps, int depth);
+  /// Whether evicting b (without a host copy) drops it rather than copying
+  /// it out.
+  bool shouldDrop(BlockId b) const;
+  double recomputeSeconds(BlockId b, int depth) const;
+  void dropForwardDone(TaskId t);
 
   // --- decisions ---
   int32_t chooseAlgo(TaskId t);
@@ -114,7 +123,9 @@ private:
   std::vector<BlockState> st;
   std::vector<std::vector<int32_t>> uses; // per storage block: steps
   std::vector<StreamUses> pending;        // per residency: bytes' prior uses
-  std::vector<bool> pinned;               // blocks the current task needs
+  std::vector<int> pinned;                // > 0: a running task needs it
+  std::vector<bool> droppable;            // recomputableBlocks()
+  std::vector<bool> isConvOutput;         // SuperNeurons' checkpoints
   std::vector<double> prefix;             // fastest compute time before step
   int32_t step = 0;
   int32_t firstBackward = 0;
