@@ -16,14 +16,14 @@ struct Candidate {
   Simulation sim;
 };
 
-llvm::Expected<Candidate> planAt(const TaskGraph &tg,
-                                 const CostTableFn &tableAt,
-                                 const std::vector<TaskId> &order,
-                                 const PlanRequest &req, int64_t b,
-                                 std::vector<bool> drop = {}) {
+llvm::Expected<Candidate>
+planAt(const TaskGraph &tg, const CostTableFn &tableAt,
+       const std::vector<TaskId> &order, const PlanRequest &req, int64_t b,
+       std::vector<bool> drop = {}, bool allowRecompute = true) {
   const CostTable &full = tableAt(b);
-  auto plan = schedule(tg, full, order,
-                       {req.policy, req.budget, req.batch, std::move(drop)});
+  auto plan = schedule(
+      tg, full, order,
+      {req.policy, req.budget, req.batch, std::move(drop), allowRecompute});
   if (!plan)
     return plan.takeError();
   int64_t rest = req.batch % b;
@@ -79,7 +79,13 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
         formatBytes(lb.taskBytes));
 
   // Each variant is a sub-batch and a drop set to schedule with.
-  std::vector<std::pair<int64_t, std::vector<bool>>> variants;
+  struct Variant {
+    int64_t b;
+    std::vector<bool> drop;
+    bool allowRecompute = true;
+    std::optional<Policy> as; // schedule with another policy's rules
+  };
+  std::vector<Variant> variants;
   if (req.forcedSubBatch > 0 && req.forcedSubBatch > req.batch)
     return makeErrorF("--sub-batch {0} is larger than the batch {1}",
                       req.forcedSubBatch, req.batch);
@@ -104,26 +110,46 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   case Policy::Modnn:
   case Policy::Memfit:
     out.eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, r.budget);
-    if (req.forcedSubBatch > 0)
-      variants.push_back({req.forcedSubBatch, {}});
-    else if (req.policy == Policy::Modnn)
-      variants.push_back({out.eq3SubBatch, {}});
-    else
-      // Joint: every sub-batch size with offload alone, and with the cheap
-      // forward outputs (everything but convolutions) recomputed.
-      for (int64_t b : subBatchCandidates(out.eq3SubBatch, req.batch)) {
-        variants.push_back({b, {}});
-        variants.push_back({b, superNeuronsDropSet(tg)});
-      }
+    if (req.policy == Policy::Modnn) {
+      variants.push_back(
+          {req.forcedSubBatch ? req.forcedSubBatch : out.eq3SubBatch,
+           {},
+           false});
+      break;
+    }
+    // Joint: every sub-batch size with offload alone, with evictions free to
+    // drop what is cheaper to recompute, and with the cheap forward outputs
+    // (everything but convolutions) recomputed as well.
+    for (int64_t b : req.forcedSubBatch
+                         ? std::vector<int64_t>{req.forcedSubBatch}
+                         : subBatchCandidates(out.eq3SubBatch, req.batch)) {
+      variants.push_back({b, {}, false});
+      variants.push_back({b, {}, true});
+      variants.push_back({b, superNeuronsDropSet(tg), true});
+    }
+    // moDNN's own choice is always in the running, so memfit is never worse.
+    variants.push_back(
+        {req.forcedSubBatch ? req.forcedSubBatch : out.eq3SubBatch,
+         {},
+         false,
+         Policy::Modnn});
     break;
   }
 
   std::optional<Candidate> best;
   llvm::Error firstErr = llvm::Error::success();
-  for (auto &[b, drop] : variants) {
+  for (Variant &v : variants) {
+    int64_t b = v.b;
+    PlanRequest rv = r;
+    if (v.as)
+      rv.policy = *v.as;
     auto c = req.policy == Policy::Ideal && b == req.batch
                  ? llvm::Expected<Candidate>(std::move(*ideal))
-                 : planAt(tg, tableAt, order, r, b, drop);
+                 : planAt(tg, tableAt, order, rv, b, std::move(v.drop),
+                          v.allowRecompute);
+    if (c && v.as)
+      c->plan.policy = std::string(policyName(req.policy)) + " (as " +
+                       std::string(policyName(*v.as)) + ")";
     if (!c) {
       if (!firstErr)
         firstErr = c.takeError();

@@ -46,6 +46,8 @@ struct ScheduleOptions {
   /// Per block: drop it after its last forward use and recompute it where
   /// the backward pass needs it (Chen et al.'s m(v) = 1). Empty: none.
   std::vector<bool> dropAfterForward;
+  /// memfit: may evictions drop blocks for recomputation (or only offload)?
+  bool allowRecompute = true;
 };
 
 /// Blocks a recompute can regenerate: forward outputs written by exactly

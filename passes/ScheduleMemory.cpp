@@ -158,10 +158,14 @@ bool Scheduler::shouldDrop(BlockId b) const {
     return !isConvOutput[b]; // convolution outputs are checkpoints
   case Policy::Memfit: {
     // Drop when regenerating is cheaper than the copy-out that would delay
-    // this task plus the prefetch that may not hide later.
+    // this task plus the prefetch that may not hide later; only what the
+    // backward pass needs next, so the forward pass never waits on a
+    // recompute chain.
+    int32_t next = nextUseStep(b);
+    if (!opts.allowRecompute || (next >= 0 && next < firstBackward))
+      return false;
     double now = streamFree[si(Stream::Compute)];
     double offload = costs.copyOutSeconds(bytesOf(b));
-    int32_t next = nextUseStep(b);
     if (next >= 0)
       offload += std::max(0.0, costs.copyInSeconds(bytesOf(b)) -
                                    (est(next, now) - now));
