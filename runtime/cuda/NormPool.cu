@@ -198,9 +198,28 @@ __global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
         runVar[ch] = float(double(runVar[ch]) * m + unbiased * (1.0 - m));
       }
     }
-    const double a = double(scale[ch]) * invStd, b = bias[ch];
-    forEachInChannel(n, p.c, p.spatial, ch,
-                     [&](int64_t i) { y[i] = float((x[i] - mean) * a + b); });
+    // y from the float-rounded saved statistics, exactly as
+    // bnApplyKernel computes it, so a recomputed forward is bit-identical
+    // (the CPU reference does the same).
+    const double fm = double(float(mean));
+    const double a = double(scale[ch]) * double(float(invStd)),
+                 b = bias[ch];
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+      y[i] = float((double(x[i]) - fm) * a + b);
+    });
+  }
+}
+
+__global__ void bnApplyKernel(BatchNormParams p, int64_t n, const float *x,
+                              const float *scale, const float *bias,
+                              const float *saved, float *y) {
+  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+    const double fm = saved[ch];
+    const double a = double(scale[ch]) * double(saved[p.c + ch]),
+                 b = bias[ch];
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+      y[i] = float((double(x[i]) - fm) * a + b);
+    });
   }
 }
 
@@ -351,6 +370,15 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
   bnForwardKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
       p, n, x, scale, bias, runMean, runVar, y, saved, updateRunning);
   impl->done(*this, "batch normalization forward kernel");
+}
+
+void Exec::bnApply(const BatchNormParams &p, const float *x,
+                   const float *scale, const float *bias, const float *saved,
+                   float *y) {
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
+  bnApplyKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(p, n, x, scale,
+                                                             bias, saved, y);
+  impl->done(*this, "batch normalization apply kernel");
 }
 
 void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
