@@ -47,6 +47,7 @@ private:
   std::vector<int32_t> lastAccess;   // per residency: round instr index
   std::vector<int> lastStream;
   std::vector<OpParamsText> opText;
+  std::string internalError;
   /// Per round instruction index: for accumulating writes, whether an
   /// earlier task in the round wrote the same block.
   std::map<std::pair<size_t, BlockId>, bool> writtenBefore;
@@ -121,7 +122,14 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
     break;
   }
   auto it = res.find(storageOf(tg, b));
-  assert(it != res.end() && "operand without a residency");
+  if (it == res.end()) {
+    // Codegen asked for a block the task does not list: a bug here, not in
+    // the plan. The compile fails rather than emit a wrong pointer.
+    if (internalError.empty())
+      internalError = "internal: codegen needs " + quoteName(blk.name) +
+                      ", which is not an operand of its task";
+    return "nullptr";
+  }
   std::string p = "x.arena(" + resName(it->second) + ")";
   if (blk.kind == BlockKind::Label && tg.loss == LossKind::SoftmaxCrossEntropy)
     p = "x.arenaInt(" + resName(it->second) + ")";
@@ -162,6 +170,14 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
   const Op &op = g.ops[t.op];
   const Value &xv = g.values[op.inputs[0]];
   auto V = [&](ValueId v) { return ptr(tg.valueBlock[v], res); };
+  // An operand the kernel may skip (Add/Sub backward reads only dY): a
+  // pointer when the task reads the block, else nullptr.
+  auto VO = [&](ValueId v) {
+    BlockId b = tg.valueBlock[v];
+    bool read = b >= 0 && (isWeightSide(tg.blocks[b].kind) ||
+                           res.count(storageOf(tg, b)));
+    return read ? ptr(b, res) : std::string("nullptr");
+  };
   auto D = [&](ValueId v) {
     return tg.gradBlock[v] >= 0 ? ptr(tg.gradBlock[v], res) : "nullptr";
   };
@@ -325,7 +341,7 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
         accB = "true"; // both operands are one value: the second adds
       line = formatv("x.binaryBackward({0}, {1}, {2}, {3}, {4}, {5}, {6}, "
                      "{7})",
-                     P, V(x0), V(b), D(y), DW(x0), bData ? DW(b) : "nullptr",
+                     P, VO(x0), VO(b), D(y), DW(x0), bData ? DW(b) : "nullptr",
                      A(x0), accB);
       break;
     }
@@ -405,7 +421,7 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
     case OpKind::Mul:
       line = formatv("x.binaryBackward({0}, {1}, {2}, {3}, nullptr, {4}, "
                      "false, {5})",
-                     P, V(x0), V(op.inputs[1]), D(y), DW(op.inputs[1]),
+                     P, VO(x0), VO(op.inputs[1]), D(y), DW(op.inputs[1]),
                      A(op.inputs[1]));
       break;
     default:
@@ -675,6 +691,8 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
   }
   os << "}\n";
   files.push_back({"src/schedule.cpp", os.str()});
+  if (!internalError.empty())
+    return makeError(internalError);
   files.push_back({"src/main.cpp", mainFile()});
   files.push_back({"CMakeLists.txt", cmakeFile()});
   return files;

@@ -22,7 +22,12 @@ std::vector<Command> &commands() {
 int reportError(Error err) {
   int code = ExitUserError;
   handleAllErrors(std::move(err), [&](const ErrorInfoBase &e) {
-    WithColor::error(errs(), "memfit") << e.message() << "\n";
+    std::string msg = e.message();
+    // Internal errors are memfit's bugs, not the user's: exit code 2.
+    if (msg.rfind("internal", 0) == 0 ||
+        msg.find("plan verification failed") != std::string::npos)
+      code = ExitInternalError;
+    WithColor::error(errs(), "memfit") << msg << "\n";
   });
   return code;
 }
