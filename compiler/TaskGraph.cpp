@@ -49,7 +49,7 @@ std::string_view blockKindName(BlockKind k) {
 
 bool isWeightSide(BlockKind k) {
   return k == BlockKind::Weight || k == BlockKind::WeightGrad ||
-         k == BlockKind::Momentum;
+         k == BlockKind::Momentum || k == BlockKind::LossValue;
 }
 
 int64_t TaskGraph::weightSideBytes() const {

@@ -48,12 +48,14 @@ enum class BlockKind : uint8_t {
   WeightGrad, // dW
   Momentum,   // SGD momentum buffer
   Stats,      // BatchNorm saved mean and inverse std of the sub-batch
-  LossValue,  // the scalar loss
+  LossValue,  // the scalar loss (resident, summed over sub-batches)
 };
 std::string_view blockKindName(BlockKind k);
 
 /// Weights, their gradients and optimizer state do not scale with the
-/// sub-batch and stay resident for the whole run (moDNN does the same).
+/// sub-batch and stay resident for the whole run (moDNN does the same). The
+/// scalar loss is resident too: it accumulates over the sub-batches like a
+/// weight gradient and is read once per iteration.
 bool isWeightSide(BlockKind k);
 
 struct Block {

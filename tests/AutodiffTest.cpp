@@ -87,8 +87,8 @@ TEST_CASE("mlp: tasks, minimal reads, no gradient for the data input",
   CHECK(w1.c == 8 * 4 * 4);
   // Labels: one int32 class id per sample.
   CHECK(tg.blocks[tg.labelBlock].a == 4);
-  // Weight side: W, dW and momentum for 32+8+24+3 = 67 floats.
-  CHECK(tg.weightSideBytes() == 3 * 67 * 4);
+  // Weight side: W, dW and momentum for 32+8+24+3 = 67 floats, and the loss.
+  CHECK(tg.weightSideBytes() == 3 * 67 * 4 + 4);
   CHECK(tg.keepAllBytes(2) == 2 * (8 + 8 + 3) * 4);
 }
 
@@ -103,7 +103,7 @@ TEST_CASE("without momentum no optimizer state is allocated", "[autodiff]") {
   TaskGraph tg = build(L.g, cfg);
   for (const Block &b : tg.blocks)
     CHECK(b.kind != BlockKind::Momentum);
-  CHECK(tg.weightSideBytes() == 2 * 8 * 4);
+  CHECK(tg.weightSideBytes() == 2 * 8 * 4 + 4);
 }
 
 TEST_CASE("fan-out: one gradient block accumulated by every consumer",

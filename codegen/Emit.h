@@ -1,0 +1,43 @@
+//===- Emit.h - The trainer program from a Plan -----------------*- C++ -*-===//
+//
+// Writes a Plan as a static C++ program on runtime/Exec.h: every residency a
+// named arena offset, every instruction one call in issue order, the round
+// split over functions and translation units so that very deep models build
+// quickly, and a CMakeLists.txt that builds it against memfit's runtime with
+// -DMEMFIT_BACKEND=cuda (default) or cpu.
+//
+// Guarantees: reads only the Plan, the TaskGraph and the Graph; the same
+// inputs give byte-identical files; names from the model appear only as
+// sanitised identifier fragments and comment text (codegen/Names.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_CODEGEN_EMIT_H
+#define MEMFIT_CODEGEN_EMIT_H
+
+#include "compiler/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace memfit {
+
+struct EmitOptions {
+  std::string modelFile = "model.onnx"; // beside the sources, in OUTDIR
+  std::string memfitBuildDir;           // where memfit-runtime.cmake lives
+  int instrsPerFunction = 300;
+  int functionsPerFile = 16;
+};
+
+struct GeneratedFile {
+  std::string path; // relative to OUTDIR
+  std::string contents;
+};
+
+llvm::Expected<std::vector<GeneratedFile>>
+emitTrainer(const TaskGraph &tg, const Plan &plan, const EmitOptions &opts);
+
+} // namespace memfit
+
+#endif

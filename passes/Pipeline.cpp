@@ -1,0 +1,177 @@
+//===- Pipeline.cpp - From task graph and costs to a verified plan --------===//
+#include "passes/Pipeline.h"
+
+#include "compiler/Diagnostics.h"
+#include "compiler/Units.h"
+#include "passes/Recompute.h"
+#include "passes/Verify.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace memfit {
+namespace {
+
+struct Candidate {
+  Plan plan;
+  Simulation sim;
+};
+
+llvm::Expected<Candidate>
+planAt(const TaskGraph &tg, const CostTableFn &tableAt,
+       const std::vector<TaskId> &order, const PlanRequest &req, int64_t b,
+       std::vector<bool> drop = {}, bool allowRecompute = true) {
+  const CostTable &full = tableAt(b);
+  auto plan = schedule(
+      tg, full, order,
+      {req.policy, req.budget, req.batch, std::move(drop), allowRecompute});
+  if (!plan)
+    return plan.takeError();
+  int64_t rest = req.batch % b;
+  // The cost table for the smaller last sub-batch (copied: tableAt may
+  // reuse its storage).
+  std::optional<CostTable> last;
+  if (rest != 0 && req.batch > b)
+    last = tableAt(rest);
+  Candidate c{std::move(*plan), {}};
+  c.sim = simulate(tg, c.plan, tableAt(b), last ? &*last : nullptr);
+  return std::move(c);
+}
+
+} // namespace
+
+bool isVerifierFailure(const std::string &message) {
+  return message.find("plan verification failed") != std::string::npos;
+}
+
+llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
+                                         const CostTableFn &tableAt,
+                                         const PlanRequest &req) {
+  if (req.batch <= 0)
+    return makeError("the batch size must be positive");
+  std::vector<TaskId> order = taskOrder(tg, req.order);
+  PlanOutcome out;
+  out.lowerBound = computeLowerBound(tg, 1);
+  const LowerBound &lb = out.lowerBound;
+
+  PlanRequest idealReq = req;
+  idealReq.policy = Policy::Ideal;
+  auto ideal = planAt(tg, tableAt, order, idealReq, req.batch);
+  if (!ideal)
+    return ideal.takeError();
+  out.idealSeconds = ideal->sim.iterationSeconds;
+  out.idealPeakBytes = ideal->plan.totalBytes();
+
+  PlanRequest r = req;
+  if (r.budgetFraction > 0)
+    r.budget = static_cast<int64_t>(r.budgetFraction *
+                                    static_cast<double>(out.idealPeakBytes));
+  if (r.policy == Policy::Ideal)
+    r.budget = out.idealPeakBytes;
+  out.budget = r.budget;
+  if (r.budget < lb.bytes)
+    return makeErrorF(
+        "budget {0} is below the lower bound Mmin = {1} ({2} bytes): "
+        "weights, gradients and optimizer state take {3}, and task {4} "
+        "needs {5} at sub-batch 1 with no workspace",
+        formatBytes(r.budget), formatBytes(lb.bytes), lb.bytes,
+        formatBytes(lb.weightSideBytes),
+        quoteName(lb.task >= 0 ? tg.tasks[lb.task].name : ""),
+        formatBytes(lb.taskBytes));
+
+  // Each variant is a sub-batch and a drop set to schedule with.
+  struct Variant {
+    int64_t b;
+    std::vector<bool> drop;
+    bool allowRecompute = true;
+    std::optional<Policy> as; // schedule with another policy's rules
+  };
+  std::vector<Variant> variants;
+  if (req.forcedSubBatch > 0 && req.forcedSubBatch > req.batch)
+    return makeErrorF("--sub-batch {0} is larger than the batch {1}",
+                      req.forcedSubBatch, req.batch);
+  switch (req.policy) {
+  case Policy::Ideal:
+  case Policy::VdnnAll:
+  case Policy::VdnnConv:
+    // Neither the ideal case nor vDNN splits the batch.
+    variants.push_back(
+        {req.forcedSubBatch ? req.forcedSubBatch : req.batch, {}});
+    break;
+  case Policy::ChenSqrt: {
+    int64_t b = req.forcedSubBatch ? req.forcedSubBatch : req.batch;
+    for (auto &drop : chenCandidates(tg, order, b))
+      variants.push_back({b, std::move(drop)});
+    break;
+  }
+  case Policy::SuperNeurons:
+    variants.push_back({req.forcedSubBatch ? req.forcedSubBatch : req.batch,
+                        superNeuronsDropSet(tg)});
+    break;
+  case Policy::Modnn:
+  case Policy::Memfit:
+    out.eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, r.budget);
+    if (req.policy == Policy::Modnn) {
+      variants.push_back(
+          {req.forcedSubBatch ? req.forcedSubBatch : out.eq3SubBatch,
+           {},
+           false});
+      break;
+    }
+    // Joint: every sub-batch size with offload alone, with evictions free to
+    // drop what is cheaper to recompute, and with the cheap forward outputs
+    // (everything but convolutions) recomputed as well.
+    for (int64_t b : req.forcedSubBatch
+                         ? std::vector<int64_t>{req.forcedSubBatch}
+                         : subBatchCandidates(out.eq3SubBatch, req.batch)) {
+      variants.push_back({b, {}, false});
+      variants.push_back({b, {}, true});
+      variants.push_back({b, superNeuronsDropSet(tg), true});
+    }
+    // moDNN's own choice is always in the running, so memfit is never worse.
+    variants.push_back(
+        {req.forcedSubBatch ? req.forcedSubBatch : out.eq3SubBatch,
+         {},
+         false,
+         Policy::Modnn});
+    break;
+  }
+
+  std::optional<Candidate> best;
+  llvm::Error firstErr = llvm::Error::success();
+  for (Variant &v : variants) {
+    int64_t b = v.b;
+    PlanRequest rv = r;
+    if (v.as)
+      rv.policy = *v.as;
+    auto c = req.policy == Policy::Ideal && b == req.batch
+                 ? llvm::Expected<Candidate>(std::move(*ideal))
+                 : planAt(tg, tableAt, order, rv, b, std::move(v.drop),
+                          v.allowRecompute);
+    if (c && v.as)
+      c->plan.policy = std::string(policyName(req.policy)) + " (as " +
+                       std::string(policyName(*v.as)) + ")";
+    if (!c) {
+      if (!firstErr)
+        firstErr = c.takeError();
+      else
+        llvm::consumeError(c.takeError());
+      continue;
+    }
+    out.tried.push_back({b, c->sim.iterationSeconds});
+    // Faster wins; on a tie the later variant (larger sub-batch).
+    if (!best || c->sim.iterationSeconds <= best->sim.iterationSeconds)
+      best = std::move(*c);
+  }
+  if (!best)
+    return std::move(firstErr);
+  llvm::consumeError(std::move(firstErr));
+
+  if (auto err = verifyPlan(tg, best->plan))
+    return err;
+  out.plan = std::move(best->plan);
+  out.sim = std::move(best->sim);
+  summarize(out.plan, out.sim, out.idealSeconds);
+  return std::move(out);
+}
+
+} // namespace memfit

@@ -1,0 +1,66 @@
+//===- Pipeline.h - From task graph and costs to a verified plan -*- C++
+//-*-===//
+//
+// The planner's straight-line pipeline: order -> lower bound check -> the
+// ideal plan (the yardstick for overhead) -> sub-batch choice -> schedule ->
+// verify -> simulate. Every plan it returns has passed the verifier; a plan
+// that fails it is an internal error, never written.
+//
+// overhead = planned time / ideal time - 1, where the ideal time is the
+// ideal policy's predicted time on the same cost model and batch, for every
+// policy alike.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_PASSES_PIPELINE_H
+#define MEMFIT_PASSES_PIPELINE_H
+
+#include "compiler/Plan.h"
+#include "passes/LowerBound.h"
+#include "passes/Order.h"
+#include "passes/Schedule.h"
+#include "passes/Simulate.h"
+#include "passes/SubBatch.h"
+
+#include "llvm/Support/Error.h"
+
+namespace memfit {
+
+struct PlanRequest {
+  Policy policy = Policy::Memfit;
+  int64_t budget = 0; // whole device budget in bytes (unused by Ideal)
+  /// When > 0, the budget is this fraction of the ideal peak instead.
+  double budgetFraction = 0;
+  int64_t batch = 0;
+  int64_t forcedSubBatch = 0; // 0: the policy chooses
+  OrderKind order = OrderKind::JoinAware;
+};
+
+struct PlanOutcome {
+  Plan plan;
+  int64_t budget = 0; // the budget planned for, resolved
+  Simulation sim;
+  LowerBound lowerBound;
+  double idealSeconds = 0;
+  int64_t idealPeakBytes = 0; // the ideal plan's resident + arena bytes
+  int64_t eq3SubBatch = 0;
+  /// Sub-batches tried and their predicted iteration time (infeasible ones
+  /// are left out).
+  std::vector<std::pair<int64_t, double>> tried;
+  double overhead() const {
+    return idealSeconds > 0 ? plan.summary.plannedSeconds / idealSeconds - 1
+                            : 0;
+  }
+};
+
+/// Errors: a budget under the lower bound (the message prints Mmin and the
+/// task that sets it), a budget the policy cannot meet, a verifier failure.
+llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
+                                         const CostTableFn &tableAt,
+                                         const PlanRequest &req);
+
+/// True when `err` came from the verifier (an internal error, exit 2).
+bool isVerifierFailure(const std::string &message);
+
+} // namespace memfit
+
+#endif

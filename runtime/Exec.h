@@ -1,0 +1,215 @@
+//===- Exec.h - What a generated trainer calls ------------------*- C++ -*-===//
+//
+// The generated schedule is straight-line calls on one Exec: copies, events
+// and operations exactly as planned, every pointer an offset into the one
+// arena or a resident weight. One Exec class exists per backend and the
+// trainer links exactly one: the CPU emulation (runtime/emu/Exec.cpp) or the
+// CUDA backend (runtime/cuda/). Nothing here allocates after construction.
+//
+// The CPU emulation is adversarial by design (design.md, "Testing without a
+// GPU"): the arena is a host buffer of exactly the planned size; released
+// bytes are poisoned with NaN; a copy-out reads its source only when an event
+// covering it is waited on (or the round ends), and a copy-in's destination
+// holds NaN until then. A plan missing a wait computes wrong numbers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_EXEC_H
+#define MEMFIT_RUNTIME_EXEC_H
+
+#include "runtime/Kernels.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace memfit::rt {
+
+enum StreamId : int { Compute = 0, CopyOut = 1, CopyIn = 2 };
+
+/// What a trainer's program declares about itself; the generated code
+/// fills it as a constant.
+struct ProgramInfo {
+  const char *modelName;
+  int64_t batch, subBatch, numSubBatches;
+  int64_t arenaBytes;
+  int32_t numEvents;
+  int64_t inputPerSample; // floats per sample of the data input
+  int64_t labelPerSample; // int32 labels: 1; mse: floats per sample
+  bool mseLoss;
+  int64_t classes;      // cross-entropy: number of classes
+  bool hasMomentum;     // momentum buffers were planned
+  int32_t numWeights;   // resident tensors (weights and BN running stats)
+  int32_t numHostSlots; // pinned host buffers, one per offloaded block
+};
+
+enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
+
+struct WeightInfo {
+  const char *onnxName; // the initializer / graph input name in the model
+  int64_t count;        // floats
+  int64_t fanIn, fanOut;
+  Init init;
+  bool trainable; // false: BatchNorm running statistics
+};
+
+struct HostSlot {
+  int64_t perSample, fixed; // bytes: perSample * n + fixed
+};
+
+class Exec {
+public:
+  Exec(const ProgramInfo &info, const WeightInfo *weights,
+       const HostSlot *slots);
+  ~Exec();
+  Exec(const Exec &) = delete;
+  Exec &operator=(const Exec &) = delete;
+
+  // --- per round state, set by the driver ---
+  int64_t n = 0;           // samples in this sub-batch
+  int64_t firstSample = 0; // its offset in the batch
+  int64_t subBatchIndex = 0;
+  uint64_t iteration = 0, seed = 0;
+  bool firstIteration = true;
+  float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
+  bool accumulateWeights() const { return subBatchIndex > 0; }
+
+  // --- memory ---
+  float *arena(int64_t offset);
+  int32_t *arenaInt(int64_t offset);
+  float *weight(int32_t id);
+  float *grad(int32_t id);
+  float *momentumBuf(int32_t id);
+  /// The batch's inputs and labels on the host (pinned on CUDA).
+  float *hostInput();
+  void *hostLabels();
+  float *lossValue(); // the resident loss, summed over the sub-batches
+  float readLoss();   // its value once the iteration is done
+
+  // --- streams ---
+  void copyOut(int64_t offset, int32_t slot);
+  void copyIn(int32_t slot, int64_t offset);
+  void loadInput(int64_t offset);  // copy-in of this sub-batch's inputs
+  void loadLabels(int64_t offset); // copy-in of this sub-batch's labels
+  void record(StreamId s, int32_t event);
+  void wait(StreamId s, int32_t event);
+  /// The bytes' last use in this round was issued on stream s.
+  void release(StreamId s, int64_t offset, int64_t bytes);
+  void endRound(); // all streams joined (the plan ends every round so)
+  void synchronize();
+
+  // --- operations on the compute stream (task names for diagnostics) ---
+  void setTask(const char *name) { task = name; }
+  const char *taskName() const { return task; }
+  void convForward(const ConvParams &p, int32_t algo, const float *x,
+                   const float *w, const float *b, float *y, int64_t wsOffset,
+                   int64_t wsBytes);
+  void convBackwardData(const ConvParams &p, int32_t algo, const float *w,
+                        const float *dy, float *dx, bool acc, int64_t wsOffset,
+                        int64_t wsBytes);
+  void convBackwardFilter(const ConvParams &p, int32_t algo, const float *x,
+                          const float *dy, float *dw, float *db, bool acc,
+                          int64_t wsOffset, int64_t wsBytes);
+  void poolForward(const PoolParams &p, const float *x, float *y);
+  void poolBackward(const PoolParams &p, const float *x, const float *y,
+                    const float *dy, float *dx, bool acc);
+  void gapForward(int64_t c, int64_t spatial, const float *x, float *y);
+  void gapBackward(int64_t c, int64_t spatial, const float *dy, float *dx,
+                   bool acc);
+  void actForward(const ActParams &p, int64_t perSample, const float *x,
+                  float *y);
+  void actBackward(const ActParams &p, int64_t perSample, const float *y,
+                   const float *dy, float *dx, bool acc);
+  void bnForward(const BatchNormParams &p, const float *x, const float *scale,
+                 const float *bias, float *runMean, float *runVar, float *y,
+                 float *saved, bool updateRunning);
+  /// A recomputed BatchNorm forward: normalizes with the saved statistics
+  /// and leaves the running statistics alone.
+  void bnApply(const BatchNormParams &p, const float *x, const float *scale,
+               const float *bias, const float *saved, float *y);
+  void bnBackwardData(const BatchNormParams &p, const float *x,
+                      const float *scale, const float *saved, const float *dy,
+                      float *dx, bool acc);
+  void bnBackwardWeight(const BatchNormParams &p, const float *x,
+                        const float *saved, const float *dy, float *dscale,
+                        float *dbias, bool acc);
+  void lrnForward(const LRNParams &p, const float *x, float *y);
+  void lrnBackward(const LRNParams &p, const float *x, const float *y,
+                   const float *dy, float *dx, bool acc);
+  void dropoutForward(const DropoutParams &p, uint64_t taskKey, const float *x,
+                      float *y);
+  void dropoutBackward(const DropoutParams &p, uint64_t taskKey,
+                       const float *dy, float *dx, bool acc);
+  void gemmForward(const GemmParams &p, const float *x, const float *w,
+                   const float *b, float *y);
+  void gemmBackwardData(const GemmParams &p, const float *w, const float *dy,
+                        float *dx, bool acc);
+  void gemmBackwardWeight(const GemmParams &p, const float *x, const float *dy,
+                          float *dw, float *db, bool acc);
+  void binaryForward(const BinaryParams &p, const float *a, const float *b,
+                     float *y);
+  void binaryBackward(const BinaryParams &p, const float *a, const float *b,
+                      const float *dy, float *da, float *db, bool accA,
+                      bool accB);
+  void concatForward(int64_t numInputs, const int64_t *parts,
+                     const float *const *inputs, float *y);
+  void concatBackward(int64_t numInputs, const int64_t *parts, const float *dy,
+                      float *const *dInputs, const bool *acc);
+  void padForward(const PadParams &p, const float *x, float *y);
+  void padBackward(const PadParams &p, const float *dy, float *dx, bool acc);
+  void softmaxForward(int64_t features, bool log, const float *x, float *y);
+  void softmaxBackward(int64_t features, bool log, const float *y,
+                       const float *dy, float *dx, bool acc);
+  void copy(int64_t perSample, const float *x, float *y); // a view made real
+  void accumulateInto(int64_t perSample, const float *x, float *y);
+  void loss(const float *logits, const void *labels, float *loss,
+            float *dlogits);
+  void sgd(int32_t weightId);
+
+  // --- driver ---
+  const ProgramInfo &info() const { return prog; }
+  const std::vector<WeightInfo> &weightInfo() const { return wInfo; }
+  /// Host copies of weights (for init, save and checkpoints).
+  void readWeight(int32_t id, float *out);
+  void writeWeight(int32_t id, const float *in);
+  void readMomentum(int32_t id, float *out);
+  void writeMomentum(int32_t id, const float *in);
+  /// Bytes the trainer holds on the device (arena + resident).
+  int64_t deviceBytes() const;
+  /// Device memory actually in use for this trainer, as the device reports
+  /// it: on CUDA, total - free (cudaMemGetInfo) now, minus the same taken
+  /// right after the CUDA context was created, so it counts the arena, the
+  /// resident tensors, allocation rounding and the cuDNN/cuBLAS handles,
+  /// but not the context itself. Nothing is freed before the trainer ends,
+  /// so at the end it is the peak. The emulation reports deviceBytes().
+  int64_t measuredDeviceBytes() const;
+  /// Reports a failure with the current task's name and exits.
+  [[noreturn]] void fatal(const std::string &what) const;
+
+  struct Impl;
+
+private:
+  ProgramInfo prog;
+  std::vector<WeightInfo> wInfo;
+  std::vector<HostSlot> slotInfo;
+  const char *task = "";
+  std::unique_ptr<Impl> impl;
+};
+
+/// A generated program: one round over a sub-batch, and the update.
+struct Program {
+  ProgramInfo info;
+  const char *modelPath; // default for --model: the copy beside the sources
+  const WeightInfo *weights;
+  const HostSlot *slots;
+  void (*round)(Exec &);
+  void (*update)(Exec &);
+};
+
+/// The trainer's main: flags, data, weights, the iteration loop, progress,
+/// checkpoints and --save. Returns the process exit code.
+int trainerMain(int argc, char **argv, const Program &program);
+
+} // namespace memfit::rt
+
+#endif

@@ -1,0 +1,209 @@
+//===- Kernels.h - Operation parameters and reference kernels ---*- C++ -*-===//
+//
+// The operations a generated trainer runs, described by plain parameter
+// structs that codegen writes out as constants. The CPU reference kernels
+// here define the semantics (PyTorch's training semantics, fp32, NCHW); the
+// CUDA backend implements the same operations with cuDNN, cuBLAS and small
+// kernels and must agree with them.
+//
+// Conventions: `n` is the number of samples in this call (a sub-batch, the
+// last one possibly smaller); per-sample shapes come from the params.
+// Backward kernels with an `accumulate` flag add into their output when it
+// is true and overwrite it when false (gradient accumulation at fan-out and
+// across sub-batches).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_KERNELS_H
+#define MEMFIT_RUNTIME_KERNELS_H
+
+#include <cstdint>
+
+namespace memfit::rt {
+
+struct ConvParams {
+  int64_t cin, hin, win;    // input per sample
+  int64_t cout, hout, wout; // output per sample
+  int64_t kh, kw, sh, sw;
+  int64_t padTop, padLeft; // begin pads (end pads follow from the shapes)
+  int64_t dh, dw;
+  int64_t group;
+};
+void convForward(const ConvParams &p, int64_t n, const float *x, const float *w,
+                 const float *bias /*nullable*/, float *y);
+void convBackwardData(const ConvParams &p, int64_t n, const float *w,
+                      const float *dy, float *dx, bool accumulate);
+void convBackwardFilter(const ConvParams &p, int64_t n, const float *x,
+                        const float *dy, float *dw, float *dbias /*nullable*/,
+                        bool accumulate);
+
+enum class PoolKind : uint8_t { Max, Average };
+struct PoolParams {
+  PoolKind kind;
+  int64_t c, hin, win, hout, wout;
+  int64_t kh, kw, sh, sw, padTop, padLeft;
+  // End pads as the model gives them (a ceil-mode output may have windows
+  // reaching past them): with countIncludePad a window counts the padding
+  // up to these pads but not its overhang beyond them, as PyTorch does.
+  int64_t padBottom, padRight;
+  bool countIncludePad; // Average: divide by the window incl. padding
+};
+void poolForward(const PoolParams &p, int64_t n, const float *x, float *y);
+/// Max pooling routes dy to the first maximum of each window (x and y
+/// locate it); average pooling spreads it.
+void poolBackward(const PoolParams &p, int64_t n, const float *x,
+                  const float *y, const float *dy, float *dx, bool accumulate);
+
+/// Mean over the spatial positions: [n, c, spatial] -> [n, c].
+void globalAvgPoolForward(int64_t n, int64_t c, int64_t spatial, const float *x,
+                          float *y);
+void globalAvgPoolBackward(int64_t n, int64_t c, int64_t spatial,
+                           const float *dy, float *dx, bool accumulate);
+
+enum class ActKind : uint8_t { Relu, LeakyRelu, Sigmoid, Tanh, Clip };
+struct ActParams {
+  ActKind kind;
+  float alpha = 0;      // LeakyRelu slope
+  float lo = 0, hi = 0; // Clip bounds
+};
+void activationForward(const ActParams &p, int64_t count, const float *x,
+                       float *y);
+/// From y alone (every supported activation's derivative is a function of
+/// its output), so the forward may run in place.
+void activationBackward(const ActParams &p, int64_t count, const float *y,
+                        const float *dy, float *dx, bool accumulate);
+
+struct BatchNormParams {
+  int64_t c, spatial;
+  float epsilon;
+  float momentum; // ONNX: running = running * momentum + batch * (1 - m)
+};
+/// Training mode: normalizes with the statistics of these n samples, saves
+/// mean and 1/sqrt(var + eps) (biased var) for the backward, and when
+/// `updateRunning` updates the running mean and the running variance (with
+/// the unbiased variance, as PyTorch does).
+void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
+                      const float *scale, const float *bias, float *runMean,
+                      float *runVar, float *y, float *savedMean,
+                      float *savedInvStd, bool updateRunning);
+/// y from statistics saved by batchNormForward: what a recomputed forward
+/// runs. Bit-identical to the y batchNormForward wrote with those statistics.
+void batchNormApply(const BatchNormParams &p, int64_t n, const float *x,
+                    const float *scale, const float *bias,
+                    const float *savedMean, const float *savedInvStd, float *y);
+void batchNormBackwardData(const BatchNormParams &p, int64_t n, const float *x,
+                           const float *scale, const float *savedMean,
+                           const float *savedInvStd, const float *dy, float *dx,
+                           bool accumulate);
+void batchNormBackwardWeight(const BatchNormParams &p, int64_t n,
+                             const float *x, const float *savedMean,
+                             const float *savedInvStd, const float *dy,
+                             float *dscale, float *dbias, bool accumulate);
+
+struct LRNParams {
+  int64_t c, spatial;
+  int64_t size;
+  float alpha, beta, bias; // y = x / (bias + alpha / size * sum x^2)^beta
+};
+void lrnForward(const LRNParams &p, int64_t n, const float *x, float *y);
+void lrnBackward(const LRNParams &p, int64_t n, const float *x, const float *y,
+                 const float *dy, float *dx, bool accumulate);
+
+/// Inverted dropout with a counter-based mask: element i of sample s is kept
+/// when uniform(key, s, i) >= ratio, where `key` mixes the seed, the
+/// iteration and the task, and `firstSample` is the sub-batch's offset in
+/// the batch. The same key gives the same mask, so a recomputed forward and
+/// the backward see exactly the forward's mask.
+struct DropoutParams {
+  int64_t perSample;
+  float ratio;
+};
+uint64_t dropoutKey(uint64_t seed, uint64_t iteration, uint64_t task);
+float dropoutUniform(uint64_t key, uint64_t sample, uint64_t element);
+void dropoutForward(const DropoutParams &p, int64_t n, uint64_t key,
+                    int64_t firstSample, const float *x, float *y);
+void dropoutBackward(const DropoutParams &p, int64_t n, uint64_t key,
+                     int64_t firstSample, const float *dy, float *dx,
+                     bool accumulate);
+
+/// y[n, m] = alpha * x[n, k] * op(W) + beta * bias[m]; W is [m, k] when
+/// transB (PyTorch Linear) and [k, m] otherwise (MatMul).
+struct GemmParams {
+  int64_t k, m;
+  bool transB;
+  float alpha, beta;
+};
+void gemmForward(const GemmParams &p, int64_t n, const float *x, const float *w,
+                 const float *bias /*nullable*/, float *y);
+void gemmBackwardData(const GemmParams &p, int64_t n, const float *w,
+                      const float *dy, float *dx, bool accumulate);
+void gemmBackwardWeight(const GemmParams &p, int64_t n, const float *x,
+                        const float *dy, float *dw, float *dbias /*nullable*/,
+                        bool accumulate);
+
+/// y = a (op) b where b is either batched with a's shape, or a weight or
+/// constant of `bSize` values broadcast as b[(i / inner) % bSize] over each
+/// sample's `perSample` elements (per channel: inner = h*w, bSize = c).
+enum class BinaryKind : uint8_t { Add, Sub, Mul };
+struct BinaryParams {
+  BinaryKind kind;
+  int64_t perSample;
+  bool bBatched;
+  int64_t bSize, inner;
+};
+void binaryForward(const BinaryParams &p, int64_t n, const float *a,
+                   const float *b, float *y);
+/// Gradients of a and/or b (either pointer may be null). For a broadcast b
+/// the gradient is reduced over the broadcast positions and the n samples.
+void binaryBackward(const BinaryParams &p, int64_t n, const float *a,
+                    const float *b, const float *dy, float *da, float *db,
+                    bool accumulateA, bool accumulateB);
+
+/// Concatenation along axis 1 of inputs with `parts[i]` elements per sample
+/// each (channels x spatial); backward splits dy (a null dInputs[i] is
+/// skipped: that input needs no gradient).
+void concatForward(int64_t n, int64_t numInputs, const int64_t *parts,
+                   const float *const *inputs, float *y);
+void concatBackward(int64_t n, int64_t numInputs, const int64_t *parts,
+                    const float *dy, float *const *dInputs,
+                    const bool *accumulate);
+
+struct PadParams {
+  int64_t c, hin, win, hout, wout;
+  int64_t padTop, padLeft;
+  float value;
+};
+void padForward(const PadParams &p, int64_t n, const float *x, float *y);
+void padBackward(const PadParams &p, int64_t n, const float *dy, float *dx,
+                 bool accumulate);
+
+/// Softmax over the `features` of each sample (axis 1 of a 2-D tensor).
+void softmaxForward(int64_t n, int64_t features, bool log, const float *x,
+                    float *y);
+void softmaxBackward(int64_t n, int64_t features, bool log, const float *y,
+                     const float *dy, float *dx, bool accumulate);
+
+/// Mean softmax cross-entropy over the whole batch: adds this sub-batch's
+/// share (sum over its samples / batch) to *loss and writes dlogits =
+/// (softmax - onehot) / batch. Labels out of range are an error the caller
+/// checks beforehand (validateLabels).
+void softmaxCrossEntropy(int64_t n, int64_t classes, int64_t batch,
+                         const float *logits, const int32_t *labels,
+                         float *loss, float *dlogits);
+bool validateLabels(int64_t n, int64_t classes, const int32_t *labels);
+/// Mean squared error over all batch x features elements.
+void meanSquaredError(int64_t n, int64_t features, int64_t batch,
+                      const float *y, const float *target, float *loss,
+                      float *dy);
+
+/// torch.optim.SGD (dampening 0, no Nesterov): g = dw + wd * w;
+/// buf = first ? g : momentum * buf + g; w -= lr * buf. With momentum 0,
+/// `buf` may be null and w -= lr * g.
+void sgdUpdate(int64_t count, float lr, float momentum, float weightDecay,
+               bool first, float *w, const float *dw, float *buf);
+
+/// y += x (gradient accumulation helpers).
+void accumulate(int64_t count, const float *x, float *y);
+
+} // namespace memfit::rt
+
+#endif

@@ -1,0 +1,189 @@
+//===- Npy.cpp - NumPy .npy files -----------------------------------------===//
+#include "runtime/Npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+namespace memfit::rt {
+
+int64_t NpyArray::count() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::vector<float> NpyArray::asFloat() const {
+  std::vector<float> out(count());
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+std::vector<int32_t> NpyArray::asInt32() const {
+  std::vector<int32_t> out(count());
+  if (dtype == NpyDType::I32) {
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) {
+      int64_t v;
+      std::memcpy(&v, bytes.data() + 8 * i, 8);
+      out[i] = v < std::numeric_limits<int32_t>::min() ||
+                       v > std::numeric_limits<int32_t>::max()
+                   ? -1
+                   : static_cast<int32_t>(v);
+    }
+  }
+  return out;
+}
+
+static std::string field(const std::string &h, const std::string &key) {
+  auto k = h.find("'" + key + "'");
+  if (k == std::string::npos)
+    return "";
+  auto colon = h.find(':', k);
+  if (colon == std::string::npos)
+    return "";
+  size_t i = colon + 1;
+  while (i < h.size() && h[i] == ' ')
+    ++i;
+  if (i >= h.size())
+    return "";
+  char open = h[i];
+  char close = open == '(' ? ')' : open == '\'' ? '\'' : ',';
+  size_t end = h.find(close, i + 1);
+  if (end == std::string::npos)
+    return "";
+  return h.substr(i, end - i + 1);
+}
+
+std::optional<NpyArray> readNpy(const std::string &path, std::string &err) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    err = path + ": cannot open";
+    return std::nullopt;
+  }
+  char magic[8];
+  f.read(magic, 8);
+  if (!f || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
+    err = path + ": not a .npy file";
+    return std::nullopt;
+  }
+  uint32_t headerLen = 0;
+  if (magic[6] == 1) {
+    unsigned char b[2];
+    f.read(reinterpret_cast<char *>(b), 2);
+    headerLen = b[0] | (b[1] << 8);
+  } else if (magic[6] == 2 || magic[6] == 3) {
+    unsigned char b[4];
+    f.read(reinterpret_cast<char *>(b), 4);
+    headerLen = b[0] | (b[1] << 8) | (b[2] << 16) | (uint32_t(b[3]) << 24);
+  } else {
+    err = path + ": unsupported .npy version";
+    return std::nullopt;
+  }
+  if (!f || headerLen > (1u << 20)) {
+    err = path + ": malformed .npy header";
+    return std::nullopt;
+  }
+  std::string h(headerLen, '\0');
+  f.read(h.data(), headerLen);
+  if (!f) {
+    err = path + ": truncated .npy header";
+    return std::nullopt;
+  }
+  NpyArray a;
+  std::string descr = field(h, "descr");
+  if (descr == "'<f4'")
+    a.dtype = NpyDType::F32;
+  else if (descr == "'<i4'")
+    a.dtype = NpyDType::I32;
+  else if (descr == "'<i8'")
+    a.dtype = NpyDType::I64;
+  else {
+    err = path + ": unsupported dtype " + (descr.empty() ? "?" : descr) +
+          " (expected <f4, <i4 or <i8)";
+    return std::nullopt;
+  }
+  if (field(h, "fortran_order").rfind("True", 0) == 0) {
+    err = path + ": Fortran-ordered arrays are not supported";
+    return std::nullopt;
+  }
+  std::string shape = field(h, "shape");
+  if (shape.size() < 2 || shape.front() != '(') {
+    err = path + ": malformed shape in .npy header";
+    return std::nullopt;
+  }
+  int64_t elems = 1;
+  for (size_t i = 1; i + 1 < shape.size();) {
+    while (i + 1 < shape.size() && (shape[i] == ' ' || shape[i] == ','))
+      ++i;
+    if (i + 1 >= shape.size())
+      break;
+    size_t j = i;
+    int64_t d = 0;
+    while (j < shape.size() && shape[j] >= '0' && shape[j] <= '9') {
+      d = d * 10 + (shape[j] - '0');
+      if (d > (int64_t(1) << 40)) {
+        err = path + ": dimension too large";
+        return std::nullopt;
+      }
+      ++j;
+    }
+    if (j == i) {
+      err = path + ": malformed shape in .npy header";
+      return std::nullopt;
+    }
+    a.shape.push_back(d);
+    elems *= d;
+    if (elems > (int64_t(1) << 40)) {
+      err = path + ": array too large";
+      return std::nullopt;
+    }
+    i = j;
+  }
+  int64_t width = a.dtype == NpyDType::I64 ? 8 : 4;
+  a.bytes.resize(static_cast<size_t>(elems * width));
+  f.read(a.bytes.data(), static_cast<std::streamsize>(a.bytes.size()));
+  if (!f) {
+    err = path + ": truncated data (expected " + std::to_string(elems) +
+          " values)";
+    return std::nullopt;
+  }
+  return a;
+}
+
+bool writeNpy(const std::string &path, const NpyArray &a, std::string &err) {
+  std::string descr = a.dtype == NpyDType::F32   ? "<f4"
+                      : a.dtype == NpyDType::I32 ? "<i4"
+                                                 : "<i8";
+  std::string shape = "(";
+  for (size_t i = 0; i < a.shape.size(); ++i)
+    shape += std::to_string(a.shape[i]) + (a.shape.size() == 1      ? ","
+                                           : i + 1 < a.shape.size() ? ", "
+                                                                    : "");
+  shape += ")";
+  std::string h = "{'descr': '" + descr +
+                  "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + h.size() + 1) % 64)
+    h += ' ';
+  h += '\n';
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) {
+    err = path + ": cannot write";
+    return false;
+  }
+  f.write("\x93NUMPY\x01\x00", 8);
+  unsigned char len[2] = {static_cast<unsigned char>(h.size() & 255),
+                          static_cast<unsigned char>(h.size() >> 8)};
+  f.write(reinterpret_cast<char *>(len), 2);
+  f.write(h.data(), h.size());
+  f.write(a.bytes.data(), a.bytes.size());
+  if (!f) {
+    err = path + ": write failed";
+    return false;
+  }
+  return true;
+}
+
+} // namespace memfit::rt

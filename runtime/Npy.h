@@ -1,0 +1,34 @@
+//===- Npy.h - NumPy .npy files ---------------------------------*- C++ -*-===//
+//
+// Reads the .npy format (versions 1 to 3, C order, little-endian float32,
+// int32 and int64) that numpy.save writes. Every malformed header is an
+// error naming the file.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_NPY_H
+#define MEMFIT_RUNTIME_NPY_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memfit::rt {
+
+enum class NpyDType : uint8_t { F32, I32, I64 };
+
+struct NpyArray {
+  NpyDType dtype;
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;
+  int64_t count() const;
+  std::vector<float> asFloat() const;
+  std::vector<int32_t> asInt32() const;
+};
+
+std::optional<NpyArray> readNpy(const std::string &path, std::string &err);
+bool writeNpy(const std::string &path, const NpyArray &a, std::string &err);
+
+} // namespace memfit::rt
+
+#endif

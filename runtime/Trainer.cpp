@@ -1,0 +1,424 @@
+//===- Trainer.cpp - The generated trainer's main -------------------------===//
+//
+// Everything around the generated schedule: flags, initial weights (the
+// model's initializers, or He/Glorot initialisation), the data (NumPy .npy
+// files or synthetic), the iteration loop over sub-batches, progress lines,
+// atomic checkpoints with exact resume, and --save into a copy of the ONNX
+// model. Backend-independent: it talks to the device only through Exec.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Exec.h"
+#include "runtime/Npy.h"
+#include "runtime/OnnxWeights.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace memfit::rt {
+namespace {
+
+struct Options {
+  std::string data, labels, model, save, checkpoint;
+  bool synthetic = false, shuffle = false, resume = false, quiet = false;
+  int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
+  float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
+  uint64_t seed = 1;
+};
+
+const char *kUsage =
+    "usage: trainer [--data X.npy --labels Y.npy | --synthetic]\n"
+    "               [--iterations N | --epochs E] [--lr F] [--momentum F]\n"
+    "               [--weight-decay F] [--seed N] [--shuffle]\n"
+    "               [--save trained.onnx] [--checkpoint DIR "
+    "[--checkpoint-every N]] [--resume]\n"
+    "               [--model model.onnx] [--log-every N] [--quiet]\n";
+
+[[noreturn]] void die(const std::string &msg) {
+  std::fprintf(stderr, "trainer: error: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+template <typename T> T parseNumber(const std::string &flag, const char *v) {
+  char *end = nullptr;
+  errno = 0;
+  T out{};
+  if constexpr (std::is_floating_point_v<T>)
+    out = static_cast<T>(std::strtod(v, &end));
+  else
+    out = static_cast<T>(std::strtoll(v, &end, 10));
+  if (!v[0] || *end || errno)
+    die("invalid value '" + std::string(v) + "' for " + flag);
+  return out;
+}
+
+Options parseArgs(int argc, char **argv, const char *defaultModel) {
+  Options o;
+  o.model = defaultModel;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char * {
+      if (i + 1 >= argc)
+        die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "--data")
+      o.data = value();
+    else if (a == "--labels")
+      o.labels = value();
+    else if (a == "--synthetic")
+      o.synthetic = true;
+    else if (a == "--iterations")
+      o.iterations = parseNumber<int64_t>(a, value());
+    else if (a == "--epochs")
+      o.epochs = parseNumber<int64_t>(a, value());
+    else if (a == "--lr")
+      o.lr = parseNumber<float>(a, value());
+    else if (a == "--momentum")
+      o.momentum = parseNumber<float>(a, value());
+    else if (a == "--weight-decay")
+      o.weightDecay = parseNumber<float>(a, value());
+    else if (a == "--seed")
+      o.seed = parseNumber<uint64_t>(a, value());
+    else if (a == "--shuffle")
+      o.shuffle = true;
+    else if (a == "--save")
+      o.save = value();
+    else if (a == "--checkpoint")
+      o.checkpoint = value();
+    else if (a == "--checkpoint-every")
+      o.checkpointEvery = parseNumber<int64_t>(a, value());
+    else if (a == "--resume")
+      o.resume = true;
+    else if (a == "--model")
+      o.model = value();
+    else if (a == "--log-every")
+      o.logEvery = parseNumber<int64_t>(a, value());
+    else if (a == "--quiet")
+      o.quiet = true;
+    else
+      die("unknown option '" + a + "'\n" + kUsage);
+  }
+  if (o.synthetic == !o.data.empty())
+    die("give either --data and --labels, or --synthetic");
+  if (!o.data.empty() && o.labels.empty())
+    die("--data needs --labels");
+  if (o.iterations && o.epochs)
+    die("give --iterations or --epochs, not both");
+  if (o.iterations < 0 || o.epochs < 0 || o.logEvery < 0 ||
+      o.checkpointEvery < 0)
+    die("counts must not be negative");
+  if (!o.iterations && !o.epochs)
+    o.iterations = 1;
+  if (o.resume && o.checkpoint.empty())
+    die("--resume needs --checkpoint DIR");
+  return o;
+}
+
+/// The whole data set on the host: inputs as float, labels as int32 class
+/// ids (or floats for mse), `count` samples.
+struct Dataset {
+  int64_t count = 0;
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  std::vector<float> yf;
+};
+
+Dataset loadData(const Options &o, const ProgramInfo &p) {
+  Dataset d;
+  if (o.synthetic) {
+    // One batch's worth of fixed random samples, reused every iteration, so
+    // a falling loss shows the trainer learns.
+    d.count = p.batch;
+    std::mt19937_64 rng(o.seed * 7919 + 17);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    d.x.resize(d.count * p.inputPerSample);
+    for (float &v : d.x)
+      v = nd(rng);
+    if (p.mseLoss) {
+      d.yf.resize(d.count * p.labelPerSample);
+      for (float &v : d.yf)
+        v = nd(rng);
+    } else {
+      d.y.resize(d.count);
+      for (int32_t &v : d.y)
+        v = static_cast<int32_t>(rng() % p.classes);
+    }
+    return d;
+  }
+  std::string err;
+  auto x = readNpy(o.data, err);
+  if (!x)
+    die(err);
+  if (x->dtype != NpyDType::F32)
+    die(o.data + ": inputs must be float32 ('<f4')");
+  if (x->shape.empty() || x->count() % std::max<int64_t>(1, x->shape[0]) ||
+      x->count() / std::max<int64_t>(1, x->shape[0]) != p.inputPerSample)
+    die(o.data + ": each sample must have " + std::to_string(p.inputPerSample) +
+        " values (the model's input)");
+  d.count = x->shape[0];
+  d.x = x->asFloat();
+  auto y = readNpy(o.labels, err);
+  if (!y)
+    die(err);
+  if (y->shape.empty() || y->shape[0] != d.count)
+    die(o.labels + ": expected " + std::to_string(d.count) +
+        " labels, one per sample of " + o.data);
+  if (p.mseLoss) {
+    if (y->dtype != NpyDType::F32 || y->count() != d.count * p.labelPerSample)
+      die(o.labels + ": mse targets must be float32 with the output's shape");
+    d.yf = y->asFloat();
+  } else {
+    if (y->dtype != NpyDType::I64 && y->dtype != NpyDType::I32)
+      die(o.labels + ": labels must be int64 or int32 class ids");
+    if (y->count() != d.count)
+      die(o.labels + ": labels must be one class id per sample");
+    d.y = y->asInt32();
+    for (int64_t i = 0; i < d.count; ++i)
+      if (d.y[i] < 0 || d.y[i] >= p.classes)
+        die(o.labels + ": label " + std::to_string(d.y[i]) + " of sample " +
+            std::to_string(i) + " is outside [0, " + std::to_string(p.classes) +
+            ")");
+  }
+  if (d.count < p.batch)
+    die(o.data + " has " + std::to_string(d.count) +
+        " samples, fewer than one batch of " + std::to_string(p.batch));
+  return d;
+}
+
+void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
+  std::mt19937_64 rng(o.seed);
+  std::vector<float> buf;
+  for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
+    const WeightInfo &w = x.weightInfo()[id];
+    buf.assign(w.count, 0.0f);
+    if (const std::vector<float> *data = model.find(w.onnxName)) {
+      if ((int64_t)data->size() != w.count)
+        die(o.model + ": initializer '" + std::string(w.onnxName) + "' has " +
+            std::to_string(data->size()) + " values, expected " +
+            std::to_string(w.count));
+      buf = *data;
+    } else if (w.init == Init::HeNormal) {
+      std::normal_distribution<float> nd(
+          0.0f, std::sqrt(2.0f / std::max<int64_t>(1, w.fanIn)));
+      for (float &v : buf)
+        v = nd(rng);
+    } else if (w.init == Init::GlorotUniform) {
+      float a = std::sqrt(6.0f / std::max<int64_t>(1, w.fanIn + w.fanOut));
+      std::uniform_real_distribution<float> ud(-a, a);
+      for (float &v : buf)
+        v = ud(rng);
+    } else if (w.init == Init::Ones) {
+      std::fill(buf.begin(), buf.end(), 1.0f);
+    } else if (w.init == Init::FromModel) {
+      die(o.model + ": no initializer named '" + std::string(w.onnxName) + "'");
+    }
+    x.writeWeight(id, buf.data());
+  }
+}
+
+// Checkpoint: a directory with one file, written to a temporary name and
+// renamed, so a crash never leaves a half-written checkpoint.
+void saveCheckpoint(Exec &x, const std::string &dir, uint64_t iteration,
+                    uint64_t sampleCursor, uint64_t epoch) {
+  std::filesystem::create_directories(dir);
+  std::string path = dir + "/checkpoint.bin", tmp = path + ".tmp";
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  if (!f)
+    die("cannot write checkpoint " + tmp);
+  const char magic[8] = {'M', 'F', 'C', 'K', 'P', 'T', '0', '1'};
+  f.write(magic, 8);
+  uint64_t head[4] = {iteration, sampleCursor, epoch,
+                      (uint64_t)x.weightInfo().size()};
+  f.write(reinterpret_cast<const char *>(head), sizeof head);
+  std::vector<float> buf;
+  for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
+    const WeightInfo &w = x.weightInfo()[id];
+    buf.resize(w.count);
+    x.readWeight(id, buf.data());
+    f.write(reinterpret_cast<const char *>(buf.data()), w.count * 4);
+    if (w.trainable && x.info().hasMomentum) {
+      x.readMomentum(id, buf.data());
+      f.write(reinterpret_cast<const char *>(buf.data()), w.count * 4);
+    }
+  }
+  f.flush();
+  if (!f)
+    die("cannot write checkpoint " + tmp);
+  f.close();
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    die("cannot rename " + tmp + ": " + ec.message());
+}
+
+bool loadCheckpoint(Exec &x, const std::string &dir, uint64_t &iteration,
+                    uint64_t &sampleCursor, uint64_t &epoch) {
+  std::string path = dir + "/checkpoint.bin";
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return false;
+  char magic[8];
+  uint64_t head[4];
+  f.read(magic, 8);
+  f.read(reinterpret_cast<char *>(head), sizeof head);
+  if (!f || std::memcmp(magic, "MFCKPT01", 8) ||
+      head[3] != x.weightInfo().size())
+    die(path + ": not a checkpoint of this trainer");
+  iteration = head[0];
+  sampleCursor = head[1];
+  epoch = head[2];
+  std::vector<float> buf;
+  for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
+    const WeightInfo &w = x.weightInfo()[id];
+    buf.resize(w.count);
+    f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
+    x.writeWeight(id, buf.data());
+    if (w.trainable && x.info().hasMomentum) {
+      f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
+      x.writeMomentum(id, buf.data());
+    }
+  }
+  if (!f)
+    die(path + ": truncated checkpoint");
+  return true;
+}
+
+std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
+                                uint64_t epoch) {
+  std::vector<int64_t> idx(count);
+  std::iota(idx.begin(), idx.end(), 0);
+  if (shuffle) {
+    std::mt19937_64 rng(seed * 1000003 + epoch);
+    for (int64_t i = count - 1; i > 0; --i)
+      std::swap(idx[i], idx[rng() % (i + 1)]);
+  }
+  return idx;
+}
+
+} // namespace
+
+int trainerMain(int argc, char **argv, const Program &program) {
+  Options o = parseArgs(argc, argv, program.modelPath);
+  const ProgramInfo &p = program.info;
+  if (!p.hasMomentum && o.momentum != 0)
+    die("this trainer was compiled without momentum buffers (--momentum=0); "
+        "pass --momentum 0 or recompile");
+  std::string err;
+  auto model = readOnnxWeights(o.model, err);
+  if (!model)
+    die(err);
+  Exec x(p, program.weights, program.slots);
+  x.lr = o.lr;
+  x.momentum = o.momentum;
+  x.weightDecay = o.weightDecay;
+  x.seed = o.seed;
+  Dataset data = loadData(o, p);
+  initWeights(x, o, *model);
+
+  uint64_t iteration = 0, cursor = 0, epoch = 0;
+  if (o.resume && loadCheckpoint(x, o.checkpoint, iteration, cursor, epoch)) {
+    x.firstIteration = false;
+    if (!o.quiet)
+      std::printf("resumed from %s at iteration %llu\n", o.checkpoint.c_str(),
+                  (unsigned long long)iteration);
+  }
+  int64_t perEpoch = data.count / p.batch; // the last partial batch is dropped
+  uint64_t total =
+      o.iterations ? (uint64_t)o.iterations : (uint64_t)(o.epochs * perEpoch);
+  std::vector<int64_t> orderIdx =
+      epochOrder(data.count, o.shuffle, o.seed, epoch);
+  float *hx = x.hostInput();
+  auto *hy = static_cast<char *>(x.hostLabels());
+  int64_t labelBytes = p.labelPerSample * 4;
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto tLog = t0;
+  uint64_t done = 0, sinceLog = 0;
+  float lastLoss = NAN;
+  for (; iteration < total; ++iteration, ++done) {
+    if (cursor + p.batch > (uint64_t)data.count) {
+      cursor = 0;
+      ++epoch;
+      orderIdx = epochOrder(data.count, o.shuffle, o.seed, epoch);
+    }
+    for (int64_t i = 0; i < p.batch; ++i) {
+      int64_t s = orderIdx[cursor + i];
+      std::memcpy(hx + i * p.inputPerSample, &data.x[s * p.inputPerSample],
+                  p.inputPerSample * 4);
+      const void *src =
+          p.mseLoss ? static_cast<const void *>(&data.yf[s * p.labelPerSample])
+                    : static_cast<const void *>(&data.y[s]);
+      std::memcpy(hy + i * labelBytes, src, labelBytes);
+    }
+    cursor += p.batch;
+    x.iteration = iteration;
+    for (int64_t k = 0; k < p.numSubBatches; ++k) {
+      x.subBatchIndex = k;
+      x.firstSample = k * p.subBatch;
+      x.n = std::min(p.subBatch, p.batch - x.firstSample);
+      program.round(x);
+      x.endRound();
+    }
+    program.update(x);
+    x.synchronize();
+    x.firstIteration = false;
+    lastLoss = x.readLoss();
+    if (!std::isfinite(lastLoss))
+      die("the loss is not finite at iteration " + std::to_string(iteration));
+    ++sinceLog;
+    if (!o.quiet && o.logEvery > 0 &&
+        ((iteration + 1) % o.logEvery == 0 || iteration + 1 == total)) {
+      auto now = std::chrono::steady_clock::now();
+      double secs = std::chrono::duration<double>(now - tLog).count();
+      std::printf("iteration %llu  loss %.9g  images/s %.1f  device memory "
+                  "%.2f MiB\n",
+                  (unsigned long long)(iteration + 1), lastLoss,
+                  secs > 0 ? sinceLog * p.batch / secs : 0.0,
+                  x.deviceBytes() / 1048576.0);
+      std::fflush(stdout);
+      tLog = now;
+      sinceLog = 0;
+    }
+    if (!o.checkpoint.empty() && o.checkpointEvery > 0 &&
+        (iteration + 1) % o.checkpointEvery == 0)
+      saveCheckpoint(x, o.checkpoint, iteration + 1, cursor, epoch);
+  }
+  if (!o.checkpoint.empty())
+    saveCheckpoint(x, o.checkpoint, iteration, cursor, epoch);
+  if (!o.save.empty()) {
+    std::vector<std::vector<float>> trained(x.weightInfo().size());
+    for (int32_t id = 0; id < (int32_t)trained.size(); ++id) {
+      trained[id].resize(x.weightInfo()[id].count);
+      x.readWeight(id, trained[id].data());
+    }
+    if (!writeTrainedModel(o.model, o.save, x.weightInfo(), trained, err))
+      die(err);
+  }
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  if (!o.quiet)
+    std::printf("done: %llu iterations, final loss %.9g, %.1f images/s, "
+                "device memory %.2f MiB planned, %.2f MiB measured (arena "
+                "%.2f MiB)\n",
+                (unsigned long long)done, lastLoss,
+                secs > 0 ? done * p.batch / secs : 0.0,
+                x.deviceBytes() / 1048576.0,
+                x.measuredDeviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
+  return 0;
+}
+
+} // namespace memfit::rt

@@ -1,0 +1,204 @@
+//===- Dense.cpp - Reference gemm, softmax, losses and SGD
+//-----------------===//
+//
+// Dot products and reductions over the batch run in double; updates and
+// element-wise results are float. Losses are means over the whole batch, so
+// the sub-batches of one batch add up to the full batch's loss and gradient.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Kernels.h"
+#include "runtime/cpu/Common.h"
+
+#include <cassert>
+#include <cmath>
+#include <vector>
+
+namespace memfit::rt {
+using cpu::clearUnlessAccumulating;
+using cpu::put;
+
+void gemmForward(const GemmParams &p, int64_t n, const float *x, const float *w,
+                 const float *bias, float *y) {
+  std::vector<double> row(p.m);
+  for (int64_t s = 0; s < n; ++s) {
+    const float *xs = x + s * p.k;
+    std::fill(row.begin(), row.end(), 0.0);
+    if (p.transB) { // W[m, k]: a dot product per output
+      for (int64_t j = 0; j < p.m; ++j) {
+        const float *wj = w + j * p.k;
+        double dot = 0;
+        for (int64_t i = 0; i < p.k; ++i)
+          dot += double(xs[i]) * wj[i];
+        row[j] = dot;
+      }
+    } else { // W[k, m]: rows of W scaled by x and summed
+      for (int64_t i = 0; i < p.k; ++i) {
+        double xv = xs[i];
+        const float *wi = w + i * p.m;
+        for (int64_t j = 0; j < p.m; ++j)
+          row[j] += xv * wi[j];
+      }
+    }
+    for (int64_t j = 0; j < p.m; ++j)
+      y[s * p.m + j] = float(double(p.alpha) * row[j] +
+                             (bias ? double(p.beta) * bias[j] : 0.0));
+  }
+}
+
+void gemmBackwardData(const GemmParams &p, int64_t n, const float *w,
+                      const float *dy, float *dx, bool accumulate) {
+  // dx[s, i] = alpha * sum_j dy[s, j] * op(W)[i, j]
+  std::vector<double> row(p.k);
+  for (int64_t s = 0; s < n; ++s) {
+    const float *dys = dy + s * p.m;
+    std::fill(row.begin(), row.end(), 0.0);
+    if (p.transB) {
+      for (int64_t j = 0; j < p.m; ++j) {
+        double g = dys[j];
+        const float *wj = w + j * p.k;
+        for (int64_t i = 0; i < p.k; ++i)
+          row[i] += g * wj[i];
+      }
+    } else {
+      for (int64_t i = 0; i < p.k; ++i) {
+        const float *wi = w + i * p.m;
+        double dot = 0;
+        for (int64_t j = 0; j < p.m; ++j)
+          dot += double(dys[j]) * wi[j];
+        row[i] = dot;
+      }
+    }
+    for (int64_t i = 0; i < p.k; ++i)
+      put(dx[s * p.k + i], float(double(p.alpha) * row[i]), accumulate);
+  }
+}
+
+void gemmBackwardWeight(const GemmParams &p, int64_t n, const float *x,
+                        const float *dy, float *dw, float *dbias,
+                        bool accumulate) {
+  // dW[j, i] (transB) or dW[i, j] = alpha * sum_s x[s, i] * dy[s, j]
+  std::vector<double> sum(p.k * p.m, 0.0), sumB(p.m, 0.0);
+  for (int64_t s = 0; s < n; ++s) {
+    const float *xs = x + s * p.k, *dys = dy + s * p.m;
+    if (p.transB) {
+      for (int64_t j = 0; j < p.m; ++j) {
+        double g = dys[j];
+        double *sj = sum.data() + j * p.k;
+        for (int64_t i = 0; i < p.k; ++i)
+          sj[i] += g * xs[i];
+      }
+    } else {
+      for (int64_t i = 0; i < p.k; ++i) {
+        double xv = xs[i];
+        double *si = sum.data() + i * p.m;
+        for (int64_t j = 0; j < p.m; ++j)
+          si[j] += xv * dys[j];
+      }
+    }
+    for (int64_t j = 0; j < p.m; ++j)
+      sumB[j] += dys[j];
+  }
+  for (int64_t e = 0; e < p.k * p.m; ++e)
+    put(dw[e], float(double(p.alpha) * sum[e]), accumulate);
+  if (dbias)
+    for (int64_t j = 0; j < p.m; ++j)
+      put(dbias[j], float(double(p.beta) * sumB[j]), accumulate);
+}
+
+namespace {
+/// max and log(sum(exp(x - max))) of one row, for a stable softmax.
+void rowLogSumExp(int64_t features, const float *xs, double &max,
+                  double &logSum) {
+  max = xs[0];
+  for (int64_t j = 1; j < features; ++j)
+    max = std::max(max, double(xs[j]));
+  double sum = 0;
+  for (int64_t j = 0; j < features; ++j)
+    sum += std::exp(xs[j] - max);
+  logSum = std::log(sum);
+}
+} // namespace
+
+void softmaxForward(int64_t n, int64_t features, bool log, const float *x,
+                    float *y) {
+  for (int64_t s = 0; s < n; ++s) {
+    const float *xs = x + s * features;
+    double max, logSum;
+    rowLogSumExp(features, xs, max, logSum);
+    for (int64_t j = 0; j < features; ++j) {
+      double l = xs[j] - max - logSum;
+      y[s * features + j] = float(log ? l : std::exp(l));
+    }
+  }
+}
+
+void softmaxBackward(int64_t n, int64_t features, bool log, const float *y,
+                     const float *dy, float *dx, bool accumulate) {
+  // softmax:     dx = y * (dy - sum(dy * y))
+  // log-softmax: dx = dy - exp(y) * sum(dy)
+  for (int64_t s = 0; s < n; ++s) {
+    const float *ys = y + s * features, *dys = dy + s * features;
+    double sum = 0;
+    for (int64_t j = 0; j < features; ++j)
+      sum += log ? double(dys[j]) : double(dys[j]) * ys[j];
+    for (int64_t j = 0; j < features; ++j) {
+      double g =
+          log ? dys[j] - std::exp(double(ys[j])) * sum : ys[j] * (dys[j] - sum);
+      put(dx[s * features + j], float(g), accumulate);
+    }
+  }
+}
+
+void softmaxCrossEntropy(int64_t n, int64_t classes, int64_t batch,
+                         const float *logits, const int32_t *labels,
+                         float *loss, float *dlogits) {
+  assert(validateLabels(n, classes, labels));
+  double total = 0;
+  for (int64_t s = 0; s < n; ++s) {
+    const float *xs = logits + s * classes;
+    double max, logSum;
+    rowLogSumExp(classes, xs, max, logSum);
+    total += max + logSum - xs[labels[s]];
+    for (int64_t j = 0; j < classes; ++j) {
+      double prob = std::exp(xs[j] - max - logSum);
+      double target = j == labels[s] ? 1.0 : 0.0;
+      dlogits[s * classes + j] = float((prob - target) / double(batch));
+    }
+  }
+  *loss += float(total / double(batch));
+}
+
+bool validateLabels(int64_t n, int64_t classes, const int32_t *labels) {
+  for (int64_t s = 0; s < n; ++s)
+    if (labels[s] < 0 || labels[s] >= classes)
+      return false;
+  return true;
+}
+
+void meanSquaredError(int64_t n, int64_t features, int64_t batch,
+                      const float *y, const float *target, float *loss,
+                      float *dy) {
+  const double count = double(batch) * double(features);
+  double total = 0;
+  for (int64_t e = 0; e < n * features; ++e) {
+    double diff = double(y[e]) - target[e];
+    total += diff * diff;
+    dy[e] = float(2.0 * diff / count);
+  }
+  *loss += float(total / count);
+}
+
+void sgdUpdate(int64_t count, float lr, float momentum, float weightDecay,
+               bool first, float *w, const float *dw, float *buf) {
+  assert((buf || momentum == 0.0f) && "momentum needs a buffer");
+  for (int64_t i = 0; i < count; ++i) {
+    float g = dw[i] + weightDecay * w[i];
+    if (buf) {
+      buf[i] = first ? g : momentum * buf[i] + g;
+      g = buf[i];
+    }
+    w[i] -= lr * g;
+  }
+}
+
+} // namespace memfit::rt

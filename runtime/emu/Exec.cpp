@@ -1,0 +1,360 @@
+//===- Exec.cpp - CPU emulation backend -----------------------------------===//
+//
+// Runs a generated schedule on the host, as adversarially as the plan's
+// semantics allow: compute runs at issue; copies complete only when an event
+// covering them is waited on; copy-in destinations are NaN until then;
+// released bytes are NaN at once (or when their stream's earlier work
+// completes). A plan that misses a wait produces wrong numbers here.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Exec.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+
+namespace memfit::rt {
+
+namespace {
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+struct Pending {
+  enum Kind { Out, In, Poison } kind;
+  int64_t offset = 0, bytes = 0;
+  const char *src = nullptr; // In: host source
+  char *dst = nullptr;       // Out: host destination
+};
+} // namespace
+
+struct Exec::Impl {
+  std::vector<float> arena;
+  std::vector<std::vector<float>> w, g, m;
+  std::vector<std::vector<char>> slots;
+  std::vector<float> input;
+  std::vector<char> labels;
+  float loss = 0;
+  // Per copy stream: issued copies, how many are complete.
+  std::deque<Pending> queue[3];
+  int64_t issued[3] = {0, 0, 0}, done[3] = {0, 0, 0};
+  // Per event: stream and the count of that stream's copies it covers.
+  std::vector<std::pair<int, int64_t>> events;
+  std::vector<bool> recorded;
+};
+
+Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
+           const HostSlot *slots)
+    : prog(info), wInfo(weights, weights + info.numWeights),
+      slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
+  impl->arena.assign(static_cast<size_t>(info.arenaBytes / 4 + 1), kPoison);
+  for (const WeightInfo &wi : wInfo) {
+    impl->w.emplace_back(wi.count, 0.0f);
+    impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
+    impl->m.emplace_back(wi.trainable && info.hasMomentum ? wi.count : 0, 0.0f);
+  }
+  for (const HostSlot &s : slotInfo)
+    impl->slots.emplace_back(s.perSample * info.subBatch + s.fixed);
+  impl->input.assign(info.batch * info.inputPerSample, 0.0f);
+  impl->labels.assign(info.batch * info.labelPerSample * 4, 0);
+  impl->events.assign(info.numEvents, {0, 0});
+  impl->recorded.assign(info.numEvents, false);
+}
+
+Exec::~Exec() = default;
+
+void Exec::fatal(const std::string &what) const {
+  std::fprintf(stderr, "trainer: error in %s: %s\n", task, what.c_str());
+  std::exit(2);
+}
+
+float *Exec::arena(int64_t offset) {
+  if (offset < 0 || offset > prog.arenaBytes || offset % 4)
+    fatal("arena offset out of range");
+  return impl->arena.data() + offset / 4;
+}
+int32_t *Exec::arenaInt(int64_t offset) {
+  return reinterpret_cast<int32_t *>(arena(offset));
+}
+float *Exec::weight(int32_t id) { return impl->w[id].data(); }
+float *Exec::grad(int32_t id) { return impl->g[id].data(); }
+float *Exec::momentumBuf(int32_t id) { return impl->m[id].data(); }
+float *Exec::hostInput() { return impl->input.data(); }
+void *Exec::hostLabels() { return impl->labels.data(); }
+float *Exec::lossValue() { return &impl->loss; }
+float Exec::readLoss() { return impl->loss; }
+
+static void poison(std::vector<float> &arena, int64_t offset, int64_t bytes) {
+  for (int64_t i = offset / 4; i < (offset + bytes) / 4; ++i)
+    arena[i] = kPoison;
+}
+
+static void complete(Exec::Impl &im, int s, int64_t upTo) {
+  while (im.done[s] < upTo) {
+    Pending p = im.queue[s].front();
+    im.queue[s].pop_front();
+    char *a = reinterpret_cast<char *>(im.arena.data());
+    if (p.kind == Pending::Out)
+      std::memcpy(p.dst, a + p.offset, p.bytes); // read as late as allowed
+    else if (p.kind == Pending::In)
+      std::memcpy(a + p.offset, p.src, p.bytes);
+    else
+      poison(im.arena, p.offset, p.bytes);
+    ++im.done[s];
+  }
+}
+
+static void enqueue(Exec::Impl &im, int s, Pending p) {
+  if (p.kind == Pending::In)
+    poison(im.arena, p.offset, p.bytes); // NaN until waited for
+  im.queue[s].push_back(p);
+  ++im.issued[s];
+}
+
+void Exec::copyOut(int64_t offset, int32_t slot) {
+  const HostSlot &hs = slotInfo[slot];
+  int64_t bytes = hs.perSample * n + hs.fixed;
+  enqueue(*impl, CopyOut,
+          {Pending::Out, offset, bytes, nullptr, impl->slots[slot].data()});
+}
+
+void Exec::copyIn(int32_t slot, int64_t offset) {
+  const HostSlot &hs = slotInfo[slot];
+  int64_t bytes = hs.perSample * n + hs.fixed;
+  enqueue(*impl, CopyIn,
+          {Pending::In, offset, bytes, impl->slots[slot].data(), nullptr});
+}
+
+void Exec::loadInput(int64_t offset) {
+  int64_t per = prog.inputPerSample * 4;
+  enqueue(
+      *impl, CopyIn,
+      {Pending::In, offset, per * n,
+       reinterpret_cast<const char *>(impl->input.data()) + per * firstSample,
+       nullptr});
+}
+
+void Exec::loadLabels(int64_t offset) {
+  int64_t per = prog.labelPerSample * 4;
+  enqueue(*impl, CopyIn,
+          {Pending::In, offset, per * n,
+           impl->labels.data() + per * firstSample, nullptr});
+}
+
+void Exec::record(StreamId s, int32_t event) {
+  impl->events[event] = {s, impl->issued[s]};
+  impl->recorded[event] = true;
+}
+
+void Exec::wait(StreamId s, int32_t event) {
+  if (!impl->recorded[event])
+    fatal("wait for an event that was never recorded");
+  auto [es, count] = impl->events[event];
+  if (es != Compute)
+    complete(*impl, es, count);
+  (void)s;
+}
+
+void Exec::release(StreamId s, int64_t offset, int64_t bytes) {
+  if (s == Compute)
+    poison(impl->arena, offset, bytes);
+  else
+    enqueue(*impl, s, {Pending::Poison, offset, bytes, nullptr, nullptr});
+}
+
+void Exec::endRound() {
+  for (int s : {CopyOut, CopyIn})
+    if (impl->done[s] != impl->issued[s])
+      fatal("a copy is still pending at the end of the round: the plan does "
+            "not join its streams");
+  // Every arena byte is dead between rounds.
+  std::fill(impl->arena.begin(), impl->arena.end(), kPoison);
+}
+
+void Exec::synchronize() {
+  for (int s : {CopyOut, CopyIn})
+    complete(*impl, s, impl->issued[s]);
+}
+
+int64_t Exec::deviceBytes() const {
+  int64_t total = prog.arenaBytes + 4;
+  for (size_t i = 0; i < wInfo.size(); ++i)
+    total += 4 * (impl->w[i].size() + impl->g[i].size() + impl->m[i].size());
+  return total;
+}
+
+int64_t Exec::measuredDeviceBytes() const { return deviceBytes(); }
+
+void Exec::readWeight(int32_t id, float *out) {
+  std::memcpy(out, impl->w[id].data(), impl->w[id].size() * 4);
+}
+void Exec::writeWeight(int32_t id, const float *in) {
+  std::memcpy(impl->w[id].data(), in, impl->w[id].size() * 4);
+}
+void Exec::readMomentum(int32_t id, float *out) {
+  std::memcpy(out, impl->m[id].data(), impl->m[id].size() * 4);
+}
+void Exec::writeMomentum(int32_t id, const float *in) {
+  std::memcpy(impl->m[id].data(), in, impl->m[id].size() * 4);
+}
+
+// --- operations: the reference kernels, run at issue ---
+
+void Exec::convForward(const ConvParams &p, int32_t, const float *x,
+                       const float *w, const float *b, float *y, int64_t wsOff,
+                       int64_t wsBytes) {
+  rt::convForward(p, n, x, w, b, y);
+  if (wsBytes > 0)
+    poison(impl->arena, wsOff, wsBytes);
+}
+void Exec::convBackwardData(const ConvParams &p, int32_t, const float *w,
+                            const float *dy, float *dx, bool acc, int64_t wsOff,
+                            int64_t wsBytes) {
+  rt::convBackwardData(p, n, w, dy, dx, acc);
+  if (wsBytes > 0)
+    poison(impl->arena, wsOff, wsBytes);
+}
+void Exec::convBackwardFilter(const ConvParams &p, int32_t, const float *x,
+                              const float *dy, float *dw, float *db, bool acc,
+                              int64_t wsOff, int64_t wsBytes) {
+  rt::convBackwardFilter(p, n, x, dy, dw, db, acc);
+  if (wsBytes > 0)
+    poison(impl->arena, wsOff, wsBytes);
+}
+void Exec::poolForward(const PoolParams &p, const float *x, float *y) {
+  rt::poolForward(p, n, x, y);
+}
+void Exec::poolBackward(const PoolParams &p, const float *x, const float *y,
+                        const float *dy, float *dx, bool acc) {
+  rt::poolBackward(p, n, x, y, dy, dx, acc);
+}
+void Exec::gapForward(int64_t c, int64_t spatial, const float *x, float *y) {
+  rt::globalAvgPoolForward(n, c, spatial, x, y);
+}
+void Exec::gapBackward(int64_t c, int64_t spatial, const float *dy, float *dx,
+                       bool acc) {
+  rt::globalAvgPoolBackward(n, c, spatial, dy, dx, acc);
+}
+void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
+                      float *y) {
+  rt::activationForward(p, perSample * n, x, y);
+}
+void Exec::actBackward(const ActParams &p, int64_t perSample, const float *y,
+                       const float *dy, float *dx, bool acc) {
+  rt::activationBackward(p, perSample * n, y, dy, dx, acc);
+}
+void Exec::bnForward(const BatchNormParams &p, const float *x,
+                     const float *scale, const float *bias, float *runMean,
+                     float *runVar, float *y, float *saved,
+                     bool updateRunning) {
+  rt::batchNormForward(p, n, x, scale, bias, runMean, runVar, y, saved,
+                       saved + p.c, updateRunning);
+}
+void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
+                   const float *bias, const float *saved, float *y) {
+  rt::batchNormApply(p, n, x, scale, bias, saved, saved + p.c, y);
+}
+void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
+                          const float *scale, const float *saved,
+                          const float *dy, float *dx, bool acc) {
+  rt::batchNormBackwardData(p, n, x, scale, saved, saved + p.c, dy, dx, acc);
+}
+void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
+                            const float *saved, const float *dy, float *dscale,
+                            float *dbias, bool acc) {
+  rt::batchNormBackwardWeight(p, n, x, saved, saved + p.c, dy, dscale, dbias,
+                              acc);
+}
+void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
+  rt::lrnForward(p, n, x, y);
+}
+void Exec::lrnBackward(const LRNParams &p, const float *x, const float *y,
+                       const float *dy, float *dx, bool acc) {
+  rt::lrnBackward(p, n, x, y, dy, dx, acc);
+}
+void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
+                          const float *x, float *y) {
+  rt::dropoutForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample, x,
+                     y);
+}
+void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
+                           const float *dy, float *dx, bool acc) {
+  rt::dropoutBackward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
+                      dy, dx, acc);
+}
+void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
+                       const float *b, float *y) {
+  rt::gemmForward(p, n, x, w, b, y);
+}
+void Exec::gemmBackwardData(const GemmParams &p, const float *w,
+                            const float *dy, float *dx, bool acc) {
+  rt::gemmBackwardData(p, n, w, dy, dx, acc);
+}
+void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
+                              const float *dy, float *dw, float *db, bool acc) {
+  rt::gemmBackwardWeight(p, n, x, dy, dw, db, acc);
+}
+void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
+                         float *y) {
+  rt::binaryForward(p, n, a, b, y);
+}
+void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
+                          const float *dy, float *da, float *db, bool accA,
+                          bool accB) {
+  rt::binaryBackward(p, n, a, b, dy, da, db, accA, accB);
+}
+void Exec::concatForward(int64_t numInputs, const int64_t *parts,
+                         const float *const *inputs, float *y) {
+  rt::concatForward(n, numInputs, parts, inputs, y);
+}
+void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
+                          const float *dy, float *const *dInputs,
+                          const bool *acc) {
+  rt::concatBackward(n, numInputs, parts, dy, dInputs, acc);
+}
+void Exec::padForward(const PadParams &p, const float *x, float *y) {
+  rt::padForward(p, n, x, y);
+}
+void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
+                       bool acc) {
+  rt::padBackward(p, n, dy, dx, acc);
+}
+void Exec::softmaxForward(int64_t features, bool log, const float *x,
+                          float *y) {
+  rt::softmaxForward(n, features, log, x, y);
+}
+void Exec::softmaxBackward(int64_t features, bool log, const float *y,
+                           const float *dy, float *dx, bool acc) {
+  rt::softmaxBackward(n, features, log, y, dy, dx, acc);
+}
+void Exec::copy(int64_t perSample, const float *x, float *y) {
+  if (x != y)
+    std::memmove(y, x, perSample * n * 4);
+}
+void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
+  rt::accumulate(perSample * n, x, y);
+}
+void Exec::loss(const float *logits, const void *labels, float *loss,
+                float *dlogits) {
+  if (subBatchIndex == 0)
+    *loss = 0;
+  if (prog.mseLoss) {
+    rt::meanSquaredError(n, prog.labelPerSample, prog.batch, logits,
+                         static_cast<const float *>(labels), loss, dlogits);
+    return;
+  }
+  auto *lab = static_cast<const int32_t *>(labels);
+  if (!rt::validateLabels(n, prog.classes, lab))
+    fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
+  rt::softmaxCrossEntropy(n, prog.classes, prog.batch, logits, lab, loss,
+                          dlogits);
+}
+void Exec::sgd(int32_t id) {
+  bool useBuf = prog.hasMomentum && momentum != 0;
+  rt::sgdUpdate(static_cast<int64_t>(impl->w[id].size()), lr, momentum,
+                weightDecay, firstIteration, impl->w[id].data(),
+                impl->g[id].data(), useBuf ? impl->m[id].data() : nullptr);
+}
+
+} // namespace memfit::rt

@@ -1,0 +1,151 @@
+//===- ConvAlgoTest.cpp - Conv algorithms, applicability, formulas --------===//
+#include "compiler/ConvAlgo.h"
+#include "compiler/AnalyticCost.h"
+#include "tests/GraphLiteral.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using memfit::test::GraphLiteral;
+
+namespace {
+
+/// One Conv op: x[N, c, h, w] -> conv(k, kernel, stride, pad, dilation,
+/// group) with the output dims the importer would compute.
+struct OneConv {
+  GraphLiteral L{8};
+  OpId op = 0;
+  OneConv(int64_t c, int64_t hw, int64_t k, int64_t kernel, int64_t stride,
+          int64_t pad, int64_t dilation = 1, int64_t group = 1) {
+    ValueId x = L.input("x", {c, hw, hw});
+    OpAttrs a;
+    a.kernel = {kernel, kernel};
+    a.strides = {stride, stride};
+    a.pads = {pad, pad, pad, pad};
+    a.dilations = {dilation, dilation};
+    a.group = group;
+    int64_t out = (hw + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+    L.op(OpKind::Conv, "conv",
+         {x, L.weight("w", {k, c / group, kernel, kernel})}, {k, out, out}, a);
+  }
+  ConvShape shape(int64_t b) const { return convShape(L.g, op, b); }
+};
+
+std::vector<int> algos(const ConvShape &s, ConvDirection d) {
+  return applicableConvAlgos(s, d);
+}
+
+} // namespace
+
+TEST_CASE("conv algorithm ids mirror cuDNN and each direction has one "
+          "zero-workspace baseline",
+          "[conv]") {
+  CHECK(convAlgorithms(ConvDirection::Forward).size() == 8);
+  CHECK(convAlgorithms(ConvDirection::BackwardData).size() == 6);
+  CHECK(convAlgorithms(ConvDirection::BackwardFilter).size() == 6);
+  // cuDNN's enum values.
+  CHECK(findConvAlgo(ConvDirection::Forward, 6)->name == "winograd");
+  CHECK(findConvAlgo(ConvDirection::BackwardData, 3)->name == "fft_tiling");
+  CHECK(findConvAlgo(ConvDirection::BackwardFilter, 6)->name == "fft_tiling");
+  CHECK(findConvAlgo(ConvDirection::BackwardFilter, 4) == nullptr);
+  CHECK(convBaselineAlgo(ConvDirection::Forward) == (int)FwdAlgo::ImplicitGemm);
+  CHECK(convBaselineAlgo(ConvDirection::BackwardData) ==
+        (int)BwdDataAlgo::Algo1);
+  CHECK(convBaselineAlgo(ConvDirection::BackwardFilter) ==
+        (int)BwdFilterAlgo::Algo1);
+  // Backward ALGO_0 accumulates with atomics.
+  CHECK_FALSE(findConvAlgo(ConvDirection::BackwardFilter, 0)->deterministic);
+
+  OneConv big(64, 56, 64, 3, 1, 1);
+  for (ConvDirection d : {ConvDirection::Forward, ConvDirection::BackwardData,
+                          ConvDirection::BackwardFilter}) {
+    int baselines = 0;
+    for (const ConvAlgoInfo &a : convAlgorithms(d))
+      baselines += a.baseline;
+    CHECK(baselines == 1);
+    CHECK(convWorkspaceBytes(big.shape(32), d, convBaselineAlgo(d)) == 0);
+  }
+}
+
+TEST_CASE("which algorithms apply follows cuDNN's limits", "[conv]") {
+  using D = ConvDirection;
+  // 3x3 stride 1 on 56x56: everything but DIRECT (which cuDNN lacks).
+  OneConv c3(64, 56, 64, 3, 1, 1);
+  CHECK(algos(c3.shape(8), D::Forward) ==
+        std::vector<int>{0, 1, 2, 4, 5, 6, 7});
+  CHECK(algos(c3.shape(8), D::BackwardData) ==
+        std::vector<int>{0, 1, 2, 3, 4, 5});
+  CHECK(algos(c3.shape(8), D::BackwardFilter) ==
+        std::vector<int>{0, 1, 2, 3, 5, 6});
+  // 7x7 stride 2 (ResNet stem): no FFT, no Winograd.
+  OneConv stem(3, 224, 64, 7, 2, 3);
+  CHECK(algos(stem.shape(8), D::Forward) == std::vector<int>{0, 1, 2});
+  CHECK(algos(stem.shape(8), D::BackwardData) == std::vector<int>{0, 1});
+  CHECK(algos(stem.shape(8), D::BackwardFilter) == std::vector<int>{0, 1, 3});
+  // 300 + 2 > 256: whole-image FFT is out, tiled FFT stays.
+  OneConv wide(16, 300, 16, 3, 1, 1);
+  CHECK(algos(wide.shape(1), D::Forward) == std::vector<int>{0, 1, 2, 5, 6, 7});
+  // 5x5: only the non-fused Winograd handles it.
+  OneConv c5(16, 28, 16, 5, 1, 2);
+  CHECK(algos(c5.shape(1), D::Forward) == std::vector<int>{0, 1, 2, 4, 5, 7});
+  // Dilated and grouped convolutions: the GEMM family only.
+  OneConv dil(16, 28, 16, 3, 1, 2, /*dilation=*/2);
+  CHECK(algos(dil.shape(1), D::Forward) == std::vector<int>{0, 1, 2});
+  OneConv grp(32, 28, 32, 3, 1, 1, 1, /*group=*/32);
+  CHECK(algos(grp.shape(1), D::Forward) == std::vector<int>{0, 1, 2});
+  CHECK(algos(grp.shape(1), D::BackwardFilter) == std::vector<int>{0, 1, 3});
+}
+
+TEST_CASE("workspace formulas of each method on a hand-computed conv",
+          "[conv]") {
+  // x[2,64,56,56], w[64,64,3,3], pad 1 -> y[2,64,56,56].
+  OneConv c(64, 56, 64, 3, 1, 1);
+  ConvShape s = c.shape(2);
+  using D = ConvDirection;
+  // im2col: 4 B * b * C*R*S * P*Q = 4 * 2 * 576 * 3136.
+  CHECK(convWorkspaceBytes(s, D::Forward, (int)FwdAlgo::Gemm) == 14450688);
+  // Two int32 offsets per (channel, tap): 8 * 64 * 9.
+  CHECK(convWorkspaceBytes(s, D::Forward, (int)FwdAlgo::ImplicitPrecompGemm) ==
+        4608);
+  // Fused F(2x2,3x3): transformed filters 4 B * 4x4 * K * C.
+  CHECK(convWorkspaceBytes(s, D::Forward, (int)FwdAlgo::Winograd) == 262144);
+  // Non-fused F(4x4,3x3): 14x14 tiles of 6x6 for inputs, filters, outputs:
+  // 4 * 36 * (2*64*196 + 64*64 + 2*64*196).
+  CHECK(convWorkspaceBytes(s, D::Forward, (int)FwdAlgo::WinogradNonfused) ==
+        7815168);
+  // FFT of the 58x58 padded image, 58x30 complex bins:
+  // 8 * 1740 * (2*64 + 64*64 + 2*64).
+  CHECK(convWorkspaceBytes(s, D::Forward, (int)FwdAlgo::Fft) == 60579840);
+  // 32x32 tiles, 2x2 tiles per image, 32x17 bins:
+  // 8 * 544 * (2*64*4 + 64*64 + 2*64*4).
+  CHECK(convWorkspaceBytes(s, D::Forward, (int)FwdAlgo::FftTiling) == 22282240);
+  // Backward directions use the same spectra and tiles.
+  CHECK(convWorkspaceBytes(s, D::BackwardData, (int)BwdDataAlgo::Fft) ==
+        60579840);
+  CHECK(convWorkspaceBytes(s, D::BackwardFilter, (int)BwdFilterAlgo::Algo3) ==
+        4608);
+  CHECK(convWorkspaceBytes(s, D::BackwardData, (int)BwdDataAlgo::Algo0) == 0);
+  // The im2col buffer grows with the sub-batch, the index table does not.
+  CHECK(convWorkspaceBytes(c.shape(4), D::Forward, (int)FwdAlgo::Gemm) ==
+        2 * 14450688);
+  CHECK(convWorkspaceBytes(c.shape(4), D::Forward,
+                           (int)FwdAlgo::ImplicitPrecompGemm) == 4608);
+}
+
+TEST_CASE("FLOPs per method", "[conv]") {
+  OneConv c(64, 56, 64, 3, 1, 1);
+  ConvShape s = c.shape(1);
+  // 2 * K * C * R * S * P * Q.
+  CHECK(s.directFlops() == 231211008.0);
+  CHECK(convFlops(s, ConvDirection::Forward, (int)FwdAlgo::ImplicitGemm) ==
+        231211008.0);
+  // Winograd F(4x4,3x3) multiplies 4x less; its transforms add less than
+  // that saves.
+  double wino =
+      convFlops(s, ConvDirection::Forward, (int)FwdAlgo::WinogradNonfused);
+  CHECK(wino > 231211008.0 / 4);
+  CHECK(wino < 231211008.0 / 2);
+  // Fused F(2x2,3x3) multiplies 2.25x less.
+  CHECK(convFlops(s, ConvDirection::Forward, (int)FwdAlgo::Winograd) >
+        231211008.0 / 2.25);
+}

@@ -1,0 +1,184 @@
+//===- DeviceSpecTest.cpp - Built-in devices and device JSON files --------===//
+#include "compiler/DeviceSpec.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+
+namespace {
+
+std::string errorOf(llvm::Expected<DeviceSpec> d) {
+  REQUIRE_FALSE(static_cast<bool>(d));
+  return llvm::toString(d.takeError());
+}
+
+const char *kMinimal = R"({
+  "name": "lab-gpu",
+  "fp32_tflops": 20,
+  "memory_gbps": 1000,
+  "memory_gib": 24,
+  "h2d_gbps": 25,
+  "d2h_gbps": 24,
+  "sm_count": 84,
+  "launch_us": 4
+})";
+
+} // namespace
+
+TEST_CASE("built-in devices carry their datasheet numbers", "[device]") {
+  CHECK(builtinDeviceNames() ==
+        std::vector<std::string>{"k40m", "titanx-maxwell", "v100", "a100-40g",
+                                 "a100-80g", "h100-pcie", "h100-sxm", "h200"});
+  DeviceSpec h100 = *builtinDevice("h100-sxm");
+  CHECK(h100.fp32Flops == 67e12);
+  CHECK(h100.memoryBandwidth == 3350e9);
+  CHECK(h100.memoryBytes == int64_t(80) << 30);
+  CHECK(h100.h2dBandwidth == 63e9);
+  CHECK(h100.smCount == 132);
+  DeviceSpec k40 = *builtinDevice("k40m");
+  CHECK(k40.fp32Flops == Approx(4.29e12));
+  CHECK(k40.memoryBandwidth == 288e9);
+  CHECK(k40.memoryBytes == int64_t(12) << 30);
+  for (const std::string &name : builtinDeviceNames()) {
+    DeviceSpec s = *builtinDevice(name);
+    INFO(name);
+    CHECK(s.name == name);
+    CHECK(s.fp32Flops > 0);
+    CHECK(s.launchSeconds > 0);
+    CHECK(s.smCount > 0);
+    for (int slot = 0; slot < kNumEfficiencySlots; ++slot)
+      if (!efficiencySlotName(slot).empty()) {
+        CHECK(s.efficiency[slot].compute > 0);
+        CHECK(s.efficiency[slot].compute <= 1);
+      }
+  }
+  CHECK(errorOf(builtinDevice("h300")) ==
+        "unknown device 'h300' (built-in: k40m, titanx-maxwell, v100, "
+        "a100-40g, a100-80g, h100-pcie, h100-sxm, h200; or give a .json "
+        "file describing the device)");
+}
+
+TEST_CASE("device JSON: a minimal file, defaults, round trip", "[device]") {
+  auto d = parseDeviceJson(kMinimal, "lab.json");
+  REQUIRE(static_cast<bool>(d));
+  CHECK(d->name == "lab-gpu");
+  CHECK(d->fp32Flops == 20e12);
+  CHECK(d->d2hBandwidth == 24e9);
+  CHECK(d->memoryBytes == int64_t(24) << 30);
+  CHECK(d->launchSeconds == Approx(4e-6));
+  // Optional fields take the documented defaults.
+  CHECK(d->linkEfficiency == 0.8);
+  CHECK(d->halfRateItemsPerSm == 1024);
+  CHECK(
+      d->convEfficiency(ConvDirection::Forward, 0).compute ==
+      defaultEfficiencies()[efficiencySlot(ConvDirection::Forward, 0)].compute);
+
+  for (const std::string &name : builtinDeviceNames()) {
+    DeviceSpec s = *builtinDevice(name);
+    s.efficiency[efficiencySlot(CostClass::Pooling)].memory = 0.61;
+    auto back = parseDeviceJson(deviceToJson(s), "dump.json");
+    REQUIRE(static_cast<bool>(back));
+    CHECK(back->description == s.description);
+    CHECK(back->fp32Flops == Approx(s.fp32Flops).epsilon(1e-15));
+    CHECK(back->memoryBandwidth == Approx(s.memoryBandwidth).epsilon(1e-15));
+    CHECK(back->memoryBytes == s.memoryBytes);
+    CHECK(back->transferLatency == Approx(s.transferLatency).epsilon(1e-15));
+    CHECK(back->classEfficiency(CostClass::Pooling).memory == 0.61);
+    CHECK(deviceToJson(*back) == deviceToJson(s));
+  }
+}
+
+TEST_CASE("device JSON errors name the file and the field", "[device]") {
+  auto withField = [](const std::string &extra) {
+    std::string text = kMinimal;
+    text.insert(text.rfind('}'), "," + extra);
+    return text;
+  };
+  auto without = [](const std::string &key) {
+    std::string text = kMinimal;
+    size_t at = text.find("\"" + key + "\"");
+    size_t end = text.find('\n', at);
+    text.erase(at, end - at + 1);
+    return text;
+  };
+  CHECK(errorOf(parseDeviceJson(without("fp32_tflops"), "gpu.json")) ==
+        "gpu.json: field 'fp32_tflops' is missing");
+  CHECK(errorOf(parseDeviceJson(without("sm_count"), "gpu.json")) ==
+        "gpu.json: field 'sm_count' is missing");
+  CHECK(errorOf(parseDeviceJson(withField(R"("link_efficiency": "high")"),
+                                "gpu.json")) ==
+        "gpu.json: field 'link_efficiency' must be a number, not a string");
+  CHECK(errorOf(parseDeviceJson(withField(R"("link_efficiency": 1.5)"),
+                                "gpu.json")) ==
+        "gpu.json: field 'link_efficiency' must be in (0, 1], got 1.5");
+  std::string negative = kMinimal;
+  negative.replace(negative.find("\"memory_gbps\": 1000"), 19,
+                   "\"memory_gbps\": -1");
+  CHECK(errorOf(parseDeviceJson(negative, "gpu.json")) ==
+        "gpu.json: field 'memory_gbps' must be positive, got -1");
+  std::string fractionalSms = kMinimal;
+  fractionalSms.replace(fractionalSms.find("84"), 2, "84.5");
+  CHECK(errorOf(parseDeviceJson(fractionalSms, "gpu.json")) ==
+        "gpu.json: field 'sm_count' must be an integer, not a number");
+  CHECK(
+      errorOf(parseDeviceJson(withField(R"("fp64_tflops": 1)"), "gpu.json")) ==
+      "gpu.json: unknown field 'fp64_tflops' (see docs/cost-model.md for "
+      "the device fields)");
+  CHECK(errorOf(parseDeviceJson(
+            withField(R"("efficiency": {"conv_fwd.magic": {"compute": 1}})"),
+            "gpu.json")) ==
+        "gpu.json: efficiency: unknown kernel class 'conv_fwd.magic' "
+        "(expected e.g. 'conv_fwd.winograd' or 'gemm')");
+  CHECK(errorOf(parseDeviceJson(
+            withField(R"("efficiency": {"gemm": {"compute": 0}})"),
+            "gpu.json")) ==
+        "gpu.json: field 'efficiency.gemm.compute' must be in (0, 1], got 0");
+  CHECK(errorOf(parseDeviceJson("[1, 2]", "gpu.json")) ==
+        "gpu.json: expected a JSON object describing a device, got an array");
+  CHECK(errorOf(parseDeviceJson("{\"name\": ", "gpu.json"))
+            .find("gpu.json: invalid JSON: ") == 0);
+  CHECK(errorOf(resolveDevice("/nonexistent/gpu.json"))
+            .find("/nonexistent/gpu.json: cannot read device file") == 0);
+
+  // A valid efficiency override takes effect.
+  auto tuned = parseDeviceJson(
+      withField(R"("efficiency": {"conv_bwd_filter.fft": {"memory": 0.5}})"),
+      "gpu.json");
+  REQUIRE(static_cast<bool>(tuned));
+  CHECK(tuned->convEfficiency(ConvDirection::BackwardFilter, 2).memory == 0.5);
+}
+
+TEST_CASE("resolveDevice: names are built-ins, paths are files", "[device]") {
+  llvm::SmallString<128> path;
+  int fd;
+  REQUIRE_FALSE(
+      llvm::sys::fs::createTemporaryFile("memfit-device", "json", fd, path));
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << kMinimal;
+  }
+  auto fromFile = resolveDevice(path);
+  REQUIRE(static_cast<bool>(fromFile));
+  CHECK(fromFile->name == "lab-gpu");
+  auto builtin = resolveDevice("v100");
+  REQUIRE(static_cast<bool>(builtin));
+  CHECK(builtin->smCount == 80);
+  llvm::sys::fs::remove(path);
+}
+
+TEST_CASE("partial overrides change only the fields given", "[device]") {
+  DeviceSpec s = *builtinDevice("a100-80g");
+  REQUIRE_FALSE(static_cast<bool>(applyDeviceOverrides(
+      s, R"({"launch_us": 7, "efficiency": {"gemm": {"compute": 0.9}}})",
+      "cal")));
+  CHECK(s.launchSeconds == Approx(7e-6));
+  CHECK(s.classEfficiency(CostClass::Gemm).compute == 0.9);
+  CHECK(s.classEfficiency(CostClass::Gemm).memory == 0.8);
+  CHECK(s.fp32Flops == 19.5e12);
+  llvm::Error err = applyDeviceOverrides(s, R"({"sm_count": -3})", "cal");
+  CHECK(llvm::toString(std::move(err)) ==
+        "cal: field 'sm_count' must be positive");
+}

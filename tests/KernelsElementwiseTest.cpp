@@ -1,0 +1,316 @@
+//===- KernelsElementwiseTest.cpp - activations, binary, concat, pad, dropout //
+//
+// Gradient checks (with the accumulate convention), the derivative chosen at
+// activation kinks, broadcasting, and the properties the dropout mask must
+// have for recomputation: determinism per key, independence across keys,
+// the kept fraction and the scaling.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Kernels.h"
+#include "tests/KernelTestUtil.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace memfit::rt;
+using memfit::test::checkGradient;
+using memfit::test::GradOptions;
+using memfit::test::randomVector;
+
+TEST_CASE("activation gradients", "[kernels]") {
+  auto check = [](ActParams p) {
+    std::mt19937 rng(29);
+    auto x = randomVector(rng, 40, -2, 2);
+    // Keep inputs away from the kinks (0, and Clip's bounds) so that the
+    // finite difference does not straddle one.
+    for (float &v : x)
+      for (float kink : {0.0f, p.lo, p.hi})
+        if (std::abs(v - kink) < 0.05f)
+          v = kink + (v < kink ? -0.1f : 0.1f);
+    auto dy = randomVector(rng, 40);
+    auto forward = [&] {
+      std::vector<float> y(x.size());
+      activationForward(p, int64_t(x.size()), x.data(), y.data());
+      return y;
+    };
+    std::vector<float> y = forward();
+    GradOptions opt;
+    opt.step = 1e-2;
+    opt.rtol = 1e-2;
+    checkGradient(
+        x, forward, dy,
+        [&](float *dx, bool acc) {
+          activationBackward(p, int64_t(y.size()), y.data(), dy.data(), dx,
+                             acc);
+        },
+        opt);
+  };
+  SECTION("relu") { check({ActKind::Relu}); }
+  SECTION("leaky relu") { check({ActKind::LeakyRelu, 0.2f}); }
+  SECTION("sigmoid") { check({ActKind::Sigmoid}); }
+  SECTION("tanh") { check({ActKind::Tanh}); }
+  SECTION("clip") { check({ActKind::Clip, 0, -0.5f, 0.6f}); }
+}
+
+TEST_CASE("activations at their kinks, in place", "[kernels]") {
+  std::vector<float> v{-1, 0, 0.5f, 6, 7}, dy{1, 1, 1, 1, 1}, dx(5);
+  ActParams relu6{ActKind::Clip, 0, 0, 6};
+  activationForward(relu6, 5, v.data(), v.data());
+  CHECK(v == std::vector<float>{0, 0, 0.5f, 6, 6});
+  activationBackward(relu6, 5, v.data(), dy.data(), dx.data(), false);
+  CHECK(dx == std::vector<float>{0, 0, 1, 0, 0});
+
+  std::vector<float> r{-2, 0, 3}, dr(3);
+  ActParams leaky{ActKind::LeakyRelu, 0.1f};
+  activationForward(leaky, 3, r.data(), r.data());
+  CHECK(r == std::vector<float>{-0.2f, 0, 3});
+  activationBackward(leaky, 3, r.data(), dy.data(), dr.data(), false);
+  CHECK(dr == std::vector<float>{0.1f, 0.1f, 1});
+  ActParams relu{ActKind::Relu};
+  activationBackward(relu, 3, std::vector<float>{0, 0, 3}.data(), dy.data(),
+                     dr.data(), false);
+  CHECK(dr == std::vector<float>{0, 0, 1});
+}
+
+namespace {
+void checkBinary(BinaryParams p, int64_t n) {
+  std::mt19937 rng(31);
+  auto a = randomVector(rng, n * p.perSample);
+  auto b = randomVector(rng, p.bBatched ? n * p.perSample : p.bSize);
+  auto dy = randomVector(rng, n * p.perSample);
+  auto forward = [&] {
+    std::vector<float> y(dy.size());
+    binaryForward(p, n, a.data(), b.data(), y.data());
+    return y;
+  };
+  // Every kind is linear in a and in b separately.
+  SECTION("a") {
+    checkGradient(a, forward, dy, [&](float *da, bool acc) {
+      binaryBackward(p, n, a.data(), b.data(), dy.data(), da, nullptr, acc,
+                     false);
+    });
+  }
+  SECTION("b") {
+    checkGradient(b, forward, dy, [&](float *db, bool acc) {
+      binaryBackward(p, n, a.data(), b.data(), dy.data(), nullptr, db, false,
+                     acc);
+    });
+  }
+  SECTION("both at once, with different flags") {
+    std::vector<float> da(a.size()), db(b.size());
+    binaryBackward(p, n, a.data(), b.data(), dy.data(), da.data(), db.data(),
+                   false, false);
+    std::vector<float> da2(a.size(), NAN), db2 = db;
+    binaryBackward(p, n, a.data(), b.data(), dy.data(), da2.data(), db2.data(),
+                   false, true);
+    CHECK(da2 == da);
+    for (size_t j = 0; j < db.size(); ++j)
+      CHECK(db2[j] == Approx(2 * db[j]));
+  }
+}
+} // namespace
+
+TEST_CASE("binary op gradients", "[kernels]") {
+  for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul}) {
+    DYNAMIC_SECTION("kind " << int(kind)) {
+      // perSample = 3 channels x 2x2.
+      SECTION("batched") { checkBinary({kind, 12, true, 0, 0}, 2); }
+      SECTION("per channel") { checkBinary({kind, 12, false, 3, 4}, 2); }
+      SECTION("scalar") { checkBinary({kind, 12, false, 1, 12}, 3); }
+      SECTION("per feature") { checkBinary({kind, 12, false, 12, 1}, 2); }
+    }
+  }
+}
+
+TEST_CASE("binary broadcast on a literal", "[kernels]") {
+  // a: one sample, 2 channels x 2 positions; b per channel.
+  BinaryParams p{BinaryKind::Sub, 4, false, 2, 2};
+  std::vector<float> a{1, 2, 3, 4}, b{10, 20}, y(4), db(2);
+  binaryForward(p, 1, a.data(), b.data(), y.data());
+  CHECK(y == std::vector<float>{-9, -8, -17, -16});
+  std::vector<float> dy{1, 2, 3, 4};
+  binaryBackward(p, 1, a.data(), b.data(), dy.data(), nullptr, db.data(), false,
+                 false);
+  CHECK(db == std::vector<float>{-3, -7});
+}
+
+TEST_CASE("concat of three inputs", "[kernels]") {
+  const int64_t n = 2;
+  const int64_t parts[3] = {6, 3, 12}; // channels 2, 1, 4 x 3 positions
+  std::mt19937 rng(37);
+  std::vector<std::vector<float>> in;
+  for (int64_t part : parts)
+    in.push_back(randomVector(rng, n * part));
+  auto dy = randomVector(rng, n * 21);
+  auto forward = [&] {
+    std::vector<float> y(dy.size());
+    const float *ptrs[3] = {in[0].data(), in[1].data(), in[2].data()};
+    concatForward(n, 3, parts, ptrs, y.data());
+    return y;
+  };
+  std::vector<float> y = forward();
+  CHECK(y[6] == in[1][0]);
+  CHECK(y[21] == in[0][6]);
+  for (int k = 0; k < 3; ++k) {
+    DYNAMIC_SECTION("input " << k) {
+      checkGradient(in[k], forward, dy, [&](float *d, bool acc) {
+        // The other inputs get no gradient (null), or an overwritten one.
+        std::vector<float> other(n * 12, NAN);
+        float *outs[3] = {nullptr, other.data(), nullptr};
+        if (k == 1)
+          outs[0] = other.data();
+        outs[k] = d;
+        bool flags[3] = {false, false, false};
+        flags[k] = acc;
+        concatBackward(n, 3, parts, dy.data(), outs, flags);
+      });
+    }
+  }
+}
+
+TEST_CASE("pad", "[kernels]") {
+  SECTION("literal: constant value around, crop on the right") {
+    // 1x2x3 -> pads top 1, left 1, bottom 0, right -1: 3x3.
+    PadParams p{1, 2, 3, 3, 3, 1, 1, 9.0f};
+    std::vector<float> x{1, 2, 3, 4, 5, 6}, y(9);
+    padForward(p, 1, x.data(), y.data());
+    CHECK(y == std::vector<float>{9, 9, 9, 9, 1, 2, 9, 4, 5});
+    std::vector<float> dy{0, 0, 0, 0, 1, 2, 0, 3, 4}, dx(6, NAN);
+    padBackward(p, 1, dy.data(), dx.data(), false);
+    CHECK(dx == std::vector<float>{1, 2, 0, 3, 4, 0});
+  }
+  auto check = [](PadParams p) {
+    std::mt19937 rng(41);
+    const int64_t n = 2;
+    auto x = randomVector(rng, n * p.c * p.hin * p.win);
+    auto dy = randomVector(rng, n * p.c * p.hout * p.wout);
+    checkGradient(
+        x,
+        [&] {
+          std::vector<float> y(dy.size());
+          padForward(p, n, x.data(), y.data());
+          return y;
+        },
+        dy,
+        [&](float *dx, bool acc) { padBackward(p, n, dy.data(), dx, acc); });
+  };
+  SECTION("grow") { check({2, 3, 4, 6, 5, 1, 0, 0.5f}); }
+  SECTION("crop") { check({2, 5, 4, 3, 3, -1, -1, 0.0f}); }
+}
+
+TEST_CASE("accumulate helper", "[kernels]") {
+  std::vector<float> x{1, 2, 3}, y{10, 20, 30};
+  accumulate(3, x.data(), y.data());
+  CHECK(y == std::vector<float>{11, 22, 33});
+}
+
+TEST_CASE("dropout mask", "[kernels]") {
+  const uint64_t seed = 1234;
+  const int64_t perSample = 25000, n = 4;
+  DropoutParams p{perSample, 0.3f};
+  std::vector<float> x(n * perSample);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 1.0f + float(i % 7);
+  auto run = [&](uint64_t key, int64_t first, int64_t count) {
+    std::vector<float> y(count * perSample);
+    dropoutForward(p, count, key, first, x.data() + first * perSample,
+                   y.data());
+    return y;
+  };
+  uint64_t key = dropoutKey(seed, 5, 17);
+  std::vector<float> y = run(key, 0, n);
+
+  SECTION("the same key gives the same mask, whatever the sub-batching") {
+    CHECK(dropoutKey(seed, 5, 17) == key);
+    CHECK(run(key, 0, n) == y);
+    std::vector<float> halves = run(key, 0, 1);
+    std::vector<float> rest = run(key, 1, n - 1);
+    halves.insert(halves.end(), rest.begin(), rest.end());
+    CHECK(halves == y);
+  }
+  SECTION("kept fraction and scaling") {
+    int64_t kept = 0, wrongScale = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (y[i] == 0)
+        continue;
+      ++kept;
+      wrongScale += y[i] != x[i] * (1.0f / (1.0f - 0.3f));
+    }
+    CHECK(wrongScale == 0);
+    double fraction = double(kept) / double(y.size());
+    CHECK(fraction == Approx(0.7).margin(0.01));
+  }
+  SECTION("another iteration, task or seed gives another mask") {
+    auto agreement = [&](uint64_t other) {
+      std::vector<float> z = run(other, 0, n);
+      int64_t same = 0;
+      for (size_t i = 0; i < y.size(); ++i)
+        same += (y[i] == 0) == (z[i] == 0);
+      return double(same) / double(y.size());
+    };
+    // Independent masks agree on 0.7^2 + 0.3^2 = 58% of the elements.
+    CHECK(agreement(dropoutKey(seed, 6, 17)) == Approx(0.58).margin(0.02));
+    CHECK(agreement(dropoutKey(seed, 5, 18)) == Approx(0.58).margin(0.02));
+    CHECK(agreement(dropoutKey(seed + 1, 5, 17)) == Approx(0.58).margin(0.02));
+  }
+  SECTION("samples are independent") {
+    int64_t same = 0;
+    for (int64_t i = 0; i < perSample; ++i)
+      same += (y[i] == 0) == (y[perSample + i] == 0);
+    CHECK(double(same) / double(perSample) == Approx(0.58).margin(0.02));
+  }
+  SECTION("uniform values lie in [0, 1) on a 2^-24 grid") {
+    for (uint64_t e = 0; e < 1000; ++e) {
+      float u = dropoutUniform(key, 3, e);
+      REQUIRE(u >= 0.0f);
+      REQUIRE(u < 1.0f);
+      REQUIRE(std::ldexp(u, 24) == std::floor(std::ldexp(u, 24)));
+    }
+  }
+  SECTION("ratio 0 keeps everything, ratio 1 drops everything") {
+    DropoutParams none{perSample, 0.0f}, all{perSample, 1.0f};
+    std::vector<float> z(perSample);
+    dropoutForward(none, 1, key, 0, x.data(), z.data());
+    CHECK(std::equal(z.begin(), z.end(), x.begin()));
+    dropoutForward(all, 1, key, 0, x.data(), z.data());
+    CHECK(z == std::vector<float>(perSample, 0.0f));
+  }
+  SECTION("backward uses the forward's mask") {
+    const int64_t small = 50;
+    DropoutParams q{small, 0.5f};
+    std::mt19937 rng(43);
+    auto in = randomVector(rng, 2 * small);
+    auto dy = randomVector(rng, 2 * small);
+    checkGradient(
+        in,
+        [&] {
+          std::vector<float> out(in.size());
+          dropoutForward(q, 2, key, 3, in.data(), out.data());
+          return out;
+        },
+        dy,
+        [&](float *dx, bool acc) {
+          dropoutBackward(q, 2, key, 3, dy.data(), dx, acc);
+        });
+  }
+}
+
+TEST_CASE("dropout formula is pinned", "[kernels]") {
+  // The CUDA backend reproduces this hash bit for bit; these values guard
+  // against an accidental change of the formula documented in Dropout.cpp.
+  auto mix = [](uint64_t z) {
+    z ^= z >> 30;
+    z *= 0xbf58476d1ce4e5b9ULL;
+    z ^= z >> 27;
+    z *= 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  auto step = [&](uint64_t z) { return mix(z + 0x9e3779b97f4a7c15ULL); };
+  // splitmix64 seeded with 0 starts 0xe220a8397b1dcdaf.
+  CHECK(step(0) == 0xe220a8397b1dcdafULL);
+  uint64_t key = dropoutKey(42, 3, 9);
+  CHECK(key == step(step(step(42) + 3) + 9));
+  uint64_t h = step(step(key + 5) + 77);
+  CHECK(dropoutUniform(key, 5, 77) == float(h >> 40) * 0x1.0p-24f);
+}

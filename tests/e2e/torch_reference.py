@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Independent reference for end-to-end tests: trains an ONNX model with
+PyTorch (CPU) by interpreting its graph with torch ops, the way a framework
+would, and compares the losses and trained weights with a memfit trainer's.
+
+usage: torch_reference.py MODEL.onnx X.npy Y.npy --batch B --iterations N
+         --lr F --momentum F --weight-decay F
+         --losses TRAINER_LOG --trained TRAINED.onnx [--rtol R]
+Exit 0 when both agree within tolerance, 1 with a message when not.
+"""
+import argparse
+import re
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import numpy_helper
+
+
+def attrs(node):
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def run_graph(model, params, consts, x):
+    env = {model.graph.input[0].name: x}
+    env.update(params)
+    env.update(consts)
+    for node in model.graph.node:
+        a = attrs(node)
+        i = [env[n] if n else None for n in node.input]
+        op = node.op_type
+        if op == "Conv":
+            pads = a.get("pads", [0, 0, 0, 0])
+            assert pads[0] == pads[2] and pads[1] == pads[3], "asymmetric pads"
+            y = F.conv2d(i[0], i[1], i[2] if len(i) > 2 else None,
+                         stride=a.get("strides", [1, 1]), padding=pads[:2],
+                         dilation=a.get("dilations", [1, 1]),
+                         groups=a.get("group", 1))
+        elif op == "Relu":
+            y = F.relu(i[0])
+        elif op == "LeakyRelu":
+            y = F.leaky_relu(i[0], a.get("alpha", 0.01))
+        elif op == "Sigmoid":
+            y = torch.sigmoid(i[0])
+        elif op == "Tanh":
+            y = torch.tanh(i[0])
+        elif op == "Clip":
+            lo = float(i[1]) if len(i) > 1 and i[1] is not None else a.get("min")
+            hi = float(i[2]) if len(i) > 2 and i[2] is not None else a.get("max")
+            y = F.hardtanh(i[0], lo, hi)
+        elif op in ("MaxPool", "AveragePool"):
+            pads = a.get("pads", [0, 0, 0, 0])
+            assert pads[0] == pads[2] and pads[1] == pads[3], "asymmetric pads"
+            k, s = a["kernel_shape"], a.get("strides", [1, 1])
+            ceil = bool(a.get("ceil_mode", 0))
+            if op == "MaxPool":
+                y = F.max_pool2d(i[0], k, s, pads[:2], ceil_mode=ceil)
+            else:
+                y = F.avg_pool2d(i[0], k, s, pads[:2], ceil_mode=ceil,
+                                 count_include_pad=bool(a.get("count_include_pad", 0)))
+        elif op == "GlobalAveragePool":
+            y = i[0].mean(dim=(2, 3), keepdim=True)
+        elif op == "BatchNormalization":
+            y = F.batch_norm(i[0], i[3], i[4], i[1], i[2], training=True,
+                             momentum=1.0 - a.get("momentum", 0.9),
+                             eps=a.get("epsilon", 1e-5))
+        elif op == "LRN":
+            y = F.local_response_norm(i[0], a["size"], a.get("alpha", 1e-4),
+                                      a.get("beta", 0.75), a.get("bias", 1.0))
+        elif op == "Gemm":
+            A = i[0].t() if a.get("transA", 0) else i[0]
+            B = i[1].t() if a.get("transB", 0) else i[1]
+            y = a.get("alpha", 1.0) * (A @ B)
+            if len(i) > 2 and i[2] is not None:
+                y = y + a.get("beta", 1.0) * i[2]
+        elif op == "MatMul":
+            y = i[0] @ i[1]
+        elif op == "Add":
+            y = i[0] + i[1]
+        elif op == "Sub":
+            y = i[0] - i[1]
+        elif op == "Mul":
+            y = i[0] * i[1]
+        elif op == "Sum":
+            y = sum(i)
+        elif op == "Concat":
+            y = torch.cat(i, dim=a["axis"])
+        elif op == "Flatten":
+            y = torch.flatten(i[0], a.get("axis", 1))
+        elif op == "Reshape":
+            shape = [int(v) for v in i[1]]
+            shape = [x.shape[0] if (k == 0 and v == 0) else v
+                     for k, v in enumerate(shape)]
+            y = i[0].reshape(shape)
+        elif op == "Softmax":
+            y = F.softmax(i[0], dim=a.get("axis", -1))
+        elif op == "LogSoftmax":
+            y = F.log_softmax(i[0], dim=a.get("axis", -1))
+        elif op == "Identity":
+            y = i[0]
+        else:
+            raise SystemExit(f"torch_reference: unsupported op {op}")
+        env[node.output[0]] = y
+    return env[model.graph.output[0].name], model.graph.node[-1].op_type
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("x")
+    ap.add_argument("y")
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--iterations", type=int, required=True)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--losses", required=True)
+    ap.add_argument("--trained", required=True)
+    ap.add_argument("--rtol", type=float, default=2e-4)
+    args = ap.parse_args()
+
+    torch.manual_seed(0)
+    model = onnx.load(args.model)
+    bn_stats = set()
+    for n in model.graph.node:
+        if n.op_type == "BatchNormalization":
+            bn_stats.update(n.input[3:5])
+    params, consts = {}, {}
+    for t in model.graph.initializer:
+        arr = torch.tensor(numpy_helper.to_array(t).copy())
+        if t.data_type != onnx.TensorProto.FLOAT:
+            consts[t.name] = arr
+        elif t.name in bn_stats:
+            consts[t.name] = arr.double()
+        else:
+            params[t.name] = arr.double().requires_grad_(True)
+    X = torch.tensor(np.load(args.x)).double()
+    Y = torch.tensor(np.load(args.y))
+    opt = torch.optim.SGD(list(params.values()), lr=args.lr,
+                          momentum=args.momentum,
+                          weight_decay=args.weight_decay)
+    losses = []
+    for it in range(args.iterations):
+        s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
+        xb, yb = X[s:s + args.batch], Y[s:s + args.batch]
+        opt.zero_grad()
+        out, last = run_graph(model, params, consts, xb)
+        if Y.dtype in (torch.int64, torch.int32):
+            if last == "Softmax":
+                loss = F.nll_loss(torch.log(out), yb.long())
+            elif last == "LogSoftmax":
+                loss = F.nll_loss(out, yb.long())
+            else:
+                loss = F.cross_entropy(out, yb.long())
+        else:
+            loss = F.mse_loss(out, yb.double())
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+
+    got = [float(m.group(1)) for m in
+           re.finditer(r"^iteration \d+\s+loss (\S+)", open(args.losses).read(),
+                       re.M)]
+    if len(got) != len(losses):
+        print(f"trainer printed {len(got)} losses, expected {len(losses)}")
+        return 1
+    for k, (a, b) in enumerate(zip(got, losses)):
+        if abs(a - b) > args.rtol * max(1.0, abs(b)):
+            print(f"loss {k + 1}: trainer {a!r}, torch {b!r}")
+            return 1
+    trained = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(args.trained).graph.initializer}
+    worst = 0.0
+    for name, p in list(params.items()) + [(n, consts[n]) for n in bn_stats]:
+        ref = p.detach().numpy()
+        if name not in trained:
+            print(f"trained model lacks {name}")
+            return 1
+        err = np.max(np.abs(trained[name] - ref)) / max(1e-3, np.max(np.abs(ref)))
+        worst = max(worst, err)
+        if err > args.rtol * 10:
+            print(f"weight {name}: relative difference {err:.3g}")
+            return 1
+    print(f"agree with torch: {len(losses)} losses, worst weight difference "
+          f"{worst:.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+//===- Device.cpp - memfit device -----------------------------------------===//
+//
+// memfit device [NAME | FILE.json]
+//
+// Without an argument, lists the built-in devices of the analytic cost
+// model. With one, prints that device (built-in name or JSON file) as the
+// JSON a planning command's --device accepts, so a user can start from a
+// built-in, edit it, and check the result: every error names the file and
+// the field.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/DeviceSpec.h"
+#include "tools/memfit/Command.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace memfit::tool {
+namespace {
+
+cl::SubCommand Cmd("device", "List the built-in devices, or print one "
+                             "(or a JSON device file) as JSON");
+cl::opt<std::string> DeviceArg(cl::Positional, cl::desc("[name | file.json]"),
+                               cl::init(""), cl::sub(Cmd));
+
+int run() {
+  if (DeviceArg.empty()) {
+    outs() << "built-in devices (memfit device NAME prints one as JSON):\n";
+    outs() << "  name            TFLOP/s  mem GB/s  mem GiB  link GB/s  "
+              "description\n";
+    for (const std::string &name : builtinDeviceNames()) {
+      DeviceSpec s = cantFail(builtinDevice(name));
+      outs() << format("  %-15s %9.2f %9.0f %8.0f %10.2f  %s\n", name.c_str(),
+                       s.fp32Flops / 1e12, s.memoryBandwidth / 1e9,
+                       static_cast<double>(s.memoryBytes) /
+                           (1024.0 * 1024.0 * 1024.0),
+                       s.h2dBandwidth / 1e9, s.description.c_str());
+    }
+    return ExitOk;
+  }
+  auto spec = resolveDevice(DeviceArg);
+  if (!spec)
+    return reportError(spec.takeError());
+  outs() << deviceToJson(*spec);
+  return ExitOk;
+}
+
+RegisterCommand reg(Cmd, run);
+
+} // namespace
+} // namespace memfit::tool

@@ -1,0 +1,233 @@
+//===- Planning.cpp - What plan, compile and compare share ----------------===//
+#include "tools/memfit/Planning.h"
+
+#include "compiler/Autodiff.h"
+#include "compiler/Diagnostics.h"
+#include "compiler/OnnxImport.h"
+#include "compiler/Units.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace llvm;
+
+namespace memfit::tool {
+
+cl::SubCommand &planCommand() {
+  static cl::SubCommand c("plan", "Plan training under a budget and print "
+                                  "the summary");
+  return c;
+}
+cl::SubCommand &compileCommand() {
+  static cl::SubCommand c("compile", "Plan training under a budget and write "
+                                     "the trainer program");
+  return c;
+}
+cl::SubCommand &compareCommand() {
+  static cl::SubCommand c("compare", "Compare every policy side by side at "
+                                     "several budgets");
+  return c;
+}
+
+namespace {
+
+cl::OptionCategory Cat("Planning options");
+
+template <typename T> struct Shared : cl::opt<T> {
+  template <typename... Mods>
+  Shared(const Mods &...mods)
+      : cl::opt<T>(mods..., cl::cat(Cat), cl::sub(planCommand()),
+                   cl::sub(compileCommand()), cl::sub(compareCommand())) {}
+};
+
+Shared<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
+                              cl::Required);
+Shared<int64_t> Batch("batch",
+                      cl::desc("Batch size B (default: the model's "
+                               "fixed batch dimension)"),
+                      cl::init(0));
+Shared<std::string> Budget("budget",
+                           cl::desc("Device memory budget: a size (12GiB, "
+                                    "8000MB) or a percentage of the ideal "
+                                    "peak (50%)"),
+                           cl::init(""));
+Shared<std::string> Device("device",
+                           cl::desc("Device model: k40m, titanx-maxwell, "
+                                    "v100, a100-40g, a100-80g, h100-pcie, "
+                                    "h100-sxm, h200, or a JSON file"),
+                           cl::init("h100-sxm"));
+Shared<std::string> ProfilePath("profile",
+                                cl::desc("Measured profile (memfit profile) "
+                                         "to use before the analytic model"),
+                                cl::init(""));
+Shared<std::string> PolicyName("policy",
+                               cl::desc("ideal, vdnn-all, vdnn-conv, modnn, "
+                                        "chen-sqrt, superneurons or memfit"),
+                               cl::init("memfit"));
+Shared<int64_t> SubBatch("sub-batch",
+                         cl::desc("Force the sub-batch size (default: chosen)"),
+                         cl::init(0));
+Shared<OrderKind> Order(
+    "order", cl::desc("Task order"), cl::init(OrderKind::JoinAware),
+    cl::values(clEnumValN(OrderKind::JoinAware, "join-aware",
+                          "depth-first, heavier branch first (default)"),
+               clEnumValN(OrderKind::Built, "model", "the model's op order")));
+Shared<LossKind>
+    Loss("loss", cl::desc("Training loss"),
+         cl::init(LossKind::SoftmaxCrossEntropy),
+         cl::values(clEnumValN(LossKind::SoftmaxCrossEntropy, "cross-entropy",
+                               "mean softmax cross-entropy, integer labels"),
+                    clEnumValN(LossKind::MSE, "mse", "mean squared error")));
+Shared<float> Momentum("momentum",
+                       cl::desc("SGD momentum (0 allocates no buffers)"),
+                       cl::init(0.9f));
+
+} // namespace
+
+const CostTable &PlanningSession::tableAt(int64_t b) {
+  auto it = tables.find(b);
+  if (it == tables.end())
+    it = tables.emplace(b, buildCostTable(*costs, tg, b)).first;
+  return it->second;
+}
+
+Error openSession(PlanningSession &s, bool keepWeightData) {
+  if (Batch < 0)
+    return makeError("--batch must be positive");
+  if (SubBatch < 0)
+    return makeError("--sub-batch must be positive");
+  s.modelPath = ModelPath;
+  ImportOptions io;
+  io.batch = Batch;
+  io.keepWeightData = keepWeightData;
+  auto g = importOnnxFile(ModelPath, io);
+  if (!g)
+    return g.takeError();
+  s.graph = std::move(*g);
+  TrainingConfig tc;
+  tc.loss = Loss;
+  tc.momentum = Momentum;
+  auto tg = buildTaskGraph(s.graph, tc);
+  if (!tg)
+    return joinErrors(makeErrorF("{0}: cannot build the training graph",
+                                 std::string(ModelPath)),
+                      tg.takeError());
+  s.tg = std::move(*tg);
+  s.tg.graph = &s.graph;
+  auto cm = makeCostModel(Device, ProfilePath);
+  if (!cm)
+    return cm.takeError();
+  s.costs = std::move(*cm);
+  return Error::success();
+}
+
+Expected<PlanRequest> planRequest(const PlanningSession &s) {
+  PlanRequest r;
+  if (!parsePolicy(std::string(PolicyName), r.policy))
+    return makeErrorF("unknown --policy '{0}': expected ideal, vdnn-all, "
+                      "vdnn-conv, modnn, chen-sqrt, superneurons or memfit",
+                      std::string(PolicyName));
+  r.batch = s.graph.batch;
+  r.forcedSubBatch = SubBatch;
+  r.order = Order;
+  StringRef text = StringRef(Budget).trim();
+  if (text.empty()) {
+    if (r.policy != Policy::Ideal)
+      return makeError("--budget is required (a size such as 12GiB, or a "
+                       "percentage of the ideal peak such as 50%)");
+  } else if (text.endswith("%")) {
+    double pct = 0;
+    if (text.drop_back().trim().getAsDouble(pct) || !(pct > 0))
+      return makeErrorF("invalid --budget '{0}': expected a positive "
+                        "percentage such as 50%",
+                        text);
+    r.budgetFraction = pct / 100.0;
+  } else {
+    auto bytes = parseSize(text.str());
+    if (!bytes)
+      return joinErrors(makeError("invalid --budget"), bytes.takeError());
+    r.budget = *bytes;
+  }
+  return r;
+}
+
+void printSummary(raw_ostream &os, const PlanningSession &s,
+                  const PlanOutcome &o) {
+  const Plan &p = o.plan;
+  const PlanSummary &m = p.summary;
+  auto ms = [](double sec) { return formatv("{0:F2} ms", sec * 1e3).str(); };
+  os << formatv("model {0} ({1}), batch {2}, device {3}, policy {4}\n",
+                quoteName(s.graph.name), s.modelPath, p.batch,
+                s.costs->device().name, p.policy);
+  printProfileUsage(os, s.costs->profileUsage());
+  os << formatv("feasible: yes (verified)\n");
+  os << formatv("memory   budget {0}, planned {1} (resident {2} + arena {3})\n",
+                formatBytes(o.budget), formatBytes(p.totalBytes()),
+                formatBytes(p.residentBytes), formatBytes(p.arenaBytes));
+  os << formatv("         lower bound {0}, ideal peak {1}, allocation "
+                "efficiency {2:P1}\n",
+                formatBytes(o.lowerBound.bytes), formatBytes(o.idealPeakBytes),
+                o.sim.allocationEfficiency);
+  os << formatv("time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
+                ms(o.idealSeconds), ms(m.plannedSeconds), o.overhead(),
+                ms(m.stallSeconds));
+  os << formatv("traffic  to host {0}, to device {1} per iteration\n",
+                formatBytes(m.bytesToHost), formatBytes(m.bytesToDevice));
+  os << formatv("batch    {0} sub-batches of {1}", p.numSubBatches, p.subBatch);
+  if (p.batch % p.subBatch)
+    os << formatv(" (the last of {0})", p.batch % p.subBatch);
+  os << "\n";
+  bool hasBN = false;
+  for (const Op &op : s.graph.ops)
+    hasBN = hasBN || op.kind == OpKind::BatchNorm;
+  if (hasBN && p.numSubBatches > 1)
+    os << "note     BatchNorm statistics are computed per sub-batch of "
+       << p.subBatch << "\n";
+  int offloaded = 0;
+  for (BlockDecision d : p.decisions)
+    offloaded += d == BlockDecision::Offload;
+  os << formatv("blocks   {0} offloaded of {1}\n", offloaded,
+                s.tg.blocks.size());
+}
+
+std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
+  const Plan &p = o.plan;
+  const PlanSummary &m = p.summary;
+  nlohmann::ordered_json j;
+  j["model"] = s.graph.name;
+  j["file"] = s.modelPath;
+  j["device"] = s.costs->device().name;
+  ProfileUsage u = s.costs->profileUsage();
+  if (u.hasProfile)
+    j["profile"] = {{"measured", u.exact},
+                    {"interpolated", u.interpolated},
+                    {"estimated", u.missing}};
+  j["policy"] = p.policy;
+  j["feasible"] = true;
+  j["batch"] = p.batch;
+  j["sub_batch"] = p.subBatch;
+  j["sub_batches"] = p.numSubBatches;
+  j["budget_bytes"] = o.budget;
+  j["planned_bytes"] = p.totalBytes();
+  j["resident_bytes"] = p.residentBytes;
+  j["arena_bytes"] = p.arenaBytes;
+  j["lower_bound_bytes"] = o.lowerBound.bytes;
+  j["ideal_peak_bytes"] = o.idealPeakBytes;
+  j["max_live_bytes"] = m.maxLiveBytes;
+  j["allocation_efficiency"] = o.sim.allocationEfficiency;
+  j["ideal_seconds"] = o.idealSeconds;
+  j["planned_seconds"] = m.plannedSeconds;
+  j["overhead"] = o.overhead();
+  j["stall_seconds"] = m.stallSeconds;
+  j["bytes_to_host"] = m.bytesToHost;
+  j["bytes_to_device"] = m.bytesToDevice;
+  nlohmann::ordered_json tried = nlohmann::ordered_json::array();
+  for (auto [b, t] : o.tried)
+    tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
+  j["sub_batches_tried"] = tried;
+  return j.dump(2);
+}
+
+} // namespace memfit::tool
