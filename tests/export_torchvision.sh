@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# ctest fixture export_torchvision: exports the torchvision models that
+# OnnxImportTorchvisionTest.cpp imports, each with its JSON sidecar of
+# torch's own numbers. A model already exported by the current exporter is
+# kept. Without torch in /usr/bin/python3 it says so and succeeds, and the
+# import test then reports that it had nothing to check.
+# Usage: export_torchvision.sh <export-torchvision.py> <output-dir>
+set -euo pipefail
+exporter=$1
+out=$2
+py=/usr/bin/python3
+
+if ! [ -x "$py" ] || ! "$py" -c 'import torch, torchvision, onnx' 2>/dev/null; then
+  echo "export_torchvision: SKIPPED: $py cannot import torch, torchvision and onnx;"
+  echo "the torchvision import test has nothing to check"
+  rm -f "$out"/*.onnx.json
+  exit 0
+fi
+mkdir -p "$out"
+
+export_model() {
+  local name=$1 file=$2
+  shift 2
+  if [ "$out/$file.json" -nt "$exporter" ] && [ "$out/$file" -nt "$exporter" ]; then
+    echo "up to date: $file"
+    return
+  fi
+  rm -f "$out/$file.json"
+  echo "exporting $name -> $file $*"
+  "$py" "$exporter" "$name" "$out/$file" "$@"
+}
+
+# Together these cover: dynamic and fixed batch, opsets 11, 13 and 17,
+# external data, eval-mode exports (inference BatchNorm, deduplicated
+# initializers) and a training-mode export (Dropout kept).
+export_model resnet18 resnet18.onnx --external-data
+export_model alexnet alexnet-train.onnx --train --batch 4
+export_model googlenet googlenet.onnx
+export_model mobilenet_v2 mobilenet_v2.onnx --opset 17
+export_model squeezenet1_0 squeezenet1_0.onnx --opset 11
+export_model densenet121 densenet121.onnx

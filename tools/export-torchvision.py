@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""Export a torchvision model with random weights to ONNX for memfit.
+
+Usage: export-torchvision.py MODEL OUTPUT [--opset N] [--batch N] [--train]
+                             [--external-data]
+
+The model is built with weights=None (googlenet and inception_v3 without
+auxiliary heads and without their slow init) and seeded, so the same
+arguments give the same file. By default it is exported as model zoos ship
+models: eval mode with TrainingMode.PRESERVE, which keeps BatchNormalization
+nodes (TrainingMode.EVAL would fold them into the convolutions) and drops
+Dropout. --train exports in training mode (training-form BatchNormalization
+and Dropout nodes). The batch is dynamic ('N') unless --batch fixes it.
+
+Beside OUTPUT it writes OUTPUT.json with what torch itself says about the
+model, so tests compare the import against torch's numbers:
+  parameters  number of trainable parameter elements
+  bn_state    elements of BatchNorm running means and variances
+  ops         per memfit op kind, how many the traced torch graph runs
+              (only kinds that map one-to-one onto ONNX nodes)
+  input       the input shape without the batch; classes: output width
+"""
+import argparse
+import collections
+import json
+import os
+import sys
+import warnings
+
+
+def count_ops(graph, train):
+    """Counts traced aten calls for the op kinds that export one-to-one."""
+    simple = {
+        "aten::_convolution": "Conv",
+        "aten::batch_norm": "BatchNormalization",
+        "aten::relu": "Relu",
+        "aten::relu_": "Relu",
+        "aten::hardtanh": "Clip",
+        "aten::hardtanh_": "Clip",
+        "aten::max_pool2d": "MaxPool",
+        "aten::linear": "Gemm",
+        "aten::flatten": "Flatten",
+    }
+    if train:
+        simple["aten::dropout"] = "Dropout"
+        simple["aten::dropout_"] = "Dropout"
+    counts = collections.Counter()
+    for node in graph.nodes():
+        kind = node.kind()
+        if kind in simple:
+            counts[simple[kind]] += 1
+        elif kind in ("aten::add", "aten::add_"):
+            # Only tensor + tensor adds become ONNX Add nodes; the
+            # num_batches_tracked counter update adds an integer scalar.
+            other = list(node.inputs())[1].type()
+            if other.kind() == "TensorType" and other.scalarType() == "Float":
+                counts["Add"] += 1
+    return dict(sorted(counts.items()))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("output")
+    parser.add_argument("--opset", type=int, default=13)
+    parser.add_argument("--batch", type=int, default=0,
+                        help="fixed batch size (default: dynamic batch)")
+    parser.add_argument("--train", action="store_true",
+                        help="export in training mode")
+    parser.add_argument("--external-data", action="store_true",
+                        help="store the weights in OUTPUT.data beside it")
+    args = parser.parse_args()
+
+    warnings.filterwarnings("ignore")
+    import torch
+    import torchvision
+
+    if not hasattr(torchvision.models, args.model):
+        sys.exit("export-torchvision: no torchvision model named %r" % args.model)
+    kwargs = {}
+    if args.model in ("googlenet", "inception_v3"):
+        kwargs = dict(aux_logits=False, init_weights=False)
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, args.model)(weights=None, **kwargs)
+    model.train(args.train)
+    size = 299 if args.model == "inception_v3" else 224
+    batch = args.batch if args.batch > 0 else 2
+    example = torch.randn(batch, 3, size, size)
+
+    parameters = sum(p.numel() for p in model.parameters())
+    bn_state = sum(b.numel() for name, b in model.named_buffers()
+                   if name.endswith("running_mean") or name.endswith("running_var"))
+    with torch.no_grad():
+        traced = torch.jit.trace(model, example, check_trace=False)
+        classes = traced(example).shape[1]
+    ops = count_ops(traced.inlined_graph, args.train)
+    mode = torch.onnx.TrainingMode.TRAINING if args.train else torch.onnx.TrainingMode.PRESERVE
+    dynamic = None if args.batch > 0 else {"input": {0: "N"}, "output": {0: "N"}}
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    os.makedirs(out_dir, exist_ok=True)
+    torch.onnx.export(model, example, args.output, opset_version=args.opset,
+                      training=mode, input_names=["input"],
+                      output_names=["output"], dynamic_axes=dynamic)
+    if args.external_data:
+        import onnx
+        proto = onnx.load(args.output)
+        data_name = os.path.basename(args.output) + ".data"
+        if os.path.exists(os.path.join(out_dir, data_name)):
+            os.remove(os.path.join(out_dir, data_name))
+        onnx.save_model(proto, args.output, save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=data_name,
+                        size_threshold=1024)
+    facts = {
+        "model": args.model,
+        "opset": args.opset,
+        "batch": args.batch if args.batch > 0 else None,
+        "train": args.train,
+        "input": [3, size, size],
+        "classes": int(classes),
+        "parameters": int(parameters),
+        "bn_state": int(bn_state),
+        "ops": ops,
+        "torch": torch.__version__,
+    }
+    with open(args.output + ".json", "w") as f:
+        json.dump(facts, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
