@@ -2,6 +2,7 @@
 #include "passes/Schedule.h"
 
 #include "compiler/Diagnostics.h"
+#include "compiler/Units.h"
 #include "passes/Arena.h"
 #include "passes/Liveness.h"
 
@@ -64,6 +65,26 @@ struct BlockState {
   bool everOffloaded = false;
 };
 
+/// Why a block was first copied to the host. Recorded as plain data and put
+/// into words once the plan is done (Plan::decisionWhy), so planning pays
+/// nothing for the report.
+struct OffloadCause {
+  enum Kind : uint8_t {
+    None,
+    ArenaFull,  // no room for a block the current task needs
+    Workspace,  // no room for the current task's workspace
+    Defragment, // moDNN's defragmentation: everything unpinned leaves
+    Prefetch,   // room made for a prefetch ahead of a later task
+    Early,      // memfit's early offload of a block with a long reuse distance
+    Vdnn,       // vDNN's fixed rule: a layer's input during its forward
+  } kind = None;
+  int32_t step = -1;     // the task being scheduled (index into the order)
+  BlockId need = -1;     // ArenaFull, Prefetch: the block that needed room
+  int32_t nextStep = -1; // Early: the next use; Prefetch: the task served
+  int64_t bytes = 0;     // the bytes that needed room
+  double gapSeconds = 0; // Early: estimated time until the next use
+};
+
 class Scheduler {
 public:
   Scheduler(const TaskGraph &tg, const CostTable &costs,
@@ -89,6 +110,11 @@ private:
   bool evictable(int32_t owner) const;
   double evictionPrice(const Arena::Window &w) const;
   void evict(ResidencyId r);
+  void noteOffload(BlockId b) {
+    if (!st[b].everOffloaded)
+      firstCause[b] = cause;
+  }
+  std::string describe(const OffloadCause &c) const;
   void release(BlockId b);
   void touch(ResidencyId r, Stream s, int32_t instr);
   llvm::Error prepare(BlockId b, bool needsContent, std::vector<int32_t> &deps);
@@ -141,6 +167,10 @@ private:
   // the next layer's backward waits for.
   std::vector<int32_t> syncNext, syncLayer;
   std::vector<bool> vdnnOffloaded, vdnnPrefetched; // per op
+  // The reason for the evictions the scheduler is making now, and per block
+  // the reason of its first offload.
+  OffloadCause cause;
+  std::vector<OffloadCause> firstCause;
 };
 
 void Scheduler::waitFor(Stream s, int32_t dep, double &earliest) {
@@ -273,6 +303,7 @@ void Scheduler::evict(ResidencyId r) {
       deps.push_back(d);
     int32_t i = emit(in, costs.copyOutSeconds(plan.residencies[r].bytes), deps);
     touch(r, Stream::CopyOut, i);
+    noteOffload(b);
     bs.hostValid = true;
     bs.hostCopy = i;
     bs.everOffloaded = true;
@@ -314,6 +345,7 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
     if (s.owner >= 0 && s.owner < kWorkspaceOwner &&
         !pinned[plan.residencies[s.owner].block])
       owners.push_back(s.owner);
+  cause.kind = OffloadCause::Defragment;
   for (int32_t o : owners)
     evict(o);
   if (auto a = arena.allocate(bytes, owner)) {
@@ -355,6 +387,7 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
                       quoteName(tg.blocks[b].name));
   StreamUses uses{};
   auto ownerId = static_cast<int32_t>(plan.residencies.size());
+  cause = {OffloadCause::ArenaFull, step, b, -1, bytesOf(b), 0};
   auto off = allocate(bytesOf(b), ownerId, uses);
   if (!off)
     return off.takeError();
@@ -478,6 +511,7 @@ void Scheduler::prefetchAhead(double taskEnd) {
         off = a->first;
         uses = a->second;
       } else if (auto w = arena.findEviction(bytesOf(b), ev, price)) {
+        cause = {OffloadCause::Prefetch, step, b, s, bytesOf(b), 0};
         for (int32_t o : w->owners)
           evict(o);
         uses = arena.allocateAt(w->offset, bytesOf(b), ownerId);
@@ -528,6 +562,8 @@ void Scheduler::offloadAhead(TaskId t) {
     in.residency = bs.res;
     int32_t i = emit(in, costs.copyOutSeconds(bytesOf(b)), {bs.ready});
     touch(bs.res, Stream::CopyOut, i);
+    cause = {OffloadCause::Early, step, -1, next, bytesOf(b), gap};
+    noteOffload(b);
     bs.hostValid = true;
     bs.hostCopy = i;
     bs.everOffloaded = true;
@@ -585,6 +621,7 @@ llvm::Expected<Plan> Scheduler::run() {
   uses.assign(nb, {});
   pinned.assign(nb, false);
   plan.decisions.assign(nb, BlockDecision::Keep);
+  firstCause.assign(nb, OffloadCause{});
   for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
     st[b].hasContent = true;
     st[b].hostValid = true;
@@ -693,6 +730,7 @@ llvm::Expected<Plan> Scheduler::run() {
       for (const Arena::Segment &seg : arena.segments())
         if (seg.owner >= 0 && seg.owner < kWorkspaceOwner)
           owners.push_back(seg.owner);
+      cause = {OffloadCause::Defragment, step, -1, -1, 0, 0};
       for (int32_t o : owners) {
         BlockId ob = plan.residencies[o].block;
         if (st[ob].hasContent)
@@ -714,6 +752,7 @@ llvm::Expected<Plan> Scheduler::run() {
     run.algo = algo;
     if (ac->workspace > 0) {
       StreamUses wsUses{};
+      cause = {OffloadCause::Workspace, step, -1, -1, ac->workspace, 0};
       auto off = allocate(ac->workspace, kWorkspaceOwner, wsUses);
       if (!off) {
         llvm::consumeError(off.takeError());
@@ -755,6 +794,8 @@ llvm::Expected<Plan> Scheduler::run() {
             int32_t c =
                 emit(co, costs.copyOutSeconds(bytesOf(xb)), {st[xb].ready});
             touch(st[xb].res, Stream::CopyOut, c);
+            cause = {OffloadCause::Vdnn, step, -1, -1, bytesOf(xb), 0};
+            noteOffload(xb);
             st[xb].hostValid = true;
             st[xb].hostCopy = c;
             st[xb].everOffloaded = true;
@@ -851,10 +892,53 @@ llvm::Expected<Plan> Scheduler::run() {
   plan.arenaBytes = arena.highWater();
   plan.budget = opts.policy == Policy::Ideal ? plan.totalBytes() : opts.budget;
   plan.summary.peakArenaBytes = arena.highWater();
+  plan.decisionWhy.assign(nb, std::string());
   for (BlockId b = 0; b < (BlockId)nb; ++b)
-    if (st[b].everOffloaded && b != tg.inputBlock && b != tg.labelBlock)
+    if (st[b].everOffloaded && b != tg.inputBlock && b != tg.labelBlock) {
       plan.decisions[b] = BlockDecision::Offload;
+      plan.decisionWhy[b] = describe(firstCause[b]);
+    }
   return std::move(plan);
+}
+
+std::string Scheduler::describe(const OffloadCause &c) const {
+  auto task = [&](int32_t s) {
+    return s >= 0 && s < (int32_t)order.size()
+               ? quoteName(tg.tasks[order[s]].name)
+               : std::string("?");
+  };
+  auto block = [&](BlockId b) {
+    return b >= 0 ? quoteName(tg.blocks[b].name) : std::string("?");
+  };
+  switch (c.kind) {
+  case OffloadCause::None:
+    break;
+  case OffloadCause::ArenaFull:
+    return llvm::formatv("the arena was full when task {0} needed {1} for {2}",
+                         task(c.step), formatBytes(c.bytes), block(c.need));
+  case OffloadCause::Workspace:
+    return llvm::formatv("the arena was full when task {0} needed {1} of "
+                         "workspace",
+                         task(c.step), formatBytes(c.bytes));
+  case OffloadCause::Defragment:
+    return llvm::formatv("the arena was too fragmented for task {0}: "
+                         "defragmentation offloaded what it did not need",
+                         task(c.step));
+  case OffloadCause::Prefetch:
+    return llvm::formatv("made room after task {0} to prefetch {1} for task "
+                         "{2}",
+                         task(c.step), block(c.need), task(c.nextStep));
+  case OffloadCause::Early:
+    return llvm::formatv("offloaded early, after task {0}: long reuse "
+                         "distance, next used by task {1} about {2:F3} ms "
+                         "later",
+                         task(c.step), task(c.nextStep), c.gapSeconds * 1e3);
+  case OffloadCause::Vdnn:
+    return llvm::formatv("{0}: the input of the layer of task {1}, offloaded "
+                         "while it ran",
+                         policyName(opts.policy), task(c.step));
+  }
+  return "offloaded";
 }
 
 } // namespace
