@@ -209,10 +209,16 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
                      per / xv.dims[1], V(op.inputs[0]), V(y));
       break;
     case OpKind::BatchNorm:
-      line = formatv("x.bnForward({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8})",
-                     P, V(op.inputs[0]), V(op.inputs[1]), V(op.inputs[2]),
-                     V(op.inputs[3]), V(op.inputs[4]), V(y),
-                     ptr(t.writes[1], res), in.recompute ? "false" : "true");
+      if (in.recompute) // the saved statistics, running ones untouched
+        line = formatv("x.bnApply({0}, {1}, {2}, {3}, {4}, {5})", P,
+                       V(op.inputs[0]), V(op.inputs[1]), V(op.inputs[2]),
+                       ptr(t.writes[1], res), V(y));
+      else
+        line = formatv("x.bnForward({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                       "true)",
+                       P, V(op.inputs[0]), V(op.inputs[1]), V(op.inputs[2]),
+                       V(op.inputs[3]), V(op.inputs[4]), V(y),
+                       ptr(t.writes[1], res));
       break;
     case OpKind::LRN:
       line = formatv("x.lrnForward({0}, {1}, {2})", P, V(op.inputs[0]), V(y));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 
 namespace memfit {
 namespace {
@@ -127,11 +128,20 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
   if (s.eq3SubBatch > 0)
     os << llvm::formatv("; Eq. 3 gives {0}", s.eq3SubBatch);
   os << "\n";
-  if (s.subBatchesTried.size() > 1) {
-    os << "           tried";
-    for (size_t i = 0; i < s.subBatchesTried.size(); ++i)
-      os << (i ? ", " : " ") << s.subBatchesTried[i].first << ": "
-         << formatSeconds(s.subBatchesTried[i].second);
+  // Several schedules may be tried per sub-batch; show the best of each.
+  std::map<int64_t, double> best;
+  for (auto [b, secs] : s.subBatchesTried) {
+    auto [it, fresh] = best.try_emplace(b, secs);
+    if (!fresh)
+      it->second = std::min(it->second, secs);
+  }
+  if (best.size() > 1) {
+    os << "           best time per sub-batch tried:";
+    const char *sep = " ";
+    for (auto [b, secs] : best) {
+      os << sep << b << ": " << formatSeconds(secs);
+      sep = ", ";
+    }
     os << "\n";
   }
   for (const std::string &n : r.notes)

@@ -73,6 +73,7 @@ struct PlanSummary {
   int64_t bytesToHost = 0, bytesToDevice = 0; // per iteration
   int64_t peakArenaBytes = 0;                 // most bytes allocated at once
   int64_t maxLiveBytes = 0; // most bytes live at once (no fragmentation)
+  int32_t recomputes = 0;   // forward tasks run again, per round
 };
 
 struct Plan {

@@ -3,6 +3,7 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/Units.h"
+#include "passes/Recompute.h"
 #include "passes/Verify.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -15,12 +16,14 @@ struct Candidate {
   Simulation sim;
 };
 
-llvm::Expected<Candidate> planAt(const TaskGraph &tg,
-                                 const CostTableFn &tableAt,
-                                 const std::vector<TaskId> &order,
-                                 const PlanRequest &req, int64_t b) {
+llvm::Expected<Candidate>
+planAt(const TaskGraph &tg, const CostTableFn &tableAt,
+       const std::vector<TaskId> &order, const PlanRequest &req, int64_t b,
+       std::vector<bool> drop = {}, bool allowRecompute = true) {
   const CostTable &full = tableAt(b);
-  auto plan = schedule(tg, full, order, {req.policy, req.budget, req.batch});
+  auto plan = schedule(
+      tg, full, order,
+      {req.policy, req.budget, req.batch, std::move(drop), allowRecompute});
   if (!plan)
     return plan.takeError();
   int64_t rest = req.batch % b;
@@ -75,29 +78,78 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
         quoteName(lb.task >= 0 ? tg.tasks[lb.task].name : ""),
         formatBytes(lb.taskBytes));
 
-  std::vector<int64_t> candidates;
-  if (req.forcedSubBatch > 0) {
-    if (req.forcedSubBatch > req.batch)
-      return makeErrorF("--sub-batch {0} is larger than the batch {1}",
-                        req.forcedSubBatch, req.batch);
-    candidates = {req.forcedSubBatch};
-  } else if (req.policy == Policy::Ideal || req.policy == Policy::VdnnAll ||
-             req.policy == Policy::VdnnConv) {
-    candidates = {req.batch}; // neither the ideal case nor vDNN splits
-  } else {
+  // Each variant is a sub-batch and a drop set to schedule with.
+  struct Variant {
+    int64_t b;
+    std::vector<bool> drop;
+    bool allowRecompute = true;
+    std::optional<Policy> as; // schedule with another policy's rules
+  };
+  std::vector<Variant> variants;
+  if (req.forcedSubBatch > 0 && req.forcedSubBatch > req.batch)
+    return makeErrorF("--sub-batch {0} is larger than the batch {1}",
+                      req.forcedSubBatch, req.batch);
+  switch (req.policy) {
+  case Policy::Ideal:
+  case Policy::VdnnAll:
+  case Policy::VdnnConv:
+    // Neither the ideal case nor vDNN splits the batch.
+    variants.push_back(
+        {req.forcedSubBatch ? req.forcedSubBatch : req.batch, {}});
+    break;
+  case Policy::ChenSqrt: {
+    int64_t b = req.forcedSubBatch ? req.forcedSubBatch : req.batch;
+    for (auto &drop : chenCandidates(tg, order, b))
+      variants.push_back({b, std::move(drop)});
+    break;
+  }
+  case Policy::SuperNeurons:
+    variants.push_back({req.forcedSubBatch ? req.forcedSubBatch : req.batch,
+                        superNeuronsDropSet(tg)});
+    break;
+  case Policy::Modnn:
+  case Policy::Memfit:
     out.eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, r.budget);
-    if (req.policy == Policy::Modnn)
-      candidates = {out.eq3SubBatch};
-    else
-      candidates = subBatchCandidates(out.eq3SubBatch, req.batch);
+    if (req.policy == Policy::Modnn) {
+      variants.push_back(
+          {req.forcedSubBatch ? req.forcedSubBatch : out.eq3SubBatch,
+           {},
+           false});
+      break;
+    }
+    // Joint: every sub-batch size with offload alone, with evictions free to
+    // drop what is cheaper to recompute, and with the cheap forward outputs
+    // (everything but convolutions) recomputed as well.
+    for (int64_t b : req.forcedSubBatch
+                         ? std::vector<int64_t>{req.forcedSubBatch}
+                         : subBatchCandidates(out.eq3SubBatch, req.batch)) {
+      variants.push_back({b, {}, false});
+      variants.push_back({b, {}, true});
+      variants.push_back({b, superNeuronsDropSet(tg), true});
+    }
+    // moDNN's own choice is always in the running, so memfit is never worse.
+    variants.push_back(
+        {req.forcedSubBatch ? req.forcedSubBatch : out.eq3SubBatch,
+         {},
+         false,
+         Policy::Modnn});
+    break;
   }
 
   std::optional<Candidate> best;
   llvm::Error firstErr = llvm::Error::success();
-  for (int64_t b : candidates) {
+  for (Variant &v : variants) {
+    int64_t b = v.b;
+    PlanRequest rv = r;
+    if (v.as)
+      rv.policy = *v.as;
     auto c = req.policy == Policy::Ideal && b == req.batch
                  ? llvm::Expected<Candidate>(std::move(*ideal))
-                 : planAt(tg, tableAt, order, r, b);
+                 : planAt(tg, tableAt, order, rv, b, std::move(v.drop),
+                          v.allowRecompute);
+    if (c && v.as)
+      c->plan.policy = std::string(policyName(req.policy)) + " (as " +
+                       std::string(policyName(*v.as)) + ")";
     if (!c) {
       if (!firstErr)
         firstErr = c.takeError();
@@ -106,7 +158,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       continue;
     }
     out.tried.push_back({b, c->sim.iterationSeconds});
-    // Faster wins; on a tie the larger sub-batch (candidates ascend).
+    // Faster wins; on a tie the later variant (larger sub-batch).
     if (!best || c->sim.iterationSeconds <= best->sim.iterationSeconds)
       best = std::move(*c);
   }

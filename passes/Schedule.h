@@ -28,11 +28,13 @@
 namespace memfit {
 
 enum class Policy : uint8_t {
-  Ideal,    // no budget: fastest algorithms, liveness only
-  VdnnAll,  // vDNN: offload every layer's input, per-layer synchronisation
-  VdnnConv, // vDNN: offload convolution inputs only
-  Modnn,    // moDNN as published
-  Memfit,   // the default: moDNN improved (see docs/passes/schedule.md)
+  Ideal,        // no budget: fastest algorithms, liveness only
+  VdnnAll,      // vDNN: offload every layer's input, per-layer synchronisation
+  VdnnConv,     // vDNN: offload convolution inputs only
+  Modnn,        // moDNN as published
+  Memfit,       // the default: joint offload, recompute, sub-batch, algorithms
+  ChenSqrt,     // Chen et al.: drop segment interiors, recompute; no offload
+  SuperNeurons, // recompute non-convolution outputs, offload conv outputs
 };
 std::string_view policyName(Policy p);
 bool parsePolicy(std::string_view name, Policy &out);
@@ -41,7 +43,16 @@ struct ScheduleOptions {
   Policy policy = Policy::Memfit;
   int64_t budget = 0; // total device bytes; ignored by Ideal
   int64_t batch = 0;  // the full batch B
+  /// Per block: drop it after its last forward use and recompute it where
+  /// the backward pass needs it (Chen et al.'s m(v) = 1). Empty: none.
+  std::vector<bool> dropAfterForward;
+  /// memfit: may evictions drop blocks for recomputation (or only offload)?
+  bool allowRecompute = true;
 };
+
+/// Blocks a recompute can regenerate: forward outputs written by exactly
+/// one forward task (not the data input, gradients or saved statistics).
+std::vector<bool> recomputableBlocks(const TaskGraph &tg);
 
 /// Schedules one round at the cost table's sub-batch, plus the update.
 llvm::Expected<Plan> schedule(const TaskGraph &tg, const CostTable &costs,

@@ -122,6 +122,10 @@ public:
   void bnForward(const BatchNormParams &p, const float *x, const float *scale,
                  const float *bias, float *runMean, float *runVar, float *y,
                  float *saved, bool updateRunning);
+  /// A recomputed BatchNorm forward: normalizes with the saved statistics
+  /// and leaves the running statistics alone.
+  void bnApply(const BatchNormParams &p, const float *x, const float *scale,
+               const float *bias, const float *saved, float *y);
   void bnBackwardData(const BatchNormParams &p, const float *x,
                       const float *scale, const float *saved, const float *dy,
                       float *dx, bool acc);

@@ -85,6 +85,11 @@ void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
                       const float *scale, const float *bias, float *runMean,
                       float *runVar, float *y, float *savedMean,
                       float *savedInvStd, bool updateRunning);
+/// y from statistics saved by batchNormForward: what a recomputed forward
+/// runs. Bit-identical to the y batchNormForward wrote with those statistics.
+void batchNormApply(const BatchNormParams &p, int64_t n, const float *x,
+                    const float *scale, const float *bias,
+                    const float *savedMean, const float *savedInvStd, float *y);
 void batchNormBackwardData(const BatchNormParams &p, int64_t n, const float *x,
                            const float *scale, const float *savedMean,
                            const float *savedInvStd, const float *dy, float *dx,

@@ -19,6 +19,28 @@
 namespace memfit::rt {
 using cpu::put;
 
+static void normalizeChannel(const BatchNormParams &p, int64_t n, int64_t ch,
+                             const float *x, const float *scale,
+                             const float *bias, float mean, float invStd,
+                             float *y) {
+  double a = double(scale[ch]) * double(invStd);
+  for (int64_t s = 0; s < n; ++s) {
+    const float *xs = x + (s * p.c + ch) * p.spatial;
+    float *ys = y + (s * p.c + ch) * p.spatial;
+    for (int64_t q = 0; q < p.spatial; ++q)
+      ys[q] = float((double(xs[q]) - double(mean)) * a + double(bias[ch]));
+  }
+}
+
+void batchNormApply(const BatchNormParams &p, int64_t n, const float *x,
+                    const float *scale, const float *bias,
+                    const float *savedMean, const float *savedInvStd,
+                    float *y) {
+  for (int64_t ch = 0; ch < p.c; ++ch)
+    normalizeChannel(p, n, ch, x, scale, bias, savedMean[ch], savedInvStd[ch],
+                     y);
+}
+
 void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
                       const float *scale, const float *bias, float *runMean,
                       float *runVar, float *y, float *savedMean,
@@ -41,13 +63,10 @@ void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
     double invStd = 1.0 / std::sqrt(var + double(p.epsilon));
     savedMean[ch] = float(mean);
     savedInvStd[ch] = float(invStd);
-    double a = double(scale[ch]) * invStd;
-    for (int64_t s = 0; s < n; ++s) {
-      const float *xs = x + (s * p.c + ch) * p.spatial;
-      float *ys = y + (s * p.c + ch) * p.spatial;
-      for (int64_t q = 0; q < p.spatial; ++q)
-        ys[q] = float((xs[q] - mean) * a + bias[ch]);
-    }
+    // y from the saved (float) statistics, exactly as batchNormApply
+    // computes it, so a recomputed forward is bit-identical.
+    normalizeChannel(p, n, ch, x, scale, bias, savedMean[ch], savedInvStd[ch],
+                     y);
     if (updateRunning) {
       // A single value per channel has no unbiased variance (PyTorch refuses
       // it); the biased one (0) is used then.

@@ -249,6 +249,10 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
   rt::batchNormForward(p, n, x, scale, bias, runMean, runVar, y, saved,
                        saved + p.c, updateRunning);
 }
+void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
+                   const float *bias, const float *saved, float *y) {
+  rt::batchNormApply(p, n, x, scale, bias, saved, saved + p.c, y);
+}
 void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
                           const float *scale, const float *saved,
                           const float *dy, float *dx, bool acc) {

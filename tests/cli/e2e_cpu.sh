@@ -39,35 +39,80 @@ train() { # dir data extra-args...
 offloads() { # dir -> bytes moved to the host per iteration
   $PY -c "import json,sys; print(json.load(open('$1/plan.json'))['summary']['bytes_to_host'])"
 }
+recomputes() {
+  $PY -c "import json; print(sum(1 for t in json.load(open('$1/plan.json'))['tasks'] if t['recompute']))"
+}
 subbatch() {
   $PY -c "import json,sys; print(json.load(open('$1/plan.json'))['sub_batch'])"
 }
 
-check() { # model data tight-budget [compile args]
-  local model=$1 data=$2 budget=$3
-  shift 3
+check() { # model data tight-budget offload-budget [compile args]
+  local model=$1 data=$2 budget=$3 obudget=$4
+  shift 4
   "$MEMFIT" zoo "$model" -o "$model.onnx" >/dev/null || fail "zoo $model"
   "$MEMFIT" compile "$model.onnx" --batch 8 --budget 100% --device k40m \
     -o "ideal-$model" --quiet || fail "compile ideal $model"
+  # memfit's own choice (sub-batching, offload, recompute, algorithms)...
   "$MEMFIT" compile "$model.onnx" --batch 8 --budget "$budget" --device k40m \
     -o "tight-$model" --quiet "$@" || fail "compile tight $model"
-  [ "$(offloads "tight-$model")" -gt 0 ] || fail "$model: the tight plan offloads nothing"
-  for d in "ideal-$model" "tight-$model"; do
+  # ...and Algorithm 1 forced to keep the whole batch: the tightest budget
+  # it meets, where it must offload.
+  local ok=
+  for pct in $obudget; do
+    rm -rf "offload-$model"
+    "$MEMFIT" compile "$model.onnx" --batch 8 --budget "$pct%" --device k40m \
+      --policy modnn --sub-batch 8 -o "offload-$model" --quiet 2>/dev/null &&
+      { ok=1; break; }
+  done
+  [ -n "$ok" ] || fail "compile offload $model"
+  [ "$(offloads "offload-$model")" -gt 0 ] || fail "$model: the modnn plan offloads nothing"
+  for d in "ideal-$model" "tight-$model" "offload-$model"; do
     build "$d"
     train "$d" "$data"
     $PY "$SRC/tests/e2e/torch_reference.py" "$model.onnx" "$data" lab.npy \
       --batch 8 --iterations 4 --lr 0.05 --momentum 0.9 --weight-decay 0.001 \
       --losses "$d/train.log" --trained "$d/trained.onnx" >"$d/ref.log" 2>&1 ||
       { cat "$d/ref.log"; fail "$d disagrees with torch"; }
-    echo "$d: $(cat "$d/ref.log") (sub-batch $(subbatch "$d"), $(offloads "$d") bytes offloaded)"
+    echo "$d: $(cat "$d/ref.log") (sub-batch $(subbatch "$d"), $(offloads "$d") bytes offloaded, $(recomputes "$d") recomputes)"
   done
 }
 
-check tiny-cnn img.npy 45%
-check tiny-residual img.npy 45%
-check tiny-inception img.npy 45%
+check tiny-cnn img.npy 45% '60 65 70 75 80 85 90'
+check tiny-residual img.npy 45% '60 65 70 75 80 85 90'
+check tiny-inception img.npy 45% '60 65 70 75 80 85 90'
 # BatchNorm statistics are per sub-batch, so keep the whole batch together
 # to compare with torch; the budget is met by offload alone.
-check tiny-bn img.npy 80% --sub-batch 8
-check mlp vec.npy 85%
-echo "e2e_cpu: all trainers agree with torch"
+check tiny-bn img.npy 70% '60 65 70 75 80 85 90' --sub-batch 8
+check mlp vec.npy 85% '88 90 92 94 96 98'
+
+# Recompute is bit-identical: with the whole batch in one sub-batch, plans
+# that drop and recompute (BatchNorm, Dropout masks included) or offload
+# must give exactly the ideal plan's losses and weights.
+identical() { # model data policy budget
+  local model=$1 data=$2 policy=$3 budget=$4 d="$3-$1"
+  [ -d "ideal-$model" ] || {
+    "$MEMFIT" zoo "$model" -o "$model.onnx" >/dev/null || fail "zoo $model"
+    "$MEMFIT" compile "$model.onnx" --batch 8 --budget 100% --device k40m \
+      -o "ideal-$model" --quiet || fail "compile ideal $model"
+    build "ideal-$model"
+    train "ideal-$model" "$data"
+  }
+  "$MEMFIT" compile "$model.onnx" --batch 8 --budget "$budget" --device k40m \
+    --policy "$policy" --sub-batch 8 -o "$d" --quiet || fail "compile $d"
+  local rc
+  rc=$($PY -c "import json; print(sum(1 for t in json.load(open('$d/plan.json'))['tasks'] if t['recompute']))")
+  build "$d"
+  train "$d" "$data"
+  diff <(grep '^iteration' "ideal-$model/train.log" | cut -d' ' -f1-5) \
+       <(grep '^iteration' "$d/train.log" | cut -d' ' -f1-5) >/dev/null ||
+    fail "$d: losses differ from the ideal plan's"
+  cmp -s "ideal-$model/trained.onnx" "$d/trained.onnx" ||
+    fail "$d: trained weights differ from the ideal plan's"
+  echo "$d: bit-identical to the ideal plan ($rc recomputes)"
+  [ "$policy" != chen-sqrt ] || [ "$rc" -gt 0 ] || fail "$d recomputes nothing"
+}
+identical tiny-bn img.npy chen-sqrt 85%
+identical tiny-bn img.npy superneurons 85%
+identical tiny-dropout vec.npy chen-sqrt 95%
+identical tiny-residual img.npy chen-sqrt 70%
+echo "e2e_cpu: all trainers agree with torch and recompute is bit-identical"

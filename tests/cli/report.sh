@@ -168,9 +168,10 @@ cmp -s out/report.html cout/report.html || fail "report.html differs between pla
 $PY - <<'PY' || fail "compare --json content"
 import json
 c = json.load(open("compare.json"))
-assert c["policies"] == ["vdnn-all", "vdnn-conv", "modnn", "memfit"]
+assert c["policies"] == ["vdnn-all", "vdnn-conv", "modnn", "chen-sqrt",
+                        "superneurons", "memfit"]
 assert [b["label"] for b in c["budgets"]] == ["100%", "40%", "1%"]
-assert len(c["cells"]) == 12
+assert len(c["cells"]) == 18
 for x in c["cells"]:
     if x["budget"] == "1%":
         assert not x["feasible"] and "lower bound" in x["reason"], x

@@ -31,7 +31,7 @@ cl::list<std::string>
 cl::list<std::string>
     Policies("policies",
              cl::desc("Policies to compare (default: vdnn-all,vdnn-conv,"
-                      "modnn,memfit)"),
+                      "modnn,chen-sqrt,superneurons,memfit)"),
              cl::CommaSeparated, cl::value_desc("p1,p2,..."),
              cl::sub(compareCommand()));
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"),
@@ -71,14 +71,16 @@ int run() {
   CompareReport c;
   std::vector<std::string> policyNames(Policies.begin(), Policies.end());
   if (policyNames.empty())
-    policyNames = {"vdnn-all", "vdnn-conv", "modnn", "memfit"};
+    policyNames = {"vdnn-all",  "vdnn-conv",    "modnn",
+                   "chen-sqrt", "superneurons", "memfit"};
   std::vector<Policy> policies;
   for (const std::string &name : policyNames) {
     Policy p;
     if (!parsePolicy(name, p) || p == Policy::Ideal)
       return reportError(makeErrorF(
           "unknown policy '{0}' in --policies: expected vdnn-all, vdnn-conv, "
-          "modnn or memfit (the ideal plan is the yardstick of every row)",
+          "modnn, chen-sqrt, superneurons or memfit (the ideal plan is the "
+          "yardstick of every row)",
           name));
     if (std::find(policies.begin(), policies.end(), p) != policies.end())
       return reportError(

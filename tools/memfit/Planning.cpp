@@ -67,8 +67,8 @@ Shared<std::string> ProfilePath("profile",
                                          "to use before the analytic model"),
                                 cl::init(""));
 Shared<std::string> PolicyName("policy",
-                               cl::desc("ideal, vdnn-all, vdnn-conv, modnn "
-                                        "or memfit"),
+                               cl::desc("ideal, vdnn-all, vdnn-conv, modnn, "
+                                        "chen-sqrt, superneurons or memfit"),
                                cl::init("memfit"));
 Shared<int64_t> SubBatch("sub-batch",
                          cl::desc("Force the sub-batch size (default: chosen)"),
@@ -234,7 +234,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   PlanRequest r;
   if (!parsePolicy(std::string(PolicyName), r.policy))
     return makeErrorF("unknown --policy '{0}': expected ideal, vdnn-all, "
-                      "vdnn-conv, modnn or memfit",
+                      "vdnn-conv, modnn, chen-sqrt, superneurons or memfit",
                       std::string(PolicyName));
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
