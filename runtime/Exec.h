@@ -3,7 +3,7 @@
 // The generated schedule is straight-line calls on one Exec: copies, events
 // and operations exactly as planned, every pointer an offset into the one
 // arena or a resident weight. One Exec class exists per backend and the
-// trainer links exactly one: the CPU emulation (runtime/cpu/Exec.cpp) or the
+// trainer links exactly one: the CPU emulation (runtime/emu/Exec.cpp) or the
 // CUDA backend (runtime/cuda/). Nothing here allocates after construction.
 //
 // The CPU emulation is adversarial by design (design.md, "Testing without a
@@ -100,6 +100,7 @@ public:
 
   // --- operations on the compute stream (task names for diagnostics) ---
   void setTask(const char *name) { task = name; }
+  const char *taskName() const { return task; }
   void convForward(const ConvParams &p, int32_t algo, const float *x,
                    const float *w, const float *b, float *y, int64_t wsOffset,
                    int64_t wsBytes);
@@ -175,6 +176,13 @@ public:
   void writeMomentum(int32_t id, const float *in);
   /// Bytes the trainer holds on the device (arena + resident).
   int64_t deviceBytes() const;
+  /// Device memory actually in use for this trainer, as the device reports
+  /// it: on CUDA, total - free (cudaMemGetInfo) now, minus the same taken
+  /// right after the CUDA context was created, so it counts the arena, the
+  /// resident tensors, allocation rounding and the cuDNN/cuBLAS handles,
+  /// but not the context itself. Nothing is freed before the trainer ends,
+  /// so at the end it is the peak. The emulation reports deviceBytes().
+  int64_t measuredDeviceBytes() const;
   /// Reports a failure with the current task's name and exits.
   [[noreturn]] void fatal(const std::string &what) const;
 

@@ -412,10 +412,12 @@ int trainerMain(int argc, char **argv, const Program &program) {
           .count();
   if (!o.quiet)
     std::printf("done: %llu iterations, final loss %.9g, %.1f images/s, "
-                "device memory %.2f MiB (arena %.2f MiB)\n",
+                "device memory %.2f MiB planned, %.2f MiB measured (arena "
+                "%.2f MiB)\n",
                 (unsigned long long)done, lastLoss,
                 secs > 0 ? done * p.batch / secs : 0.0,
-                x.deviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
+                x.deviceBytes() / 1048576.0,
+                x.measuredDeviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
   return 0;
 }
 

@@ -1,0 +1,243 @@
+//===- Conv.cpp - CUDA backend: cuDNN convolutions ------------------------===//
+//
+// Convolutions run through cuDNN's legacy convolution API (still present,
+// though deprecated, in cuDNN 9) with the algorithm the plan chose: its id
+// is cuDNN's own enum value for the direction (compiler/ConvAlgo.h).
+// Cross-correlation, fp32 data and fp32 compute, groups through
+// cudnnSetConvolutionGroupCount, and CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH
+// lets Ampere and later GPUs round through TF32 tensor cores, which is not
+// the fp32 arithmetic the reference kernels define (the profiler measures
+// under the same math type). Accumulating gradients blend with beta = 1.
+//
+// cuDNN pads both sides of an axis alike. The model's end pads only show in
+// the output size, so a convolution is run exactly when cuDNN, padding the
+// begin pads on both sides, produces the model's output size: the windows
+// are then the same and any extra padding is never read. Otherwise the
+// convolution is refused with an error naming the task.
+//
+// Descriptors are created on first use, per (ConvParams, n); the
+// last sub-batch may be smaller. When cuDNN cannot run the planned
+// algorithm for a shape, or asks for more workspace than the plan set
+// aside, the zero-workspace algorithm 0 runs instead, with a warning: the
+// same arithmetic up to rounding, never more memory.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Impl.h"
+
+#include <climits>
+#include <cstdio>
+#include <string>
+
+namespace memfit::rt {
+
+using cuda::check;
+using cuda::ConvEntry;
+
+namespace {
+
+enum Direction { Fwd = 0, BwdData = 1, BwdFilter = 2 };
+const char *kDirName[] = {"forward", "backward-data", "backward-filter"};
+
+int toInt(const Exec &x, int64_t v, const char *what) {
+  if (v < 0 || v > INT_MAX)
+    x.fatal(std::string(what) + " " + std::to_string(v) +
+            " does not fit cuDNN's 32-bit descriptors");
+  return static_cast<int>(v);
+}
+
+void setTensor(const Exec &x, cudnnTensorDescriptor_t d, int64_t n, int64_t c,
+               int64_t h, int64_t w) {
+  // cuDNN's descriptors hold int strides: one sample must fit.
+  toInt(x, c * h * w, "a sample of");
+  check(x,
+        cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                   toInt(x, n, "batch"),
+                                   toInt(x, c, "channels"),
+                                   toInt(x, h, "height"), toInt(x, w, "width")),
+        "cudnnSetTensor4dDescriptor");
+}
+
+ConvEntry &entryFor(const Exec &x, Exec::Impl &im, const ConvParams &p,
+                    int64_t n) {
+  cuda::ConvKey key{p, n};
+  auto it = im.convs.find(key);
+  if (it != im.convs.end())
+    return *it->second;
+  auto e = std::make_unique<ConvEntry>();
+  if (p.group <= 0 || p.cin % p.group || p.cout % p.group)
+    x.fatal("convolution channels " + std::to_string(p.cin) + " -> " +
+            std::to_string(p.cout) + " do not divide into " +
+            std::to_string(p.group) + " groups");
+  check(x, cudnnCreateTensorDescriptor(&e->x), "cudnnCreateTensorDescriptor");
+  check(x, cudnnCreateTensorDescriptor(&e->y), "cudnnCreateTensorDescriptor");
+  check(x, cudnnCreateTensorDescriptor(&e->bias),
+        "cudnnCreateTensorDescriptor");
+  check(x, cudnnCreateFilterDescriptor(&e->w), "cudnnCreateFilterDescriptor");
+  check(x, cudnnCreateConvolutionDescriptor(&e->conv),
+        "cudnnCreateConvolutionDescriptor");
+  setTensor(x, e->x, n, p.cin, p.hin, p.win);
+  setTensor(x, e->y, n, p.cout, p.hout, p.wout);
+  setTensor(x, e->bias, 1, p.cout, 1, 1);
+  check(x,
+        cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                   toInt(x, p.cout, "output channels"),
+                                   toInt(x, p.cin / p.group, "input channels"),
+                                   toInt(x, p.kh, "kernel height"),
+                                   toInt(x, p.kw, "kernel width")),
+        "cudnnSetFilter4dDescriptor");
+  if (p.padTop < 0 || p.padLeft < 0)
+    x.fatal("negative convolution pads are not supported by cuDNN");
+  check(x,
+        cudnnSetConvolution2dDescriptor(
+            e->conv, toInt(x, p.padTop, "pad"), toInt(x, p.padLeft, "pad"),
+            toInt(x, p.sh, "stride"), toInt(x, p.sw, "stride"),
+            toInt(x, p.dh, "dilation"), toInt(x, p.dw, "dilation"),
+            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        "cudnnSetConvolution2dDescriptor");
+  check(x, cudnnSetConvolutionGroupCount(e->conv, static_cast<int>(p.group)),
+        "cudnnSetConvolutionGroupCount");
+  check(x, cudnnSetConvolutionMathType(e->conv, CUDNN_FMA_MATH),
+        "cudnnSetConvolutionMathType");
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  check(x,
+        cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &on, &oc,
+                                              &oh, &ow),
+        "cudnnGetConvolution2dForwardOutputDim");
+  if (oh != p.hout || ow != p.wout) {
+    // The smallest end pads that give the model's output size.
+    int64_t padBottom =
+        (p.hout - 1) * p.sh + (p.kh - 1) * p.dh + 1 - p.hin - p.padTop;
+    int64_t padRight =
+        (p.wout - 1) * p.sw + (p.kw - 1) * p.dw + 1 - p.win - p.padLeft;
+    x.fatal("asymmetric convolution padding (begin " +
+            std::to_string(p.padTop) + ", " + std::to_string(p.padLeft) +
+            "; end at least " + std::to_string(padBottom) + ", " +
+            std::to_string(padRight) +
+            ") is not supported by cuDNN, which pads both sides alike: it "
+            "would produce " +
+            std::to_string(oh) + "x" + std::to_string(ow) +
+            " outputs instead of the model's " + std::to_string(p.hout) + "x" +
+            std::to_string(p.wout) +
+            "; pad the input with an explicit Pad node instead");
+  }
+  return *im.convs.emplace(key, std::move(e)).first->second;
+}
+
+cudnnStatus_t workspaceOf(const Exec::Impl &im, const ConvEntry &e, int dir,
+                          int32_t algo, size_t &bytes) {
+  switch (dir) {
+  case Fwd:
+    return cudnnGetConvolutionForwardWorkspaceSize(
+        im.cudnn, e.x, e.w, e.conv, e.y,
+        static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes);
+  case BwdData:
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(
+        im.cudnn, e.w, e.y, e.conv, e.x,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
+  default:
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        im.cudnn, e.x, e.y, e.conv, e.w,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes);
+  }
+}
+
+/// The algorithm to run: the planned one when cuDNN supports it here within
+/// the planned workspace, else algorithm 0 (no workspace).
+int32_t algoFor(const Exec &x, const Exec::Impl &im, ConvEntry &e, int dir,
+                int32_t algo, int64_t wsBytes) {
+  auto key = std::make_pair(dir, algo);
+  auto it = e.algoUsed.find(key);
+  if (it != e.algoUsed.end())
+    return it->second;
+  const size_t have = static_cast<size_t>(std::max<int64_t>(wsBytes, 0));
+  size_t need = 0;
+  cudnnStatus_t st = workspaceOf(im, e, dir, algo, need);
+  int32_t use = algo;
+  if (st != CUDNN_STATUS_SUCCESS || need > have) {
+    std::string why = st != CUDNN_STATUS_SUCCESS
+                          ? std::string(cudnnGetErrorString(st))
+                          : "it needs " + std::to_string(need) +
+                                " bytes of workspace, the "
+                                "plan set aside " +
+                                std::to_string(wsBytes);
+    size_t need0 = 0;
+    cudnnStatus_t st0 = workspaceOf(im, e, dir, 0, need0);
+    if (algo == 0 || st0 != CUDNN_STATUS_SUCCESS || need0 > have)
+      x.fatal(std::string("cuDNN cannot run the ") + kDirName[dir] +
+              " convolution algorithm " + std::to_string(algo) + ": " + why);
+    std::fprintf(stderr,
+                 "trainer: warning: %s: cuDNN cannot run the planned %s "
+                 "convolution algorithm %d here (%s); running algorithm 0\n",
+                 x.taskName(), kDirName[dir], static_cast<int>(algo),
+                 why.c_str());
+    use = 0;
+  }
+  e.algoUsed[key] = use;
+  return use;
+}
+
+} // namespace
+
+/// The planned workspace as a pointer, after checking it lies in the arena.
+static void *workspace(Exec &x, int64_t offset, int64_t bytes) {
+  if (bytes <= 0)
+    return nullptr;
+  if (offset < 0 || offset + bytes > x.info().arenaBytes)
+    x.fatal("the convolution workspace leaves the arena");
+  return x.arena(offset);
+}
+
+void Exec::convForward(const ConvParams &p, int32_t algo, const float *x,
+                       const float *w, const float *b, float *y, int64_t wsOff,
+                       int64_t wsBytes) {
+  ConvEntry &e = entryFor(*this, *impl, p, n);
+  int32_t a = algoFor(*this, *impl, e, Fwd, algo, wsBytes);
+  void *ws = workspace(*this, wsOff, wsBytes);
+  const float one = 1, zero = 0;
+  MEMFIT_CHECK(cudnnConvolutionForward(
+      impl->cudnn, &one, e.x, x, e.w, w, e.conv,
+      static_cast<cudnnConvolutionFwdAlgo_t>(a), ws,
+      static_cast<size_t>(std::max<int64_t>(wsBytes, 0)), &zero, e.y, y));
+  if (b)
+    MEMFIT_CHECK(cudnnAddTensor(impl->cudnn, &one, e.bias, b, &one, e.y, y));
+  impl->done(*this, "convForward");
+}
+
+void Exec::convBackwardData(const ConvParams &p, int32_t algo, const float *w,
+                            const float *dy, float *dx, bool acc, int64_t wsOff,
+                            int64_t wsBytes) {
+  if (!dx)
+    return;
+  ConvEntry &e = entryFor(*this, *impl, p, n);
+  int32_t a = algoFor(*this, *impl, e, BwdData, algo, wsBytes);
+  void *ws = workspace(*this, wsOff, wsBytes);
+  const float one = 1, zero = 0;
+  MEMFIT_CHECK(cudnnConvolutionBackwardData(
+      impl->cudnn, &one, e.w, w, e.y, dy, e.conv,
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(a), ws,
+      static_cast<size_t>(std::max<int64_t>(wsBytes, 0)), acc ? &one : &zero,
+      e.x, dx));
+  impl->done(*this, "convBackwardData");
+}
+
+void Exec::convBackwardFilter(const ConvParams &p, int32_t algo, const float *x,
+                              const float *dy, float *dw, float *db, bool acc,
+                              int64_t wsOff, int64_t wsBytes) {
+  ConvEntry &e = entryFor(*this, *impl, p, n);
+  const float one = 1, zero = 0;
+  if (dw) {
+    int32_t a = algoFor(*this, *impl, e, BwdFilter, algo, wsBytes);
+    void *ws = workspace(*this, wsOff, wsBytes);
+    MEMFIT_CHECK(cudnnConvolutionBackwardFilter(
+        impl->cudnn, &one, e.x, x, e.y, dy, e.conv,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), ws,
+        static_cast<size_t>(std::max<int64_t>(wsBytes, 0)), acc ? &one : &zero,
+        e.w, dw));
+  }
+  if (db)
+    MEMFIT_CHECK(cudnnConvolutionBackwardBias(impl->cudnn, &one, e.y, dy,
+                                              acc ? &one : &zero, e.bias, db));
+  impl->done(*this, "convBackwardFilter");
+}
+
+} // namespace memfit::rt

@@ -1,0 +1,449 @@
+//===- Elementwise.cu - CUDA backend: element-wise operations -------------===//
+//
+// Activations, binary operations with broadcast, concatenation, padding,
+// dropout, gradient accumulation and the SGD update, each a small kernel
+// that follows its CPU reference (runtime/cpu/Elementwise.cpp, Dropout.cpp,
+// Dense.cpp) case by case: NaN passes Relu and Clip, kinks take the
+// one-sided derivative, Clip passes gradients strictly inside (lo, hi).
+//
+// Dropout evaluates the very hash of runtime/cpu/Dropout.cpp (splitmix64
+// steps on uint64_t, the top 24 bits as an exact float), so its masks are
+// bit-identical to the emulation's, and multiplies with __fmul_rn so no
+// fused multiply-add changes the kept values' rounding.
+//
+// Broadcast gradients of a binary op's second operand are sums over the
+// samples and broadcast positions, in double, in a fixed order.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Device.cuh"
+#include "runtime/cuda/Impl.h"
+
+namespace memfit::rt {
+
+using cuda::gridFor;
+using cuda::kThreads;
+using cuda::put;
+
+namespace {
+
+// --- activations ---
+
+__global__ void actForwardKernel(ActParams p, int64_t count, const float *x,
+                                 float *y) {
+  MEMFIT_GRID_LOOP(i, count) {
+    float v = x[i], r = v;
+    switch (p.kind) {
+    case ActKind::Relu:
+      r = v < 0 ? 0.0f : v;
+      break;
+    case ActKind::LeakyRelu:
+      r = v < 0 ? p.alpha * v : v;
+      break;
+    case ActKind::Sigmoid:
+      r = 1.0f / (1.0f + expf(-v));
+      break;
+    case ActKind::Tanh:
+      r = tanhf(v);
+      break;
+    case ActKind::Clip:
+      r = v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
+      break;
+    }
+    y[i] = r;
+  }
+}
+
+__global__ void actBackwardKernel(ActParams p, int64_t count, const float *y,
+                                  const float *dy, float *dx, bool acc) {
+  MEMFIT_GRID_LOOP(i, count) {
+    float v = y[i], g = dy[i], d = 0;
+    switch (p.kind) {
+    case ActKind::Relu:
+      d = v > 0 ? g : 0.0f;
+      break;
+    case ActKind::LeakyRelu:
+      d = v > 0 ? g : p.alpha * g;
+      break;
+    case ActKind::Sigmoid:
+      d = g * v * (1.0f - v);
+      break;
+    case ActKind::Tanh:
+      d = g * (1.0f - v * v);
+      break;
+    case ActKind::Clip:
+      d = v > p.lo && v < p.hi ? g : 0.0f;
+      break;
+    }
+    put(dx[i], d, acc);
+  }
+}
+
+// --- binary operations ---
+
+__device__ __forceinline__ int64_t bIndex(const BinaryParams &p, int64_t at) {
+  if (p.bBatched)
+    return at;
+  return ((at % p.perSample) / p.inner) % p.bSize;
+}
+
+__device__ __forceinline__ float gradB(BinaryKind k, float dy, float a) {
+  switch (k) {
+  case BinaryKind::Add:
+    return dy;
+  case BinaryKind::Sub:
+    return -dy;
+  case BinaryKind::Mul:
+    return dy * a;
+  }
+  return 0;
+}
+
+__global__ void binaryForwardKernel(BinaryParams p, int64_t count,
+                                    const float *a, const float *b, float *y) {
+  MEMFIT_GRID_LOOP(at, count) {
+    float u = a[at], v = b[bIndex(p, at)];
+    y[at] = p.kind == BinaryKind::Add   ? u + v
+            : p.kind == BinaryKind::Sub ? u - v
+                                        : u * v;
+  }
+}
+
+__global__ void binaryGradAKernel(BinaryParams p, int64_t count, const float *b,
+                                  const float *dy, float *da, bool acc) {
+  MEMFIT_GRID_LOOP(at, count) {
+    float g = p.kind == BinaryKind::Mul ? dy[at] * b[bIndex(p, at)] : dy[at];
+    put(da[at], g, acc);
+  }
+}
+
+__global__ void binaryGradBBatchedKernel(BinaryParams p, int64_t count,
+                                         const float *a, const float *dy,
+                                         float *db, bool acc) {
+  MEMFIT_GRID_LOOP(at, count) {
+    put(db[at], gradB(p.kind, dy[at], p.kind == BinaryKind::Mul ? a[at] : 0),
+        acc);
+  }
+}
+
+/// The positions b[j] is broadcast to: element t of (sample, outer, inner)
+/// maps to index ((o * bSize + j) * inner + r) of sample s, when that lies
+/// inside the sample.
+struct BroadcastShape {
+  int64_t n, outer, inner, per, bSize;
+  __device__ int64_t at(int64_t j, int64_t t, bool &inside) const {
+    int64_t s = t / (outer * inner), rem = t - s * outer * inner;
+    int64_t o = rem / inner, r = rem - o * inner;
+    int64_t i = (o * bSize + j) * inner + r;
+    inside = i < per;
+    return s * per + i;
+  }
+  __host__ __device__ int64_t length() const { return n * outer * inner; }
+};
+
+/// One thread per b element: for short reductions (many b elements).
+__global__ void binaryGradBThreadKernel(BinaryKind kind, BroadcastShape sh,
+                                        const float *a, const float *dy,
+                                        float *db, bool acc) {
+  MEMFIT_GRID_LOOP(j, sh.bSize) {
+    double sum = 0;
+    for (int64_t t = 0; t < sh.length(); ++t) {
+      bool inside;
+      int64_t at = sh.at(j, t, inside);
+      if (inside)
+        sum += gradB(kind, dy[at], kind == BinaryKind::Mul ? a[at] : 0);
+    }
+    put(db[j], float(sum), acc);
+  }
+}
+
+/// One block per b element: for long reductions (per-channel biases).
+__global__ void binaryGradBBlockKernel(BinaryKind kind, BroadcastShape sh,
+                                       const float *a, const float *dy,
+                                       float *db, bool acc) {
+  __shared__ double scratch[32];
+  for (int64_t j = blockIdx.x; j < sh.bSize; j += gridDim.x) {
+    double sum = 0;
+    for (int64_t t = threadIdx.x; t < sh.length(); t += blockDim.x) {
+      bool inside;
+      int64_t at = sh.at(j, t, inside);
+      if (inside)
+        sum += gradB(kind, dy[at], kind == BinaryKind::Mul ? a[at] : 0);
+    }
+    sum = cuda::blockReduce(sum, cuda::SumOp(), 0.0, scratch);
+    if (threadIdx.x == 0)
+      put(db[j], float(sum), acc);
+  }
+}
+
+// --- concat, pad ---
+
+/// Up to kConcatChunk inputs of a concatenation, handled by one launch:
+/// columns [begin, begin + width) of each sample's `total`.
+constexpr int kConcatChunk = 16;
+struct ConcatChunk {
+  int count = 0;
+  int64_t begin = 0, width = 0;
+  int64_t offset[kConcatChunk]; // first column of input k
+  int64_t part[kConcatChunk];   // its columns per sample
+  float *ptr[kConcatChunk];     // the input (forward) or its gradient
+  bool acc[kConcatChunk];
+};
+
+/// Forward: y[s, col] = input_k[s, col - offset_k]. Backward: the same
+/// element of dy goes (put) into gradient k, unless that is null.
+__global__ void concatKernel(ConcatChunk c, int64_t n, int64_t total, float *y,
+                             const float *dy, bool backward) {
+  MEMFIT_GRID_LOOP(t, n * c.width) {
+    int64_t s = t / c.width, col = c.begin + (t - s * c.width);
+    int k = 0;
+    while (k + 1 < c.count && col >= c.offset[k + 1])
+      ++k;
+    int64_t at = s * c.part[k] + (col - c.offset[k]);
+    if (!backward)
+      y[s * total + col] = c.ptr[k][at];
+    else if (c.ptr[k])
+      put(c.ptr[k][at], dy[s * total + col], c.acc[k]);
+  }
+}
+
+__global__ void padForwardKernel(PadParams p, int64_t n, const float *x,
+                                 float *y) {
+  const int64_t plane = p.hout * p.wout;
+  MEMFIT_GRID_LOOP(t, n * p.c * plane) {
+    int64_t pl = t / plane, q = t - pl * plane;
+    int64_t oh = q / p.wout, ow = q - oh * p.wout;
+    int64_t ih = oh - p.padTop, iw = ow - p.padLeft;
+    bool inside = ih >= 0 && ih < p.hin && iw >= 0 && iw < p.win;
+    y[t] = inside ? x[(pl * p.hin + ih) * p.win + iw] : p.value;
+  }
+}
+
+__global__ void padBackwardKernel(PadParams p, int64_t n, const float *dy,
+                                  float *dx, bool acc) {
+  const int64_t plane = p.hin * p.win;
+  MEMFIT_GRID_LOOP(t, n * p.c * plane) {
+    int64_t pl = t / plane, q = t - pl * plane;
+    int64_t ih = q / p.win, iw = q - ih * p.win;
+    int64_t oh = ih + p.padTop, ow = iw + p.padLeft;
+    bool kept = oh >= 0 && oh < p.hout && ow >= 0 && ow < p.wout;
+    put(dx[t], kept ? dy[(pl * p.hout + oh) * p.wout + ow] : 0.0f, acc);
+  }
+}
+
+// --- dropout: runtime/cpu/Dropout.cpp's hash, bit for bit ---
+
+__device__ __forceinline__ uint64_t mix(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xbf58476d1ce4e5b9ULL;
+  z ^= z >> 27;
+  z *= 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return z;
+}
+
+__device__ __forceinline__ uint64_t step(uint64_t z) {
+  return mix(z + 0x9e3779b97f4a7c15ULL);
+}
+
+/// y = mask * x * scale (forward), or dx (put) mask * dy * scale.
+__global__ void dropoutKernel(int64_t perSample, int64_t count, uint64_t key,
+                              int64_t firstSample, float ratio, float scale,
+                              const float *in, float *out, bool backward,
+                              bool acc) {
+  MEMFIT_GRID_LOOP(at, count) {
+    int64_t s = at / perSample, i = at - s * perSample;
+    uint64_t sampleKey = step(key + uint64_t(firstSample + s));
+    uint64_t h = step(sampleKey + uint64_t(i));
+    float u = float(uint32_t(h >> 40)) * 0x1.0p-24f;
+    float v = u >= ratio ? __fmul_rn(in[at], scale) : 0.0f;
+    if (backward && acc)
+      out[at] = __fadd_rn(out[at], v);
+    else
+      out[at] = v;
+  }
+}
+
+// --- accumulation, SGD ---
+
+__global__ void accumulateKernel(int64_t count, const float *x, float *y) {
+  MEMFIT_GRID_LOOP(i, count) { y[i] = __fadd_rn(y[i], x[i]); }
+}
+
+__global__ void sgdKernel(int64_t count, float lr, float momentum,
+                          float weightDecay, bool first, float *w,
+                          const float *dw, float *buf) {
+  MEMFIT_GRID_LOOP(i, count) {
+    float g = __fadd_rn(dw[i], __fmul_rn(weightDecay, w[i]));
+    if (buf) {
+      buf[i] = first ? g : __fadd_rn(__fmul_rn(momentum, buf[i]), g);
+      g = buf[i];
+    }
+    w[i] = __fsub_rn(w[i], __fmul_rn(lr, g));
+  }
+}
+
+} // namespace
+
+void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
+                      float *y) {
+  int64_t count = perSample * n;
+  actForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count,
+                                                                     x, y);
+  impl->done(*this, "activation forward kernel");
+}
+
+void Exec::actBackward(const ActParams &p, int64_t perSample, const float *y,
+                       const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  int64_t count = perSample * n;
+  actBackwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, y, dy, dx, acc);
+  impl->done(*this, "activation backward kernel");
+}
+
+void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
+                         float *y) {
+  if (!p.bBatched && (p.bSize <= 0 || p.inner <= 0))
+    fatal("binary operation with an empty broadcast shape");
+  int64_t count = p.perSample * n;
+  binaryForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, a, b, y);
+  impl->done(*this, "binary forward kernel");
+}
+
+void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
+                          const float *dy, float *da, float *db, bool accA,
+                          bool accB) {
+  if (!p.bBatched && (p.bSize <= 0 || p.inner <= 0))
+    fatal("binary operation with an empty broadcast shape");
+  int64_t count = p.perSample * n;
+  cudaStream_t s = impl->compute();
+  // da before db: when both operands are one value, da and db are one
+  // buffer, and db adds into what da wrote (the CPU reference's order).
+  if (da) {
+    binaryGradAKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, b, dy, da,
+                                                          accA);
+    impl->done(*this, "binary backward kernel (first operand)");
+  }
+  if (!db)
+    return;
+  if (p.bBatched) {
+    binaryGradBBatchedKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, a,
+                                                                 dy, db, accB);
+  } else {
+    BroadcastShape sh;
+    sh.n = n;
+    sh.inner = p.inner;
+    sh.per = p.perSample;
+    sh.bSize = p.bSize;
+    sh.outer = (p.perSample + p.bSize * p.inner - 1) / (p.bSize * p.inner);
+    if (sh.length() <= 256)
+      binaryGradBThreadKernel<<<gridFor(p.bSize), kThreads, 0, s>>>(
+          p.kind, sh, a, dy, db, accB);
+    else
+      binaryGradBBlockKernel<<<gridFor(p.bSize * kThreads), kThreads, 0, s>>>(
+          p.kind, sh, a, dy, db, accB);
+  }
+  impl->done(*this, "binary backward kernel (second operand)");
+}
+
+namespace {
+/// Launches concatKernel over the inputs in chunks of kConcatChunk.
+void concat(cudaStream_t stream, int64_t n, int64_t numInputs,
+            const int64_t *parts, float *const *ptrs, const bool *acc, float *y,
+            const float *dy) {
+  int64_t total = 0;
+  for (int64_t k = 0; k < numInputs; ++k)
+    total += parts[k];
+  int64_t column = 0;
+  for (int64_t first = 0; first < numInputs; first += kConcatChunk) {
+    ConcatChunk c;
+    c.begin = column;
+    for (int64_t k = first; k < numInputs && c.count < kConcatChunk; ++k) {
+      c.offset[c.count] = column;
+      c.part[c.count] = parts[k];
+      c.ptr[c.count] = ptrs[k];
+      c.acc[c.count] = acc ? acc[k] : false;
+      column += parts[k];
+      ++c.count;
+    }
+    c.width = column - c.begin;
+    if (c.width > 0)
+      concatKernel<<<gridFor(n * c.width), kThreads, 0, stream>>>(
+          c, n, total, y, dy, dy != nullptr);
+  }
+}
+} // namespace
+
+void Exec::concatForward(int64_t numInputs, const int64_t *parts,
+                         const float *const *inputs, float *y) {
+  // The kernel only reads inputs in the forward direction.
+  concat(impl->compute(), n, numInputs, parts,
+         const_cast<float *const *>(inputs), nullptr, y, nullptr);
+  impl->done(*this, "concat forward kernel");
+}
+
+void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
+                          const float *dy, float *const *dInputs,
+                          const bool *acc) {
+  concat(impl->compute(), n, numInputs, parts, dInputs, acc, nullptr, dy);
+  impl->done(*this, "concat backward kernel");
+}
+
+void Exec::padForward(const PadParams &p, const float *x, float *y) {
+  padForwardKernel<<<gridFor(n * p.c * p.hout * p.wout), kThreads, 0,
+                     impl->compute()>>>(p, n, x, y);
+  impl->done(*this, "pad forward kernel");
+}
+
+void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
+                       bool acc) {
+  if (!dx)
+    return;
+  padBackwardKernel<<<gridFor(n * p.c * p.hin * p.win), kThreads, 0,
+                      impl->compute()>>>(p, n, dy, dx, acc);
+  impl->done(*this, "pad backward kernel");
+}
+
+void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
+                          const float *x, float *y) {
+  const float scale = 1.0f / (1.0f - p.ratio);
+  int64_t count = p.perSample * n;
+  dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p.perSample, count, dropoutKey(seed, iteration, taskKey), firstSample,
+      p.ratio, scale, x, y, false, false);
+  impl->done(*this, "dropout forward kernel");
+}
+
+void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
+                           const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  const float scale = 1.0f / (1.0f - p.ratio);
+  int64_t count = p.perSample * n;
+  dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p.perSample, count, dropoutKey(seed, iteration, taskKey), firstSample,
+      p.ratio, scale, dy, dx, true, acc);
+  impl->done(*this, "dropout backward kernel");
+}
+
+void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
+  int64_t count = perSample * n;
+  accumulateKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(count, x,
+                                                                     y);
+  impl->done(*this, "accumulate kernel");
+}
+
+void Exec::sgd(int32_t id) {
+  if (id < 0 || id >= (int32_t)wInfo.size() || !impl->g[id])
+    fatal("weight " + std::to_string(id) + " has no gradient to apply");
+  bool useBuf = prog.hasMomentum && momentum != 0;
+  int64_t count = wInfo[id].count;
+  sgdKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      count, lr, momentum, weightDecay, firstIteration, impl->w[id],
+      impl->g[id], useBuf ? impl->m[id] : nullptr);
+  impl->done(*this, "sgd kernel");
+}
+
+} // namespace memfit::rt

@@ -1,0 +1,392 @@
+//===- ExecCore.cpp - CUDA backend: device, memory, streams, events -------===//
+//
+// Construction does every device allocation the trainer makes: the arena
+// (exactly ProgramInfo::arenaBytes), one buffer per resident tensor
+// (weights, their gradients, momentum buffers when planned) and the loss
+// scalar; host slots, the batch's inputs and labels are pinned so copies
+// are truly asynchronous. Streams are created non-blocking, so nothing
+// orders them but the plan's events.
+//
+// Everything Trainer.cpp calls lives in this file: the trainer's link line
+// names this archive before memfit_runtime, and the generated schedule
+// always references this object (x.lossValue() at least), so the linker
+// has it when Trainer.o asks.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Impl.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace memfit::rt {
+
+namespace cuda {
+
+void check(const Exec &x, cudaError_t e, const char *call) {
+  if (e != cudaSuccess)
+    x.fatal(std::string(call) + " failed: " + cudaGetErrorName(e) + " (" +
+            cudaGetErrorString(e) + ")");
+}
+
+void check(const Exec &x, cudnnStatus_t s, const char *call) {
+  if (s == CUDNN_STATUS_SUCCESS)
+    return;
+  char detail[512] = {0};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  std::string msg = std::string(call) + " failed: " + cudnnGetErrorString(s);
+  if (detail[0])
+    msg += std::string(" (") + detail + ")";
+  x.fatal(msg);
+}
+
+void check(const Exec &x, cublasStatus_t s, const char *call) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    x.fatal(std::string(call) + " failed: " + cublasGetStatusString(s));
+}
+
+ConvEntry::~ConvEntry() {
+  if (x)
+    cudnnDestroyTensorDescriptor(x);
+  if (y)
+    cudnnDestroyTensorDescriptor(y);
+  if (bias)
+    cudnnDestroyTensorDescriptor(bias);
+  if (w)
+    cudnnDestroyFilterDescriptor(w);
+  if (conv)
+    cudnnDestroyConvolutionDescriptor(conv);
+}
+
+} // namespace cuda
+
+using cuda::check;
+
+void Exec::Impl::done(const Exec &x, const char *what) const {
+  check(x, cudaGetLastError(), what);
+  if (syncEachOp)
+    check(x, cudaStreamSynchronize(stream[Compute]), what);
+}
+
+namespace {
+
+std::string mib(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+/// A device allocation the plan counts; failure is the user's budget
+/// meeting a smaller device, so it says how much is free.
+void *deviceAlloc(int64_t bytes, const char *what, int64_t planned) {
+  if (bytes <= 0)
+    return nullptr;
+  void *p = nullptr;
+  cudaError_t e = cudaMalloc(&p, static_cast<size_t>(bytes));
+  if (e == cudaSuccess)
+    e = cudaMemset(p, 0, static_cast<size_t>(bytes));
+  if (e != cudaSuccess) {
+    size_t freeB = 0, totalB = 0;
+    cudaMemGetInfo(&freeB, &totalB);
+    std::fprintf(stderr,
+                 "trainer: error: cannot allocate %s (%lld bytes) on the "
+                 "device: %s; the plan needs %s in all and %s are free; "
+                 "recompile the model with a smaller budget\n",
+                 what, static_cast<long long>(bytes), cudaGetErrorString(e),
+                 mib(planned).c_str(),
+                 mib(static_cast<int64_t>(freeB)).c_str());
+    std::exit(1);
+  }
+  return p;
+}
+
+void *hostAlloc(const Exec &x, int64_t bytes) {
+  void *p = nullptr;
+  check(x, cudaMallocHost(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1))),
+        "cudaMallocHost");
+  std::memset(p, 0, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  return p;
+}
+
+int64_t slotBytes(const HostSlot &s, int64_t n) {
+  return s.perSample * n + s.fixed;
+}
+
+} // namespace
+
+Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
+           const HostSlot *slots)
+    : prog(info), wInfo(weights, weights + info.numWeights),
+      slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
+  Impl &im = *impl;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "trainer: error: no CUDA device (%s)\n",
+                 e != cudaSuccess ? cudaGetErrorString(e)
+                                  : "the driver reports none");
+    std::exit(1);
+  }
+  setTask("device setup");
+  MEMFIT_CHECK(cudaSetDevice(im.device));
+  MEMFIT_CHECK(cudaFree(nullptr)); // creates the context
+  size_t freeB = 0, totalB = 0;
+  MEMFIT_CHECK(cudaMemGetInfo(&freeB, &totalB));
+  im.usedAtStart = static_cast<int64_t>(totalB - freeB);
+  const char *sync = std::getenv("MEMFIT_CUDA_SYNC");
+  im.syncEachOp = sync && *sync && std::strcmp(sync, "0") != 0;
+
+  for (cudaStream_t &s : im.stream)
+    MEMFIT_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  im.events.assign(info.numEvents, nullptr);
+  im.recorded.assign(info.numEvents, false);
+  for (cudaEvent_t &ev : im.events)
+    MEMFIT_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  MEMFIT_CHECK(cudnnCreate(&im.cudnn));
+  MEMFIT_CHECK(cudnnSetStream(im.cudnn, im.compute()));
+  MEMFIT_CHECK(cublasCreate(&im.cublas));
+  MEMFIT_CHECK(cublasSetStream(im.cublas, im.compute()));
+  // Plain fp32: no TF32 tensor-core rounding, as the profiler measured.
+  MEMFIT_CHECK(cublasSetMathMode(im.cublas, CUBLAS_PEDANTIC_MATH));
+
+  const int64_t planned = deviceBytes();
+  im.arena =
+      static_cast<char *>(deviceAlloc(info.arenaBytes, "the arena", planned));
+  for (const WeightInfo &wi : wInfo) {
+    std::string name = std::string("weight '") + wi.onnxName + "'";
+    im.w.push_back(
+        static_cast<float *>(deviceAlloc(wi.count * 4, name.c_str(), planned)));
+    im.g.push_back(wi.trainable ? static_cast<float *>(deviceAlloc(
+                                      wi.count * 4, name.c_str(), planned))
+                                : nullptr);
+    im.m.push_back(wi.trainable && info.hasMomentum
+                       ? static_cast<float *>(
+                             deviceAlloc(wi.count * 4, name.c_str(), planned))
+                       : nullptr);
+  }
+  im.loss = static_cast<float *>(deviceAlloc(4, "the loss", planned));
+  for (const HostSlot &s : slotInfo)
+    im.slots.push_back(hostAlloc(*this, slotBytes(s, info.subBatch)));
+  im.input = static_cast<float *>(
+      hostAlloc(*this, info.batch * info.inputPerSample * 4));
+  im.labels = hostAlloc(*this, info.batch * info.labelPerSample * 4);
+  // The zero fills ran on the legacy stream, which the non-blocking
+  // streams do not wait for.
+  MEMFIT_CHECK(cudaDeviceSynchronize());
+  setTask("");
+}
+
+Exec::~Exec() {
+  Impl &im = *impl;
+  cudaDeviceSynchronize();
+  im.convs.clear();
+  for (void *p : im.slots)
+    cudaFreeHost(p);
+  if (im.input)
+    cudaFreeHost(im.input);
+  if (im.labels)
+    cudaFreeHost(im.labels);
+  for (auto *list : {&im.w, &im.g, &im.m})
+    for (float *p : *list)
+      if (p)
+        cudaFree(p);
+  if (im.loss)
+    cudaFree(im.loss);
+  if (im.arena)
+    cudaFree(im.arena);
+  if (im.cublas)
+    cublasDestroy(im.cublas);
+  if (im.cudnn)
+    cudnnDestroy(im.cudnn);
+  for (cudaEvent_t ev : im.events)
+    if (ev)
+      cudaEventDestroy(ev);
+  for (cudaStream_t s : im.stream)
+    if (s)
+      cudaStreamDestroy(s);
+}
+
+void Exec::fatal(const std::string &what) const {
+  if (task && *task)
+    std::fprintf(stderr, "trainer: error in %s: %s\n", task, what.c_str());
+  else
+    std::fprintf(stderr, "trainer: error: %s\n", what.c_str());
+  std::exit(2);
+}
+
+// --- memory ---
+
+float *Exec::arena(int64_t offset) {
+  if (offset < 0 || offset > prog.arenaBytes || offset % 4)
+    fatal("arena offset out of range");
+  return reinterpret_cast<float *>(impl->arena + offset);
+}
+int32_t *Exec::arenaInt(int64_t offset) {
+  return reinterpret_cast<int32_t *>(arena(offset));
+}
+float *Exec::weight(int32_t id) { return impl->w[id]; }
+float *Exec::grad(int32_t id) { return impl->g[id]; }
+float *Exec::momentumBuf(int32_t id) { return impl->m[id]; }
+float *Exec::hostInput() { return impl->input; }
+void *Exec::hostLabels() { return impl->labels; }
+float *Exec::lossValue() { return impl->loss; }
+
+float Exec::readLoss() {
+  float v = 0;
+  MEMFIT_CHECK(cudaMemcpyAsync(&v, impl->loss, 4, cudaMemcpyDeviceToHost,
+                               impl->compute()));
+  MEMFIT_CHECK(cudaStreamSynchronize(impl->compute()));
+  return v;
+}
+
+int64_t Exec::deviceBytes() const {
+  int64_t total = prog.arenaBytes + 4;
+  for (const WeightInfo &wi : wInfo) {
+    int64_t copies =
+        1 + (wi.trainable ? 1 : 0) + (wi.trainable && prog.hasMomentum ? 1 : 0);
+    total += copies * wi.count * 4;
+  }
+  return total;
+}
+
+int64_t Exec::measuredDeviceBytes() const {
+  size_t freeB = 0, totalB = 0;
+  MEMFIT_CHECK(cudaMemGetInfo(&freeB, &totalB));
+  return static_cast<int64_t>(totalB - freeB) - impl->usedAtStart;
+}
+
+// Host copies of resident tensors, outside the iteration: ordered after
+// everything already issued on the compute stream (the only stream that
+// touches weights).
+namespace {
+void toHost(const Exec &x, const Exec::Impl &im, float *out, const float *dev,
+            int64_t count) {
+  if (count <= 0)
+    return;
+  check(x,
+        cudaMemcpyAsync(out, dev, count * 4, cudaMemcpyDeviceToHost,
+                        im.compute()),
+        "cudaMemcpyAsync (device to host)");
+  check(x, cudaStreamSynchronize(im.compute()), "cudaStreamSynchronize");
+}
+void toDevice(const Exec &x, const Exec::Impl &im, float *dev, const float *in,
+              int64_t count) {
+  if (count <= 0)
+    return;
+  check(
+      x,
+      cudaMemcpyAsync(dev, in, count * 4, cudaMemcpyHostToDevice, im.compute()),
+      "cudaMemcpyAsync (host to device)");
+  check(x, cudaStreamSynchronize(im.compute()), "cudaStreamSynchronize");
+}
+} // namespace
+
+void Exec::readWeight(int32_t id, float *out) {
+  toHost(*this, *impl, out, impl->w[id], wInfo[id].count);
+}
+void Exec::writeWeight(int32_t id, const float *in) {
+  toDevice(*this, *impl, impl->w[id], in, wInfo[id].count);
+}
+void Exec::readMomentum(int32_t id, float *out) {
+  if (!impl->m[id])
+    fatal("weight " + std::to_string(id) + " has no momentum buffer");
+  toHost(*this, *impl, out, impl->m[id], wInfo[id].count);
+}
+void Exec::writeMomentum(int32_t id, const float *in) {
+  if (!impl->m[id])
+    fatal("weight " + std::to_string(id) + " has no momentum buffer");
+  toDevice(*this, *impl, impl->m[id], in, wInfo[id].count);
+}
+
+// --- streams ---
+
+namespace {
+void checkRange(const Exec &x, int64_t offset, int64_t bytes, int64_t arena) {
+  if (offset < 0 || bytes < 0 || offset + bytes > arena)
+    x.fatal("a copy of " + std::to_string(bytes) + " bytes at arena offset " +
+            std::to_string(offset) + " leaves the arena of " +
+            std::to_string(arena) + " bytes");
+}
+} // namespace
+
+void Exec::copyOut(int64_t offset, int32_t slot) {
+  if (slot < 0 || slot >= (int32_t)slotInfo.size())
+    fatal("host slot " + std::to_string(slot) + " does not exist");
+  int64_t bytes = slotBytes(slotInfo[slot], n);
+  checkRange(*this, offset, bytes, prog.arenaBytes);
+  MEMFIT_CHECK(cudaMemcpyAsync(impl->slots[slot], impl->arena + offset, bytes,
+                               cudaMemcpyDeviceToHost, impl->stream[CopyOut]));
+}
+
+void Exec::copyIn(int32_t slot, int64_t offset) {
+  if (slot < 0 || slot >= (int32_t)slotInfo.size())
+    fatal("host slot " + std::to_string(slot) + " does not exist");
+  int64_t bytes = slotBytes(slotInfo[slot], n);
+  checkRange(*this, offset, bytes, prog.arenaBytes);
+  MEMFIT_CHECK(cudaMemcpyAsync(impl->arena + offset, impl->slots[slot], bytes,
+                               cudaMemcpyHostToDevice, impl->stream[CopyIn]));
+}
+
+void Exec::loadInput(int64_t offset) {
+  int64_t per = prog.inputPerSample * 4;
+  checkRange(*this, offset, per * n, prog.arenaBytes);
+  MEMFIT_CHECK(
+      cudaMemcpyAsync(impl->arena + offset,
+                      reinterpret_cast<char *>(impl->input) + per * firstSample,
+                      per * n, cudaMemcpyHostToDevice, impl->stream[CopyIn]));
+}
+
+void Exec::loadLabels(int64_t offset) {
+  int64_t per = prog.labelPerSample * 4;
+  checkRange(*this, offset, per * n, prog.arenaBytes);
+  MEMFIT_CHECK(
+      cudaMemcpyAsync(impl->arena + offset,
+                      static_cast<char *>(impl->labels) + per * firstSample,
+                      per * n, cudaMemcpyHostToDevice, impl->stream[CopyIn]));
+}
+
+void Exec::record(StreamId s, int32_t event) {
+  if (event < 0 || event >= (int32_t)impl->events.size())
+    fatal("event " + std::to_string(event) + " does not exist");
+  MEMFIT_CHECK(cudaEventRecord(impl->events[event], impl->stream[s]));
+  impl->recorded[event] = true;
+}
+
+void Exec::wait(StreamId s, int32_t event) {
+  if (event < 0 || event >= (int32_t)impl->events.size())
+    fatal("event " + std::to_string(event) + " does not exist");
+  // CUDA treats a wait for a never-recorded event as satisfied; the plan
+  // would then race, so it is refused as the emulation refuses it.
+  if (!impl->recorded[event])
+    fatal("wait for an event that was never recorded");
+  MEMFIT_CHECK(cudaStreamWaitEvent(impl->stream[s], impl->events[event], 0));
+}
+
+// The plan's release points matter to the emulation's poisoning only: on
+// the device the bytes are simply reused by whoever the plan gives them to
+// next, after the events it waits for.
+void Exec::release(StreamId, int64_t, int64_t) {}
+
+// The plan joins its streams at the end of every round with events.
+void Exec::endRound() {}
+
+void Exec::synchronize() {
+  for (cudaStream_t s : impl->stream)
+    MEMFIT_CHECK(cudaStreamSynchronize(s));
+}
+
+// --- copies on the compute stream ---
+
+void Exec::copy(int64_t perSample, const float *x, float *y) {
+  if (x == y)
+    return;
+  int64_t count = perSample * n;
+  if (x < y + count && y < x + count)
+    fatal("copy between overlapping ranges");
+  MEMFIT_CHECK(cudaMemcpyAsync(y, x, count * 4, cudaMemcpyDeviceToDevice,
+                               impl->compute()));
+  impl->done(*this, "copy");
+}
+
+} // namespace memfit::rt

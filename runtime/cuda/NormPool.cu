@@ -1,0 +1,421 @@
+//===- NormPool.cu - CUDA backend: pooling, BatchNorm, LRN ----------------===//
+//
+// Own kernels rather than cuDNN's, because the reference semantics are not
+// cuDNN's (runtime/cpu/Pool.cpp, Norm.cpp):
+//  - pooling: asymmetric and ceil-mode windows with PyTorch's divisor, and
+//    max pooling's gradient to the FIRST maximum in row-major window order
+//    (NaN wins, padding never does), which cuDNN does not promise. The
+//    backward gathers per input position over the windows that contain
+//    it, in the order the reference adds them, so nothing races;
+//  - BatchNorm: the backward is split into a data task and a weight task
+//    (cuDNN computes both at once and would need scratch the plan does not
+//    have), epsilon may be below CUDNN_BN_MIN_EPSILON, and one value per
+//    channel keeps the biased variance. One block per channel reduces in
+//    double, two-pass as the reference, and writes the saved mean and
+//    1/sqrt(var + eps) into `saved` ([mean c][invstd c]);
+//  - LRN: ONNX's channel window for even sizes as well.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Device.cuh"
+#include "runtime/cuda/Impl.h"
+
+namespace memfit::rt {
+
+using cuda::blockReduce;
+using cuda::gridFor;
+using cuda::kThreads;
+using cuda::put;
+using cuda::SumOp;
+
+namespace {
+
+// --- pooling ---
+
+struct Window {
+  int64_t h0, h1, w0, w1;
+  int64_t divisor;
+};
+
+__device__ Window windowAt(const PoolParams &p, int64_t oh, int64_t ow) {
+  int64_t hs = oh * p.sh - p.padTop, ws = ow * p.sw - p.padLeft;
+  int64_t he = min(hs + p.kh, p.hin + p.padBottom);
+  int64_t we = min(ws + p.kw, p.win + p.padRight);
+  Window win;
+  win.h0 = max(hs, int64_t(0));
+  win.w0 = max(ws, int64_t(0));
+  win.h1 = min(he, p.hin);
+  win.w1 = min(we, p.win);
+  int64_t real =
+      max(win.h1 - win.h0, int64_t(0)) * max(win.w1 - win.w0, int64_t(0));
+  win.divisor = p.countIncludePad ? (he - hs) * (we - ws) : real;
+  return win;
+}
+
+__device__ int64_t argmaxOf(const PoolParams &p, const Window &win,
+                            const float *plane) {
+  int64_t best = -1;
+  float bestValue = 0;
+  for (int64_t ih = win.h0; ih < win.h1; ++ih)
+    for (int64_t iw = win.w0; iw < win.w1; ++iw) {
+      float v = plane[ih * p.win + iw];
+      if (best < 0 || v > bestValue || (isnan(v) && !isnan(bestValue))) {
+        best = ih * p.win + iw;
+        bestValue = v;
+      }
+    }
+  return best;
+}
+
+__global__ void poolForwardKernel(PoolParams p, int64_t n, const float *x,
+                                  float *y) {
+  const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
+  MEMFIT_GRID_LOOP(t, n * p.c * outPlane) {
+    int64_t pl = t / outPlane, q = t - pl * outPlane;
+    int64_t oh = q / p.wout, ow = q - oh * p.wout;
+    const float *plane = x + pl * inPlane;
+    Window win = windowAt(p, oh, ow);
+    if (p.kind == PoolKind::Max) {
+      int64_t at = argmaxOf(p, win, plane);
+      y[t] = at < 0 ? -INFINITY : plane[at];
+      continue;
+    }
+    double sum = 0;
+    for (int64_t ih = win.h0; ih < win.h1; ++ih)
+      for (int64_t iw = win.w0; iw < win.w1; ++iw)
+        sum += plane[ih * p.win + iw];
+    y[t] = win.divisor > 0 ? float(sum / double(win.divisor)) : 0.0f;
+  }
+}
+
+__device__ int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+__device__ int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+__global__ void poolBackwardKernel(PoolParams p, int64_t n, const float *x,
+                                   const float *dy, float *dx, bool acc) {
+  const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
+  MEMFIT_GRID_LOOP(t, n * p.c * inPlane) {
+    int64_t pl = t / inPlane, q = t - pl * inPlane;
+    int64_t ih = q / p.win, iw = q - ih * p.win;
+    const float *plane = x + pl * inPlane;
+    const float *dyPlane = dy + pl * outPlane;
+    // Outputs whose kernel extent covers (ih, iw); windowAt decides.
+    int64_t ohLo = max(ceilDiv(ih + p.padTop - p.kh + 1, p.sh), int64_t(0));
+    int64_t ohHi = min(floorDiv(ih + p.padTop, p.sh), p.hout - 1);
+    int64_t owLo = max(ceilDiv(iw + p.padLeft - p.kw + 1, p.sw), int64_t(0));
+    int64_t owHi = min(floorDiv(iw + p.padLeft, p.sw), p.wout - 1);
+    float v = acc ? dx[t] : 0.0f;
+    for (int64_t oh = ohLo; oh <= ohHi; ++oh)
+      for (int64_t ow = owLo; ow <= owHi; ++ow) {
+        Window win = windowAt(p, oh, ow);
+        if (ih < win.h0 || ih >= win.h1 || iw < win.w0 || iw >= win.w1)
+          continue;
+        float g = dyPlane[oh * p.wout + ow];
+        if (p.kind == PoolKind::Max) {
+          if (argmaxOf(p, win, plane) == q)
+            v += g;
+        } else if (win.divisor > 0) {
+          v += g / float(win.divisor);
+        }
+      }
+    dx[t] = v;
+  }
+}
+
+/// One warp per plane of `spatial` values.
+__global__ void gapForwardKernel(int64_t planes, int64_t spatial,
+                                 const float *x, float *y) {
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  const int lane = threadIdx.x & 31;
+  for (int64_t pl = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+       pl < planes; pl += warps) {
+    double sum = 0;
+    for (int64_t q = lane; q < spatial; q += 32)
+      sum += x[pl * spatial + q];
+    sum = cuda::warpReduce(sum, SumOp());
+    if (lane == 0)
+      y[pl] = float(sum / double(spatial));
+  }
+}
+
+__global__ void gapBackwardKernel(int64_t count, int64_t spatial,
+                                  const float *dy, float *dx, bool acc) {
+  MEMFIT_GRID_LOOP(t, count) {
+    put(dx[t], dy[t / spatial] / float(spatial), acc);
+  }
+}
+
+// --- BatchNorm: one block per channel ---
+
+constexpr int kBnThreads = 512;
+
+/// Calls f(index) for every value of channel `ch` this thread owns, walking
+/// (sample, position) without a division per step.
+template <typename F>
+__device__ void forEachInChannel(int64_t n, int64_t c, int64_t spatial,
+                                 int64_t ch, F f) {
+  const int64_t step = blockDim.x;
+  const int64_t ds = step / spatial, dq = step - ds * spatial;
+  int64_t s = threadIdx.x / spatial, q = threadIdx.x - s * spatial;
+  while (s < n) {
+    f((s * c + ch) * spatial + q);
+    q += dq;
+    s += ds;
+    if (q >= spatial) {
+      q -= spatial;
+      ++s;
+    }
+  }
+}
+
+__global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
+                                const float *scale, const float *bias,
+                                float *runMean, float *runVar, float *y,
+                                float *saved, bool updateRunning) {
+  __shared__ double scratch[32];
+  const double count = double(n * p.spatial);
+  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+    double sum = 0;
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) { sum += x[i]; });
+    const double mean = blockReduce(sum, SumOp(), 0.0, scratch) / count;
+    double sq = 0;
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+      double d = x[i] - mean;
+      sq += d * d;
+    });
+    sq = blockReduce(sq, SumOp(), 0.0, scratch);
+    const double var = sq / count;
+    const double invStd = 1.0 / sqrt(var + double(p.epsilon));
+    if (threadIdx.x == 0) {
+      saved[ch] = float(mean);
+      saved[p.c + ch] = float(invStd);
+      if (updateRunning) {
+        // One value per channel has no unbiased variance: the biased one.
+        double unbiased = count > 1 ? sq / (count - 1) : var;
+        float m = p.momentum;
+        runMean[ch] = float(double(runMean[ch]) * m + mean * (1.0 - m));
+        runVar[ch] = float(double(runVar[ch]) * m + unbiased * (1.0 - m));
+      }
+    }
+    // y from the float-rounded saved statistics, exactly as
+    // bnApplyKernel computes it, so a recomputed forward is bit-identical
+    // (the CPU reference does the same).
+    const double fm = double(float(mean));
+    const double a = double(scale[ch]) * double(float(invStd)),
+                 b = bias[ch];
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+      y[i] = float((double(x[i]) - fm) * a + b);
+    });
+  }
+}
+
+__global__ void bnApplyKernel(BatchNormParams p, int64_t n, const float *x,
+                              const float *scale, const float *bias,
+                              const float *saved, float *y) {
+  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+    const double fm = saved[ch];
+    const double a = double(scale[ch]) * double(saved[p.c + ch]),
+                 b = bias[ch];
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+      y[i] = float((double(x[i]) - fm) * a + b);
+    });
+  }
+}
+
+/// Per-channel sums of dy and dy * xhat (both BatchNorm backward tasks).
+__device__ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch,
+                       const float *x, double mean, double invStd,
+                       const float *dy, double *scratch, double &sumDy,
+                       double &sumDyXhat) {
+  double a = 0, b = 0;
+  forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+    a += dy[i];
+    b += dy[i] * ((x[i] - mean) * invStd);
+  });
+  sumDy = blockReduce(a, SumOp(), 0.0, scratch);
+  sumDyXhat = blockReduce(b, SumOp(), 0.0, scratch);
+}
+
+__global__ void bnBackwardDataKernel(BatchNormParams p, int64_t n,
+                                     const float *x, const float *scale,
+                                     const float *saved, const float *dy,
+                                     float *dx, bool acc) {
+  __shared__ double scratch[32];
+  const double count = double(n * p.spatial);
+  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+    const double mean = saved[ch], invStd = saved[p.c + ch];
+    double sumDy, sumDyXhat;
+    bnSums(p, n, ch, x, mean, invStd, dy, scratch, sumDy, sumDyXhat);
+    // dx = scale * invStd * (dy - mean(dy) - xhat * mean(dy * xhat))
+    const double k = double(scale[ch]) * invStd;
+    const double meanDy = sumDy / count, meanDyXhat = sumDyXhat / count;
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+      double xhat = (x[i] - mean) * invStd;
+      put(dx[i], float(k * (dy[i] - meanDy - xhat * meanDyXhat)), acc);
+    });
+  }
+}
+
+__global__ void bnBackwardWeightKernel(BatchNormParams p, int64_t n,
+                                       const float *x, const float *saved,
+                                       const float *dy, float *dscale,
+                                       float *dbias, bool acc) {
+  __shared__ double scratch[32];
+  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+    double sumDy, sumDyXhat;
+    bnSums(p, n, ch, x, saved[ch], saved[p.c + ch], dy, scratch, sumDy,
+           sumDyXhat);
+    if (threadIdx.x == 0) {
+      if (dscale)
+        put(dscale[ch], float(sumDyXhat), acc);
+      if (dbias)
+        put(dbias[ch], float(sumDy), acc);
+    }
+  }
+}
+
+// --- LRN: one thread per value ---
+
+/// bias + alpha / size * (sum of x^2 over channel ch's window) at position q
+/// of one sample.
+__device__ double lrnDenominator(const LRNParams &p, const float *xs,
+                                 int64_t ch, int64_t q) {
+  const int64_t before = (p.size - 1) / 2, after = p.size - 1 - before;
+  int64_t lo = max(ch - before, int64_t(0));
+  int64_t hi = min(ch + after, p.c - 1);
+  double sq = 0;
+  for (int64_t j = lo; j <= hi; ++j) {
+    double v = xs[j * p.spatial + q];
+    sq += v * v;
+  }
+  return double(p.bias) + double(p.alpha) / double(p.size) * sq;
+}
+
+__global__ void lrnForwardKernel(LRNParams p, int64_t n, const float *x,
+                                 float *y) {
+  const int64_t per = p.c * p.spatial;
+  MEMFIT_GRID_LOOP(t, n * per) {
+    int64_t s = t / per, i = t - s * per;
+    int64_t ch = i / p.spatial, q = i - ch * p.spatial;
+    double d = lrnDenominator(p, x + s * per, ch, q);
+    y[t] = float(x[t] * pow(d, -double(p.beta)));
+  }
+}
+
+// dx_i = dy_i * d_i^-beta - 2 alpha beta / size * x_i
+//        * sum over channels c whose window holds i of dy_c * y_c / d_c,
+// and i lies in c's window exactly when c is in i - after .. i + before.
+__global__ void lrnBackwardKernel(LRNParams p, int64_t n, const float *x,
+                                  const float *y, const float *dy, float *dx,
+                                  bool acc) {
+  const int64_t per = p.c * p.spatial;
+  const int64_t before = (p.size - 1) / 2, after = p.size - 1 - before;
+  const double k = 2.0 * double(p.alpha) * double(p.beta) / double(p.size);
+  MEMFIT_GRID_LOOP(t, n * per) {
+    int64_t s = t / per, i = t - s * per;
+    int64_t ch = i / p.spatial, q = i - ch * p.spatial;
+    const float *xs = x + s * per, *ys = y + s * per, *dys = dy + s * per;
+    int64_t lo = max(ch - after, int64_t(0));
+    int64_t hi = min(ch + before, p.c - 1);
+    double sum = 0;
+    for (int64_t j = lo; j <= hi; ++j) {
+      int64_t at = j * p.spatial + q;
+      sum += double(dys[at]) * ys[at] / lrnDenominator(p, xs, j, q);
+    }
+    double d = lrnDenominator(p, xs, ch, q);
+    double g = dys[i] * pow(d, -double(p.beta)) - k * xs[i] * sum;
+    put(dx[t], float(g), acc);
+  }
+}
+
+} // namespace
+
+void Exec::poolForward(const PoolParams &p, const float *x, float *y) {
+  poolForwardKernel<<<gridFor(n * p.c * p.hout * p.wout), kThreads, 0,
+                      impl->compute()>>>(p, n, x, y);
+  impl->done(*this, "pooling forward kernel");
+}
+
+void Exec::poolBackward(const PoolParams &p, const float *x, const float *,
+                        const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  poolBackwardKernel<<<gridFor(n * p.c * p.hin * p.win), kThreads, 0,
+                       impl->compute()>>>(p, n, x, dy, dx, acc);
+  impl->done(*this, "pooling backward kernel");
+}
+
+void Exec::gapForward(int64_t c, int64_t spatial, const float *x, float *y) {
+  gapForwardKernel<<<gridFor(n * c * 32), kThreads, 0, impl->compute()>>>(
+      n * c, spatial, x, y);
+  impl->done(*this, "global average pooling forward kernel");
+}
+
+void Exec::gapBackward(int64_t c, int64_t spatial, const float *dy, float *dx,
+                       bool acc) {
+  if (!dx)
+    return;
+  int64_t count = n * c * spatial;
+  gapBackwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      count, spatial, dy, dx, acc);
+  impl->done(*this, "global average pooling backward kernel");
+}
+
+void Exec::bnForward(const BatchNormParams &p, const float *x,
+                     const float *scale, const float *bias, float *runMean,
+                     float *runVar, float *y, float *saved,
+                     bool updateRunning) {
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
+  bnForwardKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
+      p, n, x, scale, bias, runMean, runVar, y, saved, updateRunning);
+  impl->done(*this, "batch normalization forward kernel");
+}
+
+void Exec::bnApply(const BatchNormParams &p, const float *x,
+                   const float *scale, const float *bias, const float *saved,
+                   float *y) {
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
+  bnApplyKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(p, n, x, scale,
+                                                             bias, saved, y);
+  impl->done(*this, "batch normalization apply kernel");
+}
+
+void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
+                          const float *scale, const float *saved,
+                          const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
+  bnBackwardDataKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
+      p, n, x, scale, saved, dy, dx, acc);
+  impl->done(*this, "batch normalization backward-data kernel");
+}
+
+void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
+                            const float *saved, const float *dy, float *dscale,
+                            float *dbias, bool acc) {
+  if (!dscale && !dbias)
+    return;
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
+  bnBackwardWeightKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
+      p, n, x, saved, dy, dscale, dbias, acc);
+  impl->done(*this, "batch normalization backward-weight kernel");
+}
+
+void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
+  lrnForwardKernel<<<gridFor(n * p.c * p.spatial), kThreads, 0,
+                     impl->compute()>>>(p, n, x, y);
+  impl->done(*this, "LRN forward kernel");
+}
+
+void Exec::lrnBackward(const LRNParams &p, const float *x, const float *y,
+                       const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  lrnBackwardKernel<<<gridFor(n * p.c * p.spatial), kThreads, 0,
+                      impl->compute()>>>(p, n, x, y, dy, dx, acc);
+  impl->done(*this, "LRN backward kernel");
+}
+
+} // namespace memfit::rt

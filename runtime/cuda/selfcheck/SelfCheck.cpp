@@ -1,0 +1,575 @@
+//===- SelfCheck.cpp - The CUDA backend against the reference kernels -----===//
+//
+// memfit_cuda_selfcheck runs every operation of the CUDA Exec on random data
+// and compares it with the CPU reference kernel of runtime/cpu on the same
+// data: every convolution algorithm id of every direction, pooling with
+// ceil-mode windows and ties (integer inputs, so max pooling's first-maximum
+// rule is checked exactly), BatchNorm with its running statistics, LRN of
+// odd and even size, gemm both ways, broadcast binary gradients along both
+// reduction paths, concat, pad with crops, softmax, both losses, SGD, and
+// dropout, whose masks must match bit for bit. Backward operations run
+// once overwriting and once accumulating into random contents. Copies go
+// out to host slots and back through events.
+//
+// Exit status: 0 when everything agrees, 1 when something does not (each
+// mismatch is printed), 77 when there is no CUDA device (ctest: skipped).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Exec.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace memfit::rt;
+
+namespace {
+
+using Vec = std::vector<float>;
+
+constexpr int64_t kArena = 256 << 20;
+int failures = 0, checks = 0;
+std::mt19937 rng(12345);
+
+Vec random(int64_t count, bool integers = false) {
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> id(-3, 3);
+  Vec v(count);
+  for (float &f : v)
+    f = integers ? float(id(rng)) : ud(rng);
+  return v;
+}
+
+/// Host to device, finished before anything runs on the backend's streams
+/// (a copy from pageable memory may still be in flight when cudaMemcpy
+/// returns, and the backend's streams do not wait for the legacy one).
+void upload(void *dst, const void *src, int64_t bytes) {
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+  if (e == cudaSuccess)
+    e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "selfcheck: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+/// Device buffers carved out of the arena, one test case at a time; the
+/// arena's top kWorkspace bytes are the convolutions' workspace.
+constexpr int64_t kWorkspace = 64 << 20;
+
+ProgramInfo programInfo(bool mse) {
+  // Batch 8 in one sub-batch of 8; cross-entropy over 5 classes, or mse
+  // over 7 features.
+  return {"selfcheck", 8,   8,           1,    kArena, 4, 4,
+          mse ? 7 : 1, mse, mse ? 0 : 5, true, 2,      1};
+}
+
+struct Bench {
+  ProgramInfo info;
+  WeightInfo weights[2] = {{"w0", 1000, 10, 10, Init::Zeros, true},
+                           {"w1", 37, 1, 1, Init::Zeros, true}};
+  HostSlot slots[1] = {{4096, 64}};
+  Exec x;
+  int64_t top = 0;
+
+  explicit Bench(bool mse = false)
+      : info(programInfo(mse)), x(info, weights, slots) {}
+
+  float *put(const Vec &v) {
+    float *p = x.arena(top);
+    top += (static_cast<int64_t>(v.size()) * 4 + 255) / 256 * 256;
+    if (top > kArena - kWorkspace) {
+      std::fprintf(stderr, "selfcheck: arena too small\n");
+      std::exit(2);
+    }
+    upload(p, v.data(), static_cast<int64_t>(v.size()) * 4);
+    return p;
+  }
+  float *zeros(int64_t count) { return put(Vec(count, 0.0f)); }
+  Vec get(const float *p, int64_t count) {
+    x.synchronize();
+    Vec v(count);
+    cudaError_t e = cudaMemcpy(v.data(), p, count * 4, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+      std::fprintf(stderr, "selfcheck: %s\n", cudaGetErrorString(e));
+      std::exit(1);
+    }
+    return v;
+  }
+  void reset(int64_t n) {
+    top = 0;
+    x.n = n;
+    x.firstSample = 0;
+    x.subBatchIndex = 0;
+  }
+};
+
+/// |got - want| <= tol * (1 + |want|) everywhere, NaN matching NaN and
+/// infinities matching exactly; tol 0 asks for the same bits.
+void expect(const std::string &what, const Vec &got, const Vec &want,
+            double tol) {
+  ++checks;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double g = got[i], w = want[i];
+    bool ok = std::memcmp(&got[i], &want[i], 4) == 0 ||
+              (std::isnan(g) && std::isnan(w)) ||
+              (tol > 0 && std::isfinite(w) &&
+               std::fabs(g - w) <= tol * (1 + std::fabs(w)));
+    if (!ok) {
+      std::printf("MISMATCH %s at %zu: cuda %.9g, reference %.9g\n",
+                  what.c_str(), i, got[i], want[i]);
+      ++failures;
+      return;
+    }
+  }
+}
+
+constexpr double kTol = 2e-4;
+// FFT and Winograd algorithms round differently from a direct sum.
+constexpr double kConvTol = 1e-3;
+
+void checkConv(Bench &b) {
+  // Grouped and strided with a padded ceil; "same" 3x3; dilated; depthwise
+  // 1x1.
+  static const ConvParams params[] = {
+      {6, 9, 11, 8, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
+      {4, 8, 8, 6, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {3, 10, 9, 4, 6, 5, 3, 3, 1, 1, 0, 0, 2, 2, 1},
+      {8, 7, 7, 8, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, 8},
+  };
+  const int64_t n = 3, wsBytes = kWorkspace, wsOff = kArena - kWorkspace;
+  for (const ConvParams &p : params) {
+    int64_t xs = n * p.cin * p.hin * p.win, ys = n * p.cout * p.hout * p.wout;
+    int64_t ws = p.cout * p.cin / p.group * p.kh * p.kw;
+    Vec x = random(xs), w = random(ws), bias = random(p.cout), dy = random(ys);
+    Vec y0(ys), dx0 = random(xs), dw0 = random(ws), db0 = random(p.cout);
+    convForward(p, n, x.data(), w.data(), bias.data(), y0.data());
+    std::string tag = "conv " + std::to_string(&p - &params[0]);
+    for (int algo = 0; algo < 8; ++algo) {
+      b.reset(n);
+      float *gx = b.put(x), *gw = b.put(w), *gb = b.put(bias),
+            *gy = b.zeros(ys);
+      b.x.setTask("conv forward");
+      b.x.convForward(p, algo, gx, gw, gb, gy, wsOff, wsBytes);
+      expect(tag + " forward algo " + std::to_string(algo), b.get(gy, ys), y0,
+             kConvTol);
+      if (algo < 6) {
+        for (bool acc : {false, true}) {
+          Vec want = dx0;
+          convBackwardData(p, n, w.data(), dy.data(), want.data(), acc);
+          float *g = b.put(dx0);
+          b.x.setTask("conv backward data");
+          b.x.convBackwardData(p, algo, gw, b.put(dy), g, acc, wsOff, wsBytes);
+          expect(tag + " backward-data algo " + std::to_string(algo) +
+                     (acc ? " acc" : ""),
+                 b.get(g, xs), want, kConvTol);
+        }
+      }
+      if (algo == 4)
+        continue; // no backward-filter algorithm 4 in cuDNN
+      for (bool acc : {false, true}) {
+        Vec wantW = dw0, wantB = db0;
+        convBackwardFilter(p, n, x.data(), dy.data(), wantW.data(),
+                           wantB.data(), acc);
+        float *gdw = b.put(dw0), *gdb = b.put(db0);
+        b.x.setTask("conv backward filter");
+        b.x.convBackwardFilter(p, algo, gx, b.put(dy), gdw, gdb, acc, wsOff,
+                               wsBytes);
+        std::string t = tag + " backward-filter algo " + std::to_string(algo) +
+                        (acc ? " acc" : "");
+        expect(t, b.get(gdw, ws), wantW, kConvTol);
+        expect(t + " bias", b.get(gdb, p.cout), wantB, kConvTol);
+      }
+    }
+  }
+}
+
+void checkPool(Bench &b) {
+  // Ceil-mode 3x3/2 max with an end pad; 2x2/2 average with and without
+  // counting the pad; integer inputs make ties.
+  static const PoolParams pools[] = {
+      {PoolKind::Max, 3, 9, 8, 5, 4, 3, 3, 2, 2, 1, 0, 1, 1, false},
+      {PoolKind::Max, 2, 7, 7, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false},
+      {PoolKind::Average, 3, 7, 7, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, true},
+      {PoolKind::Average, 3, 7, 7, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false},
+  };
+  const int64_t n = 2;
+  for (const PoolParams &p : pools) {
+    int64_t xs = n * p.c * p.hin * p.win, ys = n * p.c * p.hout * p.wout;
+    bool isMax = p.kind == PoolKind::Max;
+    Vec x = random(xs, true), dy = random(ys, true);
+    Vec y(ys);
+    poolForward(p, n, x.data(), y.data());
+    std::string tag = std::string("pool ") + (isMax ? "max" : "avg") +
+                      (p.countIncludePad ? " incl-pad" : "");
+    b.reset(n);
+    float *dx = b.put(x), *dy_ = b.zeros(ys);
+    b.x.poolForward(p, dx, dy_);
+    expect(tag + " forward", b.get(dy_, ys), y, isMax ? 0 : 1e-6);
+    for (bool acc : {false, true}) {
+      Vec start = random(xs, true), want = start;
+      poolBackward(p, n, x.data(), y.data(), dy.data(), want.data(), acc);
+      float *g = b.put(start);
+      b.x.poolBackward(p, dx, dy_, b.put(dy), g, acc);
+      expect(tag + " backward" + (acc ? " acc" : ""), b.get(g, xs), want, 0);
+    }
+  }
+  const int64_t c = 5, spatial = 49;
+  Vec x = random(n * c * spatial), y(n * c), dy = random(n * c);
+  globalAvgPoolForward(n, c, spatial, x.data(), y.data());
+  b.reset(n);
+  float *gy = b.zeros(n * c);
+  b.x.gapForward(c, spatial, b.put(x), gy);
+  expect("global average pool forward", b.get(gy, n * c), y, 1e-6);
+  Vec start = random(n * c * spatial), want = start;
+  globalAvgPoolBackward(n, c, spatial, dy.data(), want.data(), true);
+  float *g = b.put(start);
+  b.x.gapBackward(c, spatial, b.put(dy), g, true);
+  expect("global average pool backward", b.get(g, n * c * spatial), want, 0);
+}
+
+void checkActivations(Bench &b) {
+  const ActParams acts[] = {{ActKind::Relu},
+                            {ActKind::LeakyRelu, 0.1f},
+                            {ActKind::Sigmoid},
+                            {ActKind::Tanh},
+                            {ActKind::Clip, 0, -0.5f, 0.25f}};
+  const int64_t n = 4, per = 1000;
+  for (const ActParams &p : acts) {
+    std::string tag = "activation " + std::to_string(int(p.kind));
+    Vec x = random(n * per), y(n * per), dy = random(n * per);
+    x[0] = NAN;
+    x[1] = 0;
+    x[2] = p.lo;
+    activationForward(p, n * per, x.data(), y.data());
+    b.reset(n);
+    float *gy = b.zeros(n * per);
+    b.x.actForward(p, per, b.put(x), gy);
+    expect(tag + " forward", b.get(gy, n * per), y, 1e-6);
+    for (bool acc : {false, true}) {
+      Vec start = random(n * per), want = start;
+      activationBackward(p, n * per, y.data(), dy.data(), want.data(), acc);
+      float *g = b.put(start);
+      b.x.actBackward(p, per, b.put(y), b.put(dy), g, acc);
+      expect(tag + " backward" + (acc ? " acc" : ""), b.get(g, n * per), want,
+             1e-6);
+    }
+  }
+}
+
+void checkNorm(Bench &b) {
+  for (int64_t spatial : {int64_t(1), int64_t(37)}) {
+    const BatchNormParams p{6, spatial, 1e-6f, 0.9f};
+    const int64_t n = 5, count = n * p.c * spatial;
+    Vec x = random(count), scale = random(p.c), bias = random(p.c),
+        dy = random(count);
+    Vec rm = random(p.c), rv = random(p.c), y(count), saved(2 * p.c);
+    Vec rm0 = rm, rv0 = rv;
+    batchNormForward(p, n, x.data(), scale.data(), bias.data(), rm.data(),
+                     rv.data(), y.data(), saved.data(), saved.data() + p.c,
+                     true);
+    std::string tag = "batchnorm spatial " + std::to_string(spatial);
+    b.reset(n);
+    float *gx = b.put(x), *gscale = b.put(scale), *grm = b.put(rm0),
+          *grv = b.put(rv0), *gy = b.zeros(count), *gsaved = b.zeros(2 * p.c);
+    b.x.bnForward(p, gx, gscale, b.put(bias), grm, grv, gy, gsaved, true);
+    expect(tag + " forward", b.get(gy, count), y, 1e-5);
+    expect(tag + " saved", b.get(gsaved, 2 * p.c), saved, 1e-5);
+    expect(tag + " running mean", b.get(grm, p.c), rm, 1e-6);
+    expect(tag + " running var", b.get(grv, p.c), rv, 1e-6);
+    for (bool acc : {false, true}) {
+      Vec start = random(count), want = start;
+      batchNormBackwardData(p, n, x.data(), scale.data(), saved.data(),
+                            saved.data() + p.c, dy.data(), want.data(), acc);
+      float *g = b.put(start);
+      b.x.bnBackwardData(p, gx, gscale, gsaved, b.put(dy), g, acc);
+      expect(tag + " backward-data" + (acc ? " acc" : ""), b.get(g, count),
+             want, 1e-4);
+      Vec s0 = random(p.c), b0 = random(p.c), ws = s0, wb = b0;
+      batchNormBackwardWeight(p, n, x.data(), saved.data(), saved.data() + p.c,
+                              dy.data(), ws.data(), wb.data(), acc);
+      float *gs = b.put(s0), *gb = b.put(b0);
+      b.x.bnBackwardWeight(p, gx, gsaved, b.put(dy), gs, gb, acc);
+      expect(tag + " backward-weight scale", b.get(gs, p.c), ws, 1e-4);
+      expect(tag + " backward-weight bias", b.get(gb, p.c), wb, 1e-4);
+    }
+  }
+  for (int64_t size : {int64_t(5), int64_t(4)}) {
+    const LRNParams p{7, 13, size, 1e-2f, 0.75f, 2.0f};
+    const int64_t n = 3, count = n * p.c * p.spatial;
+    Vec x = random(count), y(count), dy = random(count);
+    lrnForward(p, n, x.data(), y.data());
+    std::string tag = "lrn size " + std::to_string(size);
+    b.reset(n);
+    float *gx = b.put(x), *gy = b.zeros(count);
+    b.x.lrnForward(p, gx, gy);
+    expect(tag + " forward", b.get(gy, count), y, 1e-5);
+    Vec start = random(count), want = start;
+    lrnBackward(p, n, x.data(), y.data(), dy.data(), want.data(), true);
+    float *g = b.put(start);
+    b.x.lrnBackward(p, gx, b.put(y), b.put(dy), g, true);
+    expect(tag + " backward", b.get(g, count), want, 1e-5);
+  }
+}
+
+void checkDense(Bench &b) {
+  const int64_t n = 6;
+  for (bool transB : {true, false}) {
+    const GemmParams p{17, 9, transB, 0.5f, 2.0f};
+    Vec x = random(n * p.k), w = random(p.k * p.m), bias = random(p.m),
+        dy = random(n * p.m), y(n * p.m);
+    gemmForward(p, n, x.data(), w.data(), bias.data(), y.data());
+    std::string tag = std::string("gemm transB ") + (transB ? "1" : "0");
+    b.reset(n);
+    float *gx = b.put(x), *gw = b.put(w), *gy = b.zeros(n * p.m);
+    b.x.gemmForward(p, gx, gw, b.put(bias), gy);
+    expect(tag + " forward", b.get(gy, n * p.m), y, kTol);
+    for (bool acc : {false, true}) {
+      Vec dx0 = random(n * p.k), wantX = dx0;
+      gemmBackwardData(p, n, w.data(), dy.data(), wantX.data(), acc);
+      float *g = b.put(dx0);
+      b.x.gemmBackwardData(p, gw, b.put(dy), g, acc);
+      expect(tag + " backward-data", b.get(g, n * p.k), wantX, kTol);
+      Vec dw0 = random(p.k * p.m), db0 = random(p.m), wantW = dw0, wantB = db0;
+      gemmBackwardWeight(p, n, x.data(), dy.data(), wantW.data(), wantB.data(),
+                         acc);
+      float *g1 = b.put(dw0), *g2 = b.put(db0);
+      b.x.gemmBackwardWeight(p, gx, b.put(dy), g1, g2, acc);
+      expect(tag + " backward-weight", b.get(g1, p.k * p.m), wantW, kTol);
+      expect(tag + " backward-bias", b.get(g2, p.m), wantB, kTol);
+    }
+  }
+  for (bool log : {false, true}) {
+    const int64_t f = 300;
+    Vec x = random(n * f), y(n * f), dy = random(n * f);
+    softmaxForward(n, f, log, x.data(), y.data());
+    std::string tag = log ? "log-softmax" : "softmax";
+    b.reset(n);
+    float *gy = b.zeros(n * f);
+    b.x.softmaxForward(f, log, b.put(x), gy);
+    expect(tag + " forward", b.get(gy, n * f), y, 1e-5);
+    Vec start = random(n * f), want = start;
+    softmaxBackward(n, f, log, y.data(), dy.data(), want.data(), true);
+    float *g = b.put(start);
+    b.x.softmaxBackward(f, log, b.put(y), b.put(dy), g, true);
+    expect(tag + " backward", b.get(g, n * f), want, 1e-5);
+  }
+}
+
+void checkLosses(Bench &b) {
+  // Two sub-batches of 5 and 3 of a batch of 8 (info.batch), 5 classes.
+  const int64_t classes = b.info.classes, batch = b.info.batch;
+  Vec logits = random(batch * classes);
+  std::vector<int32_t> labels(batch);
+  for (int64_t s = 0; s < batch; ++s)
+    labels[s] = int32_t((s * 3) % classes);
+  float want = 0;
+  Vec dWant(batch * classes);
+  b.reset(5);
+  float *gl = b.put(logits), *gd = b.zeros(batch * classes);
+  int32_t *glab = reinterpret_cast<int32_t *>(b.zeros(batch));
+  upload(glab, labels.data(), batch * 4);
+  for (int64_t first : {int64_t(0), int64_t(5)}) {
+    int64_t n = first == 0 ? 5 : 3;
+    softmaxCrossEntropy(n, classes, batch, logits.data() + first * classes,
+                        labels.data() + first, &want,
+                        dWant.data() + first * classes);
+    b.x.n = n;
+    b.x.subBatchIndex = first == 0 ? 0 : 1;
+    b.x.loss(gl + first * classes, glab + first, b.x.lossValue(),
+             gd + first * classes);
+  }
+  expect("cross-entropy loss", {b.x.readLoss()}, {want}, 1e-6);
+  expect("cross-entropy gradient", b.get(gd, batch * classes), dWant, 1e-6);
+}
+
+void checkMse() {
+  Bench b(true);
+  const int64_t features = b.info.labelPerSample, batch = b.info.batch;
+  Vec y = random(batch * features), t = random(batch * features);
+  float want = 0;
+  Vec dWant(batch * features);
+  b.reset(5);
+  float *gyv = b.put(y), *gt = b.put(t), *gd = b.zeros(batch * features);
+  for (int64_t first : {int64_t(0), int64_t(5)}) {
+    int64_t n = first == 0 ? 5 : 3, at = first * features;
+    meanSquaredError(n, features, batch, y.data() + at, t.data() + at, &want,
+                     dWant.data() + at);
+    b.x.n = n;
+    b.x.subBatchIndex = first == 0 ? 0 : 1;
+    b.x.loss(gyv + at, gt + at, b.x.lossValue(), gd + at);
+  }
+  expect("mse loss", {b.x.readLoss()}, {want}, 1e-6);
+  expect("mse gradient", b.get(gd, batch * features), dWant, 1e-6);
+}
+
+void checkElementwise(Bench &b) {
+  const int64_t n = 3;
+  struct Case {
+    BinaryParams p;
+    const char *name;
+  };
+  const Case cases[] = {
+      {{BinaryKind::Mul, 60, true, 60, 1}, "batched mul"},
+      {{BinaryKind::Add, 60, false, 4, 15}, "per-channel add"},
+      {{BinaryKind::Sub, 60, false, 60, 1}, "full-shape sub"},
+      {{BinaryKind::Mul, 6000, false, 4, 1500}, "per-channel mul (long)"},
+  };
+  for (const Case &c : cases) {
+    const BinaryParams &p = c.p;
+    int64_t bCount = p.bBatched ? n * p.perSample : p.bSize;
+    Vec a = random(n * p.perSample), bv = random(bCount),
+        dy = random(n * p.perSample), y(n * p.perSample);
+    binaryForward(p, n, a.data(), bv.data(), y.data());
+    b.reset(n);
+    float *ga = b.put(a), *gb = b.put(bv), *gy = b.zeros(n * p.perSample);
+    b.x.binaryForward(p, ga, gb, gy);
+    expect(std::string(c.name) + " forward", b.get(gy, n * p.perSample), y,
+           1e-6);
+    Vec da0 = random(n * p.perSample), db0 = random(bCount), wa = da0, wb = db0;
+    binaryBackward(p, n, a.data(), bv.data(), dy.data(), wa.data(), wb.data(),
+                   true, true);
+    float *gda = b.put(da0), *gdb = b.put(db0);
+    b.x.binaryBackward(p, ga, gb, b.put(dy), gda, gdb, true, true);
+    expect(std::string(c.name) + " backward a", b.get(gda, n * p.perSample), wa,
+           1e-6);
+    expect(std::string(c.name) + " backward b", b.get(gdb, bCount), wb, 1e-5);
+  }
+  {
+    const int64_t parts[] = {12, 30, 7};
+    Vec in0 = random(n * 12), in1 = random(n * 30), in2 = random(n * 7);
+    const float *ins[] = {in0.data(), in1.data(), in2.data()};
+    Vec y(n * 49), dy = random(n * 49);
+    concatForward(n, 3, parts, ins, y.data());
+    b.reset(n);
+    const float *gins[] = {b.put(in0), b.put(in1), b.put(in2)};
+    float *gy = b.zeros(n * 49);
+    b.x.concatForward(3, parts, gins, gy);
+    expect("concat forward", b.get(gy, n * 49), y, 0);
+    Vec d0 = random(n * 12), d2 = random(n * 7), w0 = d0, w2 = d2;
+    float *outs[] = {w0.data(), nullptr, w2.data()};
+    const bool acc[] = {true, false, false};
+    concatBackward(n, 3, parts, dy.data(), outs, acc);
+    float *gouts[] = {b.put(d0), nullptr, b.put(d2)};
+    b.x.concatBackward(3, parts, b.put(dy), gouts, acc);
+    expect("concat backward 0", b.get(gouts[0], n * 12), w0, 0);
+    expect("concat backward 2", b.get(gouts[2], n * 7), w2, 0);
+  }
+  {
+    const PadParams p{2, 5, 6, 8, 5, 2, -1, 0.5f};
+    int64_t xs = n * 2 * 5 * 6, ys = n * 2 * 8 * 5;
+    Vec x = random(xs), y(ys), dy = random(ys);
+    padForward(p, n, x.data(), y.data());
+    b.reset(n);
+    float *gy = b.zeros(ys);
+    b.x.padForward(p, b.put(x), gy);
+    expect("pad forward", b.get(gy, ys), y, 0);
+    Vec start = random(xs), want = start;
+    padBackward(p, n, dy.data(), want.data(), true);
+    float *g = b.put(start);
+    b.x.padBackward(p, b.put(dy), g, true);
+    expect("pad backward", b.get(g, xs), want, 0);
+  }
+  {
+    // Masks and kept values bit for bit, at a sub-batch offset.
+    const DropoutParams p{777, 0.3f};
+    b.reset(n);
+    b.x.seed = 99;
+    b.x.iteration = 5;
+    b.x.firstSample = 2;
+    uint64_t key = dropoutKey(99, 5, 17);
+    Vec x = random(n * p.perSample), y(n * p.perSample),
+        dy = random(n * p.perSample);
+    dropoutForward(p, n, key, 2, x.data(), y.data());
+    float *gy = b.zeros(n * p.perSample);
+    b.x.dropoutForward(p, 17, b.put(x), gy);
+    expect("dropout forward", b.get(gy, n * p.perSample), y, 0);
+    Vec start = random(n * p.perSample), want = start;
+    dropoutBackward(p, n, key, 2, dy.data(), want.data(), true);
+    float *g = b.put(start);
+    b.x.dropoutBackward(p, 17, b.put(dy), g, true);
+    expect("dropout backward", b.get(g, n * p.perSample), want, 0);
+  }
+  {
+    Vec x = random(n * 100), y = random(n * 100), want = y;
+    accumulate(n * 100, x.data(), want.data());
+    b.reset(n);
+    float *gy = b.put(y);
+    b.x.accumulateInto(100, b.put(x), gy);
+    expect("accumulate", b.get(gy, n * 100), want, 0);
+    float *gc = b.zeros(n * 100);
+    b.x.copy(100, gy, gc);
+    expect("copy", b.get(gc, n * 100), want, 0);
+  }
+}
+
+void checkUpdateAndCopies(Bench &b) {
+  // SGD with momentum and weight decay, two steps (first, then later).
+  int64_t count = b.weights[0].count;
+  Vec w = random(count), g = random(count), buf(count, 0.0f);
+  b.x.writeWeight(0, w.data());
+  upload(b.x.grad(0), g.data(), count * 4);
+  b.x.lr = 0.1f;
+  b.x.momentum = 0.9f;
+  b.x.weightDecay = 1e-2f;
+  for (bool first : {true, false}) {
+    b.x.firstIteration = first;
+    b.x.sgd(0);
+    sgdUpdate(count, 0.1f, 0.9f, 1e-2f, first, w.data(), g.data(), buf.data());
+  }
+  Vec gotW(count), gotM(count);
+  b.x.synchronize();
+  b.x.readWeight(0, gotW.data());
+  b.x.readMomentum(0, gotM.data());
+  expect("sgd weights", gotW, w, 0);
+  expect("sgd momentum", gotM, buf, 0);
+
+  // Out to the host slot and back into another place, ordered by events.
+  b.reset(2);
+  int64_t bytes = b.slots[0].perSample * 2 + b.slots[0].fixed;
+  Vec v = random(bytes / 4);
+  auto offsetOf = [&](float *p) {
+    return reinterpret_cast<char *>(p) - reinterpret_cast<char *>(b.x.arena(0));
+  };
+  int64_t srcOff = offsetOf(b.put(v)), dstOff = offsetOf(b.zeros(bytes / 4));
+  b.x.record(Compute, 0);
+  b.x.wait(CopyOut, 0);
+  b.x.copyOut(srcOff, 0);
+  b.x.record(CopyOut, 1);
+  b.x.wait(CopyIn, 1);
+  b.x.copyIn(0, dstOff);
+  b.x.record(CopyIn, 2);
+  b.x.wait(Compute, 2);
+  float *dst = b.x.arena(dstOff);
+  expect("copy out and in", b.get(dst, bytes / 4), v, 0);
+}
+
+} // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("selfcheck: no CUDA device, skipped\n");
+    return 77;
+  }
+  Bench b;
+  checkConv(b);
+  checkPool(b);
+  checkActivations(b);
+  checkNorm(b);
+  checkDense(b);
+  checkLosses(b);
+  checkMse();
+  checkElementwise(b);
+  checkUpdateAndCopies(b);
+  std::printf("selfcheck: %d checks, %d mismatches; measured device memory "
+              "%.2f MiB (planned %.2f MiB)\n",
+              checks, failures, b.x.measuredDeviceBytes() / 1048576.0,
+              b.x.deviceBytes() / 1048576.0);
+  return failures ? 1 : 0;
+}
