@@ -18,6 +18,7 @@
 #include "tests/GraphLiteral.h"
 
 #include <memory>
+#include <stdexcept>
 
 namespace memfit::test {
 
