@@ -1,99 +1,411 @@
 //===- PlanJson.cpp - plan.json, the plan for people and tools ------------===//
 #include "codegen/PlanJson.h"
 
+#include "compiler/Diagnostics.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+
 #include <nlohmann/json.hpp>
 
 namespace memfit {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json taskJson(const ReportTask &t) {
+  json waited = nullptr;
+  if (!t.waitedFor.empty())
+    waited = {{"block", t.waitedFor}, {"direction", t.waitedDirection}};
+  return {{"task", t.name},
+          {"kind", t.kind},
+          {"node", t.node},
+          {"op", t.op},
+          {"section", t.section},
+          {"algo", t.algo},
+          {"algo_name", t.algoName},
+          {"workspace_bytes", t.workspaceBytes},
+          {"workspace_offset", t.workspaceOffset},
+          {"stream", t.stream},
+          {"recompute", t.recompute},
+          {"start", t.start},
+          {"end", t.end},
+          {"stall_seconds", t.stallSeconds},
+          {"waited_for", waited}};
+}
+
+json blockJson(const ReportBlock &b) {
+  json res = json::array();
+  for (const ReportResidency &x : b.residencies)
+    res.push_back({{"offset", x.offset},
+                   {"bytes", x.bytes},
+                   {"start", x.start},
+                   {"end", x.end}});
+  json j = {{"name", b.name}, {"kind", b.kind},      {"value", b.value},
+            {"node", b.node}, {"bytes", b.bytes},    {"decision", b.decision},
+            {"why", b.why},   {"view_of", b.viewOf}, {"residencies", res}};
+  return j;
+}
+
+/// Typed field access that keeps the first error and goes on with defaults,
+/// so the reading code stays straight-line. Unknown fields are ignored:
+/// version 1 may grow new fields without breaking older readers.
+class Reader {
+public:
+  explicit Reader(std::string file) : file(std::move(file)) {}
+
+  const json *field(const json &o, const std::string &where, const char *key,
+                    bool required) {
+    if (!o.is_object()) {
+      fail(where, "expected an object, not " + typeOf(o));
+      return nullptr;
+    }
+    auto it = o.find(key);
+    if (it == o.end()) {
+      if (required)
+        fail(where, std::string("field '") + key + "' is missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+  std::string str(const json &o, const std::string &where, const char *key,
+                  bool required = true) {
+    const json *v = field(o, where, key, required);
+    if (!v || v->is_null())
+      return "";
+    if (!v->is_string()) {
+      wrong(where, key, "a string", *v);
+      return "";
+    }
+    return v->get<std::string>();
+  }
+  int64_t integer(const json &o, const std::string &where, const char *key,
+                  int64_t min = 0, bool required = true) {
+    const json *v = field(o, where, key, required);
+    if (!v)
+      return min > 0 ? min : 0;
+    if (!v->is_number_integer()) {
+      wrong(where, key, "an integer", *v);
+      return min > 0 ? min : 0;
+    }
+    int64_t x = v->get<int64_t>();
+    if (x < min) {
+      fail(where, llvm::formatv("field '{0}' must be at least {1}, got {2}",
+                                key, min, x)
+                      .str());
+      return min;
+    }
+    return x;
+  }
+  double number(const json &o, const std::string &where, const char *key,
+                bool required = true, double min = 0) {
+    const json *v = field(o, where, key, required);
+    if (!v)
+      return 0;
+    if (!v->is_number()) {
+      wrong(where, key, "a number", *v);
+      return 0;
+    }
+    double x = v->get<double>();
+    if (!(x >= min)) {
+      fail(where, llvm::formatv("field '{0}' must be at least {1}, got {2}",
+                                key, min, x)
+                      .str());
+      return min;
+    }
+    return x;
+  }
+  bool boolean(const json &o, const std::string &where, const char *key,
+               bool required = true) {
+    const json *v = field(o, where, key, required);
+    if (!v)
+      return false;
+    if (!v->is_boolean()) {
+      wrong(where, key, "true or false", *v);
+      return false;
+    }
+    return v->get<bool>();
+  }
+  /// An array field; null when missing (an error when required) or wrong.
+  const json *array(const json &o, const std::string &where, const char *key,
+                    bool required = true) {
+    const json *v = field(o, where, key, required);
+    if (v && !v->is_array()) {
+      wrong(where, key, "an array", *v);
+      return nullptr;
+    }
+    return v;
+  }
+
+  bool failed() const { return !first.empty(); }
+  llvm::Error error() const { return makeError(first); }
+  void fail(const std::string &where, const std::string &what) {
+    if (first.empty())
+      first = file + ": " + (where.empty() ? "" : where + ": ") + what;
+  }
+
+private:
+  static std::string typeOf(const json &v) {
+    if (v.is_null())
+      return "null";
+    if (v.is_boolean())
+      return "a boolean";
+    if (v.is_number())
+      return "a number";
+    if (v.is_string())
+      return "a string";
+    if (v.is_array())
+      return "an array";
+    return "an object";
+  }
+  void wrong(const std::string &where, const char *key, const char *expected,
+             const json &v) {
+    fail(where, std::string("field '") + key + "' must be " + expected +
+                    ", not " + typeOf(v));
+  }
+  std::string file, first;
+};
+
+std::string at(const char *list, size_t i) {
+  return std::string(list) + "[" + std::to_string(i) + "]";
+}
+
+} // namespace
+
+std::string planToJson(const PlanReport &r) {
+  const ReportSummary &s = r.summary;
+  json j;
+  j["schema_version"] = r.schemaVersion;
+  j["model"] = r.model;
+  j["model_file"] = r.modelFile;
+  j["device"] = r.device;
+  if (r.profile.used)
+    j["profile"] = {{"file", r.profile.file},
+                    {"measured", r.profile.measured},
+                    {"interpolated", r.profile.interpolated},
+                    {"estimated", r.profile.estimated}};
+  else
+    j["profile"] = nullptr;
+  j["policy"] = r.policy;
+  j["batch"] = r.batch;
+  j["sub_batch"] = r.subBatch;
+  j["sub_batches"] = r.numSubBatches;
+  j["budget_bytes"] = r.budgetBytes;
+  json tried = json::array();
+  for (auto [b, t] : s.subBatchesTried)
+    tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
+  j["summary"] = {{"feasible", s.feasible},
+                  {"planned_bytes", s.plannedBytes},
+                  {"resident_bytes", s.residentBytes},
+                  {"arena_bytes", s.arenaBytes},
+                  {"lower_bound_bytes", s.lowerBoundBytes},
+                  {"lower_bound_task", s.lowerBoundTask},
+                  {"ideal_peak_bytes", s.idealPeakBytes},
+                  {"max_live_bytes", s.maxLiveBytes},
+                  {"allocation_efficiency", s.allocationEfficiency},
+                  {"ideal_seconds", s.idealSeconds},
+                  {"planned_seconds", s.plannedSeconds},
+                  {"overhead", s.overhead},
+                  {"stall_seconds", s.stallSeconds},
+                  {"round_seconds", s.roundSeconds},
+                  {"update_seconds", s.updateSeconds},
+                  {"bytes_to_host", s.bytesToHost},
+                  {"bytes_to_device", s.bytesToDevice},
+                  {"eq3_sub_batch", s.eq3SubBatch},
+                  {"sub_batches_tried", tried}};
+  j["notes"] = r.notes;
+  json tasks = json::array();
+  for (const ReportTask &t : r.tasks)
+    tasks.push_back(taskJson(t));
+  j["tasks"] = std::move(tasks);
+  json transfers = json::array();
+  for (const ReportTransfer &x : r.transfers)
+    transfers.push_back({{"block", x.block},
+                         {"direction", x.direction},
+                         {"bytes", x.bytes},
+                         {"offset", x.offset},
+                         {"start", x.start},
+                         {"end", x.end}});
+  j["transfers"] = std::move(transfers);
+  json blocks = json::array();
+  for (const ReportBlock &b : r.blocks)
+    blocks.push_back(blockJson(b));
+  j["blocks"] = std::move(blocks);
+  j["events"] = r.events;
+  // Names come from the model: invalid UTF-8 is replaced, never thrown on.
+  return j.dump(1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string planToJson(const TaskGraph &tg, const Plan &plan,
                        const Simulation &sim, const PlanContext &ctx) {
-  using json = nlohmann::ordered_json;
-  const Graph &g = *tg.graph;
-  const PlanSummary &s = plan.summary;
-  json j;
-  j["schema_version"] = 1;
-  j["model"] = g.name;
-  j["model_file"] = ctx.modelFile;
-  j["device"] = ctx.device;
-  j["policy"] = plan.policy;
-  j["batch"] = plan.batch;
-  j["sub_batch"] = plan.subBatch;
-  j["sub_batches"] = plan.numSubBatches;
-  j["budget_bytes"] = plan.budget;
-  j["summary"] = {{"feasible", true},
-                  {"planned_bytes", plan.totalBytes()},
-                  {"resident_bytes", plan.residentBytes},
-                  {"arena_bytes", plan.arenaBytes},
-                  {"lower_bound_bytes", ctx.lowerBoundBytes},
-                  {"ideal_peak_bytes", ctx.idealPeakBytes},
-                  {"max_live_bytes", s.maxLiveBytes},
-                  {"allocation_efficiency", sim.allocationEfficiency},
-                  {"ideal_seconds", ctx.idealSeconds},
-                  {"planned_seconds", s.plannedSeconds},
-                  {"overhead", ctx.idealSeconds > 0
-                                   ? s.plannedSeconds / ctx.idealSeconds - 1
-                                   : 0.0},
-                  {"stall_seconds", s.stallSeconds},
-                  {"bytes_to_host", s.bytesToHost},
-                  {"bytes_to_device", s.bytesToDevice}};
-  json tasks = json::array();
-  for (size_t i = 0; i < plan.round.size(); ++i) {
-    const Instr &in = plan.round[i];
-    if (in.kind != InstrKind::Run)
-      continue;
-    const Task &t = tg.tasks[in.task];
-    json e = {{"task", t.name},
-              {"kind", std::string(taskKindName(t.kind))},
-              {"node", t.op >= 0 ? g.ops[t.op].name : ""},
-              {"op", t.op >= 0 ? g.ops[t.op].onnxOp : ""},
-              {"algo", in.algo},
-              {"workspace_bytes", in.workspaceBytes},
-              {"stream", std::string(streamName(in.stream))},
-              {"recompute", in.recompute},
-              {"start", sim.start[i]},
-              {"end", sim.end[i]}};
-    tasks.push_back(e);
+  return planToJson(buildPlanReport(tg, plan, sim, ctx));
+}
+
+llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
+                                         const std::string &fileName) {
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error &e) {
+    // e.what() starts with the library's own tag; keep what follows.
+    std::string what = e.what();
+    size_t pos = what.find("] ");
+    return makeErrorF("{0}: not valid JSON: {1}", fileName,
+                      pos == std::string::npos ? what : what.substr(pos + 2));
   }
-  j["tasks"] = tasks;
-  json transfers = json::array();
-  for (size_t i = 0; i < plan.round.size(); ++i) {
-    const Instr &in = plan.round[i];
-    if (in.kind != InstrKind::CopyOut && in.kind != InstrKind::CopyIn)
-      continue;
-    const Residency &r = plan.residencies[in.residency];
-    transfers.push_back(
-        {{"block", tg.blocks[r.block].name},
-         {"direction", in.kind == InstrKind::CopyOut ? "to_host" : "to_device"},
-         {"bytes", r.bytes},
-         {"offset", r.offset},
-         {"start", sim.start[i]},
-         {"end", sim.end[i]}});
+  if (!root.is_object() || !root.contains("schema_version"))
+    return makeErrorF("{0}: not a memfit plan (no schema_version field; "
+                      "plan.json is written by memfit plan -o and memfit "
+                      "compile)",
+                      fileName);
+  Reader rd(fileName);
+  PlanReport r;
+  r.schemaVersion = static_cast<int>(rd.integer(root, "", "schema_version"));
+  if (rd.failed())
+    return rd.error();
+  if (r.schemaVersion != kPlanSchemaVersion)
+    return makeErrorF("{0}: schema_version {1} is not supported: this "
+                      "memfit reads schema_version {2}",
+                      fileName, r.schemaVersion, kPlanSchemaVersion);
+  r.model = rd.str(root, "", "model");
+  r.modelFile = rd.str(root, "", "model_file");
+  r.device = rd.str(root, "", "device");
+  if (const json *p = rd.field(root, "", "profile", false);
+      p && !p->is_null()) {
+    r.profile.used = true;
+    r.profile.file = rd.str(*p, "profile", "file");
+    r.profile.measured = rd.integer(*p, "profile", "measured");
+    r.profile.interpolated = rd.integer(*p, "profile", "interpolated");
+    r.profile.estimated = rd.integer(*p, "profile", "estimated");
   }
-  j["transfers"] = transfers;
-  std::vector<json> byBlock(tg.blocks.size(), json::array());
-  for (const Residency &r : plan.residencies)
-    byBlock[r.block].push_back({{"offset", r.offset}, {"bytes", r.bytes}});
-  json blocks = json::array();
-  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
-    const Block &blk = tg.blocks[b];
-    const char *decision = "keep";
-    if (isWeightSide(blk.kind))
-      decision = "resident";
-    else if (blk.viewOf >= 0)
-      decision = "view";
-    else if (plan.decisions[b] == BlockDecision::Offload)
-      decision = "offload";
-    else if (plan.decisions[b] == BlockDecision::Recompute)
-      decision = "recompute";
-    blocks.push_back({{"name", blk.name},
-                      {"kind", std::string(blockKindName(blk.kind))},
-                      {"bytes", blk.bytesAt(plan.subBatch)},
-                      {"decision", decision},
-                      {"residencies", byBlock[b]}});
+  r.policy = rd.str(root, "", "policy");
+  r.batch = rd.integer(root, "", "batch", 1);
+  r.subBatch = rd.integer(root, "", "sub_batch", 1);
+  r.numSubBatches = rd.integer(root, "", "sub_batches", 1);
+  r.budgetBytes = rd.integer(root, "", "budget_bytes");
+  r.events = static_cast<int32_t>(rd.integer(root, "", "events"));
+
+  if (const json *sj = rd.field(root, "", "summary", true)) {
+    const json &o = *sj;
+    const char *w = "summary";
+    ReportSummary &s = r.summary;
+    s.feasible = rd.boolean(o, w, "feasible");
+    s.plannedBytes = rd.integer(o, w, "planned_bytes");
+    s.residentBytes = rd.integer(o, w, "resident_bytes");
+    s.arenaBytes = rd.integer(o, w, "arena_bytes");
+    s.lowerBoundBytes = rd.integer(o, w, "lower_bound_bytes");
+    s.lowerBoundTask = rd.str(o, w, "lower_bound_task", false);
+    s.idealPeakBytes = rd.integer(o, w, "ideal_peak_bytes");
+    s.maxLiveBytes = rd.integer(o, w, "max_live_bytes");
+    s.allocationEfficiency = rd.number(o, w, "allocation_efficiency");
+    s.idealSeconds = rd.number(o, w, "ideal_seconds");
+    s.plannedSeconds = rd.number(o, w, "planned_seconds");
+    s.overhead = rd.number(o, w, "overhead", true, -1);
+    s.stallSeconds = rd.number(o, w, "stall_seconds");
+    s.roundSeconds = rd.number(o, w, "round_seconds", false);
+    s.updateSeconds = rd.number(o, w, "update_seconds", false);
+    s.bytesToHost = rd.integer(o, w, "bytes_to_host");
+    s.bytesToDevice = rd.integer(o, w, "bytes_to_device");
+    s.eq3SubBatch = rd.integer(o, w, "eq3_sub_batch", 0, false);
+    if (const json *tried = rd.array(o, w, "sub_batches_tried", false))
+      for (size_t i = 0; i < tried->size(); ++i) {
+        std::string tw = std::string(w) + "." + at("sub_batches_tried", i);
+        s.subBatchesTried.push_back(
+            {rd.integer((*tried)[i], tw, "sub_batch", 1),
+             rd.number((*tried)[i], tw, "planned_seconds")});
+      }
   }
-  j["blocks"] = blocks;
-  j["events"] = plan.numEvents;
-  return j.dump(1);
+  if (const json *notes = rd.array(root, "", "notes", false))
+    for (size_t i = 0; i < notes->size(); ++i) {
+      if (!(*notes)[i].is_string()) {
+        rd.fail(at("notes", i), "must be a string");
+        break;
+      }
+      r.notes.push_back((*notes)[i].get<std::string>());
+    }
+
+  if (const json *tasks = rd.array(root, "", "tasks"))
+    for (size_t i = 0; i < tasks->size() && !rd.failed(); ++i) {
+      const json &o = (*tasks)[i];
+      std::string w = at("tasks", i);
+      ReportTask t;
+      t.name = rd.str(o, w, "task");
+      t.kind = rd.str(o, w, "kind");
+      t.node = rd.str(o, w, "node");
+      t.op = rd.str(o, w, "op");
+      t.section = rd.str(o, w, "section", false);
+      if (t.section.empty())
+        t.section = "round";
+      else if (t.section != "round" && t.section != "update")
+        rd.fail(w, "field 'section' must be \"round\" or \"update\"");
+      t.algo = static_cast<int32_t>(rd.integer(o, w, "algo"));
+      t.algoName = rd.str(o, w, "algo_name", false);
+      t.workspaceBytes = rd.integer(o, w, "workspace_bytes");
+      t.workspaceOffset = rd.integer(o, w, "workspace_offset", 0, false);
+      t.stream = rd.str(o, w, "stream");
+      t.recompute = rd.boolean(o, w, "recompute");
+      t.start = rd.number(o, w, "start");
+      t.end = rd.number(o, w, "end", true, t.start);
+      t.stallSeconds = rd.number(o, w, "stall_seconds", false);
+      if (const json *wf = rd.field(o, w, "waited_for", false);
+          wf && !wf->is_null()) {
+        t.waitedFor = rd.str(*wf, w + ".waited_for", "block");
+        t.waitedDirection = rd.str(*wf, w + ".waited_for", "direction");
+      }
+      r.tasks.push_back(std::move(t));
+    }
+  if (const json *xs = rd.array(root, "", "transfers"))
+    for (size_t i = 0; i < xs->size() && !rd.failed(); ++i) {
+      const json &o = (*xs)[i];
+      std::string w = at("transfers", i);
+      ReportTransfer x;
+      x.block = rd.str(o, w, "block");
+      x.direction = rd.str(o, w, "direction");
+      if (!rd.failed() && x.direction != "to_host" &&
+          x.direction != "to_device")
+        rd.fail(w, "field 'direction' must be \"to_host\" or \"to_device\"");
+      x.bytes = rd.integer(o, w, "bytes");
+      x.offset = rd.integer(o, w, "offset");
+      x.start = rd.number(o, w, "start");
+      x.end = rd.number(o, w, "end", true, x.start);
+      r.transfers.push_back(std::move(x));
+    }
+  if (const json *bs = rd.array(root, "", "blocks"))
+    for (size_t i = 0; i < bs->size() && !rd.failed(); ++i) {
+      const json &o = (*bs)[i];
+      std::string w = at("blocks", i);
+      ReportBlock b;
+      b.name = rd.str(o, w, "name");
+      b.kind = rd.str(o, w, "kind");
+      b.value = rd.str(o, w, "value", false);
+      b.node = rd.str(o, w, "node", false);
+      b.bytes = rd.integer(o, w, "bytes");
+      b.decision = rd.str(o, w, "decision");
+      b.why = rd.str(o, w, "why", false);
+      b.viewOf = rd.str(o, w, "view_of", false);
+      if (const json *res = rd.array(o, w, "residencies"))
+        for (size_t k = 0; k < res->size(); ++k) {
+          const json &x = (*res)[k];
+          std::string rw = w + "." + at("residencies", k);
+          ReportResidency y;
+          y.offset = rd.integer(x, rw, "offset");
+          y.bytes = rd.integer(x, rw, "bytes");
+          // -1 marks a residency nothing touched.
+          y.start = rd.number(x, rw, "start", true, -1);
+          y.end = rd.number(x, rw, "end", true, -1);
+          b.residencies.push_back(y);
+        }
+      r.blocks.push_back(std::move(b));
+    }
+  if (rd.failed())
+    return rd.error();
+  return r;
+}
+
+llvm::Expected<PlanReport> readPlanJson(const std::string &path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return makeErrorF("cannot read {0}: {1}", path, buf.getError().message());
+  return parsePlanJson((*buf)->getBuffer(), path);
 }
 
 } // namespace memfit

@@ -90,6 +90,10 @@ struct Plan {
   std::vector<Instr> round;             // one sub-batch
   std::vector<Instr> update;            // once per batch, after the rounds
   std::vector<BlockDecision> decisions; // per block
+  /// Per block, why the scheduler decided as it did, in words for the
+  /// report (e.g. which task found the arena full); empty when the decision
+  /// needs no explanation beyond itself. May be empty as a whole.
+  std::vector<std::string> decisionWhy;
   PlanSummary summary;
 
   int64_t totalBytes() const { return residentBytes + arenaBytes; }

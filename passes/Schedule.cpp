@@ -2,6 +2,7 @@
 #include "passes/Schedule.h"
 
 #include "compiler/Diagnostics.h"
+#include "compiler/Units.h"
 #include "passes/Scheduler.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -81,6 +82,8 @@ llvm::Expected<Plan> Scheduler::run() {
         tg.graph->ops[tg.tasks[tg.blocks[b].writers[0]].op].kind ==
             OpKind::Conv;
   plan.decisions.assign(nb, BlockDecision::Keep);
+  offloadCause.assign(nb, LeaveCause{});
+  dropCause.assign(nb, LeaveCause{});
   for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
     st[b].hasContent = true;
     st[b].hostValid = true;
@@ -189,6 +192,7 @@ llvm::Expected<Plan> Scheduler::run() {
       for (const Arena::Segment &seg : arena.segments())
         if (seg.owner >= 0 && seg.owner < kWorkspaceOwner)
           owners.push_back(seg.owner);
+      cause = {LeaveCause::Defragment, step, -1, -1, 0, 0};
       for (int32_t o : owners) {
         BlockId ob = plan.residencies[o].block;
         if (st[ob].hasContent)
@@ -217,6 +221,7 @@ llvm::Expected<Plan> Scheduler::run() {
     run.algo = algo;
     if (ac->workspace > 0) {
       StreamUses wsUses{};
+      cause = {LeaveCause::Workspace, step, -1, -1, ac->workspace, 0};
       auto off = allocate(ac->workspace, kWorkspaceOwner, wsUses);
       if (!off) {
         llvm::consumeError(off.takeError());
@@ -258,6 +263,8 @@ llvm::Expected<Plan> Scheduler::run() {
             int32_t c =
                 emit(co, costs.copyOutSeconds(bytesOf(xb)), {st[xb].ready});
             touch(st[xb].res, Stream::CopyOut, c);
+            cause = {LeaveCause::Vdnn, step, -1, -1, bytesOf(xb), 0};
+            noteOffload(xb);
             st[xb].hostValid = true;
             st[xb].hostCopy = c;
             st[xb].everOffloaded = true;
@@ -358,7 +365,71 @@ llvm::Expected<Plan> Scheduler::run() {
   for (BlockId b = 0; b < (BlockId)nb; ++b)
     if (st[b].everOffloaded && b != tg.inputBlock && b != tg.labelBlock)
       plan.decisions[b] = BlockDecision::Offload;
+  explainDecisions();
   return std::move(plan);
+}
+
+void Scheduler::explainDecisions() {
+  plan.decisionWhy.assign(tg.blocks.size(), std::string());
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    if (plan.decisions[b] == BlockDecision::Offload) {
+      plan.decisionWhy[b] = describe(offloadCause[b]);
+    } else if (plan.decisions[b] == BlockDecision::Recompute) {
+      std::string why = describe(dropCause[b]);
+      plan.decisionWhy[b] =
+          (why.empty() ? std::string("dropped") : "dropped: " + why) +
+          "; recomputed by running " +
+          quoteName(tg.tasks[tg.blocks[b].writers[0]].name) + " again";
+    }
+  }
+}
+
+std::string Scheduler::describe(const LeaveCause &c) const {
+  auto task = [&](int32_t s) {
+    return s >= 0 && s < (int32_t)order.size()
+               ? quoteName(tg.tasks[order[s]].name)
+               : std::string("?");
+  };
+  auto block = [&](BlockId b) {
+    return b >= 0 ? quoteName(tg.blocks[b].name) : std::string("?");
+  };
+  switch (c.kind) {
+  case LeaveCause::None:
+    break;
+  case LeaveCause::ArenaFull:
+    return llvm::formatv("the arena was full when task {0} needed {1} for {2}",
+                         task(c.step), formatBytes(c.bytes), block(c.need));
+  case LeaveCause::Workspace:
+    return llvm::formatv("the arena was full when task {0} needed {1} of "
+                         "workspace",
+                         task(c.step), formatBytes(c.bytes));
+  case LeaveCause::Defragment:
+    return llvm::formatv("the arena was too fragmented for task {0}: "
+                         "defragmentation moved out what it did not need",
+                         task(c.step));
+  case LeaveCause::Prefetch:
+    return llvm::formatv("made room after task {0} to prefetch {1} for task "
+                         "{2}",
+                         task(c.step), block(c.need), task(c.nextStep));
+  case LeaveCause::Early:
+    return llvm::formatv("offloaded early, after task {0}: long reuse "
+                         "distance, next used by task {1} about {2:F3} ms "
+                         "later",
+                         task(c.step), task(c.nextStep), c.gapSeconds * 1e3);
+  case LeaveCause::Vdnn:
+    return llvm::formatv("{0} offloads a layer's input while the layer runs: "
+                         "the input of task {1}",
+                         policyName(opts.policy), task(c.step));
+  case LeaveCause::DropSet:
+    return llvm::formatv("in the drop set of policy {0}, it left after its "
+                         "last forward use (task {1})",
+                         policyName(opts.policy), task(c.step));
+  case LeaveCause::Released:
+    return llvm::formatv("it left after its last direct use (task {0}) and "
+                         "was needed again as the input of a recompute",
+                         task(c.step));
+  }
+  return "";
 }
 
 } // namespace sched

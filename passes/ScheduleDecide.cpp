@@ -114,6 +114,7 @@ void Scheduler::prefetchAhead(double taskEnd) {
         off = a->first;
         uses = a->second;
       } else if (auto w = arena.findEviction(bytesOf(b), ev, price)) {
+        cause = {LeaveCause::Prefetch, step, b, s, bytesOf(b), 0};
         for (int32_t o : w->owners)
           evict(o);
         uses = arena.allocateAt(w->offset, bytesOf(b), ownerId);
@@ -164,6 +165,8 @@ void Scheduler::offloadAhead(TaskId t) {
     in.residency = bs.res;
     int32_t i = emit(in, costs.copyOutSeconds(bytesOf(b)), {bs.ready});
     touch(bs.res, Stream::CopyOut, i);
+    cause = {LeaveCause::Early, step, -1, next, bytesOf(b), gap};
+    noteOffload(b);
     bs.hostValid = true;
     bs.hostCopy = i;
     bs.everOffloaded = true;

@@ -183,6 +183,7 @@ void Scheduler::evict(ResidencyId r) {
     arena.release(r, {});
     bs.res = -1;
     bs.dropped = true;
+    noteDrop(b, cause);
     return;
   }
   if (!bs.hostValid) {
@@ -195,6 +196,7 @@ void Scheduler::evict(ResidencyId r) {
       deps.push_back(d);
     int32_t i = emit(in, costs.copyOutSeconds(plan.residencies[r].bytes), deps);
     touch(r, Stream::CopyOut, i);
+    noteOffload(b);
     bs.hostValid = true;
     bs.hostCopy = i;
     bs.everOffloaded = true;
@@ -210,8 +212,10 @@ void Scheduler::release(BlockId b) {
     arena.release(bs.res, {});
   bs.res = -1;
   // A recompute may still need it as an input: it can be regenerated.
-  if (bs.hasContent && !bs.hostValid && droppable[b])
+  if (bs.hasContent && !bs.hostValid && droppable[b]) {
     bs.dropped = true;
+    noteDrop(b, {LeaveCause::Released, step, -1, -1, 0, 0});
+  }
 }
 
 llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
@@ -239,6 +243,7 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
     if (s.owner >= 0 && s.owner < kWorkspaceOwner &&
         !pinned[plan.residencies[s.owner].block])
       owners.push_back(s.owner);
+  cause.kind = LeaveCause::Defragment;
   for (int32_t o : owners)
     evict(o);
   if (auto a = arena.allocate(bytes, owner)) {
@@ -283,6 +288,7 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
   }
   StreamUses uses{};
   auto ownerId = static_cast<int32_t>(plan.residencies.size());
+  cause = {LeaveCause::ArenaFull, step, b, -1, bytesOf(b), 0};
   auto off = allocate(bytesOf(b), ownerId, uses);
   if (!off)
     return off.takeError();
@@ -428,6 +434,7 @@ void Scheduler::dropForwardDone(TaskId t) {
       arena.release(bs.res, {});
       bs.res = -1;
       bs.dropped = true;
+      noteDrop(sb, {LeaveCause::DropSet, step, -1, -1, 0, 0});
     }
 }
 

@@ -47,6 +47,28 @@ struct BlockState {
   bool dropped = false; // on neither side: recomputed when needed
 };
 
+/// Why a block first left the device (copied out, or dropped to be
+/// recomputed). Recorded as plain data and put into words once the plan is
+/// done (Plan::decisionWhy), so planning pays nothing for the report.
+struct LeaveCause {
+  enum Kind : uint8_t {
+    None,
+    ArenaFull,  // no room for a block the current task needs
+    Workspace,  // no room for the current task's workspace
+    Defragment, // moDNN's defragmentation: everything unpinned leaves
+    Prefetch,   // room made for a prefetch ahead of a later task
+    Early,      // memfit's early offload of a block with a long reuse distance
+    Vdnn,       // vDNN's fixed rule: a layer's input during its forward
+    DropSet,    // the policy's drop set: leaves after its last forward use
+    Released,   // left after its last direct use, needed by a recompute
+  } kind = None;
+  int32_t step = -1;     // the task being scheduled (index into the order)
+  BlockId need = -1;     // ArenaFull, Prefetch: the block that needed room
+  int32_t nextStep = -1; // Early: the next use; Prefetch: the task served
+  int64_t bytes = 0;     // the bytes that needed room
+  double gapSeconds = 0; // Early: estimated time until the next use
+};
+
 class Scheduler {
 public:
   Scheduler(const TaskGraph &tg, const CostTable &costs,
@@ -84,6 +106,18 @@ private:
   bool shouldDrop(BlockId b) const;
   double recomputeSeconds(BlockId b, int depth) const;
   void dropForwardDone(TaskId t);
+
+  // --- the report's why ---
+  void noteOffload(BlockId b) {
+    if (!st[b].everOffloaded)
+      offloadCause[b] = cause;
+  }
+  void noteDrop(BlockId b, const LeaveCause &c) {
+    if (dropCause[b].kind == LeaveCause::None)
+      dropCause[b] = c;
+  }
+  std::string describe(const LeaveCause &c) const;
+  void explainDecisions();
 
   // --- decisions ---
   int32_t chooseAlgo(TaskId t);
@@ -134,6 +168,10 @@ private:
   // the next layer's backward waits for.
   std::vector<int32_t> syncNext, syncLayer;
   std::vector<bool> vdnnOffloaded, vdnnPrefetched; // per op
+  // The reason for the evictions being made now, and per block the reason
+  // of its first offload and of its first drop.
+  LeaveCause cause;
+  std::vector<LeaveCause> offloadCause, dropCause;
 };
 
 } // namespace memfit::sched

@@ -83,6 +83,8 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   sim.bytesToDevice = (k - 1) * fullRound.toDevice + lastRound.toDevice;
   sim.start = fullRound.start;
   sim.end = fullRound.end;
+  sim.updateStart = upd.start;
+  sim.updateEnd = upd.end;
 
   // Live bytes over time: a residency holds its bytes from the start of its
   // first access to the end of its last; a workspace for its task's run.
@@ -121,6 +123,7 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
     live += d;
     sim.maxLiveBytes = std::max(sim.maxLiveBytes, live);
   }
+  sim.residencySpan = std::move(spanOf);
   sim.allocationEfficiency =
       plan.arenaBytes > 0 ? double(sim.maxLiveBytes) / double(plan.arenaBytes)
                           : 1.0;

@@ -14,6 +14,7 @@
 #include "compiler/CostTable.h"
 #include "compiler/Plan.h"
 
+#include <utility>
 #include <vector>
 
 namespace memfit {
@@ -29,6 +30,11 @@ struct Simulation {
   int64_t maxLiveBytes = 0; // arena bytes live at once (no fragmentation)
   double allocationEfficiency = 0; // maxLiveBytes / arena bytes
   std::vector<double> start, end;  // per round instruction (full sub-batch)
+  /// Per update instruction, from the start of the update section.
+  std::vector<double> updateStart, updateEnd;
+  /// Per residency, when its bytes are held in a full round: from the start
+  /// of its first access to the end of its last (-1, -1 when never used).
+  std::vector<std::pair<double, double>> residencySpan;
 };
 
 /// `full` prices a full sub-batch; `last` the last one when it is smaller

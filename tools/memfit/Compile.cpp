@@ -1,12 +1,14 @@
 //===- Compile.cpp - memfit compile ---------------------------------------===//
 //
 // Plans training under a budget and writes OUTDIR: the trainer's sources
-// and CMakeLists.txt, a copy of the model (its starting weights), plan.json
-// and report.txt. OUTDIR appears whole or not at all.
+// and CMakeLists.txt, a copy of the model (its starting weights), and the
+// reports: plan.json, trace.json, report.html and report.txt (what
+// `memfit report plan.json` prints). OUTDIR appears whole or not at all.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Emit.h"
-#include "codegen/PlanJson.h"
+#include "codegen/PlanReport.h"
+#include "codegen/ReportText.h"
 #include "compiler/OutputDir.h"
 #include "passes/Pipeline.h"
 #include "tools/memfit/Command.h"
@@ -24,17 +26,19 @@ cl::opt<std::string> OutDir("o", cl::desc("Output directory"),
                             cl::sub(compileCommand()));
 cl::opt<bool> Force("force", cl::desc("Replace an existing OUTDIR"),
                     cl::sub(compileCommand()));
+cl::opt<bool> Json("json",
+                   cl::desc("Print the plan summary as one JSON object"),
+                   cl::sub(compileCommand()));
 cl::opt<std::string>
     RuntimeDir("runtime-dir",
                cl::desc("memfit build directory the trainer links the "
                         "runtime from (default: this memfit's)"),
                cl::init(MEMFIT_BUILD_DIR), cl::sub(compileCommand()));
-cl::opt<bool> Quiet("quiet", cl::desc("Print nothing on success"),
-                    cl::sub(compileCommand()));
 
 int run() {
+  Progress progress = makeProgress();
   PlanningSession s;
-  if (auto err = openSession(s, /*keepWeightData=*/false))
+  if (auto err = openSession(s, /*keepWeightData=*/false, &progress))
     return reportError(std::move(err));
   auto req = planRequest(s);
   if (!req)
@@ -42,15 +46,11 @@ int run() {
   auto out = OutputDir::create(OutDir, Force);
   if (!out)
     return reportError(out.takeError());
-  auto outcome = planTraining(s.tg, s.tableFn(), *req);
-  if (!outcome) {
-    std::string msg = toString(outcome.takeError());
-    if (isVerifierFailure(msg)) {
-      errs() << "memfit: internal error: " << msg << "\n";
-      return ExitInternalError;
-    }
-    return reportError(makeError(msg));
-  }
+  auto outcome = runPlanner(s, *req, progress);
+  if (!outcome)
+    return reportPlanningError(outcome.takeError());
+  bool large = s.tg.tasks.size() > kLargeTaskCount;
+  progress.start("generating the trainer", large);
   EmitOptions eo;
   eo.memfitBuildDir = RuntimeDir;
   auto files = emitTrainer(s.tg, outcome->plan, eo);
@@ -61,26 +61,32 @@ int run() {
       return reportError(std::move(err));
   if (auto err = out->copyFile(s.modelPath, eo.modelFile))
     return reportError(std::move(err));
-  PlanContext ctx{s.modelPath, s.costs->device().name,
-                  outcome->lowerBound.bytes, outcome->idealPeakBytes,
-                  outcome->idealSeconds};
-  if (auto err =
-          out->write("plan.json",
-                     planToJson(s.tg, outcome->plan, outcome->sim, ctx) + "\n"))
+  progress.done();
+  progress.start("writing the reports", large);
+  PlanReport report = buildPlanReport(s.tg, outcome->plan, outcome->sim,
+                                      planContext(s, *outcome));
+  if (auto err = writePlanReports(*out, report))
     return reportError(std::move(err));
-  std::string report;
-  raw_string_ostream rs(report);
-  printSummary(rs, s, *outcome);
-  rs.flush();
-  if (auto err = out->write("report.txt", report))
+  std::string text;
+  raw_string_ostream ts(text);
+  ReportTextOptions ro;
+  ro.source = OutDir + "/plan.json";
+  printReportText(ts, report, ro);
+  ts.flush();
+  if (auto err = out->write("report.txt", text))
     return reportError(std::move(err));
   if (auto err = out->commit())
     return reportError(std::move(err));
-  if (!Quiet) {
-    outs() << report;
+  progress.done();
+  if (Json) {
+    outs() << summaryJson(s, *outcome) << "\n";
+  } else if (!quietFlag()) {
+    printSummary(outs(), s, *outcome);
     outs() << "wrote " << OutDir << " (build: cmake -S " << OutDir << " -B "
            << OutDir << "/build -DMEMFIT_BACKEND=cuda|cpu && cmake --build "
-           << OutDir << "/build)\n";
+           << OutDir << "/build; inspect: memfit report " << OutDir
+           << "/plan.json, open " << OutDir << "/report.html, or load "
+           << OutDir << "/trace.json in Perfetto)\n";
   }
   return ExitOk;
 }

@@ -24,8 +24,25 @@ cl::SubCommand Cmd("device", "List the built-in devices, or print one "
                              "(or a JSON device file) as JSON");
 cl::opt<std::string> DeviceArg(cl::Positional, cl::desc("[name | file.json]"),
                                cl::init(""), cl::sub(Cmd));
+cl::opt<bool> Json("json",
+                   cl::desc("List the built-in devices as one JSON array of "
+                            "device objects"),
+                   cl::sub(Cmd));
 
 int run() {
+  if (DeviceArg.empty() && Json) {
+    outs() << "[";
+    bool first = true;
+    for (const std::string &name : builtinDeviceNames()) {
+      std::string one = deviceToJson(cantFail(builtinDevice(name)));
+      while (!one.empty() && one.back() == '\n')
+        one.pop_back();
+      outs() << (first ? "\n" : ",\n") << one;
+      first = false;
+    }
+    outs() << "\n]\n";
+    return ExitOk;
+  }
   if (DeviceArg.empty()) {
     outs() << "built-in devices (memfit device NAME prints one as JSON):\n";
     outs() << "  name            TFLOP/s  mem GB/s  mem GiB  link GB/s  "

@@ -113,7 +113,10 @@ int run() {
     j["liveness_peak_task"] = tg->tasks[lv.order[lv.peakStep]].name;
     j["lower_bound_bytes"] = lb.bytes;
     j["lower_bound_task"] = lbTask;
-    outs() << j.dump(2) << "\n";
+    // Names come from the model: invalid UTF-8 is replaced, never thrown on.
+    outs() << j.dump(2, ' ', false,
+                     nlohmann::ordered_json::error_handler_t::replace)
+           << "\n";
     return ExitOk;
   }
 

@@ -1,9 +1,13 @@
 //===- Plan.cpp - memfit plan ---------------------------------------------===//
 //
 // Plans one training iteration of a model under a budget and prints the
-// summary (or --json). Nothing is written.
+// summary (or --json). With -o DIR it also writes plan.json, trace.json and
+// report.html there (the reports `memfit compile` writes, without the
+// trainer); DIR appears whole or not at all.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/PlanReport.h"
+#include "compiler/OutputDir.h"
 #include "passes/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"
@@ -17,27 +21,48 @@ namespace {
 
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"),
                    cl::sub(planCommand()));
+cl::opt<std::string> OutDir("o",
+                            cl::desc("Also write plan.json, trace.json and "
+                                     "report.html into this directory"),
+                            cl::value_desc("DIR"), cl::init(""),
+                            cl::sub(planCommand()));
+cl::opt<bool> Force("force", cl::desc("Replace an existing -o directory"),
+                    cl::sub(planCommand()));
 
 int run() {
+  Progress progress = makeProgress();
   PlanningSession s;
-  if (auto err = openSession(s, /*keepWeightData=*/false))
+  if (auto err = openSession(s, /*keepWeightData=*/false, &progress))
     return reportError(std::move(err));
   auto req = planRequest(s);
   if (!req)
     return reportError(req.takeError());
-  auto out = planTraining(s.tg, s.tableFn(), *req);
-  if (!out) {
-    std::string msg = toString(out.takeError());
-    if (isVerifierFailure(msg)) {
-      errs() << "memfit: internal error: " << msg << "\n";
-      return ExitInternalError;
-    }
-    return reportError(makeError(msg));
+  // Refuse an existing directory before the (possibly long) planning.
+  std::optional<OutputDir> out;
+  if (!OutDir.empty()) {
+    auto dir = OutputDir::create(OutDir, Force);
+    if (!dir)
+      return reportError(dir.takeError());
+    out.emplace(std::move(*dir));
+  }
+  auto outcome = runPlanner(s, *req, progress);
+  if (!outcome)
+    return reportPlanningError(outcome.takeError());
+  if (out) {
+    bool large = s.tg.tasks.size() > kLargeTaskCount;
+    progress.start("writing " + OutDir, large);
+    PlanReport report = buildPlanReport(s.tg, outcome->plan, outcome->sim,
+                                        planContext(s, *outcome));
+    if (auto err = writePlanReports(*out, report))
+      return reportError(std::move(err));
+    if (auto err = out->commit())
+      return reportError(std::move(err));
+    progress.done();
   }
   if (Json)
-    outs() << summaryJson(s, *out) << "\n";
-  else
-    printSummary(outs(), s, *out);
+    outs() << summaryJson(s, *outcome) << "\n";
+  else if (!quietFlag())
+    printSummary(outs(), s, *outcome);
   return ExitOk;
 }
 

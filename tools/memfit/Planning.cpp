@@ -1,6 +1,10 @@
 //===- Planning.cpp - What plan, compile and compare share ----------------===//
 #include "tools/memfit/Planning.h"
+#include "tools/memfit/Command.h"
 
+#include "codegen/PlanJson.h"
+#include "codegen/ReportHtml.h"
+#include "codegen/Trace.h"
 #include "compiler/Autodiff.h"
 #include "compiler/Diagnostics.h"
 #include "compiler/OnnxImport.h"
@@ -83,6 +87,11 @@ Shared<LossKind>
 Shared<float> Momentum("momentum",
                        cl::desc("SGD momentum (0 allocates no buffers)"),
                        cl::init(0.9f));
+Shared<bool> Quiet("quiet", cl::desc("Print nothing but errors (and what "
+                                     "--json asks for)"));
+Shared<bool> Verbose("verbose",
+                     cl::desc("Say on stderr what each stage does and how "
+                              "long it takes"));
 
 } // namespace
 
@@ -93,19 +102,30 @@ const CostTable &PlanningSession::tableAt(int64_t b) {
   return it->second;
 }
 
-Error openSession(PlanningSession &s, bool keepWeightData) {
+Progress makeProgress() { return Progress(Quiet, Verbose); }
+bool quietFlag() { return Quiet; }
+
+Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   if (Batch < 0)
     return makeError("--batch must be positive");
   if (SubBatch < 0)
     return makeError("--sub-batch must be positive");
+  if (Quiet && Verbose)
+    return makeError("--quiet and --verbose are mutually exclusive");
+  Progress silent(true, false);
+  Progress &p = progress ? *progress : silent;
   s.modelPath = ModelPath;
   ImportOptions io;
   io.batch = Batch;
   io.keepWeightData = keepWeightData;
+  p.start("importing " + s.modelPath);
   auto g = importOnnxFile(ModelPath, io);
   if (!g)
     return g.takeError();
   s.graph = std::move(*g);
+  p.done();
+  p.info(formatv("{0} ops, batch {1}", s.graph.ops.size(), s.graph.batch));
+  p.start("building the training graph");
   TrainingConfig tc;
   tc.loss = Loss;
   tc.momentum = Momentum;
@@ -116,10 +136,97 @@ Error openSession(PlanningSession &s, bool keepWeightData) {
                       tg.takeError());
   s.tg = std::move(*tg);
   s.tg.graph = &s.graph;
+  p.done();
+  p.info(
+      formatv("{0} tasks, {1} blocks", s.tg.tasks.size(), s.tg.blocks.size()));
   auto cm = makeCostModel(Device, ProfilePath);
   if (!cm)
     return cm.takeError();
   s.costs = std::move(*cm);
+  return Error::success();
+}
+
+Expected<PlanOutcome> runPlanner(PlanningSession &s, const PlanRequest &req,
+                                 Progress &progress) {
+  bool large = s.tg.tasks.size() > kLargeTaskCount;
+  progress.start(formatv("planning {0} tasks with policy {1}",
+                         s.tg.tasks.size(), policyName(req.policy)),
+                 large);
+  auto out = planTraining(s.tg, s.tableFn(), req);
+  if (!out)
+    return makeError(s.modelPath + ": " + toString(out.takeError()));
+  progress.done();
+  return out;
+}
+
+int reportPlanningError(Error err) {
+  std::string msg = toString(std::move(err));
+  if (isVerifierFailure(msg)) {
+    errs() << "memfit: internal error: " << msg << "\n";
+    return ExitInternalError;
+  }
+  return reportError(makeError(msg));
+}
+
+PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
+  PlanContext c;
+  c.modelFile = s.modelPath;
+  c.device = s.costs->device().name;
+  c.lowerBoundBytes = o.lowerBound.bytes;
+  c.lowerBoundTask =
+      o.lowerBound.task >= 0 ? s.tg.tasks[o.lowerBound.task].name : "";
+  c.idealPeakBytes = o.idealPeakBytes;
+  c.idealSeconds = o.idealSeconds;
+  c.eq3SubBatch = o.eq3SubBatch;
+  c.subBatchesTried = o.tried;
+  ProfileUsage u = s.costs->profileUsage();
+  if (u.hasProfile) {
+    c.profile.used = true;
+    c.profile.file = ProfilePath;
+    c.profile.measured = static_cast<int64_t>(u.exact);
+    c.profile.interpolated = static_cast<int64_t>(u.interpolated);
+    c.profile.estimated = static_cast<int64_t>(u.missing);
+  }
+  bool hasBN = false;
+  for (const Op &op : s.graph.ops)
+    hasBN = hasBN || op.kind == OpKind::BatchNorm;
+  if (hasBN && o.plan.numSubBatches > 1)
+    c.notes.push_back(formatv("BatchNorm statistics are computed per "
+                              "sub-batch of {0}",
+                              o.plan.subBatch));
+  c.costs = &s.tableAt(o.plan.subBatch);
+  return c;
+}
+
+Error writePlanReports(OutputDir &out, const PlanReport &r) {
+  if (auto err = out.write("plan.json", planToJson(r) + "\n"))
+    return err;
+  if (auto err = out.write("trace.json", planToTrace(r)))
+    return err;
+  return out.write("report.html", planToHtml(r));
+}
+
+Error parseBudget(StringRef text, StringRef flag, PlanRequest &r) {
+  text = text.trim();
+  r.budget = 0;
+  r.budgetFraction = 0;
+  if (text.endswith("%")) {
+    double pct = 0;
+    if (text.drop_back().trim().getAsDouble(pct) || !(pct > 0))
+      return makeErrorF("invalid {0} '{1}': expected a positive percentage "
+                        "such as 50%",
+                        flag, text);
+    r.budgetFraction = pct / 100.0;
+    return Error::success();
+  }
+  auto bytes = parseSize(text.str());
+  if (!bytes)
+    return makeErrorF("invalid {0} '{1}': {2}", flag, text,
+                      toString(bytes.takeError()));
+  if (*bytes <= 0)
+    return makeErrorF("invalid {0} '{1}': the budget must be positive", flag,
+                      text);
+  r.budget = *bytes;
   return Error::success();
 }
 
@@ -137,19 +244,28 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
     if (r.policy != Policy::Ideal)
       return makeError("--budget is required (a size such as 12GiB, or a "
                        "percentage of the ideal peak such as 50%)");
-  } else if (text.endswith("%")) {
-    double pct = 0;
-    if (text.drop_back().trim().getAsDouble(pct) || !(pct > 0))
-      return makeErrorF("invalid --budget '{0}': expected a positive "
-                        "percentage such as 50%",
-                        text);
-    r.budgetFraction = pct / 100.0;
-  } else {
-    auto bytes = parseSize(text.str());
-    if (!bytes)
-      return joinErrors(makeError("invalid --budget"), bytes.takeError());
-    r.budget = *bytes;
+  } else if (auto err = parseBudget(text, "--budget", r)) {
+    return err;
   }
+  return r;
+}
+
+Error checkCompareFlags() {
+  if (Budget.getNumOccurrences())
+    return makeError("memfit compare takes a list of budgets: use --budgets "
+                     "(e.g. --budgets 100%,50%,8GiB), not --budget");
+  if (PolicyName.getNumOccurrences())
+    return makeError("memfit compare takes a list of policies: use "
+                     "--policies, not --policy");
+  return Error::success();
+}
+
+PlanRequest compareRequest(const PlanningSession &s) {
+  PlanRequest r;
+  r.policy = Policy::Ideal;
+  r.batch = s.graph.batch;
+  r.forcedSubBatch = SubBatch;
+  r.order = Order;
   return r;
 }
 
@@ -227,7 +343,7 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   for (auto [b, t] : o.tried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
   j["sub_batches_tried"] = tried;
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 } // namespace memfit::tool

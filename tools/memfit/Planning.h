@@ -8,10 +8,13 @@
 #ifndef MEMFIT_TOOLS_PLANNING_H
 #define MEMFIT_TOOLS_PLANNING_H
 
+#include "codegen/PlanReport.h"
 #include "compiler/CostModel.h"
 #include "compiler/Graph.h"
+#include "compiler/OutputDir.h"
 #include "compiler/TaskGraph.h"
 #include "passes/Pipeline.h"
+#include "tools/memfit/Progress.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
@@ -46,12 +49,46 @@ struct PlanningSession {
   }
 };
 
+/// Models with more tasks than this are large: their planning stages are
+/// announced on stderr even without --verbose.
+constexpr size_t kLargeTaskCount = 5000;
+
+/// The progress reporter --quiet and --verbose ask for.
+Progress makeProgress();
+/// True under --quiet: print nothing but errors (and what --json asks for).
+bool quietFlag();
+
 /// Imports the model and builds the task graph and the cost model from the
 /// shared flags.
-llvm::Error openSession(PlanningSession &s, bool keepWeightData);
+llvm::Error openSession(PlanningSession &s, bool keepWeightData,
+                        Progress *progress = nullptr);
+
+/// Runs the planner with progress messages; errors name the model file.
+llvm::Expected<PlanOutcome>
+runPlanner(PlanningSession &s, const PlanRequest &req, Progress &progress);
+
+/// Prints a planning error and returns its exit code: 2 for a plan the
+/// verifier rejected (an internal error), 1 for everything else.
+int reportPlanningError(llvm::Error err);
+
+/// What plan.json needs beyond the plan: file names, the lower bound, the
+/// ideal yardstick, the sub-batch search, the profile, notes.
+PlanContext planContext(PlanningSession &s, const PlanOutcome &o);
+
+/// Writes plan.json, trace.json and report.html into `out`.
+llvm::Error writePlanReports(OutputDir &out, const PlanReport &r);
 
 /// The request the shared flags describe (policy overridable).
 llvm::Expected<PlanRequest> planRequest(const PlanningSession &s);
+/// For `memfit compare`: refuses the single --budget and --policy flags.
+llvm::Error checkCompareFlags();
+/// For `memfit compare`: the shared flags' request with the ideal policy
+/// and no budget.
+PlanRequest compareRequest(const PlanningSession &s);
+/// Parses a budget (a size with units, or a percentage of the ideal peak)
+/// into `r`; `flag` names the option in messages.
+llvm::Error parseBudget(llvm::StringRef text, llvm::StringRef flag,
+                        PlanRequest &r);
 
 /// Prints the human summary of an outcome.
 void printSummary(llvm::raw_ostream &os, const PlanningSession &s,

@@ -1,0 +1,166 @@
+//===- PlanReport.h - What a plan says, for people and tools ----*- C++ -*-===//
+//
+// The content of plan.json as a plain structure. It is built from a Plan,
+// its TaskGraph and Simulation when a plan is made (buildPlanReport), or read
+// back from plan.json (PlanJson.h), so the text report, the Chrome trace and
+// the HTML page come out the same at compile time and later from the file
+// alone. The views every output needs (arena bytes over time, the per-layer
+// table, the stall causes) are derived here, once, from this structure only.
+//
+// Times are seconds from the start of a task's section: one full sub-batch
+// round, or the weight update that follows the last round.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_CODEGEN_PLANREPORT_H
+#define MEMFIT_CODEGEN_PLANREPORT_H
+
+#include "compiler/CostTable.h"
+#include "compiler/Plan.h"
+#include "passes/Simulate.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace memfit {
+
+constexpr int kPlanSchemaVersion = 1;
+
+struct ReportTask {
+  std::string name;    // e.g. "FP(conv1)"
+  std::string kind;    // FP, BP-data, BP-weight, loss, update
+  std::string node;    // the ONNX node ("" for the loss)
+  std::string op;      // its ONNX op type
+  std::string section; // "round" or "update"
+  int32_t algo = 0;
+  std::string algoName;
+  int64_t workspaceBytes = 0, workspaceOffset = 0;
+  std::string stream; // compute, copy-out, copy-in
+  bool recompute = false;
+  double start = 0, end = 0;
+  /// The compute stream's idle time right before this task, and the block
+  /// whose transfer it waited for ("" when no transfer ended the wait).
+  double stallSeconds = 0;
+  std::string waitedFor, waitedDirection;
+};
+
+struct ReportTransfer {
+  std::string block;
+  std::string direction; // "to_host" (offload) or "to_device" (prefetch, load)
+  int64_t bytes = 0, offset = 0;
+  double start = 0, end = 0;
+};
+
+/// One stay of a block in the arena: where, and when its bytes are held in
+/// a round (start < 0 when nothing touched it).
+struct ReportResidency {
+  int64_t offset = 0, bytes = 0;
+  double start = -1, end = -1;
+};
+
+struct ReportBlock {
+  std::string name, kind;
+  std::string value; // the ONNX tensor it holds (or is the gradient of)
+  std::string node;  // the ONNX node that produces that tensor
+  int64_t bytes = 0; // at the planned sub-batch
+  /// keep, offload, recompute, view, resident, or load (the data batch and
+  /// labels, copied in every sub-batch).
+  std::string decision;
+  std::string why;
+  std::string viewOf; // for views: the block whose storage it shares
+  std::vector<ReportResidency> residencies;
+};
+
+struct ReportSummary {
+  bool feasible = true;
+  int64_t plannedBytes = 0, residentBytes = 0, arenaBytes = 0;
+  int64_t lowerBoundBytes = 0;
+  std::string lowerBoundTask;
+  int64_t idealPeakBytes = 0, maxLiveBytes = 0;
+  double allocationEfficiency = 0;
+  double idealSeconds = 0, plannedSeconds = 0, overhead = 0;
+  double stallSeconds = 0, roundSeconds = 0, updateSeconds = 0;
+  int64_t bytesToHost = 0, bytesToDevice = 0;
+  int64_t eq3SubBatch = 0;
+  std::vector<std::pair<int64_t, double>> subBatchesTried;
+};
+
+struct ReportProfile {
+  bool used = false;
+  std::string file;
+  int64_t measured = 0, interpolated = 0, estimated = 0;
+};
+
+struct PlanReport {
+  int schemaVersion = kPlanSchemaVersion;
+  std::string model, modelFile, device, policy;
+  ReportProfile profile;
+  int64_t batch = 0, subBatch = 0, numSubBatches = 0, budgetBytes = 0;
+  ReportSummary summary;
+  std::vector<std::string> notes;
+  std::vector<ReportTask> tasks; // the round in issue order, then the update
+  std::vector<ReportTransfer> transfers; // the round, in issue order
+  std::vector<ReportBlock> blocks;       // by block id
+  int32_t events = 0;
+};
+
+/// What the plan alone does not know.
+struct PlanContext {
+  std::string modelFile, device;
+  int64_t lowerBoundBytes = 0, idealPeakBytes = 0;
+  double idealSeconds = 0;
+  std::string lowerBoundTask;
+  int64_t eq3SubBatch = 0;
+  std::vector<std::pair<int64_t, double>> subBatchesTried;
+  ReportProfile profile;
+  std::vector<std::string> notes;
+  /// The full sub-batch's cost table, for algorithm names (optional).
+  const CostTable *costs = nullptr;
+};
+
+PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
+                           const Simulation &sim, const PlanContext &ctx);
+
+/// Arena bytes in use over one round, as a step function: each point holds
+/// from its time until the next. A residency holds its bytes over its span,
+/// a workspace over its task; at one instant frees count before
+/// allocations, as in the simulator.
+struct ArenaPoint {
+  double time = 0;
+  int64_t bytes = 0;
+};
+std::vector<ArenaPoint> arenaTimeline(const PlanReport &r);
+
+/// One row per ONNX node, in the order its first task runs.
+struct LayerRow {
+  std::string node, op;
+  int64_t outputBytes = 0;
+  /// "keep", "view", "offload Y", "offload Y, dY", "recompute", ...
+  std::string decision;
+  std::string why; // of the first block of the layer that moved
+  std::string algo;
+  double forwardSeconds = 0, backwardSeconds = 0, recomputeSeconds = 0;
+  double stallSeconds = 0;
+  int64_t offloadedBytes = 0;
+};
+std::vector<LayerRow> layerTable(const PlanReport &r);
+
+/// Tasks the compute stream stalled before, largest first (ties: issue
+/// order), at most `limit`.
+std::vector<const ReportTask *> largestStalls(const PlanReport &r,
+                                              size_t limit);
+
+/// Counts over one round.
+struct RoundCounts {
+  int offloads = 0, prefetches = 0, loads = 0; // transfers
+  int offloadedBlocks = 0, recomputedBlocks = 0;
+  int recomputeRuns = 0;
+  double recomputeSeconds = 0;
+  int64_t recomputedBytes = 0;
+};
+RoundCounts roundCounts(const PlanReport &r);
+
+} // namespace memfit
+
+#endif

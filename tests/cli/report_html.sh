@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# report.html and compare.html render in headless Chromium (Debian's
+# chromium package; tools/test installs it): the inline script ran, drew the
+# memory chart, the stream timeline and the compare curve (painted pixels),
+# put one slice per task and transfer on the timeline and one row per layer
+# in the table -- the counts are checked against plan.json and
+# `memfit report --json`, which are written independently of the page.
+set -u
+MEMFIT=$1
+WORK=$2
+PY=/usr/bin/python3
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+CHROMIUM=$(command -v chromium || command -v chromium-browser) ||
+  fail "chromium is not installed: tools/test installs it (Debian package" \
+       "'chromium'), or run: apt-get install chromium"
+
+"$MEMFIT" zoo tiny-cnn -o tiny.onnx >/dev/null || fail "zoo tiny-cnn"
+"$MEMFIT" plan tiny.onnx --batch 8 --budget 40% --device k40m -o out \
+  --quiet || fail "plan -o exited $?"
+"$MEMFIT" report out/plan.json --json >report.json || fail "report --json"
+"$MEMFIT" compare tiny.onnx --batch 8 --device k40m --budgets 100%,60%,30%,1% \
+  -o cmp --quiet || fail "compare -o exited $?"
+
+dump() { # page -> the DOM after its scripts ran
+  mkdir -p home
+  HOME=$PWD/home timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu \
+    --disable-quic --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --user-data-dir="$(mktemp -d -p "$PWD")" \
+    --virtual-time-budget=5000 --dump-dom "file://$PWD/$1" 2>>chromium.log
+}
+dump out/report.html >report.dom || fail "chromium failed on report.html: $(tail -5 chromium.log)"
+dump cmp/compare.html >compare.dom || fail "chromium failed on compare.html: $(tail -5 chromium.log)"
+
+$PY - report.dom out/plan.json report.json <<'PY' || fail "report.html did not draw"
+import json, re, sys
+dom = open(sys.argv[1]).read()
+plan = json.load(open(sys.argv[2]))
+report = json.load(open(sys.argv[3]))
+m = re.search(r"<body([^>]*)>", dom)
+assert m, "no <body> in the dumped DOM"
+attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', m.group(1)))
+assert attrs.get("drawn") == "yes", attrs
+slices = sum(1 for t in plan["tasks"] if t["section"] == "round") + len(plan["transfers"])
+assert int(attrs["timeline-slices"]) == slices, (attrs, slices)
+assert int(attrs["layer-rows"]) == len(report["layers"]), attrs
+assert int(attrs["memory-points"]) > 2, attrs
+# Painted pixels: a blank canvas has none.
+assert int(attrs["memory-ink"]) > 5000, attrs
+assert int(attrs["timeline-ink"]) > 2000, attrs
+# The table rows are in the DOM, with the layer names.
+rows = re.findall(r"<tr><td>([^<]*)</td>", dom)
+assert rows[:2] == ["conv1", "relu1"], rows[:4]
+PY
+
+$PY - compare.dom cmp/compare.json <<'PY' || fail "compare.html did not draw"
+import json, re, sys
+dom = open(sys.argv[1]).read()
+c = json.load(open(sys.argv[2]))
+attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', re.search(r"<body([^>]*)>", dom).group(1)))
+assert attrs.get("drawn") == "yes", attrs
+assert int(attrs["series"]) == len(c["policies"]), attrs
+feasible = sum(1 for x in c["cells"] if x["feasible"])
+assert feasible > 0
+assert int(attrs["points"]) == feasible, (attrs, feasible)
+assert int(attrs["infeasible"]) == len(c["cells"]) - feasible, attrs
+assert int(attrs["chart-ink"]) > 2000, attrs
+PY
+echo "ok"
