@@ -18,7 +18,9 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace memfit {
@@ -55,7 +57,8 @@ public:
   int64_t highWater() const { return high; }
   int64_t usedBytes() const { return used; }
   int64_t largestFree() const;
-  const std::vector<Segment> &segments() const { return segs; }
+  /// The segments in address order (a copy: for rare whole-arena walks).
+  std::vector<Segment> segments() const;
 
   /// Best fit among free runs; returns the offset and the uses of the bytes
   /// it takes, or nothing when no free run is large enough.
@@ -74,7 +77,8 @@ public:
   struct Window {
     int64_t offset = 0;
     std::vector<int32_t> owners; // occupants to evict, in address order
-    StreamUses freeUses{};       // last uses of the free bytes it takes
+    std::vector<const StreamUses *> ownerUses; // their segments' last uses
+    StreamUses freeUses{}; // last uses of the free bytes it takes
     double score = 0;
   };
   /// The window with the lowest score over all runs of contiguous segments
@@ -85,8 +89,14 @@ public:
                const std::function<double(const Window &)> &score) const;
 
 private:
-  void mergeFree();
-  std::vector<Segment> segs;
+  using Map = std::map<int64_t, Segment>; // by offset
+  /// Merges the free segment at `it` with free neighbours.
+  void coalesce(Map::iterator it);
+  Map segs;
+  std::unordered_map<int32_t, int64_t> ownerAt; // owner -> offset (lookup)
+  std::multimap<int64_t, int64_t> freeBySize;   // free size -> offset
+  void addFree(const Segment &s) { freeBySize.emplace(s.size, s.offset); }
+  void dropFree(const Segment &s);
   int64_t totalSize, high = 0, used = 0;
 };
 

@@ -32,7 +32,8 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
   const AlgoCost &base = costs.baseline(t);
   int32_t best = base.algo;
   double bestGain = 0;
-  auto ev = [this](int32_t o) { return evictable(o); };
+  newSearch();
+  auto ev = [this](int32_t o) { return evictableMemo(o); };
   auto price = [this](const Arena::Window &w) { return evictionPrice(w); };
   for (const AlgoCost &a : algos) {
     if (a.baseline)
@@ -99,8 +100,9 @@ void Scheduler::prefetchAhead(double taskEnd) {
       // Make room only by dropping blocks that already have a host copy
       // and are needed after s: a prefetch must never cause an offload
       // that delays the current task.
+      newSearch();
       auto ev = [&](int32_t o) {
-        if (!evictable(o))
+        if (!evictableMemo(o))
           return false;
         BlockId ob = plan.residencies[o].block;
         int32_t next = nextUseStep(ob);

@@ -101,15 +101,15 @@ double Scheduler::evictionPrice(const Arena::Window &w) const {
   double penalty = 0;
   for (const LastUse &u : w.freeUses)
     regionFree = std::max(regionFree, u.end);
-  for (int32_t owner : w.owners) {
-    const Residency &r = plan.residencies[owner];
+  for (size_t k = 0; k < w.owners.size(); ++k) {
+    const Residency &r = plan.residencies[w.owners[k]];
     const BlockState &bs = st[r.block];
-    if (const Arena::Segment *seg = arena.find(owner))
-      for (const LastUse &u : seg->uses)
-        regionFree = std::max(regionFree, u.end);
-    if (!bs.hostValid && shouldDrop(r.block)) {
+    for (const LastUse &u : *w.ownerUses[k])
+      regionFree = std::max(regionFree, u.end);
+    double drop = bs.hostValid ? -1.0 : dropMemo(r.block);
+    if (drop >= 0) {
       // Dropped: no copy now, a recompute later.
-      penalty += recomputeSeconds(r.block, 0);
+      penalty += drop;
       continue;
     }
     if (!bs.hostValid) {
@@ -131,6 +131,26 @@ double Scheduler::evictionPrice(const Arena::Window &w) const {
   double delay = std::max(0.0, regionFree - now);
   // Bytes moved break ties, so equal delays prefer less PCIe traffic.
   return delay + penalty + 1e-15 * static_cast<double>(moved);
+}
+
+bool Scheduler::evictableMemo(int32_t owner) const {
+  if (owner >= kWorkspaceOwner)
+    return false;
+  if (evictCache.size() <= static_cast<size_t>(owner))
+    evictCache.resize(plan.residencies.size(), {0, false});
+  auto &c = evictCache[owner];
+  if (c.first != epoch)
+    c = {epoch, evictable(owner)};
+  return c.second;
+}
+
+double Scheduler::dropMemo(BlockId b) const {
+  if (dropCache.size() < tg.blocks.size())
+    dropCache.resize(tg.blocks.size(), {0, -1.0});
+  auto &c = dropCache[b];
+  if (c.first != epoch)
+    c = {epoch, shouldDrop(b) ? recomputeSeconds(b, 0) : -1.0};
+  return c.second;
 }
 
 double Scheduler::recomputeSeconds(BlockId b, int depth) const {
@@ -224,7 +244,8 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
     uses = a->second;
     return a->first;
   }
-  auto ev = [this](int32_t o) { return evictable(o); };
+  newSearch();
+  auto ev = [this](int32_t o) { return evictableMemo(o); };
   auto price = [this](const Arena::Window &w) { return evictionPrice(w); };
   if (auto w = arena.findEviction(bytes, ev, price)) {
     for (int32_t o : w->owners)

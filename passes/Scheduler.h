@@ -105,6 +105,13 @@ private:
   /// it out.
   bool shouldDrop(BlockId b) const;
   double recomputeSeconds(BlockId b, int depth) const;
+  /// evictable() and shouldDrop()/recomputeSeconds() memoised for one
+  /// eviction search (the state does not change within it); newSearch()
+  /// starts a fresh one.
+  void newSearch() const { ++epoch; }
+  bool evictableMemo(int32_t owner) const;
+  /// < 0: evicting b copies it out; else the seconds recomputing it costs.
+  double dropMemo(BlockId b) const;
   void dropForwardDone(TaskId t);
 
   // --- the report's why ---
@@ -158,9 +165,12 @@ private:
   std::vector<std::vector<int32_t>> uses; // per storage block: steps
   std::vector<StreamUses> pending;        // per residency: bytes' prior uses
   std::vector<int> pinned;                // > 0: a running task needs it
-  std::vector<bool> droppable;            // recomputableBlocks()
-  std::vector<bool> isConvOutput;         // SuperNeurons' checkpoints
-  std::vector<double> prefix;             // fastest compute time before step
+  mutable uint64_t epoch = 1;
+  mutable std::vector<std::pair<uint64_t, bool>> evictCache;  // per residency
+  mutable std::vector<std::pair<uint64_t, double>> dropCache; // per block
+  std::vector<bool> droppable;    // recomputableBlocks()
+  std::vector<bool> isConvOutput; // SuperNeurons' checkpoints
+  std::vector<double> prefix;     // fastest compute time before step
   int32_t step = 0;
   int32_t firstBackward = 0;
   int64_t offloadTarget = 0, offloadedAhead = 0;
