@@ -48,6 +48,7 @@ private:
   std::vector<int> lastStream;
   std::vector<OpParamsText> opText;
   std::string internalError;
+  std::string curTask; // for internal errors
   /// Per round instruction index: for accumulating writes, whether an
   /// earlier task in the round wrote the same block.
   std::map<std::pair<size_t, BlockId>, bool> writtenBefore;
@@ -127,7 +128,7 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
     // the plan. The compile fails rather than emit a wrong pointer.
     if (internalError.empty())
       internalError = "internal: codegen needs " + quoteName(blk.name) +
-                      ", which is not an operand of its task";
+                      ", which is not an operand of task " + quoteName(curTask);
     return "nullptr";
   }
   std::string p = "x.arena(" + resName(it->second) + ")";
@@ -147,6 +148,7 @@ std::string Emitter::accFlag(const Task &t, BlockId b, size_t index) const {
 
 llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
   const Task &t = tg.tasks[in.task];
+  curTask = t.name;
   std::map<BlockId, ResidencyId> res;
   size_t k = 0;
   for (const auto *list : {&t.reads, &t.writes})
@@ -194,7 +196,10 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
   std::string P = params(t.op);
   std::string ws =
       llvm::formatv("{0}, {1}", in.workspaceOffset, in.workspaceBytes).str();
-  std::string bias = op.inputs.size() > 2 ? V(op.inputs[2]) : "nullptr";
+  // Conv and Gemm take an optional bias as their third operand.
+  auto bias = [&]() {
+    return op.inputs.size() > 2 ? V(op.inputs[2]) : std::string("nullptr");
+  };
   auto biasGrad = [&]() {
     return op.inputs.size() > 2 ? DW(op.inputs[2]) : "nullptr";
   };
@@ -205,8 +210,9 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
   case TaskKind::Forward:
     switch (op.kind) {
     case OpKind::Conv:
-      line = formatv("x.convForward({0}, {1}, {2}, {3}, {4}, {5}, {6})", P,
-                     in.algo, V(op.inputs[0]), V(op.inputs[1]), bias, V(y), ws);
+      line =
+          formatv("x.convForward({0}, {1}, {2}, {3}, {4}, {5}, {6})", P,
+                  in.algo, V(op.inputs[0]), V(op.inputs[1]), bias(), V(y), ws);
       break;
     case OpKind::Relu:
     case OpKind::LeakyRelu:
@@ -246,7 +252,7 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
     case OpKind::Gemm:
     case OpKind::MatMul:
       line = formatv("x.gemmForward({0}, {1}, {2}, {3}, {4})", P,
-                     V(op.inputs[0]), V(op.inputs[1]), bias, V(y));
+                     V(op.inputs[0]), V(op.inputs[1]), bias(), V(y));
       break;
     case OpKind::Add:
     case OpKind::Sub:

@@ -8,6 +8,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <set>
+
 namespace memfit {
 namespace {
 
@@ -138,7 +140,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
 
   std::optional<Candidate> best;
   llvm::Error firstErr = llvm::Error::success();
-  for (Variant &v : variants) {
+  auto evaluate = [&](Variant &v) {
     int64_t b = v.b;
     PlanRequest rv = r;
     if (v.as)
@@ -155,12 +157,30 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
         firstErr = c.takeError();
       else
         llvm::consumeError(c.takeError());
-      continue;
+      return;
     }
     out.tried.push_back({b, c->sim.iterationSeconds});
     // Faster wins; on a tie the later variant (larger sub-batch).
     if (!best || c->sim.iterationSeconds <= best->sim.iterationSeconds)
       best = std::move(*c);
+  };
+  for (Variant &v : variants)
+    evaluate(v);
+  if (req.policy == Policy::Memfit && best) {
+    // Second phase: at the best sub-batch so far and at the whole batch, the
+    // recompute sets of Chen et al. (segments between cut values), with
+    // memfit's rules and with theirs, so memfit is never worse than
+    // chen-sqrt either.
+    std::set<int64_t> sizes{best->plan.subBatch};
+    if (!req.forcedSubBatch)
+      sizes.insert(req.batch);
+    for (int64_t b : sizes)
+      for (auto &drop : chenCandidates(tg, order, b)) {
+        Variant mine{b, drop, true};
+        evaluate(mine);
+        Variant theirs{b, std::move(drop), true, Policy::ChenSqrt};
+        evaluate(theirs);
+      }
   }
   if (!best)
     return std::move(firstErr);

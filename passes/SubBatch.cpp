@@ -37,10 +37,12 @@ int64_t selectSubBatch(const TaskGraph &tg, const CostTableFn &tableAt,
 }
 
 std::vector<int64_t> subBatchCandidates(int64_t eq3, int64_t batch) {
+  // Eq. 3 prices every task with its fastest algorithm's workspace, so
+  // larger sub-batches may still fit with leaner algorithms: the halvings
+  // of the batch down to Eq. 3's b are candidates too, and a few below it.
   std::set<int64_t> c{eq3};
   for (int64_t b = batch; b >= 1 && b >= eq3 / 8; b /= 2)
-    if (b <= eq3)
-      c.insert(b);
+    c.insert(b);
   for (int64_t b = eq3 / 2; b >= 1 && b >= eq3 / 8; b /= 2)
     c.insert(b);
   return {c.begin(), c.end()};

@@ -5,7 +5,9 @@
 // sample, with the fastest algorithm's workspace in Mmin, until b stops
 // changing (workspace need not scale with b, hence the iteration).
 // `subBatchCandidates` adds the sizes memfit also tries and compares by
-// simulated time: halvings of the batch down to a fraction of Eq. 3's b.
+// simulated time: the halvings of the batch (Eq. 3 charges the fastest
+// algorithm's workspace, so larger sub-batches may fit with leaner ones) down
+// to an eighth of Eq. 3's b.
 //
 // Guarantees: 1 <= b <= B; the result is a fixed point or the smaller end
 // of a cycle; candidates are sorted, distinct and include Eq. 3's b.

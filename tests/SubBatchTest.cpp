@@ -71,8 +71,10 @@ TEST_CASE("a fixed workspace shrinks the sub-batch", "[subbatch]") {
 }
 
 TEST_CASE("sub-batch candidates", "[subbatch]") {
+  // Eq. 3's b, the batch's halvings (leaner algorithms may fit larger
+  // sub-batches than Eq. 3 allows), and down to an eighth of Eq. 3's b.
   CHECK(subBatchCandidates(64, 64) == std::vector<int64_t>{8, 16, 32, 64});
   CHECK(subBatchCandidates(24, 256) ==
-        std::vector<int64_t>{3, 4, 6, 8, 12, 16, 24});
-  CHECK(subBatchCandidates(1, 256) == std::vector<int64_t>{1});
+        std::vector<int64_t>{3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256});
+  CHECK(subBatchCandidates(1, 8) == std::vector<int64_t>{1, 2, 4, 8});
 }
