@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The trainer a user runs (CPU emulation backend): checkpoints resume to the
+# same weights as an uninterrupted run, --save writes a model the ONNX
+# checker accepts, epochs and shuffling, and bad inputs fail with a clear
+# message and exit 1.
+set -u
+MEMFIT=$1
+WORK=$2
+PY=/usr/bin/python3
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+$PY - <<'PY' || fail "cannot write data"
+import numpy as np
+r = np.random.default_rng(3)
+np.save("x.npy", r.standard_normal((40, 16)).astype(np.float32))
+np.save("y.npy", r.integers(0, 10, 40).astype(np.int64))
+np.save("y32.npy", r.integers(0, 10, 40).astype(np.int32))
+np.save("bad_labels.npy", np.full(40, 12, dtype=np.int64))
+np.save("short.npy", r.standard_normal((40, 15)).astype(np.float32))
+np.save("f64.npy", r.standard_normal((40, 16)))
+PY
+# Dropout: its masks depend on the iteration, so resuming must restore it.
+"$MEMFIT" zoo tiny-dropout -o m.onnx >/dev/null || fail zoo
+"$MEMFIT" compile m.onnx --batch 8 --budget 90% --device k40m -o t --quiet ||
+  fail compile
+cmake -S t -B t/build -DMEMFIT_BACKEND=cpu >cmake.log 2>&1 || { cat cmake.log; fail configure; }
+cmake --build t/build -j 2 >build.log 2>&1 || { tail -20 build.log; fail build; }
+T=t/build/trainer
+run() { "$T" --data x.npy --labels y.npy --lr 0.05 --shuffle --seed 9 "$@"; }
+
+run --iterations 7 --save full.onnx --log-every 1 >full.log 2>&1 || { cat full.log; fail "uninterrupted run"; }
+run --iterations 3 --checkpoint ck >part1.log 2>&1 || { cat part1.log; fail "first half"; }
+[ -f ck/checkpoint.bin ] || fail "no checkpoint written"
+ls ck | grep -q tmp && fail "temporary checkpoint left behind"
+run --iterations 7 --checkpoint ck --resume --save resumed.onnx --log-every 1 \
+  >part2.log 2>&1 || { cat part2.log; fail "resumed run"; }
+grep -q "resumed from ck at iteration 3" part2.log || fail "resume not reported"
+cmp -s full.onnx resumed.onnx || fail "resumed weights differ from the uninterrupted run"
+diff <(grep '^iteration [4-7] ' full.log | cut -d' ' -f1-4) \
+     <(grep '^iteration [4-7] ' part2.log | cut -d' ' -f1-4) >/dev/null ||
+  fail "resumed losses differ"
+$PY -c "import onnx; m = onnx.load('full.onnx'); onnx.checker.check_model(m); print('saved model: ok, %d initializers' % len(m.graph.initializer))" ||
+  fail "saved model rejected by the ONNX checker"
+
+# 40 samples are 5 batches of 8: two epochs are 10 iterations.
+run --epochs 2 >epochs.log 2>&1 || fail "--epochs"
+grep -q "^done: 10 iterations" epochs.log || { cat epochs.log; fail "2 epochs should be 10 iterations"; }
+"$T" --data x.npy --labels y32.npy --iterations 2 >i32.log 2>&1 || fail "int32 labels"
+
+expect_error() { # what args...
+  local what=$1
+  shift
+  "$T" "$@" >err.log 2>&1
+  local rc=$?
+  [ $rc -eq 1 ] || { cat err.log; fail "$what: exit $rc, expected 1"; }
+  grep -q "trainer: error:" err.log || fail "$what: no error message"
+  echo "$what: $(head -1 err.log)"
+}
+expect_error "labels out of range" --data x.npy --labels bad_labels.npy
+expect_error "wrong sample size" --data short.npy --labels y.npy
+expect_error "float64 inputs" --data f64.npy --labels y.npy
+expect_error "missing file" --data nope.npy --labels y.npy
+expect_error "no data source" --iterations 2
+expect_error "unknown flag" --synthetic --frobnicate
+expect_error "resume without checkpoint dir" --synthetic --resume
+echo "trainer: checkpoints, --save, epochs and errors behave"
