@@ -275,28 +275,7 @@ llvm::Expected<Plan> Scheduler::run() {
     }
     deps.insert(deps.end(), vdnnDeps.begin(), vdnnDeps.end());
 
-    for (BlockId b : task.reads) {
-      BlockId sb = storageOf(tg, b);
-      run.operands.push_back(isWeightSide(tg.blocks[sb].kind) ? -1
-                                                              : st[sb].res);
-    }
-    for (BlockId b : task.writes) {
-      BlockId sb = storageOf(tg, b);
-      run.operands.push_back(isWeightSide(tg.blocks[sb].kind) ? -1
-                                                              : st[sb].res);
-    }
-    std::vector<ResidencyId> ops = run.operands;
-    int64_t wsBytes = run.workspaceBytes;
-    int32_t i = emit(std::move(run), ac->seconds, deps);
-    for (ResidencyId r : ops)
-      if (r >= 0) {
-        touch(r, Stream::Compute, i);
-        pending[r] = {};
-      }
-    if (wsBytes > 0) {
-      arena.touch(kWorkspaceOwner, Stream::Compute, {i + 1, timing[i].end});
-      arena.release(kWorkspaceOwner, {});
-    }
+    int32_t i = emitRun(std::move(run), ac->seconds, deps);
     for (BlockId b : task.reads)
       st[storageOf(tg, b)].usedSinceArrival = true;
     for (BlockId b : task.writes) {

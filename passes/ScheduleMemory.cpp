@@ -326,6 +326,32 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
   return llvm::Error::success();
 }
 
+int32_t Scheduler::emitRun(Instr run, double seconds,
+                           const std::vector<int32_t> &deps) {
+  // Operands: the residency of each block in task.reads then task.writes.
+  const Task &t = tg.tasks[run.task];
+  run.operands.clear();
+  for (const auto *list : {&t.reads, &t.writes})
+    for (BlockId x : *list) {
+      BlockId sb = storageOf(tg, x);
+      run.operands.push_back(isWeightSide(tg.blocks[sb].kind) ? -1
+                                                              : st[sb].res);
+    }
+  std::vector<ResidencyId> ops = run.operands;
+  int64_t wsBytes = run.workspaceBytes;
+  int32_t i = emit(std::move(run), seconds, deps);
+  for (ResidencyId r : ops)
+    if (r >= 0) {
+      touch(r, Stream::Compute, i);
+      pending[r] = {};
+    }
+  if (wsBytes > 0) { // the workspace is free again once the task is done
+    arena.touch(kWorkspaceOwner, Stream::Compute, {i + 1, timing[i].end});
+    arena.release(kWorkspaceOwner, {});
+  }
+  return i;
+}
+
 llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
                                  int depth) {
   if (depth > 100000)
@@ -393,24 +419,7 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
     for (int32_t d : usesToDeps(a->second))
       rdeps.push_back(d);
   }
-  for (const auto *list : {&t.reads, &t.writes})
-    for (BlockId x : *list) {
-      BlockId sb = storageOf(tg, x);
-      run.operands.push_back(isWeightSide(tg.blocks[sb].kind) ? -1
-                                                              : st[sb].res);
-    }
-  std::vector<ResidencyId> ops = run.operands;
-  int64_t wsBytes = run.workspaceBytes;
-  int32_t i = emit(std::move(run), ac->seconds, rdeps);
-  for (ResidencyId r : ops)
-    if (r >= 0) {
-      touch(r, Stream::Compute, i);
-      pending[r] = {};
-    }
-  if (wsBytes > 0) {
-    arena.touch(kWorkspaceOwner, Stream::Compute, {i + 1, timing[i].end});
-    arena.release(kWorkspaceOwner, {});
-  }
+  int32_t i = emitRun(std::move(run), ac->seconds, rdeps);
   for (BlockId x : t.writes) {
     BlockId sb = storageOf(tg, x);
     if (isWeightSide(tg.blocks[sb].kind) ||

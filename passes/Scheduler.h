@@ -83,6 +83,9 @@ public:
 private:
   // --- emission ---
   int32_t emit(Instr in, double duration, const std::vector<int32_t> &deps);
+  /// Emits a task's run with its operands' residencies, records the uses
+  /// and frees its workspace.
+  int32_t emitRun(Instr run, double seconds, const std::vector<int32_t> &deps);
   void waitFor(Stream s, int32_t dep, double &earliest);
   std::vector<int32_t> usesToDeps(const StreamUses &u) const;
 
