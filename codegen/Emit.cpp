@@ -458,8 +458,17 @@ std::string Emitter::mainFile() const {
   os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
   os << "#ifndef MEMFIT_MODEL_PATH\n#define MEMFIT_MODEL_PATH \"model.onnx\"\n"
         "#endif\n\n";
+  for (size_t k = 0; k < weights.size(); ++k) {
+    const Value &v = g.values[weights[k]];
+    if (!v.dataName.empty() || v.data.empty() || v.trainable)
+      continue;
+    os << "static const float kConst" << k << "[] = {";
+    for (size_t e = 0; e < v.data.size(); ++e)
+      os << (e ? ", " : "") << llvm::formatv("{0:e9}f", v.data[e]).str();
+    os << "};\n";
+  }
   os << "static const WeightInfo kWeights[] = {\n";
-  for (ValueId w : weights) {
+  for (const ValueId &w : weights) {
     const Value &v = g.values[w];
     int64_t fanIn = 1, fanOut = 1;
     if (v.dims.size() >= 2) {
@@ -475,9 +484,17 @@ std::string Emitter::mainFile() const {
                        : v.init == WeightInit::Zeros         ? "Zeros"
                        : v.init == WeightInit::Ones          ? "Ones"
                                                              : "FromModel";
-    os << "    {" << stringLiteral(v.name) << ", " << v.elementsPerSample()
-       << ", " << fanIn << ", " << fanOut << ", Init::" << init << ", "
-       << (v.trainable ? "true" : "false") << "},\n";
+    std::string dataName =
+        v.dataName.empty() ? "nullptr" : stringLiteral(v.dataName);
+    // Constants folded from the graph have no initializer: their values
+    // are compiled in.
+    std::string data = "nullptr";
+    if (v.dataName.empty() && !v.data.empty() && !v.trainable)
+      data = "kConst" + std::to_string(&w - weights.data());
+    os << "    {" << stringLiteral(v.name) << ", " << dataName << ", " << data
+       << ", " << v.elementsPerSample() << ", " << fanIn << ", " << fanOut
+       << ", Init::" << init << ", " << (v.trainable ? "true" : "false")
+       << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";

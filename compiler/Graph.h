@@ -56,6 +56,10 @@ struct Value {
   /// gradient.
   bool trainable = true;
   std::vector<float> data; // initializer contents, empty when declared only
+  /// The initializer that holds this weight's starting values, when it is
+  /// not the weight's own name (an Identity of a shared initializer, as
+  /// PyTorch's eval-mode export writes); empty otherwise.
+  std::string dataName;
 
   int64_t
   elementsPerSample() const; // product of dims[1..] (or all if !batched)

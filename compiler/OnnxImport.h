@@ -40,6 +40,12 @@ llvm::Expected<Graph> importOnnxBytes(const std::string &bytes,
                                       const std::string &displayName,
                                       const ImportOptions &opts = {});
 
+/// The distinct external-data files a model's initializers refer to, as
+/// the relative locations the file names, sorted. Locations outside the
+/// model's folder are an error, as on import.
+llvm::Expected<std::vector<std::string>>
+externalDataFiles(const std::string &path);
+
 /// The ONNX op types the importer accepts, sorted (for error messages and
 /// docs).
 const std::vector<std::string> &supportedOnnxOps();

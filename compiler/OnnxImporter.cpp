@@ -130,6 +130,8 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
   auto src = sources.find(name);
   if (src != sources.end() && src->second.init) {
     const pb::TensorProto &t = *src->second.init;
+    if (t.name() != name)
+      v.dataName = t.name();
     v.dims.assign(t.dims().begin(), t.dims().end());
     if (t.data_type() != pb::TensorProto::FLOAT)
       return fail(n, llvm::formatv("weight {0} has element type {1}; memfit "

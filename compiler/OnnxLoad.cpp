@@ -21,6 +21,7 @@
 
 #include <climits>
 #include <cstring>
+#include <set>
 
 namespace memfit::onnximport {
 
@@ -462,3 +463,36 @@ Expected<ConstTensor> readConstant(const pb::TensorProto &t,
 }
 
 } // namespace memfit::onnximport
+
+namespace memfit {
+
+llvm::Expected<std::vector<std::string>>
+externalDataFiles(const std::string &path) {
+  using namespace onnximport;
+  using llvm::Error;
+  pb::ModelProto model;
+  if (Error err = parseModelFile(path, model))
+    return std::move(err);
+  std::set<std::string> out;
+  for (const pb::TensorProto &t : model.graph().initializer()) {
+    if (!isExternal(t))
+      continue;
+    auto ref = externalRef(t, path);
+    if (!ref)
+      return ref.takeError();
+    const std::string &loc = ref->location;
+    bool escapes = loc.find('\0') != std::string::npos || loc.front() == '/' ||
+                   llvm::sys::path::is_absolute(loc);
+    for (auto it = llvm::sys::path::begin(loc), e = llvm::sys::path::end(loc);
+         it != e; ++it)
+      escapes = escapes || *it == "..";
+    if (escapes)
+      return makeErrorF("'{0}': external data location {1} of tensor {2} "
+                        "is outside the model's directory",
+                        path, quoteName(loc), quoteName(t.name()));
+    out.insert(loc);
+  }
+  return std::vector<std::string>(out.begin(), out.end());
+}
+
+} // namespace memfit

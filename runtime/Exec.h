@@ -46,7 +46,9 @@ struct ProgramInfo {
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
 
 struct WeightInfo {
-  const char *onnxName; // the initializer / graph input name in the model
+  const char *onnxName; // the weight's name in the model's graph
+  const char *dataName; // initializer with its starting values (null: same)
+  const float *data;    // starting values compiled in (constants), or null
   int64_t count;        // floats
   int64_t fanIn, fanOut;
   Init init;

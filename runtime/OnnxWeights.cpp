@@ -116,16 +116,37 @@ bool writeTrainedModel(const std::string &modelPath, const std::string &outPath,
       if (init.name() == name)
         t = &init;
     if (!t) {
-      // Declared as a graph input without data: it becomes an initializer.
-      t = g->add_initializer();
-      t->set_name(name);
+      // Declared as a graph input without data, computed by an Identity of
+      // a shared initializer, or a constant: it becomes its own initializer
+      // (its trained values are its own now), and what defined it before
+      // goes.
+      std::vector<int64_t> dims;
       for (int k = 0; k < g->input_size(); ++k)
         if (g->input(k).name() == name) {
           for (const auto &d : g->input(k).type().tensor_type().shape().dim())
-            t->add_dims(d.dim_value());
+            dims.push_back(d.dim_value());
           g->mutable_input()->DeleteSubrange(k, 1);
           break;
         }
+      for (int k = 0; k < g->node_size(); ++k) {
+        const auto &node = g->node(k);
+        if (node.output_size() != 1 || node.output(0) != name)
+          continue;
+        if (node.op_type() == "Identity")
+          for (const auto &init : g->initializer())
+            if (init.name() == node.input(0))
+              dims.assign(init.dims().begin(), init.dims().end());
+        if (node.op_type() == "Constant")
+          for (const auto &a : node.attribute())
+            if (a.name() == "value")
+              dims.assign(a.t().dims().begin(), a.t().dims().end());
+        g->mutable_node()->DeleteSubrange(k, 1);
+        break;
+      }
+      t = g->add_initializer();
+      t->set_name(name);
+      for (int64_t d : dims)
+        t->add_dims(d);
     }
     t->set_data_type(onnx::TensorProto::FLOAT);
     t->clear_float_data();

@@ -204,9 +204,12 @@ void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
   for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
     const WeightInfo &w = x.weightInfo()[id];
     buf.assign(w.count, 0.0f);
-    if (const std::vector<float> *data = model.find(w.onnxName)) {
+    const char *source = w.dataName ? w.dataName : w.onnxName;
+    if (w.data) {
+      buf.assign(w.data, w.data + w.count);
+    } else if (const std::vector<float> *data = model.find(source)) {
       if ((int64_t)data->size() != w.count)
-        die(o.model + ": initializer '" + std::string(w.onnxName) + "' has " +
+        die(o.model + ": initializer '" + std::string(source) + "' has " +
             std::to_string(data->size()) + " values, expected " +
             std::to_string(w.count));
       buf = *data;
@@ -223,7 +226,7 @@ void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
     } else if (w.init == Init::Ones) {
       std::fill(buf.begin(), buf.end(), 1.0f);
     } else if (w.init == Init::FromModel) {
-      die(o.model + ": no initializer named '" + std::string(w.onnxName) + "'");
+      die(o.model + ": no initializer named '" + std::string(source) + "'");
     }
     x.writeWeight(id, buf.data());
   }

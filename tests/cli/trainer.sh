@@ -64,4 +64,24 @@ expect_error "missing file" --data nope.npy --labels y.npy
 expect_error "no data source" --iterations 2
 expect_error "unknown flag" --synthetic --frobnicate
 expect_error "resume without checkpoint dir" --synthetic --resume
+
+# A torchvision export (ResNet-18 with external weight data, written by the
+# export_torchvision fixture): compiled under a tight budget, trained one
+# step from its own initializers, saved as a model the checker accepts.
+BUILD=$(cd "$(dirname "$MEMFIT")/.." && pwd)
+TV="$BUILD/testmodels/resnet18.onnx"
+if [ -f "$TV" ]; then
+  "$MEMFIT" compile "$TV" --batch 1 --budget 160MiB --device k40m -o r18 --quiet ||
+    fail "compile resnet18"
+  [ -f r18/resnet18.onnx.data ] || fail "external data not copied into OUTDIR"
+  cmake -S r18 -B r18/build -DMEMFIT_BACKEND=cpu >cmake18.log 2>&1 || { cat cmake18.log; fail "configure resnet18"; }
+  cmake --build r18/build -j 2 >build18.log 2>&1 || { tail -20 build18.log; fail "build resnet18"; }
+  r18/build/trainer --synthetic --iterations 1 --save r18.onnx >r18.log 2>&1 ||
+    { cat r18.log; fail "train resnet18"; }
+  $PY -c "import onnx; onnx.checker.check_model(onnx.load('r18.onnx'))" ||
+    fail "saved resnet18 rejected by the ONNX checker"
+  echo "resnet18 (torchvision export): $(tail -1 r18.log)"
+else
+  echo "no torchvision export at $TV (python3-torch missing?): skipped that part"
+fi
 echo "trainer: checkpoints, --save, epochs and errors behave"

@@ -9,11 +9,13 @@
 #include "codegen/Emit.h"
 #include "codegen/PlanReport.h"
 #include "codegen/ReportText.h"
+#include "compiler/OnnxImport.h"
 #include "compiler/OutputDir.h"
 #include "passes/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"
 
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -61,6 +63,18 @@ int run() {
       return reportError(std::move(err));
   if (auto err = out->copyFile(s.modelPath, eo.modelFile))
     return reportError(std::move(err));
+  // External weight data travels with the model copy (the importer has
+  // already checked that every location stays inside the model's folder).
+  auto locations = externalDataFiles(s.modelPath);
+  if (!locations)
+    return reportError(locations.takeError());
+  std::string dir = llvm::sys::path::parent_path(s.modelPath).str();
+  for (const std::string &loc : *locations) {
+    llvm::SmallString<256> from(dir.empty() ? "." : dir);
+    llvm::sys::path::append(from, loc);
+    if (auto err = out->copyFile(from.str().str(), loc))
+      return reportError(std::move(err));
+  }
   progress.done();
   progress.start("writing the reports", large);
   PlanReport report = buildPlanReport(s.tg, outcome->plan, outcome->sim,

@@ -71,8 +71,9 @@ ProgramInfo programInfo(bool mse) {
 
 struct Bench {
   ProgramInfo info;
-  WeightInfo weights[2] = {{"w0", 1000, 10, 10, Init::Zeros, true},
-                           {"w1", 37, 1, 1, Init::Zeros, true}};
+  WeightInfo weights[2] = {
+      {"w0", nullptr, nullptr, 1000, 10, 10, Init::Zeros, true},
+      {"w1", nullptr, nullptr, 37, 1, 1, Init::Zeros, true}};
   HostSlot slots[1] = {{4096, 64}};
   Exec x;
   int64_t top = 0;
