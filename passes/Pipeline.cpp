@@ -8,6 +8,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <chrono>
 #include <set>
 
 namespace memfit {
@@ -50,6 +51,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
                                          const PlanRequest &req) {
   if (req.batch <= 0)
     return makeError("the batch size must be positive");
+  auto t0 = std::chrono::steady_clock::now();
   std::vector<TaskId> order = taskOrder(tg, req.order);
   PlanOutcome out;
   out.lowerBound = computeLowerBound(tg, 1);
@@ -67,18 +69,33 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   if (r.budgetFraction > 0)
     r.budget = static_cast<int64_t>(r.budgetFraction *
                                     static_cast<double>(out.idealPeakBytes));
+  if (r.budgetIsLowerBound)
+    r.budget = lb.bytes;
   if (r.policy == Policy::Ideal)
     r.budget = out.idealPeakBytes;
   out.budget = r.budget;
-  if (r.budget < lb.bytes)
+  if (r.budget < lb.bytes) {
+    // Say what would help: below b = 1 a smaller batch changes nothing, so
+    // only the weight side or the largest task can give.
+    std::string help =
+        lb.weightSideBytes >= lb.taskBytes
+            ? "the weights, their gradients and the optimizer state dominate: "
+              "train without momentum (--momentum 0) or a smaller model"
+            : "that task dominates; a smaller batch does not help below "
+              "sub-batch 1: give more memory or a model with smaller "
+              "activations";
+    if (r.budget < lb.weightSideBytes)
+      help = "the budget does not even hold the weights, their gradients "
+             "and the optimizer state";
     return makeErrorF(
         "budget {0} is below the lower bound Mmin = {1} ({2} bytes): "
         "weights, gradients and optimizer state take {3}, and task {4} "
-        "needs {5} at sub-batch 1 with no workspace",
+        "needs {5} at sub-batch 1 with no workspace; {6}",
         formatBytes(r.budget), formatBytes(lb.bytes), lb.bytes,
         formatBytes(lb.weightSideBytes),
         quoteName(lb.task >= 0 ? tg.tasks[lb.task].name : ""),
-        formatBytes(lb.taskBytes));
+        formatBytes(lb.taskBytes), help);
+  }
 
   // Each variant is a sub-batch and a drop set to schedule with.
   struct Variant {
@@ -191,6 +208,9 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   out.plan = std::move(best->plan);
   out.sim = std::move(best->sim);
   summarize(out.plan, out.sim, out.idealSeconds);
+  out.planSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   return std::move(out);
 }
 

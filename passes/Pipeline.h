@@ -30,6 +30,8 @@ struct PlanRequest {
   int64_t budget = 0; // whole device budget in bytes (unused by Ideal)
   /// When > 0, the budget is this fraction of the ideal peak instead.
   double budgetFraction = 0;
+  /// The budget is the lower bound Mmin itself.
+  bool budgetIsLowerBound = false;
   int64_t batch = 0;
   int64_t forcedSubBatch = 0; // 0: the policy chooses
   OrderKind order = OrderKind::JoinAware;
@@ -43,6 +45,7 @@ struct PlanOutcome {
   double idealSeconds = 0;
   int64_t idealPeakBytes = 0; // the ideal plan's resident + arena bytes
   int64_t eq3SubBatch = 0;
+  double planSeconds = 0; // wall time the pipeline took
   /// Sub-batches tried and their predicted iteration time (infeasible ones
   /// are left out).
   std::vector<std::pair<int64_t, double>> tried;

@@ -10,7 +10,7 @@ namespace memfit {
 namespace {
 
 struct RoundTimes {
-  double seconds = 0, stall = 0, compute = 0;
+  double seconds = 0, stall = 0, compute = 0, recompute = 0;
   int64_t toHost = 0, toDevice = 0;
   std::vector<double> start, end;
 };
@@ -31,6 +31,8 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
       dur = a ? a->seconds : 0;
       rt.stall += std::max(0.0, start - computeEnd);
       rt.compute += dur;
+      if (in.recompute)
+        rt.recompute += dur;
       computeEnd = start + dur;
       break;
     }
@@ -79,6 +81,7 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   sim.stallSeconds = (k - 1) * fullRound.stall + lastRound.stall;
   sim.computeSeconds =
       (k - 1) * fullRound.compute + lastRound.compute + upd.compute;
+  sim.recomputeSeconds = (k - 1) * fullRound.recompute + lastRound.recompute;
   sim.bytesToHost = (k - 1) * fullRound.toHost + lastRound.toHost;
   sim.bytesToDevice = (k - 1) * fullRound.toDevice + lastRound.toDevice;
   sim.start = fullRound.start;

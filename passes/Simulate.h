@@ -24,8 +24,9 @@ struct Simulation {
   double lastRoundSeconds = 0; // the last, possibly smaller, sub-batch
   double updateSeconds = 0;
   double iterationSeconds = 0;
-  double stallSeconds = 0;   // per iteration: compute idle, waiting on copies
-  double computeSeconds = 0; // per iteration: compute stream busy
+  double stallSeconds = 0;     // per iteration: compute idle, waiting on copies
+  double computeSeconds = 0;   // per iteration: compute stream busy
+  double recomputeSeconds = 0; // per iteration: of that, recomputing
   int64_t bytesToHost = 0, bytesToDevice = 0; // per iteration
   int64_t maxLiveBytes = 0; // arena bytes live at once (no fragmentation)
   double allocationEfficiency = 0; // maxLiveBytes / arena bytes

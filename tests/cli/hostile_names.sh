@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 $PY - <<'PY' || fail "cannot rewrite names"
 import onnx
 m = onnx.load("clean.onnx")
-evil = ['*/ system("touch PWNED"); /*', '../../escape', 'a\n#include <x>\\',
+evil = ['*/ system("touch PWNED"); /*', '../../escape', 'a\n#include <x>\\', '$(touch PWNED)', '`touch PWNED`',
         '"); abort(); ("', '??/', '\u00e9\u00df\u4e2d']
 names = {}
 def rename(n):

@@ -24,8 +24,9 @@ namespace {
 
 cl::list<std::string>
     Budgets("budgets",
-            cl::desc("Budgets to compare: sizes (8GiB) or percentages of the "
-                     "ideal peak (default: 100%,75%,50%,25%,10%)"),
+            cl::desc("Budgets to compare: sizes (8GiB), percentages of the "
+                     "ideal peak, or lb for the lower bound (default: "
+                     "100%,75%,50%,25%,10%)"),
             cl::CommaSeparated, cl::value_desc("b1,b2,..."),
             cl::sub(compareCommand()));
 cl::list<std::string>
@@ -36,6 +37,8 @@ cl::list<std::string>
              cl::sub(compareCommand()));
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"),
                    cl::sub(compareCommand()));
+cl::opt<bool> Csv("csv", cl::desc("Print one CSV row per budget and policy"),
+                  cl::sub(compareCommand()));
 cl::opt<std::string> OutDir("o",
                             cl::desc("Write compare.html and compare.json "
                                      "into this directory"),
@@ -108,6 +111,7 @@ int run() {
     PlanRequest b = base;
     b.budget = r.budget;
     b.budgetFraction = r.budgetFraction;
+    b.budgetIsLowerBound = r.budgetIsLowerBound;
     r = b;
   }
   c.model = s.graph.name;
@@ -137,7 +141,10 @@ int run() {
     if (r.budgetFraction > 0)
       r.budget = static_cast<int64_t>(r.budgetFraction *
                                       static_cast<double>(c.idealPeakBytes));
+    if (r.budgetIsLowerBound)
+      r.budget = c.lowerBoundBytes;
     r.budgetFraction = 0;
+    r.budgetIsLowerBound = false;
     CompareBudget b;
     b.label = StringRef(budgetTexts[bi]).trim().str();
     b.bytes = r.budget;
@@ -184,6 +191,20 @@ int run() {
   }
   if (Json) {
     outs() << compareToJson(c) << "\n";
+    return ExitOk;
+  }
+  if (Csv) {
+    outs() << "budget,budget_bytes,policy,feasible,sub_batch,overhead,"
+              "planned_seconds,bytes_to_host,bytes_to_device\n";
+    for (size_t bi = 0; bi < c.budgets.size(); ++bi)
+      for (size_t pi = 0; pi < c.policies.size(); ++pi) {
+        const CompareCell &x = c.cells[bi][pi];
+        outs() << formatv("{0},{1},{2},{3},{4},{5:F6},{6:F6},{7},{8}\n",
+                          c.budgets[bi].label, c.budgets[bi].bytes,
+                          c.policies[pi], x.feasible ? "yes" : "no", x.subBatch,
+                          x.overhead, x.plannedSeconds, x.bytesToHost,
+                          x.bytesToDevice);
+      }
     return ExitOk;
   }
   if (quietFlag())

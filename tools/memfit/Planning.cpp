@@ -55,7 +55,7 @@ Shared<int64_t> Batch("batch",
 Shared<std::string> Budget("budget",
                            cl::desc("Device memory budget: a size (12GiB, "
                                     "8000MB) or a percentage of the ideal "
-                                    "peak (50%)"),
+                                    "peak (50%), or lb for the lower bound"),
                            cl::init(""));
 Shared<std::string> Device("device",
                            cl::desc("Device model: k40m, titanx-maxwell, "
@@ -210,6 +210,11 @@ Error parseBudget(StringRef text, StringRef flag, PlanRequest &r) {
   text = text.trim();
   r.budget = 0;
   r.budgetFraction = 0;
+  r.budgetIsLowerBound = false;
+  if (text.equals_insensitive("lb") || text.equals_insensitive("mmin")) {
+    r.budgetIsLowerBound = true;
+    return Error::success();
+  }
   if (text.endswith("%")) {
     double pct = 0;
     if (text.drop_back().trim().getAsDouble(pct) || !(pct > 0))
@@ -339,6 +344,17 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["stall_seconds"] = m.stallSeconds;
   j["bytes_to_host"] = m.bytesToHost;
   j["bytes_to_device"] = m.bytesToDevice;
+  // The same figures under the names scripts expect (docs/user-guide.md).
+  j["peak_bytes"] = p.totalBytes();
+  j["ideal_time_ms"] = o.idealSeconds * 1e3;
+  j["planned_time_ms"] = m.plannedSeconds * 1e3;
+  j["offload_bytes"] = m.bytesToHost;
+  j["prefetch_bytes"] = m.bytesToDevice;
+  j["recompute_ms"] = o.sim.recomputeSeconds * 1e3;
+  j["recomputed_tasks"] = m.recomputes;
+  j["stall_ms"] = m.stallSeconds * 1e3;
+  j["verified"] = true; // planTraining returns verified plans only
+  j["plan_seconds"] = o.planSeconds;
   nlohmann::ordered_json tried = nlohmann::ordered_json::array();
   for (auto [b, t] : o.tried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
