@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
+
 using namespace memfit;
 using memfit::test::GraphLiteral;
 
@@ -251,4 +253,41 @@ TEST_CASE("plans are deterministic", "[schedule]") {
   REQUIRE(a.residencies.size() == b.residencies.size());
   for (size_t i = 0; i < a.residencies.size(); ++i)
     CHECK(a.residencies[i].offset == b.residencies[i].offset);
+}
+
+TEST_CASE("placement of an mlp, offsets stated exactly", "[schedule]") {
+  // x[2,4] -> fc1 (W1[8,4]) -> relu -> fc2 (W2[3,8]) with every block under
+  // 256 bytes, so each takes one 256-byte slot. Best fit, lowest offset on
+  // ties, and a block's bytes are free again right after its last reader.
+  GraphLiteral L(2);
+  ValueId x = L.input("x", {4});
+  OpAttrs gemm;
+  gemm.transB = true;
+  ValueId h = L.op(OpKind::Gemm, "fc1", {x, L.weight("W1", {8, 4})}, {8}, gemm);
+  ValueId r = L.op(OpKind::Relu, "relu", {h}, {8});
+  L.op(OpKind::Gemm, "fc2", {r, L.weight("W2", {3, 8})}, {3}, gemm);
+  auto tg = buildTaskGraph(L.g);
+  REQUIRE(static_cast<bool>(tg));
+  CostTable c = table(*tg, 2);
+  auto p = schedule(*tg, c, builtOrder(*tg), {Policy::Ideal, 0, 2});
+  REQUIRE(static_cast<bool>(p));
+  CHECK(verifyMessage(*tg, *p).empty());
+  std::map<std::string, int64_t> offsets;
+  for (const Residency &res : p->residencies)
+    offsets[tg->blocks[res.block].name] = res.offset;
+  // FP(fc1): x is loaded at 0, fc1_out at 256. FP(relu): relu_out at 512;
+  // fc1_out dies. FP(fc2): fc2_out reuses 256. loss: labels at 768,
+  // d(fc2_out) at 1024; fc2_out and labels die. BP-data(fc2): d(relu_out)
+  // takes the lowest of the two free slots, 256. BP-data(relu): after
+  // d(fc2_out) died, [768, ...) is one free run: d(fc1_out) at 768.
+  std::map<std::string, int64_t> expected{{"x", 0},
+                                          {"fc1_out", 256},
+                                          {"relu_out", 512},
+                                          {"fc2_out", 256},
+                                          {"labels", 768},
+                                          {"d(fc2_out)", 1024},
+                                          {"d(relu_out)", 256},
+                                          {"d(fc1_out)", 768}};
+  CHECK(offsets == expected);
+  CHECK(p->arenaBytes == 1280);
 }
