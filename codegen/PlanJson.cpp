@@ -211,7 +211,17 @@ std::string planToJson(const PlanReport &r) {
                   {"bytes_to_host", s.bytesToHost},
                   {"bytes_to_device", s.bytesToDevice},
                   {"eq3_sub_batch", s.eq3SubBatch},
-                  {"sub_batches_tried", tried}};
+                  {"sub_batches_tried", tried},
+                  // The names of `memfit plan --json`, derived.
+                  {"peak_bytes", s.plannedBytes},
+                  {"ideal_time_ms", s.idealSeconds * 1e3},
+                  {"planned_time_ms", s.plannedSeconds * 1e3},
+                  {"offload_bytes", s.bytesToHost},
+                  {"prefetch_bytes", s.bytesToDevice},
+                  {"recompute_ms", s.recomputeSeconds * 1e3},
+                  {"recomputed_tasks", s.recomputedTasks},
+                  {"stall_ms", s.stallSeconds * 1e3},
+                  {"verified", true}};
   j["notes"] = r.notes;
   json tasks = json::array();
   for (const ReportTask &t : r.tasks)
@@ -303,6 +313,9 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.stallSeconds = rd.number(o, w, "stall_seconds");
     s.roundSeconds = rd.number(o, w, "round_seconds", false);
     s.updateSeconds = rd.number(o, w, "update_seconds", false);
+    s.recomputeSeconds = rd.number(o, w, "recompute_ms", false) / 1e3;
+    s.recomputedTasks =
+        static_cast<int32_t>(rd.integer(o, w, "recomputed_tasks", 0, false));
     s.bytesToHost = rd.integer(o, w, "bytes_to_host");
     s.bytesToDevice = rd.integer(o, w, "bytes_to_device");
     s.eq3SubBatch = rd.integer(o, w, "eq3_sub_batch", 0, false);

@@ -87,6 +87,8 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   s.stallSeconds = sim.stallSeconds;
   s.roundSeconds = sim.roundSeconds;
   s.updateSeconds = sim.updateSeconds;
+  s.recomputeSeconds = sim.recomputeSeconds;
+  s.recomputedTasks = plan.summary.recomputes;
   s.bytesToHost = sim.bytesToHost;
   s.bytesToDevice = sim.bytesToDevice;
   s.eq3SubBatch = ctx.eq3SubBatch;

@@ -81,6 +81,8 @@ struct ReportSummary {
   double allocationEfficiency = 0;
   double idealSeconds = 0, plannedSeconds = 0, overhead = 0;
   double stallSeconds = 0, roundSeconds = 0, updateSeconds = 0;
+  double recomputeSeconds = 0; // per iteration
+  int32_t recomputedTasks = 0; // per round
   int64_t bytesToHost = 0, bytesToDevice = 0;
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;
