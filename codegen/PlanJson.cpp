@@ -1,6 +1,8 @@
 //===- PlanJson.cpp - plan.json, the plan for people and tools ------------===//
 #include "codegen/PlanJson.h"
 
+#include "compiler/JsonText.h"
+
 #include "compiler/Diagnostics.h"
 
 #include "llvm/Support/MemoryBuffer.h"
@@ -56,7 +58,7 @@ public:
   const json *field(const json &o, const std::string &where, const char *key,
                     bool required) {
     if (!o.is_object()) {
-      fail(where, "expected an object, not " + typeOf(o));
+      fail(where, "expected an object, not " + jsonTypeName(o));
       return nullptr;
     }
     auto it = o.find(key);
@@ -144,23 +146,10 @@ public:
   }
 
 private:
-  static std::string typeOf(const json &v) {
-    if (v.is_null())
-      return "null";
-    if (v.is_boolean())
-      return "a boolean";
-    if (v.is_number())
-      return "a number";
-    if (v.is_string())
-      return "a string";
-    if (v.is_array())
-      return "an array";
-    return "an object";
-  }
   void wrong(const std::string &where, const char *key, const char *expected,
              const json &v) {
     fail(where, std::string("field '") + key + "' must be " + expected +
-                    ", not " + typeOf(v));
+                    ", not " + jsonTypeName(v));
   }
   std::string file, first;
 };

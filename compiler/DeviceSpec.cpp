@@ -9,6 +9,7 @@
 #include "compiler/DeviceSpec.h"
 
 #include "compiler/Diagnostics.h"
+#include "compiler/JsonText.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -112,13 +113,6 @@ std::array<Efficiency, kNumEfficiencySlots> defaultEfficiencies() {
 
 namespace {
 
-/// A number as people write it ("0", "1.5", "2e+10").
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 /// A numeric field: JSON value times `scale` is the struct's SI value.
 struct NumberField {
   const char *key;
@@ -180,15 +174,6 @@ DeviceSpec fromBuiltin(const Builtin &b) {
   return s;
 }
 
-std::string typeName(const json &v) {
-  if (v.is_number())
-    return "a number";
-  if (v.is_null())
-    return "null";
-  std::string t = v.type_name();
-  return (v.is_array() || v.is_object() ? "an " : "a ") + t;
-}
-
 /// Reads one JSON object into `spec`. With `requireAll`, every required
 /// field must be present (a full device description); otherwise only the
 /// fields present change (calibration overrides).
@@ -197,14 +182,14 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
   if (!obj.is_object())
     return makeErrorF("{0}: expected a JSON object describing a device, got "
                       "{1}",
-                      file, typeName(obj));
+                      file, jsonTypeName(obj));
   auto fieldErr = [&](llvm::StringRef key, const llvm::Twine &what) {
     return makeError(file + ": field '" + key + "' " + what);
   };
   auto number = [&](llvm::StringRef key, double &out) -> llvm::Error {
     const json &v = obj.at(std::string(key));
     if (!v.is_number())
-      return fieldErr(key, "must be a number, not " + typeName(v));
+      return fieldErr(key, "must be a number, not " + jsonTypeName(v));
     out = v.get<double>();
     if (!std::isfinite(out))
       return fieldErr(key, "must be finite");
@@ -230,7 +215,7 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
     }
     const json &v = obj.at(key);
     if (!v.is_string())
-      return fieldErr(key, "must be a string, not " + typeName(v));
+      return fieldErr(key, "must be a string, not " + jsonTypeName(v));
     (std::string_view(key) == "name" ? spec.name : spec.description) =
         v.get<std::string>();
   }
@@ -245,11 +230,11 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
     if (auto err = number(f.key, v))
       return err;
     if (f.fraction && !(v > 0 && v <= 1))
-      return fieldErr(f.key, "must be in (0, 1], got " + num(v));
+      return fieldErr(f.key, "must be in (0, 1], got " + numberText(v));
     if (!f.fraction && !(v > 0 || (f.allowZero && v == 0)))
       return fieldErr(f.key, llvm::Twine("must be ") +
                                  (f.allowZero ? "non-negative" : "positive") +
-                                 ", got " + num(v));
+                                 ", got " + numberText(v));
     spec.*f.member = v * f.scale;
   }
 
@@ -258,7 +243,7 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
     if (auto err = number("memory_gib", v))
       return err;
     if (!(v > 0))
-      return fieldErr("memory_gib", "must be positive, got " + num(v));
+      return fieldErr("memory_gib", "must be positive, got " + numberText(v));
     spec.memoryBytes = static_cast<int64_t>(std::llround(v * kGiB));
   } else if (requireAll) {
     return fieldErr("memory_gib", "is missing");
@@ -267,7 +252,7 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
   if (obj.contains("sm_count")) {
     const json &v = obj.at("sm_count");
     if (!v.is_number_integer())
-      return fieldErr("sm_count", "must be an integer, not " + typeName(v));
+      return fieldErr("sm_count", "must be an integer, not " + jsonTypeName(v));
     if (v.get<int64_t>() <= 0)
       return fieldErr("sm_count", "must be positive");
     spec.smCount = v.get<int64_t>();
@@ -278,7 +263,8 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
   if (obj.contains("efficiency")) {
     const json &eff = obj.at("efficiency");
     if (!eff.is_object())
-      return fieldErr("efficiency", "must be an object, not " + typeName(eff));
+      return fieldErr("efficiency",
+                      "must be an object, not " + jsonTypeName(eff));
     for (auto it = eff.begin(); it != eff.end(); ++it) {
       int slot = -1;
       for (int s = 0; s < kNumEfficiencySlots; ++s)
@@ -292,7 +278,7 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
       if (!it.value().is_object())
         return fieldErr(path, "must be an object with 'compute' and/or "
                               "'memory', not " +
-                                  typeName(it.value()));
+                                  jsonTypeName(it.value()));
       for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) {
         std::string sub = path + "." + jt.key();
         double *dst = jt.key() == "compute"  ? &spec.efficiency[slot].compute
@@ -302,10 +288,11 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
           return makeError(file + ": unknown field " + quoteName(sub) +
                            " (expected 'compute' or 'memory')");
         if (!jt.value().is_number())
-          return fieldErr(sub, "must be a number, not " + typeName(jt.value()));
+          return fieldErr(sub,
+                          "must be a number, not " + jsonTypeName(jt.value()));
         double v = jt.value().get<double>();
         if (!(v > 0 && v <= 1))
-          return fieldErr(sub, "must be in (0, 1], got " + num(v));
+          return fieldErr(sub, "must be in (0, 1], got " + numberText(v));
         *dst = v;
       }
     }

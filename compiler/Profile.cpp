@@ -4,6 +4,7 @@
 #include "compiler/ConvAlgo.h"
 #include "compiler/DeviceSpec.h"
 #include "compiler/Diagnostics.h"
+#include "compiler/JsonText.h"
 #include "compiler/OpSignature.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -126,22 +127,6 @@ ProfileLookup Profile::lookup(TaskKind k, llvm::StringRef signature,
 
 namespace {
 
-/// A number as people write it ("0", "1.5", "2e+10").
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-std::string typeName(const json &v) {
-  if (v.is_number())
-    return "a number";
-  if (v.is_null())
-    return "null";
-  std::string t = v.type_name();
-  return (v.is_array() || v.is_object() ? "an " : "a ") + t;
-}
-
 /// Typed access to the fields of one JSON object, with errors that name the
 /// file and the path of the object ("entries[3].algorithms[0]").
 class ObjectReader {
@@ -151,7 +136,8 @@ public:
 
   llvm::Error checkObject() const {
     if (!obj.is_object())
-      return makeError(where + ": expected an object, got " + typeName(obj));
+      return makeError(where + ": expected an object, got " +
+                       jsonTypeName(obj));
     return llvm::Error::success();
   }
   llvm::Error checkKnown(std::initializer_list<const char *> keys) const {
@@ -175,7 +161,7 @@ public:
     if (!has(key))
       return required ? missing(key) : llvm::Error::success();
     if (!at(key).is_string())
-      return wrong(key, "must be a string, not " + typeName(at(key)));
+      return wrong(key, "must be a string, not " + jsonTypeName(at(key)));
     out = at(key).get<std::string>();
     return llvm::Error::success();
   }
@@ -184,7 +170,7 @@ public:
     if (!has(key))
       return required ? missing(key) : llvm::Error::success();
     if (!at(key).is_number_integer())
-      return wrong(key, "must be an integer, not " + typeName(at(key)));
+      return wrong(key, "must be an integer, not " + jsonTypeName(at(key)));
     out = at(key).get<int64_t>();
     if (out < min)
       return wrong(key,
@@ -196,12 +182,12 @@ public:
     if (!has(key))
       return required ? missing(key) : llvm::Error::success();
     if (!at(key).is_number())
-      return wrong(key, "must be a number, not " + typeName(at(key)));
+      return wrong(key, "must be a number, not " + jsonTypeName(at(key)));
     out = at(key).get<double>();
     if (!std::isfinite(out) || out < 0 || (positive && out == 0))
       return wrong(key, llvm::Twine("must be ") +
                             (positive ? "positive" : "non-negative") +
-                            ", got " + num(out));
+                            ", got " + numberText(out));
     return llvm::Error::success();
   }
 
@@ -383,7 +369,7 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef text,
     return r.missing("entries");
   const json &entries = r.at("entries");
   if (!entries.is_array())
-    return r.wrong("entries", "must be an array, not " + typeName(entries));
+    return r.wrong("entries", "must be an array, not " + jsonTypeName(entries));
   std::set<std::tuple<int, std::string, int64_t>> seen;
   for (size_t i = 0; i < entries.size(); ++i)
     if (auto err = readEntry(
