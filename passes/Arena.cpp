@@ -2,6 +2,8 @@
 #include "passes/Arena.h"
 
 #include <cassert>
+#include <cmath>
+#include <deque>
 
 namespace memfit {
 
@@ -136,54 +138,140 @@ const Arena::Segment *Arena::find(int32_t owner) const {
   return &segs.at(o->second);
 }
 
+namespace {
+/// Prices are summed and compared in whole picoseconds so that a window's
+/// price is the same whether it is folded from scratch or slid to.
+int64_t toPs(double seconds) { return std::llround(seconds * 1e12); }
+} // namespace
+
 std::optional<Arena::Window>
-Arena::findEviction(int64_t bytes,
-                    const std::function<bool(int32_t)> &evictable,
-                    const std::function<double(const Window &)> &score) const {
+Arena::findEviction(int64_t bytes, PriceClock clock,
+                    const std::function<SlotPrice(int32_t)> &price) const {
   int64_t need = alignUp(std::max<int64_t>(bytes, 1));
-  // One pass to flatten the map and ask `evictable` once per occupant.
+  // A window's delay is max(0, max(last use of any of its bytes, end of its
+  // copy-out chain) - now). The chain c <- max(c, ready_k) + t_k over its
+  // copying segments, from the copy stream's free time, unrolls to
+  // max(copyFree + sum_k t_k, max_k(ready_k + sum_{j >= k} t_j)); with
+  // prefix sums Q of copy times that is a sliding maximum of
+  // ready_k - Q[k] plus Q[end], so every window is priced in O(1).
   struct Slot {
     const Segment *seg;
-    bool usable; // free, or an occupant that may leave
+    bool usable, copies;
+    int64_t freeAt, readyAt, copy, penalty, moved;
   };
   std::vector<Slot> slots;
   slots.reserve(segs.size());
-  for (const auto &kv : segs)
-    slots.push_back(
-        {&kv.second, kv.second.owner < 0 || evictable(kv.second.owner)});
+  for (const auto &kv : segs) {
+    const Segment &s = kv.second;
+    Slot sl{&s, true, false, 0, 0, 0, 0, 0};
+    double lastUse = 0;
+    for (const LastUse &u : s.uses)
+      lastUse = std::max(lastUse, u.end);
+    sl.freeAt = toPs(lastUse);
+    if (s.owner >= 0) {
+      SlotPrice p = price(s.owner);
+      sl.usable = p.usable;
+      sl.copies = p.copies;
+      sl.readyAt = toPs(p.readyAt);
+      sl.copy = p.copies ? toPs(p.copySeconds) : 0;
+      sl.penalty = toPs(p.penalty);
+      sl.moved = p.moved;
+    }
+    slots.push_back(sl);
+  }
+  size_t n = slots.size();
+  // Prefix sums over slots [0, k): copy time and penalty.
+  std::vector<int64_t> q(n + 1, 0), pen(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) {
+    q[k + 1] = q[k] + slots[k].copy;
+    pen[k + 1] = pen[k] + slots[k].penalty;
+  }
+  int64_t now = toPs(clock.now), copyFree = toPs(clock.copyFree);
+
   std::optional<Window> best;
-  Window w;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (!slots[i].usable)
+  __int128 bestKey = 0;
+  size_t bestI = 0, bestJ = 0;
+  // Monotone deques of slot indices: decreasing freeAt, and decreasing
+  // readyAt - Q over copying slots.
+  std::deque<size_t> byFree, byReady;
+  int64_t got = 0, moved = 0;
+  size_t owners = 0, copies = 0;
+  size_t j = 0; // the window is [i, j)
+  auto restartAt = [&](size_t at) {
+    j = at;
+    byFree.clear();
+    byReady.clear();
+    got = moved = 0;
+    owners = copies = 0;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (!slots[i].usable) {
+      restartAt(i + 1);
       continue;
-    w.offset = slots[i].seg->offset;
-    w.owners.clear();
-    w.ownerUses.clear();
-    w.freeUses = {};
-    int64_t got = 0;
-    size_t j = i;
-    for (; j < slots.size() && got < need && slots[j].usable; ++j) {
-      const Segment &s = *slots[j].seg;
-      if (s.owner >= 0) {
-        w.owners.push_back(s.owner);
-        w.ownerUses.push_back(&s.uses);
-      } else {
-        mergeUses(w.freeUses, s.uses);
+    }
+    while (j < n && got < need && slots[j].usable) {
+      const Slot &sl = slots[j];
+      got += sl.seg->size;
+      moved += sl.moved;
+      owners += sl.seg->owner >= 0;
+      while (!byFree.empty() && slots[byFree.back()].freeAt <= sl.freeAt)
+        byFree.pop_back();
+      byFree.push_back(j);
+      if (sl.copies) {
+        ++copies;
+        int64_t v = sl.readyAt - q[j];
+        while (!byReady.empty() &&
+               slots[byReady.back()].readyAt - q[byReady.back()] <= v)
+          byReady.pop_back();
+        byReady.push_back(j);
       }
-      got += s.size;
+      ++j;
     }
     if (got < need) {
-      // Every window starting before the blocker is short too.
+      // j is the end or a blocker: every window starting before it is
+      // short too.
       i = j;
+      restartAt(j + 1);
       continue;
     }
-    // Windows of free segments only are plain allocations, not evictions.
-    if (w.owners.empty())
-      continue;
-    w.score = score(w);
-    if (!best || w.score < best->score)
-      best = w;
+    if (owners > 0) {
+      int64_t region = slots[byFree.front()].freeAt;
+      if (copies > 0) {
+        int64_t chain =
+            std::max(copyFree + q[j] - q[i], slots[byReady.front()].readyAt -
+                                                 q[byReady.front()] + q[j]);
+        region = std::max(region, chain);
+      }
+      int64_t timePs = std::max<int64_t>(0, region - now) + (pen[j] - pen[i]);
+      // One femtosecond per byte moved, as 1e-15 s per byte.
+      __int128 key = static_cast<__int128>(timePs) * 1000 + moved;
+      if (!best || key < bestKey) {
+        bestKey = key;
+        bestI = i;
+        bestJ = j;
+        best = Window{slots[i].seg->offset,
+                      {},
+                      static_cast<double>(timePs) * 1e-12 +
+                          static_cast<double>(moved) * 1e-15};
+      }
+    }
+    // Drop slot i from the window.
+    const Slot &sl = slots[i];
+    got -= sl.seg->size;
+    moved -= sl.moved;
+    owners -= sl.seg->owner >= 0;
+    if (!byFree.empty() && byFree.front() == i)
+      byFree.pop_front();
+    if (sl.copies) {
+      --copies;
+      if (!byReady.empty() && byReady.front() == i)
+        byReady.pop_front();
+    }
   }
+  if (best)
+    for (size_t k = bestI; k < bestJ; ++k)
+      if (slots[k].seg->owner >= 0)
+        best->owners.push_back(slots[k].seg->owner);
   return best;
 }
 

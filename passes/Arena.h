@@ -72,21 +72,40 @@ public:
   void touch(int32_t owner, Stream s, LastUse use);
   const Segment *find(int32_t owner) const;
 
+  /// What taking one segment costs, in parts that compose over a window of
+  /// contiguous segments. The caller prices occupants; the arena adds when
+  /// the segment's bytes are last used.
+  struct SlotPrice {
+    bool usable = false; // may its occupant leave?
+    bool copies = false; // leaves by a copy-out (else dropped or host-valid)
+    double readyAt = 0;  // copy-out: when its content is ready
+    double copySeconds = 0;
+    double penalty = 0; // seconds paid later (a recompute, a late prefetch)
+    int64_t moved = 0;  // bytes moved either way, to break ties
+  };
+  /// The moment of pricing: the compute stream's and copy-out stream's
+  /// free times.
+  struct PriceClock {
+    double now = 0, copyFree = 0;
+  };
   /// A window of contiguous segments that, once its occupants are evicted,
   /// frees at least the bytes asked for.
   struct Window {
     int64_t offset = 0;
     std::vector<int32_t> owners; // occupants to evict, in address order
-    std::vector<const StreamUses *> ownerUses; // their segments' last uses
-    StreamUses freeUses{}; // last uses of the free bytes it takes
     double score = 0;
   };
-  /// The window with the lowest score over all runs of contiguous segments
-  /// whose occupants `evictable` allows; `score` prices a candidate. Ties
-  /// go to the lower offset.
+  /// The cheapest window. A window's price is moDNN's delay, the time from
+  /// `now` until its bytes are free (their last uses done, and its copy-outs
+  /// done one after another on the copy-out stream in address order), plus
+  /// the penalties of its occupants, plus 1e-15 per byte moved so equal
+  /// delays prefer less traffic. Only minimal windows (no segment can be
+  /// dropped from the end) of usable segments are candidates, and those
+  /// that are all free space are not evictions. Ties go to the lower
+  /// offset. Runs in time linear in the number of segments.
   std::optional<Window>
-  findEviction(int64_t bytes, const std::function<bool(int32_t)> &evictable,
-               const std::function<double(const Window &)> &score) const;
+  findEviction(int64_t bytes, PriceClock clock,
+               const std::function<SlotPrice(int32_t owner)> &price) const;
 
 private:
   using Map = std::map<int64_t, Segment>; // by offset

@@ -33,14 +33,13 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
   int32_t best = base.algo;
   double bestGain = 0;
   newSearch();
-  auto ev = [this](int32_t o) { return evictableMemo(o); };
-  auto price = [this](const Arena::Window &w) { return evictionPrice(w); };
+  auto price = [this](int32_t o) { return slotPrice(o); };
   for (const AlgoCost &a : algos) {
     if (a.baseline)
       continue;
     double toff = 0;
     if (a.workspace > 0 && alignUp(a.workspace) > freeNow) {
-      auto w = arena.findEviction(a.workspace, ev, price);
+      auto w = arena.findEviction(a.workspace, priceClock(), price);
       toff = w ? w->score : kInf;
     }
     double tpre = 0;
@@ -101,21 +100,22 @@ void Scheduler::prefetchAhead(double taskEnd) {
       // and are needed after s: a prefetch must never cause an offload
       // that delays the current task.
       newSearch();
-      auto ev = [&](int32_t o) {
+      auto price = [&](int32_t o) {
         if (!evictableMemo(o))
-          return false;
+          return Arena::SlotPrice{};
         BlockId ob = plan.residencies[o].block;
         int32_t next = nextUseStep(ob);
-        return st[ob].hostValid && (next < 0 || next > s);
+        if (!st[ob].hostValid || (next >= 0 && next <= s))
+          return Arena::SlotPrice{};
+        return slotPrice(o);
       };
-      auto price = [this](const Arena::Window &w) { return evictionPrice(w); };
       StreamUses uses{};
       auto ownerId = static_cast<int32_t>(plan.residencies.size());
       std::optional<int64_t> off;
       if (auto a = arena.allocate(bytesOf(b), ownerId)) {
         off = a->first;
         uses = a->second;
-      } else if (auto w = arena.findEviction(bytesOf(b), ev, price)) {
+      } else if (auto w = arena.findEviction(bytesOf(b), priceClock(), price)) {
         cause = {LeaveCause::Prefetch, step, b, s, bytesOf(b), 0};
         for (int32_t o : w->owners)
           evict(o);

@@ -93,44 +93,40 @@ bool Scheduler::evictable(int32_t owner) const {
   return true;
 }
 
-double Scheduler::evictionPrice(const Arena::Window &w) const {
-  double now = streamFree[si(Stream::Compute)];
-  double copyEnd = streamFree[si(Stream::CopyOut)];
-  double regionFree = 0;
-  int64_t moved = 0;
-  double penalty = 0;
-  for (const LastUse &u : w.freeUses)
-    regionFree = std::max(regionFree, u.end);
-  for (size_t k = 0; k < w.owners.size(); ++k) {
-    const Residency &r = plan.residencies[w.owners[k]];
-    const BlockState &bs = st[r.block];
-    for (const LastUse &u : *w.ownerUses[k])
-      regionFree = std::max(regionFree, u.end);
-    double drop = bs.hostValid ? -1.0 : dropMemo(r.block);
-    if (drop >= 0) {
-      // Dropped: no copy now, a recompute later.
-      penalty += drop;
-      continue;
-    }
-    if (!bs.hostValid) {
-      double ready = bs.ready >= 0 ? timing[bs.ready].end : 0;
-      copyEnd = std::max(copyEnd, ready) + costs.copyOutSeconds(r.bytes);
-      regionFree = std::max(regionFree, copyEnd);
-      moved += r.bytes;
-    }
-    if (opts.policy == Policy::Memfit) {
-      // Evicting what is needed soon costs a prefetch that may not hide.
-      int32_t next = nextUseStep(r.block);
-      if (next >= 0) {
-        double gap = est(next, now) - now;
-        penalty += std::max(0.0, costs.copyInSeconds(r.bytes) - gap);
-        moved += r.bytes;
-      }
+Arena::SlotPrice Scheduler::slotPrice(int32_t owner) const {
+  Arena::SlotPrice p;
+  if (!evictableMemo(owner))
+    return p;
+  p.usable = true;
+  const Residency &r = plan.residencies[owner];
+  const BlockState &bs = st[r.block];
+  double drop = bs.hostValid ? -1.0 : dropMemo(r.block);
+  if (drop >= 0) {
+    // Dropped: no copy now, a recompute later.
+    p.penalty = drop;
+    return p;
+  }
+  if (!bs.hostValid) {
+    p.copies = true;
+    p.readyAt = bs.ready >= 0 ? timing[bs.ready].end : 0;
+    p.copySeconds = costs.copyOutSeconds(r.bytes);
+    p.moved += r.bytes;
+  }
+  if (opts.policy == Policy::Memfit) {
+    // Evicting what is needed soon costs a prefetch that may not hide.
+    int32_t next = nextUseStep(r.block);
+    if (next >= 0) {
+      double now = streamFree[si(Stream::Compute)];
+      double gap = est(next, now) - now;
+      p.penalty = std::max(0.0, costs.copyInSeconds(r.bytes) - gap);
+      p.moved += r.bytes;
     }
   }
-  double delay = std::max(0.0, regionFree - now);
-  // Bytes moved break ties, so equal delays prefer less PCIe traffic.
-  return delay + penalty + 1e-15 * static_cast<double>(moved);
+  return p;
+}
+
+Arena::PriceClock Scheduler::priceClock() const {
+  return {streamFree[si(Stream::Compute)], streamFree[si(Stream::CopyOut)]};
 }
 
 bool Scheduler::evictableMemo(int32_t owner) const {
@@ -245,9 +241,8 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
     return a->first;
   }
   newSearch();
-  auto ev = [this](int32_t o) { return evictableMemo(o); };
-  auto price = [this](const Arena::Window &w) { return evictionPrice(w); };
-  if (auto w = arena.findEviction(bytes, ev, price)) {
+  auto price = [this](int32_t o) { return slotPrice(o); };
+  if (auto w = arena.findEviction(bytes, priceClock(), price)) {
     for (int32_t o : w->owners)
       evict(o);
     uses = arena.allocateAt(w->offset, bytes, owner);

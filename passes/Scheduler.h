@@ -95,7 +95,10 @@ private:
   llvm::Expected<int64_t> allocate(int64_t bytes, int32_t owner,
                                    StreamUses &uses);
   bool evictable(int32_t owner) const;
-  double evictionPrice(const Arena::Window &w) const;
+  /// What evicting `owner` costs, for Arena::findEviction (not usable when
+  /// it may not leave).
+  Arena::SlotPrice slotPrice(int32_t owner) const;
+  Arena::PriceClock priceClock() const;
   void evict(ResidencyId r);
   void release(BlockId b);
   void touch(ResidencyId r, Stream s, int32_t instr);
