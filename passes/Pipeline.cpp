@@ -22,11 +22,12 @@ struct Candidate {
 llvm::Expected<Candidate>
 planAt(const TaskGraph &tg, const CostTableFn &tableAt,
        const std::vector<TaskId> &order, const PlanRequest &req, int64_t b,
-       std::vector<bool> drop = {}, bool allowRecompute = true) {
+       std::vector<bool> drop = {}, bool allowRecompute = true,
+       double cutoffSeconds = 0) {
   const CostTable &full = tableAt(b);
-  auto plan = schedule(
-      tg, full, order,
-      {req.policy, req.budget, req.batch, std::move(drop), allowRecompute});
+  auto plan = schedule(tg, full, order,
+                       {req.policy, req.budget, req.batch, std::move(drop),
+                        allowRecompute, cutoffSeconds});
   if (!plan)
     return plan.takeError();
   int64_t rest = req.batch % b;
@@ -162,18 +163,24 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     PlanRequest rv = r;
     if (v.as)
       rv.policy = *v.as;
-    auto c = req.policy == Policy::Ideal && b == req.batch
-                 ? llvm::Expected<Candidate>(std::move(*ideal))
-                 : planAt(tg, tableAt, order, rv, b, std::move(v.drop),
-                          v.allowRecompute);
+    auto c =
+        req.policy == Policy::Ideal && b == req.batch
+            ? llvm::Expected<Candidate>(std::move(*ideal))
+            : planAt(tg, tableAt, order, rv, b, std::move(v.drop),
+                     v.allowRecompute, best ? best->sim.iterationSeconds : 0);
     if (c && v.as)
       c->plan.policy = std::string(policyName(req.policy)) + " (as " +
                        std::string(policyName(*v.as)) + ")";
     if (!c) {
+      // A schedule abandoned because it could not beat the best so far.
+      llvm::Error rest = llvm::handleErrors(
+          c.takeError(), [&](const CutoffError &) { ++out.abandoned; });
+      if (!rest)
+        return;
       if (!firstErr)
-        firstErr = c.takeError();
+        firstErr = std::move(rest);
       else
-        llvm::consumeError(c.takeError());
+        llvm::consumeError(std::move(rest));
       return;
     }
     out.tried.push_back({b, c->sim.iterationSeconds});

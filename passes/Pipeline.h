@@ -49,6 +49,9 @@ struct PlanOutcome {
   /// Sub-batches tried and their predicted iteration time (infeasible ones
   /// are left out).
   std::vector<std::pair<int64_t, double>> tried;
+  /// Schedules given up part-way because they could no longer beat the
+  /// fastest so far (ScheduleOptions::cutoffSeconds); not in `tried`.
+  int abandoned = 0;
   double overhead() const {
     return idealSeconds > 0 ? plan.summary.plannedSeconds / idealSeconds - 1
                             : 0;

@@ -12,6 +12,13 @@
 
 namespace memfit {
 
+char CutoffError::ID = 0;
+
+void CutoffError::log(llvm::raw_ostream &os) const {
+  os << "the schedule would take at least " << atLeast
+     << " s per iteration, more than the cutoff";
+}
+
 std::string_view policyName(Policy p) {
   switch (p) {
   case Policy::Ideal:
@@ -135,9 +142,20 @@ llvm::Expected<Plan> Scheduler::run() {
   vdnnPrefetched.assign(g.ops.size(), false);
   std::vector<bool> backwardSeen(g.ops.size(), false);
 
+  // Every full round takes at least the compute stream's time so far plus
+  // the fastest time of the tasks still to run; the last, partial round and
+  // the update are counted as nothing.
+  const int64_t fullRounds = opts.batch / b_;
   for (step = 0; step < n; ++step) {
     TaskId t = order[step];
     const Task &task = tg.tasks[t];
+    if (opts.cutoffSeconds > 0) {
+      double atLeast =
+          static_cast<double>(fullRounds) *
+          (streamFree[si(Stream::Compute)] + prefix[n] - prefix[step]);
+      if (atLeast > opts.cutoffSeconds * (1 + 1e-9))
+        return llvm::make_error<CutoffError>(atLeast);
+    }
     std::vector<BlockId> touched;
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {

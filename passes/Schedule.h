@@ -48,6 +48,22 @@ struct ScheduleOptions {
   std::vector<bool> dropAfterForward;
   /// memfit: may evictions drop blocks for recomputation (or only offload)?
   bool allowRecompute = true;
+  /// > 0: give up (CutoffError) as soon as the iteration is certain to take
+  /// longer than this many seconds. Lets a caller that keeps the fastest of
+  /// several schedules abandon the hopeless ones early.
+  double cutoffSeconds = 0;
+};
+
+/// schedule() gave up: the plan would be slower than opts.cutoffSeconds.
+class CutoffError : public llvm::ErrorInfo<CutoffError> {
+public:
+  static char ID;
+  explicit CutoffError(double atLeast) : atLeast(atLeast) {}
+  double atLeast; // a lower bound on the iteration time, seconds
+  void log(llvm::raw_ostream &os) const override;
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
 };
 
 /// Blocks a recompute can regenerate: forward outputs written by exactly

@@ -35,7 +35,9 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
   newSearch();
   auto price = [this](int32_t o) { return slotPrice(o); };
   for (const AlgoCost &a : algos) {
-    if (a.baseline)
+    // The gain only shrinks from here (Toff, Tpre >= 0): no search for an
+    // algorithm that cannot win.
+    if (a.baseline || base.seconds - a.seconds <= bestGain)
       continue;
     double toff = 0;
     if (a.workspace > 0 && alignUp(a.workspace) > freeNow) {
