@@ -1,0 +1,168 @@
+//===- ArenaTest.cpp - Segment list placement and the eviction search -----===//
+#include "passes/Arena.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace memfit;
+
+namespace {
+
+constexpr int64_t S = kArenaAlign; // one slot
+
+/// Prices owners from a table; owners not in it may not leave.
+struct Prices {
+  std::map<int32_t, Arena::SlotPrice> of;
+  Arena::SlotPrice operator()(int32_t owner) const {
+    auto it = of.find(owner);
+    return it == of.end() ? Arena::SlotPrice{} : it->second;
+  }
+};
+
+Arena::SlotPrice copyOut(double readyAt, double seconds, int64_t bytes) {
+  Arena::SlotPrice p;
+  p.usable = true;
+  p.copies = true;
+  p.readyAt = readyAt;
+  p.copySeconds = seconds;
+  p.moved = bytes;
+  return p;
+}
+
+Arena::SlotPrice dropFor(double penalty) {
+  Arena::SlotPrice p;
+  p.usable = true;
+  p.penalty = penalty;
+  return p;
+}
+
+/// Four owners 1..4 filling a four-slot arena in address order.
+Arena fullArena() {
+  Arena a(4 * S);
+  for (int32_t o = 1; o <= 4; ++o)
+    REQUIRE(a.allocate(S, o)->first == (o - 1) * S);
+  return a;
+}
+
+} // namespace
+
+TEST_CASE("best fit, lowest offset on ties, frees coalesce", "[arena]") {
+  Arena a(8 * S);
+  // [1: 2 slots][2: 1][3: 2][4: 1][free 2]
+  CHECK(a.allocate(2 * S, 1)->first == 0);
+  CHECK(a.allocate(1, 2)->first == 2 * S); // rounded up to one slot
+  CHECK(a.allocate(2 * S, 3)->first == 3 * S);
+  CHECK(a.allocate(S, 4)->first == 5 * S);
+  a.release(2, {});
+  a.release(4, {});
+  // Free runs: [2S, 3S) and [5S, 8S). One slot fits both; best fit takes
+  // the smaller run, not the lower address of the larger.
+  CHECK(a.allocate(S, 5)->first == 2 * S);
+  a.release(5, {});
+  a.release(3, {});
+  // [2S, 8S) is one run again.
+  CHECK(a.largestFree() == 6 * S);
+  CHECK(a.usedBytes() == 2 * S);
+  CHECK(a.highWater() == 6 * S);
+  CHECK_FALSE(a.allocate(7 * S, 6).has_value());
+}
+
+TEST_CASE("a freed segment hands its last uses to the next occupant",
+          "[arena]") {
+  Arena a(2 * S);
+  REQUIRE(a.allocate(S, 1));
+  StreamUses u{};
+  u[static_cast<int>(Stream::CopyOut)] = {7, 0.25};
+  a.release(1, u);
+  auto got = a.allocate(S, 2);
+  REQUIRE(got);
+  CHECK(got->first == 0);
+  CHECK(got->second[static_cast<int>(Stream::CopyOut)].seq == 7);
+  CHECK(got->second[static_cast<int>(Stream::CopyOut)].end == 0.25);
+}
+
+TEST_CASE("eviction: the cheapest window, priced exactly", "[arena]") {
+  Arena a = fullArena();
+  // 1: copy-out of 1 ms, content ready at 0. 2: host copy valid, free to
+  // leave. 3: dropped, a 2 ms recompute later. 4: pinned.
+  Prices p;
+  p.of[1] = copyOut(0, 1e-3, S);
+  p.of[2] = dropFor(0);
+  p.of[3] = dropFor(2e-3);
+  auto price = [&](int32_t o) { return p(o); };
+
+  // Copy stream idle: {1, 2} costs its 1 ms copy (plus 1 fs per byte
+  // moved), {2, 3} the 2 ms recompute; {3, 4} is not allowed.
+  auto w = a.findEviction(2 * S, {0, 0}, price);
+  REQUIRE(w);
+  CHECK(w->offset == 0);
+  CHECK(w->owners == std::vector<int32_t>{1, 2});
+  CHECK(w->score == Approx(1e-3 + S * 1e-15).epsilon(1e-12));
+
+  // The copy stream busy until 5 ms at now = 1 ms: {1, 2} waits 5 ms, so
+  // {2, 3} at 2 ms wins.
+  w = a.findEviction(2 * S, {1e-3, 5e-3}, price);
+  REQUIRE(w);
+  CHECK(w->offset == S);
+  CHECK(w->owners == std::vector<int32_t>{2, 3});
+  CHECK(w->score == Approx(2e-3).epsilon(1e-12));
+
+  // Nothing needs evicting to take one slot from a window with room, but
+  // the search only offers evictions: the best single owner is 2.
+  w = a.findEviction(S, {0, 0}, price);
+  REQUIRE(w);
+  CHECK(w->owners == std::vector<int32_t>{2});
+  CHECK(w->score == 0);
+
+  // No run of movable segments holds four slots.
+  CHECK_FALSE(a.findEviction(4 * S, {0, 0}, price).has_value());
+}
+
+TEST_CASE("eviction: copy-outs queue in address order", "[arena]") {
+  Arena a = fullArena();
+  // Three copies of 1 ms each; the second's content is ready only at 3 ms.
+  // In address order from an idle copy stream they end at 1, 4 and 5 ms.
+  Prices p;
+  p.of[1] = copyOut(0, 1e-3, S);
+  p.of[2] = copyOut(3e-3, 1e-3, S);
+  p.of[3] = copyOut(0, 1e-3, S);
+  auto w = a.findEviction(3 * S, {0, 0}, [&](int32_t o) { return p(o); });
+  REQUIRE(w);
+  CHECK(w->owners == std::vector<int32_t>{1, 2, 3});
+  CHECK(w->score == Approx(5e-3 + 3 * S * 1e-15).epsilon(1e-12));
+  // Two slots: {1, 2} ends at 4 ms, {2, 3} at 5 ms, {3, 4} is pinned.
+  w = a.findEviction(2 * S, {0, 0}, [&](int32_t o) { return p(o); });
+  REQUIRE(w);
+  CHECK(w->owners == std::vector<int32_t>{1, 2});
+  CHECK(w->score == Approx(4e-3 + 2 * S * 1e-15).epsilon(1e-12));
+}
+
+TEST_CASE("eviction: free bytes still in use delay a window; ties go low",
+          "[arena]") {
+  Arena a(5 * S);
+  for (int32_t o = 1; o <= 5; ++o)
+    REQUIRE(a.allocate(S, o));
+  // Owner 2's bytes are read by a kernel until 4 ms; once freed, whoever
+  // takes them waits for that.
+  StreamUses busy{};
+  busy[static_cast<int>(Stream::Compute)] = {3, 4e-3};
+  a.release(2, busy);
+  Prices p;
+  for (int32_t o : {1, 3, 4, 5})
+    p.of[o] = dropFor(1e-3);
+  auto price = [&](int32_t o) { return p(o); };
+  // Windows of two slots: {1, free} and {free, 3} wait until 4 ms (3 ms
+  // after now = 1 ms) plus a 1 ms drop; {3, 4} and {4, 5} pay two drops.
+  auto w = a.findEviction(2 * S, {1e-3, 0}, price);
+  REQUIRE(w);
+  CHECK(w->offset == 2 * S); // the lower of the two 2 ms ties
+  CHECK(w->owners == std::vector<int32_t>{3, 4});
+  CHECK(w->score == Approx(2e-3).epsilon(1e-12));
+  // Once the kernel is done (now = 5 ms), the free slot costs nothing.
+  w = a.findEviction(2 * S, {5e-3, 0}, price);
+  REQUIRE(w);
+  CHECK(w->offset == 0);
+  CHECK(w->owners == std::vector<int32_t>{1});
+  CHECK(w->score == Approx(1e-3).epsilon(1e-12));
+}
