@@ -1,6 +1,7 @@
 //===- Arena.cpp - moDNN's segment list over one static arena -------------===//
 #include "passes/Arena.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <deque>
@@ -144,10 +145,9 @@ namespace {
 int64_t toPs(double seconds) { return std::llround(seconds * 1e12); }
 } // namespace
 
-std::optional<Arena::Window>
-Arena::findEviction(int64_t bytes, PriceClock clock,
-                    const std::function<SlotPrice(int32_t)> &price) const {
-  int64_t need = alignUp(std::max<int64_t>(bytes, 1));
+Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
+                          int64_t need, PriceClock clock,
+                          const std::function<SlotPrice(int32_t)> &price) {
   // A window's delay is max(0, max(last use of any of its bytes, end of its
   // copy-out chain) - now). The chain c <- max(c, ready_k) + t_k over its
   // copying segments, from the copy stream's free time, unrolls to
@@ -160,9 +160,8 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
     int64_t freeAt, readyAt, copy, penalty, moved;
   };
   std::vector<Slot> slots;
-  slots.reserve(segs.size());
-  for (const auto &kv : segs) {
-    const Segment &s = kv.second;
+  for (auto it = first; it != last; ++it) {
+    const Segment &s = it->second;
     Slot sl{&s, true, false, 0, 0, 0, 0, 0};
     double lastUse = 0;
     for (const LastUse &u : s.uses)
@@ -188,8 +187,9 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   }
   int64_t now = toPs(clock.now), copyFree = toPs(clock.copyFree);
 
-  std::optional<Window> best;
-  __int128 bestKey = 0;
+  Found found;
+  std::optional<Window> &best = found.window;
+  __int128 &bestKey = found.key;
   size_t bestI = 0, bestJ = 0;
   // Monotone deques of slot indices: decreasing freeAt, and decreasing
   // readyAt - Q over copying slots.
@@ -272,7 +272,62 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
     for (size_t k = bestI; k < bestJ; ++k)
       if (slots[k].seg->owner >= 0)
         best->owners.push_back(slots[k].seg->owner);
-  return best;
+  return found;
+}
+
+std::optional<Arena::Window>
+Arena::findEviction(int64_t bytes, PriceClock clock,
+                    const std::function<SlotPrice(int32_t)> &price,
+                    const std::vector<int32_t> *focus) const {
+  int64_t need = alignUp(std::max<int64_t>(bytes, 1));
+  if (!focus)
+    return slide(segs.begin(), segs.end(), need, clock, price).window;
+  // Every minimal window that holds a focus segment lies within `need`
+  // bytes of it on either side: slide over those neighbourhoods only,
+  // merged and in address order so ties still go to the lower offset.
+  std::vector<int64_t> centres;
+  for (int32_t owner : *focus) {
+    auto o = ownerAt.find(owner);
+    if (o != ownerAt.end())
+      centres.push_back(o->second);
+  }
+  // The largest free runs too: windows around them evict the least.
+  size_t runs = 0;
+  for (auto it = freeBySize.rbegin();
+       it != freeBySize.rend() && runs < kFocusFreeRuns; ++it, ++runs)
+    centres.push_back(it->second);
+  std::vector<std::pair<int64_t, int64_t>> ranges; // [first, last] offsets
+  for (int64_t offset : centres) {
+    auto at = segs.find(offset);
+    // A window holding `at` starts less than `need` bytes before it.
+    auto lo = at;
+    for (int64_t before = 0; lo != segs.begin();) {
+      int64_t size = std::prev(lo)->second.size;
+      if (before + size >= need)
+        break;
+      before += size;
+      --lo;
+    }
+    auto hi = at;
+    for (int64_t from = at->second.size;
+         std::next(hi) != segs.end() && from < need;) {
+      ++hi;
+      from += hi->second.size;
+    }
+    ranges.push_back({lo->first, hi->first});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  Found best;
+  for (size_t k = 0; k < ranges.size();) {
+    int64_t first = ranges[k].first, last = ranges[k].second;
+    for (++k; k < ranges.size() && ranges[k].first <= last; ++k)
+      last = std::max(last, ranges[k].second);
+    Found f =
+        slide(segs.find(first), std::next(segs.find(last)), need, clock, price);
+    if (f.window && (!best.window || f.key < best.key))
+      best = std::move(f);
+  }
+  return best.window;
 }
 
 } // namespace memfit

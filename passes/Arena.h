@@ -26,6 +26,9 @@
 namespace memfit {
 
 constexpr int64_t kArenaAlign = 256; // cuDNN and cuBLAS like 256-byte starts
+/// A focused eviction search also looks around this many of the largest
+/// free runs.
+constexpr size_t kFocusFreeRuns = 16;
 
 inline int64_t alignUp(int64_t x) {
   return (x + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
@@ -102,13 +105,25 @@ public:
   /// delays prefer less traffic. Only minimal windows (no segment can be
   /// dropped from the end) of usable segments are candidates, and those
   /// that are all free space are not evictions. Ties go to the lower
-  /// offset. Runs in time linear in the number of segments.
+  /// offset. Runs in time linear in the number of segments; given `focus`
+  /// (occupants), only the windows near them and near the largest free
+  /// runs are candidates, in time linear in those neighbourhoods.
   std::optional<Window>
   findEviction(int64_t bytes, PriceClock clock,
-               const std::function<SlotPrice(int32_t owner)> &price) const;
+               const std::function<SlotPrice(int32_t owner)> &price,
+               const std::vector<int32_t> *focus = nullptr) const;
+  size_t segmentCount() const { return segs.size(); }
 
 private:
   using Map = std::map<int64_t, Segment>; // by offset
+  struct Found {
+    std::optional<Window> window;
+    __int128 key = 0; // picoseconds x 1000 + bytes moved
+  };
+  /// The cheapest window within [first, last).
+  static Found slide(Map::const_iterator first, Map::const_iterator last,
+                     int64_t need, PriceClock clock,
+                     const std::function<SlotPrice(int32_t)> &price);
   /// Merges the free segment at `it` with free neighbours.
   void coalesce(Map::iterator it);
   Map segs;

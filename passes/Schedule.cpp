@@ -312,6 +312,7 @@ llvm::Expected<Plan> Scheduler::run() {
       while (st[sb].nextUse < uses[sb].size() &&
              uses[sb][st[sb].nextUse] <= step)
         ++st[sb].nextUse;
+      indexNextUse(sb);
     }
     for (BlockId xb : vdnnRelease)
       if (st[xb].res >= 0) {

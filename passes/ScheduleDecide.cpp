@@ -41,7 +41,7 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
       continue;
     double toff = 0;
     if (a.workspace > 0 && alignUp(a.workspace) > freeNow) {
-      auto w = arena.findEviction(a.workspace, priceClock(), price);
+      auto w = searchEviction(a.workspace, price);
       toff = w ? w->score : kInf;
     }
     double tpre = 0;
@@ -117,7 +117,7 @@ void Scheduler::prefetchAhead(double taskEnd) {
       if (auto a = arena.allocate(bytesOf(b), ownerId)) {
         off = a->first;
         uses = a->second;
-      } else if (auto w = arena.findEviction(bytesOf(b), priceClock(), price)) {
+      } else if (auto w = searchEviction(bytesOf(b), price)) {
         cause = {LeaveCause::Prefetch, step, b, s, bytesOf(b), 0};
         for (int32_t o : w->owners)
           evict(o);

@@ -242,7 +242,7 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
   }
   newSearch();
   auto price = [this](int32_t o) { return slotPrice(o); };
-  if (auto w = arena.findEviction(bytes, priceClock(), price)) {
+  if (auto w = searchEviction(bytes, price)) {
     for (int32_t o : w->owners)
       evict(o);
     uses = arena.allocateAt(w->offset, bytes, owner);
@@ -269,6 +269,45 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
   return makeError("fragmented"); // the caller evicts pinned blocks too
 }
 
+void Scheduler::indexNextUse(BlockId b) {
+  int32_t next = nextUseStep(b);
+  if (st[b].res >= 0)
+    farthest.push(
+        {next < 0 ? std::numeric_limits<int32_t>::max() : next, st[b].res});
+}
+
+std::optional<Arena::Window> Scheduler::searchEviction(
+    int64_t bytes, const std::function<Arena::SlotPrice(int32_t)> &price) {
+  if (arena.segmentCount() <= kExactSearchSegments)
+    return arena.findEviction(bytes, priceClock(), price);
+  // The farthest next uses first (Belady's victims): take up to
+  // kFocusOwners that may leave, look at a bounded number of entries, and
+  // put back the live ones.
+  std::vector<int32_t> focus;
+  std::vector<std::pair<int32_t, ResidencyId>> keep;
+  size_t looked = 0;
+  while (!farthest.empty() && focus.size() < kFocusOwners &&
+         looked < 16 * kFocusOwners) {
+    auto [key, r] = farthest.top();
+    farthest.pop();
+    BlockId b = plan.residencies[r].block;
+    int32_t next = nextUseStep(b);
+    if (st[b].res != r ||
+        key != (next < 0 ? std::numeric_limits<int32_t>::max() : next))
+      continue; // stale
+    if (std::find(keep.begin(), keep.end(), std::make_pair(key, r)) !=
+        keep.end())
+      continue; // a duplicate: one entry is enough
+    ++looked;
+    keep.push_back({key, r});
+    if (price(r).usable)
+      focus.push_back(r);
+  }
+  for (const auto &e : keep)
+    farthest.push(e);
+  return arena.findEviction(bytes, priceClock(), price, &focus);
+}
+
 int32_t Scheduler::copyIn(BlockId b, ResidencyId r, const StreamUses &uses) {
   BlockState &bs = st[b];
   Instr in;
@@ -283,6 +322,7 @@ int32_t Scheduler::copyIn(BlockId b, ResidencyId r, const StreamUses &uses) {
   bs.res = r;
   bs.ready = i;
   bs.usedSinceArrival = false;
+  indexNextUse(b);
   plan.summary.bytesToDevice += plan.residencies[r].bytes;
   return i;
 }
@@ -315,6 +355,7 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
   } else {
     pending[r] = uses;
     bs.res = r;
+    indexNextUse(b);
     for (int32_t d : usesToDeps(uses))
       deps.push_back(d);
   }

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <limits>
+#include <queue>
 
 namespace memfit::sched {
 
@@ -26,6 +27,10 @@ using Clock = std::array<int32_t, kNumStreams>;
 constexpr int32_t kWorkspaceOwner = 1 << 30;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kLookahead = 256; // prefetch look-ahead, in tasks
+/// Arenas with more segments than this are searched around kFocusOwners
+/// candidates only (Scheduler::searchEviction).
+constexpr size_t kExactSearchSegments = 4096;
+constexpr size_t kFocusOwners = 64;
 
 inline int si(Stream s) { return static_cast<int>(s); }
 
@@ -99,6 +104,14 @@ private:
   /// it may not leave).
   Arena::SlotPrice slotPrice(int32_t owner) const;
   Arena::PriceClock priceClock() const;
+  /// Arena::findEviction over the whole arena while it holds few segments;
+  /// beyond kExactSearchSegments, only around the occupants with the
+  /// farthest next use, so deep networks plan in near-linear time.
+  std::optional<Arena::Window>
+  searchEviction(int64_t bytes,
+                 const std::function<Arena::SlotPrice(int32_t)> &price);
+  /// Records b's residency under its next use in `farthest`.
+  void indexNextUse(BlockId b);
   void evict(ResidencyId r);
   void release(BlockId b);
   void touch(ResidencyId r, Stream s, int32_t instr);
@@ -171,6 +184,10 @@ private:
   std::vector<std::vector<int32_t>> uses; // per storage block: steps
   std::vector<StreamUses> pending;        // per residency: bytes' prior uses
   std::vector<int> pinned;                // > 0: a running task needs it
+  /// Residencies by their block's next use step (no next use: largest),
+  /// farthest on top; entries go stale when the block moves or advances and
+  /// are dropped when met.
+  std::priority_queue<std::pair<int32_t, ResidencyId>> farthest;
   mutable uint64_t epoch = 1;
   mutable std::vector<std::pair<uint64_t, bool>> evictCache;  // per residency
   mutable std::vector<std::pair<uint64_t, double>> dropCache; // per block

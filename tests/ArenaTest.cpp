@@ -166,3 +166,33 @@ TEST_CASE("eviction: free bytes still in use delay a window; ties go low",
   CHECK(w->owners == std::vector<int32_t>{1});
   CHECK(w->score == Approx(1e-3).epsilon(1e-12));
 }
+
+TEST_CASE("focused eviction: only windows near the focus and free runs",
+          "[arena]") {
+  Arena a(8 * S);
+  for (int32_t o = 1; o <= 8; ++o)
+    REQUIRE(a.allocate(S, o));
+  Prices p;
+  for (int32_t o = 1; o <= 8; ++o)
+    p.of[o] = dropFor(o * 1e-3); // owner o costs o ms
+  auto price = [&](int32_t o) { return p(o); };
+  std::vector<int32_t> focus{5};
+  // The whole arena's cheapest single slot is owner 1; around owner 5 it is
+  // owner 5 itself (its neighbourhood reaches one slot either way).
+  auto w = a.findEviction(S, {0, 0}, price, &focus);
+  REQUIRE(w);
+  CHECK(w->owners == std::vector<int32_t>{5});
+  // Two slots: {4, 5} at 9 ms beats {5, 6} at 11 ms; {1, 2} is not seen.
+  w = a.findEviction(2 * S, {0, 0}, price, &focus);
+  REQUIRE(w);
+  CHECK(w->owners == std::vector<int32_t>{4, 5});
+  CHECK(w->score == Approx(9e-3).epsilon(1e-12));
+  CHECK(a.findEviction(2 * S, {0, 0}, price)->owners ==
+        std::vector<int32_t>{1, 2});
+  // A free run is always a centre: with owner 8 gone, {7, free} costs 7 ms.
+  a.release(8, {});
+  w = a.findEviction(2 * S, {0, 0}, price, &focus);
+  REQUIRE(w);
+  CHECK(w->offset == 6 * S);
+  CHECK(w->owners == std::vector<int32_t>{7});
+}
