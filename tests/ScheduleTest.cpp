@@ -291,3 +291,129 @@ TEST_CASE("placement of an mlp, offsets stated exactly", "[schedule]") {
   CHECK(offsets == expected);
   CHECK(p->arenaBytes == 1280);
 }
+
+namespace {
+
+// x[2,32] -> fc1 -> relu1 -> fc2 -> relu2 -> fc3(10): every activation is
+// 256 bytes at batch 2, one arena slot. Every task takes 2 ms; copies move
+// 256 bytes per ms, so one block's copy takes 1 ms either way.
+struct SlowCopyMlp {
+  Graph g;
+  TaskGraph tg;
+  CostTable costs;
+  SlowCopyMlp() {
+    GraphLiteral L(2);
+    ValueId x = L.input("x", {32});
+    OpAttrs gemm;
+    gemm.transB = true;
+    x = L.op(OpKind::Gemm, "fc1", {x, L.weight("W1", {32, 32})}, {32}, gemm);
+    x = L.op(OpKind::Relu, "relu1", {x}, {32});
+    x = L.op(OpKind::Gemm, "fc2", {x, L.weight("W2", {32, 32})}, {32}, gemm);
+    x = L.op(OpKind::Relu, "relu2", {x}, {32});
+    L.op(OpKind::Gemm, "fc3", {x, L.weight("W3", {10, 32})}, {10}, gemm);
+    g = std::move(L.g);
+    auto built = buildTaskGraph(g);
+    REQUIRE(static_cast<bool>(built));
+    tg = std::move(*built);
+    costs.subBatch = 2;
+    costs.d2hBytesPerSecond = costs.h2dBytesPerSecond = 256e3;
+    costs.copyLatencySeconds = 0;
+    for (size_t t = 0; t < tg.tasks.size(); ++t)
+      costs.tasks.push_back({{0, "baseline", 2e-3, 0, true}});
+  }
+  /// Every copy of a plan: direction, block, offset, start and end in ms.
+  struct Copy {
+    std::string what;
+    int64_t offset;
+    double start, end;
+    bool operator==(const Copy &o) const {
+      return what == o.what && offset == o.offset &&
+             std::abs(start - o.start) < 1e-9 && std::abs(end - o.end) < 1e-9;
+    }
+  };
+  std::vector<Copy> copies(const Plan &p, const Simulation &sim) const {
+    std::vector<Copy> out;
+    for (size_t i = 0; i < p.round.size(); ++i) {
+      const Instr &in = p.round[i];
+      if (in.kind != InstrKind::CopyIn && in.kind != InstrKind::CopyOut)
+        continue;
+      const Residency &r = p.residencies[in.residency];
+      out.push_back(
+          {std::string(in.kind == InstrKind::CopyIn ? "in " : "out ") +
+               tg.blocks[r.block].name,
+           r.offset, sim.start[i] * 1e3, sim.end[i] * 1e3});
+    }
+    return out;
+  }
+};
+
+std::ostream &operator<<(std::ostream &os, const SlowCopyMlp::Copy &c) {
+  return os << c.what << "@" << c.offset << " [" << c.start << ", " << c.end
+            << "] ms";
+}
+
+} // namespace
+
+TEST_CASE("moDNN on four slots: offloads, offsets and prefetch times stated "
+          "exactly",
+          "[schedule]") {
+  SlowCopyMlp m;
+  // The ideal plan needs six slots; give four.
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
+                    {Policy::Modnn, m.tg.weightSideBytes() + 4 * 256, 2});
+  REQUIRE(static_cast<bool>(p));
+  CHECK(verifyMessage(m.tg, *p).empty());
+  Simulation sim = simulate(m.tg, *p, m.costs);
+  // - x loads at 0-1 ms. After FP(fc1) the labels are prefetched (Eq. 4)
+  //   into x's slot: x has a host copy, so it leaves for free.
+  // - FP(fc3) fits in the slot fc1_out and fc2_out used. loss needs one
+  //   more slot: relu1_out (needed again at BP-weight(fc2)) and relu2_out
+  //   both copy out with no delay, since each copy could run as soon as its
+  //   block was written; the tie goes to the lower offset, relu1_out at 512,
+  //   copied out at 5-6 ms, right after FP(relu1).
+  // - Eq. 4 prefetches relu1_out when BP-data(relu2) ends at 19 ms: issued
+  //   one task later, it would end at 22 ms, after BP-weight(fc2) starts at
+  //   21 ms. x comes back into relu2_out's old slot at 20-21 ms, ahead of
+  //   BP-weight(fc1) at 25 ms.
+  std::vector<SlowCopyMlp::Copy> expected{{"in x", 0, 0, 1},
+                                          {"in labels", 0, 3, 3.03125},
+                                          {"out relu1_out", 512, 5, 6},
+                                          {"in relu1_out", 512, 19, 20},
+                                          {"in x", 768, 20, 21}};
+  CHECK(m.copies(*p, sim) == expected);
+  // The only wait is the first load of x, as in the ideal plan: 13 tasks
+  // of 2 ms after 1 ms.
+  CHECK(sim.stallSeconds == Approx(1e-3));
+  CHECK(sim.roundSeconds == Approx(27e-3));
+  CHECK(p->arenaBytes == 4 * 256);
+}
+
+TEST_CASE("moDNN on three slots: a second offload and a stall", "[schedule]") {
+  SlowCopyMlp m;
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
+                    {Policy::Modnn, m.tg.weightSideBytes() + 3 * 256, 2});
+  REQUIRE(static_cast<bool>(p));
+  CHECK(verifyMessage(m.tg, *p).empty());
+  Simulation sim = simulate(m.tg, *p, m.costs);
+  // - FP(fc3) writes fc3_out where fc2_out was. loss needs two more slots,
+  //   for the labels and d(fc3_out): relu2_out copies out at 9-10 ms and
+  //   relu1_out behind it at 10-11 ms. The labels take relu2_out's slot,
+  //   but FP(fc3) reads relu2_out until 11 ms, so they arrive at 11.03125
+  //   ms and loss starts that much late.
+  // - relu2_out and relu1_out come back in time for BP-weight(fc3) and
+  //   BP-weight(fc2). x gets a slot only when BP-data(relu1), the last
+  //   reader of relu1_out, ends at 25.03125 ms: it arrives 1 ms late.
+  std::vector<SlowCopyMlp::Copy> expected{
+      {"in x", 0, 0, 1},
+      {"out relu2_out", 0, 9, 10},
+      {"in labels", 0, 11, 11.03125},
+      {"out relu1_out", 512, 10, 11},
+      {"in relu2_out", 256, 13.03125, 14.03125},
+      {"in relu1_out", 256, 19.03125, 20.03125},
+      {"in x", 256, 25.03125, 26.03125}};
+  CHECK(m.copies(*p, sim) == expected);
+  // Waits: the first load of x, the labels, and x again.
+  CHECK(sim.stallSeconds == Approx(1e-3 + 0.03125e-3 + 1e-3));
+  CHECK(sim.roundSeconds == Approx(28.03125e-3));
+  CHECK(p->summary.bytesToHost == 2 * 256);
+}

@@ -6,7 +6,7 @@ VGG-101 128, ResNet-34 256) at a 12 GB budget: every policy's predicted
 overhead and bytes moved. Then the planner's wall time on deep ResNets.
 
 usage: tools/bench/planner.py [--memfit build/tools/memfit] [--out FILE]
-       [--deep 1001,10001]
+       [--deep 164,1001,2018,4997,10001]
 """
 import argparse
 import json
@@ -28,7 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memfit", default="build/tools/memfit")
     ap.add_argument("--out")
-    ap.add_argument("--deep", default="1001,10001")
+    ap.add_argument("--deep", default="164,1001,2018,4997,10001")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="memfit-planner-")
     lines = []
@@ -63,8 +63,8 @@ def main():
     say("## Planning time (memfit policy, k40m, batch 16, budget 50% of the "
         "ideal peak)")
     say()
-    say("| model | tasks | wall time |")
-    say("|---|---|---|")
+    say("| model | tasks | planner | whole command | per task | overhead |")
+    say("|---|---|---|---|---|---|")
     for depth in [d for d in args.deep.split(",") if d]:
         path = os.path.join(tmp, f"resnet-{depth}.onnx")
         run(args.memfit, "zoo", f"resnet-{depth}", "-o", path, "--force")
@@ -73,11 +73,15 @@ def main():
                            "--budget", "50%", "--device", "k40m", "--json")
         wall = time.time() - t0
         if rc:
-            say(f"| resnet-{depth} | ? | failed: {err.strip()[:80]} |")
+            say(f"| resnet-{depth} | ? | failed: {err.strip()[:80]} | | | |")
             continue
+        j = json.loads(out)
         _, info, _ = run(args.memfit, "inspect", path, "--batch", "16",
                          "--json", "--summary")
-        say(f"| resnet-{depth} | {json.loads(info)['tasks']} | {wall:.1f} s |")
+        tasks = json.loads(info)["tasks"]
+        say(f"| resnet-{depth} | {tasks} | {j['plan_seconds']:.1f} s | "
+            f"{wall:.1f} s | {1e6 * j['plan_seconds'] / tasks:.0f} us | "
+            f"{100 * j['overhead']:.1f}% |")
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
