@@ -649,8 +649,11 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
       touched = {in.residency};
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    // An input overwritten in place hands its bytes to the output: they are
+    // not free.
+    ResidencyId over = inPlaceInput(tg, plan, in);
     for (ResidencyId r : touched)
-      if (r >= 0 && lastAccess[r] == (int32_t)i)
+      if (r >= 0 && r != over && lastAccess[r] == (int32_t)i)
         cur += llvm::formatv("  x.release({0}, {1}, {2});\n",
                              kStreams[lastStream[r]], useRes(r),
                              plan.residencies[r].bytes)

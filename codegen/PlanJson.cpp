@@ -209,6 +209,7 @@ std::string planToJson(const PlanReport &r) {
                   {"prefetch_bytes", s.bytesToDevice},
                   {"recompute_ms", s.recomputeSeconds * 1e3},
                   {"recomputed_tasks", s.recomputedTasks},
+                  {"in_place_runs", s.inPlaceRuns},
                   {"stall_ms", s.stallSeconds * 1e3},
                   {"verified", true}};
   j["notes"] = r.notes;
@@ -305,6 +306,8 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.recomputeSeconds = rd.number(o, w, "recompute_ms", false) / 1e3;
     s.recomputedTasks =
         static_cast<int32_t>(rd.integer(o, w, "recomputed_tasks", 0, false));
+    s.inPlaceRuns =
+        static_cast<int32_t>(rd.integer(o, w, "in_place_runs", 0, false));
     s.bytesToHost = rd.integer(o, w, "bytes_to_host");
     s.bytesToDevice = rd.integer(o, w, "bytes_to_device");
     s.eq3SubBatch = rd.integer(o, w, "eq3_sub_batch", 0, false);

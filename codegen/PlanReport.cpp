@@ -89,6 +89,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   s.updateSeconds = sim.updateSeconds;
   s.recomputeSeconds = sim.recomputeSeconds;
   s.recomputedTasks = plan.summary.recomputes;
+  s.inPlaceRuns = plan.summary.inPlaceRuns;
   s.bytesToHost = sim.bytesToHost;
   s.bytesToDevice = sim.bytesToDevice;
   s.eq3SubBatch = ctx.eq3SubBatch;

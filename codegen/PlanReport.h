@@ -83,6 +83,7 @@ struct ReportSummary {
   double stallSeconds = 0, roundSeconds = 0, updateSeconds = 0;
   double recomputeSeconds = 0; // per iteration
   int32_t recomputedTasks = 0; // per round
+  int32_t inPlaceRuns = 0;     // per round: outputs written over inputs
   int64_t bytesToHost = 0, bytesToDevice = 0;
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;

@@ -117,6 +117,9 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
                         "forward runs, {3} per round\n",
                         c.recomputedBlocks, formatBytes(c.recomputedBytes),
                         c.recomputeRuns, formatSeconds(c.recomputeSeconds));
+  os << llvm::formatv("in place   {0} tasks per round write their output "
+                      "over their input\n",
+                      s.inPlaceRuns);
   if (r.numSubBatches == 1)
     os << llvm::formatv("sub-batch  none: the whole batch of {0} in one round",
                         r.batch);
@@ -238,6 +241,7 @@ std::string reportToJson(const PlanReport &r, const ReportTextOptions &opts) {
                     {"bytes", c.recomputedBytes},
                     {"runs_per_round", c.recomputeRuns},
                     {"seconds_per_round", c.recomputeSeconds}};
+  j["in_place_runs_per_round"] = s.inPlaceRuns;
   json tried = json::array();
   for (auto [b, t] : s.subBatchesTried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});

@@ -74,6 +74,7 @@ struct PlanSummary {
   int64_t peakArenaBytes = 0;                 // most bytes allocated at once
   int64_t maxLiveBytes = 0; // most bytes live at once (no fragmentation)
   int32_t recomputes = 0;   // forward tasks run again, per round
+  int32_t inPlaceRuns = 0;  // tasks writing their output over their input
 };
 
 struct Plan {
@@ -98,6 +99,23 @@ struct Plan {
 
   int64_t totalBytes() const { return residentBytes + arenaBytes; }
 };
+
+/// The residency a Run overwrites in place (its first input's, whose bytes
+/// its first output takes over as it starts), or -1 for an ordinary run.
+inline ResidencyId inPlaceInput(const TaskGraph &tg, const Plan &plan,
+                                const Instr &in) {
+  if (in.kind != InstrKind::Run || in.task < 0)
+    return -1;
+  const Task &t = tg.tasks[in.task];
+  if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
+      in.operands.size() <= t.reads.size())
+    return -1;
+  ResidencyId x = in.operands[0], y = in.operands[t.reads.size()];
+  if (x < 0 || y < 0 || x == y ||
+      plan.residencies[x].offset != plan.residencies[y].offset)
+    return -1;
+  return x;
+}
 
 } // namespace memfit
 

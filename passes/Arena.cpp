@@ -124,6 +124,15 @@ void Arena::release(int32_t owner, const StreamUses &uses) {
   coalesce(it);
 }
 
+void Arena::transfer(int32_t from, int32_t to) {
+  auto o = ownerAt.find(from);
+  assert(o != ownerAt.end() && "transfer from an owner that holds nothing");
+  int64_t offset = o->second;
+  ownerAt.erase(o);
+  segs.at(offset).owner = to;
+  ownerAt[to] = offset;
+}
+
 void Arena::touch(int32_t owner, Stream st, LastUse use) {
   auto o = ownerAt.find(owner);
   assert(o != ownerAt.end() && "touch of an owner that holds no segment");

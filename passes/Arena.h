@@ -71,6 +71,9 @@ public:
   StreamUses allocateAt(int64_t offset, int64_t bytes, int32_t owner);
   /// Frees what `owner` occupies, recording its last uses on the bytes.
   void release(int32_t owner, const StreamUses &uses);
+  /// Hands the segment `from` occupies, with its history, to `to`: an
+  /// output written in place over its input.
+  void transfer(int32_t from, int32_t to);
   /// Records a use of an occupied segment (kept when it is released).
   void touch(int32_t owner, Stream s, LastUse use);
   const Segment *find(int32_t owner) const;

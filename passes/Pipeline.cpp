@@ -27,7 +27,7 @@ planAt(const TaskGraph &tg, const CostTableFn &tableAt,
   const CostTable &full = tableAt(b);
   auto plan = schedule(tg, full, order,
                        {req.policy, req.budget, req.batch, std::move(drop),
-                        allowRecompute, cutoffSeconds});
+                        allowRecompute, cutoffSeconds, req.inPlace});
   if (!plan)
     return plan.takeError();
   int64_t rest = req.batch % b;
@@ -157,6 +157,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   }
 
   std::optional<Candidate> best;
+  bool bestAs = false; // the best was scheduled under another policy's rules
   llvm::Error firstErr = llvm::Error::success();
   auto evaluate = [&](Variant &v) {
     int64_t b = v.b;
@@ -184,9 +185,22 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       return;
     }
     out.tried.push_back({b, c->sim.iterationSeconds});
-    // Faster wins; on a tie the later variant (larger sub-batch).
-    if (!best || c->sim.iterationSeconds <= best->sim.iterationSeconds)
+    // Faster wins; on a tie the larger sub-batch, then the policy's own
+    // rules over another policy's, then the later variant.
+    bool wins = !best;
+    if (best) {
+      double t = c->sim.iterationSeconds, bt = best->sim.iterationSeconds;
+      if (t != bt)
+        wins = t < bt;
+      else if (c->plan.subBatch != best->plan.subBatch)
+        wins = c->plan.subBatch > best->plan.subBatch;
+      else
+        wins = !v.as || bestAs;
+    }
+    if (wins) {
       best = std::move(*c);
+      bestAs = v.as.has_value();
+    }
   };
   for (Variant &v : variants)
     evaluate(v);

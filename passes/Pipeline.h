@@ -35,6 +35,7 @@ struct PlanRequest {
   int64_t batch = 0;
   int64_t forcedSubBatch = 0; // 0: the policy chooses
   OrderKind order = OrderKind::JoinAware;
+  bool inPlace = true; // ScheduleOptions::inPlace, for every plan tried
 };
 
 struct PlanOutcome {

@@ -187,10 +187,15 @@ llvm::Expected<Plan> Scheduler::run() {
           if (auto err = prepare(sb, true, deps))
             return err;
       }
-      for (size_t i = 0; i < task.writes.size(); ++i) {
+      // An in-place output is placed last, once nothing else can fail and
+      // send the task through defragmentation with its bytes handed over.
+      for (size_t k = 0; k < task.writes.size(); ++k) {
+        size_t i = task.mayRunInPlace ? (k + 1) % task.writes.size() : k;
         BlockId b = task.writes[i];
         BlockId sb = storageOf(tg, b);
         if (isWeightSide(tg.blocks[sb].kind))
+          continue;
+        if (i == 0 && runInPlace(task, deps))
           continue;
         // Only an accumulation needs what is there; a view's bytes come with
         // the read of its base.

@@ -52,6 +52,10 @@ struct ScheduleOptions {
   /// longer than this many seconds. Lets a caller that keeps the fastest of
   /// several schedules abandon the hopeless ones early.
   double cutoffSeconds = 0;
+  /// Run elementwise tasks that allow it (Task::mayRunInPlace) over their
+  /// input when nothing reads the input afterwards, as Caffe, vDNN and
+  /// PyTorch's inplace=True do.
+  bool inPlace = true;
 };
 
 /// schedule() gave up: the plan would be slower than opts.cutoffSeconds.

@@ -67,7 +67,39 @@ ResidencyId Scheduler::newResidency(BlockId b, int64_t offset) {
 }
 
 void Scheduler::touch(ResidencyId r, Stream s, int32_t instr) {
-  arena.touch(r, s, {instr + 1, timing[instr].end});
+  // An input overwritten in place no longer owns its bytes; its output's
+  // touch covers them.
+  if (arena.find(r))
+    arena.touch(r, s, {instr + 1, timing[instr].end});
+}
+
+bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
+  if (!opts.inPlace || !task.mayRunInPlace || task.reads.empty() ||
+      task.writes.empty())
+    return false;
+  BlockId x = storageOf(tg, task.reads[0]), y = task.writes[0];
+  if (storageOf(tg, y) != y || isWeightSide(tg.blocks[x].kind) ||
+      isWeightSide(tg.blocks[y].kind) || x == y)
+    return false;
+  // The input must be on the device, the same size, and read by nothing
+  // after this task (a later recompute regenerates it like any released
+  // block).
+  if (st[x].res < 0 || st[y].res >= 0 || bytesOf(x) != bytesOf(y) ||
+      uses[x].empty() || uses[x].back() != step)
+    return false;
+  ResidencyId rx = st[x].res;
+  const Arena::Segment *seg = arena.find(rx);
+  assert(seg && "a resident block without bytes");
+  // Whatever else touched these bytes (a copy-out of x still in flight)
+  // must be done before the task overwrites them.
+  for (int32_t d : usesToDeps(seg->uses))
+    deps.push_back(d);
+  ResidencyId ry = newResidency(y, seg->offset);
+  arena.transfer(rx, ry);
+  st[y].res = ry;
+  indexNextUse(y);
+  ++plan.summary.inPlaceRuns;
+  return true;
 }
 
 bool Scheduler::evictable(int32_t owner) const {

@@ -115,6 +115,10 @@ private:
   void evict(ResidencyId r);
   void release(BlockId b);
   void touch(ResidencyId r, Stream s, int32_t instr);
+  /// Gives the task's output its input's bytes when the task may run in
+  /// place and nothing reads the input afterwards; adds what the task must
+  /// wait for to deps.
+  bool runInPlace(const Task &task, std::vector<int32_t> &deps);
   llvm::Error prepare(BlockId b, bool needsContent, std::vector<int32_t> &deps);
   int32_t copyIn(BlockId b, ResidencyId r, const StreamUses &uses);
   /// Runs b's forward task again (recomputing its dropped inputs first) and

@@ -103,9 +103,17 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   for (size_t i = 0; i < plan.round.size(); ++i) {
     const Instr &in = plan.round[i];
     if (in.kind == InstrKind::Run) {
+      // An input overwritten in place ends as its output begins.
+      ResidencyId over = inPlaceInput(tg, plan, in);
       for (ResidencyId r : in.operands)
-        if (r >= 0)
+        if (r >= 0 && r != over)
           span(r, i);
+      if (over >= 0) {
+        auto &sp = spanOf[over];
+        if (sp.first < 0 || sim.start[i] < sp.first)
+          sp.first = sim.start[i];
+        sp.second = std::max(sp.second, sim.start[i]);
+      }
       if (in.workspaceBytes > 0) {
         deltas.push_back({sim.start[i], in.workspaceBytes});
         deltas.push_back({sim.end[i], -in.workspaceBytes});

@@ -255,7 +255,8 @@ TEST_CASE("plans are deterministic", "[schedule]") {
     CHECK(a.residencies[i].offset == b.residencies[i].offset);
 }
 
-TEST_CASE("placement of an mlp, offsets stated exactly", "[schedule]") {
+TEST_CASE("placement of an mlp, offsets stated exactly (no in-place)",
+          "[schedule]") {
   // x[2,4] -> fc1 (W1[8,4]) -> relu -> fc2 (W2[3,8]) with every block under
   // 256 bytes, so each takes one 256-byte slot. Best fit, lowest offset on
   // ties, and a block's bytes are free again right after its last reader.
@@ -269,7 +270,9 @@ TEST_CASE("placement of an mlp, offsets stated exactly", "[schedule]") {
   auto tg = buildTaskGraph(L.g);
   REQUIRE(static_cast<bool>(tg));
   CostTable c = table(*tg, 2);
-  auto p = schedule(*tg, c, builtOrder(*tg), {Policy::Ideal, 0, 2});
+  ScheduleOptions opts{Policy::Ideal, 0, 2};
+  opts.inPlace = false;
+  auto p = schedule(*tg, c, builtOrder(*tg), opts);
   REQUIRE(static_cast<bool>(p));
   CHECK(verifyMessage(*tg, *p).empty());
   std::map<std::string, int64_t> offsets;
@@ -354,13 +357,14 @@ std::ostream &operator<<(std::ostream &os, const SlowCopyMlp::Copy &c) {
 
 } // namespace
 
-TEST_CASE("moDNN on four slots: offloads, offsets and prefetch times stated "
-          "exactly",
+TEST_CASE("moDNN on four slots, no in-place: offloads, offsets and prefetch "
+          "times stated exactly",
           "[schedule]") {
   SlowCopyMlp m;
   // The ideal plan needs six slots; give four.
-  auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
-                    {Policy::Modnn, m.tg.weightSideBytes() + 4 * 256, 2});
+  ScheduleOptions opts{Policy::Modnn, m.tg.weightSideBytes() + 4 * 256, 2};
+  opts.inPlace = false;
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), opts);
   REQUIRE(static_cast<bool>(p));
   CHECK(verifyMessage(m.tg, *p).empty());
   Simulation sim = simulate(m.tg, *p, m.costs);
@@ -388,10 +392,12 @@ TEST_CASE("moDNN on four slots: offloads, offsets and prefetch times stated "
   CHECK(p->arenaBytes == 4 * 256);
 }
 
-TEST_CASE("moDNN on three slots: a second offload and a stall", "[schedule]") {
+TEST_CASE("moDNN on three slots, no in-place: a second offload and a stall",
+          "[schedule]") {
   SlowCopyMlp m;
-  auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
-                    {Policy::Modnn, m.tg.weightSideBytes() + 3 * 256, 2});
+  ScheduleOptions opts{Policy::Modnn, m.tg.weightSideBytes() + 3 * 256, 2};
+  opts.inPlace = false;
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), opts);
   REQUIRE(static_cast<bool>(p));
   CHECK(verifyMessage(m.tg, *p).empty());
   Simulation sim = simulate(m.tg, *p, m.costs);
@@ -416,4 +422,47 @@ TEST_CASE("moDNN on three slots: a second offload and a stall", "[schedule]") {
   CHECK(sim.stallSeconds == Approx(1e-3 + 0.03125e-3 + 1e-3));
   CHECK(sim.roundSeconds == Approx(28.03125e-3));
   CHECK(p->summary.bytesToHost == 2 * 256);
+}
+
+TEST_CASE("in place: each relu writes over the output it reads", "[schedule]") {
+  SlowCopyMlp m;
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), {Policy::Ideal, 0, 2});
+  REQUIRE(static_cast<bool>(p));
+  CHECK(verifyMessage(m.tg, *p).empty());
+  std::map<std::string, std::vector<int64_t>> offsets;
+  for (const Residency &res : p->residencies)
+    offsets[m.tg.blocks[res.block].name].push_back(res.offset);
+  CHECK(offsets["fc1_out"] == std::vector<int64_t>{256});
+  CHECK(offsets["relu1_out"] == std::vector<int64_t>{256});
+  CHECK(offsets["fc2_out"] == std::vector<int64_t>{512});
+  CHECK(offsets["relu2_out"] == std::vector<int64_t>{512});
+  CHECK(p->summary.inPlaceRuns == 2);
+}
+
+TEST_CASE("moDNN on three slots, in place: the labels no longer wait",
+          "[schedule]") {
+  SlowCopyMlp m;
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
+                    {Policy::Modnn, m.tg.weightSideBytes() + 3 * 256, 2});
+  REQUIRE(static_cast<bool>(p));
+  CHECK(verifyMessage(m.tg, *p).empty());
+  CHECK(p->summary.inPlaceRuns == 2);
+  Simulation sim = simulate(m.tg, *p, m.costs);
+  // - relu1 and relu2 write over fc1_out (256) and fc2_out (512), so FP(fc3)
+  //   finds room once x leaves (it has a host copy): fc3_out at 0.
+  // - loss needs the labels and d(fc3_out). relu1_out copies out (5-6 ms)
+  //   and the labels take its slot as soon as FP(fc2), its last reader so
+  //   far, is done at 7 ms: no wait, where the plan without in-place waited
+  //   0.03125 ms. relu2_out copies out at 9-10 ms for d(fc3_out).
+  // - x still comes back 1 ms late for BP-weight(fc1).
+  std::vector<SlowCopyMlp::Copy> expected{{"in x", 0, 0, 1},
+                                          {"out relu1_out", 256, 5, 6},
+                                          {"in labels", 256, 7, 7.03125},
+                                          {"out relu2_out", 512, 9, 10},
+                                          {"in relu2_out", 256, 13, 14},
+                                          {"in relu1_out", 256, 19, 20},
+                                          {"in x", 256, 25, 26}};
+  CHECK(m.copies(*p, sim) == expected);
+  CHECK(sim.stallSeconds == Approx(2e-3));
+  CHECK(sim.roundSeconds == Approx(28e-3));
 }

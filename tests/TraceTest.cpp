@@ -37,9 +37,16 @@ int64_t liveAt(const TaskGraph &tg, const Plan &plan, const Simulation &sim,
   for (size_t i = 0; i < plan.round.size(); ++i) {
     const Instr &in = plan.round[i];
     if (in.kind == InstrKind::Run) {
+      // An input the run overwrites in place is gone once it starts.
+      ResidencyId over = inPlaceInput(tg, plan, in);
       for (ResidencyId r : in.operands)
-        if (r >= 0)
+        if (r >= 0 && r != over)
           touch(r, i);
+      if (over >= 0) {
+        if (first[over] < 0 || sim.start[i] < first[over])
+          first[over] = sim.start[i];
+        last[over] = std::max(last[over], sim.start[i]);
+      }
       if (in.workspaceBytes > 0 && sim.start[i] <= t && t < sim.end[i])
         live += in.workspaceBytes;
     } else if (in.kind == InstrKind::CopyIn || in.kind == InstrKind::CopyOut) {

@@ -78,6 +78,12 @@ Shared<OrderKind> Order(
     cl::values(clEnumValN(OrderKind::JoinAware, "join-aware",
                           "depth-first, heavier branch first (default)"),
                clEnumValN(OrderKind::Built, "model", "the model's op order")));
+Shared<bool> InPlace("in-place",
+                     cl::desc("Run ReLU, dropout and other elementwise ops "
+                              "over their input where nothing reads it "
+                              "afterwards (default true; --in-place=false "
+                              "to keep every output separate)"),
+                     cl::init(true));
 Shared<LossKind>
     Loss("loss", cl::desc("Training loss"),
          cl::init(LossKind::SoftmaxCrossEntropy),
@@ -244,6 +250,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
   r.order = Order;
+  r.inPlace = InPlace;
   StringRef text = StringRef(Budget).trim();
   if (text.empty()) {
     if (r.policy != Policy::Ideal)
@@ -271,6 +278,7 @@ PlanRequest compareRequest(const PlanningSession &s) {
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
   r.order = Order;
+  r.inPlace = InPlace;
   return r;
 }
 
@@ -309,8 +317,8 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   int offloaded = 0;
   for (BlockDecision d : p.decisions)
     offloaded += d == BlockDecision::Offload;
-  os << formatv("blocks   {0} offloaded of {1}\n", offloaded,
-                s.tg.blocks.size());
+  os << formatv("blocks   {0} offloaded of {1}; {2} tasks run in place\n",
+                offloaded, s.tg.blocks.size(), m.inPlaceRuns);
 }
 
 std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
@@ -352,6 +360,7 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["prefetch_bytes"] = m.bytesToDevice;
   j["recompute_ms"] = o.sim.recomputeSeconds * 1e3;
   j["recomputed_tasks"] = m.recomputes;
+  j["in_place_runs"] = m.inPlaceRuns;
   j["stall_ms"] = m.stallSeconds * 1e3;
   j["verified"] = true; // planTraining returns verified plans only
   j["plan_seconds"] = o.planSeconds;
