@@ -104,6 +104,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     std::vector<bool> drop;
     bool allowRecompute = true;
     std::optional<Policy> as; // schedule with another policy's rules
+    bool inPlace = true;      // and PlanRequest::inPlace
   };
   std::vector<Variant> variants;
   if (req.forcedSubBatch > 0 && req.forcedSubBatch > req.batch)
@@ -143,9 +144,17 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     for (int64_t b : req.forcedSubBatch
                          ? std::vector<int64_t>{req.forcedSubBatch}
                          : subBatchCandidates(out.eq3SubBatch, req.batch)) {
-      variants.push_back({b, {}, false});
-      variants.push_back({b, {}, true});
-      variants.push_back({b, superNeuronsDropSet(tg), true});
+      // Running in place frees memory but moves blocks elsewhere, and a
+      // different placement can leave less room for a workspace later:
+      // try without it too.
+      for (bool inPlace : {true, false}) {
+        if (inPlace && !req.inPlace)
+          continue;
+        variants.push_back({b, {}, false, std::nullopt, inPlace});
+        variants.push_back({b, {}, true, std::nullopt, inPlace});
+        variants.push_back(
+            {b, superNeuronsDropSet(tg), true, std::nullopt, inPlace});
+      }
     }
     // moDNN's own choice is always in the running, so memfit is never worse.
     variants.push_back(
@@ -164,6 +173,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     PlanRequest rv = r;
     if (v.as)
       rv.policy = *v.as;
+    rv.inPlace = r.inPlace && v.inPlace;
     auto c =
         req.policy == Policy::Ideal && b == req.batch
             ? llvm::Expected<Candidate>(std::move(*ideal))
