@@ -254,7 +254,12 @@ void Builder::emitBackward(OpId id) {
     // input has no other consumer, so the copy disappears.
     if (isViewOp(op.kind) && g.values[op.inputs[0]].consumers.size() == 1)
       tg.blocks[dY].viewOf = writes[0];
-    addTask(TaskKind::BackwardData, id, std::move(reads), std::move(writes));
+    // dX = f'(Y) * dY elementwise may overwrite dY, as Caffe's in-place
+    // layers do.
+    auto dyAt = static_cast<int32_t>(reads.size() - 1);
+    TaskId bd = addTask(TaskKind::BackwardData, id, std::move(reads),
+                        std::move(writes), isInPlaceUnary(op.kind));
+    tg.tasks[bd].inPlaceRead = dyAt;
   }
 
   // BP-weight: gradients of the trainable weights.

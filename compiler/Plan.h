@@ -110,7 +110,7 @@ inline ResidencyId inPlaceInput(const TaskGraph &tg, const Plan &plan,
   if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
       in.operands.size() <= t.reads.size())
     return -1;
-  ResidencyId x = in.operands[0], y = in.operands[t.reads.size()];
+  ResidencyId x = in.operands[t.inPlaceRead], y = in.operands[t.reads.size()];
   if (x < 0 || y < 0 || x == y ||
       plan.residencies[x].offset != plan.residencies[y].offset)
     return -1;

@@ -80,10 +80,13 @@ struct Task {
   std::string name; // e.g. "FP(conv1)"; from untrusted ONNX names
   std::vector<BlockId> reads;
   std::vector<BlockId> writes;
-  /// The op may overwrite its (single) data input with its output: the input
-  /// is not needed by this op's own backward. Whether it actually does is the
-  /// planner's decision (other readers may still need the input).
+  /// The task may write its first output over one of its reads (index
+  /// inPlaceRead): an elementwise forward over its input, whose backward
+  /// needs only the output; an elementwise BP-data over dY. Whether it
+  /// actually does is the planner's decision (other readers may still need
+  /// the input).
   bool mayRunInPlace = false;
+  int32_t inPlaceRead = 0;
   /// Which gradient blocks in `writes` other tasks also write, so the writer
   /// must accumulate unless it runs first.
   std::vector<bool> accumulates;

@@ -20,7 +20,7 @@ BlockId storageOf(const TaskGraph &tg, BlockId b) {
 }
 
 Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
-                         int64_t subBatch) {
+                         int64_t subBatch, bool inPlace) {
   assert(order.size() == tg.tasks.size() && "order must list every task");
   Liveness lv;
   lv.order = std::move(order);
@@ -45,6 +45,23 @@ Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
       lv.start[storageOf(tg, b)] = 0;
 
   size_t steps = lv.order.size();
+  // Where a task overwrites its input in place, the input's bytes are the
+  // output's at that step.
+  std::vector<int32_t> countedTo = lv.end;
+  if (inPlace)
+    for (int32_t s = 0; s < (int32_t)steps; ++s) {
+      const Task &t = tg.tasks[lv.order[s]];
+      if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
+          t.accumulates.empty() || t.accumulates[0])
+        continue;
+      BlockId x = storageOf(tg, t.reads[t.inPlaceRead]), y = t.writes[0];
+      if (x == y || storageOf(tg, y) != y || isWeightSide(tg.blocks[x].kind) ||
+          isWeightSide(tg.blocks[y].kind) || lv.end[x] != s ||
+          lv.start[y] != s || lv.start[x] >= s ||
+          tg.blocks[x].bytesAt(subBatch) != tg.blocks[y].bytesAt(subBatch))
+        continue;
+      countedTo[x] = s - 1;
+    }
   std::vector<int64_t> delta(steps + 1, 0);
   for (BlockId b = 0; b < (BlockId)nb; ++b) {
     const Block &blk = tg.blocks[b];
@@ -56,7 +73,7 @@ Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
       continue;
     int64_t bytes = blk.bytesAt(subBatch);
     delta[lv.start[b]] += bytes;
-    delta[lv.end[b] + 1] -= bytes;
+    delta[countedTo[b] + 1] -= bytes;
   }
   lv.liveBytes.resize(steps);
   int64_t live = 0, peak = -1;

@@ -7,7 +7,10 @@
 // Guarantees: a block is live at every step that touches it; the input batch
 // and labels are live from step 0 (they are loaded before the iteration);
 // weight-side blocks are resident for the whole iteration and counted in
-// every step; the peak is the exact maximum of the per-step sums.
+// every step; the peak is the exact maximum of the per-step sums. With
+// inPlace, an input that a task overwrites in place (its last use, the same
+// size as the output; Task::mayRunInPlace) is not counted at that step, as
+// the scheduler does it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_LIVENESS_H
@@ -39,7 +42,7 @@ std::vector<TaskId> builtOrder(const TaskGraph &tg);
 BlockId storageOf(const TaskGraph &tg, BlockId b);
 
 Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
-                         int64_t subBatch);
+                         int64_t subBatch, bool inPlace = true);
 
 } // namespace memfit
 

@@ -110,8 +110,21 @@ llvm::Expected<Plan> Scheduler::run() {
             (uses[sb].empty() || uses[sb].back() != s))
           uses[sb].push_back(s);
       }
-    // No plan exists when one task alone does not fit (moDNN Eq. 1).
+  }
+  for (int32_t s = 0; s < n; ++s) {
+    TaskId t = order[s];
+    const Task &task = tg.tasks[t];
+    // No plan exists when one task alone does not fit (moDNN Eq. 1); an
+    // input the task overwrites in place costs nothing extra.
     int64_t need = 0;
+    if (opts.inPlace && task.mayRunInPlace && !task.accumulates[0]) {
+      BlockId x = storageOf(tg, task.reads[task.inPlaceRead]);
+      BlockId y = task.writes[0];
+      if (x != y && storageOf(tg, y) == y && !isWeightSide(tg.blocks[x].kind) &&
+          !isWeightSide(tg.blocks[y].kind) && uses[x].back() == s &&
+          uses[y].front() == s && bytesOf(x) == bytesOf(y))
+        need -= alignUp(bytesOf(x));
+    }
     std::vector<BlockId> seen;
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
@@ -130,7 +143,7 @@ llvm::Expected<Plan> Scheduler::run() {
                       .str());
   }
   if (opts.policy == Policy::Memfit) {
-    Liveness lv = computeLiveness(tg, order, b_);
+    Liveness lv = computeLiveness(tg, order, b_, opts.inPlace);
     int64_t maxWs = 0;
     for (TaskId t : order)
       maxWs = std::max(maxWs, costs.fastest(t).workspace);

@@ -77,9 +77,9 @@ bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
   if (!opts.inPlace || !task.mayRunInPlace || task.reads.empty() ||
       task.writes.empty())
     return false;
-  BlockId x = storageOf(tg, task.reads[0]), y = task.writes[0];
+  BlockId x = storageOf(tg, task.reads[task.inPlaceRead]), y = task.writes[0];
   if (storageOf(tg, y) != y || isWeightSide(tg.blocks[x].kind) ||
-      isWeightSide(tg.blocks[y].kind) || x == y)
+      isWeightSide(tg.blocks[y].kind) || x == y || task.accumulates[0])
     return false;
   // The input must be on the device, the same size, and read by nothing
   // after this task (a later recompute regenerates it like any released

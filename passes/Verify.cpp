@@ -388,7 +388,7 @@ llvm::Error Verifier::checkOverlap() {
           // the output: legal for a task that may run in place.
           const Task &t = tg.tasks[taskAt[a]];
           inPlace = t.mayRunInPlace && !t.reads.empty() && !t.writes.empty() &&
-                    storageOf(tg, t.reads[0]) == old.block &&
+                    storageOf(tg, t.reads[t.inPlaceRead]) == old.block &&
                     storageOf(tg, t.writes[0]) == cur.block;
         }
         if (!inPlace) {

@@ -68,7 +68,12 @@ TEST_CASE("mlp: tasks, minimal reads, no gradient for the data input",
   CHECK(names(tg, br.reads) ==
         std::set<std::string>{"relu_out", "d(relu_out)"});
   CHECK(findTask(tg, "FP(relu)").mayRunInPlace);
+  CHECK(findTask(tg, "FP(relu)").inPlaceRead == 0);
   CHECK_FALSE(findTask(tg, "FP(fc1)").mayRunInPlace);
+  // dX over dY: reads are Y then dY.
+  CHECK(br.mayRunInPlace);
+  CHECK(br.inPlaceRead == 1);
+  CHECK_FALSE(findTask(tg, "BP-data(fc2)").mayRunInPlace);
 
   const Task &loss = findTask(tg, "loss(loss)");
   CHECK(names(tg, loss.reads) == std::set<std::string>{"fc2_out", "labels"});

@@ -29,7 +29,7 @@ TaskGraph mlp(GraphLiteral &L) {
 TEST_CASE("liveness of an mlp at batch 2", "[liveness]") {
   GraphLiteral L(2);
   TaskGraph tg = mlp(L);
-  Liveness lv = computeLiveness(tg, builtOrder(tg), 2);
+  Liveness lv = computeLiveness(tg, builtOrder(tg), 2, /*inPlace=*/false);
   // Steps: 0 FP(fc1), 1 FP(relu), 2 FP(fc2), 3 loss, 4 BP-data(fc2),
   // 5 BP-weight(fc2), 6 BP-data(relu), 7 BP-weight(fc1), 8..11 updates.
   // Bytes at b=2: x 32, fc1_out 64, relu_out 64, fc2_out 24, labels 8,
@@ -47,6 +47,17 @@ TEST_CASE("liveness of an mlp at batch 2", "[liveness]") {
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
     if (tg.blocks[b].name == "fc1_out")
       CHECK(lv.end[b] == 1);
+
+  // In place, FP(relu) writes relu_out over fc1_out and BP-data(relu)
+  // d(fc1_out) over d(relu_out): 64 bytes less at steps 1 and 6, and the
+  // peak moves to BP-data(fc2) (the first of two steps at 184).
+  Liveness ip = computeLiveness(tg, builtOrder(tg), 2);
+  std::vector<int64_t> inPlace{104, 104, 128, 152, 184, 184,
+                               160, 96,  0,   0,   0,   0};
+  CHECK(ip.liveBytes == inPlace);
+  CHECK(ip.peakStep == 4);
+  CHECK(ip.peakBytes == 184 + 808);
+  CHECK(ip.end == lv.end); // the last readers stay what they are
 }
 
 TEST_CASE("lower bound is the weight side plus the largest task at b=1",
