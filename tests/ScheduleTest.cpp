@@ -488,3 +488,21 @@ TEST_CASE("moDNN on three slots, in place: no wait but the first load",
   CHECK(sim.stallSeconds == Approx(1e-3));
   CHECK(sim.roundSeconds == Approx(27e-3));
 }
+
+TEST_CASE("the verifier accepts an overlap in place only where the task "
+          "allows it",
+          "[verify]") {
+  SlowCopyMlp m;
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), {Policy::Ideal, 0, 2});
+  REQUIRE(static_cast<bool>(p));
+  REQUIRE(p->summary.inPlaceRuns > 0);
+  CHECK(verifyMessage(m.tg, *p).empty());
+  // The same plan over a task graph whose relus may not run in place: the
+  // output written over the live input is an overlap.
+  TaskGraph strict = m.tg;
+  for (Task &t : strict.tasks)
+    t.mayRunInPlace = false;
+  std::string msg = verifyMessage(strict, *p);
+  CHECK(msg.find("[overlap]") != std::string::npos);
+  CHECK(msg.find("relu") != std::string::npos);
+}
