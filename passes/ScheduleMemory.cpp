@@ -281,8 +281,12 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
     return w->offset;
   }
   if (isVdnn())
-    return fail(llvm::formatv("no room for {0} bytes at task {1}", bytes,
-                              quoteName(tg.tasks[order[step]].name))
+    return fail(llvm::formatv("no room for {0} bytes at task {1}: {2} bytes "
+                              "of the {3}-byte arena are free, the largest "
+                              "free run is {4}",
+                              bytes, quoteName(tg.tasks[order[step]].name),
+                              arena.size() - arena.usedBytes(), arena.size(),
+                              arena.largestFree())
                     .str());
   // Defragmentation (moDNN): evict everything the current task does not
   // need, then try again.

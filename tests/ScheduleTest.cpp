@@ -506,3 +506,16 @@ TEST_CASE("the verifier accepts an overlap in place only where the task "
   CHECK(msg.find("[overlap]") != std::string::npos);
   CHECK(msg.find("relu") != std::string::npos);
 }
+
+TEST_CASE("vDNN out of room says how much is free and how fragmented",
+          "[schedule]") {
+  SlowCopyMlp m;
+  // vDNN never evicts beyond its rule: three slots are too few.
+  auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
+                    {Policy::VdnnAll, m.tg.weightSideBytes() + 3 * 256, 2});
+  REQUIRE_FALSE(static_cast<bool>(p));
+  std::string msg = llvm::toString(p.takeError());
+  CHECK(msg.find("vdnn-all cannot meet the budget") != std::string::npos);
+  CHECK(msg.find("of the 768-byte arena are free, the largest free run is") !=
+        std::string::npos);
+}
