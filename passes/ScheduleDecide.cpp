@@ -158,6 +158,10 @@ void Scheduler::offloadAhead(TaskId t) {
     int32_t next = nextUseStep(b);
     if (next < firstBackward)
       continue; // still needed in the forward pass
+    // Only while the copy engine is idle: a queue of early copies would
+    // hold bytes that later allocations have to wait for.
+    if (streamFree[si(Stream::CopyOut)] > streamFree[si(Stream::Compute)])
+      return;
     double now = timing[bs.ready].end;
     double gap = est(next, now) - now;
     if (gap < 2 * (costs.copyOutSeconds(bytesOf(b)) +
