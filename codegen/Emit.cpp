@@ -566,7 +566,7 @@ std::string Emitter::cmakeFile() const {
 
 llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
   if (auto err = prepare())
-    return std::move(err);
+    return err;
   std::vector<GeneratedFile> files;
   // The round, split into functions and files.
   std::vector<std::string> bodies;

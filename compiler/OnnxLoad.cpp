@@ -472,7 +472,7 @@ externalDataFiles(const std::string &path) {
   using llvm::Error;
   pb::ModelProto model;
   if (Error err = parseModelFile(path, model))
-    return std::move(err);
+    return err;
   std::set<std::string> out;
   for (const pb::TensorProto &t : model.graph().initializer()) {
     if (!isExternal(t))

@@ -38,7 +38,7 @@ planAt(const TaskGraph &tg, const CostTableFn &tableAt,
     last = tableAt(rest);
   Candidate c{std::move(*plan), {}};
   c.sim = simulate(tg, c.plan, tableAt(b), last ? &*last : nullptr);
-  return std::move(c);
+  return c;
 }
 
 } // namespace
@@ -230,7 +230,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       }
   }
   if (!best)
-    return std::move(firstErr);
+    return firstErr;
   llvm::consumeError(std::move(firstErr));
 
   if (auto err = verifyPlan(tg, best->plan))
@@ -241,7 +241,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   out.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
-  return std::move(out);
+  return out;
 }
 
 } // namespace memfit
