@@ -8,11 +8,16 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 
 namespace memfit {
 namespace {
+
+/// Beyond this many tasks memfit tries fewer sub-batch sizes.
+constexpr size_t kManyTasks = 20000;
 
 struct Candidate {
   Plan plan;
@@ -141,9 +146,24 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     // Joint: every sub-batch size with offload alone, with evictions free to
     // drop what is cheaper to recompute, and with the cheap forward outputs
     // (everything but convolutions) recomputed as well.
-    for (int64_t b : req.forcedSubBatch
-                         ? std::vector<int64_t>{req.forcedSubBatch}
-                         : subBatchCandidates(out.eq3SubBatch, req.batch)) {
+    std::vector<int64_t> sizes =
+        req.forcedSubBatch ? std::vector<int64_t>{req.forcedSubBatch}
+                           : subBatchCandidates(out.eq3SubBatch, req.batch);
+    // Eq. 3's sub-batch first and the rest by their distance from it, so
+    // the likely winners set a tight cutoff early and the sub-batches far
+    // from it are abandoned sooner (the winner does not depend on the
+    // order: ties go to the larger sub-batch).
+    std::stable_sort(sizes.begin(), sizes.end(), [&](int64_t x, int64_t y) {
+      auto dist = [&](int64_t v) {
+        return std::abs(std::log2(double(v) / double(out.eq3SubBatch)));
+      };
+      return dist(x) != dist(y) ? dist(x) < dist(y) : x > y;
+    });
+    // Very deep networks: the three nearest Eq. 3's only, to keep planning
+    // in seconds (the far ones rarely win and each costs a full schedule).
+    if (tg.tasks.size() > kManyTasks && sizes.size() > 3)
+      sizes.resize(3);
+    for (int64_t b : sizes) {
       // Running in place frees memory but moves blocks elsewhere, and a
       // different placement can leave less room for a workspace later:
       // try without it too.
