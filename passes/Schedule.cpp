@@ -78,6 +78,14 @@ llvm::Expected<Plan> Scheduler::run() {
                     .str());
   size_t nb = tg.blocks.size();
   auto n = static_cast<int32_t>(order.size());
+  storage.resize(nb);
+  weightSide.resize(nb);
+  bytes.resize(nb);
+  for (BlockId b = 0; b < (BlockId)nb; ++b) {
+    storage[b] = storageOf(tg, b);
+    weightSide[b] = isWeightSide(tg.blocks[b].kind);
+    bytes[b] = tg.blocks[b].bytesAt(b_);
+  }
   st.assign(nb, BlockState{});
   uses.assign(nb, {});
   pinned.assign(nb, 0);
@@ -105,9 +113,8 @@ llvm::Expected<Plan> Scheduler::run() {
       firstBackward = s;
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
-        BlockId sb = storageOf(tg, b);
-        if (!isWeightSide(tg.blocks[sb].kind) &&
-            (uses[sb].empty() || uses[sb].back() != s))
+        BlockId sb = storageOfB(b);
+        if (!weightSide[sb] && (uses[sb].empty() || uses[sb].back() != s))
           uses[sb].push_back(s);
       }
   }
@@ -118,18 +125,18 @@ llvm::Expected<Plan> Scheduler::run() {
     // input the task overwrites in place costs nothing extra.
     int64_t need = 0;
     if (opts.inPlace && task.mayRunInPlace && !task.accumulates[0]) {
-      BlockId x = storageOf(tg, task.reads[task.inPlaceRead]);
+      BlockId x = storageOfB(task.reads[task.inPlaceRead]);
       BlockId y = task.writes[0];
-      if (x != y && storageOf(tg, y) == y && !isWeightSide(tg.blocks[x].kind) &&
-          !isWeightSide(tg.blocks[y].kind) && uses[x].back() == s &&
-          uses[y].front() == s && bytesOf(x) == bytesOf(y))
+      if (x != y && storageOfB(y) == y && !weightSide[x] && !weightSide[y] &&
+          uses[x].back() == s && uses[y].front() == s &&
+          bytesOf(x) == bytesOf(y))
         need -= alignUp(bytesOf(x));
     }
     std::vector<BlockId> seen;
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
-        BlockId sb = storageOf(tg, b);
-        if (isWeightSide(tg.blocks[sb].kind) ||
+        BlockId sb = storageOfB(b);
+        if (weightSide[sb] ||
             std::find(seen.begin(), seen.end(), sb) != seen.end())
           continue;
         seen.push_back(sb);
@@ -172,8 +179,8 @@ llvm::Expected<Plan> Scheduler::run() {
     std::vector<BlockId> touched;
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
-        BlockId sb = storageOf(tg, b);
-        if (!isWeightSide(tg.blocks[sb].kind)) {
+        BlockId sb = storageOfB(b);
+        if (!weightSide[sb]) {
           ++pinned[sb];
           touched.push_back(sb);
         }
@@ -195,8 +202,8 @@ llvm::Expected<Plan> Scheduler::run() {
     auto prepareAll = [&]() -> llvm::Error {
       deps.clear();
       for (BlockId b : task.reads) {
-        BlockId sb = storageOf(tg, b);
-        if (!isWeightSide(tg.blocks[sb].kind))
+        BlockId sb = storageOfB(b);
+        if (!weightSide[sb])
           if (auto err = prepare(sb, true, deps))
             return err;
       }
@@ -205,8 +212,8 @@ llvm::Expected<Plan> Scheduler::run() {
       for (size_t k = 0; k < task.writes.size(); ++k) {
         size_t i = task.mayRunInPlace ? (k + 1) % task.writes.size() : k;
         BlockId b = task.writes[i];
-        BlockId sb = storageOf(tg, b);
-        if (isWeightSide(tg.blocks[sb].kind))
+        BlockId sb = storageOfB(b);
+        if (weightSide[sb])
           continue;
         if (i == 0 && runInPlace(task, deps))
           continue;
@@ -280,7 +287,7 @@ llvm::Expected<Plan> Scheduler::run() {
           opts.policy == Policy::VdnnAll || g.ops[l].kind == OpKind::Conv;
       if (eligible)
         for (ValueId x : g.dataInputs(l)) {
-          BlockId xb = storageOf(tg, tg.valueBlock[x]);
+          BlockId xb = storageOfB(tg.valueBlock[x]);
           int32_t later = -1;
           for (size_t k = st[xb].nextUse; k < uses[xb].size(); ++k)
             if (uses[xb][k] > step) {
@@ -313,10 +320,10 @@ llvm::Expected<Plan> Scheduler::run() {
 
     int32_t i = emitRun(std::move(run), ac->seconds, deps);
     for (BlockId b : task.reads)
-      st[storageOf(tg, b)].usedSinceArrival = true;
+      st[storageOfB(b)].usedSinceArrival = true;
     for (BlockId b : task.writes) {
-      BlockId sb = storageOf(tg, b);
-      if (isWeightSide(tg.blocks[sb].kind))
+      BlockId sb = storageOfB(b);
+      if (weightSide[sb])
         continue;
       BlockState &bs = st[sb];
       bs.ready = i;

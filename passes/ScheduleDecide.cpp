@@ -24,9 +24,8 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
        s < (int32_t)order.size() && s <= step + kLookahead && !nextPrefetch;
        ++s)
     for (BlockId b : tg.tasks[order[s]].reads) {
-      BlockId sb = storageOf(tg, b);
-      if (!isWeightSide(tg.blocks[sb].kind) && st[sb].res < 0 &&
-          st[sb].hostValid)
+      BlockId sb = storageOfB(b);
+      if (!weightSide[sb] && st[sb].res < 0 && st[sb].hostValid)
         nextPrefetch += bytesOf(sb);
     }
   const AlgoCost &base = costs.baseline(t);
@@ -67,11 +66,10 @@ void Scheduler::prefetchAhead(double taskEnd) {
     int64_t bytes = 0;
     const Task &task = tg.tasks[order[s]];
     auto consider = [&](BlockId b) {
-      BlockId sb = storageOf(tg, b);
+      BlockId sb = storageOfB(b);
       // Only what has a host copy can be prefetched; a dropped block is
       // recomputed when its task comes.
-      if (isWeightSide(tg.blocks[sb].kind) || st[sb].res >= 0 ||
-          !st[sb].hostValid)
+      if (weightSide[sb] || st[sb].res >= 0 || !st[sb].hostValid)
         return;
       if (std::find(need.begin(), need.end(), sb) != need.end())
         return;
@@ -144,9 +142,9 @@ void Scheduler::offloadAhead(TaskId t) {
     return;
   std::vector<BlockId> cands;
   for (BlockId b : task.reads)
-    cands.push_back(storageOf(tg, b));
+    cands.push_back(storageOfB(b));
   for (BlockId b : task.writes)
-    cands.push_back(storageOf(tg, b));
+    cands.push_back(storageOfB(b));
   std::sort(cands.begin(), cands.end());
   cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
   for (BlockId b : cands) {
@@ -194,7 +192,7 @@ void Scheduler::vdnnPrefetch(TaskId t) {
     if (vdnnOffloaded[id] && !vdnnPrefetched[id]) {
       vdnnPrefetched[id] = true;
       for (ValueId x : g.dataInputs(id)) {
-        BlockId b = storageOf(tg, tg.valueBlock[x]);
+        BlockId b = storageOfB(tg.valueBlock[x]);
         if (st[b].res >= 0 || !st[b].hostValid || nextUseStep(b) < 0)
           continue;
         StreamUses uses{};

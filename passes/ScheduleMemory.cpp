@@ -77,9 +77,9 @@ bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
   if (!opts.inPlace || !task.mayRunInPlace || task.reads.empty() ||
       task.writes.empty())
     return false;
-  BlockId x = storageOf(tg, task.reads[task.inPlaceRead]), y = task.writes[0];
-  if (storageOf(tg, y) != y || isWeightSide(tg.blocks[x].kind) ||
-      isWeightSide(tg.blocks[y].kind) || x == y || task.accumulates[0])
+  BlockId x = storageOfB(task.reads[task.inPlaceRead]), y = task.writes[0];
+  if (storageOfB(y) != y || weightSide[x] || weightSide[y] || x == y ||
+      task.accumulates[0])
     return false;
   // The input must be on the device, the same size, and read by nothing
   // after this task (a later recompute regenerates it like any released
@@ -189,8 +189,8 @@ double Scheduler::recomputeSeconds(BlockId b, int depth) const {
   if (depth >= 3)
     return 4 * secs;
   for (BlockId in : tg.tasks[t].reads) {
-    BlockId sb = storageOf(tg, in);
-    if (!isWeightSide(tg.blocks[sb].kind) && st[sb].res < 0 && st[sb].dropped)
+    BlockId sb = storageOfB(in);
+    if (!weightSide[sb] && st[sb].res < 0 && st[sb].dropped)
       secs += recomputeSeconds(sb, depth + 1);
   }
   return secs;
@@ -405,9 +405,8 @@ int32_t Scheduler::emitRun(Instr run, double seconds,
   run.operands.clear();
   for (const auto *list : {&t.reads, &t.writes})
     for (BlockId x : *list) {
-      BlockId sb = storageOf(tg, x);
-      run.operands.push_back(isWeightSide(tg.blocks[sb].kind) ? -1
-                                                              : st[sb].res);
+      BlockId sb = storageOfB(x);
+      run.operands.push_back(weightSide[sb] ? -1 : st[sb].res);
     }
   std::vector<ResidencyId> ops = run.operands;
   int64_t wsBytes = run.workspaceBytes;
@@ -437,8 +436,8 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   };
   for (const auto *list : {&t.reads, &t.writes})
     for (BlockId x : *list) {
-      BlockId sb = storageOf(tg, x);
-      if (!isWeightSide(tg.blocks[sb].kind))
+      BlockId sb = storageOfB(x);
+      if (!weightSide[sb])
         pin(sb);
     }
   std::vector<int32_t> rdeps;
@@ -447,8 +446,8 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
       --pinned[sb];
   };
   for (BlockId x : t.reads) {
-    BlockId sb = storageOf(tg, x);
-    if (isWeightSide(tg.blocks[sb].kind))
+    BlockId sb = storageOfB(x);
+    if (weightSide[sb])
       continue;
     llvm::Error err = st[sb].res < 0 && st[sb].dropped
                           ? recompute(sb, rdeps, depth + 1)
@@ -460,8 +459,8 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   }
   // Saved statistics are read again; the output gets a fresh residency.
   for (BlockId x : t.writes) {
-    BlockId sb = storageOf(tg, x);
-    if (isWeightSide(tg.blocks[sb].kind))
+    BlockId sb = storageOfB(x);
+    if (weightSide[sb])
       continue;
     bool isStats = tg.blocks[sb].kind == BlockKind::Stats;
     if (!isStats && st[sb].res >= 0) {
@@ -493,9 +492,8 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   }
   int32_t i = emitRun(std::move(run), ac->seconds, rdeps);
   for (BlockId x : t.writes) {
-    BlockId sb = storageOf(tg, x);
-    if (isWeightSide(tg.blocks[sb].kind) ||
-        tg.blocks[sb].kind == BlockKind::Stats)
+    BlockId sb = storageOfB(x);
+    if (weightSide[sb] || tg.blocks[sb].kind == BlockKind::Stats)
       continue;
     BlockState &bs = st[sb];
     bs.ready = i;
@@ -503,13 +501,13 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
     bs.usedSinceArrival = false;
   }
   for (BlockId x : t.reads)
-    st[storageOf(tg, x)].usedSinceArrival = true;
+    st[storageOfB(x)].usedSinceArrival = true;
   unpin();
   // Inputs brought back only for this recompute leave again.
   for (BlockId x : t.reads) {
-    BlockId sb = storageOf(tg, x);
-    if (!isWeightSide(tg.blocks[sb].kind) && st[sb].res >= 0 &&
-        pinned[sb] == 0 && nextUseStep(sb) < 0)
+    BlockId sb = storageOfB(x);
+    if (!weightSide[sb] && st[sb].res >= 0 && pinned[sb] == 0 &&
+        nextUseStep(sb) < 0)
       release(sb);
   }
   ++plan.summary.recomputes;
@@ -525,7 +523,7 @@ void Scheduler::dropForwardDone(TaskId t) {
     return;
   for (const auto *list : {&tg.tasks[t].reads, &tg.tasks[t].writes})
     for (BlockId x : *list) {
-      BlockId sb = storageOf(tg, x);
+      BlockId sb = storageOfB(x);
       BlockState &bs = st[sb];
       if (!opts.dropAfterForward[sb] || !droppable[sb] || bs.res < 0 ||
           pinned[sb])

@@ -95,7 +95,9 @@ private:
   std::vector<int32_t> usesToDeps(const StreamUses &u) const;
 
   // --- memory ---
-  int64_t bytesOf(BlockId b) const { return tg.blocks[b].bytesAt(b_); }
+  int64_t bytesOf(BlockId b) const { return bytes[b]; }
+  /// storageOf(), looked up (the scheduler asks for it at every step).
+  BlockId storageOfB(BlockId b) const { return storage[b]; }
   ResidencyId newResidency(BlockId b, int64_t offset);
   llvm::Expected<int64_t> allocate(int64_t bytes, int32_t owner,
                                    StreamUses &uses);
@@ -184,6 +186,11 @@ private:
   std::array<int32_t, kNumStreams> lastOn{-1, -1, -1};
   EventId numEvents = 0;
 
+  // Per block, computed once: its storage block, whether it is on the
+  // weight side, its bytes at the sub-batch.
+  std::vector<BlockId> storage;
+  std::vector<bool> weightSide;
+  std::vector<int64_t> bytes;
   std::vector<BlockState> st;
   std::vector<std::vector<int32_t>> uses; // per storage block: steps
   std::vector<StreamUses> pending;        // per residency: bytes' prior uses
