@@ -319,6 +319,7 @@ std::optional<Arena::Window> Scheduler::searchEviction(
   // The farthest next uses first (Belady's victims): take up to
   // kFocusOwners that may leave, look at a bounded number of entries, and
   // put back the live ones.
+  ++focusSearch;
   std::vector<int32_t> focus;
   std::vector<std::pair<int32_t, ResidencyId>> keep;
   size_t looked = 0;
@@ -331,9 +332,11 @@ std::optional<Arena::Window> Scheduler::searchEviction(
     if (st[b].res != r ||
         key != (next < 0 ? std::numeric_limits<int32_t>::max() : next))
       continue; // stale
-    if (std::find(keep.begin(), keep.end(), std::make_pair(key, r)) !=
-        keep.end())
+    if (focusSeen.size() <= static_cast<size_t>(r))
+      focusSeen.resize(plan.residencies.size(), 0);
+    if (focusSeen[r] == focusSearch)
       continue; // a duplicate: one entry is enough
+    focusSeen[r] = focusSearch;
     ++looked;
     keep.push_back({key, r});
     if (price(r).usable)

@@ -199,6 +199,8 @@ private:
   /// farthest on top; entries go stale when the block moves or advances and
   /// are dropped when met.
   std::priority_queue<std::pair<int32_t, ResidencyId>> farthest;
+  std::vector<uint64_t> focusSeen; // per residency: the search that took it
+  uint64_t focusSearch = 0;
   mutable uint64_t epoch = 1;
   mutable std::vector<std::pair<uint64_t, bool>> evictCache;  // per residency
   mutable std::vector<std::pair<uint64_t, double>> dropCache; // per block
