@@ -1,0 +1,64 @@
+//===- Emitter.h - The trainer emitter (internal) ---------------*- C++ -*-===//
+//
+// The state behind emitTrainer() (Emit.h), shared by its implementation
+// files: Emit.cpp (the round's functions and files, main, CMakeLists) and
+// EmitRun.cpp (one call per task run, with its operands' pointers). Not a
+// public interface.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_CODEGEN_EMITTER_H
+#define MEMFIT_CODEGEN_EMITTER_H
+
+#include "codegen/Emit.h"
+#include "codegen/OpParams.h"
+
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace memfit::emit {
+
+inline const char *const kStreams[] = {"Compute", "CopyOut", "CopyIn"};
+
+class Emitter {
+public:
+  Emitter(const TaskGraph &tg, const Plan &plan, const EmitOptions &opts)
+      : tg(tg), g(*tg.graph), plan(plan), opts(opts) {}
+
+  llvm::Expected<std::vector<GeneratedFile>> run();
+
+private:
+  llvm::Error prepare();
+  llvm::Expected<std::string> emitRun(const Instr &in, size_t index);
+  std::string ptr(BlockId b, const std::map<BlockId, ResidencyId> &res);
+  std::string resName(ResidencyId r) const { return resNames[r]; }
+  std::string params(OpId op) const { return "P" + std::to_string(op); }
+  std::string accFlag(const Task &t, BlockId b, size_t index) const;
+  std::string header() const;
+  std::string mainFile() const;
+  std::string cmakeFile() const;
+
+  const TaskGraph &tg;
+  const Graph &g;
+  const Plan &plan;
+  EmitOptions opts;
+  std::vector<int32_t> weightId; // per value, index into weights
+  std::vector<ValueId> weights;  // resident tensors
+  std::vector<int32_t> slotOf;   // per block, host slot (-1 none)
+  std::vector<BlockId> slots;
+  std::vector<std::string> resNames; // identifier per residency
+  std::vector<int32_t> lastAccess;   // per residency: round instr index
+  std::vector<int> lastStream;
+  std::vector<OpParamsText> opText;
+  std::string internalError;
+  std::string curTask; // for internal errors
+  /// Per round instruction index: for accumulating writes, whether an
+  /// earlier task in the round wrote the same block.
+  std::map<std::pair<size_t, BlockId>, bool> writtenBefore;
+};
+
+} // namespace memfit::emit
+
+#endif
