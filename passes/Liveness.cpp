@@ -19,6 +19,18 @@ BlockId storageOf(const TaskGraph &tg, BlockId b) {
   return b;
 }
 
+std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t) {
+  if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
+      t.accumulates.empty() || t.accumulates[0])
+    return std::nullopt;
+  BlockId x = storageOf(tg, t.reads[t.inPlaceRead]), y = t.writes[0];
+  const Block &bx = tg.blocks[x], &by = tg.blocks[y];
+  if (x == y || storageOf(tg, y) != y || isWeightSide(bx.kind) ||
+      isWeightSide(by.kind) || bx.a != by.a || bx.c != by.c)
+    return std::nullopt;
+  return InPlacePair{x, y};
+}
+
 Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
                          int64_t subBatch, bool inPlace) {
   assert(order.size() == tg.tasks.size() && "order must list every task");
@@ -50,17 +62,10 @@ Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
   std::vector<int32_t> countedTo = lv.end;
   if (inPlace)
     for (int32_t s = 0; s < (int32_t)steps; ++s) {
-      const Task &t = tg.tasks[lv.order[s]];
-      if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
-          t.accumulates.empty() || t.accumulates[0])
-        continue;
-      BlockId x = storageOf(tg, t.reads[t.inPlaceRead]), y = t.writes[0];
-      if (x == y || storageOf(tg, y) != y || isWeightSide(tg.blocks[x].kind) ||
-          isWeightSide(tg.blocks[y].kind) || lv.end[x] != s ||
-          lv.start[y] != s || lv.start[x] >= s ||
-          tg.blocks[x].bytesAt(subBatch) != tg.blocks[y].bytesAt(subBatch))
-        continue;
-      countedTo[x] = s - 1;
+      auto p = inPlacePair(tg, tg.tasks[lv.order[s]]);
+      if (p && lv.end[p->input] == s && lv.start[p->output] == s &&
+          lv.start[p->input] < s)
+        countedTo[p->input] = s - 1;
     }
   std::vector<int64_t> delta(steps + 1, 0);
   for (BlockId b = 0; b < (BlockId)nb; ++b) {

@@ -19,6 +19,7 @@
 #include "compiler/TaskGraph.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace memfit {
@@ -40,6 +41,16 @@ std::vector<TaskId> builtOrder(const TaskGraph &tg);
 
 /// The block a view aliases, transitively; `b` itself when it is no view.
 BlockId storageOf(const TaskGraph &tg, BlockId b);
+
+/// The input a task may overwrite with its first output, and that output,
+/// when the task allows it (Task::mayRunInPlace), the output does not
+/// accumulate, both are activation-side storage blocks of the same size at
+/// every sub-batch. Whether the input is still needed later is the caller's
+/// question (it depends on the order).
+struct InPlacePair {
+  BlockId input = -1, output = -1;
+};
+std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t);
 
 Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
                          int64_t subBatch, bool inPlace = true);

@@ -124,14 +124,9 @@ llvm::Expected<Plan> Scheduler::run() {
     // No plan exists when one task alone does not fit (moDNN Eq. 1); an
     // input the task overwrites in place costs nothing extra.
     int64_t need = 0;
-    if (opts.inPlace && task.mayRunInPlace && !task.accumulates[0]) {
-      BlockId x = storageOfB(task.reads[task.inPlaceRead]);
-      BlockId y = task.writes[0];
-      if (x != y && storageOfB(y) == y && !weightSide[x] && !weightSide[y] &&
-          uses[x].back() == s && uses[y].front() == s &&
-          bytesOf(x) == bytesOf(y))
-        need -= alignUp(bytesOf(x));
-    }
+    if (auto p = opts.inPlace ? inPlacePair(tg, task) : std::nullopt)
+      if (uses[p->input].back() == s && uses[p->output].front() == s)
+        need -= alignUp(bytesOf(p->input));
     std::vector<BlockId> seen;
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {

@@ -74,18 +74,14 @@ void Scheduler::touch(ResidencyId r, Stream s, int32_t instr) {
 }
 
 bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
-  if (!opts.inPlace || !task.mayRunInPlace || task.reads.empty() ||
-      task.writes.empty())
+  auto p = opts.inPlace ? inPlacePair(tg, task) : std::nullopt;
+  if (!p)
     return false;
-  BlockId x = storageOfB(task.reads[task.inPlaceRead]), y = task.writes[0];
-  if (storageOfB(y) != y || weightSide[x] || weightSide[y] || x == y ||
-      task.accumulates[0])
-    return false;
-  // The input must be on the device, the same size, and read by nothing
-  // after this task (a later recompute regenerates it like any released
-  // block).
-  if (st[x].res < 0 || st[y].res >= 0 || bytesOf(x) != bytesOf(y) ||
-      uses[x].empty() || uses[x].back() != step)
+  BlockId x = p->input, y = p->output;
+  // The input must be on the device and read by nothing after this task (a
+  // later recompute regenerates it like any released block).
+  if (st[x].res < 0 || st[y].res >= 0 || uses[x].empty() ||
+      uses[x].back() != step)
     return false;
   ResidencyId rx = st[x].res;
   const Arena::Segment *seg = arena.find(rx);
