@@ -3,6 +3,7 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/Units.h"
+#include "passes/Liveness.h"
 #include "passes/Recompute.h"
 #include "passes/Verify.h"
 
@@ -180,6 +181,20 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       // usually faster but not always (on GoogLeNet at batch 256 and half
       // the ideal peak on the H100 model, moDNN's at sub-batch 128 are).
       variants.push_back({b, {}, false, Policy::Modnn});
+      // The cheapest blocks to recompute, as many bytes as the liveness
+      // peak exceeds the budget (and twice that): on a fast GPU where
+      // copies cannot hide, regenerating a BatchNorm or activation output
+      // is much cheaper than moving it.
+      const CostTable &costs = tableAt(b);
+      Liveness lv = computeLiveness(tg, order, b, req.inPlace);
+      int64_t maxWs = 0;
+      for (TaskId t : order)
+        maxWs = std::max(maxWs, costs.fastest(t).workspace);
+      int64_t excess = lv.peakBytes + maxWs - r.budget;
+      if (excess > 0)
+        for (int64_t bytes : {excess, 2 * excess})
+          variants.push_back(
+              {b, cheapestDropSet(tg, costs, bytes), true, std::nullopt, true});
     }
     break;
   }

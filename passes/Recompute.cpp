@@ -4,11 +4,16 @@
 #include "passes/Liveness.h"
 #include "passes/Schedule.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace memfit {
 namespace {
+
+/// cheapestDropSet keeps every recompute within this many forward runs.
+constexpr int kMaxChain = 4;
 
 /// Forward tasks in order and, per block, how many forward tasks read it.
 std::vector<TaskId> forwardTasks(const TaskGraph &tg,
@@ -107,6 +112,64 @@ std::vector<bool> superNeuronsDropSet(const TaskGraph &tg) {
     if (drop[b] && tg.graph->ops[tg.tasks[tg.blocks[b].writers[0]].op].kind ==
                        OpKind::Conv)
       drop[b] = false;
+  return drop;
+}
+
+std::vector<bool> cheapestDropSet(const TaskGraph &tg, const CostTable &costs,
+                                  int64_t bytes) {
+  std::vector<bool> drop(tg.blocks.size(), false);
+  if (bytes <= 0)
+    return drop;
+  std::vector<bool> recomputable = recomputableBlocks(tg);
+  std::vector<bool> neededBack(tg.blocks.size(), false);
+  for (const Task &t : tg.tasks)
+    if (t.kind != TaskKind::Forward)
+      for (BlockId b : t.reads)
+        neededBack[storageOf(tg, b)] = true;
+  std::vector<std::pair<double, BlockId>> byCost;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    int64_t size = tg.blocks[b].bytesAt(costs.subBatch);
+    if (!recomputable[b] || !neededBack[b] || size <= 0)
+      continue;
+    double secs = costs.fastest(tg.blocks[b].writers[0]).seconds;
+    byCost.push_back({secs / static_cast<double>(size), b});
+  }
+  std::sort(byCost.begin(), byCost.end()); // ties: lower block id
+  // How many forward runs regenerating b takes: its producer, plus the
+  // chain of each input that is dropped or gone by the backward pass
+  // (never needed there, or overwritten in place). Stops counting past
+  // `limit`.
+  std::function<int(BlockId, int)> chain = [&](BlockId b, int limit) {
+    if (limit <= 0)
+      return 1;
+    int longest = 0;
+    for (BlockId in : tg.tasks[tg.blocks[b].writers[0]].reads) {
+      BlockId x = storageOf(tg, in);
+      if (!recomputable[x] || (neededBack[x] && !drop[x]))
+        continue; // on hand when the backward pass needs b
+      longest = std::max(longest, chain(x, limit - 1));
+    }
+    return 1 + longest;
+  };
+  int64_t got = 0;
+  for (auto [perByte, b] : byCost) {
+    if (got >= bytes)
+      break;
+    drop[b] = true;
+    // Keep every recompute short: b's own chain, and that of each dropped
+    // block that b's forward readers produce.
+    bool shortChains = chain(b, kMaxChain) <= kMaxChain;
+    for (TaskId r : tg.blocks[b].readers)
+      if (shortChains && tg.tasks[r].kind == TaskKind::Forward)
+        for (BlockId o : tg.tasks[r].writes)
+          if (recomputable[o] && (drop[o] || !neededBack[o]))
+            shortChains = shortChains && chain(o, kMaxChain) <= kMaxChain;
+    if (!shortChains) {
+      drop[b] = false;
+      continue;
+    }
+    got += tg.blocks[b].bytesAt(costs.subBatch);
+  }
   return drop;
 }
 

@@ -20,6 +20,7 @@
 #ifndef MEMFIT_PASSES_RECOMPUTE_H
 #define MEMFIT_PASSES_RECOMPUTE_H
 
+#include "compiler/CostTable.h"
 #include "compiler/TaskGraph.h"
 
 #include <vector>
@@ -50,6 +51,14 @@ std::vector<std::vector<bool>> chenCandidates(const TaskGraph &tg,
 
 /// SuperNeurons: drop every recomputable block not written by a Conv.
 std::vector<bool> superNeuronsDropSet(const TaskGraph &tg);
+
+/// memfit: the recomputable blocks the backward pass needs, cheapest to
+/// recompute per byte first (their producer's fastest time at the cost
+/// table's sub-batch), until they add up to `bytes`; a block is skipped
+/// when dropping it would make some recompute a chain of more than four
+/// forward runs. Empty when bytes <= 0.
+std::vector<bool> cheapestDropSet(const TaskGraph &tg, const CostTable &costs,
+                                  int64_t bytes);
 
 } // namespace memfit
 

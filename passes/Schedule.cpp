@@ -150,6 +150,10 @@ llvm::Expected<Plan> Scheduler::run() {
     for (TaskId t : order)
       maxWs = std::max(maxWs, costs.fastest(t).workspace);
     int64_t excess = lv.peakBytes - lv.weightSideBytes + maxWs - arena.size();
+    // A drop set frees some of the excess already.
+    for (BlockId b = 0; b < (BlockId)opts.dropAfterForward.size(); ++b)
+      if (opts.dropAfterForward[b] && droppable[b])
+        excess -= bytesOf(b);
     offloadTarget = excess > 0 ? excess + excess / 4 : 0;
   }
   const Graph &g = *tg.graph;

@@ -424,8 +424,13 @@ int32_t Scheduler::emitRun(Instr run, double seconds,
 
 llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
                                  int depth) {
-  if (depth > 100000)
-    return makeError("internal: recompute chain does not end");
+  // Each level is a stack frame: refuse chains that could exhaust the stack
+  // (a drop set that keeps too little on a very deep network).
+  if (depth > kMaxRecomputeDepth)
+    return fail(llvm::formatv("recomputing {0} needs a chain of more than {1} "
+                              "dropped blocks: the drop set keeps too little",
+                              quoteName(tg.blocks[b].name), kMaxRecomputeDepth)
+                    .str());
   TaskId tp = tg.blocks[b].writers[0];
   const Task &t = tg.tasks[tp];
   std::vector<BlockId> pins;

@@ -31,6 +31,9 @@ constexpr int kLookahead = 256; // prefetch look-ahead, in tasks
 /// candidates only (Scheduler::searchEviction).
 constexpr size_t kExactSearchSegments = 4096;
 constexpr size_t kFocusOwners = 64;
+/// The longest chain of recomputes one block may need (recompute() recurses
+/// once per level).
+constexpr int kMaxRecomputeDepth = 1000;
 
 inline int si(Stream s) { return static_cast<int>(s); }
 

@@ -174,3 +174,39 @@ TEST_CASE("the verifier rejects a recompute whose input is gone",
   CHECK(llvm::toString(std::move(err)).find("[structure]") !=
         std::string::npos);
 }
+
+TEST_CASE("memfit's cheapest drop set: cheap per byte first, short chains",
+          "[recompute]") {
+  Graph g = residual();
+  auto tg = buildTaskGraph(g);
+  REQUIRE(static_cast<bool>(tg));
+  // Convolutions take 10 ms, everything else 1 ms; every map is 2 KiB.
+  CostTable c = unitCosts(*tg, 2);
+  for (size_t t = 0; t < tg->tasks.size(); ++t)
+    if (tg->tasks[t].op >= 0 && g.ops[tg->tasks[t].op].kind == OpKind::Conv)
+      c.tasks[t][0].seconds = 10e-3;
+  auto names = [&](const std::vector<bool> &drop) {
+    std::set<std::string> out;
+    for (BlockId b = 0; b < (BlockId)drop.size(); ++b)
+      if (drop[b])
+        out.insert(tg->blocks[b].name);
+    return out;
+  };
+  CHECK(names(cheapestDropSet(*tg, c, 0)).empty());
+  // Three maps' worth. The relu outputs are the cheapest (1 ms, needed by
+  // the backward pass; the conv and add outputs they overwrite in place are
+  // gone by then). b0.relu1_out regenerates in 2 runs (conv1 and relu1).
+  // b0.relu2_out would take 5 (relu2, add, conv2, then relu1 and conv1
+  // again): over 4, skipped; the same for the others' relu2.
+  CHECK(names(cheapestDropSet(*tg, c, 3 * 2048)) ==
+        std::set<std::string>{"b0.relu1_out", "b1.relu1_out", "b2.relu1_out"});
+  // Asking for everything still keeps chains short enough to schedule.
+  std::vector<bool> all = cheapestDropSet(*tg, c, int64_t(1) << 40);
+  ScheduleOptions o{Policy::Memfit, int64_t(1) << 40, 2, all};
+  auto p = schedule(*tg, c, builtOrder(*tg), o);
+  REQUIRE(static_cast<bool>(p));
+  llvm::Error err = verifyPlan(*tg, *p);
+  CHECK_FALSE(static_cast<bool>(err));
+  llvm::consumeError(std::move(err));
+  CHECK(p->summary.recomputes > 0);
+}
