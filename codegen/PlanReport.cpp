@@ -209,6 +209,14 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
     }
     byBlock[res.block].push_back(x);
   }
+  // Blocks a task wrote its output over, in place: the task (last one wins;
+  // a block is overwritten at most once per residency).
+  std::map<BlockId, TaskId> overwrittenBy;
+  for (const Instr &in : plan.round) {
+    ResidencyId over = inPlaceInput(tg, plan, in);
+    if (over >= 0)
+      overwrittenBy[plan.residencies[over].block] = in.task;
+  }
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
     const Block &blk = tg.blocks[b];
     ReportBlock e;
@@ -226,6 +234,11 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
       e.why = plan.decisionWhy[b];
     if (e.why.empty())
       e.why = defaultWhy(tg, blk, e.decision);
+    if (auto it = overwrittenBy.find(b); it != overwrittenBy.end()) {
+      const Task &t = tg.tasks[it->second];
+      e.why += "; task " + quoteName(t.name) + ", its last reader, wrote " +
+               quoteName(tg.blocks[t.writes[0]].name) + " over it in place";
+    }
     // An early offload keeps the device copy until room runs out; when it
     // never does, the copy to the host was traffic for nothing.
     if (e.decision == "offload" && byBlock[b].size() == 1)

@@ -74,6 +74,19 @@ TEST_CASE("plan report: tasks, blocks and decisions from the plan",
   CHECK(flat->residencies.empty());
   CHECK(flat->node == "flat");
   CHECK(blockNamed(r, "x")->decision == "load");
+  // Every block a relu overwrote in place says so, naming the relu.
+  int overwritten = 0;
+  for (const Instr &in : f.plan.round) {
+    ResidencyId over = inPlaceInput(f.tg, f.plan, in);
+    if (over < 0)
+      continue;
+    ++overwritten;
+    const ReportBlock &rb = r.blocks[f.plan.residencies[over].block];
+    CHECK(rb.why.find("in place") != std::string::npos);
+    CHECK(rb.why.find(f.tg.tasks[in.task].name) != std::string::npos);
+  }
+  CHECK(overwritten == f.plan.summary.inPlaceRuns);
+  CHECK(overwritten > 0);
   // Algorithm names come from the cost table.
   for (const ReportTask &t : r.tasks)
     CHECK((t.algoName == "fast" || t.algoName == "baseline"));
