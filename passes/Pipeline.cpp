@@ -13,38 +13,58 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <thread>
 
 namespace memfit {
 namespace {
 
 /// Beyond this many tasks memfit tries fewer sub-batch sizes.
 constexpr size_t kManyTasks = 20000;
+/// Schedules planned at once (one thread each).
+constexpr size_t kWave = 2;
 
 struct Candidate {
   Plan plan;
   Simulation sim;
 };
 
+/// One schedule and its simulation on tables the caller owns (so several
+/// may run at once).
 llvm::Expected<Candidate>
-planAt(const TaskGraph &tg, const CostTableFn &tableAt,
-       const std::vector<TaskId> &order, const PlanRequest &req, int64_t b,
-       std::vector<bool> drop = {}, bool allowRecompute = true,
-       double cutoffSeconds = 0) {
-  const CostTable &full = tableAt(b);
+planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
+         const std::vector<TaskId> &order, const PlanRequest &req,
+         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds) {
   auto plan = schedule(tg, full, order,
                        {req.policy, req.budget, req.batch, std::move(drop),
                         allowRecompute, cutoffSeconds, req.inPlace});
   if (!plan)
     return plan.takeError();
-  int64_t rest = req.batch % b;
-  // The cost table for the smaller last sub-batch (copied: tableAt may
-  // reuse its storage).
-  std::optional<CostTable> last;
-  if (rest != 0 && req.batch > b)
-    last = tableAt(rest);
   Candidate c{std::move(*plan), {}};
-  c.sim = simulate(tg, c.plan, tableAt(b), last ? &*last : nullptr);
+  c.sim = simulate(tg, c.plan, full, last);
   return c;
+}
+
+/// The cost tables for sub-batch b of `batch`: the full rounds' and, when
+/// the last round is smaller, its own (copied: tableAt may reuse storage).
+struct Tables {
+  CostTable full;
+  std::optional<CostTable> last;
+};
+Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t b) {
+  Tables t{tableAt(b), std::nullopt};
+  int64_t rest = batch % b;
+  if (rest != 0 && batch > b)
+    t.last = tableAt(rest);
+  return t;
+}
+
+llvm::Expected<Candidate> planAt(const TaskGraph &tg,
+                                 const CostTableFn &tableAt,
+                                 const std::vector<TaskId> &order,
+                                 const PlanRequest &req, int64_t b) {
+  Tables t = tablesFor(tableAt, req.batch, b);
+  return planWith(tg, t.full, t.last ? &*t.last : nullptr, order, req, {}, true,
+                  0);
 }
 
 } // namespace
@@ -202,52 +222,92 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   std::optional<Candidate> best;
   bool bestAs = false; // the best was scheduled under another policy's rules
   llvm::Error firstErr = llvm::Error::success();
-  auto evaluate = [&](Variant &v) {
-    int64_t b = v.b;
-    PlanRequest rv = r;
-    if (v.as)
-      rv.policy = *v.as;
-    rv.inPlace = r.inPlace && v.inPlace;
-    auto c =
-        req.policy == Policy::Ideal && b == req.batch
-            ? llvm::Expected<Candidate>(std::move(*ideal))
-            : planAt(tg, tableAt, order, rv, b, std::move(v.drop),
-                     v.allowRecompute, best ? best->sim.iterationSeconds : 0);
-    if (c && v.as)
-      c->plan.policy = std::string(policyName(req.policy)) + " (as " +
-                       std::string(policyName(*v.as)) + ")";
-    if (!c) {
-      // A schedule abandoned because it could not beat the best so far.
-      llvm::Error rest = llvm::handleErrors(
-          c.takeError(), [&](const CutoffError &) { ++out.abandoned; });
-      if (!rest)
-        return;
-      if (!firstErr)
-        firstErr = std::move(rest);
-      else
-        llvm::consumeError(std::move(rest));
-      return;
+  // Variants run in waves of kWave, on as many threads, each against the
+  // best time before its wave; results merge in variant order. The wave
+  // size is fixed, not taken from the machine, so every machine tries (and
+  // abandons) the same schedules and writes the same plan.
+  auto runWave = [&](std::vector<Variant> &wave) {
+    double cutoff = best ? best->sim.iterationSeconds : 0;
+    struct Job {
+      PlanRequest rv;
+      Tables tables;
+      std::optional<llvm::Expected<Candidate>> result;
+    };
+    std::vector<Job> jobs;
+    for (Variant &v : wave) {
+      PlanRequest rv = r;
+      if (v.as)
+        rv.policy = *v.as;
+      rv.inPlace = r.inPlace && v.inPlace;
+      jobs.push_back({rv, tablesFor(tableAt, req.batch, v.b), std::nullopt});
     }
-    out.tried.push_back({b, c->sim.iterationSeconds});
-    // Faster wins; on a tie the larger sub-batch, then the policy's own
-    // rules over another policy's, then the later variant.
-    bool wins = !best;
-    if (best) {
-      double t = c->sim.iterationSeconds, bt = best->sim.iterationSeconds;
-      if (t != bt)
-        wins = t < bt;
-      else if (c->plan.subBatch != best->plan.subBatch)
-        wins = c->plan.subBatch > best->plan.subBatch;
+    auto work = [&](size_t k) {
+      Job &j = jobs[k];
+      if (req.policy == Policy::Ideal && wave[k].b == req.batch && ideal)
+        j.result.emplace(std::move(*ideal));
       else
-        wins = !v.as || bestAs;
+        j.result.emplace(planWith(
+            tg, j.tables.full, j.tables.last ? &*j.tables.last : nullptr, order,
+            j.rv, std::move(wave[k].drop), wave[k].allowRecompute, cutoff));
+    };
+    if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
+        req.policy != Policy::Ideal) {
+      std::vector<std::thread> helpers;
+      for (size_t k = 1; k < jobs.size(); ++k)
+        helpers.emplace_back(work, k);
+      work(0);
+      for (std::thread &h : helpers)
+        h.join();
+    } else {
+      for (size_t k = 0; k < jobs.size(); ++k)
+        work(k);
     }
-    if (wins) {
-      best = std::move(*c);
-      bestAs = v.as.has_value();
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      Variant &v = wave[k];
+      llvm::Expected<Candidate> &c = *jobs[k].result;
+      if (c && v.as)
+        c->plan.policy = std::string(policyName(req.policy)) + " (as " +
+                         std::string(policyName(*v.as)) + ")";
+      if (!c) {
+        // A schedule abandoned because it could not beat the best so far.
+        llvm::Error rest = llvm::handleErrors(
+            c.takeError(), [&](const CutoffError &) { ++out.abandoned; });
+        if (!rest)
+          continue;
+        if (!firstErr)
+          firstErr = std::move(rest);
+        else
+          llvm::consumeError(std::move(rest));
+        continue;
+      }
+      out.tried.push_back({v.b, c->sim.iterationSeconds});
+      // Faster wins; on a tie the larger sub-batch, then the policy's own
+      // rules over another policy's, then the later variant.
+      bool wins = !best;
+      if (best) {
+        double t = c->sim.iterationSeconds, bt = best->sim.iterationSeconds;
+        if (t != bt)
+          wins = t < bt;
+        else if (c->plan.subBatch != best->plan.subBatch)
+          wins = c->plan.subBatch > best->plan.subBatch;
+        else
+          wins = !v.as || bestAs;
+      }
+      if (wins) {
+        best = std::move(*c);
+        bestAs = v.as.has_value();
+      }
     }
   };
-  for (Variant &v : variants)
-    evaluate(v);
+  auto runAll = [&](std::vector<Variant> &all) {
+    for (size_t i = 0; i < all.size(); i += kWave) {
+      std::vector<Variant> wave;
+      for (size_t k = i; k < all.size() && k < i + kWave; ++k)
+        wave.push_back(std::move(all[k]));
+      runWave(wave);
+    }
+  };
+  runAll(variants);
   if (req.policy == Policy::Memfit && best) {
     // Second phase: at the best sub-batch so far and at the whole batch, the
     // recompute sets of Chen et al. (segments between cut values), with
@@ -256,13 +316,13 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     std::set<int64_t> sizes{best->plan.subBatch};
     if (!req.forcedSubBatch)
       sizes.insert(req.batch);
+    std::vector<Variant> chen;
     for (int64_t b : sizes)
       for (auto &drop : chenCandidates(tg, order, b)) {
-        Variant mine{b, drop, true};
-        evaluate(mine);
-        Variant theirs{b, std::move(drop), true, Policy::ChenSqrt};
-        evaluate(theirs);
+        chen.push_back({b, drop, true});
+        chen.push_back({b, std::move(drop), true, Policy::ChenSqrt});
       }
+    runAll(chen);
   }
   if (!best)
     return firstErr;
