@@ -3,7 +3,6 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/Units.h"
-#include "passes/Liveness.h"
 #include "passes/Recompute.h"
 #include "passes/Verify.h"
 
@@ -206,11 +205,8 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       // copies cannot hide, regenerating a BatchNorm or activation output
       // is much cheaper than moving it.
       const CostTable &costs = tableAt(b);
-      Liveness lv = computeLiveness(tg, order, b, req.inPlace);
-      int64_t maxWs = 0;
-      for (TaskId t : order)
-        maxWs = std::max(maxWs, costs.fastest(t).workspace);
-      int64_t excess = lv.peakBytes + maxWs - r.budget;
+      int64_t excess = livenessArenaNeed(tg, order, costs, req.inPlace) -
+                       (r.budget - tg.weightSideBytes());
       if (excess > 0)
         for (int64_t bytes : {excess, 2 * excess})
           variants.push_back(

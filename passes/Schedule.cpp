@@ -50,6 +50,15 @@ bool parsePolicy(std::string_view name, Policy &out) {
   return false;
 }
 
+int64_t livenessArenaNeed(const TaskGraph &tg, const std::vector<TaskId> &order,
+                          const CostTable &costs, bool inPlace) {
+  Liveness lv = computeLiveness(tg, order, costs.subBatch, inPlace);
+  int64_t maxWs = 0;
+  for (TaskId t : order)
+    maxWs = std::max(maxWs, costs.fastest(t).workspace);
+  return lv.peakBytes - lv.weightSideBytes + maxWs;
+}
+
 std::vector<bool> recomputableBlocks(const TaskGraph &tg) {
   std::vector<bool> out(tg.blocks.size(), false);
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
@@ -145,11 +154,8 @@ llvm::Expected<Plan> Scheduler::run() {
                       .str());
   }
   if (opts.policy == Policy::Memfit) {
-    Liveness lv = computeLiveness(tg, order, b_, opts.inPlace);
-    int64_t maxWs = 0;
-    for (TaskId t : order)
-      maxWs = std::max(maxWs, costs.fastest(t).workspace);
-    int64_t excess = lv.peakBytes - lv.weightSideBytes + maxWs - arena.size();
+    int64_t excess =
+        livenessArenaNeed(tg, order, costs, opts.inPlace) - arena.size();
     // A drop set frees some of the excess already.
     for (BlockId b = 0; b < (BlockId)opts.dropAfterForward.size(); ++b)
       if (opts.dropAfterForward[b] && droppable[b])

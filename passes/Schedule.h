@@ -74,6 +74,13 @@ public:
 /// one forward task (not the data input, gradients or saved statistics).
 std::vector<bool> recomputableBlocks(const TaskGraph &tg);
 
+/// The arena a plan without offload or recomputation needs at the cost
+/// table's sub-batch: the liveness peak's non-weight bytes plus the largest
+/// workspace of a fastest algorithm. Both memfit's early-offload target and
+/// its cheapest-recompute drop sets are sized by what this exceeds.
+int64_t livenessArenaNeed(const TaskGraph &tg, const std::vector<TaskId> &order,
+                          const CostTable &costs, bool inPlace);
+
 /// Schedules one round at the cost table's sub-batch, plus the update.
 llvm::Expected<Plan> schedule(const TaskGraph &tg, const CostTable &costs,
                               const std::vector<TaskId> &order,

@@ -301,11 +301,14 @@ llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
   return makeError("fragmented"); // the caller evicts pinned blocks too
 }
 
-void Scheduler::indexNextUse(BlockId b) {
+int32_t Scheduler::farthestKey(BlockId b) const {
   int32_t next = nextUseStep(b);
+  return next < 0 ? std::numeric_limits<int32_t>::max() : next;
+}
+
+void Scheduler::indexNextUse(BlockId b) {
   if (st[b].res >= 0)
-    farthest.push(
-        {next < 0 ? std::numeric_limits<int32_t>::max() : next, st[b].res});
+    farthest.push({farthestKey(b), st[b].res});
 }
 
 std::optional<Arena::Window> Scheduler::searchEviction(
@@ -324,9 +327,7 @@ std::optional<Arena::Window> Scheduler::searchEviction(
     auto [key, r] = farthest.top();
     farthest.pop();
     BlockId b = plan.residencies[r].block;
-    int32_t next = nextUseStep(b);
-    if (st[b].res != r ||
-        key != (next < 0 ? std::numeric_limits<int32_t>::max() : next))
+    if (st[b].res != r || key != farthestKey(b))
       continue; // stale
     if (focusSeen.size() <= static_cast<size_t>(r))
       focusSeen.resize(plan.residencies.size(), 0);

@@ -117,6 +117,8 @@ private:
                  const std::function<Arena::SlotPrice(int32_t)> &price);
   /// Records b's residency under its next use in `farthest`.
   void indexNextUse(BlockId b);
+  /// b's key in `farthest`: its next use step, the largest when none.
+  int32_t farthestKey(BlockId b) const;
   void evict(ResidencyId r);
   void release(BlockId b);
   void touch(ResidencyId r, Stream s, int32_t instr);
