@@ -339,6 +339,19 @@ struct SlowCopyMlp {
     for (size_t t = 0; t < tg.tasks.size(); ++t)
       costs.tasks.push_back({{0, "baseline", 2e-3, 0, true}});
   }
+  /// A plan that the budget of `slots` arena slots allows and the verifier
+  /// passes (the ideal plan for Policy::Ideal), and its simulation.
+  std::pair<Plan, Simulation> plan(Policy policy, int slots,
+                                   bool inPlace = true) const {
+    ScheduleOptions opts{policy, tg.weightSideBytes() + slots * 256, 2};
+    opts.inPlace = inPlace;
+    auto p = schedule(tg, costs, builtOrder(tg), opts);
+    if (!p)
+      FAIL(llvm::toString(p.takeError()));
+    CHECK(verifyMessage(tg, *p).empty());
+    Simulation sim = simulate(tg, *p, costs);
+    return {std::move(*p), std::move(sim)};
+  }
   /// Every copy of a plan: direction, block, offset, start and end in ms.
   struct Copy {
     std::string what;
@@ -377,12 +390,7 @@ TEST_CASE("moDNN on four slots, no in-place: offloads, offsets and prefetch "
           "[schedule]") {
   SlowCopyMlp m;
   // The ideal plan needs six slots; give four.
-  ScheduleOptions opts{Policy::Modnn, m.tg.weightSideBytes() + 4 * 256, 2};
-  opts.inPlace = false;
-  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), opts);
-  REQUIRE(static_cast<bool>(p));
-  CHECK(verifyMessage(m.tg, *p).empty());
-  Simulation sim = simulate(m.tg, *p, m.costs);
+  auto [p, sim] = m.plan(Policy::Modnn, 4, /*inPlace=*/false);
   // - x loads at 0-1 ms. After FP(fc1) the labels are prefetched (Eq. 4)
   //   into x's slot: x has a host copy, so it leaves for free.
   // - FP(fc3) fits in the slot fc1_out and fc2_out used. loss needs one
@@ -399,23 +407,18 @@ TEST_CASE("moDNN on four slots, no in-place: offloads, offsets and prefetch "
                                           {"out relu1_out", 512, 5, 6},
                                           {"in relu1_out", 512, 19, 20},
                                           {"in x", 768, 20, 21}};
-  CHECK(m.copies(*p, sim) == expected);
+  CHECK(m.copies(p, sim) == expected);
   // The only wait is the first load of x, as in the ideal plan: 13 tasks
   // of 2 ms after 1 ms.
   CHECK(sim.stallSeconds == Approx(1e-3));
   CHECK(sim.roundSeconds == Approx(27e-3));
-  CHECK(p->arenaBytes == 4 * 256);
+  CHECK(p.arenaBytes == 4 * 256);
 }
 
 TEST_CASE("moDNN on three slots, no in-place: a second offload and a stall",
           "[schedule]") {
   SlowCopyMlp m;
-  ScheduleOptions opts{Policy::Modnn, m.tg.weightSideBytes() + 3 * 256, 2};
-  opts.inPlace = false;
-  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), opts);
-  REQUIRE(static_cast<bool>(p));
-  CHECK(verifyMessage(m.tg, *p).empty());
-  Simulation sim = simulate(m.tg, *p, m.costs);
+  auto [p, sim] = m.plan(Policy::Modnn, 3, /*inPlace=*/false);
   // - FP(fc3) writes fc3_out where fc2_out was. loss needs two more slots,
   //   for the labels and d(fc3_out): relu2_out copies out at 9-10 ms and
   //   relu1_out behind it at 10-11 ms. The labels take relu2_out's slot,
@@ -432,21 +435,19 @@ TEST_CASE("moDNN on three slots, no in-place: a second offload and a stall",
       {"in relu2_out", 256, 13.03125, 14.03125},
       {"in relu1_out", 256, 19.03125, 20.03125},
       {"in x", 256, 25.03125, 26.03125}};
-  CHECK(m.copies(*p, sim) == expected);
+  CHECK(m.copies(p, sim) == expected);
   // Waits: the first load of x, the labels, and x again.
   CHECK(sim.stallSeconds == Approx(1e-3 + 0.03125e-3 + 1e-3));
   CHECK(sim.roundSeconds == Approx(28.03125e-3));
-  CHECK(p->summary.bytesToHost == 2 * 256);
+  CHECK(p.summary.bytesToHost == 2 * 256);
 }
 
 TEST_CASE("in place: relus over their inputs, their backward over dY",
           "[schedule]") {
   SlowCopyMlp m;
-  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), {Policy::Ideal, 0, 2});
-  REQUIRE(static_cast<bool>(p));
-  CHECK(verifyMessage(m.tg, *p).empty());
+  Plan p = m.plan(Policy::Ideal, 0).first;
   std::map<std::string, std::vector<int64_t>> offsets;
-  for (const Residency &res : p->residencies)
+  for (const Residency &res : p.residencies)
     offsets[m.tg.blocks[res.block].name].push_back(res.offset);
   CHECK(offsets["fc1_out"] == std::vector<int64_t>{256});
   CHECK(offsets["relu1_out"] == std::vector<int64_t>{256});
@@ -456,18 +457,14 @@ TEST_CASE("in place: relus over their inputs, their backward over dY",
   CHECK(offsets["d(fc2_out)"] == std::vector<int64_t>{768});
   CHECK(offsets["d(relu1_out)"] == std::vector<int64_t>{512});
   CHECK(offsets["d(fc1_out)"] == std::vector<int64_t>{512});
-  CHECK(p->summary.inPlaceRuns == 4);
+  CHECK(p.summary.inPlaceRuns == 4);
 }
 
 TEST_CASE("moDNN on three slots, in place: no wait but the first load",
           "[schedule]") {
   SlowCopyMlp m;
-  auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
-                    {Policy::Modnn, m.tg.weightSideBytes() + 3 * 256, 2});
-  REQUIRE(static_cast<bool>(p));
-  CHECK(verifyMessage(m.tg, *p).empty());
-  CHECK(p->summary.inPlaceRuns == 4);
-  Simulation sim = simulate(m.tg, *p, m.costs);
+  auto [p, sim] = m.plan(Policy::Modnn, 3);
+  CHECK(p.summary.inPlaceRuns == 4);
   // - relu1 and relu2 write over fc1_out (256) and fc2_out (512), so FP(fc3)
   //   finds room once x leaves (it has a host copy): fc3_out at 0.
   // - loss needs the labels and d(fc3_out). relu1_out copies out (5-6 ms)
@@ -484,7 +481,7 @@ TEST_CASE("moDNN on three slots, in place: no wait but the first load",
                                           {"in relu2_out", 256, 13, 14},
                                           {"in relu1_out", 512, 19, 20},
                                           {"in x", 0, 23, 24}};
-  CHECK(m.copies(*p, sim) == expected);
+  CHECK(m.copies(p, sim) == expected);
   CHECK(sim.stallSeconds == Approx(1e-3));
   CHECK(sim.roundSeconds == Approx(27e-3));
 }
@@ -493,16 +490,14 @@ TEST_CASE("the verifier accepts an overlap in place only where the task "
           "allows it",
           "[verify]") {
   SlowCopyMlp m;
-  auto p = schedule(m.tg, m.costs, builtOrder(m.tg), {Policy::Ideal, 0, 2});
-  REQUIRE(static_cast<bool>(p));
-  REQUIRE(p->summary.inPlaceRuns > 0);
-  CHECK(verifyMessage(m.tg, *p).empty());
+  Plan p = m.plan(Policy::Ideal, 0).first; // verified
+  REQUIRE(p.summary.inPlaceRuns > 0);
   // The same plan over a task graph whose relus may not run in place: the
   // output written over the live input is an overlap.
   TaskGraph strict = m.tg;
   for (Task &t : strict.tasks)
     t.mayRunInPlace = false;
-  std::string msg = verifyMessage(strict, *p);
+  std::string msg = verifyMessage(strict, p);
   CHECK(msg.find("[overlap]") != std::string::npos);
   CHECK(msg.find("relu") != std::string::npos);
 }
