@@ -6,7 +6,7 @@
 # tools/golden-update and says why in its commit.
 # Usage: golden.sh MEMFIT WORKDIR [--update MANIFEST]
 set -u
-MEMFIT=$1
+MEMFIT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 WORK=$2
 UPDATE=${4:-}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,7 +45,11 @@ while read -r name model batch budget device extra; do
     fail "$name: compile exited $?"
   (cd "$WORK/$name" && find . -type f \( -name plan.json -o -name '*.cpp' \
     -o -name '*.h' -o -name CMakeLists.txt \) | LC_ALL=C sort |
-    while read -r f; do echo "$name ${f#./} $(sha256sum "$f" | cut -d' ' -f1)"; done) >>"$out"
+    while read -r f; do
+      # The build directory the trainer links is machine-specific.
+      h=$(sed "s#$BUILD#@MEMFIT_BUILD@#g; s#$WORK#@WORK@#g" "$f" | sha256sum | cut -d' ' -f1)
+      echo "$name ${f#./} $h"
+    done) >>"$out"
 done <"$CASES"
 
 if [ "$UPDATE" != "" ]; then
