@@ -218,8 +218,10 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
       break;
     case OpKind::MaxPool:
     case OpKind::AveragePool:
-      line = formatv("x.poolBackward({0}, {1}, {2}, {3}, {4}, {5})", P, V(x0),
-                     V(y), D(y), DW(x0), A(x0));
+      // Average pooling's backward reads only dY (Autodiff lists no other
+      // operand), so x and y may be gone: VO passes nullptr then.
+      line = formatv("x.poolBackward({0}, {1}, {2}, {3}, {4}, {5})", P, VO(x0),
+                     VO(y), D(y), DW(x0), A(x0));
       break;
     case OpKind::GlobalAveragePool:
       line = formatv("x.gapBackward({0}, {1}, {2}, {3}, {4})", xv.dims[1],
