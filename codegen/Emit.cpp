@@ -3,8 +3,8 @@
 
 #include "codegen/Emitter.h"
 #include "codegen/Names.h"
-#include "compiler/Diagnostics.h"
-#include "passes/Liveness.h"
+#include "compiler/ir/TaskGraph.h"
+#include "compiler/support/Diagnostics.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -14,7 +14,7 @@
 #ifndef MEMFIT_CODEGEN_EMIT_H
 #define MEMFIT_CODEGEN_EMIT_H
 
-#include "compiler/Plan.h"
+#include "compiler/ir/Plan.h"
 
 #include "llvm/Support/Error.h"
 

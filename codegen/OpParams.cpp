@@ -1,7 +1,7 @@
 //===- OpParams.cpp - Runtime parameter literals for an op ----------------===//
 #include "codegen/OpParams.h"
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -9,7 +9,7 @@
 #ifndef MEMFIT_CODEGEN_OPPARAMS_H
 #define MEMFIT_CODEGEN_OPPARAMS_H
 
-#include "compiler/Graph.h"
+#include "compiler/ir/Graph.h"
 
 #include "llvm/Support/Error.h"
 

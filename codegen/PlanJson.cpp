@@ -1,9 +1,9 @@
 //===- PlanJson.cpp - plan.json, the plan for people and tools ------------===//
 #include "codegen/PlanJson.h"
 
-#include "compiler/JsonText.h"
+#include "compiler/support/JsonText.h"
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 

@@ -1,7 +1,7 @@
 //===- PlanReport.cpp - What a plan says, for people and tools ------------===//
 #include "codegen/PlanReport.h"
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 
 #include <algorithm>
 #include <array>

@@ -14,9 +14,9 @@
 #ifndef MEMFIT_CODEGEN_PLANREPORT_H
 #define MEMFIT_CODEGEN_PLANREPORT_H
 
-#include "compiler/CostTable.h"
-#include "compiler/Plan.h"
-#include "passes/Simulate.h"
+#include "compiler/ir/CostTable.h"
+#include "compiler/ir/Plan.h"
+#include "compiler/ir/Simulation.h"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 #include "codegen/ReportHtml.h"
 
 #include "codegen/ReportText.h"
-#include "compiler/Units.h"
+#include "compiler/support/Units.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -1,8 +1,8 @@
 //===- ReportText.cpp - The plan summary a person reads -------------------===//
 #include "codegen/ReportText.h"
 
-#include "compiler/Diagnostics.h"
-#include "compiler/Units.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Units.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -1,7 +1,7 @@
 //===- GraphBuilder.cpp - ONNX graph construction for the zoo -------------===//
 #include "models/GraphBuilder.h"
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FormatVariadic.h"

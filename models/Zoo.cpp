@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "models/Zoo.h"
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 #include "models/Families.h"
 
 #include "llvm/ADT/STLExtras.h"

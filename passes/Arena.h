@@ -13,7 +13,7 @@
 #ifndef MEMFIT_PASSES_ARENA_H
 #define MEMFIT_PASSES_ARENA_H
 
-#include "compiler/Plan.h"
+#include "compiler/ir/Plan.h"
 
 #include <array>
 #include <cstdint>

@@ -7,30 +7,6 @@
 
 namespace memfit {
 
-std::vector<TaskId> builtOrder(const TaskGraph &tg) {
-  std::vector<TaskId> order(tg.tasks.size());
-  std::iota(order.begin(), order.end(), 0);
-  return order;
-}
-
-BlockId storageOf(const TaskGraph &tg, BlockId b) {
-  while (tg.blocks[b].viewOf >= 0)
-    b = tg.blocks[b].viewOf;
-  return b;
-}
-
-std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t) {
-  if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
-      t.accumulates.empty() || t.accumulates[0])
-    return std::nullopt;
-  BlockId x = storageOf(tg, t.reads[t.inPlaceRead]), y = t.writes[0];
-  const Block &bx = tg.blocks[x], &by = tg.blocks[y];
-  if (x == y || storageOf(tg, y) != y || isWeightSide(bx.kind) ||
-      isWeightSide(by.kind) || bx.a != by.a || bx.c != by.c)
-    return std::nullopt;
-  return InPlacePair{x, y};
-}
-
 Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
                          int64_t subBatch, bool inPlace) {
   // The scheduler passes a round without the update tasks, which touch the

@@ -16,7 +16,7 @@
 #ifndef MEMFIT_PASSES_LIVENESS_H
 #define MEMFIT_PASSES_LIVENESS_H
 
-#include "compiler/TaskGraph.h"
+#include "compiler/ir/TaskGraph.h"
 
 #include <cstdint>
 #include <optional>
@@ -35,22 +35,6 @@ struct Liveness {
   int64_t peakBytes = 0; // max(liveBytes) + weightSideBytes
   int32_t peakStep = -1;
 };
-
-/// The order the task graph was built in (forward, loss, backward, update).
-std::vector<TaskId> builtOrder(const TaskGraph &tg);
-
-/// The block a view aliases, transitively; `b` itself when it is no view.
-BlockId storageOf(const TaskGraph &tg, BlockId b);
-
-/// The input a task may overwrite with its first output, and that output,
-/// when the task allows it (Task::mayRunInPlace), the output does not
-/// accumulate, both are activation-side storage blocks of the same size at
-/// every sub-batch. Whether the input is still needed later is the caller's
-/// question (it depends on the order).
-struct InPlacePair {
-  BlockId input = -1, output = -1;
-};
-std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t);
 
 Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
                          int64_t subBatch, bool inPlace = true);

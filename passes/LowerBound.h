@@ -10,7 +10,7 @@
 #ifndef MEMFIT_PASSES_LOWERBOUND_H
 #define MEMFIT_PASSES_LOWERBOUND_H
 
-#include "compiler/TaskGraph.h"
+#include "compiler/ir/TaskGraph.h"
 
 namespace memfit {
 

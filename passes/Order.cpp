@@ -9,17 +9,16 @@
 namespace memfit {
 
 std::vector<TaskId> joinAwareOrder(const TaskGraph &tg) {
-  const Graph &g = *tg.graph;
-  size_t nops = g.ops.size();
+  size_t nops = tg.layers.size();
   // Weight of an op's subgraph: activation bytes per sample of every op it
   // depends on (counted once per path; only used to rank branches).
   constexpr int64_t kCap = int64_t(1) << 60; // saturate: paths multiply
   std::vector<int64_t> weight(nops, 0);
   for (OpId i = 0; i < (OpId)nops; ++i) {
-    int64_t w = g.values[g.ops[i].outputs[0]].bytesPerSample();
-    for (ValueId in : g.ops[i].inputs)
-      if (g.values[in].producer >= 0)
-        w = std::min(kCap, w + weight[g.values[in].producer]);
+    int64_t w = tg.layers[i].outputBytesPerSample;
+    for (OpId p : tg.layers[i].producers)
+      if (p >= 0)
+        w = std::min(kCap, w + weight[p]);
     weight[i] = w;
   }
   // Iterative post-order DFS from the ops nothing consumes (the output
@@ -27,8 +26,8 @@ std::vector<TaskId> joinAwareOrder(const TaskGraph &tg) {
   std::vector<uint8_t> state(nops, 0); // 0 new, 1 open, 2 done
   std::vector<OpId> fwd;
   std::vector<OpId> roots;
-  if (g.values[g.output].producer >= 0)
-    roots.push_back(g.values[g.output].producer);
+  if (tg.outputLayer >= 0)
+    roots.push_back(tg.outputLayer);
   for (OpId i = (OpId)nops - 1; i >= 0; --i)
     roots.push_back(i); // ops not reaching the output still run
   for (OpId root : roots) {
@@ -39,11 +38,9 @@ std::vector<TaskId> joinAwareOrder(const TaskGraph &tg) {
     while (!stack.empty()) {
       auto &[op, next] = stack.back();
       std::vector<OpId> preds;
-      for (ValueId in : g.ops[op].inputs) {
-        OpId p = g.values[in].producer;
+      for (OpId p : tg.layers[op].producers)
         if (p >= 0 && std::find(preds.begin(), preds.end(), p) == preds.end())
           preds.push_back(p);
-      }
       std::stable_sort(preds.begin(), preds.end(),
                        [&](OpId a, OpId b) { return weight[a] > weight[b]; });
       while (next < preds.size() && state[preds[next]])

@@ -14,7 +14,7 @@
 #ifndef MEMFIT_PASSES_ORDER_H
 #define MEMFIT_PASSES_ORDER_H
 
-#include "compiler/TaskGraph.h"
+#include "compiler/ir/TaskGraph.h"
 
 #include <vector>
 

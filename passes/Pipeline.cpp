@@ -1,8 +1,8 @@
 //===- Pipeline.cpp - From task graph and costs to a verified plan --------===//
 #include "passes/Pipeline.h"
 
-#include "compiler/Diagnostics.h"
-#include "compiler/Units.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Units.h"
 #include "passes/Recompute.h"
 #include "passes/Verify.h"
 

@@ -14,7 +14,7 @@
 #ifndef MEMFIT_PASSES_PIPELINE_H
 #define MEMFIT_PASSES_PIPELINE_H
 
-#include "compiler/Plan.h"
+#include "compiler/ir/Plan.h"
 #include "passes/LowerBound.h"
 #include "passes/Order.h"
 #include "passes/Schedule.h"

@@ -109,8 +109,8 @@ std::vector<std::vector<bool>> chenCandidates(const TaskGraph &tg,
 std::vector<bool> superNeuronsDropSet(const TaskGraph &tg) {
   std::vector<bool> drop = recomputableBlocks(tg);
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
-    if (drop[b] && tg.graph->ops[tg.tasks[tg.blocks[b].writers[0]].op].kind ==
-                       OpKind::Conv)
+    if (drop[b] &&
+        tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind == OpKind::Conv)
       drop[b] = false;
   return drop;
 }

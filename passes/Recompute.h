@@ -20,8 +20,8 @@
 #ifndef MEMFIT_PASSES_RECOMPUTE_H
 #define MEMFIT_PASSES_RECOMPUTE_H
 
-#include "compiler/CostTable.h"
-#include "compiler/TaskGraph.h"
+#include "compiler/ir/CostTable.h"
+#include "compiler/ir/TaskGraph.h"
 
 #include <vector>
 

@@ -1,8 +1,8 @@
 //===- Schedule.cpp - Offload/prefetch event simulation (Algorithm 1) -----===//
 #include "passes/Schedule.h"
 
-#include "compiler/Diagnostics.h"
-#include "compiler/Units.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Units.h"
 #include "passes/Scheduler.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -59,17 +59,6 @@ int64_t livenessArenaNeed(const TaskGraph &tg, const std::vector<TaskId> &order,
   return lv.peakBytes - lv.weightSideBytes + maxWs;
 }
 
-std::vector<bool> recomputableBlocks(const TaskGraph &tg) {
-  std::vector<bool> out(tg.blocks.size(), false);
-  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
-    const Block &blk = tg.blocks[b];
-    out[b] = blk.kind == BlockKind::Activation && blk.viewOf < 0 &&
-             blk.writers.size() == 1 &&
-             tg.tasks[blk.writers[0]].kind == TaskKind::Forward;
-  }
-  return out;
-}
-
 namespace sched {
 
 llvm::Expected<Plan> Scheduler::run() {
@@ -103,8 +92,7 @@ llvm::Expected<Plan> Scheduler::run() {
   for (BlockId b = 0; b < (BlockId)nb; ++b)
     isConvOutput[b] =
         droppable[b] &&
-        tg.graph->ops[tg.tasks[tg.blocks[b].writers[0]].op].kind ==
-            OpKind::Conv;
+        tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind == OpKind::Conv;
   plan.decisions.assign(nb, BlockDecision::Keep);
   offloadCause.assign(nb, LeaveCause{});
   dropCause.assign(nb, LeaveCause{});
@@ -162,10 +150,9 @@ llvm::Expected<Plan> Scheduler::run() {
         excess -= bytesOf(b);
     offloadTarget = excess > 0 ? excess + excess / 4 : 0;
   }
-  const Graph &g = *tg.graph;
-  vdnnOffloaded.assign(g.ops.size(), false);
-  vdnnPrefetched.assign(g.ops.size(), false);
-  std::vector<bool> backwardSeen(g.ops.size(), false);
+  vdnnOffloaded.assign(tg.layers.size(), false);
+  vdnnPrefetched.assign(tg.layers.size(), false);
+  std::vector<bool> backwardSeen(tg.layers.size(), false);
 
   // Every full round takes at least the compute stream's time so far plus
   // the fastest time of the tasks still to run; the last, partial round and
@@ -289,10 +276,10 @@ llvm::Expected<Plan> Scheduler::run() {
     if (isVdnn() && task.kind == TaskKind::Forward) {
       OpId l = task.op;
       bool eligible =
-          opts.policy == Policy::VdnnAll || g.ops[l].kind == OpKind::Conv;
+          opts.policy == Policy::VdnnAll || tg.layers[l].kind == OpKind::Conv;
       if (eligible)
-        for (ValueId x : g.dataInputs(l)) {
-          BlockId xb = storageOfB(tg.valueBlock[x]);
+        for (BlockId x : tg.layers[l].dataInputs) {
+          BlockId xb = storageOfB(x);
           int32_t later = -1;
           for (size_t k = st[xb].nextUse; k < uses[xb].size(); ++k)
             if (uses[xb][k] > step) {

@@ -18,8 +18,8 @@
 #ifndef MEMFIT_PASSES_SCHEDULE_H
 #define MEMFIT_PASSES_SCHEDULE_H
 
-#include "compiler/CostTable.h"
-#include "compiler/Plan.h"
+#include "compiler/ir/CostTable.h"
+#include "compiler/ir/Plan.h"
 
 #include "llvm/Support/Error.h"
 
@@ -69,10 +69,6 @@ public:
     return llvm::inconvertibleErrorCode();
   }
 };
-
-/// Blocks a recompute can regenerate: forward outputs written by exactly
-/// one forward task (not the data input, gradients or saved statistics).
-std::vector<bool> recomputableBlocks(const TaskGraph &tg);
 
 /// The arena a plan without offload or recomputation needs at the cost
 /// table's sub-batch: the liveness peak's non-weight bytes plus the largest

@@ -187,12 +187,11 @@ void Scheduler::vdnnPrefetch(TaskId t) {
   // vDNN's findPrefetchLayer: the nearest earlier layer whose input was
   // offloaded and not yet prefetched; the window ends at a convolution.
   OpId l = tg.tasks[t].op;
-  const Graph &g = *tg.graph;
   for (OpId id = l - 1; id >= 0; --id) {
     if (vdnnOffloaded[id] && !vdnnPrefetched[id]) {
       vdnnPrefetched[id] = true;
-      for (ValueId x : g.dataInputs(id)) {
-        BlockId b = storageOfB(tg.valueBlock[x]);
+      for (BlockId x : tg.layers[id].dataInputs) {
+        BlockId b = storageOfB(x);
         if (st[b].res >= 0 || !st[b].hostValid || nextUseStep(b) < 0)
           continue;
         StreamUses uses{};
@@ -206,7 +205,7 @@ void Scheduler::vdnnPrefetch(TaskId t) {
       }
       return;
     }
-    if (g.ops[id].kind == OpKind::Conv)
+    if (tg.layers[id].kind == OpKind::Conv)
       return;
   }
 }

@@ -10,7 +10,7 @@
 #ifndef MEMFIT_PASSES_SCHEDULER_H
 #define MEMFIT_PASSES_SCHEDULER_H
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 #include "passes/Arena.h"
 #include "passes/Liveness.h"
 #include "passes/Schedule.h"

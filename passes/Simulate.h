@@ -11,32 +11,14 @@
 #ifndef MEMFIT_PASSES_SIMULATE_H
 #define MEMFIT_PASSES_SIMULATE_H
 
-#include "compiler/CostTable.h"
-#include "compiler/Plan.h"
+#include "compiler/ir/CostTable.h"
+#include "compiler/ir/Plan.h"
+#include "compiler/ir/Simulation.h"
 
 #include <utility>
 #include <vector>
 
 namespace memfit {
-
-struct Simulation {
-  double roundSeconds = 0;     // one full sub-batch
-  double lastRoundSeconds = 0; // the last, possibly smaller, sub-batch
-  double updateSeconds = 0;
-  double iterationSeconds = 0;
-  double stallSeconds = 0;     // per iteration: compute idle, waiting on copies
-  double computeSeconds = 0;   // per iteration: compute stream busy
-  double recomputeSeconds = 0; // per iteration: of that, recomputing
-  int64_t bytesToHost = 0, bytesToDevice = 0; // per iteration
-  int64_t maxLiveBytes = 0; // arena bytes live at once (no fragmentation)
-  double allocationEfficiency = 0; // maxLiveBytes / arena bytes
-  std::vector<double> start, end;  // per round instruction (full sub-batch)
-  /// Per update instruction, from the start of the update section.
-  std::vector<double> updateStart, updateEnd;
-  /// Per residency, when its bytes are held in a full round: from the start
-  /// of its first access to the end of its last (-1, -1 when never used).
-  std::vector<std::pair<double, double>> residencySpan;
-};
 
 /// `full` prices a full sub-batch; `last` the last one when it is smaller
 /// (null when the batch divides evenly).

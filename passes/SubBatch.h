@@ -16,7 +16,7 @@
 #ifndef MEMFIT_PASSES_SUBBATCH_H
 #define MEMFIT_PASSES_SUBBATCH_H
 
-#include "compiler/CostTable.h"
+#include "compiler/ir/CostTable.h"
 
 #include <functional>
 #include <vector>

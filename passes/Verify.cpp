@@ -1,7 +1,7 @@
 //===- Verify.cpp - Independent proof that a plan is right ----------------===//
 #include "passes/Verify.h"
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 #include "passes/Liveness.h"
 
 #include "llvm/Support/FormatVariadic.h"

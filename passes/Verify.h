@@ -30,7 +30,7 @@
 #ifndef MEMFIT_PASSES_VERIFY_H
 #define MEMFIT_PASSES_VERIFY_H
 
-#include "compiler/Plan.h"
+#include "compiler/ir/Plan.h"
 
 #include "llvm/Support/Error.h"
 

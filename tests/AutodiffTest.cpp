@@ -1,5 +1,5 @@
 //===- AutodiffTest.cpp - TDFG construction -------------------------------===//
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

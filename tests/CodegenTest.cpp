@@ -1,7 +1,7 @@
 //===- CodegenTest.cpp - generated trainer source -------------------------===//
 #include "codegen/Emit.h"
 #include "codegen/Names.h"
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "passes/Liveness.h"
 #include "passes/Schedule.h"
 #include "tests/GraphLiteral.h"

@@ -1,6 +1,6 @@
 //===- ConvAlgoTest.cpp - Conv algorithms, applicability, formulas --------===//
-#include "compiler/ConvAlgo.h"
-#include "compiler/AnalyticCost.h"
+#include "compiler/cost/ConvAlgo.h"
+#include "compiler/cost/AnalyticCost.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

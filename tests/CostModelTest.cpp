@@ -1,7 +1,7 @@
 //===- CostModelTest.cpp - The analytic model and the cost table ----------===//
-#include "compiler/CostModel.h"
-#include "compiler/AnalyticCost.h"
-#include "compiler/Autodiff.h"
+#include "compiler/cost/CostModel.h"
+#include "compiler/autodiff/Autodiff.h"
+#include "compiler/cost/AnalyticCost.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

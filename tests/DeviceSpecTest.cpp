@@ -1,5 +1,5 @@
 //===- DeviceSpecTest.cpp - Built-in devices and device JSON files --------===//
-#include "compiler/DeviceSpec.h"
+#include "compiler/cost/DeviceSpec.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"

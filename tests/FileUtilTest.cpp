@@ -1,5 +1,5 @@
 //===- FileUtilTest.cpp - Atomic file writes ------------------------------===//
-#include "compiler/FileUtil.h"
+#include "compiler/support/FileUtil.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"

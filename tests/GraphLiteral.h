@@ -8,7 +8,7 @@
 #ifndef MEMFIT_TESTS_GRAPHLITERAL_H
 #define MEMFIT_TESTS_GRAPHLITERAL_H
 
-#include "compiler/Graph.h"
+#include "compiler/ir/Graph.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 //===- LivenessTest.cpp - live intervals, peak and lower bound ------------===//
 #include "passes/Liveness.h"
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "passes/LowerBound.h"
 #include "tests/GraphLiteral.h"
 

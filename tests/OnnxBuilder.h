@@ -8,7 +8,7 @@
 #ifndef MEMFIT_TESTS_ONNXBUILDER_H
 #define MEMFIT_TESTS_ONNXBUILDER_H
 
-#include "compiler/OnnxImport.h"
+#include "compiler/onnx/OnnxImport.h"
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "OnnxBuilder.h"
 
-#include "compiler/Graph.h"
+#include "compiler/ir/Graph.h"
 
 #include <catch2/catch.hpp>
 

@@ -8,8 +8,8 @@
 // test says so and passes.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Graph.h"
-#include "compiler/OnnxImport.h"
+#include "compiler/ir/Graph.h"
+#include "compiler/onnx/OnnxImport.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"

@@ -5,7 +5,7 @@
 // initializer data.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/OnnxImport.h"
+#include "compiler/onnx/OnnxImport.h"
 #include "models/Zoo.h"
 
 #include <catch2/catch.hpp>

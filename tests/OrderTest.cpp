@@ -1,6 +1,6 @@
 //===- OrderTest.cpp - join-aware execution order -------------------------===//
 #include "passes/Order.h"
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "passes/Liveness.h"
 #include "tests/GraphLiteral.h"
 

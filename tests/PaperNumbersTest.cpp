@@ -5,8 +5,8 @@
 // autodiff reads and the accounting are checked together.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Autodiff.h"
-#include "compiler/OnnxImport.h"
+#include "compiler/autodiff/Autodiff.h"
+#include "compiler/onnx/OnnxImport.h"
 #include "models/Zoo.h"
 #include "passes/LowerBound.h"
 

@@ -1,9 +1,9 @@
 //===- ProfileTest.cpp - Profiles: JSON, signatures, override, fallback ---===//
-#include "compiler/Profile.h"
-#include "compiler/AnalyticCost.h"
-#include "compiler/Autodiff.h"
-#include "compiler/CostModel.h"
-#include "compiler/OpSignature.h"
+#include "compiler/cost/Profile.h"
+#include "compiler/autodiff/Autodiff.h"
+#include "compiler/cost/AnalyticCost.h"
+#include "compiler/cost/CostModel.h"
+#include "compiler/ir/OpSignature.h"
 #include "tests/GraphLiteral.h"
 
 #include "llvm/Support/FileSystem.h"

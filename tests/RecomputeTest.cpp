@@ -1,6 +1,6 @@
 //===- RecomputeTest.cpp - cut values, Chen's segments, recompute plans ---===//
 #include "passes/Recompute.h"
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "passes/Liveness.h"
 #include "passes/Order.h"
 #include "passes/Schedule.h"

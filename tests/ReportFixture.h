@@ -10,7 +10,7 @@
 #define MEMFIT_TESTS_REPORTFIXTURE_H
 
 #include "codegen/PlanReport.h"
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "passes/Liveness.h"
 #include "passes/Schedule.h"
 #include "passes/Simulate.h"

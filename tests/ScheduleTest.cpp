@@ -1,6 +1,6 @@
 //===- ScheduleTest.cpp - Algorithm 1, policies, and the plan verifier ----===//
 #include "passes/Schedule.h"
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "passes/Liveness.h"
 #include "passes/Simulate.h"
 #include "passes/Verify.h"

@@ -1,6 +1,6 @@
 //===- SubBatchTest.cpp - moDNN Eq. 3 -------------------------------------===//
 #include "passes/SubBatch.h"
-#include "compiler/Autodiff.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

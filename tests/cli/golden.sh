@@ -47,7 +47,7 @@ while read -r name model batch budget device extra; do
     -o -name '*.h' -o -name CMakeLists.txt \) | LC_ALL=C sort |
     while read -r f; do
       # The build directory the trainer links is machine-specific.
-      h=$(sed "s#$BUILD#@MEMFIT_BUILD@#g; s#$WORK#@WORK@#g" "$f" | sha256sum | cut -d' ' -f1)
+      h=$(sed "s#$WORK#@WORK@#g; s#$BUILD#@MEMFIT_BUILD@#g" "$f" | sha256sum | cut -d' ' -f1)
       echo "$name ${f#./} $h"
     done) >>"$out"
 done <"$CASES"

@@ -8,7 +8,7 @@
 #ifndef MEMFIT_TOOLS_COMMAND_H
 #define MEMFIT_TOOLS_COMMAND_H
 
-#include "compiler/Diagnostics.h"
+#include "compiler/support/Diagnostics.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/CompareReport.h"
 #include "codegen/ReportHtml.h"
-#include "compiler/Units.h"
+#include "compiler/support/Units.h"
 #include "passes/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"

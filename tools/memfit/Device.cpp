@@ -9,7 +9,7 @@
 // the field.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/DeviceSpec.h"
+#include "compiler/cost/DeviceSpec.h"
 #include "tools/memfit/Command.h"
 
 #include "llvm/Support/Format.h"

@@ -6,9 +6,9 @@
 // offload, the lower bound Mmin).
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Autodiff.h"
-#include "compiler/OnnxImport.h"
-#include "compiler/Units.h"
+#include "compiler/autodiff/Autodiff.h"
+#include "compiler/onnx/OnnxImport.h"
+#include "compiler/support/Units.h"
 #include "passes/Liveness.h"
 #include "passes/LowerBound.h"
 #include "tools/memfit/Command.h"

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/PlanReport.h"
-#include "compiler/OutputDir.h"
+#include "compiler/support/OutputDir.h"
 #include "passes/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"

@@ -9,10 +9,10 @@
 #define MEMFIT_TOOLS_PLANNING_H
 
 #include "codegen/PlanReport.h"
-#include "compiler/CostModel.h"
-#include "compiler/Graph.h"
-#include "compiler/OutputDir.h"
-#include "compiler/TaskGraph.h"
+#include "compiler/cost/CostModel.h"
+#include "compiler/ir/Graph.h"
+#include "compiler/ir/TaskGraph.h"
+#include "compiler/support/OutputDir.h"
 #include "passes/Pipeline.h"
 #include "tools/memfit/Progress.h"
 

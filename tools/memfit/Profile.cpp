@@ -9,9 +9,9 @@
 // existing one is kept unless --force is given.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Profile.h"
-#include "compiler/FileUtil.h"
-#include "compiler/OnnxImport.h"
+#include "compiler/cost/Profile.h"
+#include "compiler/onnx/OnnxImport.h"
+#include "compiler/support/FileUtil.h"
 #include "tools/memfit/Command.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -20,7 +20,7 @@
 #include <algorithm>
 
 #if MEMFIT_HAVE_CUDA
-#include "runtime/profiler/Profiler.h"
+#include "tools/profiler/Profiler.h"
 #endif
 
 using namespace llvm;

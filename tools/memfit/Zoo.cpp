@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "models/Zoo.h"
-#include "compiler/FileUtil.h"
+#include "compiler/support/FileUtil.h"
 #include "tools/memfit/Command.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -1,0 +1,401 @@
+//===- Autodiff.cpp - Forward Graph to training TaskGraph -----------------===//
+#include "compiler/autodiff/Autodiff.h"
+
+#include "compiler/support/Diagnostics.h"
+
+#include <cassert>
+
+namespace memfit {
+namespace {
+
+bool isViewOp(OpKind k) { return k == OpKind::Flatten || k == OpKind::Reshape; }
+
+/// Elementwise unary ops whose backward needs only Y and dY, so the forward
+/// may overwrite X when nothing else reads it.
+bool isInPlaceUnary(OpKind k) {
+  switch (k) {
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+  case OpKind::Clip:
+  case OpKind::Dropout:
+    return true;
+  default:
+    return false;
+  }
+}
+
+class Builder {
+public:
+  Builder(const Graph &g, const TrainingConfig &cfg) : g(g), cfg(cfg) {
+    tg.graph = &g;
+    tg.loss = cfg.loss;
+    tg.useMomentum = cfg.momentum != 0.0f;
+    tg.valueBlock.assign(g.values.size(), -1);
+    tg.gradBlock.assign(g.values.size(), -1);
+  }
+
+  llvm::Expected<TaskGraph> build();
+
+private:
+  BlockId addBlock(std::string name, BlockKind kind, ValueId v, int64_t a,
+                   int64_t c) {
+    Block b;
+    b.name = std::move(name);
+    b.kind = kind;
+    b.value = v;
+    b.a = a;
+    b.c = c;
+    tg.blocks.push_back(std::move(b));
+    return static_cast<BlockId>(tg.blocks.size() - 1);
+  }
+  BlockId valueBlock(ValueId v);
+  BlockId gradBlock(ValueId v);
+  TaskId addTask(TaskKind kind, OpId op, std::vector<BlockId> reads,
+                 std::vector<BlockId> writes, bool inPlace = false);
+  void computeGradFlow();
+  void emitForward(OpId id);
+  void emitBackward(OpId id);
+  llvm::Error emitLoss();
+
+  const Graph &g;
+  const TrainingConfig &cfg;
+  TaskGraph tg;
+  std::vector<bool> needsGrad;  // per value: its gradient must be computed
+  std::vector<bool> reachesOut; // per op: its output influences the loss
+  OpId headOp = kNoId; // Softmax/LogSoftmax folded into the loss, if any
+  std::vector<BlockId> gradOf, momentumOf, statsOf;
+};
+
+BlockId Builder::valueBlock(ValueId v) {
+  if (tg.valueBlock[v] >= 0)
+    return tg.valueBlock[v];
+  const Value &val = g.values[v];
+  BlockKind kind = val.kind == ValueKind::Weight  ? BlockKind::Weight
+                   : val.kind == ValueKind::Input ? BlockKind::Input
+                                                  : BlockKind::Activation;
+  BlockId id =
+      addBlock(val.name, kind, v, val.bytesPerSample(), val.fixedBytes());
+  tg.valueBlock[v] = id;
+  return id;
+}
+
+BlockId Builder::gradBlock(ValueId v) {
+  if (tg.gradBlock[v] >= 0)
+    return tg.gradBlock[v];
+  const Value &val = g.values[v];
+  bool weight = val.kind == ValueKind::Weight;
+  BlockId id = addBlock("d(" + val.name + ")",
+                        weight ? BlockKind::WeightGrad : BlockKind::Gradient, v,
+                        val.bytesPerSample(), val.fixedBytes());
+  tg.gradBlock[v] = id;
+  return id;
+}
+
+TaskId Builder::addTask(TaskKind kind, OpId op, std::vector<BlockId> reads,
+                        std::vector<BlockId> writes, bool inPlace) {
+  Task t;
+  t.kind = kind;
+  t.op = op;
+  t.name = std::string(taskKindName(kind)) + "(" +
+           (op >= 0 ? g.ops[op].name : std::string("loss")) + ")";
+  t.reads = std::move(reads);
+  t.writes = std::move(writes);
+  t.mayRunInPlace = inPlace;
+  auto id = static_cast<TaskId>(tg.tasks.size());
+  for (BlockId b : t.reads)
+    tg.blocks[b].readers.push_back(id);
+  for (BlockId b : t.writes)
+    tg.blocks[b].writers.push_back(id);
+  tg.tasks.push_back(std::move(t));
+  return id;
+}
+
+void Builder::computeGradFlow() {
+  // A value needs a gradient when a trainable weight lies upstream of it and
+  // it influences the loss.
+  std::vector<bool> fromWeight(g.values.size(), false);
+  for (ValueId v = 0; v < (ValueId)g.values.size(); ++v)
+    fromWeight[v] =
+        g.values[v].kind == ValueKind::Weight && g.values[v].trainable;
+  for (const Op &op : g.ops) {
+    bool any = false;
+    for (ValueId in : op.inputs)
+      any = any || fromWeight[in];
+    for (ValueId out : op.outputs)
+      fromWeight[out] = any;
+  }
+  std::vector<bool> toLoss(g.values.size(), false);
+  ValueId lossInput = g.output;
+  if (headOp != kNoId)
+    lossInput = g.ops[headOp].inputs[0];
+  toLoss[lossInput] = true;
+  reachesOut.assign(g.ops.size(), false);
+  for (OpId i = (OpId)g.ops.size() - 1; i >= 0; --i) {
+    if (i == headOp)
+      continue;
+    const Op &op = g.ops[i];
+    bool any = false;
+    for (ValueId out : op.outputs)
+      any = any || toLoss[out];
+    reachesOut[i] = any;
+    if (any)
+      for (ValueId in : op.inputs)
+        toLoss[in] = true;
+  }
+  needsGrad.assign(g.values.size(), false);
+  for (ValueId v = 0; v < (ValueId)g.values.size(); ++v)
+    needsGrad[v] =
+        g.values[v].kind == ValueKind::Activation && fromWeight[v] && toLoss[v];
+}
+
+void Builder::emitForward(OpId id) {
+  const Op &op = g.ops[id];
+  std::vector<BlockId> reads, writes;
+  for (ValueId in : op.inputs)
+    reads.push_back(valueBlock(in));
+  for (ValueId out : op.outputs)
+    writes.push_back(valueBlock(out));
+  if (isViewOp(op.kind))
+    tg.blocks[writes[0]].viewOf = reads[0];
+  if (op.kind == OpKind::BatchNorm) {
+    // Training-mode BN writes the sub-batch statistics its backward needs
+    // and updates the running statistics (inputs 3 and 4) in place.
+    const Value &x = g.values[op.inputs[0]];
+    int64_t channels = x.dims.size() > 1 ? x.dims[1] : 1;
+    BlockId stats = addBlock("stats(" + op.name + ")", BlockKind::Stats, kNoId,
+                             0, 2 * channels * 4);
+    tg.blocks[stats].op = id;
+    statsOf[id] = stats;
+    writes.push_back(stats);
+    for (size_t i = 3; i < op.inputs.size(); ++i)
+      writes.push_back(valueBlock(op.inputs[i]));
+  }
+  addTask(TaskKind::Forward, id, std::move(reads), std::move(writes),
+          isInPlaceUnary(op.kind));
+}
+
+void Builder::emitBackward(OpId id) {
+  const Op &op = g.ops[id];
+  if (id == headOp || !reachesOut[id])
+    return;
+  ValueId y = op.outputs[0];
+  if (tg.gradBlock[y] < 0)
+    return; // nothing downstream produced a gradient (cannot reach the loss)
+  BlockId dY = tg.gradBlock[y];
+  BlockId Y = valueBlock(y);
+  auto X = [&](size_t i) { return valueBlock(op.inputs[i]); };
+
+  // BP-data: gradients of the data inputs that need one.
+  std::vector<size_t> gradInputs;
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (needsGrad[op.inputs[i]])
+      gradInputs.push_back(i);
+  if (!gradInputs.empty()) {
+    std::vector<BlockId> reads;
+    switch (op.kind) {
+    case OpKind::Conv:
+    case OpKind::Gemm:
+    case OpKind::MatMul:
+      // dX needs the other operand (the weight for a layer).
+      for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (i < 2 && std::find(gradInputs.begin(), gradInputs.end(), 1 - i) !=
+                         gradInputs.end())
+          reads.push_back(X(i));
+      break;
+    case OpKind::Relu:
+    case OpKind::LeakyRelu:
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Clip:
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+      reads.push_back(Y);
+      break;
+    case OpKind::MaxPool:
+    case OpKind::LRN:
+      reads.push_back(X(0));
+      reads.push_back(Y);
+      break;
+    case OpKind::BatchNorm:
+      reads.push_back(X(0));
+      reads.push_back(X(1));
+      reads.push_back(statsOf[id]);
+      break;
+    case OpKind::Mul:
+      // d(a*b)/da = b: each gradient reads the other operands.
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        bool onlyGradOfSelf = gradInputs.size() == 1 && gradInputs[0] == i;
+        if (!onlyGradOfSelf)
+          reads.push_back(X(i));
+      }
+      break;
+    case OpKind::Dropout: // the mask is regenerated from the counter RNG
+    case OpKind::AveragePool:
+    case OpKind::GlobalAveragePool:
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Sum:
+    case OpKind::Concat:
+    case OpKind::Flatten:
+    case OpKind::Reshape:
+    case OpKind::Pad:
+      break;
+    }
+    reads.push_back(dY);
+    std::vector<BlockId> writes;
+    for (size_t i : gradInputs) {
+      BlockId d = gradBlock(op.inputs[i]);
+      if (std::find(writes.begin(), writes.end(), d) == writes.end())
+        writes.push_back(d);
+    }
+    // A view's gradient is the same bytes as its input's gradient when the
+    // input has no other consumer, so the copy disappears.
+    if (isViewOp(op.kind) && g.values[op.inputs[0]].consumers.size() == 1)
+      tg.blocks[dY].viewOf = writes[0];
+    // dX = f'(Y) * dY elementwise may overwrite dY, as Caffe's in-place
+    // layers do.
+    auto dyAt = static_cast<int32_t>(reads.size() - 1);
+    TaskId bd = addTask(TaskKind::BackwardData, id, std::move(reads),
+                        std::move(writes), isInPlaceUnary(op.kind));
+    tg.tasks[bd].inPlaceRead = dyAt;
+  }
+
+  // BP-weight: gradients of the trainable weights.
+  std::vector<ValueId> ws;
+  for (ValueId in : op.inputs)
+    if (g.values[in].kind == ValueKind::Weight && g.values[in].trainable &&
+        std::find(ws.begin(), ws.end(), in) == ws.end())
+      ws.push_back(in);
+  if (!ws.empty()) {
+    std::vector<BlockId> reads;
+    switch (op.kind) {
+    case OpKind::Conv:
+    case OpKind::Gemm:
+    case OpKind::MatMul:
+    case OpKind::Mul:
+      for (ValueId in : op.inputs)
+        if (g.values[in].kind != ValueKind::Weight)
+          reads.push_back(valueBlock(in));
+      // Mul by a weight with a weight operand: d(w1*w2)/dw1 = w2.
+      if (op.kind == OpKind::Mul && ws.size() > 1)
+        for (ValueId w : ws)
+          reads.push_back(valueBlock(w));
+      break;
+    case OpKind::BatchNorm:
+      reads.push_back(X(0));
+      reads.push_back(statsOf[id]);
+      break;
+    default: // bias-style Add/Sub: the gradient is a reduction of dY
+      break;
+    }
+    reads.push_back(dY);
+    std::vector<BlockId> writes;
+    for (ValueId w : ws)
+      writes.push_back(gradBlock(w));
+    addTask(TaskKind::BackwardWeight, id, std::move(reads), std::move(writes));
+  }
+}
+
+llvm::Error Builder::emitLoss() {
+  ValueId out = g.output;
+  const Value &outVal = g.values[out];
+  ValueId logits = out;
+  if (headOp != kNoId)
+    logits = g.ops[headOp].inputs[0];
+  const Value &lv = g.values[logits];
+  if (!outVal.batched)
+    return makeErrorF("model output {0} has no batch dimension",
+                      quoteName(outVal.name));
+  if (cfg.loss == LossKind::SoftmaxCrossEntropy && lv.dims.size() != 2)
+    return makeErrorF("cross-entropy loss expects the model output {0} to be "
+                      "[batch, classes], got rank {1}; use --loss=mse or "
+                      "end the model with Flatten/Gemm",
+                      quoteName(lv.name), lv.dims.size());
+  int64_t labelBytes = cfg.loss == LossKind::SoftmaxCrossEntropy
+                           ? 4 // int32 class ids on the device
+                           : lv.bytesPerSample();
+  tg.labelBlock = addBlock("labels", BlockKind::Label, kNoId, labelBytes, 0);
+  tg.lossBlock = addBlock("loss", BlockKind::LossValue, kNoId, 0, 4);
+  std::vector<BlockId> writes{tg.lossBlock};
+  if (needsGrad[logits])
+    writes.push_back(gradBlock(logits));
+  addTask(TaskKind::Loss, kNoId, {valueBlock(logits), tg.labelBlock},
+          std::move(writes));
+  return llvm::Error::success();
+}
+
+llvm::Expected<TaskGraph> Builder::build() {
+  if (auto err = verifyGraph(g))
+    return makeErrorF("internal: malformed graph: {0}", *err);
+  if (g.ops.empty())
+    return makeError("model has no operators to train");
+  // Cross-entropy on a Softmax/LogSoftmax head is computed from the logits:
+  // the fused form is exact and numerically stable.
+  const Op &last =
+      g.ops[g.values[g.output].producer >= 0 ? g.values[g.output].producer : 0];
+  if (cfg.loss == LossKind::SoftmaxCrossEntropy &&
+      g.values[g.output].producer >= 0 &&
+      (last.kind == OpKind::Softmax || last.kind == OpKind::LogSoftmax))
+    headOp = g.values[g.output].producer;
+  statsOf.assign(g.ops.size(), -1);
+  computeGradFlow();
+  tg.inputBlock = valueBlock(g.input);
+  for (OpId i = 0; i < (OpId)g.ops.size(); ++i)
+    emitForward(i);
+  // Every data input has its block now (its forward task reads it).
+  tg.outputLayer = g.values[g.output].producer;
+  for (const Op &op : g.ops) {
+    Layer layer{op.kind};
+    for (ValueId in : op.inputs) {
+      if (g.values[in].kind != ValueKind::Weight)
+        layer.dataInputs.push_back(tg.valueBlock[in]);
+      layer.producers.push_back(g.values[in].producer);
+    }
+    layer.outputBytesPerSample = g.values[op.outputs[0]].bytesPerSample();
+    tg.layers.push_back(std::move(layer));
+  }
+  if (auto err = emitLoss())
+    return err;
+  for (OpId i = (OpId)g.ops.size() - 1; i >= 0; --i)
+    emitBackward(i);
+  // One update per trainable weight, after the whole backward pass (with
+  // sub-batches it runs once per batch).
+  for (ValueId w : g.weights()) {
+    const Value &wv = g.values[w];
+    if (!wv.trainable)
+      continue;
+    if (tg.gradBlock[w] < 0)
+      continue; // the weight does not influence the loss
+    BlockId W = valueBlock(w), dW = tg.gradBlock[w];
+    std::vector<BlockId> reads{W, dW}, writes{W};
+    if (tg.useMomentum) {
+      BlockId m = addBlock("m(" + wv.name + ")", BlockKind::Momentum, w, 0,
+                           wv.bytesAt(1));
+      reads.push_back(m);
+      writes.push_back(m);
+    }
+    TaskId t = addTask(TaskKind::Update, wv.consumers.front(), std::move(reads),
+                       std::move(writes));
+    tg.tasks[t].name = "update(" + wv.name + ")";
+  }
+  for (Task &t : tg.tasks) {
+    t.accumulates.clear();
+    for (BlockId b : t.writes)
+      t.accumulates.push_back(tg.blocks[b].kind != BlockKind::Weight &&
+                              tg.blocks[b].writers.size() > 1);
+  }
+  if (auto err = verifyTaskGraph(tg))
+    return makeErrorF("internal: malformed task graph: {0}", *err);
+  return std::move(tg);
+}
+
+} // namespace
+
+llvm::Expected<TaskGraph> buildTaskGraph(const Graph &g,
+                                         const TrainingConfig &cfg) {
+  return Builder(g, cfg).build();
+}
+
+} // namespace memfit

@@ -1,0 +1,36 @@
+//===- Autodiff.h - Forward Graph to training TaskGraph ---------*- C++ -*-===//
+//
+// Builds the TDFG of one training iteration from the forward graph and a
+// loss: FP(l) for every op, BP-data(l) when some data input of l needs a
+// gradient, BP-weight(l) when l has weights, one Loss task and one Update per
+// weight (torch.optim.SGD semantics; momentum buffers are resident blocks).
+//
+// Guarantees: every task reads exactly the blocks its kernel needs (e.g. Relu
+// backward reads Y and dY, never X; Conv BP-data reads W and dY); a value with
+// several consumers gets one gradient block that all their BP-data tasks
+// accumulate into; the data input never gets a gradient; tasks come out in a
+// valid execution order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_AUTODIFF_AUTODIFF_H
+#define MEMFIT_COMPILER_AUTODIFF_AUTODIFF_H
+
+#include "compiler/ir/TaskGraph.h"
+
+#include "llvm/Support/Error.h"
+
+namespace memfit {
+
+struct TrainingConfig {
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  /// With momentum 0 no momentum buffers are allocated.
+  float momentum = 0.9f;
+};
+
+/// `g` must outlive the result (the TaskGraph points at it).
+llvm::Expected<TaskGraph> buildTaskGraph(const Graph &g,
+                                         const TrainingConfig &cfg = {});
+
+} // namespace memfit
+
+#endif

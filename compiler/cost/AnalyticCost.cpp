@@ -1,0 +1,561 @@
+//===- AnalyticCost.cpp - Roofline cost of tasks from a device spec -------===//
+#include "compiler/cost/AnalyticCost.h"
+
+#include "compiler/ir/OpSignature.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace memfit {
+
+//===----------------------------------------------------------------------===//
+// Convolution formulas
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr double kF32 = 4;     // bytes per float
+constexpr double kComplex = 8; // bytes per complex float
+constexpr int64_t kFftTile = 32;
+
+double d(int64_t x) { return static_cast<double>(x); }
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+ConvMethod methodOf(ConvDirection dir, int algo) {
+  const ConvAlgoInfo *info = findConvAlgo(dir, algo);
+  assert(info && "unknown conv algorithm for this direction");
+  return info ? info->method : ConvMethod::ImplicitGemm;
+}
+
+int64_t channelsPerGroup(const ConvShape &s) {
+  return s.c / std::max<int64_t>(s.group, 1);
+}
+
+// Per spatial axis, the larger of input and output extent: the image a
+// transform method tiles (input for FP, gradient of the input for BP-data;
+// equal sizes at unit stride and "same" padding).
+int64_t tileExtent(const ConvShape &s, int i) {
+  return std::max(s.in[i], s.out[i]);
+}
+
+// Winograd F(m x m, r x r): fused cuDNN kernels use F(2x2,3x3); the
+// non-fused ones F(4x4,3x3) for 3x3 and F(2x2,5x5) for 5x5 filters.
+struct WinogradTile {
+  int64_t m, alpha; // output tile side, transformed tile side m + r - 1
+};
+WinogradTile winogradTile(const ConvShape &s, ConvMethod m) {
+  int64_t r = s.kernel.empty() ? 3 : s.kernel[0];
+  int64_t out = m == ConvMethod::Winograd ? 2 : (r <= 3 ? 4 : 2);
+  return {out, out + r - 1};
+}
+int64_t winogradTiles(const ConvShape &s, const WinogradTile &t) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank(); ++i)
+    n *= ceilDiv(tileExtent(s, i), t.m);
+  return n;
+}
+
+// Whole-image FFT over the padded image; the last axis keeps n/2 + 1
+// complex bins (real-to-complex transform).
+int64_t fftPoints(const ConvShape &s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank(); ++i)
+    n *= s.in[i] + s.pads[i] + s.pads[i + s.rank()];
+  return n;
+}
+int64_t fftBins(const ConvShape &s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank(); ++i) {
+    int64_t len = s.in[i] + s.pads[i] + s.pads[i + s.rank()];
+    n *= i + 1 == s.rank() ? len / 2 + 1 : len;
+  }
+  return n;
+}
+// FFT tiling: 32-point tiles, each yielding 32 - r + 1 outputs per axis.
+int64_t fftTileCount(const ConvShape &s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank(); ++i)
+    n *= ceilDiv(tileExtent(s, i),
+                 std::max<int64_t>(kFftTile - s.kernel[i] + 1, 1));
+  return n;
+}
+int64_t fftTilePoints(const ConvShape &s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank(); ++i)
+    n *= kFftTile;
+  return n;
+}
+int64_t fftTileBins(const ConvShape &s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank(); ++i)
+    n *= i + 1 == s.rank() ? kFftTile / 2 + 1 : kFftTile;
+  return n;
+}
+
+// 2.5 n log2 n real FLOPs per real-input FFT of n points.
+double fftFlops(int64_t points) {
+  return points > 1 ? 2.5 * d(points) * std::log2(d(points)) : 0;
+}
+
+} // namespace
+
+double convFlops(const ConvShape &s, ConvDirection dir, int algo) {
+  ConvMethod m = methodOf(dir, algo);
+  double b = d(s.batch), c = d(channelsPerGroup(s)), k = d(s.k);
+  switch (m) {
+  case ConvMethod::ImplicitGemm:
+  case ConvMethod::ImplicitPrecompGemm:
+  case ConvMethod::Gemm:
+  case ConvMethod::Direct:
+    return s.directFlops();
+  case ConvMethod::Winograd:
+  case ConvMethod::WinogradNonfused: {
+    // Multiplies shrink by alpha^2 / (m^2 r^2); each transform is two small
+    // matrix products per tile (about 4 alpha^3 FLOPs).
+    WinogradTile t = winogradTile(s, m);
+    double ratio = d(t.alpha * t.alpha) / d(t.m * t.m * s.kernelSpatial());
+    double tiles = d(winogradTiles(s, t));
+    double transforms = 4.0 * d(t.alpha * t.alpha * t.alpha) *
+                        (b * c * tiles + k * c + b * k * tiles);
+    return s.directFlops() * ratio + transforms;
+  }
+  case ConvMethod::Fft: {
+    double transforms = (b * c + k * c + b * k) * fftFlops(fftPoints(s));
+    double pointwise = 8.0 * b * k * c * d(fftBins(s));
+    return transforms + pointwise;
+  }
+  case ConvMethod::FftTiling: {
+    double tiles = d(fftTileCount(s));
+    double transforms =
+        (b * c * tiles + k * c + b * k * tiles) * fftFlops(fftTilePoints(s));
+    double pointwise = 8.0 * b * k * c * tiles * d(fftTileBins(s));
+    return transforms + pointwise;
+  }
+  }
+  return s.directFlops();
+}
+
+int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection dir, int algo) {
+  ConvMethod m = methodOf(dir, algo);
+  int64_t b = s.batch, c = channelsPerGroup(s), k = s.k;
+  auto bytes = [](double x) { return static_cast<int64_t>(std::ceil(x)); };
+  switch (m) {
+  case ConvMethod::ImplicitGemm:
+  case ConvMethod::Direct:
+    return 0;
+  case ConvMethod::ImplicitPrecompGemm:
+    // Two 32-bit offsets per reduction index (channel, filter tap).
+    return 8 * c * s.kernelSpatial();
+  case ConvMethod::Gemm:
+    // The im2col matrix of the whole sub-batch: (C * R * S) x (b * P * Q).
+    return bytes(kF32 * d(b) * d(s.c) * d(s.kernelSpatial()) *
+                 d(s.outSpatial()));
+  case ConvMethod::Winograd: {
+    // Fused: tiles stay on chip; only the transformed filters are stored.
+    WinogradTile t = winogradTile(s, m);
+    return bytes(kF32 * d(t.alpha * t.alpha) * d(k) * d(c));
+  }
+  case ConvMethod::WinogradNonfused: {
+    WinogradTile t = winogradTile(s, m);
+    double tiles = d(winogradTiles(s, t));
+    return bytes(kF32 * d(t.alpha * t.alpha) *
+                 (d(b) * d(c) * tiles + d(k) * d(c) + d(b) * d(k) * tiles));
+  }
+  case ConvMethod::Fft:
+    // Spectra of every input map, filter and output map.
+    return bytes(kComplex * d(fftBins(s)) *
+                 (d(b) * d(c) + d(k) * d(c) + d(b) * d(k)));
+  case ConvMethod::FftTiling: {
+    double tiles = d(fftTileCount(s));
+    return bytes(kComplex * d(fftTileBins(s)) *
+                 (d(b) * d(c) * tiles + d(k) * d(c) + d(b) * d(k) * tiles));
+  }
+  }
+  return 0;
+}
+
+int convLaunches(ConvDirection dir, int algo) {
+  switch (methodOf(dir, algo)) {
+  case ConvMethod::ImplicitGemm:
+  case ConvMethod::ImplicitPrecompGemm:
+  case ConvMethod::Direct:
+  case ConvMethod::Winograd:
+    return 1;
+  case ConvMethod::Gemm:
+    return 2; // im2col, GEMM
+  case ConvMethod::Fft:
+  case ConvMethod::FftTiling:
+    return 4; // input and filter transforms, pointwise product, inverse
+  case ConvMethod::WinogradNonfused:
+    return 4; // input and filter transforms, batched GEMM, output transform
+  }
+  return 1;
+}
+
+// Workspace traffic on top of the operands: buffers written by one kernel
+// and read by the next cross DRAM twice; index tables and transformed
+// filters are read once.
+static double convWorkspaceTraffic(ConvMethod m, int64_t ws) {
+  switch (m) {
+  case ConvMethod::Gemm:
+  case ConvMethod::Fft:
+  case ConvMethod::FftTiling:
+  case ConvMethod::WinogradNonfused:
+    return 2.0 * d(ws);
+  case ConvMethod::ImplicitPrecompGemm:
+  case ConvMethod::Winograd:
+    return d(ws);
+  case ConvMethod::ImplicitGemm:
+  case ConvMethod::Direct:
+    return 0;
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Task work
+//===----------------------------------------------------------------------===//
+
+std::optional<ConvDirection> convDirectionOf(const TaskGraph &tg, TaskId t) {
+  const Task &task = tg.task(t);
+  if (task.op < 0 || tg.graph->op(task.op).kind != OpKind::Conv)
+    return std::nullopt;
+  switch (task.kind) {
+  case TaskKind::Forward:
+    return ConvDirection::Forward;
+  case TaskKind::BackwardData:
+    return ConvDirection::BackwardData;
+  case TaskKind::BackwardWeight:
+    return ConvDirection::BackwardFilter;
+  default:
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+double elementBytes(const TaskGraph &tg, const Block &blk) {
+  if (blk.value >= 0 &&
+      blk.value < static_cast<ValueId>(tg.graph->values.size()))
+    return d(dtypeBytes(tg.graph->value(blk.value).dtype));
+  return 4;
+}
+
+double valueElems(const Value &v, int64_t b) {
+  return d(v.elementsPerSample()) * (v.batched ? d(b) : 1.0);
+}
+
+// Bytes the task's kernels read and write: every block it reads and writes
+// once, plus a read of each gradient it may have to accumulate into.
+double blockTraffic(const TaskGraph &tg, const Task &task, int64_t b) {
+  double bytes = 0;
+  for (BlockId id : task.reads)
+    bytes += d(tg.block(id).bytesAt(b));
+  for (size_t i = 0; i < task.writes.size(); ++i) {
+    double w = d(tg.block(task.writes[i]).bytesAt(b));
+    bool acc = i < task.accumulates.size() && task.accumulates[i];
+    bytes += acc ? 2 * w : w;
+  }
+  return bytes;
+}
+
+// Parallel work items of the batched part: elements of the largest block
+// that scales with the sub-batch (what the kernel's threads are spread
+// over). Zero when the task touches none (updates).
+double batchedItems(const TaskGraph &tg, const Task &task, int64_t b) {
+  double items = 0;
+  auto visit = [&](BlockId id) {
+    const Block &blk = tg.block(id);
+    if (blk.a > 0)
+      items = std::max(items, d(blk.a) * d(b) / elementBytes(tg, blk));
+  };
+  for (BlockId id : task.reads)
+    visit(id);
+  for (BlockId id : task.writes)
+    visit(id);
+  return items;
+}
+
+CostClass costClassOf(OpKind k) {
+  switch (k) {
+  case OpKind::Gemm:
+  case OpKind::MatMul:
+    return CostClass::Gemm;
+  case OpKind::MaxPool:
+  case OpKind::AveragePool:
+  case OpKind::GlobalAveragePool:
+    return CostClass::Pooling;
+  case OpKind::BatchNorm:
+  case OpKind::LRN:
+    return CostClass::Normalization;
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+    return CostClass::Softmax;
+  case OpKind::Concat:
+  case OpKind::Flatten:
+  case OpKind::Reshape:
+  case OpKind::Pad:
+    return CostClass::Copy;
+  default:
+    return CostClass::Elementwise;
+  }
+}
+
+// FLOPs and kernel count of the FP/BP tasks of every non-conv op. These are
+// memory-bound except GEMM, so the counts only need to be right in order of
+// magnitude; GEMM is exact.
+void opWork(const Graph &g, const Op &op, const Task &task, int64_t b,
+            TaskWork &w) {
+  TaskKind kind = task.kind;
+  int gradsWritten = std::max<int>(static_cast<int>(task.writes.size()), 1);
+  const Value &y = g.value(op.outputs.at(0));
+  double out = valueElems(y, b);
+  double in = op.inputs.empty() ? out : valueElems(g.value(op.inputs[0]), b);
+  bool fwd = kind == TaskKind::Forward;
+  w.launches = 1;
+  switch (op.kind) {
+  case OpKind::Gemm:
+  case OpKind::MatMul: {
+    const Value &a = g.value(op.inputs.at(0));
+    int64_t kred = a.dims.empty() ? 1 : a.dims.back();
+    if (op.kind == OpKind::Gemm && op.attrs.transA && a.dims.size() >= 2)
+      kred = a.dims[a.dims.size() - 2];
+    double gemm = 2.0 * out * d(kred);
+    bool bias = op.kind == OpKind::Gemm && op.inputs.size() >= 3;
+    if (kind == TaskKind::BackwardData) {
+      // One GEMM per operand whose gradient the task writes.
+      w.flops = gemm * gradsWritten;
+      w.launches = gradsWritten;
+    } else {
+      // The bias is broadcast into Y before the GEMM, or reduced from dY
+      // after it: one more kernel either way.
+      w.flops = gemm + (bias ? out : 0);
+      w.launches = bias ? 2 : 1;
+    }
+    return;
+  }
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Clip:
+    w.flops = out;
+    return;
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+    w.flops = (fwd ? 4 : 3) * out;
+    return;
+  case OpKind::Dropout:
+    w.flops = (fwd ? 2 : 1) * out;
+    return;
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Sum:
+    w.flops = fwd ? d(std::max<size_t>(op.inputs.size(), 2) - 1) * out : out;
+    return;
+  case OpKind::Mul:
+    w.flops = (fwd ? 1 : 2) * out;
+    return;
+  case OpKind::MaxPool:
+  case OpKind::AveragePool: {
+    int64_t window = 1;
+    for (int64_t k : op.attrs.kernel)
+      window *= k;
+    w.flops = d(window) * out;
+    return;
+  }
+  case OpKind::GlobalAveragePool:
+    w.flops = in;
+    return;
+  case OpKind::BatchNorm:
+    w.flops = (fwd ? 8 : kind == TaskKind::BackwardData ? 10 : 4) * out;
+    return;
+  case OpKind::LRN:
+    w.flops = (fwd ? 2 * d(op.attrs.size) + 6 : 3 * d(op.attrs.size) + 8) * out;
+    return;
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+    w.flops = (fwd ? 5 : 4) * out;
+    return;
+  case OpKind::Concat:
+    // One strided copy per input, or per input gradient.
+    w.flops = 0;
+    w.launches = fwd ? std::max<int>(static_cast<int>(op.inputs.size()), 1)
+                     : gradsWritten;
+    return;
+  case OpKind::Flatten:
+  case OpKind::Reshape:
+  case OpKind::Pad:
+    w.flops = 0;
+    return;
+  case OpKind::Conv:
+    assert(false && "conv tasks are handled by the conv formulas");
+    return;
+  }
+}
+
+} // namespace
+
+bool producesOnlyViews(const TaskGraph &tg, const Task &task) {
+  if ((task.kind != TaskKind::Forward && task.kind != TaskKind::BackwardData) ||
+      task.writes.empty())
+    return false;
+  // A written block shares storage with a read one when either is a view of
+  // the other (FP: Y views X; BP-data: dY views dX).
+  auto aliasesRead = [&](BlockId w) {
+    for (BlockId r : task.reads)
+      if (tg.block(w).viewOf == r || tg.block(r).viewOf == w)
+        return true;
+    return false;
+  };
+  for (size_t i = 0; i < task.writes.size(); ++i) {
+    bool acc = i < task.accumulates.size() && task.accumulates[i];
+    if (acc || !aliasesRead(task.writes[i]))
+      return false;
+  }
+  return true;
+}
+
+namespace {
+
+/// FLOPs, bytes, launches and efficiency at sub-batch b (0 gives the part
+/// that does not scale with the sub-batch).
+TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
+                int64_t b) {
+  const Task &task = tg.task(t);
+  const Graph &g = *tg.graph;
+  TaskWork w;
+  w.bytes = blockTraffic(tg, task, b);
+
+  if (auto dir = convDirectionOf(tg, t)) {
+    ConvShape s = convShape(g, task.op, b);
+    int64_t ws = convWorkspaceBytes(s, *dir, algo);
+    w.flops = convFlops(s, *dir, algo);
+    w.bytes += convWorkspaceTraffic(methodOf(*dir, algo), ws);
+    w.launches = convLaunches(*dir, algo);
+    w.efficiency = spec.convEfficiency(*dir, algo);
+    if (s.hasBias && *dir != ConvDirection::BackwardData) {
+      // Bias added to Y after the convolution, or reduced from dY.
+      w.flops += d(s.batch) * d(s.k) * d(s.outSpatial());
+      w.launches += 1;
+    }
+    return w;
+  }
+
+  assert(algo == 0 && "non-conv tasks have the single algorithm 0");
+  switch (task.kind) {
+  case TaskKind::Loss: {
+    ValueId in = lossInput(g, tg.loss);
+    double out = in >= 0 ? valueElems(g.value(in), b) : 0;
+    // Softmax cross-entropy: log-softmax, loss, gradient (two kernels);
+    // MSE: difference and its square in one, the reduction in another.
+    w.flops = (tg.loss == LossKind::SoftmaxCrossEntropy ? 8 : 4) * out;
+    w.launches = 2;
+    w.efficiency = spec.classEfficiency(CostClass::Loss);
+    return w;
+  }
+  case TaskKind::Update: {
+    // SGD: w -= lr * (dW + wd * w), with momentum v = mu * v + ...
+    double elems = 0;
+    for (BlockId id : task.reads)
+      if (tg.block(id).kind == BlockKind::Weight)
+        elems += d(tg.block(id).bytesAt(b)) / elementBytes(tg, tg.block(id));
+    w.flops = (tg.useMomentum ? 5 : 3) * elems;
+    w.launches = 1;
+    w.efficiency = spec.classEfficiency(CostClass::Update);
+    return w;
+  }
+  default:
+    break;
+  }
+  const Op &op = g.op(task.op);
+  opWork(g, op, task, b, w);
+  w.efficiency = spec.classEfficiency(costClassOf(op.kind));
+  return w;
+}
+
+} // namespace
+
+TaskWork analyticWork(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
+                      int algo, int64_t b) {
+  TaskWork w;
+  if (producesOnlyViews(tg, tg.task(t))) {
+    w.free = true;
+    return w;
+  }
+  // Every formula is affine in b; its value at 0 is the fixed part
+  // (weights, filter transforms), which the utilisation does not scale.
+  w = workAt(spec, tg, t, algo, b);
+  TaskWork fixed = workAt(spec, tg, t, algo, 0);
+  w.fixedFlops = std::min(fixed.flops, w.flops);
+  w.fixedBytes = std::min(fixed.bytes, w.bytes);
+  w.parallelItems = batchedItems(tg, tg.task(t), b);
+  return w;
+}
+
+double workSeconds(const DeviceSpec &spec, const TaskWork &w) {
+  if (w.free)
+    return 0;
+  double rate = spec.fp32Flops * w.efficiency.compute;
+  double bandwidth = spec.memoryBandwidth * w.efficiency.memory;
+  double half = spec.halfRateItems();
+  double utilisation = w.parallelItems > 0 && half > 0
+                           ? w.parallelItems / (w.parallelItems + half)
+                           : 1.0;
+  double compute =
+      (w.flops - w.fixedFlops) / rate / utilisation + w.fixedFlops / rate;
+  double memory = (w.bytes - w.fixedBytes) / bandwidth / utilisation +
+                  w.fixedBytes / bandwidth;
+  return d(w.launches) * spec.launchSeconds + std::max(compute, memory);
+}
+
+//===----------------------------------------------------------------------===//
+// The analytic model
+//===----------------------------------------------------------------------===//
+
+AlgoChoice convAlgoChoice(ConvDirection dir, int id) {
+  const ConvAlgoInfo *info = findConvAlgo(dir, id);
+  assert(info && "unknown conv algorithm");
+  return {id, info->name, info->baseline, info->deterministic};
+}
+
+AlgoChoice defaultAlgoChoice() { return {0, "default", true, true}; }
+
+std::vector<AlgoChoice> AnalyticCostModel::algorithms(const TaskGraph &tg,
+                                                      TaskId t) const {
+  auto dir = convDirectionOf(tg, t);
+  if (!dir)
+    return {defaultAlgoChoice()};
+  ConvShape s = convShape(*tg.graph, tg.task(t).op, tg.graph->batch);
+  std::vector<AlgoChoice> out;
+  for (int id : applicableConvAlgos(s, *dir))
+    out.push_back(convAlgoChoice(*dir, id));
+  return out;
+}
+
+double AnalyticCostModel::taskSeconds(const TaskGraph &tg, TaskId t, int algo,
+                                      int64_t b) const {
+  assert(b >= 1 && "sub-batch must be positive");
+  return workSeconds(spec, analyticWork(spec, tg, t, algo, b));
+}
+
+int64_t AnalyticCostModel::workspaceBytes(const TaskGraph &tg, TaskId t,
+                                          int algo, int64_t b) const {
+  auto dir = convDirectionOf(tg, t);
+  if (!dir) {
+    assert(algo == 0 && "non-conv tasks have the single algorithm 0");
+    return 0;
+  }
+  return convWorkspaceBytes(convShape(*tg.graph, tg.task(t).op, b), *dir, algo);
+}
+
+CopyRates AnalyticCostModel::copyRates() const {
+  return {spec.h2dBandwidth * spec.linkEfficiency,
+          spec.d2hBandwidth * spec.linkEfficiency, spec.transferLatency};
+}
+
+bool AnalyticCostModel::isFree(const TaskGraph &tg, TaskId t) const {
+  return producesOnlyViews(tg, tg.task(t));
+}
+
+} // namespace memfit

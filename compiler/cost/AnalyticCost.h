@@ -1,0 +1,94 @@
+//===- AnalyticCost.h - Roofline cost of tasks from a device spec -*- C++ -*-=//
+//
+// The formulas of the analytic model (docs/cost-model.md states each one):
+//
+//   time = launches * launch
+//        + max(F_b / (R e_c u) + F_0 / (R e_c),  B_b / (BW e_m u) + B_0 / (BW
+//        e_m))
+//   u    = W / (W + W_half),  W_half = smCount * halfRateItemsPerSm
+//
+// F are the FLOPs of the algorithm's method (direct, Winograd, FFT), B the
+// bytes the task reads and writes (from its TaskGraph blocks, plus workspace
+// traffic), each split into the part that scales with the sub-batch (_b)
+// and the fixed part (_0: weights, filter transforms). W are the parallel
+// work items of the batched part (elements of its largest batched block), e
+// the efficiency of its algorithm class. Launches give every kernel a
+// latency floor and u lowers utilisation at small sub-batches, so splitting
+// a batch is never free; time is non-decreasing in b and time per sample
+// non-increasing. Tasks that only produce views (Flatten, Reshape) run no
+// kernel and cost nothing.
+//
+// Workspace follows what each cuDNN method allocates: none for implicit
+// GEMM, an index table for precomputed GEMM, the im2col buffer for GEMM,
+// spectra for FFT, transformed tiles for Winograd.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_COST_ANALYTICCOST_H
+#define MEMFIT_COMPILER_COST_ANALYTICCOST_H
+
+#include "compiler/cost/ConvAlgo.h"
+#include "compiler/cost/CostModel.h"
+#include "compiler/cost/DeviceSpec.h"
+#include "compiler/ir/TaskGraph.h"
+
+#include <optional>
+
+namespace memfit {
+
+/// What one run of a task does, before the device turns it into time.
+/// `fixedFlops` and `fixedBytes` are the parts that do not scale with the
+/// sub-batch (weights, filter transforms).
+struct TaskWork {
+  double flops = 0, fixedFlops = 0;
+  double bytes = 0, fixedBytes = 0; // DRAM traffic
+  double parallelItems = 0;         // W: items of the batched part
+  int launches = 0;
+  Efficiency efficiency;
+  bool free = false; // produces only views: no kernel at all
+};
+
+/// The conv direction of task `t`, if it is a Conv op's FP/BP task.
+std::optional<ConvDirection> convDirectionOf(const TaskGraph &tg, TaskId t);
+
+/// FLOPs of conv algorithm `algo` (its method's arithmetic, transforms
+/// included).
+double convFlops(const ConvShape &s, ConvDirection d, int algo);
+/// Workspace bytes of conv algorithm `algo` at the shape's batch.
+int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection d, int algo);
+/// Kernels one call of `algo` launches (bias excluded).
+int convLaunches(ConvDirection d, int algo);
+
+/// Whether an FP/BP task writes only views of its inputs (Flatten, Reshape)
+/// and so runs no kernel.
+bool producesOnlyViews(const TaskGraph &tg, const Task &task);
+
+/// The work of task `t` with `algo` at sub-batch `b`.
+TaskWork analyticWork(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
+                      int algo, int64_t b);
+/// The time formula above.
+double workSeconds(const DeviceSpec &spec, const TaskWork &w);
+
+class AnalyticCostModel : public CostModel {
+public:
+  explicit AnalyticCostModel(DeviceSpec spec) : CostModel(std::move(spec)) {}
+
+  std::vector<AlgoChoice> algorithms(const TaskGraph &tg,
+                                     TaskId t) const override;
+  double taskSeconds(const TaskGraph &tg, TaskId t, int algo,
+                     int64_t b) const override;
+  int64_t workspaceBytes(const TaskGraph &tg, TaskId t, int algo,
+                         int64_t b) const override;
+  /// The link rate per direction times the link efficiency.
+  CopyRates copyRates() const override;
+  /// Whether the task runs no kernel (its outputs are views).
+  bool isFree(const TaskGraph &tg, TaskId t) const;
+};
+
+/// The AlgoChoice of conv algorithm `id` of direction `d` (asserts it
+/// exists), or of the single algorithm of a non-conv task.
+AlgoChoice convAlgoChoice(ConvDirection d, int id);
+AlgoChoice defaultAlgoChoice();
+
+} // namespace memfit
+
+#endif

@@ -1,0 +1,389 @@
+//===- DeviceSpec.cpp - GPU description for the analytic model ------------===//
+//
+// The built-in table and the JSON reader/writer. JSON fields are in the units
+// datasheets use (TFLOP/s, GB/s, GiB, microseconds); the struct holds SI
+// units. Every field is described once in kNumberFields so reading, writing
+// and error messages cannot drift apart.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/cost/DeviceSpec.h"
+
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/JsonText.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+
+namespace memfit {
+
+using nlohmann::json;
+
+std::string_view costClassName(CostClass c) {
+  switch (c) {
+  case CostClass::Gemm:
+    return "gemm";
+  case CostClass::Elementwise:
+    return "elementwise";
+  case CostClass::Pooling:
+    return "pooling";
+  case CostClass::Normalization:
+    return "normalization";
+  case CostClass::Softmax:
+    return "softmax";
+  case CostClass::Copy:
+    return "copy";
+  case CostClass::Loss:
+    return "loss";
+  case CostClass::Update:
+    return "update";
+  }
+  return "?";
+}
+
+int efficiencySlot(ConvDirection d, int algo) {
+  assert(algo >= 0 && algo < kMaxConvAlgoId &&
+         "conv algorithm id out of range");
+  return static_cast<int>(d) * kMaxConvAlgoId + algo;
+}
+
+int efficiencySlot(CostClass c) {
+  return kNumConvDirections * kMaxConvAlgoId + static_cast<int>(c);
+}
+
+std::string efficiencySlotName(int slot) {
+  if (slot >= kNumConvDirections * kMaxConvAlgoId)
+    return std::string(costClassName(
+        static_cast<CostClass>(slot - kNumConvDirections * kMaxConvAlgoId)));
+  auto dir = static_cast<ConvDirection>(slot / kMaxConvAlgoId);
+  const ConvAlgoInfo *info = findConvAlgo(dir, slot % kMaxConvAlgoId);
+  if (!info)
+    return "";
+  return std::string(convDirectionName(dir)) + "." + std::string(info->name);
+}
+
+std::array<Efficiency, kNumEfficiencySlots> defaultEfficiencies() {
+  // Starting values, not measurements: fractions of FP32 peak commonly
+  // reported for cuDNN/cuBLAS kernels on large problems. Implicit GEMM is
+  // the slowest general method, precomputed indices help, transform methods
+  // run at lower efficiency on far fewer FLOPs. Backward filter kernels
+  // reduce over the batch and reach less. docs/cost-model.md explains how a
+  // measured profile replaces them.
+  std::array<Efficiency, kNumEfficiencySlots> e{};
+  auto conv = [&](ConvDirection d, int algo, double compute) {
+    e[efficiencySlot(d, algo)] = {compute, 0.8};
+  };
+  using D = ConvDirection;
+  conv(D::Forward, (int)FwdAlgo::ImplicitGemm, 0.45);
+  conv(D::Forward, (int)FwdAlgo::ImplicitPrecompGemm, 0.65);
+  conv(D::Forward, (int)FwdAlgo::Gemm, 0.60);
+  conv(D::Forward, (int)FwdAlgo::Direct, 0.25);
+  conv(D::Forward, (int)FwdAlgo::Fft, 0.45);
+  conv(D::Forward, (int)FwdAlgo::FftTiling, 0.45);
+  conv(D::Forward, (int)FwdAlgo::Winograd, 0.55);
+  conv(D::Forward, (int)FwdAlgo::WinogradNonfused, 0.50);
+  conv(D::BackwardData, (int)BwdDataAlgo::Algo0, 0.45);
+  conv(D::BackwardData, (int)BwdDataAlgo::Algo1, 0.55);
+  conv(D::BackwardData, (int)BwdDataAlgo::Fft, 0.45);
+  conv(D::BackwardData, (int)BwdDataAlgo::FftTiling, 0.45);
+  conv(D::BackwardData, (int)BwdDataAlgo::Winograd, 0.50);
+  conv(D::BackwardData, (int)BwdDataAlgo::WinogradNonfused, 0.45);
+  conv(D::BackwardFilter, (int)BwdFilterAlgo::Algo0, 0.45);
+  conv(D::BackwardFilter, (int)BwdFilterAlgo::Algo1, 0.40);
+  conv(D::BackwardFilter, (int)BwdFilterAlgo::Fft, 0.40);
+  conv(D::BackwardFilter, (int)BwdFilterAlgo::Algo3, 0.50);
+  conv(D::BackwardFilter, (int)BwdFilterAlgo::WinogradNonfused, 0.40);
+  conv(D::BackwardFilter, (int)BwdFilterAlgo::FftTiling, 0.40);
+  auto cls = [&](CostClass c, double compute, double memory) {
+    e[efficiencySlot(c)] = {compute, memory};
+  };
+  cls(CostClass::Gemm, 0.75, 0.8);
+  cls(CostClass::Elementwise, 0.5, 0.85);
+  cls(CostClass::Pooling, 0.5, 0.7);
+  cls(CostClass::Normalization, 0.5, 0.7);
+  cls(CostClass::Softmax, 0.5, 0.75);
+  cls(CostClass::Copy, 0.5, 0.85);
+  cls(CostClass::Loss, 0.5, 0.7);
+  cls(CostClass::Update, 0.5, 0.85);
+  return e;
+}
+
+namespace {
+
+/// A numeric field: JSON value times `scale` is the struct's SI value.
+struct NumberField {
+  const char *key;
+  double DeviceSpec::*member;
+  double scale;
+  bool required;
+  bool fraction; // must lie in (0, 1] rather than merely be positive
+  bool allowZero;
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+const NumberField kNumberFields[] = {
+    {"fp32_tflops", &DeviceSpec::fp32Flops, 1e12, true, false, false},
+    {"memory_gbps", &DeviceSpec::memoryBandwidth, 1e9, true, false, false},
+    {"h2d_gbps", &DeviceSpec::h2dBandwidth, 1e9, true, false, false},
+    {"d2h_gbps", &DeviceSpec::d2hBandwidth, 1e9, true, false, false},
+    {"launch_us", &DeviceSpec::launchSeconds, 1e-6, true, false, true},
+    {"link_efficiency", &DeviceSpec::linkEfficiency, 1, false, true, false},
+    {"transfer_latency_us", &DeviceSpec::transferLatency, 1e-6, false, false,
+     true},
+    {"half_rate_items_per_sm", &DeviceSpec::halfRateItemsPerSm, 1, false, false,
+     true},
+};
+// Fields handled outside the table: name, description, memory_gib,
+// sm_count, efficiency.
+
+struct Builtin {
+  const char *name, *description;
+  double tflops, memGBps, memGiB, linkGBps, launchUs;
+  int64_t sms;
+};
+
+// Datasheet values; docs/cost-model.md gives the source of each row. Host
+// links are PCIe x16 per direction: Gen3 15.75 GB/s, Gen4 31.5, Gen5 63.
+const Builtin kBuiltins[] = {
+    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 5, 15},
+    {"titanx-maxwell", "NVIDIA GeForce GTX TITAN X (Maxwell) 12GB", 6.14, 336.5,
+     12, 15.75, 5, 24},
+    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 4, 80},
+    {"a100-40g", "NVIDIA A100 SXM4 40GB", 19.5, 1555, 40, 31.5, 3, 108},
+    {"a100-80g", "NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, 31.5, 3, 108},
+    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 3, 114},
+    {"h100-sxm", "NVIDIA H100 SXM5 80GB", 67, 3350, 80, 63, 3, 132},
+    {"h200", "NVIDIA H200 SXM 141GB", 67, 4800, 141, 63, 3, 132},
+};
+
+DeviceSpec fromBuiltin(const Builtin &b) {
+  DeviceSpec s;
+  s.name = b.name;
+  s.description = b.description;
+  s.fp32Flops = b.tflops * 1e12;
+  s.memoryBandwidth = b.memGBps * 1e9;
+  s.memoryBytes = static_cast<int64_t>(std::llround(b.memGiB * kGiB));
+  s.h2dBandwidth = s.d2hBandwidth = b.linkGBps * 1e9;
+  s.launchSeconds = b.launchUs * 1e-6;
+  s.smCount = b.sms;
+  s.efficiency = defaultEfficiencies();
+  return s;
+}
+
+/// Reads one JSON object into `spec`. With `requireAll`, every required
+/// field must be present (a full device description); otherwise only the
+/// fields present change (calibration overrides).
+llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
+                       bool requireAll) {
+  if (!obj.is_object())
+    return makeErrorF("{0}: expected a JSON object describing a device, got "
+                      "{1}",
+                      file, jsonTypeName(obj));
+  auto fieldErr = [&](llvm::StringRef key, const llvm::Twine &what) {
+    return makeError(file + ": field '" + key + "' " + what);
+  };
+  auto number = [&](llvm::StringRef key, double &out) -> llvm::Error {
+    const json &v = obj.at(std::string(key));
+    if (!v.is_number())
+      return fieldErr(key, "must be a number, not " + jsonTypeName(v));
+    out = v.get<double>();
+    if (!std::isfinite(out))
+      return fieldErr(key, "must be finite");
+    return llvm::Error::success();
+  };
+
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string &key = it.key();
+    bool known = key == "name" || key == "description" || key == "memory_gib" ||
+                 key == "sm_count" || key == "efficiency";
+    for (const NumberField &f : kNumberFields)
+      known |= key == f.key;
+    if (!known)
+      return makeError(file + ": unknown field " + quoteName(key) +
+                       " (see docs/cost-model.md for the device fields)");
+  }
+
+  for (const char *key : {"name", "description"}) {
+    if (!obj.contains(key)) {
+      if (requireAll && std::string_view(key) == "name")
+        return fieldErr(key, "is missing");
+      continue;
+    }
+    const json &v = obj.at(key);
+    if (!v.is_string())
+      return fieldErr(key, "must be a string, not " + jsonTypeName(v));
+    (std::string_view(key) == "name" ? spec.name : spec.description) =
+        v.get<std::string>();
+  }
+
+  for (const NumberField &f : kNumberFields) {
+    if (!obj.contains(f.key)) {
+      if (requireAll && f.required)
+        return fieldErr(f.key, "is missing");
+      continue;
+    }
+    double v;
+    if (auto err = number(f.key, v))
+      return err;
+    if (f.fraction && !(v > 0 && v <= 1))
+      return fieldErr(f.key, "must be in (0, 1], got " + numberText(v));
+    if (!f.fraction && !(v > 0 || (f.allowZero && v == 0)))
+      return fieldErr(f.key, llvm::Twine("must be ") +
+                                 (f.allowZero ? "non-negative" : "positive") +
+                                 ", got " + numberText(v));
+    spec.*f.member = v * f.scale;
+  }
+
+  if (obj.contains("memory_gib")) {
+    double v;
+    if (auto err = number("memory_gib", v))
+      return err;
+    if (!(v > 0))
+      return fieldErr("memory_gib", "must be positive, got " + numberText(v));
+    spec.memoryBytes = static_cast<int64_t>(std::llround(v * kGiB));
+  } else if (requireAll) {
+    return fieldErr("memory_gib", "is missing");
+  }
+
+  if (obj.contains("sm_count")) {
+    const json &v = obj.at("sm_count");
+    if (!v.is_number_integer())
+      return fieldErr("sm_count", "must be an integer, not " + jsonTypeName(v));
+    if (v.get<int64_t>() <= 0)
+      return fieldErr("sm_count", "must be positive");
+    spec.smCount = v.get<int64_t>();
+  } else if (requireAll) {
+    return fieldErr("sm_count", "is missing");
+  }
+
+  if (obj.contains("efficiency")) {
+    const json &eff = obj.at("efficiency");
+    if (!eff.is_object())
+      return fieldErr("efficiency",
+                      "must be an object, not " + jsonTypeName(eff));
+    for (auto it = eff.begin(); it != eff.end(); ++it) {
+      int slot = -1;
+      for (int s = 0; s < kNumEfficiencySlots; ++s)
+        if (!efficiencySlotName(s).empty() && efficiencySlotName(s) == it.key())
+          slot = s;
+      std::string path = "efficiency." + it.key();
+      if (slot < 0)
+        return makeError(file + ": efficiency: unknown kernel class " +
+                         quoteName(it.key()) +
+                         " (expected e.g. 'conv_fwd.winograd' or 'gemm')");
+      if (!it.value().is_object())
+        return fieldErr(path, "must be an object with 'compute' and/or "
+                              "'memory', not " +
+                                  jsonTypeName(it.value()));
+      for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) {
+        std::string sub = path + "." + jt.key();
+        double *dst = jt.key() == "compute"  ? &spec.efficiency[slot].compute
+                      : jt.key() == "memory" ? &spec.efficiency[slot].memory
+                                             : nullptr;
+        if (!dst)
+          return makeError(file + ": unknown field " + quoteName(sub) +
+                           " (expected 'compute' or 'memory')");
+        if (!jt.value().is_number())
+          return fieldErr(sub,
+                          "must be a number, not " + jsonTypeName(jt.value()));
+        double v = jt.value().get<double>();
+        if (!(v > 0 && v <= 1))
+          return fieldErr(sub, "must be in (0, 1], got " + numberText(v));
+        *dst = v;
+      }
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<json> parseJsonText(llvm::StringRef text, llvm::StringRef file) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception &e) {
+    return makeError(file + ": invalid JSON: " + e.what());
+  }
+}
+
+} // namespace
+
+std::vector<std::string> builtinDeviceNames() {
+  std::vector<std::string> out;
+  for (const Builtin &b : kBuiltins)
+    out.push_back(b.name);
+  return out;
+}
+
+llvm::Expected<DeviceSpec> builtinDevice(llvm::StringRef name) {
+  for (const Builtin &b : kBuiltins)
+    if (name == b.name)
+      return fromBuiltin(b);
+  std::string known;
+  for (const Builtin &b : kBuiltins)
+    known += (known.empty() ? "" : ", ") + std::string(b.name);
+  return makeError("unknown device " + quoteName(name) + " (built-in: " +
+                   known + "; or give a .json file describing the device)");
+}
+
+llvm::Expected<DeviceSpec> parseDeviceJson(llvm::StringRef text,
+                                           llvm::StringRef displayName) {
+  auto obj = parseJsonText(text, displayName);
+  if (!obj)
+    return obj.takeError();
+  DeviceSpec spec;
+  spec.efficiency = defaultEfficiencies();
+  if (auto err = readFields(spec, *obj, displayName, /*requireAll=*/true))
+    return err;
+  return spec;
+}
+
+llvm::Expected<DeviceSpec> loadDeviceFile(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return makeError(path +
+                     ": cannot read device file: " + buf.getError().message());
+  return parseDeviceJson((*buf)->getBuffer(), path);
+}
+
+llvm::Expected<DeviceSpec> resolveDevice(llvm::StringRef nameOrPath) {
+  if (nameOrPath.endswith(".json") || nameOrPath.contains('/'))
+    return loadDeviceFile(nameOrPath);
+  return builtinDevice(nameOrPath);
+}
+
+llvm::Error applyDeviceOverrides(DeviceSpec &spec, llvm::StringRef jsonText,
+                                 llvm::StringRef displayName) {
+  auto obj = parseJsonText(jsonText, displayName);
+  if (!obj)
+    return obj.takeError();
+  return readFields(spec, *obj, displayName, /*requireAll=*/false);
+}
+
+std::string deviceToJson(const DeviceSpec &spec) {
+  // Fields in the order a person reads them: identity, datasheet numbers,
+  // then the calibration factors.
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  out["name"] = spec.name;
+  out["description"] = spec.description;
+  for (const NumberField &f : kNumberFields) {
+    out[f.key] = spec.*f.member / f.scale;
+    if (std::string_view(f.key) == "memory_gbps")
+      out["memory_gib"] = static_cast<double>(spec.memoryBytes) / kGiB;
+    if (std::string_view(f.key) == "d2h_gbps")
+      out["sm_count"] = spec.smCount;
+  }
+  nlohmann::ordered_json eff = nlohmann::ordered_json::object();
+  for (int s = 0; s < kNumEfficiencySlots; ++s) {
+    std::string name = efficiencySlotName(s);
+    if (!name.empty())
+      eff[name] = {{"compute", spec.efficiency[s].compute},
+                   {"memory", spec.efficiency[s].memory}};
+  }
+  out["efficiency"] = std::move(eff);
+  return out.dump(2) + "\n";
+}
+
+} // namespace memfit

@@ -1,0 +1,115 @@
+//===- DeviceSpec.h - GPU description for the analytic model ----*- C++ -*-===//
+//
+// What the analytic cost model knows about a GPU: peak FP32 rate, memory
+// bandwidth and size, host link bandwidth per direction, per-kernel launch
+// cost, the SM count that sets how much parallel work saturates it, and the
+// calibration factors (efficiency per algorithm class, utilisation ramp).
+//
+// Built-in specs cover the GPUs of the moDNN/vDNN papers and current data
+// centre parts (docs/cost-model.md cites the datasheet for every number). A
+// user describes another GPU in a JSON file with the same fields; errors name
+// the file and the field. The calibration factors are explicit fields so a
+// measured profile can set them (Profile's "calibration" object).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_COST_DEVICESPEC_H
+#define MEMFIT_COMPILER_COST_DEVICESPEC_H
+
+#include "compiler/cost/ConvAlgo.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memfit {
+
+/// Classes of non-convolution kernels that share an efficiency.
+enum class CostClass : uint8_t {
+  Gemm,          // Gemm, MatMul (cuBLAS)
+  Elementwise,   // activations, Dropout, Add/Sub/Mul/Sum
+  Pooling,       // MaxPool, AveragePool, GlobalAveragePool
+  Normalization, // BatchNorm, LRN
+  Softmax,       // Softmax, LogSoftmax
+  Copy,          // Concat, Pad, non-view Flatten/Reshape
+  Loss,
+  Update, // SGD with momentum
+};
+constexpr int kNumCostClasses = 8;
+std::string_view costClassName(CostClass c); // "gemm", "elementwise", ...
+
+/// Fractions of peak a kernel class reaches on large problems: `compute` of
+/// the FP32 rate (for the class's own FLOP count), `memory` of the DRAM
+/// bandwidth.
+struct Efficiency {
+  double compute = 0.5;
+  double memory = 0.8;
+};
+
+/// One efficiency per convolution (direction, algorithm) and per CostClass.
+constexpr int kNumEfficiencySlots =
+    kNumConvDirections * kMaxConvAlgoId + kNumCostClasses;
+int efficiencySlot(ConvDirection d, int algo);
+int efficiencySlot(CostClass c);
+/// "conv_fwd.winograd", "gemm", ...; empty for slots of ids cuDNN lacks.
+std::string efficiencySlotName(int slot);
+
+struct DeviceSpec {
+  std::string name;           // "h100-sxm"
+  std::string description;    // "NVIDIA H100 SXM5 80GB"
+  double fp32Flops = 0;       // FLOP/s, FP32 without tensor cores
+  double memoryBandwidth = 0; // device memory, bytes/s
+  int64_t memoryBytes = 0;
+  double h2dBandwidth = 0; // host link per direction, bytes/s
+  double d2hBandwidth = 0;
+  /// Fraction of the link rate pinned copies reach.
+  double linkEfficiency = 0.8;
+  double transferLatency = 8e-6; // fixed cost of one copy, seconds
+  double launchSeconds = 0;      // fixed cost of one kernel, seconds
+  int64_t smCount = 0;
+  /// A kernel with this many parallel work items per SM (output elements)
+  /// runs at half its peak rate; utilisation is W / (W + smCount * this).
+  double halfRateItemsPerSm = 1024;
+  std::array<Efficiency, kNumEfficiencySlots> efficiency{};
+
+  const Efficiency &convEfficiency(ConvDirection d, int algo) const {
+    return efficiency[efficiencySlot(d, algo)];
+  }
+  const Efficiency &classEfficiency(CostClass c) const {
+    return efficiency[efficiencySlot(c)];
+  }
+  /// Items at which utilisation is one half.
+  double halfRateItems() const {
+    return halfRateItemsPerSm * static_cast<double>(smCount);
+  }
+};
+
+/// The default (uncalibrated) efficiency table every built-in spec uses.
+std::array<Efficiency, kNumEfficiencySlots> defaultEfficiencies();
+
+/// Names of the built-in devices, in table order.
+std::vector<std::string> builtinDeviceNames();
+llvm::Expected<DeviceSpec> builtinDevice(llvm::StringRef name);
+
+/// A device from JSON text. `displayName` names the source in errors.
+llvm::Expected<DeviceSpec> parseDeviceJson(llvm::StringRef text,
+                                           llvm::StringRef displayName);
+llvm::Expected<DeviceSpec> loadDeviceFile(llvm::StringRef path);
+/// A built-in name, or a JSON file when the argument ends in ".json" or
+/// contains a path separator.
+llvm::Expected<DeviceSpec> resolveDevice(llvm::StringRef nameOrPath);
+
+/// Applies the fields present in a JSON object to `spec` (calibration from
+/// a measured profile); fields not present keep their values.
+llvm::Error applyDeviceOverrides(DeviceSpec &spec, llvm::StringRef jsonText,
+                                 llvm::StringRef displayName);
+
+/// The spec as JSON that parseDeviceJson reads back unchanged.
+std::string deviceToJson(const DeviceSpec &spec);
+
+} // namespace memfit
+
+#endif

@@ -1,0 +1,59 @@
+//===- CostTable.h - Task costs at one sub-batch, for the planner -*- C++
+//-*-===//
+//
+// The planner's whole view of the device: for every task, the algorithms it
+// may run with their time and workspace at sub-batch b, and the cost of host
+// transfers. A CostModel fills it (analytic or measured); tests write it as
+// a literal. Algorithms are listed fastest first; exactly one per task is
+// the zero-workspace baseline.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_IR_COSTTABLE_H
+#define MEMFIT_COMPILER_IR_COSTTABLE_H
+
+#include "compiler/ir/TaskGraph.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memfit {
+
+struct AlgoCost {
+  int32_t algo = 0;      // the cost model's id (0 for non-convolutions)
+  std::string name;      // e.g. "implicit_gemm"
+  double seconds = 0;    // run time at the table's sub-batch
+  int64_t workspace = 0; // bytes at the table's sub-batch
+  bool baseline = false; // the zero-workspace algorithm
+};
+
+struct CostTable {
+  int64_t subBatch = 1;
+  std::vector<std::vector<AlgoCost>> tasks; // per TaskId, fastest first
+  double d2hBytesPerSecond = 12e9, h2dBytesPerSecond = 12e9;
+  double copyLatencySeconds = 10e-6; // per transfer
+
+  double copyOutSeconds(int64_t bytes) const {
+    return copyLatencySeconds + static_cast<double>(bytes) / d2hBytesPerSecond;
+  }
+  double copyInSeconds(int64_t bytes) const {
+    return copyLatencySeconds + static_cast<double>(bytes) / h2dBytesPerSecond;
+  }
+  const AlgoCost &fastest(TaskId t) const { return tasks[t].front(); }
+  const AlgoCost &baseline(TaskId t) const {
+    for (const AlgoCost &a : tasks[t])
+      if (a.baseline)
+        return a;
+    return tasks[t].front();
+  }
+  const AlgoCost *find(TaskId t, int32_t algo) const {
+    for (const AlgoCost &a : tasks[t])
+      if (a.algo == algo)
+        return &a;
+    return nullptr;
+  }
+};
+
+} // namespace memfit
+
+#endif

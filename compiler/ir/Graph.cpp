@@ -1,0 +1,185 @@
+//===- Graph.cpp - Forward graph IR ---------------------------------------===//
+#include "compiler/ir/Graph.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cassert>
+
+namespace memfit {
+
+int64_t dtypeBytes(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::I64:
+    return 8;
+  }
+  return 4;
+}
+
+int64_t Value::elementsPerSample() const {
+  int64_t n = 1;
+  for (size_t i = batched ? 1 : 0; i < dims.size(); ++i)
+    n *= dims[i];
+  return n;
+}
+
+int64_t Value::bytesPerSample() const {
+  return batched ? elementsPerSample() * dtypeBytes(dtype) : 0;
+}
+
+int64_t Value::fixedBytes() const {
+  return batched ? 0 : elementsPerSample() * dtypeBytes(dtype);
+}
+
+std::string_view opKindName(OpKind k) {
+  switch (k) {
+  case OpKind::Conv:
+    return "Conv";
+  case OpKind::Relu:
+    return "Relu";
+  case OpKind::LeakyRelu:
+    return "LeakyRelu";
+  case OpKind::Sigmoid:
+    return "Sigmoid";
+  case OpKind::Tanh:
+    return "Tanh";
+  case OpKind::Clip:
+    return "Clip";
+  case OpKind::MaxPool:
+    return "MaxPool";
+  case OpKind::AveragePool:
+    return "AveragePool";
+  case OpKind::GlobalAveragePool:
+    return "GlobalAveragePool";
+  case OpKind::BatchNorm:
+    return "BatchNormalization";
+  case OpKind::LRN:
+    return "LRN";
+  case OpKind::Dropout:
+    return "Dropout";
+  case OpKind::Gemm:
+    return "Gemm";
+  case OpKind::MatMul:
+    return "MatMul";
+  case OpKind::Add:
+    return "Add";
+  case OpKind::Sub:
+    return "Sub";
+  case OpKind::Mul:
+    return "Mul";
+  case OpKind::Sum:
+    return "Sum";
+  case OpKind::Concat:
+    return "Concat";
+  case OpKind::Flatten:
+    return "Flatten";
+  case OpKind::Reshape:
+    return "Reshape";
+  case OpKind::Pad:
+    return "Pad";
+  case OpKind::Softmax:
+    return "Softmax";
+  case OpKind::LogSoftmax:
+    return "LogSoftmax";
+  }
+  return "?";
+}
+
+ValueId Graph::addValue(Value v) {
+  values.push_back(std::move(v));
+  return static_cast<ValueId>(values.size() - 1);
+}
+
+OpId Graph::addOp(Op op) {
+  OpId id = static_cast<OpId>(ops.size());
+  for (ValueId in : op.inputs) {
+    assert(in >= 0 && in < (ValueId)values.size() && "op input out of range");
+    values[in].consumers.push_back(id);
+  }
+  for (ValueId out : op.outputs) {
+    assert(out >= 0 && out < (ValueId)values.size() &&
+           "op output out of range");
+    assert(values[out].producer == kNoId && "value produced twice");
+    values[out].producer = id;
+  }
+  ops.push_back(std::move(op));
+  return id;
+}
+
+std::vector<ValueId> Graph::weights() const {
+  std::vector<ValueId> out;
+  std::vector<bool> seen(values.size(), false);
+  for (const Op &op : ops)
+    for (ValueId in : op.inputs)
+      if (values[in].kind == ValueKind::Weight && !seen[in]) {
+        seen[in] = true;
+        out.push_back(in);
+      }
+  return out;
+}
+
+int64_t Graph::weightBytes() const {
+  int64_t total = 0;
+  for (ValueId w : weights())
+    total += values[w].bytesAt(batch);
+  return total;
+}
+
+std::vector<ValueId> Graph::weightInputs(OpId id) const {
+  std::vector<ValueId> out;
+  for (ValueId in : ops[id].inputs)
+    if (values[in].kind == ValueKind::Weight)
+      out.push_back(in);
+  return out;
+}
+
+std::vector<ValueId> Graph::dataInputs(OpId id) const {
+  std::vector<ValueId> out;
+  for (ValueId in : ops[id].inputs)
+    if (values[in].kind != ValueKind::Weight)
+      out.push_back(in);
+  return out;
+}
+
+std::optional<std::string> verifyGraph(const Graph &g) {
+  auto nv = static_cast<ValueId>(g.values.size());
+  if (g.input < 0 || g.input >= nv)
+    return std::string("graph has no data input");
+  if (g.output < 0 || g.output >= nv)
+    return std::string("graph has no output");
+  for (OpId i = 0; i < (OpId)g.ops.size(); ++i) {
+    const Op &op = g.ops[i];
+    for (ValueId in : op.inputs) {
+      if (in < 0 || in >= nv)
+        return llvm::formatv("op {0}: input id {1} out of range", i, in).str();
+      const Value &v = g.values[in];
+      if (v.kind == ValueKind::Activation &&
+          (v.producer < 0 || v.producer >= i))
+        return llvm::formatv("op {0}: input '{1}' is not produced before it", i,
+                             v.name)
+            .str();
+    }
+    for (ValueId out : op.outputs) {
+      if (out < 0 || out >= nv)
+        return llvm::formatv("op {0}: output id {1} out of range", i, out)
+            .str();
+      if (g.values[out].producer != i)
+        return llvm::formatv("op {0}: output '{1}' has another producer", i,
+                             g.values[out].name)
+            .str();
+    }
+  }
+  for (const Value &v : g.values) {
+    if (v.batched && (v.dims.empty() || v.dims[0] != g.batch))
+      return llvm::formatv("value '{0}': batch is not on axis 0", v.name).str();
+    for (int64_t d : v.dims)
+      if (d <= 0)
+        return llvm::formatv("value '{0}': non-positive dimension", v.name)
+            .str();
+  }
+  return std::nullopt;
+}
+
+} // namespace memfit

@@ -1,0 +1,158 @@
+//===- Graph.h - Forward graph IR -------------------------------*- C++ -*-===//
+//
+// The forward graph of a model as the importer leaves it: operators and values
+// addressed by dense integer ids, operators in a topological order, and a
+// batch dimension that is symbolic. Every batched value carries the batch on
+// axis 0; `dims[0]` holds the batch size the graph was imported with, and
+// sizes are expressed as `a * b + c` bytes so passes can re-evaluate them at
+// any sub-batch `b`.
+//
+// Nothing here knows about ONNX protobufs: the importer translates into this
+// IR and later stages read only this IR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_IR_GRAPH_H
+#define MEMFIT_COMPILER_IR_GRAPH_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memfit {
+
+using ValueId = int32_t;
+using OpId = int32_t;
+constexpr int32_t kNoId = -1;
+
+enum class DType : uint8_t { F32, I64, I32 };
+int64_t dtypeBytes(DType t);
+
+/// What a value is for. Weights are trainable parameters; Input is the data
+/// input of the model; Activation is any value computed by an op.
+enum class ValueKind : uint8_t { Input, Weight, Activation };
+
+/// How the trainer initializes a weight that the model declares without data.
+enum class WeightInit : uint8_t {
+  FromData,
+  HeNormal,
+  GlorotUniform,
+  Zeros,
+  Ones
+};
+
+struct Value {
+  std::string name; // as in the ONNX file (untrusted: escape before emitting)
+  ValueKind kind = ValueKind::Activation;
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims; // dims[0] is the batch when `batched`
+  bool batched = false;
+  OpId producer = kNoId;
+  std::vector<OpId> consumers; // in op order; an op appears once per use
+  WeightInit init = WeightInit::FromData;
+  /// False for weights that are state rather than parameters (BatchNorm
+  /// running mean and variance): resident, updated by the forward op, no
+  /// gradient.
+  bool trainable = true;
+  std::vector<float> data; // initializer contents, empty when declared only
+  /// The initializer that holds this weight's starting values, when it is
+  /// not the weight's own name (an Identity of a shared initializer, as
+  /// PyTorch's eval-mode export writes); empty otherwise.
+  std::string dataName;
+
+  int64_t
+  elementsPerSample() const; // product of dims[1..] (or all if !batched)
+  /// Bytes of this value as a*b + c for batch b.
+  int64_t bytesPerSample() const; // a
+  int64_t fixedBytes() const;     // c
+  int64_t bytesAt(int64_t b) const {
+    return bytesPerSample() * b + fixedBytes();
+  }
+};
+
+enum class OpKind : uint8_t {
+  Conv,
+  Relu,
+  LeakyRelu,
+  Sigmoid,
+  Tanh,
+  Clip,
+  MaxPool,
+  AveragePool,
+  GlobalAveragePool, // also ReduceMean over all spatial axes
+  BatchNorm,
+  LRN,
+  Dropout,
+  Gemm,
+  MatMul,
+  Add,
+  Sub,
+  Mul,
+  Sum,
+  Concat,
+  Flatten,
+  Reshape,
+  Pad,
+  Softmax,
+  LogSoftmax,
+};
+std::string_view opKindName(OpKind k);
+
+/// Attributes of all supported ops in one plain struct; each op reads the
+/// fields that concern it. Spatial vectors have one entry per spatial axis;
+/// `pads` holds begin pads then end pads, as ONNX does.
+struct OpAttrs {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  int64_t group = 1;
+  float alpha = 1.0f, beta = 1.0f; // Gemm; LeakyRelu alpha; LRN alpha/beta
+  float bias = 1.0f;               // LRN bias
+  int64_t size = 0;                // LRN size
+  bool transA = false, transB = false;
+  float epsilon = 1e-5f, momentum = 0.9f; // BatchNorm (ONNX momentum)
+  float minValue = 0.0f, maxValue = 0.0f; // Clip
+  bool countIncludePad = false;           // AveragePool
+  bool ceilMode = false;                  // pools
+  float ratio = 0.5f;                     // Dropout
+  int64_t axis = 1;                       // Concat, Flatten, Softmax
+  float padValue = 0.0f;                  // Pad (constant mode)
+  std::vector<int64_t> shape;             // Reshape target (batch at axis 0)
+};
+
+struct Op {
+  OpKind kind;
+  std::string name;   // ONNX node name (untrusted), or a generated one
+  std::string onnxOp; // the ONNX op_type it came from
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  OpAttrs attrs;
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Op> ops; // topological order
+  ValueId input = kNoId;
+  ValueId output = kNoId;
+  int64_t batch = 1; // the batch size the dims were resolved with
+
+  ValueId addValue(Value v);
+  OpId addOp(Op op); // links producer/consumers
+  const Value &value(ValueId id) const { return values[id]; }
+  const Op &op(OpId id) const { return ops[id]; }
+
+  std::vector<ValueId> weights() const; // in first-use order
+  int64_t weightBytes() const;
+  /// Weight inputs of `op` (initializer operands), in operand order.
+  std::vector<ValueId> weightInputs(OpId op) const;
+  /// Non-weight inputs of `op`, in operand order.
+  std::vector<ValueId> dataInputs(OpId op) const;
+};
+
+/// Checks structural invariants (ids in range, topological order, producer
+/// links, batch on axis 0). Returns a description of the first violation.
+std::optional<std::string> verifyGraph(const Graph &g);
+
+} // namespace memfit
+
+#endif

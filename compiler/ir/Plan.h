@@ -1,0 +1,122 @@
+//===- Plan.h - A static schedule of one training iteration -----*- C++ -*-===//
+//
+// The Plan is a replayable trace (in the manner of XLA's heap simulator): one
+// list of instructions in the order the host issues them, each bound to a
+// stream. Streams run their own instructions in order; across streams only
+// events order work. Every residency of a block (one stay of its bytes on the
+// device) has a fixed offset in one arena, so the program needs no allocator.
+//
+// One iteration runs `numSubBatches` rounds of `round` (forward, loss,
+// backward over one sub-batch, with weight gradients accumulated), then
+// `update` once. Rounds start with an empty arena: the data batch and labels
+// arrive by host-to-device copies like any prefetched block.
+//
+// Codegen and the simulator read only this structure; the verifier proves it
+// right without trusting the scheduler that wrote it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_IR_PLAN_H
+#define MEMFIT_COMPILER_IR_PLAN_H
+
+#include "compiler/ir/TaskGraph.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memfit {
+
+enum class Stream : uint8_t { Compute = 0, CopyOut = 1, CopyIn = 2 };
+constexpr int kNumStreams = 3;
+std::string_view streamName(Stream s);
+
+using ResidencyId = int32_t;
+using EventId = int32_t;
+
+/// One stay of a block on the device: `bytes` at `offset` in the arena. It
+/// begins with the instruction that first writes it (a task or a copy-in) and
+/// ends with the last instruction that touches it; the verifier derives both.
+struct Residency {
+  BlockId block = -1;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
+enum class InstrKind : uint8_t {
+  Run,     // run a task on the compute stream
+  CopyOut, // device-to-host copy of a residency (offload)
+  CopyIn,  // host-to-device copy into a residency (prefetch, or input load)
+  Record,  // record an event on the stream: it fires when prior work is done
+  Wait,    // the stream waits for an event
+};
+
+struct Instr {
+  InstrKind kind;
+  Stream stream = Stream::Compute;
+  TaskId task = -1;       // Run
+  int32_t algo = 0;       // Run: algorithm id (cost model's numbering)
+  bool recompute = false; // Run: a forward task run again to regenerate Y
+  int64_t workspaceOffset = 0, workspaceBytes = 0; // Run
+  /// Run: the residency of each block in task.reads then task.writes.
+  std::vector<ResidencyId> operands;
+  ResidencyId residency = -1; // CopyOut/CopyIn
+  EventId event = -1;         // Record/Wait
+};
+
+/// Why a block got the treatment it did (for the report).
+enum class BlockDecision : uint8_t { Keep, Offload, Recompute };
+
+struct PlanSummary {
+  double idealSeconds = 0;   // the ideal policy's predicted time, same model
+  double plannedSeconds = 0; // predicted iteration time of this plan
+  double stallSeconds = 0;   // compute stream waiting on copies
+  int64_t bytesToHost = 0, bytesToDevice = 0; // per iteration
+  int64_t peakArenaBytes = 0;                 // most bytes allocated at once
+  int64_t maxLiveBytes = 0; // most bytes live at once (no fragmentation)
+  int32_t recomputes = 0;   // forward tasks run again, per round
+  int32_t inPlaceRuns = 0;  // tasks writing their output over their input
+};
+
+struct Plan {
+  std::string policy;
+  std::string device;
+  int64_t batch = 0;
+  int64_t subBatch = 0;      // b
+  int64_t numSubBatches = 0; // K = ceil(batch / b); the last may be smaller
+  int64_t budget = 0;
+  int64_t residentBytes = 0; // weights, gradients, optimizer state
+  int64_t arenaBytes = 0;    // the one region activations etc. live in
+  std::vector<Residency> residencies;
+  int32_t numEvents = 0;
+  std::vector<Instr> round;             // one sub-batch
+  std::vector<Instr> update;            // once per batch, after the rounds
+  std::vector<BlockDecision> decisions; // per block
+  /// Per block, why the scheduler decided as it did, in words for the
+  /// report (e.g. which task found the arena full); empty when the decision
+  /// needs no explanation beyond itself. May be empty as a whole.
+  std::vector<std::string> decisionWhy;
+  PlanSummary summary;
+
+  int64_t totalBytes() const { return residentBytes + arenaBytes; }
+};
+
+/// The residency a Run overwrites in place (its first input's, whose bytes
+/// its first output takes over as it starts), or -1 for an ordinary run.
+inline ResidencyId inPlaceInput(const TaskGraph &tg, const Plan &plan,
+                                const Instr &in) {
+  if (in.kind != InstrKind::Run || in.task < 0)
+    return -1;
+  const Task &t = tg.tasks[in.task];
+  if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
+      in.operands.size() <= t.reads.size())
+    return -1;
+  ResidencyId x = in.operands[t.inPlaceRead], y = in.operands[t.reads.size()];
+  if (x < 0 || y < 0 || x == y ||
+      plan.residencies[x].offset != plan.residencies[y].offset)
+    return -1;
+  return x;
+}
+
+} // namespace memfit
+
+#endif

@@ -1,0 +1,181 @@
+//===- TaskGraph.cpp - Task and data flow graph of one iteration ----------===//
+#include "compiler/ir/TaskGraph.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace memfit {
+
+std::string_view taskKindName(TaskKind k) {
+  switch (k) {
+  case TaskKind::Forward:
+    return "FP";
+  case TaskKind::BackwardData:
+    return "BP-data";
+  case TaskKind::BackwardWeight:
+    return "BP-weight";
+  case TaskKind::Loss:
+    return "loss";
+  case TaskKind::Update:
+    return "update";
+  }
+  return "?";
+}
+
+std::string_view blockKindName(BlockKind k) {
+  switch (k) {
+  case BlockKind::Input:
+    return "input";
+  case BlockKind::Label:
+    return "label";
+  case BlockKind::Activation:
+    return "Y";
+  case BlockKind::Gradient:
+    return "dY";
+  case BlockKind::Weight:
+    return "W";
+  case BlockKind::WeightGrad:
+    return "dW";
+  case BlockKind::Momentum:
+    return "momentum";
+  case BlockKind::Stats:
+    return "stats";
+  case BlockKind::LossValue:
+    return "loss";
+  }
+  return "?";
+}
+
+bool isWeightSide(BlockKind k) {
+  return k == BlockKind::Weight || k == BlockKind::WeightGrad ||
+         k == BlockKind::Momentum || k == BlockKind::LossValue;
+}
+
+int64_t TaskGraph::weightSideBytes() const {
+  int64_t total = 0;
+  for (const Block &b : blocks)
+    if (isWeightSide(b.kind))
+      total += b.bytesAt(1);
+  return total;
+}
+
+int64_t TaskGraph::keepAllBytes(int64_t b) const {
+  int64_t total = 0;
+  for (const Block &blk : blocks)
+    if (blk.kind == BlockKind::Activation && blk.viewOf < 0)
+      total += blk.bytesAt(b);
+  return total;
+}
+
+int64_t TaskGraph::taskFootprint(TaskId t, int64_t b) const {
+  std::vector<BlockId> ids;
+  auto add = [&](BlockId id) {
+    while (blocks[id].viewOf >= 0)
+      id = blocks[id].viewOf;
+    if (!isWeightSide(blocks[id].kind))
+      ids.push_back(id);
+  };
+  for (BlockId id : tasks[t].reads)
+    add(id);
+  for (BlockId id : tasks[t].writes)
+    add(id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  int64_t total = 0;
+  for (BlockId id : ids)
+    total += blocks[id].bytesAt(b);
+  return total;
+}
+
+std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
+  auto nb = static_cast<BlockId>(tg.blocks.size());
+  std::vector<bool> written(tg.blocks.size(), false);
+  for (BlockId id = 0; id < nb; ++id) {
+    BlockKind k = tg.blocks[id].kind;
+    // External inputs and resident state exist before the first task.
+    if (k == BlockKind::Input || k == BlockKind::Label ||
+        k == BlockKind::Weight || k == BlockKind::Momentum)
+      written[id] = true;
+  }
+  for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
+    const Task &task = tg.tasks[t];
+    if (task.accumulates.size() != task.writes.size())
+      return llvm::formatv("task {0}: accumulate flags do not match writes",
+                           task.name)
+          .str();
+    for (BlockId id : task.reads) {
+      if (id < 0 || id >= nb)
+        return llvm::formatv("task {0}: read block {1} out of range", task.name,
+                             id)
+            .str();
+      if (!written[id])
+        return llvm::formatv("task {0}: reads {1} before any task writes it",
+                             task.name, tg.blocks[id].name)
+            .str();
+      const auto &rd = tg.blocks[id].readers;
+      if (std::find(rd.begin(), rd.end(), t) == rd.end())
+        return llvm::formatv("task {0}: not listed as a reader of {1}",
+                             task.name, tg.blocks[id].name)
+            .str();
+    }
+    for (BlockId id : task.writes) {
+      if (id < 0 || id >= nb)
+        return llvm::formatv("task {0}: written block {1} out of range",
+                             task.name, id)
+            .str();
+      const auto &wr = tg.blocks[id].writers;
+      if (std::find(wr.begin(), wr.end(), t) == wr.end())
+        return llvm::formatv("task {0}: not listed as a writer of {1}",
+                             task.name, tg.blocks[id].name)
+            .str();
+    }
+    for (BlockId id : task.writes)
+      written[id] = true;
+  }
+  for (const Block &b : tg.blocks) {
+    if (b.viewOf >= nb)
+      return llvm::formatv("block {0}: view of a missing block", b.name).str();
+    if (b.a < 0 || b.c < 0)
+      return llvm::formatv("block {0}: negative size", b.name).str();
+  }
+  return std::nullopt;
+}
+
+std::vector<TaskId> builtOrder(const TaskGraph &tg) {
+  std::vector<TaskId> order(tg.tasks.size());
+  std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+
+BlockId storageOf(const TaskGraph &tg, BlockId b) {
+  while (tg.blocks[b].viewOf >= 0)
+    b = tg.blocks[b].viewOf;
+  return b;
+}
+
+std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t) {
+  if (!t.mayRunInPlace || t.reads.empty() || t.writes.empty() ||
+      t.accumulates.empty() || t.accumulates[0])
+    return std::nullopt;
+  BlockId x = storageOf(tg, t.reads[t.inPlaceRead]), y = t.writes[0];
+  const Block &bx = tg.blocks[x], &by = tg.blocks[y];
+  if (x == y || storageOf(tg, y) != y || isWeightSide(bx.kind) ||
+      isWeightSide(by.kind) || bx.a != by.a || bx.c != by.c)
+    return std::nullopt;
+  return InPlacePair{x, y};
+}
+
+std::vector<bool> recomputableBlocks(const TaskGraph &tg) {
+  std::vector<bool> out(tg.blocks.size(), false);
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    const Block &blk = tg.blocks[b];
+    out[b] = blk.kind == BlockKind::Activation && blk.viewOf < 0 &&
+             blk.writers.size() == 1 &&
+             tg.tasks[blk.writers[0]].kind == TaskKind::Forward;
+  }
+  return out;
+}
+
+} // namespace memfit

@@ -1,0 +1,171 @@
+//===- TaskGraph.h - Task and data flow graph of one iteration --*- C++ -*-===//
+//
+// The TDFG of moDNN (Fig. 1): the tasks of one training iteration and the
+// data blocks they read and write. Tasks are FP(l), BP-data(l) (gradient of
+// l's inputs), BP-weight(l) (gradient of l's weights), the loss and one
+// update per weight. Blocks are sized a*b + c bytes for sub-batch b.
+//
+// Each task lists exactly the blocks it reads (the minimal backward
+// dependencies of Chen et al. section 3), so liveness and the planner can
+// free a block as soon as its last real reader ran. A gradient block written
+// by several tasks (fan-out of its value) is accumulated: the first writer in
+// execution order initializes it, later writers add to it.
+//
+// Tasks are stored in one valid execution order (forward, loss, backward in
+// reverse, updates); passes may choose another topological order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_IR_TASKGRAPH_H
+#define MEMFIT_COMPILER_IR_TASKGRAPH_H
+
+#include "compiler/ir/Graph.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memfit {
+
+using TaskId = int32_t;
+using BlockId = int32_t;
+
+enum class TaskKind : uint8_t {
+  Forward,
+  BackwardData,
+  BackwardWeight,
+  Loss,
+  Update,
+};
+std::string_view taskKindName(TaskKind k);
+
+enum class BlockKind : uint8_t {
+  Input,      // the data batch
+  Label,      // labels (int32 class ids, or float targets for mse)
+  Activation, // Y: an op's forward output
+  Gradient,   // dY: gradient of an activation
+  Weight,     // W
+  WeightGrad, // dW
+  Momentum,   // SGD momentum buffer
+  Stats,      // BatchNorm saved mean and inverse std of the sub-batch
+  LossValue,  // the scalar loss (resident, summed over sub-batches)
+};
+std::string_view blockKindName(BlockKind k);
+
+/// Weights, their gradients and optimizer state do not scale with the
+/// sub-batch and stay resident for the whole run (moDNN does the same). The
+/// scalar loss is resident too: it accumulates over the sub-batches like a
+/// weight gradient and is read once per iteration.
+bool isWeightSide(BlockKind k);
+
+struct Block {
+  std::string name;
+  BlockKind kind;
+  ValueId value = kNoId;       // the graph value it holds (or the gradient of)
+  OpId op = kNoId;             // for Stats: the BatchNorm op
+  int64_t a = 0;               // bytes per sample
+  int64_t c = 0;               // fixed bytes
+  std::vector<TaskId> writers; // in task order
+  std::vector<TaskId> readers; // in task order
+  /// A view shares storage with `viewOf` (Flatten/Reshape outputs and their
+  /// gradients): same bytes, no copy needed.
+  BlockId viewOf = -1;
+
+  int64_t bytesAt(int64_t b) const { return a * b + c; }
+};
+
+struct Task {
+  TaskKind kind;
+  OpId op = kNoId;  // the forward op this task belongs to (none for Loss)
+  std::string name; // e.g. "FP(conv1)"; from untrusted ONNX names
+  std::vector<BlockId> reads;
+  std::vector<BlockId> writes;
+  /// The task may write its first output over one of its reads (index
+  /// inPlaceRead): an elementwise forward over its input, whose backward
+  /// needs only the output; an elementwise BP-data over dY. Whether it
+  /// actually does is the planner's decision (other readers may still need
+  /// the input).
+  bool mayRunInPlace = false;
+  int32_t inPlaceRead = 0;
+  /// Which gradient blocks in `writes` other tasks also write, so the writer
+  /// must accumulate unless it runs first.
+  std::vector<bool> accumulates;
+};
+
+enum class LossKind : uint8_t { SoftmaxCrossEntropy, MSE };
+
+struct OptimizerConfig {
+  float lr = 0.01f, momentum = 0.9f, weightDecay = 0.0f;
+};
+
+/// What passes know of a forward op: its kind and where its data comes
+/// from, so that no pass reaches back into the forward Graph.
+struct Layer {
+  OpKind kind;
+  /// The Y blocks of its non-weight inputs, in operand order.
+  std::vector<BlockId> dataInputs;
+  /// Per operand, the layer producing it (kNoId for the model input and
+  /// weights).
+  std::vector<OpId> producers;
+  /// Bytes per sample of its first output.
+  int64_t outputBytesPerSample = 0;
+};
+
+struct TaskGraph {
+  /// The forward graph, for codegen and reports (names, attributes);
+  /// passes read `layers` instead.
+  const Graph *graph = nullptr;
+  /// Per forward op (indexed by OpId).
+  std::vector<Layer> layers;
+  OpId outputLayer = kNoId; // the op that computes the model's output
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  bool useMomentum = true;
+  std::vector<Block> blocks;
+  std::vector<Task> tasks;
+  BlockId inputBlock = -1, labelBlock = -1, lossBlock = -1;
+  /// Per graph value: its Y block and its gradient block (-1 when none).
+  std::vector<BlockId> valueBlock, gradBlock;
+
+  const Block &block(BlockId id) const { return blocks[id]; }
+  const Task &task(TaskId id) const { return tasks[id]; }
+
+  /// Bytes of weights, weight gradients and optimizer state.
+  int64_t weightSideBytes() const;
+  /// Sum of every forward intermediate (non-view activation) at batch b.
+  int64_t keepAllBytes(int64_t b) const;
+  /// Bytes of the non-weight-side blocks a task touches at batch b (views
+  /// counted once with their base).
+  int64_t taskFootprint(TaskId t, int64_t b) const;
+};
+
+// --- Queries every stage asks of the TDFG ---
+
+/// The order the task graph was built in (forward, loss, backward, update).
+std::vector<TaskId> builtOrder(const TaskGraph &tg);
+
+/// The block a view aliases, transitively; `b` itself when it is no view.
+BlockId storageOf(const TaskGraph &tg, BlockId b);
+
+/// The input a task may overwrite with its first output, and that output,
+/// when the task allows it (Task::mayRunInPlace), the output does not
+/// accumulate, both are activation-side storage blocks of the same size at
+/// every sub-batch. Whether the input is still needed later is the caller's
+/// question (it depends on the order).
+struct InPlacePair {
+  BlockId input = -1, output = -1;
+};
+std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t);
+
+/// Blocks a recompute can regenerate: forward outputs written by exactly
+/// one forward task (not the data input, gradients or saved statistics).
+std::vector<bool> recomputableBlocks(const TaskGraph &tg);
+
+/// Checks the TDFG's invariants: ids in range, every read block written by an
+/// earlier task (or an external input), writers/readers consistent with the
+/// task lists. Returns the first violation.
+std::optional<std::string> verifyTaskGraph(const TaskGraph &tg);
+
+} // namespace memfit
+
+#endif

@@ -1,0 +1,599 @@
+//===- FoldShapes.cpp - Folding shape arithmetic at import ----------------===//
+//
+// Exporters compute reshape targets at run time: PyTorch writes
+// x.view(x.size(0), -1) as Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+// These nodes are evaluated here into constants, so the graph keeps only the
+// ops that compute on data. The batch size stays symbolic through folding:
+// Shape of a batched value yields an element that *is* the batch (not the
+// number it has today), so a reshape target built from it still follows the
+// batch when a later pass evaluates the graph at another sub-batch.
+// Arithmetic that would combine the batch with other numbers is refused
+// rather than folded into a number that is wrong at any other batch.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/onnx/Importer.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace memfit::onnximport {
+
+using llvm::Error;
+using llvm::Expected;
+
+static const char *const kFoldOnly[] = {
+    "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Slice", "Div"};
+
+bool isFoldOnlyOp(llvm::StringRef opType) {
+  return llvm::is_contained(kFoldOnly, opType);
+}
+
+const std::vector<std::string> &foldOpTypes() {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v(std::begin(kFoldOnly), std::end(kFoldOnly));
+    for (const char *op : {"Concat", "Reshape", "Add", "Sub", "Mul", "Cast"})
+      v.push_back(op);
+    return v;
+  }();
+  return ops;
+}
+
+namespace {
+
+/// Appends element `k` of `src` to `dst` (same element kind).
+void appendElem(ConstTensor &dst, const ConstTensor &src, int64_t k) {
+  if (src.isFloat()) {
+    dst.floats.push_back(src.floats[k]);
+    return;
+  }
+  dst.ints.push_back(src.ints[k]);
+  dst.batch.push_back(src.isBatch(k) ? 1 : 0);
+}
+
+/// Drops the batch marks when no element is the batch.
+void finish(ConstTensor &t) {
+  if (std::find(t.batch.begin(), t.batch.end(), 1) == t.batch.end())
+    t.batch.clear();
+}
+
+int64_t prod(const std::vector<int64_t> &dims, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i)
+    n *= dims[i];
+  return n;
+}
+
+/// Normalizes a possibly negative axis against `rank`; false if out of range.
+bool normAxis(int64_t &axis, int64_t rank) {
+  if (axis < 0)
+    axis += rank;
+  return axis >= 0 && axis < rank;
+}
+
+class Folder {
+public:
+  Folder(Importer &im, const pb::NodeProto &n) : im(im), n(n) {}
+
+  Error run() {
+    Expected<ConstTensor> out = dispatch(n.op_type());
+    if (!out)
+      return out.takeError();
+    if (out->numel() > kMaxFoldElements)
+      return im.fail(n, llvm::formatv("folds into {0} elements; memfit folds "
+                                      "constants of at most {1}",
+                                      out->numel(), kMaxFoldElements));
+    finish(*out);
+    im.bindConstant(n.output(0), std::move(*out));
+    return Error::success();
+  }
+
+private:
+  Importer &im;
+  const pb::NodeProto &n;
+
+  Expected<ConstTensor> dispatch(const std::string &op) {
+    if (op == "Constant")
+      return constantNode();
+    if (op == "Shape")
+      return shape();
+    if (op == "Gather")
+      return gather();
+    if (op == "Unsqueeze" || op == "Squeeze")
+      return squeezeOrUnsqueeze(op == "Unsqueeze");
+    if (op == "Concat")
+      return concat();
+    if (op == "Cast")
+      return cast();
+    if (op == "Slice")
+      return slice();
+    if (op == "Reshape")
+      return reshape();
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")
+      return binary(op);
+    return im.fail(n, "cannot be folded");
+  }
+
+  Expected<ConstTensor> input(int i) {
+    auto c = im.constant(n, i);
+    if (!c)
+      return c.takeError();
+    return **c;
+  }
+
+  /// Checks that `dims` has at most kMaxFoldElements elements.
+  Error checkSize(const std::vector<int64_t> &dims) {
+    auto numel = checkedProduct(dims);
+    if (!numel || *numel > kMaxFoldElements)
+      return im.fail(n, "would fold into a constant of shape " + dimsStr(dims) +
+                            ", more than memfit folds");
+    return Error::success();
+  }
+
+  Expected<ConstTensor> constantNode() {
+    for (const pb::AttributeProto &a : n.attribute()) {
+      ConstTensor t;
+      if (a.name() == "value") {
+        return readConstant(a.t(), im.ext, im.file);
+      } else if (a.name() == "value_float") {
+        t.type = pb::TensorProto::FLOAT;
+        t.floats = {a.f()};
+      } else if (a.name() == "value_floats") {
+        t.type = pb::TensorProto::FLOAT;
+        t.floats.assign(a.floats().begin(), a.floats().end());
+        t.dims = {a.floats_size()};
+      } else if (a.name() == "value_int") {
+        t.ints = {a.i()};
+      } else if (a.name() == "value_ints") {
+        t.ints.assign(a.ints().begin(), a.ints().end());
+        t.dims = {a.ints_size()};
+      } else {
+        return im.fail(n, "attribute '" + escapeName(a.name()) +
+                              "' is not supported");
+      }
+      return t;
+    }
+    return im.fail(n, "has no value");
+  }
+
+  Expected<ConstTensor> shape() {
+    bool batched = false;
+    auto dims = im.dimsOf(n, n.input(0), batched);
+    if (!dims)
+      return dims.takeError();
+    auto rank = static_cast<int64_t>(dims->size());
+    auto start = im.attrInt(n, "start", 0);
+    auto end = im.attrInt(n, "end", rank);
+    if (!start || !end)
+      return llvm::joinErrors(start.takeError(), end.takeError());
+    auto clampAxis = [&](int64_t a) {
+      if (a < 0)
+        a += rank;
+      return std::clamp<int64_t>(a, 0, rank);
+    };
+    int64_t s = clampAxis(*start), e = clampAxis(*end);
+    ConstTensor t;
+    for (int64_t i = s; i < e; ++i) {
+      t.ints.push_back((*dims)[i]);
+      t.batch.push_back(batched && i == 0);
+    }
+    t.dims = {static_cast<int64_t>(t.ints.size())};
+    return t;
+  }
+
+  Expected<ConstTensor> gather() {
+    auto data = input(0);
+    auto idx = input(1);
+    auto axisAttr = im.attrInt(n, "axis", 0);
+    if (!data || !idx || !axisAttr)
+      return llvm::joinErrors(
+          llvm::joinErrors(data.takeError(), idx.takeError()),
+          axisAttr.takeError());
+    if (idx->isFloat() || !idx->batch.empty())
+      return im.fail(n, "indices must be integer constants");
+    int64_t axis = *axisAttr, rank = static_cast<int64_t>(data->dims.size());
+    if (!normAxis(axis, rank))
+      return im.fail(n, llvm::formatv("axis {0} is out of range for rank {1}",
+                                      *axisAttr, rank));
+    ConstTensor out;
+    out.type = data->type;
+    out.dims.assign(data->dims.begin(), data->dims.begin() + axis);
+    out.dims.insert(out.dims.end(), idx->dims.begin(), idx->dims.end());
+    out.dims.insert(out.dims.end(), data->dims.begin() + axis + 1,
+                    data->dims.end());
+    if (Error e = checkSize(out.dims))
+      return e;
+    int64_t outer = prod(data->dims, 0, axis), extent = data->dims[axis];
+    int64_t inner = prod(data->dims, axis + 1, data->dims.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < idx->numel(); ++j) {
+        int64_t v = idx->ints[j];
+        if (v < -extent || v >= extent)
+          return im.fail(n, llvm::formatv("index {0} is out of range for "
+                                          "an axis of size {1}",
+                                          v, extent));
+        if (v < 0)
+          v += extent;
+        for (int64_t k = 0; k < inner; ++k)
+          appendElem(out, *data, (o * extent + v) * inner + k);
+      }
+    return out;
+  }
+
+  Expected<std::optional<std::vector<int64_t>>> axesOperand() {
+    if (im.opset < 13)
+      return im.attrInts(n, "axes");
+    if (!im.hasInput(n, 1))
+      return std::optional<std::vector<int64_t>>();
+    auto v = im.intVector(n, 1);
+    if (!v)
+      return v.takeError();
+    return std::optional<std::vector<int64_t>>(std::move(*v));
+  }
+
+  Expected<ConstTensor> squeezeOrUnsqueeze(bool unsqueeze) {
+    auto t = input(0);
+    if (!t)
+      return t.takeError();
+    auto axes = axesOperand();
+    if (!axes)
+      return axes.takeError();
+    auto rank = static_cast<int64_t>(t->dims.size());
+    std::vector<int64_t> dims;
+    if (unsqueeze) {
+      if (!*axes)
+        return im.fail(n, "has no axes");
+      int64_t outRank = rank + static_cast<int64_t>((*axes)->size());
+      std::vector<bool> isNew(outRank, false);
+      for (int64_t a : **axes) {
+        int64_t ax = a;
+        if (!normAxis(ax, outRank) || isNew[ax])
+          return im.fail(n, llvm::formatv("axis {0} is invalid", a));
+        isNew[ax] = true;
+      }
+      size_t next = 0;
+      for (int64_t i = 0; i < outRank; ++i)
+        dims.push_back(isNew[i] ? 1 : t->dims[next++]);
+    } else {
+      std::vector<bool> drop(rank, false);
+      if (!*axes) {
+        for (int64_t i = 0; i < rank; ++i)
+          drop[i] = t->dims[i] == 1;
+      } else {
+        for (int64_t a : **axes) {
+          int64_t ax = a;
+          if (!normAxis(ax, rank) || t->dims[ax] != 1)
+            return im.fail(n, llvm::formatv("cannot squeeze axis {0} of "
+                                            "shape {1}",
+                                            a, dimsStr(t->dims)));
+          drop[ax] = true;
+        }
+      }
+      for (int64_t i = 0; i < rank; ++i)
+        if (!drop[i])
+          dims.push_back(t->dims[i]);
+    }
+    t->dims = std::move(dims);
+    return std::move(*t);
+  }
+
+  Expected<ConstTensor> concat() {
+    std::vector<ConstTensor> ins;
+    for (int i = 0; i < n.input_size(); ++i) {
+      auto t = input(i);
+      if (!t)
+        return t.takeError();
+      ins.push_back(std::move(*t));
+    }
+    auto axisAttr = im.attrInt(n, "axis", 0);
+    if (!axisAttr)
+      return axisAttr.takeError();
+    if (ins.empty())
+      return im.fail(n, "has no operands");
+    auto rank = static_cast<int64_t>(ins[0].dims.size());
+    int64_t axis = *axisAttr;
+    if (!normAxis(axis, rank))
+      return im.fail(n, llvm::formatv("axis {0} is out of range for rank {1}",
+                                      *axisAttr, rank));
+    ConstTensor out;
+    out.type = ins[0].type;
+    out.dims = ins[0].dims;
+    out.dims[axis] = 0;
+    for (const ConstTensor &t : ins) {
+      bool ok = t.type == out.type && t.dims.size() == out.dims.size();
+      for (int64_t i = 0; ok && i < rank; ++i)
+        ok = i == axis || t.dims[i] == out.dims[i];
+      if (!ok)
+        return im.fail(n, "operands have mismatched types or shapes");
+      out.dims[axis] += t.dims[axis];
+    }
+    if (Error e = checkSize(out.dims))
+      return e;
+    int64_t outer = prod(out.dims, 0, axis);
+    for (int64_t o = 0; o < outer; ++o)
+      for (const ConstTensor &t : ins) {
+        int64_t block = prod(t.dims, axis, t.dims.size());
+        for (int64_t k = 0; k < block; ++k)
+          appendElem(out, t, o * block + k);
+      }
+    return out;
+  }
+
+  Expected<ConstTensor> cast() {
+    auto t = input(0);
+    auto to = im.attrInt(n, "to", 0);
+    if (!t || !to)
+      return llvm::joinErrors(t.takeError(), to.takeError());
+    ConstTensor out;
+    out.type = static_cast<int32_t>(*to);
+    out.dims = t->dims;
+    if (*to == pb::TensorProto::FLOAT) {
+      if (t->isFloat())
+        return std::move(*t);
+      for (int64_t k = 0; k < t->numel(); ++k) {
+        if (t->isBatch(k))
+          return im.fail(n, "casts the batch size to a float");
+        out.floats.push_back(static_cast<float>(t->ints[k]));
+      }
+      return out;
+    }
+    if (*to != pb::TensorProto::INT64 && *to != pb::TensorProto::INT32 &&
+        *to != pb::TensorProto::BOOL)
+      return im.fail(n, "casts a constant to " +
+                            dataTypeName(static_cast<int32_t>(*to)) +
+                            ", which memfit does not fold");
+    for (int64_t k = 0; k < t->numel(); ++k) {
+      int64_t v = 0;
+      if (t->isFloat()) {
+        float f = t->floats[k];
+        if (!std::isfinite(f) || std::fabs(f) >= 9.2e18f)
+          return im.fail(n, "casts a float that does not fit an integer");
+        v = static_cast<int64_t>(f);
+      } else {
+        v = t->ints[k];
+      }
+      if (*to == pb::TensorProto::BOOL) {
+        if (t->isBatch(k))
+          return im.fail(n, "casts the batch size to a bool");
+        v = v != 0;
+      } else if (*to == pb::TensorProto::INT32) {
+        v = static_cast<int32_t>(v);
+      }
+      out.ints.push_back(v);
+      out.batch.push_back(t->isBatch(k));
+    }
+    return out;
+  }
+
+  Expected<ConstTensor> slice() {
+    auto t = input(0);
+    if (!t)
+      return t.takeError();
+    auto rank = static_cast<int64_t>(t->dims.size());
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (im.opset >= 10) {
+      auto s = im.intVector(n, 1);
+      auto e = im.intVector(n, 2);
+      if (!s || !e)
+        return llvm::joinErrors(s.takeError(), e.takeError());
+      starts = std::move(*s);
+      ends = std::move(*e);
+      for (int i : {3, 4}) {
+        if (!im.hasInput(n, i))
+          continue;
+        auto v = im.intVector(n, i);
+        if (!v)
+          return v.takeError();
+        (i == 3 ? axes : steps) = std::move(*v);
+      }
+    } else {
+      auto s = im.attrInts(n, "starts");
+      auto e = im.attrInts(n, "ends");
+      auto a = im.attrInts(n, "axes");
+      if (!s || !e || !a)
+        return llvm::joinErrors(llvm::joinErrors(s.takeError(), e.takeError()),
+                                a.takeError());
+      starts = s->value_or(std::vector<int64_t>());
+      ends = e->value_or(std::vector<int64_t>());
+      axes = a->value_or(std::vector<int64_t>());
+    }
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i)
+        axes.push_back(static_cast<int64_t>(i));
+    if (steps.empty())
+      steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() ||
+        steps.size() != starts.size())
+      return im.fail(n, "starts, ends, axes and steps differ in length");
+    std::vector<int64_t> first(rank, 0), step(rank, 1), dims = t->dims;
+    std::vector<bool> seen(rank, false);
+    for (size_t j = 0; j < starts.size(); ++j) {
+      int64_t a = axes[j];
+      if (!normAxis(a, rank) || seen[a] || steps[j] == 0)
+        return im.fail(n, llvm::formatv("axis {0} or step {1} is invalid",
+                                        axes[j], steps[j]));
+      seen[a] = true;
+      int64_t d = t->dims[a], s = starts[j], e = ends[j], st = steps[j];
+      if (s < 0)
+        s += d;
+      if (e < 0)
+        e += d;
+      // |step| as unsigned: -INT64_MIN does not fit an int64_t.
+      uint64_t mag =
+          st > 0 ? static_cast<uint64_t>(st) : 0 - static_cast<uint64_t>(st);
+      int64_t count = 0;
+      if (st > 0) {
+        s = std::clamp<int64_t>(s, 0, d);
+        e = std::clamp<int64_t>(e, 0, d);
+        if (e > s)
+          count =
+              static_cast<int64_t>(static_cast<uint64_t>(e - s - 1) / mag) + 1;
+      } else {
+        s = std::clamp<int64_t>(s, 0, d - 1);
+        e = std::clamp<int64_t>(e, -1, d - 1);
+        if (s > e)
+          count =
+              static_cast<int64_t>(static_cast<uint64_t>(s - e - 1) / mag) + 1;
+      }
+      first[a] = s;
+      step[a] = st;
+      dims[a] = count;
+    }
+    ConstTensor out;
+    out.type = t->type;
+    out.dims = dims;
+    auto numel = checkedProduct(dims);
+    if (!numel || *numel > kMaxFoldElements)
+      return im.fail(n, "slices out more than memfit folds");
+    std::vector<int64_t> idx(rank, 0), stride(rank, 1);
+    for (int64_t i = rank - 2; i >= 0; --i)
+      stride[i] = stride[i + 1] * t->dims[i + 1];
+    for (int64_t k = 0; k < *numel; ++k) {
+      int64_t src = 0;
+      for (int64_t i = 0; i < rank; ++i)
+        src += (first[i] + idx[i] * step[i]) * stride[i];
+      appendElem(out, *t, src);
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        if (++idx[i] < dims[i])
+          break;
+        idx[i] = 0;
+      }
+    }
+    return out;
+  }
+
+  Expected<ConstTensor> reshape() {
+    auto t = input(0);
+    auto shapeOp = im.intVector(n, 1);
+    auto allowZero = im.attrInt(n, "allowzero", 0);
+    if (!t || !shapeOp || !allowZero)
+      return llvm::joinErrors(
+          llvm::joinErrors(t.takeError(), shapeOp.takeError()),
+          allowZero.takeError());
+    std::vector<int64_t> dims = *shapeOp;
+    int64_t known = 1, inferAt = -1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] == 0 && !*allowZero) {
+        if (i >= t->dims.size())
+          return im.fail(n, "target shape copies a dimension the input lacks");
+        dims[i] = t->dims[i];
+      }
+      if (dims[i] == -1 && inferAt < 0)
+        inferAt = static_cast<int64_t>(i);
+      else if (dims[i] < 0)
+        return im.fail(n, "target shape " + dimsStr(*shapeOp) + " is invalid");
+      else if (__builtin_mul_overflow(known, dims[i], &known))
+        return im.fail(n, "target shape " + dimsStr(*shapeOp) + " overflows");
+    }
+    if (inferAt >= 0) {
+      if (known == 0 || t->numel() % known != 0)
+        return im.fail(n, "cannot reshape " + dimsStr(t->dims) + " to " +
+                              dimsStr(*shapeOp));
+      dims[inferAt] = t->numel() / known;
+    }
+    auto total = checkedProduct(dims);
+    if (!total || *total != t->numel())
+      return im.fail(n, "cannot reshape " + dimsStr(t->dims) + " to " +
+                            dimsStr(*shapeOp));
+    t->dims = std::move(dims);
+    return std::move(*t);
+  }
+
+  /// One integer element of a binary op, following the batch: only the
+  /// identities B+0, B-0, B*1 and B/1 keep it.
+  Expected<std::pair<int64_t, bool>>
+  intOp(const std::string &op, int64_t a, bool aBatch, int64_t b, bool bBatch) {
+    if (aBatch || bBatch) {
+      bool keeps = (aBatch && !bBatch &&
+                    (((op == "Add" || op == "Sub") && b == 0) ||
+                     ((op == "Mul" || op == "Div") && b == 1))) ||
+                   (bBatch && !aBatch &&
+                    ((op == "Add" && a == 0) || (op == "Mul" && a == 1)));
+      if (!keeps)
+        return im.fail(n, "computes with the batch size; memfit keeps the "
+                          "batch symbolic and cannot fold this arithmetic");
+      return std::make_pair(aBatch ? a : b, true);
+    }
+    int64_t r = 0;
+    bool overflow = false;
+    if (op == "Add")
+      overflow = __builtin_add_overflow(a, b, &r);
+    else if (op == "Sub")
+      overflow = __builtin_sub_overflow(a, b, &r);
+    else if (op == "Mul")
+      overflow = __builtin_mul_overflow(a, b, &r);
+    else if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1))
+      return im.fail(n, "divides by zero or overflows");
+    else
+      r = a / b;
+    if (overflow)
+      return im.fail(n, "overflows");
+    return std::make_pair(r, false);
+  }
+
+  Expected<ConstTensor> binary(const std::string &op) {
+    auto a = input(0);
+    auto b = input(1);
+    if (!a || !b)
+      return llvm::joinErrors(a.takeError(), b.takeError());
+    if (a->type != b->type)
+      return im.fail(n, "operands have different element types");
+    size_t rank = std::max(a->dims.size(), b->dims.size());
+    auto padded = [&](const std::vector<int64_t> &d) {
+      std::vector<int64_t> p(rank - d.size(), 1);
+      p.insert(p.end(), d.begin(), d.end());
+      return p;
+    };
+    std::vector<int64_t> da = padded(a->dims), db = padded(b->dims), dims;
+    for (size_t i = 0; i < rank; ++i) {
+      if (da[i] != db[i] && da[i] != 1 && db[i] != 1)
+        return im.fail(n, "operand shapes " + dimsStr(a->dims) + " and " +
+                              dimsStr(b->dims) + " do not broadcast");
+      dims.push_back(da[i] == 1 ? db[i] : da[i]);
+    }
+    if (Error e = checkSize(dims))
+      return e;
+    ConstTensor out;
+    out.type = a->type;
+    out.dims = dims;
+    int64_t numel = prod(dims, 0, rank);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t k = 0; k < numel; ++k) {
+      int64_t ia = 0, ib = 0;
+      for (size_t i = 0; i < rank; ++i) {
+        ia = ia * da[i] + (da[i] == 1 ? 0 : idx[i]);
+        ib = ib * db[i] + (db[i] == 1 ? 0 : idx[i]);
+      }
+      if (out.isFloat()) {
+        float x = a->floats[ia], y = b->floats[ib];
+        out.floats.push_back(op == "Add"   ? x + y
+                             : op == "Sub" ? x - y
+                             : op == "Mul" ? x * y
+                                           : x / y);
+      } else {
+        auto r =
+            intOp(op, a->ints[ia], a->isBatch(ia), b->ints[ib], b->isBatch(ib));
+        if (!r)
+          return r.takeError();
+        out.ints.push_back(r->first);
+        out.batch.push_back(r->second);
+      }
+      for (size_t i = rank; i-- > 0;) {
+        if (++idx[i] < dims[i])
+          break;
+        idx[i] = 0;
+      }
+    }
+    return out;
+  }
+};
+
+} // namespace
+
+Error foldNode(Importer &im, const pb::NodeProto &n) {
+  return Folder(im, n).run();
+}
+
+} // namespace memfit::onnximport

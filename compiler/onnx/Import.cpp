@@ -1,0 +1,429 @@
+//===- Import.cpp - ONNX model to forward Graph: the driver ---------------===//
+//
+// The import is straight-line: parse, check the opset and the single output,
+// find the nodes that reach the output and refuse unsupported ones among
+// them, resolve external data, run the ONNX checker and shape inference,
+// then translate node by node in file order (the checker guarantees a
+// topological order, so the ops come out topologically sorted too).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/onnx/Importer.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include "onnx/checker.h"
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace memfit {
+
+using namespace onnximport;
+using llvm::Error;
+using llvm::Expected;
+
+const std::vector<std::string> &supportedOnnxOps() {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> all = foldOpTypes();
+    for (const auto &kv : translators())
+      all.push_back(kv.first);
+    all.push_back("Identity");
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    return all;
+  }();
+  return ops;
+}
+
+namespace onnximport {
+
+/// Messages from the ONNX library quote model contents: keep them printable
+/// and bounded.
+static std::string sanitizeMessage(std::string_view s) {
+  constexpr size_t kMax = 600;
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    auto ch = static_cast<unsigned char>(s[i]);
+    if (ch == '\n' || ch == '\t')
+      out += ' ';
+    else if (ch >= 0x20 && ch < 0x7f)
+      out += static_cast<char>(ch);
+    else
+      out += llvm::formatv("\\x{0:x-2}", static_cast<unsigned>(ch)).str();
+  }
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return s.size() > kMax ? out + "..." : out;
+}
+
+static Expected<int64_t> defaultOpset(const pb::ModelProto &m,
+                                      const std::string &file) {
+  int64_t opset = -1;
+  for (const auto &imp : m.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  if (opset < 0)
+    return makeErrorF("'{0}': the model imports no opset of the default onnx "
+                      "domain",
+                      file);
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return makeErrorF("'{0}': the model uses opset {1} of the default onnx "
+                      "domain; memfit reads opsets {2} to {3}",
+                      file, opset, kMinOpset, kMaxOpset);
+  return opset;
+}
+
+static std::string joinNames(const std::vector<std::string> &names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i ? ", " : "") + names[i];
+  return s;
+}
+
+/// Marks the nodes whose outputs reach the model output; the others are
+/// dead code and are neither checked for support nor translated.
+static void findLive(const pb::GraphProto &graph, std::vector<bool> &live,
+                     std::unordered_set<std::string> &needed) {
+  live.assign(graph.node_size(), false);
+  needed.insert(graph.output(0).name());
+  for (int k = graph.node_size() - 1; k >= 0; --k) {
+    const pb::NodeProto &n = graph.node(k);
+    bool used = llvm::any_of(n.output(), [&](const std::string &o) {
+      return !o.empty() && needed.count(o);
+    });
+    if (!used)
+      continue;
+    live[k] = true;
+    for (const std::string &in : n.input())
+      if (!in.empty())
+        needed.insert(in);
+  }
+}
+
+static Error checkSupported(const pb::GraphProto &graph,
+                            const std::vector<bool> &live,
+                            const std::string &file) {
+  const auto &supported = supportedOnnxOps();
+  for (int k = 0; k < graph.node_size(); ++k) {
+    if (!live[k])
+      continue;
+    const pb::NodeProto &n = graph.node(k);
+    bool defaultDomain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (defaultDomain &&
+        std::binary_search(supported.begin(), supported.end(), n.op_type()))
+      continue;
+    std::string name =
+        n.name().empty() ? "#" + std::to_string(k) : quoteName(n.name());
+    std::string op = escapeName(n.op_type());
+    if (!defaultDomain)
+      op = escapeName(n.domain()) + "::" + op;
+    return makeErrorF("'{0}': node {1} ({2}): unsupported operator {2}; "
+                      "memfit supports {3}",
+                      file, name, op, joinNames(supported));
+  }
+  return Error::success();
+}
+
+static Expected<Graph> importModel(pb::ModelProto &model,
+                                   const std::string &file,
+                                   const std::string &modelDir,
+                                   const ImportOptions &opts) {
+  if (opts.batch < 0)
+    return makeErrorF("'{0}': batch size {1} is not positive", file,
+                      opts.batch);
+  auto opset = defaultOpset(model, file);
+  if (!opset)
+    return opset.takeError();
+  const pb::GraphProto &graph = model.graph();
+  if (graph.output_size() != 1) {
+    std::vector<std::string> names;
+    for (const auto &o : graph.output())
+      names.push_back(quoteName(o.name()));
+    return makeErrorF("'{0}': the model has {1} outputs{2}{3}; memfit trains "
+                      "a model with exactly one output (add the loss outside "
+                      "the model)",
+                      file, graph.output_size(), names.empty() ? "" : ": ",
+                      joinNames(names));
+  }
+  std::vector<bool> live;
+  std::unordered_set<std::string> needed;
+  findLive(graph, live, needed);
+  if (Error e = checkSupported(graph, live, file))
+    return e;
+
+  ExternalData ext;
+  if (Error e = resolveExternalData(model, file, modelDir, ext))
+    return e;
+  try {
+    pb::checker::check_model(model);
+  } catch (const std::exception &e) {
+    return makeErrorF("'{0}': the onnx checker rejects the model: {1}", file,
+                      sanitizeMessage(e.what()));
+  }
+
+  // Translation validates every live node in memfit's own terms before ONNX
+  // shape inference sees it: the inference functions of ONNX 1.12 trust
+  // their inputs and crash on some malformed nodes the checker accepts.
+  Importer im(model, file, ext, opts, live, std::move(needed));
+  im.opset = *opset;
+  auto g = im.run();
+  if (!g)
+    return g.takeError();
+
+  // Inference then runs on the translated nodes only, without the model's
+  // own value_info (hints that a malformed model could make inconsistent).
+  pb::GraphProto *mg = model.mutable_graph();
+  google::protobuf::RepeatedPtrField<pb::NodeProto> kept;
+  for (int k = 0; k < mg->node_size(); ++k)
+    if (live[k])
+      kept.Add()->Swap(mg->mutable_node(k));
+  mg->mutable_node()->Swap(&kept);
+  mg->clear_value_info();
+  try {
+    pb::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1,
+                                      /*data_prop=*/true);
+    pb::shape_inference::InferShapes(model, pb::OpSchemaRegistry::Instance(),
+                                     options);
+  } catch (const std::exception &e) {
+    return makeErrorF("'{0}': onnx shape inference fails: {1}", file,
+                      sanitizeMessage(e.what()));
+  }
+  if (Error e = im.compareWithInference(*g))
+    return e;
+  return g;
+}
+
+//===----------------------------------------------------------------------===//
+// Importer::run
+//===----------------------------------------------------------------------===//
+
+Importer::Importer(pb::ModelProto &model, const std::string &file,
+                   const ExternalData &ext, const ImportOptions &opts,
+                   std::vector<bool> live,
+                   std::unordered_set<std::string> needed)
+    : model(model), file(file), ext(ext), opts(opts), live(std::move(live)),
+      needed(std::move(needed)) {
+  const pb::GraphProto &graph = model.graph();
+  for (int k = 0; k < graph.node_size(); ++k)
+    nodeIndex[&graph.node(k)] = k;
+}
+
+Error Importer::compareWithInference(const Graph &graph) {
+  std::unordered_map<std::string, std::vector<int64_t>> inferred;
+  auto take = [&](const pb::ValueInfoProto &vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
+      return;
+    std::vector<int64_t> dims;
+    for (const auto &d : vi.type().tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() && d.dim_value() > 0 ? d.dim_value()
+                                                            : -1);
+    inferred[vi.name()] = std::move(dims);
+  };
+  for (const auto &vi : model.graph().value_info())
+    take(vi);
+  for (const auto &vi : model.graph().output())
+    take(vi);
+  for (ValueId id = 0; id < static_cast<ValueId>(graph.values.size()); ++id) {
+    const Value &v = graph.values[id];
+    auto it = inferred.find(v.name);
+    if (v.producer == kNoId || it == inferred.end() || inferenceDiverged[id])
+      continue;
+    const std::vector<int64_t> &inf = it->second;
+    bool same = inf.size() == v.dims.size();
+    for (size_t i = 0; same && i < inf.size(); ++i)
+      if (inf[i] > 0 && inf[i] != v.dims[i] && (i > 0 || batchComparable))
+        same = false;
+    if (same)
+      continue;
+    std::string infStr = "[";
+    for (size_t i = 0; i < inf.size(); ++i)
+      infStr += (i ? ", " : "") + (inf[i] > 0 ? std::to_string(inf[i]) : "?");
+    const Op &op = graph.ops[v.producer];
+    return failFile(llvm::formatv(
+        "node {0} ({1}): output {2} has shape {3} (batch {4}) but onnx shape "
+        "inference gives {5}]",
+        quoteName(op.name), escapeName(op.onnxOp), quoteName(v.name),
+        dimsStr(v.dims), graph.batch, infStr));
+  }
+  return Error::success();
+}
+
+Error Importer::setUpInputs() {
+  const pb::GraphProto &graph = model.graph();
+  std::unordered_set<std::string> initNames;
+  for (const pb::TensorProto &t : graph.initializer()) {
+    sources[t.name()].init = &t;
+    initNames.insert(t.name());
+  }
+  const pb::ValueInfoProto *data = nullptr;
+  for (const pb::ValueInfoProto &vi : graph.input()) {
+    if (initNames.count(vi.name()))
+      continue;
+    if (!data)
+      data = &vi;
+    else
+      sources[vi.name()].declared = &vi;
+  }
+  if (!data)
+    return failFile("the model has no data input (every graph input has an "
+                    "initializer)");
+  dataInputName = data->name();
+  std::string name = quoteName(data->name());
+  if (!data->type().has_tensor_type())
+    return failFile("data input " + name + " is not a tensor");
+  const auto &tt = data->type().tensor_type();
+  if (tt.elem_type() != pb::TensorProto::FLOAT)
+    return failFile(llvm::formatv("data input {0} has element type {1}; "
+                                  "memfit trains on float32 data",
+                                  name, dataTypeName(tt.elem_type())));
+  if (!tt.has_shape() || tt.shape().dim_size() == 0)
+    return failFile("data input " + name +
+                    " has no shape; memfit needs its rank and every "
+                    "dimension but the batch");
+  std::vector<int64_t> dims;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto &d = tt.shape().dim(i);
+    bool fixed = d.has_dim_value() && d.dim_value() > 0;
+    if (i == 0) {
+      modelBatch = fixed ? d.dim_value() : 0;
+      if (opts.batch > 0)
+        dims.push_back(opts.batch);
+      else if (fixed)
+        dims.push_back(d.dim_value());
+      else
+        return failFile(llvm::formatv(
+            "data input {0} has a symbolic batch dimension ({1}); give a "
+            "batch size",
+            name, d.has_dim_param() ? quoteName(d.dim_param()) : "unnamed"));
+      continue;
+    }
+    if (!fixed)
+      return failFile(llvm::formatv(
+          "dimension {0} of data input {1} is {2}; only the batch (dimension "
+          "0) may be symbolic",
+          i, name,
+          d.has_dim_param() ? "symbolic (" + quoteName(d.dim_param()) + ")"
+                            : std::string("unknown")));
+    dims.push_back(d.dim_value());
+  }
+  if (!checkedProduct(dims))
+    return failFile("data input " + name + " is too large");
+  g.batch = dims[0];
+  batchComparable =
+      modelBatch > 0 && (opts.batch == 0 || opts.batch == modelBatch);
+  Value v;
+  v.name = data->name();
+  v.kind = ValueKind::Input;
+  v.dims = std::move(dims);
+  v.batched = true;
+  g.input = g.addValue(std::move(v));
+  values[data->name()] = g.input;
+  inferenceDiverged.push_back(false);
+  return Error::success();
+}
+
+Error Importer::translate(const pb::NodeProto &n) {
+  const std::string &op = n.op_type();
+  if (op == "Identity") {
+    alias(n.output(0), n.input(0));
+    return Error::success();
+  }
+  if (isFoldOnlyOp(op) && op != "Shape" && op != "Constant")
+    for (int i = 0; i < n.input_size(); ++i)
+      if (hasInput(n, i) && isActivation(n.input(i)))
+        return fail(
+            n, llvm::formatv("memfit evaluates {0} only on constants (shape "
+                             "arithmetic, folded at import), but operand {1} "
+                             "({2}) is computed from the data input",
+                             escapeName(op), i, quoteName(n.input(i))));
+  bool allConstant = n.input_size() > 0;
+  for (int i = 0; i < n.input_size(); ++i)
+    if (hasInput(n, i) && !isConstant(n.input(i)))
+      allConstant = false;
+  const auto &foldable = foldOpTypes();
+  bool fold = isFoldOnlyOp(op) ||
+              (allConstant && std::find(foldable.begin(), foldable.end(), op) !=
+                                  foldable.end());
+  if (fold) {
+    // A float initializer is a parameter: folding it would freeze it. Shape
+    // reads only its dims.
+    for (int i = 0; i < n.input_size() && op != "Shape"; ++i) {
+      auto src = sources.find(n.input(i));
+      if (hasInput(n, i) && src != sources.end() && src->second.init &&
+          src->second.init->data_type() == pb::TensorProto::FLOAT)
+        return fail(n, "computes on the initializer " + quoteName(n.input(i)) +
+                           " at import time; memfit supports weights only as "
+                           "direct operands of the ops that use them");
+    }
+    return foldNode(*this, n);
+  }
+  auto it = translators().find(op);
+  if (it == translators().end())
+    return fail(n, "operates only on constants here, which memfit does not "
+                   "fold for this operator");
+  return it->second(*this, n);
+}
+
+Expected<Graph> Importer::run() {
+  if (Error e = setUpInputs())
+    return e;
+  const pb::GraphProto &graph = model.graph();
+  for (int k = 0; k < graph.node_size(); ++k)
+    if (live[k])
+      if (Error e = translate(graph.node(k)))
+        return e;
+
+  const std::string &outName = graph.output(0).name();
+  auto out = values.find(outName);
+  if (out == values.end())
+    return failFile("the model output " + quoteName(outName) +
+                    " is a constant; memfit trains a model whose output is "
+                    "computed from its data input");
+  if (out->second == g.input)
+    return failFile("the model output " + quoteName(outName) +
+                    " is the data input itself; there is nothing to train");
+  g.output = out->second;
+  // Graph inputs without data other than the data input must be weights.
+  for (const pb::ValueInfoProto &vi : graph.input()) {
+    auto src = sources.find(vi.name());
+    if (src != sources.end() && src->second.declared &&
+        !usedDeclared.count(src->second.declared))
+      return failFile(llvm::formatv(
+          "graph input {0} has no initializer and is not used as a weight; "
+          "memfit takes exactly one data input ({1}, the first graph input "
+          "without an initializer); labels are not part of the model",
+          quoteName(vi.name()), quoteName(dataInputName)));
+  }
+  g.name = graph.name();
+  if (auto bad = verifyGraph(g))
+    return failFile("internal error: the imported graph is invalid: " + *bad);
+  return std::move(g);
+}
+
+} // namespace onnximport
+
+Expected<Graph> importOnnxFile(const std::string &path,
+                               const ImportOptions &opts) {
+  auto model = std::make_unique<onnximport::pb::ModelProto>();
+  if (Error e = onnximport::parseModelFile(path, *model))
+    return e;
+  std::string dir = std::string(llvm::sys::path::parent_path(path));
+  if (dir.empty())
+    dir = ".";
+  return onnximport::importModel(*model, path, dir, opts);
+}
+
+Expected<Graph> importOnnxBytes(const std::string &bytes,
+                                const std::string &displayName,
+                                const ImportOptions &opts) {
+  auto model = std::make_unique<onnximport::pb::ModelProto>();
+  if (Error e = onnximport::parseModelBytes(bytes, displayName, *model))
+    return e;
+  return onnximport::importModel(*model, displayName, "", opts);
+}
+
+} // namespace memfit

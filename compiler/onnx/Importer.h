@@ -1,0 +1,266 @@
+//===- Importer.h - Shared state of the ONNX importer -----------*- C++ -*-===//
+//
+// Not a public interface: the parts of the importer (OnnxLoad.cpp reads files
+// and tensor data, OnnxFold.cpp folds constant shape arithmetic, OnnxOps*.cpp
+// translate operators, OnnxImport.cpp drives them) share the state declared
+// here.
+//
+// Every ONNX tensor name the importer has seen is bound to exactly one of:
+// a graph value (the data input or an activation), a weight source (an
+// initializer or a graph input declared without data, materialized as a
+// Weight value on its first use as a weight operand), or a constant whose
+// contents are known at import time (Constant nodes, folded shape arithmetic,
+// integer initializers). Integer initializers are both weight sources and
+// constants; which view applies depends on the operand slot that reads them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_ONNX_IMPORTER_H
+#define MEMFIT_COMPILER_ONNX_IMPORTER_H
+
+#include "compiler/ir/Graph.h"
+#include "compiler/onnx/OnnxImport.h"
+#include "compiler/support/Diagnostics.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace memfit::onnximport {
+
+namespace pb = ::ONNX_NAMESPACE;
+
+/// The opsets of the default domain the importer reads.
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 17;
+
+/// Largest constant the folder builds (elements); shape tensors are tiny.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
+
+/// Escapes an untrusted string for a message, without quotes.
+std::string escapeName(std::string_view s);
+/// Name of an ONNX TensorProto data type ("FLOAT", "INT64", ...).
+std::string dataTypeName(int32_t type);
+/// Product of `dims`, or nullopt on overflow or a negative entry. The limit
+/// keeps byte counts (x8) representable.
+std::optional<int64_t> checkedProduct(const std::vector<int64_t> &dims);
+std::string dimsStr(const std::vector<int64_t> &dims);
+
+/// A tensor whose contents are known at import time. Integer types (INT64,
+/// INT32, BOOL) live in `ints`, FLOAT in `floats`. An integer element may be
+/// the symbolic batch size (from Shape of a batched value) rather than a
+/// number; `batch` marks those.
+struct ConstTensor {
+  int32_t type = pb::TensorProto::INT64;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<uint8_t> batch; // parallel to ints; empty when none is the batch
+
+  bool isFloat() const { return type == pb::TensorProto::FLOAT; }
+  int64_t numel() const;
+  bool isBatch(int64_t i) const {
+    return !batch.empty() && batch[static_cast<size_t>(i)];
+  }
+  /// Elements for a message, the batch printed as N.
+  std::string str() const;
+};
+
+/// Data files that external tensors point into, opened once. After
+/// resolveExternalData() every external location is the validated absolute
+/// path of a file held here.
+struct ExternalData {
+  std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> files;
+};
+
+//===-- OnnxLoad.cpp ------------------------------------------------------===//
+
+/// Parses a serialized ModelProto from a file with a raised size limit.
+llvm::Error parseModelFile(const std::string &path, pb::ModelProto &model);
+llvm::Error parseModelBytes(const std::string &bytes,
+                            const std::string &displayName,
+                            pb::ModelProto &model);
+/// Validates every external data reference of the top-level graph
+/// (initializers and Constant values) against `modelDir` (empty: the model
+/// came from memory and may have none), maps the files, and rewrites each
+/// location to the file's absolute path so the ONNX checker finds it.
+/// Integer tensors are copied into raw_data, since ONNX shape inference
+/// reads them for data propagation.
+llvm::Error resolveExternalData(pb::ModelProto &model, const std::string &file,
+                                const std::string &modelDir, ExternalData &ext);
+/// The float32 contents of a tensor (raw_data little-endian, float_data or
+/// external data).
+llvm::Expected<std::vector<float>> readFloats(const pb::TensorProto &t,
+                                              const ExternalData &ext,
+                                              const std::string &file);
+/// A tensor's contents as a constant (FLOAT, INT64, INT32, BOOL).
+llvm::Expected<ConstTensor> readConstant(const pb::TensorProto &t,
+                                         const ExternalData &ext,
+                                         const std::string &file);
+
+//===-- Importer state ----------------------------------------------------===//
+
+/// An output the translator creates, with the dims it computed.
+struct OutSpec {
+  std::string name;
+  std::vector<int64_t> dims;
+};
+
+/// Where the contents of a weight come from.
+struct WeightSource {
+  const pb::TensorProto *init = nullptr;        // initializer with data
+  const pb::ValueInfoProto *declared = nullptr; // graph input without data
+};
+
+class Importer {
+public:
+  /// `live` marks the nodes whose outputs reach the model output, `needed`
+  /// the names they read (see findLive in OnnxImport.cpp).
+  Importer(pb::ModelProto &model, const std::string &file,
+           const ExternalData &ext, const ImportOptions &opts,
+           std::vector<bool> live, std::unordered_set<std::string> needed);
+
+  /// OnnxImport.cpp: translates the live nodes of the checked model.
+  llvm::Expected<Graph> run();
+  /// OnnxImport.cpp: compares the dims of `g` (from run()) with ONNX shape
+  /// inference run on `model` afterwards.
+  llvm::Error compareWithInference(const Graph &g);
+
+  //===-- Diagnostics (OnnxImport.cpp) ----------------------------------===//
+  /// "node 'name' (OpType)", or "node #k (OpType)" for an unnamed node.
+  std::string label(const pb::NodeProto &n) const;
+  llvm::Error fail(const pb::NodeProto &n, const llvm::Twine &msg) const;
+  llvm::Error failFile(const llvm::Twine &msg) const;
+
+  //===-- Operands (OnnxImport.cpp) -------------------------------------===//
+  /// Whether operand `i` is given (present and not the empty name).
+  bool hasInput(const pb::NodeProto &n, int i) const;
+  bool isActivation(const std::string &name) const;
+  bool isWeightSource(const std::string &name) const;
+  /// A graph input without data other than the data input.
+  bool isDeclaredInput(const std::string &name) const;
+  /// The error for a graph input without data that is used as data: memfit
+  /// takes one data input, and labels are not part of the model.
+  llvm::Error extraDataInput(const pb::NodeProto &n,
+                             const std::string &name) const;
+  /// Known contents: Constant nodes, folds, and initializers.
+  bool isConstant(const std::string &name) const;
+  /// Operand `i` as an activation (the data input or an op's output).
+  llvm::Expected<ValueId> activation(const pb::NodeProto &n, int i);
+  /// Operand `i` as a Weight value, created on first use. `declaredInit` is
+  /// how the trainer initializes it when the model declares it without
+  /// data; `trainable` false marks state such as BatchNorm running
+  /// statistics. Float constants become non-trainable weights.
+  llvm::Expected<ValueId> weight(const pb::NodeProto &n, int i,
+                                 WeightInit declaredInit, bool trainable);
+  /// Operand `i` as a constant known at import time.
+  llvm::Expected<const ConstTensor *> constant(const pb::NodeProto &n, int i);
+  /// Operand `i` as a float scalar constant (Clip bounds, Dropout ratio, Pad
+  /// value).
+  llvm::Expected<float> scalarFloat(const pb::NodeProto &n, int i);
+  /// Operand `i` as an integer vector constant (pads, axes, shapes) that
+  /// holds no batch symbol.
+  llvm::Expected<std::vector<int64_t>> intVector(const pb::NodeProto &n, int i);
+  /// Dims of any tensor name (activation, weight source or constant);
+  /// `batched` tells whether dims[0] is the batch.
+  llvm::Expected<std::vector<int64_t>>
+  dimsOf(const pb::NodeProto &n, const std::string &name, bool &batched);
+  /// Whether output `i` of `n` feeds something that reaches the model
+  /// output.
+  bool outputUsed(const pb::NodeProto &n, int i) const;
+
+  //===-- Results (OnnxImport.cpp) --------------------------------------===//
+  /// Creates the outputs as activations and the op. compareWithInference()
+  /// later checks each output's dims against ONNX shape inference, unless
+  /// inference is known to differ (`inferenceDiffers`, or an input whose
+  /// inferred shape already differed).
+  llvm::Expected<OpId> emit(const pb::NodeProto &n, OpKind kind,
+                            std::vector<ValueId> inputs,
+                            std::vector<OutSpec> outputs, OpAttrs attrs = {},
+                            bool inferenceDiffers = false,
+                            std::string opName = {});
+  /// Binds `out` to whatever `in` is bound to (Identity and no-op nodes).
+  /// A weight source stays a source: its alias becomes a weight of its own.
+  void alias(const std::string &out, const std::string &in);
+  void bindConstant(const std::string &name, ConstTensor t);
+
+  //===-- Attributes (OnnxImport.cpp) -----------------------------------===//
+  const pb::AttributeProto *attr(const pb::NodeProto &n,
+                                 llvm::StringRef name) const;
+  llvm::Expected<int64_t> attrInt(const pb::NodeProto &n, llvm::StringRef name,
+                                  int64_t dflt) const;
+  llvm::Expected<float> attrFloat(const pb::NodeProto &n, llvm::StringRef name,
+                                  float dflt) const;
+  llvm::Expected<std::string> attrString(const pb::NodeProto &n,
+                                         llvm::StringRef name,
+                                         const std::string &dflt) const;
+  /// INTS attribute; nullopt when absent.
+  llvm::Expected<std::optional<std::vector<int64_t>>>
+  attrInts(const pb::NodeProto &n, llvm::StringRef name) const;
+
+  //===-- Shared state --------------------------------------------------===//
+  pb::ModelProto &model;
+  const std::string &file;
+  const ExternalData &ext;
+  ImportOptions opts;
+  int64_t opset = 0;
+  /// The batch size the model itself was written with (its fixed first
+  /// input dimension), or 0 when that dimension is symbolic.
+  int64_t modelBatch = 0;
+  Graph g;
+
+private:
+  llvm::Error translate(const pb::NodeProto &n);
+  llvm::Error setUpInputs();
+  llvm::Expected<ValueId> materialize(const pb::NodeProto &n,
+                                      const std::string &name,
+                                      WeightInit declaredInit, bool trainable);
+
+  std::unordered_map<const pb::NodeProto *, int> nodeIndex;
+  std::unordered_map<std::string, ValueId> values; // activations, data input
+  std::unordered_map<std::string, WeightSource> sources;
+  std::unordered_map<std::string, ValueId> weights; // materialized
+  std::unordered_map<std::string, std::shared_ptr<const ConstTensor>> consts;
+  std::unordered_set<std::string> floatConstWeights; // from Constant nodes
+  /// Graph inputs without data that some weight operand uses (directly or
+  /// through Identity).
+  std::unordered_set<const pb::ValueInfoProto *> usedDeclared;
+  std::vector<bool> live;                 // per node
+  std::unordered_set<std::string> needed; // names live nodes read
+  /// Per value: its shape may legitimately differ from ONNX inference.
+  std::vector<bool> inferenceDiverged;
+  bool batchComparable = false; // inference's axis 0 is our batch
+  std::string dataInputName;
+};
+
+//===-- OnnxFold.cpp ------------------------------------------------------===//
+
+/// Op types that only ever fold (their operands must be constants).
+bool isFoldOnlyOp(llvm::StringRef opType);
+/// Folds `n` into constants bound to its outputs. All inputs must be
+/// constants, except Shape's, whose dims are known for any input.
+llvm::Error foldNode(Importer &im, const pb::NodeProto &n);
+
+//===-- OnnxOps.cpp / OnnxOpsShape.cpp ------------------------------------===//
+
+using TranslateFn = llvm::Error (*)(Importer &, const pb::NodeProto &);
+/// The compute op translators, by ONNX op type.
+const std::map<std::string, TranslateFn> &translators();
+void addShapeTranslators(std::map<std::string, TranslateFn> &table);
+void addComputeTranslators(std::map<std::string, TranslateFn> &table);
+/// The op types foldNode handles.
+const std::vector<std::string> &foldOpTypes();
+
+} // namespace memfit::onnximport
+
+#endif

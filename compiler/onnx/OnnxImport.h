@@ -1,0 +1,55 @@
+//===- OnnxImport.h - ONNX model to forward Graph ---------------*- C++ -*-===//
+//
+// Loads an ONNX model (opsets 11 to 17, external data beside the model),
+// runs the ONNX checker and shape inference, folds the shape arithmetic that
+// exporters emit (Constant, Shape, Gather, Unsqueeze, Concat feeding
+// Reshape), drops no-op Identity and inference Dropout nodes, and builds the
+// forward Graph with a symbolic batch on axis 0.
+//
+// Every failure is an llvm::Error naming the file, and where it applies the
+// node, its op type and what was expected. Nothing in a model can crash or
+// hang the importer.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_ONNX_ONNXIMPORT_H
+#define MEMFIT_COMPILER_ONNX_ONNXIMPORT_H
+
+#include "compiler/ir/Graph.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace memfit {
+
+struct ImportOptions {
+  /// Batch size to resolve the batch dimension with. 0 keeps the model's
+  /// fixed first input dimension; a symbolic one then is an error.
+  int64_t batch = 0;
+  /// Keep weight data from initializers (false drops it after reading shapes,
+  /// for planning-only commands on large models).
+  bool keepWeightData = true;
+};
+
+llvm::Expected<Graph> importOnnxFile(const std::string &path,
+                                     const ImportOptions &opts = {});
+/// Same, from bytes in memory (`displayName` stands for the file in
+/// messages; external data cannot be resolved without a directory).
+llvm::Expected<Graph> importOnnxBytes(const std::string &bytes,
+                                      const std::string &displayName,
+                                      const ImportOptions &opts = {});
+
+/// The distinct external-data files a model's initializers refer to, as
+/// the relative locations the file names, sorted. Locations outside the
+/// model's folder are an error, as on import.
+llvm::Expected<std::vector<std::string>>
+externalDataFiles(const std::string &path);
+
+/// The ONNX op types the importer accepts, sorted (for error messages and
+/// docs).
+const std::vector<std::string> &supportedOnnxOps();
+
+} // namespace memfit
+
+#endif

@@ -1,0 +1,398 @@
+//===- Operands.cpp - Operand, result and attribute access ----------------===//
+//
+// The helpers every translator uses. They enforce the roles of operands: an
+// activation slot takes only values computed from the data input, a weight
+// slot only initializers, declared weights or float constants, a constant
+// slot only contents known at import time; each misuse is an error naming
+// the node and the operand.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/onnx/Importer.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace memfit::onnximport {
+
+using llvm::Error;
+using llvm::Expected;
+
+//===----------------------------------------------------------------------===//
+// Diagnostics
+//===----------------------------------------------------------------------===//
+
+std::string Importer::label(const pb::NodeProto &n) const {
+  std::string name;
+  if (!n.name().empty()) {
+    name = quoteName(n.name());
+  } else {
+    auto it = nodeIndex.find(&n);
+    name = "#" + std::to_string(it == nodeIndex.end() ? -1 : it->second);
+  }
+  return "node " + name + " (" + escapeName(n.op_type()) + ")";
+}
+
+Error Importer::fail(const pb::NodeProto &n, const llvm::Twine &msg) const {
+  return makeError("'" + llvm::Twine(file) + "': " + label(n) + ": " + msg);
+}
+
+Error Importer::failFile(const llvm::Twine &msg) const {
+  return makeError("'" + llvm::Twine(file) + "': " + msg);
+}
+
+//===----------------------------------------------------------------------===//
+// Operands
+//===----------------------------------------------------------------------===//
+
+bool Importer::hasInput(const pb::NodeProto &n, int i) const {
+  return i >= 0 && i < n.input_size() && !n.input(i).empty();
+}
+
+bool Importer::isActivation(const std::string &name) const {
+  return values.count(name) != 0;
+}
+
+bool Importer::isWeightSource(const std::string &name) const {
+  return sources.count(name) != 0 || weights.count(name) != 0;
+}
+
+bool Importer::isDeclaredInput(const std::string &name) const {
+  auto it = sources.find(name);
+  return it != sources.end() && it->second.declared;
+}
+
+Error Importer::extraDataInput(const pb::NodeProto &n,
+                               const std::string &name) const {
+  return fail(n, llvm::formatv("uses graph input {0} as data; memfit takes "
+                               "exactly one data input ({1}, the first graph "
+                               "input without an initializer); labels are not "
+                               "part of the model",
+                               quoteName(name), quoteName(dataInputName)));
+}
+
+bool Importer::isConstant(const std::string &name) const {
+  if (consts.count(name))
+    return true;
+  auto it = sources.find(name);
+  return it != sources.end() && it->second.init;
+}
+
+static std::string operand(const pb::NodeProto &n, int i) {
+  return llvm::formatv("operand {0} ({1})", i, quoteName(n.input(i))).str();
+}
+
+Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
+  if (!hasInput(n, i))
+    return fail(n, llvm::formatv("operand {0} is missing", i));
+  const std::string &name = n.input(i);
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  if (isDeclaredInput(name))
+    return extraDataInput(n, name);
+  if (isConstant(name) || weights.count(name))
+    return fail(n, operand(n, i) +
+                       " must be computed from the data input; it is a "
+                       "constant or an initializer");
+  return fail(n, operand(n, i) + " is not defined");
+}
+
+Expected<ValueId> Importer::weight(const pb::NodeProto &n, int i,
+                                   WeightInit declaredInit, bool trainable) {
+  if (!hasInput(n, i))
+    return fail(n, llvm::formatv("operand {0} is missing", i));
+  return materialize(n, n.input(i), declaredInit, trainable);
+}
+
+Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
+                                        const std::string &name,
+                                        WeightInit declaredInit,
+                                        bool trainable) {
+  std::string qname = quoteName(name);
+  auto done = weights.find(name);
+  if (done != weights.end()) {
+    const Value &v = g.values[done->second];
+    if (v.trainable != trainable && !floatConstWeights.count(name))
+      return fail(n, "uses " + qname +
+                         (trainable ? " as a trainable weight; it is "
+                                      "BatchNorm running statistics elsewhere"
+                                    : " as BatchNorm running statistics; it "
+                                      "is a trainable weight elsewhere"));
+    return done->second;
+  }
+  if (values.count(name))
+    return fail(n, qname + " must be a weight (an initializer); it is computed "
+                           "from the data input, which memfit does not support "
+                           "in this operand");
+  Value v;
+  v.name = name;
+  v.kind = ValueKind::Weight;
+  v.trainable = trainable;
+  auto src = sources.find(name);
+  if (src != sources.end() && src->second.init) {
+    const pb::TensorProto &t = *src->second.init;
+    if (t.name() != name)
+      v.dataName = t.name();
+    v.dims.assign(t.dims().begin(), t.dims().end());
+    if (t.data_type() != pb::TensorProto::FLOAT)
+      return fail(n, llvm::formatv("weight {0} has element type {1}; memfit "
+                                   "expects float32",
+                                   qname, dataTypeName(t.data_type())));
+    // Reading validates the data even when it is not kept.
+    auto data = readFloats(t, ext, file);
+    if (!data)
+      return data.takeError();
+    if (opts.keepWeightData)
+      v.data = std::move(*data);
+  } else if (src != sources.end() && src->second.declared) {
+    const pb::ValueInfoProto &vi = *src->second.declared;
+    const auto &tt = vi.type().tensor_type();
+    if (!vi.type().has_tensor_type() ||
+        tt.elem_type() != pb::TensorProto::FLOAT)
+      return fail(n, llvm::formatv("weight {0} (a graph input without data) "
+                                   "has element type {1}; memfit expects "
+                                   "float32",
+                                   qname, dataTypeName(tt.elem_type())));
+    if (!tt.has_shape())
+      return fail(n, "weight " + qname +
+                         " (a graph input without data) has no shape");
+    for (const auto &d : tt.shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() <= 0)
+        return fail(n, "weight " + qname +
+                           " (a graph input without data) has a dimension "
+                           "that is not a fixed positive number");
+      v.dims.push_back(d.dim_value());
+    }
+    v.init = declaredInit;
+    usedDeclared.insert(&vi);
+  } else if (auto c = consts.find(name); c != consts.end()) {
+    if (!c->second->isFloat())
+      return fail(n, llvm::formatv("weight {0} is a constant of type {1}; "
+                                   "memfit expects float32",
+                                   qname, dataTypeName(c->second->type)));
+    v.dims = c->second->dims;
+    v.data = c->second->floats;
+    v.trainable = false;
+    floatConstWeights.insert(name);
+  } else {
+    return fail(n, qname + " is not defined");
+  }
+  for (int64_t d : v.dims)
+    if (d <= 0)
+      return fail(n, "weight " + qname + " has the empty or invalid shape " +
+                         dimsStr(v.dims));
+  if (!checkedProduct(v.dims))
+    return fail(n, "weight " + qname + " is too large");
+  ValueId id = g.addValue(std::move(v));
+  inferenceDiverged.push_back(false);
+  weights[name] = id;
+  return id;
+}
+
+Expected<const ConstTensor *> Importer::constant(const pb::NodeProto &n,
+                                                 int i) {
+  if (!hasInput(n, i))
+    return fail(n, llvm::formatv("operand {0} is missing", i));
+  const std::string &name = n.input(i);
+  auto c = consts.find(name);
+  if (c != consts.end())
+    return c->second.get();
+  auto src = sources.find(name);
+  if (src != sources.end() && src->second.init) {
+    auto t = readConstant(*src->second.init, ext, file);
+    if (!t)
+      return t.takeError();
+    auto ptr = std::make_shared<const ConstTensor>(std::move(*t));
+    consts[name] = ptr;
+    return ptr.get();
+  }
+  if (src != sources.end() && src->second.declared)
+    return fail(n, operand(n, i) +
+                       " must be a constant; it is a graph input without "
+                       "data");
+  return fail(n, operand(n, i) +
+                     " must be a constant known at import time; it is "
+                     "computed from the data input");
+}
+
+Expected<float> Importer::scalarFloat(const pb::NodeProto &n, int i) {
+  auto c = constant(n, i);
+  if (!c)
+    return c.takeError();
+  if (!(*c)->isFloat() || (*c)->numel() != 1)
+    return fail(n, operand(n, i) + " must be a float32 scalar");
+  return (*c)->floats[0];
+}
+
+Expected<std::vector<int64_t>> Importer::intVector(const pb::NodeProto &n,
+                                                   int i) {
+  auto c = constant(n, i);
+  if (!c)
+    return c.takeError();
+  const ConstTensor &t = **c;
+  if (t.isFloat() || t.dims.size() > 1)
+    return fail(n, operand(n, i) + " must be a 1-D integer tensor");
+  for (int64_t k = 0; k < t.numel(); ++k)
+    if (t.isBatch(k))
+      return fail(n, operand(n, i) +
+                         " depends on the batch size, which is not supported "
+                         "here");
+  return t.ints;
+}
+
+Expected<std::vector<int64_t>> Importer::dimsOf(const pb::NodeProto &n,
+                                                const std::string &name,
+                                                bool &batched) {
+  batched = false;
+  if (auto it = values.find(name); it != values.end()) {
+    batched = g.values[it->second].batched;
+    return g.values[it->second].dims;
+  }
+  if (auto it = weights.find(name); it != weights.end())
+    return g.values[it->second].dims;
+  if (auto it = consts.find(name); it != consts.end())
+    return it->second->dims;
+  if (auto it = sources.find(name); it != sources.end()) {
+    if (it->second.init)
+      return std::vector<int64_t>(it->second.init->dims().begin(),
+                                  it->second.init->dims().end());
+    std::vector<int64_t> dims;
+    const auto &tt = it->second.declared->type().tensor_type();
+    for (const auto &d : tt.shape().dim()) {
+      if (!d.has_dim_value())
+        return fail(n, "the shape of graph input " + quoteName(name) +
+                           " is not fully known");
+      dims.push_back(d.dim_value());
+    }
+    return dims;
+  }
+  return fail(n, quoteName(name) + " is not defined");
+}
+
+bool Importer::outputUsed(const pb::NodeProto &n, int i) const {
+  return i < n.output_size() && !n.output(i).empty() &&
+         needed.count(n.output(i));
+}
+
+//===----------------------------------------------------------------------===//
+// Results
+//===----------------------------------------------------------------------===//
+
+Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
+                              std::vector<ValueId> inputs,
+                              std::vector<OutSpec> outputs, OpAttrs attrs,
+                              bool inferenceDiffers, std::string opName) {
+  bool diverged = inferenceDiffers;
+  for (ValueId in : inputs)
+    diverged = diverged || inferenceDiverged[in];
+  Op op;
+  op.kind = kind;
+  if (!opName.empty())
+    op.name = std::move(opName);
+  else if (!n.name().empty())
+    op.name = n.name();
+  else
+    op.name = n.op_type() + "#" + std::to_string(nodeIndex.at(&n));
+  op.onnxOp = n.op_type();
+  op.inputs = std::move(inputs);
+  op.attrs = std::move(attrs);
+  for (OutSpec &o : outputs) {
+    if (o.dims.empty() || o.dims[0] != g.batch)
+      return fail(n, "output " + quoteName(o.name) + " of shape " +
+                         dimsStr(o.dims) +
+                         " would not keep the batch on axis 0");
+    for (int64_t d : o.dims)
+      if (d <= 0)
+        return fail(n, "output " + quoteName(o.name) + " would have shape " +
+                           dimsStr(o.dims) +
+                           "; every dimension must be "
+                           "positive");
+    if (!checkedProduct(o.dims))
+      return fail(n, "output " + quoteName(o.name) + " is too large");
+    if (values.count(o.name) || isWeightSource(o.name) || consts.count(o.name))
+      return fail(n, "output " + quoteName(o.name) + " is defined twice");
+    Value v;
+    v.name = o.name;
+    v.kind = ValueKind::Activation;
+    v.dims = std::move(o.dims);
+    v.batched = true;
+    ValueId id = g.addValue(std::move(v));
+    values[o.name] = id;
+    inferenceDiverged.push_back(diverged);
+    op.outputs.push_back(id);
+  }
+  return g.addOp(std::move(op));
+}
+
+void Importer::alias(const std::string &out, const std::string &in) {
+  if (auto it = values.find(in); it != values.end())
+    values[out] = it->second;
+  if (auto it = sources.find(in); it != sources.end())
+    sources[out] = it->second;
+  if (auto it = consts.find(in); it != consts.end())
+    consts[out] = it->second;
+}
+
+void Importer::bindConstant(const std::string &name, ConstTensor t) {
+  consts[name] = std::make_shared<const ConstTensor>(std::move(t));
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+const pb::AttributeProto *Importer::attr(const pb::NodeProto &n,
+                                         llvm::StringRef name) const {
+  for (const pb::AttributeProto &a : n.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+static Error wrongType(const Importer &im, const pb::NodeProto &n,
+                       llvm::StringRef name, const char *want) {
+  return im.fail(n, "attribute '" + name + "' must be " + want);
+}
+
+Expected<int64_t> Importer::attrInt(const pb::NodeProto &n,
+                                    llvm::StringRef name, int64_t dflt) const {
+  const pb::AttributeProto *a = attr(n, name);
+  if (!a)
+    return dflt;
+  if (a->type() != pb::AttributeProto::INT)
+    return wrongType(*this, n, name, "an integer");
+  return a->i();
+}
+
+Expected<float> Importer::attrFloat(const pb::NodeProto &n,
+                                    llvm::StringRef name, float dflt) const {
+  const pb::AttributeProto *a = attr(n, name);
+  if (!a)
+    return dflt;
+  if (a->type() != pb::AttributeProto::FLOAT)
+    return wrongType(*this, n, name, "a float");
+  return a->f();
+}
+
+Expected<std::string> Importer::attrString(const pb::NodeProto &n,
+                                           llvm::StringRef name,
+                                           const std::string &dflt) const {
+  const pb::AttributeProto *a = attr(n, name);
+  if (!a)
+    return dflt;
+  if (a->type() != pb::AttributeProto::STRING)
+    return wrongType(*this, n, name, "a string");
+  return a->s();
+}
+
+Expected<std::optional<std::vector<int64_t>>>
+Importer::attrInts(const pb::NodeProto &n, llvm::StringRef name) const {
+  const pb::AttributeProto *a = attr(n, name);
+  if (!a)
+    return std::optional<std::vector<int64_t>>();
+  if (a->type() != pb::AttributeProto::INTS)
+    return wrongType(*this, n, name, "a list of integers");
+  return std::optional<std::vector<int64_t>>(
+      std::vector<int64_t>(a->ints().begin(), a->ints().end()));
+}
+
+} // namespace memfit::onnximport

@@ -1,0 +1,116 @@
+//===- OutputDir.cpp - An output directory that appears whole -------------===//
+#include "compiler/support/OutputDir.h"
+
+#include "compiler/support/Diagnostics.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace memfit {
+
+llvm::Expected<OutputDir> OutputDir::create(const std::string &target,
+                                            bool replace) {
+  if (target.empty())
+    return makeError("no output directory given (-o DIR)");
+  std::error_code ec;
+  fs::path t = fs::absolute(fs::path(target), ec).lexically_normal();
+  if (ec)
+    return makeErrorF("{0}: {1}", target, ec.message());
+  if (t.filename().empty())
+    t = t.parent_path();
+  if (fs::exists(t, ec) && !replace)
+    return makeErrorF("{0} already exists; pass --force to replace it", target);
+  if (fs::exists(t) && !fs::is_directory(t))
+    return makeErrorF("{0} exists and is not a directory", target);
+  fs::path parent = t.parent_path();
+  if (!fs::is_directory(parent, ec))
+    return makeErrorF("{0}: the directory it goes in does not exist", target);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    fs::path tmp =
+        parent / ("." + t.filename().string() + ".tmp-" +
+                  std::to_string(::getpid()) + "-" + std::to_string(attempt));
+    if (fs::create_directory(tmp, ec))
+      return OutputDir(t.string(), tmp.string(), replace);
+  }
+  return makeErrorF("{0}: cannot create a temporary directory beside it",
+                    target);
+}
+
+OutputDir::OutputDir(OutputDir &&o) noexcept
+    : target(std::move(o.target)), temp(std::move(o.temp)), replace(o.replace),
+      committed(o.committed) {
+  o.committed = true; // the moved-from object owns nothing
+}
+
+OutputDir::~OutputDir() {
+  if (!committed && !temp.empty()) {
+    std::error_code ec;
+    fs::remove_all(temp, ec);
+  }
+}
+
+static llvm::Expected<fs::path> inside(const std::string &root,
+                                       const std::string &rel) {
+  fs::path p = fs::path(rel).lexically_normal();
+  if (p.is_absolute() || p.empty() || p.string().rfind("..", 0) == 0)
+    return makeErrorF("refusing to write '{0}' outside the output directory",
+                      rel);
+  return fs::path(root) / p;
+}
+
+llvm::Error OutputDir::write(const std::string &relPath,
+                             const std::string &contents) {
+  auto p = inside(temp, relPath);
+  if (!p)
+    return p.takeError();
+  std::error_code ec;
+  fs::create_directories(p->parent_path(), ec);
+  std::ofstream f(*p, std::ios::binary | std::ios::trunc);
+  f.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  f.close();
+  if (!f)
+    return makeErrorF("{0}: cannot write", p->string());
+  return llvm::Error::success();
+}
+
+llvm::Error OutputDir::copyFile(const std::string &from,
+                                const std::string &relPath) {
+  auto p = inside(temp, relPath);
+  if (!p)
+    return p.takeError();
+  std::error_code ec;
+  fs::create_directories(p->parent_path(), ec);
+  fs::copy_file(from, *p, fs::copy_options::overwrite_existing, ec);
+  if (ec)
+    return makeErrorF("cannot copy {0}: {1}", from, ec.message());
+  return llvm::Error::success();
+}
+
+llvm::Error OutputDir::commit() {
+  std::error_code ec;
+  fs::path old;
+  if (fs::exists(target)) {
+    old = fs::path(temp).string() + ".old";
+    fs::rename(target, old, ec);
+    if (ec)
+      return makeErrorF("cannot move the old {0} aside: {1}", target,
+                        ec.message());
+  }
+  fs::rename(temp, target, ec);
+  if (ec) {
+    if (!old.empty())
+      fs::rename(old, target); // put the old one back
+    return makeErrorF("cannot move the output into {0}: {1}", target,
+                      ec.message());
+  }
+  committed = true;
+  if (!old.empty())
+    fs::remove_all(old, ec);
+  return llvm::Error::success();
+}
+
+} // namespace memfit
