@@ -1,5 +1,4 @@
-//===- EvictionPricer.h - Who may leave the arena, and at what price -*- C++
-//-*-===//
+//===- EvictionPricer.h - Who may leave the arena, at what price -*- C++ -*-===//
 //
 // Prices evictions for Arena::findEviction under the policy's rules: which
 // occupants may leave (moDNN's criteria and the policy's), whether one

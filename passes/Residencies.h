@@ -1,5 +1,4 @@
-//===- Residencies.h - Where every block is, and when it is next used -*- C++
-//-*-===//
+//===- Residencies.h - Where each block is, when next used ------*- C++ -*-===//
 //
 // The scheduler's record of the blocks of one round: for every storage
 // block, whether it is on the device (its current residency), on the host,

@@ -253,10 +253,10 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
                               "dropped blocks: the drop set keeps too little",
                               quoteName(tg.blocks[b].name), kMaxRecomputeDepth)
                     .str());
-  TaskId tp = tg.blocks[b].writers[0];
-  const Task &t = tg.tasks[tp];
+  TaskId producer = tg.blocks[b].writers[0];
+  const Task &task = tg.tasks[producer];
   std::vector<BlockId> pins;
-  for (const auto *list : {&t.reads, &t.writes})
+  for (const auto *list : {&task.reads, &task.writes})
     for (BlockId x : *list) {
       BlockId sb = blocks.storageOf(x);
       if (!blocks.isWeightSide(sb)) {
@@ -268,18 +268,18 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
     for (BlockId sb : pins)
       blocks.unpin(sb);
   };
-  std::vector<int32_t> rdeps;
-  if (auto err = prepareRecomputeOperands(t, rdeps, depth)) {
+  std::vector<int32_t> runDeps;
+  if (auto err = prepareRecomputeOperands(task, runDeps, depth)) {
     unpin();
     return err;
   }
   Instr run;
   run.kind = InstrKind::Run;
   run.stream = Stream::Compute;
-  run.task = tp;
+  run.task = producer;
   run.recompute = true;
-  const AlgoCost *ac = &costs.baseline(tp);
-  const AlgoCost &fast = costs.fastest(tp);
+  const AlgoCost *ac = &costs.baseline(producer);
+  const AlgoCost &fast = costs.fastest(producer);
   if (fast.workspace == 0 || alignUp(fast.workspace) <= arena.largestFree())
     ac = &fast;
   run.algo = ac->algo;
@@ -289,10 +289,10 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
     run.workspaceOffset = a->first;
     run.workspaceBytes = ac->workspace;
     for (int32_t d : usesToDeps(a->second))
-      rdeps.push_back(d);
+      runDeps.push_back(d);
   }
-  int32_t i = emitRun(std::move(run), ac->seconds, rdeps);
-  for (BlockId x : t.writes) {
+  int32_t i = emitRun(std::move(run), ac->seconds, runDeps);
+  for (BlockId x : task.writes) {
     BlockId sb = blocks.storageOf(x);
     if (blocks.isWeightSide(sb) || tg.blocks[sb].kind == BlockKind::Stats)
       continue;
@@ -301,11 +301,11 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
     bs.dropped = false;
     bs.usedSinceArrival = false;
   }
-  for (BlockId x : t.reads)
+  for (BlockId x : task.reads)
     blocks[blocks.storageOf(x)].usedSinceArrival = true;
   unpin();
   // Inputs brought back only for this recompute leave again.
-  for (BlockId x : t.reads) {
+  for (BlockId x : task.reads) {
     BlockId sb = blocks.storageOf(x);
     if (!blocks.isWeightSide(sb) && blocks[sb].res >= 0 &&
         !blocks.isPinned(sb) && blocks.nextUseStep(sb) < 0)
