@@ -1,4 +1,5 @@
-//===- EvictionPricer.h - Who may leave the arena, at what price -*- C++ -*-===//
+//===- EvictionPricer.h - Who may leave the arena, and the price -*- C++
+//-*-===//
 //
 // Prices evictions for Arena::findEviction under the policy's rules: which
 // occupants may leave (moDNN's criteria and the policy's), whether one
