@@ -1,4 +1,4 @@
-//===- EvictionPricer.h - Who may leave the arena, and the price -*- C++
+//===- EvictionPricer.h - Who may leave the arena, at what cost -*- C++ -*-===//
 //-*-===//
 //
 // Prices evictions for Arena::findEviction under the policy's rules: which
