@@ -1,5 +1,4 @@
 //===- EvictionPricer.h - Who may leave the arena, at what cost -*- C++ -*-===//
-//-*-===//
 //
 // Prices evictions for Arena::findEviction under the policy's rules: which
 // occupants may leave (moDNN's criteria and the policy's), whether one
