@@ -5,7 +5,6 @@ namespace memfit::sched {
 
 PolicyRules rulesFor(Policy p) {
   PolicyRules r;
-  r.policy = p;
   switch (p) {
   case Policy::Ideal:
     r.unbounded = true;

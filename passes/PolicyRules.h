@@ -21,8 +21,6 @@
 namespace memfit::sched {
 
 struct PolicyRules {
-  Policy policy = Policy::Memfit; // for messages only
-
   /// No budget: the arena is unbounded, nothing is refused, and the plan's
   /// budget is what it uses (the ideal policy).
   bool unbounded = false;
