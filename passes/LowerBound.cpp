@@ -3,11 +3,11 @@
 
 namespace memfit {
 
-LowerBound computeLowerBound(const TaskGraph &tg, int64_t b) {
+LowerBound computeLowerBound(const TaskGraph &tg, int64_t subBatch) {
   LowerBound lb;
   lb.weightSideBytes = tg.weightSideBytes();
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
-    int64_t fp = tg.taskFootprint(t, b);
+    int64_t fp = tg.taskFootprint(t, subBatch);
     if (fp > lb.taskBytes) {
       lb.taskBytes = fp;
       lb.task = t;

@@ -23,7 +23,7 @@ struct LowerBound {
 
 /// At sub-batch `b` (1 gives Mmin). Implicit-GEMM convolutions and every
 /// other task run without workspace, so footprints are blocks only.
-LowerBound computeLowerBound(const TaskGraph &tg, int64_t b = 1);
+LowerBound computeLowerBound(const TaskGraph &tg, int64_t subBatch = 1);
 
 } // namespace memfit
 

@@ -61,7 +61,7 @@ std::vector<BlockId> cutBlocks(const TaskGraph &tg,
 }
 
 ChenSegments chenSegments(const TaskGraph &tg, const std::vector<TaskId> &order,
-                          int64_t b, int64_t segmentBudget) {
+                          int64_t subBatch, int64_t segmentBudget) {
   std::vector<BlockId> cutList = cutBlocks(tg, order);
   std::set<BlockId> cuts(cutList.begin(), cutList.end());
   std::vector<bool> recomputable = recomputableBlocks(tg);
@@ -71,7 +71,7 @@ ChenSegments chenSegments(const TaskGraph &tg, const std::vector<TaskId> &order,
     for (BlockId v : tg.tasks[t].writes) {
       if (!recomputable[v])
         continue;
-      int64_t size = tg.blocks[v].bytesAt(b);
+      int64_t size = tg.blocks[v].bytesAt(subBatch);
       temp += size;
       if (cuts.count(v) && temp > segmentBudget) {
         seg.checkpointBytes += size;
@@ -87,8 +87,8 @@ ChenSegments chenSegments(const TaskGraph &tg, const std::vector<TaskId> &order,
 
 std::vector<std::vector<bool>> chenCandidates(const TaskGraph &tg,
                                               const std::vector<TaskId> &order,
-                                              int64_t b) {
-  ChenSegments zero = chenSegments(tg, order, b, 0);
+                                              int64_t subBatch) {
+  ChenSegments zero = chenSegments(tg, order, subBatch, 0);
   double center =
       std::sqrt(double(zero.checkpointBytes) * double(zero.segmentPeak));
   std::vector<std::vector<bool>> out{zero.drop};
@@ -96,7 +96,7 @@ std::vector<std::vector<bool>> chenCandidates(const TaskGraph &tg,
     // Six points from B / sqrt(2) to sqrt(2) B, evenly on a log scale.
     double f = std::pow(2.0, -0.5 + k / 5.0);
     auto budget = static_cast<int64_t>(center * f);
-    std::vector<bool> d = chenSegments(tg, order, b, budget).drop;
+    std::vector<bool> d = chenSegments(tg, order, subBatch, budget).drop;
     bool seen = false;
     for (const auto &o : out)
       seen = seen || o == d;

@@ -39,15 +39,15 @@ struct ChenSegments {
   int64_t segmentPeak;     // y: the largest segment
 };
 
-/// Alg. 3 at sub-batch b with segment budget `segmentBudget` bytes.
+/// Alg. 3 at sub-batch `subBatch` with segment budget `segmentBudget` bytes.
 ChenSegments chenSegments(const TaskGraph &tg, const std::vector<TaskId> &order,
-                          int64_t b, int64_t segmentBudget);
+                          int64_t subBatch, int64_t segmentBudget);
 
 /// The appendix's search: B = 0 gives x and y, then B = sqrt(x y) and a
 /// six-point grid over [B / sqrt 2, sqrt 2 B]. Distinct drop sets, in order.
 std::vector<std::vector<bool>> chenCandidates(const TaskGraph &tg,
                                               const std::vector<TaskId> &order,
-                                              int64_t b);
+                                              int64_t subBatch);
 
 /// SuperNeurons: drop every recomputable block not written by a Conv.
 std::vector<bool> superNeuronsDropSet(const TaskGraph &tg);

@@ -61,306 +61,312 @@ int64_t livenessArenaNeed(const TaskGraph &tg, const std::vector<TaskId> &order,
 
 namespace sched {
 
+Scheduler::Scheduler(const TaskGraph &tg, const CostTable &costs,
+                     const std::vector<TaskId> &order,
+                     const ScheduleOptions &opts)
+    : tg(tg), costs(costs), order(order), opts(opts),
+      rules(rulesFor(opts.policy)), subBatch_(costs.subBatch),
+      arena(rules.unbounded ? (int64_t(1) << 50)
+                            : opts.budget - tg.weightSideBytes()),
+      cursor(tg, costs, order), blocks(tg, order, subBatch_),
+      pricer(tg, costs, rules, opts.allowRecompute, blocks, timeline, arena,
+             cursor) {}
+
 llvm::Expected<Plan> Scheduler::run() {
-  b_ = costs.subBatch;
   plan.policy = std::string(policyName(opts.policy));
   plan.batch = opts.batch;
-  plan.subBatch = b_;
-  plan.numSubBatches = (opts.batch + b_ - 1) / b_;
+  plan.subBatch = subBatch_;
+  plan.numSubBatches = (opts.batch + subBatch_ - 1) / subBatch_;
   plan.residentBytes = tg.weightSideBytes();
-  if (opts.policy != Policy::Ideal && arena.size() <= 0)
+  if (!rules.unbounded && arena.size() <= 0)
     return fail(llvm::formatv("the budget of {0} bytes does not even hold the "
                               "weights, gradients and optimizer state ({1} "
                               "bytes)",
                               opts.budget, plan.residentBytes)
                     .str());
   size_t nb = tg.blocks.size();
-  auto n = static_cast<int32_t>(order.size());
-  storage.resize(nb);
-  weightSide.resize(nb);
-  bytes.resize(nb);
-  for (BlockId b = 0; b < (BlockId)nb; ++b) {
-    storage[b] = storageOf(tg, b);
-    weightSide[b] = isWeightSide(tg.blocks[b].kind);
-    bytes[b] = tg.blocks[b].bytesAt(b_);
-  }
-  st.assign(nb, BlockState{});
-  uses.assign(nb, {});
-  pinned.assign(nb, 0);
-  droppable = recomputableBlocks(tg);
-  isConvOutput.assign(nb, false);
-  for (BlockId b = 0; b < (BlockId)nb; ++b)
-    isConvOutput[b] =
-        droppable[b] &&
-        tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind == OpKind::Conv;
   plan.decisions.assign(nb, BlockDecision::Keep);
   offloadCause.assign(nb, LeaveCause{});
   dropCause.assign(nb, LeaveCause{});
-  for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
-    st[b].hasContent = true;
-    st[b].hostValid = true;
+  if (auto err = checkEachTaskFits())
+    return err;
+  if (rules.offloadsEarly)
+    offloadTarget = earlyOffloadTarget();
+  layerSync.offloaded.assign(tg.layers.size(), false);
+  layerSync.prefetched.assign(tg.layers.size(), false);
+  layerSync.backwardSeen.assign(tg.layers.size(), false);
+
+  // Every full round takes at least the compute stream's time so far plus
+  // the fastest time of the tasks still to run; the last, partial round and
+  // the update are counted as nothing.
+  const int64_t fullRounds = opts.batch / subBatch_;
+  const int32_t n = cursor.size();
+  for (cursor.step = 0; cursor.step < n; ++cursor.step) {
+    if (opts.cutoffSeconds > 0) {
+      double atLeast = static_cast<double>(fullRounds) *
+                       (timeline.freeAt(Stream::Compute) + cursor.prefix[n] -
+                        cursor.prefix[cursor.step]);
+      if (atLeast > opts.cutoffSeconds * (1 + 1e-9))
+        return llvm::make_error<CutoffError>(atLeast);
+    }
+    if (auto err = scheduleStep())
+      return err;
   }
-  prefix.assign(n + 1, 0);
-  firstBackward = n;
-  for (int32_t s = 0; s < n; ++s) {
-    TaskId t = order[s];
-    const Task &task = tg.tasks[t];
-    prefix[s + 1] = prefix[s] + costs.fastest(t).seconds;
-    if (task.kind != TaskKind::Forward && firstBackward == n)
-      firstBackward = s;
-    for (const auto *list : {&task.reads, &task.writes})
-      for (BlockId b : *list) {
-        BlockId sb = storageOfB(b);
-        if (!weightSide[sb] && (uses[sb].empty() || uses[sb].back() != s))
-          uses[sb].push_back(s);
-      }
-  }
-  for (int32_t s = 0; s < n; ++s) {
+  finishRound();
+  return std::move(plan);
+}
+
+llvm::Error Scheduler::checkEachTaskFits() const {
+  for (int32_t s = 0; s < cursor.size(); ++s) {
     TaskId t = order[s];
     const Task &task = tg.tasks[t];
     // No plan exists when one task alone does not fit (moDNN Eq. 1); an
     // input the task overwrites in place costs nothing extra.
     int64_t need = 0;
     if (auto p = opts.inPlace ? inPlacePair(tg, task) : std::nullopt)
-      if (uses[p->input].back() == s && uses[p->output].front() == s)
-        need -= alignUp(bytesOf(p->input));
+      if (blocks.usesOf(p->input).back() == s &&
+          blocks.usesOf(p->output).front() == s)
+        need -= alignUp(blocks.bytesOf(p->input));
     std::vector<BlockId> seen;
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
-        BlockId sb = storageOfB(b);
-        if (weightSide[sb] ||
+        BlockId sb = blocks.storageOf(b);
+        if (blocks.isWeightSide(sb) ||
             std::find(seen.begin(), seen.end(), sb) != seen.end())
           continue;
         seen.push_back(sb);
-        need += alignUp(bytesOf(sb));
+        need += alignUp(blocks.bytesOf(sb));
       }
     need += alignUp(costs.baseline(t).workspace);
-    if (opts.policy != Policy::Ideal && need > arena.size())
+    if (!rules.unbounded && need > arena.size())
       return fail(llvm::formatv("task {0} alone needs {1} bytes of arena, "
                                 "the budget leaves {2}",
                                 quoteName(task.name), need, arena.size())
                       .str());
   }
-  if (opts.policy == Policy::Memfit) {
-    int64_t excess =
-        livenessArenaNeed(tg, order, costs, opts.inPlace) - arena.size();
-    // A drop set frees some of the excess already.
-    for (BlockId b = 0; b < (BlockId)opts.dropAfterForward.size(); ++b)
-      if (opts.dropAfterForward[b] && droppable[b])
-        excess -= bytesOf(b);
-    offloadTarget = excess > 0 ? excess + excess / 4 : 0;
+  return llvm::Error::success();
+}
+
+int64_t Scheduler::earlyOffloadTarget() const {
+  int64_t excess =
+      livenessArenaNeed(tg, order, costs, opts.inPlace) - arena.size();
+  // A drop set frees some of the excess already.
+  for (BlockId b = 0; b < (BlockId)opts.dropAfterForward.size(); ++b)
+    if (opts.dropAfterForward[b] && blocks.isRecomputable(b))
+      excess -= blocks.bytesOf(b);
+  return excess > 0 ? excess + excess / 4 : 0;
+}
+
+llvm::Error Scheduler::scheduleStep() {
+  TaskId t = order[cursor.step];
+  const Task &task = tg.tasks[t];
+  std::vector<BlockId> touched;
+  for (const auto *list : {&task.reads, &task.writes})
+    for (BlockId b : *list) {
+      BlockId sb = blocks.storageOf(b);
+      if (!blocks.isWeightSide(sb)) {
+        blocks.pin(sb);
+        touched.push_back(sb);
+      }
+    }
+  std::vector<int32_t> syncDeps = layerSyncDeps(t);
+  std::vector<int32_t> deps;
+  if (auto err = prepareTask(task, deps))
+    return err;
+  Instr run;
+  const AlgoCost &ac = placeAlgorithm(t, run, deps);
+  std::vector<BlockId> layerInputs = offloadLayerInputs(task);
+  deps.insert(deps.end(), syncDeps.begin(), syncDeps.end());
+  int32_t i = emitRun(std::move(run), ac.seconds, deps);
+  finishStep(t, i, touched, layerInputs);
+  return llvm::Error::success();
+}
+
+llvm::Error Scheduler::prepareOperands(const Task &task,
+                                       std::vector<int32_t> &deps) {
+  deps.clear();
+  for (BlockId b : task.reads) {
+    BlockId sb = blocks.storageOf(b);
+    if (!blocks.isWeightSide(sb))
+      if (auto err = prepare(sb, true, deps))
+        return err;
   }
-  vdnnOffloaded.assign(tg.layers.size(), false);
-  vdnnPrefetched.assign(tg.layers.size(), false);
-  std::vector<bool> backwardSeen(tg.layers.size(), false);
+  // An in-place output is placed last, once nothing else can fail and
+  // send the task through defragmentation with its bytes handed over.
+  for (size_t k = 0; k < task.writes.size(); ++k) {
+    size_t i = task.mayRunInPlace ? (k + 1) % task.writes.size() : k;
+    BlockId b = task.writes[i];
+    BlockId sb = blocks.storageOf(b);
+    if (blocks.isWeightSide(sb))
+      continue;
+    if (i == 0 && runInPlace(task, deps))
+      continue;
+    // Only an accumulation needs what is there; a view's bytes come with
+    // the read of its base.
+    bool needs = task.accumulates[i] && blocks[sb].hasContent;
+    if (auto err = prepare(sb, needs, deps))
+      return err;
+  }
+  return llvm::Error::success();
+}
 
-  // Every full round takes at least the compute stream's time so far plus
-  // the fastest time of the tasks still to run; the last, partial round and
-  // the update are counted as nothing.
-  const int64_t fullRounds = opts.batch / b_;
-  for (step = 0; step < n; ++step) {
-    TaskId t = order[step];
-    const Task &task = tg.tasks[t];
-    if (opts.cutoffSeconds > 0) {
-      double atLeast =
-          static_cast<double>(fullRounds) *
-          (streamFree[si(Stream::Compute)] + prefix[n] - prefix[step]);
-      if (atLeast > opts.cutoffSeconds * (1 + 1e-9))
-        return llvm::make_error<CutoffError>(atLeast);
-    }
-    std::vector<BlockId> touched;
-    for (const auto *list : {&task.reads, &task.writes})
-      for (BlockId b : *list) {
-        BlockId sb = storageOfB(b);
-        if (!weightSide[sb]) {
-          ++pinned[sb];
-          touched.push_back(sb);
-        }
-      }
-    std::vector<int32_t> vdnnDeps;
-    if (isVdnn()) {
-      vdnnDeps.swap(syncNext);
-      if (task.op >= 0 && task.kind != TaskKind::Forward &&
-          !backwardSeen[task.op]) {
-        // Per-layer synchronisation: this layer waits for the prefetch
-        // issued when the previous one started, then issues its own.
-        backwardSeen[task.op] = true;
-        vdnnDeps.insert(vdnnDeps.end(), syncLayer.begin(), syncLayer.end());
-        syncLayer.clear();
-        vdnnPrefetch(t);
-      }
-    }
-    std::vector<int32_t> deps;
-    auto prepareAll = [&]() -> llvm::Error {
-      deps.clear();
-      for (BlockId b : task.reads) {
-        BlockId sb = storageOfB(b);
-        if (!weightSide[sb])
-          if (auto err = prepare(sb, true, deps))
-            return err;
-      }
-      // An in-place output is placed last, once nothing else can fail and
-      // send the task through defragmentation with its bytes handed over.
-      for (size_t k = 0; k < task.writes.size(); ++k) {
-        size_t i = task.mayRunInPlace ? (k + 1) % task.writes.size() : k;
-        BlockId b = task.writes[i];
-        BlockId sb = storageOfB(b);
-        if (weightSide[sb])
-          continue;
-        if (i == 0 && runInPlace(task, deps))
-          continue;
-        // Only an accumulation needs what is there; a view's bytes come with
-        // the read of its base.
-        bool needs = task.accumulates[i] && st[sb].hasContent;
-        if (auto err = prepare(sb, needs, deps))
-          return err;
-      }
-      return llvm::Error::success();
-    };
-    if (auto err = prepareAll()) {
-      std::string msg = llvm::toString(std::move(err));
-      if (msg != "fragmented")
-        return makeError(msg);
-      // Defragment fully: everything leaves the arena, then the task's own
-      // blocks come back into an empty one.
-      std::vector<int32_t> owners;
-      for (const Arena::Segment &seg : arena.segments())
-        if (seg.owner >= 0 && seg.owner < kWorkspaceOwner)
-          owners.push_back(seg.owner);
-      cause = {LeaveCause::Defragment, step, -1, -1, 0, 0};
-      for (int32_t o : owners) {
-        BlockId ob = plan.residencies[o].block;
-        if (st[ob].hasContent)
-          evict(o);
-        else
-          release(ob);
-      }
-      if (auto err2 = prepareAll()) {
-        std::string m2 = llvm::toString(std::move(err2));
-        if (m2 == "fragmented")
-          m2 = llvm::formatv("task {0} and the blocks it must recompute "
-                             "first do not fit in the {1}-byte arena",
-                             quoteName(task.name), arena.size())
-                   .str();
-        return fail(m2);
-      }
-    }
+llvm::Error Scheduler::prepareTask(const Task &task,
+                                   std::vector<int32_t> &deps) {
+  llvm::Error err = prepareOperands(task, deps);
+  if (!err)
+    return llvm::Error::success();
+  std::string msg = llvm::toString(std::move(err));
+  if (msg != "fragmented")
+    return makeError(msg);
+  // Defragment fully: everything leaves the arena, then the task's own
+  // blocks come back into an empty one.
+  std::vector<int32_t> owners;
+  for (const Arena::Segment &seg : arena.segments())
+    if (seg.owner >= 0 && seg.owner < kWorkspaceOwner)
+      owners.push_back(seg.owner);
+  cause = {LeaveCause::Defragment, cursor.step, -1, -1, 0, 0};
+  for (int32_t o : owners) {
+    BlockId ob = blocks.blockOf(o);
+    if (blocks[ob].hasContent)
+      evict(o);
+    else
+      release(ob);
+  }
+  if (auto err2 = prepareOperands(task, deps)) {
+    std::string m2 = llvm::toString(std::move(err2));
+    if (m2 == "fragmented")
+      m2 = llvm::formatv("task {0} and the blocks it must recompute "
+                         "first do not fit in the {1}-byte arena",
+                         quoteName(task.name), arena.size())
+               .str();
+    return fail(m2);
+  }
+  return llvm::Error::success();
+}
 
-    int32_t algo = chooseAlgo(t);
-    const AlgoCost *ac = costs.find(t, algo);
-    assert(ac && "chosen algorithm not in the cost table");
-    Instr run;
-    run.kind = InstrKind::Run;
-    run.stream = Stream::Compute;
-    run.task = t;
-    run.algo = algo;
-    if (ac->workspace > 0) {
-      StreamUses wsUses{};
-      cause = {LeaveCause::Workspace, step, -1, -1, ac->workspace, 0};
-      auto off = allocate(ac->workspace, kWorkspaceOwner, wsUses);
-      if (!off) {
-        llvm::consumeError(off.takeError());
-        // Fall back to the zero-workspace algorithm.
-        ac = &costs.baseline(t);
-        run.algo = ac->algo;
-      } else {
-        run.workspaceOffset = *off;
-        run.workspaceBytes = ac->workspace;
-        for (int32_t d : usesToDeps(wsUses))
-          deps.push_back(d);
-      }
+const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
+                                          std::vector<int32_t> &deps) {
+  int32_t algo = chooseAlgo(t);
+  const AlgoCost *ac = costs.find(t, algo);
+  assert(ac && "chosen algorithm not in the cost table");
+  run.kind = InstrKind::Run;
+  run.stream = Stream::Compute;
+  run.task = t;
+  run.algo = algo;
+  if (ac->workspace > 0) {
+    StreamUses wsUses{};
+    cause = {LeaveCause::Workspace, cursor.step, -1, -1, ac->workspace, 0};
+    auto off = allocate(ac->workspace, kWorkspaceOwner, wsUses);
+    if (!off) {
+      llvm::consumeError(off.takeError());
+      // Fall back to the zero-workspace algorithm.
+      ac = &costs.baseline(t);
+      run.algo = ac->algo;
+    } else {
+      run.workspaceOffset = *off;
+      run.workspaceBytes = ac->workspace;
+      for (int32_t d : usesToDeps(wsUses))
+        deps.push_back(d);
     }
-    // vDNN offloads a layer's input while the layer runs, and the next layer
-    // waits for the copy.
-    std::vector<BlockId> vdnnRelease;
-    if (isVdnn() && task.kind == TaskKind::Forward) {
-      OpId l = task.op;
-      bool eligible =
-          opts.policy == Policy::VdnnAll || tg.layers[l].kind == OpKind::Conv;
-      if (eligible)
-        for (BlockId x : tg.layers[l].dataInputs) {
-          BlockId xb = storageOfB(x);
-          int32_t later = -1;
-          for (size_t k = st[xb].nextUse; k < uses[xb].size(); ++k)
-            if (uses[xb][k] > step) {
-              later = uses[xb][k];
-              break;
-            }
-          if (later < firstBackward)
-            continue; // not this input's last forward consumer
-          vdnnOffloaded[l] = true;
-          vdnnRelease.push_back(xb);
-          if (!st[xb].hostValid) {
-            Instr co;
-            co.kind = InstrKind::CopyOut;
-            co.stream = Stream::CopyOut;
-            co.residency = st[xb].res;
-            int32_t c =
-                emit(co, costs.copyOutSeconds(bytesOf(xb)), {st[xb].ready});
-            touch(st[xb].res, Stream::CopyOut, c);
-            cause = {LeaveCause::Vdnn, step, -1, -1, bytesOf(xb), 0};
-            noteOffload(xb);
-            st[xb].hostValid = true;
-            st[xb].hostCopy = c;
-            st[xb].everOffloaded = true;
-            plan.summary.bytesToHost += bytesOf(xb);
-            syncNext.push_back(c);
-          }
-        }
-    }
-    deps.insert(deps.end(), vdnnDeps.begin(), vdnnDeps.end());
+  }
+  return *ac;
+}
 
-    int32_t i = emitRun(std::move(run), ac->seconds, deps);
-    for (BlockId b : task.reads)
-      st[storageOfB(b)].usedSinceArrival = true;
-    for (BlockId b : task.writes) {
-      BlockId sb = storageOfB(b);
-      if (weightSide[sb])
-        continue;
-      BlockState &bs = st[sb];
-      bs.ready = i;
-      bs.hasContent = true;
-      bs.hostValid = false; // any host copy is stale now
-      bs.usedSinceArrival =
-          tg.blocks[b].viewOf >= 0 ? bs.usedSinceArrival : false;
-    }
-    for (BlockId sb : touched) {
-      --pinned[sb];
-      while (st[sb].nextUse < uses[sb].size() &&
-             uses[sb][st[sb].nextUse] <= step)
-        ++st[sb].nextUse;
-      indexNextUse(sb);
-    }
-    for (BlockId xb : vdnnRelease)
-      if (st[xb].res >= 0) {
-        touch(st[xb].res, Stream::Compute, i);
-        release(xb);
+std::vector<int32_t> Scheduler::layerSyncDeps(TaskId t) {
+  std::vector<int32_t> deps;
+  if (rules.layerOffload == PolicyRules::LayerOffload::None)
+    return deps;
+  const Task &task = tg.tasks[t];
+  deps.swap(layerSync.nextTask);
+  if (task.op >= 0 && task.kind != TaskKind::Forward &&
+      !layerSync.backwardSeen[task.op]) {
+    // Per-layer synchronisation: this layer waits for the prefetch issued
+    // when the previous one started, then issues its own.
+    layerSync.backwardSeen[task.op] = true;
+    deps.insert(deps.end(), layerSync.nextLayer.begin(),
+                layerSync.nextLayer.end());
+    layerSync.nextLayer.clear();
+    vdnnPrefetch(t);
+  }
+  return deps;
+}
+
+std::vector<BlockId> Scheduler::offloadLayerInputs(const Task &task) {
+  // vDNN offloads a layer's input while the layer runs, and the next layer
+  // waits for the copy.
+  std::vector<BlockId> inputs;
+  if (task.kind != TaskKind::Forward)
+    return inputs;
+  OpId l = task.op;
+  bool eligible =
+      rules.layerOffload == PolicyRules::LayerOffload::AllLayers ||
+      (rules.layerOffload == PolicyRules::LayerOffload::ConvLayers &&
+       tg.layers[l].kind == OpKind::Conv);
+  if (!eligible)
+    return inputs;
+  for (BlockId x : tg.layers[l].dataInputs) {
+    BlockId xb = blocks.storageOf(x);
+    int32_t later = -1;
+    const std::vector<int32_t> &uses = blocks.usesOf(xb);
+    for (size_t k = blocks[xb].nextUse; k < uses.size(); ++k)
+      if (uses[k] > cursor.step) {
+        later = uses[k];
+        break;
       }
-    prefetchAhead(timing[i].end);
+    if (later < cursor.firstBackward)
+      continue; // not this input's last forward consumer
+    layerSync.offloaded[l] = true;
+    inputs.push_back(xb);
+    if (!blocks[xb].hostValid) {
+      cause = {LeaveCause::Vdnn, cursor.step, -1, -1, blocks.bytesOf(xb), 0};
+      layerSync.nextTask.push_back(copyOut(blocks[xb].res));
+    }
+  }
+  return inputs;
+}
+
+void Scheduler::finishStep(TaskId t, int32_t i,
+                           const std::vector<BlockId> &touched,
+                           const std::vector<BlockId> &layerInputs) {
+  const Task &task = tg.tasks[t];
+  for (BlockId b : task.reads)
+    blocks[blocks.storageOf(b)].usedSinceArrival = true;
+  for (BlockId b : task.writes) {
+    BlockId sb = blocks.storageOf(b);
+    if (blocks.isWeightSide(sb))
+      continue;
+    BlockState &bs = blocks[sb];
+    bs.ready = i;
+    bs.hasContent = true;
+    bs.hostValid = false; // any host copy is stale now
+    bs.usedSinceArrival =
+        tg.blocks[b].viewOf >= 0 ? bs.usedSinceArrival : false;
+  }
+  for (BlockId sb : touched) {
+    blocks.unpin(sb);
+    blocks.usedUpTo(sb, cursor.step);
+    pricer.indexNextUse(sb);
+  }
+  for (BlockId xb : layerInputs)
+    if (blocks[xb].res >= 0) {
+      touch(blocks[xb].res, Stream::Compute, i);
+      release(xb);
+    }
+  if (rules.prefetchesAhead)
+    prefetchAhead(timeline.endOf(i));
+  if (rules.offloadsEarly)
     offloadAhead(t);
-    dropForwardDone(t);
-    for (BlockId sb : touched)
-      if (st[sb].nextUse >= uses[sb].size())
-        release(sb); // dead: its last reader ran
-  }
+  dropForwardDone(t);
+  for (BlockId sb : touched)
+    if (blocks.nextUseStep(sb) < 0)
+      release(sb); // dead: its last reader ran
+}
 
+void Scheduler::finishRound() {
   // Join the streams so the next round starts after everything in this one.
-  double dummy = 0;
-  for (Stream s : {Stream::CopyOut, Stream::CopyIn})
-    waitFor(Stream::Compute, lastOn[si(s)], dummy);
-  for (Stream s : {Stream::CopyOut, Stream::CopyIn})
-    waitFor(s, lastOn[si(Stream::Compute)], dummy);
-
-  for (size_t k = 0; k < instrs.size(); ++k) {
-    plan.round.push_back(instrs[k]);
-    if (timing[k].recordAfter >= 0) {
-      Instr rec;
-      rec.kind = InstrKind::Record;
-      rec.stream = instrs[k].stream;
-      rec.event = timing[k].recordAfter;
-      plan.round.push_back(rec);
-    }
-  }
+  timeline.join();
+  plan.round = timeline.round();
+  plan.residencies = blocks.take();
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
     const Task &task = tg.tasks[t];
     if (task.kind != TaskKind::Update)
@@ -373,78 +379,14 @@ llvm::Expected<Plan> Scheduler::run() {
     run.operands.assign(task.reads.size() + task.writes.size(), -1);
     plan.update.push_back(std::move(run));
   }
-  plan.numEvents = numEvents;
+  plan.numEvents = timeline.numEvents();
   plan.arenaBytes = arena.highWater();
-  plan.budget = opts.policy == Policy::Ideal ? plan.totalBytes() : opts.budget;
+  plan.budget = rules.unbounded ? plan.totalBytes() : opts.budget;
   plan.summary.peakArenaBytes = arena.highWater();
-  for (BlockId b = 0; b < (BlockId)nb; ++b)
-    if (st[b].everOffloaded && b != tg.inputBlock && b != tg.labelBlock)
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
+    if (blocks[b].everOffloaded && b != tg.inputBlock && b != tg.labelBlock)
       plan.decisions[b] = BlockDecision::Offload;
   explainDecisions();
-  return std::move(plan);
-}
-
-void Scheduler::explainDecisions() {
-  plan.decisionWhy.assign(tg.blocks.size(), std::string());
-  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
-    if (plan.decisions[b] == BlockDecision::Offload) {
-      plan.decisionWhy[b] = describe(offloadCause[b]);
-    } else if (plan.decisions[b] == BlockDecision::Recompute) {
-      std::string why = describe(dropCause[b]);
-      plan.decisionWhy[b] =
-          (why.empty() ? std::string("dropped") : "dropped: " + why) +
-          "; recomputed by running " +
-          quoteName(tg.tasks[tg.blocks[b].writers[0]].name) + " again";
-    }
-  }
-}
-
-std::string Scheduler::describe(const LeaveCause &c) const {
-  auto task = [&](int32_t s) {
-    return s >= 0 && s < (int32_t)order.size()
-               ? quoteName(tg.tasks[order[s]].name)
-               : std::string("?");
-  };
-  auto block = [&](BlockId b) {
-    return b >= 0 ? quoteName(tg.blocks[b].name) : std::string("?");
-  };
-  switch (c.kind) {
-  case LeaveCause::None:
-    break;
-  case LeaveCause::ArenaFull:
-    return llvm::formatv("the arena was full when task {0} needed {1} for {2}",
-                         task(c.step), formatBytes(c.bytes), block(c.need));
-  case LeaveCause::Workspace:
-    return llvm::formatv("the arena was full when task {0} needed {1} of "
-                         "workspace",
-                         task(c.step), formatBytes(c.bytes));
-  case LeaveCause::Defragment:
-    return llvm::formatv("the arena was too fragmented for task {0}: "
-                         "defragmentation moved out what it did not need",
-                         task(c.step));
-  case LeaveCause::Prefetch:
-    return llvm::formatv("made room after task {0} to prefetch {1} for task "
-                         "{2}",
-                         task(c.step), block(c.need), task(c.nextStep));
-  case LeaveCause::Early:
-    return llvm::formatv("offloaded early, after task {0}: long reuse "
-                         "distance, next used by task {1} about {2:F3} ms "
-                         "later",
-                         task(c.step), task(c.nextStep), c.gapSeconds * 1e3);
-  case LeaveCause::Vdnn:
-    return llvm::formatv("{0} offloads a layer's input while the layer runs: "
-                         "the input of task {1}",
-                         policyName(opts.policy), task(c.step));
-  case LeaveCause::DropSet:
-    return llvm::formatv("in the drop set of policy {0}, it left after its "
-                         "last forward use (task {1})",
-                         policyName(opts.policy), task(c.step));
-  case LeaveCause::Released:
-    return llvm::formatv("it left after its last direct use (task {0}) and "
-                         "was needed again as the input of a recompute",
-                         task(c.step));
-  }
-  return "";
 }
 
 } // namespace sched

@@ -1,10 +1,16 @@
 //===- Scheduler.h - The Algorithm 1 simulator (internal) -------*- C++ -*-===//
 //
-// The state and steps of the scheduler behind schedule() (Schedule.h),
-// shared by its implementation files: Schedule.cpp (the task loop),
-// ScheduleMemory.cpp (emission, residencies, eviction, prefetch copies,
-// recomputation) and ScheduleDecide.cpp (algorithm choice, look-ahead
-// prefetch, early offload, vDNN's rules). Not a public interface.
+// The scheduler behind schedule() (Schedule.h). It composes the parts that
+// own the simulation's state -- the streams' timeline (StreamTimeline), the
+// arena's segments (Arena), the blocks' residencies (Residencies) and the
+// eviction pricing (EvictionPricer) -- under a policy's rules (PolicyRules),
+// and keeps only what ties them together: the plan being built, vDNN's
+// per-layer synchronisation, memfit's early-offload budget and why each
+// block moved. Its implementation files: Schedule.cpp (the task loop),
+// ScheduleMemory.cpp (emission, residencies, eviction, copies,
+// recomputation), ScheduleLookahead.cpp (algorithm choice, look-ahead
+// prefetch, early offload, vDNN's prefetch) and ScheduleWhy.cpp (the
+// report's reasons). Not a public interface.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_SCHEDULER_H
@@ -12,48 +18,24 @@
 
 #include "compiler/support/Diagnostics.h"
 #include "passes/Arena.h"
+#include "passes/EvictionPricer.h"
 #include "passes/Liveness.h"
+#include "passes/PolicyRules.h"
+#include "passes/Residencies.h"
 #include "passes/Schedule.h"
+#include "passes/StreamTimeline.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
-#include <array>
 #include <limits>
-#include <queue>
 
 namespace memfit::sched {
 
-using Clock = std::array<int32_t, kNumStreams>;
-constexpr int32_t kWorkspaceOwner = 1 << 30;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kLookahead = 256; // prefetch look-ahead, in tasks
-/// Arenas with more segments than this are searched around kFocusOwners
-/// candidates only (Scheduler::searchEviction).
-constexpr size_t kExactSearchSegments = 4096;
-constexpr size_t kFocusOwners = 64;
 /// The longest chain of recomputes one block may need (recompute() recurses
 /// once per level).
 constexpr int kMaxRecomputeDepth = 1000;
-
-inline int si(Stream s) { return static_cast<int>(s); }
-
-struct Timing {
-  double start = 0, end = 0;
-  Clock after{}; // what the stream has done once this instruction finished
-  EventId recordAfter = -1;
-};
-
-struct BlockState {
-  ResidencyId res = -1;
-  bool hasContent = false;
-  bool hostValid = false;
-  bool usedSinceArrival = true;
-  int32_t hostCopy = -1; // the copy-out that made the host copy
-  int32_t ready = -1;    // the instruction that put the content in `res`
-  size_t nextUse = 0;    // index into uses[block]
-  bool everOffloaded = false;
-  bool dropped = false; // on neither side: recomputed when needed
-};
 
 /// Why a block first left the device (copied out, or dropped to be
 /// recomputed). Recorded as plain data and put into words once the plan is
@@ -80,45 +62,50 @@ struct LeaveCause {
 class Scheduler {
 public:
   Scheduler(const TaskGraph &tg, const CostTable &costs,
-            const std::vector<TaskId> &order, const ScheduleOptions &opts)
-      : tg(tg), costs(costs), order(order), opts(opts),
-        arena(opts.policy == Policy::Ideal
-                  ? (int64_t(1) << 50)
-                  : opts.budget - tg.weightSideBytes()) {}
+            const std::vector<TaskId> &order, const ScheduleOptions &opts);
 
   llvm::Expected<Plan> run();
 
 private:
-  // --- emission ---
-  int32_t emit(Instr in, double duration, const std::vector<int32_t> &deps);
+  // --- the task loop (Schedule.cpp) ---
+  /// moDNN Eq. 1: every task fits alone.
+  llvm::Error checkEachTaskFits() const;
+  /// memfit: the bytes to offload early, as many as the liveness peak
+  /// exceeds the arena (less a drop set's), plus a quarter.
+  int64_t earlyOffloadTarget() const;
+  llvm::Error scheduleStep();
+  /// Makes room for the task's operands and loads or recomputes their
+  /// content; defragments fully when the arena is too fragmented.
+  llvm::Error prepareTask(const Task &task, std::vector<int32_t> &deps);
+  llvm::Error prepareOperands(const Task &task, std::vector<int32_t> &deps);
+  /// The task's algorithm (Eq. 5), with its workspace placed; the baseline
+  /// when the workspace finds no room.
+  const AlgoCost &placeAlgorithm(TaskId t, Instr &run,
+                                 std::vector<int32_t> &deps);
+  /// vDNN: what the task waits for (the previous task's copies and, at the
+  /// start of a layer's backward, the prefetch issued for it).
+  std::vector<int32_t> layerSyncDeps(TaskId t);
+  /// vDNN: copies out a forward layer's inputs at their last forward
+  /// consumer; returns those to release once the layer has run.
+  std::vector<BlockId> offloadLayerInputs(const Task &task);
+  /// After the task's run `i`: content, next uses, releases, and the
+  /// copies started ahead.
+  void finishStep(TaskId t, int32_t i, const std::vector<BlockId> &touched,
+                  const std::vector<BlockId> &layerInputs);
+  /// Joins the streams and completes the plan.
+  void finishRound();
+
+  // --- emission and memory (ScheduleMemory.cpp) ---
   /// Emits a task's run with its operands' residencies, records the uses
   /// and frees its workspace.
   int32_t emitRun(Instr run, double seconds, const std::vector<int32_t> &deps);
-  void waitFor(Stream s, int32_t dep, double &earliest);
-  std::vector<int32_t> usesToDeps(const StreamUses &u) const;
-
-  // --- memory ---
-  int64_t bytesOf(BlockId b) const { return bytes[b]; }
-  /// storageOf(), looked up (the scheduler asks for it at every step).
-  BlockId storageOfB(BlockId b) const { return storage[b]; }
-  ResidencyId newResidency(BlockId b, int64_t offset);
+  static std::vector<int32_t> usesToDeps(const StreamUses &u);
   llvm::Expected<int64_t> allocate(int64_t bytes, int32_t owner,
                                    StreamUses &uses);
-  bool evictable(int32_t owner) const;
-  /// What evicting `owner` costs, for Arena::findEviction (not usable when
-  /// it may not leave).
-  Arena::SlotPrice slotPrice(int32_t owner) const;
-  Arena::PriceClock priceClock() const;
-  /// Arena::findEviction over the whole arena while it holds few segments;
-  /// beyond kExactSearchSegments, only around the occupants with the
-  /// farthest next use, so deep networks plan in near-linear time.
-  std::optional<Arena::Window>
-  searchEviction(int64_t bytes,
-                 const std::function<Arena::SlotPrice(int32_t)> &price);
-  /// Records b's residency under its next use in `farthest`.
-  void indexNextUse(BlockId b);
-  /// b's key in `farthest`: its next use step, the largest when none.
-  int32_t farthestKey(BlockId b) const;
+  /// The one copy-out path: copies residency `r` to the host once its
+  /// content is ready and its bytes' pending uses are done; its block then
+  /// has a valid host copy. Returns the copy.
+  int32_t copyOut(ResidencyId r);
   void evict(ResidencyId r);
   void release(BlockId b);
   void touch(ResidencyId r, Stream s, int32_t instr);
@@ -131,22 +118,23 @@ private:
   /// Runs b's forward task again (recomputing its dropped inputs first) and
   /// leaves b resident; adds the run to deps.
   llvm::Error recompute(BlockId b, std::vector<int32_t> &deps, int depth);
-  /// Whether evicting b (without a host copy) drops it rather than copying
-  /// it out.
-  bool shouldDrop(BlockId b) const;
-  double recomputeSeconds(BlockId b, int depth) const;
-  /// evictable() and shouldDrop()/recomputeSeconds() memoised for one
-  /// eviction search (the state does not change within it); newSearch()
-  /// starts a fresh one.
-  void newSearch() const { ++epoch; }
-  bool evictableMemo(int32_t owner) const;
-  /// < 0: evicting b copies it out; else the seconds recomputing it costs.
-  double dropMemo(BlockId b) const;
+  llvm::Error prepareRecomputeOperands(const Task &producer,
+                                       std::vector<int32_t> &deps, int depth);
   void dropForwardDone(TaskId t);
 
-  // --- the report's why ---
+  // --- decisions ahead (ScheduleLookahead.cpp) ---
+  int32_t chooseAlgo(TaskId t);
+  /// Eq. 4: prefetches for the tasks ahead that need blocks on the host.
+  void prefetchAhead(double taskEnd);
+  /// Prefetches the blocks of `need` for step `s`; false when one finds no
+  /// room.
+  bool prefetchFor(int32_t s, const std::vector<BlockId> &need);
+  void offloadAhead(TaskId t);
+  void vdnnPrefetch(TaskId t);
+
+  // --- the report's why (ScheduleWhy.cpp) ---
   void noteOffload(BlockId b) {
-    if (!st[b].everOffloaded)
+    if (!blocks[b].everOffloaded)
       offloadCause[b] = cause;
   }
   void noteDrop(BlockId b, const LeaveCause &c) {
@@ -156,71 +144,36 @@ private:
   std::string describe(const LeaveCause &c) const;
   void explainDecisions();
 
-  // --- decisions ---
-  int32_t chooseAlgo(TaskId t);
-  void prefetchAhead(double taskEnd);
-  void offloadAhead(TaskId t);
-  void vdnnPrefetch(TaskId t);
-  bool isVdnn() const {
-    return opts.policy == Policy::VdnnAll || opts.policy == Policy::VdnnConv;
-  }
-  double est(int32_t s, double now) const {
-    return now + prefix[s] - prefix[step + 1];
-  }
-  int32_t nextUseStep(BlockId b) const {
-    const BlockState &bs = st[b];
-    return bs.nextUse < uses[b].size() ? uses[b][bs.nextUse] : -1;
-  }
-
   llvm::Error fail(const llvm::Twine &why) const {
     return makeErrorF("policy {0} cannot meet the budget at sub-batch {1}: {2}",
-                      policyName(opts.policy), b_, why.str());
+                      policyName(opts.policy), subBatch_, why.str());
   }
 
   const TaskGraph &tg;
   const CostTable &costs;
   const std::vector<TaskId> &order;
-  ScheduleOptions opts;
-  int64_t b_ = 1;
+  const ScheduleOptions opts;
+  const PolicyRules rules;
+  const int64_t subBatch_;
   Plan plan;
-  Arena arena;
-  std::vector<Instr> instrs;
-  std::vector<Timing> timing;
-  std::array<double, kNumStreams> streamFree{};
-  std::array<Clock, kNumStreams> clk{};
-  std::array<int32_t, kNumStreams> lastOn{-1, -1, -1};
-  EventId numEvents = 0;
 
-  // Per block, computed once: its storage block, whether it is on the
-  // weight side, its bytes at the sub-batch.
-  std::vector<BlockId> storage;
-  std::vector<bool> weightSide;
-  std::vector<int64_t> bytes;
-  std::vector<BlockState> st;
-  std::vector<std::vector<int32_t>> uses; // per storage block: steps
-  std::vector<StreamUses> pending;        // per residency: bytes' prior uses
-  std::vector<int> pinned;                // > 0: a running task needs it
-  /// Residencies by their block's next use step (no next use: largest),
-  /// farthest on top; entries go stale when the block moves or advances and
-  /// are dropped when met.
-  std::priority_queue<std::pair<int32_t, ResidencyId>> farthest;
-  std::vector<uint64_t> focusSeen; // per residency: the search that took it
-  uint64_t focusSearch = 0;
-  mutable uint64_t epoch = 1;
-  mutable std::vector<std::pair<uint64_t, bool>> evictCache;  // per residency
-  mutable std::vector<std::pair<uint64_t, double>> dropCache; // per block
-  std::vector<bool> droppable;    // recomputableBlocks()
-  std::vector<bool> isConvOutput; // SuperNeurons' checkpoints
-  std::vector<double> prefix;     // fastest compute time before step
-  int32_t step = 0;
-  int32_t firstBackward = 0;
+  // The parts that own the simulation's state.
+  Arena arena;
+  StreamTimeline timeline;
+  RoundCursor cursor;
+  Residencies blocks;
+  EvictionPricer pricer;
+
+  /// memfit's early offload: the bytes to copy out ahead, and those so far.
   int64_t offloadTarget = 0, offloadedAhead = 0;
-  // vDNN's synchronisation: copies the next task waits for, and prefetches
-  // the next layer's backward waits for.
-  std::vector<int32_t> syncNext, syncLayer;
-  std::vector<bool> vdnnOffloaded, vdnnPrefetched; // per op
-  // The reason for the evictions being made now, and per block the reason
-  // of its first offload and of its first drop.
+  /// vDNN's synchronisation: copies the next task waits for, prefetches
+  /// the next layer's backward waits for, and per op what happened.
+  struct LayerSync {
+    std::vector<int32_t> nextTask, nextLayer;
+    std::vector<bool> offloaded, prefetched, backwardSeen;
+  } layerSync;
+  /// The reason for the evictions being made now, and per block the reason
+  /// of its first offload and of its first drop.
   LeaveCause cause;
   std::vector<LeaveCause> offloadCause, dropCause;
 };

@@ -19,21 +19,22 @@ int64_t selectSubBatch(const TaskGraph &tg, const CostTableFn &tableAt,
   int64_t room = budget - tg.weightSideBytes();
   if (room <= 0)
     return 1;
-  int64_t b = batch;
+  int64_t subBatch = batch;
   std::set<int64_t> seen;
   for (int iter = 0; iter < 32; ++iter) {
-    seen.insert(b);
-    int64_t need = maxTaskNeed(tg, tableAt(b));
-    int64_t next =
-        need > 0 ? static_cast<int64_t>((__int128)room * b / need) : batch;
+    seen.insert(subBatch);
+    int64_t need = maxTaskNeed(tg, tableAt(subBatch));
+    int64_t next = need > 0
+                       ? static_cast<int64_t>((__int128)room * subBatch / need)
+                       : batch;
     next = std::clamp<int64_t>(next, 1, batch);
-    if (next == b)
-      return b;
+    if (next == subBatch)
+      return subBatch;
     if (seen.count(next))
-      return std::min(b, next); // a cycle: take its smaller end
-    b = next;
+      return std::min(subBatch, next); // a cycle: take its smaller end
+    subBatch = next;
   }
-  return b;
+  return subBatch;
 }
 
 std::vector<int64_t> subBatchCandidates(int64_t eq3, int64_t batch) {
@@ -41,10 +42,10 @@ std::vector<int64_t> subBatchCandidates(int64_t eq3, int64_t batch) {
   // larger sub-batches may still fit with leaner algorithms: the halvings
   // of the batch down to Eq. 3's b are candidates too, and a few below it.
   std::set<int64_t> c{eq3};
-  for (int64_t b = batch; b >= 1 && b >= eq3 / 8; b /= 2)
-    c.insert(b);
-  for (int64_t b = eq3 / 2; b >= 1 && b >= eq3 / 8; b /= 2)
-    c.insert(b);
+  for (int64_t s = batch; s >= 1 && s >= eq3 / 8; s /= 2)
+    c.insert(s);
+  for (int64_t s = eq3 / 2; s >= 1 && s >= eq3 / 8; s /= 2)
+    c.insert(s);
   return {c.begin(), c.end()};
 }
 

@@ -23,9 +23,10 @@
 
 namespace memfit {
 
-using CostTableFn = std::function<const CostTable &(int64_t b)>;
+using CostTableFn = std::function<const CostTable &(int64_t subBatch)>;
 
-/// The largest per-task need at sub-batch b: blocks plus fastest workspace.
+/// The largest per-task need at the table's sub-batch: blocks plus fastest
+/// workspace.
 int64_t maxTaskNeed(const TaskGraph &tg, const CostTable &costs);
 
 /// Eq. 3 iterated; `budget` is the whole device budget M.

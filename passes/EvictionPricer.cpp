@@ -1,0 +1,173 @@
+//===- EvictionPricer.cpp - Who may leave the arena, and at what price ----===//
+#include "passes/EvictionPricer.h"
+
+#include <limits>
+
+namespace memfit::sched {
+
+bool EvictionPricer::evictable(int32_t owner) const {
+  if (owner >= kWorkspaceOwner)
+    return false;
+  BlockId b = blocks.blockOf(owner);
+  if (blocks.isPinned(b))
+    return false;
+  if (!rules.evicts)
+    return false; // vDNN offloads by its fixed rule only
+  // Chen et al. never copy: only what can be recomputed (or already has a
+  // host copy) may leave. SuperNeurons also offloads convolution outputs.
+  if (rules.evictsRecomputableOrCopiedOnly && !blocks.isRecomputable(b) &&
+      !blocks[b].hostValid)
+    return false;
+  // moDNN's criteria: not used by the next task; used since it arrived.
+  int32_t next = blocks.nextUseStep(b);
+  if (next == cursor.step + 1 && rules.keepsNextTaskBlocks)
+    return false;
+  if (!blocks[b].usedSinceArrival)
+    return false;
+  return true;
+}
+
+bool EvictionPricer::mayLeave(int32_t owner) const {
+  if (owner >= kWorkspaceOwner)
+    return false;
+  if (evictCache.size() <= static_cast<size_t>(owner))
+    evictCache.resize(blocks.nextId(), {0, false});
+  auto &c = evictCache[owner];
+  if (c.first != epoch)
+    c = {epoch, evictable(owner)};
+  return c.second;
+}
+
+Arena::SlotPrice EvictionPricer::price(int32_t owner) const {
+  Arena::SlotPrice p;
+  if (!mayLeave(owner))
+    return p;
+  p.usable = true;
+  const Residency &r = blocks.residency(owner);
+  const BlockState &bs = blocks[r.block];
+  double drop = bs.hostValid ? -1.0 : dropSeconds(r.block);
+  if (drop >= 0) {
+    // Dropped: no copy now, a recompute later.
+    p.penalty = drop;
+    return p;
+  }
+  if (!bs.hostValid) {
+    p.copies = true;
+    p.readyAt = bs.ready >= 0 ? timeline.endOf(bs.ready) : 0;
+    p.copySeconds = costs.copyOutSeconds(r.bytes);
+    p.moved += r.bytes;
+  }
+  if (rules.pricesLatePrefetch) {
+    // Evicting what is needed soon costs a prefetch that may not hide.
+    int32_t next = blocks.nextUseStep(r.block);
+    if (next >= 0) {
+      p.penalty = std::max(0.0, costs.copyInSeconds(r.bytes) - gapUntil(next));
+      p.moved += r.bytes;
+    }
+  }
+  return p;
+}
+
+double EvictionPricer::dropSeconds(BlockId b) const {
+  if (dropCache.size() < tg.blocks.size())
+    dropCache.resize(tg.blocks.size(), {0, -1.0});
+  auto &c = dropCache[b];
+  if (c.first != epoch)
+    c = {epoch, shouldDrop(b) ? recomputeSeconds(b, 0) : -1.0};
+  return c.second;
+}
+
+double EvictionPricer::recomputeSeconds(BlockId b, int depth) const {
+  // The producer's run, plus recomputing its inputs that are dropped too
+  // (a few levels deep; beyond that the chain is priced as long).
+  TaskId t = tg.blocks[b].writers[0];
+  double secs = costs.fastest(t).seconds;
+  if (depth >= 3)
+    return 4 * secs;
+  for (BlockId in : tg.tasks[t].reads) {
+    BlockId sb = blocks.storageOf(in);
+    if (!blocks.isWeightSide(sb) && blocks[sb].res < 0 && blocks[sb].dropped)
+      secs += recomputeSeconds(sb, depth + 1);
+  }
+  return secs;
+}
+
+bool EvictionPricer::shouldDrop(BlockId b) const {
+  if (!blocks.isRecomputable(b))
+    return false;
+  switch (rules.drop) {
+  case PolicyRules::Drop::Always:
+    return true;
+  case PolicyRules::Drop::NonConv:
+    return !blocks.isConvOutput(b); // convolution outputs are checkpoints
+  case PolicyRules::Drop::WhenCheaper: {
+    // Drop when regenerating is cheaper than the copy-out that would delay
+    // this task plus the prefetch that may not hide later; only what the
+    // backward pass needs next, so the forward pass never waits on a
+    // recompute chain.
+    int32_t next = blocks.nextUseStep(b);
+    if (!allowRecompute || (next >= 0 && next < cursor.firstBackward))
+      return false;
+    int64_t bytes = blocks.bytesOf(b);
+    double offload = costs.copyOutSeconds(bytes);
+    if (next >= 0)
+      offload += std::max(0.0, costs.copyInSeconds(bytes) - gapUntil(next));
+    return recomputeSeconds(b, 0) < offload;
+  }
+  case PolicyRules::Drop::Never:
+    break;
+  }
+  return false;
+}
+
+int32_t EvictionPricer::farthestKey(BlockId b) const {
+  int32_t next = blocks.nextUseStep(b);
+  return next < 0 ? std::numeric_limits<int32_t>::max() : next;
+}
+
+void EvictionPricer::indexNextUse(BlockId b) {
+  if (blocks[b].res >= 0)
+    farthest.push({farthestKey(b), blocks[b].res});
+}
+
+std::vector<int32_t> EvictionPricer::farthestUsable(const PriceFn &price) {
+  // Take up to kFocusOwners that may leave, look at a bounded number of
+  // entries, and put back the live ones.
+  ++focusSearch;
+  std::vector<int32_t> focus;
+  std::vector<std::pair<int32_t, ResidencyId>> keep;
+  size_t looked = 0;
+  while (!farthest.empty() && focus.size() < kFocusOwners &&
+         looked < 16 * kFocusOwners) {
+    auto [key, r] = farthest.top();
+    farthest.pop();
+    BlockId b = blocks.blockOf(r);
+    if (blocks[b].res != r || key != farthestKey(b))
+      continue; // stale
+    if (focusSeen.size() <= static_cast<size_t>(r))
+      focusSeen.resize(blocks.nextId(), 0);
+    if (focusSeen[r] == focusSearch)
+      continue; // a duplicate: one entry is enough
+    focusSeen[r] = focusSearch;
+    ++looked;
+    keep.push_back({key, r});
+    if (price(r).usable)
+      focus.push_back(r);
+  }
+  for (const auto &e : keep)
+    farthest.push(e);
+  return focus;
+}
+
+std::optional<Arena::Window> EvictionPricer::search(int64_t bytes,
+                                                    const PriceFn &price) {
+  Arena::PriceClock clock{timeline.freeAt(Stream::Compute),
+                          timeline.freeAt(Stream::CopyOut)};
+  if (arena.segmentCount() <= kExactSearchSegments)
+    return arena.findEviction(bytes, clock, price);
+  // The farthest next uses first (Belady's victims).
+  std::vector<int32_t> focus = farthestUsable(price);
+  return arena.findEviction(bytes, clock, price, &focus);
+}
+
+} // namespace memfit::sched

@@ -1,0 +1,128 @@
+//===- PipelineCandidates.cpp - The schedules a policy tries --------------===//
+#include "compiler/support/Diagnostics.h"
+#include "passes/PipelineSteps.h"
+#include "passes/Recompute.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace memfit::pipeline {
+namespace {
+
+/// Beyond this many tasks memfit tries fewer sub-batch sizes.
+constexpr size_t kManyTasks = 20000;
+
+/// memfit's joint search: every sub-batch size with offload alone, with
+/// evictions free to drop what is cheaper to recompute, and with the cheap
+/// forward outputs (everything but convolutions) recomputed as well.
+std::vector<Variant> memfitVariants(const TaskGraph &tg,
+                                    const CostTableFn &tableAt,
+                                    const std::vector<TaskId> &order,
+                                    const PlanRequest &req, int64_t budget,
+                                    int64_t eq3SubBatch) {
+  std::vector<Variant> variants;
+  std::vector<int64_t> sizes = req.forcedSubBatch
+                                   ? std::vector<int64_t>{req.forcedSubBatch}
+                                   : subBatchCandidates(eq3SubBatch, req.batch);
+  // Eq. 3's sub-batch first and the rest by their distance from it, so
+  // the likely winners set a tight cutoff early and the sub-batches far
+  // from it are abandoned sooner (the winner does not depend on the
+  // order: ties go to the larger sub-batch).
+  std::stable_sort(sizes.begin(), sizes.end(), [&](int64_t x, int64_t y) {
+    auto dist = [&](int64_t v) {
+      return std::abs(std::log2(double(v) / double(eq3SubBatch)));
+    };
+    return dist(x) != dist(y) ? dist(x) < dist(y) : x > y;
+  });
+  // Very deep networks: the three nearest Eq. 3's only, to keep planning
+  // in seconds (the far ones rarely win and each costs a full schedule).
+  if (tg.tasks.size() > kManyTasks && sizes.size() > 3)
+    sizes.resize(3);
+  for (int64_t subBatch : sizes) {
+    // Running in place frees memory but moves blocks elsewhere, and a
+    // different placement can leave less room for a workspace later:
+    // try without it too.
+    for (bool inPlace : {true, false}) {
+      if (inPlace && !req.inPlace)
+        continue;
+      variants.push_back({subBatch, {}, false, std::nullopt, inPlace});
+      variants.push_back({subBatch, {}, true, std::nullopt, inPlace});
+      variants.push_back(
+          {subBatch, superNeuronsDropSet(tg), true, std::nullopt, inPlace});
+    }
+    // moDNN's rules at every sub-batch (its own choice, Eq. 3's, among
+    // them), so memfit is never worse than moDNN: memfit's rules are
+    // usually faster but not always (on GoogLeNet at batch 256 and half
+    // the ideal peak on the H100 model, moDNN's at sub-batch 128 are).
+    variants.push_back({subBatch, {}, false, Policy::Modnn});
+    // The cheapest blocks to recompute, as many bytes as the liveness
+    // peak exceeds the budget (and twice that): on a fast GPU where
+    // copies cannot hide, regenerating a BatchNorm or activation output
+    // is much cheaper than moving it.
+    const CostTable &costs = tableAt(subBatch);
+    int64_t excess = livenessArenaNeed(tg, order, costs, req.inPlace) -
+                     (budget - tg.weightSideBytes());
+    if (excess > 0)
+      for (int64_t bytes : {excess, 2 * excess})
+        variants.push_back({subBatch, cheapestDropSet(tg, costs, bytes), true,
+                            std::nullopt, true});
+  }
+  return variants;
+}
+
+} // namespace
+
+llvm::Expected<std::vector<Variant>>
+firstPhaseVariants(const TaskGraph &tg, const CostTableFn &tableAt,
+                   const std::vector<TaskId> &order, const PlanRequest &req,
+                   int64_t budget, int64_t &eq3SubBatch) {
+  if (req.forcedSubBatch > 0 && req.forcedSubBatch > req.batch)
+    return makeErrorF("--sub-batch {0} is larger than the batch {1}",
+                      req.forcedSubBatch, req.batch);
+  const int64_t whole = req.forcedSubBatch ? req.forcedSubBatch : req.batch;
+  std::vector<Variant> variants;
+  switch (req.policy) {
+  case Policy::Ideal:
+  case Policy::VdnnAll:
+  case Policy::VdnnConv:
+    // Neither the ideal case nor vDNN splits the batch.
+    variants.push_back({whole, {}});
+    break;
+  case Policy::ChenSqrt:
+    for (auto &drop : chenCandidates(tg, order, whole))
+      variants.push_back({whole, std::move(drop)});
+    break;
+  case Policy::SuperNeurons:
+    variants.push_back({whole, superNeuronsDropSet(tg)});
+    break;
+  case Policy::Modnn:
+    eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, budget);
+    variants.push_back(
+        {req.forcedSubBatch ? req.forcedSubBatch : eq3SubBatch, {}, false});
+    break;
+  case Policy::Memfit:
+    eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, budget);
+    variants = memfitVariants(tg, tableAt, order, req, budget, eq3SubBatch);
+    break;
+  }
+  return variants;
+}
+
+std::vector<Variant> chenPhaseVariants(const TaskGraph &tg,
+                                       const std::vector<TaskId> &order,
+                                       const PlanRequest &req,
+                                       int64_t bestSubBatch) {
+  std::set<int64_t> sizes{bestSubBatch};
+  if (!req.forcedSubBatch)
+    sizes.insert(req.batch);
+  std::vector<Variant> chen;
+  for (int64_t subBatch : sizes)
+    for (auto &drop : chenCandidates(tg, order, subBatch)) {
+      chen.push_back({subBatch, drop, true});
+      chen.push_back({subBatch, std::move(drop), true, Policy::ChenSqrt});
+    }
+  return chen;
+}
+
+} // namespace memfit::pipeline

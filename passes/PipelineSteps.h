@@ -1,0 +1,117 @@
+//===- PipelineSteps.h - The steps of planTraining (internal) ---*- C++ -*-===//
+//
+// planTraining (Pipeline.h) in four steps, each in its own file: the budget
+// resolved against the ideal plan and the lower bound (PipelineBudget.cpp);
+// the candidate schedules a policy tries (PipelineCandidates.cpp); the
+// search over them, in waves of two threads with a cutoff
+// (PipelineSearch.cpp); and the winner's verification and summary
+// (Pipeline.cpp). Not a public interface.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_PASSES_PIPELINESTEPS_H
+#define MEMFIT_PASSES_PIPELINESTEPS_H
+
+#include "passes/Pipeline.h"
+
+#include <optional>
+
+namespace memfit::pipeline {
+
+struct Candidate {
+  Plan plan;
+  Simulation sim;
+};
+
+/// The cost tables for sub-batch `subBatch` of `batch`: the full rounds'
+/// and, when the last round is smaller, its own (copied: tableAt may reuse
+/// storage).
+struct Tables {
+  CostTable full;
+  std::optional<CostTable> last;
+};
+Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch);
+
+/// One schedule and its simulation on tables the caller owns (so several
+/// may run at once).
+llvm::Expected<Candidate>
+planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
+         const std::vector<TaskId> &order, const PlanRequest &req,
+         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds);
+
+// --- budget resolution (PipelineBudget.cpp) ---
+
+/// The budget `req` asks for in bytes (a fraction of the ideal peak, the
+/// lower bound, the ideal peak for the ideal policy, or as given); an error
+/// when it is below the lower bound.
+llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
+                                      const PlanRequest &req,
+                                      const LowerBound &lb,
+                                      int64_t idealPeakBytes);
+
+// --- candidate generation (PipelineCandidates.cpp) ---
+
+/// A schedule to try: a sub-batch and a drop set, under the request's
+/// policy or another's rules.
+struct Variant {
+  int64_t subBatch;
+  std::vector<bool> drop;
+  bool allowRecompute = true;
+  std::optional<Policy> as; // schedule with another policy's rules
+  bool inPlace = true;      // and PlanRequest::inPlace
+};
+
+/// The first phase's candidates of the request's policy at `budget`; sets
+/// eq3SubBatch where the policy consults Eq. 3.
+llvm::Expected<std::vector<Variant>>
+firstPhaseVariants(const TaskGraph &tg, const CostTableFn &tableAt,
+                   const std::vector<TaskId> &order, const PlanRequest &req,
+                   int64_t budget, int64_t &eq3SubBatch);
+
+/// memfit's second phase: Chen et al.'s segment drop sets at the best
+/// sub-batch so far and the whole batch, under memfit's rules and Chen's.
+std::vector<Variant> chenPhaseVariants(const TaskGraph &tg,
+                                       const std::vector<TaskId> &order,
+                                       const PlanRequest &req,
+                                       int64_t bestSubBatch);
+
+// --- the search (PipelineSearch.cpp) ---
+
+/// Schedules variants in waves of kWave, on as many threads, each against
+/// the best time before its wave, and keeps the fastest.
+class CandidateSearch {
+public:
+  /// `resolved` is `req` with its budget resolved; `ideal`, when given, is
+  /// the ideal plan at the whole batch, reused for the ideal policy.
+  CandidateSearch(const TaskGraph &tg, const CostTableFn &tableAt,
+                  const std::vector<TaskId> &order, const PlanRequest &req,
+                  const PlanRequest &resolved, PlanOutcome &out,
+                  std::optional<Candidate> ideal)
+      : tg(tg), tableAt(tableAt), order(order), req(req), resolved(resolved),
+        out(out), ideal(std::move(ideal)) {}
+
+  void runAll(std::vector<Variant> &variants);
+  /// The fastest so far, or null.
+  const Candidate *best() const { return bestSoFar ? &*bestSoFar : nullptr; }
+  /// The fastest, or the first error when every variant failed.
+  llvm::Expected<Candidate> takeBest();
+
+private:
+  void runWave(std::vector<Variant> &wave);
+  /// Keeps the outcome of variant `v` when it is the fastest so far.
+  void merge(const Variant &v, llvm::Expected<Candidate> &c);
+
+  const TaskGraph &tg;
+  const CostTableFn &tableAt;
+  const std::vector<TaskId> &order;
+  const PlanRequest &req;
+  const PlanRequest &resolved;
+  PlanOutcome &out;
+  std::optional<Candidate> ideal;
+  std::optional<Candidate> bestSoFar;
+  bool bestAs = false; // the best was scheduled under another policy's rules
+  llvm::Error firstErr = llvm::Error::success();
+};
+
+} // namespace memfit::pipeline
+
+#endif

@@ -1,0 +1,70 @@
+//===- Residencies.cpp - Where every block is, and when it is next used ---===//
+#include "passes/Residencies.h"
+
+namespace memfit::sched {
+
+RoundCursor::RoundCursor(const TaskGraph &tg, const CostTable &costs,
+                         const std::vector<TaskId> &order) {
+  auto n = static_cast<int32_t>(order.size());
+  prefix.assign(n + 1, 0);
+  firstBackward = n;
+  for (int32_t s = 0; s < n; ++s) {
+    TaskId t = order[s];
+    prefix[s + 1] = prefix[s] + costs.fastest(t).seconds;
+    if (tg.tasks[t].kind != TaskKind::Forward && firstBackward == n)
+      firstBackward = s;
+  }
+}
+
+Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
+                         int64_t subBatch) {
+  size_t nb = tg.blocks.size();
+  storage.resize(nb);
+  weightSide.resize(nb);
+  bytes.resize(nb);
+  for (BlockId b = 0; b < (BlockId)nb; ++b) {
+    storage[b] = memfit::storageOf(tg, b);
+    weightSide[b] = memfit::isWeightSide(tg.blocks[b].kind);
+    bytes[b] = tg.blocks[b].bytesAt(subBatch);
+  }
+  state.assign(nb, BlockState{});
+  uses.assign(nb, {});
+  pins.assign(nb, 0);
+  recomputable = recomputableBlocks(tg);
+  convOutput.assign(nb, false);
+  for (BlockId b = 0; b < (BlockId)nb; ++b)
+    convOutput[b] =
+        recomputable[b] &&
+        tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind == OpKind::Conv;
+  for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
+    state[b].hasContent = true;
+    state[b].hostValid = true;
+  }
+  for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
+    const Task &task = tg.tasks[order[s]];
+    for (const auto *list : {&task.reads, &task.writes})
+      for (BlockId b : *list) {
+        BlockId sb = storage[b];
+        if (!weightSide[sb] && (uses[sb].empty() || uses[sb].back() != s))
+          uses[sb].push_back(s);
+      }
+  }
+}
+
+void Residencies::usedUpTo(BlockId b, int32_t step) {
+  BlockState &bs = state[b];
+  while (bs.nextUse < uses[b].size() && uses[b][bs.nextUse] <= step)
+    ++bs.nextUse;
+}
+
+ResidencyId Residencies::add(BlockId b, int64_t offset) {
+  Residency r;
+  r.block = b;
+  r.offset = offset;
+  r.bytes = bytes[b];
+  list.push_back(r);
+  pendingUses.emplace_back();
+  return static_cast<ResidencyId>(list.size() - 1);
+}
+
+} // namespace memfit::sched
