@@ -344,7 +344,7 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
   os << "}\n";
   files.push_back({"src/schedule.cpp", os.str()});
   if (!internalError.empty())
-    return makeError(internalError);
+    return makeInternalError(internalError);
   files.push_back({"src/main.cpp", mainFile()});
   files.push_back({"CMakeLists.txt", cmakeFile()});
   return files;

@@ -33,7 +33,7 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
     // Codegen asked for a block the task does not list: a bug here, not in
     // the plan. The compile fails rather than emit a wrong pointer.
     if (internalError.empty())
-      internalError = "internal: codegen needs " + quoteName(blk.name) +
+      internalError = "codegen needs " + quoteName(blk.name) +
                       ", which is not an operand of task " + quoteName(curTask);
     return "nullptr";
   }

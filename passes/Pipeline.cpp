@@ -68,10 +68,6 @@ llvm::Error finishOutcome(const TaskGraph &tg, Candidate best,
 } // namespace
 } // namespace pipeline
 
-bool isVerifierFailure(const std::string &message) {
-  return message.find("plan verification failed") != std::string::npos;
-}
-
 llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
                                          const CostTableFn &tableAt,
                                          const PlanRequest &req) {

@@ -65,8 +65,6 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
                                          const CostTableFn &tableAt,
                                          const PlanRequest &req);
 
-/// True when `err` came from the verifier (an internal error, exit 2).
-bool isVerifierFailure(const std::string &message);
 
 } // namespace memfit
 

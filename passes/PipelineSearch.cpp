@@ -1,6 +1,8 @@
 //===- PipelineSearch.cpp - The fastest of the candidate schedules --------===//
 #include "passes/PipelineSteps.h"
 
+#include "compiler/support/Diagnostics.h"
+
 #include <thread>
 
 namespace memfit::pipeline {
@@ -75,6 +77,12 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
         c.takeError(), [&](const CutoffError &) { ++out.abandoned; });
     if (!rest)
       return;
+    if (llvm::Error internal = takeInternalErrors(rest)) {
+      internalErr =
+          llvm::joinErrors(std::move(internalErr), std::move(internal));
+      llvm::consumeError(std::move(rest));
+      return;
+    }
     if (!firstErr)
       firstErr = std::move(rest);
     else
@@ -101,6 +109,11 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
 }
 
 llvm::Expected<Candidate> CandidateSearch::takeBest() {
+  // A candidate memfit broke is a bug even when another one won.
+  if (internalErr) {
+    llvm::consumeError(std::move(firstErr));
+    return std::move(internalErr);
+  }
   if (!bestSoFar)
     return std::move(firstErr);
   llvm::consumeError(std::move(firstErr));

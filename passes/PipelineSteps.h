@@ -92,13 +92,16 @@ public:
   void runAll(std::vector<Variant> &variants);
   /// The fastest so far, or null.
   const Candidate *best() const { return bestSoFar ? &*bestSoFar : nullptr; }
-  /// The fastest, or the first error when every variant failed.
+  /// The fastest; the internal errors when any variant had one; else the
+  /// first error when every variant failed.
   llvm::Expected<Candidate> takeBest();
+  /// Keeps the outcome of variant `v` when it is the fastest so far; a
+  /// schedule that failed for the user's reasons (too little room) is
+  /// dropped when another succeeds, an internal error never is.
+  void merge(const Variant &v, llvm::Expected<Candidate> &c);
 
 private:
   void runWave(std::vector<Variant> &wave);
-  /// Keeps the outcome of variant `v` when it is the fastest so far.
-  void merge(const Variant &v, llvm::Expected<Candidate> &c);
 
   const TaskGraph &tg;
   const CostTableFn &tableAt;
@@ -110,6 +113,8 @@ private:
   std::optional<Candidate> bestSoFar;
   bool bestAs = false; // the best was scheduled under another policy's rules
   llvm::Error firstErr = llvm::Error::success();
+  /// Internal errors of any candidate: never dropped for a winner.
+  llvm::Error internalErr = llvm::Error::success();
 };
 
 } // namespace memfit::pipeline

@@ -167,8 +167,8 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
   if (needsContent && !bs.hostValid) {
     if (bs.dropped)
       return recompute(b, deps, 0);
-    return makeErrorF("internal: {0} has no copy anywhere",
-                      quoteName(tg.blocks[b].name));
+    return makeInternalErrorF("{0} has no copy anywhere",
+                              quoteName(tg.blocks[b].name));
   }
   StreamUses uses{};
   ResidencyId id = blocks.nextId();

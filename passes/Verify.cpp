@@ -40,8 +40,8 @@ private:
   };
 
   llvm::Error fail(const char *rule, const llvm::Twine &msg) {
-    return makeErrorF("plan verification failed [{0}]: {1}: {2}", rule, where,
-                      msg.str());
+    return makeInternalErrorF("plan verification failed [{0}]: {1}: {2}", rule,
+                              where, msg.str());
   }
   bool hb(int32_t a, int32_t b) const {
     if (a < 0)

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -48,16 +49,28 @@ const char *kUsage =
   std::exit(1);
 }
 
+/// Every numeric flag of the trainer is a count, a seed or a rate: a finite
+/// number >= 0 that fits its type. Anything else (nan, inf, -5, 1e40 for a
+/// float, 2.5 for a count) is refused naming the flag.
 template <typename T> T parseNumber(const std::string &flag, const char *v) {
   char *end = nullptr;
   errno = 0;
   T out{};
-  if constexpr (std::is_floating_point_v<T>)
-    out = static_cast<T>(std::strtod(v, &end));
-  else
-    out = static_cast<T>(std::strtoll(v, &end, 10));
-  if (!v[0] || *end || errno)
-    die("invalid value '" + std::string(v) + "' for " + flag);
+  bool ok = v[0] && v[0] != '-' && v[0] != '+';
+  if constexpr (std::is_floating_point_v<T>) {
+    double d = std::strtod(v, &end);
+    out = static_cast<T>(d);
+    ok = ok && std::isfinite(d) && std::isfinite(out);
+  } else {
+    unsigned long long u = std::strtoull(v, &end, 10);
+    ok = ok && u <= static_cast<unsigned long long>(
+                        std::numeric_limits<T>::max());
+    out = static_cast<T>(u);
+  }
+  if (!ok || *end || errno)
+    die("invalid value '" + std::string(v) + "' for " + flag + ": expected " +
+        (std::is_floating_point_v<T> ? "a finite number >= 0"
+                                     : "a whole number >= 0"));
   return out;
 }
 
@@ -117,9 +130,6 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     die("--data needs --labels");
   if (o.iterations && o.epochs)
     die("give --iterations or --epochs, not both");
-  if (o.iterations < 0 || o.epochs < 0 || o.logEvery < 0 ||
-      o.checkpointEvery < 0)
-    die("counts must not be negative");
   if (!o.iterations && !o.epochs)
     o.iterations = 1;
   if (o.resume && o.checkpoint.empty())

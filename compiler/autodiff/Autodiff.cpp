@@ -328,7 +328,7 @@ llvm::Error Builder::emitLoss() {
 
 llvm::Expected<TaskGraph> Builder::build() {
   if (auto err = verifyGraph(g))
-    return makeErrorF("internal: malformed graph: {0}", *err);
+    return makeInternalErrorF("malformed graph: {0}", *err);
   if (g.ops.empty())
     return makeError("model has no operators to train");
   // Cross-entropy on a Softmax/LogSoftmax head is computed from the logits:
@@ -387,7 +387,7 @@ llvm::Expected<TaskGraph> Builder::build() {
                               tg.blocks[b].writers.size() > 1);
   }
   if (auto err = verifyTaskGraph(tg))
-    return makeErrorF("internal: malformed task graph: {0}", *err);
+    return makeInternalErrorF("malformed task graph: {0}", *err);
   return std::move(tg);
 }
 

@@ -400,7 +400,8 @@ Expected<Graph> Importer::run() {
   }
   g.name = graph.name();
   if (auto bad = verifyGraph(g))
-    return failFile("internal error: the imported graph is invalid: " + *bad);
+    return makeInternalError("'" + llvm::Twine(file) +
+                             "': the imported graph is invalid: " + *bad);
   return std::move(g);
 }
 

@@ -3,6 +3,31 @@
 
 namespace memfit {
 
+char UserError::ID = 0;
+char InternalError::ID = 0;
+
+llvm::Error withContext(llvm::Error err, const llvm::Twine &prefix) {
+  std::string pre = prefix.str();
+  return llvm::handleErrors(
+      std::move(err),
+      [&](std::unique_ptr<InternalError> e) -> llvm::Error {
+        return makeInternalError(pre + e->text());
+      },
+      [&](std::unique_ptr<llvm::ErrorInfoBase> e) -> llvm::Error {
+        return makeError(pre + e->message());
+      });
+}
+
+llvm::Error takeInternalErrors(llvm::Error &err) {
+  llvm::Error internal = llvm::Error::success();
+  err =
+      llvm::handleErrors(std::move(err), [&](std::unique_ptr<InternalError> e) {
+        internal =
+            llvm::joinErrors(std::move(internal), llvm::Error(std::move(e)));
+      });
+  return internal;
+}
+
 std::string quoteName(std::string_view name) {
   constexpr size_t kMaxShown = 120;
   std::string out = "'";

@@ -19,14 +19,67 @@ namespace memfit {
 /// Exit codes of every memfit command (docs/user-guide.md lists them).
 enum ExitCode : int { ExitOk = 0, ExitUserError = 1, ExitInternalError = 2 };
 
+/// Something the user gave memfit is wrong: a flag, a file, a model, a
+/// budget. Exit code 1.
+class UserError : public llvm::ErrorInfo<UserError> {
+public:
+  static char ID;
+  explicit UserError(std::string message) : message_(std::move(message)) {}
+  void log(llvm::raw_ostream &os) const override { os << message_; }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+  const std::string &text() const { return message_; }
+
+private:
+  std::string message_;
+};
+
+/// memfit broke one of its own guarantees on real input (a plan the
+/// verifier rejects, a malformed IR, code generation asked for a block a
+/// task does not hold). Exit code 2, whatever else failed beside it: it is
+/// a bug to report, never an answer about the user's model.
+class InternalError : public llvm::ErrorInfo<InternalError> {
+public:
+  static char ID;
+  explicit InternalError(std::string message) : message_(std::move(message)) {}
+  void log(llvm::raw_ostream &os) const override { os << message_; }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+  const std::string &text() const { return message_; }
+
+private:
+  std::string message_;
+};
+
 inline llvm::Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  return llvm::make_error<UserError>(msg.str());
 }
 
 template <typename... Ts>
 llvm::Error makeErrorF(const char *fmt, Ts &&...vals) {
   return makeError(llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
 }
+
+inline llvm::Error makeInternalError(const llvm::Twine &msg) {
+  return llvm::make_error<InternalError>(msg.str());
+}
+
+template <typename... Ts>
+llvm::Error makeInternalErrorF(const char *fmt, Ts &&...vals) {
+  return makeInternalError(llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
+}
+
+/// Puts `prefix` (a file name, a stage) in front of every message in
+/// `err`, keeping each error's type: an internal error stays internal.
+/// Errors of other types become user errors with the prefix.
+llvm::Error withContext(llvm::Error err, const llvm::Twine &prefix);
+
+/// Moves every internal error out of `err` and returns them (success when
+/// there is none); `err` keeps the rest. Lets a caller that may drop some
+/// failures (one candidate plan of many) never drop an internal one.
+llvm::Error takeInternalErrors(llvm::Error &err);
 
 /// Quotes an untrusted name for a diagnostic: printable ASCII kept, anything
 /// else shown as \xNN, length capped so a hostile name cannot flood a log.

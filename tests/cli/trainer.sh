@@ -64,6 +64,14 @@ expect_error "missing file" --data nope.npy --labels y.npy
 expect_error "no data source" --iterations 2
 expect_error "unknown flag" --synthetic --frobnicate
 expect_error "resume without checkpoint dir" --synthetic --resume
+# Numbers that are not numbers, or out of range, name the flag.
+for bad in "--iterations -5" "--iterations 2.5" "--lr nan" "--lr inf" \
+           "--lr -0.1" "--lr 1e40" "--momentum nan" "--weight-decay -1" \
+           "--seed -1" "--log-every -1" "--epochs x" "--checkpoint-every -2"; do
+  # shellcheck disable=SC2086
+  expect_error "$bad" --synthetic $bad
+  grep -q -- "${bad%% *}" err.log || fail "$bad: the message does not name the flag"
+done
 
 # A torchvision export (ResNet-18 with external weight data, written by the
 # export_torchvision fixture): compiled under a tight budget, trained one

@@ -30,7 +30,9 @@ struct RegisterCommand {
   }
 };
 
-/// Prints `err` as "memfit: error: ..." and returns the user-error exit code.
+/// Prints `err` ("memfit: error: ...", or "memfit: internal error: ..." for
+/// an InternalError) and returns its exit code: 2 when any part of it is
+/// internal, else 1.
 int reportError(llvm::Error err);
 
 } // namespace memfit::tool

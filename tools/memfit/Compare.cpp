@@ -130,7 +130,7 @@ int run() {
   // The ideal plan resolves percentages and is every row's yardstick.
   auto ideal = runPlanner(s, base, progress);
   if (!ideal)
-    return reportPlanningError(ideal.takeError());
+    return reportError(ideal.takeError());
   c.idealPeakBytes = ideal->idealPeakBytes;
   c.idealSeconds = ideal->idealSeconds;
   c.lowerBoundBytes = ideal->lowerBound.bytes;
@@ -161,9 +161,14 @@ int run() {
       progress.done();
       CompareCell x;
       if (!o) {
-        std::string msg = toString(o.takeError());
-        if (isVerifierFailure(msg))
-          return reportPlanningError(makeError(s.modelPath + ": " + msg));
+        Error err = o.takeError();
+        // An internal error is memfit's bug: the comparison stops there.
+        if (Error internal = takeInternalErrors(err)) {
+          consumeError(std::move(err));
+          return reportError(
+              withContext(std::move(internal), s.modelPath + ": "));
+        }
+        std::string msg = toString(std::move(err));
         x.reason = msg;
         progress.info(c.policies[pi] + " at " + b.label + ": " + msg);
       } else {

@@ -50,7 +50,7 @@ int run() {
     return reportError(out.takeError());
   auto outcome = runPlanner(s, *req, progress);
   if (!outcome)
-    return reportPlanningError(outcome.takeError());
+    return reportError(outcome.takeError());
   bool large = s.tg.tasks.size() > kLargeTaskCount;
   progress.start("generating the trainer", large);
   EmitOptions eo;

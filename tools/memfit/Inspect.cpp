@@ -12,6 +12,7 @@
 #include "passes/Liveness.h"
 #include "passes/LowerBound.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/NumericOptions.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -29,10 +30,10 @@ cl::SubCommand Cmd("inspect", "Print the op table, task graph size and "
                               "memory figures of a model");
 cl::opt<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                                cl::Required, cl::sub(Cmd));
-cl::opt<int64_t> Batch("batch",
-                       cl::desc("Batch size (default: the model's "
-                                "fixed batch dimension)"),
-                       cl::init(0), cl::sub(Cmd));
+cl::opt<Count> Batch("batch",
+                     cl::desc("Batch size (default: the model's "
+                              "fixed batch dimension)"),
+                     cl::init(0), cl::sub(Cmd));
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"), cl::sub(Cmd));
 cl::opt<bool> Summary("summary", cl::desc("Leave out the op table"),
                       cl::sub(Cmd));

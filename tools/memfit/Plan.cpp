@@ -47,7 +47,7 @@ int run() {
   }
   auto outcome = runPlanner(s, *req, progress);
   if (!outcome)
-    return reportPlanningError(outcome.takeError());
+    return reportError(outcome.takeError());
   if (out) {
     bool large = s.tg.tasks.size() > kLargeTaskCount;
     progress.start("writing " + OutDir, large);

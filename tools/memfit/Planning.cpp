@@ -1,6 +1,7 @@
 //===- Planning.cpp - What plan, compile and compare share ----------------===//
 #include "tools/memfit/Planning.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/NumericOptions.h"
 
 #include "codegen/PlanJson.h"
 #include "codegen/ReportHtml.h"
@@ -48,10 +49,10 @@ template <typename T> struct Shared : cl::opt<T> {
 
 Shared<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                               cl::Required);
-Shared<int64_t> Batch("batch",
-                      cl::desc("Batch size B (default: the model's "
-                               "fixed batch dimension)"),
-                      cl::init(0));
+Shared<Count> Batch("batch",
+                    cl::desc("Batch size B (default: the model's "
+                             "fixed batch dimension)"),
+                    cl::init(0));
 Shared<std::string> Budget("budget",
                            cl::desc("Device memory budget: a size (12GiB, "
                                     "8000MB) or a percentage of the ideal "
@@ -70,9 +71,9 @@ Shared<std::string> PolicyName("policy",
                                cl::desc("ideal, vdnn-all, vdnn-conv, modnn, "
                                         "chen-sqrt, superneurons or memfit"),
                                cl::init("memfit"));
-Shared<int64_t> SubBatch("sub-batch",
-                         cl::desc("Force the sub-batch size (default: chosen)"),
-                         cl::init(0));
+Shared<Count> SubBatch("sub-batch",
+                       cl::desc("Force the sub-batch size (default: chosen)"),
+                       cl::init(0));
 Shared<OrderKind> Order(
     "order", cl::desc("Task order"), cl::init(OrderKind::JoinAware),
     cl::values(clEnumValN(OrderKind::JoinAware, "join-aware",
@@ -90,9 +91,9 @@ Shared<LossKind>
          cl::values(clEnumValN(LossKind::SoftmaxCrossEntropy, "cross-entropy",
                                "mean softmax cross-entropy, integer labels"),
                     clEnumValN(LossKind::MSE, "mse", "mean squared error")));
-Shared<float> Momentum("momentum",
-                       cl::desc("SGD momentum (0 allocates no buffers)"),
-                       cl::init(0.9f));
+Shared<Rate> Momentum("momentum",
+                      cl::desc("SGD momentum (0 allocates no buffers)"),
+                      cl::init(0.9f));
 Shared<bool> Quiet("quiet", cl::desc("Print nothing but errors (and what "
                                      "--json asks for)"));
 Shared<bool> Verbose("verbose",
@@ -112,10 +113,6 @@ Progress makeProgress() { return Progress(Quiet, Verbose); }
 bool quietFlag() { return Quiet; }
 
 Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
-  if (Batch < 0)
-    return makeError("--batch must be positive");
-  if (SubBatch < 0)
-    return makeError("--sub-batch must be positive");
   if (Quiet && Verbose)
     return makeError("--quiet and --verbose are mutually exclusive");
   Progress silent(true, false);
@@ -160,18 +157,9 @@ Expected<PlanOutcome> runPlanner(PlanningSession &s, const PlanRequest &req,
                  large);
   auto out = planTraining(s.tg, s.tableFn(), req);
   if (!out)
-    return makeError(s.modelPath + ": " + toString(out.takeError()));
+    return withContext(out.takeError(), s.modelPath + ": ");
   progress.done();
   return out;
-}
-
-int reportPlanningError(Error err) {
-  std::string msg = toString(std::move(err));
-  if (isVerifierFailure(msg)) {
-    errs() << "memfit: internal error: " << msg << "\n";
-    return ExitInternalError;
-  }
-  return reportError(makeError(msg));
 }
 
 PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
@@ -212,6 +200,8 @@ Error writePlanReports(OutputDir &out, const PlanReport &r) {
   return out.write("report.html", planToHtml(r));
 }
 
+constexpr double kMaxBudgetPercent = 100000;
+
 Error parseBudget(StringRef text, StringRef flag, PlanRequest &r) {
   text = text.trim();
   r.budget = 0;
@@ -223,10 +213,13 @@ Error parseBudget(StringRef text, StringRef flag, PlanRequest &r) {
   }
   if (text.endswith("%")) {
     double pct = 0;
-    if (text.drop_back().trim().getAsDouble(pct) || !(pct > 0))
+    // NaN and infinities fail these comparisons too; past 1000x the ideal
+    // peak a budget means nothing and its bytes could overflow.
+    if (text.drop_back().trim().getAsDouble(pct) || !(pct > 0) ||
+        !(pct <= kMaxBudgetPercent))
       return makeErrorF("invalid {0} '{1}': expected a positive percentage "
-                        "such as 50%",
-                        flag, text);
+                        "of at most {2}%, such as 50%",
+                        flag, text, int64_t(kMaxBudgetPercent));
     r.budgetFraction = pct / 100.0;
     return Error::success();
   }

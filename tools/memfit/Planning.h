@@ -67,10 +67,6 @@ llvm::Error openSession(PlanningSession &s, bool keepWeightData,
 llvm::Expected<PlanOutcome>
 runPlanner(PlanningSession &s, const PlanRequest &req, Progress &progress);
 
-/// Prints a planning error and returns its exit code: 2 for a plan the
-/// verifier rejected (an internal error), 1 for everything else.
-int reportPlanningError(llvm::Error err);
-
 /// What plan.json needs beyond the plan: file names, the lower bound, the
 /// ideal yardstick, the sub-batch search, the profile, notes.
 PlanContext planContext(PlanningSession &s, const PlanOutcome &o);

@@ -13,6 +13,7 @@
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/FileUtil.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/NumericOptions.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -34,19 +35,19 @@ cl::opt<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                                cl::Required, cl::sub(Cmd));
 cl::opt<std::string> OutputPath("o", cl::desc("Output profile (JSON)"),
                                 cl::value_desc("file"), cl::sub(Cmd));
-cl::opt<int64_t> Batch("batch",
-                       cl::desc("Batch size (default: the model's fixed "
-                                "batch dimension)"),
-                       cl::init(0), cl::sub(Cmd));
-cl::list<int64_t> SubBatches(
+cl::opt<Count> Batch("batch",
+                     cl::desc("Batch size (default: the model's fixed "
+                              "batch dimension)"),
+                     cl::init(0), cl::sub(Cmd));
+cl::list<Count> SubBatches(
     "sub-batches",
     cl::desc("Sub-batch sizes to measure (default: powers of two up to the "
              "batch, and the batch)"),
     cl::CommaSeparated, cl::value_desc("b1,b2,..."), cl::sub(Cmd));
-cl::opt<int> Repeats("repeats", cl::desc("Timed runs per measurement"),
-                     cl::init(10), cl::sub(Cmd));
-cl::opt<int> Warmup("warmup", cl::desc("Untimed runs before timing"),
-                    cl::init(3), cl::sub(Cmd));
+cl::opt<Count> Repeats("repeats", cl::desc("Timed runs per measurement"),
+                       cl::init(10), cl::sub(Cmd));
+cl::opt<Count> Warmup("warmup", cl::desc("Untimed runs before timing"),
+                      cl::init(3), cl::sub(Cmd));
 cl::opt<bool> AllowTf32("allow-tf32",
                         cl::desc("Let cuDNN/cuBLAS use TF32 tensor cores for "
                                  "FP32 (default: strict FP32)"),

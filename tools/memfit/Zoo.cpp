@@ -12,6 +12,7 @@
 #include "models/Zoo.h"
 #include "compiler/support/FileUtil.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/NumericOptions.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -19,6 +20,7 @@
 #include <algorithm>
 
 using namespace llvm;
+using memfit::tool::Count;
 
 namespace {
 
@@ -30,10 +32,10 @@ cl::opt<std::string> OutputPath("o", cl::desc("Output ONNX file"),
                                 cl::value_desc("file"), cl::sub(ZooCmd));
 cl::opt<bool> List("list", cl::desc("List the models and exit"),
                    cl::sub(ZooCmd));
-cl::opt<int64_t> Batch("batch",
-                       cl::desc("Batch size of input and output (default: "
-                                "symbolic 'N')"),
-                       cl::init(0), cl::sub(ZooCmd));
+cl::opt<Count> Batch("batch",
+                     cl::desc("Batch size of input and output (default: "
+                              "symbolic 'N')"),
+                     cl::init(0), cl::sub(ZooCmd));
 cl::opt<bool> Weights("weights",
                       cl::desc("Store deterministic initial weights (default "
                                "for tiny models)"),
@@ -42,14 +44,14 @@ cl::opt<bool> NoWeights("no-weights",
                         cl::desc("Declare weights as inputs without data "
                                  "(default for the others)"),
                         cl::sub(ZooCmd));
-cl::opt<int64_t> Classes("classes",
-                         cl::desc("Number of classes (default: 1000, 10 for "
-                                  "tiny models)"),
+cl::opt<Count> Classes("classes",
+                       cl::desc("Number of classes (default: 1000, 10 for "
+                                "tiny models)"),
+                       cl::init(0), cl::sub(ZooCmd));
+cl::opt<Count> ImageSize("image-size",
+                         cl::desc("Input height and width (default: the "
+                                  "model's)"),
                          cl::init(0), cl::sub(ZooCmd));
-cl::opt<int64_t> ImageSize("image-size",
-                           cl::desc("Input height and width (default: the "
-                                    "model's)"),
-                           cl::init(0), cl::sub(ZooCmd));
 cl::opt<bool> Force("force", cl::desc("Overwrite an existing output file"),
                     cl::sub(ZooCmd));
 

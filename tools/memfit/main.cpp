@@ -21,14 +21,17 @@ std::vector<Command> &commands() {
 
 int reportError(Error err) {
   int code = ExitUserError;
-  handleAllErrors(std::move(err), [&](const ErrorInfoBase &e) {
-    std::string msg = e.message();
-    // Internal errors are memfit's bugs, not the user's: exit code 2.
-    if (msg.rfind("internal", 0) == 0 ||
-        msg.find("plan verification failed") != std::string::npos)
-      code = ExitInternalError;
-    WithColor::error(errs(), "memfit") << msg << "\n";
-  });
+  handleAllErrors(
+      std::move(err),
+      [&](const InternalError &e) {
+        // memfit's own bug, whatever failed beside it: exit code 2.
+        code = ExitInternalError;
+        WithColor(errs(), HighlightColor::Error) << "memfit: internal error: ";
+        errs() << e.text() << " (please report this with the command line)\n";
+      },
+      [&](const ErrorInfoBase &e) {
+        WithColor::error(errs(), "memfit") << e.message() << "\n";
+      });
   return code;
 }
 
@@ -37,6 +40,10 @@ int reportError(Error err) {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::SetVersionPrinter([](raw_ostream &os) { os << "memfit 0.1.0\n"; });
+  // LLVM's libraries register hundreds of options of their own (targets,
+  // passes); memfit's top level shows only --help and --version beside the
+  // commands, and each command only its own options.
+  cl::HideUnrelatedOptions(ArrayRef<const cl::OptionCategory *>{});
   cl::ParseCommandLineOptions(
       argc, argv,
       "memfit: ahead-of-time memory planning for deep network training\n\n"

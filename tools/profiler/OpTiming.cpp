@@ -525,9 +525,9 @@ llvm::Expected<double> timeOp(Context &ctx, const Graph &g, OpId id,
     // copies the inner part of dY out.
     return timeCopies(ctx, xBytes, 1, /*clearFirst=*/fwd);
   case OpKind::Conv:
-    return makeError("internal: conv tasks are measured by timeConv");
+    return makeInternalError("conv tasks are measured by timeConv");
   }
-  return makeError("internal: unknown op kind");
+  return makeInternalError("unknown op kind");
 }
 
 } // namespace

@@ -1,0 +1,61 @@
+//===- DiagnosticsTest.cpp - Typed errors and their exit codes ------------===//
+#include "compiler/support/Diagnostics.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+
+namespace {
+
+/// What a handler sees: (is internal, message) per error, in order.
+std::vector<std::pair<bool, std::string>> parts(llvm::Error err) {
+  std::vector<std::pair<bool, std::string>> out;
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const InternalError &e) {
+        out.push_back({true, e.text()});
+      },
+      [&](const llvm::ErrorInfoBase &e) {
+        out.push_back({false, e.message()});
+      });
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("makeError is a user error, makeInternalError an internal one",
+          "[diagnostics]") {
+  CHECK(
+      parts(makeErrorF("budget {0} too small", 5)) ==
+      std::vector<std::pair<bool, std::string>>{{false, "budget 5 too small"}});
+  CHECK(parts(makeInternalErrorF("block {0} lost", 7)) ==
+        std::vector<std::pair<bool, std::string>>{{true, "block 7 lost"}});
+}
+
+TEST_CASE("withContext prefixes every part and keeps its type",
+          "[diagnostics]") {
+  llvm::Error both = llvm::joinErrors(makeError("too small"),
+                                      makeInternalError("verifier rejected"));
+  CHECK(parts(withContext(std::move(both), "m.onnx: ")) ==
+        std::vector<std::pair<bool, std::string>>{
+            {false, "m.onnx: too small"}, {true, "m.onnx: verifier rejected"}});
+  // A foreign error type becomes a user error with the prefix.
+  llvm::Error foreign =
+      llvm::createStringError(llvm::inconvertibleErrorCode(), "io failed");
+  CHECK(parts(withContext(std::move(foreign), "f: ")) ==
+        std::vector<std::pair<bool, std::string>>{{false, "f: io failed"}});
+}
+
+TEST_CASE("takeInternalErrors splits an error list", "[diagnostics]") {
+  llvm::Error err =
+      llvm::joinErrors(makeError("no room"), makeInternalError("bug"));
+  llvm::Error internal = takeInternalErrors(err);
+  CHECK(parts(std::move(internal)) ==
+        std::vector<std::pair<bool, std::string>>{{true, "bug"}});
+  CHECK(parts(std::move(err)) ==
+        std::vector<std::pair<bool, std::string>>{{false, "no room"}});
+
+  llvm::Error userOnly = makeError("no room");
+  CHECK(!takeInternalErrors(userOnly));
+  CHECK(parts(std::move(userOnly)).size() == 1);
+}
