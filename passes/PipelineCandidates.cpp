@@ -87,19 +87,20 @@ firstPhaseVariants(const TaskGraph &tg, const CostTableFn &tableAt,
   case Policy::VdnnAll:
   case Policy::VdnnConv:
     // Neither the ideal case nor vDNN splits the batch.
-    variants.push_back({whole, {}});
+    variants.push_back({.subBatch = whole});
     break;
   case Policy::ChenSqrt:
     for (auto &drop : chenCandidates(tg, order, whole))
-      variants.push_back({whole, std::move(drop)});
+      variants.push_back({.subBatch = whole, .drop = std::move(drop)});
     break;
   case Policy::SuperNeurons:
-    variants.push_back({whole, superNeuronsDropSet(tg)});
+    variants.push_back({.subBatch = whole, .drop = superNeuronsDropSet(tg)});
     break;
   case Policy::Modnn:
     eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, budget);
     variants.push_back(
-        {req.forcedSubBatch ? req.forcedSubBatch : eq3SubBatch, {}, false});
+        {.subBatch = req.forcedSubBatch ? req.forcedSubBatch : eq3SubBatch,
+         .allowRecompute = false});
     break;
   case Policy::Memfit:
     eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, budget);
@@ -119,8 +120,10 @@ std::vector<Variant> chenPhaseVariants(const TaskGraph &tg,
   std::vector<Variant> chen;
   for (int64_t subBatch : sizes)
     for (auto &drop : chenCandidates(tg, order, subBatch)) {
-      chen.push_back({subBatch, drop, true});
-      chen.push_back({subBatch, std::move(drop), true, Policy::ChenSqrt});
+      chen.push_back({.subBatch = subBatch, .drop = drop});
+      chen.push_back({.subBatch = subBatch,
+                      .drop = std::move(drop),
+                      .as = Policy::ChenSqrt});
     }
   return chen;
 }

@@ -54,9 +54,9 @@ llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
 /// policy or another's rules.
 struct Variant {
   int64_t subBatch;
-  std::vector<bool> drop;
+  std::vector<bool> drop = {};
   bool allowRecompute = true;
-  std::optional<Policy> as; // schedule with another policy's rules
+  std::optional<Policy> as = {}; // schedule with another policy's rules
   bool inPlace = true;      // and PlanRequest::inPlace
 };
 

@@ -45,7 +45,7 @@ struct ScheduleOptions {
   int64_t batch = 0;  // the full batch B
   /// Per block: drop it after its last forward use and recompute it where
   /// the backward pass needs it (Chen et al.'s m(v) = 1). Empty: none.
-  std::vector<bool> dropAfterForward;
+  std::vector<bool> dropAfterForward = {};
   /// memfit: may evictions drop blocks for recomputation (or only offload)?
   bool allowRecompute = true;
   /// > 0: give up (CutoffError) as soon as the iteration is certain to take

@@ -52,7 +52,8 @@ TEST_CASE("a model with hostile names gives clean, deterministic sources",
   c.subBatch = 4;
   for (size_t t = 0; t < tg->tasks.size(); ++t)
     c.tasks.push_back({{0, "default", 1e-3, 0, true}});
-  auto plan = schedule(*tg, c, builtOrder(*tg), {Policy::Ideal, 0, 4});
+  auto plan = schedule(*tg, c, builtOrder(*tg),
+                       {.policy = Policy::Ideal, .budget = 0, .batch = 4});
   REQUIRE(static_cast<bool>(plan));
   auto a = emitTrainer(*tg, *plan, {});
   auto b = emitTrainer(*tg, *plan, {});

@@ -28,11 +28,11 @@ struct Harness {
     c.plan.subBatch = subBatch;
     c.sim.iterationSeconds = seconds;
     llvm::Expected<Candidate> e(std::move(c));
-    search.merge(Variant{subBatch, {}}, e);
+    search.merge(Variant{.subBatch = subBatch}, e);
   }
   void fail(int64_t subBatch, llvm::Error err) {
     llvm::Expected<Candidate> e(std::move(err));
-    search.merge(Variant{subBatch, {}}, e);
+    search.merge(Variant{.subBatch = subBatch}, e);
   }
 };
 

@@ -119,7 +119,8 @@ TEST_CASE("recompute plans verify, move no bytes, and fit budgets offload "
   REQUIRE(static_cast<bool>(tg));
   std::vector<TaskId> order = joinAwareOrder(*tg);
   CostTable c = unitCosts(*tg, 2);
-  auto ideal = schedule(*tg, c, order, {Policy::Ideal, 0, 2});
+  auto ideal = schedule(*tg, c, order,
+                        {.policy = Policy::Ideal, .budget = 0, .batch = 2});
   REQUIRE(static_cast<bool>(ideal));
   int64_t budget = ideal->residentBytes + ideal->arenaBytes * 55 / 100;
   for (Policy p : {Policy::ChenSqrt, Policy::SuperNeurons}) {
@@ -151,7 +152,8 @@ TEST_CASE("the verifier rejects a recompute whose input is gone",
   REQUIRE(static_cast<bool>(tg));
   std::vector<TaskId> order = joinAwareOrder(*tg);
   CostTable c = unitCosts(*tg, 2);
-  auto ideal = schedule(*tg, c, order, {Policy::Ideal, 0, 2});
+  auto ideal = schedule(*tg, c, order,
+                        {.policy = Policy::Ideal, .budget = 0, .batch = 2});
   REQUIRE(static_cast<bool>(ideal));
   int64_t budget = ideal->residentBytes + ideal->arenaBytes * 55 / 100;
   auto plan = schedule(

@@ -71,11 +71,13 @@ struct ReportFixture {
       algos.push_back({0, "baseline", secs, 0, true});
       costs.tasks.push_back(algos);
     }
-    auto ideal = schedule(tg, costs, builtOrder(tg), {Policy::Ideal, 0, 4});
+    auto ideal = schedule(tg, costs, builtOrder(tg),
+                          {.policy = Policy::Ideal, .budget = 0, .batch = 4});
     if (!ideal)
       throw std::runtime_error(llvm::toString(ideal.takeError()));
     int64_t budget = ideal->residentBytes + ideal->arenaBytes * 6 / 10;
-    auto p = schedule(tg, costs, builtOrder(tg), {Policy::Memfit, budget, 4});
+    auto p = schedule(tg, costs, builtOrder(tg),
+                      {.policy = Policy::Memfit, .budget = budget, .batch = 4});
     if (!p)
       throw std::runtime_error(llvm::toString(p.takeError()));
     plan = std::move(*p);

@@ -63,7 +63,8 @@ CostTable table(const TaskGraph &tg, int64_t b) {
 
 Plan plan(const TaskGraph &tg, Policy p, int64_t budget, int64_t b) {
   CostTable c = table(tg, b);
-  auto pl = schedule(tg, c, builtOrder(tg), {p, budget, b});
+  auto pl = schedule(tg, c, builtOrder(tg),
+                     {.policy = p, .budget = budget, .batch = b});
   if (!pl)
     FAIL(llvm::toString(pl.takeError()));
   return std::move(*pl);
@@ -115,7 +116,8 @@ TEST_CASE("tight budgets force offloads, and every policy's plan verifies",
   for (Policy p : {Policy::VdnnAll, Policy::VdnnConv}) {
     INFO(policyName(p));
     CostTable c = table(*tg, 4);
-    auto pl = schedule(*tg, c, builtOrder(*tg), {p, budget * 2, 4});
+    auto pl = schedule(*tg, c, builtOrder(*tg),
+                       {.policy = p, .budget = budget * 2, .batch = 4});
     if (pl) {
       CHECK(verifyMessage(*tg, *pl).empty());
       CHECK(pl->summary.bytesToHost > 0);
@@ -134,7 +136,8 @@ TEST_CASE("a budget below one task's footprint is refused with the task",
   // Each conv map is 4x4x16x16x4 bytes = 16 KiB; BP-data of a relu touches
   // three of them, or two when it writes dX over dY. Leave room for two.
   int64_t budget = tg->weightSideBytes() + 2 * 16384;
-  ScheduleOptions separate{Policy::Memfit, budget, 4};
+  ScheduleOptions separate{
+      .policy = Policy::Memfit, .budget = budget, .batch = 4};
   separate.inPlace = false;
   auto pl = schedule(*tg, c, builtOrder(*tg), separate);
   REQUIRE_FALSE(static_cast<bool>(pl));
@@ -144,13 +147,17 @@ TEST_CASE("a budget below one task's footprint is refused with the task",
   CHECK(msg.find("memfit") != std::string::npos);
   // In place, every task fits in two maps (a convolution reads one and
   // writes another), so the check lets it through to the scheduler.
-  auto inPlace = schedule(*tg, c, builtOrder(*tg), {Policy::Memfit, budget, 4});
+  auto inPlace =
+      schedule(*tg, c, builtOrder(*tg),
+               {.policy = Policy::Memfit, .budget = budget, .batch = 4});
   if (!inPlace)
     CHECK(llvm::toString(inPlace.takeError()).find("alone needs") ==
           std::string::npos);
   // One map is below every convolution.
   pl = schedule(*tg, c, builtOrder(*tg),
-                {Policy::Memfit, tg->weightSideBytes() + 16384, 4});
+                {.policy = Policy::Memfit,
+                 .budget = tg->weightSideBytes() + 16384,
+                 .batch = 4});
   REQUIRE_FALSE(static_cast<bool>(pl));
   CHECK(llvm::toString(pl.takeError()).find("alone needs") !=
         std::string::npos);
@@ -285,7 +292,7 @@ TEST_CASE("placement of an mlp, offsets stated exactly (no in-place)",
   auto tg = buildTaskGraph(L.g);
   REQUIRE(static_cast<bool>(tg));
   CostTable c = table(*tg, 2);
-  ScheduleOptions opts{Policy::Ideal, 0, 2};
+  ScheduleOptions opts{.policy = Policy::Ideal, .budget = 0, .batch = 2};
   opts.inPlace = false;
   auto p = schedule(*tg, c, builtOrder(*tg), opts);
   REQUIRE(static_cast<bool>(p));
@@ -343,7 +350,9 @@ struct SlowCopyMlp {
   /// passes (the ideal plan for Policy::Ideal), and its simulation.
   std::pair<Plan, Simulation> plan(Policy policy, int slots,
                                    bool inPlace = true) const {
-    ScheduleOptions opts{policy, tg.weightSideBytes() + slots * 256, 2};
+    ScheduleOptions opts{.policy = policy,
+                         .budget = tg.weightSideBytes() + slots * 256,
+                         .batch = 2};
     opts.inPlace = inPlace;
     auto p = schedule(tg, costs, builtOrder(tg), opts);
     if (!p)
@@ -507,7 +516,9 @@ TEST_CASE("vDNN out of room says how much is free and how fragmented",
   SlowCopyMlp m;
   // vDNN never evicts beyond its rule: three slots are too few.
   auto p = schedule(m.tg, m.costs, builtOrder(m.tg),
-                    {Policy::VdnnAll, m.tg.weightSideBytes() + 3 * 256, 2});
+                    {.policy = Policy::VdnnAll,
+                     .budget = m.tg.weightSideBytes() + 3 * 256,
+                     .batch = 2});
   REQUIRE_FALSE(static_cast<bool>(p));
   std::string msg = llvm::toString(p.takeError());
   CHECK(msg.find("vdnn-all cannot meet the budget") != std::string::npos);

@@ -347,7 +347,7 @@ llvm::Expected<TaskGraph> Builder::build() {
   // Every data input has its block now (its forward task reads it).
   tg.outputLayer = g.values[g.output].producer;
   for (const Op &op : g.ops) {
-    Layer layer{op.kind};
+    Layer layer{.kind = op.kind};
     for (ValueId in : op.inputs) {
       if (g.values[in].kind != ValueKind::Weight)
         layer.dataInputs.push_back(tg.valueBlock[in]);

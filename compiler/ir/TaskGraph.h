@@ -104,10 +104,10 @@ struct OptimizerConfig {
 struct Layer {
   OpKind kind;
   /// The Y blocks of its non-weight inputs, in operand order.
-  std::vector<BlockId> dataInputs;
+  std::vector<BlockId> dataInputs = {};
   /// Per operand, the layer producing it (kNoId for the model input and
   /// weights).
-  std::vector<OpId> producers;
+  std::vector<OpId> producers = {};
   /// Bytes per sample of its first output.
   int64_t outputBytesPerSample = 0;
 };
