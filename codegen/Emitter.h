@@ -10,7 +10,7 @@
 #define MEMFIT_CODEGEN_EMITTER_H
 
 #include "codegen/Emit.h"
-#include "codegen/OpParams.h"
+#include "compiler/ops/OpDef.h"
 
 #include "llvm/Support/Error.h"
 
@@ -29,13 +29,18 @@ public:
 
   llvm::Expected<std::vector<GeneratedFile>> run();
 
+  // What a task's operands resolve through (EmitRun.cpp's TaskOperands).
+  const TaskGraph &taskGraph() const { return tg; }
+  /// The pointer expression of block `b` in the residencies `res`.
+  std::string ptr(BlockId b, const std::map<BlockId, ResidencyId> &res);
+  /// Whether task `t`'s write of `b` adds to it (round instruction index).
+  std::string accFlag(const Task &t, BlockId b, size_t index) const;
+
 private:
   llvm::Error prepare();
   llvm::Expected<std::string> emitRun(const Instr &in, size_t index);
-  std::string ptr(BlockId b, const std::map<BlockId, ResidencyId> &res);
   std::string resName(ResidencyId r) const { return resNames[r]; }
   std::string params(OpId op) const { return "P" + std::to_string(op); }
-  std::string accFlag(const Task &t, BlockId b, size_t index) const;
   std::string header() const;
   std::string mainFile() const;
   std::string cmakeFile() const;

@@ -1,5 +1,4 @@
-//===- Pipeline.h - From task graph and costs to a verified plan -*- C++
-//-*-===//
+//===- Pipeline.h - From task graph and costs to a plan ---------*- C++ -*-===//
 //
 // The planner's straight-line pipeline: order -> lower bound check -> the
 // ideal plan (the yardstick for overhead) -> sub-batch choice -> schedule ->

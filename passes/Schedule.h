@@ -1,5 +1,4 @@
-//===- Schedule.h - Offload/prefetch event simulation (Algorithm 1) -*- C++
-//-*-===//
+//===- Schedule.h - Offload/prefetch event simulation -----------*- C++ -*-===//
 //
 // moDNN's Algorithm 1 over one static arena: simulates one round task by
 // task with a compute stream and two copy streams, gives every residency of

@@ -1,5 +1,4 @@
-//===- GraphLiteral.h - Forward graphs written as literals in tests -*- C++
-//-*-===//
+//===- GraphLiteral.h - Forward graphs written as literals ----*- C++ -*-===//
 //
 // Lets a test state a whole small graph in a few lines, with dims as the
 // importer would resolve them at `batch`.
@@ -9,6 +8,7 @@
 #define MEMFIT_TESTS_GRAPHLITERAL_H
 
 #include "compiler/ir/Graph.h"
+#include "compiler/ops/OpDef.h"
 
 #include <string>
 #include <vector>

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ir/Graph.h"
+#include "compiler/ops/OpDef.h"
 #include "compiler/onnx/OnnxImport.h"
 
 #include "llvm/Support/FileSystem.h"

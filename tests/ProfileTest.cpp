@@ -3,7 +3,7 @@
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/cost/AnalyticCost.h"
 #include "compiler/cost/CostModel.h"
-#include "compiler/ir/OpSignature.h"
+#include "compiler/ops/OpSignature.h"
 #include "tests/GraphLiteral.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -1,30 +1,14 @@
 //===- Autodiff.cpp - Forward Graph to training TaskGraph -----------------===//
 #include "compiler/autodiff/Autodiff.h"
 
+#include "compiler/ops/OpDef.h"
+
 #include "compiler/support/Diagnostics.h"
 
 #include <cassert>
 
 namespace memfit {
 namespace {
-
-bool isViewOp(OpKind k) { return k == OpKind::Flatten || k == OpKind::Reshape; }
-
-/// Elementwise unary ops whose backward needs only Y and dY, so the forward
-/// may overwrite X when nothing else reads it.
-bool isInPlaceUnary(OpKind k) {
-  switch (k) {
-  case OpKind::Relu:
-  case OpKind::LeakyRelu:
-  case OpKind::Sigmoid:
-  case OpKind::Tanh:
-  case OpKind::Clip:
-  case OpKind::Dropout:
-    return true;
-  default:
-    return false;
-  }
-}
 
 class Builder {
 public:
@@ -152,16 +136,18 @@ void Builder::computeGradFlow() {
 
 void Builder::emitForward(OpId id) {
   const Op &op = g.ops[id];
+  const OpDef &def = opDef(op.kind);
   std::vector<BlockId> reads, writes;
   for (ValueId in : op.inputs)
     reads.push_back(valueBlock(in));
   for (ValueId out : op.outputs)
     writes.push_back(valueBlock(out));
-  if (isViewOp(op.kind))
+  if (def.isView)
     tg.blocks[writes[0]].viewOf = reads[0];
-  if (op.kind == OpKind::BatchNorm) {
-    // Training-mode BN writes the sub-batch statistics its backward needs
-    // and updates the running statistics (inputs 3 and 4) in place.
+  if (def.savesStatistics) {
+    // Training-mode normalization writes the sub-batch statistics its
+    // backward needs and updates the running statistics (operands 3 and
+    // up) in place.
     const Value &x = g.values[op.inputs[0]];
     int64_t channels = x.dims.size() > 1 ? x.dims[1] : 1;
     BlockId stats = addBlock("stats(" + op.name + ")", BlockKind::Stats, kNoId,
@@ -173,7 +159,7 @@ void Builder::emitForward(OpId id) {
       writes.push_back(valueBlock(op.inputs[i]));
   }
   addTask(TaskKind::Forward, id, std::move(reads), std::move(writes),
-          isInPlaceUnary(op.kind));
+          def.mayRunInPlace);
 }
 
 void Builder::emitBackward(OpId id) {
@@ -184,115 +170,56 @@ void Builder::emitBackward(OpId id) {
   if (tg.gradBlock[y] < 0)
     return; // nothing downstream produced a gradient (cannot reach the loss)
   BlockId dY = tg.gradBlock[y];
-  BlockId Y = valueBlock(y);
-  auto X = [&](size_t i) { return valueBlock(op.inputs[i]); };
+  const OpDef &def = opDef(op.kind);
+  // Every operand has its block: the forward task read it.
+  GradOperands operands{g, op};
+  for (ValueId in : op.inputs)
+    operands.inputs.push_back(valueBlock(in));
+  operands.output = valueBlock(y);
+  operands.stats = statsOf[id];
 
   // BP-data: gradients of the data inputs that need one.
-  std::vector<size_t> gradInputs;
   for (size_t i = 0; i < op.inputs.size(); ++i)
     if (needsGrad[op.inputs[i]])
-      gradInputs.push_back(i);
-  if (!gradInputs.empty()) {
+      operands.gradInputs.push_back(i);
+  if (!operands.gradInputs.empty()) {
     std::vector<BlockId> reads;
-    switch (op.kind) {
-    case OpKind::Conv:
-    case OpKind::Gemm:
-    case OpKind::MatMul:
-      // dX needs the other operand (the weight for a layer).
-      for (size_t i = 0; i < op.inputs.size(); ++i)
-        if (i < 2 && std::find(gradInputs.begin(), gradInputs.end(), 1 - i) !=
-                         gradInputs.end())
-          reads.push_back(X(i));
-      break;
-    case OpKind::Relu:
-    case OpKind::LeakyRelu:
-    case OpKind::Sigmoid:
-    case OpKind::Tanh:
-    case OpKind::Clip:
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-      reads.push_back(Y);
-      break;
-    case OpKind::MaxPool:
-    case OpKind::LRN:
-      reads.push_back(X(0));
-      reads.push_back(Y);
-      break;
-    case OpKind::BatchNorm:
-      reads.push_back(X(0));
-      reads.push_back(X(1));
-      reads.push_back(statsOf[id]);
-      break;
-    case OpKind::Mul:
-      // d(a*b)/da = b: each gradient reads the other operands.
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
-        bool onlyGradOfSelf = gradInputs.size() == 1 && gradInputs[0] == i;
-        if (!onlyGradOfSelf)
-          reads.push_back(X(i));
-      }
-      break;
-    case OpKind::Dropout: // the mask is regenerated from the counter RNG
-    case OpKind::AveragePool:
-    case OpKind::GlobalAveragePool:
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Sum:
-    case OpKind::Concat:
-    case OpKind::Flatten:
-    case OpKind::Reshape:
-    case OpKind::Pad:
-      break;
-    }
+    if (def.dataGradReads)
+      def.dataGradReads(operands, reads);
     reads.push_back(dY);
     std::vector<BlockId> writes;
-    for (size_t i : gradInputs) {
+    for (size_t i : operands.gradInputs) {
       BlockId d = gradBlock(op.inputs[i]);
       if (std::find(writes.begin(), writes.end(), d) == writes.end())
         writes.push_back(d);
     }
     // A view's gradient is the same bytes as its input's gradient when the
     // input has no other consumer, so the copy disappears.
-    if (isViewOp(op.kind) && g.values[op.inputs[0]].consumers.size() == 1)
+    if (def.isView && g.values[op.inputs[0]].consumers.size() == 1)
       tg.blocks[dY].viewOf = writes[0];
     // dX = f'(Y) * dY elementwise may overwrite dY, as Caffe's in-place
     // layers do.
     auto dyAt = static_cast<int32_t>(reads.size() - 1);
     TaskId bd = addTask(TaskKind::BackwardData, id, std::move(reads),
-                        std::move(writes), isInPlaceUnary(op.kind));
+                        std::move(writes), def.mayRunInPlace);
     tg.tasks[bd].inPlaceRead = dyAt;
   }
 
   // BP-weight: gradients of the trainable weights.
-  std::vector<ValueId> ws;
   for (ValueId in : op.inputs)
     if (g.values[in].kind == ValueKind::Weight && g.values[in].trainable &&
-        std::find(ws.begin(), ws.end(), in) == ws.end())
-      ws.push_back(in);
-  if (!ws.empty()) {
-    std::vector<BlockId> reads;
-    switch (op.kind) {
-    case OpKind::Conv:
-    case OpKind::Gemm:
-    case OpKind::MatMul:
-    case OpKind::Mul:
-      for (ValueId in : op.inputs)
-        if (g.values[in].kind != ValueKind::Weight)
-          reads.push_back(valueBlock(in));
-      // Mul by a weight with a weight operand: d(w1*w2)/dw1 = w2.
-      if (op.kind == OpKind::Mul && ws.size() > 1)
-        for (ValueId w : ws)
-          reads.push_back(valueBlock(w));
-      break;
-    case OpKind::BatchNorm:
-      reads.push_back(X(0));
-      reads.push_back(statsOf[id]);
-      break;
-    default: // bias-style Add/Sub: the gradient is a reduction of dY
-      break;
+        std::find(operands.gradWeights.begin(), operands.gradWeights.end(),
+                  in) == operands.gradWeights.end()) {
+      operands.gradWeights.push_back(in);
+      operands.gradWeightBlocks.push_back(valueBlock(in));
     }
+  if (!operands.gradWeights.empty()) {
+    std::vector<BlockId> reads;
+    if (def.weightGradReads)
+      def.weightGradReads(operands, reads);
     reads.push_back(dY);
     std::vector<BlockId> writes;
-    for (ValueId w : ws)
+    for (ValueId w : operands.gradWeights)
       writes.push_back(gradBlock(w));
     addTask(TaskKind::BackwardWeight, id, std::move(reads), std::move(writes));
   }

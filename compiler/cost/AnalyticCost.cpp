@@ -1,7 +1,8 @@
 //===- AnalyticCost.cpp - Roofline cost of tasks from a device spec -------===//
 #include "compiler/cost/AnalyticCost.h"
 
-#include "compiler/ir/OpSignature.h"
+#include "compiler/ops/OpDef.h"
+#include "compiler/ops/OpSignature.h"
 
 #include <algorithm>
 #include <cassert>
@@ -278,122 +279,6 @@ double batchedItems(const TaskGraph &tg, const Task &task, int64_t b) {
   return items;
 }
 
-CostClass costClassOf(OpKind k) {
-  switch (k) {
-  case OpKind::Gemm:
-  case OpKind::MatMul:
-    return CostClass::Gemm;
-  case OpKind::MaxPool:
-  case OpKind::AveragePool:
-  case OpKind::GlobalAveragePool:
-    return CostClass::Pooling;
-  case OpKind::BatchNorm:
-  case OpKind::LRN:
-    return CostClass::Normalization;
-  case OpKind::Softmax:
-  case OpKind::LogSoftmax:
-    return CostClass::Softmax;
-  case OpKind::Concat:
-  case OpKind::Flatten:
-  case OpKind::Reshape:
-  case OpKind::Pad:
-    return CostClass::Copy;
-  default:
-    return CostClass::Elementwise;
-  }
-}
-
-// FLOPs and kernel count of the FP/BP tasks of every non-conv op. These are
-// memory-bound except GEMM, so the counts only need to be right in order of
-// magnitude; GEMM is exact.
-void opWork(const Graph &g, const Op &op, const Task &task, int64_t b,
-            TaskWork &w) {
-  TaskKind kind = task.kind;
-  int gradsWritten = std::max<int>(static_cast<int>(task.writes.size()), 1);
-  const Value &y = g.value(op.outputs.at(0));
-  double out = valueElems(y, b);
-  double in = op.inputs.empty() ? out : valueElems(g.value(op.inputs[0]), b);
-  bool fwd = kind == TaskKind::Forward;
-  w.launches = 1;
-  switch (op.kind) {
-  case OpKind::Gemm:
-  case OpKind::MatMul: {
-    const Value &a = g.value(op.inputs.at(0));
-    int64_t kred = a.dims.empty() ? 1 : a.dims.back();
-    if (op.kind == OpKind::Gemm && op.attrs.transA && a.dims.size() >= 2)
-      kred = a.dims[a.dims.size() - 2];
-    double gemm = 2.0 * out * d(kred);
-    bool bias = op.kind == OpKind::Gemm && op.inputs.size() >= 3;
-    if (kind == TaskKind::BackwardData) {
-      // One GEMM per operand whose gradient the task writes.
-      w.flops = gemm * gradsWritten;
-      w.launches = gradsWritten;
-    } else {
-      // The bias is broadcast into Y before the GEMM, or reduced from dY
-      // after it: one more kernel either way.
-      w.flops = gemm + (bias ? out : 0);
-      w.launches = bias ? 2 : 1;
-    }
-    return;
-  }
-  case OpKind::Relu:
-  case OpKind::LeakyRelu:
-  case OpKind::Clip:
-    w.flops = out;
-    return;
-  case OpKind::Sigmoid:
-  case OpKind::Tanh:
-    w.flops = (fwd ? 4 : 3) * out;
-    return;
-  case OpKind::Dropout:
-    w.flops = (fwd ? 2 : 1) * out;
-    return;
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Sum:
-    w.flops = fwd ? d(std::max<size_t>(op.inputs.size(), 2) - 1) * out : out;
-    return;
-  case OpKind::Mul:
-    w.flops = (fwd ? 1 : 2) * out;
-    return;
-  case OpKind::MaxPool:
-  case OpKind::AveragePool: {
-    int64_t window = 1;
-    for (int64_t k : op.attrs.kernel)
-      window *= k;
-    w.flops = d(window) * out;
-    return;
-  }
-  case OpKind::GlobalAveragePool:
-    w.flops = in;
-    return;
-  case OpKind::BatchNorm:
-    w.flops = (fwd ? 8 : kind == TaskKind::BackwardData ? 10 : 4) * out;
-    return;
-  case OpKind::LRN:
-    w.flops = (fwd ? 2 * d(op.attrs.size) + 6 : 3 * d(op.attrs.size) + 8) * out;
-    return;
-  case OpKind::Softmax:
-  case OpKind::LogSoftmax:
-    w.flops = (fwd ? 5 : 4) * out;
-    return;
-  case OpKind::Concat:
-    // One strided copy per input, or per input gradient.
-    w.flops = 0;
-    w.launches = fwd ? std::max<int>(static_cast<int>(op.inputs.size()), 1)
-                     : gradsWritten;
-    return;
-  case OpKind::Flatten:
-  case OpKind::Reshape:
-  case OpKind::Pad:
-    w.flops = 0;
-    return;
-  case OpKind::Conv:
-    assert(false && "conv tasks are handled by the conv formulas");
-    return;
-  }
-}
-
 } // namespace
 
 bool producesOnlyViews(const TaskGraph &tg, const Task &task) {
@@ -469,8 +354,14 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
     break;
   }
   const Op &op = g.op(task.op);
-  opWork(g, op, task, b, w);
-  w.efficiency = spec.classEfficiency(costClassOf(op.kind));
+  const OpDef &def = opDef(op.kind);
+  assert(def.work && "only convolutions are priced per algorithm");
+  OpWork work =
+      def.work(g, op, task.kind,
+               std::max<int>(static_cast<int>(task.writes.size()), 1), b);
+  w.flops = work.flops;
+  w.launches = work.launches;
+  w.efficiency = spec.classEfficiency(def.costClass);
   return w;
 }
 

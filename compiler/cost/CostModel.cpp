@@ -8,7 +8,7 @@
 #include "compiler/cost/CostModel.h"
 
 #include "compiler/cost/AnalyticCost.h"
-#include "compiler/ir/OpSignature.h"
+#include "compiler/ops/OpSignature.h"
 
 #include <algorithm>
 #include <cassert>

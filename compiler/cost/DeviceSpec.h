@@ -16,6 +16,7 @@
 #define MEMFIT_COMPILER_COST_DEVICESPEC_H
 
 #include "compiler/cost/ConvAlgo.h"
+#include "compiler/ops/OpDef.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -28,17 +29,7 @@
 namespace memfit {
 
 /// Classes of non-convolution kernels that share an efficiency.
-enum class CostClass : uint8_t {
-  Gemm,          // Gemm, MatMul (cuBLAS)
-  Elementwise,   // activations, Dropout, Add/Sub/Mul/Sum
-  Pooling,       // MaxPool, AveragePool, GlobalAveragePool
-  Normalization, // BatchNorm, LRN
-  Softmax,       // Softmax, LogSoftmax
-  Copy,          // Concat, Pad, non-view Flatten/Reshape
-  Loss,
-  Update, // SGD with momentum
-};
-constexpr int kNumCostClasses = 8;
+// CostClass (the kind of kernel a task runs) is compiler/ops/OpDef.h's.
 std::string_view costClassName(CostClass c); // "gemm", "elementwise", ...
 
 /// Fractions of peak a kernel class reaches on large problems: `compute` of

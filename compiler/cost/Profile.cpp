@@ -3,7 +3,7 @@
 
 #include "compiler/cost/ConvAlgo.h"
 #include "compiler/cost/DeviceSpec.h"
-#include "compiler/ir/OpSignature.h"
+#include "compiler/ops/OpSignature.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/JsonText.h"
 

@@ -1,5 +1,4 @@
-//===- CostTable.h - Task costs at one sub-batch, for the planner -*- C++
-//-*-===//
+//===- CostTable.h - Task costs at one sub-batch ----------------*- C++ -*-===//
 //
 // The planner's whole view of the device: for every task, the algorithms it
 // may run with their time and workspace at sub-batch b, and the cost of host

@@ -33,60 +33,6 @@ int64_t Value::fixedBytes() const {
   return batched ? 0 : elementsPerSample() * dtypeBytes(dtype);
 }
 
-std::string_view opKindName(OpKind k) {
-  switch (k) {
-  case OpKind::Conv:
-    return "Conv";
-  case OpKind::Relu:
-    return "Relu";
-  case OpKind::LeakyRelu:
-    return "LeakyRelu";
-  case OpKind::Sigmoid:
-    return "Sigmoid";
-  case OpKind::Tanh:
-    return "Tanh";
-  case OpKind::Clip:
-    return "Clip";
-  case OpKind::MaxPool:
-    return "MaxPool";
-  case OpKind::AveragePool:
-    return "AveragePool";
-  case OpKind::GlobalAveragePool:
-    return "GlobalAveragePool";
-  case OpKind::BatchNorm:
-    return "BatchNormalization";
-  case OpKind::LRN:
-    return "LRN";
-  case OpKind::Dropout:
-    return "Dropout";
-  case OpKind::Gemm:
-    return "Gemm";
-  case OpKind::MatMul:
-    return "MatMul";
-  case OpKind::Add:
-    return "Add";
-  case OpKind::Sub:
-    return "Sub";
-  case OpKind::Mul:
-    return "Mul";
-  case OpKind::Sum:
-    return "Sum";
-  case OpKind::Concat:
-    return "Concat";
-  case OpKind::Flatten:
-    return "Flatten";
-  case OpKind::Reshape:
-    return "Reshape";
-  case OpKind::Pad:
-    return "Pad";
-  case OpKind::Softmax:
-    return "Softmax";
-  case OpKind::LogSoftmax:
-    return "LogSoftmax";
-  }
-  return "?";
-}
-
 ValueId Graph::addValue(Value v) {
   values.push_back(std::move(v));
   return static_cast<ValueId>(values.size() - 1);

@@ -97,7 +97,7 @@ enum class OpKind : uint8_t {
   Softmax,
   LogSoftmax,
 };
-std::string_view opKindName(OpKind k);
+/// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 
 /// Attributes of all supported ops in one plain struct; each op reads the
 /// fields that concern it. Spatial vectors have one entry per spatial axis;

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/autodiff/Autodiff.h"
+#include "compiler/ops/OpDef.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/Units.h"
 #include "passes/Liveness.h"

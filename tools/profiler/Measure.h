@@ -10,7 +10,7 @@
 
 #include "compiler/cost/ConvAlgo.h"
 #include "compiler/cost/Profile.h"
-#include "compiler/ir/OpSignature.h"
+#include "compiler/ops/OpSignature.h"
 #include "tools/profiler/CudaSupport.h"
 
 #include "llvm/Support/Error.h"

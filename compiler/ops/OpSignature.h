@@ -11,8 +11,8 @@
 // training may run, which is what `memfit profile` measures.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MEMFIT_COMPILER_IR_OPSIGNATURE_H
-#define MEMFIT_COMPILER_IR_OPSIGNATURE_H
+#ifndef MEMFIT_COMPILER_OPS_OPSIGNATURE_H
+#define MEMFIT_COMPILER_OPS_OPSIGNATURE_H
 
 #include "compiler/ir/TaskGraph.h"
 

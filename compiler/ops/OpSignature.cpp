@@ -1,5 +1,6 @@
 //===- OpSignature.cpp - What a task's cost depends on --------------------===//
-#include "compiler/ir/OpSignature.h"
+#include "compiler/ops/OpSignature.h"
+#include "compiler/ops/OpDef.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -59,19 +60,6 @@ static void printValueType(llvm::raw_ostream &os, const Value &v) {
   os << ']';
 }
 
-static void printList(llvm::raw_ostream &os, const char *key,
-                      const std::vector<int64_t> &v) {
-  os << ' ' << key << '=';
-  for (size_t i = 0; i < v.size(); ++i)
-    os << (i ? "," : "") << v[i];
-}
-
-// Floats print in a fixed, locale-independent form; only attributes that
-// change the kernel's work are printed at all.
-static void printFloat(llvm::raw_ostream &os, const char *key, float v) {
-  os << ' ' << key << '=' << llvm::format("%.9g", static_cast<double>(v));
-}
-
 std::string opSignature(const Graph &g, OpId id) {
   const Op &op = g.op(id);
   std::string out;
@@ -89,46 +77,8 @@ std::string opSignature(const Graph &g, OpId id) {
     printValueType(os, g.value(op.outputs[i]));
   }
   os << ')';
-  const OpAttrs &a = op.attrs;
-  switch (op.kind) {
-  case OpKind::Conv:
-    printList(os, "kernel", a.kernel);
-    printList(os, "strides", a.strides);
-    printList(os, "pads", a.pads);
-    printList(os, "dilations", a.dilations);
-    os << " group=" << a.group;
-    break;
-  case OpKind::MaxPool:
-  case OpKind::AveragePool:
-    printList(os, "kernel", a.kernel);
-    printList(os, "strides", a.strides);
-    printList(os, "pads", a.pads);
-    if (op.kind == OpKind::AveragePool)
-      os << " count_include_pad=" << (a.countIncludePad ? 1 : 0);
-    break;
-  case OpKind::LRN:
-    os << " size=" << a.size;
-    break;
-  case OpKind::Gemm:
-    os << " trans_a=" << (a.transA ? 1 : 0)
-       << " trans_b=" << (a.transB ? 1 : 0);
-    break;
-  case OpKind::Concat:
-  case OpKind::Softmax:
-  case OpKind::LogSoftmax:
-  case OpKind::Flatten:
-    os << " axis=" << a.axis;
-    break;
-  case OpKind::Pad:
-    printList(os, "pads", a.pads);
-    break;
-  case OpKind::Clip:
-    // Clip(0, max) runs as a clipped ReLU, other bounds as a generic kernel.
-    printFloat(os, "min", a.minValue);
-    break;
-  default:
-    break;
-  }
+  if (auto attrs = opDef(op.kind).signatureAttrs)
+    attrs(os, op);
   os.flush();
   return out;
 }

@@ -1,0 +1,97 @@
+//===- BatchNorm.cpp - Batch normalization in training mode ---------------===//
+//
+// The forward normalizes with the statistics of the samples it sees,
+// saves the mean and inverse deviation its backward needs (a Stats block)
+// and updates the running statistics, operands 3 and 4, in place. A
+// recomputed forward applies the saved statistics instead and leaves the
+// running ones alone.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/ops/Families.h"
+
+namespace memfit::ops {
+namespace {
+
+void dataReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[0]);
+  reads.push_back(o.inputs[1]);
+  reads.push_back(o.stats);
+}
+
+void weightReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[0]);
+  reads.push_back(o.stats);
+}
+
+OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
+  double out = elems(g.value(op.outputs[0]), b);
+  return {(kind == TaskKind::Forward        ? 8
+           : kind == TaskKind::BackwardData ? 10
+                                            : 4) *
+          out};
+}
+
+llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
+  const Value &x = g.value(op.inputs[0]);
+  int64_t c = x.dims.size() > 1 ? x.dims[1] : 1;
+  return OpParamsText{
+      "BatchNormParams",
+      llvm::formatv("{{{0}, {1}, {2}, {3}}", c, x.elementsPerSample() / c,
+                    f32(op.attrs.epsilon), f32(op.attrs.momentum))
+          .str()};
+}
+
+llvm::Expected<EmittedCall> emit(EmitContext &x) {
+  const Op &op = x.op;
+  const Task &t = x.task;
+  ValueId in = op.inputs[0], y = op.outputs[0];
+  using llvm::formatv;
+  switch (t.kind) {
+  case TaskKind::Forward:
+    if (x.recompute) // the saved statistics, running ones untouched
+      return EmittedCall{formatv("x.bnApply({0}, {1}, {2}, {3}, {4}, {5})",
+                                 x.params, x.value(in), x.value(op.inputs[1]),
+                                 x.value(op.inputs[2]), x.block(t.writes[1]),
+                                 x.value(y))
+                             .str()};
+    return EmittedCall{formatv("x.bnForward({0}, {1}, {2}, {3}, {4}, {5}, "
+                               "{6}, {7}, true)",
+                               x.params, x.value(in), x.value(op.inputs[1]),
+                               x.value(op.inputs[2]), x.value(op.inputs[3]),
+                               x.value(op.inputs[4]), x.value(y),
+                               x.block(t.writes[1]))
+                           .str()};
+  case TaskKind::BackwardData:
+    return EmittedCall{formatv("x.bnBackwardData({0}, {1}, {2}, {3}, {4}, "
+                               "{5}, {6})",
+                               x.params, x.value(in), x.value(op.inputs[1]),
+                               x.block(t.reads[2]), x.grad(y),
+                               x.gradIfWritten(in), x.accumulates(in))
+                           .str()};
+  default:
+    return EmittedCall{formatv("x.bnBackwardWeight({0}, {1}, {2}, {3}, {4}, "
+                               "{5}, {6})",
+                               x.params, x.value(in), x.block(t.reads[1]),
+                               x.grad(y), x.gradIfWritten(op.inputs[1]),
+                               x.gradIfWritten(op.inputs[2]),
+                               x.accumulates(op.inputs[1]))
+                           .str()};
+  }
+}
+
+} // namespace
+
+void registerBatchNorm(std::vector<OpDef> &defs) {
+  defs.push_back({.kind = OpKind::BatchNorm,
+                  .name = "BatchNormalization",
+                  .onnxTypes = {"BatchNormalization"},
+                  .savesStatistics = true,
+                  .dataGradReads = dataReads,
+                  .weightGradReads = weightReads,
+                  .costClass = CostClass::Normalization,
+                  .work = work,
+                  .params = params,
+                  .emit = emit});
+}
+
+} // namespace memfit::ops

@@ -1,0 +1,86 @@
+//===- Conv.cpp - 2-D convolution -----------------------------------------===//
+//
+// cuDNN's convolution on the GPU; the cost model prices each direction per
+// algorithm (compiler/cost/ConvAlgo), so the entry has no work formula.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/ops/Families.h"
+
+namespace memfit::ops {
+namespace {
+
+void signature(llvm::raw_ostream &os, const Op &op) {
+  const OpAttrs &a = op.attrs;
+  printList(os, "kernel", a.kernel);
+  printList(os, "strides", a.strides);
+  printList(os, "pads", a.pads);
+  printList(os, "dilations", a.dilations);
+  os << " group=" << a.group;
+}
+
+llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
+  const OpAttrs &a = op.attrs;
+  const Value &x = g.value(op.inputs[0]);
+  const Value &y = g.value(op.outputs[0]);
+  int64_t c, h, w, co, ho, wo;
+  if (!chw(x, c, h, w) || !chw(y, co, ho, wo) || a.kernel.size() != 2)
+    return unsupportedByRuntime(op,
+                                "only 2-D convolutions (NCHW) are supported");
+  auto pad = [&](size_t i) { return at(a.pads, i, 0); };
+  return OpParamsText{
+      "ConvParams",
+      llvm::formatv("{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+                    "{10}, {11}, {12}, {13}, {14}}",
+                    c, h, w, co, ho, wo, a.kernel[0], a.kernel[1],
+                    at(a.strides, 0, 1), at(a.strides, 1, 1), pad(0), pad(1),
+                    at(a.dilations, 0, 1), at(a.dilations, 1, 1), a.group)
+          .str()};
+}
+
+llvm::Expected<EmittedCall> emit(EmitContext &x) {
+  const Op &op = x.op;
+  ValueId in = op.inputs[0], w = op.inputs[1], y = op.outputs[0];
+  // The bias is the optional third operand.
+  std::string bias = op.inputs.size() > 2 ? x.value(op.inputs[2]) : "nullptr";
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.convForward({0}, {1}, {2}, {3}, {4}, {5}, "
+                               "{6})",
+                               x.params, x.algo, x.value(in), x.value(w), bias,
+                               x.value(y), x.workspace)
+                           .str()};
+  case TaskKind::BackwardData:
+    return EmittedCall{formatv("x.convBackwardData({0}, {1}, {2}, {3}, {4}, "
+                               "{5}, {6})",
+                               x.params, x.algo, x.value(w), x.grad(y),
+                               x.gradIfWritten(in), x.accumulates(in),
+                               x.workspace)
+                           .str()};
+  default: {
+    std::string biasGrad =
+        op.inputs.size() > 2 ? x.gradIfWritten(op.inputs[2]) : "nullptr";
+    return EmittedCall{formatv("x.convBackwardFilter({0}, {1}, {2}, {3}, {4}, "
+                               "{5}, {6}, {7})",
+                               x.params, x.algo, x.value(in), x.grad(y),
+                               x.gradIfWritten(w), biasGrad, x.accumulates(w),
+                               x.workspace)
+                           .str()};
+  }
+  }
+}
+
+} // namespace
+
+void registerConv(std::vector<OpDef> &defs) {
+  defs.push_back({.kind = OpKind::Conv,
+                  .name = "Conv",
+                  .onnxTypes = {"Conv"},
+                  .dataGradReads = otherOperandReads,
+                  .weightGradReads = dataOperandReads,
+                  .signatureAttrs = signature,
+                  .params = params,
+                  .emit = emit});
+}
+
+} // namespace memfit::ops

@@ -1,0 +1,66 @@
+//===- Families.h - What the operator families share ------------*- C++ -*-===//
+//
+// Internal to compiler/ops: each family file defines its OpDef entries in a
+// register function that Registry.cpp calls, and uses these helpers for
+// signatures and runtime parameter literals.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_COMPILER_OPS_FAMILIES_H
+#define MEMFIT_COMPILER_OPS_FAMILIES_H
+
+#include "compiler/ops/OpDef.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <vector>
+
+namespace memfit::ops {
+
+void registerConv(std::vector<OpDef> &defs);
+void registerPool(std::vector<OpDef> &defs);
+void registerActivation(std::vector<OpDef> &defs);
+void registerBatchNorm(std::vector<OpDef> &defs);
+void registerLRN(std::vector<OpDef> &defs);
+void registerDropout(std::vector<OpDef> &defs);
+void registerGemm(std::vector<OpDef> &defs);
+void registerBinary(std::vector<OpDef> &defs);
+void registerSum(std::vector<OpDef> &defs);
+void registerConcat(std::vector<OpDef> &defs);
+void registerView(std::vector<OpDef> &defs);
+void registerPad(std::vector<OpDef> &defs);
+void registerSoftmax(std::vector<OpDef> &defs);
+
+// --- autodiff rules shared by the products (Conv, Gemm, MatMul, Mul) ---
+/// d(x * w)/dx = w: BP-data of operand i (of the first two) reads the
+/// other one.
+void otherOperandReads(const GradOperands &o, std::vector<BlockId> &reads);
+/// d(x * w)/dw = x: BP-weight reads the data operands.
+void dataOperandReads(const GradOperands &o, std::vector<BlockId> &reads);
+
+/// The error of a BP-weight task for an op whose weights the runtime
+/// cannot differentiate.
+llvm::Error noWeightGrad(const Op &op);
+
+// --- signatures ---
+void printList(llvm::raw_ostream &os, const char *key,
+               const std::vector<int64_t> &v);
+/// Floats print in a fixed, locale-independent form.
+void printFloat(llvm::raw_ostream &os, const char *key, float v);
+
+// --- runtime parameters ---
+/// A float literal that reads back to the same float.
+std::string f32(float v);
+/// dims of a 4-D batched value as c, h, w.
+bool chw(const Value &v, int64_t &c, int64_t &h, int64_t &w);
+/// v[i], or `fallback` when v is shorter.
+inline int64_t at(const std::vector<int64_t> &v, size_t i, int64_t fallback) {
+  return v.size() > i ? v[i] : fallback;
+}
+/// Elements of a value per sample (all of it when not batched).
+inline double elems(const Value &v, int64_t b) {
+  return double(v.elementsPerSample()) * (v.batched ? double(b) : 1.0);
+}
+
+} // namespace memfit::ops
+
+#endif

@@ -1,0 +1,123 @@
+//===- Pool.cpp - Max, average and global average pooling -----------------===//
+#include "compiler/ops/Families.h"
+
+namespace memfit::ops {
+namespace {
+
+void signature(llvm::raw_ostream &os, const Op &op) {
+  const OpAttrs &a = op.attrs;
+  printList(os, "kernel", a.kernel);
+  printList(os, "strides", a.strides);
+  printList(os, "pads", a.pads);
+  if (op.kind == OpKind::AveragePool)
+    os << " count_include_pad=" << (a.countIncludePad ? 1 : 0);
+}
+
+OpWork windowWork(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
+  int64_t window = 1;
+  for (int64_t k : op.attrs.kernel)
+    window *= k;
+  return {double(window) * elems(g.value(op.outputs[0]), b)};
+}
+
+llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
+  const OpAttrs &a = op.attrs;
+  const Value &x = g.value(op.inputs[0]);
+  const Value &y = g.value(op.outputs[0]);
+  int64_t c, h, w, co, ho, wo;
+  if (!chw(x, c, h, w) || !chw(y, co, ho, wo) || a.kernel.size() != 2)
+    return unsupportedByRuntime(op, "only 2-D pooling (NCHW) is supported");
+  auto pad = [&](size_t i) { return at(a.pads, i, 0); };
+  bool isMax = op.kind == OpKind::MaxPool;
+  return OpParamsText{
+      "PoolParams",
+      llvm::formatv("{{PoolKind::{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                    "{8}, {9}, {10}, {11}, {12}, {13}, {14}}",
+                    isMax ? "Max" : "Average", c, h, w, ho, wo, a.kernel[0],
+                    a.kernel[1], at(a.strides, 0, 1), at(a.strides, 1, 1),
+                    pad(0), pad(1), pad(2), pad(3),
+                    a.countIncludePad ? "true" : "false")
+          .str()};
+}
+
+llvm::Expected<EmittedCall> emitPool(EmitContext &x) {
+  ValueId in = x.op.inputs[0], y = x.op.outputs[0];
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.poolForward({0}, {1}, {2})", x.params,
+                               x.value(in), x.value(y))
+                           .str()};
+  case TaskKind::BackwardData:
+    // Average pooling's backward reads only dY (its autodiff rule), so x
+    // and y may be gone: nullptr then.
+    return EmittedCall{formatv("x.poolBackward({0}, {1}, {2}, {3}, {4}, {5})",
+                               x.params, x.valueIfRead(in), x.valueIfRead(y),
+                               x.grad(y), x.gradIfWritten(in),
+                               x.accumulates(in))
+                           .str()};
+  default:
+    return noWeightGrad(x.op);
+  }
+}
+
+OpWork globalWork(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
+  return {elems(g.value(op.inputs[0]), b)};
+}
+
+llvm::Expected<EmittedCall> emitGlobal(EmitContext &x) {
+  ValueId in = x.op.inputs[0], y = x.op.outputs[0];
+  const Value &xv = x.graph.value(in);
+  int64_t channels = xv.dims[1], spatial = xv.elementsPerSample() / channels;
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.gapForward({0}, {1}, {2}, {3})", channels,
+                               spatial, x.value(in), x.value(y))
+                           .str()};
+  case TaskKind::BackwardData:
+    return EmittedCall{formatv("x.gapBackward({0}, {1}, {2}, {3}, {4})",
+                               channels, spatial, x.grad(y),
+                               x.gradIfWritten(in), x.accumulates(in))
+                           .str()};
+  default:
+    return noWeightGrad(x.op);
+  }
+}
+
+/// Max pooling routes dY to the maximum, which x and y locate.
+void maxReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[0]);
+  reads.push_back(o.output);
+}
+
+} // namespace
+
+void registerPool(std::vector<OpDef> &defs) {
+  defs.push_back({.kind = OpKind::MaxPool,
+                  .name = "MaxPool",
+                  .onnxTypes = {"MaxPool"},
+                  .dataGradReads = maxReads,
+                  .costClass = CostClass::Pooling,
+                  .work = windowWork,
+                  .signatureAttrs = signature,
+                  .params = params,
+                  .emit = emitPool});
+  defs.push_back({.kind = OpKind::AveragePool,
+                  .name = "AveragePool",
+                  .onnxTypes = {"AveragePool"},
+                  .costClass = CostClass::Pooling,
+                  .work = windowWork,
+                  .signatureAttrs = signature,
+                  .params = params,
+                  .emit = emitPool});
+  // ReduceMean over all spatial axes imports as this kind too.
+  defs.push_back({.kind = OpKind::GlobalAveragePool,
+                  .name = "GlobalAveragePool",
+                  .onnxTypes = {"GlobalAveragePool", "ReduceMean"},
+                  .costClass = CostClass::Pooling,
+                  .work = globalWork,
+                  .emit = emitGlobal});
+}
+
+} // namespace memfit::ops

@@ -1,0 +1,74 @@
+//===- Softmax.cpp - Softmax and LogSoftmax over the features -------------===//
+//
+// A Softmax or LogSoftmax that ends a model trained with cross-entropy is
+// folded into the loss (autodiff); these entries are the ones left in the
+// graph.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/ops/Families.h"
+
+namespace memfit::ops {
+namespace {
+
+void readsOutput(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.output);
+}
+
+OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
+  double out = elems(g.value(op.outputs[0]), b);
+  return {(kind == TaskKind::Forward ? 5 : 4) * out};
+}
+
+void signature(llvm::raw_ostream &os, const Op &op) {
+  os << " axis=" << op.attrs.axis;
+}
+
+llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
+  const Value &x = g.value(op.inputs[0]);
+  if (x.dims.size() != 2 || (op.attrs.axis != 1 && op.attrs.axis != -1))
+    return unsupportedByRuntime(
+        op, "softmax over axis 1 of [batch, features] only");
+  return OpParamsText{};
+}
+
+llvm::Expected<EmittedCall> emit(EmitContext &x) {
+  ValueId in = x.op.inputs[0], y = x.op.outputs[0];
+  int64_t features = x.graph.value(in).dims[1];
+  const char *log = x.op.kind == OpKind::LogSoftmax ? "true" : "false";
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.softmaxForward({0}, {1}, {2}, {3})", features,
+                               log, x.value(in), x.value(y))
+                           .str()};
+  case TaskKind::BackwardData:
+    return EmittedCall{formatv("x.softmaxBackward({0}, {1}, {2}, {3}, {4}, "
+                               "{5})",
+                               features, log, x.value(y), x.grad(y),
+                               x.gradIfWritten(in), x.accumulates(in))
+                           .str()};
+  default:
+    return noWeightGrad(x.op);
+  }
+}
+
+OpDef softmax(OpKind kind, std::string_view name) {
+  return {.kind = kind,
+          .name = name,
+          .onnxTypes = {name},
+          .dataGradReads = readsOutput,
+          .costClass = CostClass::Softmax,
+          .work = work,
+          .signatureAttrs = signature,
+          .params = params,
+          .emit = emit};
+}
+
+} // namespace
+
+void registerSoftmax(std::vector<OpDef> &defs) {
+  defs.push_back(softmax(OpKind::Softmax, "Softmax"));
+  defs.push_back(softmax(OpKind::LogSoftmax, "LogSoftmax"));
+}
+
+} // namespace memfit::ops

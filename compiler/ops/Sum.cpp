@@ -1,0 +1,62 @@
+//===- Sum.cpp - Sum of any number of same-shape activations --------------===//
+#include "compiler/ops/Families.h"
+
+#include <set>
+
+namespace memfit::ops {
+namespace {
+
+OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
+  double out = elems(g.value(op.outputs[0]), b);
+  return {kind == TaskKind::Forward
+              ? double(std::max<size_t>(op.inputs.size(), 2) - 1) * out
+              : out};
+}
+
+/// A copy of the first operand and an accumulation of each other; the
+/// backward copies (or adds) dY into each operand's gradient.
+llvm::Expected<EmittedCall> emit(EmitContext &x) {
+  const Op &op = x.op;
+  ValueId y = op.outputs[0];
+  int64_t perSample = x.graph.value(op.inputs[0]).elementsPerSample();
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward: {
+    std::string s = formatv("x.copy({0}, {1}, {2});", perSample,
+                            x.value(op.inputs[0]), x.value(y));
+    for (size_t i = 1; i < op.inputs.size(); ++i)
+      s += formatv("\n  x.accumulateInto({0}, {1}, {2});", perSample,
+                   x.value(op.inputs[i]), x.value(y))
+               .str();
+    return EmittedCall{s.substr(0, s.size() - 1)};
+  }
+  case TaskKind::BackwardData: {
+    std::string s;
+    std::set<ValueId> seen;
+    for (ValueId v : op.inputs) {
+      if (!x.writesGrad(v))
+        continue;
+      bool acc = x.accumulates(v) != "false" || seen.count(v);
+      s += formatv("x.{0}({1}, {2}, {3});\n  ", acc ? "accumulateInto" : "copy",
+                   perSample, x.grad(y), x.grad(v))
+               .str();
+      seen.insert(v);
+    }
+    return EmittedCall{s.substr(0, s.size() - 4)};
+  }
+  default:
+    return noWeightGrad(op);
+  }
+}
+
+} // namespace
+
+void registerSum(std::vector<OpDef> &defs) {
+  defs.push_back({.kind = OpKind::Sum,
+                  .name = "Sum",
+                  .onnxTypes = {"Sum"},
+                  .work = work,
+                  .emit = emit});
+}
+
+} // namespace memfit::ops

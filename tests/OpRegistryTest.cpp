@@ -1,0 +1,104 @@
+//===- OpRegistryTest.cpp - One definition per operator -------------------===//
+#include "compiler/autodiff/Autodiff.h"
+#include "compiler/onnx/OnnxImport.h"
+#include "compiler/ops/OpDef.h"
+#include "tests/GraphLiteral.h"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+using namespace memfit;
+
+TEST_CASE("every operator kind has exactly one definition", "[ops]") {
+  const auto &defs = allOpDefs();
+  // LogSoftmax is the last kind.
+  REQUIRE(defs.size() == static_cast<size_t>(OpKind::LogSoftmax) + 1);
+  std::set<std::string_view> names;
+  for (size_t k = 0; k < defs.size(); ++k) {
+    CHECK(static_cast<size_t>(defs[k].kind) == k);
+    CHECK(names.insert(defs[k].name).second);
+    CHECK(&opDef(defs[k].kind) == &defs[k]);
+    // Every kind runs: its forward and backward have generated code.
+    CHECK(defs[k].emit != nullptr);
+  }
+  CHECK(opKindName(OpKind::BatchNorm) == "BatchNormalization");
+  // Convolution is the one kind the cost model prices per algorithm.
+  for (const OpDef &d : defs)
+    CHECK((d.work == nullptr) == (d.kind == OpKind::Conv));
+}
+
+TEST_CASE("every ONNX operator the importer computes with has one definition",
+          "[ops]") {
+  std::set<std::string> claimed;
+  for (const OpDef &d : allOpDefs())
+    for (std::string_view t : d.onnxTypes) {
+      CHECK(claimed.insert(std::string(t)).second);
+      CHECK(opDefForOnnx(llvm::StringRef(t.data(), t.size())) == &d);
+    }
+  const auto &supported = supportedOnnxOps();
+  for (const std::string &t : claimed)
+    CHECK(std::count(supported.begin(), supported.end(), t) == 1);
+  CHECK(opDefForOnnx("ReduceMean")->kind == OpKind::GlobalAveragePool);
+  CHECK(opDefForOnnx("Transpose") == nullptr);
+}
+
+namespace {
+
+/// The reads of the task of `kind` that belongs to op `name`.
+std::vector<std::string> readsOf(const TaskGraph &tg, TaskKind kind,
+                                 const std::string &name) {
+  for (const Task &t : tg.tasks)
+    if (t.kind == kind && t.op >= 0 && tg.graph->op(t.op).name == name) {
+      std::vector<std::string> out;
+      for (BlockId b : t.reads)
+        out.push_back(tg.block(b).name);
+      return out;
+    }
+  return {"<no such task>"};
+}
+
+} // namespace
+
+TEST_CASE("autodiff reads what each definition's rule lists", "[ops]") {
+  // x -> conv(w) -> bn(s, b, mean, var) -> relu -> maxpool -> mul(x2, x2)
+  test::GraphLiteral l(2);
+  ValueId x = l.input("x", {1, 4, 4});
+  ValueId w = l.weight("w", {2, 1, 1, 1});
+  OpAttrs conv;
+  conv.kernel = {1, 1};
+  ValueId c = l.op(OpKind::Conv, "conv", {x, w}, {2, 4, 4}, conv);
+  ValueId s = l.weight("s", {2}), b = l.weight("b", {2});
+  ValueId m = l.weight("m", {2}, false), v = l.weight("v", {2}, false);
+  ValueId n = l.op(OpKind::BatchNorm, "bn", {c, s, b, m, v}, {2, 4, 4});
+  ValueId r = l.op(OpKind::Relu, "relu", {n}, {2, 4, 4});
+  OpAttrs pool;
+  pool.kernel = {2, 2};
+  pool.strides = {2, 2};
+  ValueId p = l.op(OpKind::MaxPool, "pool", {r}, {2, 2, 2}, pool);
+  l.op(OpKind::Mul, "square", {p, p}, {2, 2, 2});
+  TrainingConfig cfg;
+  cfg.loss = LossKind::MSE;
+  auto tg = buildTaskGraph(l.g, cfg);
+  REQUIRE(static_cast<bool>(tg));
+  tg->graph = &l.g;
+
+  // Conv: dX reads w, but x needs no gradient here; dW reads x.
+  CHECK(readsOf(*tg, TaskKind::BackwardWeight, "conv") ==
+        std::vector<std::string>{"x", "d(conv_out)"});
+  // BatchNorm: dX reads x, the scale and the saved statistics; dW x and
+  // the statistics.
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "bn") ==
+        std::vector<std::string>{"conv_out", "s", "stats(bn)", "d(bn_out)"});
+  CHECK(readsOf(*tg, TaskKind::BackwardWeight, "bn") ==
+        std::vector<std::string>{"conv_out", "stats(bn)", "d(bn_out)"});
+  // ReLU: its output only, so the forward may overwrite its input.
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "relu") ==
+        std::vector<std::string>{"relu_out", "d(relu_out)"});
+  // MaxPool: x and y locate the maximum.
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "pool") ==
+        std::vector<std::string>{"relu_out", "pool_out", "d(pool_out)"});
+  // p * p: the gradient of each operand reads the other, here itself.
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "square") ==
+        std::vector<std::string>{"pool_out", "pool_out", "d(square_out)"});
+}
