@@ -128,8 +128,9 @@ std::string Emitter::mainFile() const {
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";
   for (BlockId b : slots)
-    os << "    {" << tg.blocks[b].a << ", " << tg.blocks[b].c << "}, // "
-       << commentText(tg.blocks[b].name) << "\n";
+    os << "    {" << tg.blocks[b].perSampleBytes << ", "
+       << tg.blocks[b].fixedBytes << "}, // " << commentText(tg.blocks[b].name)
+       << "\n";
   if (slots.empty())
     os << "    {0, 0}, // none: nothing is offloaded\n";
   os << "};\n\n";
@@ -146,7 +147,7 @@ std::string Emitter::mainFile() const {
      << "    {" << stringLiteral(g.name) << ", " << plan.batch << ", "
      << plan.subBatch << ", " << plan.numSubBatches << ", " << plan.arenaBytes
      << ", " << plan.numEvents << ", " << in.elementsPerSample() << ", "
-     << (mse ? tg.blocks[tg.labelBlock].a / 4 : 1) << ", "
+     << (mse ? tg.blocks[tg.labelBlock].perSampleBytes / 4 : 1) << ", "
      << (mse ? "true" : "false") << ", " << classes << ", "
      << (tg.useMomentum ? "true" : "false") << ", " << weights.size() << ", "
      << slots.size() << "},\n"

@@ -83,15 +83,16 @@ TEST_CASE("mlp: tasks, minimal reads, no gradient for the data input",
   CHECK(names(tg, up.reads) == std::set<std::string>{"W1", "d(W1)", "m(W1)"});
   CHECK(names(tg, up.writes) == std::set<std::string>{"W1", "m(W1)"});
 
-  // Sizes a*b + c: activations scale with b, weights do not.
+  // Sizes perSampleBytes * b + fixedBytes: activations scale with b,
+  // weights do not.
   const Block &h1 = tg.blocks[tg.valueBlock[h]];
-  CHECK(h1.a == 8 * 4);
-  CHECK(h1.c == 0);
+  CHECK(h1.perSampleBytes == 8 * 4);
+  CHECK(h1.fixedBytes == 0);
   const Block &w1 = tg.blocks[tg.valueBlock[1]];
-  CHECK(w1.a == 0);
-  CHECK(w1.c == 8 * 4 * 4);
+  CHECK(w1.perSampleBytes == 0);
+  CHECK(w1.fixedBytes == 8 * 4 * 4);
   // Labels: one int32 class id per sample.
-  CHECK(tg.blocks[tg.labelBlock].a == 4);
+  CHECK(tg.blocks[tg.labelBlock].perSampleBytes == 4);
   // Weight side: W, dW and momentum for 32+8+24+3 = 67 floats, and the loss.
   CHECK(tg.weightSideBytes() == 3 * 67 * 4 + 4);
   CHECK(tg.keepAllBytes(2) == 2 * (8 + 8 + 3) * 4);
@@ -200,10 +201,10 @@ TEST_CASE("batchnorm: saved statistics, running statistics, minimal reads",
   // Saved statistics: mean and inverse std per channel, independent of b.
   const Block &stats = tg.blocks[fp.writes[1]];
   CHECK(stats.kind == BlockKind::Stats);
-  CHECK(stats.a == 0);
-  CHECK(stats.c == 2 * 6 * 4);
+  CHECK(stats.perSampleBytes == 0);
+  CHECK(stats.fixedBytes == 2 * 6 * 4);
   // MSE labels have the output's shape.
-  CHECK(tg.blocks[tg.labelBlock].a == 6 * 4);
+  CHECK(tg.blocks[tg.labelBlock].perSampleBytes == 6 * 4);
 }
 
 TEST_CASE("softmax head folds into the cross-entropy loss", "[autodiff]") {

@@ -23,14 +23,14 @@ public:
   llvm::Expected<TaskGraph> build();
 
 private:
-  BlockId addBlock(std::string name, BlockKind kind, ValueId v, int64_t a,
-                   int64_t c) {
+  BlockId addBlock(std::string name, BlockKind kind, ValueId v,
+                   int64_t perSample, int64_t fixed) {
     Block b;
     b.name = std::move(name);
     b.kind = kind;
     b.value = v;
-    b.a = a;
-    b.c = c;
+    b.perSampleBytes = perSample;
+    b.fixedBytes = fixed;
     tg.blocks.push_back(std::move(b));
     return static_cast<BlockId>(tg.blocks.size() - 1);
   }

@@ -269,8 +269,9 @@ double batchedItems(const TaskGraph &tg, const Task &task, int64_t b) {
   double items = 0;
   auto visit = [&](BlockId id) {
     const Block &blk = tg.block(id);
-    if (blk.a > 0)
-      items = std::max(items, d(blk.a) * d(b) / elementBytes(tg, blk));
+    if (blk.perSampleBytes > 0)
+      items =
+          std::max(items, d(blk.perSampleBytes) * d(b) / elementBytes(tg, blk));
   };
   for (BlockId id : task.reads)
     visit(id);

@@ -137,7 +137,7 @@ std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
   for (const Block &b : tg.blocks) {
     if (b.viewOf >= nb)
       return llvm::formatv("block {0}: view of a missing block", b.name).str();
-    if (b.a < 0 || b.c < 0)
+    if (b.perSampleBytes < 0 || b.fixedBytes < 0)
       return llvm::formatv("block {0}: negative size", b.name).str();
   }
   return std::nullopt;
@@ -162,7 +162,8 @@ std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t) {
   BlockId x = storageOf(tg, t.reads[t.inPlaceRead]), y = t.writes[0];
   const Block &bx = tg.blocks[x], &by = tg.blocks[y];
   if (x == y || storageOf(tg, y) != y || isWeightSide(bx.kind) ||
-      isWeightSide(by.kind) || bx.a != by.a || bx.c != by.c)
+      isWeightSide(by.kind) || bx.perSampleBytes != by.perSampleBytes ||
+      bx.fixedBytes != by.fixedBytes)
     return std::nullopt;
   return InPlacePair{x, y};
 }

@@ -3,7 +3,8 @@
 // The TDFG of moDNN (Fig. 1): the tasks of one training iteration and the
 // data blocks they read and write. Tasks are FP(l), BP-data(l) (gradient of
 // l's inputs), BP-weight(l) (gradient of l's weights), the loss and one
-// update per weight. Blocks are sized a*b + c bytes for sub-batch b.
+// update per weight. Blocks are sized perSampleBytes * b + fixedBytes for
+// sub-batch b.
 //
 // Each task lists exactly the blocks it reads (the minimal backward
 // dependencies of Chen et al. section 3), so liveness and the planner can
@@ -64,15 +65,17 @@ struct Block {
   BlockKind kind;
   ValueId value = kNoId;       // the graph value it holds (or the gradient of)
   OpId op = kNoId;             // for Stats: the BatchNorm op
-  int64_t a = 0;               // bytes per sample
-  int64_t c = 0;               // fixed bytes
+  int64_t perSampleBytes = 0;  // scales with the sub-batch
+  int64_t fixedBytes = 0;      // does not
   std::vector<TaskId> writers; // in task order
   std::vector<TaskId> readers; // in task order
   /// A view shares storage with `viewOf` (Flatten/Reshape outputs and their
   /// gradients): same bytes, no copy needed.
   BlockId viewOf = -1;
 
-  int64_t bytesAt(int64_t b) const { return a * b + c; }
+  int64_t bytesAt(int64_t subBatch) const {
+    return perSampleBytes * subBatch + fixedBytes;
+  }
 };
 
 struct Task {
