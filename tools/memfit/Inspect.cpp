@@ -67,10 +67,8 @@ int run() {
   tc.loss = Loss;
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
-    return reportError(
-        joinErrors(makeErrorF("{0}: cannot build the training graph",
-                              std::string(ModelPath)),
-                   tg.takeError()));
+    return reportError(withContext(
+        tg.takeError(), ModelPath + ": cannot build the training graph: "));
 
   int64_t b = graph->batch;
   Liveness lv = computeLiveness(*tg, builtOrder(*tg), b);

@@ -134,9 +134,8 @@ Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   tc.momentum = Momentum;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
-    return joinErrors(makeErrorF("{0}: cannot build the training graph",
-                                 std::string(ModelPath)),
-                      tg.takeError());
+    return withContext(tg.takeError(),
+                       ModelPath + ": cannot build the training graph: ");
   s.tg = std::move(*tg);
   s.tg.graph = &s.graph;
   p.done();
