@@ -215,6 +215,12 @@ llvm::Error Scheduler::prepareTask(const Task &task,
   llvm::Error err = prepareOperands(task, deps);
   if (!err)
     return llvm::Error::success();
+  // A broken invariant (a block with no copy anywhere) stays an internal
+  // error: turned into text below it would read as an infeasible budget.
+  if (llvm::Error internal = takeInternalErrors(err)) {
+    llvm::consumeError(std::move(err));
+    return internal;
+  }
   std::string msg = llvm::toString(std::move(err));
   if (msg != "fragmented")
     return makeError(msg);
@@ -233,6 +239,10 @@ llvm::Error Scheduler::prepareTask(const Task &task,
       release(ob);
   }
   if (auto err2 = prepareOperands(task, deps)) {
+    if (llvm::Error internal = takeInternalErrors(err2)) {
+      llvm::consumeError(std::move(err2));
+      return internal;
+    }
     std::string m2 = llvm::toString(std::move(err2));
     if (m2 == "fragmented")
       m2 = llvm::formatv("task {0} and the blocks it must recompute "

@@ -49,10 +49,19 @@ const char *kUsage =
   std::exit(1);
 }
 
+std::string formatG(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 /// Every numeric flag of the trainer is a count, a seed or a rate: a finite
-/// number >= 0 that fits its type. Anything else (nan, inf, -5, 1e40 for a
-/// float, 2.5 for a count) is refused naming the flag.
-template <typename T> T parseNumber(const std::string &flag, const char *v) {
+/// number >= 0 that fits its type, at least `least` and, for a float, below
+/// `below`. Anything else (nan, inf, -5, 1e40 for a float, 2.5 for a count,
+/// 0 iterations, momentum 1) is refused naming the flag and what it takes.
+template <typename T>
+T parseNumber(const std::string &flag, const char *v, T least = 0,
+              double below = std::numeric_limits<double>::infinity()) {
   char *end = nullptr;
   errno = 0;
   T out{};
@@ -60,17 +69,23 @@ template <typename T> T parseNumber(const std::string &flag, const char *v) {
   if constexpr (std::is_floating_point_v<T>) {
     double d = std::strtod(v, &end);
     out = static_cast<T>(d);
-    ok = ok && std::isfinite(d) && std::isfinite(out);
+    ok = ok && std::isfinite(d) && std::isfinite(out) && d < below;
   } else {
     unsigned long long u = std::strtoull(v, &end, 10);
-    ok = ok && u <= static_cast<unsigned long long>(
-                        std::numeric_limits<T>::max());
+    ok = ok &&
+         u <= static_cast<unsigned long long>(std::numeric_limits<T>::max());
     out = static_cast<T>(u);
   }
-  if (!ok || *end || errno)
+  if (!ok || *end || errno || out < least) {
+    std::string want;
+    if constexpr (std::is_floating_point_v<T>)
+      want = std::isinf(below) ? "a finite number >= 0"
+                               : "a number in [0, " + formatG(below) + ")";
+    else
+      want = "a whole number >= " + std::to_string(least);
     die("invalid value '" + std::string(v) + "' for " + flag + ": expected " +
-        (std::is_floating_point_v<T> ? "a finite number >= 0"
-                                     : "a whole number >= 0"));
+        want);
+  }
   return out;
 }
 
@@ -94,13 +109,13 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     else if (a == "--synthetic")
       o.synthetic = true;
     else if (a == "--iterations")
-      o.iterations = parseNumber<int64_t>(a, value());
+      o.iterations = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--epochs")
-      o.epochs = parseNumber<int64_t>(a, value());
+      o.epochs = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--lr")
       o.lr = parseNumber<float>(a, value());
     else if (a == "--momentum")
-      o.momentum = parseNumber<float>(a, value());
+      o.momentum = parseNumber<float>(a, value(), 0, 1);
     else if (a == "--weight-decay")
       o.weightDecay = parseNumber<float>(a, value());
     else if (a == "--seed")

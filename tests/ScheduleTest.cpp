@@ -1,7 +1,9 @@
 //===- ScheduleTest.cpp - Algorithm 1, policies, and the plan verifier ----===//
 #include "passes/Schedule.h"
 #include "compiler/autodiff/Autodiff.h"
+#include "compiler/support/Diagnostics.h"
 #include "passes/Liveness.h"
+#include "passes/Pipeline.h"
 #include "passes/Simulate.h"
 #include "passes/Verify.h"
 #include "tests/GraphLiteral.h"
@@ -524,4 +526,50 @@ TEST_CASE("vDNN out of room says how much is free and how fragmented",
   CHECK(msg.find("vdnn-all cannot meet the budget") != std::string::npos);
   CHECK(msg.find("of the 768-byte arena are free, the largest free run is") !=
         std::string::npos);
+}
+
+TEST_CASE("a broken invariant in the scheduler stays an internal error",
+          "[schedule][diagnostics]") {
+  // FP(conv0) is made to read conv1's output, which nothing has written
+  // yet: the block has no copy anywhere. That is memfit's bug, never an
+  // infeasible budget, so it must not come back as a user error (exit 1)
+  // from the scheduler or from the pipeline around it.
+  Graph g = convChain(4);
+  auto tg = buildTaskGraph(g);
+  REQUIRE(static_cast<bool>(tg));
+  auto forwardOf = [&](const std::string &name) {
+    for (TaskId t = 0; t < static_cast<TaskId>(tg->tasks.size()); ++t)
+      if (tg->tasks[t].name == "FP(" + name + ")")
+        return t;
+    FAIL("no task FP(" << name << ")");
+    return TaskId(-1);
+  };
+  TaskId first = forwardOf("conv0");
+  BlockId late = tg->tasks[forwardOf("conv1")].writes[0];
+  tg->tasks[first].reads.push_back(late);
+  std::vector<TaskId> &readers = tg->blocks[late].readers;
+  readers.insert(readers.begin(), first);
+  CostTable c = table(*tg, 4);
+  for (Policy p : {Policy::Ideal, Policy::Memfit}) {
+    auto pl = schedule(
+        *tg, c, builtOrder(*tg),
+        {.policy = p, .budget = tg->weightSideBytes() + 8 * 16384, .batch = 4});
+    REQUIRE_FALSE(static_cast<bool>(pl));
+    llvm::Error err = pl.takeError();
+    CHECK(err.isA<InternalError>());
+    CHECK(llvm::toString(std::move(err)).find("has no copy anywhere") !=
+          std::string::npos);
+  }
+  PlanRequest req;
+  req.policy = Policy::Memfit;
+  req.budgetFraction = 0.5;
+  req.batch = 4;
+  auto out = planTraining(
+      *tg, [&](int64_t) -> const CostTable & { return c; }, req);
+  REQUIRE_FALSE(static_cast<bool>(out));
+  llvm::Error err = out.takeError();
+  llvm::Error internal = takeInternalErrors(err);
+  CHECK(static_cast<bool>(internal));
+  llvm::consumeError(std::move(internal));
+  llvm::consumeError(std::move(err));
 }

@@ -2,7 +2,9 @@
 # memfit's command line: --help shows memfit's commands and options only
 # (not the hundreds LLVM's libraries register), and every numeric flag
 # refuses NaN, infinities, negative and malformed values with a message
-# naming the flag, exit code 1.
+# naming the flag, exit code 1; sizes and counts whose default means "not
+# given" (--batch, --sub-batch, --classes) refuse an explicit 0, and
+# --momentum takes [0, 1).
 set -u
 MEMFIT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 WORK=$2
@@ -33,11 +35,11 @@ expect_error() { # args... (checked: exit 1, the message names the flag)
   echo "ok: ${*:2}: $(head -1 err.txt)"
 }
 P="plan tiny.onnx --batch 8"
-for v in nan inf -inf -1 x 1e400; do
+for v in nan inf -inf -1 x 1e400 1 5 1e30; do
   # shellcheck disable=SC2086
   expect_error --momentum $P --budget 50% --momentum=$v
 done
-for v in -1 2.5 nan x; do
+for v in -1 2.5 nan x 0; do
   # shellcheck disable=SC2086
   expect_error --batch plan tiny.onnx --budget 50% --batch=$v
   # shellcheck disable=SC2086
@@ -49,9 +51,20 @@ for v in -5% nan% inf% 0% 1e9% -1GB nan 0; do
 done
 expect_error --budgets compare tiny.onnx --batch 8 --budgets=50%,nan%
 expect_error --classes zoo tiny-cnn -o t2.onnx --classes=-3
+expect_error --classes zoo tiny-cnn -o t2.onnx --classes=0
 expect_error --image-size zoo tiny-cnn -o t2.onnx --image-size=nan
+expect_error --image-size zoo tiny-cnn -o t2.onnx --image-size=0
+expect_error --batch zoo mlp -o t2.onnx --batch=0
+[ -e t2.onnx ] && fail "a refused zoo call wrote its file"
 expect_error --batch inspect tiny.onnx --batch=-2
+expect_error --batch inspect tiny.onnx --batch=0
+# Parsed before the command runs, so no GPU is needed to see these.
+expect_error --repeats profile tiny.onnx -o p.json --repeats=0
+expect_error --sub-batches profile tiny.onnx -o p.json --sub-batches=4,0
+expect_error --warmup profile tiny.onnx -o p.json --warmup=-1
 # A valid call still works.
 "$MEMFIT" plan tiny.onnx --batch 8 --budget 50% --momentum 0.5 --quiet ||
   fail "a valid plan call failed"
+"$MEMFIT" plan tiny.onnx --batch 8 --budget 50% --momentum 0 --sub-batch 4 \
+  --quiet || fail "momentum 0 and an explicit sub-batch were refused"
 echo "flags: ok"

@@ -67,7 +67,8 @@ expect_error "resume without checkpoint dir" --synthetic --resume
 # Numbers that are not numbers, or out of range, name the flag.
 for bad in "--iterations -5" "--iterations 2.5" "--lr nan" "--lr inf" \
            "--lr -0.1" "--lr 1e40" "--momentum nan" "--weight-decay -1" \
-           "--seed -1" "--log-every -1" "--epochs x" "--checkpoint-every -2"; do
+           "--seed -1" "--log-every -1" "--epochs x" "--checkpoint-every -2" \
+           "--iterations 0" "--epochs 0" "--momentum 1" "--momentum 1.5"; do
   # shellcheck disable=SC2086
   expect_error "$bad" --synthetic $bad
   grep -q -- "${bad%% *}" err.log || fail "$bad: the message does not name the flag"

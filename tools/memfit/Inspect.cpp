@@ -31,10 +31,10 @@ cl::SubCommand Cmd("inspect", "Print the op table, task graph size and "
                               "memory figures of a model");
 cl::opt<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                                cl::Required, cl::sub(Cmd));
-cl::opt<Count> Batch("batch",
-                     cl::desc("Batch size (default: the model's "
-                              "fixed batch dimension)"),
-                     cl::init(0), cl::sub(Cmd));
+cl::opt<PositiveCount> Batch("batch",
+                             cl::desc("Batch size (default: the model's "
+                                      "fixed batch dimension)"),
+                             cl::init(0), cl::sub(Cmd));
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"), cl::sub(Cmd));
 cl::opt<bool> Summary("summary", cl::desc("Leave out the op table"),
                       cl::sub(Cmd));
@@ -56,8 +56,6 @@ std::string shapeString(const Value &v) {
 }
 
 int run() {
-  if (Batch < 0)
-    return reportError(makeError("--batch must be positive"));
   ImportOptions io;
   io.batch = Batch;
   io.keepWeightData = false;
@@ -68,10 +66,8 @@ int run() {
   tc.loss = Loss;
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
-    return reportError(
-        joinErrors(makeErrorF("{0}: cannot build the training graph",
-                              std::string(ModelPath)),
-                   tg.takeError()));
+    return reportError(withContext(
+        tg.takeError(), ModelPath + ": cannot build the training graph: "));
 
   int64_t b = graph->batch;
   Liveness lv = computeLiveness(*tg, builtOrder(*tg), b);

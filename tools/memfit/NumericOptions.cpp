@@ -1,47 +1,35 @@
 //===- NumericOptions.cpp - Numeric flags that refuse nonsense ------------===//
 #include "tools/memfit/NumericOptions.h"
 
-#include "llvm/Support/raw_ostream.h"
-
 #include <cmath>
+#include <cstdio>
+#include <string>
 
-namespace llvm::cl {
+namespace memfit::tool {
 
-bool parser<memfit::tool::Count>::parse(Option &o, StringRef, StringRef arg,
-                                        memfit::tool::Count &value) {
+bool parseWhole(llvm::cl::Option &o, llvm::StringRef arg, int64_t least,
+                int64_t &value) {
   int64_t v = 0;
-  if (arg.trim().getAsInteger(0, v))
-    return o.error("expected a whole number, got '" + arg + "'");
-  if (v < 0)
-    return o.error("expected a number >= 0, got '" + arg + "'");
+  std::string want = "a whole number >= " + std::to_string(least);
+  if (arg.trim().getAsInteger(0, v) || v < least)
+    return o.error("expected " + want + ", got '" + arg + "'");
   value = v;
   return false;
 }
 
-void parser<memfit::tool::Count>::printOptionDiff(
-    const Option &o, memfit::tool::Count value,
-    OptionValue<memfit::tool::Count>, size_t globalWidth) const {
-  printOptionName(o, globalWidth);
-  outs() << "= " << value.value << "\n";
-}
-
-bool parser<memfit::tool::Rate>::parse(Option &o, StringRef, StringRef arg,
-                                       memfit::tool::Rate &value) {
+bool parseReal(llvm::cl::Option &o, llvm::StringRef arg, double below,
+               double &value) {
   double v = 0;
-  // getAsDouble takes "nan" and "inf"; neither is a rate.
-  if (arg.trim().getAsDouble(v) || !std::isfinite(v))
-    return o.error("expected a finite number, got '" + arg + "'");
-  if (v < 0)
-    return o.error("expected a number >= 0, got '" + arg + "'");
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%g", below);
+  std::string want = std::isinf(below)
+                         ? std::string("a finite number >= 0")
+                         : "a number in [0, " + std::string(bound) + ")";
+  // getAsDouble takes "nan" and "inf"; neither is a rate or a fraction.
+  if (arg.trim().getAsDouble(v) || !std::isfinite(v) || v < 0 || v >= below)
+    return o.error("expected " + want + ", got '" + arg + "'");
   value = v;
   return false;
 }
 
-void parser<memfit::tool::Rate>::printOptionDiff(
-    const Option &o, memfit::tool::Rate value, OptionValue<memfit::tool::Rate>,
-    size_t globalWidth) const {
-  printOptionName(o, globalWidth);
-  outs() << "= " << value.value << "\n";
-}
-
-} // namespace llvm::cl
+} // namespace memfit::tool

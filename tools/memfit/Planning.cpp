@@ -49,10 +49,10 @@ template <typename T> struct Shared : cl::opt<T> {
 
 Shared<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                               cl::Required);
-Shared<Count> Batch("batch",
-                    cl::desc("Batch size B (default: the model's "
-                             "fixed batch dimension)"),
-                    cl::init(0));
+Shared<PositiveCount> Batch("batch",
+                            cl::desc("Batch size B (default: the model's "
+                                     "fixed batch dimension)"),
+                            cl::init(0));
 Shared<std::string> Budget("budget",
                            cl::desc("Device memory budget: a size (12GiB, "
                                     "8000MB) or a percentage of the ideal "
@@ -71,9 +71,10 @@ Shared<std::string> PolicyName("policy",
                                cl::desc("ideal, vdnn-all, vdnn-conv, modnn, "
                                         "chen-sqrt, superneurons or memfit"),
                                cl::init("memfit"));
-Shared<Count> SubBatch("sub-batch",
-                       cl::desc("Force the sub-batch size (default: chosen)"),
-                       cl::init(0));
+Shared<PositiveCount>
+    SubBatch("sub-batch",
+             cl::desc("Force the sub-batch size (default: chosen)"),
+             cl::init(0));
 Shared<OrderKind> Order(
     "order", cl::desc("Task order"), cl::init(OrderKind::JoinAware),
     cl::values(clEnumValN(OrderKind::JoinAware, "join-aware",
@@ -91,9 +92,10 @@ Shared<LossKind>
          cl::values(clEnumValN(LossKind::SoftmaxCrossEntropy, "cross-entropy",
                                "mean softmax cross-entropy, integer labels"),
                     clEnumValN(LossKind::MSE, "mse", "mean squared error")));
-Shared<Rate> Momentum("momentum",
-                      cl::desc("SGD momentum (0 allocates no buffers)"),
-                      cl::init(0.9f));
+Shared<Fraction> Momentum("momentum",
+                          cl::desc("SGD momentum, in [0, 1) (0 allocates no "
+                                   "buffers)"),
+                          cl::init(0.9f));
 Shared<bool> Quiet("quiet", cl::desc("Print nothing but errors (and what "
                                      "--json asks for)"));
 Shared<bool> Verbose("verbose",
@@ -134,9 +136,8 @@ Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   tc.momentum = Momentum;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
-    return joinErrors(makeErrorF("{0}: cannot build the training graph",
-                                 std::string(ModelPath)),
-                      tg.takeError());
+    return withContext(tg.takeError(),
+                       ModelPath + ": cannot build the training graph: ");
   s.tg = std::move(*tg);
   s.tg.graph = &s.graph;
   p.done();

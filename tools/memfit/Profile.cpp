@@ -35,17 +35,18 @@ cl::opt<std::string> ModelPath(cl::Positional, cl::desc("<model.onnx>"),
                                cl::Required, cl::sub(Cmd));
 cl::opt<std::string> OutputPath("o", cl::desc("Output profile (JSON)"),
                                 cl::value_desc("file"), cl::sub(Cmd));
-cl::opt<Count> Batch("batch",
-                     cl::desc("Batch size (default: the model's fixed "
-                              "batch dimension)"),
-                     cl::init(0), cl::sub(Cmd));
-cl::list<Count> SubBatches(
+cl::opt<PositiveCount> Batch("batch",
+                             cl::desc("Batch size (default: the model's fixed "
+                                      "batch dimension)"),
+                             cl::init(0), cl::sub(Cmd));
+cl::list<PositiveCount> SubBatches(
     "sub-batches",
     cl::desc("Sub-batch sizes to measure (default: powers of two up to the "
              "batch, and the batch)"),
     cl::CommaSeparated, cl::value_desc("b1,b2,..."), cl::sub(Cmd));
-cl::opt<Count> Repeats("repeats", cl::desc("Timed runs per measurement"),
-                       cl::init(10), cl::sub(Cmd));
+cl::opt<PositiveCount> Repeats("repeats",
+                               cl::desc("Timed runs per measurement"),
+                               cl::init(10), cl::sub(Cmd));
 cl::opt<Count> Warmup("warmup", cl::desc("Untimed runs before timing"),
                       cl::init(3), cl::sub(Cmd));
 cl::opt<bool> AllowTf32("allow-tf32",
@@ -58,16 +59,6 @@ cl::opt<bool> Force("force", cl::desc("Overwrite an existing output file"),
 int run() {
   if (OutputPath.empty())
     return reportError(makeError("no output file given; use -o FILE"));
-  if (Batch < 0)
-    return reportError(makeError("--batch must be positive"));
-  if (Repeats < 1 || Warmup < 0)
-    return reportError(
-        makeError("--repeats must be at least 1 and --warmup at least 0"));
-  for (int64_t b : SubBatches)
-    if (b < 1)
-      return reportError(makeErrorF("--sub-batches: {0} is not a positive "
-                                    "sub-batch size",
-                                    b));
   if (!Force && sys::fs::exists(OutputPath))
     return reportError(
         makeErrorF("output file {0} exists; use --force to overwrite it",

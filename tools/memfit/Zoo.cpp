@@ -20,7 +20,7 @@
 #include <algorithm>
 
 using namespace llvm;
-using memfit::tool::Count;
+using memfit::tool::PositiveCount;
 
 namespace {
 
@@ -32,10 +32,11 @@ cl::opt<std::string> OutputPath("o", cl::desc("Output ONNX file"),
                                 cl::value_desc("file"), cl::sub(ZooCmd));
 cl::opt<bool> List("list", cl::desc("List the models and exit"),
                    cl::sub(ZooCmd));
-cl::opt<Count> Batch("batch",
-                     cl::desc("Batch size of input and output (default: "
-                              "symbolic 'N')"),
-                     cl::init(0), cl::sub(ZooCmd));
+cl::opt<PositiveCount>
+    Batch("batch",
+          cl::desc("Batch size of input and output (default: "
+                   "symbolic 'N')"),
+          cl::init(0), cl::sub(ZooCmd));
 cl::opt<bool> Weights("weights",
                       cl::desc("Store deterministic initial weights (default "
                                "for tiny models)"),
@@ -44,14 +45,16 @@ cl::opt<bool> NoWeights("no-weights",
                         cl::desc("Declare weights as inputs without data "
                                  "(default for the others)"),
                         cl::sub(ZooCmd));
-cl::opt<Count> Classes("classes",
-                       cl::desc("Number of classes (default: 1000, 10 for "
-                                "tiny models)"),
-                       cl::init(0), cl::sub(ZooCmd));
-cl::opt<Count> ImageSize("image-size",
-                         cl::desc("Input height and width (default: the "
-                                  "model's)"),
-                         cl::init(0), cl::sub(ZooCmd));
+cl::opt<PositiveCount>
+    Classes("classes",
+            cl::desc("Number of classes (default: 1000, 10 for "
+                     "tiny models)"),
+            cl::init(0), cl::sub(ZooCmd));
+cl::opt<PositiveCount>
+    ImageSize("image-size",
+              cl::desc("Input height and width (default: the "
+                       "model's)"),
+              cl::init(0), cl::sub(ZooCmd));
 cl::opt<bool> Force("force", cl::desc("Overwrite an existing output file"),
                     cl::sub(ZooCmd));
 
