@@ -120,19 +120,20 @@ std::string Emitter::mainFile() const {
     std::string data = "nullptr";
     if (v.dataName.empty() && !v.data.empty() && !v.trainable)
       data = "kConst" + std::to_string(&w - weights.data());
-    os << "    {" << stringLiteral(v.name) << ", " << dataName << ", " << data
-       << ", " << v.elementsPerSample() << ", " << fanIn << ", " << fanOut
-       << ", Init::" << init << ", " << (v.trainable ? "true" : "false")
-       << "},\n";
+    os << "    {.onnxName = " << stringLiteral(v.name)
+       << ", .dataName = " << dataName << ", .data = " << data
+       << ", .count = " << v.elementsPerSample() << ", .fanIn = " << fanIn
+       << ", .fanOut = " << fanOut << ", .init = Init::" << init
+       << ", .trainable = " << (v.trainable ? "true" : "false") << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";
   for (BlockId b : slots)
-    os << "    {" << tg.blocks[b].perSampleBytes << ", "
-       << tg.blocks[b].fixedBytes << "}, // " << commentText(tg.blocks[b].name)
-       << "\n";
+    os << "    {.perSample = " << tg.blocks[b].perSampleBytes
+       << ", .fixed = " << tg.blocks[b].fixedBytes << "}, // "
+       << commentText(tg.blocks[b].name) << "\n";
   if (slots.empty())
-    os << "    {0, 0}, // none: nothing is offloaded\n";
+    os << "    {.perSample = 0, .fixed = 0}, // none: nothing is offloaded\n";
   os << "};\n\n";
   const Value &in = g.values[g.input];
   const Value &outV = g.values[g.output];
@@ -144,15 +145,25 @@ std::string Emitter::mainFile() const {
     }
   bool mse = tg.loss == LossKind::MSE;
   os << "static const Program kProgram = {\n"
-     << "    {" << stringLiteral(g.name) << ", " << plan.batch << ", "
-     << plan.subBatch << ", " << plan.numSubBatches << ", " << plan.arenaBytes
-     << ", " << plan.numEvents << ", " << in.elementsPerSample() << ", "
-     << (mse ? tg.blocks[tg.labelBlock].perSampleBytes / 4 : 1) << ", "
-     << (mse ? "true" : "false") << ", " << classes << ", "
-     << (tg.useMomentum ? "true" : "false") << ", " << weights.size() << ", "
-     << slots.size() << "},\n"
-     << "    MEMFIT_MODEL_PATH, kWeights, kSlots, memfit_round, memfit_update};"
-        "\n\n";
+     << "    .info = {.modelName = " << stringLiteral(g.name)
+     << ",\n             .batch = " << plan.batch
+     << ",\n             .subBatch = " << plan.subBatch
+     << ",\n             .numSubBatches = " << plan.numSubBatches
+     << ",\n             .arenaBytes = " << plan.arenaBytes
+     << ",\n             .numEvents = " << plan.numEvents
+     << ",\n             .inputPerSample = " << in.elementsPerSample()
+     << ",\n             .labelPerSample = "
+     << (mse ? tg.blocks[tg.labelBlock].perSampleBytes / 4 : 1)
+     << ",\n             .mseLoss = " << (mse ? "true" : "false")
+     << ",\n             .classes = " << classes
+     << ",\n             .hasMomentum = " << (tg.useMomentum ? "true" : "false")
+     << ",\n             .numWeights = " << weights.size()
+     << ",\n             .numHostSlots = " << slots.size() << "},\n"
+     << "    .modelPath = MEMFIT_MODEL_PATH,\n"
+     << "    .weights = kWeights,\n"
+     << "    .slots = kSlots,\n"
+     << "    .round = memfit_round,\n"
+     << "    .update = memfit_update};\n\n";
   os << "int main(int argc, char **argv) {\n"
      << "  return trainerMain(argc, argv, kProgram);\n}\n";
   return os.str();

@@ -39,11 +39,13 @@ const char *actKind(OpKind k) {
 
 llvm::Expected<OpParamsText> params(const Graph &, const Op &op) {
   const OpAttrs &a = op.attrs;
-  return OpParamsText{"ActParams",
-                      llvm::formatv("{{ActKind::{0}, {1}, {2}, {3}}",
-                                    actKind(op.kind), f32(a.alpha),
-                                    f32(a.minValue), f32(a.maxValue))
-                          .str()};
+  return OpParamsText{
+      "ActParams",
+      llvm::formatv("{{.kind = ActKind::{0}, .alpha = {1}, .lo = {2}, "
+                    ".hi = {3}}",
+                    actKind(op.kind), f32(a.alpha), f32(a.minValue),
+                    f32(a.maxValue))
+          .str()};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {

@@ -36,8 +36,10 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   int64_t c = x.dims.size() > 1 ? x.dims[1] : 1;
   return OpParamsText{
       "BatchNormParams",
-      llvm::formatv("{{{0}, {1}, {2}, {3}}", c, x.elementsPerSample() / c,
-                    f32(op.attrs.epsilon), f32(op.attrs.momentum))
+      llvm::formatv("{{.c = {0}, .spatial = {1}, .epsilon = {2}, "
+                    ".momentum = {3}}",
+                    c, x.elementsPerSample() / c, f32(op.attrs.epsilon),
+                    f32(op.attrs.momentum))
           .str()};
 }
 

@@ -58,7 +58,10 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
                                   "batched operands must have the same shape");
     return OpParamsText{
         "BinaryParams",
-        llvm::formatv("{{BinaryKind::{0}, {1}, true, {1}, 1}", k, per).str()};
+        llvm::formatv("{{.kind = BinaryKind::{0}, .perSample = {1}, "
+                      ".bBatched = true, .bSize = {1}, .inner = 1}",
+                      k, per)
+            .str()};
   }
   // Right-align b's shape with a's per-sample shape and find the one
   // contiguous run of non-unit dims it broadcasts along.
@@ -88,10 +91,13 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
     for (int i = last + 1; i < (int)ad.size(); ++i)
       inner *= ad[i];
   }
-  return OpParamsText{"BinaryParams",
-                      llvm::formatv("{{BinaryKind::{0}, {1}, false, {2}, {3}}",
-                                    k, per, bSize, inner)
-                          .str()};
+  return OpParamsText{
+      "BinaryParams",
+      llvm::formatv("{{.kind = BinaryKind::{0}, .perSample = {1}, "
+                    ".bBatched = false, .bSize = {2}, "
+                    ".inner = {3}}",
+                    k, per, bSize, inner)
+          .str()};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {

@@ -29,11 +29,14 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   auto pad = [&](size_t i) { return at(a.pads, i, 0); };
   return OpParamsText{
       "ConvParams",
-      llvm::formatv("{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-                    "{10}, {11}, {12}, {13}, {14}}",
-                    c, h, w, co, ho, wo, a.kernel[0], a.kernel[1],
-                    at(a.strides, 0, 1), at(a.strides, 1, 1), pad(0), pad(1),
-                    at(a.dilations, 0, 1), at(a.dilations, 1, 1), a.group)
+      llvm::formatv(
+          "{{.cin = {0}, .hin = {1}, .win = {2}, .cout = {3}, "
+          ".hout = {4}, .wout = {5}, .kh = {6}, .kw = {7}, .sh = {8}, "
+          ".sw = {9}, .padTop = {10}, .padLeft = {11}, .dh = {12}, "
+          ".dw = {13}, .group = {14}}",
+          c, h, w, co, ho, wo, a.kernel[0], a.kernel[1], at(a.strides, 0, 1),
+          at(a.strides, 1, 1), pad(0), pad(1), at(a.dilations, 0, 1),
+          at(a.dilations, 1, 1), a.group)
           .str()};
 }
 

@@ -17,10 +17,10 @@ OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
 
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
-  return OpParamsText{
-      "DropoutParams",
-      llvm::formatv("{{{0}, {1}}", x.elementsPerSample(), f32(op.attrs.ratio))
-          .str()};
+  return OpParamsText{"DropoutParams",
+                      llvm::formatv("{{.perSample = {0}, .ratio = {1}}",
+                                    x.elementsPerSample(), f32(op.attrs.ratio))
+                          .str()};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {

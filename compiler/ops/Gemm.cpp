@@ -46,9 +46,11 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   float alpha = gemm ? a.alpha : 1.0f;
   float beta = gemm ? a.beta : 0.0f;
   return OpParamsText{"GemmParams",
-                      llvm::formatv("{{{0}, {1}, {2}, {3}, {4}}", x.dims[1],
-                                    y.dims[1], transB ? "true" : "false",
-                                    f32(alpha), f32(beta))
+                      llvm::formatv("{{.k = {0}, .m = {1}, .transB = {2}, "
+                                    ".alpha = {3}, .beta = {4}}",
+                                    x.dims[1], y.dims[1],
+                                    transB ? "true" : "false", f32(alpha),
+                                    f32(beta))
                           .str()};
 }
 

@@ -24,8 +24,9 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
   int64_t c = x.dims.size() > 1 ? x.dims[1] : 1;
   return OpParamsText{"LRNParams",
-                      llvm::formatv("{{{0}, {1}, {2}, {3}, {4}, {5}}", c,
-                                    x.elementsPerSample() / c, a.size,
+                      llvm::formatv("{{.c = {0}, .spatial = {1}, .size = {2}, "
+                                    ".alpha = {3}, .beta = {4}, .bias = {5}}",
+                                    c, x.elementsPerSample() / c, a.size,
                                     f32(a.alpha), f32(a.beta), f32(a.bias))
                           .str()};
 }

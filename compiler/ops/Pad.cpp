@@ -21,11 +21,13 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
     return unsupportedByRuntime(op, "only spatial padding of NCHW tensors");
   if (a.pads.size() != 8 || a.pads[0] || a.pads[1] || a.pads[4] || a.pads[5])
     return unsupportedByRuntime(op, "only spatial padding of NCHW tensors");
-  return OpParamsText{"PadParams",
-                      llvm::formatv("{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}",
-                                    c, h, w, ho, wo, a.pads[2], a.pads[3],
-                                    f32(a.padValue))
-                          .str()};
+  return OpParamsText{
+      "PadParams",
+      llvm::formatv("{{.c = {0}, .hin = {1}, .win = {2}, .hout = {3}, "
+                    ".wout = {4}, .padTop = {5}, "
+                    ".padLeft = {6}, .value = {7}}",
+                    c, h, w, ho, wo, a.pads[2], a.pads[3], f32(a.padValue))
+          .str()};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {

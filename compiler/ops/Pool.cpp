@@ -31,8 +31,11 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   bool isMax = op.kind == OpKind::MaxPool;
   return OpParamsText{
       "PoolParams",
-      llvm::formatv("{{PoolKind::{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-                    "{8}, {9}, {10}, {11}, {12}, {13}, {14}}",
+      llvm::formatv("{{.kind = PoolKind::{0}, .c = {1}, .hin = {2}, "
+                    ".win = {3}, .hout = {4}, .wout = {5}, .kh = {6}, "
+                    ".kw = {7}, .sh = {8}, .sw = {9}, .padTop = {10}, "
+                    ".padLeft = {11}, .padBottom = {12}, .padRight = {13}, "
+                    ".countIncludePad = {14}}",
                     isMax ? "Max" : "Average", c, h, w, ho, wo, a.kernel[0],
                     a.kernel[1], at(a.strides, 0, 1), at(a.strides, 1, 1),
                     pad(0), pad(1), pad(2), pad(3),

@@ -7,7 +7,7 @@
 # Usage: golden.sh MEMFIT WORKDIR [--update MANIFEST]
 set -u
 MEMFIT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-WORK=$2
+mkdir -p "$2" && WORK=$(cd "$2" && pwd)
 UPDATE=${4:-}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "$(dirname "$MEMFIT")/.." && pwd)
