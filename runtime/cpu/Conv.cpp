@@ -1,17 +1,19 @@
-//===- Conv.cpp - Reference 2-D convolution
-//--------------------------------===//
+//===- Conv.cpp - Reference 2-D convolution ------------------------------===//
 //
 // Grouped, strided, dilated convolution (cross-correlation, as PyTorch and
 // ONNX), weights [cout, cin/group, kh, kw]. Each sample and group goes
 // through im2col and a plain matrix product: the column buffer holds the
 // K = cin/group*kh*kw filter taps as rows and the hout*wout output positions
-// as columns, so every inner loop walks contiguous memory. Weight gradients
-// are summed in double so the result does not depend on the batch size's
-// rounding.
+// as columns, and the products are OpenBLAS's sgemm (cuDNN's counterpart:
+// a maintained GEMM, not hand-written loops). Weight gradients are summed
+// over the samples in double so the result does not depend on the batch
+// size's rounding.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Kernels.h"
 #include "runtime/cpu/Common.h"
+
+#include <cblas.h>
 
 #include <cassert>
 #include <vector>
@@ -105,21 +107,20 @@ void convForward(const ConvParams &p, int64_t n, const float *x, const float *w,
         im2col(p, d, xg, buf.data());
         cols = buf.data();
       }
-      for (int64_t co = 0; co < d.coutG; ++co) {
-        int64_t oc = g * d.coutG + co;
-        float *yrow = y + (s * p.cout + oc) * d.positions;
-        const float *wrow = w + oc * d.taps;
-        std::fill(yrow, yrow + d.positions, 0.0f);
-        for (int64_t k = 0; k < d.taps; ++k) {
-          float wv = wrow[k];
-          const float *crow = cols + k * d.positions;
+      // y_g[coutG, P] = w_g[coutG, K] * cols[K, P]
+      float *yg = y + (s * p.cout + g * d.coutG) * d.positions;
+      // y may hold the emulation's NaN poison: cleared, then added to.
+      std::fill(yg, yg + d.coutG * d.positions, 0.0f);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.coutG,
+                  d.positions, d.taps, 1.0f, w + g * d.coutG * d.taps, d.taps,
+                  cols, d.positions, 1.0f, yg, d.positions);
+      if (bias)
+        for (int64_t co = 0; co < d.coutG; ++co) {
+          float b = bias[g * d.coutG + co];
+          float *yrow = yg + co * d.positions;
           for (int64_t q = 0; q < d.positions; ++q)
-            yrow[q] += wv * crow[q];
+            yrow[q] += b;
         }
-        if (bias)
-          for (int64_t q = 0; q < d.positions; ++q)
-            yrow[q] += bias[oc];
-      }
     }
 }
 
@@ -133,19 +134,12 @@ void convBackwardData(const ConvParams &p, int64_t n, const float *w,
       float *dxg = dx + (s * p.cin + g * d.cinG) * d.inPlane;
       // Pointwise: the column gradient is the input gradient itself.
       float *dcols = d.pointwise ? dxg : buf.data();
-      if (!d.pointwise)
-        std::fill(buf.begin(), buf.end(), 0.0f);
-      for (int64_t co = 0; co < d.coutG; ++co) {
-        int64_t oc = g * d.coutG + co;
-        const float *dyrow = dy + (s * p.cout + oc) * d.positions;
-        const float *wrow = w + oc * d.taps;
-        for (int64_t k = 0; k < d.taps; ++k) {
-          float wv = wrow[k];
-          float *drow = dcols + k * d.positions;
-          for (int64_t q = 0; q < d.positions; ++q)
-            drow[q] += wv * dyrow[q];
-        }
-      }
+      // dcols[K, P] (+)= w_g^T[K, coutG] * dy_g[coutG, P]; dx was cleared
+      // or holds what to accumulate onto.
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.taps, d.positions,
+                  d.coutG, 1.0f, w + g * d.coutG * d.taps, d.taps,
+                  dy + (s * p.cout + g * d.coutG) * d.positions, d.positions,
+                  d.pointwise ? 1.0f : 0.0f, dcols, d.positions);
       if (!d.pointwise)
         col2imAdd(p, d, buf.data(), dxg);
     }
@@ -157,6 +151,7 @@ void convBackwardFilter(const ConvParams &p, int64_t n, const float *x,
   ConvDims d = dimsOf(p);
   std::vector<double> sumW(p.cout * d.taps, 0.0), sumB(p.cout, 0.0);
   std::vector<float> buf(d.pointwise ? 0 : d.taps * d.positions);
+  std::vector<float> sample(d.coutG * d.taps);
   for (int64_t s = 0; s < n; ++s)
     for (int64_t g = 0; g < p.group; ++g) {
       const float *xg = x + (s * p.cin + g * d.cinG) * d.inPlane;
@@ -165,21 +160,21 @@ void convBackwardFilter(const ConvParams &p, int64_t n, const float *x,
         im2col(p, d, xg, buf.data());
         cols = buf.data();
       }
-      for (int64_t co = 0; co < d.coutG; ++co) {
-        int64_t oc = g * d.coutG + co;
-        const float *dyrow = dy + (s * p.cout + oc) * d.positions;
-        double *srow = sumW.data() + oc * d.taps;
-        for (int64_t k = 0; k < d.taps; ++k) {
-          const float *crow = cols + k * d.positions;
-          double dot = 0;
+      // This sample's dw_g[coutG, K] = dy_g[coutG, P] * cols^T[P, K], added
+      // to the batch's sum in double.
+      const float *dyg = dy + (s * p.cout + g * d.coutG) * d.positions;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.coutG, d.taps,
+                  d.positions, 1.0f, dyg, d.positions, cols, d.positions, 0.0f,
+                  sample.data(), d.taps);
+      double *sg = sumW.data() + g * d.coutG * d.taps;
+      for (int64_t i = 0; i < d.coutG * d.taps; ++i)
+        sg[i] += sample[i];
+      if (dbias)
+        for (int64_t co = 0; co < d.coutG; ++co) {
+          const float *dyrow = dyg + co * d.positions;
           for (int64_t q = 0; q < d.positions; ++q)
-            dot += double(dyrow[q]) * crow[q];
-          srow[k] += dot;
+            sumB[g * d.coutG + co] += dyrow[q];
         }
-        if (dbias)
-          for (int64_t q = 0; q < d.positions; ++q)
-            sumB[oc] += dyrow[q];
-      }
     }
   for (int64_t i = 0; i < p.cout * d.taps; ++i)
     put(dw[i], float(sumW[i]), accumulate);

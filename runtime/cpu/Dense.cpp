@@ -1,13 +1,15 @@
-//===- Dense.cpp - Reference gemm, softmax, losses and SGD
-//-----------------===//
+//===- Dense.cpp - Reference gemm, softmax, losses and SGD ---------------===//
 //
-// Dot products and reductions over the batch run in double; updates and
+// GEMM is OpenBLAS's sgemm (cuBLAS's counterpart). Other reductions over
+// the batch run in double; updates and
 // element-wise results are float. Losses are means over the whole batch, so
 // the sub-batches of one batch add up to the full batch's loss and gradient.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Kernels.h"
 #include "runtime/cpu/Common.h"
+
+#include <cblas.h>
 
 #include <cassert>
 #include <cmath>
@@ -17,92 +19,48 @@ namespace memfit::rt {
 using cpu::clearUnlessAccumulating;
 using cpu::put;
 
+// y[n, m] = alpha * x[n, k] * op(W) + beta * bias: W is [m, k] when transB.
 void gemmForward(const GemmParams &p, int64_t n, const float *x, const float *w,
                  const float *bias, float *y) {
-  std::vector<double> row(p.m);
-  for (int64_t s = 0; s < n; ++s) {
-    const float *xs = x + s * p.k;
-    std::fill(row.begin(), row.end(), 0.0);
-    if (p.transB) { // W[m, k]: a dot product per output
-      for (int64_t j = 0; j < p.m; ++j) {
-        const float *wj = w + j * p.k;
-        double dot = 0;
-        for (int64_t i = 0; i < p.k; ++i)
-          dot += double(xs[i]) * wj[i];
-        row[j] = dot;
-      }
-    } else { // W[k, m]: rows of W scaled by x and summed
-      for (int64_t i = 0; i < p.k; ++i) {
-        double xv = xs[i];
-        const float *wi = w + i * p.m;
-        for (int64_t j = 0; j < p.m; ++j)
-          row[j] += xv * wi[j];
-      }
-    }
-    for (int64_t j = 0; j < p.m; ++j)
-      y[s * p.m + j] = float(double(p.alpha) * row[j] +
-                             (bias ? double(p.beta) * bias[j] : 0.0));
-  }
+  // y may hold the emulation's NaN poison: cleared, then added to.
+  std::fill(y, y + n * p.m, 0.0f);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, p.transB ? CblasTrans : CblasNoTrans,
+              n, p.m, p.k, p.alpha, x, p.k, w, p.transB ? p.k : p.m, 1.0f, y,
+              p.m);
+  if (bias)
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t j = 0; j < p.m; ++j)
+        y[s * p.m + j] += p.beta * bias[j];
 }
 
 void gemmBackwardData(const GemmParams &p, int64_t n, const float *w,
                       const float *dy, float *dx, bool accumulate) {
-  // dx[s, i] = alpha * sum_j dy[s, j] * op(W)[i, j]
-  std::vector<double> row(p.k);
-  for (int64_t s = 0; s < n; ++s) {
-    const float *dys = dy + s * p.m;
-    std::fill(row.begin(), row.end(), 0.0);
-    if (p.transB) {
-      for (int64_t j = 0; j < p.m; ++j) {
-        double g = dys[j];
-        const float *wj = w + j * p.k;
-        for (int64_t i = 0; i < p.k; ++i)
-          row[i] += g * wj[i];
-      }
-    } else {
-      for (int64_t i = 0; i < p.k; ++i) {
-        const float *wi = w + i * p.m;
-        double dot = 0;
-        for (int64_t j = 0; j < p.m; ++j)
-          dot += double(dys[j]) * wi[j];
-        row[i] = dot;
-      }
-    }
-    for (int64_t i = 0; i < p.k; ++i)
-      put(dx[s * p.k + i], float(double(p.alpha) * row[i]), accumulate);
-  }
+  // dx[n, k] (+)= alpha * dy[n, m] * op(W)^T
+  clearUnlessAccumulating(dx, n * p.k, accumulate);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, p.transB ? CblasNoTrans : CblasTrans,
+              n, p.k, p.m, p.alpha, dy, p.m, w, p.transB ? p.k : p.m, 1.0f, dx,
+              p.k);
 }
 
 void gemmBackwardWeight(const GemmParams &p, int64_t n, const float *x,
                         const float *dy, float *dw, float *dbias,
                         bool accumulate) {
-  // dW[j, i] (transB) or dW[i, j] = alpha * sum_s x[s, i] * dy[s, j]
-  std::vector<double> sum(p.k * p.m, 0.0), sumB(p.m, 0.0);
-  for (int64_t s = 0; s < n; ++s) {
-    const float *xs = x + s * p.k, *dys = dy + s * p.m;
-    if (p.transB) {
-      for (int64_t j = 0; j < p.m; ++j) {
-        double g = dys[j];
-        double *sj = sum.data() + j * p.k;
-        for (int64_t i = 0; i < p.k; ++i)
-          sj[i] += g * xs[i];
-      }
-    } else {
-      for (int64_t i = 0; i < p.k; ++i) {
-        double xv = xs[i];
-        double *si = sum.data() + i * p.m;
-        for (int64_t j = 0; j < p.m; ++j)
-          si[j] += xv * dys[j];
-      }
-    }
-    for (int64_t j = 0; j < p.m; ++j)
-      sumB[j] += dys[j];
-  }
-  for (int64_t e = 0; e < p.k * p.m; ++e)
-    put(dw[e], float(double(p.alpha) * sum[e]), accumulate);
-  if (dbias)
+  // dW[m, k] = alpha * dy^T x (transB), or dW[k, m] = alpha * x^T dy.
+  clearUnlessAccumulating(dw, p.k * p.m, accumulate);
+  if (p.transB)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.m, p.k, n, p.alpha,
+                dy, p.m, x, p.k, 1.0f, dw, p.k);
+  else
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.k, p.m, n, p.alpha,
+                x, p.k, dy, p.m, 1.0f, dw, p.m);
+  if (dbias) {
+    std::vector<double> sumB(p.m, 0.0);
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t j = 0; j < p.m; ++j)
+        sumB[j] += dy[s * p.m + j];
     for (int64_t j = 0; j < p.m; ++j)
       put(dbias[j], float(double(p.beta) * sumB[j]), accumulate);
+  }
 }
 
 namespace {
