@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Kernels.h"
 #include "runtime/cpu/Common.h"
+#include "runtime/kernels/Elementwise.h"
 
 #include <cblas.h>
 
@@ -149,14 +150,8 @@ void meanSquaredError(int64_t n, int64_t features, int64_t batch,
 void sgdUpdate(int64_t count, float lr, float momentum, float weightDecay,
                bool first, float *w, const float *dw, float *buf) {
   assert((buf || momentum == 0.0f) && "momentum needs a buffer");
-  for (int64_t i = 0; i < count; ++i) {
-    float g = dw[i] + weightDecay * w[i];
-    if (buf) {
-      buf[i] = first ? g : momentum * buf[i] + g;
-      g = buf[i];
-    }
-    w[i] -= lr * g;
-  }
+  for (int64_t i = 0; i < count; ++i)
+    kernels::sgdAt(i, lr, momentum, weightDecay, first, w, dw, buf);
 }
 
 } // namespace memfit::rt

@@ -1,15 +1,10 @@
 //===- Elementwise.cu - CUDA backend: element-wise operations -------------===//
 //
 // Activations, binary operations with broadcast, concatenation, padding,
-// dropout, gradient accumulation and the SGD update, each a small kernel
-// that follows its CPU reference (runtime/cpu/Elementwise.cpp, Dropout.cpp,
-// Dense.cpp) case by case: NaN passes Relu and Clip, kinks take the
-// one-sided derivative, Clip passes gradients strictly inside (lo, hi).
-//
-// Dropout evaluates the very hash of runtime/cpu/Dropout.cpp (splitmix64
-// steps on uint64_t, the top 24 bits as an exact float), so its masks are
-// bit-identical to the emulation's, and multiplies with __fmul_rn so no
-// fused multiply-add changes the kept values' rounding.
+// dropout, gradient accumulation and the SGD update: grid-stride kernels
+// over the element functions of runtime/kernels/Elementwise.h, the source
+// the CPU emulation runs too (so its masks and roundings are the
+// emulation's, bit for bit; the backend compiles with --fmad=false).
 //
 // Broadcast gradients of a binary op's second operand are sums over the
 // samples and broadcast positions, in double, in a fixed order.
@@ -17,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
 #include "runtime/cuda/Impl.h"
+#include "runtime/kernels/Elementwise.h"
 
 namespace memfit::rt {
 
@@ -30,89 +26,38 @@ namespace {
 
 __global__ void actForwardKernel(ActParams p, int64_t count, const float *x,
                                  float *y) {
-  MEMFIT_GRID_LOOP(i, count) {
-    float v = x[i], r = v;
-    switch (p.kind) {
-    case ActKind::Relu:
-      r = v < 0 ? 0.0f : v;
-      break;
-    case ActKind::LeakyRelu:
-      r = v < 0 ? p.alpha * v : v;
-      break;
-    case ActKind::Sigmoid:
-      r = 1.0f / (1.0f + expf(-v));
-      break;
-    case ActKind::Tanh:
-      r = tanhf(v);
-      break;
-    case ActKind::Clip:
-      r = v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
-      break;
-    }
-    y[i] = r;
-  }
+  MEMFIT_GRID_LOOP(i, count) { y[i] = kernels::activation(p, x[i]); }
 }
 
 __global__ void actBackwardKernel(ActParams p, int64_t count, const float *y,
                                   const float *dy, float *dx, bool acc) {
   MEMFIT_GRID_LOOP(i, count) {
-    float v = y[i], g = dy[i], d = 0;
-    switch (p.kind) {
-    case ActKind::Relu:
-      d = v > 0 ? g : 0.0f;
-      break;
-    case ActKind::LeakyRelu:
-      d = v > 0 ? g : p.alpha * g;
-      break;
-    case ActKind::Sigmoid:
-      d = g * v * (1.0f - v);
-      break;
-    case ActKind::Tanh:
-      d = g * (1.0f - v * v);
-      break;
-    case ActKind::Clip:
-      d = v > p.lo && v < p.hi ? g : 0.0f;
-      break;
-    }
-    put(dx[i], d, acc);
+    put(dx[i], kernels::activationGrad(p, y[i], dy[i]), acc);
   }
 }
 
 // --- binary operations ---
 
-__device__ __forceinline__ int64_t bIndex(const BinaryParams &p, int64_t at) {
-  if (p.bBatched)
-    return at;
-  return ((at % p.perSample) / p.inner) % p.bSize;
-}
+using kernels::binaryBIndex;
 
 __device__ __forceinline__ float gradB(BinaryKind k, float dy, float a) {
-  switch (k) {
-  case BinaryKind::Add:
-    return dy;
-  case BinaryKind::Sub:
-    return -dy;
-  case BinaryKind::Mul:
-    return dy * a;
-  }
-  return 0;
+  return kernels::binaryGradB(k, dy, a);
 }
 
 __global__ void binaryForwardKernel(BinaryParams p, int64_t count,
                                     const float *a, const float *b, float *y) {
   MEMFIT_GRID_LOOP(at, count) {
-    float u = a[at], v = b[bIndex(p, at)];
-    y[at] = p.kind == BinaryKind::Add   ? u + v
-            : p.kind == BinaryKind::Sub ? u - v
-                                        : u * v;
+    y[at] = kernels::binary(p.kind, a[at], b[binaryBIndex(p, at)]);
   }
 }
 
 __global__ void binaryGradAKernel(BinaryParams p, int64_t count, const float *b,
                                   const float *dy, float *da, bool acc) {
   MEMFIT_GRID_LOOP(at, count) {
-    float g = p.kind == BinaryKind::Mul ? dy[at] * b[bIndex(p, at)] : dy[at];
-    put(da[at], g, acc);
+    bool mul = p.kind == BinaryKind::Mul;
+    put(da[at],
+        kernels::binaryGradA(p.kind, dy[at], mul ? b[binaryBIndex(p, at)] : 0),
+        acc);
   }
 }
 
@@ -208,77 +153,38 @@ __global__ void concatKernel(ConcatChunk c, int64_t n, int64_t total, float *y,
 
 __global__ void padForwardKernel(PadParams p, int64_t n, const float *x,
                                  float *y) {
-  const int64_t plane = p.hout * p.wout;
-  MEMFIT_GRID_LOOP(t, n * p.c * plane) {
-    int64_t pl = t / plane, q = t - pl * plane;
-    int64_t oh = q / p.wout, ow = q - oh * p.wout;
-    int64_t ih = oh - p.padTop, iw = ow - p.padLeft;
-    bool inside = ih >= 0 && ih < p.hin && iw >= 0 && iw < p.win;
-    y[t] = inside ? x[(pl * p.hin + ih) * p.win + iw] : p.value;
+  MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
+    y[t] = kernels::padAt(p, x, t);
   }
 }
 
 __global__ void padBackwardKernel(PadParams p, int64_t n, const float *dy,
                                   float *dx, bool acc) {
-  const int64_t plane = p.hin * p.win;
-  MEMFIT_GRID_LOOP(t, n * p.c * plane) {
-    int64_t pl = t / plane, q = t - pl * plane;
-    int64_t ih = q / p.win, iw = q - ih * p.win;
-    int64_t oh = ih + p.padTop, ow = iw + p.padLeft;
-    bool kept = oh >= 0 && oh < p.hout && ow >= 0 && ow < p.wout;
-    put(dx[t], kept ? dy[(pl * p.hout + oh) * p.wout + ow] : 0.0f, acc);
+  MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
+    put(dx[t], kernels::padGradAt(p, dy, t), acc);
   }
 }
 
-// --- dropout: runtime/cpu/Dropout.cpp's hash, bit for bit ---
+// --- dropout, accumulation, SGD ---
 
-__device__ __forceinline__ uint64_t mix(uint64_t z) {
-  z ^= z >> 30;
-  z *= 0xbf58476d1ce4e5b9ULL;
-  z ^= z >> 27;
-  z *= 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return z;
-}
-
-__device__ __forceinline__ uint64_t step(uint64_t z) {
-  return mix(z + 0x9e3779b97f4a7c15ULL);
-}
-
-/// y = mask * x * scale (forward), or dx (put) mask * dy * scale.
-__global__ void dropoutKernel(int64_t perSample, int64_t count, uint64_t key,
-                              int64_t firstSample, float ratio, float scale,
-                              const float *in, float *out, bool backward,
+/// y = the kept and scaled x (forward), or dx (put) the kept and scaled dy.
+__global__ void dropoutKernel(DropoutParams p, int64_t count, uint64_t key,
+                              int64_t firstSample, const float *in, float *out,
                               bool acc) {
   MEMFIT_GRID_LOOP(at, count) {
-    int64_t s = at / perSample, i = at - s * perSample;
-    uint64_t sampleKey = step(key + uint64_t(firstSample + s));
-    uint64_t h = step(sampleKey + uint64_t(i));
-    float u = float(uint32_t(h >> 40)) * 0x1.0p-24f;
-    float v = u >= ratio ? __fmul_rn(in[at], scale) : 0.0f;
-    if (backward && acc)
-      out[at] = __fadd_rn(out[at], v);
-    else
-      out[at] = v;
+    put(out[at], kernels::dropoutAt(p, key, firstSample, at, in[at]), acc);
   }
 }
 
-// --- accumulation, SGD ---
-
 __global__ void accumulateKernel(int64_t count, const float *x, float *y) {
-  MEMFIT_GRID_LOOP(i, count) { y[i] = __fadd_rn(y[i], x[i]); }
+  MEMFIT_GRID_LOOP(i, count) { y[i] += x[i]; }
 }
 
 __global__ void sgdKernel(int64_t count, float lr, float momentum,
                           float weightDecay, bool first, float *w,
                           const float *dw, float *buf) {
   MEMFIT_GRID_LOOP(i, count) {
-    float g = __fadd_rn(dw[i], __fmul_rn(weightDecay, w[i]));
-    if (buf) {
-      buf[i] = first ? g : __fadd_rn(__fmul_rn(momentum, buf[i]), g);
-      g = buf[i];
-    }
-    w[i] = __fsub_rn(w[i], __fmul_rn(lr, g));
+    kernels::sgdAt(i, lr, momentum, weightDecay, first, w, dw, buf);
   }
 }
 
@@ -408,11 +314,9 @@ void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
 
 void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
                           const float *x, float *y) {
-  const float scale = 1.0f / (1.0f - p.ratio);
   int64_t count = p.perSample * n;
   dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p.perSample, count, dropoutKey(seed, iteration, taskKey), firstSample,
-      p.ratio, scale, x, y, false, false);
+      p, count, dropoutKey(seed, iteration, taskKey), firstSample, x, y, false);
   impl->done(*this, "dropout forward kernel");
 }
 
@@ -420,11 +324,9 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
                            const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  const float scale = 1.0f / (1.0f - p.ratio);
   int64_t count = p.perSample * n;
   dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p.perSample, count, dropoutKey(seed, iteration, taskKey), firstSample,
-      p.ratio, scale, dy, dx, true, acc);
+      p, count, dropoutKey(seed, iteration, taskKey), firstSample, dy, dx, acc);
   impl->done(*this, "dropout backward kernel");
 }
 

@@ -1,0 +1,185 @@
+//===- Elementwise.h - Element kernels of both backends ---------*- C++ -*-===//
+//
+// One source for the element-wise operations memfit writes itself:
+// activations, binary operations with broadcast, padding, dropout's mask,
+// accumulation and the SGD step. Each function computes one output element
+// and is compiled twice: by the host compiler into the CPU emulation
+// (runtime/cpu, plain loops over the elements) and by nvcc into the CUDA
+// backend (runtime/cuda, grid-stride kernels). The end-to-end tests on the
+// CPU therefore run the very arithmetic a GPU runs; the CUDA backend is
+// compiled with --fmad=false so that nvcc does not fuse a multiply and an
+// add the host compiler keeps apart.
+//
+// Semantics (PyTorch's): NaN passes Relu and Clip; a kink takes the
+// one-sided derivative (0 for Relu at 0, alpha for LeakyRelu at 0); Clip
+// passes gradients strictly inside (lo, hi). Sigmoid evaluates exp in double.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_KERNELS_ELEMENTWISE_H
+#define MEMFIT_RUNTIME_KERNELS_ELEMENTWISE_H
+
+#include "runtime/Kernels.h"
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define MEMFIT_HD __host__ __device__ __forceinline__
+#else
+#define MEMFIT_HD inline
+#endif
+
+namespace memfit::rt::kernels {
+
+/// The accumulate convention of Kernels.h: add into dst, or overwrite it
+/// (dst is not read then, so poison there never leaks in).
+MEMFIT_HD void put(float &dst, float v, bool accumulate) {
+  dst = accumulate ? dst + v : v;
+}
+
+// --- activations ---
+
+MEMFIT_HD float activation(const ActParams &p, float v) {
+  switch (p.kind) {
+  case ActKind::Relu:
+    return v < 0 ? 0.0f : v;
+  case ActKind::LeakyRelu:
+    return v < 0 ? p.alpha * v : v;
+  case ActKind::Sigmoid:
+    return float(1.0 / (1.0 + ::exp(-double(v))));
+  case ActKind::Tanh:
+    return ::tanhf(v);
+  case ActKind::Clip:
+    return v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
+  }
+  return 0;
+}
+
+/// dX from the output y alone (why every activation may run in place).
+MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
+  switch (p.kind) {
+  case ActKind::Relu:
+    return y > 0 ? dy : 0.0f;
+  case ActKind::LeakyRelu:
+    return y > 0 ? dy : p.alpha * dy;
+  case ActKind::Sigmoid:
+    return dy * y * (1.0f - y);
+  case ActKind::Tanh:
+    return dy * (1.0f - y * y);
+  case ActKind::Clip:
+    return y > p.lo && y < p.hi ? dy : 0.0f;
+  }
+  return 0;
+}
+
+// --- binary operations ---
+
+/// The element of b paired with element `at` of a (over all samples).
+MEMFIT_HD int64_t binaryBIndex(const BinaryParams &p, int64_t at) {
+  if (p.bBatched)
+    return at;
+  return ((at % p.perSample) / p.inner) % p.bSize;
+}
+
+MEMFIT_HD float binary(BinaryKind k, float a, float b) {
+  switch (k) {
+  case BinaryKind::Add:
+    return a + b;
+  case BinaryKind::Sub:
+    return a - b;
+  case BinaryKind::Mul:
+    return a * b;
+  }
+  return 0;
+}
+
+/// d(a op b)/da * dy; `b` is read for Mul only.
+MEMFIT_HD float binaryGradA(BinaryKind k, float dy, float b) {
+  return k == BinaryKind::Mul ? dy * b : dy;
+}
+
+/// d(a op b)/db * dy; `a` is read for Mul only.
+MEMFIT_HD float binaryGradB(BinaryKind k, float dy, float a) {
+  switch (k) {
+  case BinaryKind::Add:
+    return dy;
+  case BinaryKind::Sub:
+    return -dy;
+  case BinaryKind::Mul:
+    return dy * a;
+  }
+  return 0;
+}
+
+// --- padding ---
+
+/// Output element t of n * c planes: input (h - padTop, w - padLeft) when it
+/// exists (begin pads may be negative: ONNX Pad crops then), else `value`.
+MEMFIT_HD float padAt(const PadParams &p, const float *x, int64_t t) {
+  const int64_t plane = p.hout * p.wout;
+  int64_t pl = t / plane, q = t - pl * plane;
+  int64_t oh = q / p.wout, ow = q - oh * p.wout;
+  int64_t ih = oh - p.padTop, iw = ow - p.padLeft;
+  bool inside = ih >= 0 && ih < p.hin && iw >= 0 && iw < p.win;
+  return inside ? x[(pl * p.hin + ih) * p.win + iw] : p.value;
+}
+
+/// Input gradient element t: a cropped input position gets none.
+MEMFIT_HD float padGradAt(const PadParams &p, const float *dy, int64_t t) {
+  const int64_t plane = p.hin * p.win;
+  int64_t pl = t / plane, q = t - pl * plane;
+  int64_t ih = q / p.win, iw = q - ih * p.win;
+  int64_t oh = ih + p.padTop, ow = iw + p.padLeft;
+  bool kept = oh >= 0 && oh < p.hout && ow >= 0 && ow < p.wout;
+  return kept ? dy[(pl * p.hout + oh) * p.wout + ow] : 0.0f;
+}
+
+// --- dropout's counter-based mask (splitmix64 steps) ---
+
+MEMFIT_HD uint64_t mix64(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xbf58476d1ce4e5b9ULL;
+  z ^= z >> 27;
+  z *= 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return z;
+}
+
+MEMFIT_HD uint64_t step64(uint64_t z) {
+  return mix64(z + 0x9e3779b97f4a7c15ULL);
+}
+
+/// The uniform in [0, 1) of element `element` of the sample whose key is
+/// step64(key + sample): the top 24 bits, exact as a float.
+MEMFIT_HD float uniformOf(uint64_t sampleKey, uint64_t element) {
+  uint64_t h = step64(sampleKey + element);
+  return float(uint32_t(h >> 40)) * 0x1.0p-24f;
+}
+
+/// Element `at` (of samples starting at `firstSample`) scaled and kept, or
+/// dropped: the same for the forward, its recompute and the backward.
+MEMFIT_HD float dropoutAt(const DropoutParams &p, uint64_t key,
+                          int64_t firstSample, int64_t at, float in) {
+  int64_t s = at / p.perSample, i = at - s * p.perSample;
+  uint64_t sampleKey = step64(key + uint64_t(firstSample + s));
+  const float scale = 1.0f / (1.0f - p.ratio);
+  return uniformOf(sampleKey, uint64_t(i)) >= p.ratio ? in * scale : 0.0f;
+}
+
+// --- SGD ---
+
+/// torch.optim.SGD on one element (dampening 0, no Nesterov); `buf` null
+/// without momentum.
+MEMFIT_HD void sgdAt(int64_t i, float lr, float momentum, float weightDecay,
+                     bool first, float *w, const float *dw, float *buf) {
+  float g = dw[i] + weightDecay * w[i];
+  if (buf) {
+    buf[i] = first ? g : momentum * buf[i] + g;
+    g = buf[i];
+  }
+  w[i] -= lr * g;
+}
+
+} // namespace memfit::rt::kernels
+
+#endif
