@@ -4,9 +4,9 @@
 // cuDNN's (runtime/cpu/Pool.cpp, Norm.cpp):
 //  - pooling: asymmetric and ceil-mode windows with PyTorch's divisor, and
 //    max pooling's gradient to the FIRST maximum in row-major window order
-//    (NaN wins, padding never does), which cuDNN does not promise. The
-//    backward gathers per input position over the windows that contain
-//    it, in the order the reference adds them, so nothing races;
+//    (NaN wins, padding never does), which cuDNN does not promise. These
+//    are the kernels of runtime/kernels/Pool.h, the emulation's own source;
+//    the backward gathers per input position, so nothing races;
 //  - BatchNorm: the backward is split into a data task and a weight task
 //    (cuDNN computes both at once and would need scratch the plan does not
 //    have), epsilon may be below CUDNN_BN_MIN_EPSILON, and one value per
@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
 #include "runtime/cuda/Impl.h"
+#include "runtime/kernels/Pool.h"
 
 namespace memfit::rt {
 
@@ -31,95 +32,17 @@ namespace {
 
 // --- pooling ---
 
-struct Window {
-  int64_t h0, h1, w0, w1;
-  int64_t divisor;
-};
-
-__device__ Window windowAt(const PoolParams &p, int64_t oh, int64_t ow) {
-  int64_t hs = oh * p.sh - p.padTop, ws = ow * p.sw - p.padLeft;
-  int64_t he = min(hs + p.kh, p.hin + p.padBottom);
-  int64_t we = min(ws + p.kw, p.win + p.padRight);
-  Window win;
-  win.h0 = max(hs, int64_t(0));
-  win.w0 = max(ws, int64_t(0));
-  win.h1 = min(he, p.hin);
-  win.w1 = min(we, p.win);
-  int64_t real =
-      max(win.h1 - win.h0, int64_t(0)) * max(win.w1 - win.w0, int64_t(0));
-  win.divisor = p.countIncludePad ? (he - hs) * (we - ws) : real;
-  return win;
-}
-
-__device__ int64_t argmaxOf(const PoolParams &p, const Window &win,
-                            const float *plane) {
-  int64_t best = -1;
-  float bestValue = 0;
-  for (int64_t ih = win.h0; ih < win.h1; ++ih)
-    for (int64_t iw = win.w0; iw < win.w1; ++iw) {
-      float v = plane[ih * p.win + iw];
-      if (best < 0 || v > bestValue || (isnan(v) && !isnan(bestValue))) {
-        best = ih * p.win + iw;
-        bestValue = v;
-      }
-    }
-  return best;
-}
-
 __global__ void poolForwardKernel(PoolParams p, int64_t n, const float *x,
                                   float *y) {
-  const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
-  MEMFIT_GRID_LOOP(t, n * p.c * outPlane) {
-    int64_t pl = t / outPlane, q = t - pl * outPlane;
-    int64_t oh = q / p.wout, ow = q - oh * p.wout;
-    const float *plane = x + pl * inPlane;
-    Window win = windowAt(p, oh, ow);
-    if (p.kind == PoolKind::Max) {
-      int64_t at = argmaxOf(p, win, plane);
-      y[t] = at < 0 ? -INFINITY : plane[at];
-      continue;
-    }
-    double sum = 0;
-    for (int64_t ih = win.h0; ih < win.h1; ++ih)
-      for (int64_t iw = win.w0; iw < win.w1; ++iw)
-        sum += plane[ih * p.win + iw];
-    y[t] = win.divisor > 0 ? float(sum / double(win.divisor)) : 0.0f;
+  MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
+    y[t] = kernels::poolAt(p, x, t);
   }
 }
 
-__device__ int64_t floorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-__device__ int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
-
 __global__ void poolBackwardKernel(PoolParams p, int64_t n, const float *x,
                                    const float *dy, float *dx, bool acc) {
-  const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
-  MEMFIT_GRID_LOOP(t, n * p.c * inPlane) {
-    int64_t pl = t / inPlane, q = t - pl * inPlane;
-    int64_t ih = q / p.win, iw = q - ih * p.win;
-    const float *plane = x + pl * inPlane;
-    const float *dyPlane = dy + pl * outPlane;
-    // Outputs whose kernel extent covers (ih, iw); windowAt decides.
-    int64_t ohLo = max(ceilDiv(ih + p.padTop - p.kh + 1, p.sh), int64_t(0));
-    int64_t ohHi = min(floorDiv(ih + p.padTop, p.sh), p.hout - 1);
-    int64_t owLo = max(ceilDiv(iw + p.padLeft - p.kw + 1, p.sw), int64_t(0));
-    int64_t owHi = min(floorDiv(iw + p.padLeft, p.sw), p.wout - 1);
-    float v = acc ? dx[t] : 0.0f;
-    for (int64_t oh = ohLo; oh <= ohHi; ++oh)
-      for (int64_t ow = owLo; ow <= owHi; ++ow) {
-        Window win = windowAt(p, oh, ow);
-        if (ih < win.h0 || ih >= win.h1 || iw < win.w0 || iw >= win.w1)
-          continue;
-        float g = dyPlane[oh * p.wout + ow];
-        if (p.kind == PoolKind::Max) {
-          if (argmaxOf(p, win, plane) == q)
-            v += g;
-        } else if (win.divisor > 0) {
-          v += g / float(win.divisor);
-        }
-      }
-    dx[t] = v;
+  MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
+    dx[t] = kernels::poolGradAt(p, x, dy, t, acc ? dx[t] : 0.0f);
   }
 }
 
@@ -142,7 +65,7 @@ __global__ void gapForwardKernel(int64_t planes, int64_t spatial,
 __global__ void gapBackwardKernel(int64_t count, int64_t spatial,
                                   const float *dy, float *dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], dy[t / spatial] / float(spatial), acc);
+    put(dx[t], kernels::gapGradAt(spatial, dy, t), acc);
   }
 }
 
@@ -202,8 +125,7 @@ __global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
     // bnApplyKernel computes it, so a recomputed forward is bit-identical
     // (the CPU reference does the same).
     const double fm = double(float(mean));
-    const double a = double(scale[ch]) * double(float(invStd)),
-                 b = bias[ch];
+    const double a = double(scale[ch]) * double(float(invStd)), b = bias[ch];
     forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
       y[i] = float((double(x[i]) - fm) * a + b);
     });
@@ -215,8 +137,7 @@ __global__ void bnApplyKernel(BatchNormParams p, int64_t n, const float *x,
                               const float *saved, float *y) {
   for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
     const double fm = saved[ch];
-    const double a = double(scale[ch]) * double(saved[p.c + ch]),
-                 b = bias[ch];
+    const double a = double(scale[ch]) * double(saved[p.c + ch]), b = bias[ch];
     forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
       y[i] = float((double(x[i]) - fm) * a + b);
     });
@@ -372,12 +293,11 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
   impl->done(*this, "batch normalization forward kernel");
 }
 
-void Exec::bnApply(const BatchNormParams &p, const float *x,
-                   const float *scale, const float *bias, const float *saved,
-                   float *y) {
+void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
+                   const float *bias, const float *saved, float *y) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
   bnApplyKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(p, n, x, scale,
-                                                             bias, saved, y);
+                                                            bias, saved, y);
   impl->done(*this, "batch normalization apply kernel");
 }
 
