@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
 #include "runtime/cuda/Impl.h"
-#include "runtime/kernels/Pool.h"
+#include "runtime/kernels/Norm.h"
 
 namespace memfit::rt {
 
@@ -108,26 +108,17 @@ __global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
       sq += d * d;
     });
     sq = blockReduce(sq, SumOp(), 0.0, scratch);
-    const double var = sq / count;
-    const double invStd = 1.0 / sqrt(var + double(p.epsilon));
+    const float fm = float(mean), fi = float(kernels::bnInvStd(p, count, sq));
     if (threadIdx.x == 0) {
-      saved[ch] = float(mean);
-      saved[p.c + ch] = float(invStd);
-      if (updateRunning) {
-        // One value per channel has no unbiased variance: the biased one.
-        double unbiased = count > 1 ? sq / (count - 1) : var;
-        float m = p.momentum;
-        runMean[ch] = float(double(runMean[ch]) * m + mean * (1.0 - m));
-        runVar[ch] = float(double(runVar[ch]) * m + unbiased * (1.0 - m));
-      }
+      saved[ch] = fm;
+      saved[p.c + ch] = fi;
+      if (updateRunning)
+        kernels::bnUpdateRunning(p, count, mean, sq, runMean[ch], runVar[ch]);
     }
-    // y from the float-rounded saved statistics, exactly as
-    // bnApplyKernel computes it, so a recomputed forward is bit-identical
-    // (the CPU reference does the same).
-    const double fm = double(float(mean));
-    const double a = double(scale[ch]) * double(float(invStd)), b = bias[ch];
+    // y from the float-rounded saved statistics, as bnApplyKernel computes
+    // it, so a recomputed forward is bit-identical.
     forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      y[i] = float((double(x[i]) - fm) * a + b);
+      y[i] = kernels::bnNormalize(x[i], scale[ch], bias[ch], fm, fi);
     });
   }
 }
@@ -136,10 +127,9 @@ __global__ void bnApplyKernel(BatchNormParams p, int64_t n, const float *x,
                               const float *scale, const float *bias,
                               const float *saved, float *y) {
   for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    const double fm = saved[ch];
-    const double a = double(scale[ch]) * double(saved[p.c + ch]), b = bias[ch];
     forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      y[i] = float((double(x[i]) - fm) * a + b);
+      y[i] = kernels::bnNormalize(x[i], scale[ch], bias[ch], saved[ch],
+                                  saved[p.c + ch]);
     });
   }
 }
@@ -152,7 +142,7 @@ __device__ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch,
   double a = 0, b = 0;
   forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
     a += dy[i];
-    b += dy[i] * ((x[i] - mean) * invStd);
+    b += kernels::bnDyXhat(x[i], dy[i], mean, invStd);
   });
   sumDy = blockReduce(a, SumOp(), 0.0, scratch);
   sumDyXhat = blockReduce(b, SumOp(), 0.0, scratch);
@@ -168,12 +158,12 @@ __global__ void bnBackwardDataKernel(BatchNormParams p, int64_t n,
     const double mean = saved[ch], invStd = saved[p.c + ch];
     double sumDy, sumDyXhat;
     bnSums(p, n, ch, x, mean, invStd, dy, scratch, sumDy, sumDyXhat);
-    // dx = scale * invStd * (dy - mean(dy) - xhat * mean(dy * xhat))
-    const double k = double(scale[ch]) * invStd;
     const double meanDy = sumDy / count, meanDyXhat = sumDyXhat / count;
     forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      double xhat = (x[i] - mean) * invStd;
-      put(dx[i], float(k * (dy[i] - meanDy - xhat * meanDyXhat)), acc);
+      put(dx[i],
+          kernels::bnGrad(x[i], dy[i], scale[ch], mean, invStd, meanDy,
+                          meanDyXhat),
+          acc);
     });
   }
 }
@@ -200,53 +190,16 @@ __global__ void bnBackwardWeightKernel(BatchNormParams p, int64_t n,
 
 /// bias + alpha / size * (sum of x^2 over channel ch's window) at position q
 /// of one sample.
-__device__ double lrnDenominator(const LRNParams &p, const float *xs,
-                                 int64_t ch, int64_t q) {
-  const int64_t before = (p.size - 1) / 2, after = p.size - 1 - before;
-  int64_t lo = max(ch - before, int64_t(0));
-  int64_t hi = min(ch + after, p.c - 1);
-  double sq = 0;
-  for (int64_t j = lo; j <= hi; ++j) {
-    double v = xs[j * p.spatial + q];
-    sq += v * v;
-  }
-  return double(p.bias) + double(p.alpha) / double(p.size) * sq;
-}
-
 __global__ void lrnForwardKernel(LRNParams p, int64_t n, const float *x,
                                  float *y) {
-  const int64_t per = p.c * p.spatial;
-  MEMFIT_GRID_LOOP(t, n * per) {
-    int64_t s = t / per, i = t - s * per;
-    int64_t ch = i / p.spatial, q = i - ch * p.spatial;
-    double d = lrnDenominator(p, x + s * per, ch, q);
-    y[t] = float(x[t] * pow(d, -double(p.beta)));
-  }
+  MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) { y[t] = kernels::lrnAt(p, x, t); }
 }
 
-// dx_i = dy_i * d_i^-beta - 2 alpha beta / size * x_i
-//        * sum over channels c whose window holds i of dy_c * y_c / d_c,
-// and i lies in c's window exactly when c is in i - after .. i + before.
 __global__ void lrnBackwardKernel(LRNParams p, int64_t n, const float *x,
                                   const float *y, const float *dy, float *dx,
                                   bool acc) {
-  const int64_t per = p.c * p.spatial;
-  const int64_t before = (p.size - 1) / 2, after = p.size - 1 - before;
-  const double k = 2.0 * double(p.alpha) * double(p.beta) / double(p.size);
-  MEMFIT_GRID_LOOP(t, n * per) {
-    int64_t s = t / per, i = t - s * per;
-    int64_t ch = i / p.spatial, q = i - ch * p.spatial;
-    const float *xs = x + s * per, *ys = y + s * per, *dys = dy + s * per;
-    int64_t lo = max(ch - after, int64_t(0));
-    int64_t hi = min(ch + before, p.c - 1);
-    double sum = 0;
-    for (int64_t j = lo; j <= hi; ++j) {
-      int64_t at = j * p.spatial + q;
-      sum += double(dys[at]) * ys[at] / lrnDenominator(p, xs, j, q);
-    }
-    double d = lrnDenominator(p, xs, ch, q);
-    double g = dys[i] * pow(d, -double(p.beta)) - k * xs[i] * sum;
-    put(dx[t], float(g), acc);
+  MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) {
+    put(dx[t], kernels::lrnGradAt(p, x, y, dy, t), acc);
   }
 }
 
