@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Kernels.h"
 #include "runtime/cpu/Common.h"
-#include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/Softmax.h"
 
 #include <cblas.h>
 
@@ -73,7 +73,7 @@ void rowLogSumExp(int64_t features, const float *xs, double &max,
     max = std::max(max, double(xs[j]));
   double sum = 0;
   for (int64_t j = 0; j < features; ++j)
-    sum += std::exp(xs[j] - max);
+    sum += kernels::expTerm(xs[j], max);
   logSum = std::log(sum);
 }
 } // namespace
@@ -84,27 +84,21 @@ void softmaxForward(int64_t n, int64_t features, bool log, const float *x,
     const float *xs = x + s * features;
     double max, logSum;
     rowLogSumExp(features, xs, max, logSum);
-    for (int64_t j = 0; j < features; ++j) {
-      double l = xs[j] - max - logSum;
-      y[s * features + j] = float(log ? l : std::exp(l));
-    }
+    for (int64_t j = 0; j < features; ++j)
+      y[s * features + j] = kernels::softmaxAt(xs[j], max, logSum, log);
   }
 }
 
 void softmaxBackward(int64_t n, int64_t features, bool log, const float *y,
                      const float *dy, float *dx, bool accumulate) {
-  // softmax:     dx = y * (dy - sum(dy * y))
-  // log-softmax: dx = dy - exp(y) * sum(dy)
   for (int64_t s = 0; s < n; ++s) {
     const float *ys = y + s * features, *dys = dy + s * features;
     double sum = 0;
     for (int64_t j = 0; j < features; ++j)
-      sum += log ? double(dys[j]) : double(dys[j]) * ys[j];
-    for (int64_t j = 0; j < features; ++j) {
-      double g =
-          log ? dys[j] - std::exp(double(ys[j])) * sum : ys[j] * (dys[j] - sum);
-      put(dx[s * features + j], float(g), accumulate);
-    }
+      sum += kernels::softmaxGradTerm(ys[j], dys[j], log);
+    for (int64_t j = 0; j < features; ++j)
+      put(dx[s * features + j], kernels::softmaxGrad(ys[j], dys[j], sum, log),
+          accumulate);
   }
 }
 
@@ -117,12 +111,10 @@ void softmaxCrossEntropy(int64_t n, int64_t classes, int64_t batch,
     const float *xs = logits + s * classes;
     double max, logSum;
     rowLogSumExp(classes, xs, max, logSum);
-    total += max + logSum - xs[labels[s]];
-    for (int64_t j = 0; j < classes; ++j) {
-      double prob = std::exp(xs[j] - max - logSum);
-      double target = j == labels[s] ? 1.0 : 0.0;
-      dlogits[s * classes + j] = float((prob - target) / double(batch));
-    }
+    total += kernels::crossEntropyTerm(max, logSum, xs[labels[s]]);
+    for (int64_t j = 0; j < classes; ++j)
+      dlogits[s * classes + j] =
+          kernels::crossEntropyGrad(xs[j], max, logSum, j == labels[s], batch);
   }
   *loss += float(total / double(batch));
 }
@@ -139,11 +131,8 @@ void meanSquaredError(int64_t n, int64_t features, int64_t batch,
                       float *dy) {
   const double count = double(batch) * double(features);
   double total = 0;
-  for (int64_t e = 0; e < n * features; ++e) {
-    double diff = double(y[e]) - target[e];
-    total += diff * diff;
-    dy[e] = float(2.0 * diff / count);
-  }
+  for (int64_t e = 0; e < n * features; ++e)
+    total += kernels::squaredErrorAt(y[e], target[e], count, dy[e]);
   *loss += float(total / count);
 }
 

@@ -5,7 +5,8 @@
 // below is written for the transposed result (derivations inline). The bias
 // is a small kernel; accumulating gradients blend with beta = 1.
 //
-// Softmax rows and the losses are own kernels following runtime/cpu/Dense.cpp:
+// Softmax rows and the losses run runtime/kernels/Softmax.h (the emulation's
+// source) inside own reductions:
 // a stable log-sum-exp per row, sums in double. The loss adds this
 // sub-batch's share (sum / batch) into the resident loss scalar, which the
 // first sub-batch resets. One block computes the whole loss so its sum has
@@ -16,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
 #include "runtime/cuda/Impl.h"
+#include "runtime/kernels/Softmax.h"
 
 #include <climits>
 
@@ -64,7 +66,7 @@ __device__ void rowLogSumExp(int64_t features, const float *xs,
   max = blockReduce(mx, MaxOp(), -INFINITY, scratchF);
   double sum = 0;
   for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
-    sum += expf(xs[j] - max);
+    sum += kernels::expTerm(xs[j], max);
   logSum = log(blockReduce(sum, SumOp(), 0.0, scratchD));
 }
 
@@ -77,10 +79,8 @@ __global__ void softmaxForwardKernel(int64_t n, int64_t features, bool log,
     float max;
     double logSum;
     rowLogSumExp(features, xs, scratchD, scratchF, max, logSum);
-    for (int64_t j = threadIdx.x; j < features; j += blockDim.x) {
-      float l = float(double(xs[j]) - max - logSum);
-      y[s * features + j] = log ? l : expf(l);
-    }
+    for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
+      y[s * features + j] = kernels::softmaxAt(xs[j], max, logSum, log);
   }
 }
 
@@ -94,13 +94,11 @@ __global__ void softmaxBackwardKernel(int64_t n, int64_t features, bool log,
     const float *ys = y + s * features, *dys = dy + s * features;
     double sum = 0;
     for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
-      sum += log ? double(dys[j]) : double(dys[j]) * ys[j];
+      sum += kernels::softmaxGradTerm(ys[j], dys[j], log);
     sum = blockReduce(sum, SumOp(), 0.0, scratch);
-    for (int64_t j = threadIdx.x; j < features; j += blockDim.x) {
-      double g =
-          log ? dys[j] - exp(double(ys[j])) * sum : ys[j] * (dys[j] - sum);
-      put(dx[s * features + j], float(g), acc);
-    }
+    for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
+      put(dx[s * features + j], kernels::softmaxGrad(ys[j], dys[j], sum, log),
+          acc);
   }
 }
 
@@ -122,19 +120,17 @@ __global__ void crossEntropyKernel(int64_t n, int64_t classes, int64_t batch,
     mx = warpAllReduce(mx, MaxOp());
     double sum = 0;
     for (int64_t j = lane; j < classes; j += 32)
-      sum += expf(xs[j] - mx);
+      sum += kernels::expTerm(xs[j], mx);
     const double logSum = log(warpAllReduce(sum, SumOp()));
     const int32_t label = labels[s];
     const bool valid = label >= 0 && label < classes;
     if (lane == 0)
-      total += valid ? double(mx) + logSum - xs[label] : NAN;
+      total += valid ? kernels::crossEntropyTerm(mx, logSum, xs[label]) : NAN;
     if (!dlogits)
       continue;
-    for (int64_t j = lane; j < classes; j += 32) {
-      double prob = expf(float(double(xs[j]) - mx - logSum));
-      double target = j == label ? 1.0 : 0.0;
-      dlogits[s * classes + j] = float((prob - target) / double(batch));
-    }
+    for (int64_t j = lane; j < classes; j += 32)
+      dlogits[s * classes + j] =
+          kernels::crossEntropyGrad(xs[j], mx, logSum, j == label, batch);
   }
   total = blockReduce(total, SumOp(), 0.0, scratch);
   if (threadIdx.x == 0)
@@ -149,10 +145,10 @@ __global__ void meanSquaredErrorKernel(int64_t count, int64_t features,
   const double all = double(batch) * double(features);
   double total = 0;
   for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    double diff = double(y[e]) - target[e];
-    total += diff * diff;
+    float grad;
+    total += kernels::squaredErrorAt(y[e], target[e], all, grad);
     if (dy)
-      dy[e] = float(2.0 * diff / all);
+      dy[e] = grad;
   }
   total = blockReduce(total, SumOp(), 0.0, scratch);
   if (threadIdx.x == 0)
