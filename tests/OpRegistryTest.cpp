@@ -19,7 +19,10 @@ TEST_CASE("every operator kind has exactly one definition", "[ops]") {
     CHECK(static_cast<size_t>(defs[k].kind) == k);
     CHECK(names.insert(defs[k].name).second);
     CHECK(&opDef(defs[k].kind) == &defs[k]);
-    // Every kind runs: its forward and backward have generated code.
+    // Every kind imports from ONNX and runs: its forward and backward have
+    // generated code.
+    CHECK(defs[k].importOnnx != nullptr);
+    CHECK(!defs[k].onnxTypes.empty());
     CHECK(defs[k].emit != nullptr);
   }
   CHECK(opKindName(OpKind::BatchNorm) == "BatchNormalization");

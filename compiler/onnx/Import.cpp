@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
+#include "compiler/ops/OpDef.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -29,9 +30,11 @@ using llvm::Expected;
 const std::vector<std::string> &supportedOnnxOps() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> all = foldOpTypes();
-    for (const auto &kv : translators())
-      all.push_back(kv.first);
+    for (const OpDef &d : allOpDefs())
+      for (std::string_view t : d.onnxTypes)
+        all.push_back(std::string(t));
     all.push_back("Identity");
+    all.push_back("Cast");
     std::sort(all.begin(), all.end());
     all.erase(std::unique(all.begin(), all.end()), all.end());
     return all;
@@ -361,11 +364,15 @@ Error Importer::translate(const pb::NodeProto &n) {
     }
     return foldNode(*this, n);
   }
-  auto it = translators().find(op);
-  if (it == translators().end())
+  if (op == "Cast")
+    return translateCast(n);
+  bool found = false;
+  if (Error err = translateThroughRegistry(*this, n, found))
+    return err;
+  if (!found)
     return fail(n, "operates only on constants here, which memfit does not "
                    "fold for this operator");
-  return it->second(*this, n);
+  return Error::success();
 }
 
 Expected<Graph> Importer::run() {

@@ -1,9 +1,10 @@
 //===- Importer.h - Shared state of the ONNX importer -----------*- C++ -*-===//
 //
-// Not a public interface: the parts of the importer (OnnxLoad.cpp reads files
-// and tensor data, OnnxFold.cpp folds constant shape arithmetic, OnnxOps*.cpp
-// translate operators, OnnxImport.cpp drives them) share the state declared
-// here.
+// Not a public interface: the parts of the importer (Load.cpp reads files
+// and tensor data, FoldShapes.cpp folds constant shape arithmetic,
+// Operands.cpp gives operands their roles, NodeAdapter.cpp lets each
+// operator's definition in compiler/ops translate its nodes, Import.cpp
+// drives them) share the state declared here.
 //
 // Every ONNX tensor name the importer has seen is bound to exactly one of:
 // a graph value (the data input or an activation), a weight source (an
@@ -19,6 +20,7 @@
 
 #include "compiler/ir/Graph.h"
 #include "compiler/onnx/OnnxImport.h"
+#include "compiler/ops/OnnxNode.h"
 #include "compiler/support/Diagnostics.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -54,7 +56,6 @@ std::string dataTypeName(int32_t type);
 /// Product of `dims`, or nullopt on overflow or a negative entry. The limit
 /// keeps byte counts (x8) representable.
 std::optional<int64_t> checkedProduct(const std::vector<int64_t> &dims);
-std::string dimsStr(const std::vector<int64_t> &dims);
 
 /// A tensor whose contents are known at import time. Integer types (INT64,
 /// INT32, BOOL) live in `ints`, FLOAT in `floats`. An integer element may be
@@ -83,7 +84,7 @@ struct ExternalData {
   std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> files;
 };
 
-//===-- OnnxLoad.cpp ------------------------------------------------------===//
+//===-- Load.cpp ----------------------------------------------------------===//
 
 /// Parses a serialized ModelProto from a file with a raised size limit.
 llvm::Error parseModelFile(const std::string &path, pb::ModelProto &model);
@@ -110,12 +111,6 @@ llvm::Expected<ConstTensor> readConstant(const pb::TensorProto &t,
 
 //===-- Importer state ----------------------------------------------------===//
 
-/// An output the translator creates, with the dims it computed.
-struct OutSpec {
-  std::string name;
-  std::vector<int64_t> dims;
-};
-
 /// Where the contents of a weight come from.
 struct WeightSource {
   const pb::TensorProto *init = nullptr;        // initializer with data
@@ -125,24 +120,24 @@ struct WeightSource {
 class Importer {
 public:
   /// `live` marks the nodes whose outputs reach the model output, `needed`
-  /// the names they read (see findLive in OnnxImport.cpp).
+  /// the names they read (see findLive in Import.cpp).
   Importer(pb::ModelProto &model, const std::string &file,
            const ExternalData &ext, const ImportOptions &opts,
            std::vector<bool> live, std::unordered_set<std::string> needed);
 
-  /// OnnxImport.cpp: translates the live nodes of the checked model.
+  /// Import.cpp: translates the live nodes of the checked model.
   llvm::Expected<Graph> run();
-  /// OnnxImport.cpp: compares the dims of `g` (from run()) with ONNX shape
+  /// Import.cpp: compares the dims of `g` (from run()) with ONNX shape
   /// inference run on `model` afterwards.
   llvm::Error compareWithInference(const Graph &g);
 
-  //===-- Diagnostics (OnnxImport.cpp) ----------------------------------===//
+  //===-- Diagnostics (Operands.cpp) --------------------------------------===//
   /// "node 'name' (OpType)", or "node #k (OpType)" for an unnamed node.
   std::string label(const pb::NodeProto &n) const;
   llvm::Error fail(const pb::NodeProto &n, const llvm::Twine &msg) const;
   llvm::Error failFile(const llvm::Twine &msg) const;
 
-  //===-- Operands (OnnxImport.cpp) -------------------------------------===//
+  //===-- Operands (Operands.cpp) -----------------------------------------===//
   /// Whether operand `i` is given (present and not the empty name).
   bool hasInput(const pb::NodeProto &n, int i) const;
   bool isActivation(const std::string &name) const;
@@ -179,7 +174,7 @@ public:
   /// output.
   bool outputUsed(const pb::NodeProto &n, int i) const;
 
-  //===-- Results (OnnxImport.cpp) --------------------------------------===//
+  //===-- Results (Operands.cpp) ------------------------------------------===//
   /// Creates the outputs as activations and the op. compareWithInference()
   /// later checks each output's dims against ONNX shape inference, unless
   /// inference is known to differ (`inferenceDiffers`, or an input whose
@@ -194,7 +189,7 @@ public:
   void alias(const std::string &out, const std::string &in);
   void bindConstant(const std::string &name, ConstTensor t);
 
-  //===-- Attributes (OnnxImport.cpp) -----------------------------------===//
+  //===-- Attributes (Operands.cpp) ---------------------------------------===//
   const pb::AttributeProto *attr(const pb::NodeProto &n,
                                  llvm::StringRef name) const;
   llvm::Expected<int64_t> attrInt(const pb::NodeProto &n, llvm::StringRef name,
@@ -208,7 +203,7 @@ public:
   llvm::Expected<std::optional<std::vector<int64_t>>>
   attrInts(const pb::NodeProto &n, llvm::StringRef name) const;
 
-  //===-- Shared state --------------------------------------------------===//
+  //===-- Shared state ----------------------------------------------------===//
   pb::ModelProto &model;
   const std::string &file;
   const ExternalData &ext;
@@ -221,6 +216,8 @@ public:
 
 private:
   llvm::Error translate(const pb::NodeProto &n);
+  /// Cast of an activation to float32, the identity (NodeAdapter.cpp).
+  llvm::Error translateCast(const pb::NodeProto &n);
   llvm::Error setUpInputs();
   llvm::Expected<ValueId> materialize(const pb::NodeProto &n,
                                       const std::string &name,
@@ -243,7 +240,7 @@ private:
   std::string dataInputName;
 };
 
-//===-- OnnxFold.cpp ------------------------------------------------------===//
+//===-- FoldShapes.cpp ----------------------------------------------------===//
 
 /// Op types that only ever fold (their operands must be constants).
 bool isFoldOnlyOp(llvm::StringRef opType);
@@ -251,13 +248,14 @@ bool isFoldOnlyOp(llvm::StringRef opType);
 /// constants, except Shape's, whose dims are known for any input.
 llvm::Error foldNode(Importer &im, const pb::NodeProto &n);
 
-//===-- OnnxOps.cpp / OnnxOpsShape.cpp ------------------------------------===//
+//===-- NodeAdapter.cpp ---------------------------------------------------===//
 
-using TranslateFn = llvm::Error (*)(Importer &, const pb::NodeProto &);
-/// The compute op translators, by ONNX op type.
-const std::map<std::string, TranslateFn> &translators();
-void addShapeTranslators(std::map<std::string, TranslateFn> &table);
-void addComputeTranslators(std::map<std::string, TranslateFn> &table);
+/// Translates `n` through its operator definition (compiler/ops), which
+/// sees the node through OnnxNode; false in `found` when no definition
+/// takes its op type.
+llvm::Error translateThroughRegistry(Importer &im, const pb::NodeProto &n,
+                                     bool &found);
+
 /// The op types foldNode handles.
 const std::vector<std::string> &foldOpTypes();
 

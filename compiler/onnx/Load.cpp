@@ -51,13 +51,6 @@ std::optional<int64_t> checkedProduct(const std::vector<int64_t> &dims) {
   return n;
 }
 
-std::string dimsStr(const std::vector<int64_t> &dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 int64_t ConstTensor::numel() const {
   return isFloat() ? static_cast<int64_t>(floats.size())
                    : static_cast<int64_t>(ints.size());

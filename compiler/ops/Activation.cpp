@@ -9,6 +9,59 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importUnary(OnnxNode &node) {
+  static const std::map<std::string, OpKind> kinds = {
+      {"Relu", OpKind::Relu},
+      {"Sigmoid", OpKind::Sigmoid},
+      {"Tanh", OpKind::Tanh},
+      {"LeakyRelu", OpKind::LeakyRelu}};
+  auto x = node.activation(0);
+  auto alpha = node.attrFloat("alpha", 0.01f);
+  if (llvm::Error e = firstError(x, alpha))
+    return e;
+  OpAttrs a;
+  if (node.opType() == "LeakyRelu")
+    a.alpha = *alpha;
+  return node
+      .emit(kinds.at(node.opType().str()), {*x},
+            {{node.outputName(0), dimsOfValue(node, *x)}}, a)
+      .takeError();
+}
+
+llvm::Error importClip(OnnxNode &node) {
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  float lo = std::numeric_limits<float>::lowest();
+  float hi = std::numeric_limits<float>::max();
+  if (node.opset() >= 11) {
+    for (int i : {1, 2}) {
+      if (!node.hasInput(i))
+        continue;
+      auto v = node.scalarFloat(i);
+      if (!v)
+        return v.takeError();
+      (i == 1 ? lo : hi) = *v;
+    }
+  } else {
+    auto mn = node.attrFloat("min", lo);
+    auto mx = node.attrFloat("max", hi);
+    if (llvm::Error e = firstError(mn, mx))
+      return e;
+    lo = *mn;
+    hi = *mx;
+  }
+  OpAttrs a;
+  a.minValue = lo;
+  a.maxValue = hi;
+  return node
+      .emit(OpKind::Clip, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}},
+            a)
+      .takeError();
+}
+
 void readsOutput(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.output);
 }
@@ -73,6 +126,7 @@ OpDef activation(OpKind kind, std::string_view name,
   return {.kind = kind,
           .name = name,
           .onnxTypes = {name},
+          .importOnnx = importUnary,
           .mayRunInPlace = true,
           .dataGradReads = readsOutput,
           .work = work,
@@ -89,6 +143,7 @@ void registerActivation(std::vector<OpDef> &defs) {
   defs.push_back(activation(OpKind::Tanh, "Tanh", transcendental));
   OpDef clip = activation(OpKind::Clip, "Clip", oneFlop);
   clip.signatureAttrs = clipSignature;
+  clip.importOnnx = importClip;
   defs.push_back(std::move(clip));
 }
 

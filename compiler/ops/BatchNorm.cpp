@@ -12,6 +12,47 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importBatchNorm(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto scale = node.weight(1, WeightInit::Ones, true);
+  auto bias = node.weight(2, WeightInit::Zeros, true);
+  auto mean = node.weight(3, WeightInit::Zeros, false);
+  auto var = node.weight(4, WeightInit::Ones, false);
+  auto eps = node.attrFloat("epsilon", 1e-5f);
+  auto momentum = node.attrFloat("momentum", 0.9f);
+  auto spatial = node.attrInt("spatial", 1);
+  if (llvm::Error e =
+          firstError(x, scale, bias, mean, var, eps, momentum, spatial))
+    return e;
+  if (*spatial == 0)
+    return node.fail("spatial=0 (per-activation statistics) is not "
+                     "supported");
+  for (int i = 1; i < node.numOutputs(); ++i)
+    if (node.outputUsed(i))
+      return node.fail(
+          llvm::formatv("output {0} (running or saved statistics) is "
+                        "used; memfit keeps the statistics inside the "
+                        "BatchNorm op",
+                        i));
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  if (xd.size() < 2)
+    return node.fail("input of shape " + dimsStr(xd) + " has no channel axis");
+  for (ValueId p : {*scale, *bias, *mean, *var})
+    if (dimsOfValue(node, p) != std::vector<int64_t>{xd[1]})
+      return node.fail("parameter " + quoteName(node.graph().values[p].name) +
+                       " of shape " + dimsStr(dimsOfValue(node, p)) +
+                       llvm::formatv(" must be [{0}]", xd[1]).str());
+  OpAttrs a;
+  a.epsilon = *eps;
+  a.momentum = *momentum;
+  return node
+      .emit(OpKind::BatchNorm, {*x, *scale, *bias, *mean, *var},
+            {{node.outputName(0), xd}}, a)
+      .takeError();
+}
+
 void dataReads(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.inputs[0]);
   reads.push_back(o.inputs[1]);
@@ -87,6 +128,7 @@ void registerBatchNorm(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::BatchNorm,
                   .name = "BatchNormalization",
                   .onnxTypes = {"BatchNormalization"},
+                  .importOnnx = importBatchNorm,
                   .savesStatistics = true,
                   .dataGradReads = dataReads,
                   .weightGradReads = weightReads,

@@ -11,6 +11,62 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+OpKind binaryKind(llvm::StringRef op) {
+  return op == "Add" ? OpKind::Add : op == "Sub" ? OpKind::Sub : OpKind::Mul;
+}
+
+llvm::Error importBinary(OnnxNode &node) {
+  if (node.numInputs() != 2)
+    return node.fail("must have two operands");
+  bool act0 = node.isActivation(node.inputName(0)),
+       act1 = node.isActivation(node.inputName(1));
+  OpKind kind = binaryKind(node.opType());
+  if (act0 && act1) {
+    ValueId x = *node.activation(0), y = *node.activation(1);
+    std::vector<int64_t> xd = dimsOfValue(node, x), yd = dimsOfValue(node, y);
+    if (xd != yd)
+      return node.fail("combines activations of shapes " + dimsStr(xd) +
+                       " and " + dimsStr(yd) +
+                       "; memfit supports elementwise ops on activations "
+                       "of the same shape");
+    return node.emit(kind, {x, y}, {{node.outputName(0), xd}}).takeError();
+  }
+  if (!act0 && !act1)
+    return node.activation(0).takeError();
+  int xi = act0 ? 0 : 1;
+  auto x = node.activation(xi);
+  if (!x)
+    return x.takeError();
+  WeightInit init = kind == OpKind::Mul ? WeightInit::Ones : WeightInit::Zeros;
+  auto w = node.weight(1 - xi, init, true);
+  if (!w)
+    return w.takeError();
+  std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
+  // Left-pad the weight's shape to the activation's rank (numpy
+  // broadcasting), then it may vary only along the channel axis.
+  bool ok = wd.size() <= xd.size();
+  if (ok) {
+    std::vector<int64_t> p(xd.size() - wd.size(), 1);
+    p.insert(p.end(), wd.begin(), wd.end());
+    for (size_t i = 0; i < p.size() && ok; ++i)
+      ok = p[i] == 1 || (i == 1 && p[i] == xd[1]);
+  }
+  if (!ok && node.isDeclaredInput(node.inputName(1 - xi)))
+    return node.extraDataInput(node.inputName(1 - xi));
+  if (!ok)
+    return node.fail("weight " + quoteName(node.graph().values[*w].name) +
+                     " of shape " + dimsStr(wd) +
+                     " does not broadcast per channel over the "
+                     "activation of shape " +
+                     dimsStr(xd) +
+                     "; memfit supports scalar and per-channel weights");
+  std::vector<ValueId> inputs =
+      xi == 0 ? std::vector<ValueId>{*x, *w} : std::vector<ValueId>{*w, *x};
+  return node.emit(kind, inputs, {{node.outputName(0), xd}}).takeError();
+}
+
 /// d(a*b)/da = b: each gradient reads the other operands.
 void mulDataReads(const GradOperands &o, std::vector<BlockId> &reads) {
   for (size_t i = 0; i < o.op.inputs.size(); ++i) {
@@ -135,6 +191,7 @@ OpDef binary(OpKind kind, std::string_view name) {
   return {.kind = kind,
           .name = name,
           .onnxTypes = {name},
+          .importOnnx = importBinary,
           .work = addWork,
           .params = params,
           .emit = emit};

@@ -4,6 +4,52 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importConcat(OnnxNode &node) {
+  std::vector<ValueId> inputs;
+  for (int i = 0; i < node.numInputs(); ++i) {
+    auto x = node.activation(i);
+    if (!x)
+      return x.takeError();
+    inputs.push_back(*x);
+  }
+  auto axisAttr = node.attrInt("axis", 1);
+  if (!axisAttr)
+    return axisAttr.takeError();
+  if (inputs.empty())
+    return node.fail("has no operands");
+  std::vector<int64_t> out = dimsOfValue(node, inputs[0]);
+  auto rank = static_cast<int64_t>(out.size());
+  int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (axis < 0 || axis >= rank)
+    return node.fail(llvm::formatv("axis {0} is out of range for rank {1}",
+                                   *axisAttr, rank));
+  if (axis == 0)
+    return node.fail("concatenates along axis 0, which would move the batch "
+                     "off axis 0");
+  out[axis] = 0;
+  for (ValueId v : inputs) {
+    std::vector<int64_t> d = dimsOfValue(node, v);
+    bool ok = d.size() == out.size();
+    for (int64_t i = 0; ok && i < rank; ++i)
+      ok = i == axis || d[i] == out[i];
+    if (!ok)
+      return node.fail("operand " + quoteName(node.graph().values[v].name) +
+                       " of shape " + dimsStr(d) +
+                       llvm::formatv(" does not match the others except "
+                                     "on axis {0}",
+                                     axis)
+                           .str());
+    if (__builtin_add_overflow(out[axis], d[axis], &out[axis]))
+      return node.fail("output is too large");
+  }
+  OpAttrs a;
+  a.axis = axis;
+  return node.emit(OpKind::Concat, inputs, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
 /// One strided copy per input, or per input gradient.
 OpWork work(const Graph &, const Op &op, TaskKind kind, int gradsWritten,
             int64_t) {
@@ -66,6 +112,7 @@ void registerConcat(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Concat,
                   .name = "Concat",
                   .onnxTypes = {"Concat"},
+                  .importOnnx = importConcat,
                   .costClass = CostClass::Copy,
                   .work = work,
                   .signatureAttrs = signature,

@@ -9,6 +9,56 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importConv(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto w = node.weight(1, WeightInit::HeNormal, true);
+  auto group = node.attrInt("group", 1);
+  auto kattr = node.attrInts("kernel_shape");
+  if (llvm::Error e = firstError(x, w, group, kattr))
+    return e;
+  std::vector<ValueId> inputs = {*x, *w};
+  if (node.hasInput(2)) {
+    auto b = node.weight(2, WeightInit::Zeros, true);
+    if (!b)
+      return b.takeError();
+    inputs.push_back(*b);
+  }
+  std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
+  auto in = spatialInput(node, xd);
+  if (!in)
+    return in.takeError();
+  if (wd.size() != xd.size())
+    return node.fail("weight of shape " + dimsStr(wd) +
+                     " does not match the input of shape " + dimsStr(xd));
+  int64_t m = wd[0];
+  if (*group < 1 || xd[1] != wd[1] * *group || m % *group != 0)
+    return node.fail(llvm::formatv("input channels {0}, weight shape {1} "
+                                   "and group {2} do not agree",
+                                   xd[1], dimsStr(wd), *group));
+  std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+  if (*kattr && **kattr != kernel)
+    return node.fail("kernel_shape " + dimsStr(**kattr) +
+                     " does not match the weight of shape " + dimsStr(wd));
+  if (inputs.size() == 3 && dimsOfValue(node, inputs[2]) != std::vector{m})
+    return node.fail("bias of shape " + dimsStr(dimsOfValue(node, inputs[2])) +
+                     llvm::formatv(" must be [{0}]", m).str());
+  auto win = window(node, *in, kernel, false);
+  if (!win)
+    return win.takeError();
+  OpAttrs a;
+  a.kernel = kernel;
+  a.strides = win->strides;
+  a.pads = win->pads;
+  a.dilations = win->dilations;
+  a.group = *group;
+  std::vector<int64_t> out = {xd[0], m};
+  out.insert(out.end(), win->out.begin(), win->out.end());
+  return node.emit(OpKind::Conv, inputs, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
 void signature(llvm::raw_ostream &os, const Op &op) {
   const OpAttrs &a = op.attrs;
   printList(os, "kernel", a.kernel);
@@ -79,6 +129,7 @@ void registerConv(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Conv,
                   .name = "Conv",
                   .onnxTypes = {"Conv"},
+                  .importOnnx = importConv,
                   .dataGradReads = otherOperandReads,
                   .weightGradReads = dataOperandReads,
                   .signatureAttrs = signature,

@@ -10,6 +10,57 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+/// Opset 12 and later say whether Dropout trains (training_mode); without
+/// it, or with it false, the node is the identity and disappears. Before
+/// opset 12 the node stands for the network's dropout layer, applied in
+/// training, so it is kept.
+llvm::Error importDropout(OnnxNode &node) {
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  float ratio = 0.5f;
+  bool training = true;
+  if (node.opset() >= 12) {
+    if (node.hasInput(1)) {
+      auto r = node.scalarFloat(1);
+      if (!r)
+        return r.takeError();
+      ratio = *r;
+    }
+    training = false;
+    if (node.hasInput(2)) {
+      auto t = node.intConstant(2);
+      if (!t)
+        return t.takeError();
+      if (t->isFloat || t->numel() != 1)
+        return node.fail("training_mode must be a boolean scalar");
+      training = t->ints[0] != 0;
+    }
+  } else {
+    auto r = node.attrFloat("ratio", 0.5f);
+    if (!r)
+      return r.takeError();
+    ratio = *r;
+  }
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return node.fail(llvm::formatv("ratio {0} is not in [0, 1)", ratio));
+  if (node.outputUsed(1))
+    return node.fail("the mask output is used; memfit supports only the "
+                     "first output of Dropout");
+  if (!training || ratio == 0.0f) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
+  OpAttrs a;
+  a.ratio = ratio;
+  return node
+      .emit(OpKind::Dropout, {*x},
+            {{node.outputName(0), dimsOfValue(node, *x)}}, a)
+      .takeError();
+}
+
 OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
   double out = elems(g.value(op.outputs[0]), b);
   return {(kind == TaskKind::Forward ? 2 : 1) * out};
@@ -49,6 +100,7 @@ void registerDropout(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Dropout,
                   .name = "Dropout",
                   .onnxTypes = {"Dropout"},
+                  .importOnnx = importDropout,
                   .mayRunInPlace = true,
                   .work = work,
                   .params = params,

@@ -8,10 +8,14 @@
 #ifndef MEMFIT_COMPILER_OPS_FAMILIES_H
 #define MEMFIT_COMPILER_OPS_FAMILIES_H
 
+#include "compiler/ops/OnnxNode.h"
 #include "compiler/ops/OpDef.h"
+#include "compiler/support/Diagnostics.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace memfit::ops {
@@ -40,6 +44,43 @@ void dataOperandReads(const GradOperands &o, std::vector<BlockId> &reads);
 /// The error of a BP-weight task for an op whose weights the runtime
 /// cannot differentiate.
 llvm::Error noWeightGrad(const Op &op);
+
+// --- ONNX translation (OnnxHelpers.cpp) ---
+
+/// Takes the error out of any failed Expected among `es`.
+template <typename... Ts> llvm::Error firstError(llvm::Expected<Ts> &...es) {
+  llvm::Error err = llvm::Error::success();
+  ((err =
+        es ? std::move(err) : llvm::joinErrors(std::move(err), es.takeError())),
+   ...);
+  return err;
+}
+
+inline std::vector<int64_t> dimsOfValue(const OnnxNode &node, ValueId v) {
+  return node.graph().values[v].dims;
+}
+
+/// Bound on kernel extents, strides, dilations and pads: far beyond any
+/// real model, small enough that window arithmetic cannot overflow.
+constexpr int64_t kMaxWindow = int64_t(1) << 24;
+
+struct Window {
+  std::vector<int64_t> strides, pads, dilations, out;
+  /// ONNX 1.12 shape inference sizes ceil-mode pools without dropping a
+  /// last window that would start in the end padding; PyTorch (and later
+  /// ONNX) drop it. memfit follows PyTorch and skips that comparison.
+  bool inferenceDiffers = false;
+};
+
+/// The window of a Conv or pooling node over spatial input dims `in`:
+/// attributes resolved (auto_pad made explicit pads, absent strides and
+/// dilations 1), checked, and the output dims.
+llvm::Expected<Window> window(OnnxNode &node, const std::vector<int64_t> &in,
+                              const std::vector<int64_t> &kernel,
+                              bool ceilMode);
+/// The input of a windowed op: an NCHW-style activation with spatial axes.
+llvm::Expected<std::vector<int64_t>>
+spatialInput(OnnxNode &node, const std::vector<int64_t> &xd);
 
 // --- signatures ---
 void printList(llvm::raw_ostream &os, const char *key,

@@ -9,6 +9,74 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importGemm(OnnxNode &node) {
+  auto a = node.activation(0);
+  auto b = node.weight(1, WeightInit::GlorotUniform, true);
+  auto alpha = node.attrFloat("alpha", 1.0f);
+  auto beta = node.attrFloat("beta", 1.0f);
+  auto transA = node.attrInt("transA", 0);
+  auto transB = node.attrInt("transB", 0);
+  if (llvm::Error e = firstError(a, b, alpha, beta, transA, transB))
+    return e;
+  std::vector<ValueId> inputs = {*a, *b};
+  if (node.hasInput(2)) {
+    auto c = node.weight(2, WeightInit::Zeros, true);
+    if (!c)
+      return c.takeError();
+    inputs.push_back(*c);
+  }
+  std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
+  if (ad.size() != 2 || bd.size() != 2)
+    return node.fail("operands of shapes " + dimsStr(ad) + " and " +
+                     dimsStr(bd) + " must both be matrices");
+  if (*transA)
+    return node.fail("transA=1 would move the batch off axis 0 of A");
+  int64_t k = *transB ? bd[1] : bd[0], cols = *transB ? bd[0] : bd[1];
+  if (k != ad[1])
+    return node.fail("A of shape " + dimsStr(ad) + " and B of shape " +
+                     dimsStr(bd) + (*transB ? " (transposed)" : "") +
+                     " do not multiply");
+  if (inputs.size() == 3) {
+    std::vector<int64_t> cd = dimsOfValue(node, inputs[2]);
+    while (!cd.empty() && cd.front() == 1)
+      cd.erase(cd.begin());
+    if (cd.size() > 1 || (cd.size() == 1 && cd[0] != cols))
+      return node.fail("bias C of shape " +
+                       dimsStr(dimsOfValue(node, inputs[2])) +
+                       llvm::formatv(" must broadcast per output "
+                                     "feature ([{0}] or [1, {0}])",
+                                     cols)
+                           .str());
+  }
+  OpAttrs at;
+  at.alpha = *alpha;
+  at.beta = *beta;
+  at.transA = false;
+  at.transB = *transB != 0;
+  return node
+      .emit(OpKind::Gemm, inputs, {{node.outputName(0), {ad[0], cols}}}, at)
+      .takeError();
+}
+
+llvm::Error importMatMul(OnnxNode &node) {
+  auto a = node.activation(0);
+  auto b = node.weight(1, WeightInit::GlorotUniform, true);
+  if (llvm::Error e = firstError(a, b))
+    return e;
+  std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
+  if (ad.size() < 2 || bd.size() != 2 || ad.back() != bd[0])
+    return node.fail("activation of shape " + dimsStr(ad) +
+                     " and weight of shape " + dimsStr(bd) +
+                     " do not multiply (memfit supports N x ... x K "
+                     "times a K x M weight)");
+  std::vector<int64_t> out = ad;
+  out.back() = bd[1];
+  return node.emit(OpKind::MatMul, {*a, *b}, {{node.outputName(0), out}})
+      .takeError();
+}
+
 /// Exact: the only compute-bound work besides convolution.
 OpWork work(const Graph &g, const Op &op, TaskKind kind, int gradsWritten,
             int64_t b) {
@@ -100,8 +168,11 @@ OpDef dense(OpKind kind, std::string_view name) {
 void registerGemm(std::vector<OpDef> &defs) {
   OpDef gemm = dense(OpKind::Gemm, "Gemm");
   gemm.signatureAttrs = gemmSignature;
+  gemm.importOnnx = importGemm;
   defs.push_back(std::move(gemm));
-  defs.push_back(dense(OpKind::MatMul, "MatMul"));
+  OpDef matMul = dense(OpKind::MatMul, "MatMul");
+  matMul.importOnnx = importMatMul;
+  defs.push_back(std::move(matMul));
 }
 
 } // namespace memfit::ops

@@ -4,6 +4,30 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importLRN(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto size = node.attrInt("size", 0);
+  auto alpha = node.attrFloat("alpha", 1e-4f);
+  auto beta = node.attrFloat("beta", 0.75f);
+  auto bias = node.attrFloat("bias", 1.0f);
+  if (llvm::Error e = firstError(x, size, alpha, beta, bias))
+    return e;
+  if (*size < 1)
+    return node.fail("size must be a positive integer");
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  if (auto in = spatialInput(node, xd); !in)
+    return in.takeError();
+  OpAttrs a;
+  a.size = *size;
+  a.alpha = *alpha;
+  a.beta = *beta;
+  a.bias = *bias;
+  return node.emit(OpKind::LRN, {*x}, {{node.outputName(0), xd}}, a)
+      .takeError();
+}
+
 void dataReads(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.inputs[0]);
   reads.push_back(o.output);
@@ -55,6 +79,7 @@ void registerLRN(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::LRN,
                   .name = "LRN",
                   .onnxTypes = {"LRN"},
+                  .importOnnx = importLRN,
                   .dataGradReads = dataReads,
                   .costClass = CostClass::Normalization,
                   .work = work,

@@ -17,6 +17,7 @@
 #define MEMFIT_COMPILER_OPS_OPDEF_H
 
 #include "compiler/ir/TaskGraph.h"
+#include "compiler/ops/OnnxNode.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -125,6 +126,9 @@ struct OpDef {
   std::string_view name; // as ONNX spells the operator
   /// ONNX op types the importer turns into this kind.
   std::vector<std::string_view> onnxTypes = {};
+  /// Translates one node of those types: attributes, operand roles, the
+  /// output dims (its shape rule), errors naming the node.
+  llvm::Error (*importOnnx)(OnnxNode &) = nullptr;
 
   // --- autodiff ---
   /// The output shares its input's bytes (no copy, no memory).

@@ -4,6 +4,65 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importPad(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto mode = node.attrString("mode", "constant");
+  if (!x || !mode)
+    return llvm::joinErrors(x.takeError(), mode.takeError());
+  if (*mode != "constant")
+    return node.fail("mode " + quoteName(*mode) +
+                     " is not supported; memfit supports constant "
+                     "padding");
+  std::vector<int64_t> pads;
+  float value = 0.0f;
+  if (node.opset() >= 11) {
+    auto p = node.intVector(1);
+    if (!p)
+      return p.takeError();
+    pads = std::move(*p);
+    if (node.hasInput(2)) {
+      auto v = node.scalarFloat(2);
+      if (!v)
+        return v.takeError();
+      value = *v;
+    }
+  } else {
+    auto p = node.attrInts("pads");
+    auto v = node.attrFloat("value", 0.0f);
+    if (!p || !v)
+      return llvm::joinErrors(p.takeError(), v.takeError());
+    pads = p->value_or(std::vector<int64_t>());
+    value = *v;
+  }
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  size_t rank = xd.size();
+  if (pads.size() != 2 * rank)
+    return node.fail(llvm::formatv("has {0} pads; the input of rank {1} "
+                                   "needs {2}",
+                                   pads.size(), rank, 2 * rank));
+  for (int64_t p : pads)
+    if (p < 0 || p > (int64_t(1) << 40))
+      return node.fail("pads " + dimsStr(pads) +
+                       " are invalid; memfit supports non-negative "
+                       "padding (no cropping)");
+  if (pads[0] != 0 || pads[rank] != 0)
+    return node.fail("pads the batch axis, which would change the batch");
+  if (llvm::all_of(pads, [](int64_t p) { return p == 0; })) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
+  std::vector<int64_t> out = xd;
+  for (size_t i = 0; i < rank; ++i)
+    out[i] += pads[i] + pads[rank + i];
+  OpAttrs a;
+  a.pads = pads;
+  a.padValue = value;
+  return node.emit(OpKind::Pad, {*x}, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
 OpWork noFlops(const Graph &, const Op &, TaskKind, int, int64_t) {
   return {0};
 }
@@ -54,6 +113,7 @@ void registerPad(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Pad,
                   .name = "Pad",
                   .onnxTypes = {"Pad"},
+                  .importOnnx = importPad,
                   .costClass = CostClass::Copy,
                   .work = noFlops,
                   .signatureAttrs = signature,

@@ -4,6 +4,111 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importPool(OnnxNode &node) {
+  bool isMax = node.opType() == "MaxPool";
+  auto x = node.activation(0);
+  auto kernel = node.attrInts("kernel_shape");
+  auto ceilMode = node.attrInt("ceil_mode", 0);
+  auto countPad = node.attrInt("count_include_pad", 0);
+  if (llvm::Error e = firstError(x, kernel, ceilMode, countPad))
+    return e;
+  if (!*kernel)
+    return node.fail("has no kernel_shape");
+  if (isMax && node.outputUsed(1))
+    return node.fail("the Indices output is used; memfit supports only the "
+                     "first output of MaxPool");
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto in = spatialInput(node, xd);
+  if (!in)
+    return in.takeError();
+  auto win = window(node, *in, **kernel, *ceilMode != 0);
+  if (!win)
+    return win.takeError();
+  OpAttrs a;
+  a.kernel = **kernel;
+  a.strides = win->strides;
+  a.pads = win->pads;
+  a.dilations = win->dilations;
+  a.ceilMode = *ceilMode != 0;
+  a.countIncludePad = !isMax && *countPad != 0;
+  std::vector<int64_t> out = {xd[0], xd[1]};
+  out.insert(out.end(), win->out.begin(), win->out.end());
+  return node
+      .emit(isMax ? OpKind::MaxPool : OpKind::AveragePool, {*x},
+            {{node.outputName(0), out}}, a, win->inferenceDiffers)
+      .takeError();
+}
+
+std::vector<int64_t> globalPooled(const std::vector<int64_t> &xd) {
+  std::vector<int64_t> out(xd.size(), 1);
+  out[0] = xd[0];
+  out[1] = xd[1];
+  return out;
+}
+
+llvm::Error importGlobalAveragePool(OnnxNode &node) {
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  if (auto in = spatialInput(node, xd); !in)
+    return in.takeError();
+  return node
+      .emit(OpKind::GlobalAveragePool, {*x},
+            {{node.outputName(0), globalPooled(xd)}})
+      .takeError();
+}
+
+/// ReduceMean over exactly the spatial axes is a global average pool; with
+/// keepdims=0 the pooled N x C x 1 x ... is then reshaped to N x C.
+llvm::Error importReduceMean(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto axes = node.attrInts("axes");
+  auto keep = node.attrInt("keepdims", 1);
+  if (llvm::Error e = firstError(x, axes, keep))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  std::vector<int64_t> norm;
+  for (int64_t a : axes->value_or(std::vector<int64_t>()))
+    norm.push_back(a < 0 ? a + rank : a);
+  std::sort(norm.begin(), norm.end());
+  norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
+  std::vector<int64_t> spatial;
+  for (int64_t a = 2; a < rank; ++a)
+    spatial.push_back(a);
+  if (rank < 3 || norm != spatial)
+    return node.fail("reduces over axes " +
+                     (*axes ? dimsStr(**axes) : std::string("(all)")) +
+                     " of shape " + dimsStr(xd) +
+                     "; memfit supports ReduceMean only over all spatial "
+                     "axes (a global average pool)");
+  std::vector<int64_t> pooled = globalPooled(xd);
+  if (*keep)
+    return node
+        .emit(OpKind::GlobalAveragePool, {*x}, {{node.outputName(0), pooled}})
+        .takeError();
+  std::string mid = node.outputName(0) + "#pooled";
+  auto gap = node.emit(OpKind::GlobalAveragePool, {*x}, {{mid, pooled}});
+  if (!gap)
+    return gap.takeError();
+  OpAttrs a;
+  a.shape = {xd[0], xd[1]};
+  std::string name = node.name().empty() ? std::string() : node.name() + "#flatten";
+  return node
+      .emit(OpKind::Reshape, {node.graph().ops[*gap].outputs[0]},
+            {{node.outputName(0), a.shape}}, a, false, name)
+      .takeError();
+}
+
+/// GlobalAveragePool, or ReduceMean over every spatial axis.
+llvm::Error importGlobal(OnnxNode &node) {
+  return node.opType() == "ReduceMean" ? importReduceMean(node)
+                                       : importGlobalAveragePool(node);
+}
+
 void signature(llvm::raw_ostream &os, const Op &op) {
   const OpAttrs &a = op.attrs;
   printList(os, "kernel", a.kernel);
@@ -100,6 +205,7 @@ void registerPool(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::MaxPool,
                   .name = "MaxPool",
                   .onnxTypes = {"MaxPool"},
+                  .importOnnx = importPool,
                   .dataGradReads = maxReads,
                   .costClass = CostClass::Pooling,
                   .work = windowWork,
@@ -109,6 +215,7 @@ void registerPool(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::AveragePool,
                   .name = "AveragePool",
                   .onnxTypes = {"AveragePool"},
+                  .importOnnx = importPool,
                   .costClass = CostClass::Pooling,
                   .work = windowWork,
                   .signatureAttrs = signature,
@@ -118,6 +225,7 @@ void registerPool(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::GlobalAveragePool,
                   .name = "GlobalAveragePool",
                   .onnxTypes = {"GlobalAveragePool", "ReduceMean"},
+                  .importOnnx = importGlobal,
                   .costClass = CostClass::Pooling,
                   .work = globalWork,
                   .emit = emitGlobal});

@@ -75,6 +75,13 @@ llvm::Error unsupportedByRuntime(const Op &op, const llvm::Twine &why) {
                     quoteName(op.name), op.onnxOp, why.str());
 }
 
+std::string dimsStr(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 namespace ops {
 
 void otherOperandReads(const GradOperands &o, std::vector<BlockId> &reads) {

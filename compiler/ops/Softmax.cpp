@@ -10,6 +10,37 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importSoftmax(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto axisAttr = node.attrInt("axis", node.opset() >= 13 ? -1 : 1);
+  if (llvm::Error e = firstError(x, axisAttr))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (axis < 0 || axis >= rank)
+    return node.fail(llvm::formatv("axis {0} is out of range for shape {1}",
+                                   *axisAttr, dimsStr(xd)));
+  if (axis == 0)
+    return node.fail("normalizes across the batch (axis 0); memfit keeps "
+                     "samples independent");
+  int64_t trailing = 1;
+  for (int64_t i = axis + 1; i < rank; ++i)
+    trailing *= xd[i];
+  if (node.opset() < 13 && trailing != 1)
+    return node.fail("before opset 13 normalizes over all axes from axis " +
+                     std::to_string(axis) +
+                     " on; memfit supports that only when the axes "
+                     "after it have size 1");
+  OpAttrs a;
+  a.axis = axis;
+  OpKind kind =
+      node.opType() == "Softmax" ? OpKind::Softmax : OpKind::LogSoftmax;
+  return node.emit(kind, {*x}, {{node.outputName(0), xd}}, a).takeError();
+}
+
 void readsOutput(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.output);
 }
@@ -56,6 +87,7 @@ OpDef softmax(OpKind kind, std::string_view name) {
   return {.kind = kind,
           .name = name,
           .onnxTypes = {name},
+          .importOnnx = importSoftmax,
           .dataGradReads = readsOutput,
           .costClass = CostClass::Softmax,
           .work = work,

@@ -6,6 +6,32 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importSum(OnnxNode &node) {
+  std::vector<ValueId> inputs;
+  for (int i = 0; i < node.numInputs(); ++i) {
+    auto x = node.activation(i);
+    if (!x)
+      return x.takeError();
+    inputs.push_back(*x);
+  }
+  if (inputs.empty())
+    return node.fail("has no operands");
+  std::vector<int64_t> xd = dimsOfValue(node, inputs[0]);
+  for (ValueId v : inputs)
+    if (dimsOfValue(node, v) != xd)
+      return node.fail("operands differ in shape (" + dimsStr(xd) + " and " +
+                       dimsStr(dimsOfValue(node, v)) +
+                       "); memfit supports Sum of same-shape "
+                       "activations");
+  if (inputs.size() == 1) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
+  return node.emit(OpKind::Sum, inputs, {{node.outputName(0), xd}}).takeError();
+}
+
 OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
   double out = elems(g.value(op.outputs[0]), b);
   return {kind == TaskKind::Forward
@@ -55,6 +81,7 @@ void registerSum(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Sum,
                   .name = "Sum",
                   .onnxTypes = {"Sum"},
+                  .importOnnx = importSum,
                   .work = work,
                   .emit = emit});
 }

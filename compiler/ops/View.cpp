@@ -11,6 +11,108 @@
 namespace memfit::ops {
 namespace {
 
+// --- ONNX translation ---
+
+llvm::Error importFlatten(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto axisAttr = node.attrInt("axis", 1);
+  if (!x || !axisAttr)
+    return llvm::joinErrors(x.takeError(), axisAttr.takeError());
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (axis < 0 || axis > rank)
+    return node.fail(llvm::formatv("axis {0} is out of range for rank {1}",
+                                   *axisAttr, rank));
+  int64_t merged = 1, rest = 1;
+  for (int64_t i = 1; i < rank; ++i)
+    (i < axis ? merged : rest) *= xd[i];
+  if (axis == 0 || merged != 1)
+    return node.fail(llvm::formatv("axis {0} on shape {1} would merge the "
+                                   "batch with other axes; memfit keeps the "
+                                   "batch on axis 0",
+                                   *axisAttr, dimsStr(xd)));
+  OpAttrs a;
+  a.axis = axis;
+  return node
+      .emit(OpKind::Flatten, {*x}, {{node.outputName(0), {xd[0], rest}}}, a)
+      .takeError();
+}
+
+/// Resolves a reshape target for a batched input. Axis 0 of the output must
+/// be the batch: the batch symbol (folded from Shape), 0 (copy), -1 when the
+/// other axes hold exactly one sample, or a literal equal to the batch the
+/// model was written with (fixed-batch exports spell the batch that way).
+llvm::Error importReshape(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto target = node.intConstant(1);
+  auto allowZero = node.attrInt("allowzero", 0);
+  if (!x || !target || !allowZero)
+    return llvm::joinErrors(llvm::joinErrors(x.takeError(), target.takeError()),
+                            allowZero.takeError());
+  const IntConstant &t = *target;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  if (t.isFloat || t.dims.size() != 1 || t.numel() == 0)
+    return node.fail("target shape must be a non-empty 1-D integer tensor");
+  auto moves = [&] {
+    return node.fail("target shape " + t.str() + " for input of shape " +
+                     dimsStr(xd) +
+                     " would move the batch off axis 0; memfit keeps "
+                     "the batch on axis 0 of every value");
+  };
+  int64_t perSample = 1;
+  for (size_t i = 1; i < xd.size(); ++i)
+    perSample *= xd[i];
+  std::vector<int64_t> out(t.ints.size(), 0);
+  int64_t inferAt = -1;
+  bool batchAt0 = false;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t v = t.ints[i];
+    bool copy = v == 0 && !*allowZero;
+    if (t.isBatch(i) || (i == 0 && copy) ||
+        (i == 0 && node.modelBatch() > 0 && v == node.modelBatch())) {
+      if (i != 0)
+        return moves();
+      batchAt0 = true;
+      out[0] = xd[0];
+    } else if (copy) {
+      if (i >= static_cast<int64_t>(xd.size()))
+        return node.fail("target shape " + t.str() +
+                         " copies an axis the input lacks");
+      out[i] = xd[i];
+    } else if (v == -1 && inferAt < 0) {
+      inferAt = i;
+    } else if (v <= 0) {
+      return node.fail("target shape " + t.str() + " is invalid");
+    } else {
+      out[i] = v;
+    }
+  }
+  int64_t rest = 1;
+  for (int64_t i = 1; i < t.numel(); ++i)
+    if (i != inferAt && __builtin_mul_overflow(rest, out[i], &rest))
+      return node.fail("target shape " + t.str() + " overflows");
+  if (!batchAt0 && inferAt != 0)
+    return moves();
+  if (inferAt == 0 || inferAt < 0) {
+    // Axis 0 holds B * perSample / rest elements; it is the batch only if
+    // the other axes take exactly one sample.
+    if (rest != perSample)
+      return inferAt == 0 ? moves()
+                          : node.fail("cannot reshape " + dimsStr(xd) + " to " +
+                                      t.str());
+    out[0] = xd[0];
+  } else {
+    if (rest == 0 || perSample % rest != 0)
+      return node.fail("cannot reshape " + dimsStr(xd) + " to " + t.str());
+    out[inferAt] = perSample / rest;
+  }
+  OpAttrs a;
+  a.shape = out;
+  return node.emit(OpKind::Reshape, {*x}, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
 OpWork noFlops(const Graph &, const Op &, TaskKind, int, int64_t) {
   return {0};
 }
@@ -56,8 +158,11 @@ OpDef view(OpKind kind, std::string_view name) {
 void registerView(std::vector<OpDef> &defs) {
   OpDef flatten = view(OpKind::Flatten, "Flatten");
   flatten.signatureAttrs = flattenSignature;
+  flatten.importOnnx = importFlatten;
   defs.push_back(std::move(flatten));
-  defs.push_back(view(OpKind::Reshape, "Reshape"));
+  OpDef reshape = view(OpKind::Reshape, "Reshape");
+  reshape.importOnnx = importReshape;
+  defs.push_back(std::move(reshape));
 }
 
 } // namespace memfit::ops
