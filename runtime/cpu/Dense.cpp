@@ -54,14 +54,10 @@ void gemmBackwardWeight(const GemmParams &p, int64_t n, const float *x,
   else
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.k, p.m, n, p.alpha,
                 x, p.k, dy, p.m, 1.0f, dw, p.m);
-  if (dbias) {
-    std::vector<double> sumB(p.m, 0.0);
-    for (int64_t s = 0; s < n; ++s)
-      for (int64_t j = 0; j < p.m; ++j)
-        sumB[j] += dy[s * p.m + j];
+  if (dbias)
     for (int64_t j = 0; j < p.m; ++j)
-      put(dbias[j], float(double(p.beta) * sumB[j]), accumulate);
-  }
+      put(dbias[j], float(double(p.beta) * kernels::columnSum(dy, n, p.m, j)),
+          accumulate);
 }
 
 namespace {

@@ -41,10 +41,7 @@ __global__ void biasAddKernel(int64_t n, int64_t m, float beta,
 __global__ void biasGradKernel(int64_t n, int64_t m, float beta,
                                const float *dy, float *db, bool acc) {
   MEMFIT_GRID_LOOP(j, m) {
-    double sum = 0;
-    for (int64_t s = 0; s < n; ++s)
-      sum += dy[s * m + j];
-    put(db[j], float(double(beta) * sum), acc);
+    put(db[j], float(double(beta) * kernels::columnSum(dy, n, m, j)), acc);
   }
 }
 

@@ -166,6 +166,17 @@ MEMFIT_HD float dropoutAt(const DropoutParams &p, uint64_t key,
   return uniformOf(sampleKey, uint64_t(i)) >= p.ratio ? in * scale : 0.0f;
 }
 
+// --- dense layers' bias ---
+
+/// Column j of an [n, m] matrix summed over its n rows, in double and in
+/// row order: a bias gradient.
+MEMFIT_HD double columnSum(const float *dy, int64_t n, int64_t m, int64_t j) {
+  double sum = 0;
+  for (int64_t s = 0; s < n; ++s)
+    sum += dy[s * m + j];
+  return sum;
+}
+
 // --- SGD ---
 
 /// torch.optim.SGD on one element (dampening 0, no Nesterov); `buf` null
