@@ -4,8 +4,8 @@
 // addressed by dense integer ids, operators in a topological order, and a
 // batch dimension that is symbolic. Every batched value carries the batch on
 // axis 0; `dims[0]` holds the batch size the graph was imported with, and
-// sizes are expressed as `a * b + c` bytes so passes can re-evaluate them at
-// any sub-batch `b`.
+// sizes are expressed as `bytesPerSample() * b + fixedBytes()` bytes so
+// passes can re-evaluate them at any sub-batch `b`.
 //
 // Nothing here knows about ONNX protobufs: the importer translates into this
 // IR and later stages read only this IR.
@@ -63,9 +63,9 @@ struct Value {
 
   int64_t
   elementsPerSample() const; // product of dims[1..] (or all if !batched)
-  /// Bytes of this value as a*b + c for batch b.
-  int64_t bytesPerSample() const; // a
-  int64_t fixedBytes() const;     // c
+  /// Bytes of this value at batch b: bytesPerSample() * b + fixedBytes().
+  int64_t bytesPerSample() const;
+  int64_t fixedBytes() const;
   int64_t bytesAt(int64_t b) const {
     return bytesPerSample() * b + fixedBytes();
   }
