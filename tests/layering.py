@@ -6,6 +6,9 @@ no others; the build links them the same way (CMakeLists.txt), so a header
 included across the flow would at best compile by accident. Passes read the
 TaskGraph's `layers`, never the forward Graph behind `tg.graph`.
 
+An operator is defined in one place (compiler/ops): outside it at most
+MAX_KIND_SWITCHES non-test files may switch over OpKind.
+
 Usage: layering.py SOURCE_DIR   (exit 1 and one line per violation)
 """
 import os
@@ -33,6 +36,8 @@ ALLOWED = {
 }
 PROJECT_DIRS = ("compiler/", "passes/", "codegen/", "runtime/", "models/",
                 "tools/", "tests/")
+MAX_KIND_SWITCHES = 3
+KIND_CASE = re.compile(r"\bcase OpKind::")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 GRAPH_REACH = re.compile(r"\.graph\b|\bgraph->")
 
@@ -47,6 +52,7 @@ def owner(rel):
 
 def main(root):
     problems = []
+    kind_switches = []
     for base, _, files in os.walk(root):
         for name in sorted(files):
             if not name.endswith((".h", ".cpp", ".cu", ".cuh")):
@@ -55,6 +61,10 @@ def main(root):
             rel = os.path.relpath(path, root)
             if rel.startswith(("build", ".")):
                 continue
+            if (not rel.startswith(("tests/", "compiler/ops/")) and
+                    KIND_CASE.search(open(path, encoding="utf-8",
+                                          errors="replace").read())):
+                kind_switches.append(rel)
             lib = owner(rel)
             if lib is None:
                 continue
@@ -71,6 +81,10 @@ def main(root):
                             line.split("//")[0]):
                         problems.append(f"{rel}:{no}: a pass reaches into the "
                                         "forward Graph (use tg.layers)")
+    if len(kind_switches) > MAX_KIND_SWITCHES:
+        problems.append("files outside compiler/ops switching over OpKind: " +
+                        ", ".join(sorted(kind_switches)) +
+                        f" (at most {MAX_KIND_SWITCHES}; ask the OpDef)")
     for p in problems:
         print(p)
     print(f"layering: {len(problems)} violations")
