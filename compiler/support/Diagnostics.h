@@ -19,12 +19,10 @@ namespace memfit {
 /// Exit codes of every memfit command (docs/user-guide.md lists them).
 enum ExitCode : int { ExitOk = 0, ExitUserError = 1, ExitInternalError = 2 };
 
-/// Something the user gave memfit is wrong: a flag, a file, a model, a
-/// budget. Exit code 1.
-class UserError : public llvm::ErrorInfo<UserError> {
+/// An error that is its message; `Kind` tells the exit code.
+template <typename Kind> class MessageError : public llvm::ErrorInfo<Kind> {
 public:
-  static char ID;
-  explicit UserError(std::string message) : message_(std::move(message)) {}
+  explicit MessageError(std::string message) : message_(std::move(message)) {}
   void log(llvm::raw_ostream &os) const override { os << message_; }
   std::error_code convertToErrorCode() const override {
     return llvm::inconvertibleErrorCode();
@@ -35,22 +33,22 @@ private:
   std::string message_;
 };
 
+/// Something the user gave memfit is wrong: a flag, a file, a model, a
+/// budget. Exit code 1.
+class UserError : public MessageError<UserError> {
+public:
+  using MessageError::MessageError;
+  static char ID;
+};
+
 /// memfit broke one of its own guarantees on real input (a plan the
 /// verifier rejects, a malformed IR, code generation asked for a block a
 /// task does not hold). Exit code 2, whatever else failed beside it: it is
 /// a bug to report, never an answer about the user's model.
-class InternalError : public llvm::ErrorInfo<InternalError> {
+class InternalError : public MessageError<InternalError> {
 public:
+  using MessageError::MessageError;
   static char ID;
-  explicit InternalError(std::string message) : message_(std::move(message)) {}
-  void log(llvm::raw_ostream &os) const override { os << message_; }
-  std::error_code convertToErrorCode() const override {
-    return llvm::inconvertibleErrorCode();
-  }
-  const std::string &text() const { return message_; }
-
-private:
-  std::string message_;
 };
 
 inline llvm::Error makeError(const llvm::Twine &msg) {
