@@ -136,14 +136,31 @@ std::string Emitter::mainFile() const {
     os << "    {.perSample = 0, .fixed = 0}, // none: nothing is offloaded\n";
   os << "};\n\n";
   const Value &in = g.values[g.input];
-  const Value &outV = g.values[g.output];
-  int64_t classes = outV.dims.size() == 2 ? outV.dims[1] : 0;
-  for (const Task &t : tg.tasks)
-    if (t.kind == TaskKind::Loss) {
-      const Value &lv = g.values[tg.blocks[t.reads[0]].value];
-      classes = lv.dims.size() == 2 ? lv.dims[1] : classes;
-    }
   bool mse = tg.loss == LossKind::MSE;
+  const LossGeometry &lg = tg.lossGeometry;
+  const Value &outV = g.values[g.output];
+  int64_t classes =
+      mse ? (outV.dims.size() == 2 ? outV.dims[1] : 0) : lg.classes;
+  // Fields with defaults are written only when they differ, so programs of
+  // models that do not use them read as before.
+  std::string extra;
+  if (!mse && lg.outer != 1)
+    extra += ",\n             .lossOuter = " + std::to_string(lg.outer);
+  if (!mse && lg.inner != 1)
+    extra += ",\n             .lossInner = " + std::to_string(lg.inner);
+  if (in.dtype != DType::F32) {
+    // Every embedding that reads the ids bounds them.
+    int64_t vocab = 0;
+    for (OpId c : in.consumers) {
+      const Op &op = g.ops[c];
+      if (op.kind == OpKind::Embedding) {
+        int64_t v = g.values[op.inputs[0]].dims[0];
+        vocab = vocab == 0 ? v : std::min(vocab, v);
+      }
+    }
+    extra += ",\n             .intInput = true,\n             .inputVocab = " +
+             std::to_string(vocab);
+  }
   os << "static const Program kProgram = {\n"
      << "    .info = {.modelName = " << stringLiteral(g.name)
      << ",\n             .batch = " << plan.batch
@@ -153,12 +170,12 @@ std::string Emitter::mainFile() const {
      << ",\n             .numEvents = " << plan.numEvents
      << ",\n             .inputPerSample = " << in.elementsPerSample()
      << ",\n             .labelPerSample = "
-     << (mse ? tg.blocks[tg.labelBlock].perSampleBytes / 4 : 1)
+     << (mse ? tg.blocks[tg.labelBlock].perSampleBytes / 4 : lg.positions())
      << ",\n             .mseLoss = " << (mse ? "true" : "false")
      << ",\n             .classes = " << classes
      << ",\n             .hasMomentum = " << (tg.useMomentum ? "true" : "false")
      << ",\n             .numWeights = " << weights.size()
-     << ",\n             .numHostSlots = " << slots.size() << "},\n"
+     << ",\n             .numHostSlots = " << slots.size() << extra << "},\n"
      << "    .modelPath = MEMFIT_MODEL_PATH,\n"
      << "    .weights = kWeights,\n"
      << "    .slots = kSlots,\n"

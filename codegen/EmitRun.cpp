@@ -37,7 +37,11 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
     return "nullptr";
   }
   std::string p = "x.arena(" + resName(it->second) + ")";
-  if (blk.kind == BlockKind::Label && tg.loss == LossKind::SoftmaxCrossEntropy)
+  bool ints =
+      (blk.kind == BlockKind::Label &&
+       tg.loss == LossKind::SoftmaxCrossEntropy) ||
+      (blk.value >= 0 && tg.graph->values[blk.value].dtype != DType::F32);
+  if (ints)
     p = "x.arenaInt(" + resName(it->second) + ")";
   return p;
 }

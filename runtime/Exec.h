@@ -41,6 +41,13 @@ struct ProgramInfo {
   bool hasMomentum;     // momentum buffers were planned
   int32_t numWeights;   // resident tensors (weights and BN running stats)
   int32_t numHostSlots; // pinned host buffers, one per offloaded block
+  // Cross-entropy over classes on an inner axis: [outer, classes, inner]
+  // per sample, one label per outer x inner position.
+  int64_t lossOuter = 1, lossInner = 1;
+  /// The data input holds int32 token ids in [0, inputVocab) (int64 or
+  /// int32 .npy files), not floats.
+  bool intInput = false;
+  int64_t inputVocab = 0;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -120,7 +127,8 @@ public:
                    bool acc);
   void actForward(const ActParams &p, int64_t perSample, const float *x,
                   float *y);
-  void actBackward(const ActParams &p, int64_t perSample, const float *y,
+  /// `src` is y, or x where activationGradReadsInput(p.kind).
+  void actBackward(const ActParams &p, int64_t perSample, const float *src,
                    const float *dy, float *dx, bool acc);
   void bnForward(const BatchNormParams &p, const float *x, const float *scale,
                  const float *bias, float *runMean, float *runVar, float *y,
@@ -159,9 +167,41 @@ public:
                       float *const *dInputs, const bool *acc);
   void padForward(const PadParams &p, const float *x, float *y);
   void padBackward(const PadParams &p, const float *dy, float *dx, bool acc);
-  void softmaxForward(int64_t features, bool log, const float *x, float *y);
+  /// Over the last axis of `rows` rows of `features` per sample.
+  void softmaxForward(int64_t features, bool log, const float *x, float *y,
+                      int64_t rows = 1);
   void softmaxBackward(int64_t features, bool log, const float *y,
-                       const float *dy, float *dx, bool acc);
+                       const float *dy, float *dx, bool acc, int64_t rows = 1);
+  void transposeForward(const TransposeParams &p, const float *x, float *y);
+  void transposeBackward(const TransposeParams &p, const float *dy, float *dx,
+                         bool acc);
+  void sliceForward(const SliceParams &p, const float *x, float *y);
+  void sliceBackward(const SliceParams &p, const float *dy, float *dx,
+                     bool acc);
+  void batchMatMulForward(const BatchMatMulParams &p, const float *a,
+                          const float *b, float *y);
+  void batchMatMulBackward(const BatchMatMulParams &p, const float *a,
+                           const float *b, const float *dy, float *da,
+                           float *db, bool accA, bool accB);
+  void layerNormForward(const LayerNormParams &p, const float *x,
+                        const float *scale, const float *bias, float *y);
+  void layerNormBackwardData(const LayerNormParams &p, const float *x,
+                             const float *scale, const float *dy, float *dx,
+                             bool acc);
+  void layerNormBackwardWeight(const LayerNormParams &p, const float *x,
+                               const float *dy, float *dscale, float *dbias,
+                               bool acc);
+  void whereForward(const WhereParams &p, const float *mask, const float *x,
+                    float *y);
+  void whereBackward(const WhereParams &p, const float *mask, const float *dy,
+                     float *dx, bool acc);
+  /// `ids` (int32, checked against the vocabulary) or `fixedIds` (the same
+  /// for every sample), the other null.
+  void embeddingForward(const EmbeddingParams &p, const int32_t *ids,
+                        const float *fixedIds, const float *table, float *y);
+  void embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
+                         const float *fixedIds, const float *dy, float *dtable,
+                         bool acc);
   void copy(int64_t perSample, const float *x, float *y); // a view made real
   void accumulateInto(int64_t perSample, const float *x, float *y);
   void loss(const float *logits, const void *labels, float *loss,

@@ -59,17 +59,34 @@ void globalAvgPoolForward(int64_t n, int64_t c, int64_t spatial, const float *x,
 void globalAvgPoolBackward(int64_t n, int64_t c, int64_t spatial,
                            const float *dy, float *dx, bool accumulate);
 
-enum class ActKind : uint8_t { Relu, LeakyRelu, Sigmoid, Tanh, Clip };
+enum class ActKind : uint8_t {
+  Relu,
+  LeakyRelu,
+  Sigmoid,
+  Tanh,
+  Clip,
+  Sqrt,
+  // Derivatives of these read the input x rather than the output.
+  Erf,
+  HardSigmoid,
+  HardSwish,
+  Pow,
+  Gelu,
+  GeluTanh,
+};
 struct ActParams {
   ActKind kind;
-  float alpha = 0;      // LeakyRelu slope
+  float alpha = 0;      // LeakyRelu slope; HardSigmoid alpha; Pow exponent
   float lo = 0, hi = 0; // Clip bounds
+  float beta = 0;       // HardSigmoid beta
 };
+/// Whether the derivative of `k` is computed from x (else from y).
+constexpr bool activationGradReadsInput(ActKind k) { return k >= ActKind::Erf; }
 void activationForward(const ActParams &p, int64_t count, const float *x,
                        float *y);
-/// From y alone (every supported activation's derivative is a function of
-/// its output), so the forward may run in place.
-void activationBackward(const ActParams &p, int64_t count, const float *y,
+/// `src` is y, or x for the kinds activationGradReadsInput names (a forward
+/// whose derivative needs only y may run in place).
+void activationBackward(const ActParams &p, int64_t count, const float *src,
                         const float *dy, float *dx, bool accumulate);
 
 struct BatchNormParams {
@@ -131,6 +148,7 @@ struct GemmParams {
   int64_t k, m;
   bool transB;
   float alpha, beta;
+  int64_t rows = 1; // rows of x per sample (MatMul on [N, ..., K])
 };
 void gemmForward(const GemmParams &p, int64_t n, const float *x, const float *w,
                  const float *bias /*nullable*/, float *y);
@@ -140,10 +158,12 @@ void gemmBackwardWeight(const GemmParams &p, int64_t n, const float *x,
                         const float *dy, float *dw, float *dbias /*nullable*/,
                         bool accumulate);
 
-/// y = a (op) b where b is either batched with a's shape, or a weight or
-/// constant of `bSize` values broadcast as b[(i / inner) % bSize] over each
-/// sample's `perSample` elements (per channel: inner = h*w, bSize = c).
-enum class BinaryKind : uint8_t { Add, Sub, Mul };
+/// y = a (op) b where b has `bSize` values (per sample when batched, else
+/// for all samples) broadcast as b[(i / inner) % bSize] over each sample's
+/// `perSample` elements (per channel: inner = h*w, bSize = c; the same
+/// shape: inner = 1, bSize = perSample).
+/// RSub and RDiv take the broadcast operand first: y = b - a, y = b / a.
+enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, RSub, RDiv };
 struct BinaryParams {
   BinaryKind kind;
   int64_t perSample;
@@ -176,17 +196,25 @@ void padForward(const PadParams &p, int64_t n, const float *x, float *y);
 void padBackward(const PadParams &p, int64_t n, const float *dy, float *dx,
                  bool accumulate);
 
-/// Softmax over the `features` of each sample (axis 1 of a 2-D tensor).
+/// Softmax over the `features` of each of n rows (the last axis).
 void softmaxForward(int64_t n, int64_t features, bool log, const float *x,
                     float *y);
 void softmaxBackward(int64_t n, int64_t features, bool log, const float *y,
                      const float *dy, float *dx, bool accumulate);
 
-/// Mean softmax cross-entropy over the whole batch: adds this sub-batch's
-/// share (sum over its samples / batch) to *loss and writes dlogits =
-/// (softmax - onehot) / batch. Labels out of range are an error the caller
-/// checks beforehand (validateLabels).
-void softmaxCrossEntropy(int64_t n, int64_t classes, int64_t batch,
+/// Where the classes lie in each sample's logits: [outer, classes, inner]
+/// (axis 1 of an image or segmentation output: outer 1, inner h*w; the last
+/// axis of a sequence's [T, V]: outer T, inner 1); one label per (outer,
+/// inner) position.
+struct LossShape {
+  int64_t outer, classes, inner;
+};
+/// Mean softmax cross-entropy over every labelled position of the whole
+/// batch: adds this sub-batch's share (its sum / (batch * positions)) to
+/// *loss and writes dlogits = (softmax - onehot) / (batch * positions).
+/// Labels out of range are an error the caller checks beforehand
+/// (validateLabels).
+void softmaxCrossEntropy(const LossShape &shape, int64_t n, int64_t batch,
                          const float *logits, const int32_t *labels,
                          float *loss, float *dlogits);
 bool validateLabels(int64_t n, int64_t classes, const int32_t *labels);
@@ -194,6 +222,89 @@ bool validateLabels(int64_t n, int64_t classes, const int32_t *labels);
 void meanSquaredError(int64_t n, int64_t features, int64_t batch,
                       const float *y, const float *target, float *loss,
                       float *dy);
+
+/// Up to this many per-sample axes for layout operations.
+constexpr int kMaxRank = 6;
+
+/// y = x with its per-sample axes permuted: y's axis i is x's axis perm[i]
+/// (`dims` are x's per-sample dims).
+struct TransposeParams {
+  int32_t rank;
+  int64_t dims[kMaxRank];
+  int32_t perm[kMaxRank];
+};
+void transposeForward(const TransposeParams &p, int64_t n, const float *x,
+                      float *y);
+void transposeBackward(const TransposeParams &p, int64_t n, const float *dy,
+                       float *dx, bool accumulate);
+
+/// y = the window of x starting at `starts` with y's dims (steps of 1),
+/// per sample; the backward writes zeros outside the window.
+struct SliceParams {
+  int32_t rank;
+  int64_t xdims[kMaxRank];
+  int64_t ydims[kMaxRank];
+  int64_t starts[kMaxRank];
+};
+void sliceForward(const SliceParams &p, int64_t n, const float *x, float *y);
+void sliceBackward(const SliceParams &p, int64_t n, const float *dy, float *dx,
+                   bool accumulate);
+
+/// Per sample, `batch` products y[b] = a[b] (m x k) * b[b] (k x cols); an
+/// operand whose aBatch/bBatch is 1 is shared by the products of a sample.
+struct BatchMatMulParams {
+  int64_t batch, m, k, cols;
+  int64_t aBatch, bBatch;
+};
+void batchMatMulForward(const BatchMatMulParams &p, int64_t n, const float *a,
+                        const float *b, float *y);
+/// Gradients of a and/or b (either may be null).
+void batchMatMulBackward(const BatchMatMulParams &p, int64_t n, const float *a,
+                         const float *b, const float *dy, float *da, float *db,
+                         bool accumulateA, bool accumulateB);
+
+/// Layer normalization of `rows` rows of `d` features per sample, with
+/// per-feature scale and bias (bias nullable), as torch's layer_norm (biased
+/// variance). The backward recomputes the row statistics from x.
+struct LayerNormParams {
+  int64_t rows, d;
+  float epsilon;
+};
+void layerNormForward(const LayerNormParams &p, int64_t n, const float *x,
+                      const float *scale, const float *bias, float *y);
+void layerNormBackwardData(const LayerNormParams &p, int64_t n, const float *x,
+                           const float *scale, const float *dy, float *dx,
+                           bool accumulate);
+void layerNormBackwardWeight(const LayerNormParams &p, int64_t n,
+                             const float *x, const float *dy, float *dscale,
+                             float *dbias /*nullable*/, bool accumulate);
+
+/// y = mask == fillWhere ? value : x, the mask (0/1 floats, `maskSize`
+/// values) broadcast as in BinaryParams: a masked fill.
+struct WhereParams {
+  int64_t perSample, maskSize, inner;
+  float value;
+  bool fillWhere;
+};
+void whereForward(const WhereParams &p, int64_t n, const float *mask,
+                  const float *x, float *y);
+void whereBackward(const WhereParams &p, int64_t n, const float *mask,
+                   const float *dy, float *dx, bool accumulate);
+
+/// Rows of a [vocab, d] table: `rows` lookups per sample, by the ids of
+/// the sample (int32) or, when `ids` is null, by the same `fixedIds`
+/// (float-held integers) for every sample. The ids are checked beforehand.
+struct EmbeddingParams {
+  int64_t rows, d, vocab;
+};
+void embeddingForward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
+                      const float *fixedIds, const float *table, float *y);
+/// dtable (+)= the rows of dy added at their ids.
+void embeddingBackward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
+                       const float *fixedIds, const float *dy, float *dtable,
+                       bool accumulate);
+/// Whether every id is in [0, vocab).
+bool validateIds(int64_t count, int64_t vocab, const int32_t *ids);
 
 /// torch.optim.SGD (dampening 0, no Nesterov): g = dw + wd * w;
 /// buf = first ? g : momentum * buf + g; w -= lr * buf. With momentum 0,

@@ -110,6 +110,10 @@ bool writeTrainedModel(const std::string &modelPath, const std::string &outPath,
     return false;
   onnx::GraphProto *g = m.mutable_graph();
   for (size_t i = 0; i < weights.size(); ++i) {
+    // Constants the model computes itself (a folded mask, fixed positions)
+    // never change: the model keeps its own definition of them.
+    if (weights[i].data && !weights[i].trainable)
+      continue;
     std::string name = weights[i].onnxName;
     onnx::TensorProto *t = nullptr;
     for (auto &init : *g->mutable_initializer())

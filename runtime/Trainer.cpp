@@ -161,8 +161,16 @@ struct Dataset {
   std::vector<float> yf;
 };
 
+/// Int32 token ids travel in the float input buffers bit for bit.
+float idAsFloat(int32_t id) {
+  float f;
+  std::memcpy(&f, &id, 4);
+  return f;
+}
+
 Dataset loadData(const Options &o, const ProgramInfo &p) {
   Dataset d;
+  const int64_t labels = p.mseLoss ? 0 : p.labelPerSample; // per sample
   if (o.synthetic) {
     // One batch's worth of fixed random samples, reused every iteration, so
     // a falling loss shows the trainer learns.
@@ -171,13 +179,14 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     d.x.resize(d.count * p.inputPerSample);
     for (float &v : d.x)
-      v = nd(rng);
+      v = p.intInput ? idAsFloat(static_cast<int32_t>(rng() % p.inputVocab))
+                     : nd(rng);
     if (p.mseLoss) {
       d.yf.resize(d.count * p.labelPerSample);
       for (float &v : d.yf)
         v = nd(rng);
     } else {
-      d.y.resize(d.count);
+      d.y.resize(d.count * labels);
       for (int32_t &v : d.y)
         v = static_cast<int32_t>(rng() % p.classes);
     }
@@ -187,14 +196,27 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
   auto x = readNpy(o.data, err);
   if (!x)
     die(err);
-  if (x->dtype != NpyDType::F32)
+  if (!p.intInput && x->dtype != NpyDType::F32)
     die(o.data + ": inputs must be float32 ('<f4')");
+  if (p.intInput && x->dtype != NpyDType::I64 && x->dtype != NpyDType::I32)
+    die(o.data + ": inputs must be int64 or int32 token ids");
   if (x->shape.empty() || x->count() % std::max<int64_t>(1, x->shape[0]) ||
       x->count() / std::max<int64_t>(1, x->shape[0]) != p.inputPerSample)
     die(o.data + ": each sample must have " + std::to_string(p.inputPerSample) +
         " values (the model's input)");
   d.count = x->shape[0];
-  d.x = x->asFloat();
+  if (p.intInput) {
+    std::vector<int32_t> ids = x->asInt32();
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= p.inputVocab)
+        die(o.data + ": token id " + std::to_string(ids[i]) + " at index " +
+            std::to_string(i) + " is outside [0, " +
+            std::to_string(p.inputVocab) + "), the embedding's vocabulary");
+    d.x.resize(ids.size());
+    std::transform(ids.begin(), ids.end(), d.x.begin(), idAsFloat);
+  } else {
+    d.x = x->asFloat();
+  }
   auto y = readNpy(o.labels, err);
   if (!y)
     die(err);
@@ -208,14 +230,19 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
   } else {
     if (y->dtype != NpyDType::I64 && y->dtype != NpyDType::I32)
       die(o.labels + ": labels must be int64 or int32 class ids");
-    if (y->count() != d.count)
-      die(o.labels + ": labels must be one class id per sample");
+    if (y->count() != d.count * labels)
+      die(o.labels + (labels == 1
+                          ? std::string(": labels must be one class "
+                                        "id per sample")
+                          : ": labels must be " + std::to_string(labels) +
+                                " class ids per sample (one per "
+                                "position of the output)"));
     d.y = y->asInt32();
-    for (int64_t i = 0; i < d.count; ++i)
+    for (int64_t i = 0; i < d.count * labels; ++i)
       if (d.y[i] < 0 || d.y[i] >= p.classes)
         die(o.labels + ": label " + std::to_string(d.y[i]) + " of sample " +
-            std::to_string(i) + " is outside [0, " + std::to_string(p.classes) +
-            ")");
+            std::to_string(i / labels) + " is outside [0, " +
+            std::to_string(p.classes) + ")");
   }
   if (d.count < p.batch)
     die(o.data + " has " + std::to_string(d.count) +
@@ -388,7 +415,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
                   p.inputPerSample * 4);
       const void *src =
           p.mseLoss ? static_cast<const void *>(&data.yf[s * p.labelPerSample])
-                    : static_cast<const void *>(&data.y[s]);
+                    : static_cast<const void *>(&data.y[s * p.labelPerSample]);
       std::memcpy(hy + i * labelBytes, src, labelBytes);
     }
     cursor += p.batch;

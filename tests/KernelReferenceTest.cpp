@@ -247,8 +247,8 @@ void runCrossEntropy(const Case &c) {
   std::vector<int32_t> labels(labelValues.begin(), labelValues.end());
   REQUIRE(validateLabels(n, classes, labels.data()));
   Vec loss{0.0f}, d(logits.size());
-  softmaxCrossEntropy(n, classes, n, logits.data(), labels.data(), &loss[0],
-                      d.data());
+  softmaxCrossEntropy({1, classes, 1}, n, n, logits.data(), labels.data(),
+                      &loss[0], d.data());
   c.expect("loss", loss);
   c.expect("dlogits", d);
 }

@@ -105,8 +105,9 @@ TEST_CASE("softmax cross-entropy", "[kernels]") {
   auto lossOf = [&](int64_t first, int64_t count) {
     std::vector<float> d(count * classes);
     float loss = 0;
-    softmaxCrossEntropy(count, classes, n, logits.data() + first * classes,
-                        labels.data() + first, &loss, d.data());
+    softmaxCrossEntropy({1, classes, 1}, count, n,
+                        logits.data() + first * classes, labels.data() + first,
+                        &loss, d.data());
     return std::make_pair(loss, d);
   };
   auto [loss, dlogits] = lossOf(0, n);
@@ -138,9 +139,9 @@ TEST_CASE("softmax cross-entropy", "[kernels]") {
   SECTION("sub-batches add up to the batch") {
     float total = 0.25f;
     std::vector<float> d(n * classes);
-    softmaxCrossEntropy(1, classes, n, logits.data(), labels.data(), &total,
-                        d.data());
-    softmaxCrossEntropy(n - 1, classes, n, logits.data() + classes,
+    softmaxCrossEntropy({1, classes, 1}, 1, n, logits.data(), labels.data(),
+                        &total, d.data());
+    softmaxCrossEntropy({1, classes, 1}, n - 1, n, logits.data() + classes,
                         labels.data() + 1, &total, d.data() + classes);
     CHECK(total == Approx(0.25 + loss));
     CHECK(d == dlogits);

@@ -77,7 +77,7 @@ namespace {
 void checkBinary(BinaryParams p, int64_t n) {
   std::mt19937 rng(31);
   auto a = randomVector(rng, n * p.perSample);
-  auto b = randomVector(rng, p.bBatched ? n * p.perSample : p.bSize);
+  auto b = randomVector(rng, p.bBatched ? n * p.bSize : p.bSize);
   auto dy = randomVector(rng, n * p.perSample);
   auto forward = [&] {
     std::vector<float> y(dy.size());
@@ -115,12 +115,27 @@ TEST_CASE("binary op gradients", "[kernels]") {
   for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul}) {
     DYNAMIC_SECTION("kind " << int(kind)) {
       // perSample = 3 channels x 2x2.
-      SECTION("batched") { checkBinary({kind, 12, true, 0, 0}, 2); }
+      SECTION("batched") { checkBinary({kind, 12, true, 12, 1}, 2); }
+      // A squeeze-and-excitation scale: [N, 3, 1, 1] over [N, 3, 2, 2].
+      SECTION("batched per channel") { checkBinary({kind, 12, true, 3, 4}, 2); }
       SECTION("per channel") { checkBinary({kind, 12, false, 3, 4}, 2); }
       SECTION("scalar") { checkBinary({kind, 12, false, 1, 12}, 3); }
       SECTION("per feature") { checkBinary({kind, 12, false, 12, 1}, 2); }
     }
   }
+}
+
+TEST_CASE("Div and its gradients on a literal", "[kernels]") {
+  // a / b with b per channel: d/da = 1/b, d/db = -sum(dy * a) / b^2.
+  BinaryParams p{BinaryKind::Div, 4, false, 2, 2};
+  std::vector<float> a{1, 2, 3, 4}, b{2, 4}, y(4), dy{1, 1, 1, 1}, da(4), db(2);
+  binaryForward(p, 1, a.data(), b.data(), y.data());
+  CHECK(y == std::vector<float>{0.5f, 1.0f, 0.75f, 1.0f});
+  binaryBackward(p, 1, a.data(), b.data(), dy.data(), da.data(), db.data(),
+                 false, false);
+  CHECK(da == std::vector<float>{0.5f, 0.5f, 0.25f, 0.25f});
+  CHECK(db[0] == Approx(-(1.0 + 2.0) / 4));
+  CHECK(db[1] == Approx(-(3.0 + 4.0) / 16));
 }
 
 TEST_CASE("binary broadcast on a literal", "[kernels]") {

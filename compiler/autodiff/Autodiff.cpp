@@ -235,14 +235,22 @@ llvm::Error Builder::emitLoss() {
   if (!outVal.batched)
     return makeErrorF("model output {0} has no batch dimension",
                       quoteName(outVal.name));
-  if (cfg.loss == LossKind::SoftmaxCrossEntropy && lv.dims.size() != 2)
-    return makeErrorF("cross-entropy loss expects the model output {0} to be "
-                      "[batch, classes], got rank {1}; use --loss=mse or "
-                      "end the model with Flatten/Gemm",
-                      quoteName(lv.name), lv.dims.size());
-  int64_t labelBytes = cfg.loss == LossKind::SoftmaxCrossEntropy
-                           ? 4 // int32 class ids on the device
-                           : lv.bytesPerSample();
+  if (cfg.loss == LossKind::SoftmaxCrossEntropy && lv.dims.size() < 2)
+    return makeErrorF("cross-entropy loss expects the model output {0} to "
+                      "have a class axis, got shape [N]; use --loss=mse",
+                      quoteName(lv.name));
+  int64_t labelBytes = lv.bytesPerSample();
+  if (cfg.loss == LossKind::SoftmaxCrossEntropy) {
+    LossGeometry &lg = tg.lossGeometry;
+    size_t axis = lossClassAxis(g, cfg.classAxis);
+    lg.outer = lg.inner = 1;
+    for (size_t i = 1; i < axis; ++i)
+      lg.outer *= lv.dims[i];
+    for (size_t i = axis + 1; i < lv.dims.size(); ++i)
+      lg.inner *= lv.dims[i];
+    lg.classes = lv.dims[axis];
+    labelBytes = 4 * lg.positions(); // int32 class ids on the device
+  }
   tg.labelBlock = addBlock("labels", BlockKind::Label, kNoId, labelBytes, 0);
   tg.lossBlock = addBlock("loss", BlockKind::LossValue, kNoId, 0, 4);
   std::vector<BlockId> writes{tg.lossBlock};
@@ -264,8 +272,20 @@ llvm::Expected<TaskGraph> Builder::build() {
       g.ops[g.values[g.output].producer >= 0 ? g.values[g.output].producer : 0];
   if (cfg.loss == LossKind::SoftmaxCrossEntropy &&
       g.values[g.output].producer >= 0 &&
-      (last.kind == OpKind::Softmax || last.kind == OpKind::LogSoftmax))
-    headOp = g.values[g.output].producer;
+      (last.kind == OpKind::Softmax || last.kind == OpKind::LogSoftmax)) {
+    // Folded only where it normalizes over the classes.
+    const Value &in = g.values[last.inputs[0]];
+    int64_t axis = last.attrs.axis < 0
+                       ? last.attrs.axis + (int64_t)in.dims.size()
+                       : last.attrs.axis;
+    bool trailingOnes = true;
+    for (size_t i = axis + 1; i < in.dims.size(); ++i)
+      trailingOnes = trailingOnes && in.dims[i] == 1;
+    size_t classAxis = lossClassAxis(g, cfg.classAxis);
+    if ((size_t)axis == classAxis && (in.dims.size() == 2 || trailingOnes ||
+                                      classAxis + 1 == in.dims.size()))
+      headOp = g.values[g.output].producer;
+  }
   statsOf.assign(g.ops.size(), -1);
   computeGradFlow();
   tg.inputBlock = valueBlock(g.input);
@@ -319,6 +339,17 @@ llvm::Expected<TaskGraph> Builder::build() {
 }
 
 } // namespace
+
+size_t lossClassAxis(const Graph &g, ClassAxis axis) {
+  const Value &out = g.values[g.output];
+  size_t rank = out.dims.size();
+  if (rank <= 2)
+    return 1;
+  bool tokens = g.values[g.input].dtype != DType::F32;
+  if (axis == ClassAxis::Last || (axis == ClassAxis::Auto && tokens))
+    return rank - 1;
+  return 1;
+}
 
 llvm::Expected<TaskGraph> buildTaskGraph(const Graph &g,
                                          const TrainingConfig &cfg) {

@@ -25,7 +25,11 @@ struct TrainingConfig {
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   /// With momentum 0 no momentum buffers are allocated.
   float momentum = 0.9f;
+  ClassAxis classAxis = ClassAxis::Auto;
 };
+
+/// The axis of the model output that cross-entropy reads the classes from.
+size_t lossClassAxis(const Graph &g, ClassAxis axis);
 
 /// `g` must outlive the result (the TaskGraph points at it).
 llvm::Expected<TaskGraph> buildTaskGraph(const Graph &g,

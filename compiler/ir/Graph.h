@@ -96,6 +96,20 @@ enum class OpKind : uint8_t {
   Pad,
   Softmax,
   LogSoftmax,
+  // Operators of today's models (transformers, modern CNNs).
+  Sqrt,
+  Erf,
+  HardSigmoid,
+  HardSwish,
+  Pow,
+  Gelu,
+  Div,
+  Transpose,
+  Slice,
+  BatchMatMul,
+  LayerNorm,
+  Where,
+  Embedding,
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 
@@ -117,6 +131,13 @@ struct OpAttrs {
   int64_t axis = 1;                       // Concat, Flatten, Softmax
   float padValue = 0.0f;                  // Pad (constant mode)
   std::vector<int64_t> shape;             // Reshape target (batch at axis 0)
+  std::vector<int64_t> perm;              // Transpose (axis 0 stays first)
+  /// Slice: the window's start on each axis of the input (the batch's 0
+  /// included) and its extents (an index selection keeps extent 1 there
+  /// and drops the axis from the output's dims).
+  std::vector<int64_t> starts, extents;
+  bool fillWhere = true;   // Where: fill where the mask is true (else false)
+  bool tanhApprox = false; // Gelu
 };
 
 struct Op {

@@ -98,6 +98,19 @@ struct Task {
 
 enum class LossKind : uint8_t { SoftmaxCrossEntropy, MSE };
 
+/// Which axis of the logits holds the classes for cross-entropy: axis 1
+/// (images, segmentation: torch.nn.functional.cross_entropy), the last one
+/// (sequence models' N x T x V), or chosen: the last axis when the model
+/// reads token ids, else axis 1 (the same for [N, classes] logits).
+enum class ClassAxis : uint8_t { Auto, Channel, Last };
+
+/// Cross-entropy's logits per sample as [outer, classes, inner], one label
+/// per (outer, inner) position.
+struct LossGeometry {
+  int64_t outer = 1, classes = 0, inner = 1;
+  int64_t positions() const { return outer * inner; }
+};
+
 struct OptimizerConfig {
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0.0f;
 };
@@ -123,6 +136,7 @@ struct TaskGraph {
   std::vector<Layer> layers;
   OpId outputLayer = kNoId; // the op that computes the model's output
   LossKind loss = LossKind::SoftmaxCrossEntropy;
+  LossGeometry lossGeometry; // cross-entropy only
   bool useMomentum = true;
   std::vector<Block> blocks;
   std::vector<Task> tasks;

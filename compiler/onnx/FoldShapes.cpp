@@ -24,8 +24,8 @@ namespace memfit::onnximport {
 using llvm::Error;
 using llvm::Expected;
 
-static const char *const kFoldOnly[] = {
-    "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Slice", "Div"};
+static const char *const kFoldOnly[] = {"Constant", "Shape", "Range", "Equal",
+                                        "Not"};
 
 bool isFoldOnlyOp(llvm::StringRef opType) {
   return llvm::is_contained(kFoldOnly, opType);
@@ -34,7 +34,8 @@ bool isFoldOnlyOp(llvm::StringRef opType) {
 const std::vector<std::string> &foldOpTypes() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v(std::begin(kFoldOnly), std::end(kFoldOnly));
-    for (const char *op : {"Concat", "Reshape", "Add", "Sub", "Mul", "Cast"})
+    for (const char *op : {"Concat", "Reshape", "Add", "Sub", "Mul", "Cast",
+                           "Gather", "Unsqueeze", "Squeeze", "Slice", "Div"})
       v.push_back(op);
     return v;
   }();
@@ -113,6 +114,12 @@ private:
       return reshape();
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")
       return binary(op);
+    if (op == "Range")
+      return range();
+    if (op == "Equal")
+      return equal();
+    if (op == "Not")
+      return logicalNot();
     return im.fail(n, "cannot be folded");
   }
 
@@ -318,6 +325,66 @@ private:
         for (int64_t k = 0; k < block; ++k)
           appendElem(out, t, o * block + k);
       }
+    return out;
+  }
+
+  /// start, start + delta, ... below limit (above it for a negative delta).
+  Expected<ConstTensor> range() {
+    auto s = input(0), l = input(1), d = input(2);
+    if (Error e = llvm::joinErrors(
+            llvm::joinErrors(s ? Error::success() : s.takeError(),
+                             l ? Error::success() : l.takeError()),
+            d ? Error::success() : d.takeError()))
+      return std::move(e);
+    for (const ConstTensor *t : {&*s, &*l, &*d})
+      if (t->numel() != 1 || t->isFloat() || t->isBatch(0))
+        return im.fail(n, "folds only integer scalar bounds that are not the "
+                          "batch size");
+    int64_t start = s->ints[0], limit = l->ints[0], delta = d->ints[0];
+    if (delta == 0)
+      return im.fail(n, "has a zero step");
+    ConstTensor out;
+    out.type = s->type;
+    for (int64_t v = start; delta > 0 ? v < limit : v > limit; v += delta) {
+      if ((int64_t)out.ints.size() >= kMaxFoldElements)
+        return im.fail(n, "folds into too many elements");
+      out.ints.push_back(v);
+    }
+    out.dims = {static_cast<int64_t>(out.ints.size())};
+    return out;
+  }
+
+  /// Elementwise a == b as BOOL, b of a's shape or a scalar.
+  Expected<ConstTensor> equal() {
+    auto a = input(0), b = input(1);
+    if (!a || !b)
+      return llvm::joinErrors(a.takeError(), b.takeError());
+    if (b->numel() != 1 && b->dims != a->dims)
+      return im.fail(n, "folds only operands of one shape or a scalar second "
+                        "operand");
+    ConstTensor out;
+    out.type = pb::TensorProto::BOOL;
+    out.dims = a->dims;
+    for (int64_t k = 0; k < a->numel(); ++k) {
+      int64_t kb = b->numel() == 1 ? 0 : k;
+      if (a->isBatch(k) || b->isBatch(kb))
+        return im.fail(n, "compares the batch size");
+      double x = a->isFloat() ? a->floats[k] : double(a->ints[k]);
+      double y = b->isFloat() ? b->floats[kb] : double(b->ints[kb]);
+      out.ints.push_back(x == y ? 1 : 0);
+    }
+    return out;
+  }
+
+  Expected<ConstTensor> logicalNot() {
+    auto a = input(0);
+    if (!a)
+      return a.takeError();
+    if (a->type != pb::TensorProto::BOOL)
+      return im.fail(n, "negates a non-boolean constant");
+    ConstTensor out = *a;
+    for (int64_t &v : out.ints)
+      v = v ? 0 : 1;
     return out;
   }
 

@@ -279,9 +279,12 @@ Error Importer::setUpInputs() {
   if (!data->type().has_tensor_type())
     return failFile("data input " + name + " is not a tensor");
   const auto &tt = data->type().tensor_type();
-  if (tt.elem_type() != pb::TensorProto::FLOAT)
+  bool ids = tt.elem_type() == pb::TensorProto::INT64 ||
+             tt.elem_type() == pb::TensorProto::INT32;
+  if (tt.elem_type() != pb::TensorProto::FLOAT && !ids)
     return failFile(llvm::formatv("data input {0} has element type {1}; "
-                                  "memfit trains on float32 data",
+                                  "memfit trains on float32 data or int64 or "
+                                  "int32 token ids",
                                   name, dataTypeName(tt.elem_type())));
   if (!tt.has_shape() || tt.shape().dim_size() == 0)
     return failFile("data input " + name +
@@ -323,6 +326,9 @@ Error Importer::setUpInputs() {
   v.kind = ValueKind::Input;
   v.dims = std::move(dims);
   v.batched = true;
+  // Token ids travel as int32 whatever the file's width (the trainer
+  // checks each against the vocabulary).
+  v.dtype = ids ? DType::I32 : DType::F32;
   g.input = g.addValue(std::move(v));
   values[data->name()] = g.input;
   inferenceDiverged.push_back(false);
@@ -333,6 +339,22 @@ Error Importer::translate(const pb::NodeProto &n) {
   const std::string &op = n.op_type();
   if (op == "Identity") {
     alias(n.output(0), n.input(0));
+    return Error::success();
+  }
+  if (op == "Transpose" && n.input_size() == 1 && isWeightSource(n.input(0)) &&
+      !isActivation(n.input(0))) {
+    // x @ W^T as PyTorch exports Linear on 3-D inputs in training mode:
+    // MatMul reads the weight transposed (Gemm's transB), no copy.
+    auto perm = attrInts(n, "perm");
+    if (!perm)
+      return perm.takeError();
+    bool swap2d = sources[n.input(0)].init &&
+                  sources[n.input(0)].init->dims_size() == 2 &&
+                  (!*perm || **perm == std::vector<int64_t>{1, 0});
+    if (!swap2d)
+      return fail(n, "transposes the initializer " + quoteName(n.input(0)) +
+                         "; memfit supports transposing a 2-D weight only");
+    transposedWeights[n.output(0)] = n.input(0);
     return Error::success();
   }
   if (isFoldOnlyOp(op) && op != "Shape" && op != "Constant")
@@ -352,18 +374,26 @@ Error Importer::translate(const pb::NodeProto &n) {
               (allConstant && std::find(foldable.begin(), foldable.end(), op) !=
                                   foldable.end());
   if (fold) {
-    // A float initializer is a parameter: folding it would freeze it. Shape
-    // reads only its dims.
+    // A float initializer is a parameter: folding it would freeze it,
+    // unless all it computes ends in a mask (a registered buffer). Shape
+    // reads only its dims. An op that also computes on data (Gather of an
+    // embedding table) translates instead.
     for (int i = 0; i < n.input_size() && op != "Shape"; ++i) {
       auto src = sources.find(n.input(i));
-      if (hasInput(n, i) && src != sources.end() && src->second.init &&
-          src->second.init->data_type() == pb::TensorProto::FLOAT)
+      if (!hasInput(n, i) || src == sources.end() || !src->second.init ||
+          src->second.init->data_type() != pb::TensorProto::FLOAT ||
+          feedsOnlyMasks(nodeIndex.at(&n)))
+        continue;
+      // Only a lookup in an embedding table computes on a weight here.
+      if (op != "Gather" || i != 0)
         return fail(n, "computes on the initializer " + quoteName(n.input(i)) +
                            " at import time; memfit supports weights only as "
                            "direct operands of the ops that use them");
+      fold = false;
     }
-    return foldNode(*this, n);
   }
+  if (fold)
+    return foldNode(*this, n);
   if (op == "Cast")
     return translateCast(n);
   bool found = false;
@@ -375,10 +405,46 @@ Error Importer::translate(const pb::NodeProto &n) {
   return Error::success();
 }
 
+bool Importer::feedsOnlyMasks(int k, int depth) const {
+  const pb::NodeProto &n = model.graph().node(k);
+  const std::string &op = n.op_type();
+  if (op == "Equal" || op == "Not" || op == "Shape")
+    return true;
+  if (op == "Cast") {
+    auto to = attrInt(n, "to", 0);
+    if (!to) {
+      llvm::consumeError(to.takeError());
+      return false;
+    }
+    if (*to != pb::TensorProto::FLOAT)
+      return true;
+  }
+  const auto &foldable = foldOpTypes();
+  if (depth > 16 ||
+      std::find(foldable.begin(), foldable.end(), op) == foldable.end())
+    return false;
+  bool any = false;
+  for (const std::string &out : n.output()) {
+    auto it = readers.find(out);
+    if (it == readers.end())
+      continue;
+    for (int r : it->second) {
+      if (!feedsOnlyMasks(r, depth + 1))
+        return false;
+      any = true;
+    }
+  }
+  return any;
+}
+
 Expected<Graph> Importer::run() {
   if (Error e = setUpInputs())
     return e;
   const pb::GraphProto &graph = model.graph();
+  for (int k = 0; k < graph.node_size(); ++k)
+    if (live[k])
+      for (const std::string &in : graph.node(k).input())
+        readers[in].push_back(k);
   for (int k = 0; k < graph.node_size(); ++k)
     if (live[k])
       if (Error e = translate(graph.node(k)))

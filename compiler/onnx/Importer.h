@@ -221,7 +221,37 @@ private:
   llvm::Error setUpInputs();
   llvm::Expected<ValueId> materialize(const pb::NodeProto &n,
                                       const std::string &name,
-                                      WeightInit declaredInit, bool trainable);
+                                      WeightInit declaredInit, bool trainable,
+                                      bool intsAsFloats = false);
+  /// Whether what node `k` computes ends, through ops that fold, in
+  /// booleans or integers only (a causal mask sliced from a float buffer
+  /// and compared): its float initializers are then constants, not
+  /// parameters.
+  bool feedsOnlyMasks(int k, int depth = 0) const;
+
+public:
+  /// Operand `i` as a non-trainable float weight holding a constant of any
+  /// element type (a mask, fixed indices).
+  llvm::Expected<ValueId> constantWeight(const pb::NodeProto &n, int i);
+  /// Operand `i` as an integer activation (the token ids).
+  llvm::Expected<ValueId> indices(const pb::NodeProto &n, int i);
+  /// A weight by its own name (the source of a transposed weight).
+  llvm::Expected<ValueId> materializeWeight(const pb::NodeProto &n,
+                                            const std::string &name,
+                                            WeightInit declaredInit,
+                                            bool trainable) {
+    return materialize(n, name, declaredInit, trainable);
+  }
+  bool isIntActivation(const std::string &name) const {
+    auto it = values.find(name);
+    return it != values.end() && g.values[it->second].dtype != DType::F32;
+  }
+  /// Transpose nodes of a 2-D weight: their output names and the weight's.
+  std::unordered_map<std::string, std::string> transposedWeights;
+
+private:
+  /// Per value name, the live nodes that read it.
+  std::unordered_map<std::string, std::vector<int>> readers;
 
   std::unordered_map<const pb::NodeProto *, int> nodeIndex;
   std::unordered_map<std::string, ValueId> values; // activations, data input

@@ -48,6 +48,25 @@ public:
                                  bool trainable) override {
     return im.weight(n, i, declaredInit, trainable);
   }
+  llvm::Expected<ValueId> constantWeight(int i) override {
+    return im.constantWeight(n, i);
+  }
+  llvm::Expected<ValueId> indices(int i) override { return im.indices(n, i); }
+  bool isTransposedWeight(int i) const override {
+    return im.hasInput(n, i) && im.transposedWeights.count(n.input(i));
+  }
+  llvm::Expected<ValueId> transposedWeight(int i, WeightInit declaredInit,
+                                           bool trainable) override {
+    auto it = im.transposedWeights.find(n.input(i));
+    if (it == im.transposedWeights.end())
+      return im.fail(n, "operand " + std::to_string(i) +
+                            " is not a transposed weight");
+    return im.materializeWeight(n, it->second, declaredInit, trainable);
+  }
+  bool isIndices(int i) const override {
+    return im.hasInput(n, i) && im.isActivation(n.input(i)) &&
+           im.isIntActivation(n.input(i));
+  }
   llvm::Expected<IntConstant> intConstant(int i) override {
     auto t = im.constant(n, i);
     if (!t)

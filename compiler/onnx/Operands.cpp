@@ -85,8 +85,13 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
     return fail(n, llvm::formatv("operand {0} is missing", i));
   const std::string &name = n.input(i);
   auto it = values.find(name);
-  if (it != values.end())
+  if (it != values.end()) {
+    if (g.values[it->second].dtype != DType::F32)
+      return fail(n, operand(n, i) +
+                         " holds integer token ids; memfit reads them only "
+                         "as the indices of an embedding (Gather)");
     return it->second;
+  }
   if (isDeclaredInput(name))
     return extraDataInput(n, name);
   if (isConstant(name) || weights.count(name))
@@ -100,13 +105,42 @@ Expected<ValueId> Importer::weight(const pb::NodeProto &n, int i,
                                    WeightInit declaredInit, bool trainable) {
   if (!hasInput(n, i))
     return fail(n, llvm::formatv("operand {0} is missing", i));
+  if (transposedWeights.count(n.input(i)))
+    return fail(n, operand(n, i) +
+                       " is a transposed weight; memfit supports that only "
+                       "as the second operand of MatMul");
   return materialize(n, n.input(i), declaredInit, trainable);
+}
+
+Expected<ValueId> Importer::constantWeight(const pb::NodeProto &n, int i) {
+  if (!hasInput(n, i))
+    return fail(n, llvm::formatv("operand {0} is missing", i));
+  if (!isConstant(n.input(i)))
+    return fail(n, operand(n, i) + " must be a constant known at import time");
+  if (!consts.count(n.input(i))) {
+    // An initializer: read it as a constant first (any element type).
+    auto c = constant(n, i);
+    if (!c)
+      return c.takeError();
+  }
+  return materialize(n, n.input(i), WeightInit::Zeros, false, true);
+}
+
+Expected<ValueId> Importer::indices(const pb::NodeProto &n, int i) {
+  if (!hasInput(n, i))
+    return fail(n, llvm::formatv("operand {0} is missing", i));
+  auto it = values.find(n.input(i));
+  if (it == values.end() || g.values[it->second].dtype == DType::F32)
+    return fail(n, operand(n, i) +
+                       " must be integer indices computed from the data "
+                       "input (token ids) or a constant");
+  return it->second;
 }
 
 Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
                                         const std::string &name,
-                                        WeightInit declaredInit,
-                                        bool trainable) {
+                                        WeightInit declaredInit, bool trainable,
+                                        bool intsAsFloats) {
   std::string qname = quoteName(name);
   auto done = weights.find(name);
   if (done != weights.end()) {
@@ -128,7 +162,24 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
   v.kind = ValueKind::Weight;
   v.trainable = trainable;
   auto src = sources.find(name);
-  if (src != sources.end() && src->second.init) {
+  auto constant = consts.find(name);
+  if (intsAsFloats && constant != consts.end() &&
+      !constant->second->isFloat()) {
+    // A mask or fixed indices, held as floats (exact below 2^24).
+    const ConstTensor &c = *constant->second;
+    v.dims = c.dims;
+    for (int64_t k = 0; k < c.numel(); ++k) {
+      if (c.isBatch(k) || c.ints[k] >= (int64_t(1) << 24) ||
+          c.ints[k] <= -(int64_t(1) << 24))
+        return fail(n, "constant " + qname +
+                           " holds integers memfit cannot keep exactly");
+      v.data.push_back(static_cast<float>(c.ints[k]));
+    }
+    v.trainable = false;
+    floatConstWeights.insert(name);
+    if (v.dims.empty())
+      v.dims = {1};
+  } else if (src != sources.end() && src->second.init) {
     const pb::TensorProto &t = *src->second.init;
     if (t.name() != name)
       v.dataName = t.name();

@@ -1,7 +1,9 @@
-//===- Activation.cpp - Relu, LeakyRelu, Sigmoid, Tanh, Clip --------------===//
+//===- Activation.cpp - Element-wise functions of one activation ----------===//
 //
-// Elementwise with a derivative that is a function of the output, so the
-// backward reads Y alone and the forward may overwrite its input.
+// Relu, LeakyRelu, Sigmoid, Tanh, Clip and Sqrt have a derivative that is a
+// function of the output, so the backward reads Y alone and the forward may
+// overwrite its input. Erf, HardSigmoid, HardSwish, Pow (by a constant) and
+// Gelu differentiate from their input X, which the backward reads instead.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
@@ -16,7 +18,11 @@ llvm::Error importUnary(OnnxNode &node) {
       {"Relu", OpKind::Relu},
       {"Sigmoid", OpKind::Sigmoid},
       {"Tanh", OpKind::Tanh},
-      {"LeakyRelu", OpKind::LeakyRelu}};
+      {"LeakyRelu", OpKind::LeakyRelu},
+      {"Sqrt", OpKind::Sqrt},
+      {"Erf", OpKind::Erf},
+      {"HardSigmoid", OpKind::HardSigmoid},
+      {"HardSwish", OpKind::HardSwish}};
   auto x = node.activation(0);
   auto alpha = node.attrFloat("alpha", 0.01f);
   if (llvm::Error e = firstError(x, alpha))
@@ -24,6 +30,14 @@ llvm::Error importUnary(OnnxNode &node) {
   OpAttrs a;
   if (node.opType() == "LeakyRelu")
     a.alpha = *alpha;
+  if (node.opType() == "HardSigmoid") {
+    auto hsAlpha = node.attrFloat("alpha", 0.2f);
+    auto hsBeta = node.attrFloat("beta", 0.5f);
+    if (llvm::Error e = firstError(hsAlpha, hsBeta))
+      return e;
+    a.alpha = *hsAlpha;
+    a.beta = *hsBeta;
+  }
   return node
       .emit(kinds.at(node.opType().str()), {*x},
             {{node.outputName(0), dimsOfValue(node, *x)}}, a)
@@ -62,8 +76,42 @@ llvm::Error importClip(OnnxNode &node) {
       .takeError();
 }
 
+/// x ** c for a constant exponent c.
+llvm::Error importPow(OnnxNode &node) {
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  float exponent = 0;
+  if (auto f = node.scalarFloat(1)) {
+    exponent = *f;
+  } else {
+    llvm::consumeError(f.takeError());
+    auto c = node.intConstant(1);
+    if (!c)
+      return c.takeError();
+    if (c->isFloat || c->numel() != 1 || c->isBatch(0))
+      return node.fail("the exponent must be a scalar constant; memfit "
+                       "supports powers by a constant");
+    exponent = static_cast<float>(c->ints[0]);
+  }
+  OpAttrs a;
+  a.alpha = exponent;
+  return node
+      .emit(OpKind::Pow, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}}, a)
+      .takeError();
+}
+
 void readsOutput(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.output);
+}
+
+void readsInput(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[0]);
+}
+
+bool gradReadsInput(OpKind k) {
+  return k == OpKind::Erf || k == OpKind::HardSigmoid ||
+         k == OpKind::HardSwish || k == OpKind::Pow || k == OpKind::Gelu;
 }
 
 OpWork oneFlop(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
@@ -82,22 +130,43 @@ void clipSignature(llvm::raw_ostream &os, const Op &op) {
   printFloat(os, "min", op.attrs.minValue);
 }
 
-const char *actKind(OpKind k) {
-  return k == OpKind::Relu        ? "Relu"
-         : k == OpKind::LeakyRelu ? "LeakyRelu"
-         : k == OpKind::Sigmoid   ? "Sigmoid"
-         : k == OpKind::Tanh      ? "Tanh"
-                                  : "Clip";
+const char *actKind(const Op &op) {
+  switch (op.kind) {
+  case OpKind::Relu:
+    return "Relu";
+  case OpKind::LeakyRelu:
+    return "LeakyRelu";
+  case OpKind::Sigmoid:
+    return "Sigmoid";
+  case OpKind::Tanh:
+    return "Tanh";
+  case OpKind::Sqrt:
+    return "Sqrt";
+  case OpKind::Erf:
+    return "Erf";
+  case OpKind::HardSigmoid:
+    return "HardSigmoid";
+  case OpKind::HardSwish:
+    return "HardSwish";
+  case OpKind::Pow:
+    return "Pow";
+  case OpKind::Gelu:
+    return op.attrs.tanhApprox ? "GeluTanh" : "Gelu";
+  default:
+    return "Clip";
+  }
 }
 
 llvm::Expected<OpParamsText> params(const Graph &, const Op &op) {
   const OpAttrs &a = op.attrs;
+  std::string beta =
+      op.kind == OpKind::HardSigmoid ? ", .beta = " + f32(a.beta) : "";
   return OpParamsText{
       "ActParams",
       llvm::formatv("{{.kind = ActKind::{0}, .alpha = {1}, .lo = {2}, "
-                    ".hi = {3}}",
-                    actKind(op.kind), f32(a.alpha), f32(a.minValue),
-                    f32(a.maxValue))
+                    ".hi = {3}{4}}",
+                    actKind(op), f32(a.alpha), f32(a.minValue), f32(a.maxValue),
+                    beta)
           .str()};
 }
 
@@ -111,10 +180,11 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
                                perSample, x.value(in), x.value(y))
                            .str()};
   case TaskKind::BackwardData:
-    return EmittedCall{formatv("x.actBackward({0}, {1}, {2}, {3}, {4}, {5})",
-                               x.params, perSample, x.value(y), x.grad(y),
-                               x.gradIfWritten(in), x.accumulates(in))
-                           .str()};
+    return EmittedCall{
+        formatv("x.actBackward({0}, {1}, {2}, {3}, {4}, {5})", x.params,
+                perSample, x.value(gradReadsInput(x.op.kind) ? in : y),
+                x.grad(y), x.gradIfWritten(in), x.accumulates(in))
+            .str()};
   default:
     return noWeightGrad(x.op);
   }
@@ -145,6 +215,32 @@ void registerActivation(std::vector<OpDef> &defs) {
   clip.signatureAttrs = clipSignature;
   clip.importOnnx = importClip;
   defs.push_back(std::move(clip));
+  defs.push_back(activation(OpKind::Sqrt, "Sqrt", transcendental));
+  auto fromInput = [](OpDef d) {
+    d.mayRunInPlace = false;
+    d.dataGradReads = readsInput;
+    return d;
+  };
+  defs.push_back(fromInput(activation(OpKind::Erf, "Erf", transcendental)));
+  defs.push_back(
+      fromInput(activation(OpKind::HardSigmoid, "HardSigmoid", oneFlop)));
+  defs.push_back(
+      fromInput(activation(OpKind::HardSwish, "HardSwish", oneFlop)));
+  OpDef pow = fromInput(activation(OpKind::Pow, "Pow", transcendental));
+  pow.importOnnx = importPow;
+  pow.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
+    printFloat(os, "exponent", op.attrs.alpha);
+  };
+  defs.push_back(std::move(pow));
+  // Recognized from its Erf or tanh expansion (compiler/onnx), not imported
+  // by op type: ONNX names no Gelu before opset 20.
+  OpDef gelu = fromInput(activation(OpKind::Gelu, "Gelu", transcendental));
+  gelu.onnxTypes = {};
+  gelu.importOnnx = nullptr;
+  gelu.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
+    os << " approximate=" << (op.attrs.tanhApprox ? "tanh" : "none");
+  };
+  defs.push_back(std::move(gelu));
 }
 
 } // namespace memfit::ops

@@ -1,8 +1,8 @@
-//===- Binary.cpp - Add, Sub, Mul with broadcasting -----------------------===//
+//===- Binary.cpp - Add, Sub, Mul, Div with broadcasting ------------------===//
 //
-// The first operand is the activation; the second is an activation of the
-// same shape, or a weight or constant broadcast along one contiguous run of
-// the per-sample dims (per channel, per feature). A weight operand's
+// The first operand is the activation; the second is an activation, weight
+// or constant broadcast along one contiguous run of the first's per-sample
+// dims (the same shape, per channel, per feature, a position table). Its
 // gradient is the reduction of dY over the broadcast positions (a bias).
 //
 //===----------------------------------------------------------------------===//
@@ -14,7 +14,69 @@ namespace {
 // --- ONNX translation ---
 
 OpKind binaryKind(llvm::StringRef op) {
-  return op == "Add" ? OpKind::Add : op == "Sub" ? OpKind::Sub : OpKind::Mul;
+  return op == "Add"   ? OpKind::Add
+         : op == "Sub" ? OpKind::Sub
+         : op == "Mul" ? OpKind::Mul
+                       : OpKind::Div;
+}
+
+} // namespace
+
+bool broadcastRun(const std::vector<int64_t> &big, std::vector<int64_t> small,
+                  int64_t &bSize, int64_t &inner) {
+  while (small.size() > big.size() && small.front() == 1)
+    small.erase(small.begin());
+  if (small.size() > big.size())
+    return false;
+  small.insert(small.begin(), big.size() - small.size(), 1);
+  int first = -1, last = -1;
+  for (int i = 0; i < (int)small.size(); ++i)
+    if (small[i] != 1) {
+      if (small[i] != big[i] || (first >= 0 && last != i - 1))
+        return false;
+      if (first < 0)
+        first = i;
+      last = i;
+    }
+  bSize = 1;
+  inner = 1;
+  if (first >= 0) {
+    for (int i = first; i <= last; ++i)
+      bSize *= small[i];
+    for (int i = last + 1; i < (int)big.size(); ++i)
+      inner *= big[i];
+  }
+  return true;
+}
+
+namespace {
+
+std::vector<int64_t> perSampleDims(const std::vector<int64_t> &d) {
+  return std::vector<int64_t>(d.begin() + (d.empty() ? 0 : 1), d.end());
+}
+
+/// Two activations: the same shape, or the second broadcast into the first
+/// along one contiguous run of its per-sample axes (a squeeze-and-excitation
+/// scale [N, C, 1, 1] over [N, C, H, W]).
+llvm::Error importActivations(OnnxNode &node, OpKind kind) {
+  ValueId x = *node.activation(0), y = *node.activation(1);
+  std::vector<int64_t> xd = dimsOfValue(node, x), yd = dimsOfValue(node, y);
+  if (xd == yd)
+    return node.emit(kind, {x, y}, {{node.outputName(0), xd}}).takeError();
+  int64_t bSize, inner;
+  auto fits = [&](const std::vector<int64_t> &big,
+                  const std::vector<int64_t> &small) {
+    return big.size() == small.size() &&
+           broadcastRun(perSampleDims(big), perSampleDims(small), bSize, inner);
+  };
+  if (fits(xd, yd))
+    return node.emit(kind, {x, y}, {{node.outputName(0), xd}}).takeError();
+  if (fits(yd, xd))
+    return node.emit(kind, {x, y}, {{node.outputName(0), yd}}).takeError();
+  return node.fail("combines activations of shapes " + dimsStr(xd) + " and " +
+                   dimsStr(yd) +
+                   "; memfit supports activations of the same shape, or one "
+                   "broadcast along one contiguous run of the other's axes");
 }
 
 llvm::Error importBinary(OnnxNode &node) {
@@ -24,14 +86,10 @@ llvm::Error importBinary(OnnxNode &node) {
        act1 = node.isActivation(node.inputName(1));
   OpKind kind = binaryKind(node.opType());
   if (act0 && act1) {
-    ValueId x = *node.activation(0), y = *node.activation(1);
-    std::vector<int64_t> xd = dimsOfValue(node, x), yd = dimsOfValue(node, y);
-    if (xd != yd)
-      return node.fail("combines activations of shapes " + dimsStr(xd) +
-                       " and " + dimsStr(yd) +
-                       "; memfit supports elementwise ops on activations "
-                       "of the same shape");
-    return node.emit(kind, {x, y}, {{node.outputName(0), xd}}).takeError();
+    auto x = node.activation(0), y = node.activation(1);
+    if (llvm::Error e = firstError(x, y))
+      return e;
+    return importActivations(node, kind);
   }
   if (!act0 && !act1)
     return node.activation(0).takeError();
@@ -39,29 +97,35 @@ llvm::Error importBinary(OnnxNode &node) {
   auto x = node.activation(xi);
   if (!x)
     return x.takeError();
-  WeightInit init = kind == OpKind::Mul ? WeightInit::Ones : WeightInit::Zeros;
+  WeightInit init = kind == OpKind::Mul || kind == OpKind::Div
+                        ? WeightInit::Ones
+                        : WeightInit::Zeros;
   auto w = node.weight(1 - xi, init, true);
   if (!w)
     return w.takeError();
   std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
-  // Left-pad the weight's shape to the activation's rank (numpy
-  // broadcasting), then it may vary only along the channel axis.
-  bool ok = wd.size() <= xd.size();
-  if (ok) {
-    std::vector<int64_t> p(xd.size() - wd.size(), 1);
-    p.insert(p.end(), wd.begin(), wd.end());
-    for (size_t i = 0; i < p.size() && ok; ++i)
-      ok = p[i] == 1 || (i == 1 && p[i] == xd[1]);
-  }
+  // numpy broadcasting that leaves the batch alone: the weight varies along
+  // one contiguous run of the per-sample axes (a bias, a per-channel scale,
+  // a position table).
+  int64_t bSize, inner;
+  std::vector<int64_t> padded = wd;
+  while (padded.size() > xd.size() && padded.front() == 1)
+    padded.erase(padded.begin());
+  bool ok =
+      padded.size() <= xd.size() &&
+      (padded.size() < xd.size() || padded[0] == 1) &&
+      broadcastRun(perSampleDims(xd),
+                   padded.size() == xd.size() ? perSampleDims(padded) : padded,
+                   bSize, inner);
   if (!ok && node.isDeclaredInput(node.inputName(1 - xi)))
     return node.extraDataInput(node.inputName(1 - xi));
   if (!ok)
     return node.fail("weight " + quoteName(node.graph().values[*w].name) +
                      " of shape " + dimsStr(wd) +
-                     " does not broadcast per channel over the "
-                     "activation of shape " +
+                     " does not broadcast over the activation of shape " +
                      dimsStr(xd) +
-                     "; memfit supports scalar and per-channel weights");
+                     "; memfit supports weights that vary along one "
+                     "contiguous run of the per-sample axes");
   std::vector<ValueId> inputs =
       xi == 0 ? std::vector<ValueId>{*x, *w} : std::vector<ValueId>{*w, *x};
   return node.emit(kind, inputs, {{node.outputName(0), xd}}).takeError();
@@ -97,68 +161,55 @@ OpWork mulWork(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
   return {(kind == TaskKind::Forward ? 1 : 2) * out};
 }
 
+/// The operand with the output's shape (the kernel's a) comes first in the
+/// kernel's terms; the other is broadcast (b). Sub and Div with the
+/// broadcast operand first run reversed (RSub, RDiv).
+size_t primaryOperand(const Graph &g, const Op &op) {
+  const Value &v0 = g.value(op.inputs[0]);
+  return v0.batched && v0.dims == g.value(op.outputs[0]).dims ? 0 : 1;
+}
+
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   if (op.inputs.size() != 2)
     return unsupportedByRuntime(op, "expects two operands");
-  const Value &va = g.value(op.inputs[0]);
-  const Value &vb = g.value(op.inputs[1]);
+  size_t pa = primaryOperand(g, op);
+  const Value &va = g.value(op.inputs[pa]);
+  const Value &vb = g.value(op.inputs[1 - pa]);
   if (!va.batched)
-    return unsupportedByRuntime(op, "the first operand must be the activation");
+    return unsupportedByRuntime(op, "one operand must be an activation of the "
+                                    "output's shape");
+  bool rev = pa == 1;
   const char *k = op.kind == OpKind::Add   ? "Add"
-                  : op.kind == OpKind::Sub ? "Sub"
-                                           : "Mul";
+                  : op.kind == OpKind::Sub ? (rev ? "RSub" : "Sub")
+                  : op.kind == OpKind::Mul ? "Mul"
+                                           : (rev ? "RDiv" : "Div");
   int64_t per = va.elementsPerSample();
-  if (vb.batched) {
-    if (vb.dims != va.dims)
-      return unsupportedByRuntime(op,
-                                  "batched operands must have the same shape");
+  if (vb.batched && vb.dims == va.dims)
     return OpParamsText{
         "BinaryParams",
         llvm::formatv("{{.kind = BinaryKind::{0}, .perSample = {1}, "
                       ".bBatched = true, .bSize = {1}, .inner = 1}",
                       k, per)
             .str()};
-  }
-  // Right-align b's shape with a's per-sample shape and find the one
-  // contiguous run of non-unit dims it broadcasts along.
-  std::vector<int64_t> ad(va.dims.begin() + 1, va.dims.end());
-  std::vector<int64_t> bd = vb.dims;
-  while (!bd.empty() && bd.size() > ad.size() && bd.front() == 1)
-    bd.erase(bd.begin());
-  if (bd.size() > ad.size())
-    return unsupportedByRuntime(op, "the broadcast operand has too many dims");
-  bd.insert(bd.begin(), ad.size() - bd.size(), 1);
-  int first = -1, last = -1;
-  for (int i = 0; i < (int)bd.size(); ++i)
-    if (bd[i] != 1) {
-      if (bd[i] != ad[i])
-        return unsupportedByRuntime(op, "operand shapes do not broadcast");
-      if (first < 0)
-        first = i;
-      else if (last != i - 1)
-        return unsupportedByRuntime(op, "the broadcast operand's dims must be "
-                                        "contiguous");
-      last = i;
-    }
-  int64_t bSize = 1, inner = 1;
-  if (first >= 0) {
-    for (int i = first; i <= last; ++i)
-      bSize *= bd[i];
-    for (int i = last + 1; i < (int)ad.size(); ++i)
-      inner *= ad[i];
-  }
+  int64_t bSize, inner;
+  if (!broadcastRun(perSampleDims(va.dims),
+                    vb.batched ? perSampleDims(vb.dims) : vb.dims, bSize,
+                    inner))
+    return unsupportedByRuntime(op, "the operand shapes do not broadcast "
+                                    "along one contiguous run of axes");
   return OpParamsText{
       "BinaryParams",
       llvm::formatv("{{.kind = BinaryKind::{0}, .perSample = {1}, "
-                    ".bBatched = false, .bSize = {2}, "
-                    ".inner = {3}}",
-                    k, per, bSize, inner)
+                    ".bBatched = {2}, .bSize = {3}, "
+                    ".inner = {4}}",
+                    k, per, vb.batched ? "true" : "false", bSize, inner)
           .str()};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {
   const Op &op = x.op;
-  ValueId a = op.inputs[0], b = op.inputs[1], y = op.outputs[0];
+  size_t pa = primaryOperand(x.graph, op);
+  ValueId a = op.inputs[pa], b = op.inputs[1 - pa], y = op.outputs[0];
   using llvm::formatv;
   switch (x.task.kind) {
   case TaskKind::Forward:
@@ -207,6 +258,16 @@ void registerBinary(std::vector<OpDef> &defs) {
   mul.weightGradReads = mulWeightReads;
   mul.work = mulWork;
   defs.push_back(std::move(mul));
+  OpDef div = binary(OpKind::Div, "Div");
+  // d(a/b)/da = 1/b and d(a/b)/db = -a/b^2: both read both operands.
+  div.dataGradReads = [](const GradOperands &o, std::vector<BlockId> &reads) {
+    reads.insert(reads.end(), o.inputs.begin(), o.inputs.end());
+  };
+  div.weightGradReads = [](const GradOperands &o, std::vector<BlockId> &reads) {
+    reads.insert(reads.end(), o.inputs.begin(), o.inputs.end());
+  };
+  div.work = mulWork;
+  defs.push_back(std::move(div));
 }
 
 } // namespace memfit::ops

@@ -33,6 +33,19 @@ void registerConcat(std::vector<OpDef> &defs);
 void registerView(std::vector<OpDef> &defs);
 void registerPad(std::vector<OpDef> &defs);
 void registerSoftmax(std::vector<OpDef> &defs);
+void registerTransformer(std::vector<OpDef> &defs);
+void registerLayout(std::vector<OpDef> &defs);
+
+/// MatMul of two activations (Transformer.cpp).
+llvm::Error importBatchMatMul(OnnxNode &node);
+/// Gather of an activation by a constant scalar index (Layout.cpp).
+llvm::Error importIndexSelect(OnnxNode &node);
+
+/// Whether `small` (right-aligned, numpy style) broadcasts into `big` along
+/// one contiguous run of big's axes; sets the run's element count and the
+/// elements after it (BinaryParams' bSize and inner).
+bool broadcastRun(const std::vector<int64_t> &big, std::vector<int64_t> small,
+                  int64_t &bSize, int64_t &inner);
 
 // --- autodiff rules shared by the products (Conv, Gemm, MatMul, Mul) ---
 /// d(x * w)/dx = w: BP-data of operand i (of the first two) reads the

@@ -60,20 +60,35 @@ llvm::Error importGemm(OnnxNode &node) {
       .takeError();
 }
 
+/// x [N, ..., K] times a weight [K, M] (or the transpose of an [M, K] one,
+/// PyTorch's Linear): one GEMM over all rows. Two activations multiply as
+/// batched products.
 llvm::Error importMatMul(OnnxNode &node) {
+  if (node.isActivation(node.inputName(0)) &&
+      node.isActivation(node.inputName(1)))
+    return importBatchMatMul(node);
   auto a = node.activation(0);
-  auto b = node.weight(1, WeightInit::GlorotUniform, true);
-  if (llvm::Error e = firstError(a, b))
-    return e;
+  if (!a)
+    return a.takeError();
+  bool transB = node.isTransposedWeight(1);
+  auto b = transB ? node.transposedWeight(1, WeightInit::GlorotUniform, true)
+                  : node.weight(1, WeightInit::GlorotUniform, true);
+  if (!b)
+    return b.takeError();
   std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
-  if (ad.size() < 2 || bd.size() != 2 || ad.back() != bd[0])
+  int64_t k = bd.size() == 2 ? bd[transB ? 1 : 0] : -1;
+  int64_t cols = bd.size() == 2 ? bd[transB ? 0 : 1] : -1;
+  if (ad.size() < 2 || bd.size() != 2 || ad.back() != k)
     return node.fail("activation of shape " + dimsStr(ad) +
                      " and weight of shape " + dimsStr(bd) +
+                     (transB ? " (transposed)" : "") +
                      " do not multiply (memfit supports N x ... x K "
                      "times a K x M weight)");
   std::vector<int64_t> out = ad;
-  out.back() = bd[1];
-  return node.emit(OpKind::MatMul, {*a, *b}, {{node.outputName(0), out}})
+  out.back() = cols;
+  OpAttrs at;
+  at.transB = transB;
+  return node.emit(OpKind::MatMul, {*a, *b}, {{node.outputName(0), out}}, at)
       .takeError();
 }
 
@@ -107,18 +122,23 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   if (a.transA)
     return unsupportedByRuntime(op,
                                 "transA on the activations is not supported");
-  if (x.dims.size() != 2 || y.dims.size() != 2)
-    return unsupportedByRuntime(op, "expects [batch, features] operands");
   bool gemm = op.kind == OpKind::Gemm;
-  bool transB = gemm && a.transB;
+  if (x.dims.size() < 2 || y.dims.size() != x.dims.size() ||
+      (gemm && x.dims.size() != 2))
+    return unsupportedByRuntime(op, "expects [batch, ..., features] operands");
+  bool transB = a.transB;
   float alpha = gemm ? a.alpha : 1.0f;
   float beta = gemm ? a.beta : 0.0f;
+  int64_t rows = 1;
+  for (size_t i = 1; i + 1 < x.dims.size(); ++i)
+    rows *= x.dims[i];
+  std::string rowsField = rows == 1 ? "" : ", .rows = " + std::to_string(rows);
   return OpParamsText{"GemmParams",
                       llvm::formatv("{{.k = {0}, .m = {1}, .transB = {2}, "
-                                    ".alpha = {3}, .beta = {4}}",
-                                    x.dims[1], y.dims[1],
+                                    ".alpha = {3}, .beta = {4}{5}}",
+                                    x.dims.back(), y.dims.back(),
                                     transB ? "true" : "false", f32(alpha),
-                                    f32(beta))
+                                    f32(beta), rowsField)
                           .str()};
 }
 

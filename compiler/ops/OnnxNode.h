@@ -81,6 +81,17 @@ public:
   /// it without data; `trainable` false marks state (running statistics).
   virtual llvm::Expected<ValueId> weight(int i, WeightInit declaredInit,
                                          bool trainable) = 0;
+  /// A constant of any element type as a non-trainable float weight (a
+  /// mask, fixed indices).
+  virtual llvm::Expected<ValueId> constantWeight(int i) = 0;
+  /// Integer indices computed from the data input (token ids).
+  virtual llvm::Expected<ValueId> indices(int i) = 0;
+  virtual bool isIndices(int i) const = 0;
+  /// Operand `i` is Transpose(W) of a 2-D weight W (PyTorch's Linear on
+  /// 3-D inputs): W itself, which the op reads transposed.
+  virtual bool isTransposedWeight(int i) const = 0;
+  virtual llvm::Expected<ValueId>
+  transposedWeight(int i, WeightInit declaredInit, bool trainable) = 0;
   /// An integer constant operand.
   virtual llvm::Expected<IntConstant> intConstant(int i) = 0;
   virtual llvm::Expected<float> scalarFloat(int i) = 0;

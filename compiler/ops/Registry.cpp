@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace memfit {
 namespace {
@@ -25,6 +26,8 @@ std::vector<OpDef> build() {
   ops::registerView(defs);
   ops::registerPad(defs);
   ops::registerSoftmax(defs);
+  ops::registerTransformer(defs);
+  ops::registerLayout(defs);
   // Indexed by kind: a kind defined twice or not at all is a bug caught
   // here, on the first lookup, in every build.
   std::vector<OpDef> byKind;
@@ -115,6 +118,11 @@ void printFloat(llvm::raw_ostream &os, const char *key, float v) {
 }
 
 std::string f32(float v) {
+  // A masked fill writes -inf; C++ has no literal for it.
+  if (std::isinf(v))
+    return v < 0 ? "(-__builtin_inff())" : "__builtin_inff()";
+  if (std::isnan(v))
+    return "__builtin_nanf(\"\")";
   std::string s = llvm::formatv("{0:e9}", v).str();
   return s + "f";
 }

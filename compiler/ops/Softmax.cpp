@@ -56,27 +56,39 @@ void signature(llvm::raw_ostream &os, const Op &op) {
 
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
-  if (x.dims.size() != 2 || (op.attrs.axis != 1 && op.attrs.axis != -1))
-    return unsupportedByRuntime(
-        op, "softmax over axis 1 of [batch, features] only");
+  int64_t axis = op.attrs.axis < 0 ? op.attrs.axis + (int64_t)x.dims.size()
+                                   : op.attrs.axis;
+  for (size_t i = axis + 1; i < x.dims.size(); ++i)
+    if (x.dims[i] != 1)
+      return unsupportedByRuntime(op, "softmax over the last axis only");
   return OpParamsText{};
+}
+
+/// Rows of the normalized axis per sample, and their length.
+void rowsOf(const Value &x, const Op &op, int64_t &rows, int64_t &features) {
+  int64_t axis = op.attrs.axis < 0 ? op.attrs.axis + (int64_t)x.dims.size()
+                                   : op.attrs.axis;
+  features = x.dims[axis];
+  rows = x.elementsPerSample() / features;
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {
   ValueId in = x.op.inputs[0], y = x.op.outputs[0];
-  int64_t features = x.graph.value(in).dims[1];
+  int64_t rows, features;
+  rowsOf(x.graph.value(in), x.op, rows, features);
+  std::string rowArg = rows == 1 ? "" : ", " + std::to_string(rows);
   const char *log = x.op.kind == OpKind::LogSoftmax ? "true" : "false";
   using llvm::formatv;
   switch (x.task.kind) {
   case TaskKind::Forward:
-    return EmittedCall{formatv("x.softmaxForward({0}, {1}, {2}, {3})", features,
-                               log, x.value(in), x.value(y))
+    return EmittedCall{formatv("x.softmaxForward({0}, {1}, {2}, {3}{4})",
+                               features, log, x.value(in), x.value(y), rowArg)
                            .str()};
   case TaskKind::BackwardData:
     return EmittedCall{formatv("x.softmaxBackward({0}, {1}, {2}, {3}, {4}, "
-                               "{5})",
+                               "{5}{6})",
                                features, log, x.value(y), x.grad(y),
-                               x.gradIfWritten(in), x.accumulates(in))
+                               x.gradIfWritten(in), x.accumulates(in), rowArg)
                            .str()};
   default:
     return noWeightGrad(x.op);

@@ -113,6 +113,65 @@ llvm::Error importReshape(OnnxNode &node) {
       .takeError();
 }
 
+/// Squeeze and Unsqueeze on an activation: a reshape that keeps the batch
+/// on axis 0.
+llvm::Error importSqueeze(OnnxNode &node) {
+  bool unsqueeze = node.opType() == "Unsqueeze";
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  std::vector<int64_t> xd = dimsOfValue(node, *x), axes;
+  if (node.opset() >= 13) {
+    if (node.hasInput(1)) {
+      auto v = node.intVector(1);
+      if (!v)
+        return v.takeError();
+      axes = *v;
+    }
+  } else {
+    auto a = node.attrInts("axes");
+    if (!a)
+      return a.takeError();
+    axes = a->value_or(std::vector<int64_t>());
+  }
+  auto outRank =
+      static_cast<int64_t>(xd.size() + (unsqueeze ? axes.size() : 0));
+  std::vector<bool> marked(outRank > 0 ? outRank : 0, false);
+  for (int64_t a : axes) {
+    int64_t r = unsqueeze ? outRank : (int64_t)xd.size();
+    int64_t ax = a < 0 ? a + r : a;
+    if (ax < 0 || ax >= r || marked[ax])
+      return node.fail(
+          llvm::formatv("axis {0} is invalid for shape {1}", a, dimsStr(xd)));
+    if (ax == 0)
+      return node.fail("would move the batch off axis 0; memfit keeps the "
+                       "batch on axis 0 of every value");
+    marked[ax] = true;
+  }
+  std::vector<int64_t> out;
+  if (unsqueeze) {
+    for (int64_t i = 0, k = 0; i < outRank; ++i)
+      out.push_back(marked[i] ? 1 : xd[k++]);
+  } else {
+    for (size_t i = 0; i < xd.size(); ++i) {
+      bool drop = axes.empty() ? (i > 0 && xd[i] == 1) : bool(marked[i]);
+      if (drop && xd[i] != 1)
+        return node.fail(
+            llvm::formatv("squeezes axis {0} of size {1}", i, xd[i]));
+      if (!drop)
+        out.push_back(xd[i]);
+    }
+  }
+  OpAttrs a;
+  a.shape = out;
+  return node.emit(OpKind::Reshape, {*x}, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
+llvm::Error importReshapeLike(OnnxNode &node) {
+  return node.opType() == "Reshape" ? importReshape(node) : importSqueeze(node);
+}
+
 OpWork noFlops(const Graph &, const Op &, TaskKind, int, int64_t) {
   return {0};
 }
@@ -161,7 +220,8 @@ void registerView(std::vector<OpDef> &defs) {
   flatten.importOnnx = importFlatten;
   defs.push_back(std::move(flatten));
   OpDef reshape = view(OpKind::Reshape, "Reshape");
-  reshape.importOnnx = importReshape;
+  reshape.onnxTypes = {"Reshape", "Squeeze", "Unsqueeze"};
+  reshape.importOnnx = importReshapeLike;
   defs.push_back(std::move(reshape));
 }
 

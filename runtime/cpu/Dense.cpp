@@ -98,21 +98,30 @@ void softmaxBackward(int64_t n, int64_t features, bool log, const float *y,
   }
 }
 
-void softmaxCrossEntropy(int64_t n, int64_t classes, int64_t batch,
+void softmaxCrossEntropy(const LossShape &sh, int64_t n, int64_t batch,
                          const float *logits, const int32_t *labels,
                          float *loss, float *dlogits) {
-  assert(validateLabels(n, classes, labels));
+  const int64_t positions = sh.outer * sh.inner;
+  assert(validateLabels(n * positions, sh.classes, labels));
+  const int64_t count = batch * positions;
+  std::vector<float> row(sh.classes);
   double total = 0;
-  for (int64_t s = 0; s < n; ++s) {
-    const float *xs = logits + s * classes;
-    double max, logSum;
-    rowLogSumExp(classes, xs, max, logSum);
-    total += kernels::crossEntropyTerm(max, logSum, xs[labels[s]]);
-    for (int64_t j = 0; j < classes; ++j)
-      dlogits[s * classes + j] =
-          kernels::crossEntropyGrad(xs[j], max, logSum, j == labels[s], batch);
-  }
-  *loss += float(total / double(batch));
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t o = 0; o < sh.outer; ++o)
+      for (int64_t r = 0; r < sh.inner; ++r) {
+        // The classes of one position, strided by `inner`.
+        int64_t base = (s * sh.outer + o) * sh.classes * sh.inner + r;
+        for (int64_t j = 0; j < sh.classes; ++j)
+          row[j] = logits[base + j * sh.inner];
+        int32_t label = labels[(s * sh.outer + o) * sh.inner + r];
+        double max, logSum;
+        rowLogSumExp(sh.classes, row.data(), max, logSum);
+        total += kernels::crossEntropyTerm(max, logSum, row[label]);
+        for (int64_t j = 0; j < sh.classes; ++j)
+          dlogits[base + j * sh.inner] =
+              kernels::crossEntropyGrad(row[j], max, logSum, j == label, count);
+      }
+  *loss += float(total / double(count));
 }
 
 bool validateLabels(int64_t n, int64_t classes, const int32_t *labels) {
@@ -137,6 +146,77 @@ void sgdUpdate(int64_t count, float lr, float momentum, float weightDecay,
   assert((buf || momentum == 0.0f) && "momentum needs a buffer");
   for (int64_t i = 0; i < count; ++i)
     kernels::sgdAt(i, lr, momentum, weightDecay, first, w, dw, buf);
+}
+
+void batchMatMulForward(const BatchMatMulParams &p, int64_t n, const float *a,
+                        const float *b, float *y) {
+  const int64_t aStep = p.aBatch == 1 ? 0 : p.m * p.k;
+  const int64_t bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t i = 0; i < p.batch; ++i) {
+      const float *as = a + s * p.aBatch * p.m * p.k + i * aStep;
+      const float *bs = b + s * p.bBatch * p.k * p.cols + i * bStep;
+      float *ys = y + (s * p.batch + i) * p.m * p.cols;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.m, p.cols, p.k,
+                  1.0f, as, p.k, bs, p.cols, 0.0f, ys, p.cols);
+    }
+}
+
+void batchMatMulBackward(const BatchMatMulParams &p, int64_t n, const float *a,
+                         const float *b, const float *dy, float *da, float *db,
+                         bool accumulateA, bool accumulateB) {
+  const int64_t aStep = p.aBatch == 1 ? 0 : p.m * p.k;
+  const int64_t bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  // da before db: when both operands are one value, db adds to what da
+  // wrote. A shared operand's gradient sums over the products (beta 1).
+  if (da)
+    clearUnlessAccumulating(da, n * p.aBatch * p.m * p.k, accumulateA);
+  if (db)
+    clearUnlessAccumulating(db, n * p.bBatch * p.k * p.cols,
+                            accumulateB || (da && a == b));
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t i = 0; i < p.batch; ++i) {
+      int64_t aAt = s * p.aBatch * p.m * p.k + i * aStep;
+      int64_t bAt = s * p.bBatch * p.k * p.cols + i * bStep;
+      const float *dys = dy + (s * p.batch + i) * p.m * p.cols;
+      if (da) // da[m, k] += dy[m, cols] * b^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.m, p.k, p.cols,
+                    1.0f, dys, p.cols, b + bAt, p.cols, 1.0f, da + aAt, p.k);
+      if (db) // db[k, cols] += a^T * dy
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.k, p.cols, p.m,
+                    1.0f, a + aAt, p.k, dys, p.cols, 1.0f, db + bAt, p.cols);
+    }
+}
+
+namespace {
+int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
+             const float *fixedIds, int64_t r) {
+  return ids ? ids[r] : static_cast<int64_t>(fixedIds[r % p.rows]);
+}
+} // namespace
+
+void embeddingForward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
+                      const float *fixedIds, const float *table, float *y) {
+  for (int64_t r = 0; r < n * p.rows; ++r) {
+    int64_t id = idAt(p, ids, fixedIds, r);
+    assert(id >= 0 && id < p.vocab);
+    std::copy(table + id * p.d, table + (id + 1) * p.d, y + r * p.d);
+  }
+}
+
+void embeddingBackward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
+                       const float *fixedIds, const float *dy, float *dtable,
+                       bool accumulate) {
+  clearUnlessAccumulating(dtable, p.vocab * p.d, accumulate);
+  for (int64_t r = 0; r < n * p.rows; ++r) {
+    int64_t id = idAt(p, ids, fixedIds, r);
+    for (int64_t j = 0; j < p.d; ++j)
+      dtable[id * p.d + j] += dy[r * p.d + j];
+  }
+}
+
+bool validateIds(int64_t count, int64_t vocab, const int32_t *ids) {
+  return validateLabels(count, vocab, ids);
 }
 
 } // namespace memfit::rt

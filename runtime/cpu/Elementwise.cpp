@@ -23,10 +23,10 @@ void activationForward(const ActParams &p, int64_t count, const float *x,
     y[i] = kernels::activation(p, x[i]);
 }
 
-void activationBackward(const ActParams &p, int64_t count, const float *y,
+void activationBackward(const ActParams &p, int64_t count, const float *src,
                         const float *dy, float *dx, bool accumulate) {
   for (int64_t i = 0; i < count; ++i)
-    put(dx[i], kernels::activationGrad(p, y[i], dy[i]), accumulate);
+    put(dx[i], kernels::activationGrad(p, src[i], dy[i]), accumulate);
 }
 
 void binaryForward(const BinaryParams &p, int64_t n, const float *a,
@@ -39,32 +39,35 @@ void binaryForward(const BinaryParams &p, int64_t n, const float *a,
 void binaryBackward(const BinaryParams &p, int64_t n, const float *a,
                     const float *b, const float *dy, float *da, float *db,
                     bool accumulateA, bool accumulateB) {
-  assert(p.bBatched || (p.bSize > 0 && p.inner > 0));
+  assert(p.bSize > 0 && p.inner > 0);
   const int64_t count = n * p.perSample;
-  bool mul = p.kind == BinaryKind::Mul;
+  bool reads = kernels::binaryGradReadsOperands(p.kind);
   // da before db: when both operands are one value, db adds to what da
   // wrote.
   if (da)
     for (int64_t at = 0; at < count; ++at)
       put(da[at],
-          kernels::binaryGradA(p.kind, dy[at],
-                               mul ? b[kernels::binaryBIndex(p, at)] : 0),
+          reads ? kernels::binaryGradA(p.kind, dy[at], a[at],
+                                       b[kernels::binaryBIndex(p, at)])
+                : kernels::binaryGradA(p.kind, dy[at], 0, 0),
           accumulateA);
   if (!db)
     return;
   auto gradB = [&](int64_t at) {
-    return kernels::binaryGradB(p.kind, dy[at], mul ? a[at] : 0);
+    return reads ? kernels::binaryGradB(p.kind, dy[at], a[at],
+                                        b[kernels::binaryBIndex(p, at)])
+                 : kernels::binaryGradB(p.kind, dy[at], 0, 0);
   };
-  if (p.bBatched) {
+  if (p.bBatched && p.bSize == p.perSample) {
     for (int64_t at = 0; at < count; ++at)
       put(db[at], gradB(at), accumulateB);
     return;
   }
   // A broadcast b's gradient: summed in double over its positions.
-  std::vector<double> sum(p.bSize, 0.0);
+  std::vector<double> sum(p.bBatched ? n * p.bSize : p.bSize, 0.0);
   for (int64_t at = 0; at < count; ++at)
     sum[kernels::binaryBIndex(p, at)] += gradB(at);
-  for (int64_t j = 0; j < p.bSize; ++j)
+  for (size_t j = 0; j < sum.size(); ++j)
     put(db[j], float(sum[j]), accumulateB);
 }
 
@@ -104,6 +107,57 @@ void padBackward(const PadParams &p, int64_t n, const float *dy, float *dx,
 void accumulate(int64_t count, const float *x, float *y) {
   for (int64_t i = 0; i < count; ++i)
     y[i] += x[i];
+}
+
+} // namespace memfit::rt
+
+namespace memfit::rt {
+
+void transposeForward(const TransposeParams &p, int64_t n, const float *x,
+                      float *y) {
+  int64_t per = 1;
+  for (int i = 0; i < p.rank; ++i)
+    per *= p.dims[i];
+  for (int64_t t = 0; t < n * per; ++t)
+    y[t] = x[kernels::transposeSource(p, t)];
+}
+
+void transposeBackward(const TransposeParams &p, int64_t n, const float *dy,
+                       float *dx, bool accumulate) {
+  int64_t per = 1;
+  for (int i = 0; i < p.rank; ++i)
+    per *= p.dims[i];
+  for (int64_t t = 0; t < n * per; ++t)
+    put(dx[t], dy[kernels::transposeTarget(p, t)], accumulate);
+}
+
+void sliceForward(const SliceParams &p, int64_t n, const float *x, float *y) {
+  int64_t per = 1;
+  for (int i = 0; i < p.rank; ++i)
+    per *= p.ydims[i];
+  for (int64_t t = 0; t < n * per; ++t)
+    y[t] = x[kernels::sliceSource(p, t)];
+}
+
+void sliceBackward(const SliceParams &p, int64_t n, const float *dy, float *dx,
+                   bool accumulate) {
+  int64_t per = 1;
+  for (int i = 0; i < p.rank; ++i)
+    per *= p.xdims[i];
+  for (int64_t t = 0; t < n * per; ++t)
+    put(dx[t], kernels::sliceGradAt(p, dy, t), accumulate);
+}
+
+void whereForward(const WhereParams &p, int64_t n, const float *mask,
+                  const float *x, float *y) {
+  for (int64_t at = 0; at < n * p.perSample; ++at)
+    y[at] = kernels::whereFilled(p, mask, at) ? p.value : x[at];
+}
+
+void whereBackward(const WhereParams &p, int64_t n, const float *mask,
+                   const float *dy, float *dx, bool accumulate) {
+  for (int64_t at = 0; at < n * p.perSample; ++at)
+    put(dx[at], kernels::whereFilled(p, mask, at) ? 0.0f : dy[at], accumulate);
 }
 
 } // namespace memfit::rt

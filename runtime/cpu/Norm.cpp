@@ -131,4 +131,39 @@ void lrnBackward(const LRNParams &p, int64_t n, const float *x, const float *y,
     put(dx[t], kernels::lrnGradAt(p, x, y, dy, t), accumulate);
 }
 
+void layerNormForward(const LayerNormParams &p, int64_t n, const float *x,
+                      const float *scale, const float *bias, float *y) {
+  for (int64_t r = 0; r < n * p.rows; ++r)
+    kernels::lnForwardRow(p, x + r * p.d, scale, bias, y + r * p.d);
+}
+
+void layerNormBackwardData(const LayerNormParams &p, int64_t n, const float *x,
+                           const float *scale, const float *dy, float *dx,
+                           bool accumulate) {
+  for (int64_t r = 0; r < n * p.rows; ++r)
+    kernels::lnBackwardRow(p, x + r * p.d, scale, dy + r * p.d, dx + r * p.d,
+                           accumulate);
+}
+
+void layerNormBackwardWeight(const LayerNormParams &p, int64_t n,
+                             const float *x, const float *dy, float *dscale,
+                             float *dbias, bool accumulate) {
+  std::vector<double> ds(p.d, 0.0), dbs(p.d, 0.0);
+  for (int64_t r = 0; r < n * p.rows; ++r) {
+    const float *xr = x + r * p.d, *dyr = dy + r * p.d;
+    double mean, invStd;
+    kernels::lnRowStats(p, xr, mean, invStd);
+    for (int64_t j = 0; j < p.d; ++j) {
+      ds[j] += double(dyr[j]) * ((double(xr[j]) - mean) * invStd);
+      dbs[j] += dyr[j];
+    }
+  }
+  for (int64_t j = 0; j < p.d; ++j) {
+    if (dscale)
+      put(dscale[j], float(ds[j]), accumulate);
+    if (dbias)
+      put(dbias[j], float(dbs[j]), accumulate);
+  }
+}
+
 } // namespace memfit::rt

@@ -101,37 +101,43 @@ __global__ void softmaxBackwardKernel(int64_t n, int64_t features, bool log,
 
 constexpr int kLossThreads = 1024;
 
-/// One block; warp w takes samples w, w + 32, ...
-__global__ void crossEntropyKernel(int64_t n, int64_t classes, int64_t batch,
+/// One block; warp w takes the labelled positions w, w + 32, ... of the
+/// [outer, classes, inner] logits of each sample.
+__global__ void crossEntropyKernel(LossShape sh, int64_t n, int64_t batch,
                                    const float *logits, const int32_t *labels,
                                    float *loss, float *dlogits, bool reset) {
   __shared__ double scratch[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warps = blockDim.x >> 5;
+  const int64_t classes = sh.classes, inner = sh.inner;
+  const int64_t count = batch * sh.outer * inner;
   double total = 0;
-  for (int64_t s = warp; s < n; s += warps) {
-    const float *xs = logits + s * classes;
+  for (int64_t q = warp; q < n * sh.outer * inner; q += warps) {
+    int64_t so = q / inner, r = q - so * inner;
+    const float *xs = logits + so * classes * inner + r;
     float mx = -INFINITY;
     for (int64_t j = lane; j < classes; j += 32)
-      mx = MaxOp()(mx, xs[j]);
+      mx = MaxOp()(mx, xs[j * inner]);
     mx = warpAllReduce(mx, MaxOp());
     double sum = 0;
     for (int64_t j = lane; j < classes; j += 32)
-      sum += kernels::expTerm(xs[j], mx);
+      sum += kernels::expTerm(xs[j * inner], mx);
     const double logSum = log(warpAllReduce(sum, SumOp()));
-    const int32_t label = labels[s];
+    const int32_t label = labels[q];
     const bool valid = label >= 0 && label < classes;
     if (lane == 0)
-      total += valid ? kernels::crossEntropyTerm(mx, logSum, xs[label]) : NAN;
+      total += valid ? kernels::crossEntropyTerm(mx, logSum, xs[label * inner])
+                     : NAN;
     if (!dlogits)
       continue;
+    float *ds = dlogits + so * classes * inner + r;
     for (int64_t j = lane; j < classes; j += 32)
-      dlogits[s * classes + j] =
-          kernels::crossEntropyGrad(xs[j], mx, logSum, j == label, batch);
+      ds[j * inner] = kernels::crossEntropyGrad(xs[j * inner], mx, logSum,
+                                                j == label, count);
   }
   total = blockReduce(total, SumOp(), 0.0, scratch);
   if (threadIdx.x == 0)
-    *loss = (reset ? 0.0f : *loss) + float(total / double(batch));
+    *loss = (reset ? 0.0f : *loss) + float(total / double(count));
 }
 
 __global__ void meanSquaredErrorKernel(int64_t count, int64_t features,
@@ -164,7 +170,8 @@ int dim(const Exec &x, int64_t v) {
 
 void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
                        const float *b, float *y) {
-  const int nn = dim(*this, n), k = dim(*this, p.k), m = dim(*this, p.m);
+  const int64_t rows = n * p.rows;
+  const int nn = dim(*this, rows), k = dim(*this, p.k), m = dim(*this, p.m);
   const float zero = 0;
   // Column-major, y^T[m, n] = op(W)^T x^T. W [m, k] (transB) reads as W^T
   // [k, m] (ld k): transpose it; W [k, m] reads as W^T [m, k] (ld m).
@@ -175,8 +182,8 @@ void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
     MEMFIT_CHECK(cublasSgemm(impl->cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, nn, k,
                              &p.alpha, w, m, x, k, &zero, y, m));
   if (b) {
-    biasAddKernel<<<gridFor(n * p.m), kThreads, 0, impl->compute()>>>(
-        n, p.m, p.beta, b, y);
+    biasAddKernel<<<gridFor(rows * p.m), kThreads, 0, impl->compute()>>>(
+        rows, p.m, p.beta, b, y);
   }
   impl->done(*this, "gemm forward");
 }
@@ -185,7 +192,8 @@ void Exec::gemmBackwardData(const GemmParams &p, const float *w,
                             const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  const int nn = dim(*this, n), k = dim(*this, p.k), m = dim(*this, p.m);
+  const int nn = dim(*this, n * p.rows), k = dim(*this, p.k),
+            m = dim(*this, p.m);
   const float beta = acc ? 1.0f : 0.0f;
   // dx = alpha dy op(W)^T; column-major dx^T[k, n] = op(W) dy^T.
   // transB: op(W) = W^T, the column-major reading of W [m, k] (ld k).
@@ -201,7 +209,8 @@ void Exec::gemmBackwardData(const GemmParams &p, const float *w,
 
 void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
                               const float *dy, float *dw, float *db, bool acc) {
-  const int nn = dim(*this, n), k = dim(*this, p.k), m = dim(*this, p.m);
+  const int nn = dim(*this, n * p.rows), k = dim(*this, p.k),
+            m = dim(*this, p.m);
   const float beta = acc ? 1.0f : 0.0f;
   if (dw) {
     // transB: dW [m, k] = dy^T x; column-major dW^T[k, m] = x^T dy.
@@ -215,24 +224,27 @@ void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
   }
   if (db)
     biasGradKernel<<<gridFor(p.m), kThreads, 0, impl->compute()>>>(
-        n, p.m, p.beta, dy, db, acc);
+        n * p.rows, p.m, p.beta, dy, db, acc);
   impl->done(*this, "gemm backward-weight");
 }
 
-void Exec::softmaxForward(int64_t features, bool log, const float *x,
-                          float *y) {
-  softmaxForwardKernel<<<static_cast<unsigned>(std::min<int64_t>(n, 1 << 16)),
-                         kRowThreads, 0, impl->compute()>>>(n, features, log, x,
-                                                            y);
+void Exec::softmaxForward(int64_t features, bool log, const float *x, float *y,
+                          int64_t rows) {
+  const int64_t all = n * rows;
+  softmaxForwardKernel<<<static_cast<unsigned>(std::min<int64_t>(all, 1 << 16)),
+                         kRowThreads, 0, impl->compute()>>>(all, features, log,
+                                                            x, y);
   impl->done(*this, "softmax forward kernel");
 }
 
 void Exec::softmaxBackward(int64_t features, bool log, const float *y,
-                           const float *dy, float *dx, bool acc) {
+                           const float *dy, float *dx, bool acc, int64_t rows) {
   if (!dx)
     return;
-  softmaxBackwardKernel<<<static_cast<unsigned>(std::min<int64_t>(n, 1 << 16)),
-                          kRowThreads, 0, impl->compute()>>>(n, features, log,
+  const int64_t all = n * rows;
+  softmaxBackwardKernel<<<static_cast<unsigned>(
+                              std::min<int64_t>(all, 1 << 16)),
+                          kRowThreads, 0, impl->compute()>>>(all, features, log,
                                                              y, dy, dx, acc);
   impl->done(*this, "softmax backward kernel");
 }
@@ -246,8 +258,8 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
         static_cast<const float *>(labels), loss, dlogits, reset);
   else
     crossEntropyKernel<<<1, kLossThreads, 0, impl->compute()>>>(
-        n, prog.classes, prog.batch, logits,
-        static_cast<const int32_t *>(labels), loss, dlogits, reset);
+        LossShape{prog.lossOuter, prog.classes, prog.lossInner}, n, prog.batch,
+        logits, static_cast<const int32_t *>(labels), loss, dlogits, reset);
   impl->done(*this, "loss kernel");
 }
 

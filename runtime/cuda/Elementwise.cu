@@ -29,10 +29,10 @@ __global__ void actForwardKernel(ActParams p, int64_t count, const float *x,
   MEMFIT_GRID_LOOP(i, count) { y[i] = kernels::activation(p, x[i]); }
 }
 
-__global__ void actBackwardKernel(ActParams p, int64_t count, const float *y,
+__global__ void actBackwardKernel(ActParams p, int64_t count, const float *src,
                                   const float *dy, float *dx, bool acc) {
   MEMFIT_GRID_LOOP(i, count) {
-    put(dx[i], kernels::activationGrad(p, y[i], dy[i]), acc);
+    put(dx[i], kernels::activationGrad(p, src[i], dy[i]), acc);
   }
 }
 
@@ -40,8 +40,13 @@ __global__ void actBackwardKernel(ActParams p, int64_t count, const float *y,
 
 using kernels::binaryBIndex;
 
-__device__ __forceinline__ float gradB(BinaryKind k, float dy, float a) {
-  return kernels::binaryGradB(k, dy, a);
+/// The second operand's gradient term; a and b are read by Mul and Div.
+__device__ __forceinline__ float gradB(BinaryKind k, float dy, const float *a,
+                                       int64_t at, const float *b,
+                                       int64_t bAt) {
+  return kernels::binaryGradReadsOperands(k)
+             ? kernels::binaryGradB(k, dy, a[at], b[bAt])
+             : kernels::binaryGradB(k, dy, 0, 0);
 }
 
 __global__ void binaryForwardKernel(BinaryParams p, int64_t count,
@@ -51,22 +56,24 @@ __global__ void binaryForwardKernel(BinaryParams p, int64_t count,
   }
 }
 
-__global__ void binaryGradAKernel(BinaryParams p, int64_t count, const float *b,
-                                  const float *dy, float *da, bool acc) {
+__global__ void binaryGradAKernel(BinaryParams p, int64_t count, const float *a,
+                                  const float *b, const float *dy, float *da,
+                                  bool acc) {
   MEMFIT_GRID_LOOP(at, count) {
-    bool mul = p.kind == BinaryKind::Mul;
+    bool reads = kernels::binaryGradReadsOperands(p.kind);
     put(da[at],
-        kernels::binaryGradA(p.kind, dy[at], mul ? b[binaryBIndex(p, at)] : 0),
+        reads ? kernels::binaryGradA(p.kind, dy[at], a[at],
+                                     b[binaryBIndex(p, at)])
+              : kernels::binaryGradA(p.kind, dy[at], 0, 0),
         acc);
   }
 }
 
 __global__ void binaryGradBBatchedKernel(BinaryParams p, int64_t count,
-                                         const float *a, const float *dy,
-                                         float *db, bool acc) {
+                                         const float *a, const float *b,
+                                         const float *dy, float *db, bool acc) {
   MEMFIT_GRID_LOOP(at, count) {
-    put(db[at], gradB(p.kind, dy[at], p.kind == BinaryKind::Mul ? a[at] : 0),
-        acc);
+    put(db[at], gradB(p.kind, dy[at], a, at, b, at), acc);
   }
 }
 
@@ -87,15 +94,15 @@ struct BroadcastShape {
 
 /// One thread per b element: for short reductions (many b elements).
 __global__ void binaryGradBThreadKernel(BinaryKind kind, BroadcastShape sh,
-                                        const float *a, const float *dy,
-                                        float *db, bool acc) {
+                                        const float *a, const float *b,
+                                        const float *dy, float *db, bool acc) {
   MEMFIT_GRID_LOOP(j, sh.bSize) {
     double sum = 0;
     for (int64_t t = 0; t < sh.length(); ++t) {
       bool inside;
       int64_t at = sh.at(j, t, inside);
       if (inside)
-        sum += gradB(kind, dy[at], kind == BinaryKind::Mul ? a[at] : 0);
+        sum += gradB(kind, dy[at], a, at, b, j);
     }
     put(db[j], float(sum), acc);
   }
@@ -103,8 +110,8 @@ __global__ void binaryGradBThreadKernel(BinaryKind kind, BroadcastShape sh,
 
 /// One block per b element: for long reductions (per-channel biases).
 __global__ void binaryGradBBlockKernel(BinaryKind kind, BroadcastShape sh,
-                                       const float *a, const float *dy,
-                                       float *db, bool acc) {
+                                       const float *a, const float *b,
+                                       const float *dy, float *db, bool acc) {
   __shared__ double scratch[32];
   for (int64_t j = blockIdx.x; j < sh.bSize; j += gridDim.x) {
     double sum = 0;
@@ -112,7 +119,7 @@ __global__ void binaryGradBBlockKernel(BinaryKind kind, BroadcastShape sh,
       bool inside;
       int64_t at = sh.at(j, t, inside);
       if (inside)
-        sum += gradB(kind, dy[at], kind == BinaryKind::Mul ? a[at] : 0);
+        sum += gradB(kind, dy[at], a, at, b, j);
     }
     sum = cuda::blockReduce(sum, cuda::SumOp(), 0.0, scratch);
     if (threadIdx.x == 0)
@@ -198,19 +205,19 @@ void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
   impl->done(*this, "activation forward kernel");
 }
 
-void Exec::actBackward(const ActParams &p, int64_t perSample, const float *y,
+void Exec::actBackward(const ActParams &p, int64_t perSample, const float *src,
                        const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
   int64_t count = perSample * n;
   actBackwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, y, dy, dx, acc);
+      p, count, src, dy, dx, acc);
   impl->done(*this, "activation backward kernel");
 }
 
 void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
                          float *y) {
-  if (!p.bBatched && (p.bSize <= 0 || p.inner <= 0))
+  if (p.bSize <= 0 || p.inner <= 0)
     fatal("binary operation with an empty broadcast shape");
   int64_t count = p.perSample * n;
   binaryForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
@@ -221,35 +228,43 @@ void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
 void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
                           const float *dy, float *da, float *db, bool accA,
                           bool accB) {
-  if (!p.bBatched && (p.bSize <= 0 || p.inner <= 0))
+  if (p.bSize <= 0 || p.inner <= 0)
     fatal("binary operation with an empty broadcast shape");
   int64_t count = p.perSample * n;
   cudaStream_t s = impl->compute();
   // da before db: when both operands are one value, da and db are one
   // buffer, and db adds into what da wrote (the CPU reference's order).
   if (da) {
-    binaryGradAKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, b, dy, da,
-                                                          accA);
+    binaryGradAKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, a, b, dy,
+                                                          da, accA);
     impl->done(*this, "binary backward kernel (first operand)");
   }
   if (!db)
     return;
-  if (p.bBatched) {
-    binaryGradBBatchedKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, a,
+  if (p.bBatched && p.bSize == p.perSample) {
+    binaryGradBBatchedKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, a, b,
                                                                  dy, db, accB);
-  } else {
-    BroadcastShape sh;
-    sh.n = n;
-    sh.inner = p.inner;
-    sh.per = p.perSample;
-    sh.bSize = p.bSize;
-    sh.outer = (p.perSample + p.bSize * p.inner - 1) / (p.bSize * p.inner);
+    impl->done(*this, "binary backward kernel (second operand)");
+    return;
+  }
+  // A broadcast b: reduced over all samples, or (batched) per sample.
+  BroadcastShape sh;
+  sh.n = p.bBatched ? 1 : n;
+  sh.inner = p.inner;
+  sh.per = p.perSample;
+  sh.bSize = p.bSize;
+  sh.outer = (p.perSample + p.bSize * p.inner - 1) / (p.bSize * p.inner);
+  for (int64_t smp = 0; smp < (p.bBatched ? n : 1); ++smp) {
+    const float *as = a ? a + smp * p.perSample : a;
+    const float *bs = b ? b + smp * p.bSize : b;
+    const float *dys = dy + smp * p.perSample;
+    float *dbs = db + smp * p.bSize;
     if (sh.length() <= 256)
       binaryGradBThreadKernel<<<gridFor(p.bSize), kThreads, 0, s>>>(
-          p.kind, sh, a, dy, db, accB);
+          p.kind, sh, as, bs, dys, dbs, accB);
     else
       binaryGradBBlockKernel<<<gridFor(p.bSize * kThreads), kThreads, 0, s>>>(
-          p.kind, sh, a, dy, db, accB);
+          p.kind, sh, as, bs, dys, dbs, accB);
   }
   impl->done(*this, "binary backward kernel (second operand)");
 }

@@ -240,9 +240,9 @@ void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
                       float *y) {
   rt::activationForward(p, perSample * n, x, y);
 }
-void Exec::actBackward(const ActParams &p, int64_t perSample, const float *y,
+void Exec::actBackward(const ActParams &p, int64_t perSample, const float *src,
                        const float *dy, float *dx, bool acc) {
-  rt::activationBackward(p, perSample * n, y, dy, dx, acc);
+  rt::activationBackward(p, perSample * n, src, dy, dx, acc);
 }
 void Exec::bnForward(const BatchNormParams &p, const float *x,
                      const float *scale, const float *bias, float *runMean,
@@ -285,15 +285,15 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
 }
 void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
                        const float *b, float *y) {
-  rt::gemmForward(p, n, x, w, b, y);
+  rt::gemmForward(p, n * p.rows, x, w, b, y);
 }
 void Exec::gemmBackwardData(const GemmParams &p, const float *w,
                             const float *dy, float *dx, bool acc) {
-  rt::gemmBackwardData(p, n, w, dy, dx, acc);
+  rt::gemmBackwardData(p, n * p.rows, w, dy, dx, acc);
 }
 void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
                               const float *dy, float *dw, float *db, bool acc) {
-  rt::gemmBackwardWeight(p, n, x, dy, dw, db, acc);
+  rt::gemmBackwardWeight(p, n * p.rows, x, dy, dw, db, acc);
 }
 void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
                          float *y) {
@@ -320,13 +320,71 @@ void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
                        bool acc) {
   rt::padBackward(p, n, dy, dx, acc);
 }
-void Exec::softmaxForward(int64_t features, bool log, const float *x,
-                          float *y) {
-  rt::softmaxForward(n, features, log, x, y);
+void Exec::softmaxForward(int64_t features, bool log, const float *x, float *y,
+                          int64_t rows) {
+  rt::softmaxForward(n * rows, features, log, x, y);
 }
 void Exec::softmaxBackward(int64_t features, bool log, const float *y,
-                           const float *dy, float *dx, bool acc) {
-  rt::softmaxBackward(n, features, log, y, dy, dx, acc);
+                           const float *dy, float *dx, bool acc, int64_t rows) {
+  rt::softmaxBackward(n * rows, features, log, y, dy, dx, acc);
+}
+void Exec::transposeForward(const TransposeParams &p, const float *x,
+                            float *y) {
+  rt::transposeForward(p, n, x, y);
+}
+void Exec::transposeBackward(const TransposeParams &p, const float *dy,
+                             float *dx, bool acc) {
+  rt::transposeBackward(p, n, dy, dx, acc);
+}
+void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
+  rt::sliceForward(p, n, x, y);
+}
+void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
+                         bool acc) {
+  rt::sliceBackward(p, n, dy, dx, acc);
+}
+void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
+                              const float *b, float *y) {
+  rt::batchMatMulForward(p, n, a, b, y);
+}
+void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
+                               const float *b, const float *dy, float *da,
+                               float *db, bool accA, bool accB) {
+  rt::batchMatMulBackward(p, n, a, b, dy, da, db, accA, accB);
+}
+void Exec::layerNormForward(const LayerNormParams &p, const float *x,
+                            const float *scale, const float *bias, float *y) {
+  rt::layerNormForward(p, n, x, scale, bias, y);
+}
+void Exec::layerNormBackwardData(const LayerNormParams &p, const float *x,
+                                 const float *scale, const float *dy, float *dx,
+                                 bool acc) {
+  rt::layerNormBackwardData(p, n, x, scale, dy, dx, acc);
+}
+void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
+                                   const float *dy, float *dscale, float *dbias,
+                                   bool acc) {
+  rt::layerNormBackwardWeight(p, n, x, dy, dscale, dbias, acc);
+}
+void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
+                        float *y) {
+  rt::whereForward(p, n, mask, x, y);
+}
+void Exec::whereBackward(const WhereParams &p, const float *mask,
+                         const float *dy, float *dx, bool acc) {
+  rt::whereBackward(p, n, mask, dy, dx, acc);
+}
+void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,
+                            const float *fixedIds, const float *table,
+                            float *y) {
+  if (ids && !rt::validateIds(n * p.rows, p.vocab, ids))
+    fatal("a token id is outside [0, " + std::to_string(p.vocab) + ")");
+  rt::embeddingForward(p, n, ids, fixedIds, table, y);
+}
+void Exec::embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
+                             const float *fixedIds, const float *dy,
+                             float *dtable, bool acc) {
+  rt::embeddingBackward(p, n, ids, fixedIds, dy, dtable, acc);
 }
 void Exec::copy(int64_t perSample, const float *x, float *y) {
   if (x != y)
@@ -345,10 +403,10 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
     return;
   }
   auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(n, prog.classes, lab))
+  if (!rt::validateLabels(n * prog.labelPerSample, prog.classes, lab))
     fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
-  rt::softmaxCrossEntropy(n, prog.classes, prog.batch, logits, lab, loss,
-                          dlogits);
+  rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
+                          prog.batch, logits, lab, loss, dlogits);
 }
 void Exec::sgd(int32_t id) {
   bool useBuf = prog.hasMomentum && momentum != 0;

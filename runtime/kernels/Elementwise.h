@@ -51,12 +51,36 @@ MEMFIT_HD float activation(const ActParams &p, float v) {
     return ::tanhf(v);
   case ActKind::Clip:
     return v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
+  case ActKind::Sqrt:
+    return ::sqrtf(v);
+  case ActKind::Erf:
+    return ::erff(v);
+  case ActKind::HardSigmoid: {
+    float t = p.alpha * v + p.beta;
+    return t < 0 ? 0.0f : (t > 1 ? 1.0f : t);
+  }
+  case ActKind::HardSwish: {
+    float t = v + 3.0f;
+    t = t < 0 ? 0.0f : (t > 6 ? 6.0f : t);
+    return v * t / 6.0f;
+  }
+  case ActKind::Pow:
+    return p.alpha == 2.0f ? v * v : float(::pow(double(v), double(p.alpha)));
+  case ActKind::Gelu:
+    return float(0.5 * double(v) * (1.0 + ::erf(double(v) * M_SQRT1_2)));
+  case ActKind::GeluTanh: {
+    double x = v, inner = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    return float(0.5 * x * (1.0 + ::tanh(inner)));
+  }
   }
   return 0;
 }
 
-/// dX from the output y alone (why every activation may run in place).
+/// dX from the output y, or from the input x for the kinds that
+/// activationGradReadsInput names (PyTorch's derivative formulas and
+/// boundary conventions).
 MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
+  const float x = y; // the kinds that read their input
   switch (p.kind) {
   case ActKind::Relu:
     return y > 0 ? dy : 0.0f;
@@ -68,6 +92,33 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
     return dy * (1.0f - y * y);
   case ActKind::Clip:
     return y > p.lo && y < p.hi ? dy : 0.0f;
+  case ActKind::Sqrt:
+    return dy / (2.0f * y);
+  case ActKind::Erf:
+    return float(double(dy) * M_2_SQRTPI * ::exp(-double(x) * double(x)));
+  case ActKind::HardSigmoid: {
+    float t = p.alpha * x + p.beta;
+    return t > 0 && t < 1 ? dy * p.alpha : 0.0f;
+  }
+  case ActKind::HardSwish:
+    return x < -3.0f ? 0.0f : (x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy);
+  case ActKind::Pow:
+    return p.alpha == 0.0f ? 0.0f
+                           : float(double(dy) * p.alpha *
+                                   ::pow(double(x), double(p.alpha) - 1.0));
+  case ActKind::Gelu: {
+    double xd = x, cdf = 0.5 * (1.0 + ::erf(xd * M_SQRT1_2));
+    double pdf = ::exp(-0.5 * xd * xd) * 0.3989422804014327;
+    return float(double(dy) * (cdf + xd * pdf));
+  }
+  case ActKind::GeluTanh: {
+    double xd = x, k = 0.7978845608028654;
+    double inner = k * (xd + 0.044715 * xd * xd * xd);
+    double t = ::tanh(inner);
+    double dinner = k * (1.0 + 3.0 * 0.044715 * xd * xd);
+    return float(double(dy) *
+                 (0.5 * (1.0 + t) + 0.5 * xd * (1.0 - t * t) * dinner));
+  }
   }
   return 0;
 }
@@ -76,9 +127,9 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
 
 /// The element of b paired with element `at` of a (over all samples).
 MEMFIT_HD int64_t binaryBIndex(const BinaryParams &p, int64_t at) {
-  if (p.bBatched)
-    return at;
-  return ((at % p.perSample) / p.inner) % p.bSize;
+  int64_t s = at / p.perSample, i = at - s * p.perSample;
+  int64_t j = (i / p.inner) % p.bSize;
+  return p.bBatched ? s * p.bSize + j : j;
 }
 
 MEMFIT_HD float binary(BinaryKind k, float a, float b) {
@@ -89,17 +140,39 @@ MEMFIT_HD float binary(BinaryKind k, float a, float b) {
     return a - b;
   case BinaryKind::Mul:
     return a * b;
+  case BinaryKind::Div:
+    return a / b;
+  case BinaryKind::RSub:
+    return b - a;
+  case BinaryKind::RDiv:
+    return b / a;
   }
   return 0;
 }
 
-/// d(a op b)/da * dy; `b` is read for Mul only.
-MEMFIT_HD float binaryGradA(BinaryKind k, float dy, float b) {
-  return k == BinaryKind::Mul ? dy * b : dy;
+/// Whether the derivatives read the operands (Mul, Div, RDiv).
+MEMFIT_HD bool binaryGradReadsOperands(BinaryKind k) {
+  return k == BinaryKind::Mul || k == BinaryKind::Div || k == BinaryKind::RDiv;
 }
 
-/// d(a op b)/db * dy; `a` is read for Mul only.
-MEMFIT_HD float binaryGradB(BinaryKind k, float dy, float a) {
+/// d(a op b)/da * dy; `a` and `b` are read where binaryGradReadsOperands.
+MEMFIT_HD float binaryGradA(BinaryKind k, float dy, float a, float b) {
+  switch (k) {
+  case BinaryKind::Mul:
+    return dy * b;
+  case BinaryKind::Div:
+    return dy / b;
+  case BinaryKind::RSub:
+    return -dy;
+  case BinaryKind::RDiv:
+    return -dy * b / (a * a);
+  default:
+    return dy;
+  }
+}
+
+/// d(a op b)/db * dy; `a` and `b` are read for Mul and Div only.
+MEMFIT_HD float binaryGradB(BinaryKind k, float dy, float a, float b) {
   switch (k) {
   case BinaryKind::Add:
     return dy;
@@ -107,8 +180,96 @@ MEMFIT_HD float binaryGradB(BinaryKind k, float dy, float a) {
     return -dy;
   case BinaryKind::Mul:
     return dy * a;
+  case BinaryKind::Div:
+    return -dy * a / (b * b);
+  case BinaryKind::RSub:
+    return dy;
+  case BinaryKind::RDiv:
+    return dy / a;
   }
   return 0;
+}
+
+// --- layout: transposes and slices ---
+
+/// The x element that output element `t` (of n samples) of a transpose
+/// reads.
+MEMFIT_HD int64_t transposeSource(const TransposeParams &p, int64_t t) {
+  int64_t per = 1, xStride[kMaxRank];
+  for (int i = p.rank - 1; i >= 0; --i) {
+    xStride[i] = per;
+    per *= p.dims[i];
+  }
+  int64_t s = t / per, rem = t - s * per, src = s * per;
+  for (int i = p.rank - 1; i >= 0; --i) {
+    int64_t extent = p.dims[p.perm[i]];
+    int64_t c = rem % extent;
+    rem /= extent;
+    src += c * xStride[p.perm[i]];
+  }
+  return src;
+}
+
+/// The y element that holds x element `t`'s value (the inverse map).
+MEMFIT_HD int64_t transposeTarget(const TransposeParams &p, int64_t t) {
+  int64_t per = 1, yStride[kMaxRank];
+  for (int i = p.rank - 1; i >= 0; --i) {
+    yStride[i] = per;
+    per *= p.dims[p.perm[i]];
+  }
+  int64_t s = t / per, rem = t - s * per, dst = s * per;
+  int64_t coord[kMaxRank];
+  for (int i = p.rank - 1; i >= 0; --i) {
+    coord[i] = rem % p.dims[i];
+    rem /= p.dims[i];
+  }
+  for (int i = 0; i < p.rank; ++i)
+    dst += coord[p.perm[i]] * yStride[i];
+  return dst;
+}
+
+/// The x element that output element `t` of a slice reads.
+MEMFIT_HD int64_t sliceSource(const SliceParams &p, int64_t t) {
+  int64_t yPer = 1, xPer = 1;
+  for (int i = 0; i < p.rank; ++i) {
+    yPer *= p.ydims[i];
+    xPer *= p.xdims[i];
+  }
+  int64_t s = t / yPer, rem = t - s * yPer, src = 0, stride = 1;
+  for (int i = p.rank - 1; i >= 0; --i) {
+    int64_t c = rem % p.ydims[i];
+    rem /= p.ydims[i];
+    src += (c + p.starts[i]) * stride;
+    stride *= p.xdims[i];
+  }
+  return s * xPer + src;
+}
+
+/// The gradient of x element `t`: dy where the window covers it, else 0.
+MEMFIT_HD float sliceGradAt(const SliceParams &p, const float *dy, int64_t t) {
+  int64_t yPer = 1, xPer = 1;
+  for (int i = 0; i < p.rank; ++i) {
+    yPer *= p.ydims[i];
+    xPer *= p.xdims[i];
+  }
+  int64_t s = t / xPer, rem = t - s * xPer, dst = 0, stride = 1;
+  for (int i = p.rank - 1; i >= 0; --i) {
+    int64_t c = rem % p.xdims[i] - p.starts[i];
+    rem /= p.xdims[i];
+    if (c < 0 || c >= p.ydims[i])
+      return 0.0f;
+    dst += c * stride;
+    stride *= p.ydims[i];
+  }
+  return dy[s * yPer + dst];
+}
+
+// --- masked fill ---
+
+MEMFIT_HD bool whereFilled(const WhereParams &p, const float *mask,
+                           int64_t at) {
+  int64_t i = at % p.perSample;
+  return (mask[(i / p.inner) % p.maskSize] != 0.0f) == p.fillWhere;
 }
 
 // --- padding ---

@@ -105,6 +105,53 @@ MEMFIT_HD float lrnGradAt(const LRNParams &p, const float *x, const float *y,
   return float(dys[i] * ::pow(d, -double(p.beta)) - k * xs[i] * sum);
 }
 
+// --- LayerNorm: one row of d features at a time ---
+
+/// The row's mean and 1/sqrt(biased var + eps), in double.
+MEMFIT_HD void lnRowStats(const LayerNormParams &p, const float *xr,
+                          double &mean, double &invStd) {
+  double sum = 0;
+  for (int64_t j = 0; j < p.d; ++j)
+    sum += xr[j];
+  mean = sum / double(p.d);
+  double sq = 0;
+  for (int64_t j = 0; j < p.d; ++j) {
+    double c = double(xr[j]) - mean;
+    sq += c * c;
+  }
+  invStd = 1.0 / ::sqrt(sq / double(p.d) + double(p.epsilon));
+}
+
+MEMFIT_HD void lnForwardRow(const LayerNormParams &p, const float *xr,
+                            const float *scale, const float *bias, float *yr) {
+  double mean, invStd;
+  lnRowStats(p, xr, mean, invStd);
+  for (int64_t j = 0; j < p.d; ++j) {
+    double xhat = (double(xr[j]) - mean) * invStd;
+    yr[j] = float(xhat * scale[j] + (bias ? double(bias[j]) : 0.0));
+  }
+}
+
+/// dx = invStd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale.
+MEMFIT_HD void lnBackwardRow(const LayerNormParams &p, const float *xr,
+                             const float *scale, const float *dyr, float *dxr,
+                             bool accumulate) {
+  double mean, invStd;
+  lnRowStats(p, xr, mean, invStd);
+  double sumG = 0, sumGX = 0;
+  for (int64_t j = 0; j < p.d; ++j) {
+    double g = double(dyr[j]) * scale[j];
+    sumG += g;
+    sumGX += g * (double(xr[j]) - mean) * invStd;
+  }
+  double mg = sumG / double(p.d), mgx = sumGX / double(p.d);
+  for (int64_t j = 0; j < p.d; ++j) {
+    double xhat = (double(xr[j]) - mean) * invStd;
+    double g = double(dyr[j]) * scale[j];
+    put(dxr[j], float(invStd * (g - mg - xhat * mgx)), accumulate);
+  }
+}
+
 } // namespace memfit::rt::kernels
 
 #endif

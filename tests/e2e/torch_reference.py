@@ -100,6 +100,87 @@ def run_graph(model, params, consts, x):
             y = F.log_softmax(i[0], dim=a.get("axis", -1))
         elif op == "Identity":
             y = i[0]
+        elif op == "Constant":
+            y = torch.tensor(numpy_helper.to_array(a["value"]).copy())
+            if y.dtype == torch.float32:
+                y = y.double()
+        elif op == "Shape":
+            y = torch.tensor(list(i[0].shape), dtype=torch.long)
+        elif op == "Gather":
+            y = torch.index_select(i[0], a.get("axis", 0),
+                                   i[1].reshape(-1).long())
+            y = y.reshape(list(i[0].shape[:a.get("axis", 0)]) + list(i[1].shape)
+                          + list(i[0].shape[a.get("axis", 0) + 1:]))
+        elif op == "Unsqueeze":
+            axes = [int(v) for v in (i[1] if len(i) > 1 else a["axes"])]
+            y = i[0]
+            for ax in sorted(v % (y.dim() + len(axes)) for v in axes):
+                y = y.unsqueeze(ax)
+        elif op == "Squeeze":
+            axes = [int(v) for v in (i[1] if len(i) > 1 else a.get("axes", []))]
+            y = i[0]
+            for ax in sorted((v % y.dim() for v in axes), reverse=True):
+                y = y.squeeze(ax)
+        elif op == "Cast":
+            to = a["to"]
+            y = (i[0].double() if to == onnx.TensorProto.FLOAT else
+                 i[0].bool() if to == onnx.TensorProto.BOOL else i[0].long())
+        elif op == "Range":
+            y = torch.arange(int(i[0]), int(i[1]), int(i[2]), dtype=torch.long)
+        elif op == "Transpose":
+            y = i[0].permute(*a.get("perm", list(range(i[0].dim()))[::-1]))
+        elif op == "Split":
+            sizes = ([int(v) for v in i[1]] if len(i) > 1 and i[1] is not None
+                     else a.get("split"))
+            ax = a.get("axis", 0)
+            if sizes is None:
+                sizes = [i[0].shape[ax] // len(node.output)] * len(node.output)
+            for name, t in zip(node.output, torch.split(i[0], sizes, dim=ax)):
+                env[name] = t
+            continue
+        elif op == "Slice":
+            starts, ends = [int(v) for v in i[1]], [int(v) for v in i[2]]
+            axes = ([int(v) for v in i[3]] if len(i) > 3 and i[3] is not None
+                    else list(range(len(starts))))
+            steps = ([int(v) for v in i[4]] if len(i) > 4 and i[4] is not None
+                     else [1] * len(starts))
+            idx = [slice(None)] * i[0].dim()
+            for s0, e0, ax, st in zip(starts, ends, axes, steps):
+                idx[ax] = slice(s0, e0, st)
+            y = i[0][tuple(idx)]
+        elif op == "Equal":
+            y = i[0] == i[1]
+        elif op == "Not":
+            y = ~i[0]
+        elif op == "Where":
+            y = torch.where(i[0].bool(), i[1], i[2])
+        elif op == "Div":
+            y = i[0] / i[1]
+        elif op == "Erf":
+            y = torch.erf(i[0])
+        elif op == "Sqrt":
+            y = torch.sqrt(i[0])
+        elif op == "Pow":
+            y = torch.pow(i[0], i[1])
+        elif op == "HardSigmoid":
+            y = torch.clamp(a.get("alpha", 0.2) * i[0] + a.get("beta", 0.5),
+                            0, 1)
+        elif op == "HardSwish":
+            y = F.hardswish(i[0])
+        elif op == "ReduceMean":
+            axes = a.get("axes") or [int(v) for v in i[1]]
+            y = i[0].mean(dim=axes, keepdim=bool(a.get("keepdims", 1)))
+        elif op == "LayerNormalization":
+            ax = a.get("axis", -1) % i[0].dim()
+            y = F.layer_norm(i[0], i[0].shape[ax:], i[1],
+                             i[2] if len(i) > 2 else None,
+                             a.get("epsilon", 1e-5))
+        elif op == "Expand":
+            y = i[0].expand(*[int(v) for v in i[1]])
+        elif op == "ConstantOfShape":
+            v = numpy_helper.to_array(a["value"]) if "value" in a else [0.0]
+            y = torch.full([int(d) for d in i[0]], float(v[0]),
+                           dtype=torch.double)
         else:
             raise SystemExit(f"torch_reference: unsupported op {op}")
         env[node.output[0]] = y
@@ -136,7 +217,8 @@ def main():
             consts[t.name] = arr.double()
         else:
             params[t.name] = arr.double().requires_grad_(True)
-    X = torch.tensor(np.load(args.x)).double()
+    X = torch.tensor(np.load(args.x))
+    X = X.long() if X.dtype in (torch.int64, torch.int32) else X.double()
     Y = torch.tensor(np.load(args.y))
     opt = torch.optim.SGD(list(params.values()), lr=args.lr,
                           momentum=args.momentum,
@@ -148,6 +230,11 @@ def main():
         opt.zero_grad()
         out, last = run_graph(model, params, consts, xb)
         if Y.dtype in (torch.int64, torch.int32):
+            # Classes on the last axis for token-id models, else axis 1
+            # (memfit's default, --class-axis auto).
+            if out.dim() > 2 and X.dtype == torch.int64:
+                out = out.reshape(-1, out.shape[-1])
+                yb = yb.reshape(-1)
             if last == "Softmax":
                 loss = F.nll_loss(torch.log(out), yb.long())
             elif last == "LogSoftmax":
@@ -174,6 +261,8 @@ def main():
                for t in onnx.load(args.trained).graph.initializer}
     worst = 0.0
     for name, p in list(params.items()) + [(n, consts[n]) for n in bn_stats]:
+        if p.requires_grad and p.grad is None:
+            continue  # a buffer (a causal mask), not a parameter
         ref = p.detach().numpy()
         if name not in trained:
             print(f"trained model lacks {name}")

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/autodiff/Autodiff.h"
-#include "compiler/ops/OpDef.h"
 #include "compiler/onnx/OnnxImport.h"
+#include "compiler/ops/OpDef.h"
 #include "compiler/support/Units.h"
 #include "passes/Liveness.h"
 #include "passes/LowerBound.h"
@@ -44,6 +44,16 @@ cl::opt<LossKind> Loss(
                           "mean softmax cross-entropy with integer labels"),
                clEnumValN(LossKind::MSE, "mse", "mean squared error")),
     cl::sub(Cmd));
+cl::opt<ClassAxis> ClassAxisOpt(
+    "class-axis",
+    cl::desc("Axis of the output that cross-entropy reads classes from"),
+    cl::init(ClassAxis::Auto),
+    cl::values(clEnumValN(ClassAxis::Auto, "auto",
+                          "the last axis when the model reads token ids, "
+                          "else axis 1 (default)"),
+               clEnumValN(ClassAxis::Channel, "1", "axis 1"),
+               clEnumValN(ClassAxis::Last, "last", "the last axis")),
+    cl::sub(Cmd));
 
 std::string shapeString(const Value &v) {
   std::string s = "[";
@@ -64,6 +74,7 @@ int run() {
     return reportError(graph.takeError());
   TrainingConfig tc;
   tc.loss = Loss;
+  tc.classAxis = ClassAxisOpt;
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
     return reportError(withContext(

@@ -92,6 +92,18 @@ Shared<LossKind>
          cl::values(clEnumValN(LossKind::SoftmaxCrossEntropy, "cross-entropy",
                                "mean softmax cross-entropy, integer labels"),
                     clEnumValN(LossKind::MSE, "mse", "mean squared error")));
+Shared<ClassAxis> ClassAxisOpt(
+    "class-axis",
+    cl::desc("Axis of the output that cross-entropy reads classes from"),
+    cl::init(ClassAxis::Auto),
+    cl::values(clEnumValN(ClassAxis::Auto, "auto",
+                          "the last axis when the model reads token ids, "
+                          "else axis 1 (default)"),
+               clEnumValN(ClassAxis::Channel, "1",
+                          "axis 1, as torch's cross_entropy (images, "
+                          "segmentation)"),
+               clEnumValN(ClassAxis::Last, "last",
+                          "the last axis (sequence models: N x T x V)")));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -133,6 +145,7 @@ Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   p.start("building the training graph");
   TrainingConfig tc;
   tc.loss = Loss;
+  tc.classAxis = ClassAxisOpt;
   tc.momentum = Momentum;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)

@@ -377,9 +377,9 @@ void checkLosses(Bench &b) {
   upload(glab, labels.data(), batch * 4);
   for (int64_t first : {int64_t(0), int64_t(5)}) {
     int64_t n = first == 0 ? 5 : 3;
-    softmaxCrossEntropy(n, classes, batch, logits.data() + first * classes,
-                        labels.data() + first, &want,
-                        dWant.data() + first * classes);
+    softmaxCrossEntropy({1, classes, 1}, n, batch,
+                        logits.data() + first * classes, labels.data() + first,
+                        &want, dWant.data() + first * classes);
     b.x.n = n;
     b.x.subBatchIndex = first == 0 ? 0 : 1;
     b.x.loss(gl + first * classes, glab + first, b.x.lossValue(),

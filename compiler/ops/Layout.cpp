@@ -1,0 +1,326 @@
+//===- Layout.cpp - Transpose, Slice and Split of activations -------------===//
+//
+// Copies that move elements within each sample: a permutation of the
+// per-sample axes (the batch stays on axis 0), and windows with steps of 1
+// (Slice, each output of Split, an index selection x[:, i] as Gather with a
+// constant scalar index). Their backward writes the gradient back in place
+// (zeros outside a window).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/ops/Families.h"
+
+namespace memfit::ops {
+
+namespace {
+
+std::string list(const std::vector<int64_t> &v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "}";
+}
+
+/// One Slice op over `x`: `starts` and `extents` per axis of x; `outDims`
+/// may drop axes of extent 1 (an index selection).
+llvm::Error emitSlice(OnnxNode &node, ValueId x, const std::string &out,
+                      std::vector<int64_t> starts, std::vector<int64_t> extents,
+                      std::vector<int64_t> outDims, std::string opName = {}) {
+  OpAttrs a;
+  a.starts = std::move(starts);
+  a.extents = std::move(extents);
+  return node
+      .emit(OpKind::Slice, {x}, {{out, std::move(outDims)}}, a, false,
+            std::move(opName))
+      .takeError();
+}
+
+llvm::Error checkRank(OnnxNode &node, const std::vector<int64_t> &xd) {
+  if (xd.size() - 1 > static_cast<size_t>(6))
+    return node.fail("operates on " + std::to_string(xd.size()) +
+                     " axes; memfit supports at most 7 (the batch and 6)");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error importIndexSelect(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto idx = node.intConstant(1);
+  auto axisAttr = node.attrInt("axis", 0);
+  if (llvm::Error e = firstError(x, idx, axisAttr))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (idx->isFloat || idx->numel() != 1 || !idx->dims.empty() ||
+      idx->isBatch(0) || axis < 1 || axis >= rank)
+    return node.fail("memfit supports Gather of an activation only as an "
+                     "index selection (x[:, i]): a scalar constant index on "
+                     "an axis other than the batch's");
+  if (llvm::Error e = checkRank(node, xd))
+    return e;
+  int64_t i = idx->ints[0] < 0 ? idx->ints[0] + xd[axis] : idx->ints[0];
+  if (i < 0 || i >= xd[axis])
+    return node.fail(llvm::formatv("index {0} is out of range for axis {1} "
+                                   "of size {2}",
+                                   idx->ints[0], axis, xd[axis]));
+  std::vector<int64_t> starts(rank, 0), extents = xd, out;
+  starts[axis] = i;
+  extents[axis] = 1;
+  for (int64_t k = 0; k < rank; ++k)
+    if (k != axis)
+      out.push_back(xd[k]);
+  return emitSlice(node, *x, node.outputName(0), starts, extents, out);
+}
+
+namespace {
+
+llvm::Error importTranspose(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto permAttr = node.attrInts("perm");
+  if (llvm::Error e = firstError(x, permAttr))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  std::vector<int64_t> perm;
+  if (*permAttr)
+    perm = **permAttr;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  std::vector<bool> seen(rank, false);
+  bool ok = static_cast<int64_t>(perm.size()) == rank;
+  for (int64_t p : perm)
+    ok = ok && p >= 0 && p < rank && !seen[p] && (seen[p] = true);
+  if (!ok)
+    return node.fail("perm " + dimsStr(perm) + " is not a permutation of " +
+                     std::to_string(rank) + " axes");
+  if (perm[0] != 0)
+    return node.fail("perm " + dimsStr(perm) +
+                     " would move the batch off axis 0; memfit keeps the "
+                     "batch on axis 0 of every value");
+  if (llvm::Error e = checkRank(node, xd))
+    return e;
+  std::vector<int64_t> out;
+  for (int64_t p : perm)
+    out.push_back(xd[p]);
+  OpAttrs a;
+  a.perm = perm;
+  return node.emit(OpKind::Transpose, {*x}, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
+/// Resolves one axis's [start, end) with ONNX's clamping; steps must be 1.
+bool window(int64_t dim, int64_t &s, int64_t &e) {
+  if (s < 0)
+    s += dim;
+  if (e < 0)
+    e += dim;
+  s = std::clamp<int64_t>(s, 0, dim);
+  e = std::clamp<int64_t>(e, 0, dim);
+  return e > s;
+}
+
+llvm::Error importSlice(OnnxNode &node) {
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (node.opset() >= 10) {
+    auto s = node.intConstant(1), e = node.intConstant(2);
+    if (llvm::Error err = firstError(s, e))
+      return err;
+    starts = s->ints;
+    ends = e->ints;
+    for (int i : {3, 4})
+      if (node.hasInput(i)) {
+        auto v = node.intVector(i);
+        if (!v)
+          return v.takeError();
+        (i == 3 ? axes : steps) = *v;
+      }
+  } else {
+    auto s = node.attrInts("starts"), e = node.attrInts("ends"),
+         a = node.attrInts("axes");
+    if (llvm::Error err = firstError(s, e, a))
+      return err;
+    starts = s->value_or(std::vector<int64_t>());
+    ends = e->value_or(std::vector<int64_t>());
+    axes = a->value_or(std::vector<int64_t>());
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return node.fail("starts, ends, axes and steps differ in length");
+  if (llvm::Error e = checkRank(node, xd))
+    return e;
+  std::vector<int64_t> first(rank, 0), extents = xd;
+  for (size_t j = 0; j < starts.size(); ++j) {
+    int64_t a = axes[j] < 0 ? axes[j] + rank : axes[j];
+    if (a < 0 || a >= rank)
+      return node.fail(llvm::formatv("axis {0} is out of range", axes[j]));
+    if (steps[j] != 1)
+      return node.fail(llvm::formatv("slices axis {0} with step {1}; memfit "
+                                     "supports steps of 1",
+                                     axes[j], steps[j]));
+    int64_t s = starts[j], e = ends[j];
+    if (!window(xd[a], s, e))
+      return node.fail(llvm::formatv("slices axis {0} to nothing", axes[j]));
+    if (a == 0 && (s != 0 || e != xd[0]))
+      return node.fail("slices the batch (axis 0); memfit keeps every sample");
+    first[a] = s;
+    extents[a] = e - s;
+  }
+  return emitSlice(node, *x, node.outputName(0), first, extents, extents);
+}
+
+llvm::Error importSplit(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto axisAttr = node.attrInt("axis", 0);
+  if (llvm::Error e = firstError(x, axisAttr))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (axis < 1 || axis >= rank)
+    return node.fail(llvm::formatv("splits axis {0}; memfit keeps the batch "
+                                   "on axis 0 and splits other axes",
+                                   *axisAttr));
+  if (llvm::Error e = checkRank(node, xd))
+    return e;
+  std::vector<int64_t> sizes;
+  if (node.opset() >= 13 && node.hasInput(1)) {
+    auto v = node.intVector(1);
+    if (!v)
+      return v.takeError();
+    sizes = *v;
+  } else if (node.opset() < 13) {
+    auto v = node.attrInts("split");
+    if (!v)
+      return v.takeError();
+    sizes = v->value_or(std::vector<int64_t>());
+  }
+  int outs = node.numOutputs();
+  if (sizes.empty()) {
+    if (outs == 0 || xd[axis] % outs)
+      return node.fail(llvm::formatv("cannot split axis {0} of size {1} into "
+                                     "{2} equal parts",
+                                     axis, xd[axis], outs));
+    sizes.assign(outs, xd[axis] / outs);
+  }
+  int64_t total = 0;
+  for (int64_t v : sizes)
+    total += v > 0 ? v : 0;
+  if (static_cast<int>(sizes.size()) != outs || total != xd[axis])
+    return node.fail("split sizes " + dimsStr(sizes) + " do not cover axis " +
+                     std::to_string(axis) + " of size " +
+                     std::to_string(xd[axis]) + " in " + std::to_string(outs) +
+                     " outputs");
+  int64_t at = 0;
+  for (int i = 0; i < outs; ++i) {
+    std::vector<int64_t> starts(rank, 0), extents = xd;
+    starts[axis] = at;
+    extents[axis] = sizes[i];
+    at += sizes[i];
+    if (!node.outputUsed(i))
+      continue;
+    std::string opName =
+        (node.name().empty() ? std::string("Split") : node.name()) + ":" +
+        std::to_string(i);
+    if (llvm::Error e = emitSlice(node, *x, node.outputName(i), starts, extents,
+                                  extents, opName))
+      return e;
+  }
+  return llvm::Error::success();
+}
+
+OpWork copyWork(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
+  return {elems(g.value(op.outputs[0]), b)};
+}
+
+llvm::Expected<OpParamsText> transposeParams(const Graph &g, const Op &op) {
+  const Value &x = g.value(op.inputs[0]);
+  std::vector<int64_t> dims(x.dims.begin() + 1, x.dims.end()), perm;
+  for (size_t i = 1; i < op.attrs.perm.size(); ++i)
+    perm.push_back(op.attrs.perm[i] - 1);
+  return OpParamsText{"TransposeParams",
+                      llvm::formatv("{{.rank = {0}, .dims = {1}, .perm = {2}}",
+                                    dims.size(), list(dims), list(perm))
+                          .str()};
+}
+
+llvm::Expected<OpParamsText> sliceParams(const Graph &g, const Op &op) {
+  const Value &x = g.value(op.inputs[0]);
+  auto per = [](const std::vector<int64_t> &v) {
+    return std::vector<int64_t>(v.begin() + 1, v.end());
+  };
+  return OpParamsText{
+      "SliceParams",
+      llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
+                    ".starts = {3}}",
+                    x.dims.size() - 1, list(per(x.dims)),
+                    list(per(op.attrs.extents)), list(per(op.attrs.starts)))
+          .str()};
+}
+
+llvm::Expected<EmittedCall> layoutEmit(EmitContext &x) {
+  ValueId in = x.op.inputs[0], y = x.op.outputs[0];
+  const char *name = x.op.kind == OpKind::Transpose ? "transpose" : "slice";
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.{0}Forward({1}, {2}, {3})", name, x.params,
+                               x.value(in), x.value(y))
+                           .str()};
+  case TaskKind::BackwardData:
+    return EmittedCall{formatv("x.{0}Backward({1}, {2}, {3}, {4})", name,
+                               x.params, x.grad(y), x.gradIfWritten(in),
+                               x.accumulates(in))
+                           .str()};
+  default:
+    return noWeightGrad(x.op);
+  }
+}
+
+void permSignature(llvm::raw_ostream &os, const Op &op) {
+  printList(os, "perm", op.attrs.perm);
+}
+
+void sliceSignature(llvm::raw_ostream &os, const Op &op) {
+  printList(os, "starts", op.attrs.starts);
+}
+
+llvm::Error importSliceOrSplit(OnnxNode &node) {
+  return node.opType() == "Split" ? importSplit(node) : importSlice(node);
+}
+
+} // namespace
+
+void registerLayout(std::vector<OpDef> &defs) {
+  defs.push_back({.kind = OpKind::Transpose,
+                  .name = "Transpose",
+                  .onnxTypes = {"Transpose"},
+                  .importOnnx = importTranspose,
+                  .costClass = CostClass::Copy,
+                  .work = copyWork,
+                  .signatureAttrs = permSignature,
+                  .params = transposeParams,
+                  .emit = layoutEmit});
+  defs.push_back({.kind = OpKind::Slice,
+                  .name = "Slice",
+                  .onnxTypes = {"Slice", "Split"},
+                  .importOnnx = importSliceOrSplit,
+                  .costClass = CostClass::Copy,
+                  .work = copyWork,
+                  .signatureAttrs = sliceSignature,
+                  .params = sliceParams,
+                  .emit = layoutEmit});
+}
+
+} // namespace memfit::ops

@@ -1,0 +1,421 @@
+//===- Transformer.cpp - Attention products, LayerNorm, masks, embeddings -===//
+//
+// The operators transformers add: batched products of two activations
+// (Q K^T, attention times V), layer normalization over the last axes, a
+// masked fill with a constant mask (Where), and embedding lookups (Gather
+// of a weight table by token ids or by constant positions). LayerNorm's
+// backward recomputes the row statistics from X instead of saving them.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/ops/Families.h"
+
+namespace memfit::ops {
+
+namespace {
+int64_t product(const std::vector<int64_t> &d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < d.size(); ++i)
+    p *= d[i];
+  return p;
+}
+} // namespace
+
+// --- BatchMatMul ---
+
+llvm::Error importBatchMatMul(OnnxNode &node) {
+  auto a = node.activation(0), b = node.activation(1);
+  if (llvm::Error e = firstError(a, b))
+    return e;
+  std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
+  size_t r = ad.size();
+  bool ok = r >= 3 && bd.size() == r && ad[r - 1] == bd[r - 2];
+  int64_t la = product(ad, 1, r - 2), lb = product(bd, 1, r - 2);
+  std::vector<int64_t> lead(ad.begin(), ad.end() - 2);
+  if (ok && la != lb) {
+    // One operand shared by all products of a sample (its leading axes 1).
+    ok = la == 1 || lb == 1;
+    if (la == 1)
+      lead.assign(bd.begin(), bd.end() - 2);
+  } else if (ok) {
+    ok = std::equal(ad.begin() + 1, ad.end() - 2, bd.begin() + 1);
+  }
+  if (!ok)
+    return node.fail("activations of shapes " + dimsStr(ad) + " and " +
+                     dimsStr(bd) +
+                     " do not multiply as batched matrices (memfit supports "
+                     "[N, ..., M, K] x [N, ..., K, P] with equal leading axes, "
+                     "or leading axes of 1 on one side)");
+  std::vector<int64_t> out = lead;
+  out.push_back(ad[r - 2]);
+  out.push_back(bd[r - 1]);
+  return node.emit(OpKind::BatchMatMul, {*a, *b}, {{node.outputName(0), out}})
+      .takeError();
+}
+
+namespace {
+
+struct Bmm {
+  int64_t batch, m, k, cols, aBatch, bBatch;
+};
+
+Bmm bmmShape(const Graph &g, const Op &op) {
+  const auto &ad = g.value(op.inputs[0]).dims;
+  const auto &bd = g.value(op.inputs[1]).dims;
+  const auto &yd = g.value(op.outputs[0]).dims;
+  size_t r = ad.size();
+  return {product(yd, 1, r - 2),
+          ad[r - 2],
+          ad[r - 1],
+          bd[r - 1],
+          product(ad, 1, r - 2),
+          product(bd, 1, r - 2)};
+}
+
+void bmmDataReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  auto writes = [&](size_t i) {
+    return std::find(o.gradInputs.begin(), o.gradInputs.end(), i) !=
+           o.gradInputs.end();
+  };
+  if (writes(1))
+    reads.push_back(o.inputs[0]);
+  if (writes(0))
+    reads.push_back(o.inputs[1]);
+}
+
+OpWork bmmWork(const Graph &g, const Op &op, TaskKind kind, int gradsWritten,
+               int64_t b) {
+  Bmm s = bmmShape(g, op);
+  double one = 2.0 * double(s.batch * s.m * s.k * s.cols) * double(b);
+  if (kind == TaskKind::BackwardData)
+    return {one * gradsWritten, gradsWritten};
+  return {one, 1};
+}
+
+llvm::Expected<OpParamsText> bmmParams(const Graph &g, const Op &op) {
+  Bmm s = bmmShape(g, op);
+  return OpParamsText{
+      "BatchMatMulParams",
+      llvm::formatv("{{.batch = {0}, .m = {1}, .k = {2}, .cols = {3}, "
+                    ".aBatch = {4}, .bBatch = {5}}",
+                    s.batch, s.m, s.k, s.cols, s.aBatch, s.bBatch)
+          .str()};
+}
+
+llvm::Expected<EmittedCall> bmmEmit(EmitContext &x) {
+  ValueId a = x.op.inputs[0], b = x.op.inputs[1], y = x.op.outputs[0];
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.batchMatMulForward({0}, {1}, {2}, {3})",
+                               x.params, x.value(a), x.value(b), x.value(y))
+                           .str()};
+  case TaskKind::BackwardData: {
+    std::string accB = a == b ? "true" : x.accumulates(b);
+    return EmittedCall{
+        formatv("x.batchMatMulBackward({0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                "{7})",
+                x.params, x.valueIfRead(a), x.valueIfRead(b), x.grad(y),
+                x.gradIfWritten(a), a == b ? "nullptr" : x.gradIfWritten(b),
+                x.accumulates(a), accB)
+            .str()};
+  }
+  default:
+    return noWeightGrad(x.op);
+  }
+}
+
+// --- LayerNorm ---
+
+llvm::Error importLayerNorm(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto scale = node.weight(1, WeightInit::Ones, true);
+  auto axisAttr = node.attrInt("axis", -1);
+  auto eps = node.attrFloat("epsilon", 1e-5f);
+  if (llvm::Error e = firstError(x, scale, axisAttr, eps))
+    return e;
+  for (int i = 1; i < node.numOutputs(); ++i)
+    if (node.outputUsed(i))
+      return node.fail("uses the saved mean or inverse standard deviation; "
+                       "memfit supports only the normalized output");
+  std::vector<ValueId> inputs = {*x, *scale};
+  if (node.hasInput(2)) {
+    auto bias = node.weight(2, WeightInit::Zeros, true);
+    if (!bias)
+      return bias.takeError();
+    inputs.push_back(*bias);
+  }
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (axis < 1 || axis >= rank)
+    return node.fail(llvm::formatv("axis {0} on shape {1} would normalize "
+                                   "across the batch or nothing",
+                                   *axisAttr, dimsStr(xd)));
+  int64_t d = product(xd, axis, xd.size());
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (node.graph().values[inputs[i]].elementsPerSample() != d)
+      return node.fail("scale and bias must have the " + std::to_string(d) +
+                       " elements of the normalized axes");
+  OpAttrs a;
+  a.axis = axis;
+  a.epsilon = *eps;
+  return node.emit(OpKind::LayerNorm, inputs, {{node.outputName(0), xd}}, a)
+      .takeError();
+}
+
+void lnDataReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[0]);
+  reads.push_back(o.inputs[1]);
+}
+
+void lnWeightReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[0]);
+}
+
+OpWork lnWork(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
+  double out = elems(g.value(op.outputs[0]), b);
+  return {(kind == TaskKind::Forward ? 8 : 12) * out};
+}
+
+llvm::Expected<OpParamsText> lnParams(const Graph &g, const Op &op) {
+  const Value &x = g.value(op.inputs[0]);
+  int64_t d = product(x.dims, op.attrs.axis, x.dims.size());
+  return OpParamsText{"LayerNormParams",
+                      llvm::formatv("{{.rows = {0}, .d = {1}, .epsilon = {2}}",
+                                    x.elementsPerSample() / d, d,
+                                    f32(op.attrs.epsilon))
+                          .str()};
+}
+
+llvm::Expected<EmittedCall> lnEmit(EmitContext &x) {
+  const Op &op = x.op;
+  ValueId in = op.inputs[0], scale = op.inputs[1], y = op.outputs[0];
+  ValueId bias = op.inputs.size() > 2 ? op.inputs[2] : kNoId;
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.layerNormForward({0}, {1}, {2}, {3}, {4})",
+                               x.params, x.value(in), x.value(scale),
+                               bias == kNoId ? "nullptr" : x.value(bias),
+                               x.value(y))
+                           .str()};
+  case TaskKind::BackwardData:
+    return EmittedCall{
+        formatv("x.layerNormBackwardData({0}, {1}, {2}, {3}, {4}, {5})",
+                x.params, x.value(in), x.value(scale), x.grad(y),
+                x.gradIfWritten(in), x.accumulates(in))
+            .str()};
+  default: {
+    ValueId w = x.writesGrad(scale) ? scale : bias;
+    return EmittedCall{
+        formatv("x.layerNormBackwardWeight({0}, {1}, {2}, {3}, {4}, {5})",
+                x.params, x.value(in), x.grad(y), x.gradIfWritten(scale),
+                bias == kNoId ? "nullptr" : x.gradIfWritten(bias),
+                x.accumulates(w))
+            .str()};
+  }
+  }
+}
+
+// --- Where: a masked fill ---
+
+/// Where(cond, c, x) or Where(cond, x, c) with a constant condition and a
+/// scalar constant c: torch's masked_fill with a registered mask.
+llvm::Error importWhere(OnnxNode &node) {
+  bool act1 = node.isActivation(node.inputName(1)),
+       act2 = node.isActivation(node.inputName(2));
+  if (node.isActivation(node.inputName(0)) || act1 == act2)
+    return node.fail("memfit supports Where only as a masked fill: a "
+                     "constant condition choosing between an activation and "
+                     "a scalar constant");
+  int xi = act1 ? 1 : 2;
+  auto x = node.activation(xi);
+  auto value = node.scalarFloat(xi == 1 ? 2 : 1);
+  auto mask = node.constantWeight(0);
+  if (llvm::Error e = firstError(x, value, mask))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x),
+                       md = dimsOfValue(node, *mask);
+  int64_t bSize, inner;
+  std::vector<int64_t> per(xd.begin() + 1, xd.end());
+  std::vector<int64_t> mper = md;
+  if (mper.size() == xd.size()) {
+    if (mper[0] != 1)
+      return node.fail("the condition varies along the batch; memfit supports "
+                       "a mask shared by all samples");
+    mper.erase(mper.begin());
+  }
+  if (!broadcastRun(per, mper, bSize, inner))
+    return node.fail("condition of shape " + dimsStr(md) +
+                     " does not broadcast over the activation of shape " +
+                     dimsStr(xd) + " along one contiguous run of axes");
+  OpAttrs a;
+  a.fillWhere = xi == 2;
+  a.padValue = *value;
+  return node.emit(OpKind::Where, {*x, *mask}, {{node.outputName(0), xd}}, a)
+      .takeError();
+}
+
+void whereReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[1]);
+}
+
+OpWork oneFlop(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
+  return {elems(g.value(op.outputs[0]), b)};
+}
+
+llvm::Expected<OpParamsText> whereParams(const Graph &g, const Op &op) {
+  const Value &x = g.value(op.inputs[0]);
+  std::vector<int64_t> per(x.dims.begin() + 1, x.dims.end());
+  std::vector<int64_t> md = g.value(op.inputs[1]).dims;
+  if (md.size() == x.dims.size())
+    md.erase(md.begin());
+  int64_t bSize, inner;
+  if (!broadcastRun(per, md, bSize, inner))
+    return unsupportedByRuntime(op, "the mask does not broadcast");
+  return OpParamsText{
+      "WhereParams",
+      llvm::formatv("{{.perSample = {0}, .maskSize = {1}, .inner = {2}, "
+                    ".value = {3}, .fillWhere = {4}}",
+                    x.elementsPerSample(), bSize, inner, f32(op.attrs.padValue),
+                    op.attrs.fillWhere ? "true" : "false")
+          .str()};
+}
+
+llvm::Expected<EmittedCall> whereEmit(EmitContext &x) {
+  ValueId in = x.op.inputs[0], mask = x.op.inputs[1], y = x.op.outputs[0];
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.whereForward({0}, {1}, {2}, {3})", x.params,
+                               x.value(mask), x.value(in), x.value(y))
+                           .str()};
+  case TaskKind::BackwardData:
+    return EmittedCall{formatv("x.whereBackward({0}, {1}, {2}, {3}, {4})",
+                               x.params, x.value(mask), x.grad(y),
+                               x.gradIfWritten(in), x.accumulates(in))
+                           .str()};
+  default:
+    return noWeightGrad(x.op);
+  }
+}
+
+// --- Embedding: Gather of a weight table ---
+
+llvm::Error importGather(OnnxNode &node) {
+  if (node.isActivation(node.inputName(0)))
+    return importIndexSelect(node);
+  auto table = node.weight(0, WeightInit::HeNormal, true);
+  auto axis = node.attrInt("axis", 0);
+  if (llvm::Error e = firstError(table, axis))
+    return e;
+  std::vector<int64_t> td = dimsOfValue(node, *table);
+  if (*axis != 0 || td.size() != 2)
+    return node.fail("memfit supports Gather of a weight only as an embedding "
+                     "lookup: rows (axis 0) of a 2-D table");
+  bool ids = node.isIndices(1);
+  auto idx = ids ? node.indices(1) : node.constantWeight(1);
+  if (!idx)
+    return idx.takeError();
+  std::vector<int64_t> id = dimsOfValue(node, *idx), out;
+  bool diverges = false;
+  if (ids) {
+    out = id;
+  } else {
+    // Fixed positions: the same rows for every sample, materialized per
+    // sample (an exact broadcast over the batch).
+    if (!id.empty() && id[0] == 1)
+      id.erase(id.begin());
+    out = {node.graph().batch};
+    out.insert(out.end(), id.begin(), id.end());
+    diverges = true;
+  }
+  out.push_back(td[1]);
+  return node
+      .emit(OpKind::Embedding, {*table, *idx}, {{node.outputName(0), out}}, {},
+            diverges)
+      .takeError();
+}
+
+void embeddingReads(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[1]);
+}
+
+OpWork embeddingWork(const Graph &g, const Op &op, TaskKind kind, int,
+                     int64_t b) {
+  return {kind == TaskKind::Forward ? 0 : elems(g.value(op.outputs[0]), b)};
+}
+
+llvm::Expected<OpParamsText> embeddingParams(const Graph &g, const Op &op) {
+  const Value &t = g.value(op.inputs[0]), &y = g.value(op.outputs[0]);
+  return OpParamsText{"EmbeddingParams",
+                      llvm::formatv("{{.rows = {0}, .d = {1}, .vocab = {2}}",
+                                    y.elementsPerSample() / t.dims[1],
+                                    t.dims[1], t.dims[0])
+                          .str()};
+}
+
+llvm::Expected<EmittedCall> embeddingEmit(EmitContext &x) {
+  ValueId table = x.op.inputs[0], idx = x.op.inputs[1], y = x.op.outputs[0];
+  bool fixed = x.graph.value(idx).kind == ValueKind::Weight;
+  std::string ids = fixed ? "nullptr" : x.value(idx);
+  std::string fixedIds = fixed ? x.value(idx) : "nullptr";
+  using llvm::formatv;
+  switch (x.task.kind) {
+  case TaskKind::Forward:
+    return EmittedCall{formatv("x.embeddingForward({0}, {1}, {2}, {3}, {4})",
+                               x.params, ids, fixedIds, x.value(table),
+                               x.value(y))
+                           .str()};
+  case TaskKind::BackwardWeight:
+    return EmittedCall{
+        formatv("x.embeddingBackward({0}, {1}, {2}, {3}, {4}, {5})", x.params,
+                ids, fixedIds, x.grad(y), x.gradIfWritten(table),
+                x.accumulates(table))
+            .str()};
+  default:
+    return unsupportedByRuntime(x.op, "token ids have no gradient");
+  }
+}
+
+} // namespace
+
+void registerTransformer(std::vector<OpDef> &defs) {
+  defs.push_back({.kind = OpKind::BatchMatMul,
+                  .name = "BatchMatMul",
+                  .dataGradReads = bmmDataReads,
+                  .costClass = CostClass::Gemm,
+                  .work = bmmWork,
+                  .params = bmmParams,
+                  .emit = bmmEmit});
+  defs.push_back({.kind = OpKind::LayerNorm,
+                  .name = "LayerNormalization",
+                  .onnxTypes = {"LayerNormalization"},
+                  .importOnnx = importLayerNorm,
+                  .dataGradReads = lnDataReads,
+                  .weightGradReads = lnWeightReads,
+                  .costClass = CostClass::Normalization,
+                  .work = lnWork,
+                  .params = lnParams,
+                  .emit = lnEmit});
+  defs.push_back({.kind = OpKind::Where,
+                  .name = "Where",
+                  .onnxTypes = {"Where"},
+                  .importOnnx = importWhere,
+                  .mayRunInPlace = true,
+                  .dataGradReads = whereReads,
+                  .work = oneFlop,
+                  .params = whereParams,
+                  .emit = whereEmit});
+  defs.push_back({.kind = OpKind::Embedding,
+                  .name = "Gather",
+                  .onnxTypes = {"Gather"},
+                  .importOnnx = importGather,
+                  .weightGradReads = embeddingReads,
+                  .costClass = CostClass::Copy,
+                  .work = embeddingWork,
+                  .params = embeddingParams,
+                  .emit = embeddingEmit});
+}
+
+} // namespace memfit::ops

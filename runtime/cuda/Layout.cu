@@ -1,0 +1,295 @@
+//===- Layout.cu - CUDA backend: transformer layers and layout changes ----===//
+//
+// Transposes, slices, masked fills, embeddings, layer normalization and
+// batched matrix products. The element arithmetic is runtime/kernels (the
+// emulation's source); the products are cuBLAS's strided batched GEMM.
+// Layer normalization takes one thread per row (its reductions run in
+// double in row order, as on the CPU). Embedding gradients add with
+// atomics, so their rounding order may differ between runs.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Device.cuh"
+#include "runtime/cuda/Impl.h"
+#include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/Norm.h"
+
+#include <climits>
+
+namespace memfit::rt {
+
+using cuda::gridFor;
+using cuda::kThreads;
+using cuda::put;
+
+namespace {
+
+int64_t perSample(const int64_t *dims, int rank) {
+  int64_t per = 1;
+  for (int i = 0; i < rank; ++i)
+    per *= dims[i];
+  return per;
+}
+
+__global__ void transposeKernel(TransposeParams p, int64_t count,
+                                const float *x, float *y) {
+  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::transposeSource(p, t)]; }
+}
+
+__global__ void transposeGradKernel(TransposeParams p, int64_t count,
+                                    const float *dy, float *dx, bool acc) {
+  MEMFIT_GRID_LOOP(t, count) {
+    put(dx[t], dy[kernels::transposeTarget(p, t)], acc);
+  }
+}
+
+__global__ void sliceKernel(SliceParams p, int64_t count, const float *x,
+                            float *y) {
+  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::sliceSource(p, t)]; }
+}
+
+__global__ void sliceGradKernel(SliceParams p, int64_t count, const float *dy,
+                                float *dx, bool acc) {
+  MEMFIT_GRID_LOOP(t, count) {
+    put(dx[t], kernels::sliceGradAt(p, dy, t), acc);
+  }
+}
+
+__global__ void whereKernel(WhereParams p, int64_t count, const float *mask,
+                            const float *x, float *y) {
+  MEMFIT_GRID_LOOP(t, count) {
+    y[t] = kernels::whereFilled(p, mask, t) ? p.value : x[t];
+  }
+}
+
+__global__ void whereGradKernel(WhereParams p, int64_t count, const float *mask,
+                                const float *dy, float *dx, bool acc) {
+  MEMFIT_GRID_LOOP(t, count) {
+    put(dx[t], kernels::whereFilled(p, mask, t) ? 0.0f : dy[t], acc);
+  }
+}
+
+__device__ int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
+                        const float *fixedIds, int64_t r) {
+  return ids ? ids[r] : static_cast<int64_t>(fixedIds[r % p.rows]);
+}
+
+/// A row id outside the vocabulary writes NaN rather than read outside the
+/// table (the driver checks the ids it loads).
+__global__ void embeddingKernel(EmbeddingParams p, int64_t count,
+                                const int32_t *ids, const float *fixedIds,
+                                const float *table, float *y) {
+  MEMFIT_GRID_LOOP(t, count) {
+    int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
+    y[t] = id >= 0 && id < p.vocab ? table[id * p.d + j] : NAN;
+  }
+}
+
+__global__ void embeddingGradKernel(EmbeddingParams p, int64_t count,
+                                    const int32_t *ids, const float *fixedIds,
+                                    const float *dy, float *dtable) {
+  MEMFIT_GRID_LOOP(t, count) {
+    int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
+    if (id >= 0 && id < p.vocab)
+      atomicAdd(&dtable[id * p.d + j], dy[t]);
+  }
+}
+
+__global__ void layerNormKernel(LayerNormParams p, int64_t rows, const float *x,
+                                const float *scale, const float *bias,
+                                float *y) {
+  MEMFIT_GRID_LOOP(r, rows) {
+    kernels::lnForwardRow(p, x + r * p.d, scale, bias, y + r * p.d);
+  }
+}
+
+__global__ void layerNormGradKernel(LayerNormParams p, int64_t rows,
+                                    const float *x, const float *scale,
+                                    const float *dy, float *dx, bool acc) {
+  MEMFIT_GRID_LOOP(r, rows) {
+    kernels::lnBackwardRow(p, x + r * p.d, scale, dy + r * p.d, dx + r * p.d,
+                           acc);
+  }
+}
+
+/// One thread per feature, over the rows in order.
+__global__ void layerNormWeightGradKernel(LayerNormParams p, int64_t rows,
+                                          const float *x, const float *dy,
+                                          float *dscale, float *dbias,
+                                          bool acc) {
+  MEMFIT_GRID_LOOP(j, p.d) {
+    double ds = 0, dbs = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean, invStd;
+      kernels::lnRowStats(p, x + r * p.d, mean, invStd);
+      double g = dy[r * p.d + j];
+      ds += g * ((double(x[r * p.d + j]) - mean) * invStd);
+      dbs += g;
+    }
+    if (dscale)
+      put(dscale[j], float(ds), acc);
+    if (dbias)
+      put(dbias[j], float(dbs), acc);
+  }
+}
+
+int dim(const Exec &x, int64_t v) {
+  if (v <= 0 || v > INT_MAX)
+    x.fatal("matrix dimension " + std::to_string(v) + " does not fit cuBLAS");
+  return static_cast<int>(v);
+}
+
+} // namespace
+
+void Exec::transposeForward(const TransposeParams &p, const float *x,
+                            float *y) {
+  int64_t count = n * perSample(p.dims, p.rank);
+  transposeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, x,
+                                                                    y);
+  impl->done(*this, "transpose kernel");
+}
+
+void Exec::transposeBackward(const TransposeParams &p, const float *dy,
+                             float *dx, bool acc) {
+  if (!dx)
+    return;
+  int64_t count = n * perSample(p.dims, p.rank);
+  transposeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, dy, dx, acc);
+  impl->done(*this, "transpose backward kernel");
+}
+
+void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
+  int64_t count = n * perSample(p.ydims, p.rank);
+  sliceKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, x, y);
+  impl->done(*this, "slice kernel");
+}
+
+void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
+                         bool acc) {
+  if (!dx)
+    return;
+  int64_t count = n * perSample(p.xdims, p.rank);
+  sliceGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, dy, dx, acc);
+  impl->done(*this, "slice backward kernel");
+}
+
+void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
+                        float *y) {
+  int64_t count = n * p.perSample;
+  whereKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, mask,
+                                                                x, y);
+  impl->done(*this, "masked fill kernel");
+}
+
+void Exec::whereBackward(const WhereParams &p, const float *mask,
+                         const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  int64_t count = n * p.perSample;
+  whereGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, mask, dy, dx, acc);
+  impl->done(*this, "masked fill backward kernel");
+}
+
+void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,
+                            const float *fixedIds, const float *table,
+                            float *y) {
+  int64_t count = n * p.rows * p.d;
+  embeddingKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, ids, fixedIds, table, y);
+  impl->done(*this, "embedding kernel");
+}
+
+void Exec::embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
+                             const float *fixedIds, const float *dy,
+                             float *dtable, bool acc) {
+  if (!dtable)
+    return;
+  if (!acc)
+    MEMFIT_CHECK(cudaMemsetAsync(dtable, 0, p.vocab * p.d * sizeof(float),
+                                 impl->compute()));
+  int64_t count = n * p.rows * p.d;
+  embeddingGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, ids, fixedIds, dy, dtable);
+  impl->done(*this, "embedding backward kernel");
+}
+
+void Exec::layerNormForward(const LayerNormParams &p, const float *x,
+                            const float *scale, const float *bias, float *y) {
+  int64_t rows = n * p.rows;
+  layerNormKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
+      p, rows, x, scale, bias, y);
+  impl->done(*this, "layer norm kernel");
+}
+
+void Exec::layerNormBackwardData(const LayerNormParams &p, const float *x,
+                                 const float *scale, const float *dy, float *dx,
+                                 bool acc) {
+  if (!dx)
+    return;
+  int64_t rows = n * p.rows;
+  layerNormGradKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
+      p, rows, x, scale, dy, dx, acc);
+  impl->done(*this, "layer norm backward kernel");
+}
+
+void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
+                                   const float *dy, float *dscale, float *dbias,
+                                   bool acc) {
+  layerNormWeightGradKernel<<<gridFor(p.d), kThreads, 0, impl->compute()>>>(
+      p, n * p.rows, x, dy, dscale, dbias, acc);
+  impl->done(*this, "layer norm weight gradient kernel");
+}
+
+// Column-major cuBLAS sees each row-major [r, c] matrix as its transpose:
+// y^T = b^T a^T, so the product is called with b first.
+void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
+                              const float *b, float *y) {
+  const int m = dim(*this, p.m), k = dim(*this, p.k), c = dim(*this, p.cols);
+  const float one = 1, zero = 0;
+  const long long aStep = p.aBatch == 1 ? 0 : p.m * p.k;
+  const long long bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  for (int64_t s = 0; s < n; ++s)
+    MEMFIT_CHECK(cublasSgemmStridedBatched(
+        impl->cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, m, k, &one,
+        b + s * p.bBatch * p.k * p.cols, c, bStep, a + s * p.aBatch * p.m * p.k,
+        k, aStep, &zero, y + s * p.batch * p.m * p.cols, c, p.m * p.cols,
+        dim(*this, p.batch)));
+  impl->done(*this, "batched matmul");
+}
+
+void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
+                               const float *b, const float *dy, float *da,
+                               float *db, bool accA, bool accB) {
+  const int m = dim(*this, p.m), k = dim(*this, p.k), c = dim(*this, p.cols);
+  const float one = 1;
+  const long long aStep = p.aBatch == 1 ? 0 : p.m * p.k;
+  const long long bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  // A shared operand's gradient sums over its products: those run one at
+  // a time, adding into it.
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t i = 0; i < (aStep && bStep ? 1 : p.batch); ++i) {
+      int count = aStep && bStep ? dim(*this, p.batch) : 1;
+      const float *as = a + s * p.aBatch * p.m * p.k + i * aStep;
+      const float *bs = b + s * p.bBatch * p.k * p.cols + i * bStep;
+      const float *dys = dy + (s * p.batch + i) * p.m * p.cols;
+      if (da) { // da^T [k, m] = b^T... column-major: da^T = b * dy^T
+        float beta = accA || (i > 0 && !aStep) ? 1.0f : 0.0f;
+        MEMFIT_CHECK(cublasSgemmStridedBatched(
+            impl->cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, m, c, &one, bs, c, bStep,
+            dys, c, p.m * p.cols, &beta,
+            da + s * p.aBatch * p.m * p.k + i * aStep, k, aStep, count));
+      }
+      if (db) { // db^T [cols, k] = dy^T a, column-major
+        float beta = accB || (da && a == b) || (i > 0 && !bStep) ? 1.0f : 0.0f;
+        MEMFIT_CHECK(cublasSgemmStridedBatched(
+            impl->cublas, CUBLAS_OP_N, CUBLAS_OP_T, c, k, m, &one, dys, c,
+            p.m * p.cols, as, k, aStep, &beta,
+            db + s * p.bBatch * p.k * p.cols + i * bStep, c, bStep, count));
+      }
+    }
+  impl->done(*this, "batched matmul backward");
+}
+
+} // namespace memfit::rt
