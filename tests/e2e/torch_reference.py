@@ -107,10 +107,11 @@ def run_graph(model, params, consts, x):
         elif op == "Shape":
             y = torch.tensor(list(i[0].shape), dtype=torch.long)
         elif op == "Gather":
-            y = torch.index_select(i[0], a.get("axis", 0),
-                                   i[1].reshape(-1).long())
-            y = y.reshape(list(i[0].shape[:a.get("axis", 0)]) + list(i[1].shape)
-                          + list(i[0].shape[a.get("axis", 0) + 1:]))
+            ax = a.get("axis", 0) % i[0].dim()
+            y = torch.index_select(i[0], ax,
+                                   i[1].reshape(-1).long() % i[0].shape[ax])
+            y = y.reshape(list(i[0].shape[:ax]) + list(i[1].shape)
+                          + list(i[0].shape[ax + 1:]))
         elif op == "Unsqueeze":
             axes = [int(v) for v in (i[1] if len(i) > 1 else a["axes"])]
             y = i[0]
@@ -155,7 +156,9 @@ def run_graph(model, params, consts, x):
         elif op == "Where":
             y = torch.where(i[0].bool(), i[1], i[2])
         elif op == "Div":
-            y = i[0] / i[1]
+            ints = not i[0].is_floating_point() and not i[1].is_floating_point()
+            y = (torch.div(i[0], i[1], rounding_mode="trunc") if ints
+                 else i[0] / i[1])
         elif op == "Erf":
             y = torch.erf(i[0])
         elif op == "Sqrt":

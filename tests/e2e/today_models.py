@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""Small versions of the models people train today, exported to ONNX the way
+PyTorch users export them, for the end-to-end tests (tests/cli/today.sh).
+
+usage: today_models.py NAME OUT.onnx X.npy Y.npy [--batch N] [--opset N]
+                       [--eval]
+
+Writes the model (training-mode export unless --eval, which exports as model
+zoos ship models: TrainingMode.PRESERVE) and a data set of 2 batches: token
+ids or images, and labels (per token, per pixel or per image).
+"""
+import argparse
+import math
+import sys
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm decoder block: causal self-attention written with
+    MatMul, Softmax and a masked fill, then a GELU MLP."""
+
+    def __init__(self, d, heads, T):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.heads = heads
+        self.register_buffer("mask", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        shape = (B, T, self.heads, C // self.heads)
+        q, k, v = (t.view(*shape).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.heads))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
+        self.blocks = nn.Sequential(*[Block(d, heads, T) for _ in range(layers)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.shape[1], dtype=torch.long, device=idx.device)
+        x = self.tok(idx) + self.pos(pos)
+        return self.head(self.ln(self.blocks(x)))
+
+
+class ConvNeXtBlock(nn.Module):
+    """Depthwise 7x7, LayerNorm over channels with permutes, inverted MLP
+    with GELU, layer scale, residual."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.ln = nn.LayerNorm(c)
+        self.fc1, self.fc2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+        self.gamma = nn.Parameter(torch.full((c,), 0.5))
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.gamma * self.fc2(F.gelu(self.fc1(self.ln(y))))
+        return x + y.permute(0, 3, 1, 2)
+
+
+class ConvNeXt(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 2, stride=2)
+        self.blocks = nn.Sequential(ConvNeXtBlock(16), ConvNeXtBlock(16))
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+
+
+class SE(nn.Module):
+    def __init__(self, c, act):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(c, c // 4, 1), nn.Conv2d(c // 4, c, 1)
+        self.act = act
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * self.act(self.fc2(F.relu(self.fc1(s))))
+
+
+class MBConv(nn.Module):
+    """Inverted residual with squeeze-and-excitation: SiLU and sigmoid
+    (EfficientNet) or HardSwish and HardSigmoid (MobileNetV3)."""
+
+    def __init__(self, c, hard):
+        super().__init__()
+        act = nn.Hardswish() if hard else nn.SiLU()
+        gate = nn.Hardsigmoid() if hard else nn.Sigmoid()
+        self.expand = nn.Sequential(nn.Conv2d(c, 2 * c, 1), act)
+        self.dw = nn.Sequential(nn.Conv2d(2 * c, 2 * c, 3, padding=1,
+                                          groups=2 * c), act)
+        self.se = SE(2 * c, gate)
+        self.project = nn.Conv2d(2 * c, c, 1)
+
+    def forward(self, x):
+        return x + self.project(self.se(self.dw(self.expand(x))))
+
+
+class MobileNet(nn.Module):
+    def __init__(self, hard, classes=10):
+        super().__init__()
+        act = nn.Hardswish() if hard else nn.SiLU()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), act)
+        self.blocks = nn.Sequential(MBConv(16, hard), MBConv(16, hard))
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+
+
+class ViT(nn.Module):
+    """Patch embedding by a strided convolution, a class token, learned
+    positions, pre-LayerNorm encoder blocks (no causal mask)."""
+
+    def __init__(self, classes=10, d=32, heads=4, layers=2, patch=4, size=16):
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, patch, stride=patch)
+        n = (size // patch) ** 2
+        self.pos = nn.Parameter(torch.randn(1, n, d) * 0.02)
+        self.blocks = nn.Sequential(*[EncoderBlock(d, heads) for _ in range(layers)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2) + self.pos
+        return self.head(self.ln(self.blocks(x))[:, 0])
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        shape = (B, T, self.heads, C // self.heads)
+        q, k, v = (t.reshape(shape).permute(0, 2, 1, 3) for t in (q, k, v))
+        att = F.softmax(q @ k.transpose(-1, -2) / math.sqrt(C // self.heads), -1)
+        y = (att @ v).permute(0, 2, 1, 3).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+MODELS = {
+    "gpt": (lambda: GPT(), "tokens"),
+    "convnext": (lambda: ConvNeXt(), "image"),
+    "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
+    "efficientnet": (lambda: MobileNet(hard=False), "image"),
+    "vit": (lambda: ViT(), "image"),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("name", choices=sorted(MODELS))
+    ap.add_argument("out")
+    ap.add_argument("x")
+    ap.add_argument("y")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--eval", action="store_true")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.manual_seed(0)
+    make, kind = MODELS[args.name]
+    model = make()
+    rng = np.random.default_rng(1)
+    count = 2 * args.batch
+    if kind == "tokens":
+        vocab, T = model.tok.num_embeddings, model.pos.num_embeddings
+        x = rng.integers(0, vocab, (count, T)).astype(np.int64)
+        y = rng.integers(0, vocab, (count, T)).astype(np.int64)
+    else:
+        size = 16
+        x = rng.standard_normal((count, 3, size, size)).astype(np.float32)
+        y = rng.integers(0, 10, count).astype(np.int64)
+    np.save(args.x, x)
+    np.save(args.y, y)
+    mode = (torch.onnx.TrainingMode.PRESERVE if args.eval
+            else torch.onnx.TrainingMode.TRAINING)
+    if args.eval:
+        model.eval()
+    torch.onnx.export(model, torch.tensor(x[:args.batch]), args.out,
+                      opset_version=args.opset, input_names=["x"],
+                      output_names=["y"],
+                      dynamic_axes={"x": {0: "N"}, "y": {0: "N"}},
+                      training=mode, do_constant_folding=args.eval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
