@@ -222,13 +222,23 @@ void runActivation(const Case &c) {
       {"leakyrelu", ActKind::LeakyRelu},
       {"sigmoid", ActKind::Sigmoid},
       {"tanh", ActKind::Tanh},
-      {"clip", ActKind::Clip}};
+      {"clip", ActKind::Clip},
+      {"sqrt", ActKind::Sqrt},
+      {"erf", ActKind::Erf},
+      {"hardsigmoid", ActKind::HardSigmoid},
+      {"hardswish", ActKind::HardSwish},
+      {"pow", ActKind::Pow},
+      {"gelu", ActKind::Gelu},
+      {"gelutanh", ActKind::GeluTanh}};
   ActParams p;
   std::string kind = c.str("act");
   REQUIRE(kinds.count(kind));
   p.kind = kinds.at(kind);
-  if (p.kind == ActKind::LeakyRelu)
+  if (p.kind == ActKind::LeakyRelu || p.kind == ActKind::HardSigmoid ||
+      p.kind == ActKind::Pow)
     p.alpha = c.f("alpha");
+  if (p.kind == ActKind::HardSigmoid)
+    p.beta = c.f("beta");
   if (p.kind == ActKind::Clip) {
     p.lo = c.f("lo");
     p.hi = c.f("hi");
@@ -236,7 +246,9 @@ void runActivation(const Case &c) {
   Vec x = c.load("x"), dy = c.load("dy");
   Vec y(x.size()), dx(x.size());
   activationForward(p, c.i("count"), x.data(), y.data());
-  activationBackward(p, c.i("count"), y.data(), dy.data(), dx.data(), false);
+  // The derivative reads y, or x for the kinds whose derivative needs it.
+  const Vec &src = activationGradReadsInput(p.kind) ? x : y;
+  activationBackward(p, c.i("count"), src.data(), dy.data(), dx.data(), false);
   c.expect("y", y);
   c.expect("dx", dx);
 }

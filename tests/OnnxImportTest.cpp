@@ -444,3 +444,76 @@ TEST_CASE("External data beside the model", "[onnx][import][file]") {
     FAIL(llvm::toString(g.takeError()));
   CHECK(valueNamed(*g, "w").data == w);
 }
+
+TEST_CASE("GELU and LayerNorm spelled out in nodes import as one operator",
+          "[onnx][import]") {
+  // torch's export of F.gelu and, before opset 17, of nn.LayerNorm.
+  auto gelu = [](OnnxBuilder &b, const std::string &x, const std::string &y) {
+    b.constFloat(y + "_r2", 1.4142135f)
+        .constFloat(y + "_one", 1.0f)
+        .constFloat(y + "_half", 0.5f)
+        .node("Div", {x, y + "_r2"}, {y + "_d"})
+        .node("Erf", {y + "_d"}, {y + "_e"})
+        .node("Add", {y + "_e", y + "_one"}, {y + "_a"})
+        .node("Mul", {x, y + "_a"}, {y + "_m"})
+        .node("Mul", {y + "_m", y + "_half"}, {y});
+  };
+  SECTION("GELU") {
+    OnnxBuilder b;
+    b.input("x", {-1, 8});
+    gelu(b, "x", "y");
+    b.output("y", 2);
+    Graph g = importOk(b, batchOf(2));
+    REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Gelu});
+    CHECK_FALSE(g.ops[0].attrs.tanhApprox);
+  }
+  SECTION("an intermediate read elsewhere keeps the nodes apart") {
+    OnnxBuilder b;
+    b.input("x", {-1, 8});
+    gelu(b, "x", "g");
+    b.node("Add", {"g", "g_e"}, {"y"}).output("y", 2);
+    Graph g = importOk(b, batchOf(2));
+    CHECK(opKinds(g) ==
+          std::vector<OpKind>{OpKind::Div, OpKind::Erf, OpKind::Add,
+                              OpKind::Mul, OpKind::Mul, OpKind::Add});
+  }
+  SECTION("a constant that is not the exporter's keeps the nodes apart") {
+    OnnxBuilder b;
+    b.input("x", {-1, 8})
+        .constFloat("r", 1.5f)
+        .constFloat("one", 1.0f)
+        .constFloat("half", 0.5f)
+        .node("Div", {"x", "r"}, {"d"})
+        .node("Erf", {"d"}, {"e"})
+        .node("Add", {"e", "one"}, {"a"})
+        .node("Mul", {"x", "a"}, {"m"})
+        .node("Mul", {"m", "half"}, {"y"})
+        .output("y", 2);
+    Graph g = importOk(b, batchOf(2));
+    CHECK(g.ops.size() == 5);
+  }
+  SECTION("LayerNorm before opset 17") {
+    OnnxBuilder b;
+    b.input("x", {-1, 3, 8})
+        .init("w", {8})
+        .init("bias", {8})
+        .constFloat("two", 2.0f)
+        .constFloat("eps", 1e-5f)
+        .node("ReduceMean", {"x"}, {"mean"}, {attrInts("axes", {-1})})
+        .node("Sub", {"x", "mean"}, {"dev"})
+        .node("Pow", {"dev", "two"}, {"sq"})
+        .node("ReduceMean", {"sq"}, {"var"}, {attrInts("axes", {-1})})
+        .node("Add", {"var", "eps"}, {"ve"})
+        .node("Sqrt", {"ve"}, {"std"})
+        .node("Div", {"dev", "std"}, {"xhat"})
+        .node("Mul", {"xhat", "w"}, {"scaled"})
+        .node("Add", {"scaled", "bias"}, {"y"})
+        .output("y", 3);
+    Graph g = importOk(b, batchOf(2));
+    REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::LayerNorm});
+    CHECK(g.ops[0].attrs.epsilon == 1e-5f);
+    CHECK(g.ops[0].attrs.axis == 2);
+    CHECK(g.values[g.ops[0].inputs[1]].name == "w");
+    CHECK(g.values[g.ops[0].inputs[2]].name == "bias");
+  }
+}

@@ -166,8 +166,8 @@ def softmax(name, n, features, log):
              {"x": x, "dy": dy, "y": y, "dx": x.grad})
 
 
-def activation(name, kind, **params):
-    x = leaf(rand(2, 3, 4, 5, lo=-8, hi=8))
+def activation(name, kind, lo_x=-8, **params):
+    x = leaf(rand(2, 3, 4, 5, lo=lo_x, hi=8))
     if kind == "relu":
         y = F.relu(x)
     elif kind == "leakyrelu":
@@ -176,6 +176,20 @@ def activation(name, kind, **params):
         y = torch.sigmoid(x)
     elif kind == "tanh":
         y = torch.tanh(x)
+    elif kind == "sqrt":
+        y = torch.sqrt(x)
+    elif kind == "erf":
+        y = torch.erf(x)
+    elif kind == "hardsigmoid":
+        y = F.hardsigmoid(x)
+    elif kind == "hardswish":
+        y = F.hardswish(x)
+    elif kind == "pow":
+        y = torch.pow(x, params["alpha"])
+    elif kind == "gelu":
+        y = F.gelu(x)
+    elif kind == "gelutanh":
+        y = F.gelu(x, approximate="tanh")
     else:
         y = F.hardtanh(x, params["lo"], params["hi"])
     dy = rand(*y.shape)
@@ -277,6 +291,14 @@ def main():
     activation("sigmoid", "sigmoid")
     activation("tanh", "tanh")
     activation("relu6", "clip", lo=0.0, hi=6.0)
+    activation("sqrt", "sqrt", lo_x=0.1)
+    activation("erf", "erf")
+    activation("hardsigmoid", "hardsigmoid", alpha=1 / 6, beta=0.5)
+    activation("hardswish", "hardswish")
+    activation("square", "pow", alpha=2.0)
+    activation("cube", "pow", alpha=3.0)
+    activation("gelu", "gelu")
+    activation("gelutanh", "gelutanh")
 
     cross_entropy("crossentropy", 5, 7)
     mse("mse", 4, 3)

@@ -405,6 +405,37 @@ Error Importer::translate(const pb::NodeProto &n) {
   return Error::success();
 }
 
+Error Importer::translateFusion(const pb::NodeProto &n, const Fusion &f) {
+  auto x = values.find(f.x);
+  if (x == values.end())
+    return fail(n, "the input " + quoteName(f.x) +
+                       " of the operator it completes is not computed from "
+                       "the data input");
+  std::vector<int64_t> dims = g.values[x->second].dims;
+  OpAttrs a;
+  if (f.kind != Fusion::LayerNorm) {
+    a.tanhApprox = f.kind == Fusion::GeluTanh;
+    return emit(n, OpKind::Gelu, {x->second}, {{n.output(0), dims}}, a, false,
+                n.name().empty() ? "Gelu" : n.name())
+        .takeError();
+  }
+  auto w = materialize(n, f.scale, WeightInit::Ones, true);
+  auto b = materialize(n, f.bias, WeightInit::Zeros, true);
+  if (!w || !b)
+    return llvm::joinErrors(w.takeError(), b.takeError());
+  int64_t d = dims.back();
+  if (g.values[*w].elementsPerSample() != d ||
+      g.values[*b].elementsPerSample() != d)
+    return fail(n, "completes a layer normalization whose scale and bias do "
+                   "not have the " +
+                       std::to_string(d) + " elements of the last axis");
+  a.axis = static_cast<int64_t>(dims.size()) - 1;
+  a.epsilon = f.epsilon;
+  return emit(n, OpKind::LayerNorm, {x->second, *w, *b}, {{n.output(0), dims}},
+              a, false, n.name().empty() ? "LayerNorm" : n.name())
+      .takeError();
+}
+
 bool Importer::feedsOnlyMasks(int k, int depth) const {
   const pb::NodeProto &n = model.graph().node(k);
   const std::string &op = n.op_type();
@@ -445,10 +476,15 @@ Expected<Graph> Importer::run() {
     if (live[k])
       for (const std::string &in : graph.node(k).input())
         readers[in].push_back(k);
-  for (int k = 0; k < graph.node_size(); ++k)
-    if (live[k])
-      if (Error e = translate(graph.node(k)))
-        return e;
+  findFusions();
+  for (int k = 0; k < graph.node_size(); ++k) {
+    if (!live[k] || fusedAway[k])
+      continue;
+    auto f = fusions.find(k);
+    if (Error e = f != fusions.end() ? translateFusion(graph.node(k), f->second)
+                                     : translate(graph.node(k)))
+      return e;
+  }
 
   const std::string &outName = graph.output(0).name();
   auto out = values.find(outName);

@@ -77,6 +77,15 @@ struct ConstTensor {
   std::string str() const;
 };
 
+/// An operator found spelled out in several nodes (Fusions.cpp): its kind
+/// and operands by name.
+struct Fusion {
+  enum Kind { Gelu, GeluTanh, LayerNorm } kind;
+  std::string x;
+  std::string scale = {}, bias = {};
+  float epsilon = 0;
+};
+
 /// Data files that external tensors point into, opened once. After
 /// resolveExternalData() every external location is the validated absolute
 /// path of a file held here.
@@ -228,6 +237,13 @@ private:
   /// and compared): its float initializers are then constants, not
   /// parameters.
   bool feedsOnlyMasks(int k, int depth = 0) const;
+  /// Fusions.cpp: marks the nodes of patterns that are one operator.
+  void findFusions();
+  llvm::Error translateFusion(const pb::NodeProto &n, const Fusion &f);
+  /// Per node: it is part of a fusion whose last node computes it all.
+  std::vector<bool> fusedAway;
+  /// By the index of its last node.
+  std::unordered_map<int, Fusion> fusions;
 
 public:
   /// Operand `i` as a non-trainable float weight holding a constant of any
