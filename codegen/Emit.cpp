@@ -160,7 +160,10 @@ std::string Emitter::mainFile() const {
     }
     extra += ",\n             .intInput = true,\n             .inputVocab = " +
              std::to_string(vocab);
-  }
+  }  if (tg.optimizer != OptimizerKind::SGD)
+    extra += std::string(",\n             .optimizer = Optimizer::") +
+             (tg.optimizer == OptimizerKind::Adam ? "Adam" : "AdamW");
+
   os << "static const Program kProgram = {\n"
      << "    .info = {.modelName = " << stringLiteral(g.name)
      << ",\n             .batch = " << plan.batch

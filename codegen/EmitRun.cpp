@@ -22,6 +22,8 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
     return llvm::formatv("x.grad({0})", weightId[blk.value]).str();
   case BlockKind::Momentum:
     return llvm::formatv("x.momentumBuf({0})", weightId[blk.value]).str();
+  case BlockKind::SecondMoment:
+    return llvm::formatv("x.secondMomentBuf({0})", weightId[blk.value]).str();
   case BlockKind::LossValue:
     return "x.lossValue()";
   default:
@@ -110,7 +112,10 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
   if (t.kind == TaskKind::Update) {
     BlockId w = t.reads[0];
     return out +
-           llvm::formatv("  x.sgd({0});\n", weightId[tg.blocks[w].value]).str();
+           llvm::formatv("  x.{0}({1});\n",
+                         tg.optimizer == OptimizerKind::SGD ? "sgd" : "adam",
+                         weightId[tg.blocks[w].value])
+               .str();
   }
   if (t.kind == TaskKind::Loss) {
     std::string d = t.writes.size() > 1 ? ptr(t.writes[1], res) : "nullptr";

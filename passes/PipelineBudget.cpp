@@ -24,7 +24,8 @@ llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
   std::string help =
       lb.weightSideBytes >= lb.taskBytes
           ? "the weights, their gradients and the optimizer state dominate: "
-            "train without momentum (--momentum 0) or a smaller model"
+            "train without momentum (--momentum 0; Adam keeps two buffers "
+            "per weight) or a smaller model"
           : "that task dominates; a smaller batch does not help below "
             "sub-batch 1: give more memory or a model with smaller "
             "activations";

@@ -27,6 +27,10 @@ namespace memfit::rt {
 
 enum StreamId : int { Compute = 0, CopyOut = 1, CopyIn = 2 };
 
+/// torch.optim.SGD, Adam or AdamW; Adam's moments are the momentum buffer
+/// (exp_avg) and the second-moment buffer (exp_avg_sq).
+enum class Optimizer : uint8_t { SGD, Adam, AdamW };
+
 /// What a trainer's program declares about itself; the generated code
 /// fills it as a constant.
 struct ProgramInfo {
@@ -48,6 +52,7 @@ struct ProgramInfo {
   /// int32 .npy files), not floats.
   bool intInput = false;
   int64_t inputVocab = 0;
+  Optimizer optimizer = Optimizer::SGD;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -81,6 +86,9 @@ public:
   uint64_t iteration = 0, seed = 0;
   bool firstIteration = true;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  /// Adam's step count t of this iteration's update (1 for the first).
+  uint64_t step = 1;
   bool accumulateWeights() const { return subBatchIndex > 0; }
 
   // --- memory ---
@@ -89,6 +97,7 @@ public:
   float *weight(int32_t id);
   float *grad(int32_t id);
   float *momentumBuf(int32_t id);
+  float *secondMomentBuf(int32_t id);
   /// The batch's inputs and labels on the host (pinned on CUDA).
   float *hostInput();
   void *hostLabels();
@@ -207,6 +216,7 @@ public:
   void loss(const float *logits, const void *labels, float *loss,
             float *dlogits);
   void sgd(int32_t weightId);
+  void adam(int32_t weightId); // Adam or AdamW, as the program says
 
   // --- driver ---
   const ProgramInfo &info() const { return prog; }
@@ -216,6 +226,8 @@ public:
   void writeWeight(int32_t id, const float *in);
   void readMomentum(int32_t id, float *out);
   void writeMomentum(int32_t id, const float *in);
+  void readSecondMoment(int32_t id, float *out);
+  void writeSecondMoment(int32_t id, const float *in);
   /// Bytes the trainer holds on the device (arena + resident).
   int64_t deviceBytes() const;
   /// Device memory actually in use for this trainer, as the device reports

@@ -312,6 +312,16 @@ bool validateIds(int64_t count, int64_t vocab, const int32_t *ids);
 void sgdUpdate(int64_t count, float lr, float momentum, float weightDecay,
                bool first, float *w, const float *dw, float *buf);
 
+/// torch.optim.Adam (weight decay added to the gradient) or, `decoupled`,
+/// torch.optim.AdamW (w *= 1 - lr * wd first), at step t >= 1.
+struct AdamParams {
+  float lr, beta1, beta2, eps, weightDecay;
+  uint64_t step;
+  bool decoupled;
+};
+void adamUpdate(const AdamParams &p, int64_t count, float *w, const float *dw,
+                float *m, float *v);
+
 /// y += x (gradient accumulation helpers).
 void accumulate(int64_t count, const float *x, float *y);
 

@@ -33,13 +33,16 @@ struct Options {
   bool synthetic = false, shuffle = false, resume = false, quiet = false;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  bool momentumSet = false, weightDecaySet = false;
   uint64_t seed = 1;
 };
 
 const char *kUsage =
     "usage: trainer [--data X.npy --labels Y.npy | --synthetic]\n"
     "               [--iterations N | --epochs E] [--lr F] [--momentum F]\n"
-    "               [--weight-decay F] [--seed N] [--shuffle]\n"
+    "               [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]\n"
+    "               [--seed N] [--shuffle]\n"
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
     "               [--model model.onnx] [--log-every N] [--quiet]\n";
@@ -114,10 +117,18 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.epochs = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--lr")
       o.lr = parseNumber<float>(a, value());
-    else if (a == "--momentum")
+    else if (a == "--momentum") {
       o.momentum = parseNumber<float>(a, value(), 0, 1);
-    else if (a == "--weight-decay")
+      o.momentumSet = true;
+    } else if (a == "--weight-decay") {
       o.weightDecay = parseNumber<float>(a, value());
+      o.weightDecaySet = true;
+    } else if (a == "--beta1")
+      o.beta1 = parseNumber<float>(a, value(), 0, 1);
+    else if (a == "--beta2")
+      o.beta2 = parseNumber<float>(a, value(), 0, 1);
+    else if (a == "--eps")
+      o.eps = parseNumber<float>(a, value());
     else if (a == "--seed")
       o.seed = parseNumber<uint64_t>(a, value());
     else if (a == "--shuffle")
@@ -308,6 +319,10 @@ void saveCheckpoint(Exec &x, const std::string &dir, uint64_t iteration,
       x.readMomentum(id, buf.data());
       f.write(reinterpret_cast<const char *>(buf.data()), w.count * 4);
     }
+    if (w.trainable && x.info().optimizer != Optimizer::SGD) {
+      x.readSecondMoment(id, buf.data());
+      f.write(reinterpret_cast<const char *>(buf.data()), w.count * 4);
+    }
   }
   f.flush();
   if (!f)
@@ -345,6 +360,10 @@ bool loadCheckpoint(Exec &x, const std::string &dir, uint64_t &iteration,
       f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
       x.writeMomentum(id, buf.data());
     }
+    if (w.trainable && x.info().optimizer != Optimizer::SGD) {
+      f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
+      x.writeSecondMoment(id, buf.data());
+    }
   }
   if (!f)
     die(path + ": truncated checkpoint");
@@ -368,9 +387,17 @@ std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
 int trainerMain(int argc, char **argv, const Program &program) {
   Options o = parseArgs(argc, argv, program.modelPath);
   const ProgramInfo &p = program.info;
-  if (!p.hasMomentum && o.momentum != 0)
+  bool adam = p.optimizer != Optimizer::SGD;
+  if (!adam && !p.hasMomentum && o.momentum != 0)
     die("this trainer was compiled without momentum buffers (--momentum=0); "
         "pass --momentum 0 or recompile");
+  if (adam && o.momentumSet)
+    die(std::string("--momentum is SGD's; this trainer was compiled for ") +
+        (p.optimizer == Optimizer::AdamW ? "AdamW" : "Adam") +
+        " (--beta1, --beta2, --eps)");
+  // torch.optim.AdamW's default weight decay.
+  if (p.optimizer == Optimizer::AdamW && !o.weightDecaySet)
+    o.weightDecay = 0.01f;
   std::string err;
   auto model = readOnnxWeights(o.model, err);
   if (!model)
@@ -379,6 +406,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
   x.lr = o.lr;
   x.momentum = o.momentum;
   x.weightDecay = o.weightDecay;
+  x.beta1 = o.beta1;
+  x.beta2 = o.beta2;
+  x.eps = o.eps;
   x.seed = o.seed;
   Dataset data = loadData(o, p);
   initWeights(x, o, *model);
@@ -420,6 +450,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
     }
     cursor += p.batch;
     x.iteration = iteration;
+    x.step = iteration + 1; // updates done, with this one
     for (int64_t k = 0; k < p.numSubBatches; ++k) {
       x.subBatchIndex = k;
       x.firstSample = k * p.subBatch;

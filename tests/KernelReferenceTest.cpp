@@ -290,6 +290,27 @@ void runSgd(const Case &c) {
     c.expect("buf", buf);
 }
 
+void runAdam(const Case &c) {
+  int64_t count = c.i("count"), steps = c.i("steps");
+  Vec w = c.load("w0"), grads = c.load("grads"), after, m(count, 0.0f),
+      v(count, 0.0f);
+  for (int64_t s = 0; s < steps; ++s) {
+    AdamParams p{c.f("lr"),
+                 0.9f,
+                 0.999f,
+                 1e-8f,
+                 c.f("weightDecay"),
+                 static_cast<uint64_t>(s + 1),
+                 c.b("decoupled")};
+    adamUpdate(p, count, w.data(), grads.data() + s * count, m.data(),
+               v.data());
+    after.insert(after.end(), w.begin(), w.end());
+  }
+  c.expect("w", after);
+  c.expect("m", m);
+  c.expect("v", v);
+}
+
 } // namespace
 
 TEST_CASE("kernels match PyTorch", "[kernels][reference]") {
@@ -323,7 +344,8 @@ TEST_CASE("kernels match PyTorch", "[kernels][reference]") {
       {"activation", runActivation},
       {"crossentropy", runCrossEntropy},
       {"mse", runMse},
-      {"sgd", runSgd}};
+      {"sgd", runSgd},
+      {"adam", runAdam}};
   std::set<std::string> seen;
   for (const json &entry : index.at("cases")) {
     Case c(dir, entry);

@@ -236,6 +236,27 @@ def sgd(name, count, lr, momentum, weight_decay, steps=3):
                            "weightDecay": weight_decay, "steps": steps}, t)
 
 
+def adam(name, count, lr, weight_decay, decoupled, steps=3):
+    """torch.optim.Adam / AdamW over `steps` given gradients (float32, as a
+    trainer runs it), with gradients large enough that eps is negligible."""
+    w0 = rand(count)
+    grads = rand(steps, count)
+    p = torch.nn.Parameter(w0.clone())
+    cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+    opt = cls([p], lr=lr, betas=(0.9, 0.999), eps=1e-8,
+              weight_decay=weight_decay)
+    after = []
+    for i in range(steps):
+        p.grad = grads[i].clone()
+        opt.step()
+        after.append(p.detach().clone())
+    st = opt.state[p]
+    add_case(name, "adam", {"count": count, "lr": lr, "decoupled": decoupled,
+                            "weightDecay": weight_decay, "steps": steps},
+             {"w0": w0, "grads": grads, "w": torch.stack(after),
+              "m": st["exp_avg"], "v": st["exp_avg_sq"]})
+
+
 def main():
     global OUT
     if len(sys.argv) != 2:
@@ -306,6 +327,8 @@ def main():
     sgd("sgd_momentum_wd", 10, 0.1, 0.9, 1e-2)
     sgd("sgd_plain_wd", 10, 0.05, 0.0, 5e-4)
     sgd("sgd_momentum", 10, 0.2, 0.5, 0.0)
+    adam("adam_wd", 10, 0.01, 1e-2, False)
+    adam("adamw_wd", 10, 0.01, 5e-2, True)
 
     tmp = os.path.join(OUT, "index.json.tmp")
     with open(tmp, "w") as f:

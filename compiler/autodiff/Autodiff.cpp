@@ -15,7 +15,9 @@ public:
   Builder(const Graph &g, const TrainingConfig &cfg) : g(g), cfg(cfg) {
     tg.graph = &g;
     tg.loss = cfg.loss;
-    tg.useMomentum = cfg.momentum != 0.0f;
+    tg.optimizer = cfg.optimizer;
+    tg.useMomentum =
+        cfg.optimizer != OptimizerKind::SGD || cfg.momentum != 0.0f;
     tg.valueBlock.assign(g.values.size(), -1);
     tg.gradBlock.assign(g.values.size(), -1);
   }
@@ -322,6 +324,12 @@ llvm::Expected<TaskGraph> Builder::build() {
                            wv.bytesAt(1));
       reads.push_back(m);
       writes.push_back(m);
+    }
+    if (tg.optimizer != OptimizerKind::SGD) {
+      BlockId v = addBlock("v(" + wv.name + ")", BlockKind::SecondMoment, w, 0,
+                           wv.bytesAt(1));
+      reads.push_back(v);
+      writes.push_back(v);
     }
     TaskId t = addTask(TaskKind::Update, wv.consumers.front(), std::move(reads),
                        std::move(writes));

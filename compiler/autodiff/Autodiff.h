@@ -26,6 +26,7 @@ struct TrainingConfig {
   /// With momentum 0 no momentum buffers are allocated.
   float momentum = 0.9f;
   ClassAxis classAxis = ClassAxis::Auto;
+  OptimizerKind optimizer = OptimizerKind::SGD;
 };
 
 /// The axis of the model output that cross-entropy reads the classes from.

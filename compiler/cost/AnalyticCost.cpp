@@ -346,7 +346,11 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
     for (BlockId id : task.reads)
       if (tg.block(id).kind == BlockKind::Weight)
         elems += d(tg.block(id).bytesAt(b)) / elementBytes(tg, tg.block(id));
-    w.flops = (tg.useMomentum ? 5 : 3) * elems;
+    // Adam: two moment updates, a square root and a division per element.
+    w.flops = (tg.optimizer != OptimizerKind::SGD ? 12
+               : tg.useMomentum                   ? 5
+                                                  : 3) *
+              elems;
     w.launches = 1;
     w.efficiency = spec.classEfficiency(CostClass::Update);
     return w;

@@ -40,6 +40,8 @@ std::string_view blockKindName(BlockKind k) {
     return "dW";
   case BlockKind::Momentum:
     return "momentum";
+  case BlockKind::SecondMoment:
+    return "second moment";
   case BlockKind::Stats:
     return "stats";
   case BlockKind::LossValue:
@@ -48,9 +50,22 @@ std::string_view blockKindName(BlockKind k) {
   return "?";
 }
 
+std::string_view optimizerName(OptimizerKind k) {
+  switch (k) {
+  case OptimizerKind::SGD:
+    return "sgd";
+  case OptimizerKind::Adam:
+    return "adam";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  }
+  return "?";
+}
+
 bool isWeightSide(BlockKind k) {
   return k == BlockKind::Weight || k == BlockKind::WeightGrad ||
-         k == BlockKind::Momentum || k == BlockKind::LossValue;
+         k == BlockKind::Momentum || k == BlockKind::SecondMoment ||
+         k == BlockKind::LossValue;
 }
 
 int64_t TaskGraph::weightSideBytes() const {
@@ -96,7 +111,8 @@ std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
     BlockKind k = tg.blocks[id].kind;
     // External inputs and resident state exist before the first task.
     if (k == BlockKind::Input || k == BlockKind::Label ||
-        k == BlockKind::Weight || k == BlockKind::Momentum)
+        k == BlockKind::Weight || k == BlockKind::Momentum ||
+        k == BlockKind::SecondMoment)
       written[id] = true;
   }
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {

@@ -42,15 +42,16 @@ enum class TaskKind : uint8_t {
 std::string_view taskKindName(TaskKind k);
 
 enum class BlockKind : uint8_t {
-  Input,      // the data batch
-  Label,      // labels (int32 class ids, or float targets for mse)
-  Activation, // Y: an op's forward output
-  Gradient,   // dY: gradient of an activation
-  Weight,     // W
-  WeightGrad, // dW
-  Momentum,   // SGD momentum buffer
-  Stats,      // BatchNorm saved mean and inverse std of the sub-batch
-  LossValue,  // the scalar loss (resident, summed over sub-batches)
+  Input,        // the data batch
+  Label,        // labels (int32 class ids, or float targets for mse)
+  Activation,   // Y: an op's forward output
+  Gradient,     // dY: gradient of an activation
+  Weight,       // W
+  WeightGrad,   // dW
+  Momentum,     // SGD momentum buffer, or Adam's first moment (exp_avg)
+  SecondMoment, // Adam's second moment (exp_avg_sq)
+  Stats,        // BatchNorm saved mean and inverse std of the sub-batch
+  LossValue,    // the scalar loss (resident, summed over sub-batches)
 };
 std::string_view blockKindName(BlockKind k);
 
@@ -98,6 +99,12 @@ struct Task {
 
 enum class LossKind : uint8_t { SoftmaxCrossEntropy, MSE };
 
+/// torch.optim.SGD (with momentum unless it is 0), torch.optim.Adam (L2
+/// weight decay added to the gradient) or torch.optim.AdamW (decoupled
+/// weight decay). Adam's two moment buffers are planned resident memory.
+enum class OptimizerKind : uint8_t { SGD, Adam, AdamW };
+std::string_view optimizerName(OptimizerKind k);
+
 /// Which axis of the logits holds the classes for cross-entropy: axis 1
 /// (images, segmentation: torch.nn.functional.cross_entropy), the last one
 /// (sequence models' N x T x V), or chosen: the last axis when the model
@@ -137,7 +144,8 @@ struct TaskGraph {
   OpId outputLayer = kNoId; // the op that computes the model's output
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   LossGeometry lossGeometry; // cross-entropy only
-  bool useMomentum = true;
+  OptimizerKind optimizer = OptimizerKind::SGD;
+  bool useMomentum = true; // a first-moment buffer per weight
   std::vector<Block> blocks;
   std::vector<Task> tasks;
   BlockId inputBlock = -1, labelBlock = -1, lossBlock = -1;

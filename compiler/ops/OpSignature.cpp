@@ -118,6 +118,16 @@ std::string updateSignature(const Value &weight, bool momentum) {
   return out;
 }
 
+std::string adamSignature(const Value &weight) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "Adam(";
+  printValueType(os, weight);
+  os << ')';
+  os.flush();
+  return out;
+}
+
 std::string taskSignature(const TaskGraph &tg, TaskId t) {
   const Task &task = tg.task(t);
   const Graph &g = *tg.graph;
@@ -136,7 +146,9 @@ std::string taskSignature(const TaskGraph &tg, TaskId t) {
   case TaskKind::Update:
     for (BlockId b : task.reads)
       if (tg.block(b).kind == BlockKind::Weight && tg.block(b).value >= 0)
-        return updateSignature(g.value(tg.block(b).value), tg.useMomentum);
+        return tg.optimizer == OptimizerKind::SGD
+                   ? updateSignature(g.value(tg.block(b).value), tg.useMomentum)
+                   : adamSignature(g.value(tg.block(b).value));
     assert(false && "update task reads no weight");
     return "SGD(?)";
   }

@@ -40,6 +40,8 @@ ValueId lossInput(const Graph &g, LossKind loss);
 std::string lossSignature(const Value &logits, LossKind loss);
 /// Signature of the SGD update of one weight.
 std::string updateSignature(const Value &weight, bool momentum);
+/// Adam and AdamW: the same element arithmetic.
+std::string adamSignature(const Value &weight);
 /// Signature of task `t`, whatever its kind.
 std::string taskSignature(const TaskGraph &tg, TaskId t);
 

@@ -148,6 +148,12 @@ void sgdUpdate(int64_t count, float lr, float momentum, float weightDecay,
     kernels::sgdAt(i, lr, momentum, weightDecay, first, w, dw, buf);
 }
 
+void adamUpdate(const AdamParams &p, int64_t count, float *w, const float *dw,
+                float *m, float *v) {
+  for (int64_t i = 0; i < count; ++i)
+    kernels::adamAt(p, i, w, dw, m, v);
+}
+
 void batchMatMulForward(const BatchMatMulParams &p, int64_t n, const float *a,
                         const float *b, float *y) {
   const int64_t aStep = p.aBatch == 1 ? 0 : p.m * p.k;

@@ -187,6 +187,11 @@ __global__ void accumulateKernel(int64_t count, const float *x, float *y) {
   MEMFIT_GRID_LOOP(i, count) { y[i] += x[i]; }
 }
 
+__global__ void adamKernel(AdamParams p, int64_t count, float *w,
+                           const float *dw, float *m, float *v) {
+  MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
+}
+
 __global__ void sgdKernel(int64_t count, float lr, float momentum,
                           float weightDecay, bool first, float *w,
                           const float *dw, float *buf) {
@@ -350,6 +355,23 @@ void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
   accumulateKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(count, x,
                                                                      y);
   impl->done(*this, "accumulate kernel");
+}
+
+void Exec::adam(int32_t id) {
+  if (id < 0 || id >= (int32_t)wInfo.size() || !impl->g[id] || !impl->m[id] ||
+      !impl->v[id])
+    fatal("weight " + std::to_string(id) + " has no Adam state to update");
+  AdamParams p{lr,
+               beta1,
+               beta2,
+               eps,
+               weightDecay,
+               step,
+               prog.optimizer == Optimizer::AdamW};
+  int64_t count = wInfo[id].count;
+  adamKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, impl->w[id], impl->g[id], impl->m[id], impl->v[id]);
+  impl->done(*this, "adam kernel");
 }
 
 void Exec::sgd(int32_t id) {

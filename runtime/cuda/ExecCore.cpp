@@ -164,6 +164,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                        ? static_cast<float *>(
                              deviceAlloc(wi.count * 4, name.c_str(), planned))
                        : nullptr);
+    im.v.push_back(wi.trainable && info.optimizer != Optimizer::SGD
+                       ? static_cast<float *>(
+                             deviceAlloc(wi.count * 4, name.c_str(), planned))
+                       : nullptr);
   }
   im.loss = static_cast<float *>(deviceAlloc(4, "the loss", planned));
   for (const HostSlot &s : slotInfo)
@@ -187,7 +191,7 @@ Exec::~Exec() {
     cudaFreeHost(im.input);
   if (im.labels)
     cudaFreeHost(im.labels);
-  for (auto *list : {&im.w, &im.g, &im.m})
+  for (auto *list : {&im.w, &im.g, &im.m, &im.v})
     for (float *p : *list)
       if (p)
         cudaFree(p);
@@ -228,6 +232,7 @@ int32_t *Exec::arenaInt(int64_t offset) {
 float *Exec::weight(int32_t id) { return impl->w[id]; }
 float *Exec::grad(int32_t id) { return impl->g[id]; }
 float *Exec::momentumBuf(int32_t id) { return impl->m[id]; }
+float *Exec::secondMomentBuf(int32_t id) { return impl->v[id]; }
 float *Exec::hostInput() { return impl->input; }
 void *Exec::hostLabels() { return impl->labels; }
 float *Exec::lossValue() { return impl->loss; }
@@ -243,8 +248,9 @@ float Exec::readLoss() {
 int64_t Exec::deviceBytes() const {
   int64_t total = prog.arenaBytes + 4;
   for (const WeightInfo &wi : wInfo) {
-    int64_t copies =
-        1 + (wi.trainable ? 1 : 0) + (wi.trainable && prog.hasMomentum ? 1 : 0);
+    int64_t copies = 1 + (wi.trainable ? 1 : 0) +
+                     (wi.trainable && prog.hasMomentum ? 1 : 0) +
+                     (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
     total += copies * wi.count * 4;
   }
   return total;
@@ -292,6 +298,16 @@ void Exec::readMomentum(int32_t id, float *out) {
   if (!impl->m[id])
     fatal("weight " + std::to_string(id) + " has no momentum buffer");
   toHost(*this, *impl, out, impl->m[id], wInfo[id].count);
+}
+void Exec::readSecondMoment(int32_t id, float *out) {
+  if (!impl->v[id])
+    fatal("weight " + std::to_string(id) + " has no second-moment buffer");
+  toHost(*this, *impl, out, impl->v[id], wInfo[id].count);
+}
+void Exec::writeSecondMoment(int32_t id, const float *in) {
+  if (!impl->v[id])
+    fatal("weight " + std::to_string(id) + " has no second-moment buffer");
+  toDevice(*this, *impl, impl->v[id], in, wInfo[id].count);
 }
 void Exec::writeMomentum(int32_t id, const float *in) {
   if (!impl->m[id])

@@ -100,7 +100,8 @@ struct Exec::Impl {
   cublasHandle_t cublas = nullptr;
 
   char *arena = nullptr;
-  std::vector<float *> w, g, m; // device; g and m null where not planned
+  // Device; g, m and v null where not planned.
+  std::vector<float *> w, g, m, v;
   float *loss = nullptr;
   std::vector<void *> slots; // pinned host
   float *input = nullptr;

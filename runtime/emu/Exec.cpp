@@ -31,7 +31,7 @@ struct Pending {
 
 struct Exec::Impl {
   std::vector<float> arena;
-  std::vector<std::vector<float>> w, g, m;
+  std::vector<std::vector<float>> w, g, m, v;
   std::vector<std::vector<char>> slots;
   std::vector<float> input;
   std::vector<char> labels;
@@ -53,6 +53,8 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     impl->w.emplace_back(wi.count, 0.0f);
     impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
     impl->m.emplace_back(wi.trainable && info.hasMomentum ? wi.count : 0, 0.0f);
+    impl->v.emplace_back(
+        wi.trainable && info.optimizer != Optimizer::SGD ? wi.count : 0, 0.0f);
   }
   for (const HostSlot &s : slotInfo)
     impl->slots.emplace_back(s.perSample * info.subBatch + s.fixed);
@@ -80,6 +82,7 @@ int32_t *Exec::arenaInt(int64_t offset) {
 float *Exec::weight(int32_t id) { return impl->w[id].data(); }
 float *Exec::grad(int32_t id) { return impl->g[id].data(); }
 float *Exec::momentumBuf(int32_t id) { return impl->m[id].data(); }
+float *Exec::secondMomentBuf(int32_t id) { return impl->v[id].data(); }
 float *Exec::hostInput() { return impl->input.data(); }
 void *Exec::hostLabels() { return impl->labels.data(); }
 float *Exec::lossValue() { return &impl->loss; }
@@ -180,7 +183,8 @@ void Exec::synchronize() {
 int64_t Exec::deviceBytes() const {
   int64_t total = prog.arenaBytes + 4;
   for (size_t i = 0; i < wInfo.size(); ++i)
-    total += 4 * (impl->w[i].size() + impl->g[i].size() + impl->m[i].size());
+    total += 4 * (impl->w[i].size() + impl->g[i].size() + impl->m[i].size() +
+                  impl->v[i].size());
   return total;
 }
 
@@ -197,6 +201,12 @@ void Exec::readMomentum(int32_t id, float *out) {
 }
 void Exec::writeMomentum(int32_t id, const float *in) {
   std::memcpy(impl->m[id].data(), in, impl->m[id].size() * 4);
+}
+void Exec::readSecondMoment(int32_t id, float *out) {
+  std::memcpy(out, impl->v[id].data(), impl->v[id].size() * 4);
+}
+void Exec::writeSecondMoment(int32_t id, const float *in) {
+  std::memcpy(impl->v[id].data(), in, impl->v[id].size() * 4);
 }
 
 // --- operations: the reference kernels, run at issue ---
@@ -407,6 +417,18 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
     fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
   rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
                           prog.batch, logits, lab, loss, dlogits);
+}
+void Exec::adam(int32_t id) {
+  AdamParams p{lr,
+               beta1,
+               beta2,
+               eps,
+               weightDecay,
+               step,
+               prog.optimizer == Optimizer::AdamW};
+  rt::adamUpdate(p, static_cast<int64_t>(impl->w[id].size()),
+                 impl->w[id].data(), impl->g[id].data(), impl->m[id].data(),
+                 impl->v[id].data());
 }
 void Exec::sgd(int32_t id) {
   bool useBuf = prog.hasMomentum && momentum != 0;

@@ -352,6 +352,26 @@ MEMFIT_HD void sgdAt(int64_t i, float lr, float momentum, float weightDecay,
   w[i] -= lr * g;
 }
 
+// --- Adam ---
+
+/// One element of torch.optim.Adam / AdamW (amsgrad off), in PyTorch's
+/// order of operations (its single-tensor implementation).
+MEMFIT_HD void adamAt(const AdamParams &p, int64_t i, float *w, const float *dw,
+                      float *m, float *v) {
+  float g = dw[i];
+  if (p.decoupled)
+    w[i] *= 1.0f - p.lr * p.weightDecay;
+  else
+    g += p.weightDecay * w[i];
+  m[i] += (g - m[i]) * (1.0f - p.beta1); // exp_avg.lerp_(grad, 1 - beta1)
+  v[i] = v[i] * p.beta2 + (1.0f - p.beta2) * g * g;
+  double bc1 = 1.0 - ::pow(double(p.beta1), double(p.step));
+  double bc2 = 1.0 - ::pow(double(p.beta2), double(p.step));
+  float stepSize = float(double(p.lr) / bc1);
+  float denom = float(::sqrt(double(v[i])) / ::sqrt(bc2)) + p.eps;
+  w[i] -= stepSize * (m[i] / denom);
+}
+
 } // namespace memfit::rt::kernels
 
 #endif

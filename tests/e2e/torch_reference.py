@@ -4,7 +4,8 @@ PyTorch (CPU) by interpreting its graph with torch ops, the way a framework
 would, and compares the losses and trained weights with a memfit trainer's.
 
 usage: torch_reference.py MODEL.onnx X.npy Y.npy --batch B --iterations N
-         --lr F --momentum F --weight-decay F
+         --lr F --momentum F --weight-decay F [--optimizer sgd|adam|adamw
+         --beta1 F --beta2 F --eps F]
          --losses TRAINER_LOG --trained TRAINED.onnx [--rtol R]
 Exit 0 when both agree within tolerance, 1 with a message when not.
 """
@@ -202,6 +203,11 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--losses", required=True)
     ap.add_argument("--trained", required=True)
+    ap.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
+                    default="sgd")
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--rtol", type=float, default=2e-4)
     args = ap.parse_args()
 
@@ -223,9 +229,15 @@ def main():
     X = torch.tensor(np.load(args.x))
     X = X.long() if X.dtype in (torch.int64, torch.int32) else X.double()
     Y = torch.tensor(np.load(args.y))
-    opt = torch.optim.SGD(list(params.values()), lr=args.lr,
-                          momentum=args.momentum,
-                          weight_decay=args.weight_decay)
+    if args.optimizer == "sgd":
+        opt = torch.optim.SGD(list(params.values()), lr=args.lr,
+                              momentum=args.momentum,
+                              weight_decay=args.weight_decay)
+    else:
+        cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
+        opt = cls(list(params.values()), lr=args.lr,
+                  betas=(args.beta1, args.beta2), eps=args.eps,
+                  weight_decay=args.weight_decay)
     losses = []
     for it in range(args.iterations):
         s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)

@@ -55,6 +55,14 @@ cl::opt<ClassAxis> ClassAxisOpt(
                clEnumValN(ClassAxis::Last, "last", "the last axis")),
     cl::sub(Cmd));
 
+cl::opt<OptimizerKind> Optimizer(
+    "optimizer", cl::desc("The optimizer whose state is planned"),
+    cl::init(OptimizerKind::SGD),
+    cl::values(clEnumValN(OptimizerKind::SGD, "sgd", "torch.optim.SGD"),
+               clEnumValN(OptimizerKind::Adam, "adam", "torch.optim.Adam"),
+               clEnumValN(OptimizerKind::AdamW, "adamw", "torch.optim.AdamW")),
+    cl::sub(Cmd));
+
 std::string shapeString(const Value &v) {
   std::string s = "[";
   for (size_t i = 0; i < v.dims.size(); ++i) {
@@ -75,6 +83,7 @@ int run() {
   TrainingConfig tc;
   tc.loss = Loss;
   tc.classAxis = ClassAxisOpt;
+  tc.optimizer = Optimizer;
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
     return reportError(withContext(

@@ -104,6 +104,17 @@ Shared<ClassAxis> ClassAxisOpt(
                           "segmentation)"),
                clEnumValN(ClassAxis::Last, "last",
                           "the last axis (sequence models: N x T x V)")));
+Shared<OptimizerKind> Optimizer(
+    "optimizer", cl::desc("The optimizer whose state is planned"),
+    cl::init(OptimizerKind::SGD),
+    cl::values(clEnumValN(OptimizerKind::SGD, "sgd",
+                          "torch.optim.SGD (a momentum buffer unless "
+                          "--momentum 0; default)"),
+               clEnumValN(OptimizerKind::Adam, "adam",
+                          "torch.optim.Adam (two moment buffers)"),
+               clEnumValN(OptimizerKind::AdamW, "adamw",
+                          "torch.optim.AdamW (two moment buffers, decoupled "
+                          "weight decay)")));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -146,6 +157,7 @@ Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   TrainingConfig tc;
   tc.loss = Loss;
   tc.classAxis = ClassAxisOpt;
+  tc.optimizer = Optimizer;
   tc.momentum = Momentum;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
