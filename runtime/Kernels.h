@@ -223,28 +223,32 @@ void meanSquaredError(int64_t n, int64_t features, int64_t batch,
                       const float *y, const float *target, float *loss,
                       float *dy);
 
-/// Up to this many per-sample axes for layout operations.
-constexpr int kMaxRank = 6;
+/// Up to this many axes, the batch's included, for layout operations.
+constexpr int kMaxRank = 7;
 
-/// y = x with its per-sample axes permuted: y's axis i is x's axis perm[i]
-/// (`dims` are x's per-sample dims).
+/// y = x with its axes permuted: y's axis i is x's axis perm[i]. `dims` are
+/// x's, the batch's axis (`batchAxis`) holding the factor the n samples
+/// multiply (1, or the heads merged with it).
 struct TransposeParams {
   int32_t rank;
   int64_t dims[kMaxRank];
   int32_t perm[kMaxRank];
+  int32_t batchAxis;
 };
 void transposeForward(const TransposeParams &p, int64_t n, const float *x,
                       float *y);
 void transposeBackward(const TransposeParams &p, int64_t n, const float *dy,
                        float *dx, bool accumulate);
 
-/// y = the window of x starting at `starts` with y's dims (steps of 1),
-/// per sample; the backward writes zeros outside the window.
+/// y = the window of x starting at `starts` with y's dims (steps of 1); the
+/// batch's axis (`batchAxis`, dims as in TransposeParams) is kept whole.
+/// The backward writes zeros outside the window.
 struct SliceParams {
   int32_t rank;
   int64_t xdims[kMaxRank];
   int64_t ydims[kMaxRank];
   int64_t starts[kMaxRank];
+  int32_t batchAxis;
 };
 void sliceForward(const SliceParams &p, int64_t n, const float *x, float *y);
 void sliceBackward(const SliceParams &p, int64_t n, const float *dy, float *dx,

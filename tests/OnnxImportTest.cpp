@@ -473,9 +473,9 @@ TEST_CASE("GELU and LayerNorm spelled out in nodes import as one operator",
     gelu(b, "x", "g");
     b.node("Add", {"g", "g_e"}, {"y"}).output("y", 2);
     Graph g = importOk(b, batchOf(2));
-    CHECK(opKinds(g) ==
-          std::vector<OpKind>{OpKind::Div, OpKind::Erf, OpKind::Add,
-                              OpKind::Mul, OpKind::Mul, OpKind::Add});
+    CHECK(opKinds(g) == std::vector<OpKind>{OpKind::Div, OpKind::Erf,
+                                            OpKind::Add, OpKind::Mul,
+                                            OpKind::Mul, OpKind::Add});
   }
   SECTION("a constant that is not the exporter's keeps the nodes apart") {
     OnnxBuilder b;
@@ -516,4 +516,48 @@ TEST_CASE("GELU and LayerNorm spelled out in nodes import as one operator",
     CHECK(g.values[g.ops[0].inputs[1]].name == "w");
     CHECK(g.values[g.ops[0].inputs[2]].name == "bias");
   }
+}
+
+TEST_CASE("the batch followed through a sequence-first attention layout",
+          "[onnx][import]") {
+  // nn.MultiheadAttention's inside: [N, T, E] -> [T, N, E] -> [T, N*H, d]
+  // -> [N*H, T, d], the target shapes folded from Shape (N*H from Mul).
+  OnnxBuilder b;
+  b.input("x", {-1, 5, 6})
+      .node("Transpose", {"x"}, {"t"}, {attrInts("perm", {1, 0, 2})})
+      .node("Shape", {"t"}, {"s"})
+      .constInt64("i1", {1}, {1})
+      .node("Gather", {"s", "i1"}, {"n"})
+      .constInt64("h", {1}, {2})
+      .node("Mul", {"n", "h"}, {"nh"})
+      .constInt64("five", {1}, {5})
+      .constInt64("three", {1}, {3})
+      .node("Concat", {"five", "nh", "three"}, {"target"}, {attrInt("axis", 0)})
+      .node("Reshape", {"t", "target"}, {"heads"})
+      .node("Transpose", {"heads"}, {"y"}, {attrInts("perm", {1, 0, 2})})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(4));
+  REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Transpose, OpKind::Reshape,
+                                            OpKind::Transpose});
+  const Value &t = g.values[g.ops[0].outputs[0]];
+  CHECK(t.dims == std::vector<int64_t>{5, 4, 6});
+  CHECK(t.batchAxis == 1);
+  const Value &heads = g.values[g.ops[1].outputs[0]];
+  CHECK(heads.dims == std::vector<int64_t>{5, 8, 3});
+  CHECK(heads.batchAxis == 1);
+  CHECK(heads.batchInner == 2); // each sample's two heads follow it
+  const Value &y = g.values[g.ops[2].outputs[0]];
+  CHECK(y.batchAxis == 0);
+  CHECK(y.batchInner == 2);
+  CHECK(y.elementsPerSample() == 30);
+  // A convolution cannot read a value whose batch is not alone on axis 0.
+  OnnxBuilder c;
+  c.input("x", {-1, 3, 4, 4})
+      .init("w", {3, 4, 1, 1})
+      .node("Transpose", {"x"}, {"t"}, {attrInts("perm", {1, 0, 2, 3})})
+      .node("Conv", {"t", "w"}, {"y"}, {}, "conv")
+      .output("y", 4);
+  CHECK_THAT(errorText(c.import(batchOf(2))),
+             Catch::Contains("'conv' (Conv)") &&
+                 Catch::Contains("batch on axis 1"));
 }

@@ -19,9 +19,10 @@ int64_t dtypeBytes(DType t) {
 }
 
 int64_t Value::elementsPerSample() const {
-  int64_t n = 1;
-  for (size_t i = batched ? 1 : 0; i < dims.size(); ++i)
-    n *= dims[i];
+  int64_t n = batched ? batchOuter * batchInner : 1;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (!batched || (int32_t)i != batchAxis)
+      n *= dims[i];
   return n;
 }
 
@@ -118,8 +119,14 @@ std::optional<std::string> verifyGraph(const Graph &g) {
     }
   }
   for (const Value &v : g.values) {
-    if (v.batched && (v.dims.empty() || v.dims[0] != g.batch))
-      return llvm::formatv("value '{0}': batch is not on axis 0", v.name).str();
+    if (v.batched &&
+        (v.batchAxis < 0 || v.batchAxis >= (int32_t)v.dims.size() ||
+         v.batchOuter < 1 || v.batchInner < 1 ||
+         v.dims[v.batchAxis] != v.batchOuter * g.batch * v.batchInner))
+      return llvm::formatv("value '{0}': the batch is not where its layout "
+                           "says",
+                           v.name)
+          .str();
     for (int64_t d : v.dims)
       if (d <= 0)
         return llvm::formatv("value '{0}': non-positive dimension", v.name)

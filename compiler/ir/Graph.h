@@ -46,8 +46,18 @@ struct Value {
   std::string name; // as in the ONNX file (untrusted: escape before emitting)
   ValueKind kind = ValueKind::Activation;
   DType dtype = DType::F32;
-  std::vector<int64_t> dims; // dims[0] is the batch when `batched`
+  std::vector<int64_t> dims; // dims[batchAxis] holds the batch when batched
   bool batched = false;
+  /// Where the batch lies: dims[batchAxis] = batchOuter * batch *
+  /// batchInner. Almost every value has it on axis 0 alone (canonical); the
+  /// inside of an attention layer written sequence-first (torch's
+  /// nn.MultiheadAttention: [T, N, E], [T, N * heads, d], [T * N, E]) does
+  /// not. Sizes are linear in the batch either way.
+  int32_t batchAxis = 0;
+  int64_t batchOuter = 1, batchInner = 1;
+  bool canonical() const {
+    return !batched || (batchAxis == 0 && batchOuter == 1 && batchInner == 1);
+  }
   OpId producer = kNoId;
   std::vector<OpId> consumers; // in op order; an op appears once per use
   WeightInit init = WeightInit::FromData;

@@ -184,7 +184,7 @@ private:
     ConstTensor t;
     for (int64_t i = s; i < e; ++i) {
       t.ints.push_back((*dims)[i]);
-      t.batch.push_back(batched && i == 0);
+      t.batch.push_back(batched && i == im.batchAxisOf(n.input(0)));
     }
     t.dims = {static_cast<int64_t>(t.ints.size())};
     return t;
@@ -568,19 +568,27 @@ private:
     return std::move(*t);
   }
 
-  /// One integer element of a binary op, following the batch: only the
-  /// identities B+0, B-0, B*1 and B/1 keep it.
+  /// One integer element of a binary op, following the batch: an element
+  /// marked as the batch stands for a multiple of it (N, or N * heads as
+  /// nn.MultiheadAttention computes), so B+0, B-0, B*k, k*B and B/k (where
+  /// k divides the multiple) keep it.
   Expected<std::pair<int64_t, bool>>
   intOp(const std::string &op, int64_t a, bool aBatch, int64_t b, bool bBatch) {
     if (aBatch || bBatch) {
+      bool divides =
+          op == "Div" && b > 0 && a % b == 0 && (a / b) % im.g.batch == 0;
       bool keeps = (aBatch && !bBatch &&
                     (((op == "Add" || op == "Sub") && b == 0) ||
-                     ((op == "Mul" || op == "Div") && b == 1))) ||
+                     (op == "Mul" && b > 0) || divides)) ||
                    (bBatch && !aBatch &&
-                    ((op == "Add" && a == 0) || (op == "Mul" && a == 1)));
+                    ((op == "Add" && a == 0) || (op == "Mul" && a > 0)));
       if (!keeps)
         return im.fail(n, "computes with the batch size; memfit keeps the "
                           "batch symbolic and cannot fold this arithmetic");
+      if (op == "Mul")
+        return std::make_pair(a * b, true);
+      if (op == "Div")
+        return std::make_pair(a / b, true);
       return std::make_pair(aBatch ? a : b, true);
     }
     int64_t r = 0;

@@ -238,7 +238,8 @@ Error Importer::compareWithInference(const Graph &graph) {
     const std::vector<int64_t> &inf = it->second;
     bool same = inf.size() == v.dims.size();
     for (size_t i = 0; same && i < inf.size(); ++i)
-      if (inf[i] > 0 && inf[i] != v.dims[i] && (i > 0 || batchComparable))
+      if (inf[i] > 0 && inf[i] != v.dims[i] &&
+          ((int32_t)i != v.batchAxis || batchComparable))
         same = false;
     if (same)
       continue;

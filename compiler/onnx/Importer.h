@@ -258,6 +258,11 @@ public:
                                             bool trainable) {
     return materialize(n, name, declaredInit, trainable);
   }
+  /// The axis holding the batch of an activation (0 for anything else).
+  int64_t batchAxisOf(const std::string &name) const {
+    auto it = values.find(name);
+    return it == values.end() ? 0 : g.values[it->second].batchAxis;
+  }
   bool isIntActivation(const std::string &name) const {
     auto it = values.find(name);
     return it != values.end() && g.values[it->second].dtype != DType::F32;

@@ -86,6 +86,43 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
   const std::string &name = n.input(i);
   auto it = values.find(name);
   if (it != values.end()) {
+    // Operators that compute the same on any layout of the batch (element
+    // by element, along the last axes, or moving axes) read values whose
+    // batch is not alone on axis 0; the others need it there.
+    static const llvm::StringRef kAnyLayout[] = {"Relu",
+                                                 "LeakyRelu",
+                                                 "Sigmoid",
+                                                 "Tanh",
+                                                 "Clip",
+                                                 "Sqrt",
+                                                 "Erf",
+                                                 "HardSigmoid",
+                                                 "HardSwish",
+                                                 "Pow",
+                                                 "Add",
+                                                 "Sub",
+                                                 "Mul",
+                                                 "Div",
+                                                 "Sum",
+                                                 "Transpose",
+                                                 "Reshape",
+                                                 "Slice",
+                                                 "Split",
+                                                 "Gather",
+                                                 "MatMul",
+                                                 "Gemm",
+                                                 "Softmax",
+                                                 "LogSoftmax",
+                                                 "LayerNormalization"};
+    const Value &v = g.values[it->second];
+    if (!v.canonical() && !llvm::is_contained(kAnyLayout, n.op_type()))
+      return fail(n, operand(n, i) + " of shape " + dimsStr(v.dims) +
+                         llvm::formatv(" has its batch on axis {0} (mixed "
+                                       "with other axes); memfit supports "
+                                       "this operator only on values with "
+                                       "the batch alone on axis 0",
+                                       v.batchAxis)
+                             .str());
     if (g.values[it->second].dtype != DType::F32)
       return fail(n, operand(n, i) +
                          " holds integer token ids; memfit reads them only "
@@ -346,8 +383,64 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
   op.onnxOp = n.op_type();
   op.inputs = std::move(inputs);
   op.attrs = std::move(attrs);
+  // Operators that compute the same on any layout of the batch (element by
+  // element, or along the last axis) may read values whose batch is not
+  // alone on axis 0; the others refuse them here, naming the value.
+  static const OpKind kAnyLayout[] = {
+      OpKind::Relu,       OpKind::LeakyRelu,   OpKind::Sigmoid,
+      OpKind::Tanh,       OpKind::Clip,        OpKind::Sqrt,
+      OpKind::Erf,        OpKind::HardSigmoid, OpKind::HardSwish,
+      OpKind::Pow,        OpKind::Gelu,        OpKind::Add,
+      OpKind::Sub,        OpKind::Mul,         OpKind::Div,
+      OpKind::Sum,        OpKind::Transpose,   OpKind::Reshape,
+      OpKind::Slice,      OpKind::MatMul,      OpKind::Gemm,
+      OpKind::Softmax,    OpKind::LogSoftmax,  OpKind::LayerNorm,
+      OpKind::BatchMatMul};
+  bool anyLayout = llvm::is_contained(kAnyLayout, kind);
+  for (ValueId in : op.inputs) {
+    const Value &v = g.values[in];
+    if (!v.canonical() && !anyLayout)
+      return fail(n, "reads " + quoteName(v.name) + " of shape " +
+                         dimsStr(v.dims) +
+                         llvm::formatv(", whose batch is on axis {0} (mixed "
+                                       "with other axes); memfit supports "
+                                       "this operator only on values with "
+                                       "the batch alone on axis 0",
+                                       v.batchAxis)
+                             .str());
+  }
+  // Values read together elementwise must agree on where the batch is.
+  const Value *layout = nullptr;
+  for (ValueId in : op.inputs) {
+    const Value &v = g.values[in];
+    if (!v.batched)
+      continue;
+    if (layout && (!layout->canonical() || !v.canonical()) &&
+        (v.batchAxis != layout->batchAxis ||
+         v.batchOuter != layout->batchOuter ||
+         v.batchInner != layout->batchInner))
+      return fail(n, "combines " + quoteName(layout->name) + " and " +
+                         quoteName(v.name) +
+                         ", whose batches lie on different axes; memfit "
+                         "supports that only with the batch alone on axis 0");
+    layout = layout ? layout : &v;
+  }
+  const Value *first = layout;
   for (OutSpec &o : outputs) {
-    if (o.dims.empty() || o.dims[0] != g.batch)
+    if (o.batchAxis < 0) {
+      // As the first batched operand where its batch axis survives, else
+      // axis 0.
+      o.batchAxis = 0;
+      o.batchOuter = o.batchInner = 1;
+      if (first && first->batched && first->dims.size() == o.dims.size() &&
+          o.dims[first->batchAxis] == first->dims[first->batchAxis]) {
+        o.batchAxis = first->batchAxis;
+        o.batchOuter = first->batchOuter;
+        o.batchInner = first->batchInner;
+      }
+    }
+    if (o.batchAxis >= (int32_t)o.dims.size() ||
+        o.dims[o.batchAxis] != o.batchOuter * g.batch * o.batchInner)
       return fail(n, "output " + quoteName(o.name) + " of shape " +
                          dimsStr(o.dims) +
                          " would not keep the batch on axis 0");
@@ -366,6 +459,9 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
     v.kind = ValueKind::Activation;
     v.dims = std::move(o.dims);
     v.batched = true;
+    v.batchAxis = o.batchAxis;
+    v.batchOuter = o.batchOuter;
+    v.batchInner = o.batchInner;
     ValueId id = g.addValue(std::move(v));
     values[o.name] = id;
     inferenceDiverged.push_back(diverged);

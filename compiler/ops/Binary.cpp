@@ -184,6 +184,27 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
                   : op.kind == OpKind::Mul ? "Mul"
                                            : (rev ? "RDiv" : "Div");
   int64_t per = va.elementsPerSample();
+  if (!va.canonical() && !(vb.batched && vb.dims == va.dims)) {
+    // The batch is not outermost: only a weight varying along the axes
+    // after the batch's broadcasts the same at every position.
+    std::vector<int64_t> tail(va.dims.begin() + va.batchAxis + 1,
+                              va.dims.end());
+    std::vector<int64_t> bd = vb.dims;
+    while (!bd.empty() && bd.front() == 1)
+      bd.erase(bd.begin());
+    int64_t bSize, inner;
+    if (vb.batched || bd.size() > tail.size() ||
+        !broadcastRun(tail, bd, bSize, inner))
+      return unsupportedByRuntime(op, "a value whose batch is not on axis 0 "
+                                      "broadcasts only weights along its "
+                                      "last axes");
+    return OpParamsText{
+        "BinaryParams",
+        llvm::formatv("{{.kind = BinaryKind::{0}, .perSample = {1}, "
+                      ".bBatched = false, .bSize = {2}, .inner = {3}}",
+                      k, per, bSize, inner)
+            .str()};
+  }
   if (vb.batched && vb.dims == va.dims)
     return OpParamsText{
         "BinaryParams",

@@ -129,9 +129,8 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   bool transB = a.transB;
   float alpha = gemm ? a.alpha : 1.0f;
   float beta = gemm ? a.beta : 0.0f;
-  int64_t rows = 1;
-  for (size_t i = 1; i + 1 < x.dims.size(); ++i)
-    rows *= x.dims[i];
+  // Rows of x per sample, wherever the batch lies ([T * N, E] rows too).
+  int64_t rows = x.elementsPerSample() / x.dims.back();
   std::string rowsField = rows == 1 ? "" : ", .rows = " + std::to_string(rows);
   return OpParamsText{"GemmParams",
                       llvm::formatv("{{.k = {0}, .m = {1}, .transB = {2}, "

@@ -21,24 +21,32 @@ std::string list(const std::vector<int64_t> &v) {
 }
 
 /// One Slice op over `x`: `starts` and `extents` per axis of x; `outDims`
-/// may drop axes of extent 1 (an index selection).
+/// may drop one axis of extent 1 (`dropped`, an index selection).
 llvm::Error emitSlice(OnnxNode &node, ValueId x, const std::string &out,
                       std::vector<int64_t> starts, std::vector<int64_t> extents,
-                      std::vector<int64_t> outDims, std::string opName = {}) {
+                      std::vector<int64_t> outDims, std::string opName = {},
+                      int64_t dropped = -1) {
+  const Value &v = node.graph().values[x];
   OpAttrs a;
   a.starts = std::move(starts);
   a.extents = std::move(extents);
-  return node
-      .emit(OpKind::Slice, {x}, {{out, std::move(outDims)}}, a, false,
-            std::move(opName))
+  OutSpec o{out, std::move(outDims), v.batchAxis, v.batchOuter, v.batchInner};
+  if (dropped >= 0 && dropped < v.batchAxis)
+    --o.batchAxis;
+  return node.emit(OpKind::Slice, {x}, {o}, a, false, std::move(opName))
       .takeError();
 }
 
 llvm::Error checkRank(OnnxNode &node, const std::vector<int64_t> &xd) {
-  if (xd.size() - 1 > static_cast<size_t>(6))
+  if (xd.size() > static_cast<size_t>(7))
     return node.fail("operates on " + std::to_string(xd.size()) +
-                     " axes; memfit supports at most 7 (the batch and 6)");
+                     " axes; memfit supports at most 7 (the batch's "
+                     "included)");
   return llvm::Error::success();
+}
+
+int32_t batchAxisOf(OnnxNode &node, ValueId x) {
+  return node.graph().values[x].batchAxis;
 }
 
 } // namespace
@@ -53,7 +61,8 @@ llvm::Error importIndexSelect(OnnxNode &node) {
   auto rank = static_cast<int64_t>(xd.size());
   int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
   if (idx->isFloat || idx->numel() != 1 || !idx->dims.empty() ||
-      idx->isBatch(0) || axis < 1 || axis >= rank)
+      idx->isBatch(0) || axis < 0 || axis >= rank ||
+      axis == batchAxisOf(node, *x))
     return node.fail("memfit supports Gather of an activation only as an "
                      "index selection (x[:, i]): a scalar constant index on "
                      "an axis other than the batch's");
@@ -70,7 +79,8 @@ llvm::Error importIndexSelect(OnnxNode &node) {
   for (int64_t k = 0; k < rank; ++k)
     if (k != axis)
       out.push_back(xd[k]);
-  return emitSlice(node, *x, node.outputName(0), starts, extents, out);
+  return emitSlice(node, *x, node.outputName(0), starts, extents, out, {},
+                   axis);
 }
 
 namespace {
@@ -95,19 +105,20 @@ llvm::Error importTranspose(OnnxNode &node) {
   if (!ok)
     return node.fail("perm " + dimsStr(perm) + " is not a permutation of " +
                      std::to_string(rank) + " axes");
-  if (perm[0] != 0)
-    return node.fail("perm " + dimsStr(perm) +
-                     " would move the batch off axis 0; memfit keeps the "
-                     "batch on axis 0 of every value");
   if (llvm::Error e = checkRank(node, xd))
     return e;
-  std::vector<int64_t> out;
-  for (int64_t p : perm)
-    out.push_back(xd[p]);
+  // The batch moves with its axis (nn.MultiheadAttention's [N, T, E] to
+  // [T, N, E] and back).
+  const Value &v = node.graph().values[*x];
+  OutSpec o{node.outputName(0), {}, 0, v.batchOuter, v.batchInner};
+  for (size_t i = 0; i < perm.size(); ++i) {
+    o.dims.push_back(xd[perm[i]]);
+    if (perm[i] == v.batchAxis)
+      o.batchAxis = static_cast<int32_t>(i);
+  }
   OpAttrs a;
   a.perm = perm;
-  return node.emit(OpKind::Transpose, {*x}, {{node.outputName(0), out}}, a)
-      .takeError();
+  return node.emit(OpKind::Transpose, {*x}, {o}, a).takeError();
 }
 
 /// Resolves one axis's [start, end) with ONNX's clamping; steps must be 1.
@@ -172,8 +183,9 @@ llvm::Error importSlice(OnnxNode &node) {
     int64_t s = starts[j], e = ends[j];
     if (!window(xd[a], s, e))
       return node.fail(llvm::formatv("slices axis {0} to nothing", axes[j]));
-    if (a == 0 && (s != 0 || e != xd[0]))
-      return node.fail("slices the batch (axis 0); memfit keeps every sample");
+    if (a == batchAxisOf(node, *x) && (s != 0 || e != xd[a]))
+      return node.fail("slices the batch (axis " + std::to_string(a) +
+                       "); memfit keeps every sample");
     first[a] = s;
     extents[a] = e - s;
   }
@@ -188,9 +200,9 @@ llvm::Error importSplit(OnnxNode &node) {
   std::vector<int64_t> xd = dimsOfValue(node, *x);
   auto rank = static_cast<int64_t>(xd.size());
   int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
-  if (axis < 1 || axis >= rank)
-    return node.fail(llvm::formatv("splits axis {0}; memfit keeps the batch "
-                                   "on axis 0 and splits other axes",
+  if (axis < 0 || axis >= rank || axis == batchAxisOf(node, *x))
+    return node.fail(llvm::formatv("splits axis {0}, the batch's or none; "
+                                   "memfit splits the other axes",
                                    *axisAttr));
   if (llvm::Error e = checkRank(node, xd))
     return e;
@@ -244,29 +256,33 @@ OpWork copyWork(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
   return {elems(g.value(op.outputs[0]), b)};
 }
 
+/// Dims with the batch's axis holding only the factor the samples multiply.
+std::vector<int64_t> perSample(const Value &v, std::vector<int64_t> dims) {
+  dims[v.batchAxis] = v.batchOuter * v.batchInner;
+  return dims;
+}
+
 llvm::Expected<OpParamsText> transposeParams(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
-  std::vector<int64_t> dims(x.dims.begin() + 1, x.dims.end()), perm;
-  for (size_t i = 1; i < op.attrs.perm.size(); ++i)
-    perm.push_back(op.attrs.perm[i] - 1);
+  if (x.batchOuter != 1 && x.batchInner != 1)
+    return unsupportedByRuntime(op, "the batch shares its axis on both sides");
   return OpParamsText{"TransposeParams",
-                      llvm::formatv("{{.rank = {0}, .dims = {1}, .perm = {2}}",
-                                    dims.size(), list(dims), list(perm))
+                      llvm::formatv("{{.rank = {0}, .dims = {1}, .perm = {2}, "
+                                    ".batchAxis = {3}}",
+                                    x.dims.size(), list(perSample(x, x.dims)),
+                                    list(op.attrs.perm), x.batchAxis)
                           .str()};
 }
 
 llvm::Expected<OpParamsText> sliceParams(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
-  auto per = [](const std::vector<int64_t> &v) {
-    return std::vector<int64_t>(v.begin() + 1, v.end());
-  };
   return OpParamsText{
-      "SliceParams",
-      llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
-                    ".starts = {3}}",
-                    x.dims.size() - 1, list(per(x.dims)),
-                    list(per(op.attrs.extents)), list(per(op.attrs.starts)))
-          .str()};
+      "SliceParams", llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
+                                   ".starts = {3}, .batchAxis = {4}}",
+                                   x.dims.size(), list(perSample(x, x.dims)),
+                                   list(perSample(x, op.attrs.extents)),
+                                   list(op.attrs.starts), x.batchAxis)
+                         .str()};
 }
 
 llvm::Expected<EmittedCall> layoutEmit(EmitContext &x) {

@@ -30,6 +30,10 @@ namespace memfit {
 struct OutSpec {
   std::string name;
   std::vector<int64_t> dims;
+  /// Where the batch lies (Value::batchAxis); -1: as in the first operand
+  /// when that has the output's rank and extent there, else axis 0.
+  int32_t batchAxis = -1;
+  int64_t batchOuter = 1, batchInner = 1;
 };
 
 /// A 1-D integer constant whose elements may be the symbolic batch (a

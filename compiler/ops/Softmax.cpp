@@ -23,9 +23,10 @@ llvm::Error importSoftmax(OnnxNode &node) {
   if (axis < 0 || axis >= rank)
     return node.fail(llvm::formatv("axis {0} is out of range for shape {1}",
                                    *axisAttr, dimsStr(xd)));
-  if (axis == 0)
-    return node.fail("normalizes across the batch (axis 0); memfit keeps "
-                     "samples independent");
+  if (axis <= node.graph().values[*x].batchAxis)
+    return node.fail("normalizes across the batch (axis " +
+                     std::to_string(axis) +
+                     "); memfit keeps samples independent");
   int64_t trailing = 1;
   for (int64_t i = axis + 1; i < rank; ++i)
     trailing *= xd[i];

@@ -39,6 +39,10 @@ llvm::Error importBatchMatMul(OnnxNode &node) {
   } else if (ok) {
     ok = std::equal(ad.begin() + 1, ad.end() - 2, bd.begin() + 1);
   }
+  const Value &va = node.graph().values[*a], &vb = node.graph().values[*b];
+  // The products of a sample must be contiguous: the batch outermost.
+  ok = ok && va.batchAxis == 0 && vb.batchAxis == 0 && va.batchOuter == 1 &&
+       vb.batchOuter == 1;
   if (!ok)
     return node.fail("activations of shapes " + dimsStr(ad) + " and " +
                      dimsStr(bd) +
@@ -59,16 +63,17 @@ struct Bmm {
 };
 
 Bmm bmmShape(const Graph &g, const Op &op) {
-  const auto &ad = g.value(op.inputs[0]).dims;
-  const auto &bd = g.value(op.inputs[1]).dims;
-  const auto &yd = g.value(op.outputs[0]).dims;
-  size_t r = ad.size();
-  return {product(yd, 1, r - 2),
-          ad[r - 2],
-          ad[r - 1],
-          bd[r - 1],
-          product(ad, 1, r - 2),
-          product(bd, 1, r - 2)};
+  const Value &a = g.value(op.inputs[0]), &b = g.value(op.inputs[1]);
+  const Value &y = g.value(op.outputs[0]);
+  size_t r = a.dims.size();
+  int64_t m = a.dims[r - 2], k = a.dims[r - 1], cols = b.dims[r - 1];
+  // Products per sample, the heads merged with the batch included.
+  return {y.elementsPerSample() / (m * cols),
+          m,
+          k,
+          cols,
+          a.elementsPerSample() / (m * k),
+          b.elementsPerSample() / (k * cols)};
 }
 
 void bmmDataReads(const GradOperands &o, std::vector<BlockId> &reads) {
@@ -147,7 +152,7 @@ llvm::Error importLayerNorm(OnnxNode &node) {
   std::vector<int64_t> xd = dimsOfValue(node, *x);
   auto rank = static_cast<int64_t>(xd.size());
   int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
-  if (axis < 1 || axis >= rank)
+  if (axis <= node.graph().values[*x].batchAxis || axis >= rank)
     return node.fail(llvm::formatv("axis {0} on shape {1} would normalize "
                                    "across the batch or nothing",
                                    *axisAttr, dimsStr(xd)));

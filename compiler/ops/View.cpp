@@ -43,7 +43,95 @@ llvm::Error importFlatten(OnnxNode &node) {
 /// be the batch: the batch symbol (folded from Shape), 0 (copy), -1 when the
 /// other axes hold exactly one sample, or a literal equal to the batch the
 /// model was written with (fixed-batch exports spell the batch that way).
+llvm::Error importReshapeCanonical(OnnxNode &node);
+
+/// A reshape that moves the batch within the layout: the target names the
+/// batch (a multiple of it, folded from Shape) on one axis, which the
+/// batch's run of elements must fall inside (nn.MultiheadAttention's
+/// [T, N, E] to [T, N * heads, d], [T, N, E] to [T * N, E] and back).
+llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
+                                bool allowZero) {
+  const Value &v = node.graph().values[x];
+  const std::vector<int64_t> &xd = v.dims;
+  int64_t batch = node.graph().batch;
+  int64_t total = 1;
+  for (int64_t d : xd)
+    total *= d;
+  std::vector<int64_t> out(t.ints.size());
+  int64_t at = -1, inferAt = -1, known = 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t d = t.ints[i];
+    if (t.isBatch(i)) {
+      if (at >= 0)
+        return node.fail("target shape " + t.str() +
+                         " names the batch on two axes");
+      at = i;
+    } else if (d == 0 && !allowZero) {
+      if (i >= static_cast<int64_t>(xd.size()) || i == v.batchAxis)
+        return node.fail("target shape " + t.str() +
+                         " copies an axis the input lacks or the batch's");
+      d = xd[i];
+    } else if (d == -1 && inferAt < 0) {
+      inferAt = i;
+      continue;
+    } else if (d <= 0) {
+      return node.fail("target shape " + t.str() + " is invalid");
+    }
+    out[i] = d;
+    known *= d;
+  }
+  if (at < 0)
+    return node.fail("target shape " + t.str() + " for input of shape " +
+                     dimsStr(xd) +
+                     " does not say where the batch goes; memfit follows the "
+                     "batch through shapes computed from Shape");
+  if (inferAt >= 0) {
+    if (known <= 0 || total % known)
+      return node.fail("cannot reshape " + dimsStr(xd) + " to " + t.str());
+    out[inferAt] = total / known;
+  }
+  int64_t outTotal = 1;
+  for (int64_t d : out)
+    outTotal *= d;
+  if (outTotal != total)
+    return node.fail("cannot reshape " + dimsStr(xd) + " to " + t.str());
+  // Stride of the batch in the input, and of its axis in the output.
+  int64_t sb = v.batchInner, st = 1;
+  for (size_t i = v.batchAxis + 1; i < xd.size(); ++i)
+    sb *= xd[i];
+  for (size_t i = at + 1; i < out.size(); ++i)
+    st *= out[i];
+  if (sb % st || out[at] % (sb / st * batch))
+    return node.fail("target shape " + t.str() + " for input of shape " +
+                     dimsStr(xd) +
+                     " would split the batch across axes; memfit keeps each "
+                     "sample's elements together on one axis");
+  int64_t inner = sb / st;
+  OutSpec o{node.outputName(0), out, static_cast<int32_t>(at),
+            out[at] / (inner * batch), inner};
+  OpAttrs a;
+  a.shape = out;
+  return node.emit(OpKind::Reshape, {x}, {o}, a).takeError();
+}
+
 llvm::Error importReshape(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto target = node.intConstant(1);
+  auto allowZero = node.attrInt("allowzero", 0);
+  if (!x || !target || !allowZero)
+    return llvm::joinErrors(llvm::joinErrors(x.takeError(), target.takeError()),
+                            allowZero.takeError());
+  const Value &v = node.graph().values[*x];
+  bool moving = !v.canonical();
+  for (int64_t i = 0; i < target->numel() && !moving; ++i)
+    moving =
+        target->isBatch(i) && (i != 0 || target->ints[i] != node.graph().batch);
+  if (moving && !target->isFloat && target->dims.size() == 1)
+    return importReshapeMoving(node, *x, *target, *allowZero != 0);
+  return importReshapeCanonical(node);
+}
+
+llvm::Error importReshapeCanonical(OnnxNode &node) {
   auto x = node.activation(0);
   auto target = node.intConstant(1);
   auto allowZero = node.attrInt("allowzero", 0);

@@ -113,39 +113,36 @@ void accumulate(int64_t count, const float *x, float *y) {
 
 namespace memfit::rt {
 
+namespace {
+int64_t elements(const int64_t *dims, int rank, int64_t n) {
+  int64_t count = n;
+  for (int i = 0; i < rank; ++i)
+    count *= dims[i];
+  return count;
+}
+} // namespace
+
 void transposeForward(const TransposeParams &p, int64_t n, const float *x,
                       float *y) {
-  int64_t per = 1;
-  for (int i = 0; i < p.rank; ++i)
-    per *= p.dims[i];
-  for (int64_t t = 0; t < n * per; ++t)
-    y[t] = x[kernels::transposeSource(p, t)];
+  for (int64_t t = 0; t < elements(p.dims, p.rank, n); ++t)
+    y[t] = x[kernels::transposeSource(p, n, t)];
 }
 
 void transposeBackward(const TransposeParams &p, int64_t n, const float *dy,
                        float *dx, bool accumulate) {
-  int64_t per = 1;
-  for (int i = 0; i < p.rank; ++i)
-    per *= p.dims[i];
-  for (int64_t t = 0; t < n * per; ++t)
-    put(dx[t], dy[kernels::transposeTarget(p, t)], accumulate);
+  for (int64_t t = 0; t < elements(p.dims, p.rank, n); ++t)
+    put(dx[t], dy[kernels::transposeTarget(p, n, t)], accumulate);
 }
 
 void sliceForward(const SliceParams &p, int64_t n, const float *x, float *y) {
-  int64_t per = 1;
-  for (int i = 0; i < p.rank; ++i)
-    per *= p.ydims[i];
-  for (int64_t t = 0; t < n * per; ++t)
-    y[t] = x[kernels::sliceSource(p, t)];
+  for (int64_t t = 0; t < elements(p.ydims, p.rank, n); ++t)
+    y[t] = x[kernels::sliceSource(p, n, t)];
 }
 
 void sliceBackward(const SliceParams &p, int64_t n, const float *dy, float *dx,
                    bool accumulate) {
-  int64_t per = 1;
-  for (int i = 0; i < p.rank; ++i)
-    per *= p.xdims[i];
-  for (int64_t t = 0; t < n * per; ++t)
-    put(dx[t], kernels::sliceGradAt(p, dy, t), accumulate);
+  for (int64_t t = 0; t < elements(p.xdims, p.rank, n); ++t)
+    put(dx[t], kernels::sliceGradAt(p, n, dy, t), accumulate);
 }
 
 void whereForward(const WhereParams &p, int64_t n, const float *mask,

@@ -30,27 +30,27 @@ int64_t perSample(const int64_t *dims, int rank) {
   return per;
 }
 
-__global__ void transposeKernel(TransposeParams p, int64_t count,
+__global__ void transposeKernel(TransposeParams p, int64_t n, int64_t count,
                                 const float *x, float *y) {
-  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::transposeSource(p, t)]; }
+  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::transposeSource(p, n, t)]; }
 }
 
-__global__ void transposeGradKernel(TransposeParams p, int64_t count,
+__global__ void transposeGradKernel(TransposeParams p, int64_t n, int64_t count,
                                     const float *dy, float *dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], dy[kernels::transposeTarget(p, t)], acc);
+    put(dx[t], dy[kernels::transposeTarget(p, n, t)], acc);
   }
 }
 
-__global__ void sliceKernel(SliceParams p, int64_t count, const float *x,
-                            float *y) {
-  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::sliceSource(p, t)]; }
+__global__ void sliceKernel(SliceParams p, int64_t n, int64_t count,
+                            const float *x, float *y) {
+  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::sliceSource(p, n, t)]; }
 }
 
-__global__ void sliceGradKernel(SliceParams p, int64_t count, const float *dy,
-                                float *dx, bool acc) {
+__global__ void sliceGradKernel(SliceParams p, int64_t n, int64_t count,
+                                const float *dy, float *dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], kernels::sliceGradAt(p, dy, t), acc);
+    put(dx[t], kernels::sliceGradAt(p, n, dy, t), acc);
   }
 }
 
@@ -143,8 +143,8 @@ int dim(const Exec &x, int64_t v) {
 void Exec::transposeForward(const TransposeParams &p, const float *x,
                             float *y) {
   int64_t count = n * perSample(p.dims, p.rank);
-  transposeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, x,
-                                                                    y);
+  transposeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, n, count,
+                                                                    x, y);
   impl->done(*this, "transpose kernel");
 }
 
@@ -154,13 +154,14 @@ void Exec::transposeBackward(const TransposeParams &p, const float *dy,
     return;
   int64_t count = n * perSample(p.dims, p.rank);
   transposeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, dy, dx, acc);
+      p, n, count, dy, dx, acc);
   impl->done(*this, "transpose backward kernel");
 }
 
 void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
   int64_t count = n * perSample(p.ydims, p.rank);
-  sliceKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, x, y);
+  sliceKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, n, count, x,
+                                                                y);
   impl->done(*this, "slice kernel");
 }
 
@@ -170,7 +171,7 @@ void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
     return;
   int64_t count = n * perSample(p.xdims, p.rank);
   sliceGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, dy, dx, acc);
+      p, n, count, dy, dx, acc);
   impl->done(*this, "slice backward kernel");
 }
 

@@ -192,76 +192,69 @@ MEMFIT_HD float binaryGradB(BinaryKind k, float dy, float a, float b) {
 
 // --- layout: transposes and slices ---
 
-/// The x element that output element `t` (of n samples) of a transpose
+/// The x element that output element `t` of a transpose of n samples
 /// reads.
-MEMFIT_HD int64_t transposeSource(const TransposeParams &p, int64_t t) {
-  int64_t per = 1, xStride[kMaxRank];
+MEMFIT_HD int64_t transposeSource(const TransposeParams &p, int64_t n,
+                                  int64_t t) {
+  int64_t stride = 1, xStride[kMaxRank];
   for (int i = p.rank - 1; i >= 0; --i) {
-    xStride[i] = per;
-    per *= p.dims[i];
+    xStride[i] = stride;
+    stride *= p.dims[i] * (i == p.batchAxis ? n : 1);
   }
-  int64_t s = t / per, rem = t - s * per, src = s * per;
+  int64_t src = 0;
   for (int i = p.rank - 1; i >= 0; --i) {
-    int64_t extent = p.dims[p.perm[i]];
-    int64_t c = rem % extent;
-    rem /= extent;
-    src += c * xStride[p.perm[i]];
+    int a = p.perm[i];
+    int64_t extent = p.dims[a] * (a == p.batchAxis ? n : 1);
+    src += (t % extent) * xStride[a];
+    t /= extent;
   }
   return src;
 }
 
 /// The y element that holds x element `t`'s value (the inverse map).
-MEMFIT_HD int64_t transposeTarget(const TransposeParams &p, int64_t t) {
-  int64_t per = 1, yStride[kMaxRank];
-  for (int i = p.rank - 1; i >= 0; --i) {
-    yStride[i] = per;
-    per *= p.dims[p.perm[i]];
-  }
-  int64_t s = t / per, rem = t - s * per, dst = s * per;
+MEMFIT_HD int64_t transposeTarget(const TransposeParams &p, int64_t n,
+                                  int64_t t) {
   int64_t coord[kMaxRank];
   for (int i = p.rank - 1; i >= 0; --i) {
-    coord[i] = rem % p.dims[i];
-    rem /= p.dims[i];
+    int64_t extent = p.dims[i] * (i == p.batchAxis ? n : 1);
+    coord[i] = t % extent;
+    t /= extent;
   }
-  for (int i = 0; i < p.rank; ++i)
-    dst += coord[p.perm[i]] * yStride[i];
+  int64_t dst = 0;
+  for (int i = 0; i < p.rank; ++i) {
+    int a = p.perm[i];
+    dst = dst * (p.dims[a] * (a == p.batchAxis ? n : 1)) + coord[a];
+  }
   return dst;
 }
 
-/// The x element that output element `t` of a slice reads.
-MEMFIT_HD int64_t sliceSource(const SliceParams &p, int64_t t) {
-  int64_t yPer = 1, xPer = 1;
-  for (int i = 0; i < p.rank; ++i) {
-    yPer *= p.ydims[i];
-    xPer *= p.xdims[i];
-  }
-  int64_t s = t / yPer, rem = t - s * yPer, src = 0, stride = 1;
+/// The x element that output element `t` of a slice of n samples reads.
+MEMFIT_HD int64_t sliceSource(const SliceParams &p, int64_t n, int64_t t) {
+  int64_t src = 0, stride = 1;
   for (int i = p.rank - 1; i >= 0; --i) {
-    int64_t c = rem % p.ydims[i];
-    rem /= p.ydims[i];
-    src += (c + p.starts[i]) * stride;
-    stride *= p.xdims[i];
+    int64_t scale = i == p.batchAxis ? n : 1;
+    int64_t yExtent = p.ydims[i] * scale;
+    src += (t % yExtent + p.starts[i]) * stride;
+    t /= yExtent;
+    stride *= p.xdims[i] * scale;
   }
-  return s * xPer + src;
+  return src;
 }
 
 /// The gradient of x element `t`: dy where the window covers it, else 0.
-MEMFIT_HD float sliceGradAt(const SliceParams &p, const float *dy, int64_t t) {
-  int64_t yPer = 1, xPer = 1;
-  for (int i = 0; i < p.rank; ++i) {
-    yPer *= p.ydims[i];
-    xPer *= p.xdims[i];
-  }
-  int64_t s = t / xPer, rem = t - s * xPer, dst = 0, stride = 1;
+MEMFIT_HD float sliceGradAt(const SliceParams &p, int64_t n, const float *dy,
+                            int64_t t) {
+  int64_t dst = 0, stride = 1;
   for (int i = p.rank - 1; i >= 0; --i) {
-    int64_t c = rem % p.xdims[i] - p.starts[i];
-    rem /= p.xdims[i];
-    if (c < 0 || c >= p.ydims[i])
+    int64_t scale = i == p.batchAxis ? n : 1;
+    int64_t c = t % (p.xdims[i] * scale) - p.starts[i];
+    t /= p.xdims[i] * scale;
+    if (c < 0 || c >= p.ydims[i] * scale)
       return 0.0f;
     dst += c * stride;
-    stride *= p.ydims[i];
+    stride *= p.ydims[i] * scale;
   }
-  return dy[s * yPer + dst];
+  return dy[dst];
 }
 
 // --- masked fill ---

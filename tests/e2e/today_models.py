@@ -162,8 +162,27 @@ class EncoderBlock(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+class BERT(nn.Module):
+    """An encoder built from torch.nn.TransformerEncoder (batch_first; its
+    nn.MultiheadAttention works sequence-first inside), post-LayerNorm, GELU,
+    per-token outputs."""
+
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
+        layer = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.0,
+                                           activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.shape[1], dtype=torch.long, device=idx.device)
+        return self.head(self.encoder(self.tok(idx) + self.pos(pos)))
+
+
 MODELS = {
     "gpt": (lambda: GPT(), "tokens"),
+    "bert": (lambda: BERT(), "tokens"),
     "convnext": (lambda: ConvNeXt(), "image"),
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),

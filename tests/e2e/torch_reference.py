@@ -101,6 +101,13 @@ def run_graph(model, params, consts, x):
             y = F.log_softmax(i[0], dim=a.get("axis", -1))
         elif op == "Identity":
             y = i[0]
+        elif op == "Dropout":
+            ratio = float(i[1]) if len(i) > 1 and i[1] is not None else 0.5
+            training = len(i) > 2 and i[2] is not None and bool(i[2])
+            if training and ratio != 0:
+                raise SystemExit("torch_reference: random dropout cannot be "
+                                 "compared")
+            y = i[0]
         elif op == "Constant":
             y = torch.tensor(numpy_helper.to_array(a["value"]).copy())
             if y.dtype == torch.float32:
