@@ -297,7 +297,8 @@ void whereBackward(const WhereParams &p, int64_t n, const float *mask,
 
 /// Rows of a [vocab, d] table: `rows` lookups per sample, by the ids of
 /// the sample (int32) or, when `ids` is null, by the same `fixedIds`
-/// (float-held integers) for every sample. The ids are checked beforehand.
+/// (float-held integers) for every sample, or, both null, row 0 (a weight
+/// broadcast over the batch). The ids are checked beforehand.
 struct EmbeddingParams {
   int64_t rows, d, vocab;
 };

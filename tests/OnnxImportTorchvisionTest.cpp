@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ir/Graph.h"
-#include "compiler/ops/OpDef.h"
 #include "compiler/onnx/OnnxImport.h"
+#include "compiler/ops/OpDef.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -69,10 +69,18 @@ TEST_CASE("torchvision exports import with torch's own numbers",
       CHECK(g->values[g->output].dims ==
             std::vector<int64_t>{batch, facts["classes"].get<int64_t>()});
 
+      // State: BatchNorm's running statistics (other non-trainable weights
+      // are the model's constants, as a scale factor).
       int64_t trainable = 0, state = 0;
       for (ValueId w : g->weights()) {
         const Value &v = g->values[w];
-        (v.trainable ? trainable : state) += v.bytesAt(batch);
+        bool bn = llvm::any_of(v.consumers, [&](OpId c) {
+          return g->ops[c].kind == OpKind::BatchNorm;
+        });
+        if (v.trainable)
+          trainable += v.bytesAt(batch);
+        else if (bn)
+          state += v.bytesAt(batch);
         CHECK(static_cast<int64_t>(v.data.size()) == v.elementsPerSample());
       }
       CHECK(trainable == 4 * facts["parameters"].get<int64_t>());

@@ -39,3 +39,10 @@ export_model googlenet googlenet.onnx
 export_model mobilenet_v2 mobilenet_v2.onnx --opset 17
 export_model squeezenet1_0 squeezenet1_0.onnx --opset 11
 export_model densenet121 densenet121.onnx
+# Today's architectures (opset 17: LayerNormalization, HardSwish).
+export_model vit_b_16 vit_b_16.onnx --opset 17
+export_model convnext_tiny convnext_tiny.onnx --opset 17
+export_model efficientnet_b0 efficientnet_b0.onnx --opset 17
+export_model mobilenet_v3_small mobilenet_v3_small-train.onnx --opset 17 --train --batch 4
+export_model regnet_y_400mf regnet_y_400mf.onnx --opset 17
+export_model shufflenet_v2_x0_5 shufflenet_v2_x0_5.onnx --opset 17

@@ -25,7 +25,7 @@ using llvm::Error;
 using llvm::Expected;
 
 static const char *const kFoldOnly[] = {"Constant", "Shape", "Range", "Equal",
-                                        "Not"};
+                                        "Not", "ConstantOfShape"};
 
 bool isFoldOnlyOp(llvm::StringRef opType) {
   return llvm::is_contained(kFoldOnly, opType);
@@ -35,7 +35,8 @@ const std::vector<std::string> &foldOpTypes() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v(std::begin(kFoldOnly), std::end(kFoldOnly));
     for (const char *op : {"Concat", "Reshape", "Add", "Sub", "Mul", "Cast",
-                           "Gather", "Unsqueeze", "Squeeze", "Slice", "Div"})
+                           "Gather", "Unsqueeze", "Squeeze", "Slice", "Div",
+                           "Where", "Expand"})
       v.push_back(op);
     return v;
   }();
@@ -120,6 +121,12 @@ private:
       return equal();
     if (op == "Not")
       return logicalNot();
+    if (op == "ConstantOfShape")
+      return constantOfShape();
+    if (op == "Where")
+      return where();
+    if (op == "Expand")
+      return expand();
     return im.fail(n, "cannot be folded");
   }
 
@@ -367,11 +374,129 @@ private:
     out.dims = a->dims;
     for (int64_t k = 0; k < a->numel(); ++k) {
       int64_t kb = b->numel() == 1 ? 0 : k;
-      if (a->isBatch(k) || b->isBatch(kb))
-        return im.fail(n, "compares the batch size");
+      if (a->isBatch(k) || b->isBatch(kb)) {
+        // The batch is positive: it differs from any number <= 0 (shape
+        // arithmetic compares with -1), and a comparison with a positive
+        // number would hold at some batch sizes only.
+        if (a->isBatch(k) && b->isBatch(kb)) {
+          out.ints.push_back(a->ints[k] == b->ints[kb] ? 1 : 0);
+          continue;
+        }
+        const ConstTensor &o = a->isBatch(k) ? *b : *a;
+        int64_t ok = a->isBatch(k) ? kb : k;
+        if (o.isFloat() || o.ints[ok] > 0)
+          return im.fail(n, "compares the batch size with a number");
+        out.ints.push_back(0);
+        continue;
+      }
       double x = a->isFloat() ? a->floats[k] : double(a->ints[k]);
       double y = b->isFloat() ? b->floats[kb] : double(b->ints[kb]);
       out.ints.push_back(x == y ? 1 : 0);
+    }
+    return out;
+  }
+
+  /// A tensor of the given shape filled with the `value` attribute (0.0f).
+  Expected<ConstTensor> constantOfShape() {
+    auto shape = im.intVector(n, 0);
+    if (!shape)
+      return shape.takeError();
+    if (Error e = checkSize(*shape))
+      return std::move(e);
+    ConstTensor out;
+    out.type = pb::TensorProto::FLOAT;
+    out.dims = *shape;
+    float fv = 0;
+    int64_t iv = 0;
+    if (const pb::AttributeProto *a = im.attr(n, "value")) {
+      if (!a->has_t())
+        return im.fail(n, "attribute 'value' must be a tensor");
+      auto t = readConstant(a->t(), im.ext, im.file);
+      if (!t)
+        return t.takeError();
+      if (t->numel() != 1)
+        return im.fail(n, "attribute 'value' must hold one element");
+      out.type = t->type;
+      if (t->isFloat())
+        fv = t->floats[0];
+      else
+        iv = t->ints[0];
+    }
+    int64_t numel = prod(*shape, 0, shape->size());
+    if (out.isFloat())
+      out.floats.assign(numel, fv);
+    else
+      out.ints.assign(numel, iv);
+    return out;
+  }
+
+  /// cond ? a : b elementwise (operands of one shape or scalars), the batch
+  /// marks following the chosen element.
+  Expected<ConstTensor> where() {
+    auto c = input(0), a = input(1), b = input(2);
+    if (!c || !a || !b)
+      return llvm::joinErrors(
+          llvm::joinErrors(c ? Error::success() : c.takeError(),
+                           a ? Error::success() : a.takeError()),
+          b ? Error::success() : b.takeError());
+    if (a->type != b->type || c->isFloat())
+      return im.fail(n, "operands have unexpected element types");
+    std::vector<int64_t> dims = c->dims;
+    for (const ConstTensor *t : {&*a, &*b})
+      if (t->numel() != 1 && t->dims != dims) {
+        if (c->numel() == 1)
+          dims = t->dims;
+        else
+          return im.fail(n, "folds only operands of one shape or scalars");
+      }
+    ConstTensor out;
+    out.type = a->type;
+    out.dims = dims;
+    int64_t numel = prod(dims, 0, dims.size());
+    auto at = [](const ConstTensor &t, int64_t k) {
+      return t.numel() == 1 ? 0 : k;
+    };
+    for (int64_t k = 0; k < numel; ++k) {
+      const ConstTensor &src = c->ints[at(*c, k)] ? *a : *b;
+      appendElem(out, src, at(src, k));
+    }
+    return out;
+  }
+
+  /// Expand of a constant (numpy broadcasting to the shape).
+  Expected<ConstTensor> expand() {
+    auto t = input(0);
+    auto shape = im.intVector(n, 1);
+    if (!t || !shape)
+      return llvm::joinErrors(t.takeError(), shape.takeError());
+    size_t rank = std::max(t->dims.size(), shape->size());
+    std::vector<int64_t> td(rank - t->dims.size(), 1), dims;
+    td.insert(td.end(), t->dims.begin(), t->dims.end());
+    std::vector<int64_t> sd(rank - shape->size(), 1);
+    sd.insert(sd.end(), shape->begin(), shape->end());
+    for (size_t i = 0; i < rank; ++i) {
+      if (td[i] != sd[i] && td[i] != 1 && sd[i] != 1)
+        return im.fail(n, "cannot expand " + dimsStr(t->dims) + " to " +
+                              dimsStr(*shape));
+      dims.push_back(td[i] == 1 ? sd[i] : td[i]);
+    }
+    if (Error e = checkSize(dims))
+      return std::move(e);
+    ConstTensor out;
+    out.type = t->type;
+    out.dims = dims;
+    int64_t numel = prod(dims, 0, rank);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t k = 0; k < numel; ++k) {
+      int64_t src = 0, rem = k;
+      for (size_t i = rank; i-- > 0;) {
+        int64_t c = rem % dims[i];
+        rem /= dims[i];
+        idx[i] = td[i] == 1 ? 0 : c;
+      }
+      for (size_t i = 0; i < rank; ++i)
+        src = src * td[i] + idx[i];
+      appendElem(out, *t, src);
     }
     return out;
   }

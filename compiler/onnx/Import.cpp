@@ -386,7 +386,7 @@ Error Importer::translate(const pb::NodeProto &n) {
           feedsOnlyMasks(nodeIndex.at(&n)))
         continue;
       // Only a lookup in an embedding table computes on a weight here.
-      if (op != "Gather" || i != 0)
+      if ((op != "Gather" && op != "Expand") || i != 0)
         return fail(n, "computes on the initializer " + quoteName(n.input(i)) +
                            " at import time; memfit supports weights only as "
                            "direct operands of the ops that use them");

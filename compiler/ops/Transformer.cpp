@@ -342,8 +342,41 @@ llvm::Error importGather(OnnxNode &node) {
       .takeError();
 }
 
+/// A weight broadcast over the batch (ViT's class token expanded to
+/// [N, 1, D]): a lookup of its one row for every sample.
+llvm::Error importExpand(OnnxNode &node) {
+  if (node.isActivation(node.inputName(0)))
+    return node.fail("memfit supports Expand only of a weight over the batch "
+                     "(a class token)");
+  auto w = node.weight(0, WeightInit::Zeros, true);
+  auto shape = node.intConstant(1);
+  if (llvm::Error e = firstError(w, shape))
+    return e;
+  std::vector<int64_t> wd = dimsOfValue(node, *w);
+  const IntConstant &s = *shape;
+  bool ok = !s.isFloat && s.numel() >= 1 && s.isBatch(0) &&
+            s.ints[0] == node.graph().batch &&
+            wd.size() <= static_cast<size_t>(s.numel());
+  std::vector<int64_t> out{node.graph().batch};
+  for (int64_t i = 1; ok && i < s.numel(); ++i) {
+    int64_t wi = i - (s.numel() - static_cast<int64_t>(wd.size()));
+    int64_t have = wi >= 0 ? wd[wi] : 1;
+    ok = !s.isBatch(i) && (s.ints[i] == have || s.ints[i] == 1);
+    out.push_back(have);
+  }
+  ok = ok && (wd.size() < static_cast<size_t>(s.numel()) || wd[0] == 1);
+  if (!ok)
+    return node.fail("expands the weight of shape " + dimsStr(wd) + " to " +
+                     s.str() +
+                     "; memfit supports Expand of a weight only over the "
+                     "batch, to [N, ...its shape]");
+  return node.emit(OpKind::Embedding, {*w}, {{node.outputName(0), out}})
+      .takeError();
+}
+
 void embeddingReads(const GradOperands &o, std::vector<BlockId> &reads) {
-  reads.push_back(o.inputs[1]);
+  if (o.inputs.size() > 1)
+    reads.push_back(o.inputs[1]);
 }
 
 OpWork embeddingWork(const Graph &g, const Op &op, TaskKind kind, int,
@@ -353,17 +386,19 @@ OpWork embeddingWork(const Graph &g, const Op &op, TaskKind kind, int,
 
 llvm::Expected<OpParamsText> embeddingParams(const Graph &g, const Op &op) {
   const Value &t = g.value(op.inputs[0]), &y = g.value(op.outputs[0]);
+  int64_t d = t.elementsPerSample() / t.dims[0];
   return OpParamsText{"EmbeddingParams",
                       llvm::formatv("{{.rows = {0}, .d = {1}, .vocab = {2}}",
-                                    y.elementsPerSample() / t.dims[1],
-                                    t.dims[1], t.dims[0])
+                                    y.elementsPerSample() / d, d, t.dims[0])
                           .str()};
 }
 
 llvm::Expected<EmittedCall> embeddingEmit(EmitContext &x) {
-  ValueId table = x.op.inputs[0], idx = x.op.inputs[1], y = x.op.outputs[0];
-  bool fixed = x.graph.value(idx).kind == ValueKind::Weight;
-  std::string ids = fixed ? "nullptr" : x.value(idx);
+  ValueId table = x.op.inputs[0], y = x.op.outputs[0];
+  ValueId idx = x.op.inputs.size() > 1 ? x.op.inputs[1] : kNoId;
+  bool fixed = idx != kNoId && x.graph.value(idx).kind == ValueKind::Weight;
+  // Neither: every row is the table's first (a broadcast over the batch).
+  std::string ids = idx == kNoId || fixed ? "nullptr" : x.value(idx);
   std::string fixedIds = fixed ? x.value(idx) : "nullptr";
   using llvm::formatv;
   switch (x.task.kind) {
@@ -414,8 +449,12 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   .emit = whereEmit});
   defs.push_back({.kind = OpKind::Embedding,
                   .name = "Gather",
-                  .onnxTypes = {"Gather"},
-                  .importOnnx = importGather,
+                  .onnxTypes = {"Gather", "Expand"},
+                  .importOnnx =
+                      [](OnnxNode &node) {
+                        return node.opType() == "Expand" ? importExpand(node)
+                                                         : importGather(node);
+                      },
                   .weightGradReads = embeddingReads,
                   .costClass = CostClass::Copy,
                   .work = embeddingWork,

@@ -197,7 +197,9 @@ void batchMatMulBackward(const BatchMatMulParams &p, int64_t n, const float *a,
 namespace {
 int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
              const float *fixedIds, int64_t r) {
-  return ids ? ids[r] : static_cast<int64_t>(fixedIds[r % p.rows]);
+  return ids        ? ids[r]
+         : fixedIds ? static_cast<int64_t>(fixedIds[r % p.rows])
+                    : 0;
 }
 } // namespace
 

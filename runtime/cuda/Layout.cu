@@ -70,7 +70,9 @@ __global__ void whereGradKernel(WhereParams p, int64_t count, const float *mask,
 
 __device__ int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
                         const float *fixedIds, int64_t r) {
-  return ids ? ids[r] : static_cast<int64_t>(fixedIds[r % p.rows]);
+  return ids        ? ids[r]
+         : fixedIds ? static_cast<int64_t>(fixedIds[r % p.rows])
+                    : 0;
 }
 
 /// A row id outside the vocabulary writes NaN rather than read outside the

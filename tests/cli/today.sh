@@ -75,6 +75,7 @@ check() { # model[@opset] budget... (the first budget that compiles is used)
 check gpt 55% 60% 65% 70%
 check bert 55% 60% 65% 70%
 check vit 55% 60% 65% 70%
+check tv-vit 55% 60% 65% 70%
 check convnext 50% 55% 60% 65% 70%
 check mobilenetv3 50% 55% 60% 65% 70%
 check efficientnet 50% 55% 60% 65% 70%

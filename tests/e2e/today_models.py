@@ -187,6 +187,11 @@ MODELS = {
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),
+    # torchvision's own ViT (class token, nn.MultiheadAttention), small.
+    "tv-vit": (lambda: __import__("torchvision").models.vision_transformer
+               .VisionTransformer(image_size=16, patch_size=4, num_layers=2,
+                                  num_heads=2, hidden_dim=16, mlp_dim=32,
+                                  num_classes=10), "image"),
 }
 
 

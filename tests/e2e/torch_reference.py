@@ -187,7 +187,9 @@ def run_graph(model, params, consts, x):
                              i[2] if len(i) > 2 else None,
                              a.get("epsilon", 1e-5))
         elif op == "Expand":
-            y = i[0].expand(*[int(v) for v in i[1]])
+            shape = torch.broadcast_shapes(i[0].shape,
+                                           tuple(int(v) for v in i[1]))
+            y = i[0].expand(*shape)
         elif op == "ConstantOfShape":
             v = numpy_helper.to_array(a["value"]) if "value" in a else [0.0]
             y = torch.full([int(d) for d in i[0]], float(v[0]),

@@ -68,7 +68,12 @@ std::string shapeString(const Value &v) {
   for (size_t i = 0; i < v.dims.size(); ++i) {
     if (i)
       s += ",";
-    s += (i == 0 && v.batched) ? "N" : std::to_string(v.dims[i]);
+    if (v.batched && (int32_t)i == v.batchAxis)
+      // The batch with the factors sharing its axis ([T*N, E], [N*2, T, d]).
+      s += (v.batchOuter > 1 ? std::to_string(v.batchOuter) + "*" : "") + "N" +
+           (v.batchInner > 1 ? "*" + std::to_string(v.batchInner) : "");
+    else
+      s += std::to_string(v.dims[i]);
   }
   return s + "]";
 }
