@@ -72,7 +72,7 @@ check() { # model[@opset] budget... (the first budget that compiles is used)
   done
 }
 
-check gpt 55% 60% 65% 70%
+check gpt-tied 55% 60% 65% 70%
 check bert 55% 60% 65% 70%
 check vit 55% 60% 65% 70%
 check tv-vit 55% 60% 65% 70%

@@ -45,11 +45,13 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2):
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2, tied=False):
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
         self.blocks = nn.Sequential(*[Block(d, heads, T) for _ in range(layers)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+        if tied:  # GPT-2 shares the token embedding with the output layer
+            self.head.weight = self.tok.weight
 
     def forward(self, idx):
         pos = torch.arange(0, idx.shape[1], dtype=torch.long, device=idx.device)
@@ -167,10 +169,10 @@ class BERT(nn.Module):
     nn.MultiheadAttention works sequence-first inside), post-LayerNorm, GELU,
     per-token outputs."""
 
-    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2):
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2, ffn=None):
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
-        layer = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.0,
+        layer = nn.TransformerEncoderLayer(d, heads, ffn or 2 * d, dropout=0.0,
                                            activation="gelu", batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers)
         self.head = nn.Linear(d, vocab)
@@ -182,6 +184,10 @@ class BERT(nn.Module):
 
 MODELS = {
     "gpt": (lambda: GPT(), "tokens"),
+    "gpt-tied": (lambda: GPT(tied=True), "tokens"),
+    # Full-size models for docs/benchmarks/transformers.md.
+    "gpt2-small": (lambda: GPT(50257, 1024, 768, 12, 12, tied=True), "tokens"),
+    "bert-base": (lambda: BERT(30522, 512, 768, 12, 12, ffn=3072), "tokens"),
     "bert": (lambda: BERT(), "tokens"),
     "convnext": (lambda: ConvNeXt(), "image"),
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
@@ -204,6 +210,8 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--eval", action="store_true")
+    ap.add_argument("--no-data", action="store_true",
+                    help="write a one-sample data set (for planning only)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
@@ -211,12 +219,14 @@ def main():
     model = make()
     rng = np.random.default_rng(1)
     count = 2 * args.batch
+    if args.no_data:
+        count = 1
     if kind == "tokens":
         vocab, T = model.tok.num_embeddings, model.pos.num_embeddings
         x = rng.integers(0, vocab, (count, T)).astype(np.int64)
         y = rng.integers(0, vocab, (count, T)).astype(np.int64)
     else:
-        size = 16
+        size = 224 if args.name.startswith("vit-b") else 16
         x = rng.standard_normal((count, 3, size, size)).astype(np.float32)
         y = rng.integers(0, 10, count).astype(np.int64)
     np.save(args.x, x)
