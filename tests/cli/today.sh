@@ -102,7 +102,9 @@ check convnext@17 70% 75% 80% 85% 90%
 
 # Resuming an AdamW run from a checkpoint is exact: moments and step count.
 T=tight-gpt-opset17/build/trainer
-run() { "$T" --data gpt-x.npy --labels gpt-y.npy --lr 0.01 "$@"; }
+run() {
+  "$T" --data gpt-opset17-x.npy --labels gpt-opset17-y.npy --lr 0.01 --eps 1e-6 "$@"
+}
 run --iterations 4 --save full.onnx --log-every 1 >full.log 2>&1 ||
   fail "uninterrupted adamw run"
 run --iterations 2 --checkpoint ck >part1.log 2>&1 || fail "adamw first half"
