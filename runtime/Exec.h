@@ -200,6 +200,9 @@ public:
   void layerNormBackwardWeight(const LayerNormParams &p, const float *x,
                                const float *dy, float *dscale, float *dbias,
                                bool acc);
+  void resizeForward(const ResizeParams &p, const float *x, float *y);
+  void resizeBackward(const ResizeParams &p, const float *dy, float *dx,
+                      bool acc);
   void whereForward(const WhereParams &p, const float *mask, const float *x,
                     float *y);
   void whereBackward(const WhereParams &p, const float *mask, const float *dy,

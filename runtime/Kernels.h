@@ -317,6 +317,22 @@ bool validateIds(int64_t count, int64_t vocab, const int32_t *ids);
 void sgdUpdate(int64_t count, float lr, float momentum, float weightDecay,
                bool first, float *w, const float *dw, float *buf);
 
+/// Resize of [c, hin, win] planes to [c, hout, wout] as ONNX's Resize:
+/// nearest or (bi)linear interpolation; the output position maps to the
+/// input by the coordinate transformation mode (0 half_pixel, 1
+/// pytorch_half_pixel, 2 align_corners, 3 asymmetric) with scales out / in
+/// (or the model's), nearest positions rounding by `nearestMode` (0
+/// round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil).
+struct ResizeParams {
+  int64_t c, hin, win, hout, wout;
+  bool linear;
+  int32_t coordMode, nearestMode;
+  float scaleH, scaleW;
+};
+void resizeForward(const ResizeParams &p, int64_t n, const float *x, float *y);
+void resizeBackward(const ResizeParams &p, int64_t n, const float *dy,
+                    float *dx, bool accumulate);
+
 /// torch.optim.Adam (weight decay added to the gradient) or, `decoupled`,
 /// torch.optim.AdamW (w *= 1 - lr * wd first), at step t >= 1.
 struct AdamParams {

@@ -214,6 +214,66 @@ TEST_CASE("pad", "[kernels]") {
   SECTION("crop") { check({2, 5, 4, 3, 3, -1, -1, 0.0f}); }
 }
 
+TEST_CASE("resize", "[kernels]") {
+  // .c, .hin, .win, .hout, .wout, .linear, .coordMode, .nearestMode,
+  // .scaleH, .scaleW
+  std::vector<float> x{1, 2, 3, 4}; // one 2x2 plane
+  SECTION("nearest, asymmetric, floor (F.interpolate's nearest)") {
+    ResizeParams p{1, 2, 2, 2, 4, false, 3, 2, 1.0f, 2.0f};
+    std::vector<float> y(8);
+    resizeForward(p, 1, x.data(), y.data());
+    CHECK(y == std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4});
+    std::vector<float> dy{1, 2, 3, 4, 5, 6, 7, 8}, dx(4, NAN);
+    resizeBackward(p, 1, dy.data(), dx.data(), false);
+    CHECK(dx == std::vector<float>{3, 7, 11, 15});
+  }
+  SECTION("linear, align_corners: 2 -> 3 takes the midpoint") {
+    ResizeParams p{1, 2, 2, 3, 3, true, 2, 0, 1.5f, 1.5f};
+    std::vector<float> y(9);
+    resizeForward(p, 1, x.data(), y.data());
+    CHECK(y == std::vector<float>{1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4});
+  }
+  SECTION("linear, half_pixel: edges clamp") {
+    // Output 0 of 2 -> 4 maps to -0.25 (clamped to 0), output 1 to 0.25.
+    ResizeParams p{1, 1, 2, 1, 4, true, 0, 0, 1.0f, 2.0f};
+    std::vector<float> y(4);
+    resizeForward(p, 1, x.data(), y.data());
+    CHECK(y == std::vector<float>{1, 1.25f, 1.75f, 2});
+  }
+  SECTION("nearest, half_pixel, round_prefer_ceil: 3 -> 2") {
+    // Outputs map to 0.25 and 1.75: rows 0 and 2.
+    std::vector<float> x3{1, 2, 3};
+    ResizeParams p{1, 1, 3, 1, 2, false, 0, 1, 1.0f, 2.0f / 3.0f};
+    std::vector<float> y(2);
+    resizeForward(p, 1, x3.data(), y.data());
+    CHECK(y == std::vector<float>{1, 3});
+  }
+  auto check = [](ResizeParams p) {
+    std::mt19937 rng(43);
+    const int64_t n = 2;
+    auto x = randomVector(rng, n * p.c * p.hin * p.win);
+    auto dy = randomVector(rng, n * p.c * p.hout * p.wout);
+    checkGradient(
+        x,
+        [&] {
+          std::vector<float> y(dy.size());
+          resizeForward(p, n, x.data(), y.data());
+          return y;
+        },
+        dy,
+        [&](float *dx, bool acc) { resizeBackward(p, n, dy.data(), dx, acc); });
+  };
+  SECTION("bilinear gradients, pytorch_half_pixel") {
+    check({3, 3, 5, 7, 8, true, 1, 0, 7.0f / 3, 8.0f / 5});
+  }
+  SECTION("bilinear gradients, downscaling with corners aligned") {
+    check({2, 6, 5, 4, 3, true, 2, 0, 4.0f / 6, 3.0f / 5});
+  }
+  SECTION("nearest gradients") {
+    check({2, 3, 3, 6, 7, false, 3, 2, 2.0f, 7.0f / 3});
+  }
+}
+
 TEST_CASE("accumulate helper", "[kernels]") {
   std::vector<float> x{1, 2, 3}, y{10, 20, 30};
   accumulate(3, x.data(), y.data());

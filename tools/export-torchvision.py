@@ -4,7 +4,9 @@
 Usage: export-torchvision.py MODEL OUTPUT [--opset N] [--batch N] [--train]
                              [--external-data]
 
-The model is built with weights=None (googlenet and inception_v3 without
+MODEL is a classification model's name (resnet18) or segmentation.NAME
+(segmentation.fcn_resnet50: its 'out' map is the output). The model is
+built with weights=None (googlenet and inception_v3 without
 auxiliary heads and without their slow init) and seeded, so the same
 arguments give the same file. By default it is exported as model zoos ship
 models: eval mode with TrainingMode.PRESERVE, which keeps BatchNormalization
@@ -19,6 +21,7 @@ model, so tests compare the import against torch's numbers:
   ops         per memfit op kind, how many the traced torch graph runs
               (only kinds that map one-to-one onto ONNX nodes)
   input       the input shape without the batch; classes: output width
+  output      the output shape without the batch
 """
 import argparse
 import collections
@@ -40,6 +43,8 @@ def count_ops(graph, train):
         "aten::max_pool2d": "MaxPool",
         "aten::linear": "Gemm",
         "aten::flatten": "Flatten",
+        "aten::upsample_nearest2d": "Resize",
+        "aten::upsample_bilinear2d": "Resize",
     }
     if train:
         simple["aten::dropout"] = "Dropout"
@@ -83,13 +88,31 @@ def main():
     import torch
     import torchvision
 
-    if not hasattr(torchvision.models, args.model):
+    segmentation = args.model.startswith("segmentation.")
+    name = args.model.split(".", 1)[-1]
+    where = (torchvision.models.segmentation if segmentation
+             else torchvision.models)
+    if not hasattr(where, name):
         sys.exit("export-torchvision: no torchvision model named %r" % args.model)
     kwargs = {}
-    if args.model in ("googlenet", "inception_v3"):
+    if name in ("googlenet", "inception_v3"):
         kwargs = dict(aux_logits=False, init_weights=False)
+    if segmentation:
+        kwargs = dict(weights_backbone=None)
     torch.manual_seed(0)
-    model = getattr(torchvision.models, args.model)(weights=None, **kwargs)
+    model = getattr(where, name)(weights=None, **kwargs)
+    if segmentation:
+        class Out(torch.nn.Module):
+            """The segmentation map alone (the models return a dict)."""
+
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                return self.inner(x)["out"]
+
+        model = Out(model)
     model.train(args.train)
     size = 299 if args.model == "inception_v3" else 224
     batch = args.batch if args.batch > 0 else 2
@@ -100,7 +123,8 @@ def main():
                    if name.endswith("running_mean") or name.endswith("running_var"))
     with torch.no_grad():
         traced = torch.jit.trace(model, example, check_trace=False)
-        classes = traced(example).shape[1]
+        output = list(traced(example).shape[1:])
+        classes = output[0]
     ops = count_ops(traced.inlined_graph, args.train)
     mode = torch.onnx.TrainingMode.TRAINING if args.train else torch.onnx.TrainingMode.PRESERVE
     dynamic = None if args.batch > 0 else {"input": {0: "N"}, "output": {0: "N"}}
@@ -125,6 +149,7 @@ def main():
         "train": args.train,
         "input": [3, size, size],
         "classes": int(classes),
+        "output": [int(d) for d in output],
         "parameters": int(parameters),
         "bn_state": int(bn_state),
         "ops": ops,

@@ -120,6 +120,7 @@ enum class OpKind : uint8_t {
   LayerNorm,
   Where,
   Embedding,
+  Resize,
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 
@@ -148,6 +149,12 @@ struct OpAttrs {
   std::vector<int64_t> starts, extents;
   bool fillWhere = true;   // Where: fill where the mask is true (else false)
   bool tanhApprox = false; // Gelu
+  /// Resize: linear (else nearest) interpolation, ONNX's coordinate
+  /// transformation mode and nearest rounding, and the scales of the
+  /// spatial axes (out / in unless the model gives them).
+  bool linear = false;
+  int64_t coordMode = 0, nearestMode = 0;
+  std::vector<float> scales;
 };
 
 struct Op {

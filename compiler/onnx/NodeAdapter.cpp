@@ -48,6 +48,15 @@ public:
                                  bool trainable) override {
     return im.weight(n, i, declaredInit, trainable);
   }
+  llvm::Expected<std::vector<float>> floatVector(int i) override {
+    auto t = im.constant(n, i);
+    if (!t)
+      return t.takeError();
+    if (!(*t)->isFloat() || (*t)->dims.size() > 1)
+      return im.fail(n, "operand " + std::to_string(i) +
+                            " must be a 1-D float32 tensor");
+    return (*t)->floats;
+  }
   llvm::Expected<ValueId> constantWeight(int i) override {
     return im.constantWeight(n, i);
   }

@@ -35,6 +35,7 @@ void registerPad(std::vector<OpDef> &defs);
 void registerSoftmax(std::vector<OpDef> &defs);
 void registerTransformer(std::vector<OpDef> &defs);
 void registerLayout(std::vector<OpDef> &defs);
+void registerResize(std::vector<OpDef> &defs);
 
 /// MatMul of two activations (Transformer.cpp).
 llvm::Error importBatchMatMul(OnnxNode &node);

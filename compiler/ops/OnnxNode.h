@@ -99,6 +99,8 @@ public:
   /// An integer constant operand.
   virtual llvm::Expected<IntConstant> intConstant(int i) = 0;
   virtual llvm::Expected<float> scalarFloat(int i) = 0;
+  /// A float32 vector constant (Resize's scales).
+  virtual llvm::Expected<std::vector<float>> floatVector(int i) = 0;
   /// An integer vector constant that holds no batch symbol.
   virtual llvm::Expected<std::vector<int64_t>> intVector(int i) = 0;
   /// Whether output `i` feeds something that reaches the model output.

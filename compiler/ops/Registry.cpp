@@ -28,6 +28,7 @@ std::vector<OpDef> build() {
   ops::registerSoftmax(defs);
   ops::registerTransformer(defs);
   ops::registerLayout(defs);
+  ops::registerResize(defs);
   // Indexed by kind: a kind defined twice or not at all is a bug caught
   // here, on the first lookup, in every build.
   std::vector<OpDef> byKind;

@@ -296,3 +296,56 @@ void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
 }
 
 } // namespace memfit::rt
+
+namespace memfit::rt {
+namespace {
+
+__global__ void resizeKernel(ResizeParams p, int64_t count, const float *x,
+                             float *y) {
+  MEMFIT_GRID_LOOP(t, count) { y[t] = kernels::resizeAt(p, x, t); }
+}
+
+/// Scatters each output's gradient with atomics (the rounding order may
+/// differ from the emulation's in-order sum).
+__global__ void resizeGradKernel(ResizeParams p, int64_t count, const float *dy,
+                                 float *dx) {
+  MEMFIT_GRID_LOOP(t, count) {
+    const int64_t plane = p.hout * p.wout;
+    int64_t pl = t / plane, q = t - pl * plane;
+    int64_t oh = q / p.wout, ow = q - oh * p.wout;
+    int64_t h0, h1, w0, w1;
+    float fh, fw;
+    kernels::resizeTaps(p, oh, p.hin, p.hout, p.scaleH, h0, h1, fh);
+    kernels::resizeTaps(p, ow, p.win, p.wout, p.scaleW, w0, w1, fw);
+    float g = dy[t];
+    float *d = dx + pl * p.hin * p.win;
+    atomicAdd(&d[h0 * p.win + w0], g * (1 - fh) * (1 - fw));
+    atomicAdd(&d[h0 * p.win + w1], g * (1 - fh) * fw);
+    atomicAdd(&d[h1 * p.win + w0], g * fh * (1 - fw));
+    atomicAdd(&d[h1 * p.win + w1], g * fh * fw);
+  }
+}
+
+} // namespace
+
+void Exec::resizeForward(const ResizeParams &p, const float *x, float *y) {
+  int64_t count = n * p.c * p.hout * p.wout;
+  resizeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, x,
+                                                                 y);
+  impl->done(*this, "resize kernel");
+}
+
+void Exec::resizeBackward(const ResizeParams &p, const float *dy, float *dx,
+                          bool acc) {
+  if (!dx)
+    return;
+  if (!acc)
+    MEMFIT_CHECK(
+        cudaMemsetAsync(dx, 0, n * p.c * p.hin * p.win * 4, impl->compute()));
+  int64_t count = n * p.c * p.hout * p.wout;
+  resizeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count,
+                                                                     dy, dx);
+  impl->done(*this, "resize backward kernel");
+}
+
+} // namespace memfit::rt

@@ -376,6 +376,13 @@ void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
                                    bool acc) {
   rt::layerNormBackwardWeight(p, n, x, dy, dscale, dbias, acc);
 }
+void Exec::resizeForward(const ResizeParams &p, const float *x, float *y) {
+  rt::resizeForward(p, n, x, y);
+}
+void Exec::resizeBackward(const ResizeParams &p, const float *dy, float *dx,
+                          bool acc) {
+  rt::resizeBackward(p, n, dy, dx, acc);
+}
 void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
                         float *y) {
   rt::whereForward(p, n, mask, x, y);

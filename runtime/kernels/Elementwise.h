@@ -257,6 +257,75 @@ MEMFIT_HD float sliceGradAt(const SliceParams &p, int64_t n, const float *dy,
   return dy[dst];
 }
 
+// --- resize ---
+
+/// The input coordinate of output index `o` along one axis.
+MEMFIT_HD float resizeCoord(const ResizeParams &p, int64_t o, int64_t in,
+                            int64_t out, float scale) {
+  float x = float(o);
+  switch (p.coordMode) {
+  case 1: // pytorch_half_pixel
+    return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+  case 2: // align_corners
+    return out == 1 ? 0.0f : x * float(in - 1) / float(out - 1);
+  case 3: // asymmetric
+    return x / scale;
+  default: // half_pixel
+    return (x + 0.5f) / scale - 0.5f;
+  }
+}
+
+MEMFIT_HD int64_t resizeNearest(const ResizeParams &p, float c, int64_t in) {
+  float r;
+  switch (p.nearestMode) {
+  case 1: // round_prefer_ceil
+    r = ::floorf(c + 0.5f);
+    break;
+  case 2:
+    r = ::floorf(c);
+    break;
+  case 3:
+    r = ::ceilf(c);
+    break;
+  default: // round_prefer_floor
+    r = c == ::floorf(c) + 0.5f ? ::floorf(c) : ::roundf(c);
+  }
+  int64_t i = int64_t(r);
+  return i < 0 ? 0 : (i >= in ? in - 1 : i);
+}
+
+/// The (up to two) input positions and weights output index `o` reads
+/// along one axis.
+MEMFIT_HD void resizeTaps(const ResizeParams &p, int64_t o, int64_t in,
+                          int64_t out, float scale, int64_t &i0, int64_t &i1,
+                          float &w1) {
+  float c = resizeCoord(p, o, in, out, scale);
+  if (!p.linear) {
+    i0 = i1 = resizeNearest(p, c, in);
+    w1 = 0;
+    return;
+  }
+  c = c < 0 ? 0.0f : (c > float(in - 1) ? float(in - 1) : c);
+  i0 = int64_t(::floorf(c));
+  i1 = i0 + 1 < in ? i0 + 1 : i0;
+  w1 = c - float(i0);
+}
+
+/// Output element t of n * c planes.
+MEMFIT_HD float resizeAt(const ResizeParams &p, const float *x, int64_t t) {
+  const int64_t plane = p.hout * p.wout;
+  int64_t pl = t / plane, q = t - pl * plane;
+  int64_t oh = q / p.wout, ow = q - oh * p.wout;
+  int64_t h0, h1, w0, w1i;
+  float fh, fw;
+  resizeTaps(p, oh, p.hin, p.hout, p.scaleH, h0, h1, fh);
+  resizeTaps(p, ow, p.win, p.wout, p.scaleW, w0, w1i, fw);
+  const float *xp = x + pl * p.hin * p.win;
+  float top = xp[h0 * p.win + w0] * (1 - fw) + xp[h0 * p.win + w1i] * fw;
+  float bottom = xp[h1 * p.win + w0] * (1 - fw) + xp[h1 * p.win + w1i] * fw;
+  return top * (1 - fh) + bottom * fh;
+}
+
 // --- masked fill ---
 
 MEMFIT_HD bool whereFilled(const WhereParams &p, const float *mask,

@@ -75,6 +75,11 @@ check() { # model[@opset] budget... (the first budget that compiles is used)
 check gpt-tied 55% 60% 65% 70%
 check bert 55% 60% 65% 70%
 check vit 55% 60% 65% 70%
+# BatchNorm's statistics are per sub-batch when the batch is split (issue
+# 15 makes that a choice); the segmentation model keeps whole batches.
+COMPILE_ARGS=(--sub-batch 4)
+check unet 50% 55% 60% 65% 70%
+COMPILE_ARGS=()
 check tv-vit 55% 60% 65% 70%
 check convnext 50% 55% 60% 65% 70%
 check mobilenetv3 50% 55% 60% 65% 70%

@@ -182,6 +182,37 @@ class BERT(nn.Module):
         return self.head(self.encoder(self.tok(idx) + self.pos(pos)))
 
 
+class UNet(nn.Module):
+    """An encoder-decoder for segmentation: strided-down features come back
+    up by nearest and bilinear F.interpolate (Resize), join their skip
+    connections by concatenation, and end in per-pixel class scores."""
+
+    def __init__(self, classes=5, w=8):
+        super().__init__()
+
+        def block(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+                                 nn.BatchNorm2d(cout), nn.ReLU())
+
+        self.enc1, self.enc2 = block(3, w), block(w, 2 * w)
+        self.enc3 = block(2 * w, 4 * w)
+        self.dec2, self.dec1 = block(6 * w, 2 * w), block(3 * w, w)
+        self.head = nn.Conv2d(w, classes, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(F.max_pool2d(e1, 2))
+        e3 = self.enc3(F.max_pool2d(e2, 2))
+        d2 = self.dec2(torch.cat([F.interpolate(e3, scale_factor=2.0), e2], 1))
+        up = F.interpolate(d2, scale_factor=2.0, mode="bilinear",
+                           align_corners=False)
+        d1 = self.dec1(torch.cat([up, e1], 1))
+        # A coarse prediction brought to full size with aligned corners.
+        coarse = F.interpolate(F.avg_pool2d(d1, 2), size=x.shape[2:],
+                               mode="bilinear", align_corners=True)
+        return self.head(d1 + coarse)
+
+
 MODELS = {
     "gpt": (lambda: GPT(), "tokens"),
     "gpt-tied": (lambda: GPT(tied=True), "tokens"),
@@ -193,6 +224,7 @@ MODELS = {
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),
+    "unet": (lambda: UNet(), "pixels"),
     # torchvision's own ViT (class token, nn.MultiheadAttention), small.
     "tv-vit": (lambda: __import__("torchvision").models.vision_transformer
                .VisionTransformer(image_size=16, patch_size=4, num_layers=2,
@@ -229,6 +261,8 @@ def main():
         size = 224 if args.name.startswith("vit-b") else 16
         x = rng.standard_normal((count, 3, size, size)).astype(np.float32)
         y = rng.integers(0, 10, count).astype(np.int64)
+        if kind == "pixels":
+            y = rng.integers(0, 5, (count, size, size)).astype(np.int64)
     np.save(args.x, x)
     np.save(args.y, y)
     mode = (torch.onnx.TrainingMode.PRESERVE if args.eval

@@ -194,6 +194,35 @@ def run_graph(model, params, consts, x):
             v = numpy_helper.to_array(a["value"]) if "value" in a else [0.0]
             y = torch.full([int(d) for d in i[0]], float(v[0]),
                            dtype=torch.double)
+        elif op == "Pad":
+            pads = [int(v) for v in (i[1] if len(i) > 1 else a["pads"])]
+            value = float(i[2]) if len(i) > 2 and i[2] is not None else 0.0
+            assert a.get("mode", b"constant") == b"constant", "Pad mode"
+            r = len(pads) // 2
+            torch_pads = []
+            for d in reversed(range(r)):
+                torch_pads += [pads[d], pads[d + r]]
+            y = F.pad(i[0], torch_pads, value=value)
+        elif op == "Resize":
+            # ONNX's modes as F.interpolate spells them; others are refused.
+            mode = a.get("mode", b"nearest").decode()
+            coord = a.get("coordinate_transformation_mode",
+                          b"half_pixel").decode()
+            if len(i) > 3 and i[3] is not None:
+                size = [int(v) for v in i[3]][2:]
+            else:
+                size = [int(d * float(f)) for d, f in
+                        zip(i[0].shape[2:], i[2][2:])]
+            if mode == "nearest":
+                assert coord == "asymmetric", coord
+                assert a.get("nearest_mode", b"").decode() == "floor"
+                y = F.interpolate(i[0], size=size, mode="nearest")
+            else:
+                assert mode == "linear", mode
+                assert coord in ("half_pixel", "pytorch_half_pixel",
+                                 "align_corners"), coord
+                y = F.interpolate(i[0], size=size, mode="bilinear",
+                                  align_corners=coord == "align_corners")
         else:
             raise SystemExit(f"torch_reference: unsupported op {op}")
         env[node.output[0]] = y
