@@ -110,7 +110,7 @@ std::vector<bool> superNeuronsDropSet(const TaskGraph &tg) {
   std::vector<bool> drop = recomputableBlocks(tg);
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
     if (drop[b] &&
-        tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind == OpKind::Conv)
+        isConvolution(tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind))
       drop[b] = false;
   return drop;
 }

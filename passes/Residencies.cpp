@@ -35,7 +35,7 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
   for (BlockId b = 0; b < (BlockId)nb; ++b)
     convOutput[b] =
         recomputable[b] &&
-        tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind == OpKind::Conv;
+        isConvolution(tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind);
   for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
     state[b].hasContent = true;
     state[b].hostValid = true;

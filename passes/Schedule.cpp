@@ -311,7 +311,7 @@ std::vector<BlockId> Scheduler::offloadLayerInputs(const Task &task) {
   bool eligible =
       rules.layerOffload == PolicyRules::LayerOffload::AllLayers ||
       (rules.layerOffload == PolicyRules::LayerOffload::ConvLayers &&
-       tg.layers[l].kind == OpKind::Conv);
+       isConvolution(tg.layers[l].kind));
   if (!eligible)
     return inputs;
   for (BlockId x : tg.layers[l].dataInputs) {

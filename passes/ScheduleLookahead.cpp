@@ -207,7 +207,7 @@ void Scheduler::vdnnPrefetch(TaskId t) {
       }
       return;
     }
-    if (tg.layers[id].kind == OpKind::Conv)
+    if (isConvolution(tg.layers[id].kind))
       return;
   }
 }

@@ -128,6 +128,10 @@ public:
   void convBackwardFilter(const ConvParams &p, int32_t algo, const float *x,
                           const float *dy, float *dw, float *db, bool acc,
                           int64_t wsOffset, int64_t wsBytes);
+  /// A transposed convolution's backward-data: the forward pass of `p`,
+  /// the convolution it transposes, added to dx when `acc`.
+  void convTransposeBackwardData(const ConvParams &p, const float *dy,
+                                 const float *w, float *dx, bool acc);
   void poolForward(const PoolParams &p, const float *x, float *y);
   void poolBackward(const PoolParams &p, const float *x, const float *y,
                     const float *dy, float *dx, bool acc);

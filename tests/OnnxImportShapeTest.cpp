@@ -13,6 +13,7 @@
 
 using namespace memfit;
 using namespace memfit::test;
+using Catch::Contains;
 
 TEST_CASE("Reshape target folded from Shape, Gather, Unsqueeze and Concat",
           "[onnx][import][fold]") {
@@ -266,4 +267,86 @@ TEST_CASE("float_data initializers and initializers listed as inputs",
   CHECK(w.kind == ValueKind::Weight);
   CHECK(w.data == std::vector<float>{1, 2, 3, 4, 5, 6});
   CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 2});
+}
+
+TEST_CASE("ConvTranspose: output size from stride, pads and output_padding",
+          "[onnx][import]") {
+  auto convT = [](std::vector<pb::AttributeProto> attrs,
+                  std::vector<int64_t> w = {4, 3, 3, 3}) {
+    OnnxBuilder b;
+    b.input("x", {-1, 4, 5, 5})
+        .init("w", w)
+        .init("b", {w[1] * 2})
+        .node("ConvTranspose", {"x", "w", "b"}, {"y"}, attrs, "ct")
+        .output("y", 4);
+    return b;
+  };
+  // 2 * (5 - 1) + 1 + (3 - 1) + 1 - 1 - 1 = 10; two groups of 3 channels.
+  Graph g = importOk(
+      convT({attrInts("strides", {2, 2}), attrInts("pads", {1, 1, 1, 1}),
+             attrInts("output_padding", {1, 1}), attrInt("group", 2)}),
+      batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::ConvTranspose);
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 6, 10, 10});
+  CHECK(g.ops[0].inputs.size() == 3);
+
+  CHECK_THAT(
+      errorText(convT({attrInts("strides", {2, 2}),
+                       attrInts("output_padding", {2, 0}), attrInt("group", 2)})
+                    .import(batchOf(2))),
+      Contains("'ct' (ConvTranspose)") &&
+          Contains("output_padding must be below the stride"));
+  CHECK_THAT(
+      errorText(convT({attrInts("output_shape", {9, 9}), attrInt("group", 2)})
+                    .import(batchOf(2))),
+      Contains("output_shape [9, 9] differs"));
+  // The bias has 2 * 3 entries but one group gives 3 output channels.
+  CHECK_THAT(errorText(convT({}).import(batchOf(2))),
+             Contains("bias of shape [6] must be [3]"));
+}
+
+TEST_CASE("Resize: scales and sizes", "[onnx][import]") {
+  auto resize = [](std::vector<float> scales,
+                   std::vector<pb::AttributeProto> attrs) {
+    OnnxBuilder b;
+    b.input("x", {-1, 3, 4, 6})
+        .init("scales", {4}, scales)
+        .node("Resize", {"x", "", "scales"}, {"y"}, attrs, "rs")
+        .output("y", 4);
+    return b;
+  };
+  Graph g = importOk(resize({1, 1, 2, 1.5f}, {attrStr("mode", "linear")}),
+                     batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::Resize);
+  CHECK(g.ops[0].attrs.linear);
+  CHECK(g.ops[0].attrs.coordMode == 0); // half_pixel, opset 11+'s default
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 3, 8, 9});
+
+  CHECK_THAT(errorText(resize({2, 1, 1, 1}, {}).import(batchOf(2))),
+             Contains("'rs' (Resize)") &&
+                 Contains("scales must be 1 on the batch and the channels"));
+  CHECK_THAT(
+      errorText(
+          resize({1, 1, 2, 2}, {attrStr("mode", "cubic")}).import(batchOf(2))),
+      Contains("mode 'cubic' is not supported"));
+
+  // torch writes the sizes of F.interpolate(size=...) from the input's
+  // shape: the batch stays symbolic.
+  OnnxBuilder b;
+  b.input("x", {-1, 3, 4, 6})
+      .node("Shape", {"x"}, {"s"})
+      .constInt64("st", {1}, {0})
+      .constInt64("en", {1}, {2})
+      .node("Slice", {"s", "st", "en"}, {"nc"})
+      .constInt64("hw", {2}, {5, 7})
+      .node("Concat", {"nc", "hw"}, {"sizes"}, {attrInt("axis", 0)})
+      .node("Resize", {"x", "", "", "sizes"}, {"y"},
+            {attrStr("mode", "linear"),
+             attrStr("coordinate_transformation_mode", "align_corners")})
+      .output("y", 4);
+  Graph g2 = importOk(b, batchOf(3));
+  CHECK(g2.values[g2.output].dims == std::vector<int64_t>{3, 3, 5, 7});
+  CHECK(g2.ops.back().attrs.coordMode == 2);
 }

@@ -121,8 +121,16 @@ enum class OpKind : uint8_t {
   Where,
   Embedding,
   Resize,
+  ConvTranspose,
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
+
+/// The convolution layers of the papers' policies (vDNN's conv-only
+/// offload, SuperNeurons' keep-the-convolutions recomputation): costly
+/// windowed products, transposed ones included.
+inline bool isConvolution(OpKind k) {
+  return k == OpKind::Conv || k == OpKind::ConvTranspose;
+}
 
 /// Attributes of all supported ops in one plain struct; each op reads the
 /// fields that concern it. Spatial vectors have one entry per spatial axis;

@@ -1,7 +1,15 @@
-//===- Conv.cpp - 2-D convolution -----------------------------------------===//
+//===- Conv.cpp - 2-D convolution and transposed convolution -------------===//
 //
 // cuDNN's convolution on the GPU; the cost model prices each direction per
 // algorithm (compiler/cost/ConvAlgo), so the entry has no work formula.
+//
+// A transposed convolution (ConvTranspose, torch's ConvTranspose2d) is the
+// backward-data pass of the convolution that maps its output back to its
+// input, with the same weight tensor: its forward runs that convolution's
+// backward-data kernel, its backward-data the forward kernel, and its
+// weight gradient the backward-filter kernel with the roles of input and
+// output swapped. Its bias is a per-channel add. No new arithmetic, so the
+// CPU emulation and cuDNN agree as they do for Conv.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
@@ -56,6 +64,93 @@ llvm::Error importConv(OnnxNode &node) {
   std::vector<int64_t> out = {xd[0], m};
   out.insert(out.end(), win->out.begin(), win->out.end());
   return node.emit(OpKind::Conv, inputs, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
+/// ConvTranspose: out = stride * (in - 1) + output_padding +
+/// dilation * (kernel - 1) + 1 - pads, per spatial axis.
+llvm::Error importConvTranspose(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto w = node.weight(1, WeightInit::HeNormal, true);
+  auto group = node.attrInt("group", 1);
+  auto kattr = node.attrInts("kernel_shape");
+  auto strides = node.attrInts("strides");
+  auto pads = node.attrInts("pads");
+  auto dilations = node.attrInts("dilations");
+  auto outPad = node.attrInts("output_padding");
+  auto outShape = node.attrInts("output_shape");
+  auto autoPad = node.attrString("auto_pad", "NOTSET");
+  if (llvm::Error e = firstError(x, w, group, kattr, strides, pads, dilations,
+                                 outPad, outShape, autoPad))
+    return e;
+  std::vector<ValueId> inputs = {*x, *w};
+  if (node.hasInput(2)) {
+    auto b = node.weight(2, WeightInit::Zeros, true);
+    if (!b)
+      return b.takeError();
+    inputs.push_back(*b);
+  }
+  std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
+  auto in = spatialInput(node, xd);
+  if (!in)
+    return in.takeError();
+  const size_t r = in->size();
+  if (wd.size() != xd.size())
+    return node.fail("weight of shape " + dimsStr(wd) +
+                     " does not match the input of shape " + dimsStr(xd));
+  if (*group < 1 || xd[1] != wd[0] || wd[0] % *group != 0)
+    return node.fail(llvm::formatv("input channels {0}, weight shape {1} "
+                                   "and group {2} do not agree",
+                                   xd[1], dimsStr(wd), *group));
+  int64_t m = wd[1] * *group;
+  if (*autoPad != "NOTSET")
+    return node.fail("auto_pad " + quoteName(*autoPad) +
+                     " is not supported; memfit reads explicit pads");
+  std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+  auto list = [&](const std::optional<std::vector<int64_t>> &v, size_t n,
+                  int64_t dflt) {
+    return v ? *v : std::vector<int64_t>(n, dflt);
+  };
+  std::vector<int64_t> st = list(*strides, r, 1), pd = list(*pads, 2 * r, 0),
+                       dl = list(*dilations, r, 1), op = list(*outPad, r, 0);
+  if ((*kattr && **kattr != kernel) || st.size() != r || pd.size() != 2 * r ||
+      dl.size() != r || op.size() != r)
+    return node.fail("kernel_shape, strides, pads, dilations or "
+                     "output_padding do not match the weight of shape " +
+                     dimsStr(wd));
+  if (inputs.size() == 3 && dimsOfValue(node, inputs[2]) != std::vector{m})
+    return node.fail("bias of shape " + dimsStr(dimsOfValue(node, inputs[2])) +
+                     llvm::formatv(" must be [{0}]", m).str());
+  std::vector<int64_t> out = {xd[0], m};
+  for (size_t i = 0; i < r; ++i) {
+    bool ok = st[i] >= 1 && st[i] <= kMaxWindow && dl[i] >= 1 &&
+              dl[i] <= kMaxWindow && kernel[i] <= kMaxWindow && pd[i] >= 0 &&
+              pd[i + r] >= 0 && pd[i] <= kMaxWindow &&
+              pd[i + r] <= kMaxWindow && op[i] >= 0 && op[i] < st[i];
+    int64_t o = st[i] * ((*in)[i] - 1) + op[i] + dl[i] * (kernel[i] - 1) + 1 -
+                pd[i] - pd[i + r];
+    if (!ok || o <= 0 || o > kMaxWindow)
+      return node.fail(llvm::formatv(
+          "spatial axis {0}: input {1}, kernel {2}, stride {3}, dilation "
+          "{4}, pads {5} and {6}, output_padding {7} give no valid output "
+          "(output_padding must be below the stride)",
+          i, (*in)[i], kernel[i], st[i], dl[i], pd[i], pd[i + r], op[i]));
+    out.push_back(o);
+  }
+  if (*outShape &&
+      **outShape != std::vector<int64_t>(out.begin() + 2, out.end()) &&
+      **outShape != out)
+    return node.fail("output_shape " + dimsStr(**outShape) +
+                     " differs from the shape the pads give, " + dimsStr(out) +
+                     "; memfit reads explicit pads");
+  OpAttrs a;
+  a.kernel = kernel;
+  a.strides = st;
+  a.pads = pd;
+  a.dilations = dl;
+  a.group = *group;
+  return node
+      .emit(OpKind::ConvTranspose, inputs, {{node.outputName(0), out}}, a)
       .takeError();
 }
 
@@ -123,9 +218,103 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
+// --- ConvTranspose ---
+
+/// The multiply-adds of every direction: each input element meets every
+/// tap of its group's output channels.
+OpWork transposeWork(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
+  const Value &w = g.value(op.inputs[1]);
+  double taps = 1;
+  for (size_t i = 1; i < w.dims.size(); ++i)
+    taps *= double(w.dims[i]);
+  return {2 * elems(g.value(op.inputs[0]), b) * taps};
+}
+
+/// The convolution whose backward-data pass the op is: from the op's
+/// output (its input) to the op's input (its output).
+llvm::Expected<OpParamsText> transposeParams(const Graph &g, const Op &op) {
+  const OpAttrs &a = op.attrs;
+  const Value &x = g.value(op.inputs[0]);
+  const Value &y = g.value(op.outputs[0]);
+  int64_t c, h, w, co, ho, wo;
+  if (!chw(x, c, h, w) || !chw(y, co, ho, wo) || a.kernel.size() != 2)
+    return unsupportedByRuntime(
+        op, "only 2-D transposed convolutions (NCHW) are supported");
+  return OpParamsText{
+      "ConvParams",
+      llvm::formatv(
+          "{{.cin = {0}, .hin = {1}, .win = {2}, .cout = {3}, "
+          ".hout = {4}, .wout = {5}, .kh = {6}, .kw = {7}, .sh = {8}, "
+          ".sw = {9}, .padTop = {10}, .padLeft = {11}, .dh = {12}, "
+          ".dw = {13}, .group = {14}}",
+          co, ho, wo, c, h, w, a.kernel[0], a.kernel[1], a.strides[0],
+          a.strides[1], a.pads[0], a.pads[1], a.dilations[0], a.dilations[1],
+          a.group)
+          .str()};
+}
+
+/// The bias as a per-channel operand of an add over the output.
+std::string biasParams(const Graph &g, const Op &op) {
+  const Value &y = g.value(op.outputs[0]);
+  int64_t c = y.dims[1], plane = y.elementsPerSample() / c;
+  return llvm::formatv("BinaryParams{{.kind = BinaryKind::Add, .perSample = "
+                       "{0}, .bBatched = false, .bSize = {1}, .inner = {2}}",
+                       y.elementsPerSample(), c, plane)
+      .str();
+}
+
+llvm::Expected<EmittedCall> transposeEmit(EmitContext &x) {
+  const Op &op = x.op;
+  ValueId in = op.inputs[0], w = op.inputs[1], y = op.outputs[0];
+  bool bias = op.inputs.size() > 2;
+  using llvm::formatv;
+  // Algorithm 0 of each direction needs no workspace.
+  switch (x.task.kind) {
+  case TaskKind::Forward: {
+    std::string code =
+        formatv("x.convBackwardData({0}, 0, {1}, {2}, {3}, false, 0, 0)",
+                x.params, x.value(w), x.value(in), x.value(y));
+    if (bias)
+      code +=
+          formatv("; x.binaryForward({0}, {1}, {2}, {1})",
+                  biasParams(x.graph, op), x.value(y), x.value(op.inputs[2]));
+    return EmittedCall{code};
+  }
+  case TaskKind::BackwardData:
+    return EmittedCall{formatv("x.convTransposeBackwardData({0}, {1}, {2}, "
+                               "{3}, {4})",
+                               x.params, x.grad(y), x.value(w),
+                               x.gradIfWritten(in), x.accumulates(in))
+                           .str()};
+  default: {
+    std::string code = formatv("x.convBackwardFilter({0}, 0, {1}, {2}, {3}, "
+                               "nullptr, {4}, 0, 0)",
+                               x.params, x.grad(y), x.value(in),
+                               x.gradIfWritten(w), x.accumulates(w));
+    if (bias && x.writesGrad(op.inputs[2]))
+      code += formatv("; x.binaryBackward({0}, nullptr, nullptr, {1}, "
+                      "nullptr, {2}, false, {3})",
+                      biasParams(x.graph, op), x.grad(y), x.grad(op.inputs[2]),
+                      x.accumulates(op.inputs[2]));
+    return EmittedCall{code};
+  }
+  }
+}
+
 } // namespace
 
 void registerConv(std::vector<OpDef> &defs) {
+  defs.push_back({.kind = OpKind::ConvTranspose,
+                  .name = "ConvTranspose",
+                  .onnxTypes = {"ConvTranspose"},
+                  .importOnnx = importConvTranspose,
+                  .dataGradReads = otherOperandReads,
+                  .weightGradReads = dataOperandReads,
+                  .costClass = CostClass::Gemm,
+                  .work = transposeWork,
+                  .signatureAttrs = signature,
+                  .params = transposeParams,
+                  .emit = transposeEmit});
   defs.push_back({.kind = OpKind::Conv,
                   .name = "Conv",
                   .onnxTypes = {"Conv"},

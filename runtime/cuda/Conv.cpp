@@ -203,6 +203,20 @@ void Exec::convForward(const ConvParams &p, int32_t algo, const float *x,
   impl->done(*this, "convForward");
 }
 
+void Exec::convTransposeBackwardData(const ConvParams &p, const float *dy,
+                                     const float *w, float *dx, bool acc) {
+  if (!dx)
+    return;
+  ConvEntry &e = entryFor(*this, *impl, p, n);
+  int32_t a = algoFor(*this, *impl, e, Fwd, 0, 0);
+  const float one = 1, zero = 0;
+  MEMFIT_CHECK(
+      cudnnConvolutionForward(impl->cudnn, &one, e.x, dy, e.w, w, e.conv,
+                              static_cast<cudnnConvolutionFwdAlgo_t>(a),
+                              nullptr, 0, acc ? &one : &zero, e.y, dx));
+  impl->done(*this, "convTransposeBackwardData");
+}
+
 void Exec::convBackwardData(const ConvParams &p, int32_t algo, const float *w,
                             const float *dy, float *dx, bool acc, int64_t wsOff,
                             int64_t wsBytes) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <vector>
 
 namespace memfit::rt {
 
@@ -231,6 +232,19 @@ void Exec::convBackwardFilter(const ConvParams &p, int32_t, const float *x,
   rt::convBackwardFilter(p, n, x, dy, dw, db, acc);
   if (wsBytes > 0)
     poison(impl->arena, wsOff, wsBytes);
+}
+void Exec::convTransposeBackwardData(const ConvParams &p, const float *dy,
+                                     const float *w, float *dx, bool acc) {
+  if (!dx)
+    return;
+  if (!acc) {
+    rt::convForward(p, n, dy, w, nullptr, dx);
+    return;
+  }
+  std::vector<float> t(static_cast<size_t>(n * p.cout * p.hout * p.wout));
+  rt::convForward(p, n, dy, w, nullptr, t.data());
+  for (size_t i = 0; i < t.size(); ++i)
+    dx[i] += t[i];
 }
 void Exec::poolForward(const PoolParams &p, const float *x, float *y) {
   rt::poolForward(p, n, x, y);

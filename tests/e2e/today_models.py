@@ -184,8 +184,9 @@ class BERT(nn.Module):
 
 class UNet(nn.Module):
     """An encoder-decoder for segmentation: strided-down features come back
-    up by nearest and bilinear F.interpolate (Resize), join their skip
-    connections by concatenation, and end in per-pixel class scores."""
+    up by nearest and bilinear F.interpolate (Resize) and by transposed
+    convolutions, join their skip connections by concatenation, and end in
+    per-pixel class scores."""
 
     def __init__(self, classes=5, w=8):
         super().__init__()
@@ -196,21 +197,30 @@ class UNet(nn.Module):
 
         self.enc1, self.enc2 = block(3, w), block(w, 2 * w)
         self.enc3 = block(2 * w, 4 * w)
-        self.dec2, self.dec1 = block(6 * w, 2 * w), block(3 * w, w)
+        self.dec2, self.dec1 = block(10 * w, 2 * w), block(3 * w, w)
+        # Learned upsampling: plain, and padded with output_padding, grouped.
+        self.up = nn.ConvTranspose2d(4 * w, 4 * w, 2, stride=2)
+        self.refine = nn.ConvTranspose2d(w, w, 3, stride=2, padding=1,
+                                         output_padding=1, groups=2)
         self.head = nn.Conv2d(w, classes, 1)
 
     def forward(self, x):
         e1 = self.enc1(x)
         e2 = self.enc2(F.max_pool2d(e1, 2))
         e3 = self.enc3(F.max_pool2d(e2, 2))
-        d2 = self.dec2(torch.cat([F.interpolate(e3, scale_factor=2.0), e2], 1))
+        d2 = self.dec2(torch.cat([self.up(e3),
+                                  F.interpolate(e3, scale_factor=2.0), e2], 1))
         up = F.interpolate(d2, scale_factor=2.0, mode="bilinear",
                            align_corners=False)
         d1 = self.dec1(torch.cat([up, e1], 1))
-        # A coarse prediction brought to full size with aligned corners.
-        coarse = F.interpolate(F.avg_pool2d(d1, 2), size=x.shape[2:],
-                               mode="bilinear", align_corners=True)
-        return self.head(d1 + coarse)
+        # A coarse map brought back to full size twice: learned, and by
+        # bilinear interpolation with aligned corners (its gradient is the
+        # sum of both).
+        p = F.max_pool2d(d1, 2)
+        fine = self.refine(p)
+        coarse = F.interpolate(p, size=x.shape[2:], mode="bilinear",
+                               align_corners=True)
+        return self.head(d1 + coarse + fine)
 
 
 MODELS = {

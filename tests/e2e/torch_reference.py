@@ -39,6 +39,14 @@ def run_graph(model, params, consts, x):
                          stride=a.get("strides", [1, 1]), padding=pads[:2],
                          dilation=a.get("dilations", [1, 1]),
                          groups=a.get("group", 1))
+        elif op == "ConvTranspose":
+            pads = a.get("pads", [0, 0, 0, 0])
+            assert pads[0] == pads[2] and pads[1] == pads[3], "asymmetric pads"
+            y = F.conv_transpose2d(
+                i[0], i[1], i[2] if len(i) > 2 else None,
+                stride=a.get("strides", [1, 1]), padding=pads[:2],
+                output_padding=a.get("output_padding", [0, 0]),
+                groups=a.get("group", 1), dilation=a.get("dilations", [1, 1]))
         elif op == "Relu":
             y = F.relu(i[0])
         elif op == "LeakyRelu":
