@@ -21,9 +21,8 @@ TEST_CASE("every operator kind has exactly one definition", "[ops]") {
     CHECK(&opDef(defs[k].kind) == &defs[k]);
     // Every kind imports from ONNX and runs: its forward and backward have
     // generated code.
-    // (BatchMatMul comes from MatMul, Gelu from its expansion.)
-    bool derived =
-        defs[k].kind == OpKind::BatchMatMul || defs[k].kind == OpKind::Gelu;
+    // (BatchMatMul comes from MatMul.)
+    bool derived = defs[k].kind == OpKind::BatchMatMul;
     CHECK((defs[k].importOnnx != nullptr) != derived);
     CHECK(defs[k].onnxTypes.empty() == derived);
     CHECK(defs[k].emit != nullptr);

@@ -24,8 +24,8 @@ namespace memfit::onnximport {
 using llvm::Error;
 using llvm::Expected;
 
-static const char *const kFoldOnly[] = {"Constant", "Shape", "Range", "Equal",
-                                        "Not", "ConstantOfShape"};
+static const char *const kFoldOnly[] = {"Constant", "Shape", "Range",
+                                        "Equal",    "Not",   "ConstantOfShape"};
 
 bool isFoldOnlyOp(llvm::StringRef opType) {
   return llvm::is_contained(kFoldOnly, opType);
@@ -36,7 +36,7 @@ const std::vector<std::string> &foldOpTypes() {
     std::vector<std::string> v(std::begin(kFoldOnly), std::end(kFoldOnly));
     for (const char *op : {"Concat", "Reshape", "Add", "Sub", "Mul", "Cast",
                            "Gather", "Unsqueeze", "Squeeze", "Slice", "Div",
-                           "Where", "Expand"})
+                           "Mod", "Where", "Expand", "Sqrt", "CastLike"})
       v.push_back(op);
     return v;
   }();
@@ -95,6 +95,7 @@ public:
 private:
   Importer &im;
   const pb::NodeProto &n;
+  bool fmod = false; // Mod: C's remainder (else the divisor's sign)
 
   Expected<ConstTensor> dispatch(const std::string &op) {
     if (op == "Constant")
@@ -113,7 +114,7 @@ private:
       return slice();
     if (op == "Reshape")
       return reshape();
-    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod")
       return binary(op);
     if (op == "Range")
       return range();
@@ -127,6 +128,10 @@ private:
       return where();
     if (op == "Expand")
       return expand();
+    if (op == "Sqrt")
+      return squareRoot();
+    if (op == "CastLike")
+      return castLike();
     return im.fail(n, "cannot be folded");
   }
 
@@ -501,6 +506,20 @@ private:
     return out;
   }
 
+  /// torch 2's nn.MultiheadAttention computes its scale 1/sqrt(d) in the
+  /// graph.
+  Expected<ConstTensor> squareRoot() {
+    auto a = input(0);
+    if (!a)
+      return a.takeError();
+    if (!a->isFloat())
+      return im.fail(n, "takes the square root of an integer constant");
+    ConstTensor out = *a;
+    for (float &v : out.floats)
+      v = std::sqrt(v);
+    return out;
+  }
+
   Expected<ConstTensor> logicalNot() {
     auto a = input(0);
     if (!a)
@@ -514,10 +533,30 @@ private:
   }
 
   Expected<ConstTensor> cast() {
-    auto t = input(0);
     auto to = im.attrInt(n, "to", 0);
-    if (!t || !to)
-      return llvm::joinErrors(t.takeError(), to.takeError());
+    if (!to)
+      return to.takeError();
+    return castTo(*to);
+  }
+
+  /// A constant cast to the type of operand 1 (torch.export graphs cast
+  /// their literals like the data they meet).
+  Expected<ConstTensor> castLike() {
+    if (im.isConstant(n.input(1))) {
+      auto like = input(1);
+      if (!like)
+        return like.takeError();
+      return castTo(like->type);
+    }
+    return castTo(im.isIntegerActivation(n.input(1)) ? pb::TensorProto::INT64
+                                                     : pb::TensorProto::FLOAT);
+  }
+
+  Expected<ConstTensor> castTo(int64_t toType) {
+    auto t = input(0);
+    if (!t)
+      return t.takeError();
+    std::optional<int64_t> to = toType;
     ConstTensor out;
     out.type = static_cast<int32_t>(*to);
     out.dims = t->dims;
@@ -726,8 +765,10 @@ private:
       overflow = __builtin_mul_overflow(a, b, &r);
     else if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1))
       return im.fail(n, "divides by zero or overflows");
-    else
+    else if (op == "Div")
       r = a / b;
+    else // Mod: the sign of the divisor unless fmod (C's %)
+      r = a % b != 0 && !fmod && ((a % b < 0) != (b < 0)) ? a % b + b : a % b;
     if (overflow)
       return im.fail(n, "overflows");
     return std::make_pair(r, false);
@@ -738,6 +779,14 @@ private:
     auto b = input(1);
     if (!a || !b)
       return llvm::joinErrors(a.takeError(), b.takeError());
+    if (op == "Mod") {
+      auto f = im.attrInt(n, "fmod", 0);
+      if (!f)
+        return f.takeError();
+      fmod = *f != 0;
+      if (a->isFloat() && !fmod)
+        return im.fail(n, "Mod of floats needs fmod=1");
+    }
     if (a->type != b->type)
       return im.fail(n, "operands have different element types");
     size_t rank = std::max(a->dims.size(), b->dims.size());
@@ -771,7 +820,8 @@ private:
         out.floats.push_back(op == "Add"   ? x + y
                              : op == "Sub" ? x - y
                              : op == "Mul" ? x * y
-                                           : x / y);
+                             : op == "Div" ? x / y
+                                           : std::fmod(x, y));
       } else {
         auto r =
             intOp(op, a->ints[ia], a->isBatch(ia), b->ints[ib], b->isBatch(ib));

@@ -121,11 +121,20 @@ std::optional<Fusion> erfGelu(const Matcher &m, int e,
   int a = m.soleReader(m.node(e).output(0));
   if (!m.is(a, "Add") || !m.isScalar(m.other(a, m.node(e).output(0)), 1.0f))
     return std::nullopt;
+  // The two products in either order: (x * t) * 0.5 (torch.onnx's
+  // TorchScript exporter) or x * (0.5 * t) (its dynamo exporter).
   int m1 = m.soleReader(m.node(a).output(0));
-  if (!m.is(m1, "Mul") || m.other(m1, m.node(a).output(0)) != x)
+  if (!m.is(m1, "Mul"))
+    return std::nullopt;
+  std::string first = m.other(m1, m.node(a).output(0));
+  bool halfFirst = m.isScalar(first, 0.5f);
+  if (first != x && !halfFirst)
     return std::nullopt;
   int m2 = m.soleReader(m.node(m1).output(0));
-  if (!m.is(m2, "Mul") || !m.isScalar(m.other(m2, m.node(m1).output(0)), 0.5f))
+  if (!m.is(m2, "Mul"))
+    return std::nullopt;
+  std::string second = m.other(m2, m.node(m1).output(0));
+  if (!(halfFirst ? second == x : m.isScalar(second, 0.5f)))
     return std::nullopt;
   nodes = {d, e, a, m1, m2};
   return Fusion{Fusion::Gelu, x};

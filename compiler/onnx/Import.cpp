@@ -4,7 +4,9 @@
 // find the nodes that reach the output and refuse unsupported ones among
 // them, resolve external data, run the ONNX checker and shape inference,
 // then translate node by node in file order (the checker guarantees a
-// topological order, so the ops come out topologically sorted too).
+// topological order, so the ops come out topologically sorted too). Models
+// newer than the ONNX library (opset 18 and up) get memfit's own structural
+// checks instead (Structure.cpp) and no shape inference.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
@@ -141,6 +143,7 @@ static Expected<Graph> importModel(pb::ModelProto &model,
   auto opset = defaultOpset(model, file);
   if (!opset)
     return opset.takeError();
+  rewriteSplitSequences(*model.mutable_graph());
   const pb::GraphProto &graph = model.graph();
   if (graph.output_size() != 1) {
     std::vector<std::string> names;
@@ -161,11 +164,26 @@ static Expected<Graph> importModel(pb::ModelProto &model,
   ExternalData ext;
   if (Error e = resolveExternalData(model, file, modelDir, ext))
     return e;
-  try {
-    pb::checker::check_model(model);
-  } catch (const std::exception &e) {
-    return makeErrorF("'{0}': the onnx checker rejects the model: {1}", file,
-                      sanitizeMessage(e.what()));
+  // Past opset 17 the ONNX library knows neither the schemas nor their
+  // shape rules: memfit's own checks stand in for its checker, and the
+  // shapes are memfit's alone.
+  const bool libraryKnows = *opset <= kMaxCheckedOpset;
+  if (libraryKnows) {
+    // IR versions 9 to 11 add element types memfit refuses anyway (float8,
+    // 4-bit integers); ONNX 1.12's checker stops at 8.
+    const int64_t ir = model.ir_version();
+    if (ir > kMaxCheckedIrVersion)
+      model.set_ir_version(kMaxCheckedIrVersion);
+    try {
+      pb::checker::check_model(model);
+    } catch (const std::exception &e) {
+      model.set_ir_version(ir);
+      return makeErrorF("'{0}': the onnx checker rejects the model: {1}", file,
+                        sanitizeMessage(e.what()));
+    }
+    model.set_ir_version(ir);
+  } else if (Error e = checkNewerModel(graph, live, file, *opset)) {
+    return e;
   }
 
   // Translation validates every live node in memfit's own terms before ONNX
@@ -176,6 +194,8 @@ static Expected<Graph> importModel(pb::ModelProto &model,
   auto g = im.run();
   if (!g)
     return g.takeError();
+  if (!libraryKnows)
+    return g;
 
   // Inference then runs on the translated nodes only, without the model's
   // own value_info (hints that a malformed model could make inconsistent).
@@ -367,7 +387,8 @@ Error Importer::translate(const pb::NodeProto &n) {
                              "({2}) is computed from the data input",
                              escapeName(op), i, quoteName(n.input(i))));
   bool allConstant = n.input_size() > 0;
-  for (int i = 0; i < n.input_size(); ++i)
+  // CastLike reads only the type of operand 1.
+  for (int i = 0; i < (op == "CastLike" ? 1 : n.input_size()); ++i)
     if (hasInput(n, i) && !isConstant(n.input(i)))
       allConstant = false;
   const auto &foldable = foldOpTypes();

@@ -44,7 +44,11 @@ namespace pb = ::ONNX_NAMESPACE;
 
 /// The opsets of the default domain the importer reads.
 constexpr int64_t kMinOpset = 7;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMaxOpset = 23;
+/// The newest opset (and IR version) the ONNX library's checker and shape
+/// inference know (ONNX 1.12); newer models are checked by memfit alone.
+constexpr int64_t kMaxCheckedOpset = 17;
+constexpr int64_t kMaxCheckedIrVersion = 8;
 
 /// Largest constant the folder builds (elements); shape tensors are tiny.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
@@ -118,6 +122,23 @@ llvm::Expected<ConstTensor> readConstant(const pb::TensorProto &t,
                                          const ExternalData &ext,
                                          const std::string &file);
 
+//===-- Sequences.cpp -----------------------------------------------------===//
+
+/// Rewrites each SequenceAt of a constant position in a SplitToSequence
+/// with constant split sizes into the Slice it is.
+void rewriteSplitSequences(pb::GraphProto &graph);
+
+//===-- Structure.cpp -----------------------------------------------------===//
+
+/// For a model newer than the ONNX library (opset past kMaxCheckedOpset),
+/// what its checker would otherwise guarantee: every name defined once,
+/// every live node's operands defined before the node, and no attribute
+/// unknown to memfit (the opset-17 schema's, and the newer ones memfit
+/// reads).
+llvm::Error checkNewerModel(const pb::GraphProto &graph,
+                            const std::vector<bool> &live,
+                            const std::string &file, int64_t opset);
+
 //===-- Importer state ----------------------------------------------------===//
 
 /// Where the contents of a weight come from.
@@ -150,6 +171,8 @@ public:
   /// Whether operand `i` is given (present and not the empty name).
   bool hasInput(const pb::NodeProto &n, int i) const;
   bool isActivation(const std::string &name) const;
+  /// Whether the activation `name` holds integers (token ids).
+  bool isIntegerActivation(const std::string &name) const;
   bool isWeightSource(const std::string &name) const;
   /// A graph input without data other than the data input.
   bool isDeclaredInput(const std::string &name) const;

@@ -89,31 +89,16 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
     // Operators that compute the same on any layout of the batch (element
     // by element, along the last axes, or moving axes) read values whose
     // batch is not alone on axis 0; the others need it there.
-    static const llvm::StringRef kAnyLayout[] = {"Relu",
-                                                 "LeakyRelu",
-                                                 "Sigmoid",
-                                                 "Tanh",
-                                                 "Clip",
-                                                 "Sqrt",
-                                                 "Erf",
-                                                 "HardSigmoid",
-                                                 "HardSwish",
-                                                 "Pow",
-                                                 "Add",
-                                                 "Sub",
-                                                 "Mul",
-                                                 "Div",
-                                                 "Sum",
-                                                 "Transpose",
-                                                 "Reshape",
-                                                 "Slice",
-                                                 "Split",
-                                                 "Gather",
-                                                 "MatMul",
-                                                 "Gemm",
-                                                 "Softmax",
-                                                 "LogSoftmax",
-                                                 "LayerNormalization"};
+    static const llvm::StringRef kAnyLayout[] = {
+        "Relu",      "LeakyRelu",   "Sigmoid",
+        "Tanh",      "Clip",        "Sqrt",
+        "Erf",       "HardSigmoid", "HardSwish",
+        "Pow",       "Add",         "Sub",
+        "Mul",       "Div",         "Sum",
+        "Transpose", "Reshape",     "Squeeze",
+        "Unsqueeze", "Slice",       "Split",
+        "Gather",    "MatMul",      "Gemm",
+        "Softmax",   "LogSoftmax",  "LayerNormalization"};
     const Value &v = g.values[it->second];
     if (!v.canonical() && !llvm::is_contained(kAnyLayout, n.op_type()))
       return fail(n, operand(n, i) + " of shape " + dimsStr(v.dims) +
@@ -540,6 +525,11 @@ Importer::attrInts(const pb::NodeProto &n, llvm::StringRef name) const {
     return wrongType(*this, n, name, "a list of integers");
   return std::optional<std::vector<int64_t>>(
       std::vector<int64_t>(a->ints().begin(), a->ints().end()));
+}
+
+bool Importer::isIntegerActivation(const std::string &name) const {
+  auto it = values.find(name);
+  return it != values.end() && g.values[it->second].dtype != DType::F32;
 }
 
 } // namespace memfit::onnximport

@@ -76,6 +76,23 @@ llvm::Error importClip(OnnxNode &node) {
       .takeError();
 }
 
+/// Opset 20's Gelu: exact (erf) or its tanh approximation.
+llvm::Error importGelu(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto approx = node.attrString("approximate", "none");
+  if (llvm::Error e = firstError(x, approx))
+    return e;
+  if (*approx != "none" && *approx != "tanh")
+    return node.fail("approximate " + quoteName(*approx) +
+                     " is not 'none' or 'tanh'");
+  OpAttrs a;
+  a.tanhApprox = *approx == "tanh";
+  return node
+      .emit(OpKind::Gelu, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}},
+            a)
+      .takeError();
+}
+
 /// x ** c for a constant exponent c.
 llvm::Error importPow(OnnxNode &node) {
   auto x = node.activation(0);
@@ -232,11 +249,10 @@ void registerActivation(std::vector<OpDef> &defs) {
     printFloat(os, "exponent", op.attrs.alpha);
   };
   defs.push_back(std::move(pow));
-  // Recognized from its Erf or tanh expansion (compiler/onnx), not imported
-  // by op type: ONNX names no Gelu before opset 20.
+  // ONNX names Gelu from opset 20; before, it is recognized from its Erf
+  // or tanh expansion (compiler/onnx).
   OpDef gelu = fromInput(activation(OpKind::Gelu, "Gelu", transcendental));
-  gelu.onnxTypes = {};
-  gelu.importOnnx = nullptr;
+  gelu.importOnnx = importGelu;
   gelu.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
     os << " approximate=" << (op.attrs.tanhApprox ? "tanh" : "none");
   };

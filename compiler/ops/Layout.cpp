@@ -219,6 +219,21 @@ llvm::Error importSplit(OnnxNode &node) {
     sizes = v->value_or(std::vector<int64_t>());
   }
   int outs = node.numOutputs();
+  // Opset 18: num_outputs parts of ceil(size / num_outputs), the last one
+  // smaller.
+  auto numOutputs = node.attrInt("num_outputs", 0);
+  if (!numOutputs)
+    return numOutputs.takeError();
+  if (*numOutputs != 0) {
+    if (!sizes.empty() || *numOutputs != outs || outs <= 0)
+      return node.fail(llvm::formatv("num_outputs {0} with {1} outputs{2}",
+                                     *numOutputs, outs,
+                                     sizes.empty() ? "" : " and split sizes"));
+    int64_t part = (xd[axis] + outs - 1) / outs;
+    for (int i = 0; i < outs; ++i)
+      sizes.push_back(
+          std::max<int64_t>(0, std::min<int64_t>(part, xd[axis] - part * i)));
+  }
   if (sizes.empty()) {
     if (outs == 0 || xd[axis] % outs)
       return node.fail(llvm::formatv("cannot split axis {0} of size {1} into "

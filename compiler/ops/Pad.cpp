@@ -15,6 +15,9 @@ llvm::Error importPad(OnnxNode &node) {
     return node.fail("mode " + quoteName(*mode) +
                      " is not supported; memfit supports constant "
                      "padding");
+  if (node.hasInput(3))
+    return node.fail("the axes input (opset 18) is not supported; memfit "
+                     "reads pads for every axis");
   std::vector<int64_t> pads;
   float value = 0.0f;
   if (node.opset() >= 11) {

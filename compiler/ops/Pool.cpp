@@ -26,6 +26,9 @@ llvm::Error importPool(OnnxNode &node) {
   auto win = window(node, *in, **kernel, *ceilMode != 0);
   if (!win)
     return win.takeError();
+  if (llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
+    return node.fail("dilations " + dimsStr(win->dilations) +
+                     " are not supported; memfit pools dense windows");
   OpAttrs a;
   a.kernel = **kernel;
   a.strides = win->strides;
@@ -67,8 +70,18 @@ llvm::Error importReduceMean(OnnxNode &node) {
   auto x = node.activation(0);
   auto axes = node.attrInts("axes");
   auto keep = node.attrInt("keepdims", 1);
-  if (llvm::Error e = firstError(x, axes, keep))
+  auto noop = node.attrInt("noop_with_empty_axes", 0);
+  if (llvm::Error e = firstError(x, axes, keep, noop))
     return e;
+  if (node.hasInput(1)) { // opset 18: axes as an input
+    auto v = node.intVector(1);
+    if (!v)
+      return v.takeError();
+    *axes = *v;
+  }
+  if (*noop && (!*axes || (*axes)->empty()))
+    return node.fail("reduces no axis (noop_with_empty_axes); memfit "
+                     "supports ReduceMean only over all spatial axes");
   std::vector<int64_t> xd = dimsOfValue(node, *x);
   auto rank = static_cast<int64_t>(xd.size());
   std::vector<int64_t> norm;
@@ -96,7 +109,8 @@ llvm::Error importReduceMean(OnnxNode &node) {
     return gap.takeError();
   OpAttrs a;
   a.shape = {xd[0], xd[1]};
-  std::string name = node.name().empty() ? std::string() : node.name() + "#flatten";
+  std::string name =
+      node.name().empty() ? std::string() : node.name() + "#flatten";
   return node
       .emit(OpKind::Reshape, {node.graph().ops[*gap].outputs[0]},
             {{node.outputName(0), a.shape}}, a, false, name)

@@ -40,8 +40,20 @@ llvm::Error importResize(OnnxNode &node) {
   auto nearest = node.attrString(
       "nearest_mode", upsample || opset < 11 ? "floor" : "round_prefer_floor");
   auto exclude = node.attrInt("exclude_outside", 0);
-  if (llvm::Error e = firstError(mode, coord, nearest, exclude))
+  // Opset 18's additions, accepted where they change nothing.
+  auto antialias = node.attrInt("antialias", 0);
+  auto axes = node.attrInts("axes");
+  auto policy = node.attrString("keep_aspect_ratio_policy", "stretch");
+  if (llvm::Error e =
+          firstError(mode, coord, nearest, exclude, antialias, axes, policy))
     return e;
+  if (*axes && **axes != std::vector<int64_t>{0, 1, 2, 3})
+    return node.fail("axes " + dimsStr(**axes) +
+                     " are not supported; memfit reads scales or sizes for "
+                     "all four axes");
+  if (*policy != "stretch")
+    return node.fail("keep_aspect_ratio_policy " + quoteName(*policy) +
+                     " is not supported");
   bool linear = *mode == "linear" || *mode == "bilinear";
   if (!linear && *mode != "nearest")
     return node.fail("mode " + quoteName(*mode) +
@@ -100,6 +112,9 @@ llvm::Error importResize(OnnxNode &node) {
     for (int i : {2, 3})
       out[i] = static_cast<int64_t>(std::floor(xd[i] * scales[i - 2]));
   }
+  // Antialiasing only changes downscaling.
+  if (*antialias && (scales[0] < 1 || scales[1] < 1))
+    return node.fail("antialiased downscaling is not supported");
   if (out[2] <= 0 || out[3] <= 0 || out[2] > kMaxWindow ||
       out[3] > kMaxWindow || !(scales[0] > 0) || !(scales[1] > 0))
     return node.fail("resizes " + dimsStr(xd) + " to the invalid shape " +

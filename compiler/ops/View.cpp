@@ -80,11 +80,17 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
     out[i] = d;
     known *= d;
   }
+  // Without the batch's symbol, the one inferred axis holds it: exporters
+  // that fix every other extent (torch.export's dynamo graphs) leave the
+  // batch to the -1.
+  if (at < 0 && inferAt >= 0)
+    at = inferAt;
   if (at < 0)
     return node.fail("target shape " + t.str() + " for input of shape " +
                      dimsStr(xd) +
                      " does not say where the batch goes; memfit follows the "
-                     "batch through shapes computed from Shape");
+                     "batch through shapes computed from Shape or an "
+                     "inferred (-1) axis");
   if (inferAt >= 0) {
     if (known <= 0 || total % known)
       return node.fail("cannot reshape " + dimsStr(xd) + " to " + t.str());
@@ -126,9 +132,23 @@ llvm::Error importReshape(OnnxNode &node) {
   for (int64_t i = 0; i < target->numel() && !moving; ++i)
     moving =
         target->isBatch(i) && (i != 0 || target->ints[i] != node.graph().batch);
-  if (moving && !target->isFloat && target->dims.size() == 1)
+  bool plain = !target->isFloat && target->dims.size() == 1;
+  if (moving && plain)
     return importReshapeMoving(node, *x, *target, *allowZero != 0);
-  return importReshapeCanonical(node);
+  // A fixed target whose -1 merges the batch with other axes ([N, h, T, d]
+  // to [-1, T, d] in torch.export graphs) moves it.
+  bool inferred =
+      plain && target->numel() >= 2 && llvm::is_contained(target->ints, -1);
+  llvm::Error canonical = importReshapeCanonical(node);
+  if (!canonical || !inferred)
+    return canonical;
+  llvm::Error other = importReshapeMoving(node, *x, *target, *allowZero != 0);
+  if (other) {
+    llvm::consumeError(std::move(other));
+    return canonical;
+  }
+  llvm::consumeError(std::move(canonical));
+  return llvm::Error::success();
 }
 
 llvm::Error importReshapeCanonical(OnnxNode &node) {
@@ -202,12 +222,14 @@ llvm::Error importReshapeCanonical(OnnxNode &node) {
 }
 
 /// Squeeze and Unsqueeze on an activation: a reshape that keeps the batch
-/// on axis 0.
+/// on its axis (axis 0, unless an earlier op moved it).
 llvm::Error importSqueeze(OnnxNode &node) {
   bool unsqueeze = node.opType() == "Unsqueeze";
   auto x = node.activation(0);
   if (!x)
     return x.takeError();
+  const Value &v = node.graph().values[*x];
+  const int64_t batchAt = v.batchAxis;
   std::vector<int64_t> xd = dimsOfValue(node, *x), axes;
   if (node.opset() >= 13) {
     if (node.hasInput(1)) {
@@ -231,29 +253,39 @@ llvm::Error importSqueeze(OnnxNode &node) {
     if (ax < 0 || ax >= r || marked[ax])
       return node.fail(
           llvm::formatv("axis {0} is invalid for shape {1}", a, dimsStr(xd)));
-    if (ax == 0)
+    if (ax == 0 && v.canonical())
       return node.fail("would move the batch off axis 0; memfit keeps the "
                        "batch on axis 0 of every value");
+    if (!unsqueeze && ax == batchAt)
+      return node.fail("squeezes the batch's axis");
     marked[ax] = true;
   }
   std::vector<int64_t> out;
+  int32_t outBatchAt = -1;
   if (unsqueeze) {
-    for (int64_t i = 0, k = 0; i < outRank; ++i)
+    for (int64_t i = 0, k = 0; i < outRank; ++i) {
+      if (!marked[i] && k == batchAt)
+        outBatchAt = static_cast<int32_t>(i);
       out.push_back(marked[i] ? 1 : xd[k++]);
+    }
   } else {
     for (size_t i = 0; i < xd.size(); ++i) {
-      bool drop = axes.empty() ? (i > 0 && xd[i] == 1) : bool(marked[i]);
+      bool drop = axes.empty()
+                      ? (static_cast<int64_t>(i) != batchAt && xd[i] == 1)
+                      : bool(marked[i]);
       if (drop && xd[i] != 1)
         return node.fail(
             llvm::formatv("squeezes axis {0} of size {1}", i, xd[i]));
+      if (static_cast<int64_t>(i) == batchAt)
+        outBatchAt = static_cast<int32_t>(out.size());
       if (!drop)
         out.push_back(xd[i]);
     }
   }
   OpAttrs a;
   a.shape = out;
-  return node.emit(OpKind::Reshape, {*x}, {{node.outputName(0), out}}, a)
-      .takeError();
+  OutSpec o{node.outputName(0), out, outBatchAt, v.batchOuter, v.batchInner};
+  return node.emit(OpKind::Reshape, {*x}, {o}, a).takeError();
 }
 
 llvm::Error importReshapeLike(OnnxNode &node) {

@@ -44,6 +44,12 @@ check() { # model[@opset] budget... (the first budget that compiles is used)
   "$PY" "$SRC/tests/e2e/today_models.py" "$name" "$model.onnx" \
     "$model-x.npy" "$model-y.npy" --batch 4 --opset "$opset" ||
     fail "export $model"
+  verify "$model" "$@"
+}
+
+verify() { # model budget...: plans, trains and compares $model.onnx
+  local model=$1
+  shift
   local ok=
   for budget in "$@"; do
     rm -rf "tight-$model"
@@ -104,6 +110,22 @@ ITERATIONS=3
 LR=0.01
 check gpt@17 75% 80% 85% 90%
 check convnext@17 70% 75% 80% 85% 90%
+
+# PyTorch 2's exporters (tests/e2e/export_torch2.py wrote these with torch
+# 2.15): TorchScript at opset 17 and dynamo (torch.export) at opset 18, IR
+# version 10, past what the ONNX library checks.
+COMPILE_ARGS=()
+TRAIN_ARGS=(--momentum 0.9 --weight-decay 0.001)
+REF_ARGS=(--momentum 0.9 --weight-decay 0.001)
+ITERATIONS=2
+LR=0.05
+for f in "$SRC"/tests/models/torch2/*.onnx; do
+  m=$(basename "$f" .onnx)
+  cp "$f" "${f%.onnx}-x.npy" "${f%.onnx}-y.npy" . || fail "copy $m"
+  COMPILE_ARGS=()
+  [[ $m = unet-* ]] && COMPILE_ARGS=(--sub-batch 4)
+  verify "$m" 50% 55% 60% 65% 70% 75%
+done
 
 # Resuming an AdamW run from a checkpoint is exact: moments and step count.
 T=tight-gpt-opset17/build/trainer

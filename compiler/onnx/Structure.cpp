@@ -1,0 +1,95 @@
+//===- Structure.cpp - Checks for models newer than the ONNX library ------===//
+//
+// ONNX 1.12's checker and shape inference stop at opset 17 and IR version 8;
+// PyTorch 2's dynamo exporter writes opset 18 and IR version 10. For such
+// models memfit checks the graph's structure itself, and refuses any
+// attribute it does not read: an attribute added after opset 17 may change
+// what a node computes (Resize's antialias), and silently ignoring it would
+// plan a different model. Translation then checks every value it reads.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/onnx/Importer.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include "onnx/defs/schema.h"
+
+#include <map>
+#include <set>
+#include <unordered_set>
+
+namespace memfit::onnximport {
+namespace {
+
+/// Attributes newer than opset 17 that the translation of the op reads and
+/// checks.
+const std::map<std::string, std::set<std::string>> &newerAttributes() {
+  static const std::map<std::string, std::set<std::string>> m = {
+      {"Split", {"num_outputs"}},
+      {"Resize", {"antialias", "axes", "keep_aspect_ratio_policy"}},
+      {"ReduceMean", {"noop_with_empty_axes"}},
+      {"AveragePool", {"dilations"}},
+      {"Gelu", {"approximate"}},
+      // Saturation applies to float8 targets only, which memfit refuses.
+      {"Cast", {"saturate"}},
+  };
+  return m;
+}
+
+std::string nodeLabel(const pb::NodeProto &n, int k) {
+  return llvm::formatv("node {0} ({1})",
+                       n.name().empty() ? "#" + std::to_string(k)
+                                        : quoteName(n.name()),
+                       escapeName(n.op_type()))
+      .str();
+}
+
+} // namespace
+
+llvm::Error checkNewerModel(const pb::GraphProto &graph,
+                            const std::vector<bool> &live,
+                            const std::string &file, int64_t opset) {
+  std::unordered_set<std::string> defined;
+  for (const auto &in : graph.input())
+    if (!defined.insert(in.name()).second)
+      return makeErrorF("'{0}': graph input {1} is declared twice", file,
+                        quoteName(in.name()));
+  std::unordered_set<std::string> inits;
+  for (const auto &t : graph.initializer()) {
+    // An initializer may also be listed as a graph input (its default).
+    if (!inits.insert(t.name()).second)
+      return makeErrorF("'{0}': initializer {1} is defined twice", file,
+                        quoteName(t.name()));
+    defined.insert(t.name());
+  }
+  const auto &newer = newerAttributes();
+  for (int k = 0; k < graph.node_size(); ++k) {
+    const pb::NodeProto &n = graph.node(k);
+    if (live[k]) {
+      for (const std::string &in : n.input())
+        if (!in.empty() && !defined.count(in))
+          return makeErrorF("'{0}': {1}: operand {2} is not defined before "
+                            "the node",
+                            file, nodeLabel(n, k), quoteName(in));
+      const pb::OpSchema *schema = pb::OpSchemaRegistry::Schema(
+          n.op_type(), static_cast<int>(kMaxCheckedOpset));
+      auto extra = newer.find(n.op_type());
+      for (const auto &a : n.attribute()) {
+        bool known = (schema && schema->attributes().count(a.name())) ||
+                     (extra != newer.end() && extra->second.count(a.name()));
+        if (!known)
+          return makeErrorF("'{0}': {1}: attribute {2} is not supported at "
+                            "opset {3}; memfit reads only the attributes it "
+                            "knows the meaning of",
+                            file, nodeLabel(n, k), quoteName(a.name()), opset);
+      }
+    }
+    for (const std::string &out : n.output())
+      if (!out.empty() && !defined.insert(out).second)
+        return makeErrorF("'{0}': {1}: output {2} is already defined", file,
+                          nodeLabel(n, k), quoteName(out));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace memfit::onnximport

@@ -1,0 +1,181 @@
+//===- OnnxImportNewerTest.cpp - Opsets past the ONNX library's -----------===//
+//
+// Models at opset 18 and up (PyTorch 2's dynamo exporter) are checked by
+// memfit alone: structure, attributes memfit knows, and the newer operator
+// forms. Also the literals and sequences torch.export graphs carry.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxBuilder.h"
+
+#include "compiler/ir/Graph.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using namespace memfit::test;
+using Catch::Contains;
+
+TEST_CASE("opset 18: Split num_outputs, ReduceMean axes as an input",
+          "[onnx][import][newer]") {
+  OnnxBuilder b(18);
+  b.model.set_ir_version(10);
+  b.input("x", {-1, 6, 4, 4})
+      .node("Split", {"x"}, {"a", "c"},
+            {attrInt("axis", 1), attrInt("num_outputs", 2)})
+      .initInt64("axes", {2}, {2, 3})
+      .node("ReduceMean", {"a", "axes"}, {"m"}, {attrInt("keepdims", 0)})
+      .node("ReduceMean", {"c", "axes"}, {"n"}, {attrInt("keepdims", 0)})
+      .node("Add", {"m", "n"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 3});
+  // Split of 6 into 2: two Slices of 3 channels.
+  int slices = 0;
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::Slice) {
+      ++slices;
+      CHECK(g.values[op.outputs[0]].dims == std::vector<int64_t>{2, 3, 4, 4});
+    }
+  CHECK(slices == 2);
+}
+
+TEST_CASE("opset 20: Gelu is one operator", "[onnx][import][newer]") {
+  OnnxBuilder b(20);
+  b.input("x", {-1, 8})
+      .node("Gelu", {"x"}, {"y"}, {attrStr("approximate", "tanh")})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::Gelu);
+  CHECK(g.ops[0].attrs.tanhApprox);
+}
+
+TEST_CASE("past opset 17 memfit checks what the ONNX checker would",
+          "[onnx][errors][newer]") {
+  SECTION("an attribute memfit does not read is refused") {
+    OnnxBuilder b(19);
+    b.input("x", {-1, 3, 8, 8})
+        .node("AveragePool", {"x"}, {"y"},
+              {attrInts("kernel_shape", {2, 2}), attrInt("novel", 1)}, "p")
+        .output("y", 4);
+    CHECK_THAT(errorText(b.import(batchOf(2))),
+               Contains("'p' (AveragePool)") &&
+                   Contains("attribute 'novel' is not supported at opset 19"));
+  }
+  SECTION("a newer attribute that changes the result is refused") {
+    OnnxBuilder b(19);
+    b.input("x", {-1, 3, 8, 8})
+        .node("AveragePool", {"x"}, {"y"},
+              {attrInts("kernel_shape", {2, 2}), attrInts("dilations", {2, 2})},
+              "p")
+        .output("y", 4);
+    CHECK_THAT(errorText(b.import(batchOf(2))),
+               Contains("'p' (AveragePool)") &&
+                   Contains("dilations [2, 2] are not supported"));
+  }
+  SECTION("an operand used before it is defined") {
+    OnnxBuilder b(18);
+    b.input("x", {-1, 4})
+        .node("Relu", {"h"}, {"y"}, {}, "late")
+        .node("Relu", {"x"}, {"h"})
+        .output("y", 2);
+    CHECK_THAT(errorText(b.import(batchOf(2))),
+               Contains("'late' (Relu)") &&
+                   Contains("operand 'h' is not defined before the node"));
+  }
+  SECTION("a name defined twice") {
+    OnnxBuilder b(18);
+    b.input("x", {-1, 4})
+        .node("Relu", {"x"}, {"h"})
+        .node("Sigmoid", {"x"}, {"h"}, {}, "again")
+        .node("Relu", {"h"}, {"y"})
+        .output("y", 2);
+    CHECK_THAT(errorText(b.import(batchOf(2))),
+               Contains("'again' (Sigmoid)") &&
+                   Contains("output 'h' is already defined"));
+  }
+  SECTION("opsets past 23 are refused") {
+    OnnxBuilder b(24);
+    b.input("x", {-1, 4}).node("Relu", {"x"}, {"y"}).output("y", 2);
+    CHECK_THAT(errorText(b.import(batchOf(2))),
+               Contains("opset 24") && Contains("opsets 7 to 23"));
+  }
+}
+
+TEST_CASE("an IR version newer than the library's is checked at opset 17",
+          "[onnx][import][newer]") {
+  OnnxBuilder b(17);
+  b.model.set_ir_version(10);
+  b.input("x", {-1, 4}).node("Relu", {"x"}, {"y"}).output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  CHECK(g.ops.size() == 1);
+}
+
+TEST_CASE("SequenceAt of a SplitToSequence is the Slice it takes",
+          "[onnx][import][newer]") {
+  OnnxBuilder b(18);
+  b.input("x", {-1, 4, 9})
+      .constInt64("chunk", {}, {4})
+      .node("SplitToSequence", {"x", "chunk"}, {"seq"}, {attrInt("axis", 2)})
+      .constInt64("i0", {}, {0})
+      .constInt64("i2", {}, {2})
+      .node("SequenceAt", {"seq", "i0"}, {"q"})
+      .node("SequenceAt", {"seq", "i2"}, {"tail"}, {}, "last")
+      .node("ReduceMean", {"q"}, {"qm"},
+            {attrInts("axes", {2}), attrInt("keepdims", 1)})
+      .node("Mul", {"tail", "qm"}, {"y"})
+      .output("y", 3);
+  // Chunks of 4 along 9: the first holds four elements, the third one.
+  Graph g0 = importOk(b, batchOf(2));
+  CHECK(g0.values[g0.output].dims == std::vector<int64_t>{2, 4, 1});
+
+  OnnxBuilder c(18);
+  c.input("x", {-1, 4, 9})
+      .constInt64("chunk", {}, {4})
+      .node("SplitToSequence", {"x", "chunk"}, {"seq"}, {attrInt("axis", 2)})
+      .constInt64("i2", {}, {2})
+      .node("SequenceAt", {"seq", "i2"}, {"y"}, {}, "last")
+      .output("y", 3);
+  Graph g = importOk(c, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::Slice);
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 4, 1});
+}
+
+TEST_CASE("literals torch.export computes in the graph fold",
+          "[onnx][import][fold]") {
+  // scale = 1 / sqrt(float(d)) and an index (7 mod -3 = -2, C's fmod 1).
+  OnnxBuilder b(18);
+  b.input("x", {-1, 4})
+      .constInt64("d", {}, {16})
+      .node("CastLike", {"d", "x"}, {"df"})
+      .node("Sqrt", {"df"}, {"s"})
+      .node("Mul", {"x", "s"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const Value &s = g.values[g.ops[0].inputs[1]];
+  CHECK(!s.trainable);
+  CHECK(s.data == std::vector<float>{4.0f});
+
+  auto mod = [](int64_t fmod) {
+    OnnxBuilder m(17);
+    m.input("x", {-1, 3, 4})
+        .constInt64("a", {1}, {7})
+        .constInt64("b", {1}, {-3})
+        .node("Mod", {"a", "b"}, {"r"}, {attrInt("fmod", fmod)})
+        .constInt64("five", {1}, {5})
+        .node("Add", {"r", "five"}, {"k"})
+        .constInt64("zero", {1}, {0})
+        .constInt64("n", {1}, {-1})
+        .node("Concat", {"zero", "k", "n"}, {"t"}, {attrInt("axis", 0)})
+        .node("Reshape", {"x", "t"}, {"y"})
+        .output("y", 3);
+    return m;
+  };
+  // 7 mod -3 is -2 with the divisor's sign, 1 with C's: 3 or 6 rows.
+  Graph g0 = importOk(mod(0), batchOf(2));
+  CHECK(g0.values[g0.output].dims == std::vector<int64_t>{2, 3, 4});
+  Graph g1 = importOk(mod(1), batchOf(2));
+  CHECK(g1.values[g1.output].dims == std::vector<int64_t>{2, 6, 2});
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Export today's test models with PyTorch 2 into tests/models/torch2/.
+
+usage: export_torch2.py OUTDIR        (run with a PyTorch 2 python; the test
+                                        machines have Debian's torch 1.13)
+
+Each model of today_models.py in MODELS below is exported by both of torch
+2's exporters: the TorchScript-based one (opset 17, dynamic batch) and the
+dynamo-based one (torch.export, opset 18, batch dimension N). Beside each
+model it writes a data set of two batches of four. onnxruntime runs every
+export on the first batch and must agree with the torch module, so the
+files are what torch means. manifest.json records the versions.
+
+The files are committed: tests/cli/today.sh plans and trains them and
+compares with tests/e2e/torch_reference.py, without torch 2.
+"""
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import today_models  # noqa: E402
+
+MODELS = ["gpt", "bert", "vit", "convnext", "mobilenetv3", "unet"]
+# The dynamo exporter's default graph optimization rewrites the parameters
+# for inference: initializers with equal values are merged (tying the
+# zero-initialized biases of different layers), weights are stored
+# pre-transposed, BatchNorm is folded into the convolutions, and literals
+# such as GELU's 0.5 become initializers, which memfit would train. For
+# training the exports are written without it (optimize=False): the
+# initializers are then exactly the module's parameters.
+BATCH = 4
+
+
+def data(name, model, kind):
+    rng = np.random.default_rng(1)
+    if kind == "tokens":
+        vocab, T = model.tok.num_embeddings, model.pos.num_embeddings
+        x = rng.integers(0, vocab, (2 * BATCH, T)).astype(np.int64)
+        y = rng.integers(0, vocab, (2 * BATCH, T)).astype(np.int64)
+    else:
+        x = rng.standard_normal((2 * BATCH, 3, 16, 16)).astype(np.float32)
+        y = rng.integers(0, 10, 2 * BATCH).astype(np.int64)
+        if kind == "pixels":
+            y = rng.integers(0, 5, (2 * BATCH, 16, 16)).astype(np.int64)
+    return x, y
+
+
+def export(name, exporter, out):
+    torch.manual_seed(0)
+    make, kind = today_models.MODELS[name]
+    model = make()
+    x, y = data(name, model, kind)
+    example = torch.tensor(x[:BATCH])
+    path = os.path.join(out, f"{name}-{exporter}.onnx")
+    if exporter == "dynamo":
+        arg = "idx" if kind == "tokens" else "x"
+        torch.onnx.export(model, (example,), path, dynamo=True,
+                          optimize=False,
+                          opset_version=18, input_names=["x"],
+                          output_names=["y"], external_data=False,
+                          dynamic_shapes={arg: {0: torch.export.Dim("N", min=2)}})
+    else:
+        torch.onnx.export(model, (example,), path, dynamo=False,
+                          opset_version=17, input_names=["x"],
+                          output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}},
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+    np.save(os.path.join(out, f"{name}-{exporter}-x.npy"), x)
+    np.save(os.path.join(out, f"{name}-{exporter}-y.npy"), y)
+    # Training-mode BatchNorm (batch statistics) in the TorchScript export;
+    # the dynamo export's inference form uses the running statistics.
+    model.train(exporter != "dynamo")
+    with torch.no_grad():
+        want = model(example).numpy()
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {sess.get_inputs()[0].name: x[:BATCH]})[0]
+    err = float(np.max(np.abs(got - want)))
+    proto = onnx.load(path)
+    opset = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
+    print(f"{name}-{exporter}: opset {opset[0]}, IR {proto.ir_version}, "
+          f"onnxruntime vs torch {err:.2e}")
+    if err > 1e-4:
+        sys.exit(f"{name}-{exporter}: onnxruntime disagrees with torch")
+    return {"opset": opset[0], "ir_version": proto.ir_version,
+            "onnxruntime_vs_torch": err}
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    manifest = {"torch": torch.__version__, "onnx": onnx.__version__,
+                "onnxruntime": ort.__version__, "models": {}}
+    for name in MODELS:
+        for exporter in ("torchscript", "dynamo"):
+            manifest["models"][f"{name}-{exporter}"] = export(name, exporter,
+                                                              out)
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
