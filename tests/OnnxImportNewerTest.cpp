@@ -179,3 +179,97 @@ TEST_CASE("literals torch.export computes in the graph fold",
   Graph g1 = importOk(mod(1), batchOf(2));
   CHECK(g1.values[g1.output].dims == std::vector<int64_t>{2, 6, 2});
 }
+
+namespace {
+
+/// A Constant node with `t` as its value.
+void constTensor(OnnxBuilder &b, const std::string &out, pb::TensorProto t) {
+  pb::AttributeProto a;
+  a.set_name("value");
+  a.set_type(pb::AttributeProto::TENSOR);
+  *a.mutable_t() = std::move(t);
+  b.node("Constant", {}, {out}, {a});
+}
+
+/// The data of the last op's constant operand.
+std::vector<float> operandData(const Graph &g) {
+  for (ValueId v : g.ops.back().inputs)
+    if (g.values[v].kind == ValueKind::Weight)
+      return g.values[v].data;
+  return {};
+}
+
+} // namespace
+
+TEST_CASE("mask arithmetic folds: comparisons, Trilu, GatherElements, "
+          "doubles",
+          "[onnx][import][fold]") {
+  const std::vector<float> lower = {1, 0, 0, 0, 1, 1, 0, 0,
+                                    1, 1, 1, 0, 1, 1, 1, 1};
+  SECTION("a causal mask from positions (Hugging Face's GPT-2)") {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 4, 4})
+        .constInt64("s", {}, {0})
+        .constInt64("e", {}, {4})
+        .constInt64("d", {}, {1})
+        .node("Range", {"s", "e", "d"}, {"r"})
+        .constInt64("ax0", {1}, {0})
+        .constInt64("ax1", {1}, {1})
+        .node("Unsqueeze", {"r", "ax0"}, {"col"})
+        .node("Unsqueeze", {"r", "ax1"}, {"row"})
+        .node("LessOrEqual", {"col", "row"}, {"keep"})
+        .node("Not", {"keep"}, {"masked"})
+        .node("Not", {"masked"}, {"keep2"})
+        .constFloat("fill", -1e9f)
+        .node("Where", {"keep2", "x", "fill"}, {"y"})
+        .output("y", 3);
+    Graph g = importOk(b, batchOf(2));
+    REQUIRE(g.ops.size() == 1);
+    CHECK(g.ops[0].kind == OpKind::Where);
+    CHECK(operandData(g) == lower);
+  }
+  SECTION("Trilu of ones") {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 4, 4})
+        .init("ones", {4, 4}, std::vector<float>(16, 1.0f))
+        .node("Trilu", {"ones"}, {"t"}, {attrInt("upper", 0)})
+        .node("Cast", {"t"}, {"keep"}, {attrInt("to", pb::TensorProto::BOOL)})
+        .constFloat("fill", -1e9f)
+        .node("Where", {"keep", "x", "fill"}, {"y"})
+        .output("y", 3);
+    Graph g = importOk(b, batchOf(2));
+    REQUIRE(g.ops.size() == 1);
+    CHECK(operandData(g) == lower);
+  }
+  SECTION("GatherElements and a double literal") {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 2, 2})
+        .constInt64("data", {2, 3}, {10, 11, 12, 20, 21, 22})
+        .constInt64("idx", {2, 2}, {2, 0, 1, 1})
+        .node("GatherElements", {"data", "idx"}, {"g"}, {attrInt("axis", 1)})
+        .node("Cast", {"g"}, {"gf"}, {attrInt("to", pb::TensorProto::FLOAT)});
+    pb::TensorProto half;
+    half.set_data_type(pb::TensorProto::DOUBLE);
+    half.add_double_data(0.5);
+    constTensor(b, "h", half);
+    b.node("Cast", {"h"}, {"hf"}, {attrInt("to", pb::TensorProto::FLOAT)})
+        .node("Mul", {"gf", "hf"}, {"w"})
+        .node("Mul", {"x", "w"}, {"y"})
+        .output("y", 3);
+    Graph g = importOk(b, batchOf(2));
+    REQUIRE(g.ops.size() == 1);
+    CHECK(operandData(g) == std::vector<float>{6, 5, 10.5f, 10.5f});
+  }
+  SECTION("a comparison with the batch is refused") {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 4})
+        .node("Shape", {"x"}, {"s"})
+        .constInt64("two", {1}, {2})
+        .node("Less", {"s", "two"}, {"small"}, {}, "cmp")
+        .constFloat("zero", 0.0f)
+        .node("Where", {"small", "x", "zero"}, {"y"})
+        .output("y", 2);
+    CHECK_THAT(errorText(b.import(batchOf(2))),
+               Contains("'cmp' (Less)") && Contains("batch"));
+  }
+}

@@ -18,14 +18,24 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
 
 namespace memfit::onnximport {
 
 using llvm::Error;
 using llvm::Expected;
 
-static const char *const kFoldOnly[] = {"Constant", "Shape", "Range",
-                                        "Equal",    "Not",   "ConstantOfShape"};
+static const char *const kFoldOnly[] = {"Constant",      "Shape",
+                                        "Range",         "Equal",
+                                        "Not",           "ConstantOfShape",
+                                        "Less",          "LessOrEqual",
+                                        "Greater",       "GreaterOrEqual",
+                                        "And",           "Or",
+                                        "Xor",           "Neg",
+                                        "Abs",           "Min",
+                                        "Max",           "Trilu",
+                                        "GatherElements"};
 
 bool isFoldOnlyOp(llvm::StringRef opType) {
   return llvm::is_contained(kFoldOnly, opType);
@@ -130,6 +140,13 @@ private:
       return expand();
     if (op == "Sqrt")
       return squareRoot();
+    if (op == "Trilu")
+      return trilu();
+    if (op == "GatherElements")
+      return gatherElements();
+    if (auto f = elementwiseFn(op))
+      return elementwise(*f, op == "Neg" || op == "Abs" || op == "Min" ||
+                                 op == "Max");
     if (op == "CastLike")
       return castLike();
     return im.fail(n, "cannot be folded");
@@ -435,6 +452,174 @@ private:
     return out;
   }
 
+  using Fn = double (*)(double, double);
+  static std::optional<Fn> elementwiseFn(const std::string &op) {
+    static const std::map<std::string, Fn> fns = {
+        {"Less", [](double a, double b) { return double(a < b); }},
+        {"LessOrEqual", [](double a, double b) { return double(a <= b); }},
+        {"Greater", [](double a, double b) { return double(a > b); }},
+        {"GreaterOrEqual", [](double a, double b) { return double(a >= b); }},
+        {"And", [](double a, double b) { return double(a != 0 && b != 0); }},
+        {"Or", [](double a, double b) { return double(a != 0 || b != 0); }},
+        {"Xor",
+         [](double a, double b) { return double((a != 0) != (b != 0)); }},
+        {"Neg", [](double a, double) { return -a; }},
+        {"Abs", [](double a, double) { return a < 0 ? -a : a; }},
+        {"Min", [](double a, double b) { return a < b ? a : b; }},
+        {"Max", [](double a, double b) { return a < b ? b : a; }},
+    };
+    auto it = fns.find(op);
+    if (it == fns.end())
+      return std::nullopt;
+    return it->second;
+  }
+
+  /// One or two operands broadcast numpy style (Min and Max take any number,
+  /// folded pairwise); comparisons and logic give bools, the others the
+  /// first operand's type. Masks and position arithmetic, without the
+  /// batch.
+  Expected<ConstTensor> elementwise(Fn f, bool keepType) {
+    auto acc = input(0);
+    if (!acc)
+      return acc.takeError();
+    int count = std::max(1, n.input_size());
+    if (count == 1)
+      return combine(*acc, *acc, f, keepType);
+    for (int i = 1; i < count; ++i) {
+      auto b = input(i);
+      if (!b)
+        return b.takeError();
+      auto next = combine(*acc, *b, f, keepType);
+      if (!next)
+        return next.takeError();
+      acc = std::move(*next);
+    }
+    return acc;
+  }
+
+  Expected<ConstTensor> combine(const ConstTensor &a, const ConstTensor &b,
+                                Fn f, bool keepType) {
+    if (!a.batch.empty() || !b.batch.empty())
+      return im.fail(n, "computes with the batch size; memfit keeps the "
+                        "batch symbolic and cannot fold this arithmetic");
+    size_t rank = std::max(a.dims.size(), b.dims.size());
+    auto padded = [&](const std::vector<int64_t> &d) {
+      std::vector<int64_t> p(rank - d.size(), 1);
+      p.insert(p.end(), d.begin(), d.end());
+      return p;
+    };
+    std::vector<int64_t> da = padded(a.dims), db = padded(b.dims), dims;
+    for (size_t i = 0; i < rank; ++i) {
+      if (da[i] != db[i] && da[i] != 1 && db[i] != 1)
+        return im.fail(n, "operand shapes " + dimsStr(a.dims) + " and " +
+                              dimsStr(b.dims) + " do not broadcast");
+      dims.push_back(da[i] == 1 ? db[i] : da[i]);
+    }
+    if (Error e = checkSize(dims))
+      return std::move(e);
+    ConstTensor out;
+    out.type = keepType ? a.type : int32_t(pb::TensorProto::BOOL);
+    out.dims = dims;
+    int64_t numel = prod(dims, 0, rank);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t k = 0; k < numel; ++k) {
+      int64_t ia = 0, ib = 0;
+      for (size_t i = 0; i < rank; ++i) {
+        ia = ia * da[i] + (da[i] == 1 ? 0 : idx[i]);
+        ib = ib * db[i] + (db[i] == 1 ? 0 : idx[i]);
+      }
+      double x = a.isFloat() ? a.floats[ia] : double(a.ints[ia]);
+      double y = b.isFloat() ? b.floats[ib] : double(b.ints[ib]);
+      double r = f(x, y);
+      if (out.isFloat())
+        out.floats.push_back(static_cast<float>(r));
+      else
+        out.ints.push_back(static_cast<int64_t>(r));
+      for (size_t i = rank; i-- > 0;) {
+        if (++idx[i] < dims[i])
+          break;
+        idx[i] = 0;
+      }
+    }
+    return out;
+  }
+
+  /// The upper (or lower) triangle of the last two axes from diagonal k.
+  Expected<ConstTensor> trilu() {
+    auto t = input(0);
+    if (!t)
+      return t.takeError();
+    int64_t k = 0;
+    if (n.input_size() > 1 && !n.input(1).empty()) {
+      auto kv = im.intVector(n, 1);
+      if (!kv)
+        return kv.takeError();
+      if (kv->size() != 1)
+        return im.fail(n, "k must hold one number");
+      k = (*kv)[0];
+    }
+    auto upper = im.attrInt(n, "upper", 1);
+    if (!upper)
+      return upper.takeError();
+    if (t->dims.size() < 2 || !t->batch.empty())
+      return im.fail(n, "folds only constants of rank 2 or more");
+    int64_t rows = t->dims[t->dims.size() - 2], cols = t->dims.back();
+    ConstTensor out = std::move(*t);
+    for (int64_t e = 0; e < out.numel(); ++e) {
+      int64_t c = e % cols, r = (e / cols) % rows;
+      bool keep = *upper ? c - r >= k : c - r <= k;
+      if (keep)
+        continue;
+      if (out.isFloat())
+        out.floats[e] = 0;
+      else
+        out.ints[e] = 0;
+    }
+    return out;
+  }
+
+  /// out[i][j] = data[index[i][j]][j] along `axis` (any rank).
+  Expected<ConstTensor> gatherElements() {
+    auto d = input(0), idx = input(1);
+    auto axisAttr = im.attrInt(n, "axis", 0);
+    if (!d || !idx || !axisAttr)
+      return llvm::joinErrors(
+          llvm::joinErrors(d ? Error::success() : d.takeError(),
+                           idx ? Error::success() : idx.takeError()),
+          axisAttr ? Error::success() : axisAttr.takeError());
+    auto rank = static_cast<int64_t>(d->dims.size());
+    int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+    if (axis < 0 || axis >= rank || idx->isFloat() ||
+        static_cast<int64_t>(idx->dims.size()) != rank || !idx->batch.empty() ||
+        !d->batch.empty())
+      return im.fail(n, "gathers along an invalid axis or with invalid "
+                        "indices");
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != axis && idx->dims[i] > d->dims[i])
+        return im.fail(n, "indices of shape " + dimsStr(idx->dims) +
+                              " exceed the data of shape " + dimsStr(d->dims));
+    ConstTensor out;
+    out.type = d->type;
+    out.dims = idx->dims;
+    std::vector<int64_t> at(rank, 0);
+    for (int64_t e = 0; e < idx->numel(); ++e) {
+      int64_t j = idx->ints[e], size = d->dims[axis];
+      if (j < -size || j >= size)
+        return im.fail(n, "index " + std::to_string(j) + " is out of range");
+      int64_t src = 0;
+      for (int64_t i = 0; i < rank; ++i)
+        src = src * d->dims[i] + (i == axis ? (j < 0 ? j + size : j) : at[i]);
+      appendElem(out, *d, src);
+      for (int64_t i = rank; i-- > 0;) {
+        if (++at[i] < idx->dims[i])
+          break;
+        at[i] = 0;
+      }
+    }
+    finish(out);
+    return out;
+  }
+
   /// cond ? a : b elementwise (operands of one shape or scalars), the batch
   /// marks following the chosen element.
   Expected<ConstTensor> where() {
@@ -556,7 +741,9 @@ private:
     auto t = input(0);
     if (!t)
       return t.takeError();
-    std::optional<int64_t> to = toType;
+    // Double literals fold as float32 (readConstant reads them so).
+    std::optional<int64_t> to =
+        toType == pb::TensorProto::DOUBLE ? pb::TensorProto::FLOAT : toType;
     ConstTensor out;
     out.type = static_cast<int32_t>(*to);
     out.dims = t->dims;

@@ -398,6 +398,38 @@ Expected<ConstTensor> readConstant(const pb::TensorProto &t,
     c.floats = std::move(*f);
     return c;
   }
+  if (c.type == pb::TensorProto::DOUBLE) {
+    // Literals traced in double (a softmax scale) fold as float32, the
+    // type everything they meet computes in.
+    auto numel = tensorNumel(t, file);
+    if (!numel)
+      return numel.takeError();
+    if (*numel > kMaxFoldElements)
+      return makeErrorF("'{0}': constant {1} has {2} elements; memfit reads "
+                        "double constants of at most {3}",
+                        file, quoteName(t.name()), *numel, kMaxFoldElements);
+    auto raw = rawBytes(t, ext, file);
+    if (!raw)
+      return raw.takeError();
+    c.type = pb::TensorProto::FLOAT;
+    if (*raw) {
+      llvm::StringRef bytes = **raw;
+      if (bytes.size() != static_cast<uint64_t>(*numel * 8))
+        return sizeMismatch(t, file, bytes.size(), *numel * 8, "bytes");
+      for (int64_t i = 0; i < *numel; ++i) {
+        uint64_t bits = llvm::support::endian::read64le(bytes.data() + 8 * i);
+        double d;
+        std::memcpy(&d, &bits, 8);
+        c.floats.push_back(static_cast<float>(d));
+      }
+      return c;
+    }
+    if (t.double_data_size() != *numel)
+      return sizeMismatch(t, file, t.double_data_size(), *numel, "elements");
+    for (double d : t.double_data())
+      c.floats.push_back(static_cast<float>(d));
+    return c;
+  }
   int64_t width = 0;
   switch (c.type) {
   case pb::TensorProto::INT64:

@@ -28,6 +28,31 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import today_models  # noqa: E402
 
 MODELS = ["gpt", "bert", "vit", "convnext", "mobilenetv3", "unet"]
+# Hugging Face transformers models from their configs (random weights, no
+# download), returning the logits; (name, attention implementation).
+HF_MODELS = [("hf-vit", "eager"), ("hf-vit", "sdpa")]
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x).logits
+
+
+def hf_model(name, attention):
+    import transformers as T
+    if name == "hf-vit":
+        cfg = T.ViTConfig(image_size=16, patch_size=4, hidden_size=32,
+                          num_hidden_layers=2, num_attention_heads=4,
+                          intermediate_size=64, num_labels=10,
+                          hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0,
+                          attn_implementation=attention)
+        return Logits(T.ViTForImageClassification(cfg)), "image"
+    raise SystemExit(f"no Hugging Face model {name}")
 # The dynamo exporter's default graph optimization rewrites the parameters
 # for inference: initializers with equal values are merged (tying the
 # zero-initialized biases of different layers), weights are stored
@@ -52,13 +77,18 @@ def data(name, model, kind):
     return x, y
 
 
-def export(name, exporter, out):
+def export(name, exporter, out, attention=None):
     torch.manual_seed(0)
-    make, kind = today_models.MODELS[name]
-    model = make()
+    if attention:
+        model, kind = hf_model(name, attention)
+        file = f"{name}-{attention}-{exporter}"
+    else:
+        make, kind = today_models.MODELS[name]
+        model = make()
+        file = f"{name}-{exporter}"
     x, y = data(name, model, kind)
     example = torch.tensor(x[:BATCH])
-    path = os.path.join(out, f"{name}-{exporter}.onnx")
+    path = os.path.join(out, f"{file}.onnx")
     if exporter == "dynamo":
         arg = "idx" if kind == "tokens" else "x"
         torch.onnx.export(model, (example,), path, dynamo=True,
@@ -73,8 +103,8 @@ def export(name, exporter, out):
                           dynamic_axes={"x": {0: "N"}, "y": {0: "N"}},
                           training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False)
-    np.save(os.path.join(out, f"{name}-{exporter}-x.npy"), x)
-    np.save(os.path.join(out, f"{name}-{exporter}-y.npy"), y)
+    np.save(os.path.join(out, f"{file}-x.npy"), x)
+    np.save(os.path.join(out, f"{file}-y.npy"), y)
     # Training-mode BatchNorm (batch statistics) in the TorchScript export;
     # the dynamo export's inference form uses the running statistics.
     model.train(exporter != "dynamo")
@@ -85,10 +115,10 @@ def export(name, exporter, out):
     err = float(np.max(np.abs(got - want)))
     proto = onnx.load(path)
     opset = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
-    print(f"{name}-{exporter}: opset {opset[0]}, IR {proto.ir_version}, "
+    print(f"{file}: opset {opset[0]}, IR {proto.ir_version}, "
           f"onnxruntime vs torch {err:.2e}")
     if err > 1e-4:
-        sys.exit(f"{name}-{exporter}: onnxruntime disagrees with torch")
+        sys.exit(f"{file}: onnxruntime disagrees with torch")
     return {"opset": opset[0], "ir_version": proto.ir_version,
             "onnxruntime_vs_torch": err}
 
@@ -99,10 +129,18 @@ def main():
     os.makedirs(out, exist_ok=True)
     manifest = {"torch": torch.__version__, "onnx": onnx.__version__,
                 "onnxruntime": ort.__version__, "models": {}}
+    import transformers
+    manifest["transformers"] = transformers.__version__
     for name in MODELS:
         for exporter in ("torchscript", "dynamo"):
             manifest["models"][f"{name}-{exporter}"] = export(name, exporter,
                                                               out)
+    # The dynamo exports of the Hugging Face models carry the batch into
+    # shape arithmetic memfit does not fold yet (expanded buffers, sdpa's
+    # NaN guards): TorchScript only.
+    for name, attention in HF_MODELS:
+        manifest["models"][f"{name}-{attention}-torchscript"] = export(
+            name, "torchscript", out, attention)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
         f.write("\n")
