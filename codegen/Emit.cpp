@@ -93,7 +93,7 @@ std::string Emitter::mainFile() const {
       continue;
     os << "static const float kConst" << k << "[] = {";
     for (size_t e = 0; e < v.data.size(); ++e)
-      os << (e ? ", " : "") << llvm::formatv("{0:e9}f", v.data[e]).str();
+      os << (e ? ", " : "") << f32(v.data[e]);
     os << "};\n";
   }
   os << "static const WeightInfo kWeights[] = {\n";
@@ -160,7 +160,8 @@ std::string Emitter::mainFile() const {
     }
     extra += ",\n             .intInput = true,\n             .inputVocab = " +
              std::to_string(vocab);
-  }  if (tg.optimizer != OptimizerKind::SGD)
+  }
+  if (tg.optimizer != OptimizerKind::SGD)
     extra += std::string(",\n             .optimizer = Optimizer::") +
              (tg.optimizer == OptimizerKind::Adam ? "Adam" : "AdamW");
 

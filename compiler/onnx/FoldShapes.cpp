@@ -654,11 +654,27 @@ private:
   }
 
   /// Expand of a constant (numpy broadcasting to the shape).
+  /// A constant expanded over the batch (Hugging Face's token-type and mask
+  /// buffers, `.expand(batch, T)`) keeps a size-1 axis there: the ops that
+  /// read it broadcast it over the samples, at any batch size.
   Expected<ConstTensor> expand() {
     auto t = input(0);
-    auto shape = im.intVector(n, 1);
-    if (!t || !shape)
-      return llvm::joinErrors(t.takeError(), shape.takeError());
+    auto target = input(1);
+    if (!t || !target)
+      return llvm::joinErrors(t ? Error::success() : t.takeError(),
+                              target ? Error::success() : target.takeError());
+    if (target->isFloat() || target->dims.size() > 1)
+      return im.fail(n, "the shape must be a 1-D integer tensor");
+    std::optional<std::vector<int64_t>> shape = target->ints;
+    for (int64_t k = 0; k < target->numel(); ++k) {
+      if (!target->isBatch(k))
+        continue;
+      int64_t at = k + static_cast<int64_t>(t->dims.size()) - target->numel();
+      if (at >= 0 && t->dims[at] != 1)
+        return im.fail(n, "expands a constant along the batch's axis where "
+                          "it is not 1");
+      (*shape)[k] = 1;
+    }
     size_t rank = std::max(t->dims.size(), shape->size());
     std::vector<int64_t> td(rank - t->dims.size(), 1), dims;
     td.insert(td.end(), t->dims.begin(), t->dims.end());

@@ -356,12 +356,36 @@ Error Importer::setUpInputs() {
   return Error::success();
 }
 
+/// Token ids reshaped to their own shape (Hugging Face's
+/// `input_ids.view(-1, T)`) are the ids themselves; any other reshape of
+/// them is refused.
+Error Importer::reshapeIds(const pb::NodeProto &n) {
+  auto target = constant(n, 1);
+  if (!target)
+    return target.takeError();
+  const ConstTensor &t = **target;
+  const Value &ids = g.values[values.at(n.input(0))];
+  bool same = !t.isFloat() && t.dims.size() == 1 &&
+              t.numel() == static_cast<int64_t>(ids.dims.size());
+  for (int64_t i = 0; same && i < t.numel(); ++i)
+    same = i == 0 ? (t.isBatch(0) || t.ints[0] == -1 || t.ints[0] == 0)
+                  : !t.isBatch(i) && t.ints[i] == ids.dims[i];
+  if (!same)
+    return fail(n, "reshapes the token ids " + quoteName(n.input(0)) + " to " +
+                       t.str() +
+                       "; memfit reads token ids only in their own shape");
+  alias(n.output(0), n.input(0));
+  return Error::success();
+}
+
 Error Importer::translate(const pb::NodeProto &n) {
   const std::string &op = n.op_type();
   if (op == "Identity") {
     alias(n.output(0), n.input(0));
     return Error::success();
   }
+  if (op == "Reshape" && n.input_size() == 2 && isIntegerActivation(n.input(0)))
+    return reshapeIds(n);
   if (op == "Transpose" && n.input_size() == 1 && isWeightSource(n.input(0)) &&
       !isActivation(n.input(0))) {
     // x @ W^T as PyTorch exports Linear on 3-D inputs in training mode:

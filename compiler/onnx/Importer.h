@@ -173,6 +173,7 @@ public:
   bool isActivation(const std::string &name) const;
   /// Whether the activation `name` holds integers (token ids).
   bool isIntegerActivation(const std::string &name) const;
+  llvm::Error reshapeIds(const pb::NodeProto &n);
   bool isWeightSource(const std::string &name) const;
   /// A graph input without data other than the data input.
   bool isDeclaredInput(const std::string &name) const;

@@ -19,6 +19,11 @@ llvm::Error importConcat(OnnxNode &node) {
     return axisAttr.takeError();
   if (inputs.empty())
     return node.fail("has no operands");
+  // torch.cat of one tensor (a key/value cache that starts empty).
+  if (inputs.size() == 1) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
   std::vector<int64_t> out = dimsOfValue(node, inputs[0]);
   auto rank = static_cast<int64_t>(out.size());
   int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;

@@ -103,8 +103,6 @@ void printList(llvm::raw_ostream &os, const char *key,
 void printFloat(llvm::raw_ostream &os, const char *key, float v);
 
 // --- runtime parameters ---
-/// A float literal that reads back to the same float.
-std::string f32(float v);
 /// dims of a 4-D batched value as c, h, w.
 bool chw(const Value &v, int64_t &c, int64_t &h, int64_t &w);
 /// v[i], or `fallback` when v is shorter.

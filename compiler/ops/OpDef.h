@@ -174,6 +174,10 @@ const std::vector<OpDef> &allOpDefs();
 /// The name of a kind (OpDef::name).
 std::string_view opKindName(OpKind k);
 
+/// A C++ float literal that reads back to the same float (infinities and
+/// NaN included), for generated code.
+std::string f32(float v);
+
 /// An error naming the node that the runtime cannot run as given.
 llvm::Error unsupportedByRuntime(const Op &op, const llvm::Twine &why);
 

@@ -86,6 +86,16 @@ std::string dimsStr(const std::vector<int64_t> &dims) {
   return s + "]";
 }
 
+std::string f32(float v) {
+  // A masked fill writes -inf; C++ has no literal for it.
+  if (std::isinf(v))
+    return v < 0 ? "(-__builtin_inff())" : "__builtin_inff()";
+  if (std::isnan(v))
+    return "__builtin_nanf(\"\")";
+  std::string s = llvm::formatv("{0:e9}", v).str();
+  return s + "f";
+}
+
 namespace ops {
 
 void otherOperandReads(const GradOperands &o, std::vector<BlockId> &reads) {
@@ -116,16 +126,6 @@ void printList(llvm::raw_ostream &os, const char *key,
 
 void printFloat(llvm::raw_ostream &os, const char *key, float v) {
   os << ' ' << key << '=' << llvm::format("%.9g", static_cast<double>(v));
-}
-
-std::string f32(float v) {
-  // A masked fill writes -inf; C++ has no literal for it.
-  if (std::isinf(v))
-    return v < 0 ? "(-__builtin_inff())" : "__builtin_inff()";
-  if (std::isnan(v))
-    return "__builtin_nanf(\"\")";
-  std::string s = llvm::formatv("{0:e9}", v).str();
-  return s + "f";
 }
 
 bool chw(const Value &v, int64_t &c, int64_t &h, int64_t &w) {

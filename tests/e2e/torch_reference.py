@@ -188,6 +188,26 @@ def run_graph(model, params, consts, x):
             ints = not i[0].is_floating_point() and not i[1].is_floating_point()
             y = (torch.div(i[0], i[1], rounding_mode="trunc") if ints
                  else i[0] / i[1])
+        elif op in ("Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                    "And", "Or", "Xor", "Min", "Max"):
+            fn = {"Less": torch.lt, "LessOrEqual": torch.le,
+                  "Greater": torch.gt, "GreaterOrEqual": torch.ge,
+                  "And": torch.logical_and, "Or": torch.logical_or,
+                  "Xor": torch.logical_xor, "Min": torch.minimum,
+                  "Max": torch.maximum}[op]
+            y = i[0]
+            for other in i[1:]:
+                y = fn(y, other)
+        elif op == "Neg":
+            y = -i[0]
+        elif op == "Abs":
+            y = i[0].abs()
+        elif op == "Trilu":
+            k = int(i[1]) if len(i) > 1 and i[1] is not None else 0
+            y = (torch.triu(i[0], k) if a.get("upper", 1)
+                 else torch.tril(i[0], k))
+        elif op == "GatherElements":
+            y = torch.gather(i[0], a.get("axis", 0), i[1].long())
         elif op == "Mod":
             y = (torch.fmod(i[0], i[1]) if a.get("fmod", 0)
                  else torch.remainder(i[0], i[1]))
@@ -213,7 +233,7 @@ def run_graph(model, params, consts, x):
         elif op == "Expand":
             shape = torch.broadcast_shapes(i[0].shape,
                                            tuple(int(v) for v in i[1]))
-            y = i[0].expand(*shape)
+            y = i[0].expand(shape)
         elif op == "ConstantOfShape":
             v = numpy_helper.to_array(a["value"]) if "value" in a else [0.0]
             y = torch.full([int(d) for d in i[0]], float(v[0]),
