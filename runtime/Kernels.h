@@ -73,6 +73,7 @@ enum class ActKind : uint8_t {
   Pow,
   Gelu,
   GeluTanh,
+  Neg, // reads neither
 };
 struct ActParams {
   ActKind kind;

@@ -51,6 +51,7 @@ TEST_CASE("activation gradients", "[kernels]") {
   SECTION("sigmoid") { check({ActKind::Sigmoid}); }
   SECTION("tanh") { check({ActKind::Tanh}); }
   SECTION("clip") { check({ActKind::Clip, 0, -0.5f, 0.6f}); }
+  SECTION("neg") { check({ActKind::Neg}); }
 }
 
 TEST_CASE("activations at their kinks, in place", "[kernels]") {

@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 using namespace memfit;
 using namespace memfit::test;
 using Catch::Contains;
@@ -272,4 +274,80 @@ TEST_CASE("mask arithmetic folds: comparisons, Trilu, GatherElements, "
     CHECK_THAT(errorText(b.import(batchOf(2))),
                Contains("'cmp' (Less)") && Contains("batch"));
   }
+}
+
+TEST_CASE("RMSNorm's pieces: ReduceMean over the last axis, Reciprocal, Neg",
+          "[onnx][import]") {
+  // y = -(x / sqrt(mean(x * x, -1) + eps)), as Llama's RMSNorm and
+  // rotate_half spell it.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 5, 8})
+      .node("Mul", {"x", "x"}, {"sq"})
+      .initInt64("axes", {1}, {-1})
+      .node("ReduceMean", {"sq", "axes"}, {"ms"}, {attrInt("keepdims", 1)})
+      .constFloat("eps", 1e-6f)
+      .node("Add", {"ms", "eps"}, {"v"})
+      .node("Sqrt", {"v"}, {"r"})
+      .node("Reciprocal", {"r"}, {"inv"})
+      .node("Mul", {"x", "inv"}, {"n"})
+      .node("Neg", {"n"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  std::vector<OpKind> kinds;
+  for (const Op &op : g.ops)
+    kinds.push_back(op.kind);
+  CHECK(kinds == std::vector<OpKind>{OpKind::Mul, OpKind::GlobalAveragePool,
+                                     OpKind::Add, OpKind::Sqrt, OpKind::Pow,
+                                     OpKind::Mul, OpKind::Neg});
+  CHECK(g.values[g.ops[1].outputs[0]].dims == std::vector<int64_t>{2, 5, 1});
+  CHECK(g.ops[4].attrs.alpha == -1.0f);
+
+  // Over the batch's axis, or not the last axes: refused.
+  auto reduce = [](std::vector<int64_t> axes) {
+    OnnxBuilder r(18);
+    r.input("x", {-1, 5, 8})
+        .initInt64("axes", {static_cast<int64_t>(axes.size())}, axes)
+        .node("ReduceMean", {"x", "axes"}, {"y"}, {}, "rm")
+        .output("y", 3);
+    return errorText(r.import(batchOf(2)));
+  };
+  CHECK_THAT(reduce({1}),
+             Contains("'rm' (ReduceMean)") && Contains("over the last axes"));
+  CHECK_THAT(reduce({0, 1, 2}), Contains("'rm' (ReduceMean)"));
+  CHECK(reduce({1, 2}) == "");
+}
+
+TEST_CASE("rotary tables fold: float Range, Cos, Sin, CumSum, GatherND",
+          "[onnx][import][fold]") {
+  OnnxBuilder b(18);
+  b.input("x", {-1, 4})
+      .constFloat("s", 0.0f)
+      .constFloat("e", 2.0f)
+      .constFloat("d", 0.5f)
+      .node("Range", {"s", "e", "d"}, {"t"}) // 0, .5, 1, 1.5
+      .node("Cos", {"t"}, {"c"})
+      .node("Sin", {"t"}, {"si"})
+      .node("Add", {"c", "si"}, {"cs"})
+      .node("Mul", {"x", "cs"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const std::vector<float> &w = operandData(g);
+  REQUIRE(w.size() == 4);
+  for (int i = 0; i < 4; ++i)
+    CHECK(w[i] == Approx(std::cos(0.5f * i) + std::sin(0.5f * i)));
+
+  // Positions 1, 2, 3, 4 by a running sum; elements 3 and 0 of them.
+  OnnxBuilder p(18);
+  p.input("x", {-1, 2})
+      .constInt64("ones", {4}, {1, 1, 1, 1})
+      .constInt64("ax", {}, {0})
+      .node("CumSum", {"ones", "ax"}, {"pos"})
+      .constInt64("idx", {2, 1}, {3, 0})
+      .node("GatherND", {"pos", "idx"}, {"picked"})
+      .node("Cast", {"picked"}, {"pf"}, {attrInt("to", pb::TensorProto::FLOAT)})
+      .node("Mul", {"x", "pf"}, {"y"})
+      .output("y", 2);
+  Graph gp = importOk(p, batchOf(2));
+  CHECK(operandData(gp) == std::vector<float>{4, 1});
 }

@@ -122,6 +122,7 @@ enum class OpKind : uint8_t {
   Embedding,
   Resize,
   ConvTranspose,
+  Neg,
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 

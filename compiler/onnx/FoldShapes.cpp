@@ -26,16 +26,15 @@ namespace memfit::onnximport {
 using llvm::Error;
 using llvm::Expected;
 
-static const char *const kFoldOnly[] = {"Constant",      "Shape",
-                                        "Range",         "Equal",
-                                        "Not",           "ConstantOfShape",
-                                        "Less",          "LessOrEqual",
-                                        "Greater",       "GreaterOrEqual",
-                                        "And",           "Or",
-                                        "Xor",           "Neg",
-                                        "Abs",           "Min",
-                                        "Max",           "Trilu",
-                                        "GatherElements"};
+static const char *const kFoldOnly[] = {"Constant", "Shape",
+                                        "Range",    "Equal",
+                                        "Not",      "ConstantOfShape",
+                                        "Less",     "LessOrEqual",
+                                        "Greater",  "GreaterOrEqual",
+                                        "And",      "Or",
+                                        "Xor",      "Abs",
+                                        "Min",      "Max",
+                                        "Trilu",    "GatherElements"};
 
 bool isFoldOnlyOp(llvm::StringRef opType) {
   return llvm::is_contained(kFoldOnly, opType);
@@ -44,9 +43,11 @@ bool isFoldOnlyOp(llvm::StringRef opType) {
 const std::vector<std::string> &foldOpTypes() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v(std::begin(kFoldOnly), std::end(kFoldOnly));
-    for (const char *op : {"Concat", "Reshape", "Add", "Sub", "Mul", "Cast",
-                           "Gather", "Unsqueeze", "Squeeze", "Slice", "Div",
-                           "Mod", "Where", "Expand", "Sqrt", "CastLike"})
+    for (const char *op :
+         {"Concat", "Reshape",   "Add",     "Sub",      "Mul", "Cast",
+          "Gather", "Unsqueeze", "Squeeze", "Slice",    "Div", "Mod",
+          "Where",  "Expand",    "Sqrt",    "CastLike", "Neg", "Reciprocal",
+          "Cos",    "Sin",       "CumSum",  "GatherND"})
       v.push_back(op);
     return v;
   }();
@@ -138,8 +139,12 @@ private:
       return where();
     if (op == "Expand")
       return expand();
-    if (op == "Sqrt")
-      return squareRoot();
+    if (op == "Sqrt" || op == "Reciprocal" || op == "Cos" || op == "Sin")
+      return floatUnary(op);
+    if (op == "CumSum")
+      return cumSum();
+    if (op == "GatherND")
+      return gatherND();
     if (op == "Trilu")
       return trilu();
     if (op == "GatherElements")
@@ -366,9 +371,23 @@ private:
             d ? Error::success() : d.takeError()))
       return std::move(e);
     for (const ConstTensor *t : {&*s, &*l, &*d})
-      if (t->numel() != 1 || t->isFloat() || t->isBatch(0))
-        return im.fail(n, "folds only integer scalar bounds that are not the "
-                          "batch size");
+      if (t->numel() != 1 || t->isBatch(0) || t->isFloat() != s->isFloat())
+        return im.fail(n, "folds only scalar bounds of one type that are not "
+                          "the batch size");
+    if (s->isFloat()) { // rotary embeddings' frequencies
+      float start = s->floats[0], limit = l->floats[0], delta = d->floats[0];
+      if (!(delta != 0) || !std::isfinite(start) || !std::isfinite(limit))
+        return im.fail(n, "has a zero or invalid step or bounds");
+      double count = std::ceil((double(limit) - start) / delta);
+      if (count > double(kMaxFoldElements))
+        return im.fail(n, "folds into too many elements");
+      ConstTensor out;
+      out.type = s->type;
+      for (int64_t i = 0; i < static_cast<int64_t>(count); ++i)
+        out.floats.push_back(start + static_cast<float>(i) * delta);
+      out.dims = {static_cast<int64_t>(out.floats.size())};
+      return out;
+    }
     int64_t start = s->ints[0], limit = l->ints[0], delta = d->ints[0];
     if (delta == 0)
       return im.fail(n, "has a zero step");
@@ -707,17 +726,90 @@ private:
     return out;
   }
 
-  /// torch 2's nn.MultiheadAttention computes its scale 1/sqrt(d) in the
-  /// graph.
-  Expected<ConstTensor> squareRoot() {
+  /// Literal arithmetic computed in the graph: attention's scale
+  /// 1/sqrt(d), rotary embeddings' cos and sin tables.
+  Expected<ConstTensor> floatUnary(const std::string &op) {
     auto a = input(0);
     if (!a)
       return a.takeError();
     if (!a->isFloat())
-      return im.fail(n, "takes the square root of an integer constant");
+      return im.fail(n, "computes on an integer constant");
     ConstTensor out = *a;
     for (float &v : out.floats)
-      v = std::sqrt(v);
+      v = op == "Sqrt"  ? std::sqrt(v)
+          : op == "Cos" ? std::cos(v)
+          : op == "Sin" ? std::sin(v)
+                        : 1.0f / v;
+    return out;
+  }
+
+  /// Running sums along `axis` (positions from an attention mask).
+  Expected<ConstTensor> cumSum() {
+    auto t = input(0);
+    auto axisV = im.intVector(n, 1);
+    auto exclusive = im.attrInt(n, "exclusive", 0);
+    auto reverse = im.attrInt(n, "reverse", 0);
+    if (!t || !axisV || !exclusive || !reverse)
+      return llvm::joinErrors(
+          llvm::joinErrors(t ? Error::success() : t.takeError(),
+                           axisV ? Error::success() : axisV.takeError()),
+          llvm::joinErrors(exclusive ? Error::success() : exclusive.takeError(),
+                           reverse ? Error::success() : reverse.takeError()));
+    auto rank = static_cast<int64_t>(t->dims.size());
+    if (axisV->size() != 1 || !t->batch.empty() || *exclusive || *reverse)
+      return im.fail(n, "folds only an inclusive forward running sum");
+    int64_t axis = (*axisV)[0] < 0 ? (*axisV)[0] + rank : (*axisV)[0];
+    if (axis < 0 || axis >= rank)
+      return im.fail(n, "axis out of range");
+    int64_t inner = prod(t->dims, axis + 1, rank), len = t->dims[axis];
+    ConstTensor out = std::move(*t);
+    for (int64_t e = 0; e < out.numel(); ++e) {
+      if ((e / inner) % len == 0)
+        continue;
+      if (out.isFloat())
+        out.floats[e] += out.floats[e - inner];
+      else
+        out.ints[e] += out.ints[e - inner];
+    }
+    return out;
+  }
+
+  /// Gathers slices of data by index tuples on the last axis of indices
+  /// (batch_dims 0).
+  Expected<ConstTensor> gatherND() {
+    auto d = input(0), idx = input(1);
+    auto batchDims = im.attrInt(n, "batch_dims", 0);
+    if (!d || !idx || !batchDims)
+      return llvm::joinErrors(
+          llvm::joinErrors(d ? Error::success() : d.takeError(),
+                           idx ? Error::success() : idx.takeError()),
+          batchDims ? Error::success() : batchDims.takeError());
+    if (*batchDims != 0 || idx->isFloat() || idx->dims.empty() ||
+        !d->batch.empty() || !idx->batch.empty())
+      return im.fail(n, "folds only integer indices with batch_dims 0");
+    auto rank = static_cast<int64_t>(d->dims.size());
+    int64_t k = idx->dims.back();
+    if (k < 1 || k > rank)
+      return im.fail(n, "index tuples longer than the data's rank");
+    int64_t slice = prod(d->dims, k, rank);
+    ConstTensor out;
+    out.type = d->type;
+    out.dims.assign(idx->dims.begin(), idx->dims.end() - 1);
+    out.dims.insert(out.dims.end(), d->dims.begin() + k, d->dims.end());
+    if (Error e = checkSize(out.dims))
+      return std::move(e);
+    for (int64_t t = 0; t < idx->numel() / k; ++t) {
+      int64_t at = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t i = idx->ints[t * k + j], size = d->dims[j];
+        if (i < -size || i >= size)
+          return im.fail(n, "index " + std::to_string(i) + " is out of range");
+        at = at * size + (i < 0 ? i + size : i);
+      }
+      for (int64_t e = 0; e < slice; ++e)
+        appendElem(out, *d, at * slice + e);
+    }
+    finish(out);
     return out;
   }
 

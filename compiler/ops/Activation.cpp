@@ -22,7 +22,8 @@ llvm::Error importUnary(OnnxNode &node) {
       {"Sqrt", OpKind::Sqrt},
       {"Erf", OpKind::Erf},
       {"HardSigmoid", OpKind::HardSigmoid},
-      {"HardSwish", OpKind::HardSwish}};
+      {"HardSwish", OpKind::HardSwish},
+      {"Neg", OpKind::Neg}};
   auto x = node.activation(0);
   auto alpha = node.attrFloat("alpha", 0.01f);
   if (llvm::Error e = firstError(x, alpha))
@@ -99,7 +100,9 @@ llvm::Error importPow(OnnxNode &node) {
   if (!x)
     return x.takeError();
   float exponent = 0;
-  if (auto f = node.scalarFloat(1)) {
+  if (node.opType() == "Reciprocal") {
+    exponent = -1.0f;
+  } else if (auto f = node.scalarFloat(1)) {
     exponent = *f;
   } else {
     llvm::consumeError(f.takeError());
@@ -169,6 +172,8 @@ const char *actKind(const Op &op) {
     return "Pow";
   case OpKind::Gelu:
     return op.attrs.tanhApprox ? "GeluTanh" : "Gelu";
+  case OpKind::Neg:
+    return "Neg";
   default:
     return "Clip";
   }
@@ -245,6 +250,7 @@ void registerActivation(std::vector<OpDef> &defs) {
       fromInput(activation(OpKind::HardSwish, "HardSwish", oneFlop)));
   OpDef pow = fromInput(activation(OpKind::Pow, "Pow", transcendental));
   pow.importOnnx = importPow;
+  pow.onnxTypes = {"Pow", "Reciprocal"}; // 1 / x is x ** -1
   pow.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
     printFloat(os, "exponent", op.attrs.alpha);
   };
@@ -257,6 +263,10 @@ void registerActivation(std::vector<OpDef> &defs) {
     os << " approximate=" << (op.attrs.tanhApprox ? "tanh" : "none");
   };
   defs.push_back(std::move(gelu));
+  // Llama's rotate_half; its gradient is -dY, reading nothing.
+  OpDef neg = activation(OpKind::Neg, "Neg", oneFlop);
+  neg.dataGradReads = [](const GradOperands &, std::vector<BlockId> &) {};
+  defs.push_back(std::move(neg));
 }
 
 } // namespace memfit::ops

@@ -89,16 +89,29 @@ llvm::Error importReduceMean(OnnxNode &node) {
     norm.push_back(a < 0 ? a + rank : a);
   std::sort(norm.begin(), norm.end());
   norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
-  std::vector<int64_t> spatial;
-  for (int64_t a = 2; a < rank; ++a)
-    spatial.push_back(a);
-  if (rank < 3 || norm != spatial)
+  // The reduced axes must be the last ones, not the batch's: each sample's
+  // rows are averaged over their trailing elements (all spatial axes of an
+  // image: a global average pool; the features of a token: RMSNorm's mean
+  // square).
+  if (!*axes) // every axis, the batch's included
+    for (int64_t a = 0; a < rank; ++a)
+      norm.push_back(a);
+  bool suffix =
+      !norm.empty() && norm.front() >= 1 && norm.back() == rank - 1 &&
+      norm.back() - norm.front() + 1 == static_cast<int64_t>(norm.size());
+  if (!suffix)
     return node.fail("reduces over axes " +
                      (*axes ? dimsStr(**axes) : std::string("(all)")) +
                      " of shape " + dimsStr(xd) +
-                     "; memfit supports ReduceMean only over all spatial "
-                     "axes (a global average pool)");
-  std::vector<int64_t> pooled = globalPooled(xd);
+                     "; memfit supports ReduceMean over the last axes (not "
+                     "the batch's)");
+  std::vector<int64_t> pooled = xd, kept;
+  for (int64_t a = 0; a < rank; ++a) {
+    if (a >= norm.front())
+      pooled[a] = 1;
+    else
+      kept.push_back(xd[a]);
+  }
   if (*keep)
     return node
         .emit(OpKind::GlobalAveragePool, {*x}, {{node.outputName(0), pooled}})
@@ -108,7 +121,7 @@ llvm::Error importReduceMean(OnnxNode &node) {
   if (!gap)
     return gap.takeError();
   OpAttrs a;
-  a.shape = {xd[0], xd[1]};
+  a.shape = kept;
   std::string name =
       node.name().empty() ? std::string() : node.name() + "#flatten";
   return node
@@ -189,8 +202,10 @@ OpWork globalWork(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
 
 llvm::Expected<EmittedCall> emitGlobal(EmitContext &x) {
   ValueId in = x.op.inputs[0], y = x.op.outputs[0];
+  // Rows of the output, each the mean of `spatial` trailing elements.
   const Value &xv = x.graph.value(in);
-  int64_t channels = xv.dims[1], spatial = xv.elementsPerSample() / channels;
+  int64_t channels = x.graph.value(y).elementsPerSample(),
+          spatial = xv.elementsPerSample() / channels;
   using llvm::formatv;
   switch (x.task.kind) {
   case TaskKind::Forward:

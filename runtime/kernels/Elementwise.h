@@ -72,6 +72,8 @@ MEMFIT_HD float activation(const ActParams &p, float v) {
     double x = v, inner = 0.7978845608028654 * (x + 0.044715 * x * x * x);
     return float(0.5 * x * (1.0 + ::tanh(inner)));
   }
+  case ActKind::Neg:
+    return -v;
   }
   return 0;
 }
@@ -119,6 +121,8 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
     return float(double(dy) *
                  (0.5 * (1.0 + t) + 0.5 * xd * (1.0 - t * t) * dinner));
   }
+  case ActKind::Neg:
+    return -dy;
   }
   return 0;
 }
