@@ -174,10 +174,12 @@ public:
   void binaryBackward(const BinaryParams &p, const float *a, const float *b,
                       const float *dy, float *da, float *db, bool accA,
                       bool accB);
+  /// `parts` elements of each input per row, `rows` rows per sample (the
+  /// axes before the concatenated one).
   void concatForward(int64_t numInputs, const int64_t *parts,
-                     const float *const *inputs, float *y);
+                     const float *const *inputs, float *y, int64_t rows = 1);
   void concatBackward(int64_t numInputs, const int64_t *parts, const float *dy,
-                      float *const *dInputs, const bool *acc);
+                      float *const *dInputs, const bool *acc, int64_t rows = 1);
   void padForward(const PadParams &p, const float *x, float *y);
   void padBackward(const PadParams &p, const float *dy, float *dx, bool acc);
   /// Over the last axis of `rows` rows of `features` per sample.

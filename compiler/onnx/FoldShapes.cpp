@@ -47,7 +47,7 @@ const std::vector<std::string> &foldOpTypes() {
          {"Concat", "Reshape",   "Add",     "Sub",      "Mul", "Cast",
           "Gather", "Unsqueeze", "Squeeze", "Slice",    "Div", "Mod",
           "Where",  "Expand",    "Sqrt",    "CastLike", "Neg", "Reciprocal",
-          "Cos",    "Sin",       "CumSum",  "GatherND"})
+          "Cos",    "Sin",       "CumSum",  "GatherND", "Pow"})
       v.push_back(op);
     return v;
   }();
@@ -151,7 +151,7 @@ private:
       return gatherElements();
     if (auto f = elementwiseFn(op))
       return elementwise(*f, op == "Neg" || op == "Abs" || op == "Min" ||
-                                 op == "Max");
+                                 op == "Max" || op == "Pow");
     if (op == "CastLike")
       return castLike();
     return im.fail(n, "cannot be folded");
@@ -486,6 +486,7 @@ private:
         {"Abs", [](double a, double) { return a < 0 ? -a : a; }},
         {"Min", [](double a, double b) { return a < b ? a : b; }},
         {"Max", [](double a, double b) { return a < b ? b : a; }},
+        {"Pow", [](double a, double b) { return std::pow(a, b); }},
     };
     auto it = fns.find(op);
     if (it == fns.end())
@@ -537,7 +538,9 @@ private:
     if (Error e = checkSize(dims))
       return std::move(e);
     ConstTensor out;
-    out.type = keepType ? a.type : int32_t(pb::TensorProto::BOOL);
+    out.type = !keepType                    ? int32_t(pb::TensorProto::BOOL)
+               : a.isFloat() || b.isFloat() ? int32_t(pb::TensorProto::FLOAT)
+                                            : a.type;
     out.dims = dims;
     int64_t numel = prod(dims, 0, rank);
     std::vector<int64_t> idx(rank, 0);

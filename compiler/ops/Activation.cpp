@@ -201,12 +201,16 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
     return EmittedCall{formatv("x.actForward({0}, {1}, {2}, {3})", x.params,
                                perSample, x.value(in), x.value(y))
                            .str()};
-  case TaskKind::BackwardData:
-    return EmittedCall{
-        formatv("x.actBackward({0}, {1}, {2}, {3}, {4}, {5})", x.params,
-                perSample, x.value(gradReadsInput(x.op.kind) ? in : y),
-                x.grad(y), x.gradIfWritten(in), x.accumulates(in))
-            .str()};
+  case TaskKind::BackwardData: {
+    // Neg's derivative reads neither x nor y: dY stands in for them.
+    std::string src = x.op.kind == OpKind::Neg
+                          ? x.grad(y)
+                          : x.value(gradReadsInput(x.op.kind) ? in : y);
+    return EmittedCall{formatv("x.actBackward({0}, {1}, {2}, {3}, {4}, {5})",
+                               x.params, perSample, src, x.grad(y),
+                               x.gradIfWritten(in), x.accumulates(in))
+                           .str()};
+  }
   default:
     return noWeightGrad(x.op);
   }

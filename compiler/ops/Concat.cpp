@@ -67,19 +67,34 @@ void signature(llvm::raw_ostream &os, const Op &op) {
   os << " axis=" << op.attrs.axis;
 }
 
-llvm::Expected<OpParamsText> params(const Graph &, const Op &op) {
-  if (op.attrs.axis != 1)
-    return unsupportedByRuntime(op, "concatenation along axis 1 only");
+/// Rows per sample: the elements of the axes between the batch and the
+/// concatenated one (1 along axis 1).
+int64_t rowsOf(const Graph &g, const Op &op) {
+  const Value &y = g.value(op.outputs[0]);
+  int64_t rows = 1;
+  for (int64_t i = 1; i < op.attrs.axis; ++i)
+    rows *= y.dims[i];
+  return rows;
+}
+
+llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
+  if (!g.value(op.outputs[0]).canonical() || op.attrs.axis < 1)
+    return unsupportedByRuntime(op, "concatenation needs the batch alone on "
+                                    "axis 0");
   return OpParamsText{};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {
   const Op &op = x.op;
   ValueId y = op.outputs[0];
-  std::string parts;
+  // Along a later axis each sample is `rows` rows, each the inputs' parts
+  // side by side (rows, the last argument, is omitted when 1).
+  int64_t rows = rowsOf(x.graph, op);
+  std::string parts, rowsArg = rows == 1 ? "" : ", " + std::to_string(rows);
   for (size_t i = 0; i < op.inputs.size(); ++i)
-    parts += (i ? ", " : "") +
-             std::to_string(x.graph.value(op.inputs[i]).elementsPerSample());
+    parts +=
+        (i ? ", " : "") +
+        std::to_string(x.graph.value(op.inputs[i]).elementsPerSample() / rows);
   using llvm::formatv;
   switch (x.task.kind) {
   case TaskKind::Forward: {
@@ -88,8 +103,8 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
       ins += (i ? ", " : "") + x.value(op.inputs[i]);
     return EmittedCall{
         formatv("{{ static const int64_t parts[] = {{{0}}; const float "
-                "*in[] = {{{1}}; x.concatForward({2}, parts, in, {3}); }",
-                parts, ins, op.inputs.size(), x.value(y))
+                "*in[] = {{{1}}; x.concatForward({2}, parts, in, {3}{4}); }",
+                parts, ins, op.inputs.size(), x.value(y), rowsArg)
             .str()};
   }
   case TaskKind::BackwardData: {
@@ -102,8 +117,8 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
     return EmittedCall{
         formatv("{{ static const int64_t parts[] = {{{0}}; float *d[] = "
                 "{{{1}}; const bool acc[] = {{{2}}; "
-                "x.concatBackward({3}, parts, {4}, d, acc); }",
-                parts, ds, accs, op.inputs.size(), x.grad(y))
+                "x.concatBackward({3}, parts, {4}, d, acc{5}); }",
+                parts, ds, accs, op.inputs.size(), x.grad(y), rowsArg)
             .str()};
   }
   default:

@@ -303,17 +303,18 @@ void concat(cudaStream_t stream, int64_t n, int64_t numInputs,
 } // namespace
 
 void Exec::concatForward(int64_t numInputs, const int64_t *parts,
-                         const float *const *inputs, float *y) {
+                         const float *const *inputs, float *y, int64_t rows) {
   // The kernel only reads inputs in the forward direction.
-  concat(impl->compute(), n, numInputs, parts,
+  concat(impl->compute(), n * rows, numInputs, parts,
          const_cast<float *const *>(inputs), nullptr, y, nullptr);
   impl->done(*this, "concat forward kernel");
 }
 
 void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
                           const float *dy, float *const *dInputs,
-                          const bool *acc) {
-  concat(impl->compute(), n, numInputs, parts, dInputs, acc, nullptr, dy);
+                          const bool *acc, int64_t rows) {
+  concat(impl->compute(), n * rows, numInputs, parts, dInputs, acc, nullptr,
+         dy);
   impl->done(*this, "concat backward kernel");
 }
 

@@ -329,13 +329,13 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
   rt::binaryBackward(p, n, a, b, dy, da, db, accA, accB);
 }
 void Exec::concatForward(int64_t numInputs, const int64_t *parts,
-                         const float *const *inputs, float *y) {
-  rt::concatForward(n, numInputs, parts, inputs, y);
+                         const float *const *inputs, float *y, int64_t rows) {
+  rt::concatForward(n * rows, numInputs, parts, inputs, y);
 }
 void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
                           const float *dy, float *const *dInputs,
-                          const bool *acc) {
-  rt::concatBackward(n, numInputs, parts, dy, dInputs, acc);
+                          const bool *acc, int64_t rows) {
+  rt::concatBackward(n * rows, numInputs, parts, dy, dInputs, acc);
 }
 void Exec::padForward(const PadParams &p, const float *x, float *y) {
   rt::padForward(p, n, x, y);

@@ -80,6 +80,9 @@ verify() { # model budget...: plans, trains and compares $model.onnx
 
 check gpt-tied 55% 60% 65% 70%
 check bert 55% 60% 65% 70%
+# Llama-style: RMSNorm, rotary embeddings (rotate_half concatenates along
+# the last axis), SwiGLU.
+check llama 55% 60% 65% 70%
 check vit 55% 60% 65% 70%
 # BatchNorm's statistics are per sub-batch when the batch is split (issue
 # 15 makes that a choice); the segmentation model keeps whole batches.

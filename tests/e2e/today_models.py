@@ -182,6 +182,70 @@ class BERT(nn.Module):
         return self.head(self.encoder(self.tok(idx) + self.pos(pos)))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) \
+            * self.weight
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """Llama's decoder layer: RMSNorm, rotary position embeddings on q and
+    k (tables computed in the graph from the positions), causal attention,
+    a SwiGLU MLP, no biases."""
+
+    def __init__(self, d, heads, T):
+        super().__init__()
+        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False)
+                                          for _ in range(4))
+        self.gate, self.up = (nn.Linear(d, 2 * d, bias=False) for _ in range(2))
+        self.down = nn.Linear(2 * d, d, bias=False)
+        self.heads = heads
+        self.register_buffer("mask", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hd = C // self.heads
+        h = self.n1(x)
+        shape = (B, T, self.heads, hd)
+        q, k, v = (f(h).view(*shape).transpose(1, 2)
+                   for f in (self.q, self.k, self.v))
+        inv = 1.0 / (10000 ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+        freqs = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.o(y)
+        h = self.n2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.T = T
+        self.blocks = nn.Sequential(*[LlamaBlock(d, heads, T)
+                                      for _ in range(layers)])
+        self.norm, self.head = RMSNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        return self.head(self.norm(self.blocks(self.tok(idx))))
+
+
 class UNet(nn.Module):
     """An encoder-decoder for segmentation: strided-down features come back
     up by nearest and bilinear F.interpolate (Resize) and by transposed
@@ -235,6 +299,7 @@ MODELS = {
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),
     "unet": (lambda: UNet(), "pixels"),
+    "llama": (lambda: Llama(), "tokens"),
     # torchvision's own ViT (class token, nn.MultiheadAttention), small.
     "tv-vit": (lambda: __import__("torchvision").models.vision_transformer
                .VisionTransformer(image_size=16, patch_size=4, num_layers=2,
@@ -264,7 +329,8 @@ def main():
     if args.no_data:
         count = 1
     if kind == "tokens":
-        vocab, T = model.tok.num_embeddings, model.pos.num_embeddings
+        vocab = model.tok.num_embeddings
+        T = model.T if hasattr(model, "T") else model.pos.num_embeddings
         x = rng.integers(0, vocab, (count, T)).astype(np.int64)
         y = rng.integers(0, vocab, (count, T)).astype(np.int64)
     else:

@@ -198,6 +198,10 @@ def run_graph(model, params, consts, x):
             y = i[0]
             for other in i[1:]:
                 y = fn(y, other)
+        elif op == "Reciprocal":
+            y = 1.0 / i[0]
+        elif op in ("Cos", "Sin"):
+            y = torch.cos(i[0]) if op == "Cos" else torch.sin(i[0])
         elif op == "Neg":
             y = -i[0]
         elif op == "Abs":
