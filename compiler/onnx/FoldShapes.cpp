@@ -11,7 +11,7 @@
 // rather than folded into a number that is wrong at any other batch.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/onnx/Importer.h"
+#include "compiler/onnx/Fold.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -55,29 +55,6 @@ const std::vector<std::string> &foldOpTypes() {
 }
 
 namespace {
-
-/// Appends element `k` of `src` to `dst` (same element kind).
-void appendElem(ConstTensor &dst, const ConstTensor &src, int64_t k) {
-  if (src.isFloat()) {
-    dst.floats.push_back(src.floats[k]);
-    return;
-  }
-  dst.ints.push_back(src.ints[k]);
-  dst.batch.push_back(src.isBatch(k) ? 1 : 0);
-}
-
-/// Drops the batch marks when no element is the batch.
-void finish(ConstTensor &t) {
-  if (std::find(t.batch.begin(), t.batch.end(), 1) == t.batch.end())
-    t.batch.clear();
-}
-
-int64_t prod(const std::vector<int64_t> &dims, size_t from, size_t to) {
-  int64_t n = 1;
-  for (size_t i = from; i < to; ++i)
-    n *= dims[i];
-  return n;
-}
 
 /// Normalizes a possibly negative axis against `rank`; false if out of range.
 bool normAxis(int64_t &axis, int64_t rank) {
@@ -139,19 +116,8 @@ private:
       return where();
     if (op == "Expand")
       return expand();
-    if (op == "Sqrt" || op == "Reciprocal" || op == "Cos" || op == "Sin")
-      return floatUnary(op);
-    if (op == "CumSum")
-      return cumSum();
-    if (op == "GatherND")
-      return gatherND();
-    if (op == "Trilu")
-      return trilu();
-    if (op == "GatherElements")
-      return gatherElements();
-    if (auto f = elementwiseFn(op))
-      return elementwise(*f, op == "Neg" || op == "Abs" || op == "Min" ||
-                                 op == "Max" || op == "Pow");
+    if (auto r = foldLiteral(im, n))
+      return std::move(*r);
     if (op == "CastLike")
       return castLike();
     return im.fail(n, "cannot be folded");
@@ -471,177 +437,6 @@ private:
     return out;
   }
 
-  using Fn = double (*)(double, double);
-  static std::optional<Fn> elementwiseFn(const std::string &op) {
-    static const std::map<std::string, Fn> fns = {
-        {"Less", [](double a, double b) { return double(a < b); }},
-        {"LessOrEqual", [](double a, double b) { return double(a <= b); }},
-        {"Greater", [](double a, double b) { return double(a > b); }},
-        {"GreaterOrEqual", [](double a, double b) { return double(a >= b); }},
-        {"And", [](double a, double b) { return double(a != 0 && b != 0); }},
-        {"Or", [](double a, double b) { return double(a != 0 || b != 0); }},
-        {"Xor",
-         [](double a, double b) { return double((a != 0) != (b != 0)); }},
-        {"Neg", [](double a, double) { return -a; }},
-        {"Abs", [](double a, double) { return a < 0 ? -a : a; }},
-        {"Min", [](double a, double b) { return a < b ? a : b; }},
-        {"Max", [](double a, double b) { return a < b ? b : a; }},
-        {"Pow", [](double a, double b) { return std::pow(a, b); }},
-    };
-    auto it = fns.find(op);
-    if (it == fns.end())
-      return std::nullopt;
-    return it->second;
-  }
-
-  /// One or two operands broadcast numpy style (Min and Max take any number,
-  /// folded pairwise); comparisons and logic give bools, the others the
-  /// first operand's type. Masks and position arithmetic, without the
-  /// batch.
-  Expected<ConstTensor> elementwise(Fn f, bool keepType) {
-    auto acc = input(0);
-    if (!acc)
-      return acc.takeError();
-    int count = std::max(1, n.input_size());
-    if (count == 1)
-      return combine(*acc, *acc, f, keepType);
-    for (int i = 1; i < count; ++i) {
-      auto b = input(i);
-      if (!b)
-        return b.takeError();
-      auto next = combine(*acc, *b, f, keepType);
-      if (!next)
-        return next.takeError();
-      acc = std::move(*next);
-    }
-    return acc;
-  }
-
-  Expected<ConstTensor> combine(const ConstTensor &a, const ConstTensor &b,
-                                Fn f, bool keepType) {
-    if (!a.batch.empty() || !b.batch.empty())
-      return im.fail(n, "computes with the batch size; memfit keeps the "
-                        "batch symbolic and cannot fold this arithmetic");
-    size_t rank = std::max(a.dims.size(), b.dims.size());
-    auto padded = [&](const std::vector<int64_t> &d) {
-      std::vector<int64_t> p(rank - d.size(), 1);
-      p.insert(p.end(), d.begin(), d.end());
-      return p;
-    };
-    std::vector<int64_t> da = padded(a.dims), db = padded(b.dims), dims;
-    for (size_t i = 0; i < rank; ++i) {
-      if (da[i] != db[i] && da[i] != 1 && db[i] != 1)
-        return im.fail(n, "operand shapes " + dimsStr(a.dims) + " and " +
-                              dimsStr(b.dims) + " do not broadcast");
-      dims.push_back(da[i] == 1 ? db[i] : da[i]);
-    }
-    if (Error e = checkSize(dims))
-      return std::move(e);
-    ConstTensor out;
-    out.type = !keepType                    ? int32_t(pb::TensorProto::BOOL)
-               : a.isFloat() || b.isFloat() ? int32_t(pb::TensorProto::FLOAT)
-                                            : a.type;
-    out.dims = dims;
-    int64_t numel = prod(dims, 0, rank);
-    std::vector<int64_t> idx(rank, 0);
-    for (int64_t k = 0; k < numel; ++k) {
-      int64_t ia = 0, ib = 0;
-      for (size_t i = 0; i < rank; ++i) {
-        ia = ia * da[i] + (da[i] == 1 ? 0 : idx[i]);
-        ib = ib * db[i] + (db[i] == 1 ? 0 : idx[i]);
-      }
-      double x = a.isFloat() ? a.floats[ia] : double(a.ints[ia]);
-      double y = b.isFloat() ? b.floats[ib] : double(b.ints[ib]);
-      double r = f(x, y);
-      if (out.isFloat())
-        out.floats.push_back(static_cast<float>(r));
-      else
-        out.ints.push_back(static_cast<int64_t>(r));
-      for (size_t i = rank; i-- > 0;) {
-        if (++idx[i] < dims[i])
-          break;
-        idx[i] = 0;
-      }
-    }
-    return out;
-  }
-
-  /// The upper (or lower) triangle of the last two axes from diagonal k.
-  Expected<ConstTensor> trilu() {
-    auto t = input(0);
-    if (!t)
-      return t.takeError();
-    int64_t k = 0;
-    if (n.input_size() > 1 && !n.input(1).empty()) {
-      auto kv = im.intVector(n, 1);
-      if (!kv)
-        return kv.takeError();
-      if (kv->size() != 1)
-        return im.fail(n, "k must hold one number");
-      k = (*kv)[0];
-    }
-    auto upper = im.attrInt(n, "upper", 1);
-    if (!upper)
-      return upper.takeError();
-    if (t->dims.size() < 2 || !t->batch.empty())
-      return im.fail(n, "folds only constants of rank 2 or more");
-    int64_t rows = t->dims[t->dims.size() - 2], cols = t->dims.back();
-    ConstTensor out = std::move(*t);
-    for (int64_t e = 0; e < out.numel(); ++e) {
-      int64_t c = e % cols, r = (e / cols) % rows;
-      bool keep = *upper ? c - r >= k : c - r <= k;
-      if (keep)
-        continue;
-      if (out.isFloat())
-        out.floats[e] = 0;
-      else
-        out.ints[e] = 0;
-    }
-    return out;
-  }
-
-  /// out[i][j] = data[index[i][j]][j] along `axis` (any rank).
-  Expected<ConstTensor> gatherElements() {
-    auto d = input(0), idx = input(1);
-    auto axisAttr = im.attrInt(n, "axis", 0);
-    if (!d || !idx || !axisAttr)
-      return llvm::joinErrors(
-          llvm::joinErrors(d ? Error::success() : d.takeError(),
-                           idx ? Error::success() : idx.takeError()),
-          axisAttr ? Error::success() : axisAttr.takeError());
-    auto rank = static_cast<int64_t>(d->dims.size());
-    int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
-    if (axis < 0 || axis >= rank || idx->isFloat() ||
-        static_cast<int64_t>(idx->dims.size()) != rank || !idx->batch.empty() ||
-        !d->batch.empty())
-      return im.fail(n, "gathers along an invalid axis or with invalid "
-                        "indices");
-    for (int64_t i = 0; i < rank; ++i)
-      if (i != axis && idx->dims[i] > d->dims[i])
-        return im.fail(n, "indices of shape " + dimsStr(idx->dims) +
-                              " exceed the data of shape " + dimsStr(d->dims));
-    ConstTensor out;
-    out.type = d->type;
-    out.dims = idx->dims;
-    std::vector<int64_t> at(rank, 0);
-    for (int64_t e = 0; e < idx->numel(); ++e) {
-      int64_t j = idx->ints[e], size = d->dims[axis];
-      if (j < -size || j >= size)
-        return im.fail(n, "index " + std::to_string(j) + " is out of range");
-      int64_t src = 0;
-      for (int64_t i = 0; i < rank; ++i)
-        src = src * d->dims[i] + (i == axis ? (j < 0 ? j + size : j) : at[i]);
-      appendElem(out, *d, src);
-      for (int64_t i = rank; i-- > 0;) {
-        if (++at[i] < idx->dims[i])
-          break;
-        at[i] = 0;
-      }
-    }
-    finish(out);
-    return out;
-  }
-
   /// cond ? a : b elementwise (operands of one shape or scalars), the batch
   /// marks following the chosen element.
   Expected<ConstTensor> where() {
@@ -726,93 +521,6 @@ private:
         src = src * td[i] + idx[i];
       appendElem(out, *t, src);
     }
-    return out;
-  }
-
-  /// Literal arithmetic computed in the graph: attention's scale
-  /// 1/sqrt(d), rotary embeddings' cos and sin tables.
-  Expected<ConstTensor> floatUnary(const std::string &op) {
-    auto a = input(0);
-    if (!a)
-      return a.takeError();
-    if (!a->isFloat())
-      return im.fail(n, "computes on an integer constant");
-    ConstTensor out = *a;
-    for (float &v : out.floats)
-      v = op == "Sqrt"  ? std::sqrt(v)
-          : op == "Cos" ? std::cos(v)
-          : op == "Sin" ? std::sin(v)
-                        : 1.0f / v;
-    return out;
-  }
-
-  /// Running sums along `axis` (positions from an attention mask).
-  Expected<ConstTensor> cumSum() {
-    auto t = input(0);
-    auto axisV = im.intVector(n, 1);
-    auto exclusive = im.attrInt(n, "exclusive", 0);
-    auto reverse = im.attrInt(n, "reverse", 0);
-    if (!t || !axisV || !exclusive || !reverse)
-      return llvm::joinErrors(
-          llvm::joinErrors(t ? Error::success() : t.takeError(),
-                           axisV ? Error::success() : axisV.takeError()),
-          llvm::joinErrors(exclusive ? Error::success() : exclusive.takeError(),
-                           reverse ? Error::success() : reverse.takeError()));
-    auto rank = static_cast<int64_t>(t->dims.size());
-    if (axisV->size() != 1 || !t->batch.empty() || *exclusive || *reverse)
-      return im.fail(n, "folds only an inclusive forward running sum");
-    int64_t axis = (*axisV)[0] < 0 ? (*axisV)[0] + rank : (*axisV)[0];
-    if (axis < 0 || axis >= rank)
-      return im.fail(n, "axis out of range");
-    int64_t inner = prod(t->dims, axis + 1, rank), len = t->dims[axis];
-    ConstTensor out = std::move(*t);
-    for (int64_t e = 0; e < out.numel(); ++e) {
-      if ((e / inner) % len == 0)
-        continue;
-      if (out.isFloat())
-        out.floats[e] += out.floats[e - inner];
-      else
-        out.ints[e] += out.ints[e - inner];
-    }
-    return out;
-  }
-
-  /// Gathers slices of data by index tuples on the last axis of indices
-  /// (batch_dims 0).
-  Expected<ConstTensor> gatherND() {
-    auto d = input(0), idx = input(1);
-    auto batchDims = im.attrInt(n, "batch_dims", 0);
-    if (!d || !idx || !batchDims)
-      return llvm::joinErrors(
-          llvm::joinErrors(d ? Error::success() : d.takeError(),
-                           idx ? Error::success() : idx.takeError()),
-          batchDims ? Error::success() : batchDims.takeError());
-    if (*batchDims != 0 || idx->isFloat() || idx->dims.empty() ||
-        !d->batch.empty() || !idx->batch.empty())
-      return im.fail(n, "folds only integer indices with batch_dims 0");
-    auto rank = static_cast<int64_t>(d->dims.size());
-    int64_t k = idx->dims.back();
-    if (k < 1 || k > rank)
-      return im.fail(n, "index tuples longer than the data's rank");
-    int64_t slice = prod(d->dims, k, rank);
-    ConstTensor out;
-    out.type = d->type;
-    out.dims.assign(idx->dims.begin(), idx->dims.end() - 1);
-    out.dims.insert(out.dims.end(), d->dims.begin() + k, d->dims.end());
-    if (Error e = checkSize(out.dims))
-      return std::move(e);
-    for (int64_t t = 0; t < idx->numel() / k; ++t) {
-      int64_t at = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t i = idx->ints[t * k + j], size = d->dims[j];
-        if (i < -size || i >= size)
-          return im.fail(n, "index " + std::to_string(i) + " is out of range");
-        at = at * size + (i < 0 ? i + size : i);
-      }
-      for (int64_t e = 0; e < slice; ++e)
-        appendElem(out, *d, at * slice + e);
-    }
-    finish(out);
     return out;
   }
 
