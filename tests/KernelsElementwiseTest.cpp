@@ -18,6 +18,28 @@ using memfit::test::checkGradient;
 using memfit::test::GradOptions;
 using memfit::test::randomVector;
 
+namespace {
+
+/// Finite differences of an op on n = 2 samples of c x hin x win planes
+/// (to c x hout x wout), with the accumulate convention.
+template <typename P, typename Fwd, typename Bwd>
+void checkPlaneGradient(const P &p, unsigned seed, Fwd forward, Bwd backward) {
+  std::mt19937 rng(seed);
+  const int64_t n = 2;
+  auto x = randomVector(rng, n * p.c * p.hin * p.win);
+  auto dy = randomVector(rng, n * p.c * p.hout * p.wout);
+  checkGradient(
+      x,
+      [&] {
+        std::vector<float> y(dy.size());
+        forward(p, n, x.data(), y.data());
+        return y;
+      },
+      dy, [&](float *dx, bool acc) { backward(p, n, dy.data(), dx, acc); });
+}
+
+} // namespace
+
 TEST_CASE("activation gradients", "[kernels]") {
   auto check = [](ActParams p) {
     std::mt19937 rng(29);
@@ -197,19 +219,7 @@ TEST_CASE("pad", "[kernels]") {
     CHECK(dx == std::vector<float>{1, 2, 0, 3, 4, 0});
   }
   auto check = [](PadParams p) {
-    std::mt19937 rng(41);
-    const int64_t n = 2;
-    auto x = randomVector(rng, n * p.c * p.hin * p.win);
-    auto dy = randomVector(rng, n * p.c * p.hout * p.wout);
-    checkGradient(
-        x,
-        [&] {
-          std::vector<float> y(dy.size());
-          padForward(p, n, x.data(), y.data());
-          return y;
-        },
-        dy,
-        [&](float *dx, bool acc) { padBackward(p, n, dy.data(), dx, acc); });
+    checkPlaneGradient(p, 41, padForward, padBackward);
   };
   SECTION("grow") { check({2, 3, 4, 6, 5, 1, 0, 0.5f}); }
   SECTION("crop") { check({2, 5, 4, 3, 3, -1, -1, 0.0f}); }
@@ -250,19 +260,7 @@ TEST_CASE("resize", "[kernels]") {
     CHECK(y == std::vector<float>{1, 3});
   }
   auto check = [](ResizeParams p) {
-    std::mt19937 rng(43);
-    const int64_t n = 2;
-    auto x = randomVector(rng, n * p.c * p.hin * p.win);
-    auto dy = randomVector(rng, n * p.c * p.hout * p.wout);
-    checkGradient(
-        x,
-        [&] {
-          std::vector<float> y(dy.size());
-          resizeForward(p, n, x.data(), y.data());
-          return y;
-        },
-        dy,
-        [&](float *dx, bool acc) { resizeBackward(p, n, dy.data(), dx, acc); });
+    checkPlaneGradient(p, 43, resizeForward, resizeBackward);
   };
   SECTION("bilinear gradients, pytorch_half_pixel") {
     check({3, 3, 5, 7, 8, true, 1, 0, 7.0f / 3, 8.0f / 5});

@@ -39,6 +39,81 @@ inline int64_t prod(const std::vector<int64_t> &dims, size_t from, size_t to) {
   return n;
 }
 
+/// Operand `i` of `n` as a constant.
+inline llvm::Expected<ConstTensor> foldInput(Importer &im,
+                                             const pb::NodeProto &n, int i) {
+  auto c = im.constant(n, i);
+  if (!c)
+    return c.takeError();
+  return **c;
+}
+
+/// Checks that `dims` has at most kMaxFoldElements elements.
+inline llvm::Error checkFoldSize(Importer &im, const pb::NodeProto &n,
+                                 const std::vector<int64_t> &dims) {
+  auto numel = checkedProduct(dims);
+  if (!numel || *numel > kMaxFoldElements)
+    return im.fail(n, "would fold into a constant of shape " + dimsStr(dims) +
+                          ", more than memfit folds");
+  return llvm::Error::success();
+}
+
+/// Two constants broadcast numpy style: the result's dims, and for each of
+/// its elements in order the element of each operand it pairs.
+class Broadcast {
+public:
+  /// Fails, naming both shapes, when they do not broadcast or the result
+  /// would be larger than memfit folds.
+  static llvm::Expected<Broadcast> of(Importer &im, const pb::NodeProto &n,
+                                      const std::vector<int64_t> &a,
+                                      const std::vector<int64_t> &b) {
+    Broadcast r;
+    size_t rank = std::max(a.size(), b.size());
+    r.da.assign(rank - a.size(), 1);
+    r.da.insert(r.da.end(), a.begin(), a.end());
+    r.db.assign(rank - b.size(), 1);
+    r.db.insert(r.db.end(), b.begin(), b.end());
+    for (size_t i = 0; i < rank; ++i) {
+      if (r.da[i] != r.db[i] && r.da[i] != 1 && r.db[i] != 1)
+        return im.fail(n, "operand shapes " + dimsStr(a) + " and " +
+                              dimsStr(b) + " do not broadcast");
+      r.dims.push_back(r.da[i] == 1 ? r.db[i] : r.da[i]);
+    }
+    if (llvm::Error e = checkFoldSize(im, n, r.dims))
+      return std::move(e);
+    return r;
+  }
+
+  std::vector<int64_t> dims;
+
+  /// Calls f(ia, ib) for each result element; stops at f's first error.
+  template <typename F> llvm::Error forEach(F f) const {
+    const size_t rank = dims.size();
+    std::vector<int64_t> idx(rank, 0);
+    int64_t numel = 1;
+    for (int64_t d : dims)
+      numel *= d;
+    for (int64_t k = 0; k < numel; ++k) {
+      int64_t ia = 0, ib = 0;
+      for (size_t i = 0; i < rank; ++i) {
+        ia = ia * da[i] + (da[i] == 1 ? 0 : idx[i]);
+        ib = ib * db[i] + (db[i] == 1 ? 0 : idx[i]);
+      }
+      if (llvm::Error e = f(ia, ib))
+        return e;
+      for (size_t i = rank; i-- > 0;) {
+        if (++idx[i] < dims[i])
+          break;
+        idx[i] = 0;
+      }
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  std::vector<int64_t> da, db; // operand dims padded to the result's rank
+};
+
 /// The literal folds of FoldLiterals.cpp; nullopt when `n`'s op is not
 /// one of them.
 std::optional<llvm::Expected<ConstTensor>> foldLiteral(Importer &im,

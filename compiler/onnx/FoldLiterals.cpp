@@ -45,19 +45,9 @@ private:
   Importer &im;
   const pb::NodeProto &n;
 
-  Expected<ConstTensor> input(int i) {
-    auto c = im.constant(n, i);
-    if (!c)
-      return c.takeError();
-    return **c;
-  }
-
+  Expected<ConstTensor> input(int i) { return foldInput(im, n, i); }
   Error checkSize(const std::vector<int64_t> &dims) {
-    auto numel = checkedProduct(dims);
-    if (!numel || *numel > kMaxFoldElements)
-      return im.fail(n, "would fold into a constant of shape " + dimsStr(dims) +
-                            ", more than memfit folds");
-    return Error::success();
+    return checkFoldSize(im, n, dims);
   }
 
   using Fn = double (*)(double, double);
@@ -111,34 +101,15 @@ private:
     if (!a.batch.empty() || !b.batch.empty())
       return im.fail(n, "computes with the batch size; memfit keeps the "
                         "batch symbolic and cannot fold this arithmetic");
-    size_t rank = std::max(a.dims.size(), b.dims.size());
-    auto padded = [&](const std::vector<int64_t> &d) {
-      std::vector<int64_t> p(rank - d.size(), 1);
-      p.insert(p.end(), d.begin(), d.end());
-      return p;
-    };
-    std::vector<int64_t> da = padded(a.dims), db = padded(b.dims), dims;
-    for (size_t i = 0; i < rank; ++i) {
-      if (da[i] != db[i] && da[i] != 1 && db[i] != 1)
-        return im.fail(n, "operand shapes " + dimsStr(a.dims) + " and " +
-                              dimsStr(b.dims) + " do not broadcast");
-      dims.push_back(da[i] == 1 ? db[i] : da[i]);
-    }
-    if (Error e = checkSize(dims))
-      return std::move(e);
+    auto shape = Broadcast::of(im, n, a.dims, b.dims);
+    if (!shape)
+      return shape.takeError();
     ConstTensor out;
     out.type = !keepType                    ? int32_t(pb::TensorProto::BOOL)
                : a.isFloat() || b.isFloat() ? int32_t(pb::TensorProto::FLOAT)
                                             : a.type;
-    out.dims = dims;
-    int64_t numel = prod(dims, 0, rank);
-    std::vector<int64_t> idx(rank, 0);
-    for (int64_t k = 0; k < numel; ++k) {
-      int64_t ia = 0, ib = 0;
-      for (size_t i = 0; i < rank; ++i) {
-        ia = ia * da[i] + (da[i] == 1 ? 0 : idx[i]);
-        ib = ib * db[i] + (db[i] == 1 ? 0 : idx[i]);
-      }
+    out.dims = shape->dims;
+    Error e = shape->forEach([&](int64_t ia, int64_t ib) {
       double x = a.isFloat() ? a.floats[ia] : double(a.ints[ia]);
       double y = b.isFloat() ? b.floats[ib] : double(b.ints[ib]);
       double r = f(x, y);
@@ -146,12 +117,10 @@ private:
         out.floats.push_back(static_cast<float>(r));
       else
         out.ints.push_back(static_cast<int64_t>(r));
-      for (size_t i = rank; i-- > 0;) {
-        if (++idx[i] < dims[i])
-          break;
-        idx[i] = 0;
-      }
-    }
+      return Error::success();
+    });
+    if (e)
+      return std::move(e);
     return out;
   }
 

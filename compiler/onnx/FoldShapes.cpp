@@ -123,20 +123,9 @@ private:
     return im.fail(n, "cannot be folded");
   }
 
-  Expected<ConstTensor> input(int i) {
-    auto c = im.constant(n, i);
-    if (!c)
-      return c.takeError();
-    return **c;
-  }
-
-  /// Checks that `dims` has at most kMaxFoldElements elements.
+  Expected<ConstTensor> input(int i) { return foldInput(im, n, i); }
   Error checkSize(const std::vector<int64_t> &dims) {
-    auto numel = checkedProduct(dims);
-    if (!numel || *numel > kMaxFoldElements)
-      return im.fail(n, "would fold into a constant of shape " + dimsStr(dims) +
-                            ", more than memfit folds");
-    return Error::success();
+    return checkFoldSize(im, n, dims);
   }
 
   Expected<ConstTensor> constantNode() {
@@ -561,12 +550,12 @@ private:
     if (!t)
       return t.takeError();
     // Double literals fold as float32 (readConstant reads them so).
-    std::optional<int64_t> to =
+    const int64_t to =
         toType == pb::TensorProto::DOUBLE ? pb::TensorProto::FLOAT : toType;
     ConstTensor out;
-    out.type = static_cast<int32_t>(*to);
+    out.type = static_cast<int32_t>(to);
     out.dims = t->dims;
-    if (*to == pb::TensorProto::FLOAT) {
+    if (to == pb::TensorProto::FLOAT) {
       if (t->isFloat())
         return std::move(*t);
       for (int64_t k = 0; k < t->numel(); ++k) {
@@ -576,10 +565,10 @@ private:
       }
       return out;
     }
-    if (*to != pb::TensorProto::INT64 && *to != pb::TensorProto::INT32 &&
-        *to != pb::TensorProto::BOOL)
+    if (to != pb::TensorProto::INT64 && to != pb::TensorProto::INT32 &&
+        to != pb::TensorProto::BOOL)
       return im.fail(n, "casts a constant to " +
-                            dataTypeName(static_cast<int32_t>(*to)) +
+                            dataTypeName(static_cast<int32_t>(to)) +
                             ", which memfit does not fold");
     for (int64_t k = 0; k < t->numel(); ++k) {
       int64_t v = 0;
@@ -591,11 +580,11 @@ private:
       } else {
         v = t->ints[k];
       }
-      if (*to == pb::TensorProto::BOOL) {
+      if (to == pb::TensorProto::BOOL) {
         if (t->isBatch(k))
           return im.fail(n, "casts the batch size to a bool");
         v = v != 0;
-      } else if (*to == pb::TensorProto::INT32) {
+      } else if (to == pb::TensorProto::INT32) {
         v = static_cast<int32_t>(v);
       }
       out.ints.push_back(v);
@@ -795,32 +784,13 @@ private:
     }
     if (a->type != b->type)
       return im.fail(n, "operands have different element types");
-    size_t rank = std::max(a->dims.size(), b->dims.size());
-    auto padded = [&](const std::vector<int64_t> &d) {
-      std::vector<int64_t> p(rank - d.size(), 1);
-      p.insert(p.end(), d.begin(), d.end());
-      return p;
-    };
-    std::vector<int64_t> da = padded(a->dims), db = padded(b->dims), dims;
-    for (size_t i = 0; i < rank; ++i) {
-      if (da[i] != db[i] && da[i] != 1 && db[i] != 1)
-        return im.fail(n, "operand shapes " + dimsStr(a->dims) + " and " +
-                              dimsStr(b->dims) + " do not broadcast");
-      dims.push_back(da[i] == 1 ? db[i] : da[i]);
-    }
-    if (Error e = checkSize(dims))
-      return e;
+    auto shape = Broadcast::of(im, n, a->dims, b->dims);
+    if (!shape)
+      return shape.takeError();
     ConstTensor out;
     out.type = a->type;
-    out.dims = dims;
-    int64_t numel = prod(dims, 0, rank);
-    std::vector<int64_t> idx(rank, 0);
-    for (int64_t k = 0; k < numel; ++k) {
-      int64_t ia = 0, ib = 0;
-      for (size_t i = 0; i < rank; ++i) {
-        ia = ia * da[i] + (da[i] == 1 ? 0 : idx[i]);
-        ib = ib * db[i] + (db[i] == 1 ? 0 : idx[i]);
-      }
+    out.dims = shape->dims;
+    Error e = shape->forEach([&](int64_t ia, int64_t ib) -> Error {
       if (out.isFloat()) {
         float x = a->floats[ia], y = b->floats[ib];
         out.floats.push_back(op == "Add"   ? x + y
@@ -828,20 +798,18 @@ private:
                              : op == "Mul" ? x * y
                              : op == "Div" ? x / y
                                            : std::fmod(x, y));
-      } else {
-        auto r =
-            intOp(op, a->ints[ia], a->isBatch(ia), b->ints[ib], b->isBatch(ib));
-        if (!r)
-          return r.takeError();
-        out.ints.push_back(r->first);
-        out.batch.push_back(r->second);
+        return Error::success();
       }
-      for (size_t i = rank; i-- > 0;) {
-        if (++idx[i] < dims[i])
-          break;
-        idx[i] = 0;
-      }
-    }
+      auto r =
+          intOp(op, a->ints[ia], a->isBatch(ia), b->ints[ib], b->isBatch(ib));
+      if (!r)
+        return r.takeError();
+      out.ints.push_back(r->first);
+      out.batch.push_back(r->second);
+      return Error::success();
+    });
+    if (e)
+      return std::move(e);
     return out;
   }
 };

@@ -55,6 +55,8 @@ constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
 
 /// Escapes an untrusted string for a message, without quotes.
 std::string escapeName(std::string_view s);
+/// "node 'name' (OpType)", or "node #index (OpType)" for an unnamed node.
+std::string nodeLabel(const pb::NodeProto &n, int64_t index);
 /// Name of an ONNX TensorProto data type ("FLOAT", "INT64", ...).
 std::string dataTypeName(int32_t type);
 /// Product of `dims`, or nullopt on overflow or a negative entry. The limit

@@ -20,15 +20,15 @@ using llvm::Expected;
 // Diagnostics
 //===----------------------------------------------------------------------===//
 
-std::string Importer::label(const pb::NodeProto &n) const {
-  std::string name;
-  if (!n.name().empty()) {
-    name = quoteName(n.name());
-  } else {
-    auto it = nodeIndex.find(&n);
-    name = "#" + std::to_string(it == nodeIndex.end() ? -1 : it->second);
-  }
+std::string nodeLabel(const pb::NodeProto &n, int64_t index) {
+  std::string name =
+      n.name().empty() ? "#" + std::to_string(index) : quoteName(n.name());
   return "node " + name + " (" + escapeName(n.op_type()) + ")";
+}
+
+std::string Importer::label(const pb::NodeProto &n) const {
+  auto it = nodeIndex.find(&n);
+  return nodeLabel(n, it == nodeIndex.end() ? -1 : it->second);
 }
 
 Error Importer::fail(const pb::NodeProto &n, const llvm::Twine &msg) const {

@@ -36,14 +36,6 @@ const std::map<std::string, std::set<std::string>> &newerAttributes() {
   return m;
 }
 
-std::string nodeLabel(const pb::NodeProto &n, int k) {
-  return llvm::formatv("node {0} ({1})",
-                       n.name().empty() ? "#" + std::to_string(k)
-                                        : quoteName(n.name()),
-                       escapeName(n.op_type()))
-      .str();
-}
-
 } // namespace
 
 llvm::Error checkNewerModel(const pb::GraphProto &graph,

@@ -19,40 +19,64 @@ namespace {
 
 // --- ONNX translation ---
 
-llvm::Error importConv(OnnxNode &node) {
+/// What Conv and ConvTranspose read alike: data, weight, optional bias,
+/// `group` and `kernel_shape`, the input's spatial dims.
+struct ConvOperands {
+  std::vector<ValueId> inputs;
+  std::vector<int64_t> xd, wd, spatial;
+  int64_t group = 1;
+  std::optional<std::vector<int64_t>> kernelAttr;
+};
+
+llvm::Expected<ConvOperands> convOperands(OnnxNode &node) {
   auto x = node.activation(0);
   auto w = node.weight(1, WeightInit::HeNormal, true);
   auto group = node.attrInt("group", 1);
   auto kattr = node.attrInts("kernel_shape");
   if (llvm::Error e = firstError(x, w, group, kattr))
-    return e;
-  std::vector<ValueId> inputs = {*x, *w};
+    return std::move(e);
+  ConvOperands c;
+  c.inputs = {*x, *w};
   if (node.hasInput(2)) {
     auto b = node.weight(2, WeightInit::Zeros, true);
     if (!b)
       return b.takeError();
-    inputs.push_back(*b);
+    c.inputs.push_back(*b);
   }
-  std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
-  auto in = spatialInput(node, xd);
+  c.xd = dimsOfValue(node, *x);
+  c.wd = dimsOfValue(node, *w);
+  auto in = spatialInput(node, c.xd);
   if (!in)
     return in.takeError();
-  if (wd.size() != xd.size())
-    return node.fail("weight of shape " + dimsStr(wd) +
-                     " does not match the input of shape " + dimsStr(xd));
+  if (c.wd.size() != c.xd.size())
+    return node.fail("weight of shape " + dimsStr(c.wd) +
+                     " does not match the input of shape " + dimsStr(c.xd));
+  c.spatial = *in;
+  c.group = *group;
+  c.kernelAttr = *kattr;
+  return c;
+}
+
+llvm::Error importConv(OnnxNode &node) {
+  auto ops = convOperands(node);
+  if (!ops)
+    return ops.takeError();
+  const std::vector<int64_t> &xd = ops->xd, &wd = ops->wd;
   int64_t m = wd[0];
-  if (*group < 1 || xd[1] != wd[1] * *group || m % *group != 0)
+  if (ops->group < 1 || xd[1] != wd[1] * ops->group || m % ops->group != 0)
     return node.fail(llvm::formatv("input channels {0}, weight shape {1} "
                                    "and group {2} do not agree",
-                                   xd[1], dimsStr(wd), *group));
+                                   xd[1], dimsStr(wd), ops->group));
   std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
-  if (*kattr && **kattr != kernel)
-    return node.fail("kernel_shape " + dimsStr(**kattr) +
+  if (ops->kernelAttr && *ops->kernelAttr != kernel)
+    return node.fail("kernel_shape " + dimsStr(*ops->kernelAttr) +
                      " does not match the weight of shape " + dimsStr(wd));
-  if (inputs.size() == 3 && dimsOfValue(node, inputs[2]) != std::vector{m})
-    return node.fail("bias of shape " + dimsStr(dimsOfValue(node, inputs[2])) +
+  if (ops->inputs.size() == 3 &&
+      dimsOfValue(node, ops->inputs[2]) != std::vector{m})
+    return node.fail("bias of shape " +
+                     dimsStr(dimsOfValue(node, ops->inputs[2])) +
                      llvm::formatv(" must be [{0}]", m).str());
-  auto win = window(node, *in, kernel, false);
+  auto win = window(node, ops->spatial, kernel, false);
   if (!win)
     return win.takeError();
   OpAttrs a;
@@ -60,49 +84,33 @@ llvm::Error importConv(OnnxNode &node) {
   a.strides = win->strides;
   a.pads = win->pads;
   a.dilations = win->dilations;
-  a.group = *group;
+  a.group = ops->group;
   std::vector<int64_t> out = {xd[0], m};
   out.insert(out.end(), win->out.begin(), win->out.end());
-  return node.emit(OpKind::Conv, inputs, {{node.outputName(0), out}}, a)
+  return node.emit(OpKind::Conv, ops->inputs, {{node.outputName(0), out}}, a)
       .takeError();
 }
 
 /// ConvTranspose: out = stride * (in - 1) + output_padding +
 /// dilation * (kernel - 1) + 1 - pads, per spatial axis.
 llvm::Error importConvTranspose(OnnxNode &node) {
-  auto x = node.activation(0);
-  auto w = node.weight(1, WeightInit::HeNormal, true);
-  auto group = node.attrInt("group", 1);
-  auto kattr = node.attrInts("kernel_shape");
+  auto ops = convOperands(node);
   auto strides = node.attrInts("strides");
   auto pads = node.attrInts("pads");
   auto dilations = node.attrInts("dilations");
   auto outPad = node.attrInts("output_padding");
   auto outShape = node.attrInts("output_shape");
   auto autoPad = node.attrString("auto_pad", "NOTSET");
-  if (llvm::Error e = firstError(x, w, group, kattr, strides, pads, dilations,
-                                 outPad, outShape, autoPad))
+  if (llvm::Error e =
+          firstError(ops, strides, pads, dilations, outPad, outShape, autoPad))
     return e;
-  std::vector<ValueId> inputs = {*x, *w};
-  if (node.hasInput(2)) {
-    auto b = node.weight(2, WeightInit::Zeros, true);
-    if (!b)
-      return b.takeError();
-    inputs.push_back(*b);
-  }
-  std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
-  auto in = spatialInput(node, xd);
-  if (!in)
-    return in.takeError();
-  const size_t r = in->size();
-  if (wd.size() != xd.size())
-    return node.fail("weight of shape " + dimsStr(wd) +
-                     " does not match the input of shape " + dimsStr(xd));
-  if (*group < 1 || xd[1] != wd[0] || wd[0] % *group != 0)
+  const std::vector<int64_t> &xd = ops->xd, &wd = ops->wd;
+  const size_t r = ops->spatial.size();
+  if (ops->group < 1 || xd[1] != wd[0] || wd[0] % ops->group != 0)
     return node.fail(llvm::formatv("input channels {0}, weight shape {1} "
                                    "and group {2} do not agree",
-                                   xd[1], dimsStr(wd), *group));
-  int64_t m = wd[1] * *group;
+                                   xd[1], dimsStr(wd), ops->group));
+  int64_t m = wd[1] * ops->group;
   if (*autoPad != "NOTSET")
     return node.fail("auto_pad " + quoteName(*autoPad) +
                      " is not supported; memfit reads explicit pads");
@@ -113,13 +121,15 @@ llvm::Error importConvTranspose(OnnxNode &node) {
   };
   std::vector<int64_t> st = list(*strides, r, 1), pd = list(*pads, 2 * r, 0),
                        dl = list(*dilations, r, 1), op = list(*outPad, r, 0);
-  if ((*kattr && **kattr != kernel) || st.size() != r || pd.size() != 2 * r ||
-      dl.size() != r || op.size() != r)
+  if ((ops->kernelAttr && *ops->kernelAttr != kernel) || st.size() != r ||
+      pd.size() != 2 * r || dl.size() != r || op.size() != r)
     return node.fail("kernel_shape, strides, pads, dilations or "
                      "output_padding do not match the weight of shape " +
                      dimsStr(wd));
-  if (inputs.size() == 3 && dimsOfValue(node, inputs[2]) != std::vector{m})
-    return node.fail("bias of shape " + dimsStr(dimsOfValue(node, inputs[2])) +
+  if (ops->inputs.size() == 3 &&
+      dimsOfValue(node, ops->inputs[2]) != std::vector{m})
+    return node.fail("bias of shape " +
+                     dimsStr(dimsOfValue(node, ops->inputs[2])) +
                      llvm::formatv(" must be [{0}]", m).str());
   std::vector<int64_t> out = {xd[0], m};
   for (size_t i = 0; i < r; ++i) {
@@ -127,14 +137,15 @@ llvm::Error importConvTranspose(OnnxNode &node) {
               dl[i] <= kMaxWindow && kernel[i] <= kMaxWindow && pd[i] >= 0 &&
               pd[i + r] >= 0 && pd[i] <= kMaxWindow &&
               pd[i + r] <= kMaxWindow && op[i] >= 0 && op[i] < st[i];
-    int64_t o = st[i] * ((*in)[i] - 1) + op[i] + dl[i] * (kernel[i] - 1) + 1 -
-                pd[i] - pd[i + r];
+    int64_t o = st[i] * (ops->spatial[i] - 1) + op[i] +
+                dl[i] * (kernel[i] - 1) + 1 - pd[i] - pd[i + r];
     if (!ok || o <= 0 || o > kMaxWindow)
       return node.fail(llvm::formatv(
           "spatial axis {0}: input {1}, kernel {2}, stride {3}, dilation "
           "{4}, pads {5} and {6}, output_padding {7} give no valid output "
           "(output_padding must be below the stride)",
-          i, (*in)[i], kernel[i], st[i], dl[i], pd[i], pd[i + r], op[i]));
+          i, ops->spatial[i], kernel[i], st[i], dl[i], pd[i], pd[i + r],
+          op[i]));
     out.push_back(o);
   }
   if (*outShape &&
@@ -148,9 +159,9 @@ llvm::Error importConvTranspose(OnnxNode &node) {
   a.strides = st;
   a.pads = pd;
   a.dilations = dl;
-  a.group = *group;
+  a.group = ops->group;
   return node
-      .emit(OpKind::ConvTranspose, inputs, {{node.outputName(0), out}}, a)
+      .emit(OpKind::ConvTranspose, ops->inputs, {{node.outputName(0), out}}, a)
       .takeError();
 }
 

@@ -170,23 +170,14 @@ void resizeForward(const ResizeParams &p, int64_t n, const float *x, float *y) {
 /// weights it read them with, in output order.
 void resizeBackward(const ResizeParams &p, int64_t n, const float *dy,
                     float *dx, bool accumulate) {
-  const int64_t in = p.hin * p.win, out = p.hout * p.wout;
-  cpu::clearUnlessAccumulating(dx, n * p.c * in, accumulate);
-  for (int64_t pl = 0; pl < n * p.c; ++pl)
-    for (int64_t oh = 0; oh < p.hout; ++oh) {
-      int64_t h0, h1, w0, w1;
-      float fh, fw;
-      kernels::resizeTaps(p, oh, p.hin, p.hout, p.scaleH, h0, h1, fh);
-      for (int64_t ow = 0; ow < p.wout; ++ow) {
-        kernels::resizeTaps(p, ow, p.win, p.wout, p.scaleW, w0, w1, fw);
-        float g = dy[pl * out + oh * p.wout + ow];
-        float *d = dx + pl * in;
-        d[h0 * p.win + w0] += g * (1 - fh) * (1 - fw);
-        d[h0 * p.win + w1] += g * (1 - fh) * fw;
-        d[h1 * p.win + w0] += g * fh * (1 - fw);
-        d[h1 * p.win + w1] += g * fh * fw;
-      }
-    }
+  cpu::clearUnlessAccumulating(dx, n * p.c * p.hin * p.win, accumulate);
+  for (int64_t t = 0; t < n * p.c * p.hout * p.wout; ++t) {
+    int64_t at[4];
+    float w[4];
+    kernels::resizeGradTaps(p, t, at, w);
+    for (int k = 0; k < 4; ++k)
+      dx[at[k]] += dy[t] * w[k];
+  }
 }
 
 } // namespace memfit::rt

@@ -310,19 +310,11 @@ __global__ void resizeKernel(ResizeParams p, int64_t count, const float *x,
 __global__ void resizeGradKernel(ResizeParams p, int64_t count, const float *dy,
                                  float *dx) {
   MEMFIT_GRID_LOOP(t, count) {
-    const int64_t plane = p.hout * p.wout;
-    int64_t pl = t / plane, q = t - pl * plane;
-    int64_t oh = q / p.wout, ow = q - oh * p.wout;
-    int64_t h0, h1, w0, w1;
-    float fh, fw;
-    kernels::resizeTaps(p, oh, p.hin, p.hout, p.scaleH, h0, h1, fh);
-    kernels::resizeTaps(p, ow, p.win, p.wout, p.scaleW, w0, w1, fw);
-    float g = dy[t];
-    float *d = dx + pl * p.hin * p.win;
-    atomicAdd(&d[h0 * p.win + w0], g * (1 - fh) * (1 - fw));
-    atomicAdd(&d[h0 * p.win + w1], g * (1 - fh) * fw);
-    atomicAdd(&d[h1 * p.win + w0], g * fh * (1 - fw));
-    atomicAdd(&d[h1 * p.win + w1], g * fh * fw);
+    int64_t at[4];
+    float w[4];
+    kernels::resizeGradTaps(p, t, at, w);
+    for (int k = 0; k < 4; ++k)
+      atomicAdd(&dx[at[k]], dy[t] * w[k]);
   }
 }
 

@@ -315,6 +315,29 @@ MEMFIT_HD void resizeTaps(const ResizeParams &p, int64_t o, int64_t in,
   w1 = c - float(i0);
 }
 
+/// The four input elements output element t (of n * c planes) reads, as
+/// offsets from the start of all planes, and their weights (nearest: one
+/// element four times, three weights 0). The backward scatters along them.
+MEMFIT_HD void resizeGradTaps(const ResizeParams &p, int64_t t, int64_t at[4],
+                              float w[4]) {
+  const int64_t plane = p.hout * p.wout;
+  int64_t pl = t / plane, q = t - pl * plane;
+  int64_t oh = q / p.wout, ow = q - oh * p.wout;
+  int64_t h0, h1, w0, w1;
+  float fh, fw;
+  resizeTaps(p, oh, p.hin, p.hout, p.scaleH, h0, h1, fh);
+  resizeTaps(p, ow, p.win, p.wout, p.scaleW, w0, w1, fw);
+  const int64_t base = pl * p.hin * p.win;
+  at[0] = base + h0 * p.win + w0;
+  at[1] = base + h0 * p.win + w1;
+  at[2] = base + h1 * p.win + w0;
+  at[3] = base + h1 * p.win + w1;
+  w[0] = (1 - fh) * (1 - fw);
+  w[1] = (1 - fh) * fw;
+  w[2] = fh * (1 - fw);
+  w[3] = fh * fw;
+}
+
 /// Output element t of n * c planes.
 MEMFIT_HD float resizeAt(const ResizeParams &p, const float *x, int64_t t) {
   const int64_t plane = p.hout * p.wout;

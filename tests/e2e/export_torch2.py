@@ -82,22 +82,6 @@ def hf_model(name, attention):
 BATCH = 4
 
 
-def data(name, model, kind):
-    rng = np.random.default_rng(1)
-    if kind == "tokens":
-        # today_models' own sizes; the Hugging Face configs use the same.
-        vocab, T = (61, 16) if name.startswith("hf-") else (
-            model.tok.num_embeddings, model.pos.num_embeddings)
-        x = rng.integers(0, vocab, (2 * BATCH, T)).astype(np.int64)
-        y = rng.integers(0, vocab, (2 * BATCH, T)).astype(np.int64)
-    else:
-        x = rng.standard_normal((2 * BATCH, 3, 16, 16)).astype(np.float32)
-        y = rng.integers(0, 10, 2 * BATCH).astype(np.int64)
-        if kind == "pixels":
-            y = rng.integers(0, 5, (2 * BATCH, 16, 16)).astype(np.int64)
-    return x, y
-
-
 def export(name, exporter, out, attention=None):
     torch.manual_seed(0)
     if attention:
@@ -107,7 +91,9 @@ def export(name, exporter, out, attention=None):
         make, kind = today_models.MODELS[name]
         model = make()
         file = f"{name}-{exporter}"
-    x, y = data(name, model, kind)
+    # The Hugging Face configs use today_models' sizes.
+    tokens = (61, 16) if attention else today_models.sequence_shape(model)
+    x, y = today_models.dataset(kind, 2 * BATCH, tokens)
     example = torch.tensor(x[:BATCH])
     path = os.path.join(out, f"{file}.onnx")
     if exporter == "dynamo":

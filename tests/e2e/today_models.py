@@ -308,6 +308,31 @@ MODELS = {
 }
 
 
+def sequence_shape(model):
+    """(vocabulary, length) of a token model of this file."""
+    if not hasattr(model, "tok"):
+        return None
+    T = model.T if hasattr(model, "T") else model.pos.num_embeddings
+    return model.tok.num_embeddings, T
+
+
+def dataset(kind, count, tokens=None, size=16):
+    """`count` samples and labels, seeded: token ids and per-token labels
+    (tokens = (vocab, length)), or images with a label per image or, for
+    "pixels", per pixel."""
+    rng = np.random.default_rng(1)
+    if kind == "tokens":
+        vocab, T = tokens
+        x = rng.integers(0, vocab, (count, T)).astype(np.int64)
+        y = rng.integers(0, vocab, (count, T)).astype(np.int64)
+        return x, y
+    x = rng.standard_normal((count, 3, size, size)).astype(np.float32)
+    y = rng.integers(0, 10, count).astype(np.int64)
+    if kind == "pixels":
+        y = rng.integers(0, 5, (count, size, size)).astype(np.int64)
+    return x, y
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("name", choices=sorted(MODELS))
@@ -324,21 +349,9 @@ def main():
     torch.manual_seed(0)
     make, kind = MODELS[args.name]
     model = make()
-    rng = np.random.default_rng(1)
-    count = 2 * args.batch
-    if args.no_data:
-        count = 1
-    if kind == "tokens":
-        vocab = model.tok.num_embeddings
-        T = model.T if hasattr(model, "T") else model.pos.num_embeddings
-        x = rng.integers(0, vocab, (count, T)).astype(np.int64)
-        y = rng.integers(0, vocab, (count, T)).astype(np.int64)
-    else:
-        size = 224 if args.name.startswith("vit-b") else 16
-        x = rng.standard_normal((count, 3, size, size)).astype(np.float32)
-        y = rng.integers(0, 10, count).astype(np.int64)
-        if kind == "pixels":
-            y = rng.integers(0, 5, (count, size, size)).astype(np.int64)
+    count = 1 if args.no_data else 2 * args.batch
+    size = 224 if args.name.startswith("vit-b") else 16
+    x, y = dataset(kind, count, sequence_shape(model), size)
     np.save(args.x, x)
     np.save(args.y, y)
     mode = (torch.onnx.TrainingMode.PRESERVE if args.eval
