@@ -191,6 +191,9 @@ public:
   void transposeBackward(const TransposeParams &p, const float *dy, float *dx,
                          bool acc);
   void sliceForward(const SliceParams &p, const float *x, float *y);
+  void expandForward(const ExpandParams &p, const float *x, float *y);
+  void expandBackward(const ExpandParams &p, const float *dy, float *dx,
+                      bool acc);
   void sliceBackward(const SliceParams &p, const float *dy, float *dx,
                      bool acc);
   void batchMatMulForward(const BatchMatMulParams &p, const float *a,

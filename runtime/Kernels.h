@@ -241,17 +241,31 @@ void transposeForward(const TransposeParams &p, int64_t n, const float *x,
 void transposeBackward(const TransposeParams &p, int64_t n, const float *dy,
                        float *dx, bool accumulate);
 
-/// y = the window of x starting at `starts` with y's dims (steps of 1); the
+/// y = the window of x starting at `starts` with y's dims, taking every
+/// steps[i]-th element along axis i (positive steps; 1 unless given); the
 /// batch's axis (`batchAxis`, dims as in TransposeParams) is kept whole.
-/// The backward writes zeros outside the window.
+/// The backward writes zeros where no y element reads.
 struct SliceParams {
   int32_t rank;
   int64_t xdims[kMaxRank];
   int64_t ydims[kMaxRank];
   int64_t starts[kMaxRank];
   int32_t batchAxis;
+  int64_t steps[kMaxRank] = {1, 1, 1, 1, 1, 1, 1};
 };
 void sliceForward(const SliceParams &p, int64_t n, const float *x, float *y);
+/// y = x repeated along the axes where x's extent is 1 and y's is not
+/// (numpy broadcasting, the ranks equal); the batch's axis is kept. The
+/// backward sums dy over the repeats.
+struct ExpandParams {
+  int32_t rank;
+  int64_t xdims[kMaxRank];
+  int64_t ydims[kMaxRank];
+  int32_t batchAxis;
+};
+void expandForward(const ExpandParams &p, int64_t n, const float *x, float *y);
+void expandBackward(const ExpandParams &p, int64_t n, const float *dy,
+                    float *dx, bool accumulate);
 void sliceBackward(const SliceParams &p, int64_t n, const float *dy, float *dx,
                    bool accumulate);
 

@@ -388,3 +388,56 @@ TEST_CASE("dropout formula is pinned", "[kernels]") {
   uint64_t h = step(step(key + 5) + 77);
   CHECK(dropoutUniform(key, 5, 77) == float(h >> 40) * 0x1.0p-24f);
 }
+
+TEST_CASE("strided slice on a literal", "[kernels]") {
+  // Per sample a 3 x 4 grid (x = 10 * row + col); rows 0 and 2 (step 2),
+  // columns 1 and 3 (start 1, step 2): Swin's patch merging takes these.
+  SliceParams p{.rank = 3,
+                .xdims = {1, 3, 4},
+                .ydims = {1, 2, 2},
+                .starts = {0, 0, 1},
+                .batchAxis = 0,
+                .steps = {1, 2, 2}};
+  std::vector<float> x;
+  for (int s = 0; s < 2; ++s)
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 4; ++c)
+        x.push_back(float(100 * s + 10 * r + c));
+  std::vector<float> y(8);
+  sliceForward(p, 2, x.data(), y.data());
+  CHECK(y == std::vector<float>{1, 3, 21, 23, 101, 103, 121, 123});
+
+  std::vector<float> dy = {1, 2, 3, 4, 5, 6, 7, 8}, dx(24, 9.0f);
+  sliceBackward(p, 2, dy.data(), dx.data(), false);
+  std::vector<float> want(24, 0.0f);
+  const int64_t at[] = {1, 3, 9, 11};
+  for (int s = 0; s < 2; ++s)
+    for (int k = 0; k < 4; ++k)
+      want[12 * s + at[k]] = dy[4 * s + k];
+  CHECK(dx == want);
+  // Unset steps are 1: a plain window.
+  SliceParams plain{.rank = 3,
+                    .xdims = {1, 3, 4},
+                    .ydims = {1, 1, 2},
+                    .starts = {0, 2, 2},
+                    .batchAxis = 0};
+  std::vector<float> w(4);
+  sliceForward(plain, 2, x.data(), w.data());
+  CHECK(w == std::vector<float>{22, 23, 122, 123});
+}
+
+TEST_CASE("expand on a literal", "[kernels]") {
+  // Per sample [2, 1] repeated to [2, 3] (grouped-query attention repeats
+  // each key/value head this way); the backward sums the three copies.
+  ExpandParams p{
+      .rank = 3, .xdims = {1, 2, 1}, .ydims = {1, 2, 3}, .batchAxis = 0};
+  std::vector<float> x = {1, 2, 10, 20}, y(12);
+  expandForward(p, 2, x.data(), y.data());
+  CHECK(y == std::vector<float>{1, 1, 1, 2, 2, 2, 10, 10, 10, 20, 20, 20});
+  std::vector<float> dy = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  std::vector<float> dx = {100, 100, 100, 100};
+  expandBackward(p, 2, dy.data(), dx.data(), true);
+  CHECK(dx == std::vector<float>{106, 115, 124, 133});
+  expandBackward(p, 2, dy.data(), dx.data(), false);
+  CHECK(dx == std::vector<float>{6, 15, 24, 33});
+}

@@ -351,3 +351,122 @@ TEST_CASE("rotary tables fold: float Range, Cos, Sin, CumSum, GatherND",
   Graph gp = importOk(p, batchOf(2));
   CHECK(operandData(gp) == std::vector<float>{4, 1});
 }
+
+TEST_CASE("Swin's shifted-window mask folds and repeats over the heads",
+          "[onnx][import][fold]") {
+  // mask[w] is T x T (windows w = 2, T = 2), built by ScatterND into zeros
+  // and transposed; unsqueezed to [1, W, 1, T, T] it varies along two runs
+  // of the scores' axes [N, W, heads, T, T], so it is repeated over the
+  // heads (3) into one run.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 2, 3, 2, 2})
+      .constInt64("shape", {3}, {2, 2, 2})
+      .node("ConstantOfShape", {"shape"}, {"zeros"})
+      .constInt64("idx", {1, 2}, {1, 0})
+      .constFloat("u0", -1.0f)
+      .constFloat("u1", -2.0f)
+      .constInt64("ax", {1}, {0})
+      .node("Unsqueeze", {"u0", "ax"}, {"v0"})
+      .node("Unsqueeze", {"u1", "ax"}, {"v1"})
+      .node("Concat", {"v0", "v1"}, {"row"}, {attrInt("axis", 0)})
+      .node("Unsqueeze", {"row", "ax"}, {"upd"})
+      .node("ScatterND", {"zeros", "idx", "upd"}, {"m"})
+      .node("Transpose", {"m"}, {"mt"}, {attrInts("perm", {0, 2, 1})})
+      .constInt64("axes", {2}, {0, 2})
+      .node("Unsqueeze", {"mt", "axes"}, {"mask"})
+      .node("Add", {"x", "mask"}, {"y"})
+      .output("y", 5);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::Add);
+  const Value &m = g.values[g.ops[0].inputs[1]];
+  CHECK(m.dims == std::vector<int64_t>{1, 2, 3, 2, 2});
+  CHECK(!m.trainable);
+  std::vector<float> want(12, 0.0f);
+  for (int h = 0; h < 3; ++h)
+    want.insert(want.end(), {-1, 0, -2, 0});
+  CHECK(m.data == want);
+}
+
+TEST_CASE("Einsum of two activations is a batched matrix product",
+          "[onnx][import]") {
+  auto einsum = [](const std::string &eq, std::vector<int64_t> out) {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 2, 3, 4})
+        .node("Einsum", {"x", "x"}, {"y"}, {attrStr("equation", eq)})
+        .output("y", static_cast<int>(out.size()));
+    return b;
+  };
+  auto kinds = [](const Graph &g) {
+    std::vector<OpKind> k;
+    for (const Op &op : g.ops)
+      k.push_back(op.kind);
+    return k;
+  };
+  SECTION("scores: Q K^T (MaxViT's form, spaces and capitals)") {
+    Graph g = importOk(einsum("B H I D, B H J D -> B H I J", {-1, 2, 3, 3}),
+                       batchOf(2));
+    CHECK(kinds(g) ==
+          std::vector<OpKind>{OpKind::Transpose, OpKind::BatchMatMul});
+    CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 2, 3, 3});
+  }
+  SECTION("already in order: one product") {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 2, 3, 3})
+        .node("Einsum", {"x", "x"}, {"y"},
+              {attrStr("equation", "bhij,bhjd->bhid")})
+        .output("y", 4);
+    Graph g = importOk(b, batchOf(2));
+    CHECK(kinds(g) == std::vector<OpKind>{OpKind::BatchMatMul});
+  }
+  SECTION("an output in another order is transposed after") {
+    Graph g = importOk(einsum("bhid,bhjd->bjhi", {-1, 3, 2, 3}), batchOf(2));
+    CHECK(kinds(g) == std::vector<OpKind>{OpKind::Transpose,
+                                          OpKind::BatchMatMul,
+                                          OpKind::Transpose});
+    CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 3, 2, 3});
+  }
+  SECTION("a sum over the batch is refused") {
+    CHECK_THAT(errorText(einsum("bhid,bhjd->ij", {3, 3}).import(batchOf(2))),
+               Contains("(Einsum)") &&
+                   Contains("is not a batched matrix product"));
+  }
+}
+
+TEST_CASE("Expand of an activation repeats key/value heads", "[onnx][import]") {
+  // Hugging Face's repeat_kv: [N, 2, T, d] -> [N, 2, 1, T, d] expanded to
+  // [N, 2, 3, T, d] with the target built from Shape (the batch in it),
+  // then merged to 6 heads.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 2, 4, 8})
+      .constInt64("two", {1}, {2})
+      .node("Unsqueeze", {"x", "two"}, {"u"})
+      .node("Shape", {"x"}, {"s"})
+      .constInt64("i0", {1}, {0})
+      .node("Gather", {"s", "i0"}, {"n"}, {attrInt("axis", 0)})
+      .constInt64("rest", {4}, {2, 3, 4, 8})
+      .node("Concat", {"n", "rest"}, {"target"}, {attrInt("axis", 0)})
+      .node("Expand", {"u", "target"}, {"e"})
+      .constInt64("merged", {4}, {0, 6, 4, 8})
+      .node("Reshape", {"e", "merged"}, {"y"})
+      .output("y", 4);
+  Graph g = importOk(b, batchOf(2));
+  std::vector<OpKind> kinds;
+  for (const Op &op : g.ops)
+    kinds.push_back(op.kind);
+  // Unsqueeze and the merge are views (Reshape ops without memory).
+  CHECK(kinds ==
+        std::vector<OpKind>{OpKind::Reshape, OpKind::Expand, OpKind::Reshape});
+  CHECK(g.values[g.ops[1].outputs[0]].dims ==
+        std::vector<int64_t>{2, 2, 3, 4, 8});
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 6, 4, 8});
+
+  OnnxBuilder bad(17);
+  bad.input("x", {-1, 2, 4})
+      .constInt64("t", {3}, {1, 3, 4})
+      .node("Expand", {"x", "t"}, {"y"}, {}, "e")
+      .output("y", 3);
+  CHECK_THAT(errorText(bad.import(batchOf(2))),
+             Contains("'e' (Expand)") &&
+                 Contains("along axes of extent 1 other than the batch's"));
+}

@@ -46,6 +46,8 @@ export_model efficientnet_b0 efficientnet_b0.onnx --opset 17
 export_model mobilenet_v3_small mobilenet_v3_small-train.onnx --opset 17 --train --batch 4
 export_model regnet_y_400mf regnet_y_400mf.onnx --opset 17
 export_model shufflenet_v2_x0_5 shufflenet_v2_x0_5.onnx --opset 17
+# Shifted windows: a mask built by ScatterND, strided Slices (patch merging).
+export_model swin_t swin_t.onnx --opset 17
 # Segmentation: dilated convolutions, bilinear Resize to the input's size.
 export_model segmentation.fcn_resnet50 fcn_resnet50.onnx --opset 17
 export_model segmentation.lraspp_mobilenet_v3_large lraspp_mobilenet_v3_large.onnx --opset 17

@@ -17,6 +17,11 @@ and Dropout nodes). The batch is dynamic ('N') unless --batch fixes it.
 Beside OUTPUT it writes OUTPUT.json with what torch itself says about the
 model, so tests compare the import against torch's numbers:
   parameters  number of trainable parameter elements
+  exported_parameters  only where torch's export changed them: the
+              parameter elements in the file. Eval-mode export folds
+              computations on parameters into new initializers (Swin's
+              relative position tables become one bias per block, each
+              [1, heads, T, T]); an ONNX trainer trains what is in the file.
   bn_state    elements of BatchNorm running means and variances
   ops         per memfit op kind, how many the traced torch graph runs
               (only kinds that map one-to-one onto ONNX nodes)
@@ -69,6 +74,25 @@ def count_ops(graph, train):
         counts.pop("Gemm", None)
         counts.pop("Add", None)
     return dict(sorted(counts.items()))
+
+
+def exported_parameters(path, model, parameters):
+    """Parameter elements in the exported file: torch's, less those the
+    export dropped (folded away, or stored transposed under a new name),
+    plus the float initializers it made (the transposed or folded forms).
+    Aliases of a shared initializer (Identity outputs) count as their own
+    parameters, as in torch."""
+    import numpy
+    import onnx
+    proto = onnx.load(path, load_external_data=False)
+    inits = {i.name: i for i in proto.graph.initializer}
+    outputs = {o for n in proto.graph.node for o in n.output}
+    torch_names = set(model.state_dict())
+    dropped = sum(p.numel() for k, p in model.named_parameters()
+                  if k not in inits and k not in outputs)
+    made = sum(int(numpy.prod(i.dims)) for name, i in inits.items()
+               if name not in torch_names and i.data_type == 1 and i.dims)
+    return parameters - dropped + made
 
 
 def main():
@@ -142,6 +166,7 @@ def main():
         onnx.save_model(proto, args.output, save_as_external_data=True,
                         all_tensors_to_one_file=True, location=data_name,
                         size_threshold=1024)
+    exported = exported_parameters(args.output, model, parameters)
     facts = {
         "model": args.model,
         "opset": args.opset,
@@ -155,6 +180,8 @@ def main():
         "ops": ops,
         "torch": torch.__version__,
     }
+    if exported != parameters:
+        facts["exported_parameters"] = exported
     with open(args.output + ".json", "w") as f:
         json.dump(facts, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -123,6 +123,7 @@ enum class OpKind : uint8_t {
   Resize,
   ConvTranspose,
   Neg,
+  Expand,
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 
@@ -156,6 +157,8 @@ struct OpAttrs {
   /// included) and its extents (an index selection keeps extent 1 there
   /// and drops the axis from the output's dims).
   std::vector<int64_t> starts, extents;
+  /// Slice: every steps[i]-th element along axis i; empty when all are 1.
+  std::vector<int64_t> steps;
   bool fillWhere = true;   // Where: fill where the mask is true (else false)
   bool tanhApprox = false; // Gelu
   /// Resize: linear (else nearest) interpolation, ONNX's coordinate

@@ -35,6 +35,10 @@ public:
       return trilu();
     if (op == "GatherElements")
       return gatherElements();
+    if (op == "ScatterND")
+      return scatterND();
+    if (op == "Transpose")
+      return transpose();
     if (auto f = elementwiseFn(op))
       return elementwise(*f, op == "Neg" || op == "Abs" || op == "Min" ||
                                  op == "Max" || op == "Pow");
@@ -284,6 +288,96 @@ private:
         appendElem(out, *d, at * slice + e);
     }
     finish(out);
+    return out;
+  }
+
+  /// Permutes axes (F.pad's pad list is reordered this way in the graph).
+  Expected<ConstTensor> transpose() {
+    auto t = input(0);
+    if (!t)
+      return t.takeError();
+    auto rank = static_cast<int64_t>(t->dims.size());
+    auto p = im.attrInts(n, "perm");
+    if (!p)
+      return p.takeError();
+    std::vector<int64_t> perm;
+    if (*p)
+      perm = **p;
+    else
+      for (int64_t i = rank; i-- > 0;)
+        perm.push_back(i);
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t i = 0; i < static_cast<int64_t>(sorted.size()); ++i)
+      if (sorted[i] != i || static_cast<int64_t>(perm.size()) != rank)
+        return im.fail(n, "perm is not a permutation of the operand's " +
+                              std::to_string(rank) + " axes");
+    ConstTensor out;
+    out.type = t->type;
+    for (int64_t p : perm)
+      out.dims.push_back(t->dims[p]);
+    std::vector<int64_t> stride(rank, 1), at(rank, 0);
+    for (int64_t i = rank - 1; i > 0; --i)
+      stride[i - 1] = stride[i] * t->dims[i];
+    for (int64_t e = 0; e < t->numel(); ++e) {
+      int64_t src = 0;
+      for (int64_t i = 0; i < rank; ++i)
+        src += at[i] * stride[perm[i]];
+      appendElem(out, *t, src);
+      for (int64_t i = rank; i-- > 0;) {
+        if (++at[i] < out.dims[i])
+          break;
+        at[i] = 0;
+      }
+    }
+    finish(out);
+    return out;
+  }
+
+  /// Writes slices of updates into a copy of data at index tuples (Swin's
+  /// shifted-window masks are built this way); later writes win, as ONNX
+  /// leaves duplicate indices undefined without a reduction.
+  Expected<ConstTensor> scatterND() {
+    auto d = input(0), idx = input(1), upd = input(2);
+    auto reduction = im.attrString(n, "reduction", "none");
+    if (!d || !idx || !upd || !reduction)
+      return llvm::joinErrors(
+          llvm::joinErrors(d ? Error::success() : d.takeError(),
+                           idx ? Error::success() : idx.takeError()),
+          llvm::joinErrors(upd ? Error::success() : upd.takeError(),
+                           reduction ? Error::success()
+                                     : reduction.takeError()));
+    if (*reduction != "none" || idx->isFloat() || idx->dims.empty() ||
+        !d->batch.empty() || !idx->batch.empty() || !upd->batch.empty() ||
+        d->isFloat() != upd->isFloat())
+      return im.fail(n, "folds only integer indices without a reduction "
+                        "into data and updates of one type");
+    auto rank = static_cast<int64_t>(d->dims.size());
+    int64_t k = idx->dims.back();
+    if (k < 1 || k > rank)
+      return im.fail(n, "index tuples longer than the data's rank");
+    std::vector<int64_t> updDims(idx->dims.begin(), idx->dims.end() - 1);
+    updDims.insert(updDims.end(), d->dims.begin() + k, d->dims.end());
+    if (upd->dims != updDims)
+      return im.fail(n, "updates of shape " + dimsStr(upd->dims) +
+                            " where the indices need " + dimsStr(updDims));
+    int64_t slice = prod(d->dims, k, rank);
+    ConstTensor out = std::move(*d);
+    for (int64_t t = 0; t < idx->numel() / k; ++t) {
+      int64_t at = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t i = idx->ints[t * k + j], size = out.dims[j];
+        if (i < -size || i >= size)
+          return im.fail(n, "index " + std::to_string(i) + " is out of range");
+        at = at * size + (i < 0 ? i + size : i);
+      }
+      for (int64_t e = 0; e < slice; ++e) {
+        if (out.isFloat())
+          out.floats[at * slice + e] = upd->floats[t * slice + e];
+        else
+          out.ints[at * slice + e] = upd->ints[t * slice + e];
+      }
+    }
     return out;
   }
 };

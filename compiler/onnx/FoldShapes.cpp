@@ -34,7 +34,8 @@ static const char *const kFoldOnly[] = {"Constant", "Shape",
                                         "And",      "Or",
                                         "Xor",      "Abs",
                                         "Min",      "Max",
-                                        "Trilu",    "GatherElements"};
+                                        "Trilu",    "GatherElements",
+                                        "ScatterND"};
 
 bool isFoldOnlyOp(llvm::StringRef opType) {
   return llvm::is_contained(kFoldOnly, opType);
@@ -47,7 +48,7 @@ const std::vector<std::string> &foldOpTypes() {
          {"Concat", "Reshape",   "Add",     "Sub",      "Mul", "Cast",
           "Gather", "Unsqueeze", "Squeeze", "Slice",    "Div", "Mod",
           "Where",  "Expand",    "Sqrt",    "CastLike", "Neg", "Reciprocal",
-          "Cos",    "Sin",       "CumSum",  "GatherND", "Pow"})
+          "Cos",    "Sin",       "CumSum",  "GatherND", "Pow", "Transpose"})
       v.push_back(op);
     return v;
   }();

@@ -60,6 +60,10 @@ public:
   llvm::Expected<ValueId> constantWeight(int i) override {
     return im.constantWeight(n, i);
   }
+  ValueId expandedConstant(ValueId w,
+                           const std::vector<int64_t> &dims) override {
+    return im.expandedConstant(w, dims);
+  }
   llvm::Expected<ValueId> indices(int i) override { return im.indices(n, i); }
   bool isTransposedWeight(int i) const override {
     return im.hasInput(n, i) && im.transposedWeights.count(n.input(i));

@@ -100,7 +100,11 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
         "Gather",    "MatMul",      "Gemm",
         "Softmax",   "LogSoftmax",  "LayerNormalization"};
     const Value &v = g.values[it->second];
-    if (!v.canonical() && !llvm::is_contained(kAnyLayout, n.op_type()))
+    // Dropout keys its mask by sample, which needs each sample's elements
+    // together: the batch outermost on axis 0 (Swin's windows folded in).
+    bool sampleMajor = v.batchAxis == 0 && v.batchOuter == 1;
+    if (!v.canonical() && !llvm::is_contained(kAnyLayout, n.op_type()) &&
+        !(n.op_type() == "Dropout" && sampleMajor))
       return fail(n, operand(n, i) + " of shape " + dimsStr(v.dims) +
                          llvm::formatv(" has its batch on axis {0} (mixed "
                                        "with other axes); memfit supports "
@@ -146,6 +150,47 @@ Expected<ValueId> Importer::constantWeight(const pb::NodeProto &n, int i) {
       return c.takeError();
   }
   return materialize(n, n.input(i), WeightInit::Zeros, false, true);
+}
+
+ValueId Importer::expandedConstant(ValueId w,
+                                   const std::vector<int64_t> &dims) {
+  const Value &src = g.values[w];
+  assert(!src.trainable && !src.data.empty() && "expands only a constant");
+  // The source's dims aligned to the result's rank (leading 1s added or
+  // dropped).
+  std::vector<int64_t> sd = src.dims;
+  while (sd.size() > dims.size() && sd.front() == 1)
+    sd.erase(sd.begin());
+  sd.insert(sd.begin(), dims.size() - sd.size(), 1);
+  std::string name = src.name + " expanded to " + dimsStr(dims);
+  if (auto it = weights.find(name); it != weights.end())
+    return it->second;
+  Value v;
+  v.name = name;
+  v.kind = ValueKind::Weight;
+  v.trainable = false;
+  v.dims = dims;
+  const size_t rank = dims.size();
+  std::vector<int64_t> at(rank, 0);
+  int64_t numel = 1;
+  for (int64_t d : dims)
+    numel *= d;
+  v.data.reserve(numel);
+  for (int64_t e = 0; e < numel; ++e) {
+    int64_t k = 0;
+    for (size_t i = 0; i < rank; ++i)
+      k = k * sd[i] + (sd[i] == 1 ? 0 : at[i]);
+    v.data.push_back(src.data[k]);
+    for (size_t i = rank; i-- > 0;) {
+      if (++at[i] < dims[i])
+        break;
+      at[i] = 0;
+    }
+  }
+  ValueId id = g.addValue(std::move(v));
+  inferenceDiverged.push_back(false);
+  weights[name] = id;
+  return id;
 }
 
 Expected<ValueId> Importer::indices(const pb::NodeProto &n, int i) {
@@ -384,7 +429,9 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
   bool anyLayout = llvm::is_contained(kAnyLayout, kind);
   for (ValueId in : op.inputs) {
     const Value &v = g.values[in];
-    if (!v.canonical() && !anyLayout)
+    bool sampleMajor = v.batchAxis == 0 && v.batchOuter == 1;
+    if (!v.canonical() && !anyLayout &&
+        !(kind == OpKind::Dropout && sampleMajor))
       return fail(n, "reads " + quoteName(v.name) + " of shape " +
                          dimsStr(v.dims) +
                          llvm::formatv(", whose batch is on axis {0} (mixed "

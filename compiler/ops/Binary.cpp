@@ -117,6 +117,31 @@ llvm::Error importBinary(OnnxNode &node) {
       broadcastRun(perSampleDims(xd),
                    padded.size() == xd.size() ? perSampleDims(padded) : padded,
                    bSize, inner);
+  const Value &wv = node.graph().values[*w];
+  if (!ok && !wv.trainable && !wv.data.empty() && padded.size() == xd.size() &&
+      padded[0] == 1) {
+    // A constant varying along separate runs of axes (Swin's window mask
+    // [1, windows, 1, T, T] over [N, windows, heads, T, T]): repeated over
+    // the axes between, it varies along one run.
+    std::vector<int64_t> tiled = padded;
+    int first = -1, last = -1;
+    for (int i = 1; i < (int)padded.size(); ++i)
+      if (padded[i] != 1) {
+        first = first < 0 ? i : first;
+        last = i;
+      }
+    bool fits = true;
+    for (int i = 1; i < (int)padded.size(); ++i) {
+      fits = fits && (padded[i] == 1 || padded[i] == xd[i]);
+      if (i > first && i < last)
+        tiled[i] = xd[i];
+    }
+    if (fits && first > 0) {
+      w = node.expandedConstant(*w, tiled);
+      wd = tiled;
+      ok = true;
+    }
+  }
   if (!ok && node.isDeclaredInput(node.inputName(1 - xi)))
     return node.extraDataInput(node.inputName(1 - xi));
   if (!ok)

@@ -17,9 +17,6 @@ namespace {
 /// opset 12 the node stands for the network's dropout layer, applied in
 /// training, so it is kept.
 llvm::Error importDropout(OnnxNode &node) {
-  auto x = node.activation(0);
-  if (!x)
-    return x.takeError();
   float ratio = 0.5f;
   bool training = true;
   if (node.opset() >= 12) {
@@ -53,6 +50,9 @@ llvm::Error importDropout(OnnxNode &node) {
     node.alias(node.outputName(0), node.inputName(0));
     return llvm::Error::success();
   }
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
   OpAttrs a;
   a.ratio = ratio;
   return node

@@ -39,6 +39,8 @@ void registerResize(std::vector<OpDef> &defs);
 
 /// MatMul of two activations (Transformer.cpp).
 llvm::Error importBatchMatMul(OnnxNode &node);
+/// Expand of a weight over the batch, a lookup (Transformer.cpp).
+llvm::Error importExpandWeight(OnnxNode &node);
 /// Gather of an activation by a constant scalar index (Layout.cpp).
 llvm::Error importIndexSelect(OnnxNode &node);
 

@@ -1,10 +1,10 @@
 //===- Layout.cpp - Transpose, Slice and Split of activations -------------===//
 //
 // Copies that move elements within each sample: a permutation of the
-// per-sample axes (the batch stays on axis 0), and windows with steps of 1
-// (Slice, each output of Split, an index selection x[:, i] as Gather with a
-// constant scalar index). Their backward writes the gradient back in place
-// (zeros outside a window).
+// per-sample axes (the batch stays on axis 0), repeats along axes of extent
+// 1 (Expand), and windows with positive steps (Slice, each output of Split, an
+// index selection x[:, i] as Gather with a constant scalar index). Their
+// backward writes the gradient back in place (zeros outside a window).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
@@ -25,11 +25,12 @@ std::string list(const std::vector<int64_t> &v) {
 llvm::Error emitSlice(OnnxNode &node, ValueId x, const std::string &out,
                       std::vector<int64_t> starts, std::vector<int64_t> extents,
                       std::vector<int64_t> outDims, std::string opName = {},
-                      int64_t dropped = -1) {
+                      int64_t dropped = -1, std::vector<int64_t> steps = {}) {
   const Value &v = node.graph().values[x];
   OpAttrs a;
   a.starts = std::move(starts);
   a.extents = std::move(extents);
+  a.steps = std::move(steps);
   OutSpec o{out, std::move(outDims), v.batchAxis, v.batchOuter, v.batchInner};
   if (dropped >= 0 && dropped < v.batchAxis)
     --o.batchAxis;
@@ -171,25 +172,28 @@ llvm::Error importSlice(OnnxNode &node) {
     return node.fail("starts, ends, axes and steps differ in length");
   if (llvm::Error e = checkRank(node, xd))
     return e;
-  std::vector<int64_t> first(rank, 0), extents = xd;
+  std::vector<int64_t> first(rank, 0), extents = xd, stepOf(rank, 1);
   for (size_t j = 0; j < starts.size(); ++j) {
     int64_t a = axes[j] < 0 ? axes[j] + rank : axes[j];
     if (a < 0 || a >= rank)
       return node.fail(llvm::formatv("axis {0} is out of range", axes[j]));
-    if (steps[j] != 1)
+    if (steps[j] < 1)
       return node.fail(llvm::formatv("slices axis {0} with step {1}; memfit "
-                                     "supports steps of 1",
+                                     "supports positive steps",
                                      axes[j], steps[j]));
     int64_t s = starts[j], e = ends[j];
     if (!window(xd[a], s, e))
       return node.fail(llvm::formatv("slices axis {0} to nothing", axes[j]));
-    if (a == batchAxisOf(node, *x) && (s != 0 || e != xd[a]))
+    if (a == batchAxisOf(node, *x) && (s != 0 || e != xd[a] || steps[j] != 1))
       return node.fail("slices the batch (axis " + std::to_string(a) +
                        "); memfit keeps every sample");
     first[a] = s;
-    extents[a] = e - s;
+    extents[a] = (e - s + steps[j] - 1) / steps[j];
+    stepOf[a] = steps[j];
   }
-  return emitSlice(node, *x, node.outputName(0), first, extents, extents);
+  bool strided = llvm::any_of(stepOf, [](int64_t v) { return v != 1; });
+  return emitSlice(node, *x, node.outputName(0), first, extents, extents, {},
+                   -1, strided ? stepOf : std::vector<int64_t>());
 }
 
 llvm::Error importSplit(OnnxNode &node) {
@@ -291,18 +295,23 @@ llvm::Expected<OpParamsText> transposeParams(const Graph &g, const Op &op) {
 
 llvm::Expected<OpParamsText> sliceParams(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
+  // Steps are emitted only when strided: the struct defaults them to 1.
+  std::string steps =
+      op.attrs.steps.empty() ? "" : ", .steps = " + list(op.attrs.steps);
   return OpParamsText{
       "SliceParams", llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
-                                   ".starts = {3}, .batchAxis = {4}}",
+                                   ".starts = {3}, .batchAxis = {4}{5}}",
                                    x.dims.size(), list(perSample(x, x.dims)),
                                    list(perSample(x, op.attrs.extents)),
-                                   list(op.attrs.starts), x.batchAxis)
+                                   list(op.attrs.starts), x.batchAxis, steps)
                          .str()};
 }
 
 llvm::Expected<EmittedCall> layoutEmit(EmitContext &x) {
   ValueId in = x.op.inputs[0], y = x.op.outputs[0];
-  const char *name = x.op.kind == OpKind::Transpose ? "transpose" : "slice";
+  const char *name = x.op.kind == OpKind::Transpose ? "transpose"
+                     : x.op.kind == OpKind::Expand  ? "expand"
+                                                    : "slice";
   using llvm::formatv;
   switch (x.task.kind) {
   case TaskKind::Forward:
@@ -325,6 +334,60 @@ void permSignature(llvm::raw_ostream &os, const Op &op) {
 
 void sliceSignature(llvm::raw_ostream &os, const Op &op) {
   printList(os, "starts", op.attrs.starts);
+  if (!op.attrs.steps.empty())
+    printList(os, "steps", op.attrs.steps);
+}
+
+/// Expand of an activation along per-sample axes of extent 1 (grouped-query
+/// attention repeating its key and value heads); of a weight, over the
+/// batch (Transformer.cpp).
+llvm::Error importExpand(OnnxNode &node) {
+  if (!node.isActivation(node.inputName(0)))
+    return importExpandWeight(node);
+  auto x = node.activation(0);
+  auto shape = node.intConstant(1);
+  if (llvm::Error e = firstError(x, shape))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  const IntConstant &s = *shape;
+  const Value &v = node.graph().values[*x];
+  bool ok = !s.isFloat && s.dims.size() == 1 &&
+            s.numel() == static_cast<int64_t>(xd.size());
+  std::vector<int64_t> out = xd;
+  for (int64_t i = 0; ok && i < s.numel(); ++i) {
+    if (i == v.batchAxis) {
+      ok = s.ints[i] == 1 || s.ints[i] == xd[i];
+      continue;
+    }
+    ok = !s.isBatch(i) && s.ints[i] >= 1 &&
+         (s.ints[i] == 1 || xd[i] == 1 || s.ints[i] == xd[i]);
+    if (ok && s.ints[i] != 1)
+      out[i] = s.ints[i];
+  }
+  if (!ok)
+    return node.fail("expands the activation of shape " + dimsStr(xd) + " to " +
+                     s.str() +
+                     "; memfit supports Expand of an activation to its own "
+                     "rank, along axes of extent 1 other than the batch's");
+  if (llvm::Error e = checkRank(node, xd))
+    return e;
+  if (out == xd) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
+  OutSpec o{node.outputName(0), out, v.batchAxis, v.batchOuter, v.batchInner};
+  return node.emit(OpKind::Expand, {*x}, {o}).takeError();
+}
+
+llvm::Expected<OpParamsText> expandParams(const Graph &g, const Op &op) {
+  const Value &x = g.value(op.inputs[0]), &y = g.value(op.outputs[0]);
+  return OpParamsText{
+      "ExpandParams",
+      llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
+                    ".batchAxis = {3}}",
+                    x.dims.size(), list(perSample(x, x.dims)),
+                    list(perSample(x, y.dims)), x.batchAxis)
+          .str()};
 }
 
 llvm::Error importSliceOrSplit(OnnxNode &node) {
@@ -351,6 +414,14 @@ void registerLayout(std::vector<OpDef> &defs) {
                   .work = copyWork,
                   .signatureAttrs = sliceSignature,
                   .params = sliceParams,
+                  .emit = layoutEmit});
+  defs.push_back({.kind = OpKind::Expand,
+                  .name = "Expand",
+                  .onnxTypes = {"Expand"},
+                  .importOnnx = importExpand,
+                  .costClass = CostClass::Copy,
+                  .work = copyWork,
+                  .params = expandParams,
                   .emit = layoutEmit});
 }
 

@@ -88,6 +88,11 @@ public:
   /// A constant of any element type as a non-trainable float weight (a
   /// mask, fixed indices).
   virtual llvm::Expected<ValueId> constantWeight(int i) = 0;
+  /// Constant `w` (non-trainable, with data) repeated numpy style to
+  /// `dims` (as many axes), reused when asked twice: a constant whose
+  /// broadcast a kernel cannot express made one it can.
+  virtual ValueId expandedConstant(ValueId w,
+                                   const std::vector<int64_t> &dims) = 0;
   /// Integer indices computed from the data input (token ids).
   virtual llvm::Expected<ValueId> indices(int i) = 0;
   virtual bool isIndices(int i) const = 0;

@@ -1,13 +1,17 @@
 //===- Transformer.cpp - Attention products, LayerNorm, masks, embeddings -===//
 //
 // The operators transformers add: batched products of two activations
-// (Q K^T, attention times V), layer normalization over the last axes, a
-// masked fill with a constant mask (Where), and embedding lookups (Gather
-// of a weight table by token ids or by constant positions). LayerNorm's
-// backward recomputes the row statistics from X instead of saving them.
+// (Q K^T, attention times V, also written as Einsum), layer normalization over
+// the last axes, a masked fill with a constant mask (Where), and embedding
+// lookups (Gather of a weight table by token ids or by constant positions).
+// LayerNorm's backward recomputes the row statistics from X instead of saving
+// them.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
+
+#include <cctype>
+#include <optional>
 
 namespace memfit::ops {
 
@@ -22,11 +26,13 @@ int64_t product(const std::vector<int64_t> &d, size_t from, size_t to) {
 
 // --- BatchMatMul ---
 
-llvm::Error importBatchMatMul(OnnxNode &node) {
-  auto a = node.activation(0), b = node.activation(1);
-  if (llvm::Error e = firstError(a, b))
-    return e;
-  std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
+namespace {
+
+/// a x b as batched matrix products into `out`.
+llvm::Error emitBatchMatMul(OnnxNode &node, ValueId a, ValueId b,
+                            const std::string &outName,
+                            std::string opName = {}) {
+  std::vector<int64_t> ad = dimsOfValue(node, a), bd = dimsOfValue(node, b);
   size_t r = ad.size();
   bool ok = r >= 3 && bd.size() == r && ad[r - 1] == bd[r - 2];
   int64_t la = product(ad, 1, r - 2), lb = product(bd, 1, r - 2);
@@ -39,7 +45,7 @@ llvm::Error importBatchMatMul(OnnxNode &node) {
   } else if (ok) {
     ok = std::equal(ad.begin() + 1, ad.end() - 2, bd.begin() + 1);
   }
-  const Value &va = node.graph().values[*a], &vb = node.graph().values[*b];
+  const Value &va = node.graph().values[a], &vb = node.graph().values[b];
   // The products of a sample must be contiguous: the batch outermost.
   ok = ok && va.batchAxis == 0 && vb.batchAxis == 0 && va.batchOuter == 1 &&
        vb.batchOuter == 1;
@@ -52,8 +58,150 @@ llvm::Error importBatchMatMul(OnnxNode &node) {
   std::vector<int64_t> out = lead;
   out.push_back(ad[r - 2]);
   out.push_back(bd[r - 1]);
-  return node.emit(OpKind::BatchMatMul, {*a, *b}, {{node.outputName(0), out}})
+  return node
+      .emit(OpKind::BatchMatMul, {a, b}, {{outName, out}}, {}, false,
+            std::move(opName))
       .takeError();
+}
+
+/// Transposes `x` by `perm` (the batch's axis 0 stays first) into a value
+/// named `name`; `x` itself when perm is the identity.
+llvm::Expected<ValueId> emitPermuted(OnnxNode &node, ValueId x,
+                                     const std::vector<int64_t> &perm,
+                                     const std::string &name,
+                                     std::string opName) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity = identity && perm[i] == static_cast<int64_t>(i);
+  if (identity)
+    return x;
+  const Value &v = node.graph().values[x];
+  OutSpec o{name, {}, 0, v.batchOuter, v.batchInner};
+  for (int64_t p : perm)
+    o.dims.push_back(v.dims[p]);
+  OpAttrs attrs;
+  attrs.perm = perm;
+  auto op =
+      node.emit(OpKind::Transpose, {x}, {o}, attrs, true, std::move(opName));
+  if (!op)
+    return op.takeError();
+  return node.graph().ops[*op].outputs[0];
+}
+
+struct EinsumTerms {
+  std::string a, b, out;
+};
+
+/// "bhid, bhjd -> bhij" as its three letter strings; nullopt for forms
+/// memfit does not read (ellipses, one or three operands, no output).
+std::optional<EinsumTerms> parseEinsum(const std::string &eq) {
+  std::string s;
+  for (char c : eq)
+    if (c != ' ')
+      s += c;
+  size_t arrow = s.find("->"), comma = s.find(',');
+  if (arrow == std::string::npos || comma == std::string::npos ||
+      comma > arrow || s.find(',', comma + 1) != std::string::npos)
+    return std::nullopt;
+  EinsumTerms t{s.substr(0, comma), s.substr(comma + 1, arrow - comma - 1),
+                s.substr(arrow + 2)};
+  for (const std::string *term : {&t.a, &t.b, &t.out})
+    for (size_t i = 0; i < term->size(); ++i)
+      if (!std::isalpha(static_cast<unsigned char>((*term)[i])) ||
+          term->find((*term)[i], i + 1) != std::string::npos)
+        return std::nullopt;
+  return t;
+}
+
+} // namespace
+
+llvm::Error importBatchMatMul(OnnxNode &node) {
+  auto a = node.activation(0), b = node.activation(1);
+  if (llvm::Error e = firstError(a, b))
+    return e;
+  return emitBatchMatMul(node, *a, *b, node.outputName(0));
+}
+
+/// Einsum of two activations that is a batched matrix product (attention
+/// written as einsum, MaxViT's "BGHID,BGHJD->BGHIJ"): letters in both
+/// operands and the output are batch axes, one letter in both operands
+/// only is summed, one letter of each operand goes to the output.
+/// Transposes bring the operands to [batch..., M, K] and [batch..., K, N],
+/// and the product to the output's order; they are omitted where the order
+/// is already right.
+llvm::Error importEinsum(OnnxNode &node) {
+  auto eq = node.attrString("equation", "");
+  if (!eq)
+    return eq.takeError();
+  if (node.numInputs() != 2)
+    return node.fail("has " + std::to_string(node.numInputs()) +
+                     " operands; memfit supports Einsum of two activations");
+  auto a = node.activation(0), b = node.activation(1);
+  if (llvm::Error e = firstError(a, b))
+    return e;
+  auto terms = parseEinsum(*eq);
+  std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
+  std::string batch, m, k, n;
+  bool ok =
+      terms && terms->a.size() == ad.size() && terms->b.size() == bd.size();
+  if (ok) {
+    for (char c : terms->out) {
+      bool inA = terms->a.find(c) != std::string::npos,
+           inB = terms->b.find(c) != std::string::npos;
+      ok = ok && (inA || inB);
+      (inA && inB ? batch : inA ? m : n) += c;
+    }
+    for (char c : terms->a)
+      if (terms->out.find(c) == std::string::npos) {
+        ok = ok && terms->b.find(c) != std::string::npos;
+        k += c;
+      }
+    for (char c : terms->b)
+      ok = ok && (terms->out.find(c) != std::string::npos ||
+                  terms->a.find(c) != std::string::npos);
+  }
+  ok = ok && k.size() == 1 && m.size() == 1 && n.size() == 1 &&
+       !batch.empty() && terms->a[0] == batch[0] && terms->b[0] == batch[0];
+  for (size_t i = 0; ok && i < terms->a.size(); ++i) {
+    size_t j = terms->b.find(terms->a[i]);
+    ok = j == std::string::npos || bd[j] == ad[i];
+  }
+  if (!ok)
+    return node.fail("equation " + quoteName(*eq) + " on operands of shapes " +
+                     dimsStr(ad) + " and " + dimsStr(bd) +
+                     " is not a batched matrix product; memfit supports "
+                     "two-operand equations with the batch's letter first, "
+                     "one summed letter and one free letter per operand");
+  auto perm = [](const std::string &from, const std::string &to) {
+    std::vector<int64_t> p;
+    for (char c : to)
+      p.push_back(static_cast<int64_t>(from.find(c)));
+    return p;
+  };
+  std::string base = node.outputName(0);
+  auto pa = emitPermuted(node, *a, perm(terms->a, batch + m + k),
+                         base + " (operand 0 as [batch, M, K])",
+                         node.name() + " (operand 0 transposed)");
+  if (!pa)
+    return pa.takeError();
+  auto pb = emitPermuted(node, *b, perm(terms->b, batch + k + n),
+                         base + " (operand 1 as [batch, K, N])",
+                         node.name() + " (operand 1 transposed)");
+  if (!pb)
+    return pb.takeError();
+  std::string product = batch + m + n;
+  std::vector<int64_t> toOut = perm(product, terms->out);
+  bool direct = product == terms->out;
+  std::string productName = direct ? base : base + " (as [batch, M, N])";
+  if (llvm::Error e =
+          emitBatchMatMul(node, *pa, *pb, productName,
+                          direct ? std::string() : node.name() + " (product)"))
+    return e;
+  if (direct)
+    return llvm::Error::success();
+  ValueId y = node.graph().ops.back().outputs[0];
+  auto out = emitPermuted(node, y, toOut, base, node.name());
+  return out.takeError();
 }
 
 namespace {
@@ -342,37 +490,6 @@ llvm::Error importGather(OnnxNode &node) {
       .takeError();
 }
 
-/// A weight broadcast over the batch (ViT's class token expanded to
-/// [N, 1, D]): a lookup of its one row for every sample.
-llvm::Error importExpand(OnnxNode &node) {
-  if (node.isActivation(node.inputName(0)))
-    return node.fail("memfit supports Expand only of a weight over the batch "
-                     "(a class token)");
-  auto w = node.weight(0, WeightInit::Zeros, true);
-  auto shape = node.intConstant(1);
-  if (llvm::Error e = firstError(w, shape))
-    return e;
-  std::vector<int64_t> wd = dimsOfValue(node, *w);
-  const IntConstant &s = *shape;
-  bool ok = !s.isFloat && s.numel() >= 1 && s.isBatch(0) &&
-            s.ints[0] == node.graph().batch &&
-            wd.size() <= static_cast<size_t>(s.numel());
-  std::vector<int64_t> out{node.graph().batch};
-  for (int64_t i = 1; ok && i < s.numel(); ++i) {
-    int64_t wi = i - (s.numel() - static_cast<int64_t>(wd.size()));
-    int64_t have = wi >= 0 ? wd[wi] : 1;
-    ok = !s.isBatch(i) && (s.ints[i] == have || s.ints[i] == 1);
-    out.push_back(have);
-  }
-  ok = ok && (wd.size() < static_cast<size_t>(s.numel()) || wd[0] == 1);
-  if (!ok)
-    return node.fail("expands the weight of shape " + dimsStr(wd) + " to " +
-                     s.str() +
-                     "; memfit supports Expand of a weight only over the "
-                     "batch, to [N, ...its shape]");
-  return node.emit(OpKind::Embedding, {*w}, {{node.outputName(0), out}})
-      .takeError();
-}
 
 void embeddingReads(const GradOperands &o, std::vector<BlockId> &reads) {
   if (o.inputs.size() > 1)
@@ -420,9 +537,40 @@ llvm::Expected<EmittedCall> embeddingEmit(EmitContext &x) {
 
 } // namespace
 
+/// A weight broadcast over the batch (ViT's class token expanded to
+/// [N, 1, D]): a lookup of its one row for every sample.
+llvm::Error importExpandWeight(OnnxNode &node) {
+  auto w = node.weight(0, WeightInit::Zeros, true);
+  auto shape = node.intConstant(1);
+  if (llvm::Error e = firstError(w, shape))
+    return e;
+  std::vector<int64_t> wd = dimsOfValue(node, *w);
+  const IntConstant &s = *shape;
+  bool ok = !s.isFloat && s.numel() >= 1 && s.isBatch(0) &&
+            s.ints[0] == node.graph().batch &&
+            wd.size() <= static_cast<size_t>(s.numel());
+  std::vector<int64_t> out{node.graph().batch};
+  for (int64_t i = 1; ok && i < s.numel(); ++i) {
+    int64_t wi = i - (s.numel() - static_cast<int64_t>(wd.size()));
+    int64_t have = wi >= 0 ? wd[wi] : 1;
+    ok = !s.isBatch(i) && (s.ints[i] == have || s.ints[i] == 1);
+    out.push_back(have);
+  }
+  ok = ok && (wd.size() < static_cast<size_t>(s.numel()) || wd[0] == 1);
+  if (!ok)
+    return node.fail("expands the weight of shape " + dimsStr(wd) + " to " +
+                     s.str() +
+                     "; memfit supports Expand of a weight only over the "
+                     "batch, to [N, ...its shape]");
+  return node.emit(OpKind::Embedding, {*w}, {{node.outputName(0), out}})
+      .takeError();
+}
+
 void registerTransformer(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::BatchMatMul,
                   .name = "BatchMatMul",
+                  .onnxTypes = {"Einsum"},
+                  .importOnnx = importEinsum,
                   .dataGradReads = bmmDataReads,
                   .costClass = CostClass::Gemm,
                   .work = bmmWork,
@@ -449,12 +597,8 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   .emit = whereEmit});
   defs.push_back({.kind = OpKind::Embedding,
                   .name = "Gather",
-                  .onnxTypes = {"Gather", "Expand"},
-                  .importOnnx =
-                      [](OnnxNode &node) {
-                        return node.opType() == "Expand" ? importExpand(node)
-                                                         : importGather(node);
-                      },
+                  .onnxTypes = {"Gather"},
+                  .importOnnx = importGather,
                   .weightGradReads = embeddingReads,
                   .costClass = CostClass::Copy,
                   .work = embeddingWork,

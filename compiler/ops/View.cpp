@@ -163,10 +163,23 @@ llvm::Error importReshapeCanonical(OnnxNode &node) {
   if (t.isFloat || t.dims.size() != 1 || t.numel() == 0)
     return node.fail("target shape must be a non-empty 1-D integer tensor");
   auto moves = [&] {
+    // A table looked up at fixed positions is materialized per sample; one
+    // reshaped as a whole (a relative position bias) has no batch to keep.
+    const Graph &g = node.graph();
+    OpId p = g.values[*x].producer;
+    bool positions = p != kNoId && g.ops[p].kind == OpKind::Embedding &&
+                     g.values[g.ops[p].inputs[1]].kind == ValueKind::Weight;
+    std::string hint =
+        positions ? "; it is a weight table looked up at fixed positions, "
+                    "which memfit supports only as a per-sample embedding "
+                    "(a relative position bias is not: torch's eval-mode "
+                    "export folds it into one bias per block)"
+                  : "";
     return node.fail("target shape " + t.str() + " for input of shape " +
                      dimsStr(xd) +
                      " would move the batch off axis 0; memfit keeps "
-                     "the batch on axis 0 of every value");
+                     "the batch on axis 0 of every value" +
+                     hint);
   };
   int64_t perSample = 1;
   for (size_t i = 1; i < xd.size(); ++i)

@@ -145,6 +145,17 @@ void sliceBackward(const SliceParams &p, int64_t n, const float *dy, float *dx,
     put(dx[t], kernels::sliceGradAt(p, n, dy, t), accumulate);
 }
 
+void expandForward(const ExpandParams &p, int64_t n, const float *x, float *y) {
+  for (int64_t t = 0; t < elements(p.ydims, p.rank, n); ++t)
+    y[t] = x[kernels::expandSource(p, n, t)];
+}
+
+void expandBackward(const ExpandParams &p, int64_t n, const float *dy,
+                    float *dx, bool accumulate) {
+  for (int64_t t = 0; t < elements(p.xdims, p.rank, n); ++t)
+    put(dx[t], kernels::expandGradAt(p, n, dy, t), accumulate);
+}
+
 void whereForward(const WhereParams &p, int64_t n, const float *mask,
                   const float *x, float *y) {
   for (int64_t at = 0; at < n * p.perSample; ++at)

@@ -54,6 +54,18 @@ __global__ void sliceGradKernel(SliceParams p, int64_t n, int64_t count,
   }
 }
 
+__global__ void expandKernel(ExpandParams p, int64_t n, int64_t count,
+                             const float *x, float *y) {
+  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::expandSource(p, n, t)]; }
+}
+
+__global__ void expandGradKernel(ExpandParams p, int64_t n, int64_t count,
+                                 const float *dy, float *dx, bool acc) {
+  MEMFIT_GRID_LOOP(t, count) {
+    put(dx[t], kernels::expandGradAt(p, n, dy, t), acc);
+  }
+}
+
 __global__ void whereKernel(WhereParams p, int64_t count, const float *mask,
                             const float *x, float *y) {
   MEMFIT_GRID_LOOP(t, count) {
@@ -175,6 +187,23 @@ void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
   sliceGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
       p, n, count, dy, dx, acc);
   impl->done(*this, "slice backward kernel");
+}
+
+void Exec::expandForward(const ExpandParams &p, const float *x, float *y) {
+  int64_t count = n * perSample(p.ydims, p.rank);
+  expandKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, n, count, x,
+                                                                 y);
+  impl->done(*this, "expand kernel");
+}
+
+void Exec::expandBackward(const ExpandParams &p, const float *dy, float *dx,
+                          bool acc) {
+  if (!dx)
+    return;
+  int64_t count = n * perSample(p.xdims, p.rank);
+  expandGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, n, count, dy, dx, acc);
+  impl->done(*this, "expand backward kernel");
 }
 
 void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,

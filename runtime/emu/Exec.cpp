@@ -363,6 +363,13 @@ void Exec::transposeBackward(const TransposeParams &p, const float *dy,
 void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
   rt::sliceForward(p, n, x, y);
 }
+void Exec::expandForward(const ExpandParams &p, const float *x, float *y) {
+  rt::expandForward(p, n, x, y);
+}
+void Exec::expandBackward(const ExpandParams &p, const float *dy, float *dx,
+                          bool acc) {
+  rt::expandBackward(p, n, dy, dx, acc);
+}
 void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
                          bool acc) {
   rt::sliceBackward(p, n, dy, dx, acc);

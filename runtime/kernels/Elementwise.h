@@ -238,7 +238,7 @@ MEMFIT_HD int64_t sliceSource(const SliceParams &p, int64_t n, int64_t t) {
   for (int i = p.rank - 1; i >= 0; --i) {
     int64_t scale = i == p.batchAxis ? n : 1;
     int64_t yExtent = p.ydims[i] * scale;
-    src += (t % yExtent + p.starts[i]) * stride;
+    src += (t % yExtent * p.steps[i] + p.starts[i]) * stride;
     t /= yExtent;
     stride *= p.xdims[i] * scale;
   }
@@ -253,12 +253,59 @@ MEMFIT_HD float sliceGradAt(const SliceParams &p, int64_t n, const float *dy,
     int64_t scale = i == p.batchAxis ? n : 1;
     int64_t c = t % (p.xdims[i] * scale) - p.starts[i];
     t /= p.xdims[i] * scale;
-    if (c < 0 || c >= p.ydims[i] * scale)
+    if (c < 0 || c % p.steps[i] != 0)
+      return 0.0f;
+    c /= p.steps[i];
+    if (c >= p.ydims[i] * scale)
       return 0.0f;
     dst += c * stride;
     stride *= p.ydims[i] * scale;
   }
   return dy[dst];
+}
+
+/// The x element that output element `t` of a broadcast of n samples reads.
+MEMFIT_HD int64_t expandSource(const ExpandParams &p, int64_t n, int64_t t) {
+  int64_t src = 0, stride = 1;
+  for (int i = p.rank - 1; i >= 0; --i) {
+    int64_t scale = i == p.batchAxis ? n : 1;
+    int64_t c = t % (p.ydims[i] * scale);
+    t /= p.ydims[i] * scale;
+    if (p.xdims[i] == p.ydims[i])
+      src += c * stride;
+    stride *= p.xdims[i] * scale;
+  }
+  return src;
+}
+
+/// The gradient of x element `t`: dy summed over the elements that repeat
+/// it, in order, in double.
+MEMFIT_HD float expandGradAt(const ExpandParams &p, int64_t n, const float *dy,
+                             int64_t t) {
+  int64_t coord[kMaxRank], repeats = 1;
+  for (int i = p.rank - 1; i >= 0; --i) {
+    int64_t extent = p.xdims[i] * (i == p.batchAxis ? n : 1);
+    coord[i] = t % extent;
+    t /= extent;
+    if (p.xdims[i] != p.ydims[i])
+      repeats *= p.ydims[i];
+  }
+  double sum = 0;
+  for (int64_t r = 0; r < repeats; ++r) {
+    int64_t at[kMaxRank], rest = r;
+    for (int i = p.rank - 1; i >= 0; --i) {
+      at[i] = coord[i];
+      if (p.xdims[i] != p.ydims[i]) {
+        at[i] = rest % p.ydims[i];
+        rest /= p.ydims[i];
+      }
+    }
+    int64_t dst = 0;
+    for (int i = 0; i < p.rank; ++i)
+      dst = dst * (p.ydims[i] * (i == p.batchAxis ? n : 1)) + at[i];
+    sum += dy[dst];
+  }
+  return float(sum);
 }
 
 // --- resize ---

@@ -30,7 +30,9 @@ print('sub-batch %d, %d bytes offloaded, %d recomputes' % (j['sub_batch'],
   j['summary']['bytes_to_host'], sum(1 for t in j['tasks'] if t['recompute'])))"
 }
 
-# Extra compile flags and trainer/reference flags for the next checks.
+# Extra export and compile flags and trainer/reference flags for the next
+# checks.
+EXPORT_ARGS=()
 COMPILE_ARGS=()
 TRAIN_ARGS=(--momentum 0.9 --weight-decay 0.001)
 REF_ARGS=(--momentum 0.9 --weight-decay 0.001)
@@ -42,7 +44,8 @@ check() { # model[@opset] budget... (the first budget that compiles is used)
   [ "$1" = "$name" ] || opset=${1#*@}
   shift
   "$PY" "$SRC/tests/e2e/today_models.py" "$name" "$model.onnx" \
-    "$model-x.npy" "$model-y.npy" --batch 4 --opset "$opset" ||
+    "$model-x.npy" "$model-y.npy" --batch 4 --opset "$opset" \
+    "${EXPORT_ARGS[@]}" ||
     fail "export $model"
   verify "$model" "$@"
 }
@@ -93,6 +96,16 @@ check tv-vit 55% 60% 65% 70%
 check convnext 50% 55% 60% 65% 70%
 check mobilenetv3 50% 55% 60% 65% 70%
 check efficientnet 50% 55% 60% 65% 70%
+# Exported as model zoos ship them (eval mode, torch's constant folding):
+# Swin's shifted-window masks (ScatterND on constants, joined to the
+# window axis), strided patch merging, relative position biases folded
+# into per-block initializers; MaxViT's einsum attention.
+EXPORT_ARGS=(--eval)
+check tv-swin 55% 60% 65% 70%
+COMPILE_ARGS=(--sub-batch 4)
+check tv-maxvit 50% 55% 60% 65% 70%
+EXPORT_ARGS=()
+COMPILE_ARGS=()
 # Before opset 17 LayerNorm is nine nodes, GELU five: one operator each.
 check gpt@16 55% 60% 65% 70%
 ops=$("$MEMFIT" inspect gpt-opset16.onnx --batch 4)

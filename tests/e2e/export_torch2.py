@@ -37,6 +37,10 @@ HF_MODELS = [(name, attention, "torchscript")
              for attention in ("eager", "sdpa")]
 HF_MODELS += [(name, "eager", "dynamo")
               for name in ("hf-gpt2", "hf-bert", "hf-vit")]
+# Llama with grouped-query attention (2 key/value heads for 4 query heads):
+# TorchScript cannot export its sdpa form, and the dynamo export computes
+# the rotary tables from the inv_freq buffer over the batch in the graph.
+HF_MODELS += [("hf-llama", "eager", "torchscript")]
 
 
 class Logits(torch.nn.Module):
@@ -71,6 +75,12 @@ def hf_model(name, attention):
                           attention_probs_dropout_prob=0.0,
                           attn_implementation=attention)
         return Logits(T.ViTForImageClassification(cfg)), "image"
+    if name == "hf-llama":
+        cfg = T.LlamaConfig(vocab_size=61, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2,
+                            intermediate_size=64, max_position_embeddings=16,
+                            attn_implementation=attention)
+        return Logits(T.LlamaForCausalLM(cfg)), "tokens"
     raise SystemExit(f"no Hugging Face model {name}")
 # The dynamo exporter's default graph optimization rewrites the parameters
 # for inference: initializers with equal values are merged (tying the

@@ -305,6 +305,19 @@ MODELS = {
                .VisionTransformer(image_size=16, patch_size=4, num_layers=2,
                                   num_heads=2, hidden_dim=16, mlp_dim=32,
                                   num_classes=10), "image"),
+    # torchvision's Swin (shifted windows: a mask built by slice assignment,
+    # torch.roll, strided patch merging, relative position tables), small.
+    "tv-swin": (lambda: __import__("torchvision").models.swin_transformer
+                .SwinTransformer(patch_size=[2, 2], embed_dim=16,
+                                 depths=[2, 2], num_heads=[2, 4],
+                                 window_size=[4, 4], stochastic_depth_prob=0.0,
+                                 num_classes=10), "image"),
+    # torchvision's MaxViT (einsum attention over blocks and grids,
+    # MBConv with squeeze-and-excitation and BatchNorm), small.
+    "tv-maxvit": (lambda: __import__("torchvision").models.maxvit.MaxVit(
+        input_size=(16, 16), stem_channels=8, partition_size=2,
+        block_channels=[16, 32], block_layers=[1, 1], head_dim=8,
+        stochastic_depth_prob=0.0, num_classes=10), "image"),
 }
 
 

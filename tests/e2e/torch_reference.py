@@ -108,6 +108,8 @@ def run_graph(model, params, consts, x):
         elif op == "LogSoftmax":
             y = F.log_softmax(i[0], dim=a.get("axis", -1))
         elif op == "Identity":
+            if node.output[0] in params or node.output[0] in consts:
+                continue  # a weight of its own (see main)
             y = i[0]
         elif op == "Dropout":
             ratio = float(i[1]) if len(i) > 1 and i[1] is not None else 0.5
@@ -171,17 +173,30 @@ def run_graph(model, params, consts, x):
                     else list(range(len(starts))))
             steps = ([int(v) for v in i[4]] if len(i) > 4 and i[4] is not None
                      else [1] * len(starts))
-            idx = [slice(None)] * i[0].dim()
+            y = i[0]
             for s0, e0, ax, st in zip(starts, ends, axes, steps):
-                # torch 1.13 refuses int64's extremes as bounds.
-                size = i[0].shape[ax]
-                s0, e0 = (max(-size - 1, min(size, v)) for v in (s0, e0))
-                idx[ax] = slice(s0, e0, st)
-            y = i[0][tuple(idx)]
+                # ONNX's clamping, then the positions taken (torch slices
+                # refuse negative steps).
+                size = y.shape[ax]
+                s0, e0 = (v + size if v < 0 else v for v in (s0, e0))
+                if st > 0:
+                    s0, e0 = (max(0, min(size, v)) for v in (s0, e0))
+                else:
+                    s0, e0 = max(0, min(size - 1, s0)), max(-1, min(size - 1, e0))
+                at = torch.tensor(list(range(s0, e0, st)), dtype=torch.long)
+                y = y.index_select(ax if ax >= 0 else ax + y.dim(), at)
         elif op == "Equal":
             y = i[0] == i[1]
         elif op == "Not":
             y = ~i[0]
+        elif op == "ScatterND":
+            y = i[0].clone()
+            k = i[1].shape[-1]
+            upd = i[2].reshape((-1,) + tuple(i[0].shape[k:]))
+            for t, at in enumerate(i[1].reshape(-1, k).tolist()):
+                y[tuple(at)] = upd[t]
+        elif op == "Einsum":
+            y = torch.einsum(a["equation"].decode().replace(" ", ""), *i)
         elif op == "Where":
             y = torch.where(i[0].bool(), i[1], i[2])
         elif op == "Div":
@@ -318,6 +333,19 @@ def main():
             consts[t.name] = arr.double()
         else:
             params[t.name] = arr.double().requires_grad_(True)
+    # Eval-mode exports store equal parameters once and recreate the others
+    # with Identity; they are separate parameters (as memfit trains them).
+    # (A running statistic may share its zeros with a bias.)
+    for n in model.graph.node:
+        if n.op_type != "Identity":
+            continue
+        src = params.get(n.input[0], consts.get(n.input[0]))
+        if src is None or not src.is_floating_point():
+            continue
+        if n.output[0] in bn_stats:
+            consts[n.output[0]] = src.detach().clone()
+        else:
+            params[n.output[0]] = src.detach().clone().requires_grad_(True)
     X = torch.tensor(np.load(args.x))
     X = X.long() if X.dtype in (torch.int64, torch.int32) else X.double()
     Y = torch.tensor(np.load(args.y))
