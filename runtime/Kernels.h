@@ -73,11 +73,13 @@ enum class ActKind : uint8_t {
   Pow,
   Gelu,
   GeluTanh,
-  Neg, // reads neither
+  Neg,   // reads neither
+  NanTo, // NaN replaced by alpha (reads its input)
 };
 struct ActParams {
   ActKind kind;
-  float alpha = 0;      // LeakyRelu slope; HardSigmoid alpha; Pow exponent
+  float alpha = 0; // LeakyRelu slope; HardSigmoid alpha; Pow exponent; NanTo
+                   // fill
   float lo = 0, hi = 0; // Clip bounds
   float beta = 0;       // HardSigmoid beta
 };

@@ -441,3 +441,14 @@ TEST_CASE("expand on a literal", "[kernels]") {
   expandBackward(p, 2, dy.data(), dx.data(), false);
   CHECK(dx == std::vector<float>{6, 15, 24, 33});
 }
+
+TEST_CASE("NaN replaced by a constant, and its gradient", "[kernels]") {
+  const float nan = std::nanf("");
+  ActParams p{.kind = ActKind::NanTo, .alpha = -1.0f};
+  std::vector<float> x = {0.5f, nan, -2.0f}, y(3);
+  activationForward(p, 3, x.data(), y.data());
+  CHECK(y == std::vector<float>{0.5f, -1.0f, -2.0f});
+  std::vector<float> dy = {1, 2, 3}, dx(3);
+  activationBackward(p, 3, x.data(), dy.data(), dx.data(), false);
+  CHECK(dx == std::vector<float>{1, 0, 3});
+}

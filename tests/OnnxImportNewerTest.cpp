@@ -470,3 +470,62 @@ TEST_CASE("Expand of an activation repeats key/value heads", "[onnx][import]") {
              Contains("'e' (Expand)") &&
                  Contains("along axes of extent 1 other than the batch's"));
 }
+
+TEST_CASE("a buffer torch.export marks folds; a parameter does not",
+          "[onnx][import][fold]") {
+  // A rotary table computed from inv_freq (Hugging Face's Llama). The
+  // dynamo exporter marks buffers in value_info metadata (IR 10), which
+  // this ONNX library keeps as unknown fields.
+  auto model = [](bool marked) {
+    OnnxBuilder b(18);
+    b.input("x", {-1, 4})
+        .init("inv_freq", {4}, {1.0f, 0.5f, 0.25f, 0.125f})
+        .constFloat("two", 2.0f)
+        .node("Mul", {"inv_freq", "two"}, {"f"})
+        .node("Cos", {"f"}, {"c"})
+        .node("Mul", {"x", "c"}, {"y"})
+        .output("y", 2);
+    if (marked) {
+      pb::ValueInfoProto *vi = b.model.mutable_graph()->add_value_info();
+      vi->set_name("inv_freq");
+      pb::StringStringEntryProto kind;
+      kind.set_key("pkg.torch.export.graph_signature.InputSpec.kind");
+      kind.set_value("BUFFER");
+      vi->GetReflection()->MutableUnknownFields(vi)->AddLengthDelimited(
+          4, kind.SerializeAsString());
+    }
+    return b;
+  };
+  Graph g = importOk(model(true), batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const Value &c = g.values[g.ops[0].inputs[1]];
+  CHECK(!c.trainable);
+  CHECK(c.data == std::vector<float>{std::cos(2.0f), std::cos(1.0f),
+                                     std::cos(0.5f), std::cos(0.25f)});
+  CHECK_THAT(errorText(model(false).import(batchOf(2))),
+             Contains("computes on the initializer 'inv_freq'"));
+}
+
+TEST_CASE("torch.export's NaN guard on a softmax is one operator",
+          "[onnx][import]") {
+  OnnxBuilder b(18);
+  b.input("x", {-1, 2, 4})
+      .node("Softmax", {"x"}, {"p"}, {attrInt("axis", -1)})
+      .node("IsNaN", {"p"}, {"nan"})
+      .constFloat("zero", 0.0f)
+      .node("Where", {"nan", "zero", "p"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 2);
+  CHECK(g.ops[1].kind == OpKind::NanTo);
+  CHECK(g.ops[1].attrs.alpha == 0.0f);
+
+  OnnxBuilder alone(18);
+  alone.input("x", {-1, 4})
+      .node("IsNaN", {"x"}, {"nan"}, {}, "n")
+      .node("Cast", {"nan"}, {"y"}, {attrInt("to", pb::TensorProto::FLOAT)})
+      .output("y", 2);
+  CHECK_THAT(errorText(alone.import(batchOf(2))),
+             Contains("'n' (IsNaN)") &&
+                 Contains("only as the guard Where(IsNaN(x), c, x)"));
+}

@@ -124,6 +124,7 @@ enum class OpKind : uint8_t {
   ConvTranspose,
   Neg,
   Expand,
+  NanTo,
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 

@@ -3,10 +3,11 @@
 // PyTorch exports GELU (before ONNX opset 20) as Div, Erf, Add, Mul, Mul,
 // or its tanh approximation as eight nodes, and LayerNorm before opset 17 as
 // ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add. Translated node
-// by node they would keep every intermediate alive for the backward; found
+// by node they would keep every intermediate alive for the backward (and
+// torch.export guards attention's softmax with Where(IsNaN(p), 0, p)); found
 // here before translation, each becomes the one operator it is (Gelu,
-// LayerNorm), whose backward reads only its input. A pattern matches only
-// where its intermediates feed nothing else and its constants are exactly
+// LayerNorm, NanTo), whose backward reads only its input. A pattern matches
+// only where its intermediates feed nothing else and its constants are exactly
 // the exporter's, so what the model computes is unchanged.
 //
 //===----------------------------------------------------------------------===//
@@ -250,6 +251,24 @@ std::optional<Fusion> layerNorm(const Matcher &m, int r1,
   return Fusion{Fusion::LayerNorm, x, w, b, *eps};
 }
 
+/// Where(IsNaN(x), c, x) around the IsNaN node `k`: x with its NaNs
+/// replaced by the scalar c (torch.export's guard on attention softmax).
+std::optional<Fusion> nanTo(const Matcher &m, int k, std::vector<int> &nodes) {
+  const pb::NodeProto &isNan = m.node(k);
+  if (isNan.input_size() != 1)
+    return std::nullopt;
+  int w = m.soleReader(isNan.output(0));
+  if (!m.is(w, "Where") || m.node(w).input_size() != 3 ||
+      m.node(w).input(0) != isNan.output(0) ||
+      m.node(w).input(2) != isNan.input(0))
+    return std::nullopt;
+  auto fill = m.scalar(m.node(w).input(1));
+  if (!fill)
+    return std::nullopt;
+  nodes = {k, w};
+  return Fusion{Fusion::NanTo, isNan.input(0), {}, {}, *fill};
+}
+
 } // namespace
 
 void Importer::findFusions() {
@@ -268,6 +287,8 @@ void Importer::findFusions() {
       f = tanhGelu(m, k, nodes);
     else if (op == "ReduceMean")
       f = layerNorm(m, k, nodes);
+    else if (op == "IsNaN")
+      f = nanTo(m, k, nodes);
     if (!f)
       continue;
     for (int n : nodes)

@@ -278,6 +278,7 @@ Error Importer::compareWithInference(const Graph &graph) {
 
 Error Importer::setUpInputs() {
   const pb::GraphProto &graph = model.graph();
+  buffers = torchBuffers(graph);
   std::unordered_set<std::string> initNames;
   for (const pb::TensorProto &t : graph.initializer()) {
     sources[t.name()].init = &t;
@@ -428,7 +429,7 @@ Error Importer::translate(const pb::NodeProto &n) {
       auto src = sources.find(n.input(i));
       if (!hasInput(n, i) || src == sources.end() || !src->second.init ||
           src->second.init->data_type() != pb::TensorProto::FLOAT ||
-          feedsOnlyMasks(nodeIndex.at(&n)))
+          buffers.count(n.input(i)) || feedsOnlyMasks(nodeIndex.at(&n)))
         continue;
       // Only a lookup in an embedding table computes on a weight here.
       if ((op != "Gather" && op != "Expand") || i != 0)
@@ -459,6 +460,12 @@ Error Importer::translateFusion(const pb::NodeProto &n, const Fusion &f) {
                        "the data input");
   std::vector<int64_t> dims = g.values[x->second].dims;
   OpAttrs a;
+  if (f.kind == Fusion::NanTo) {
+    a.alpha = f.epsilon;
+    return emit(n, OpKind::NanTo, {x->second}, {{n.output(0), dims}}, a, false,
+                n.name().empty() ? "NanTo" : n.name())
+        .takeError();
+  }
   if (f.kind != Fusion::LayerNorm) {
     a.tanhApprox = f.kind == Fusion::GeluTanh;
     return emit(n, OpKind::Gelu, {x->second}, {{n.output(0), dims}}, a, false,

@@ -86,10 +86,10 @@ struct ConstTensor {
 /// An operator found spelled out in several nodes (Fusions.cpp): its kind
 /// and operands by name.
 struct Fusion {
-  enum Kind { Gelu, GeluTanh, LayerNorm } kind;
+  enum Kind { Gelu, GeluTanh, LayerNorm, NanTo } kind;
   std::string x;
   std::string scale = {}, bias = {};
-  float epsilon = 0;
+  float epsilon = 0; // LayerNorm; NanTo: the fill
 };
 
 /// Data files that external tensors point into, opened once. After
@@ -140,6 +140,13 @@ void rewriteSplitSequences(pb::GraphProto &graph);
 llvm::Error checkNewerModel(const pb::GraphProto &graph,
                             const std::vector<bool> &live,
                             const std::string &file, int64_t opset);
+
+/// Names of the initializers PyTorch's dynamo exporter marks as buffers
+/// rather than parameters (value_info metadata
+/// pkg.torch.export.graph_signature.InputSpec.kind = BUFFER, an IR 10 field
+/// this ONNX library does not know, read from the unknown fields): constant
+/// tables such as a rotary embedding's inv_freq, which may fold.
+std::unordered_set<std::string> torchBuffers(const pb::GraphProto &graph);
 
 //===-- Importer state ----------------------------------------------------===//
 
@@ -308,6 +315,8 @@ private:
   std::unordered_map<std::string, ValueId> weights; // materialized
   std::unordered_map<std::string, std::shared_ptr<const ConstTensor>> consts;
   std::unordered_set<std::string> floatConstWeights; // from Constant nodes
+  /// Initializers torch marks as buffers (torchBuffers): constants.
+  std::unordered_set<std::string> buffers;
   /// Graph inputs without data that some weight operand uses (directly or
   /// through Identity).
   std::unordered_set<const pb::ValueInfoProto *> usedDeclared;

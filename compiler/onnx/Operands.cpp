@@ -212,7 +212,8 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
   auto done = weights.find(name);
   if (done != weights.end()) {
     const Value &v = g.values[done->second];
-    if (v.trainable != trainable && !floatConstWeights.count(name))
+    if (v.trainable != trainable && !floatConstWeights.count(name) &&
+        !buffers.count(name))
       return fail(n, "uses " + qname +
                          (trainable ? " as a trainable weight; it is "
                                       "BatchNorm running statistics elsewhere"
@@ -227,7 +228,8 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
   Value v;
   v.name = name;
   v.kind = ValueKind::Weight;
-  v.trainable = trainable;
+  // A buffer torch marks as such is a constant, whatever the operand.
+  v.trainable = trainable && !buffers.count(name);
   auto src = sources.find(name);
   auto constant = consts.find(name);
   if (intsAsFloats && constant != consts.end() &&
@@ -417,15 +419,15 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
   // element, or along the last axis) may read values whose batch is not
   // alone on axis 0; the others refuse them here, naming the value.
   static const OpKind kAnyLayout[] = {
-      OpKind::Relu,       OpKind::LeakyRelu,   OpKind::Sigmoid,
-      OpKind::Tanh,       OpKind::Clip,        OpKind::Sqrt,
-      OpKind::Erf,        OpKind::HardSigmoid, OpKind::HardSwish,
-      OpKind::Pow,        OpKind::Gelu,        OpKind::Add,
-      OpKind::Sub,        OpKind::Mul,         OpKind::Div,
-      OpKind::Sum,        OpKind::Transpose,   OpKind::Reshape,
-      OpKind::Slice,      OpKind::MatMul,      OpKind::Gemm,
-      OpKind::Softmax,    OpKind::LogSoftmax,  OpKind::LayerNorm,
-      OpKind::BatchMatMul};
+      OpKind::Relu,        OpKind::LeakyRelu,   OpKind::Sigmoid,
+      OpKind::Tanh,        OpKind::Clip,        OpKind::Sqrt,
+      OpKind::Erf,         OpKind::HardSigmoid, OpKind::HardSwish,
+      OpKind::Pow,         OpKind::Gelu,        OpKind::Add,
+      OpKind::Sub,         OpKind::Mul,         OpKind::Div,
+      OpKind::Sum,         OpKind::Transpose,   OpKind::Reshape,
+      OpKind::Slice,       OpKind::MatMul,      OpKind::Gemm,
+      OpKind::Softmax,     OpKind::LogSoftmax,  OpKind::LayerNorm,
+      OpKind::BatchMatMul, OpKind::Neg,         OpKind::NanTo};
   bool anyLayout = llvm::is_contained(kAnyLayout, kind);
   for (ValueId in : op.inputs) {
     const Value &v = g.values[in];

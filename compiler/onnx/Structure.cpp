@@ -14,6 +14,8 @@
 
 #include "onnx/defs/schema.h"
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -82,6 +84,29 @@ llvm::Error checkNewerModel(const pb::GraphProto &graph,
                           nodeLabel(n, k), quoteName(out));
   }
   return llvm::Error::success();
+}
+
+std::unordered_set<std::string> torchBuffers(const pb::GraphProto &graph) {
+  // ValueInfoProto.metadata_props is field 4 (IR version 10), a repeated
+  // StringStringEntryProto.
+  constexpr int kMetadataProps = 4;
+  std::unordered_set<std::string> out;
+  for (const pb::ValueInfoProto &vi : graph.value_info()) {
+    const google::protobuf::UnknownFieldSet &unknown =
+        vi.GetReflection()->GetUnknownFields(vi);
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const google::protobuf::UnknownField &f = unknown.field(i);
+      if (f.number() != kMetadataProps ||
+          f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+        continue;
+      pb::StringStringEntryProto entry;
+      if (entry.ParseFromString(f.length_delimited()) &&
+          entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
+          entry.value() == "BUFFER")
+        out.insert(vi.name());
+    }
+  }
+  return out;
 }
 
 } // namespace memfit::onnximport

@@ -129,10 +129,8 @@ void readsInput(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.inputs[0]);
 }
 
-bool gradReadsInput(OpKind k) {
-  return k == OpKind::Erf || k == OpKind::HardSigmoid ||
-         k == OpKind::HardSwish || k == OpKind::Pow || k == OpKind::Gelu;
-}
+/// As the kind's definition says (fromInput in registerActivation).
+bool gradReadsInput(OpKind k) { return opDef(k).dataGradReads == readsInput; }
 
 OpWork oneFlop(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
   return {elems(g.value(op.outputs[0]), b)};
@@ -174,6 +172,8 @@ const char *actKind(const Op &op) {
     return op.attrs.tanhApprox ? "GeluTanh" : "Gelu";
   case OpKind::Neg:
     return "Neg";
+  case OpKind::NanTo:
+    return "NanTo";
   default:
     return "Clip";
   }
@@ -271,6 +271,19 @@ void registerActivation(std::vector<OpDef> &defs) {
   OpDef neg = activation(OpKind::Neg, "Neg", oneFlop);
   neg.dataGradReads = [](const GradOperands &, std::vector<BlockId> &) {};
   defs.push_back(std::move(neg));
+  // Where(IsNaN(x), c, x), the guard torch.export puts after the softmax of
+  // scaled_dot_product_attention, is recognized as one operator
+  // (compiler/onnx); IsNaN on its own is refused.
+  OpDef nanTo = fromInput(activation(OpKind::NanTo, "NanTo", oneFlop));
+  nanTo.onnxTypes = {"IsNaN"};
+  nanTo.importOnnx = [](OnnxNode &node) {
+    return node.fail("memfit supports IsNaN only as the guard "
+                     "Where(IsNaN(x), c, x) with a constant scalar c");
+  };
+  nanTo.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
+    printFloat(os, "fill", op.attrs.alpha);
+  };
+  defs.push_back(std::move(nanTo));
 }
 
 } // namespace memfit::ops

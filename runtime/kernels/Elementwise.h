@@ -74,6 +74,8 @@ MEMFIT_HD float activation(const ActParams &p, float v) {
   }
   case ActKind::Neg:
     return -v;
+  case ActKind::NanTo:
+    return v != v ? p.alpha : v;
   }
   return 0;
 }
@@ -123,6 +125,8 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
   }
   case ActKind::Neg:
     return -dy;
+  case ActKind::NanTo:
+    return x != x ? 0.0f : dy;
   }
   return 0;
 }

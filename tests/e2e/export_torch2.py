@@ -30,17 +30,16 @@ import today_models  # noqa: E402
 MODELS = ["gpt", "bert", "vit", "convnext", "mobilenetv3", "unet"]
 # Hugging Face transformers models from their configs (random weights, no
 # download), returning the logits; (name, attention implementation).
-# The dynamo exports of sdpa attention guard the softmax with IsNaN on
-# activations, which memfit does not import: eager attention only there.
-HF_MODELS = [(name, attention, "torchscript")
-             for name in ("hf-gpt2", "hf-bert", "hf-vit")
-             for attention in ("eager", "sdpa")]
-HF_MODELS += [(name, "eager", "dynamo")
-              for name in ("hf-gpt2", "hf-bert", "hf-vit")]
-# Llama with grouped-query attention (2 key/value heads for 4 query heads):
-# TorchScript cannot export its sdpa form, and the dynamo export computes
-# the rotary tables from the inv_freq buffer over the batch in the graph.
-HF_MODELS += [("hf-llama", "eager", "torchscript")]
+# The dynamo exports of sdpa attention guard the softmax with
+# Where(IsNaN(p), 0, p). Llama uses grouped-query attention (2 key/value
+# heads for 4 query heads), whose sdpa form TorchScript cannot export; its
+# dynamo export computes the rotary tables from the inv_freq buffer.
+HF_MODELS = [(name, attention, exporter)
+             for name in ("hf-gpt2", "hf-bert", "hf-vit", "hf-llama")
+             for attention in ("eager", "sdpa")
+             for exporter in ("torchscript", "dynamo")
+             if (name, attention, exporter) != ("hf-llama", "sdpa",
+                                                 "torchscript")]
 
 
 class Logits(torch.nn.Module):

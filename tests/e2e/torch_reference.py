@@ -24,6 +24,22 @@ def attrs(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
+def torch_buffers(graph):
+    """Initializers the dynamo exporter marks as buffers (IR 10 value_info
+    metadata, which this onnx library keeps as unknown fields)."""
+    out = set()
+    for vi in graph.value_info:
+        for f in vi.UnknownFields():
+            if f.field_number != 4:
+                continue
+            entry = onnx.StringStringEntryProto()
+            entry.ParseFromString(f.data)
+            if (entry.key == "pkg.torch.export.graph_signature.InputSpec.kind"
+                    and entry.value == "BUFFER"):
+                out.add(vi.name)
+    return out
+
+
 def run_graph(model, params, consts, x):
     env = {model.graph.input[0].name: x}
     env.update(params)
@@ -189,6 +205,8 @@ def run_graph(model, params, consts, x):
             y = i[0] == i[1]
         elif op == "Not":
             y = ~i[0]
+        elif op == "IsNaN":
+            y = torch.isnan(i[0])
         elif op == "ScatterND":
             y = i[0].clone()
             k = i[1].shape[-1]
@@ -325,11 +343,12 @@ def main():
         if n.op_type == "BatchNormalization":
             bn_stats.update(n.input[3:5])
     params, consts = {}, {}
+    buffers = torch_buffers(model.graph)
     for t in model.graph.initializer:
         arr = torch.tensor(numpy_helper.to_array(t).copy())
         if t.data_type != onnx.TensorProto.FLOAT:
             consts[t.name] = arr
-        elif t.name in bn_stats:
+        elif t.name in bn_stats or t.name in buffers:
             consts[t.name] = arr.double()
         else:
             params[t.name] = arr.double().requires_grad_(True)
