@@ -196,6 +196,15 @@ public:
                       bool acc);
   void sliceBackward(const SliceParams &p, const float *dy, float *dx,
                      bool acc);
+  /// Fused attention; `lse` is the task's saved statistics block.
+  void attentionForward(const AttentionParams &p, uint64_t taskKey,
+                        const float *q, const float *k, const float *v,
+                        const float *mask, float *o, float *lse);
+  void attentionBackward(const AttentionParams &p, uint64_t taskKey,
+                         const float *q, const float *k, const float *v,
+                         const float *mask, const float *o, const float *lse,
+                         const float *dO, float *dq, float *dk, float *dv,
+                         bool accQ, bool accK, bool accV);
   void batchMatMulForward(const BatchMatMulParams &p, const float *a,
                           const float *b, float *y);
   void batchMatMulBackward(const BatchMatMulParams &p, const float *a,

@@ -271,6 +271,40 @@ void expandBackward(const ExpandParams &p, int64_t n, const float *dy,
 void sliceBackward(const SliceParams &p, int64_t n, const float *dy, float *dx,
                    bool accumulate);
 
+/// The widest query/key (d) and value (dv) rows attention runs fused.
+constexpr int64_t kMaxAttentionWidth = 256;
+
+/// softmax(scale * Q K^T (masked)) V per sample and head, without the
+/// T x S matrices (runtime/kernels/Attention.h): Q [heads, T, d], K
+/// [kvHeads, S, d] (or [kvHeads, d, S] when kTransposed), V [kvHeads, S,
+/// dv], O [heads, T, dv], and one log-sum-exp per query row, [heads, T].
+/// kvHeads is heads or 1 (shared by every head). The mask (maskMode 1:
+/// added; 2: the score becomes `fill` where (mask != 0) == fillWhere) has
+/// maskSize elements repeating along the trailing axes of [heads, T, S].
+/// Dropout of ratio `dropout` acts on the probabilities, keyed as the
+/// Dropout operator's mask by the task and the sample.
+struct AttentionParams {
+  int64_t heads, kvHeads;
+  int64_t t, s, d, dv;
+  bool kTransposed;
+  float scale;
+  int32_t maskMode;
+  int64_t maskSize;
+  float fill;
+  bool fillWhere;
+  float dropout;
+  bool nanToZero; // a row without a finite score gives 0 (else NaN)
+};
+void attentionForward(const AttentionParams &p, int64_t n, uint64_t key,
+                      int64_t firstSample, const float *q, const float *k,
+                      const float *v, const float *mask, float *o, float *lse);
+/// Gradients of Q, K and V (any may be null), recomputing the scores.
+void attentionBackward(const AttentionParams &p, int64_t n, uint64_t key,
+                       int64_t firstSample, const float *q, const float *k,
+                       const float *v, const float *mask, const float *o,
+                       const float *lse, const float *dO, float *dq, float *dk,
+                       float *dv, bool accQ, bool accK, bool accV);
+
 /// Per sample, `batch` products y[b] = a[b] (m x k) * b[b] (k x cols); an
 /// operand whose aBatch/bBatch is 1 is shared by the products of a sample.
 struct BatchMatMulParams {

@@ -178,6 +178,8 @@ void Builder::emitBackward(OpId id) {
   for (ValueId in : op.inputs)
     operands.inputs.push_back(valueBlock(in));
   operands.output = valueBlock(y);
+  for (ValueId out : op.outputs)
+    operands.outputs.push_back(valueBlock(out));
   operands.stats = statsOf[id];
 
   // BP-data: gradients of the data inputs that need one.

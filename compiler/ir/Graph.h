@@ -125,6 +125,7 @@ enum class OpKind : uint8_t {
   Neg,
   Expand,
   NanTo,
+  Attention,
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 
@@ -168,6 +169,18 @@ struct OpAttrs {
   bool linear = false;
   int64_t coordMode = 0, nearestMode = 0;
   std::vector<float> scales;
+  /// Attention (fused by compiler/onnx/AttentionFusion.cpp): the score
+  /// scale is `alpha`; the mask operand (the fourth, if any) adds
+  /// (maskMode 1) or fills `padValue` where (mask != 0) == fillWhere (2);
+  /// dropout `ratio` on the probabilities when `attnDropout`; K is read
+  /// as [d, S] when `transB`; a row without a finite score gives 0 when
+  /// `nanToZero` (else NaN).
+  int32_t maskMode = 0;
+  bool attnDropout = false;
+  /// The id of the Dropout op the Attention absorbed, which keys its mask:
+  /// fused and materialized plans drop the same probabilities.
+  int64_t dropoutKey = -1;
+  bool nanToZero = false;
 };
 
 struct Op {

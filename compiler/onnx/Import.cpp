@@ -569,6 +569,14 @@ Expected<Graph> Importer::run() {
 
 } // namespace onnximport
 
+/// The graph-level fusions the options ask for.
+static Expected<Graph> withFusions(Expected<Graph> g,
+                                   const ImportOptions &opts) {
+  if (g && opts.fuseAttention)
+    *g = fuseAttention(*g);
+  return g;
+}
+
 Expected<Graph> importOnnxFile(const std::string &path,
                                const ImportOptions &opts) {
   auto model = std::make_unique<onnximport::pb::ModelProto>();
@@ -577,7 +585,7 @@ Expected<Graph> importOnnxFile(const std::string &path,
   std::string dir = std::string(llvm::sys::path::parent_path(path));
   if (dir.empty())
     dir = ".";
-  return onnximport::importModel(*model, path, dir, opts);
+  return withFusions(onnximport::importModel(*model, path, dir, opts), opts);
 }
 
 Expected<Graph> importOnnxBytes(const std::string &bytes,
@@ -586,7 +594,8 @@ Expected<Graph> importOnnxBytes(const std::string &bytes,
   auto model = std::make_unique<onnximport::pb::ModelProto>();
   if (Error e = onnximport::parseModelBytes(bytes, displayName, *model))
     return e;
-  return onnximport::importModel(*model, displayName, "", opts);
+  return withFusions(onnximport::importModel(*model, displayName, "", opts),
+                     opts);
 }
 
 } // namespace memfit

@@ -30,7 +30,15 @@ struct ImportOptions {
   /// Keep weight data from initializers (false drops it after reading shapes,
   /// for planning-only commands on large models).
   bool keepWeightData = true;
+  /// Plan scaled dot-product attention as one memory-efficient operator
+  /// (fuseAttention).
+  bool fuseAttention = false;
 };
+
+/// `g` with every scaled dot-product attention subgraph replaced by one
+/// Attention op (compiler/onnx/AttentionFusion.cpp says which); `g` itself
+/// when there is none.
+Graph fuseAttention(const Graph &g);
 
 llvm::Expected<Graph> importOnnxFile(const std::string &path,
                                      const ImportOptions &opts = {});

@@ -36,6 +36,7 @@ void registerSoftmax(std::vector<OpDef> &defs);
 void registerTransformer(std::vector<OpDef> &defs);
 void registerLayout(std::vector<OpDef> &defs);
 void registerResize(std::vector<OpDef> &defs);
+void registerAttention(std::vector<OpDef> &defs);
 
 /// MatMul of two activations (Transformer.cpp).
 llvm::Error importBatchMatMul(OnnxNode &node);

@@ -51,7 +51,9 @@ struct GradOperands {
   /// The Y block of each operand, weights included.
   std::vector<BlockId> inputs = {};
   BlockId output = -1; // Y
-  BlockId stats = -1;  // saved statistics (savesStatistics)
+  /// The Y block of every output (Y first; attention's log-sum-exp).
+  std::vector<BlockId> outputs = {};
+  BlockId stats = -1; // saved statistics (savesStatistics)
   /// Operands whose gradient BP-data writes, in operand order.
   std::vector<size_t> gradInputs = {};
   /// Trainable weights BP-weight differentiates, in operand order, once,

@@ -374,6 +374,22 @@ void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
                          bool acc) {
   rt::sliceBackward(p, n, dy, dx, acc);
 }
+void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
+                            const float *q, const float *k, const float *v,
+                            const float *mask, float *o, float *lse) {
+  rt::attentionForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
+                       q, k, v, mask, o, lse);
+}
+void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
+                             const float *q, const float *k, const float *v,
+                             const float *mask, const float *o,
+                             const float *lse, const float *dO, float *dq,
+                             float *dk, float *dv, bool accQ, bool accK,
+                             bool accV) {
+  rt::attentionBackward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
+                        q, k, v, mask, o, lse, dO, dq, dk, dv, accQ, accK,
+                        accV);
+}
 void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
                               const float *b, float *y) {
   rt::batchMatMulForward(p, n, a, b, y);

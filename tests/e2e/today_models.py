@@ -24,12 +24,12 @@ class Block(nn.Module):
     """Pre-LayerNorm decoder block: causal self-attention written with
     MatMul, Softmax and a masked fill, then a GELU MLP."""
 
-    def __init__(self, d, heads, T):
+    def __init__(self, d, heads, T, attn_dropout=0.0):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-        self.heads = heads
+        self.heads, self.attn_dropout = heads, attn_dropout
         self.register_buffer("mask", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
 
     def forward(self, x):
@@ -39,16 +39,21 @@ class Block(nn.Module):
         q, k, v = (t.view(*shape).transpose(1, 2) for t in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.heads))
         att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
-        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, C)
+        att = F.softmax(att, dim=-1)
+        if self.attn_dropout:
+            att = F.dropout(att, self.attn_dropout, self.training)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         x = x + self.proj(y)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2, tied=False):
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2, tied=False,
+                 attn_dropout=0.0):
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
-        self.blocks = nn.Sequential(*[Block(d, heads, T) for _ in range(layers)])
+        self.blocks = nn.Sequential(*[Block(d, heads, T, attn_dropout)
+                                      for _ in range(layers)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
         if tied:  # GPT-2 shares the token embedding with the output layer
             self.head.weight = self.tok.weight
@@ -290,6 +295,9 @@ class UNet(nn.Module):
 MODELS = {
     "gpt": (lambda: GPT(), "tokens"),
     "gpt-tied": (lambda: GPT(tied=True), "tokens"),
+    # Dropout on the attention probabilities (compared fused against
+    # materialized: both draw the same counter-based masks).
+    "gpt-drop": (lambda: GPT(attn_dropout=0.25), "tokens"),
     # Full-size models for docs/benchmarks/transformers.md.
     "gpt2-small": (lambda: GPT(50257, 1024, 768, 12, 12, tied=True), "tokens"),
     "bert-base": (lambda: BERT(30522, 512, 768, 12, 12, ffn=3072), "tokens"),

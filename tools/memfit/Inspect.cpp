@@ -55,6 +55,12 @@ cl::opt<ClassAxis> ClassAxisOpt(
                clEnumValN(ClassAxis::Last, "last", "the last axis")),
     cl::sub(Cmd));
 
+cl::opt<bool> FuseAttention(
+    "fuse-attention",
+    cl::desc("Show the graph with scaled dot-product attention fused into "
+             "one memory-efficient operator (default off)"),
+    cl::init(false), cl::sub(Cmd));
+
 cl::opt<OptimizerKind> Optimizer(
     "optimizer", cl::desc("The optimizer whose state is planned"),
     cl::init(OptimizerKind::SGD),
@@ -82,6 +88,7 @@ int run() {
   ImportOptions io;
   io.batch = Batch;
   io.keepWeightData = false;
+  io.fuseAttention = FuseAttention;
   auto graph = importOnnxFile(ModelPath, io);
   if (!graph)
     return reportError(graph.takeError());

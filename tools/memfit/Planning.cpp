@@ -53,6 +53,11 @@ Shared<PositiveCount> Batch("batch",
                             cl::desc("Batch size B (default: the model's "
                                      "fixed batch dimension)"),
                             cl::init(0));
+Shared<bool> FuseAttention(
+    "fuse-attention",
+    cl::desc("Plan scaled dot-product attention as one memory-efficient "
+             "operator (scores recomputed in the backward; default off)"),
+    cl::init(false));
 Shared<std::string> Budget("budget",
                            cl::desc("Device memory budget: a size (12GiB, "
                                     "8000MB) or a percentage of the ideal "
@@ -146,6 +151,7 @@ Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   ImportOptions io;
   io.batch = Batch;
   io.keepWeightData = keepWeightData;
+  io.fuseAttention = FuseAttention;
   p.start("importing " + s.modelPath);
   auto g = importOnnxFile(ModelPath, io);
   if (!g)

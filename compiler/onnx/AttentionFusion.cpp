@@ -1,0 +1,251 @@
+//===- AttentionFusion.cpp - Scaled dot-product attention as one op -------===//
+//
+// Guarantees: each subgraph
+//   BatchMatMul(Q, K^T) [Mul or Div by a constant scalar] [Where or Add of a
+//   constant mask] Softmax(last axis) [NanTo 0] [Dropout] BatchMatMul(., V)
+// whose intermediates feed nothing else becomes one Attention op computing
+// the same function (runtime/kernels/Attention.h); a Transpose that only
+// makes K^T for it is absorbed. Anything that merely resembles it (softmax
+// over another axis, a mask or scale computed from data, a shared
+// intermediate, heads wider than 256) is left as it is. The result is a
+// fresh graph: values renumbered densely, producers and consumers rebuilt.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/onnx/OnnxImport.h"
+#include "compiler/ops/Families.h"
+
+#include <optional>
+#include <unordered_set>
+
+namespace memfit {
+namespace {
+
+constexpr int64_t kMaxWidth = 256; // runtime's kMaxAttentionWidth
+
+struct Match {
+  std::vector<OpId> absorbed; // every op the Attention replaces
+  Op attention;
+};
+
+class Matcher {
+public:
+  explicit Matcher(const Graph &g) : g(g) {}
+
+  std::optional<Match> at(OpId pv) const {
+    const Op &product = g.ops[pv];
+    if (product.kind != OpKind::BatchMatMul)
+      return std::nullopt;
+    Match m;
+    m.absorbed.push_back(pv);
+    OpAttrs a;
+    a.alpha = 1.0f;
+    ValueId p = product.inputs[0], v = product.inputs[1];
+    OpId op = soleProducer(p);
+    if (op != kNoId && g.ops[op].kind == OpKind::Dropout) {
+      a.attnDropout = true;
+      a.ratio = g.ops[op].attrs.ratio;
+      a.dropoutKey = op;
+      m.absorbed.push_back(op);
+      op = soleProducer(g.ops[op].inputs[0]);
+    }
+    if (op != kNoId && g.ops[op].kind == OpKind::NanTo &&
+        g.ops[op].attrs.alpha == 0.0f) {
+      a.nanToZero = true;
+      m.absorbed.push_back(op);
+      op = soleProducer(g.ops[op].inputs[0]);
+    }
+    if (op == kNoId || g.ops[op].kind != OpKind::Softmax)
+      return std::nullopt;
+    const Value &probs = g.values[g.ops[op].outputs[0]];
+    if (g.ops[op].attrs.axis != (int64_t)probs.dims.size() - 1)
+      return std::nullopt;
+    m.absorbed.push_back(op);
+    op = soleProducer(g.ops[op].inputs[0]);
+    // The mask, then the scale, either optional.
+    ValueId mask = kNoId;
+    if (op != kNoId &&
+        (g.ops[op].kind == OpKind::Where || g.ops[op].kind == OpKind::Add)) {
+      const Op &mo = g.ops[op];
+      int data = -1;
+      if (mo.kind == OpKind::Where) {
+        data = 0;
+        a.maskMode = 2;
+        a.padValue = mo.attrs.padValue;
+        a.fillWhere = mo.attrs.fillWhere;
+      } else {
+        a.maskMode = 1;
+        data = isConstant(mo.inputs[0]) ? 1 : 0;
+      }
+      if (mo.inputs.size() != 2 || !isConstant(mo.inputs[1 - data]))
+        return std::nullopt;
+      mask = mo.inputs[1 - data];
+      m.absorbed.push_back(op);
+      op = soleProducer(mo.inputs[data]);
+    }
+    if (op != kNoId &&
+        (g.ops[op].kind == OpKind::Mul || g.ops[op].kind == OpKind::Div)) {
+      const Op &so = g.ops[op];
+      int data = so.kind == OpKind::Mul && isScalar(so.inputs[0]) ? 1 : 0;
+      ValueId c = so.inputs[1 - data];
+      if (so.inputs.size() != 2 || !isScalar(c))
+        return std::nullopt;
+      float k = g.values[c].data[0];
+      a.alpha = so.kind == OpKind::Mul ? k : 1.0f / k;
+      m.absorbed.push_back(op);
+      op = soleProducer(so.inputs[data]);
+    }
+    if (op == kNoId || g.ops[op].kind != OpKind::BatchMatMul)
+      return std::nullopt;
+    m.absorbed.push_back(op);
+    ValueId q = g.ops[op].inputs[0], kt = g.ops[op].inputs[1], k = kt;
+    a.transB = true;
+    OpId tr = soleProducer(kt);
+    if (tr != kNoId && g.ops[tr].kind == OpKind::Transpose &&
+        swapsLastTwo(g.ops[tr].attrs.perm)) {
+      k = g.ops[tr].inputs[0];
+      a.transB = false;
+      m.absorbed.push_back(tr);
+    }
+    if (!shapesFit(q, k, v, a.transB, product.outputs[0]) ||
+        (mask != kNoId && !maskFits(mask, g.ops[op].outputs[0])))
+      return std::nullopt;
+    m.attention.kind = OpKind::Attention;
+    m.attention.name = product.name;
+    m.attention.onnxOp = "Attention";
+    m.attention.inputs = {q, k, v};
+    if (mask != kNoId)
+      m.attention.inputs.push_back(mask);
+    m.attention.outputs = {product.outputs[0]};
+    m.attention.attrs = a;
+    return m;
+  }
+
+private:
+  const Graph &g;
+
+  /// The op producing `v` when `v` is an activation read by exactly one op
+  /// and not the model's output.
+  OpId soleProducer(ValueId v) const {
+    const Value &x = g.values[v];
+    if (x.kind != ValueKind::Activation || x.consumers.size() != 1 ||
+        v == g.output)
+      return kNoId;
+    return x.producer;
+  }
+  bool isConstant(ValueId v) const {
+    const Value &x = g.values[v];
+    return x.kind == ValueKind::Weight && !x.trainable;
+  }
+  bool isScalar(ValueId v) const {
+    return isConstant(v) && g.values[v].elementsPerSample() == 1 &&
+           g.values[v].data.size() == 1;
+  }
+  static bool swapsLastTwo(const std::vector<int64_t> &perm) {
+    size_t r = perm.size();
+    if (r < 3)
+      return false;
+    for (size_t i = 0; i + 2 < r; ++i)
+      if (perm[i] != (int64_t)i)
+        return false;
+    return perm[r - 2] == (int64_t)r - 1 && perm[r - 1] == (int64_t)r - 2;
+  }
+  bool canonicalRank(const Value &x, size_t r) const {
+    return x.batched && x.dims.size() == r && x.batchAxis == 0 &&
+           x.batchOuter == 1;
+  }
+  bool shapesFit(ValueId q, ValueId k, ValueId v, bool kT, ValueId o) const {
+    if (q == k || q == v || k == v)
+      return false;
+    const Value &Q = g.values[q], &K = g.values[k], &V = g.values[v],
+                &O = g.values[o];
+    size_t r = Q.dims.size();
+    if (!canonicalRank(Q, r) || !canonicalRank(K, r) || !canonicalRank(V, r) ||
+        !canonicalRank(O, r))
+      return false;
+    int64_t t = Q.dims[r - 2], d = Q.dims[r - 1];
+    int64_t s = kT ? K.dims[r - 1] : K.dims[r - 2];
+    int64_t kd = kT ? K.dims[r - 2] : K.dims[r - 1];
+    int64_t dv = V.dims[r - 1];
+    if (kd != d || V.dims[r - 2] != s || d > kMaxWidth || dv > kMaxWidth)
+      return false;
+    int64_t heads = Q.elementsPerSample() / (t * d);
+    int64_t kHeads = K.elementsPerSample() / (s * d);
+    int64_t vHeads = V.elementsPerSample() / (s * dv);
+    return O.elementsPerSample() == heads * t * dv && kHeads == vHeads &&
+           (kHeads == heads || kHeads == 1);
+  }
+  /// The mask repeats along the trailing axes of the scores' samples.
+  bool maskFits(ValueId mask, ValueId scores) const {
+    const Value &S = g.values[scores];
+    std::vector<int64_t> per(S.dims.begin() + 1, S.dims.end());
+    std::vector<int64_t> md = g.values[mask].dims;
+    if (md.size() == S.dims.size())
+      md.erase(md.begin());
+    int64_t bSize = 0, inner = 0;
+    return ops::broadcastRun(per, md, bSize, inner) && inner == 1;
+  }
+};
+
+} // namespace
+
+Graph fuseAttention(const Graph &in) {
+  Matcher matcher(in);
+  std::vector<std::optional<Op>> replacement(in.ops.size());
+  std::vector<bool> gone(in.ops.size(), false);
+  for (OpId i = 0; i < (OpId)in.ops.size(); ++i) {
+    auto m = matcher.at(i);
+    if (!m)
+      continue;
+    bool free = true;
+    for (OpId a : m->absorbed)
+      free = free && !gone[a];
+    if (!free)
+      continue;
+    for (OpId a : m->absorbed)
+      gone[a] = true;
+    replacement[i] = m->attention;
+  }
+  if (std::none_of(replacement.begin(), replacement.end(),
+                   [](const auto &r) { return r.has_value(); }))
+    return in;
+
+  // Rebuild with the values the kept ops still use, in their old order.
+  Graph out;
+  out.name = in.name;
+  out.batch = in.batch;
+  std::vector<ValueId> remap(in.values.size(), kNoId);
+  auto use = [&](ValueId v) {
+    if (remap[v] == kNoId) {
+      Value copy = in.values[v];
+      copy.producer = kNoId;
+      copy.consumers.clear();
+      remap[v] = out.addValue(std::move(copy));
+    }
+    return remap[v];
+  };
+  out.input = use(in.input);
+  for (OpId i = 0; i < (OpId)in.ops.size(); ++i) {
+    if (gone[i] && !replacement[i])
+      continue;
+    Op op = replacement[i] ? *replacement[i] : in.ops[i];
+    for (ValueId &v : op.inputs)
+      v = use(v);
+    for (ValueId &v : op.outputs)
+      v = use(v);
+    if (replacement[i]) {
+      // One log-sum-exp per query row: O's dims without the last axis.
+      const Value &o = out.values[op.outputs[0]];
+      Value lse = o;
+      lse.name = o.name + " (log-sum-exp)";
+      lse.dims.pop_back();
+      lse.producer = kNoId;
+      lse.consumers.clear();
+      op.outputs.push_back(out.addValue(std::move(lse)));
+    }
+    out.addOp(std::move(op));
+  }
+  out.output = use(in.output);
+  return out;
+}
+
+} // namespace memfit

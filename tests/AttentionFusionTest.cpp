@@ -1,0 +1,122 @@
+//===- AttentionFusionTest.cpp - Which subgraphs become one Attention op --===//
+#include "compiler/onnx/OnnxImport.h"
+#include "tests/GraphLiteral.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace memfit;
+using memfit::test::GraphLiteral;
+
+namespace {
+
+/// Per sample: 2 heads, 4 queries and keys, width 8. softmax(0.35 * Q K^T,
+/// causal -inf fill) V, then a Relu; `change` alters one piece first.
+struct Attn {
+  GraphLiteral l{3};
+  ValueId x, q, k, v, scale, mask, scores, scaled, masked, probs, out;
+  OpAttrs softmax, fill, perm;
+  Attn() {
+    x = l.input("x", {2, 4, 8});
+    q = l.op(OpKind::Relu, "q", {x}, {2, 4, 8});
+    k = l.op(OpKind::Sigmoid, "k", {x}, {2, 4, 8});
+    v = l.op(OpKind::Tanh, "v", {x}, {2, 4, 8});
+    scale = l.weight("scale", {1}, false);
+    l.g.values[scale].data = {0.35f};
+    mask = l.weight("mask", {4, 4}, false);
+    for (int t = 0; t < 4; ++t)
+      for (int s = 0; s < 4; ++s)
+        l.g.values[mask].data.push_back(s <= t);
+    softmax.axis = 3;
+    fill.fillWhere = false;
+    fill.padValue = -INFINITY;
+    perm.perm = {0, 1, 3, 2};
+  }
+  /// Builds the chain from the scores on; returns the graph.
+  Graph build(ValueId maskW, int64_t axis = 3, bool extraUse = false) {
+    ValueId kt = l.op(OpKind::Transpose, "kt", {k}, {2, 8, 4}, perm);
+    scores = l.op(OpKind::BatchMatMul, "scores", {q, kt}, {2, 4, 4});
+    scaled = l.op(OpKind::Mul, "scaled", {scores, scale}, {2, 4, 4});
+    masked = l.op(OpKind::Where, "masked", {scaled, maskW}, {2, 4, 4}, fill);
+    OpAttrs sm = softmax;
+    sm.axis = axis;
+    probs = l.op(OpKind::Softmax, "probs", {masked}, {2, 4, 4}, sm);
+    out = l.op(OpKind::BatchMatMul, "context", {probs, v}, {2, 4, 8});
+    ValueId y = l.op(OpKind::Relu, "y", {out}, {2, 4, 8});
+    if (extraUse)
+      l.op(OpKind::Add, "sum",
+           {y, l.op(OpKind::Relu, "p2", {probs}, {2, 4, 4})}, {2, 4, 8});
+    return l.g;
+  }
+};
+
+std::vector<OpKind> kinds(const Graph &g) {
+  std::vector<OpKind> k;
+  for (const Op &op : g.ops)
+    k.push_back(op.kind);
+  return k;
+}
+
+} // namespace
+
+TEST_CASE("causal attention becomes one operator", "[fusion]") {
+  Attn a;
+  Graph g = fuseAttention(a.build(a.mask));
+  REQUIRE(!verifyGraph(g));
+  // The transpose making K^T, the scores, scale, mask, softmax and product
+  // are one op; Q, K, V and the final Relu stay.
+  CHECK(kinds(g) == std::vector<OpKind>{OpKind::Relu, OpKind::Sigmoid,
+                                        OpKind::Tanh, OpKind::Attention,
+                                        OpKind::Relu});
+  const Op &att = g.ops[3];
+  CHECK(att.attrs.alpha == 0.35f);
+  CHECK(att.attrs.maskMode == 2);
+  CHECK(!att.attrs.fillWhere);
+  CHECK(std::isinf(att.attrs.padValue));
+  CHECK(!att.attrs.transB); // K itself, read untransposed
+  REQUIRE(att.inputs.size() == 4);
+  CHECK(g.values[att.inputs[0]].name == "q_out");
+  CHECK(g.values[att.inputs[1]].name == "k_out");
+  CHECK(g.values[att.inputs[2]].name == "v_out");
+  CHECK(g.values[att.inputs[3]].name == "mask");
+  // O keeps its value; one log-sum-exp per query row.
+  REQUIRE(att.outputs.size() == 2);
+  CHECK(g.values[att.outputs[0]].name == "context_out");
+  CHECK(g.values[att.outputs[1]].dims == std::vector<int64_t>{3, 2, 4});
+  // The scores and probabilities are gone from the graph.
+  for (const Value &v : g.values)
+    CHECK(v.dims != std::vector<int64_t>{3, 2, 4, 4});
+}
+
+TEST_CASE("what only resembles attention is left alone", "[fusion]") {
+  SECTION("softmax over another axis") {
+    Attn a;
+    Graph in = a.build(a.mask, 2);
+    CHECK(kinds(fuseAttention(in)) == kinds(in));
+  }
+  SECTION("a mask that is a trained weight") {
+    Attn a;
+    ValueId trained = a.l.weight("bias", {4, 4}, true);
+    Graph in = a.build(trained);
+    CHECK(kinds(fuseAttention(in)) == kinds(in));
+  }
+  SECTION("a mask that varies along a leading axis only") {
+    Attn a;
+    ValueId perQuery = a.l.weight("rows", {4, 1}, false);
+    a.l.g.values[perQuery].data = {1, 1, 0, 1};
+    Graph in = a.build(perQuery);
+    CHECK(kinds(fuseAttention(in)) == kinds(in));
+  }
+  SECTION("a scale computed from data") {
+    Attn a;
+    a.scale = a.l.op(OpKind::Relu, "s", {a.x}, {2, 4, 4});
+    Graph in = a.build(a.mask);
+    CHECK(kinds(fuseAttention(in)) == kinds(in));
+  }
+  SECTION("probabilities read elsewhere") {
+    Attn a;
+    Graph in = a.build(a.mask, 3, true);
+    CHECK(kinds(fuseAttention(in)) == kinds(in));
+  }
+}

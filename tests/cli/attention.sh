@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Attention planned as one memory-efficient operator (--fuse-attention) on
+# the CPU emulation: every attention of the models below becomes one
+# Attention op, and training agrees with PyTorch (which materializes the
+# scores) under the ideal budget and a tight one. With dropout inside
+# attention, fused and materialized plans draw the same masks and train to
+# the same weights.
+set -u
+MEMFIT=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+  echo "attention: SKIPPED: $PY cannot import torch and onnx"
+  exit 0
+fi
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+source "$SRC/tests/e2e/verify.sh"
+
+fused() { # model.onnx -> "fused/softmaxes"
+  local f s
+  f=$("$MEMFIT" inspect "$1" --batch 4 --fuse-attention | grep -c ' Attention ')
+  s=$("$MEMFIT" inspect "$1" --batch 4 | grep -c ' Softmax ')
+  echo "$f/$s"
+}
+
+COMPILE_ARGS=(--fuse-attention)
+# Causal -inf fill (GPT), nn.TransformerEncoder (BERT), torchvision's ViT.
+for m in gpt bert tv-vit; do
+  check "$m" 55% 60% 65% 70%
+  [ "$(fused "$m.onnx")" = 2/2 ] || fail "$m: attention not fused ($(fused "$m.onnx"))"
+done
+# Torch 2: Hugging Face GPT-2's sdpa through dynamo (its NaN guard) and
+# Llama (grouped-query attention, rotary embeddings).
+for m in hf-gpt2-sdpa-dynamo hf-llama-eager-torchscript; do
+  f=$SRC/tests/models/torch2/$m.onnx
+  cp "$f" "${f%.onnx}-x.npy" "${f%.onnx}-y.npy" . || fail "copy $m"
+  verify "$m" 50% 55% 60% 65% 70% 75%
+  [ "$(fused "$m.onnx")" = 2/2 ] || fail "$m: attention not fused"
+done
+
+# Dropout inside attention: the same masks fused and materialized, so the
+# trained weights agree (to float rounding: the sums run in another order).
+"$PY" "$SRC/tests/e2e/today_models.py" gpt-drop gpt-drop.onnx gpt-drop-x.npy \
+  gpt-drop-y.npy --batch 4 || fail "export gpt-drop"
+"$MEMFIT" compile gpt-drop.onnx --batch 4 --budget 100% --device a100-40g \
+  -o plain --quiet || fail "compile gpt-drop"
+"$MEMFIT" compile gpt-drop.onnx --batch 4 --budget 60% --device a100-40g \
+  --fuse-attention -o fused --quiet || fail "compile fused gpt-drop"
+[ "$(summary fused)" != "sub-batch 4, 0 bytes offloaded, 0 recomputes" ] ||
+  fail "gpt-drop: the tight plan changes nothing"
+for d in plain fused; do
+  build "$d"
+  "$d/build/trainer" --data gpt-drop-x.npy --labels gpt-drop-y.npy \
+    --iterations 2 --lr 0.05 --save "$d/trained.onnx" >"$d/train.log" 2>&1 ||
+    { cat "$d/train.log"; fail "train $d"; }
+done
+"$PY" - <<'PYEOF' || fail "gpt-drop: fused and materialized attention differ"
+import numpy as np, onnx
+from onnx import numpy_helper
+a = {t.name: numpy_helper.to_array(t) for t in onnx.load("plain/trained.onnx").graph.initializer}
+b = {t.name: numpy_helper.to_array(t) for t in onnx.load("fused/trained.onnx").graph.initializer}
+start = {t.name: numpy_helper.to_array(t) for t in onnx.load("gpt-drop.onnx").graph.initializer}
+worst = max(np.max(np.abs(a[n] - b[n])) / max(1e-3, np.max(np.abs(a[n])))
+            for n in a if a[n].dtype == np.float32)
+moved = max(np.max(np.abs(a[n] - start[n])) for n in a if a[n].dtype == np.float32)
+print(f"gpt-drop: fused and materialized agree: worst weight difference {worst:.2e} (training moved weights by up to {moved:.2e})")
+assert worst <= 1e-5 and moved > 1e-3
+PYEOF
+echo "attention: fused attention agrees with torch and with the materialized form"
