@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace memfit;
@@ -87,6 +88,33 @@ TEST_CASE("causal attention becomes one operator", "[fusion]") {
   // The scores and probabilities are gone from the graph.
   for (const Value &v : g.values)
     CHECK(v.dims != std::vector<int64_t>{3, 2, 4, 4});
+}
+
+TEST_CASE("a limit fuses the first attentions only", "[fusion]") {
+  // Two attentions over the same Q, K and V, one after the other.
+  Attn a;
+  a.build(a.mask);
+  Graph in = a.build(a.mask);
+  REQUIRE(!verifyGraph(in));
+  CHECK(countAttention(in) == 2);
+  auto count = [](const Graph &g, OpKind k) {
+    return std::count_if(g.ops.begin(), g.ops.end(),
+                         [&](const Op &op) { return op.kind == k; });
+  };
+  Graph one = fuseAttention(in, 1);
+  REQUIRE(!verifyGraph(one));
+  CHECK(count(one, OpKind::Attention) == 1);
+  CHECK(count(one, OpKind::Softmax) == 1);
+  // The one fused is the first: it comes before the remaining softmax.
+  auto at = [&](OpKind k) {
+    return std::find_if(one.ops.begin(), one.ops.end(),
+                        [&](const Op &op) { return op.kind == k; }) -
+           one.ops.begin();
+  };
+  CHECK(at(OpKind::Attention) < at(OpKind::Softmax));
+  CHECK(count(fuseAttention(in, 0), OpKind::Attention) == 0);
+  CHECK(count(fuseAttention(in), OpKind::Attention) == 2);
+  CHECK(countAttention(one) == 1);
 }
 
 TEST_CASE("what only resembles attention is left alone", "[fusion]") {

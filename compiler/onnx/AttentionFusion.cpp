@@ -188,11 +188,26 @@ private:
 
 } // namespace
 
-Graph fuseAttention(const Graph &in) {
+namespace {
+
+/// The replacement Attention op per op id, and the ops each absorbs; at most
+/// `limit` sites (all when negative).
+struct Sites {
+  std::vector<std::optional<Op>> replacement;
+  std::vector<bool> gone;
+  int64_t count = 0;
+};
+
+Sites findSites(const Graph &in, int64_t limit) {
   Matcher matcher(in);
-  std::vector<std::optional<Op>> replacement(in.ops.size());
-  std::vector<bool> gone(in.ops.size(), false);
+  Sites sites;
+  std::vector<std::optional<Op>> &replacement = sites.replacement;
+  std::vector<bool> &gone = sites.gone;
+  replacement.resize(in.ops.size());
+  gone.assign(in.ops.size(), false);
   for (OpId i = 0; i < (OpId)in.ops.size(); ++i) {
+    if (limit >= 0 && sites.count == limit)
+      break;
     auto m = matcher.at(i);
     if (!m)
       continue;
@@ -204,10 +219,21 @@ Graph fuseAttention(const Graph &in) {
     for (OpId a : m->absorbed)
       gone[a] = true;
     replacement[i] = m->attention;
+    ++sites.count;
   }
-  if (std::none_of(replacement.begin(), replacement.end(),
-                   [](const auto &r) { return r.has_value(); }))
+  return sites;
+}
+
+} // namespace
+
+int64_t countAttention(const Graph &g) { return findSites(g, -1).count; }
+
+Graph fuseAttention(const Graph &in, int64_t limit) {
+  Sites sites = findSites(in, limit);
+  if (sites.count == 0)
     return in;
+  const std::vector<std::optional<Op>> &replacement = sites.replacement;
+  const std::vector<bool> &gone = sites.gone;
 
   // Rebuild with the values the kept ops still use, in their old order.
   Graph out;

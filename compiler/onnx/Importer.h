@@ -50,8 +50,9 @@ constexpr int64_t kMaxOpset = 23;
 constexpr int64_t kMaxCheckedOpset = 17;
 constexpr int64_t kMaxCheckedIrVersion = 8;
 
-/// Largest constant the folder builds (elements); shape tensors are tiny.
-constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
+/// Largest constant the folder builds (elements): a causal mask at
+/// T = 4096; shape tensors are tiny.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
 
 /// Escapes an untrusted string for a message, without quotes.
 std::string escapeName(std::string_view s);

@@ -37,8 +37,11 @@ struct ImportOptions {
 
 /// `g` with every scaled dot-product attention subgraph replaced by one
 /// Attention op (compiler/onnx/AttentionFusion.cpp says which); `g` itself
-/// when there is none.
-Graph fuseAttention(const Graph &g);
+/// when there is none. A `limit` >= 0 fuses only the first `limit` of them
+/// in op order (the planner's partial choice); -1 fuses all.
+Graph fuseAttention(const Graph &g, int64_t limit = -1);
+/// How many attention subgraphs fuseAttention would replace in `g`.
+int64_t countAttention(const Graph &g);
 
 llvm::Expected<Graph> importOnnxFile(const std::string &path,
                                      const ImportOptions &opts = {});

@@ -21,8 +21,9 @@ source "$SRC/tests/e2e/verify.sh"
 
 fused() { # model.onnx -> "fused/softmaxes"
   local f s
-  f=$("$MEMFIT" inspect "$1" --batch 4 --fuse-attention | grep -c ' Attention ')
-  s=$("$MEMFIT" inspect "$1" --batch 4 | grep -c ' Softmax ')
+  f=$("$MEMFIT" inspect "$1" --batch 4 | grep -c ' Attention ')
+  s=$("$MEMFIT" inspect "$1" --batch 4 --fuse-attention=false |
+    grep -c ' Softmax ')
   echo "$f/$s"
 }
 
@@ -41,12 +42,25 @@ for m in hf-gpt2-sdpa-dynamo hf-llama-eager-torchscript; do
   [ "$(fused "$m.onnx")" = 2/2 ] || fail "$m: attention not fused"
 done
 
+# The planner's own choice (the default): the note names the form it took
+# and what the other forms would cost, and the trainer agrees with torch.
+note=$("$MEMFIT" plan gpt.onnx --batch 4 --budget 60% --device a100-40g |
+  grep '^note     attention') || fail "gpt: no attention note"
+echo "$note" | grep -Eq 'predicted [0-9.]+ ms per iteration; (as written|all fused)' ||
+  fail "gpt: the note does not compare the forms: $note"
+"$MEMFIT" plan gpt.onnx --batch 4 --budget 60% --device a100-40g --json |
+  grep -q '"attention": "attention' || fail "gpt: plan --json has no attention"
+COMPILE_ARGS=()
+cp gpt.onnx gpt-auto.onnx && cp gpt-x.npy gpt-auto-x.npy &&
+  cp gpt-y.npy gpt-auto-y.npy || fail "copy gpt"
+verify gpt-auto 55% 60% 65% 70%
+
 # Dropout inside attention: the same masks fused and materialized, so the
 # trained weights agree (to float rounding: the sums run in another order).
 "$PY" "$SRC/tests/e2e/today_models.py" gpt-drop gpt-drop.onnx gpt-drop-x.npy \
   gpt-drop-y.npy --batch 4 || fail "export gpt-drop"
 "$MEMFIT" compile gpt-drop.onnx --batch 4 --budget 100% --device a100-40g \
-  -o plain --quiet || fail "compile gpt-drop"
+  --fuse-attention=false -o plain --quiet || fail "compile gpt-drop"
 "$MEMFIT" compile gpt-drop.onnx --batch 4 --budget 60% --device a100-40g \
   --fuse-attention -o fused --quiet || fail "compile fused gpt-drop"
 [ "$(summary fused)" != "sub-batch 4, 0 bytes offloaded, 0 recomputes" ] ||

@@ -39,18 +39,14 @@ cl::opt<std::string>
 
 int run() {
   Progress progress = makeProgress();
-  PlanningSession s;
-  if (auto err = openSession(s, /*keepWeightData=*/false, &progress))
-    return reportError(std::move(err));
-  auto req = planRequest(s);
-  if (!req)
-    return reportError(req.takeError());
   auto out = OutputDir::create(OutDir, Force);
   if (!out)
     return reportError(out.takeError());
-  auto outcome = runPlanner(s, *req, progress);
+  auto session = std::make_unique<PlanningSession>();
+  auto outcome = planChosen(session, /*keepWeightData=*/false, progress);
   if (!outcome)
     return reportError(outcome.takeError());
+  PlanningSession &s = *session;
   bool large = s.tg.tasks.size() > kLargeTaskCount;
   progress.start("generating the trainer", large);
   EmitOptions eo;

@@ -57,9 +57,10 @@ cl::opt<ClassAxis> ClassAxisOpt(
 
 cl::opt<bool> FuseAttention(
     "fuse-attention",
-    cl::desc("Show the graph with scaled dot-product attention fused into "
-             "one memory-efficient operator (default off)"),
-    cl::init(false), cl::sub(Cmd));
+    cl::desc("Show the graph with scaled dot-product attention as one "
+             "memory-efficient operator (default true; false: as the "
+             "model writes it)"),
+    cl::init(true), cl::sub(Cmd));
 
 cl::opt<OptimizerKind> Optimizer(
     "optimizer", cl::desc("The optimizer whose state is planned"),

@@ -31,12 +31,6 @@ cl::opt<bool> Force("force", cl::desc("Replace an existing -o directory"),
 
 int run() {
   Progress progress = makeProgress();
-  PlanningSession s;
-  if (auto err = openSession(s, /*keepWeightData=*/false, &progress))
-    return reportError(std::move(err));
-  auto req = planRequest(s);
-  if (!req)
-    return reportError(req.takeError());
   // Refuse an existing directory before the (possibly long) planning.
   std::optional<OutputDir> out;
   if (!OutDir.empty()) {
@@ -45,9 +39,11 @@ int run() {
       return reportError(dir.takeError());
     out.emplace(std::move(*dir));
   }
-  auto outcome = runPlanner(s, *req, progress);
+  auto session = std::make_unique<PlanningSession>();
+  auto outcome = planChosen(session, /*keepWeightData=*/false, progress);
   if (!outcome)
     return reportError(outcome.takeError());
+  PlanningSession &s = *session;
   if (out) {
     bool large = s.tg.tasks.size() > kLargeTaskCount;
     progress.start("writing " + OutDir, large);

@@ -53,11 +53,18 @@ Shared<PositiveCount> Batch("batch",
                             cl::desc("Batch size B (default: the model's "
                                      "fixed batch dimension)"),
                             cl::init(0));
-Shared<bool> FuseAttention(
+Shared<AttentionMode> FuseAttention(
     "fuse-attention",
-    cl::desc("Plan scaled dot-product attention as one memory-efficient "
-             "operator (scores recomputed in the backward; default off)"),
-    cl::init(false));
+    cl::desc("Scaled dot-product attention as one memory-efficient operator "
+             "(scores recomputed in the backward)"),
+    cl::init(AttentionMode::Auto), cl::ValueOptional,
+    cl::values(clEnumValN(AttentionMode::Auto, "auto",
+                          "plan and compile choose the faster feasible form "
+                          "(compare plans it fused) (default)"),
+               clEnumValN(AttentionMode::Fused, "true", "always fused"),
+               clEnumValN(AttentionMode::Fused, "", "always fused"),
+               clEnumValN(AttentionMode::Materialized, "false",
+                          "as the model writes it (the scores stored)")));
 Shared<std::string> Budget("budget",
                            cl::desc("Device memory budget: a size (12GiB, "
                                     "8000MB) or a percentage of the ideal "
@@ -142,22 +149,48 @@ const CostTable &PlanningSession::tableAt(int64_t b) {
 Progress makeProgress() { return Progress(Quiet, Verbose); }
 bool quietFlag() { return Quiet; }
 
-Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
+namespace {
+
+/// Imports the model as the flags say, attention fused when `fuse`.
+Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
+                 Progress &p) {
   if (Quiet && Verbose)
     return makeError("--quiet and --verbose are mutually exclusive");
-  Progress silent(true, false);
-  Progress &p = progress ? *progress : silent;
   s.modelPath = ModelPath;
   ImportOptions io;
   io.batch = Batch;
   io.keepWeightData = keepWeightData;
-  io.fuseAttention = FuseAttention;
+  io.fuseAttention = fuse;
   p.start("importing " + s.modelPath);
   auto g = importOnnxFile(ModelPath, io);
   if (!g)
     return g.takeError();
   s.graph = std::move(*g);
   p.done();
+  return Error::success();
+}
+
+int64_t attentionOps(const Graph &g) {
+  return llvm::count_if(
+      g.ops, [](const Op &op) { return op.kind == OpKind::Attention; });
+}
+
+} // namespace
+
+Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
+  Progress silent(true, false);
+  Progress &p = progress ? *progress : silent;
+  if (auto err = importInto(s, keepWeightData,
+                            FuseAttention != AttentionMode::Materialized, p))
+    return err;
+  int64_t fused = attentionOps(s.graph);
+  if (fused)
+    s.attentionNote =
+        formatv("attention fused ({0} op{1})", fused, fused == 1 ? "" : "s");
+  return buildSession(s, p);
+}
+
+Error buildSession(PlanningSession &s, Progress &p) {
   p.info(formatv("{0} ops, batch {1}", s.graph.ops.size(), s.graph.batch));
   p.start("building the training graph");
   TrainingConfig tc;
@@ -194,6 +227,133 @@ Expected<PlanOutcome> runPlanner(PlanningSession &s, const PlanRequest &req,
   return out;
 }
 
+namespace {
+
+/// One way of planning the model's attention: the first `fused` of its
+/// attention subgraphs as one operator, the rest as written.
+struct AttentionCandidate {
+  int64_t fused;
+  std::unique_ptr<PlanningSession> session;
+  Expected<PlanOutcome> outcome;
+};
+
+/// How many to fuse: none, all, and quarters between. The first ones in
+/// forward order go first: their scores wait longest for the backward, so
+/// a plan under pressure offloads or recomputes those before the others.
+std::vector<int64_t> fusionCounts(int64_t n) {
+  std::vector<int64_t> ks = {0};
+  for (int64_t q = 1; q <= 4; ++q)
+    if (int64_t k = (n * q + 3) / 4; k != ks.back())
+      ks.push_back(k);
+  return ks;
+}
+
+std::string attentionChoiceNote(std::vector<AttentionCandidate> &cs,
+                                size_t chosen, int64_t n) {
+  auto ms = [](double sec) { return formatv("{0:F2} ms", sec * 1e3).str(); };
+  AttentionCandidate &c = cs[chosen];
+  std::string what =
+      c.fused == n   ? formatv("attention fused (all {0})", n).str()
+      : c.fused == 0 ? formatv("attention as the model writes it ({0} "
+                               "subgraph{1}, scores stored)",
+                               n, n == 1 ? "" : "s")
+                           .str()
+                     : formatv("attention fused in the first {0} of {1} "
+                               "(the rest store their scores)",
+                               c.fused, n)
+                           .str();
+  std::string others;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    if (i == chosen || (cs[i].fused != 0 && cs[i].fused != n))
+      continue;
+    others += cs[i].fused == 0 ? "; as written " : "; all fused ";
+    others += cs[i].outcome ? ms(cs[i].outcome->plan.summary.plannedSeconds)
+                            : std::string("does not fit");
+  }
+  return formatv("{0}: predicted {1} per iteration{2}", what,
+                 ms(c.outcome->plan.summary.plannedSeconds), others);
+}
+
+} // namespace
+
+Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
+                                 bool keepWeightData, Progress &progress) {
+  if (FuseAttention != AttentionMode::Auto) {
+    if (auto err = openSession(*s, keepWeightData, &progress))
+      return std::move(err);
+    auto req = planRequest(*s);
+    if (!req)
+      return req.takeError();
+    return runPlanner(*s, *req, progress);
+  }
+  // Auto: the model as written first, then graphs with more and more of
+  // its attention fused, each under the same budget in bytes.
+  if (auto err = importInto(*s, keepWeightData, false, progress))
+    return std::move(err);
+  int64_t n = countAttention(s->graph);
+  if (auto err = buildSession(*s, progress))
+    return std::move(err);
+  auto req = planRequest(*s);
+  if (!req)
+    return req.takeError();
+  if (n == 0)
+    return runPlanner(*s, *req, progress);
+  PlanRequest same = *req;
+  if (req->budgetFraction > 0) {
+    // A percentage is of the model's own ideal peak (as written).
+    PlanRequest ideal = *req;
+    ideal.policy = Policy::Ideal;
+    ideal.budgetFraction = 0;
+    auto yard = runPlanner(*s, ideal, progress);
+    if (!yard)
+      return yard.takeError();
+    same.budget = static_cast<int64_t>(double(yard->idealPeakBytes) *
+                                       req->budgetFraction);
+    same.budgetFraction = 0;
+  }
+  std::vector<int64_t> counts = fusionCounts(n);
+  if (req->budgetIsLowerBound)
+    counts = {n}; // the fused graph's lower bound is never above the others'
+  // Moving `s` into a candidate leaves the session where it is.
+  const PlanningSession &written = *s;
+  std::vector<AttentionCandidate> cs;
+  for (int64_t k : counts) {
+    std::unique_ptr<PlanningSession> session;
+    if (k == 0) {
+      session = std::move(s);
+    } else {
+      session = std::make_unique<PlanningSession>();
+      session->modelPath = written.modelPath;
+      session->graph = fuseAttention(written.graph, k);
+      if (auto err = buildSession(*session, progress))
+        return std::move(err);
+    }
+    auto outcome = runPlanner(*session, same, progress);
+    cs.push_back({k, std::move(session), std::move(outcome)});
+  }
+  // The fastest feasible plan; on a tie the one with more fused.
+  std::optional<size_t> best;
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (cs[i].outcome &&
+        (!best || cs[i].outcome->plan.summary.plannedSeconds <=
+                      cs[*best].outcome->plan.summary.plannedSeconds))
+      best = i;
+  if (!best) {
+    // None fits: the most fused graph's reason (its lower bound is lowest).
+    Error last = cs.back().outcome.takeError();
+    for (size_t i = 0; i + 1 < cs.size(); ++i)
+      consumeError(cs[i].outcome.takeError());
+    return std::move(last);
+  }
+  std::string note = attentionChoiceNote(cs, *best, n);
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (i != *best && !cs[i].outcome)
+      consumeError(cs[i].outcome.takeError());
+  s = std::move(cs[*best].session);
+  s->attentionNote = note;
+  return std::move(cs[*best].outcome);
+}
+
 PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   PlanContext c;
   c.modelFile = s.modelPath;
@@ -220,6 +380,8 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
     c.notes.push_back(formatv("BatchNorm statistics are computed per "
                               "sub-batch of {0}",
                               o.plan.subBatch));
+  if (!s.attentionNote.empty())
+    c.notes.push_back(s.attentionNote);
   c.costs = &s.tableAt(o.plan.subBatch);
   return c;
 }
@@ -339,6 +501,8 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   if (hasBN && p.numSubBatches > 1)
     os << "note     BatchNorm statistics are computed per sub-batch of "
        << p.subBatch << "\n";
+  if (!s.attentionNote.empty())
+    os << "note     " << s.attentionNote << "\n";
   int offloaded = 0;
   for (BlockDecision d : p.decisions)
     offloaded += d == BlockDecision::Offload;
@@ -389,6 +553,8 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["stall_ms"] = m.stallSeconds * 1e3;
   j["verified"] = true; // planTraining returns verified plans only
   j["plan_seconds"] = o.planSeconds;
+  if (!s.attentionNote.empty())
+    j["attention"] = s.attentionNote;
   nlohmann::ordered_json tried = nlohmann::ordered_json::array();
   for (auto [b, t] : o.tried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});

@@ -34,6 +34,9 @@ llvm::cl::SubCommand &compareCommand();
 /// points into, so it is not movable once built.
 struct PlanningSession {
   std::string modelPath;
+  /// Which form attention takes and why (empty: the model has none, or
+  /// it is kept as written on request).
+  std::string attentionNote;
   Graph graph;
   TaskGraph tg;
   std::unique_ptr<CostModel> costs;
@@ -58,10 +61,24 @@ Progress makeProgress();
 /// True under --quiet: print nothing but errors (and what --json asks for).
 bool quietFlag();
 
+/// --fuse-attention: choose (plan and compile; compare fuses), always
+/// fused, or as the model writes it.
+enum class AttentionMode { Auto, Fused, Materialized };
+
 /// Imports the model and builds the task graph and the cost model from the
-/// shared flags.
+/// shared flags (attention fused unless --fuse-attention=false).
 llvm::Error openSession(PlanningSession &s, bool keepWeightData,
                         Progress *progress = nullptr);
+/// Builds the task graph and the cost model of `s.graph`.
+llvm::Error buildSession(PlanningSession &s, Progress &progress);
+
+/// Opens the session and plans with the shared flags. Under
+/// --fuse-attention=auto a model with attention is planned as written and
+/// fused, under the same budget in bytes (a percentage is of the model's own
+/// ideal peak), and the faster feasible plan is kept: `s` is then the
+/// session it was planned in, and its attentionNote says which and why.
+llvm::Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
+                                       bool keepWeightData, Progress &progress);
 
 /// Runs the planner with progress messages; errors name the model file.
 llvm::Expected<PlanOutcome>
