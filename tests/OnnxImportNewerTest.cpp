@@ -529,3 +529,35 @@ TEST_CASE("torch.export's NaN guard on a softmax is one operator",
              Contains("'n' (IsNaN)") &&
                  Contains("only as the guard Where(IsNaN(x), c, x)"));
 }
+
+TEST_CASE("equal constants are one value; different ones are not",
+          "[onnx][import][fold]") {
+  // Each layer's copy of one causal mask (torch registers one per layer)
+  // is held once; a different mask and a trainable weight stay apart.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 2, 2})
+      .constInt64("keep1", {2, 2}, {1, 0, 1, 1})
+      .constInt64("keep2", {2, 2}, {1, 0, 1, 1})
+      .constInt64("other", {2, 2}, {1, 1, 1, 1})
+      .node("Cast", {"keep1"}, {"m1"}, {attrInt("to", pb::TensorProto::BOOL)})
+      .node("Cast", {"keep2"}, {"m2"}, {attrInt("to", pb::TensorProto::BOOL)})
+      .node("Cast", {"other"}, {"m3"}, {attrInt("to", pb::TensorProto::BOOL)})
+      .constFloat("fill", -1e9f)
+      .node("Where", {"m1", "x", "fill"}, {"y1"})
+      .node("Where", {"m2", "y1", "fill"}, {"y2"})
+      .node("Where", {"m3", "y2", "fill"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 3);
+  auto mask = [&](int i) {
+    for (ValueId v : g.ops[i].inputs)
+      if (g.values[v].kind == ValueKind::Weight)
+        return v;
+    return kNoId;
+  };
+  REQUIRE(mask(0) != kNoId);
+  CHECK(mask(0) == mask(1));
+  CHECK(mask(2) != mask(0));
+  CHECK(g.values[mask(0)].data == std::vector<float>{1, 0, 1, 1});
+  CHECK(g.values[mask(2)].data == std::vector<float>{1, 1, 1, 1});
+}

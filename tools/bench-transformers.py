@@ -123,7 +123,10 @@ def estimates(plan, ops, weight_side):
 
 def bench(memfit, work, model, batch, device):
     path = export(model, work)
-    common = ["--batch", str(batch), "--optimizer", "adamw"]
+    # Attention as the model writes it: the PyTorch estimates below price
+    # its stored scores. The fused form is tools/bench-attention.py's table.
+    common = ["--batch", str(batch), "--optimizer", "adamw",
+              "--fuse-attention=false"]
     insp = run_json([memfit, "inspect", path, "--json"] + common)
     out = os.path.join(work, "%s-b%d-%s-ideal" % (model, batch, device))
     subprocess.run([memfit, "plan", path, "--budget", "100%", "--policy",

@@ -316,6 +316,9 @@ private:
   std::unordered_map<std::string, ValueId> weights; // materialized
   std::unordered_map<std::string, std::shared_ptr<const ConstTensor>> consts;
   std::unordered_set<std::string> floatConstWeights; // from Constant nodes
+  /// Constant weights by a hash of their dims and contents: equal constants
+  /// (each layer's copy of one causal mask) are one value, held once.
+  std::unordered_map<uint64_t, std::vector<ValueId>> constantsByContent;
   /// Initializers torch marks as buffers (torchBuffers): constants.
   std::unordered_set<std::string> buffers;
   /// Graph inputs without data that some weight operand uses (directly or

@@ -9,6 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
 
+#include "llvm/ADT/Hashing.h"
+
+#include <cstring>
+
 #include "llvm/Support/FormatVariadic.h"
 
 namespace memfit::onnximport {
@@ -302,9 +306,30 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
                          dimsStr(v.dims));
   if (!checkedProduct(v.dims))
     return fail(n, "weight " + qname + " is too large");
+  // A constant never changes, so equal ones can share one value.
+  bool shareable = floatConstWeights.count(name) && !v.data.empty();
+  uint64_t hash = 0;
+  if (shareable) {
+    hash = llvm::hash_combine(
+        llvm::hash_combine_range(v.dims.begin(), v.dims.end()),
+        llvm::hash_combine_range(
+            reinterpret_cast<const char *>(v.data.data()),
+            reinterpret_cast<const char *>(v.data.data() + v.data.size())));
+    for (ValueId same : constantsByContent[hash]) {
+      const Value &u = g.values[same];
+      if (u.dims == v.dims && u.data.size() == v.data.size() &&
+          std::memcmp(u.data.data(), v.data.data(),
+                      v.data.size() * sizeof(float)) == 0) {
+        weights[name] = same;
+        return same;
+      }
+    }
+  }
   ValueId id = g.addValue(std::move(v));
   inferenceDiverged.push_back(false);
   weights[name] = id;
+  if (shareable)
+    constantsByContent[hash].push_back(id);
   return id;
 }
 
