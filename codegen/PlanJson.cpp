@@ -179,6 +179,7 @@ std::string planToJson(const PlanReport &r) {
   j["sub_batch"] = r.subBatch;
   j["sub_batches"] = r.numSubBatches;
   j["budget_bytes"] = r.budgetBytes;
+  j["exact"] = r.exact;
   json tried = json::array();
   for (auto [b, t] : s.subBatchesTried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
@@ -327,6 +328,13 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       }
       r.notes.push_back((*notes)[i].get<std::string>());
     }
+  // Plans written before the field said so in a note when they were not.
+  if (root.contains("exact"))
+    r.exact = rd.boolean(root, "", "exact");
+  else
+    r.exact = llvm::none_of(r.notes, [](const std::string &n) {
+      return llvm::StringRef(n).startswith("BatchNorm statistics are computed");
+    });
 
   if (const json *tasks = rd.array(root, "", "tasks"))
     for (size_t i = 0; i < tasks->size() && !rd.failed(); ++i) {

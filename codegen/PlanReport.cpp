@@ -69,6 +69,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   r.numSubBatches = plan.numSubBatches;
   r.budgetBytes = plan.budget;
   r.notes = ctx.notes;
+  r.exact = ctx.exact;
   r.events = plan.numEvents;
 
   ReportSummary &s = r.summary;

@@ -100,6 +100,9 @@ struct PlanReport {
   std::string model, modelFile, device, policy;
   ReportProfile profile;
   int64_t batch = 0, subBatch = 0, numSubBatches = 0, budgetBytes = 0;
+  /// The plan computes what the model computes at the batch (up to the
+  /// order of float sums); a note says why not when false.
+  bool exact = true;
   ReportSummary summary;
   std::vector<std::string> notes;
   std::vector<ReportTask> tasks; // the round in issue order, then the update
@@ -118,6 +121,7 @@ struct PlanContext {
   std::vector<std::pair<int64_t, double>> subBatchesTried;
   ReportProfile profile;
   std::vector<std::string> notes;
+  bool exact = true; // PlanReport::exact
   /// The full sub-batch's cost table, for algorithm names (optional).
   const CostTable *costs = nullptr;
 };

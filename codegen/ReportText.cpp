@@ -131,6 +131,9 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
   if (s.eq3SubBatch > 0)
     os << llvm::formatv("; Eq. 3 gives {0}", s.eq3SubBatch);
   os << "\n";
+  os << (r.exact ? "semantics  exact: what the model computes at the batch, "
+                   "up to the order of float sums\n"
+                 : "semantics  NOT exact (asked for; see the notes)\n");
   // Several schedules may be tried per sub-batch; show the best of each.
   std::map<int64_t, double> best;
   for (auto [b, secs] : s.subBatchesTried) {
@@ -250,6 +253,7 @@ std::string reportToJson(const PlanReport &r, const ReportTextOptions &opts) {
                     {"sub_batches", r.numSubBatches},
                     {"eq3_sub_batch", s.eq3SubBatch},
                     {"tried", tried}};
+  j["exact"] = r.exact;
   j["notes"] = r.notes;
   json layers = json::array();
   for (const LayerRow &row : layerTable(r))

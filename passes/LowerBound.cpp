@@ -5,6 +5,7 @@ namespace memfit {
 
 LowerBound computeLowerBound(const TaskGraph &tg, int64_t subBatch) {
   LowerBound lb;
+  lb.subBatch = subBatch;
   lb.weightSideBytes = tg.weightSideBytes();
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
     int64_t fp = tg.taskFootprint(t, subBatch);

@@ -19,10 +19,13 @@ struct LowerBound {
   int64_t weightSideBytes = 0;
   int64_t taskBytes = 0; // the largest footprint at the sub-batch asked for
   TaskId task = -1;      // the task that sets it (first one on ties)
+  int64_t subBatch = 1;  // the sub-batch it is computed at
 };
 
-/// At sub-batch `b` (1 gives Mmin). Implicit-GEMM convolutions and every
-/// other task run without workspace, so footprints are blocks only.
+/// At sub-batch `b` (1 gives Mmin; an exact plan of a model with BatchNorm
+/// runs whole batches, so its floor is at the batch). Implicit-GEMM
+/// convolutions and every other task run without workspace, so footprints are
+/// blocks only.
 LowerBound computeLowerBound(const TaskGraph &tg, int64_t subBatch = 1);
 
 } // namespace memfit

@@ -70,14 +70,29 @@ llvm::Error finishOutcome(const TaskGraph &tg, Candidate best,
 
 llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
                                          const CostTableFn &tableAt,
-                                         const PlanRequest &req) {
+                                         const PlanRequest &asked) {
   using namespace pipeline;
-  if (req.batch <= 0)
+  if (asked.batch <= 0)
     return makeError("the batch size must be positive");
   auto t0 = std::chrono::steady_clock::now();
+  PlanRequest req = asked;
+  // Exact by default: whole batches where sub-batches would change
+  // statistics over the batch.
+  bool coupled = statisticsOverBatch(tg);
+  if (coupled && !req.subBatchStatistics) {
+    if (req.forcedSubBatch > 0 && req.forcedSubBatch < req.batch)
+      return makeErrorF(
+          "--sub-batch {0} would compute BatchNorm statistics over sub-batches "
+          "of {0} instead of the batch of {1}, which changes what the model "
+          "computes; add --sub-batch-statistics to allow it",
+          req.forcedSubBatch, req.batch);
+    req.forcedSubBatch = req.batch;
+  }
   std::vector<TaskId> order = taskOrder(tg, req.order);
   PlanOutcome out;
-  out.lowerBound = computeLowerBound(tg, 1);
+  // The smallest sub-batch a plan may use sets the floor.
+  out.lowerBound =
+      computeLowerBound(tg, coupled && !req.subBatchStatistics ? req.batch : 1);
 
   auto ideal = planIdeal(tg, tableAt, order, req);
   if (!ideal)
@@ -112,6 +127,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
 
   if (auto err = finishOutcome(tg, std::move(*best), out))
     return err;
+  out.exact = !coupled || out.plan.numSubBatches == 1;
   out.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();

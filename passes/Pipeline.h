@@ -33,6 +33,11 @@ struct PlanRequest {
   bool budgetIsLowerBound = false;
   int64_t batch = 0;
   int64_t forcedSubBatch = 0; // 0: the policy chooses
+  /// Allow sub-batches smaller than the batch in a model whose operators
+  /// compute statistics over the batch (BatchNorm): each sub-batch is then
+  /// normalized by its own statistics, which is not what the model
+  /// computes. Off, such a model runs whole batches and its plans are exact.
+  bool subBatchStatistics = false;
   OrderKind order = OrderKind::JoinAware;
   bool inPlace = true; // ScheduleOptions::inPlace, for every plan tried
 };
@@ -45,6 +50,9 @@ struct PlanOutcome {
   double idealSeconds = 0;
   int64_t idealPeakBytes = 0; // the ideal plan's resident + arena bytes
   int64_t eq3SubBatch = 0;
+  /// The plan computes what the model computes at the batch, up to the
+  /// order of float sums; false when sub-batches change batch statistics.
+  bool exact = true;
   double planSeconds = 0; // wall time the pipeline took
   /// Sub-batches tried and their predicted iteration time (infeasible ones
   /// are left out).
@@ -63,7 +71,6 @@ struct PlanOutcome {
 llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
                                          const CostTableFn &tableAt,
                                          const PlanRequest &req);
-
 
 } // namespace memfit
 

@@ -26,6 +26,15 @@ llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
           ? "the weights, their gradients and the optimizer state dominate: "
             "train without momentum (--momentum 0; Adam keeps two buffers "
             "per weight) or a smaller model"
+      : lb.subBatch > 1
+          ? llvm::formatv(
+                "that task dominates, and BatchNorm's statistics over the "
+                "batch keep the plan from splitting it: give more memory, a "
+                "smaller --batch, or --sub-batch-statistics (each sub-batch "
+                "then normalized by its own statistics, which is not what "
+                "the model computes; Mmin at sub-batch 1 is {0})",
+                formatBytes(computeLowerBound(tg, 1).bytes))
+                .str()
           : "that task dominates; a smaller batch does not help below "
             "sub-batch 1: give more memory or a model with smaller "
             "activations";
@@ -35,11 +44,11 @@ llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
   return makeErrorF(
       "budget {0} is below the lower bound Mmin = {1} ({2} bytes): "
       "weights, gradients and optimizer state take {3}, and task {4} "
-      "needs {5} at sub-batch 1 with no workspace; {6}",
+      "needs {5} at sub-batch {6} with no workspace; {7}",
       formatBytes(budget), formatBytes(lb.bytes), lb.bytes,
       formatBytes(lb.weightSideBytes),
       quoteName(lb.task >= 0 ? tg.tasks[lb.task].name : ""),
-      formatBytes(lb.taskBytes), help);
+      formatBytes(lb.taskBytes), lb.subBatch, help);
 }
 
 } // namespace memfit::pipeline

@@ -37,11 +37,27 @@ int64_t selectSubBatch(const TaskGraph &tg, const CostTableFn &tableAt,
   return subBatch;
 }
 
+bool statisticsOverBatch(const TaskGraph &tg) {
+  for (const Block &b : tg.blocks)
+    if (b.kind == BlockKind::Stats)
+      return true;
+  return false;
+}
+
 std::vector<int64_t> subBatchCandidates(int64_t eq3, int64_t batch) {
   // Eq. 3 prices every task with its fastest algorithm's workspace, so
   // larger sub-batches may still fit with leaner algorithms: the halvings
   // of the batch down to Eq. 3's b are candidates too, and a few below it.
+  // Between the batch and half of Eq. 3's b, every count of sub-batches K
+  // with its most even split, ceil(B / K): a larger b with the same K runs
+  // as many rounds with a bigger peak, so it never wins.
   std::set<int64_t> c{eq3};
+  for (int64_t k = 1; k <= batch; ++k) {
+    int64_t s = (batch + k - 1) / k;
+    if (s < eq3 / 2)
+      break;
+    c.insert(s);
+  }
   for (int64_t s = batch; s >= 1 && s >= eq3 / 8; s /= 2)
     c.insert(s);
   for (int64_t s = eq3 / 2; s >= 1 && s >= eq3 / 8; s /= 2)

@@ -5,9 +5,10 @@
 // sample, with the fastest algorithm's workspace in Mmin, until b stops
 // changing (workspace need not scale with b, hence the iteration).
 // `subBatchCandidates` adds the sizes memfit also tries and compares by
-// simulated time: the halvings of the batch (Eq. 3 charges the fastest
-// algorithm's workspace, so larger sub-batches may fit with leaner ones) down
-// to an eighth of Eq. 3's b.
+// simulated time: from the batch down to half of Eq. 3's b, the most even
+// split for every count of sub-batches (Eq. 3 charges the fastest
+// algorithm's workspace, so larger sub-batches may fit with leaner ones),
+// and below that the halvings down to an eighth of Eq. 3's b.
 //
 // Guarantees: 1 <= b <= B; the result is a fixed point or the smaller end
 // of a cycle; candidates are sorted, distinct and include Eq. 3's b.
@@ -34,6 +35,11 @@ int64_t selectSubBatch(const TaskGraph &tg, const CostTableFn &tableAt,
                        int64_t batch, int64_t budget);
 
 std::vector<int64_t> subBatchCandidates(int64_t eq3, int64_t batch);
+
+/// True when an operator of `tg` computes statistics over the samples of
+/// its (sub-)batch (BatchNorm), so splitting the batch changes what it
+/// computes; gradient accumulation over sub-batches is exact otherwise.
+bool statisticsOverBatch(const TaskGraph &tg);
 
 } // namespace memfit
 

@@ -71,10 +71,15 @@ TEST_CASE("a fixed workspace shrinks the sub-batch", "[subbatch]") {
 }
 
 TEST_CASE("sub-batch candidates", "[subbatch]") {
-  // Eq. 3's b, the batch's halvings (leaner algorithms may fit larger
-  // sub-batches than Eq. 3 allows), and down to an eighth of Eq. 3's b.
+  // Eq. 3's b; every count of sub-batches down to half of Eq. 3's b, each
+  // as its most even split (leaner algorithms may fit larger sub-batches
+  // than Eq. 3 allows); below, halvings down to an eighth of Eq. 3's b.
   CHECK(subBatchCandidates(64, 64) == std::vector<int64_t>{8, 16, 32, 64});
   CHECK(subBatchCandidates(24, 256) ==
-        std::vector<int64_t>{3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256});
-  CHECK(subBatchCandidates(1, 8) == std::vector<int64_t>{1, 2, 4, 8});
+        std::vector<int64_t>{3,  4,  6,  8,  12, 13, 14, 15, 16, 18, 19,  20,
+                             22, 24, 26, 29, 32, 37, 43, 52, 64, 86, 128, 256});
+  CHECK(subBatchCandidates(1, 8) == std::vector<int64_t>{1, 2, 3, 4, 8});
+  // Three sub-batches of a batch of 64 (22, 22 and 20): no power of two.
+  CHECK(subBatchCandidates(16, 64) ==
+        std::vector<int64_t>{2, 4, 8, 10, 11, 13, 16, 22, 32, 64});
 }

@@ -151,6 +151,34 @@ json.dump(p, open('wrong.json', 'w'))
 "
 expect_error 1 "wrong.json: tasks\[2\]: field 'end' must be a number" "$MEMFIT" report wrong.json
 
+# --- exact plans ---------------------------------------------------------------
+# BatchNorm: whole batches by default ("exact": true); split only under
+# --sub-batch-statistics, and then plan.json, the summary and the report say
+# the plan is not exact.
+"$MEMFIT" zoo tiny-bn -o bn.onnx >/dev/null || fail "zoo tiny-bn"
+BN="bn.onnx --batch 16 --device k40m"
+"$MEMFIT" plan $BN --budget 90% -o bn-exact --quiet || fail "plan bn exact"
+"$MEMFIT" plan $BN --budget 70% --sub-batch-statistics -o bn-split \
+  >bn-split.txt || fail "plan bn split"
+"$PY" - <<'PYEOF' || fail "exact in plan.json"
+import json
+e = json.load(open("bn-exact/plan.json"))
+s = json.load(open("bn-split/plan.json"))
+assert e["exact"] is True and e["sub_batches"] == 1, (e["exact"], e["sub_batches"])
+assert s["exact"] is False and s["sub_batches"] > 1, (s["exact"], s["sub_batches"])
+assert any(n.startswith("not exact: BatchNorm") for n in s["notes"]), s["notes"]
+PYEOF
+grep -q "^note     not exact: BatchNorm statistics" bn-split.txt ||
+  fail "the summary does not say the plan is not exact: $(cat bn-split.txt)"
+"$MEMFIT" report bn-split/plan.json | grep -q "^semantics  NOT exact" ||
+  fail "memfit report does not say the plan is not exact"
+"$MEMFIT" report bn-exact/plan.json | grep -q "^semantics  exact" ||
+  fail "memfit report does not say the plan is exact"
+"$MEMFIT" plan $BN --budget 70% >/dev/null 2>bn-err.txt &&
+  fail "an exact plan below its floor was accepted"
+grep -q -- "--sub-batch-statistics" bn-err.txt ||
+  fail "the refusal does not name --sub-batch-statistics: $(cat bn-err.txt)"
+
 # --- memfit compile writes the same reports ---------------------------------
 "$MEMFIT" compile $PLAN -o cout --quiet >/dev/null 2>err.txt ||
   fail "compile exited $?: $(cat err.txt)"

@@ -12,6 +12,7 @@
 #include "compiler/support/Units.h"
 #include "passes/Liveness.h"
 #include "passes/LowerBound.h"
+#include "passes/SubBatch.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/NumericOptions.h"
 
@@ -113,6 +114,9 @@ int run() {
   for (const Task &t : tg->tasks)
     ++byKind[static_cast<int>(t.kind)];
   std::string lbTask = lb.task >= 0 ? tg->tasks[lb.task].name : "";
+  // An exact plan of a model with BatchNorm runs whole batches.
+  bool coupled = statisticsOverBatch(*tg);
+  LowerBound exactLb = coupled ? computeLowerBound(*tg, b) : lb;
 
   if (Json) {
     nlohmann::ordered_json j;
@@ -144,6 +148,10 @@ int run() {
     j["liveness_peak_task"] = tg->tasks[lv.order[lv.peakStep]].name;
     j["lower_bound_bytes"] = lb.bytes;
     j["lower_bound_task"] = lbTask;
+    if (coupled) {
+      j["exact_lower_bound_bytes"] = exactLb.bytes;
+      j["exact_lower_bound_task"] = tg->tasks[exactLb.task].name;
+    }
     // Names come from the model: invalid UTF-8 is replaced, never thrown on.
     outs() << j.dump(2, ' ', false,
                      nlohmann::ordered_json::error_handler_t::replace)
@@ -187,6 +195,13 @@ int run() {
   os << formatv("lower bound Mmin     {0}  (set by {1}: {2} at sub-batch 1)\n",
                 formatBytes(lb.bytes), quoteName(lbTask),
                 formatBytes(lb.taskBytes));
+  if (coupled)
+    os << formatv("exact lower bound    {0}  (set by {1}: {2} at the batch "
+                  "of {3}; BatchNorm's statistics keep exact plans from "
+                  "splitting it, Mmin needs --sub-batch-statistics)\n",
+                  formatBytes(exactLb.bytes),
+                  quoteName(tg->tasks[exactLb.task].name),
+                  formatBytes(exactLb.taskBytes), b);
   return ExitOk;
 }
 

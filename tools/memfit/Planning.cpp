@@ -87,6 +87,13 @@ Shared<PositiveCount>
     SubBatch("sub-batch",
              cl::desc("Force the sub-batch size (default: chosen)"),
              cl::init(0));
+Shared<bool> SubBatchStatistics(
+    "sub-batch-statistics",
+    cl::desc("Allow sub-batches smaller than the batch in models with "
+             "BatchNorm, which then normalizes each sub-batch by its own "
+             "statistics: faster plans at tight budgets, but not what the "
+             "model computes (default false: such models run whole batches)"),
+    cl::init(false));
 Shared<OrderKind> Order(
     "order", cl::desc("Task order"), cl::init(OrderKind::JoinAware),
     cl::values(clEnumValN(OrderKind::JoinAware, "join-aware",
@@ -354,6 +361,14 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
   return std::move(cs[*best].outcome);
 }
 
+/// Why a plan is not exact (PlanOutcome::exact).
+static std::string inexactNote(const Plan &p) {
+  return formatv("not exact: BatchNorm statistics are computed per "
+                 "sub-batch of {0}, not over the batch of {1} "
+                 "(--sub-batch-statistics)",
+                 p.subBatch, p.batch);
+}
+
 PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   PlanContext c;
   c.modelFile = s.modelPath;
@@ -373,13 +388,9 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
     c.profile.interpolated = static_cast<int64_t>(u.interpolated);
     c.profile.estimated = static_cast<int64_t>(u.missing);
   }
-  bool hasBN = false;
-  for (const Op &op : s.graph.ops)
-    hasBN = hasBN || op.kind == OpKind::BatchNorm;
-  if (hasBN && o.plan.numSubBatches > 1)
-    c.notes.push_back(formatv("BatchNorm statistics are computed per "
-                              "sub-batch of {0}",
-                              o.plan.subBatch));
+  c.exact = o.exact;
+  if (!o.exact)
+    c.notes.push_back(inexactNote(o.plan));
   if (!s.attentionNote.empty())
     c.notes.push_back(s.attentionNote);
   c.costs = &s.tableAt(o.plan.subBatch);
@@ -436,6 +447,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
                       std::string(PolicyName));
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
+  r.subBatchStatistics = SubBatchStatistics;
   r.order = Order;
   r.inPlace = InPlace;
   StringRef text = StringRef(Budget).trim();
@@ -464,6 +476,7 @@ PlanRequest compareRequest(const PlanningSession &s) {
   r.policy = Policy::Ideal;
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
+  r.subBatchStatistics = SubBatchStatistics;
   r.order = Order;
   r.inPlace = InPlace;
   return r;
@@ -495,12 +508,8 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   if (p.batch % p.subBatch)
     os << formatv(" (the last of {0})", p.batch % p.subBatch);
   os << "\n";
-  bool hasBN = false;
-  for (const Op &op : s.graph.ops)
-    hasBN = hasBN || op.kind == OpKind::BatchNorm;
-  if (hasBN && p.numSubBatches > 1)
-    os << "note     BatchNorm statistics are computed per sub-batch of "
-       << p.subBatch << "\n";
+  if (!o.exact)
+    os << "note     " << inexactNote(p) << "\n";
   if (!s.attentionNote.empty())
     os << "note     " << s.attentionNote << "\n";
   int offloaded = 0;
@@ -527,6 +536,7 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["batch"] = p.batch;
   j["sub_batch"] = p.subBatch;
   j["sub_batches"] = p.numSubBatches;
+  j["exact"] = o.exact;
   j["budget_bytes"] = o.budget;
   j["planned_bytes"] = p.totalBytes();
   j["resident_bytes"] = p.residentBytes;
