@@ -224,3 +224,34 @@ TEST_CASE("fused attention: dropout inside, and a fully masked row",
   CHECK(o[0] == 0.0f);
   CHECK(lse[0] == -INFINITY);
 }
+
+TEST_CASE("fused attention across tiles: long rows, wide heads",
+          "[kernels][attention]") {
+  // More query and key rows than one tile holds (64), not a multiple of it,
+  // and heads so wide that a key tile holds 16 rows: every row's online
+  // softmax and every key row's sums carry across tile boundaries.
+  AttentionParams p = base();
+  p.heads = 2;
+  p.kvHeads = 1;
+  p.t = 150;
+  p.s = 133;
+  p.d = p.dv = 256;
+  p.scale = 1.0f / 16;
+  p.kTransposed = true;
+  REQUIRE(kernels::attnKeyTile(p) == 16);
+  REQUIRE(kernels::attnQueryTileOfKV(p) == 16);
+  std::vector<float> causal(p.t * p.s);
+  for (int64_t t = 0; t < p.t; ++t)
+    for (int64_t s = 0; s < p.s; ++s)
+      causal[t * p.s + s] = s <= t;
+  p.maskMode = 2;
+  p.maskSize = p.t * p.s;
+  p.fill = -INFINITY;
+  p.fillWhere = false;
+  checkAgainstReference(p, causal, 11);
+  AttentionParams narrow = base();
+  narrow.t = 70;
+  narrow.s = 129;
+  REQUIRE(kernels::attnKeyTile(narrow) == 64);
+  checkAgainstReference(narrow, {0.0f}, 12);
+}

@@ -1,11 +1,12 @@
 //===- Attention.cu - CUDA backend: fused attention -----------------------===//
 //
-// memfit's own memory-efficient attention for any precision and head size
-// up to kMaxAttentionWidth: one thread per query row (forward, dQ) or per
-// key row (dK, dV), running the row functions of runtime/kernels/
-// Attention.h, the emulation's source. It is exact and needs no T x S
-// memory, but it is not tiled through shared memory; cuDNN's fused
-// attention is the faster path where it applies (not wired yet).
+// memfit's own memory-efficient attention for any head size up to
+// kMaxAttentionWidth, tiled as FlashAttention tiles it: a block owns a tile
+// of query rows (the forward, dQ) or of key rows (dK, dV), one row per
+// thread, and stages the other side's rows through shared memory one tile at
+// a time with the loaders and steps of runtime/kernels/Attention.h, the
+// emulation's source. Exact, no T x S memory, no atomics. cuDNN's fused
+// attention (fp16 and bf16 only) is not used: memfit trains in fp32.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
@@ -14,11 +15,12 @@
 
 namespace memfit::rt {
 
-using cuda::gridFor;
-using cuda::kThreads;
 using kernels::AttnSample;
+using kernels::kAttnQueryTile;
 
 namespace {
+
+constexpr int64_t kTileFloats = kernels::kAttnTileBytes / sizeof(float);
 
 __device__ AttnSample sampleOf(const AttentionParams &p, int64_t i,
                                const float *q, const float *k, const float *v,
@@ -27,47 +29,123 @@ __device__ AttnSample sampleOf(const AttentionParams &p, int64_t i,
           v + i * p.kvHeads * p.s * p.dv, mask, i};
 }
 
-__global__ void attentionKernel(AttentionParams p, int64_t rows, uint64_t key,
+/// Blocks for `tiles` tiles: one each, up to a grid the kernels stride over.
+unsigned blocksFor(int64_t tiles) {
+  return static_cast<unsigned>(tiles < (1 << 20) ? tiles : (1 << 20));
+}
+
+/// Block: kAttnQueryTile query rows of one sample and head.
+__global__ void attentionKernel(AttentionParams p, int64_t n, uint64_t key,
                                 int64_t firstSample, const float *q,
                                 const float *k, const float *v,
                                 const float *mask, float *o, float *lse) {
-  MEMFIT_GRID_LOOP(r, rows) {
-    int64_t i = r / (p.heads * p.t), h = r / p.t % p.heads, t = r % p.t;
-    kernels::attnForwardRow(p, sampleOf(p, i, q, k, v, mask), key, firstSample,
-                            h, t, o + r * p.dv, lse + r);
+  __shared__ float tile[kTileFloats];
+  int64_t perHead = (p.t + kAttnQueryTile - 1) / kAttnQueryTile;
+  int64_t tiles = n * p.heads * perHead;
+  int64_t kc = kernels::attnKeyTile(p);
+  float *kTile = tile, *vTile = tile + kc * p.d;
+  for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+    int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
+    int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
+    AttnSample a = sampleOf(p, i, q, k, v, mask);
+    kernels::AttnRow row;
+    kernels::attnRowBegin(p, row);
+    for (int64_t s0 = 0; s0 < p.s; s0 += kc) {
+      int64_t sc = p.s - s0 < kc ? p.s - s0 : kc;
+      __syncthreads();
+      kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, kTile,
+                            vTile, threadIdx.x, blockDim.x);
+      __syncthreads();
+      if (t < p.t)
+        kernels::attnForwardKeys(p, a, key, firstSample, h, t, s0, sc, kTile,
+                                 vTile, row);
+    }
+    if (t < p.t) {
+      int64_t r = (i * p.heads + h) * p.t + t;
+      kernels::attnRowEnd(p, row, o + r * p.dv, lse + r);
+    }
   }
 }
 
-__global__ void attentionGradQKernel(AttentionParams p, int64_t rows,
-                                     uint64_t key, int64_t firstSample,
-                                     const float *q, const float *k,
-                                     const float *v, const float *mask,
-                                     const float *o, const float *lse,
-                                     const float *dO, float *dq, bool acc) {
-  MEMFIT_GRID_LOOP(r, rows) {
-    int64_t i = r / (p.heads * p.t), h = r / p.t % p.heads, t = r % p.t;
-    kernels::attnGradQRow(p, sampleOf(p, i, q, k, v, mask), key, firstSample, h,
-                          t, o + r * p.dv, dO + r * p.dv, lse[r], dq + r * p.d,
-                          acc);
+/// Block: kAttnQueryTile query rows of one sample and head.
+__global__ void attentionGradQKernel(AttentionParams p, int64_t n, uint64_t key,
+                                     int64_t firstSample, const float *q,
+                                     const float *k, const float *v,
+                                     const float *mask, const float *o,
+                                     const float *lse, const float *dO,
+                                     float *dq, bool acc) {
+  __shared__ float tile[kTileFloats];
+  int64_t perHead = (p.t + kAttnQueryTile - 1) / kAttnQueryTile;
+  int64_t tiles = n * p.heads * perHead;
+  int64_t kc = kernels::attnKeyTile(p);
+  float *kTile = tile, *vTile = tile + kc * p.d;
+  for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+    int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
+    int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
+    int64_t r = (i * p.heads + h) * p.t + t;
+    AttnSample a = sampleOf(p, i, q, k, v, mask);
+    kernels::AttnQGrad grad;
+    if (t < p.t)
+      kernels::attnGradQBegin(p, o + r * p.dv, dO + r * p.dv, grad);
+    for (int64_t s0 = 0; s0 < p.s; s0 += kc) {
+      int64_t sc = p.s - s0 < kc ? p.s - s0 : kc;
+      __syncthreads();
+      kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, kTile,
+                            vTile, threadIdx.x, blockDim.x);
+      __syncthreads();
+      if (t < p.t)
+        kernels::attnGradQKeys(p, a, key, firstSample, h, t, dO + r * p.dv,
+                               lse[r], s0, sc, kTile, vTile, grad);
+    }
+    if (t < p.t)
+      kernels::attnGradQEnd(p, grad, dq + r * p.d, acc);
   }
 }
 
-__global__ void attentionGradKVKernel(AttentionParams p, int64_t rows,
+/// Block: kAttnQueryTile key rows of one sample and K/V head, against every
+/// query tile of the heads that read them, in head order.
+__global__ void attentionGradKVKernel(AttentionParams p, int64_t n,
                                       uint64_t key, int64_t firstSample,
                                       const float *q, const float *k,
                                       const float *v, const float *mask,
                                       const float *o, const float *lse,
                                       const float *dO, float *dk, float *dv,
                                       bool accK, bool accV) {
-  MEMFIT_GRID_LOOP(r, rows) {
-    int64_t i = r / (p.kvHeads * p.s), hk = r / p.s % p.kvHeads, s = r % p.s;
-    int64_t head = i * p.kvHeads + hk;
-    int64_t rowsPerSample = p.heads * p.t;
-    kernels::attnGradKVRow(
-        p, sampleOf(p, i, q, k, v, mask), key, firstSample, hk, s,
-        o + i * rowsPerSample * p.dv, dO + i * rowsPerSample * p.dv,
-        lse + i * rowsPerSample, dk ? dk + head * p.s * p.d : nullptr,
-        dv ? dv + head * p.s * p.dv : nullptr, accK, accV);
+  __shared__ float tile[kTileFloats];
+  int64_t perHead = (p.s + kAttnQueryTile - 1) / kAttnQueryTile;
+  int64_t tiles = n * p.kvHeads * perHead;
+  int64_t qc = kernels::attnQueryTileOfKV(p);
+  float *qTile = tile, *dOTile = qTile + qc * p.d;
+  float *lseTile = dOTile + qc * p.dv, *dDotTile = lseTile + qc;
+  int64_t rowsPerSample = p.heads * p.t;
+  for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+    int64_t i = b / (p.kvHeads * perHead), hk = b / perHead % p.kvHeads;
+    int64_t s = b % perHead * kAttnQueryTile + threadIdx.x;
+    AttnSample a = sampleOf(p, i, q, k, v, mask);
+    const float *oS = o + i * rowsPerSample * p.dv;
+    const float *dOS = dO + i * rowsPerSample * p.dv;
+    const float *lseS = lse + i * rowsPerSample;
+    kernels::AttnKVGrad grad;
+    if (s < p.s)
+      kernels::attnGradKVBegin(p, a, hk, s, grad);
+    int64_t h0 = p.kvHeads == 1 ? 0 : hk;
+    int64_t h1 = p.kvHeads == 1 ? p.heads : hk + 1;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t t0 = 0; t0 < p.t; t0 += qc) {
+        int64_t tc = p.t - t0 < qc ? p.t - t0 : qc;
+        __syncthreads();
+        kernels::attnLoadQueries(p, a, oS, dOS, lseS, h, t0, tc, qTile, dOTile,
+                                 lseTile, dDotTile, threadIdx.x, blockDim.x);
+        __syncthreads();
+        if (s < p.s)
+          kernels::attnGradKVQueries(p, a, key, firstSample, h, s, t0, tc,
+                                     qTile, dOTile, lseTile, dDotTile, grad);
+      }
+    if (s < p.s) {
+      int64_t head = i * p.kvHeads + hk;
+      kernels::attnGradKVEnd(p, s, grad, dk ? dk + head * p.s * p.d : nullptr,
+                             dv ? dv + head * p.s * p.dv : nullptr, accK, accV);
+    }
   }
 }
 
@@ -76,10 +154,10 @@ __global__ void attentionGradKVKernel(AttentionParams p, int64_t rows,
 void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
                             const float *q, const float *k, const float *v,
                             const float *mask, float *o, float *lse) {
-  int64_t rows = n * p.heads * p.t;
-  attentionKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
-      p, rows, dropoutKey(seed, iteration, taskKey), firstSample, q, k, v, mask,
-      o, lse);
+  int64_t tiles = n * p.heads * ((p.t + kAttnQueryTile - 1) / kAttnQueryTile);
+  attentionKernel<<<blocksFor(tiles), kAttnQueryTile, 0, impl->compute()>>>(
+      p, n, dropoutKey(seed, iteration, taskKey), firstSample, q, k, v, mask, o,
+      lse);
   impl->done(*this, "attention kernel");
 }
 
@@ -91,16 +169,18 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
                              bool accV) {
   uint64_t key = dropoutKey(seed, iteration, taskKey);
   if (dq) {
-    int64_t rows = n * p.heads * p.t;
-    attentionGradQKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
-        p, rows, key, firstSample, q, k, v, mask, o, lse, dO, dq, accQ);
+    int64_t tiles = n * p.heads * ((p.t + kAttnQueryTile - 1) / kAttnQueryTile);
+    attentionGradQKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
+                           impl->compute()>>>(p, n, key, firstSample, q, k, v,
+                                              mask, o, lse, dO, dq, accQ);
     impl->done(*this, "attention dQ kernel");
   }
   if (dk || dv) {
-    int64_t rows = n * p.kvHeads * p.s;
-    attentionGradKVKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
-        p, rows, key, firstSample, q, k, v, mask, o, lse, dO, dk, dv, accK,
-        accV);
+    int64_t tiles =
+        n * p.kvHeads * ((p.s + kAttnQueryTile - 1) / kAttnQueryTile);
+    attentionGradKVKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
+                            impl->compute()>>>(
+        p, n, key, firstSample, q, k, v, mask, o, lse, dO, dk, dv, accK, accV);
     impl->done(*this, "attention dK/dV kernel");
   }
 }

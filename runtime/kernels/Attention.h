@@ -5,10 +5,15 @@
 // (FlashAttention's algorithm, Dao et al. 2022): the forward runs an online
 // softmax over the keys of each query row and keeps the output and one
 // log-sum-exp per row; the backward recomputes each score from Q and K.
-// Every function computes what one thread owns: a query row (the forward,
-// dQ) or a key row (dK and dV, summed over the query rows and the heads
-// sharing it), so the CUDA kernels need no atomics and both backends
-// accumulate in the same order. Masks and dropout act where the
+//
+// The work is tiled as FlashAttention tiles it: a tile of query rows meets
+// the keys one tile at a time (the forward, dQ), and a tile of key rows meets
+// the queries one tile at a time (dK, dV). The loaders copy a tile into a
+// buffer (shared memory on CUDA, where the threads of a block split the
+// copy; a local buffer on the CPU), and the step functions advance one row's
+// state over a tile. Every row is owned by one thread, so the CUDA kernels
+// need no atomics, and each row sums its terms in the same order on both
+// backends whatever the tile sizes. Masks and dropout act where the
 // materialized form would: a filled score takes the fill value and passes
 // no gradient; an additive mask adds; dropout scales the probabilities by
 // the same counter-based mask as the Dropout operator.
@@ -21,27 +26,42 @@
 
 namespace memfit::rt::kernels {
 
-/// One sample's operands; the score of (head h, query t, key s).
+/// One sample's operands.
 struct AttnSample {
   const float *q, *k, *v, *mask;
   int64_t sample; // index among the n samples of the call
 };
 
+/// Query rows per tile of the forward and dQ (the CUDA block size).
+constexpr int64_t kAttnQueryTile = 64;
+/// Bytes a tile may take (CUDA's static shared memory per block).
+constexpr int64_t kAttnTileBytes = 48 * 1024;
+
+/// Key rows per tile: K and V rows in kAttnTileBytes.
+MEMFIT_HD int64_t attnKeyTile(const AttentionParams &p) {
+  int64_t c = 64;
+  while (c > 1 && c * (p.d + p.dv) * 4 > kAttnTileBytes)
+    c /= 2;
+  return c;
+}
+
+/// Query rows per tile of dK and dV: Q and dO rows, log-sum-exp and
+/// dO . O in kAttnTileBytes.
+MEMFIT_HD int64_t attnQueryTileOfKV(const AttentionParams &p) {
+  int64_t c = 64;
+  while (c > 1 && c * (p.d + p.dv + 2) * 4 > kAttnTileBytes)
+    c /= 2;
+  return c;
+}
+
+/// The K/V head query head h reads.
+MEMFIT_HD int64_t attnKVHead(const AttentionParams &p, int64_t h) {
+  return p.kvHeads == 1 ? 0 : h;
+}
+
 MEMFIT_HD const float *attnQ(const AttentionParams &p, const AttnSample &a,
                              int64_t h, int64_t t) {
   return a.q + (h * p.t + t) * p.d;
-}
-
-/// Element j of key row s of head h's K.
-MEMFIT_HD float attnK(const AttentionParams &p, const AttnSample &a, int64_t h,
-                      int64_t s, int64_t j) {
-  const float *k = a.k + (p.kvHeads == 1 ? 0 : h) * p.s * p.d;
-  return p.kTransposed ? k[j * p.s + s] : k[s * p.d + j];
-}
-
-MEMFIT_HD const float *attnV(const AttentionParams &p, const AttnSample &a,
-                             int64_t h, int64_t s) {
-  return a.v + ((p.kvHeads == 1 ? 0 : h) * p.s + s) * p.dv;
 }
 
 /// The element of the probabilities [heads, T, S] of all n samples.
@@ -50,17 +70,37 @@ MEMFIT_HD int64_t attnAt(const AttentionParams &p, const AttnSample &a,
   return (a.sample * p.heads + h) * p.t * p.s + t * p.s + s;
 }
 
-/// The score after scale and mask; `filled` when a fill mask replaced it.
-MEMFIT_HD float attnScore(const AttentionParams &p, const AttnSample &a,
-                          int64_t h, int64_t t, int64_t s, bool &filled) {
-  const float *q = attnQ(p, a, h, t);
+/// Element j of key row s of K/V head hk, in either layout.
+MEMFIT_HD float attnKAt(const AttentionParams &p, const AttnSample &a,
+                        int64_t hk, int64_t s, int64_t j) {
+  const float *k = a.k + hk * p.s * p.d;
+  return p.kTransposed ? k[j * p.s + s] : k[s * p.d + j];
+}
+
+/// Copies key rows [s0, s0 + count) of K/V head hk: K into kDst [count, d]
+/// and V into vDst [count, dv]. Lane `lane` of `lanes` copies its share.
+MEMFIT_HD void attnLoadKeys(const AttentionParams &p, const AttnSample &a,
+                            int64_t hk, int64_t s0, int64_t count, float *kDst,
+                            float *vDst, int64_t lane, int64_t lanes) {
+  for (int64_t e = lane; e < count * p.d; e += lanes)
+    kDst[e] = attnKAt(p, a, hk, s0 + e / p.d, e % p.d);
+  const float *v = a.v + (hk * p.s + s0) * p.dv;
+  for (int64_t e = lane; e < count * p.dv; e += lanes)
+    vDst[e] = v[e];
+}
+
+/// The score of (h, t, s) from query row q and key row k, after scale and
+/// mask; `filled` when a fill mask replaced it.
+MEMFIT_HD float attnScore(const AttentionParams &p, const float *mask,
+                          const float *q, const float *k, int64_t h, int64_t t,
+                          int64_t s, bool &filled) {
   float dot = 0;
   for (int64_t j = 0; j < p.d; ++j)
-    dot += q[j] * attnK(p, a, h, s, j);
+    dot += q[j] * k[j];
   float sc = dot * p.scale;
   filled = false;
   if (p.maskMode != 0) {
-    float m = a.mask[((h * p.t + t) * p.s + s) % p.maskSize];
+    float m = mask[((h * p.t + t) * p.s + s) % p.maskSize];
     if (p.maskMode == 1) {
       sc += m;
     } else if ((m != 0) == p.fillWhere) {
@@ -80,48 +120,73 @@ MEMFIT_HD float attnKeep(const AttentionParams &p, uint64_t key,
   return dropoutAt(dp, key, firstSample, at, 1.0f);
 }
 
-/// Output row t of head h and its log-sum-exp.
-MEMFIT_HD void attnForwardRow(const AttentionParams &p, const AttnSample &a,
-                              uint64_t key, int64_t firstSample, int64_t h,
-                              int64_t t, float *o, float *lse) {
+// --- forward ----------------------------------------------------------------
+
+/// One query row's online softmax: running maximum, sum and output.
+struct AttnRow {
+  float m, l;
   float acc[kMaxAttentionWidth];
+};
+
+MEMFIT_HD void attnRowBegin(const AttentionParams &p, AttnRow &r) {
+  r.m = -INFINITY;
+  r.l = 0;
   for (int64_t j = 0; j < p.dv; ++j)
-    acc[j] = 0;
-  float m = -INFINITY, l = 0;
-  for (int64_t s = 0; s < p.s; ++s) {
+    r.acc[j] = 0;
+}
+
+/// Advances row t of head h over the key tile [s0, s0 + count).
+MEMFIT_HD void attnForwardKeys(const AttentionParams &p, const AttnSample &a,
+                               uint64_t key, int64_t firstSample, int64_t h,
+                               int64_t t, int64_t s0, int64_t count,
+                               const float *kTile, const float *vTile,
+                               AttnRow &r) {
+  const float *q = attnQ(p, a, h, t);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t s = s0 + i;
     bool filled;
-    float sc = attnScore(p, a, h, t, s, filled);
+    float sc = attnScore(p, a.mask, q, kTile + i * p.d, h, t, s, filled);
     if (sc == -INFINITY)
       continue;
-    if (sc > m) {
-      float corr = ::expf(m - sc);
-      l *= corr;
+    if (sc > r.m) {
+      float corr = ::expf(r.m - sc);
+      r.l *= corr;
       for (int64_t j = 0; j < p.dv; ++j)
-        acc[j] *= corr;
-      m = sc;
+        r.acc[j] *= corr;
+      r.m = sc;
     }
-    float e = ::expf(sc - m);
-    l += e;
+    float e = ::expf(sc - r.m);
+    r.l += e;
     float w = e * attnKeep(p, key, firstSample, attnAt(p, a, h, t, s));
-    const float *v = attnV(p, a, h, s);
+    const float *v = vTile + i * p.dv;
     for (int64_t j = 0; j < p.dv; ++j)
-      acc[j] += w * v[j];
+      r.acc[j] += w * v[j];
   }
+}
+
+/// The output row and its log-sum-exp.
+MEMFIT_HD void attnRowEnd(const AttentionParams &p, const AttnRow &r, float *o,
+                          float *lse) {
   // A row without a finite score: softmax's 0/0 (NaN), or 0 where the
   // model guards it (torch.export's Where(IsNaN(p), 0, p)).
   float empty = p.nanToZero ? 0.0f : NAN;
   for (int64_t j = 0; j < p.dv; ++j)
-    o[j] = l > 0 ? acc[j] / l : empty;
-  *lse = l > 0 ? m + ::logf(l) : -INFINITY;
+    o[j] = r.l > 0 ? r.acc[j] / r.l : empty;
+  *lse = r.l > 0 ? r.m + ::logf(r.l) : -INFINITY;
 }
 
-/// dL/dscore of (h, t, s) given D = dO_t . O_t; 0 for a filled score.
+// --- backward ---------------------------------------------------------------
+
+/// dL/dscore of (h, t, s) from query row q, key row k, value row v, dO row
+/// dO, the row's log-sum-exp and D = dO . O; 0 for a filled score.
+/// `prob` is the probability after dropout.
 MEMFIT_HD float attnScoreGrad(const AttentionParams &p, const AttnSample &a,
                               uint64_t key, int64_t firstSample, int64_t h,
-                              int64_t t, int64_t s, const float *dO, float lse,
-                              float dDot, float &prob) {
+                              int64_t t, int64_t s, const float *q,
+                              const float *k, const float *v, const float *dO,
+                              float lse, float dDot, float &prob) {
   bool filled;
-  float sc = attnScore(p, a, h, t, s, filled);
+  float sc = attnScore(p, a.mask, q, k, h, t, s, filled);
   prob = 0;
   if (sc == -INFINITY || lse == -INFINITY)
     return 0;
@@ -130,75 +195,131 @@ MEMFIT_HD float attnScoreGrad(const AttentionParams &p, const AttnSample &a,
   prob = pr * keep;
   if (filled)
     return 0;
-  const float *v = attnV(p, a, h, s);
   float g = 0;
   for (int64_t j = 0; j < p.dv; ++j)
     g += dO[j] * v[j];
   return pr * (g * keep - dDot);
 }
 
-/// dQ row t of head h.
-MEMFIT_HD void attnGradQRow(const AttentionParams &p, const AttnSample &a,
-                            uint64_t key, int64_t firstSample, int64_t h,
-                            int64_t t, const float *o, const float *dO,
-                            float lse, float *dq, bool accumulate) {
-  float dDot = 0;
-  for (int64_t j = 0; j < p.dv; ++j)
-    dDot += dO[j] * o[j];
+MEMFIT_HD float attnDot(const float *x, const float *y, int64_t n) {
+  float d = 0;
+  for (int64_t j = 0; j < n; ++j)
+    d += x[j] * y[j];
+  return d;
+}
+
+/// One query row's dQ and its D = dO . O.
+struct AttnQGrad {
+  float dDot;
   float acc[kMaxAttentionWidth];
+};
+
+MEMFIT_HD void attnGradQBegin(const AttentionParams &p, const float *o,
+                              const float *dO, AttnQGrad &r) {
+  r.dDot = attnDot(dO, o, p.dv);
   for (int64_t j = 0; j < p.d; ++j)
-    acc[j] = 0;
-  for (int64_t s = 0; s < p.s; ++s) {
+    r.acc[j] = 0;
+}
+
+/// Advances dQ of row t of head h over the key tile [s0, s0 + count).
+MEMFIT_HD void attnGradQKeys(const AttentionParams &p, const AttnSample &a,
+                             uint64_t key, int64_t firstSample, int64_t h,
+                             int64_t t, const float *dO, float lse, int64_t s0,
+                             int64_t count, const float *kTile,
+                             const float *vTile, AttnQGrad &r) {
+  const float *q = attnQ(p, a, h, t);
+  for (int64_t i = 0; i < count; ++i) {
+    const float *k = kTile + i * p.d;
     float prob;
-    float ds =
-        attnScoreGrad(p, a, key, firstSample, h, t, s, dO, lse, dDot, prob);
+    float ds = attnScoreGrad(p, a, key, firstSample, h, t, s0 + i, q, k,
+                             vTile + i * p.dv, dO, lse, r.dDot, prob);
     if (ds == 0)
       continue;
     for (int64_t j = 0; j < p.d; ++j)
-      acc[j] += ds * attnK(p, a, h, s, j);
+      r.acc[j] += ds * k[j];
   }
-  for (int64_t j = 0; j < p.d; ++j)
-    put(dq[j], acc[j] * p.scale, accumulate);
 }
 
-/// dK and dV of key row s of key/value head hk (every query head sharing
-/// it), over all query rows. `o`, `dO` and `lse` are the sample's.
-MEMFIT_HD void attnGradKVRow(const AttentionParams &p, const AttnSample &a,
-                             uint64_t key, int64_t firstSample, int64_t hk,
-                             int64_t s, const float *o, const float *dO,
-                             const float *lse, float *dk, float *dv, bool accK,
-                             bool accV) {
-  float gk[kMaxAttentionWidth], gv[kMaxAttentionWidth];
+MEMFIT_HD void attnGradQEnd(const AttentionParams &p, const AttnQGrad &r,
+                            float *dq, bool accumulate) {
   for (int64_t j = 0; j < p.d; ++j)
-    gk[j] = 0;
-  for (int64_t j = 0; j < p.dv; ++j)
-    gv[j] = 0;
-  int64_t h0 = p.kvHeads == 1 ? 0 : hk, h1 = p.kvHeads == 1 ? p.heads : hk + 1;
-  for (int64_t h = h0; h < h1; ++h)
-    for (int64_t t = 0; t < p.t; ++t) {
-      const float *oRow = o + (h * p.t + t) * p.dv;
-      const float *dORow = dO + (h * p.t + t) * p.dv;
-      float dDot = 0;
-      for (int64_t j = 0; j < p.dv; ++j)
-        dDot += dORow[j] * oRow[j];
-      float prob;
-      float ds = attnScoreGrad(p, a, key, firstSample, h, t, s, dORow,
-                               lse[h * p.t + t], dDot, prob);
-      for (int64_t j = 0; j < p.dv; ++j)
-        gv[j] += prob * dORow[j];
-      const float *q = attnQ(p, a, h, t);
-      for (int64_t j = 0; j < p.d; ++j)
-        gk[j] += ds * q[j];
-    }
+    put(dq[j], r.acc[j] * p.scale, accumulate);
+}
+
+/// Copies query rows [t0, t0 + count) of head h for dK and dV: Q into
+/// qDst [count, d], dO into dODst [count, dv], the log-sum-exps, and
+/// D = dO . O per row. `o`, `dO` and `lse` are the sample's. Lane `lane`
+/// of `lanes` copies its share.
+MEMFIT_HD void attnLoadQueries(const AttentionParams &p, const AttnSample &a,
+                               const float *o, const float *dO,
+                               const float *lse, int64_t h, int64_t t0,
+                               int64_t count, float *qDst, float *dODst,
+                               float *lseDst, float *dDotDst, int64_t lane,
+                               int64_t lanes) {
+  const float *q = attnQ(p, a, h, t0);
+  for (int64_t e = lane; e < count * p.d; e += lanes)
+    qDst[e] = q[e];
+  int64_t row0 = h * p.t + t0;
+  for (int64_t e = lane; e < count * p.dv; e += lanes)
+    dODst[e] = dO[row0 * p.dv + e];
+  for (int64_t i = lane; i < count; i += lanes) {
+    lseDst[i] = lse[row0 + i];
+    dDotDst[i] = attnDot(dO + (row0 + i) * p.dv, o + (row0 + i) * p.dv, p.dv);
+  }
+}
+
+/// One key row's dK and dV, with its own K and V rows.
+struct AttnKVGrad {
+  float k[kMaxAttentionWidth], v[kMaxAttentionWidth];
+  float gk[kMaxAttentionWidth], gv[kMaxAttentionWidth];
+};
+
+MEMFIT_HD void attnGradKVBegin(const AttentionParams &p, const AttnSample &a,
+                               int64_t hk, int64_t s, AttnKVGrad &r) {
+  for (int64_t j = 0; j < p.d; ++j) {
+    r.k[j] = attnKAt(p, a, hk, s, j);
+    r.gk[j] = 0;
+  }
+  const float *v = a.v + (hk * p.s + s) * p.dv;
+  for (int64_t j = 0; j < p.dv; ++j) {
+    r.v[j] = v[j];
+    r.gv[j] = 0;
+  }
+}
+
+/// Advances dK and dV of key row s over the query tile [t0, t0 + count) of
+/// head h.
+MEMFIT_HD void attnGradKVQueries(const AttentionParams &p, const AttnSample &a,
+                                 uint64_t key, int64_t firstSample, int64_t h,
+                                 int64_t s, int64_t t0, int64_t count,
+                                 const float *qTile, const float *dOTile,
+                                 const float *lseTile, const float *dDotTile,
+                                 AttnKVGrad &r) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float *q = qTile + i * p.d, *dO = dOTile + i * p.dv;
+    float prob;
+    float ds = attnScoreGrad(p, a, key, firstSample, h, t0 + i, s, q, r.k, r.v,
+                             dO, lseTile[i], dDotTile[i], prob);
+    for (int64_t j = 0; j < p.dv; ++j)
+      r.gv[j] += prob * dO[j];
+    for (int64_t j = 0; j < p.d; ++j)
+      r.gk[j] += ds * q[j];
+  }
+}
+
+/// Writes dK and dV of key row s (the head's blocks).
+MEMFIT_HD void attnGradKVEnd(const AttentionParams &p, int64_t s,
+                             const AttnKVGrad &r, float *dk, float *dv,
+                             bool accK, bool accV) {
   if (dk)
     for (int64_t j = 0; j < p.d; ++j) {
       // K read transposed ([d, S]) takes its gradient in the same layout.
       float *at = p.kTransposed ? dk + j * p.s + s : dk + s * p.d + j;
-      put(*at, gk[j] * p.scale, accK);
+      put(*at, r.gk[j] * p.scale, accK);
     }
   if (dv)
     for (int64_t j = 0; j < p.dv; ++j)
-      put(dv[s * p.dv + j], gv[j], accV);
+      put(dv[s * p.dv + j], r.gv[j], accV);
 }
 
 } // namespace memfit::rt::kernels
