@@ -7,7 +7,8 @@
 // rule is checked exactly), BatchNorm with its running statistics, LRN of
 // odd and even size, gemm both ways, broadcast binary gradients along both
 // reduction paths, concat, pad with crops, softmax, both losses, SGD, and
-// dropout, whose masks must match bit for bit. Backward operations run
+// dropout, whose masks must match bit for bit, and fused attention across
+// tiles. Backward operations run
 // once overwriting and once accumulating into random contents. Copies go
 // out to host slots and back through events.
 //
@@ -362,6 +363,60 @@ void checkDense(Bench &b) {
   }
 }
 
+/// Fused attention across tiles (query and key rows past one 64-row tile),
+/// with a causal fill, shared key/value heads, K read transposed and
+/// dropout at a sub-batch offset.
+void checkAttention(Bench &b) {
+  const int64_t n = 2;
+  AttentionParams p{.heads = 2,
+                    .kvHeads = 1,
+                    .t = 150,
+                    .s = 133,
+                    .d = 96,
+                    .dv = 64,
+                    .kTransposed = true,
+                    .scale = 0.125f,
+                    .maskMode = 2,
+                    .maskSize = 150 * 133,
+                    .fill = -INFINITY,
+                    .fillWhere = false,
+                    .dropout = 0.2f,
+                    .nanToZero = false};
+  Vec mask(p.t * p.s);
+  for (int64_t t = 0; t < p.t; ++t)
+    for (int64_t s = 0; s < p.s; ++s)
+      mask[t * p.s + s] = s <= t;
+  b.reset(n);
+  b.x.seed = 7;
+  b.x.iteration = 3;
+  b.x.firstSample = 4;
+  uint64_t key = dropoutKey(7, 3, 21);
+  Vec q = random(n * p.heads * p.t * p.d), k = random(n * p.s * p.d),
+      v = random(n * p.s * p.dv), dO = random(n * p.heads * p.t * p.dv);
+  Vec o(n * p.heads * p.t * p.dv), lse(n * p.heads * p.t);
+  attentionForward(p, n, key, 4, q.data(), k.data(), v.data(), mask.data(),
+                   o.data(), lse.data());
+  float *gq = b.put(q), *gk = b.put(k), *gv = b.put(v), *gm = b.put(mask);
+  float *go = b.zeros(o.size()), *gl = b.zeros(lse.size());
+  b.x.attentionForward(p, 21, gq, gk, gv, gm, go, gl);
+  expect("attention forward", b.get(go, o.size()), o, kTol);
+  expect("attention log-sum-exp", b.get(gl, lse.size()), lse, kTol);
+  for (bool acc : {false, true}) {
+    Vec dq = random(q.size()), dk = random(k.size()), dv = random(v.size());
+    Vec wq = dq, wk = dk, wv = dv;
+    attentionBackward(p, n, key, 4, q.data(), k.data(), v.data(), mask.data(),
+                      o.data(), lse.data(), dO.data(), wq.data(), wk.data(),
+                      wv.data(), acc, acc, acc);
+    float *g1 = b.put(dq), *g2 = b.put(dk), *g3 = b.put(dv);
+    b.x.attentionBackward(p, 21, gq, gk, gv, gm, b.put(o), b.put(lse),
+                          b.put(dO), g1, g2, g3, acc, acc, acc);
+    std::string tag = acc ? " (accumulating)" : "";
+    expect("attention dQ" + tag, b.get(g1, dq.size()), wq, kTol);
+    expect("attention dK" + tag, b.get(g2, dk.size()), wk, kTol);
+    expect("attention dV" + tag, b.get(g3, dv.size()), wv, kTol);
+  }
+}
+
 void checkLosses(Bench &b) {
   // Two sub-batches of 5 and 3 of a batch of 8 (info.batch), 5 classes.
   const int64_t classes = b.info.classes, batch = b.info.batch;
@@ -564,6 +619,7 @@ int main() {
   checkActivations(b);
   checkNorm(b);
   checkDense(b);
+  checkAttention(b);
   checkLosses(b);
   checkMse();
   checkElementwise(b);
