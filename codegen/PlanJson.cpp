@@ -201,6 +201,8 @@ std::string planToJson(const PlanReport &r) {
                   {"bytes_to_host", s.bytesToHost},
                   {"bytes_to_device", s.bytesToDevice},
                   {"eq3_sub_batch", s.eq3SubBatch},
+                  {"bound_seconds",
+                   s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr)},
                   {"sub_batches_tried", tried},
                   // The names of `memfit plan --json`, derived.
                   {"peak_bytes", s.plannedBytes},
@@ -312,6 +314,8 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.bytesToHost = rd.integer(o, w, "bytes_to_host");
     s.bytesToDevice = rd.integer(o, w, "bytes_to_device");
     s.eq3SubBatch = rd.integer(o, w, "eq3_sub_batch", 0, false);
+    if (o.contains("bound_seconds") && !o["bound_seconds"].is_null())
+      s.boundSeconds = rd.number(o, w, "bound_seconds");
     if (const json *tried = rd.array(o, w, "sub_batches_tried", false))
       for (size_t i = 0; i < tried->size(); ++i) {
         std::string tw = std::string(w) + "." + at("sub_batches_tried", i);

@@ -94,6 +94,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   s.bytesToHost = sim.bytesToHost;
   s.bytesToDevice = sim.bytesToDevice;
   s.eq3SubBatch = ctx.eq3SubBatch;
+  s.boundSeconds = ctx.boundSeconds;
   s.subBatchesTried = ctx.subBatchesTried;
 
   auto nodeOf = [&](OpId op) { return op >= 0 ? g.ops[op].name : ""; };

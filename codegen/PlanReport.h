@@ -87,6 +87,9 @@ struct ReportSummary {
   int64_t bytesToHost = 0, bytesToDevice = 0;
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;
+  /// A proven lower bound on the iteration time of the plans with this
+  /// order and sub-batch (passes/Bound.h); 0 when none was computed.
+  double boundSeconds = 0;
 };
 
 struct ReportProfile {
@@ -121,7 +124,8 @@ struct PlanContext {
   std::vector<std::pair<int64_t, double>> subBatchesTried;
   ReportProfile profile;
   std::vector<std::string> notes;
-  bool exact = true; // PlanReport::exact
+  bool exact = true;       // PlanReport::exact
+  double boundSeconds = 0; // ReportSummary::boundSeconds
   /// The full sub-batch's cost table, for algorithm names (optional).
   const CostTable *costs = nullptr;
 };

@@ -106,6 +106,13 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
                       formatSeconds(s.idealSeconds),
                       formatSeconds(s.plannedSeconds), pct(s.overhead),
                       formatSeconds(s.stallSeconds));
+  if (s.boundSeconds > 0)
+    os << llvm::formatv("bound      {0} per iteration, proven for this order "
+                        "and sub-batch: the plan is {1} above it\n",
+                        formatSeconds(s.boundSeconds),
+                        pct(s.plannedSeconds / s.boundSeconds - 1));
+  else
+    os << "bound      none computed\n";
   os << llvm::formatv("traffic    to host {0}, to device {1} per iteration; "
                       "each round {2} offloads, {3} prefetches, {4} loads\n",
                       formatBytes(s.bytesToHost), formatBytes(s.bytesToDevice),
@@ -234,7 +241,9 @@ std::string reportToJson(const PlanReport &r, const ReportTextOptions &opts) {
   j["time"] = {{"ideal_seconds", s.idealSeconds},
                {"planned_seconds", s.plannedSeconds},
                {"overhead", s.overhead},
-               {"stall_seconds", s.stallSeconds}};
+               {"stall_seconds", s.stallSeconds},
+               {"bound_seconds",
+                s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr)}};
   j["traffic"] = {{"bytes_to_host", s.bytesToHost},
                   {"bytes_to_device", s.bytesToDevice},
                   {"offloads_per_round", c.offloads},

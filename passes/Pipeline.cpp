@@ -128,6 +128,12 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   if (auto err = finishOutcome(tg, std::move(*best), out))
     return err;
   out.exact = !coupled || out.plan.numSubBatches == 1;
+  if (req.bound) {
+    Tables tb = tablesFor(tableAt, req.batch, out.plan.subBatch);
+    out.bound =
+        iterationBound(tg, out.plan, tb.full, tb.last ? &*tb.last : nullptr, {},
+                       &out.boundWhy);
+  }
   out.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();

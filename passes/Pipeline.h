@@ -14,6 +14,7 @@
 #define MEMFIT_PASSES_PIPELINE_H
 
 #include "compiler/ir/Plan.h"
+#include "passes/Bound.h"
 #include "passes/LowerBound.h"
 #include "passes/Order.h"
 #include "passes/Schedule.h"
@@ -40,6 +41,9 @@ struct PlanRequest {
   bool subBatchStatistics = false;
   OrderKind order = OrderKind::JoinAware;
   bool inPlace = true; // ScheduleOptions::inPlace, for every plan tried
+  /// Prove a lower bound on the iteration time of the plans with the
+  /// winner's order and sub-batch (Bound.h).
+  bool bound = true;
 };
 
 struct PlanOutcome {
@@ -53,6 +57,11 @@ struct PlanOutcome {
   /// The plan computes what the model computes at the batch, up to the
   /// order of float sums; false when sub-batches change batch statistics.
   bool exact = true;
+  /// A proven lower bound on the iteration time of every plan with this
+  /// plan's order and sub-batch under its budget; none when not asked for
+  /// or not computed (`boundWhy` says why).
+  std::optional<IterationBound> bound;
+  std::string boundWhy;
   double planSeconds = 0; // wall time the pipeline took
   /// Sub-batches tried and their predicted iteration time (infeasible ones
   /// are left out).

@@ -6,61 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Pipeline.h"
-#include "compiler/autodiff/Autodiff.h"
-#include "compiler/cost/CostModel.h"
-#include "compiler/onnx/OnnxImport.h"
-#include "models/Zoo.h"
+#include "tests/PlanTestUtil.h"
 
 #include <catch2/catch.hpp>
 
-#include <map>
-
 using namespace memfit;
-
-namespace {
-
-/// A zoo model at a batch, with the analytic K40m tables.
-struct Planned {
-  TaskGraph tg;
-  std::unique_ptr<CostModel> model;
-  std::map<int64_t, CostTable> tables;
-  Planned(const std::string &name, int64_t batch) {
-    auto bytes = buildZooModel(name, {});
-    REQUIRE(static_cast<bool>(bytes));
-    ImportOptions io;
-    io.batch = batch;
-    io.keepWeightData = false;
-    auto g = importOnnxBytes(*bytes, name + ".onnx", io);
-    REQUIRE(static_cast<bool>(g));
-    graph = std::move(*g);
-    auto t = buildTaskGraph(graph);
-    REQUIRE(static_cast<bool>(t));
-    tg = std::move(*t);
-    auto m = makeCostModel("k40m", "");
-    REQUIRE(static_cast<bool>(m));
-    model = std::move(*m);
-  }
-  llvm::Expected<PlanOutcome> plan(double fraction, bool statistics,
-                                   int64_t forced = 0) {
-    PlanRequest req;
-    req.batch = graph.batch;
-    req.budgetFraction = fraction;
-    req.subBatchStatistics = statistics;
-    req.forcedSubBatch = forced;
-    return planTraining(
-        tg,
-        [&](int64_t b) -> const CostTable & {
-          auto it = tables.find(b);
-          if (it == tables.end())
-            it = tables.emplace(b, buildCostTable(*model, tg, b)).first;
-          return it->second;
-        },
-        req);
-  }
-  Graph graph;
-};
-
-} // namespace
+using memfit::test::Planned;
 
 TEST_CASE("a model with BatchNorm is planned in whole batches unless asked",
           "[pipeline][exact]") {

@@ -55,6 +55,9 @@ assert s["planned_bytes"] == s["resident_bytes"] + s["arena_bytes"]
 assert 0 < s["allocation_efficiency"] <= 1
 assert s["planned_seconds"] >= s["ideal_seconds"] > 0
 assert abs(s["overhead"] - (s["planned_seconds"] / s["ideal_seconds"] - 1)) < 1e-9
+# The proven bound of the plan's space: at or below the plan, and no lower
+# than the ideal plan's tasks could allow for being split into rounds.
+assert 0 < s["bound_seconds"] <= s["planned_seconds"], (s["bound_seconds"], s["planned_seconds"])
 assert p["sub_batch"] * p["sub_batches"] >= p["batch"]
 kinds = {t["kind"] for t in p["tasks"]}
 assert {"FP", "BP-data", "BP-weight", "loss", "update"} <= kinds, kinds
@@ -113,6 +116,7 @@ grep -Eqi 'https?:|src=|href=|@import' out/report.html &&
   fail "report exited $?: $(cat err.txt)"
 for s in "^feasible   yes" "^memory     budget" "lower bound" "ideal peak" \
          "allocation efficiency" "^time       ideal" "overhead" "stall" \
+         "^bound      .* the plan is .* above it" \
          "^traffic    to host" "^recompute  " "^sub-batch  " \
          "^layers (in execution order" "^  conv1 " "^why blocks move" \
          "^largest stalls"; do

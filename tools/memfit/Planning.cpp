@@ -87,6 +87,12 @@ Shared<PositiveCount>
     SubBatch("sub-batch",
              cl::desc("Force the sub-batch size (default: chosen)"),
              cl::init(0));
+Shared<bool> Bound(
+    "bound",
+    cl::desc("Prove a lower bound on the iteration time of the plans with "
+             "the chosen plan's order and sub-batch, and report the plan's "
+             "gap to it (default true; graphs past a size are skipped)"),
+    cl::init(true));
 Shared<bool> SubBatchStatistics(
     "sub-batch-statistics",
     cl::desc("Allow sub-batches smaller than the batch in models with "
@@ -389,6 +395,7 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
     c.profile.estimated = static_cast<int64_t>(u.missing);
   }
   c.exact = o.exact;
+  c.boundSeconds = o.bound ? o.bound->seconds : 0;
   if (!o.exact)
     c.notes.push_back(inexactNote(o.plan));
   if (!s.attentionNote.empty())
@@ -448,6 +455,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
   r.subBatchStatistics = SubBatchStatistics;
+  r.bound = Bound;
   r.order = Order;
   r.inPlace = InPlace;
   StringRef text = StringRef(Budget).trim();
@@ -479,6 +487,7 @@ PlanRequest compareRequest(const PlanningSession &s) {
   r.subBatchStatistics = SubBatchStatistics;
   r.order = Order;
   r.inPlace = InPlace;
+  r.bound = false; // one table of many plans: not worth the solver
   return r;
 }
 
@@ -502,6 +511,14 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   os << formatv("time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
                 ms(o.idealSeconds), ms(m.plannedSeconds), o.overhead(),
                 ms(m.stallSeconds));
+  if (o.bound)
+    os << formatv("bound    {0} per iteration{1}, proven for this order and "
+                  "sub-batch: the plan is {2:P1} above it\n",
+                  ms(o.bound->seconds),
+                  o.bound->optimal ? " (the relaxation's optimum)" : "",
+                  m.plannedSeconds / o.bound->seconds - 1);
+  else if (!o.boundWhy.empty())
+    os << "bound    none: " << o.boundWhy << "\n";
   os << formatv("traffic  to host {0}, to device {1} per iteration\n",
                 formatBytes(m.bytesToHost), formatBytes(m.bytesToDevice));
   os << formatv("batch    {0} sub-batches of {1}", p.numSubBatches, p.subBatch);
@@ -537,6 +554,10 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["sub_batch"] = p.subBatch;
   j["sub_batches"] = p.numSubBatches;
   j["exact"] = o.exact;
+  if (o.bound)
+    j["bound_seconds"] = o.bound->seconds;
+  else
+    j["bound_seconds"] = nullptr;
   j["budget_bytes"] = o.budget;
   j["planned_bytes"] = p.totalBytes();
   j["resident_bytes"] = p.residentBytes;

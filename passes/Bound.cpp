@@ -1,0 +1,273 @@
+//===- Bound.cpp - A proven lower bound on a plan's iteration time --------===//
+#include "passes/Bound.h"
+
+#include "passes/Liveness.h"
+
+#include <coin/Cbc_C_Interface.h>
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+namespace memfit {
+namespace {
+
+/// A mixed-integer program in rows of (column, coefficient) terms; times in
+/// milliseconds so the solver's tolerances are well above them.
+struct Program {
+  std::vector<double> lo, hi, obj;
+  std::vector<int> integers;
+  struct Term {
+    int row, col;
+    double coef;
+  };
+  std::vector<Term> terms;
+  std::vector<double> rowLo, rowHi;
+
+  int col(double l, double h, double o = 0, bool integer = false) {
+    lo.push_back(l);
+    hi.push_back(h);
+    obj.push_back(o);
+    if (integer)
+      integers.push_back(static_cast<int>(lo.size()) - 1);
+    return static_cast<int>(lo.size()) - 1;
+  }
+  void row(const std::vector<std::pair<int, double>> &ts, double l, double h) {
+    int r = static_cast<int>(rowLo.size());
+    for (auto [c, v] : ts)
+      terms.push_back({r, c, v});
+    rowLo.push_back(l);
+    rowHi.push_back(h);
+  }
+};
+
+constexpr double kInf = 1e30;
+
+struct SolverDeleter {
+  void operator()(Cbc_Model *m) const { Cbc_deleteModel(m); }
+};
+
+/// Solves `p` (minimizing); the best possible objective CBC proves.
+std::optional<double> solve(const Program &p, int maxNodes, bool &optimal) {
+  int ncols = static_cast<int>(p.lo.size());
+  int nrows = static_cast<int>(p.rowLo.size());
+  // Column-major, as Cbc_loadProblem takes it.
+  std::vector<CoinBigIndex> start(ncols + 1, 0);
+  for (const auto &t : p.terms)
+    ++start[t.col + 1];
+  for (int c = 0; c < ncols; ++c)
+    start[c + 1] += start[c];
+  std::vector<int> index(p.terms.size());
+  std::vector<double> value(p.terms.size());
+  std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
+  for (const auto &t : p.terms) {
+    index[fill[t.col]] = t.row;
+    value[fill[t.col]++] = t.coef;
+  }
+  std::unique_ptr<Cbc_Model, SolverDeleter> m(Cbc_newModel());
+  Cbc_loadProblem(m.get(), ncols, nrows, start.data(), index.data(),
+                  value.data(), p.lo.data(), p.hi.data(), p.obj.data(),
+                  p.rowLo.data(), p.rowHi.data());
+  if (maxNodes > 0)
+    for (int c : p.integers)
+      Cbc_setInteger(m.get(), c);
+  Cbc_setLogLevel(m.get(), 0);
+  // A node limit, not a time limit, so the same inputs give the same bound.
+  Cbc_setMaximumNodes(m.get(), maxNodes);
+  Cbc_setParameter(m.get(), "threads", "1");
+  Cbc_solve(m.get());
+  if (Cbc_isProvenInfeasible(m.get()) || Cbc_isAbandoned(m.get()))
+    return std::nullopt;
+  optimal = Cbc_isProvenOptimal(m.get());
+  bool integer = maxNodes > 0 && !p.integers.empty();
+  if (!integer && !optimal)
+    return std::nullopt;
+  // A linear program's optimum is its bound; a mixed-integer search's best
+  // possible objective is, wherever it stopped.
+  double best =
+      integer ? Cbc_getBestPossibleObjValue(m.get()) : Cbc_getObjValue(m.get());
+  if (!(best > -kInf && best < kInf))
+    return std::nullopt;
+  return best;
+}
+
+/// The round's bound in seconds, or none.
+/// `first`: the iteration's first round, which cannot start before its
+/// input and labels are on the device (later rounds may load theirs while
+/// an earlier one runs).
+std::optional<double> roundBound(const TaskGraph &tg,
+                                 const std::vector<TaskId> &order,
+                                 const CostTable &costs, int64_t arenaBudget,
+                                 bool first, const BoundOptions &opts,
+                                 bool &optimal, std::string *why) {
+  const int64_t b = costs.subBatch;
+  Liveness lv = computeLiveness(tg, order, b, /*inPlace=*/true);
+  size_t n = order.size();
+  double load = 0;
+  if (first)
+    for (BlockId blk : {tg.inputBlock, tg.labelBlock})
+      if (blk >= 0)
+        load +=
+            double(tg.blocks[blk].bytesAt(b)) * 1e3 / costs.h2dBytesPerSecond;
+  std::vector<double> before(n + 1, load); // ms before each step can start
+  for (size_t t = 0; t < n; ++t)
+    before[t + 1] = before[t] + costs.fastest(order[t]).seconds * 1e3;
+  const double total = before[n];
+  optimal = true;
+  if (std::all_of(lv.liveBytes.begin(), lv.liveBytes.end(),
+                  [&](int64_t live) { return live <= arenaBudget; }))
+    return total / 1e3; // nothing need leave: the tasks alone
+
+  // Which storage blocks each step touches.
+  std::vector<std::vector<BlockId>> touched(n);
+  for (size_t t = 0; t < n; ++t) {
+    const Task &task = tg.tasks[order[t]];
+    for (const auto *list : {&task.reads, &task.writes})
+      for (BlockId blk : *list)
+        touched[t].push_back(storageOf(tg, blk));
+    std::sort(touched[t].begin(), touched[t].end());
+  }
+  auto touches = [&](size_t t, BlockId blk) {
+    return std::binary_search(touched[t].begin(), touched[t].end(), blk);
+  };
+  // A block may come back by recompute when forward tasks alone write it.
+  auto recomputable = [&](BlockId blk) {
+    const Block &k = tg.blocks[blk];
+    if (k.writers.empty() ||
+        (k.kind != BlockKind::Activation && k.kind != BlockKind::Stats))
+      return false;
+    return std::all_of(k.writers.begin(), k.writers.end(), [&](TaskId w) {
+      return tg.tasks[w].kind == TaskKind::Forward;
+    });
+  };
+
+  // The steps most over the budget, in order.
+  std::vector<size_t> steps;
+  for (size_t t = 0; t < n; ++t)
+    if (lv.liveBytes[t] > arenaBudget)
+      steps.push_back(t);
+  if (steps.size() > opts.maxSteps) {
+    std::stable_sort(steps.begin(), steps.end(), [&](size_t x, size_t y) {
+      return lv.liveBytes[x] > lv.liveBytes[y];
+    });
+    steps.resize(opts.maxSteps);
+    std::sort(steps.begin(), steps.end());
+  }
+  const double msOut = 1e3 / costs.d2hBytesPerSecond;
+  const double msIn = 1e3 / costs.h2dBytesPerSecond;
+  Program p;
+  const int T = p.col(total, kInf, 1.0);
+  int64_t columns = 0;
+  for (size_t t : steps) {
+    std::vector<std::pair<int, double>> memory, out, in, redo;
+    std::map<TaskId, int> rerun; // per forward task: run again after t
+    for (BlockId blk = 0; blk < (BlockId)tg.blocks.size(); ++blk) {
+      const Block &k = tg.blocks[blk];
+      if (isWeightSide(k.kind) || k.viewOf >= 0 || lv.start[blk] < 0 ||
+          lv.start[blk] >= (int32_t)t || lv.end[blk] <= (int32_t)t ||
+          touches(t, blk))
+        continue;
+      double bytes = static_cast<double>(k.bytesAt(b));
+      if (bytes <= 0)
+        continue;
+      int off = p.col(0, 1, 0, true);
+      memory.push_back({off, bytes});
+      out.push_back({off, -bytes * msOut});
+      in.push_back({off, -bytes * msIn});
+      columns += 1;
+      if (recomputable(blk)) {
+        int rec = p.col(0, 1, 0, true);
+        memory.push_back({rec, bytes});
+        p.row({{off, 1}, {rec, 1}}, -kInf, 1);
+        for (TaskId w : k.writers) {
+          auto [it, fresh] = rerun.try_emplace(w, -1);
+          if (fresh) {
+            it->second = p.col(0, 1);
+            redo.push_back({it->second, -costs.fastest(w).seconds * 1e3});
+          }
+          p.row({{it->second, 1}, {rec, -1}}, 0, kInf);
+        }
+        columns += 1;
+      }
+    }
+    columns += static_cast<int64_t>(rerun.size()) + 1;
+    if (columns > opts.maxColumns) {
+      if (why)
+        *why = llvm::formatv("the relaxation would pass {0} columns",
+                             opts.maxColumns);
+      return std::nullopt;
+    }
+    double excess = static_cast<double>(lv.liveBytes[t] - arenaBudget);
+    p.row(memory, excess, kInf);
+    int S = p.col(before[t], kInf);
+    out.push_back({S, 1});
+    p.row(out, 0, kInf); // copied out before t starts
+    in.push_back({T, 1});
+    in.push_back({S, -1});
+    p.row(in, 0, kInf); // copied back after it starts
+    redo.push_back({T, 1});
+    redo.push_back({S, -1});
+    p.row(redo, total - before[t], kInf); // the rest, and the re-runs
+  }
+  // Integral decisions where the program is small enough to branch on in
+  // well under a second; the linear relaxation beyond.
+  bool small = static_cast<int64_t>(p.integers.size()) <= opts.maxIntegers;
+  auto best = solve(p, small ? opts.maxNodes : 0, optimal);
+  if (!best) {
+    if (why)
+      *why = "the solver found no bound";
+    return std::nullopt;
+  }
+  return std::max(*best, total) / 1e3;
+}
+
+} // namespace
+
+std::optional<IterationBound>
+iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
+               const CostTable *last, const BoundOptions &opts,
+               std::string *why) {
+  std::vector<TaskId> order;
+  for (const Instr &in : plan.round)
+    if (in.kind == InstrKind::Run && !in.recompute)
+      order.push_back(in.task);
+  int64_t arena = plan.budget - plan.residentBytes;
+  // The first round (which loads its input before it starts), the full
+  // rounds after it, and a smaller last one.
+  int64_t k = plan.numSubBatches;
+  const CostTable &lastTable = last ? *last : full;
+  IterationBound out;
+  out.optimal = true;
+  auto one = [&](const CostTable &costs, bool first) -> std::optional<double> {
+    bool optimal = true;
+    auto r = roundBound(tg, order, costs, arena, first, opts, optimal, why);
+    out.optimal = out.optimal && optimal;
+    return r;
+  };
+  auto firstRound = one(k == 1 ? lastTable : full, true);
+  if (!firstRound)
+    return std::nullopt;
+  double rounds = *firstRound;
+  if (k > 1) {
+    auto lastRound = one(lastTable, false);
+    if (!lastRound)
+      return std::nullopt;
+    rounds += *lastRound;
+  }
+  if (k > 2) {
+    auto middle = last ? one(full, false) : one(lastTable, false);
+    if (!middle)
+      return std::nullopt;
+    rounds += double(k - 2) * *middle;
+  }
+  double update = 0;
+  for (const Instr &in : plan.update)
+    if (in.kind == InstrKind::Run)
+      update += full.fastest(in.task).seconds;
+  out.seconds = rounds + update;
+  return out;
+}
+
+} // namespace memfit

@@ -1,0 +1,80 @@
+//===- BoundTest.cpp - The proven lower bound on iteration time -----------===//
+#include "passes/Bound.h"
+#include "tests/PlanTestUtil.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using memfit::test::Planned;
+
+TEST_CASE("with room for everything the bound is the tasks and the first load",
+          "[bound]") {
+  Planned m("tiny-cnn", 16);
+  auto out = m.plan(1.0, false, 16);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->bound);
+  const CostTable &c = m.table(16);
+  // Nothing need leave the device: every round task once at its fastest
+  // algorithm, after the input and labels are copied in, then the update.
+  double want = double(m.tg.blocks[m.tg.inputBlock].bytesAt(16) +
+                       m.tg.blocks[m.tg.labelBlock].bytesAt(16)) /
+                c.h2dBytesPerSecond;
+  for (const Instr &in : out->plan.round)
+    if (in.kind == InstrKind::Run && !in.recompute)
+      want += c.fastest(in.task).seconds;
+  for (const Instr &in : out->plan.update)
+    if (in.kind == InstrKind::Run)
+      want += c.fastest(in.task).seconds;
+  CHECK(out->bound->seconds == Approx(want).epsilon(1e-9));
+  CHECK(out->bound->optimal);
+  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds);
+}
+
+TEST_CASE("memory pressure raises the bound", "[bound]") {
+  // The same order and sub-batch with less room: blocks must leave at the
+  // peak and come back, which costs copies or forward runs the bound sees.
+  Planned m("googlenet", 32, "h100-sxm");
+  auto roomy = m.plan(1.0, false, 32);
+  auto tight = m.plan(0.4, false, 32);
+  REQUIRE(static_cast<bool>(roomy));
+  REQUIRE(static_cast<bool>(tight));
+  REQUIRE(roomy->bound);
+  REQUIRE(tight->bound);
+  CHECK(tight->bound->seconds > roomy->bound->seconds * 1.02);
+  CHECK(tight->bound->seconds <= tight->plan.summary.plannedSeconds);
+}
+
+TEST_CASE("no plan is faster than its bound", "[bound]") {
+  // Every plan memfit makes lies in its own order-and-sub-batch space, so
+  // its predicted time is at least the bound of that space.
+  for (const char *name :
+       {"tiny-cnn", "tiny-bn", "tiny-residual", "tiny-inception"})
+    for (const char *device : {"k40m", "h100-sxm"}) {
+      Planned m(name, 16, device);
+      for (double fraction : {0.9, 0.7, 0.5, 0.4})
+        for (bool statistics : {false, true}) {
+          INFO(name << " on " << device << " at " << fraction
+                    << (statistics ? " with sub-batch statistics" : ""));
+          auto out = m.plan(fraction, statistics);
+          if (!out) {
+            llvm::consumeError(out.takeError());
+            continue;
+          }
+          REQUIRE(out->bound);
+          CHECK(out->bound->seconds <=
+                out->plan.summary.plannedSeconds * (1 + 1e-12));
+          CHECK(out->bound->seconds > 0);
+        }
+    }
+}
+
+TEST_CASE("the bound is the same every time", "[bound]") {
+  Planned m("tiny-inception", 16, "h100-sxm");
+  auto a = m.plan(0.5, true);
+  auto b = m.plan(0.5, true);
+  REQUIRE(static_cast<bool>(a));
+  REQUIRE(static_cast<bool>(b));
+  REQUIRE(a->bound);
+  REQUIRE(b->bound);
+  CHECK(a->bound->seconds == b->bound->seconds);
+}
