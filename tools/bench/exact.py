@@ -6,8 +6,9 @@ models (predictions; no GPU): per row, memfit's default plan (exact: a model
 with BatchNorm runs whole batches), chen-sqrt (exact), and memfit with
 --sub-batch-statistics (each sub-batch normalized by its own statistics;
 not what the model computes when the model has BatchNorm). Cells: predicted
-overhead over the ideal plan, then the sub-batches in brackets; `-` where
-the plan is infeasible, with the reason's first words in a footnote.
+overhead over the ideal plan, then the sub-batches in brackets and the
+plan's gap to the proven bound of its order and sub-batch (passes/Bound.h);
+`-` where the plan is infeasible, with the reason in a footnote.
 
 usage: tools/bench/exact.py [--memfit build/tools/memfit] [--out FILE]
 """
@@ -51,7 +52,10 @@ def cell(j, err, notes):
         return f"- [{len(notes)}]"
     k = j["sub_batches"]
     tag = "" if j["exact"] else ", not exact"
-    return f"{100 * j['overhead']:.1f}% ({k} x {j['sub_batch']}{tag})"
+    gap = ""
+    if j.get("bound_seconds"):
+        gap = f"; bound +{100 * (j['planned_seconds'] / j['bound_seconds'] - 1):.1f}%"
+    return f"{100 * j['overhead']:.1f}% ({k} x {j['sub_batch']}{tag}{gap})"
 
 
 def main():
