@@ -18,7 +18,6 @@ namespace {
 /// milliseconds so the solver's tolerances are well above them.
 struct Program {
   std::vector<double> lo, hi, obj;
-  std::vector<int> integers;
   struct Term {
     int row, col;
     double coef;
@@ -26,12 +25,10 @@ struct Program {
   std::vector<Term> terms;
   std::vector<double> rowLo, rowHi;
 
-  int col(double l, double h, double o = 0, bool integer = false) {
+  int col(double l, double h, double o = 0) {
     lo.push_back(l);
     hi.push_back(h);
     obj.push_back(o);
-    if (integer)
-      integers.push_back(static_cast<int>(lo.size()) - 1);
     return static_cast<int>(lo.size()) - 1;
   }
   void row(const std::vector<std::pair<int, double>> &ts, double l, double h) {
@@ -49,8 +46,8 @@ struct SolverDeleter {
   void operator()(Cbc_Model *m) const { Cbc_deleteModel(m); }
 };
 
-/// Solves `p` (minimizing); the best possible objective CBC proves.
-std::optional<double> solve(const Program &p, int maxNodes, bool &optimal) {
+/// Solves the linear program `p` (minimizing): its optimum, or none.
+std::optional<double> solve(const Program &p) {
   int ncols = static_cast<int>(p.lo.size());
   int nrows = static_cast<int>(p.rowLo.size());
   // Column-major, as Cbc_loadProblem takes it.
@@ -70,24 +67,13 @@ std::optional<double> solve(const Program &p, int maxNodes, bool &optimal) {
   Cbc_loadProblem(m.get(), ncols, nrows, start.data(), index.data(),
                   value.data(), p.lo.data(), p.hi.data(), p.obj.data(),
                   p.rowLo.data(), p.rowHi.data());
-  if (maxNodes > 0)
-    for (int c : p.integers)
-      Cbc_setInteger(m.get(), c);
   Cbc_setLogLevel(m.get(), 0);
-  // A node limit, not a time limit, so the same inputs give the same bound.
-  Cbc_setMaximumNodes(m.get(), maxNodes);
   Cbc_setParameter(m.get(), "threads", "1");
   Cbc_solve(m.get());
-  if (Cbc_isProvenInfeasible(m.get()) || Cbc_isAbandoned(m.get()))
+  if (Cbc_isProvenInfeasible(m.get()) || Cbc_isAbandoned(m.get()) ||
+      !Cbc_isProvenOptimal(m.get()))
     return std::nullopt;
-  optimal = Cbc_isProvenOptimal(m.get());
-  bool integer = maxNodes > 0 && !p.integers.empty();
-  if (!integer && !optimal)
-    return std::nullopt;
-  // A linear program's optimum is its bound; a mixed-integer search's best
-  // possible objective is, wherever it stopped.
-  double best =
-      integer ? Cbc_getBestPossibleObjValue(m.get()) : Cbc_getObjValue(m.get());
+  double best = Cbc_getObjValue(m.get());
   if (!(best > -kInf && best < kInf))
     return std::nullopt;
   return best;
@@ -101,7 +87,7 @@ std::optional<double> roundBound(const TaskGraph &tg,
                                  const std::vector<TaskId> &order,
                                  const CostTable &costs, int64_t arenaBudget,
                                  bool first, const BoundOptions &opts,
-                                 bool &optimal, std::string *why) {
+                                 std::string *why) {
   const int64_t b = costs.subBatch;
   Liveness lv = computeLiveness(tg, order, b, /*inPlace=*/true);
   size_t n = order.size();
@@ -115,7 +101,6 @@ std::optional<double> roundBound(const TaskGraph &tg,
   for (size_t t = 0; t < n; ++t)
     before[t + 1] = before[t] + costs.fastest(order[t]).seconds * 1e3;
   const double total = before[n];
-  optimal = true;
   if (std::all_of(lv.liveBytes.begin(), lv.liveBytes.end(),
                   [&](int64_t live) { return live <= arenaBudget; }))
     return total / 1e3; // nothing need leave: the tasks alone
@@ -148,19 +133,27 @@ std::optional<double> roundBound(const TaskGraph &tg,
   for (size_t t = 0; t < n; ++t)
     if (lv.liveBytes[t] > arenaBudget)
       steps.push_back(t);
+  // Most over the budget first: where the program grows too large, the
+  // steps left out are the least constraining ones.
+  std::stable_sort(steps.begin(), steps.end(), [&](size_t x, size_t y) {
+    return lv.liveBytes[x] > lv.liveBytes[y];
+  });
   if (steps.size() > opts.maxSteps) {
     std::stable_sort(steps.begin(), steps.end(), [&](size_t x, size_t y) {
       return lv.liveBytes[x] > lv.liveBytes[y];
     });
     steps.resize(opts.maxSteps);
-    std::sort(steps.begin(), steps.end());
   }
   const double msOut = 1e3 / costs.d2hBytesPerSecond;
   const double msIn = 1e3 / costs.h2dBytesPerSecond;
   Program p;
   const int T = p.col(total, kInf, 1.0);
-  int64_t columns = 0;
+  size_t kept = 0;
   for (size_t t : steps) {
+    // Where this step would make the program too large, it and the steps
+    // after it (less over the budget) are left out.
+    size_t cols0 = p.lo.size(), rows0 = p.rowLo.size(), terms0 = p.terms.size();
+    int64_t columns = 0;
     std::vector<std::pair<int, double>> memory, out, in, redo;
     std::map<TaskId, int> rerun; // per forward task: run again after t
     for (BlockId blk = 0; blk < (BlockId)tg.blocks.size(); ++blk) {
@@ -172,13 +165,13 @@ std::optional<double> roundBound(const TaskGraph &tg,
       double bytes = static_cast<double>(k.bytesAt(b));
       if (bytes <= 0)
         continue;
-      int off = p.col(0, 1, 0, true);
+      int off = p.col(0, 1);
       memory.push_back({off, bytes});
       out.push_back({off, -bytes * msOut});
       in.push_back({off, -bytes * msIn});
       columns += 1;
       if (recomputable(blk)) {
-        int rec = p.col(0, 1, 0, true);
+        int rec = p.col(0, 1);
         memory.push_back({rec, bytes});
         p.row({{off, 1}, {rec, 1}}, -kInf, 1);
         for (TaskId w : k.writers) {
@@ -192,13 +185,58 @@ std::optional<double> roundBound(const TaskGraph &tg,
         columns += 1;
       }
     }
-    columns += static_cast<int64_t>(rerun.size()) + 1;
-    if (columns > opts.maxColumns) {
-      if (why)
-        *why = llvm::formatv("the relaxation would pass {0} columns",
-                             opts.maxColumns);
-      return std::nullopt;
+    // A forward task runs again only with its inputs on the device. An
+    // input already past its last use at t was kept on the device (its
+    // bytes count at t), or is copied back (it was copied out), or is made
+    // again by its own forward task, which then needs its inputs too.
+    std::vector<TaskId> work;
+    for (const auto &entry : rerun)
+      work.push_back(entry.first);
+    std::map<BlockId, std::pair<int, int>> past; // kept, copied back
+    while (!work.empty()) {
+      TaskId w = work.back();
+      work.pop_back();
+      int rw = rerun.at(w);
+      for (BlockId read : tg.tasks[w].reads) {
+        BlockId g = storageOf(tg, read);
+        const Block &gb = tg.blocks[g];
+        if (isWeightSide(gb.kind) || lv.start[g] < 0 || lv.end[g] >= (int32_t)t)
+          continue; // resident, or live at t (present or modelled above)
+        double bytes = static_cast<double>(gb.bytesAt(b));
+        auto [pit, freshPast] = past.try_emplace(g, std::pair<int, int>{});
+        if (freshPast) {
+          pit->second = {p.col(0, 1), p.col(0, 1)};
+          memory.push_back({pit->second.first, -bytes});
+          out.push_back({pit->second.second, -bytes * msOut});
+          in.push_back({pit->second.second, -bytes * msIn});
+          columns += 2;
+        }
+        std::vector<std::pair<int, double>> need = {
+            {pit->second.first, 1}, {pit->second.second, 1}, {rw, -1}};
+        if (recomputable(g))
+          for (TaskId pw : gb.writers) {
+            auto [it, fresh] = rerun.try_emplace(pw, -1);
+            if (fresh) {
+              it->second = p.col(0, 1);
+              redo.push_back({it->second, -costs.fastest(pw).seconds * 1e3});
+              work.push_back(pw);
+            }
+            need.push_back({it->second, 1});
+          }
+        p.row(need, 0, kInf);
+      }
     }
+    columns += static_cast<int64_t>(rerun.size()) + 1;
+    if (int64_t(cols0) + columns > opts.maxColumns) {
+      p.lo.resize(cols0);
+      p.hi.resize(cols0);
+      p.obj.resize(cols0);
+      p.rowLo.resize(rows0);
+      p.rowHi.resize(rows0);
+      p.terms.resize(terms0);
+      break;
+    }
+    ++kept;
     double excess = static_cast<double>(lv.liveBytes[t] - arenaBudget);
     p.row(memory, excess, kInf);
     int S = p.col(before[t], kInf);
@@ -211,10 +249,13 @@ std::optional<double> roundBound(const TaskGraph &tg,
     redo.push_back({S, -1});
     p.row(redo, total - before[t], kInf); // the rest, and the re-runs
   }
-  // Integral decisions where the program is small enough to branch on in
-  // well under a second; the linear relaxation beyond.
-  bool small = static_cast<int64_t>(p.integers.size()) <= opts.maxIntegers;
-  auto best = solve(p, small ? opts.maxNodes : 0, optimal);
+  if (kept == 0) {
+    if (why)
+      *why = llvm::formatv("one step alone would pass {0} columns",
+                           opts.maxColumns);
+    return std::nullopt;
+  }
+  auto best = solve(p);
   if (!best) {
     if (why)
       *why = "the solver found no bound";
@@ -239,12 +280,8 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   int64_t k = plan.numSubBatches;
   const CostTable &lastTable = last ? *last : full;
   IterationBound out;
-  out.optimal = true;
   auto one = [&](const CostTable &costs, bool first) -> std::optional<double> {
-    bool optimal = true;
-    auto r = roundBound(tg, order, costs, arena, first, opts, optimal, why);
-    out.optimal = out.optimal && optimal;
-    return r;
+    return roundBound(tg, order, costs, arena, first, opts, why);
   };
   auto firstRound = one(k == 1 ? lastTable : full, true);
   if (!firstRound)

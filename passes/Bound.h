@@ -4,10 +4,11 @@
 // How close is a plan to the best possible? This pass answers for the
 // plans of one space: the task order and sub-batch of a given plan, under
 // its budget, with any mix of keeping, offloading and recomputing. It
-// solves, with CBC, a mixed-integer relaxation of that space in the spirit
-// of Checkmate (Jain et al., MLSys 2020): per block and per step where the
-// block is live but not used, whether it is absent, and if so whether it
-// comes back by copy-in or by re-running its forward task. Every plan of
+// solves, with CBC's linear programming, a relaxation of that space in the
+// spirit of Checkmate (Jain et al., MLSys 2020) with its decisions made
+// fractional: per block and per step where the block is live but not used,
+// how much of it is absent, coming back by copy-in or by re-running its
+// forward task. Every plan of
 // the space maps to a feasible point whose objective is at most the plan's
 // predicted round time:
 //
@@ -19,15 +20,16 @@
 //    rate and the round >= t's start + in-volume / h2d rate;
 //  - a block absent at t and restored by recompute has its forward task run
 //    again after t starts: the round >= t's start + the tasks from t on +
-//    each such forward task once, at its fastest algorithm;
+//    each such forward task once, at its fastest algorithm; a re-run needs
+//    its inputs, and one past its last use at t was kept (its bytes count),
+//    copied back, or made again by its own forward task;
 //  - t's start >= the tasks before t, at their fastest algorithms.
 //
-// The bound is CBC's best possible objective when it stops (optimal, or at
-// its node limit, never a time limit, so the same inputs give the same
-// bound), so it is a lower bound whether or not the search finished. Only
-// the steps most over the budget get constraints (BoundOptions::maxSteps). Copy
-// latencies, event waits, workspaces, the input loads and the arena's
-// fragmentation are left out, which only lowers it.
+// The bound is the linear program's optimum (a simplex solve: the same
+// inputs give the same bound). Only the steps most over the budget get
+// constraints (BoundOptions::maxSteps). Copy latencies, event waits,
+// workspaces, the later rounds' input loads and the arena's fragmentation
+// are left out, which only lowers it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_BOUND_H
@@ -45,19 +47,15 @@ namespace memfit {
 struct BoundOptions {
   /// Steps whose constraints are kept: the ones most over the budget.
   /// Leaving a step's constraints out only relaxes the program further, so
-  /// the bound stays a bound; this keeps the solve within a second.
-  size_t maxSteps = 48;
-  int64_t maxColumns = 40000; // larger relaxations are not attempted
-  /// Programs with at most this many decisions are solved with them
-  /// integral, for up to maxNodes branch-and-bound nodes (deterministic);
-  /// larger ones as a linear program (a weaker bound, found in a second).
-  int64_t maxIntegers = 4000;
-  int maxNodes = 100;
+  /// the bound stays a bound; this keeps the solve well under a second.
+  size_t maxSteps = 24;
+  /// Steps are added most over the budget first until the next would pass
+  /// this many columns.
+  int64_t maxColumns = 20000;
 };
 
 struct IterationBound {
-  double seconds = 0;   // a lower bound on the iteration time
-  bool optimal = false; // CBC proved its relaxation's optimum
+  double seconds = 0; // a lower bound on the iteration time
 };
 
 /// A lower bound on the iteration time of every plan with `plan`'s round

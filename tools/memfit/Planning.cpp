@@ -293,7 +293,7 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
                                  bool keepWeightData, Progress &progress) {
   if (FuseAttention != AttentionMode::Auto) {
     if (auto err = openSession(*s, keepWeightData, &progress))
-      return std::move(err);
+      return err;
     auto req = planRequest(*s);
     if (!req)
       return req.takeError();
@@ -302,10 +302,10 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
   // Auto: the model as written first, then graphs with more and more of
   // its attention fused, each under the same budget in bytes.
   if (auto err = importInto(*s, keepWeightData, false, progress))
-    return std::move(err);
+    return err;
   int64_t n = countAttention(s->graph);
   if (auto err = buildSession(*s, progress))
-    return std::move(err);
+    return err;
   auto req = planRequest(*s);
   if (!req)
     return req.takeError();
@@ -339,7 +339,7 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
       session->modelPath = written.modelPath;
       session->graph = fuseAttention(written.graph, k);
       if (auto err = buildSession(*session, progress))
-        return std::move(err);
+        return err;
     }
     auto outcome = runPlanner(*session, same, progress);
     cs.push_back({k, std::move(session), std::move(outcome)});
@@ -356,7 +356,7 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     Error last = cs.back().outcome.takeError();
     for (size_t i = 0; i + 1 < cs.size(); ++i)
       consumeError(cs[i].outcome.takeError());
-    return std::move(last);
+    return last;
   }
   std::string note = attentionChoiceNote(cs, *best, n);
   for (size_t i = 0; i < cs.size(); ++i)
@@ -512,10 +512,9 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
                 ms(o.idealSeconds), ms(m.plannedSeconds), o.overhead(),
                 ms(m.stallSeconds));
   if (o.bound)
-    os << formatv("bound    {0} per iteration{1}, proven for this order and "
-                  "sub-batch: the plan is {2:P1} above it\n",
+    os << formatv("bound    {0} per iteration, proven for this order and "
+                  "sub-batch: the plan is {1:P1} above it\n",
                   ms(o.bound->seconds),
-                  o.bound->optimal ? " (the relaxation's optimum)" : "",
                   m.plannedSeconds / o.bound->seconds - 1);
   else if (!o.boundWhy.empty())
     os << "bound    none: " << o.boundWhy << "\n";
