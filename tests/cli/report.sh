@@ -161,6 +161,15 @@ expect_error 1 "wrong.json: tasks\[2\]: field 'end' must be a number" "$MEMFIT" 
 # the plan is not exact.
 "$MEMFIT" zoo tiny-bn -o bn.onnx >/dev/null || fail "zoo tiny-bn"
 BN="bn.onnx --batch 16 --device k40m"
+"$MEMFIT" inspect bn.onnx --batch 16 | grep -q "^exact lower bound .* at the batch of 16" ||
+  fail "inspect does not show the exact floor of a BatchNorm model"
+"$MEMFIT" inspect bn.onnx --batch 16 --json | "$PY" -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["exact_lower_bound_bytes"] > j["lower_bound_bytes"], j' ||
+  fail "inspect --json: the exact floor is not above Mmin"
+"$MEMFIT" inspect tiny.onnx --batch 8 | grep -q "^exact lower bound" &&
+  fail "inspect shows an exact floor for a model without BatchNorm"
 "$MEMFIT" plan $BN --budget 90% -o bn-exact --quiet || fail "plan bn exact"
 "$MEMFIT" plan $BN --budget 70% --sub-batch-statistics -o bn-split \
   >bn-split.txt || fail "plan bn split"
