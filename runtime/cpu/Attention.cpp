@@ -28,6 +28,18 @@ struct KeyTiles {
   std::vector<float> k, v;
   explicit KeyTiles(const AttentionParams &p)
       : size(kernels::attnKeyTile(p)), k(size * p.d), v(size * p.dv) {}
+  /// Loads head h's key tiles one after another; `step(s0, count)` runs on
+  /// each.
+  template <typename Step>
+  void walk(const AttentionParams &p, const AttnSample &a, int64_t h,
+            Step step) {
+    for (int64_t s0 = 0; s0 < p.s; s0 += size) {
+      int64_t sc = std::min(size, p.s - s0);
+      kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, k.data(),
+                            v.data(), 0, 1);
+      step(s0, sc);
+    }
+  }
 };
 
 } // namespace
@@ -44,14 +56,11 @@ void attentionForward(const AttentionParams &p, int64_t n, uint64_t key,
         int64_t tc = std::min(kernels::kAttnQueryTile, p.t - t0);
         for (int64_t r = 0; r < tc; ++r)
           kernels::attnRowBegin(p, rows[r]);
-        for (int64_t s0 = 0; s0 < p.s; s0 += tiles.size) {
-          int64_t sc = std::min(tiles.size, p.s - s0);
-          kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc,
-                                tiles.k.data(), tiles.v.data(), 0, 1);
+        tiles.walk(p, a, h, [&](int64_t s0, int64_t sc) {
           for (int64_t r = 0; r < tc; ++r)
             kernels::attnForwardKeys(p, a, key, firstSample, h, t0 + r, s0, sc,
                                      tiles.k.data(), tiles.v.data(), rows[r]);
-        }
+        });
         for (int64_t r = 0; r < tc; ++r) {
           int64_t row = (i * p.heads + h) * p.t + t0 + r;
           kernels::attnRowEnd(p, rows[r], o + row * p.dv, lse + row);
@@ -86,17 +95,14 @@ void attentionBackward(const AttentionParams &p, int64_t n, uint64_t key,
             kernels::attnGradQBegin(p, oS + row * p.dv, dOS + row * p.dv,
                                     rows[r]);
           }
-          for (int64_t s0 = 0; s0 < p.s; s0 += tiles.size) {
-            int64_t sc = std::min(tiles.size, p.s - s0);
-            kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc,
-                                  tiles.k.data(), tiles.v.data(), 0, 1);
+          tiles.walk(p, a, h, [&](int64_t s0, int64_t sc) {
             for (int64_t r = 0; r < tc; ++r) {
               int64_t row = h * p.t + t0 + r;
               kernels::attnGradQKeys(p, a, key, firstSample, h, t0 + r,
                                      dOS + row * p.dv, lseS[row], s0, sc,
                                      tiles.k.data(), tiles.v.data(), rows[r]);
             }
-          }
+          });
           for (int64_t r = 0; r < tc; ++r)
             kernels::attnGradQEnd(p, rows[r],
                                   dq + ((i * p.heads + h) * p.t + t0 + r) * p.d,

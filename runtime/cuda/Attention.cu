@@ -34,13 +34,29 @@ unsigned blocksFor(int64_t tiles) {
   return static_cast<unsigned>(tiles < (1 << 20) ? tiles : (1 << 20));
 }
 
+/// The key tiles of head h, one after another: the block loads each into
+/// shared memory (every thread a share), then `step(s0, count)` runs.
+template <typename Step>
+__device__ void walkKeyTiles(const AttentionParams &p, const AttnSample &a,
+                             int64_t h, float *kTile, float *vTile, int64_t kc,
+                             Step step) {
+  for (int64_t s0 = 0; s0 < p.s; s0 += kc) {
+    int64_t sc = p.s - s0 < kc ? p.s - s0 : kc;
+    __syncthreads();
+    kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, kTile, vTile,
+                          threadIdx.x, blockDim.x);
+    __syncthreads();
+    step(s0, sc);
+  }
+}
+
 /// Block: kAttnQueryTile query rows of one sample and head.
 __global__ void attentionKernel(AttentionParams p, int64_t n, uint64_t key,
                                 int64_t firstSample, const float *q,
                                 const float *k, const float *v,
                                 const float *mask, float *o, float *lse) {
   __shared__ float tile[kTileFloats];
-  int64_t perHead = (p.t + kAttnQueryTile - 1) / kAttnQueryTile;
+  int64_t perHead = kernels::attnTiles(p.t);
   int64_t tiles = n * p.heads * perHead;
   int64_t kc = kernels::attnKeyTile(p);
   float *kTile = tile, *vTile = tile + kc * p.d;
@@ -50,16 +66,11 @@ __global__ void attentionKernel(AttentionParams p, int64_t n, uint64_t key,
     AttnSample a = sampleOf(p, i, q, k, v, mask);
     kernels::AttnRow row;
     kernels::attnRowBegin(p, row);
-    for (int64_t s0 = 0; s0 < p.s; s0 += kc) {
-      int64_t sc = p.s - s0 < kc ? p.s - s0 : kc;
-      __syncthreads();
-      kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, kTile,
-                            vTile, threadIdx.x, blockDim.x);
-      __syncthreads();
+    walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
       if (t < p.t)
         kernels::attnForwardKeys(p, a, key, firstSample, h, t, s0, sc, kTile,
                                  vTile, row);
-    }
+    });
     if (t < p.t) {
       int64_t r = (i * p.heads + h) * p.t + t;
       kernels::attnRowEnd(p, row, o + r * p.dv, lse + r);
@@ -75,7 +86,7 @@ __global__ void attentionGradQKernel(AttentionParams p, int64_t n, uint64_t key,
                                      const float *lse, const float *dO,
                                      float *dq, bool acc) {
   __shared__ float tile[kTileFloats];
-  int64_t perHead = (p.t + kAttnQueryTile - 1) / kAttnQueryTile;
+  int64_t perHead = kernels::attnTiles(p.t);
   int64_t tiles = n * p.heads * perHead;
   int64_t kc = kernels::attnKeyTile(p);
   float *kTile = tile, *vTile = tile + kc * p.d;
@@ -87,16 +98,11 @@ __global__ void attentionGradQKernel(AttentionParams p, int64_t n, uint64_t key,
     kernels::AttnQGrad grad;
     if (t < p.t)
       kernels::attnGradQBegin(p, o + r * p.dv, dO + r * p.dv, grad);
-    for (int64_t s0 = 0; s0 < p.s; s0 += kc) {
-      int64_t sc = p.s - s0 < kc ? p.s - s0 : kc;
-      __syncthreads();
-      kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, kTile,
-                            vTile, threadIdx.x, blockDim.x);
-      __syncthreads();
+    walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
       if (t < p.t)
         kernels::attnGradQKeys(p, a, key, firstSample, h, t, dO + r * p.dv,
                                lse[r], s0, sc, kTile, vTile, grad);
-    }
+    });
     if (t < p.t)
       kernels::attnGradQEnd(p, grad, dq + r * p.d, acc);
   }
@@ -112,7 +118,7 @@ __global__ void attentionGradKVKernel(AttentionParams p, int64_t n,
                                       const float *dO, float *dk, float *dv,
                                       bool accK, bool accV) {
   __shared__ float tile[kTileFloats];
-  int64_t perHead = (p.s + kAttnQueryTile - 1) / kAttnQueryTile;
+  int64_t perHead = kernels::attnTiles(p.s);
   int64_t tiles = n * p.kvHeads * perHead;
   int64_t qc = kernels::attnQueryTileOfKV(p);
   float *qTile = tile, *dOTile = qTile + qc * p.d;
@@ -154,7 +160,7 @@ __global__ void attentionGradKVKernel(AttentionParams p, int64_t n,
 void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
                             const float *q, const float *k, const float *v,
                             const float *mask, float *o, float *lse) {
-  int64_t tiles = n * p.heads * ((p.t + kAttnQueryTile - 1) / kAttnQueryTile);
+  int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
   attentionKernel<<<blocksFor(tiles), kAttnQueryTile, 0, impl->compute()>>>(
       p, n, dropoutKey(seed, iteration, taskKey), firstSample, q, k, v, mask, o,
       lse);
@@ -169,15 +175,14 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
                              bool accV) {
   uint64_t key = dropoutKey(seed, iteration, taskKey);
   if (dq) {
-    int64_t tiles = n * p.heads * ((p.t + kAttnQueryTile - 1) / kAttnQueryTile);
+    int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
     attentionGradQKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
                            impl->compute()>>>(p, n, key, firstSample, q, k, v,
                                               mask, o, lse, dO, dq, accQ);
     impl->done(*this, "attention dQ kernel");
   }
   if (dk || dv) {
-    int64_t tiles =
-        n * p.kvHeads * ((p.s + kAttnQueryTile - 1) / kAttnQueryTile);
+    int64_t tiles = n * p.kvHeads * kernels::attnTiles(p.s);
     attentionGradKVKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
                             impl->compute()>>>(
         p, n, key, firstSample, q, k, v, mask, o, lse, dO, dk, dv, accK, accV);

@@ -37,6 +37,11 @@ constexpr int64_t kAttnQueryTile = 64;
 /// Bytes a tile may take (CUDA's static shared memory per block).
 constexpr int64_t kAttnTileBytes = 48 * 1024;
 
+/// Tiles of kAttnQueryTile rows over `rows` rows (of one head).
+MEMFIT_HD int64_t attnTiles(int64_t rows) {
+  return (rows + kAttnQueryTile - 1) / kAttnQueryTile;
+}
+
 /// Key rows per tile: K and V rows in kAttnTileBytes.
 MEMFIT_HD int64_t attnKeyTile(const AttentionParams &p) {
   int64_t c = 64;
