@@ -14,7 +14,7 @@
 namespace memfit {
 namespace {
 
-/// A mixed-integer program in rows of (column, coefficient) terms; times in
+/// A linear program in rows of (column, coefficient) terms; times in
 /// milliseconds so the solver's tolerances are well above them.
 struct Program {
   std::vector<double> lo, hi, obj;
@@ -128,22 +128,17 @@ std::optional<double> roundBound(const TaskGraph &tg,
     });
   };
 
-  // The steps most over the budget, in order.
+  // The steps over the budget, most over first: where the program grows
+  // too large, the steps left out are the least constraining ones.
   std::vector<size_t> steps;
   for (size_t t = 0; t < n; ++t)
     if (lv.liveBytes[t] > arenaBudget)
       steps.push_back(t);
-  // Most over the budget first: where the program grows too large, the
-  // steps left out are the least constraining ones.
   std::stable_sort(steps.begin(), steps.end(), [&](size_t x, size_t y) {
     return lv.liveBytes[x] > lv.liveBytes[y];
   });
-  if (steps.size() > opts.maxSteps) {
-    std::stable_sort(steps.begin(), steps.end(), [&](size_t x, size_t y) {
-      return lv.liveBytes[x] > lv.liveBytes[y];
-    });
+  if (steps.size() > opts.maxSteps)
     steps.resize(opts.maxSteps);
-  }
   const double msOut = 1e3 / costs.d2hBytesPerSecond;
   const double msIn = 1e3 / costs.h2dBytesPerSecond;
   Program p;
