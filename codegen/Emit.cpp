@@ -25,7 +25,7 @@ llvm::Error Emitter::prepare() {
   for (const Instr &in : plan.round)
     if (in.kind == InstrKind::CopyOut || in.kind == InstrKind::CopyIn) {
       BlockId b = plan.residencies[in.residency].block;
-      if (b == tg.inputBlock || b == tg.labelBlock || slotOf[b] >= 0)
+      if (isBatchData(tg.blocks[b].kind) || slotOf[b] >= 0)
         continue;
       slotOf[b] = static_cast<int32_t>(slots.size());
       slots.push_back(b);
@@ -80,8 +80,12 @@ std::string Emitter::header() const {
 std::string Emitter::mainFile() const {
   std::ostringstream os;
   os << header();
-  os << "// Plan: policy " << plan.policy << ", batch " << plan.batch << " as "
-     << plan.numSubBatches << " sub-batches of " << plan.subBatch << ", arena "
+  os << "// Plan: policy " << plan.policy << ", batch " << plan.batch << " as ";
+  if (tg.chunks > 1)
+    os << tg.chunks << " chunks of " << plan.subBatch << " in one round";
+  else
+    os << plan.numSubBatches << " sub-batches of " << plan.subBatch;
+  os << ", arena "
      << plan.arenaBytes << " bytes + resident " << plan.residentBytes
      << " bytes (budget " << plan.budget << ").\n";
   os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
@@ -161,6 +165,8 @@ std::string Emitter::mainFile() const {
     extra += ",\n             .intInput = true,\n             .inputVocab = " +
              std::to_string(vocab);
   }
+  if (tg.chunks > 1)
+    extra += ",\n             .chunks = " + std::to_string(tg.chunks);
   if (tg.optimizer != OptimizerKind::SGD)
     extra += std::string(",\n             .optimizer = Optimizer::") +
              (tg.optimizer == OptimizerKind::Adam ? "Adam" : "AdamW");
@@ -238,6 +244,14 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
   std::set<ResidencyId> curRes;
   std::set<OpId> curOps;
   int count = 0;
+  // In a batch split into chunks: the chunk the calls so far work on.
+  int32_t chunk = -1;
+  auto setChunk = [&](int32_t c) {
+    if (c >= 0 && c != chunk) {
+      cur += "  x.setChunk(" + std::to_string(c) + ");\n";
+      chunk = c;
+    }
+  };
   auto flush = [&]() {
     bodies.push_back(cur);
     usedRes.push_back(curRes);
@@ -264,6 +278,7 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
       if (in.recompute)
         note += ", recomputed";
       cur += note + "\n";
+      setChunk(t.chunk);
       for (ResidencyId r : in.operands)
         if (r >= 0)
           curRes.insert(r);
@@ -285,9 +300,11 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
     }
     case InstrKind::CopyIn: {
       BlockId b = plan.residencies[in.residency].block;
-      if (b == tg.inputBlock)
+      if (isBatchData(tg.blocks[b].kind))
+        setChunk(tg.blocks[b].chunk);
+      if (tg.blocks[b].kind == BlockKind::Input)
         cur += "  x.loadInput(" + useRes(in.residency) + ");\n";
-      else if (b == tg.labelBlock)
+      else if (tg.blocks[b].kind == BlockKind::Label)
         cur += "  x.loadLabels(" + useRes(in.residency) + ");\n";
       else
         cur +=

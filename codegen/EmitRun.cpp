@@ -69,25 +69,33 @@ public:
       : EmitContext(e.taskGraph(), t, std::move(params)), e(e), res(res),
         index(index) {}
 
-  std::string value(ValueId v) override { return e.ptr(tg.valueBlock[v], res); }
+  std::string value(ValueId v) override {
+    return e.ptr(tg.valueBlockIn(v, task.chunk), res);
+  }
   std::string valueIfRead(ValueId v) override {
-    BlockId b = tg.valueBlock[v];
+    BlockId b = tg.valueBlockIn(v, task.chunk);
     bool read = b >= 0 && (isWeightSide(tg.blocks[b].kind) ||
                            res.count(storageOf(tg, b)));
     return read ? e.ptr(b, res) : std::string("nullptr");
   }
   std::string grad(ValueId v) override {
-    return tg.gradBlock[v] >= 0 ? e.ptr(tg.gradBlock[v], res) : "nullptr";
+    BlockId gb = tg.gradBlockIn(v, task.chunk);
+    return gb >= 0 ? e.ptr(gb, res) : "nullptr";
   }
   bool writesGrad(ValueId v) override {
-    BlockId gb = tg.gradBlock[v];
+    BlockId gb = tg.gradBlockIn(v, task.chunk);
     return gb >= 0 && std::find(task.writes.begin(), task.writes.end(), gb) !=
                           task.writes.end();
   }
   std::string accumulates(ValueId v) override {
-    return writesGrad(v) ? e.accFlag(task, tg.gradBlock[v], index) : "false";
+    return writesGrad(v)
+               ? e.accFlag(task, tg.gradBlockIn(v, task.chunk), index)
+               : "false";
   }
   std::string block(BlockId b) override { return e.ptr(b, res); }
+  std::string accumulatesBlock(BlockId b) override {
+    return e.accFlag(task, b, index);
+  }
 
 private:
   Emitter &e;

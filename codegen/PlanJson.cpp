@@ -178,6 +178,8 @@ std::string planToJson(const PlanReport &r) {
   j["batch"] = r.batch;
   j["sub_batch"] = r.subBatch;
   j["sub_batches"] = r.numSubBatches;
+  if (r.chunks > 1) // written only when used: older plans read the same
+    j["chunks"] = r.chunks;
   j["budget_bytes"] = r.budgetBytes;
   j["exact"] = r.exact;
   json tried = json::array();
@@ -284,6 +286,7 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
   r.batch = rd.integer(root, "", "batch", 1);
   r.subBatch = rd.integer(root, "", "sub_batch", 1);
   r.numSubBatches = rd.integer(root, "", "sub_batches", 1);
+  r.chunks = static_cast<int32_t>(rd.integer(root, "", "chunks", 1, false));
   r.budgetBytes = rd.integer(root, "", "budget_bytes");
   r.events = static_cast<int32_t>(rd.integer(root, "", "events"));
 

@@ -17,7 +17,7 @@ std::string blockDecision(const TaskGraph &tg, const Plan &plan, BlockId b) {
     return "resident";
   if (blk.viewOf >= 0)
     return "view";
-  if (b == tg.inputBlock || b == tg.labelBlock)
+  if (isBatchData(blk.kind))
     return "load";
   switch (b < (BlockId)plan.decisions.size() ? plan.decisions[b]
                                              : BlockDecision::Keep) {
@@ -67,6 +67,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   r.batch = plan.batch;
   r.subBatch = plan.subBatch;
   r.numSubBatches = plan.numSubBatches;
+  r.chunks = plan.chunks;
   r.budgetBytes = plan.budget;
   r.notes = ctx.notes;
   r.exact = ctx.exact;

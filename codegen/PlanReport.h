@@ -103,6 +103,8 @@ struct PlanReport {
   std::string model, modelFile, device, policy;
   ReportProfile profile;
   int64_t batch = 0, subBatch = 0, numSubBatches = 0, budgetBytes = 0;
+  /// > 1: the batch in this many chunks of subBatch inside one round.
+  int32_t chunks = 1;
   /// The plan computes what the model computes at the batch (up to the
   /// order of float sums); a note says why not when false.
   bool exact = true;

@@ -127,7 +127,12 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
   os << llvm::formatv("in place   {0} tasks per round write their output "
                       "over their input\n",
                       s.inPlaceRuns);
-  if (r.numSubBatches == 1)
+  if (r.chunks > 1)
+    os << llvm::formatv("sub-batch  none: the batch of {0} in one round, as "
+                        "{1} chunks of {2} (BatchNorm statistics gathered "
+                        "over the whole batch)",
+                        r.batch, r.chunks, r.subBatch);
+  else if (r.numSubBatches == 1)
     os << llvm::formatv("sub-batch  none: the whole batch of {0} in one round",
                         r.batch);
   else
@@ -260,6 +265,7 @@ std::string reportToJson(const PlanReport &r, const ReportTextOptions &opts) {
   j["sub_batch"] = {{"batch", r.batch},
                     {"sub_batch", r.subBatch},
                     {"sub_batches", r.numSubBatches},
+                    {"chunks", r.chunks},
                     {"eq3_sub_batch", s.eq3SubBatch},
                     {"tried", tried}};
   j["exact"] = r.exact;

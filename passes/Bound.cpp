@@ -93,8 +93,8 @@ std::optional<double> roundBound(const TaskGraph &tg,
   size_t n = order.size();
   double load = 0;
   if (first)
-    for (BlockId blk : {tg.inputBlock, tg.labelBlock})
-      if (blk >= 0)
+    for (BlockId blk = 0; blk < (BlockId)tg.blocks.size(); ++blk)
+      if (isBatchData(tg.blocks[blk].kind) && tg.blocks[blk].chunk <= 0)
         load +=
             double(tg.blocks[blk].bytesAt(b)) * 1e3 / costs.h2dBytesPerSecond;
   std::vector<double> before(n + 1, load); // ms before each step can start

@@ -30,8 +30,11 @@ Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
     for (BlockId b : t.writes)
       touch(b, s);
   }
-  for (BlockId b : {tg.inputBlock, tg.labelBlock})
-    if (b >= 0 && lv.start[storageOf(tg, b)] >= 0)
+  // The round's data arrives as it starts; in a graph split along the
+  // batch, only the first chunk's (the others arrive as they are needed).
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
+    if (isBatchData(tg.blocks[b].kind) && tg.blocks[b].chunk <= 0 &&
+        lv.start[storageOf(tg, b)] >= 0)
       lv.start[storageOf(tg, b)] = 0;
 
   size_t steps = lv.order.size();

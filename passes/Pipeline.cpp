@@ -53,6 +53,36 @@ llvm::Expected<Candidate> planIdeal(const TaskGraph &tg,
                   true, 0);
 }
 
+/// A whole-batch plan further than this from the ideal time makes memfit
+/// try the batch in chunks too (where it must stay whole to be exact).
+constexpr double kChunkWhenOver = 0.01;
+
+/// The policy's candidates in rounds of whole (sub-)batches, and the
+/// fastest of them.
+llvm::Expected<Candidate>
+searchWholeRounds(const TaskGraph &tg, const CostTableFn &tableAt,
+                  const std::vector<TaskId> &order, const PlanRequest &req,
+                  const PlanRequest &resolved, PlanOutcome &out,
+                  Candidate ideal) {
+  auto variants = firstPhaseVariants(tg, tableAt, order, req, resolved.budget,
+                                     out.eq3SubBatch);
+  if (!variants)
+    return variants.takeError();
+  CandidateSearch search(tg, tableAt, order, req, resolved, out,
+                         std::move(ideal));
+  search.runAll(*variants);
+  if (req.policy == Policy::Memfit && search.best()) {
+    // Second phase: at the best sub-batch so far and at the whole batch, the
+    // recompute sets of Chen et al. (segments between cut values), with
+    // memfit's rules and with theirs, so memfit is never worse than
+    // chen-sqrt either.
+    std::vector<Variant> chen =
+        chenPhaseVariants(tg, order, req, search.best()->plan.subBatch);
+    search.runAll(chen);
+  }
+  return search.takeBest();
+}
+
 /// Final verification: the winner must pass the verifier before it is
 /// summarised and returned.
 llvm::Error finishOutcome(const TaskGraph &tg, Candidate best,
@@ -79,6 +109,10 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   // Exact by default: whole batches where sub-batches would change
   // statistics over the batch.
   bool coupled = statisticsOverBatch(tg);
+  // Whole batches, or (memfit's own plans, sub-batch not forced) the batch
+  // in chunks inside the round.
+  bool chunking = coupled && !req.subBatchStatistics && req.chunking &&
+                  req.policy == Policy::Memfit && req.forcedSubBatch == 0;
   if (coupled && !req.subBatchStatistics) {
     if (req.forcedSubBatch > 0 && req.forcedSubBatch < req.batch)
       return makeErrorF(
@@ -91,8 +125,10 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   std::vector<TaskId> order = taskOrder(tg, req.order);
   PlanOutcome out;
   // The smallest sub-batch a plan may use sets the floor.
-  out.lowerBound =
-      computeLowerBound(tg, coupled && !req.subBatchStatistics ? req.batch : 1);
+  out.lowerBound = !coupled || req.subBatchStatistics
+                       ? computeLowerBound(tg, 1)
+                   : chunking ? exactLowerBound(tg, req.batch)
+                              : computeLowerBound(tg, req.batch);
 
   auto ideal = planIdeal(tg, tableAt, order, req);
   if (!ideal)
@@ -106,33 +142,38 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     return budget.takeError();
   r.budget = out.budget = *budget;
 
-  auto variants =
-      firstPhaseVariants(tg, tableAt, order, req, r.budget, out.eq3SubBatch);
-  if (!variants)
-    return variants.takeError();
-  CandidateSearch search(tg, tableAt, order, req, r, out, std::move(*ideal));
-  search.runAll(*variants);
-  if (req.policy == Policy::Memfit && search.best()) {
-    // Second phase: at the best sub-batch so far and at the whole batch, the
-    // recompute sets of Chen et al. (segments between cut values), with
-    // memfit's rules and with theirs, so memfit is never worse than
-    // chen-sqrt either.
-    std::vector<Variant> chen =
-        chenPhaseVariants(tg, order, req, search.best()->plan.subBatch);
-    search.runAll(chen);
+  auto best = searchWholeRounds(tg, tableAt, order, req, r, out,
+                                std::move(*ideal));
+  if (chunking && (!best || best->sim.iterationSeconds >
+                                out.idealSeconds * (1 + kChunkWhenOver))) {
+    auto split = searchChunks(tg, tableAt, order, r, out);
+    if (!split) {
+      if (!best)
+        llvm::consumeError(best.takeError());
+      return split.takeError();
+    }
+    if (*split && (!best || (*split)->c.sim.iterationSeconds <
+                                best->sim.iterationSeconds)) {
+      if (!best)
+        llvm::consumeError(best.takeError());
+      best = std::move((*split)->c);
+      out.chunked = std::move((*split)->graph);
+    }
   }
-  auto best = search.takeBest();
   if (!best)
     return best.takeError();
 
-  if (auto err = finishOutcome(tg, std::move(*best), out))
+  const TaskGraph &planned = out.graph(tg);
+  if (auto err = finishOutcome(planned, std::move(*best), out))
     return err;
   out.exact = !coupled || out.plan.numSubBatches == 1;
   if (req.bound) {
-    Tables tb = tablesFor(tableAt, req.batch, out.plan.subBatch);
-    out.bound =
-        iterationBound(tg, out.plan, tb.full, tb.last ? &*tb.last : nullptr, {},
-                       &out.boundWhy);
+    Tables tb = out.chunked
+                    ? chunkedTables(*out.chunked, tableAt, req.batch)
+                    : tablesFor(tableAt, req.batch, out.plan.subBatch);
+    out.bound = iterationBound(planned, out.plan, tb.full,
+                               tb.last ? &*tb.last : nullptr, {},
+                               &out.boundWhy);
   }
   out.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

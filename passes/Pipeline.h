@@ -15,6 +15,7 @@
 
 #include "compiler/ir/Plan.h"
 #include "passes/Bound.h"
+#include "passes/Chunk.h"
 #include "passes/LowerBound.h"
 #include "passes/Order.h"
 #include "passes/Schedule.h"
@@ -22,6 +23,8 @@
 #include "passes/SubBatch.h"
 
 #include "llvm/Support/Error.h"
+
+#include <memory>
 
 namespace memfit {
 
@@ -44,6 +47,9 @@ struct PlanRequest {
   /// Prove a lower bound on the iteration time of the plans with the
   /// winner's order and sub-batch (Bound.h).
   bool bound = true;
+  /// Where whole batches are needed for exact semantics, memfit may also
+  /// split the batch into chunks inside the round (Chunk.h).
+  bool chunking = true;
 };
 
 struct PlanOutcome {
@@ -57,6 +63,15 @@ struct PlanOutcome {
   /// The plan computes what the model computes at the batch, up to the
   /// order of float sums; false when sub-batches change batch statistics.
   bool exact = true;
+  /// When the plan splits the batch into chunks: the split graph it is a
+  /// plan of (the model's TaskGraph otherwise).
+  std::shared_ptr<const ChunkedGraph> chunked;
+  /// Chunk counts tried and their predicted iteration time.
+  std::vector<std::pair<int32_t, double>> chunksTried;
+  /// The task graph `plan` schedules: the split one, or the model's.
+  const TaskGraph &graph(const TaskGraph &model) const {
+    return chunked ? chunked->tg : model;
+  }
   /// A proven lower bound on the iteration time of every plan with this
   /// plan's order and sub-batch under its budget; none when not asked for
   /// or not computed (`boundWhy` says why).

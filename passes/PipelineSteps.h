@@ -117,6 +117,27 @@ private:
   llvm::Error internalErr = llvm::Error::success();
 };
 
+// --- the batch split into chunks (PipelineChunks.cpp) ---
+
+struct ChunkedCandidate {
+  std::shared_ptr<const ChunkedGraph> graph;
+  Candidate c;
+};
+
+/// memfit's plans with the batch split into chunks inside the round, for a
+/// model that needs whole batches to stay exact: the chunk counts from
+/// chunkCounts whose floor fits `resolved.budget`, fewest first, until more
+/// chunks stop helping. The fastest (its plan's batch and chunks set), or
+/// none; errors only for memfit's own faults. Records what it tried.
+llvm::Expected<std::optional<ChunkedCandidate>>
+searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
+             const std::vector<TaskId> &order, const PlanRequest &resolved,
+             PlanOutcome &out);
+
+/// The split graph's cost tables at its chunk size.
+Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
+                     int64_t batch);
+
 } // namespace memfit::pipeline
 
 #endif

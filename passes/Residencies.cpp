@@ -36,10 +36,11 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
     convOutput[b] =
         recomputable[b] &&
         isConvolution(tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind);
-  for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
-    state[b].hasContent = true;
-    state[b].hostValid = true;
-  }
+  for (BlockId b = 0; b < (BlockId)nb; ++b)
+    if (isBatchData(tg.blocks[b].kind)) {
+      state[b].hasContent = true;
+      state[b].hostValid = true;
+    }
   for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
     const Task &task = tg.tasks[order[s]];
     for (const auto *list : {&task.reads, &task.writes})

@@ -394,7 +394,7 @@ void Scheduler::finishRound() {
   plan.budget = rules.unbounded ? plan.totalBytes() : opts.budget;
   plan.summary.peakArenaBytes = arena.highWater();
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
-    if (blocks[b].everOffloaded && b != tg.inputBlock && b != tg.labelBlock)
+    if (blocks[b].everOffloaded && !isBatchData(tg.blocks[b].kind))
       plan.decisions[b] = BlockDecision::Offload;
   explainDecisions();
 }

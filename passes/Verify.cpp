@@ -89,9 +89,21 @@ void Verifier::access(int copy, ResidencyId r, int32_t g, Stream s) {
 
 llvm::Error Verifier::checkStatic() {
   where = "plan";
+  // Chunks inside the round cover the batch exactly; sub-batches do with
+  // the last one possibly smaller.
+  int64_t perRound = plan.subBatch * std::max<int64_t>(plan.chunks, 1);
+  if (plan.chunks != tg.chunks ||
+      (plan.chunks > 1 &&
+       (plan.numSubBatches != 1 || perRound != plan.batch)))
+    return fail("structure",
+                llvm::formatv("{0} chunks of {1} in {2} rounds do not match "
+                              "the task graph's {3} chunks of batch {4}",
+                              plan.chunks, plan.subBatch, plan.numSubBatches,
+                              tg.chunks, plan.batch)
+                    .str());
   if (plan.subBatch <= 0 || plan.numSubBatches <= 0 ||
-      plan.subBatch * (plan.numSubBatches - 1) >= plan.batch ||
-      plan.subBatch * plan.numSubBatches < plan.batch)
+      perRound * (plan.numSubBatches - 1) >= plan.batch ||
+      perRound * plan.numSubBatches < plan.batch)
     return fail("structure",
                 llvm::formatv("{0} sub-batches of {1} do not cover batch {2}",
                               plan.numSubBatches, plan.subBatch, plan.batch)
@@ -433,9 +445,8 @@ llvm::Error Verifier::run() {
     return err;
   size_t nb = tg.blocks.size(), nres = plan.residencies.size();
   isInput.assign(nb, false);
-  for (BlockId b : {tg.inputBlock, tg.labelBlock})
-    if (b >= 0)
-      isInput[b] = true;
+  for (BlockId b = 0; b < (BlockId)nb; ++b)
+    isInput[b] = isBatchData(tg.blocks[b].kind);
   eventClock.assign(plan.numEvents, Clock{});
   eventRecorded.assign(plan.numEvents, false);
   runs.assign(tg.tasks.size(), 0);

@@ -53,6 +53,9 @@ struct ProgramInfo {
   bool intInput = false;
   int64_t inputVocab = 0;
   Optimizer optimizer = Optimizer::SGD;
+  /// The round works on the batch in this many chunks of subBatch samples
+  /// (Exec::setChunk), numSubBatches being 1.
+  int32_t chunks = 1;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -90,6 +93,12 @@ public:
   /// Adam's step count t of this iteration's update (1 for the first).
   uint64_t step = 1;
   bool accumulateWeights() const { return subBatchIndex > 0; }
+  /// In a program whose batch is split into chunks inside the round: the
+  /// calls that follow work on chunk c's samples.
+  void setChunk(int32_t c) {
+    firstSample = c * prog.subBatch;
+    n = prog.subBatch;
+  }
 
   // --- memory ---
   float *arena(int64_t offset);
@@ -156,6 +165,17 @@ public:
   void bnBackwardWeight(const BatchNormParams &p, const float *x,
                         const float *saved, const float *dy, float *dscale,
                         float *dbias, bool acc);
+  /// A batch split into chunks (runtime/Kernels.h): statistics of this
+  /// chunk combined into `stats`, the batch's finalized, and BP-data from
+  /// the batch's sums (the weight gradients).
+  void bnStatistics(const BatchNormParams &p, const float *x, float *stats,
+                    bool acc);
+  void bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
+                  float *runVar);
+  void bnBackwardDataBatch(const BatchNormParams &p, const float *x,
+                           const float *scale, const float *saved,
+                           const float *dscale, const float *dbias,
+                           const float *dy, float *dx, bool acc);
   void lrnForward(const LRNParams &p, const float *x, float *y);
   void lrnBackward(const LRNParams &p, const float *x, const float *y,
                    const float *dy, float *dx, bool acc);

@@ -118,6 +118,21 @@ void batchNormBackwardWeight(const BatchNormParams &p, int64_t n,
                              const float *x, const float *savedMean,
                              const float *savedInvStd, const float *dy,
                              float *dscale, float *dbias, bool accumulate);
+// A batch split into chunks (passes/Chunk.h): each chunk's statistics are
+// combined into the stats block (kernels::bnChunkState), the first chunk
+// run starting the combination; Finalize saves the batch's mean and inverse
+// deviation there and updates the running statistics once; BP-data of a
+// chunk takes the batch's sums of dy * xhat and dy from the weight
+// gradients, over `batchCount` values per channel.
+void batchNormChunkStatistics(const BatchNormParams &p, int64_t n,
+                              const float *x, float *stats, bool accumulate);
+void batchNormFinalize(const BatchNormParams &p, float *stats, float *runMean,
+                       float *runVar);
+void batchNormBackwardDataBatch(const BatchNormParams &p, int64_t n,
+                                double batchCount, const float *x,
+                                const float *scale, const float *saved,
+                                const float *sumDyXhat, const float *sumDy,
+                                const float *dy, float *dx, bool accumulate);
 
 struct LRNParams {
   int64_t c, spatial;

@@ -1,8 +1,9 @@
 //===- PipelineTest.cpp - What planTraining promises, end to end ----------===//
 //
-// Exact by default: a model with BatchNorm is planned in whole batches
-// unless the request allows sub-batch statistics; a model without it keeps
-// free sub-batching, which is exact.
+// Exact by default: a model with BatchNorm is planned in whole batches, or
+// with the batch split into chunks inside one round, unless the request
+// allows sub-batch statistics; a model without it keeps free sub-batching,
+// which is exact.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Pipeline.h"
@@ -25,17 +26,30 @@ TEST_CASE("a model with BatchNorm is planned in whole batches unless asked",
   REQUIRE(split->plan.numSubBatches > 1);
   CHECK_FALSE(split->exact);
   CHECK(split->lowerBound.subBatch == 1);
-  auto refused = m.plan(0.7, false);
+  auto refused = m.plan(0.7, false, 0, /*chunking=*/false);
   REQUIRE_FALSE(static_cast<bool>(refused));
   std::string why = llvm::toString(refused.takeError());
   CHECK(why.find("at sub-batch 16") != std::string::npos);
   CHECK(why.find("--sub-batch-statistics") != std::string::npos);
-  auto exact = m.plan(0.9, false);
+  auto exact = m.plan(0.9, false, 0, /*chunking=*/false);
   REQUIRE(static_cast<bool>(exact));
   CHECK(exact->plan.numSubBatches == 1);
   CHECK(exact->exact);
   CHECK(exact->lowerBound.subBatch == 16);
   CHECK(exact->lowerBound.bytes > split->lowerBound.bytes);
+  // memfit's own search splits the batch into chunks inside the round
+  // instead, which keeps the statistics over the whole batch: the same
+  // 70% now has an exact plan, and the floor is at the smallest chunk.
+  auto chunked = m.plan(0.7, false);
+  REQUIRE(static_cast<bool>(chunked));
+  CHECK(chunked->exact);
+  REQUIRE(chunked->chunked);
+  CHECK(chunked->plan.numSubBatches == 1);
+  CHECK(chunked->plan.chunks == chunked->chunked->tg.chunks);
+  CHECK(chunked->plan.chunks * chunked->plan.subBatch == 16);
+  CHECK(chunked->lowerBound.subBatch == 1);
+  CHECK(chunked->lowerBound.bytes < exact->lowerBound.bytes);
+  CHECK(chunked->plan.totalBytes() <= chunked->budget);
   // Asking for a smaller sub-batch without allowing its statistics is an
   // error that says how to allow it.
   auto forced = m.plan(1.0, false, 4);

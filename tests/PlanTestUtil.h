@@ -38,8 +38,9 @@ struct Planned {
     model = std::move(*m);
   }
   llvm::Expected<PlanOutcome> plan(double fraction, bool statistics,
-                                   int64_t forced = 0) {
+                                   int64_t forced = 0, bool chunking = true) {
     PlanRequest req;
+    req.chunking = chunking;
     req.batch = graph.batch;
     req.budgetFraction = fraction;
     req.subBatchStatistics = statistics;

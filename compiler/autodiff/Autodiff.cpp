@@ -337,12 +337,7 @@ llvm::Expected<TaskGraph> Builder::build() {
                        std::move(writes));
     tg.tasks[t].name = "update(" + wv.name + ")";
   }
-  for (Task &t : tg.tasks) {
-    t.accumulates.clear();
-    for (BlockId b : t.writes)
-      t.accumulates.push_back(tg.blocks[b].kind != BlockKind::Weight &&
-                              tg.blocks[b].writers.size() > 1);
-  }
+  setAccumulateFlags(tg);
   if (auto err = verifyTaskGraph(tg))
     return makeInternalErrorF("malformed task graph: {0}", *err);
   return std::move(tg);

@@ -83,6 +83,9 @@ struct Plan {
   int64_t batch = 0;
   int64_t subBatch = 0;      // b
   int64_t numSubBatches = 0; // K = ceil(batch / b); the last may be smaller
+  /// > 1: the batch runs as this many chunks of `subBatch` inside one round
+  /// (TaskGraph::chunks; numSubBatches is then 1).
+  int32_t chunks = 1;
   int64_t budget = 0;
   int64_t residentBytes = 0; // weights, gradients, optimizer state
   int64_t arenaBytes = 0;    // the one region activations etc. live in

@@ -184,6 +184,15 @@ std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t) {
   return InPlacePair{x, y};
 }
 
+void setAccumulateFlags(TaskGraph &tg) {
+  for (Task &t : tg.tasks) {
+    t.accumulates.clear();
+    for (BlockId b : t.writes)
+      t.accumulates.push_back(tg.blocks[b].kind != BlockKind::Weight &&
+                              tg.blocks[b].writers.size() > 1);
+  }
+}
+
 std::vector<bool> recomputableBlocks(const TaskGraph &tg) {
   std::vector<bool> out(tg.blocks.size(), false);
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {

@@ -73,11 +73,22 @@ struct Block {
   /// A view shares storage with `viewOf` (Flatten/Reshape outputs and their
   /// gradients): same bytes, no copy needed.
   BlockId viewOf = -1;
+  /// In a graph split along the batch (TaskGraph::chunks > 1): which chunk
+  /// of samples the block holds; -1 for blocks every chunk shares.
+  int32_t chunk = -1;
 
   int64_t bytesAt(int64_t subBatch) const {
     return perSampleBytes * subBatch + fixedBytes;
   }
 };
+
+/// Which part of an operator's work a task does. Whole everywhere but in a
+/// graph split along the batch, where a BatchNorm forward becomes
+/// Statistics per chunk (accumulated over the chunks), one Finalize (mean,
+/// inverse deviation and running statistics of the whole batch) and
+/// Normalize per chunk; its BP-data is then Normalize too: it reads the
+/// batch's sums from the weight gradients instead of summing its chunk.
+enum class TaskPart : uint8_t { Whole, Statistics, Finalize, Normalize };
 
 struct Task {
   TaskKind kind;
@@ -95,6 +106,10 @@ struct Task {
   /// Which gradient blocks in `writes` other tasks also write, so the writer
   /// must accumulate unless it runs first.
   std::vector<bool> accumulates;
+  /// In a graph split along the batch: the chunk of samples the task works
+  /// on (-1: a task every chunk shares, such as an update).
+  int32_t chunk = -1;
+  TaskPart part = TaskPart::Whole;
 };
 
 enum class LossKind : uint8_t { SoftmaxCrossEntropy, MSE };
@@ -149,10 +164,31 @@ struct TaskGraph {
   std::vector<Block> blocks;
   std::vector<Task> tasks;
   BlockId inputBlock = -1, labelBlock = -1, lossBlock = -1;
-  /// Per graph value: its Y block and its gradient block (-1 when none).
+  /// Per graph value: its Y block and its gradient block (-1 when none);
+  /// in a graph split along the batch, chunk 0's.
   std::vector<BlockId> valueBlock, gradBlock;
+  /// The batch runs as `chunks` chunks of samples in one round, every task
+  /// of a per-sample operator once per chunk, so that operators computing
+  /// statistics over the batch (BatchNorm) still see the whole batch
+  /// (passes/Chunk.h). Blocks are then sized at the chunk.
+  int32_t chunks = 1;
+  /// When chunks > 1: per chunk c and value v, at [c * values + v], its Y
+  /// and gradient blocks (shared blocks appear under every chunk).
+  std::vector<BlockId> chunkValueBlock, chunkGradBlock;
 
   const Block &block(BlockId id) const { return blocks[id]; }
+  /// The Y (gradient) block of value `v` that a task of chunk `chunk`
+  /// uses; valueBlock (gradBlock) when the graph is not split.
+  BlockId valueBlockIn(ValueId v, int32_t chunk) const {
+    return chunks > 1 && chunk >= 0
+               ? chunkValueBlock[chunk * valueBlock.size() + v]
+               : valueBlock[v];
+  }
+  BlockId gradBlockIn(ValueId v, int32_t chunk) const {
+    return chunks > 1 && chunk >= 0
+               ? chunkGradBlock[chunk * gradBlock.size() + v]
+               : gradBlock[v];
+  }
   const Task &task(TaskId id) const { return tasks[id]; }
 
   /// Bytes of weights, weight gradients and optimizer state.
@@ -169,6 +205,11 @@ struct TaskGraph {
 /// The order the task graph was built in (forward, loss, backward, update).
 std::vector<TaskId> builtOrder(const TaskGraph &tg);
 
+/// Data that arrives from the host each round: inputs and labels.
+inline bool isBatchData(BlockKind k) {
+  return k == BlockKind::Input || k == BlockKind::Label;
+}
+
 /// The block a view aliases, transitively; `b` itself when it is no view.
 BlockId storageOf(const TaskGraph &tg, BlockId b);
 
@@ -181,6 +222,10 @@ struct InPlacePair {
   BlockId input = -1, output = -1;
 };
 std::optional<InPlacePair> inPlacePair(const TaskGraph &tg, const Task &t);
+
+/// Sets every task's `accumulates`: a write to a non-weight block that
+/// other tasks also write adds to it unless it runs first.
+void setAccumulateFlags(TaskGraph &tg);
 
 /// Blocks a recompute can regenerate: forward outputs written by exactly
 /// one forward task (not the data input, gradients or saved statistics).

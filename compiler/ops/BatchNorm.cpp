@@ -4,7 +4,9 @@
 // saves the mean and inverse deviation its backward needs (a Stats block)
 // and updates the running statistics, operands 3 and 4, in place. A
 // recomputed forward applies the saved statistics instead and leaves the
-// running ones alone.
+// running ones alone. In a batch split into chunks (passes/Chunk.h) the
+// forward runs as statistics per chunk, one finalize and normalization per
+// chunk, and BP-data reads the batch's sums from the weight gradients.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
@@ -84,11 +86,50 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
           .str()};
 }
 
+/// The tasks of a BatchNorm split over chunks of the batch.
+llvm::Expected<EmittedCall> emitPart(EmitContext &x) {
+  const Op &op = x.op;
+  const Task &t = x.task;
+  ValueId in = op.inputs[0], y = op.outputs[0];
+  using llvm::formatv;
+  BlockId stats = t.kind == TaskKind::Forward ? t.reads.back() : t.reads[2];
+  switch (t.part) {
+  case TaskPart::Statistics:
+    stats = t.writes[0];
+    return EmittedCall{formatv("x.bnStatistics({0}, {1}, {2}, {3})", x.params,
+                               x.value(in), x.block(stats),
+                               x.accumulatesBlock(stats))
+                           .str()};
+  case TaskPart::Finalize:
+    return EmittedCall{formatv("x.bnFinalize({0}, {1}, {2}, {3})", x.params,
+                               x.block(t.writes[0]), x.value(op.inputs[3]),
+                               x.value(op.inputs[4]))
+                           .str()};
+  default:
+    break;
+  }
+  if (t.kind == TaskKind::Forward)
+    return EmittedCall{formatv("x.bnApply({0}, {1}, {2}, {3}, {4}, {5})",
+                               x.params, x.value(in), x.value(op.inputs[1]),
+                               x.value(op.inputs[2]), x.block(stats),
+                               x.value(y))
+                           .str()};
+  return EmittedCall{formatv("x.bnBackwardDataBatch({0}, {1}, {2}, {3}, {4}, "
+                             "{5}, {6}, {7}, {8})",
+                             x.params, x.value(in), x.value(op.inputs[1]),
+                             x.block(stats), x.grad(op.inputs[1]),
+                             x.grad(op.inputs[2]), x.grad(y),
+                             x.gradIfWritten(in), x.accumulates(in))
+                         .str()};
+}
+
 llvm::Expected<EmittedCall> emit(EmitContext &x) {
   const Op &op = x.op;
   const Task &t = x.task;
   ValueId in = op.inputs[0], y = op.outputs[0];
   using llvm::formatv;
+  if (t.part != TaskPart::Whole)
+    return emitPart(x);
   switch (t.kind) {
   case TaskKind::Forward:
     if (x.recompute) // the saved statistics, running ones untouched

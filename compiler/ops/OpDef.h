@@ -114,6 +114,9 @@ public:
   virtual std::string accumulates(ValueId v) = 0;
   /// Any block of the task by id (saved statistics).
   virtual std::string block(BlockId b) = 0;
+  /// Whether the task's write of block `b` adds to what is there (an
+  /// earlier task of the round wrote it).
+  virtual std::string accumulatesBlock(BlockId b) = 0;
 };
 
 /// The code of one task: statements without their final ';', or a comment

@@ -319,8 +319,8 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   case TaskKind::Forward:
     return EmittedCall{"// a view: the output shares its input's bytes", true};
   case TaskKind::BackwardData: {
-    if (storageOf(x.tg, x.tg.gradBlock[y]) ==
-        storageOf(x.tg, x.tg.gradBlock[in]))
+    if (storageOf(x.tg, x.tg.gradBlockIn(y, x.task.chunk)) ==
+        storageOf(x.tg, x.tg.gradBlockIn(in, x.task.chunk)))
       return EmittedCall{"// a view: the gradient already is the input's",
                          true};
     int64_t perSample = x.graph.value(in).elementsPerSample();

@@ -41,24 +41,33 @@ void batchNormApply(const BatchNormParams &p, int64_t n, const float *x,
                      y);
 }
 
+/// Channel ch's mean and sum of squared deviations over n samples, in two
+/// passes in double.
+static void channelMoments(const BatchNormParams &p, int64_t n, int64_t ch,
+                           const float *x, double &mean, double &sq) {
+  double sum = 0;
+  for (int64_t s = 0; s < n; ++s) {
+    const float *xs = x + (s * p.c + ch) * p.spatial;
+    for (int64_t q = 0; q < p.spatial; ++q)
+      sum += xs[q];
+  }
+  mean = sum / double(n * p.spatial);
+  sq = 0;
+  for (int64_t s = 0; s < n; ++s) {
+    const float *xs = x + (s * p.c + ch) * p.spatial;
+    for (int64_t q = 0; q < p.spatial; ++q)
+      sq += (xs[q] - mean) * (xs[q] - mean);
+  }
+}
+
 void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
                       const float *scale, const float *bias, float *runMean,
                       float *runVar, float *y, float *savedMean,
                       float *savedInvStd, bool updateRunning) {
   const double count = double(n * p.spatial);
   for (int64_t ch = 0; ch < p.c; ++ch) {
-    double sum = 0;
-    for (int64_t s = 0; s < n; ++s) {
-      const float *xs = x + (s * p.c + ch) * p.spatial;
-      for (int64_t q = 0; q < p.spatial; ++q)
-        sum += xs[q];
-    }
-    double mean = sum / count, sq = 0;
-    for (int64_t s = 0; s < n; ++s) {
-      const float *xs = x + (s * p.c + ch) * p.spatial;
-      for (int64_t q = 0; q < p.spatial; ++q)
-        sq += (xs[q] - mean) * (xs[q] - mean);
-    }
+    double mean, sq;
+    channelMoments(p, n, ch, x, mean, sq);
     savedMean[ch] = float(mean);
     savedInvStd[ch] = float(kernels::bnInvStd(p, count, sq));
     // y from the saved (float) statistics, exactly as batchNormApply
@@ -68,6 +77,51 @@ void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
     if (updateRunning)
       kernels::bnUpdateRunning(p, count, mean, sq, runMean[ch], runVar[ch]);
   }
+}
+
+void batchNormChunkStatistics(const BatchNormParams &p, int64_t n,
+                              const float *x, float *stats, bool accumulate) {
+  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+  const double count = double(n * p.spatial);
+  for (int64_t ch = 0; ch < p.c; ++ch) {
+    double mean, sq;
+    channelMoments(p, n, ch, x, mean, sq);
+    if (accumulate) {
+      kernels::bnCombine(st.mean[ch], st.m2[ch], *st.count, mean, sq, count);
+    } else {
+      st.mean[ch] = mean;
+      st.m2[ch] = sq;
+    }
+  }
+  *st.count = accumulate ? *st.count + count : count;
+}
+
+void batchNormFinalize(const BatchNormParams &p, float *stats, float *runMean,
+                       float *runVar) {
+  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+  for (int64_t ch = 0; ch < p.c; ++ch) {
+    stats[ch] = float(st.mean[ch]);
+    stats[p.c + ch] = float(kernels::bnInvStd(p, *st.count, st.m2[ch]));
+    kernels::bnUpdateRunning(p, *st.count, st.mean[ch], st.m2[ch], runMean[ch],
+                             runVar[ch]);
+  }
+}
+
+void batchNormBackwardDataBatch(const BatchNormParams &p, int64_t n,
+                                double batchCount, const float *x,
+                                const float *scale, const float *saved,
+                                const float *sumDyXhat, const float *sumDy,
+                                const float *dy, float *dx, bool accumulate) {
+  for (int64_t ch = 0; ch < p.c; ++ch)
+    for (int64_t s = 0; s < n; ++s) {
+      int64_t at = (s * p.c + ch) * p.spatial;
+      for (int64_t q = 0; q < p.spatial; ++q)
+        put(dx[at + q],
+            kernels::bnGrad(x[at + q], dy[at + q], scale[ch], saved[ch],
+                            saved[p.c + ch], double(sumDy[ch]) / batchCount,
+                            double(sumDyXhat[ch]) / batchCount),
+            accumulate);
+    }
 }
 
 namespace {

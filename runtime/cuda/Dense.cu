@@ -251,7 +251,7 @@ void Exec::softmaxBackward(int64_t features, bool log, const float *y,
 
 void Exec::loss(const float *logits, const void *labels, float *loss,
                 float *dlogits) {
-  const bool reset = subBatchIndex == 0;
+  const bool reset = firstSample == 0; // the first sub-batch or chunk
   if (prog.mseLoss)
     meanSquaredErrorKernel<<<1, kLossThreads, 0, impl->compute()>>>(
         n * prog.labelPerSample, prog.labelPerSample, prog.batch, logits,

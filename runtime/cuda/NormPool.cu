@@ -92,6 +92,22 @@ __device__ void forEachInChannel(int64_t n, int64_t c, int64_t spatial,
   }
 }
 
+/// Channel ch's mean and sum of squared deviations over n samples, in two
+/// passes in double, reduced over the block.
+__device__ void channelMoments(const BatchNormParams &p, int64_t n, int64_t ch,
+                               const float *x, double *scratch, double &mean,
+                               double &sq) {
+  double sum = 0;
+  forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) { sum += x[i]; });
+  mean = blockReduce(sum, SumOp(), 0.0, scratch) / double(n * p.spatial);
+  double part = 0;
+  forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+    double d = x[i] - mean;
+    part += d * d;
+  });
+  sq = blockReduce(part, SumOp(), 0.0, scratch);
+}
+
 __global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
                                 const float *scale, const float *bias,
                                 float *runMean, float *runVar, float *y,
@@ -99,15 +115,8 @@ __global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
   __shared__ double scratch[32];
   const double count = double(n * p.spatial);
   for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    double sum = 0;
-    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) { sum += x[i]; });
-    const double mean = blockReduce(sum, SumOp(), 0.0, scratch) / count;
-    double sq = 0;
-    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      double d = x[i] - mean;
-      sq += d * d;
-    });
-    sq = blockReduce(sq, SumOp(), 0.0, scratch);
+    double mean, sq;
+    channelMoments(p, n, ch, x, scratch, mean, sq);
     const float fm = float(mean), fi = float(kernels::bnInvStd(p, count, sq));
     if (threadIdx.x == 0) {
       saved[ch] = fm;
@@ -183,6 +192,63 @@ __global__ void bnBackwardWeightKernel(BatchNormParams p, int64_t n,
       if (dbias)
         put(dbias[ch], float(sumDy), acc);
     }
+  }
+}
+
+// A batch split into chunks: one block per channel combines the chunk's
+// mean and squared deviations into the stats block (thread 0, in the order
+// the CPU emulation combines them); finalize and BP-data as above.
+__global__ void bnChunkStatisticsKernel(BatchNormParams p, int64_t n,
+                                        const float *x, float *stats,
+                                        bool acc) {
+  __shared__ double scratch[32];
+  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+  const double count = double(n * p.spatial);
+  const double before = acc ? *st.count : 0;
+  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+    double mean, sq;
+    channelMoments(p, n, ch, x, scratch, mean, sq);
+    if (threadIdx.x == 0) {
+      if (acc) {
+        kernels::bnCombine(st.mean[ch], st.m2[ch], before, mean, sq, count);
+      } else {
+        st.mean[ch] = mean;
+        st.m2[ch] = sq;
+      }
+    }
+  }
+}
+
+__global__ void bnChunkCountKernel(BatchNormParams p, double count,
+                                   float *stats, bool acc) {
+  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+  *st.count = acc ? *st.count + count : count;
+}
+
+__global__ void bnFinalizeKernel(BatchNormParams p, float *stats,
+                                 float *runMean, float *runVar) {
+  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+  MEMFIT_GRID_LOOP(ch, p.c) {
+    stats[ch] = float(st.mean[ch]);
+    stats[p.c + ch] = float(kernels::bnInvStd(p, *st.count, st.m2[ch]));
+    kernels::bnUpdateRunning(p, *st.count, st.mean[ch], st.m2[ch], runMean[ch],
+                             runVar[ch]);
+  }
+}
+
+__global__ void bnBackwardDataBatchKernel(
+    BatchNormParams p, int64_t n, double batchCount, const float *x,
+    const float *scale, const float *saved, const float *sumDyXhat,
+    const float *sumDy, const float *dy, float *dx, bool acc) {
+  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+    const double meanDy = double(sumDy[ch]) / batchCount,
+                 meanDyXhat = double(sumDyXhat[ch]) / batchCount;
+    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+      put(dx[i],
+          kernels::bnGrad(x[i], dy[i], scale[ch], saved[ch], saved[p.c + ch],
+                          meanDy, meanDyXhat),
+          acc);
+    });
   }
 }
 
@@ -274,6 +340,37 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
   bnBackwardWeightKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
       p, n, x, saved, dy, dscale, dbias, acc);
   impl->done(*this, "batch normalization backward-weight kernel");
+}
+
+void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
+                        bool acc) {
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
+  bnChunkStatisticsKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
+      p, n, x, stats, acc);
+  // The count moves after every channel has read the one before.
+  bnChunkCountKernel<<<1, 1, 0, impl->compute()>>>(p, double(n * p.spatial),
+                                                   stats, acc);
+  impl->done(*this, "batch normalization chunk statistics kernel");
+}
+
+void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
+                      float *runVar) {
+  bnFinalizeKernel<<<gridFor(p.c), kThreads, 0, impl->compute()>>>(
+      p, stats, runMean, runVar);
+  impl->done(*this, "batch normalization finalize kernel");
+}
+
+void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
+                               const float *scale, const float *saved,
+                               const float *dscale, const float *dbias,
+                               const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
+  bnBackwardDataBatchKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
+      p, n, double(prog.batch * p.spatial), x, scale, saved, dscale, dbias, dy,
+      dx, acc);
+  impl->done(*this, "batch normalization backward-data kernel");
 }
 
 void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {

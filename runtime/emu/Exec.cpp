@@ -290,6 +290,23 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
   rt::batchNormBackwardWeight(p, n, x, saved, saved + p.c, dy, dscale, dbias,
                               acc);
 }
+void Exec::bnStatistics(const BatchNormParams &p, const float *x,
+                        float *stats, bool acc) {
+  rt::batchNormChunkStatistics(p, n, x, stats, acc);
+}
+void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
+                      float *runVar) {
+  rt::batchNormFinalize(p, stats, runMean, runVar);
+}
+void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
+                               const float *scale, const float *saved,
+                               const float *dscale, const float *dbias,
+                               const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  rt::batchNormBackwardDataBatch(p, n, double(prog.batch * p.spatial), x,
+                                 scale, saved, dscale, dbias, dy, dx, acc);
+}
 void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
   rt::lrnForward(p, n, x, y);
 }
@@ -449,7 +466,7 @@ void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
 }
 void Exec::loss(const float *logits, const void *labels, float *loss,
                 float *dlogits) {
-  if (subBatchIndex == 0)
+  if (firstSample == 0) // the first sub-batch or chunk starts the sum
     *loss = 0;
   if (prog.mseLoss) {
     rt::meanSquaredError(n, prog.labelPerSample, prog.batch, logits,

@@ -44,6 +44,29 @@ MEMFIT_HD double bnInvStd(const BatchNormParams &p, double count,
   return 1.0 / ::sqrt(sumSq / count + double(p.epsilon));
 }
 
+/// Where a batch split into chunks keeps a BatchNorm's running combination
+/// inside its stats block: after the float mean and inverse deviation
+/// (2 * c floats), per channel the mean and the sum of squared deviations
+/// in double, then the count of values combined so far.
+struct BnChunkState {
+  double *mean, *m2, *count;
+};
+MEMFIT_HD BnChunkState bnChunkState(const BatchNormParams &p,
+                                           float *stats) {
+  auto *d = reinterpret_cast<double *>(stats + 2 * p.c);
+  return {d, d + p.c, d + 2 * p.c};
+}
+
+/// Adds a chunk's mean and sum of squared deviations over `nb` values to
+/// the combination so far over `na` (Chan, Golub and LeVeque's pairwise
+/// update): the batch's statistics without a second pass over it.
+MEMFIT_HD void bnCombine(double &mean, double &m2, double na, double meanB,
+                         double m2B, double nb) {
+  double n = na + nb, delta = meanB - mean;
+  mean += delta * (nb / n);
+  m2 += m2B + delta * delta * (na * nb / n);
+}
+
 /// The term dy * xhat of the weight gradient's second reduction.
 MEMFIT_HD double bnDyXhat(float x, float dy, double mean, double invStd) {
   return double(dy) * ((double(x) - mean) * invStd);

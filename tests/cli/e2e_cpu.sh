@@ -85,6 +85,26 @@ check tiny-inception img.npy 45% '60 65 70 75 80 85 90'
 check tiny-bn img.npy 85% '60 65 70 75 80 85 90' --sub-batch 8
 check mlp vec.npy 85% '88 90 92 94 96 98'
 
+# Exact in chunks: at 45% tiny-bn's whole batch does not fit, so memfit
+# splits the batch into chunks inside one round and gathers BatchNorm's
+# statistics over the whole batch (passes/Chunk.h); the trainer must agree
+# with torch at the whole batch, offloading on the way.
+d=chunks-tiny-bn
+"$MEMFIT" compile tiny-bn.onnx --batch 8 --budget 45% --device k40m -o "$d" \
+  --quiet || fail "compile $d"
+read -r chunks exact <<<"$($PY -c "import json; j=json.load(open('$d/plan.json')); print(j.get('chunks', 1), j['exact'])")"
+[ "$chunks" -gt 1 ] || fail "$d: tiny-bn at 45% is not split into chunks"
+[ "$exact" = True ] || fail "$d: a chunked plan must be exact"
+[ "$(offloads "$d")" -gt 0 ] || fail "$d: the chunked plan offloads nothing"
+grep -q "x.setChunk(1)" "$d"/src/round_*.cpp || fail "$d: no chunk switch"
+build "$d"
+train "$d" img.npy
+$PY "$SRC/tests/e2e/torch_reference.py" tiny-bn.onnx img.npy lab.npy \
+  --batch 8 --iterations 4 --lr 0.05 --momentum 0.9 --weight-decay 0.001 \
+  --losses "$d/train.log" --trained "$d/trained.onnx" >"$d/ref.log" 2>&1 ||
+  { cat "$d/ref.log"; fail "$d disagrees with torch"; }
+echo "$d: $(cat "$d/ref.log") ($chunks chunks of $(subbatch "$d"), $(offloads "$d") bytes offloaded)"
+
 # Recompute is bit-identical: with the whole batch in one sub-batch, plans
 # that drop and recompute (BatchNorm, Dropout masks included) or offload
 # must give exactly the ideal plan's losses and weights.

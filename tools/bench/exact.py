@@ -3,11 +3,13 @@
 
 The settings the exact-semantics goals name, on memfit's analytic device
 models (predictions; no GPU): per row, memfit's default plan (exact: a model
-with BatchNorm runs whole batches), chen-sqrt (exact), and memfit with
+with BatchNorm runs whole batches, or the batch in chunks inside one round
+with its statistics gathered over the batch), chen-sqrt (exact), and memfit with
 --sub-batch-statistics (each sub-batch normalized by its own statistics;
 not what the model computes when the model has BatchNorm). Cells: predicted
 overhead over the ideal plan, then the sub-batches in brackets and the
-plan's gap to the proven bound of its order and sub-batch (passes/Bound.h);
+plan's gap to the proven bound of its order and sub-batch or chunks
+(passes/Bound.h);
 `-` where the plan is infeasible, with the reason in a footnote.
 
 usage: tools/bench/exact.py [--memfit build/tools/memfit] [--out FILE]
@@ -52,10 +54,13 @@ def cell(j, err, notes):
         return f"- [{len(notes)}]"
     k = j["sub_batches"]
     tag = "" if j["exact"] else ", not exact"
+    shape = f"{k} x {j['sub_batch']}"
+    if j.get("chunks", 1) > 1:
+        shape = f"{j['chunks']} chunks of {j['sub_batch']}"
     gap = ""
     if j.get("bound_seconds"):
         gap = f"; bound +{100 * (j['planned_seconds'] / j['bound_seconds'] - 1):.1f}%"
-    return f"{100 * j['overhead']:.1f}% ({k} x {j['sub_batch']}{tag}{gap})"
+    return f"{100 * j['overhead']:.1f}% ({shape}{tag}{gap})"
 
 
 def main():

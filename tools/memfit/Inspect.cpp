@@ -10,6 +10,7 @@
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/ops/OpDef.h"
 #include "compiler/support/Units.h"
+#include "passes/Chunk.h"
 #include "passes/Liveness.h"
 #include "passes/LowerBound.h"
 #include "passes/SubBatch.h"
@@ -116,7 +117,7 @@ int run() {
   std::string lbTask = lb.task >= 0 ? tg->tasks[lb.task].name : "";
   // An exact plan of a model with BatchNorm runs whole batches.
   bool coupled = statisticsOverBatch(*tg);
-  LowerBound exactLb = coupled ? computeLowerBound(*tg, b) : lb;
+  LowerBound exactLb = coupled ? exactLowerBound(*tg, b) : lb;
 
   if (Json) {
     nlohmann::ordered_json j;

@@ -367,6 +367,14 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
   return std::move(cs[*best].outcome);
 }
 
+/// How an exact plan keeps whole-batch statistics in chunks.
+static std::string chunkNote(const Plan &p) {
+  return formatv("exact in chunks: the batch of {0} runs as {1} chunks of {2} "
+                 "inside one round, BatchNorm statistics gathered over the "
+                 "whole batch",
+                 p.batch, p.chunks, p.subBatch);
+}
+
 /// Why a plan is not exact (PlanOutcome::exact).
 static std::string inexactNote(const Plan &p) {
   return formatv("not exact: BatchNorm statistics are computed per "
@@ -398,9 +406,16 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   c.boundSeconds = o.bound ? o.bound->seconds : 0;
   if (!o.exact)
     c.notes.push_back(inexactNote(o.plan));
+  if (o.chunked)
+    c.notes.push_back(chunkNote(o.plan));
   if (!s.attentionNote.empty())
     c.notes.push_back(s.attentionNote);
-  c.costs = &s.tableAt(o.plan.subBatch);
+  if (o.chunked) {
+    s.chunkedTable = chunkedCosts(*o.chunked, s.tableAt(o.plan.subBatch));
+    c.costs = &*s.chunkedTable;
+  } else {
+    c.costs = &s.tableAt(o.plan.subBatch);
+  }
   return c;
 }
 
@@ -520,10 +535,17 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
     os << "bound    none: " << o.boundWhy << "\n";
   os << formatv("traffic  to host {0}, to device {1} per iteration\n",
                 formatBytes(m.bytesToHost), formatBytes(m.bytesToDevice));
-  os << formatv("batch    {0} sub-batches of {1}", p.numSubBatches, p.subBatch);
-  if (p.batch % p.subBatch)
-    os << formatv(" (the last of {0})", p.batch % p.subBatch);
-  os << "\n";
+  if (p.chunks > 1) {
+    os << formatv("batch    {0} chunks of {1} in one round\n", p.chunks,
+                  p.subBatch);
+    os << "note     " << chunkNote(p) << "\n";
+  } else {
+    os << formatv("batch    {0} sub-batches of {1}", p.numSubBatches,
+                  p.subBatch);
+    if (p.batch % p.subBatch)
+      os << formatv(" (the last of {0})", p.batch % p.subBatch);
+    os << "\n";
+  }
   if (!o.exact)
     os << "note     " << inexactNote(p) << "\n";
   if (!s.attentionNote.empty())
@@ -532,7 +554,7 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   for (BlockDecision d : p.decisions)
     offloaded += d == BlockDecision::Offload;
   os << formatv("blocks   {0} offloaded of {1}; {2} tasks run in place\n",
-                offloaded, s.tg.blocks.size(), m.inPlaceRuns);
+                offloaded, o.graph(s.tg).blocks.size(), m.inPlaceRuns);
 }
 
 std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
@@ -552,6 +574,7 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["batch"] = p.batch;
   j["sub_batch"] = p.subBatch;
   j["sub_batches"] = p.numSubBatches;
+  j["chunks"] = p.chunks;
   j["exact"] = o.exact;
   if (o.bound)
     j["bound_seconds"] = o.bound->seconds;
@@ -589,6 +612,10 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   for (auto [b, t] : o.tried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
   j["sub_batches_tried"] = tried;
+  nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+  for (auto [k, t] : o.chunksTried)
+    chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
+  j["chunks_tried"] = chunks;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -21,6 +21,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace memfit::tool {
 
@@ -41,6 +42,9 @@ struct PlanningSession {
   TaskGraph tg;
   std::unique_ptr<CostModel> costs;
   std::map<int64_t, CostTable> tables;
+  /// The cost table of a plan that splits the batch into chunks (its
+  /// report's algorithm names).
+  std::optional<CostTable> chunkedTable;
 
   PlanningSession() = default;
   PlanningSession(const PlanningSession &) = delete;
