@@ -217,6 +217,12 @@ std::string planToJson(const PlanReport &r) {
                   {"in_place_runs", s.inPlaceRuns},
                   {"stall_ms", s.stallSeconds * 1e3},
                   {"verified", true}};
+  if (!s.chunksTried.empty()) { // written only when chunks were planned
+    json chunks = json::array();
+    for (auto [k, t] : s.chunksTried)
+      chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
+    j["summary"]["chunks_tried"] = std::move(chunks);
+  }
   j["notes"] = r.notes;
   json tasks = json::array();
   for (const ReportTask &t : r.tasks)
@@ -324,6 +330,13 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
         std::string tw = std::string(w) + "." + at("sub_batches_tried", i);
         s.subBatchesTried.push_back(
             {rd.integer((*tried)[i], tw, "sub_batch", 1),
+             rd.number((*tried)[i], tw, "planned_seconds")});
+      }
+    if (const json *tried = rd.array(o, w, "chunks_tried", false))
+      for (size_t i = 0; i < tried->size(); ++i) {
+        std::string tw = std::string(w) + "." + at("chunks_tried", i);
+        s.chunksTried.push_back(
+            {rd.integer((*tried)[i], tw, "chunks", 2),
              rd.number((*tried)[i], tw, "planned_seconds")});
       }
   }

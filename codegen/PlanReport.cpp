@@ -97,6 +97,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   s.eq3SubBatch = ctx.eq3SubBatch;
   s.boundSeconds = ctx.boundSeconds;
   s.subBatchesTried = ctx.subBatchesTried;
+  s.chunksTried = ctx.chunksTried;
 
   auto nodeOf = [&](OpId op) { return op >= 0 ? g.ops[op].name : ""; };
   auto opOf = [&](OpId op) { return op >= 0 ? g.ops[op].onnxOp : ""; };

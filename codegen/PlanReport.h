@@ -87,6 +87,8 @@ struct ReportSummary {
   int64_t bytesToHost = 0, bytesToDevice = 0;
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;
+  /// Chunk counts planned (passes/Chunk.h) and their predicted times.
+  std::vector<std::pair<int64_t, double>> chunksTried;
   /// A proven lower bound on the iteration time of the plans with this
   /// order and sub-batch (passes/Bound.h); 0 when none was computed.
   double boundSeconds = 0;
@@ -124,6 +126,7 @@ struct PlanContext {
   std::string lowerBoundTask;
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;
+  std::vector<std::pair<int64_t, double>> chunksTried;
   ReportProfile profile;
   std::vector<std::string> notes;
   bool exact = true;       // PlanReport::exact

@@ -162,6 +162,15 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
     }
     os << "\n";
   }
+  if (!s.chunksTried.empty()) {
+    os << "           best time per chunk count tried:";
+    const char *sep = " ";
+    for (auto [k, secs] : s.chunksTried) {
+      os << sep << k << " chunks: " << formatSeconds(secs);
+      sep = ", ";
+    }
+    os << "\n";
+  }
   for (const std::string &n : r.notes)
     os << "note       " << n << "\n";
 

@@ -19,6 +19,10 @@ constexpr int64_t kMaxChunks = 256;
 constexpr double kStatisticsShare = 1.0 / 3, kNormalizeShare = 2.0 / 3,
                  kFinalizeShare = 0.01;
 
+/// A BatchNorm's stats block holds a float mean and inverse deviation per
+/// channel.
+int64_t statsChannels(const Block &stats) { return stats.fixedBytes / 8; }
+
 class Splitter {
 public:
   Splitter(const TaskGraph &tg, const std::vector<TaskId> &order, int32_t k)
@@ -80,11 +84,8 @@ void Splitter::mapBlocks() {
         nb.chunk = c;
         nb.name += "#" + std::to_string(c);
       }
-      if (nb.kind == BlockKind::Stats && nb.op >= 0) {
-        const Value &x = in.graph->value(in.graph->op(nb.op).inputs[0]);
-        nb.fixedBytes +=
-            chunkStatsExtraBytes(x.dims.size() > 1 ? x.dims[1] : 1);
-      }
+      if (nb.kind == BlockKind::Stats && nb.op >= 0)
+        nb.fixedBytes += chunkStatsExtraBytes(statsChannels(nb));
       blockMap[b].push_back(static_cast<BlockId>(out.blocks.size()));
       out.blocks.push_back(std::move(nb));
     }
@@ -96,9 +97,8 @@ void Splitter::mapBlocks() {
 }
 
 llvm::Error Splitter::findSplitNorms() {
-  const Graph &g = *in.graph;
-  statsOf.assign(g.ops.size(), -1);
-  normWeightTask.assign(g.ops.size(), -1);
+  statsOf.assign(in.layers.size(), -1);
+  normWeightTask.assign(in.layers.size(), -1);
   for (BlockId b = 0; b < (BlockId)in.blocks.size(); ++b)
     if (in.blocks[b].kind == BlockKind::Stats && in.blocks[b].op >= 0)
       statsOf[in.blocks[b].op] = b;
@@ -114,14 +114,14 @@ llvm::Error Splitter::findSplitNorms() {
     if (task.kind != TaskKind::BackwardData || task.op < 0 ||
         statsOf[task.op] < 0)
       continue;
-    const Op &op = g.op(task.op);
-    bool both = op.inputs.size() >= 3 && in.gradBlock[op.inputs[1]] >= 0 &&
-                in.gradBlock[op.inputs[2]] >= 0 && normWeightTask[task.op] >= 0;
-    if (!both)
+    // BP-weight writes dscale and dbias (operand order), the sums every
+    // chunk's BP-data needs.
+    TaskId w = normWeightTask[task.op];
+    if (w < 0 || in.tasks[w].writes.size() != 2)
       return makeErrorF("{0} normalizes over the batch but its scale or bias "
                         "is not trained, so its statistics cannot be "
                         "gathered across chunks of the batch",
-                        quoteName(op.name));
+                        quoteName(task.name));
   }
   return llvm::Error::success();
 }
@@ -161,7 +161,6 @@ TaskId Splitter::add(const Task &from, TaskId origin, double share, int32_t c,
 
 void Splitter::splitTask(TaskId t, int64_t base) {
   const Task &task = in.tasks[t];
-  const Graph &g = *in.graph;
   bool norm = task.op >= 0 && statsOf[task.op] >= 0;
   if (!touchesBatch(task)) {
     add(task, t, 1, -1, TaskPart::Whole, mapped(task.reads, -1),
@@ -191,11 +190,11 @@ void Splitter::splitTask(TaskId t, int64_t base) {
     return;
   }
   if (norm && task.kind == TaskKind::BackwardData) {
-    const Op &op = g.op(task.op);
+    const Task &sums = in.tasks[normWeightTask[task.op]];
     for (int32_t c = 0; c < k; ++c) {
       std::vector<BlockId> reads = mapped(task.reads, c);
-      reads.push_back(at(in.gradBlock[op.inputs[1]], -1));
-      reads.push_back(at(in.gradBlock[op.inputs[2]], -1));
+      reads.push_back(at(sums.writes[0], -1));
+      reads.push_back(at(sums.writes[1], -1));
       add(task, t, 1, c, TaskPart::Normalize, std::move(reads),
           mapped(task.writes, c), base + 2);
     }
@@ -314,17 +313,15 @@ llvm::Error Splitter::makeOrder() {
 llvm::Expected<ChunkedGraph> Splitter::run() {
   assert(in.chunks == 1 && "splitting a split graph");
   TaskGraph &out = cg.tg;
-  out.graph = in.graph;
-  out.loss = in.loss;
-  out.lossGeometry = in.lossGeometry;
-  out.optimizer = in.optimizer;
-  out.useMomentum = in.useMomentum;
-  out.outputLayer = in.outputLayer;
+  // The model's description (its forward graph, layers, loss, optimizer)
+  // carries over; blocks and tasks are made anew.
+  out = in;
+  out.blocks.clear();
+  out.tasks.clear();
   out.chunks = k;
   if (auto err = findSplitNorms())
     return std::move(err);
   mapBlocks();
-  out.layers = in.layers;
   for (Layer &l : out.layers)
     for (BlockId &b : l.dataInputs)
       b = at(b, 0);
@@ -428,10 +425,8 @@ LowerBound exactLowerBound(const TaskGraph &tg, int64_t batch) {
     for (const auto *list : {&tg.tasks[t].reads, &tg.tasks[t].writes})
       for (BlockId id : *list) {
         const Block &blk = tg.blocks[id];
-        if (blk.kind == BlockKind::Stats && blk.op >= 0) {
-          const Value &x = tg.graph->value(tg.graph->op(blk.op).inputs[0]);
-          extra = chunkStatsExtraBytes(x.dims.size() > 1 ? x.dims[1] : 1);
-        }
+        if (blk.kind == BlockKind::Stats && blk.op >= 0)
+          extra = chunkStatsExtraBytes(statsChannels(blk));
       }
     fp += extra;
     if (fp > lb.taskBytes) {

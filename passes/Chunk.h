@@ -62,9 +62,11 @@ llvm::Expected<ChunkedGraph> splitAlongBatch(const TaskGraph &tg,
 CostTable chunkedCosts(const ChunkedGraph &cg, const CostTable &base);
 
 /// The chunk counts worth planning for a batch: divisors of the batch
-/// from 2 up, as long as the split graph stays within `maxTasks` tasks.
+/// from 2 up, as long as the split graph stays within `maxTasks` tasks
+/// (planning time grows with the tasks; 20,000 keeps ResNet-1001-sized
+/// graphs at whole batches and their planning in seconds).
 std::vector<int32_t> chunkCounts(int64_t batch, size_t tasks,
-                                 size_t maxTasks = 40000);
+                                 size_t maxTasks = 20000);
 
 /// The floor of exact plans of `tg` (whose operators compute statistics
 /// over the batch) at `batch`: Mmin of the graph split into as many chunks

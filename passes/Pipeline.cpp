@@ -59,11 +59,12 @@ constexpr double kChunkWhenOver = 0.01;
 
 /// The policy's candidates in rounds of whole (sub-)batches, and the
 /// fastest of them.
-llvm::Expected<Candidate>
-searchWholeRounds(const TaskGraph &tg, const CostTableFn &tableAt,
-                  const std::vector<TaskId> &order, const PlanRequest &req,
-                  const PlanRequest &resolved, PlanOutcome &out,
-                  Candidate ideal) {
+llvm::Expected<Candidate> searchWholeRounds(const TaskGraph &tg,
+                                            const CostTableFn &tableAt,
+                                            const std::vector<TaskId> &order,
+                                            const PlanRequest &req,
+                                            const PlanRequest &resolved,
+                                            PlanOutcome &out, Candidate ideal) {
   auto variants = firstPhaseVariants(tg, tableAt, order, req, resolved.budget,
                                      out.eq3SubBatch);
   if (!variants)
@@ -125,8 +126,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   std::vector<TaskId> order = taskOrder(tg, req.order);
   PlanOutcome out;
   // The smallest sub-batch a plan may use sets the floor.
-  out.lowerBound = !coupled || req.subBatchStatistics
-                       ? computeLowerBound(tg, 1)
+  out.lowerBound = !coupled || req.subBatchStatistics ? computeLowerBound(tg, 1)
                    : chunking ? exactLowerBound(tg, req.batch)
                               : computeLowerBound(tg, req.batch);
 
@@ -142,8 +142,8 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     return budget.takeError();
   r.budget = out.budget = *budget;
 
-  auto best = searchWholeRounds(tg, tableAt, order, req, r, out,
-                                std::move(*ideal));
+  auto best =
+      searchWholeRounds(tg, tableAt, order, req, r, out, std::move(*ideal));
   if (chunking && (!best || best->sim.iterationSeconds >
                                 out.idealSeconds * (1 + kChunkWhenOver))) {
     auto split = searchChunks(tg, tableAt, order, r, out);
@@ -163,17 +163,16 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   if (!best)
     return best.takeError();
 
-  const TaskGraph &planned = out.graph(tg);
+  const TaskGraph &planned = out.scheduledGraph(tg);
   if (auto err = finishOutcome(planned, std::move(*best), out))
     return err;
   out.exact = !coupled || out.plan.numSubBatches == 1;
   if (req.bound) {
-    Tables tb = out.chunked
-                    ? chunkedTables(*out.chunked, tableAt, req.batch)
-                    : tablesFor(tableAt, req.batch, out.plan.subBatch);
-    out.bound = iterationBound(planned, out.plan, tb.full,
-                               tb.last ? &*tb.last : nullptr, {},
-                               &out.boundWhy);
+    Tables tb = out.chunked ? chunkedTables(*out.chunked, tableAt, req.batch)
+                            : tablesFor(tableAt, req.batch, out.plan.subBatch);
+    out.bound =
+        iterationBound(planned, out.plan, tb.full,
+                       tb.last ? &*tb.last : nullptr, {}, &out.boundWhy);
   }
   out.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

@@ -69,7 +69,7 @@ struct PlanOutcome {
   /// Chunk counts tried and their predicted iteration time.
   std::vector<std::pair<int32_t, double>> chunksTried;
   /// The task graph `plan` schedules: the split one, or the model's.
-  const TaskGraph &graph(const TaskGraph &model) const {
+  const TaskGraph &scheduledGraph(const TaskGraph &model) const {
     return chunked ? chunked->tg : model;
   }
   /// A proven lower bound on the iteration time of every plan with this

@@ -139,7 +139,8 @@ TEST_CASE("splitting tiny-bn into three chunks", "[chunk]") {
 TEST_CASE("chunk counts divide the batch and keep the split graph small",
           "[chunk]") {
   CHECK(chunkCounts(12, 10) == std::vector<int32_t>{2, 3, 4, 6, 12});
-  CHECK(chunkCounts(12, 10000) == std::vector<int32_t>{2, 3, 4});
+  CHECK(chunkCounts(12, 10000, 40000) == std::vector<int32_t>{2, 3, 4});
+  CHECK(chunkCounts(12, 10000) == std::vector<int32_t>{2});
   CHECK(chunkCounts(7, 10).size() == 1); // 7 itself
   CHECK(chunkCounts(1, 10).empty());
 }

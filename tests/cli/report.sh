@@ -156,12 +156,13 @@ json.dump(p, open('wrong.json', 'w'))
 expect_error 1 "wrong.json: tasks\[2\]: field 'end' must be a number" "$MEMFIT" report wrong.json
 
 # --- exact plans ---------------------------------------------------------------
-# BatchNorm: whole batches by default ("exact": true); split only under
+# BatchNorm: whole batches, or the batch in chunks inside one round, by
+# default ("exact": true); split into sub-batches only under
 # --sub-batch-statistics, and then plan.json, the summary and the report say
 # the plan is not exact.
 "$MEMFIT" zoo tiny-bn -o bn.onnx >/dev/null || fail "zoo tiny-bn"
 BN="bn.onnx --batch 16 --device k40m"
-"$MEMFIT" inspect bn.onnx --batch 16 | grep -q "^exact lower bound .* at the batch of 16" ||
+"$MEMFIT" inspect bn.onnx --batch 16 | grep -q "^exact lower bound .* with the batch of 16 in chunks of 1" ||
   fail "inspect does not show the exact floor of a BatchNorm model"
 "$MEMFIT" inspect bn.onnx --batch 16 --json | "$PY" -c '
 import json, sys
@@ -187,7 +188,23 @@ grep -q "^note     not exact: BatchNorm statistics" bn-split.txt ||
   fail "memfit report does not say the plan is not exact"
 "$MEMFIT" report bn-exact/plan.json | grep -q "^semantics  exact" ||
   fail "memfit report does not say the plan is exact"
-"$MEMFIT" plan $BN --budget 70% >/dev/null 2>bn-err.txt &&
+# At 70% the whole batch does not fit: memfit splits it into chunks and
+# stays exact; a policy that keeps whole batches is refused there.
+"$MEMFIT" plan $BN --budget 70% -o bn-chunks >bn-chunks.txt ||
+  fail "plan bn in chunks"
+"$PY" - <<'PYEOF' || fail "chunks in plan.json"
+import json
+c = json.load(open("bn-chunks/plan.json"))
+assert c["exact"] is True and c["sub_batches"] == 1, (c["exact"], c["sub_batches"])
+assert c["chunks"] > 1 and c["chunks"] * c["sub_batch"] == 16, c["chunks"]
+assert [t["chunks"] for t in c["summary"]["chunks_tried"]][0] == 2, c["summary"]
+assert any(n.startswith("exact in chunks") for n in c["notes"]), c["notes"]
+PYEOF
+grep -q "^batch    [0-9]* chunks of" bn-chunks.txt ||
+  fail "the summary does not show the chunks: $(cat bn-chunks.txt)"
+"$MEMFIT" report bn-chunks/plan.json | grep -q "^sub-batch  none: the batch of 16 in one round, as" ||
+  fail "memfit report does not show the chunks"
+"$MEMFIT" plan $BN --budget 70% --policy chen-sqrt >/dev/null 2>bn-err.txt &&
   fail "an exact plan below its floor was accepted"
 grep -q -- "--sub-batch-statistics" bn-err.txt ||
   fail "the refusal does not name --sub-batch-statistics: $(cat bn-err.txt)"

@@ -51,7 +51,7 @@ int run() {
   progress.start("generating the trainer", large);
   EmitOptions eo;
   eo.memfitBuildDir = RuntimeDir;
-  auto files = emitTrainer(outcome->graph(s.tg), outcome->plan, eo);
+  auto files = emitTrainer(outcome->scheduledGraph(s.tg), outcome->plan, eo);
   if (!files)
     return reportError(files.takeError());
   for (const GeneratedFile &f : *files)
@@ -73,7 +73,7 @@ int run() {
   }
   progress.done();
   progress.start("writing the reports", large);
-  PlanReport report = buildPlanReport(outcome->graph(s.tg), outcome->plan, outcome->sim,
+  PlanReport report = buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan, outcome->sim,
                                       planContext(s, *outcome));
   if (auto err = writePlanReports(*out, report))
     return reportError(std::move(err));

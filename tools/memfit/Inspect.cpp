@@ -197,12 +197,21 @@ int run() {
                 formatBytes(lb.bytes), quoteName(lbTask),
                 formatBytes(lb.taskBytes));
   if (coupled)
-    os << formatv("exact lower bound    {0}  (set by {1}: {2} at the batch "
-                  "of {3}; BatchNorm's statistics keep exact plans from "
-                  "splitting it, Mmin needs --sub-batch-statistics)\n",
-                  formatBytes(exactLb.bytes),
-                  quoteName(tg->tasks[exactLb.task].name),
-                  formatBytes(exactLb.taskBytes), b);
+    if (exactLb.subBatch < b)
+      os << formatv("exact lower bound    {0}  (set by {1}: {2} with the "
+                    "batch of {3} in chunks of {4}, BatchNorm's statistics "
+                    "gathered over all of them; other policies than memfit "
+                    "keep whole batches)\n",
+                    formatBytes(exactLb.bytes),
+                    quoteName(tg->tasks[exactLb.task].name),
+                    formatBytes(exactLb.taskBytes), b, exactLb.subBatch);
+    else
+      os << formatv("exact lower bound    {0}  (set by {1}: {2} at the batch "
+                    "of {3}; BatchNorm's statistics keep exact plans from "
+                    "splitting it, Mmin needs --sub-batch-statistics)\n",
+                    formatBytes(exactLb.bytes),
+                    quoteName(tg->tasks[exactLb.task].name),
+                    formatBytes(exactLb.taskBytes), b);
   return ExitOk;
 }
 

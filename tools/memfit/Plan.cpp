@@ -47,7 +47,7 @@ int run() {
   if (out) {
     bool large = s.tg.tasks.size() > kLargeTaskCount;
     progress.start("writing " + OutDir, large);
-    PlanReport report = buildPlanReport(outcome->graph(s.tg), outcome->plan, outcome->sim,
+    PlanReport report = buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan, outcome->sim,
                                         planContext(s, *outcome));
     if (auto err = writePlanReports(*out, report))
       return reportError(std::move(err));

@@ -394,6 +394,8 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   c.idealSeconds = o.idealSeconds;
   c.eq3SubBatch = o.eq3SubBatch;
   c.subBatchesTried = o.tried;
+  for (auto [k, t] : o.chunksTried)
+    c.chunksTried.push_back({k, t});
   ProfileUsage u = s.costs->profileUsage();
   if (u.hasProfile) {
     c.profile.used = true;
@@ -554,7 +556,7 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   for (BlockDecision d : p.decisions)
     offloaded += d == BlockDecision::Offload;
   os << formatv("blocks   {0} offloaded of {1}; {2} tasks run in place\n",
-                offloaded, o.graph(s.tg).blocks.size(), m.inPlaceRuns);
+                offloaded, o.scheduledGraph(s.tg).blocks.size(), m.inPlaceRuns);
 }
 
 std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
@@ -574,7 +576,8 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["batch"] = p.batch;
   j["sub_batch"] = p.subBatch;
   j["sub_batches"] = p.numSubBatches;
-  j["chunks"] = p.chunks;
+  if (p.chunks > 1) // as plan.json
+    j["chunks"] = p.chunks;
   j["exact"] = o.exact;
   if (o.bound)
     j["bound_seconds"] = o.bound->seconds;
@@ -612,10 +615,12 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   for (auto [b, t] : o.tried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
   j["sub_batches_tried"] = tried;
-  nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
-  for (auto [k, t] : o.chunksTried)
-    chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
-  j["chunks_tried"] = chunks;
+  if (!o.chunksTried.empty()) { // as plan.json
+    nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+    for (auto [k, t] : o.chunksTried)
+      chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
+    j["chunks_tried"] = chunks;
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
