@@ -264,6 +264,50 @@ void checkActivations(Bench &b) {
   }
 }
 
+/// The program's batch of 8 as two chunks of 4 (passes/Chunk.h): the
+/// statistics combined over the chunks, finalized once, normalization and
+/// BP-data per chunk, against the CPU's whole-batch kernels.
+void checkChunkedNorm(Bench &b) {
+  const BatchNormParams p{6, 37, 1e-5f, 0.9f};
+  const int64_t n = 8, half = 4, count = n * p.c * p.spatial,
+                per = half * p.c * p.spatial;
+  Vec x = random(count), scale = random(p.c), bias = random(p.c),
+      dy = random(count);
+  for (int64_t i = 0; i < per; ++i)
+    x[per + i] += 3.0f; // chunks with different means
+  Vec rm = random(p.c), rv = random(p.c), y(count), saved(2 * p.c);
+  Vec rm0 = rm, rv0 = rv;
+  batchNormForward(p, n, x.data(), scale.data(), bias.data(), rm.data(),
+                   rv.data(), y.data(), saved.data(), saved.data() + p.c, true);
+  Vec ws(p.c), wb(p.c), dx(count);
+  batchNormBackwardWeight(p, n, x.data(), saved.data(), saved.data() + p.c,
+                          dy.data(), ws.data(), wb.data(), false);
+  batchNormBackwardData(p, n, x.data(), scale.data(), saved.data(),
+                        saved.data() + p.c, dy.data(), dx.data(), false);
+  b.reset(half);
+  float *gx = b.put(x), *gscale = b.put(scale), *gbias = b.put(bias),
+        *grm = b.put(rm0), *grv = b.put(rv0), *gy = b.zeros(count),
+        *gdy = b.put(dy), *gdx = b.zeros(count), *gs = b.zeros(p.c),
+        *gb = b.zeros(p.c), *gst = b.zeros(2 * p.c + 4 * p.c + 2);
+  for (int64_t c = 0; c < 2; ++c)
+    b.x.bnStatistics(p, gx + c * per, gst, c > 0);
+  b.x.bnFinalize(p, gst, grm, grv);
+  for (int64_t c = 0; c < 2; ++c)
+    b.x.bnApply(p, gx + c * per, gscale, gbias, gst, gy + c * per);
+  for (int64_t c = 0; c < 2; ++c)
+    b.x.bnBackwardWeight(p, gx + c * per, gst, gdy + c * per, gs, gb, c > 0);
+  for (int64_t c = 0; c < 2; ++c)
+    b.x.bnBackwardDataBatch(p, gx + c * per, gscale, gst, gs, gb, gdy + c * per,
+                            gdx + c * per, false);
+  expect("batchnorm chunks forward", b.get(gy, count), y, 1e-5);
+  expect("batchnorm chunks saved", b.get(gst, 2 * p.c), saved, 1e-5);
+  expect("batchnorm chunks running mean", b.get(grm, p.c), rm, 1e-6);
+  expect("batchnorm chunks running var", b.get(grv, p.c), rv, 1e-6);
+  expect("batchnorm chunks backward-weight scale", b.get(gs, p.c), ws, 1e-4);
+  expect("batchnorm chunks backward-weight bias", b.get(gb, p.c), wb, 1e-4);
+  expect("batchnorm chunks backward-data", b.get(gdx, count), dx, 1e-4);
+}
+
 void checkNorm(Bench &b) {
   for (int64_t spatial : {int64_t(1), int64_t(37)}) {
     const BatchNormParams p{6, spatial, 1e-6f, 0.9f};
@@ -301,6 +345,7 @@ void checkNorm(Bench &b) {
       expect(tag + " backward-weight bias", b.get(gb, p.c), wb, 1e-4);
     }
   }
+  checkChunkedNorm(b);
   for (int64_t size : {int64_t(5), int64_t(4)}) {
     const LRNParams p{7, 13, size, 1e-2f, 0.75f, 2.0f};
     const int64_t n = 3, count = n * p.c * p.spatial;

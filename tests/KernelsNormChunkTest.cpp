@@ -1,0 +1,86 @@
+//===- KernelsNormChunkTest.cpp - BatchNorm over chunks of the batch ------===//
+//
+// The split BatchNorm kernels (runtime/Kernels.h: chunk statistics combined
+// pairwise, finalize, BP-data from the batch's sums) against the
+// whole-batch kernels on the same 12 samples in three chunks of 4, the
+// chunks with far apart means so that a wrong combination shows.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Kernels.h"
+#include "runtime/kernels/Norm.h"
+#include "tests/KernelTestUtil.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit::rt;
+using memfit::test::randomVector;
+
+namespace {
+
+void requireClose(const std::vector<float> &got, const std::vector<float> &want,
+                  double tol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    REQUIRE(std::abs(double(got[i]) - want[i]) <=
+            tol * (1 + std::abs(double(want[i]))));
+}
+
+} // namespace
+
+TEST_CASE("BatchNorm in chunks equals BatchNorm over the batch",
+          "[kernels][chunk]") {
+  std::mt19937 rng(11);
+  const BatchNormParams p{5, 9, 1e-5f, 0.9f};
+  const int64_t n = 12, k = 3, part = n / k, per = part * p.c * p.spatial,
+                count = n * p.c * p.spatial;
+  std::vector<float> x = randomVector(rng, count), scale = randomVector(rng, 5),
+                     bias = randomVector(rng, 5), dy = randomVector(rng, count);
+  for (int64_t c = 0; c < k; ++c)
+    for (int64_t i = 0; i < per; ++i)
+      x[c * per + i] += 10.0f * float(c);
+  std::vector<float> rm = randomVector(rng, 5), rv = randomVector(rng, 5, 0.5f);
+  std::vector<float> rm2 = rm, rv2 = rv;
+
+  std::vector<float> y(count), saved(2 * p.c), ds(p.c), db(p.c), dx(count);
+  batchNormForward(p, n, x.data(), scale.data(), bias.data(), rm.data(),
+                   rv.data(), y.data(), saved.data(), saved.data() + p.c, true);
+  batchNormBackwardWeight(p, n, x.data(), saved.data(), saved.data() + p.c,
+                          dy.data(), ds.data(), db.data(), false);
+  batchNormBackwardData(p, n, x.data(), scale.data(), saved.data(),
+                        saved.data() + p.c, dy.data(), dx.data(), false);
+
+  // The stats block: 2c floats, then 2c doubles and a count.
+  std::vector<double> block(p.c + 2 * p.c + 1);
+  float *stats = reinterpret_cast<float *>(block.data());
+  std::vector<float> y2(count), ds2(p.c), db2(p.c), dx2(count);
+  // Chunks in another order than their index: the combination is
+  // order-free up to rounding.
+  for (int64_t c : {2, 0, 1})
+    batchNormChunkStatistics(p, part, x.data() + c * per, stats, c != 2);
+  batchNormFinalize(p, stats, rm2.data(), rv2.data());
+  for (int64_t c = 0; c < k; ++c)
+    batchNormApply(p, part, x.data() + c * per, scale.data(), bias.data(),
+                   stats, stats + p.c, y2.data() + c * per);
+  for (int64_t c = 0; c < k; ++c)
+    batchNormBackwardWeight(p, part, x.data() + c * per, stats, stats + p.c,
+                            dy.data() + c * per, ds2.data(), db2.data(), c > 0);
+  for (int64_t c = 0; c < k; ++c)
+    batchNormBackwardDataBatch(p, part, double(n * p.spatial),
+                               x.data() + c * per, scale.data(), stats,
+                               ds2.data(), db2.data(), dy.data() + c * per,
+                               dx2.data() + c * per, false);
+
+  requireClose({stats, stats + 2 * p.c}, saved, 1e-6);
+  requireClose(rm2, rm, 1e-6);
+  requireClose(rv2, rv, 1e-6);
+  requireClose(y2, y, 1e-5);
+  requireClose(ds2, ds, 1e-5);
+  requireClose(db2, db, 1e-5);
+  requireClose(dx2, dx, 1e-4);
+  // Per-chunk statistics would be far off: the chunks' means differ by 10.
+  std::vector<float> y3(count), saved3(2 * p.c), rm3 = rm, rv3 = rv;
+  batchNormForward(p, part, x.data(), scale.data(), bias.data(), rm3.data(),
+                   rv3.data(), y3.data(), saved3.data(), saved3.data() + p.c,
+                   false);
+  CHECK(std::abs(saved3[0] - saved[0]) > 1.0f);
+}
