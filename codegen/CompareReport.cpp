@@ -38,6 +38,8 @@ std::string compareToJson(const CompareReport &c) {
         e["bytes_to_host"] = x.bytesToHost;
         e["bytes_to_device"] = x.bytesToDevice;
         e["sub_batch"] = x.subBatch;
+        if (x.chunks > 1)
+          e["chunks"] = x.chunks;
       } else {
         e["reason"] = x.reason;
       }

@@ -22,6 +22,13 @@ struct CompareCell {
   double plannedSeconds = 0, overhead = 0, stallSeconds = 0;
   int64_t plannedBytes = 0, bytesToHost = 0, bytesToDevice = 0;
   int64_t subBatch = 0;
+  int32_t chunks = 1; // > 1: the batch in chunks of subBatch in one round
+  /// "64", or "2 chunks of 32".
+  std::string shape() const {
+    return chunks > 1 ? std::to_string(chunks) + " chunks of " +
+                            std::to_string(subBatch)
+                      : std::to_string(subBatch);
+  }
 };
 
 struct CompareBudget {

@@ -151,12 +151,14 @@ std::string planToHtml(const PlanReport &r) {
   std::string h = head("memfit plan: " + r.model);
   h += "<h1>memfit plan: " + htmlEscape(r.model) + "</h1>\n";
   h += "<p class=\"meta\">" +
-       htmlEscape(llvm::formatv("{0}policy {1}, device {2}, batch {3} as {4} "
-                                "sub-batches of {5}",
-                                r.modelFile.empty() ? "" : r.modelFile + ": ",
-                                r.policy, r.device, r.batch, r.numSubBatches,
-                                r.subBatch)
-                      .str()) +
+       htmlEscape(
+           llvm::formatv(
+               "{0}policy {1}, device {2}, batch {3} as {4} "
+               "{5} of {6}",
+               r.modelFile.empty() ? "" : r.modelFile + ": ", r.policy,
+               r.device, r.batch, r.chunks > 1 ? r.chunks : r.numSubBatches,
+               r.chunks > 1 ? "chunks in one round" : "sub-batches", r.subBatch)
+               .str()) +
        "</p>\n<div class=\"cards\">\n";
   h += std::string("<div class=\"card\"><h3>feasible</h3><div class=\"") +
        (s.feasible ? "ok\">yes, verified" : "bad\">no") + "</div></div>\n";
@@ -178,7 +180,12 @@ std::string planToHtml(const PlanReport &r) {
                            counts.offloads, counts.prefetches)
                  .str()});
   std::vector<std::string> sub = {
-      llvm::formatv("{0} x {1} samples", r.numSubBatches, r.subBatch).str()};
+      r.chunks > 1
+          ? llvm::formatv("{0} chunks of {1} samples in one round", r.chunks,
+                          r.subBatch)
+                .str()
+          : llvm::formatv("{0} x {1} samples", r.numSubBatches, r.subBatch)
+                .str()};
   if (counts.recomputedBlocks == 0)
     sub.push_back("recompute: none");
   else
@@ -251,8 +258,7 @@ std::string compareToHtml(const CompareReport &c) {
   h += table("Bytes moved per iteration", [](const CompareCell &x) {
     return formatBytes(x.bytesToHost + x.bytesToDevice);
   });
-  h += table("Sub-batch",
-             [](const CompareCell &x) { return std::to_string(x.subBatch); });
+  h += table("Sub-batch", [](const CompareCell &x) { return x.shape(); });
   std::string data =
       "{\"kind\":\"compare\",\"data\":" + scriptSafeJson(compareToJson(c)) +
       "}";

@@ -114,6 +114,19 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   // in chunks inside the round.
   bool chunking = coupled && !req.subBatchStatistics && req.chunking &&
                   req.policy == Policy::Memfit && req.forcedSubBatch == 0;
+  bool forceChunks = req.forcedChunks > 1;
+  if (forceChunks) {
+    if (req.policy == Policy::Ideal)
+      return makeError("--chunks plans under a budget; the ideal policy has "
+                       "none");
+    if (req.forcedSubBatch > 0 && req.forcedSubBatch < req.batch)
+      return makeError("--chunks and --sub-batch split the batch in two "
+                       "different ways: give one of them");
+    if (req.batch % req.forcedChunks != 0)
+      return makeErrorF("--chunks {0} does not divide the batch of {1}",
+                        req.forcedChunks, req.batch);
+    chunking = false;
+  }
   if (coupled && !req.subBatchStatistics) {
     if (req.forcedSubBatch > 0 && req.forcedSubBatch < req.batch)
       return makeErrorF(
@@ -126,8 +139,12 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   std::vector<TaskId> order = taskOrder(tg, req.order);
   PlanOutcome out;
   // The smallest sub-batch a plan may use sets the floor.
-  out.lowerBound = !coupled || req.subBatchStatistics ? computeLowerBound(tg, 1)
-                   : chunking ? exactLowerBound(tg, req.batch)
+  if (forceChunks)
+    out.lowerBound = computeLowerBound(tg, req.batch / req.forcedChunks);
+  else if (!coupled || req.subBatchStatistics)
+    out.lowerBound = computeLowerBound(tg, 1);
+  else
+    out.lowerBound = chunking ? exactLowerBound(tg, req.batch)
                               : computeLowerBound(tg, req.batch);
 
   auto ideal = planIdeal(tg, tableAt, order, req);
@@ -142,11 +159,17 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     return budget.takeError();
   r.budget = out.budget = *budget;
 
-  auto best =
-      searchWholeRounds(tg, tableAt, order, req, r, out, std::move(*ideal));
-  if (chunking && (!best || best->sim.iterationSeconds >
-                                out.idealSeconds * (1 + kChunkWhenOver))) {
-    auto split = searchChunks(tg, tableAt, order, r, out);
+  llvm::Expected<Candidate> best =
+      forceChunks ? llvm::Expected<Candidate>(makeError("no plan in chunks"))
+                  : searchWholeRounds(tg, tableAt, order, req, r, out,
+                                      std::move(*ideal));
+  if (forceChunks ||
+      (chunking && (!best || best->sim.iterationSeconds >
+                                 out.idealSeconds * (1 + kChunkWhenOver)))) {
+    std::vector<int32_t> counts = forceChunks
+                                      ? std::vector<int32_t>{req.forcedChunks}
+                                      : chunkCounts(req.batch, tg.tasks.size());
+    auto split = searchChunks(tg, tableAt, order, r, counts, forceChunks, out);
     if (!split) {
       if (!best)
         llvm::consumeError(best.takeError());

@@ -50,6 +50,9 @@ struct PlanRequest {
   /// Where whole batches are needed for exact semantics, memfit may also
   /// split the batch into chunks inside the round (Chunk.h).
   bool chunking = true;
+  /// When > 1: plan the batch in exactly this many chunks (it must divide
+  /// the batch), for any policy but the ideal.
+  int32_t forcedChunks = 0;
 };
 
 struct PlanOutcome {

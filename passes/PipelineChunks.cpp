@@ -33,14 +33,18 @@ Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
 llvm::Expected<std::optional<ChunkedCandidate>>
 searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
              const std::vector<TaskId> &order, const PlanRequest &resolved,
+             const std::vector<int32_t> &counts, bool forced,
              PlanOutcome &out) {
   std::optional<ChunkedCandidate> best;
-  for (int32_t k : chunkCounts(resolved.batch, tg.tasks.size())) {
+  for (int32_t k : counts) {
     int64_t b = resolved.batch / k;
-    if (computeLowerBound(tg, b).bytes > resolved.budget)
+    LowerBound floor = computeLowerBound(tg, b);
+    if (floor.bytes > resolved.budget && !forced)
       continue; // the split graph's floor is at least this
     auto split = splitAlongBatch(tg, order, k);
     if (!split) {
+      if (forced)
+        return split.takeError();
       if (llvm::Error e = keepInternal(split.takeError()))
         return std::move(e);
       return best; // the model cannot be split (a frozen BatchNorm)
@@ -57,6 +61,8 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     auto variants = firstPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget,
                                        scratch.eq3SubBatch);
     if (!variants) {
+      if (forced)
+        return variants.takeError();
       if (llvm::Error e = keepInternal(variants.takeError()))
         return std::move(e);
       continue;
@@ -71,6 +77,8 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     out.abandoned += scratch.abandoned;
     auto c = search.takeBest();
     if (!c) {
+      if (forced)
+        return c.takeError();
       if (llvm::Error e = keepInternal(c.takeError()))
         return std::move(e);
       if (best)

@@ -57,7 +57,7 @@ struct Variant {
   std::vector<bool> drop = {};
   bool allowRecompute = true;
   std::optional<Policy> as = {}; // schedule with another policy's rules
-  bool inPlace = true;      // and PlanRequest::inPlace
+  bool inPlace = true;           // and PlanRequest::inPlace
 };
 
 /// The first phase's candidates of the request's policy at `budget`; sets
@@ -124,15 +124,16 @@ struct ChunkedCandidate {
   Candidate c;
 };
 
-/// memfit's plans with the batch split into chunks inside the round, for a
-/// model that needs whole batches to stay exact: the chunk counts from
-/// chunkCounts whose floor fits `resolved.budget`, fewest first, until more
-/// chunks stop helping. The fastest (its plan's batch and chunks set), or
-/// none; errors only for memfit's own faults. Records what it tried.
+/// Plans with the batch split into chunks inside the round, for a model
+/// that needs whole batches to stay exact: the chunk counts given (fewest
+/// first) whose floor fits `resolved.budget`, until more chunks stop
+/// helping. The fastest (its plan's batch and chunks set), or none; errors
+/// for memfit's own faults, and when `forced`, for why the one count given
+/// has no plan. Records what it tried.
 llvm::Expected<std::optional<ChunkedCandidate>>
 searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
              const std::vector<TaskId> &order, const PlanRequest &resolved,
-             PlanOutcome &out);
+             const std::vector<int32_t> &counts, bool forced, PlanOutcome &out);
 
 /// The split graph's cost tables at its chunk size.
 Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,

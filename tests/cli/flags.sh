@@ -45,6 +45,13 @@ for v in -1 2.5 nan x 0; do
   # shellcheck disable=SC2086
   expect_error --sub-batch $P --budget 50% --sub-batch=$v
 done
+# --chunks: a whole number that divides the batch, not with --sub-batch.
+for v in -1 2.5 nan x 0 3; do
+  # shellcheck disable=SC2086
+  expect_error --chunks $P --budget 50% --chunks=$v
+done
+# shellcheck disable=SC2086
+expect_error --chunks $P --budget 50% --chunks 2 --sub-batch 4
 for v in -5% nan% inf% 0% 1e9% -1GB nan 0; do
   # shellcheck disable=SC2086
   expect_error --budget $P --budget=$v

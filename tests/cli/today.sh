@@ -29,6 +29,15 @@ check vit 55% 60% 65% 70%
 # 15 makes that a choice); the segmentation model keeps whole batches.
 COMPILE_ARGS=(--sub-batch 4)
 check unet 50% 55% 60% 65% 70%
+# The same U-Net with its batch in two chunks inside one round: BatchNorm's
+# statistics are gathered over both, so it still agrees with torch.
+for f in .onnx -x.npy -y.npy; do cp "unet$f" "unet-chunks$f" || fail "copy"; done
+COMPILE_ARGS=(--chunks 2)
+verify unet-chunks 50% 55% 60% 65% 70%
+for d in ideal-unet-chunks tight-unet-chunks; do
+  [ "$($PY -c "import json; print(json.load(open('$d/plan.json')).get('chunks'))")" = 2 ] ||
+    fail "$d is not in two chunks"
+done
 COMPILE_ARGS=()
 check tv-vit 55% 60% 65% 70%
 check convnext 50% 55% 60% 65% 70%

@@ -180,6 +180,7 @@ int run() {
         x.bytesToHost = o->plan.summary.bytesToHost;
         x.bytesToDevice = o->plan.summary.bytesToDevice;
         x.subBatch = o->plan.subBatch;
+        x.chunks = o->plan.chunks;
       }
       row.push_back(std::move(x));
     }
@@ -230,7 +231,7 @@ int run() {
                return formatBytes(x.bytesToHost + x.bytesToDevice);
              });
   printTable(outs(), c, "sub-batch",
-             [](const CompareCell &x) { return std::to_string(x.subBatch); });
+             [](const CompareCell &x) { return x.shape(); });
   outs() << "\ninfeasible: the policy cannot meet that budget (--json or "
             "--verbose says why)\n";
   if (out)

@@ -87,6 +87,13 @@ Shared<PositiveCount>
     SubBatch("sub-batch",
              cl::desc("Force the sub-batch size (default: chosen)"),
              cl::init(0));
+Shared<PositiveCount> Chunks(
+    "chunks",
+    cl::desc("Split the batch into this many chunks inside one round (it "
+             "must divide the batch). Exact: BatchNorm's statistics are "
+             "gathered over all chunks. By default memfit's own policy "
+             "chooses for models with BatchNorm"),
+    cl::init(0));
 Shared<bool> Bound(
     "bound",
     cl::desc("Prove a lower bound on the iteration time of the plans with "
@@ -471,6 +478,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
                       std::string(PolicyName));
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
+  r.forcedChunks = static_cast<int32_t>(Chunks);
   r.subBatchStatistics = SubBatchStatistics;
   r.bound = Bound;
   r.order = Order;
@@ -501,6 +509,7 @@ PlanRequest compareRequest(const PlanningSession &s) {
   r.policy = Policy::Ideal;
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
+  r.forcedChunks = static_cast<int32_t>(Chunks);
   r.subBatchStatistics = SubBatchStatistics;
   r.order = Order;
   r.inPlace = InPlace;
