@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <istream>
 #include <limits>
 
 namespace memfit::rt {
@@ -58,11 +59,22 @@ static std::string field(const std::string &h, const std::string &key) {
 }
 
 std::optional<NpyArray> readNpy(const std::string &path, std::string &err) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) {
     err = path + ": cannot open";
     return std::nullopt;
   }
+  int64_t size = static_cast<int64_t>(f.tellg());
+  f.seekg(0);
+  if (!f || size < 0) {
+    err = path + ": cannot read";
+    return std::nullopt;
+  }
+  return readNpy(f, size, path, err);
+}
+
+std::optional<NpyArray> readNpy(std::istream &f, int64_t size,
+                                const std::string &path, std::string &err) {
   char magic[8];
   f.read(magic, 8);
   if (!f || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
@@ -143,6 +155,14 @@ std::optional<NpyArray> readNpy(const std::string &path, std::string &err) {
     i = j;
   }
   int64_t width = a.dtype == NpyDType::I64 ? 8 : 4;
+  // The data must be there before memory is reserved for it: a header that
+  // claims a terabyte is a truncated file, not an allocation to attempt.
+  int64_t dataOffset = static_cast<int64_t>(f.tellg());
+  if (dataOffset < 0 || elems * width > size - dataOffset) {
+    err = path + ": truncated data (expected " + std::to_string(elems) +
+          " values)";
+    return std::nullopt;
+  }
   a.bytes.resize(static_cast<size_t>(elems * width));
   f.read(a.bytes.data(), static_cast<std::streamsize>(a.bytes.size()));
   if (!f) {
