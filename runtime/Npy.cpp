@@ -15,16 +15,20 @@ int64_t NpyArray::count() const {
   return n;
 }
 
+// An array with a zero dimension holds no bytes, and memcpy from the null
+// data() of an empty vector is undefined even for zero bytes.
 std::vector<float> NpyArray::asFloat() const {
   std::vector<float> out(count());
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  if (!out.empty())
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
   return out;
 }
 
 std::vector<int32_t> NpyArray::asInt32() const {
   std::vector<int32_t> out(count());
   if (dtype == NpyDType::I32) {
-    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    if (!out.empty())
+      std::memcpy(out.data(), bytes.data(), out.size() * 4);
   } else {
     for (size_t i = 0; i < out.size(); ++i) {
       int64_t v;

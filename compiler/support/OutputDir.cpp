@@ -38,9 +38,11 @@ llvm::Expected<OutputDir> OutputDir::create(const std::string &target,
                   std::to_string(::getpid()) + "-" + std::to_string(attempt));
     if (fs::create_directory(tmp, ec))
       return OutputDir(t.string(), tmp.string(), replace);
+    if (ec)
+      break; // not a name taken by an earlier attempt: trying on is futile
   }
-  return makeErrorF("{0}: cannot create a temporary directory beside it",
-                    target);
+  return makeErrorF("{0}: cannot create a temporary directory beside it{1}",
+                    target, ec ? ": " + ec.message() : std::string());
 }
 
 OutputDir::OutputDir(OutputDir &&o) noexcept
