@@ -44,23 +44,30 @@ plan_field() { # dir expr-on-plan
 }
 
 # --- SIGKILL at random moments --------------------------------------------
-# Kill times are drawn over the length of an uninterrupted run, so they fall
-# inside iterations, inside checkpoint writes and between them; a leftover
-# temporary checkpoint shows that some kills hit a write.
+# Kill times are drawn over the length of a whole run that checkpoints every
+# iteration, so they fall during start-up, inside iterations, inside
+# checkpoint writes and between them; a temporary checkpoint that a kill
+# left behind (new since the round began) shows that it hit a write.
 random_kills() { # dir data rounds
-  local dir=$1 data=$2 rounds=$3 n=12
+  local dir=$1 data=$2 rounds=$3 n=20
   local T=$dir/build/trainer
   local args=(--data "$data" --labels lab.npy --lr 0.05 --momentum 0.9 --shuffle
     --seed 4 --iterations $n --quiet)
-  local t0 t1
-  t0=$(date +%s%N)
   "$T" "${args[@]}" --save "$dir/full.onnx" || fail "$dir: uninterrupted run"
+  local t0 t1
+  rm -rf "$dir/ck-timing"
+  t0=$(date +%s%N)
+  "$T" "${args[@]}" --checkpoint "$dir/ck-timing" --checkpoint-every 1 ||
+    fail "$dir: checkpointing run"
   t1=$(date +%s%N)
   local span=$(((t1 - t0) / 1000 + 1)) # microseconds
   rm -rf "$dir/ck" "$dir/out.onnx"
   local kills=0 torn=0 done=
+  local tmp=$dir/ck/checkpoint.bin.tmp
   RANDOM=${MEMFIT_FAULTS_SEED:-18}
   for ((r = 0; r < rounds; ++r)); do
+    local before
+    before=$(stat -c %y "$tmp" 2>/dev/null)
     "$T" "${args[@]}" --checkpoint "$dir/ck" --checkpoint-every 1 --resume \
       --save "$dir/out.onnx" >"$dir/run.log" 2>&1 &
     local pid=$!
@@ -69,7 +76,7 @@ random_kills() { # dir data rounds
     if kill -9 $pid 2>/dev/null; then
       wait $pid 2>/dev/null
       kills=$((kills + 1))
-      ls "$dir/ck" 2>/dev/null | grep -q '\.tmp$' && torn=$((torn + 1))
+      [ -e "$tmp" ] && [ "$(stat -c %y "$tmp")" != "$before" ] && torn=$((torn + 1))
     else
       wait $pid || { cat "$dir/run.log"; fail "$dir: a resumed run failed"; }
       done=1
@@ -88,7 +95,7 @@ random_kills() { # dir data rounds
 "$MEMFIT" compile drop.onnx --batch 8 --budget 90% --device k40m -o small \
   --quiet || fail "compile small"
 build small
-random_kills small vec.npy 25
+random_kills small vec.npy 40
 
 # A plan that both offloads and recomputes: SuperNeurons' policy under a
 # budget tight enough for both.
@@ -105,7 +112,7 @@ done
 [ -n "$ok" ] || fail "no budget gives tiny-bn a plan that offloads and recomputes"
 echo "moves: budget $pct%, $off bytes offloaded, $rec recomputed tasks"
 build moves
-random_kills moves img.npy 25
+random_kills moves img.npy 40
 
 # --- Two compiles into one new directory ---------------------------------
 for round in 1 2 3; do
