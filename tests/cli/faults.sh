@@ -48,8 +48,8 @@ plan_field() { # dir expr-on-plan
 # iteration, so they fall during start-up, inside iterations, inside
 # checkpoint writes and between them; a temporary checkpoint that a kill
 # left behind (new since the round began) shows that it hit a write.
-random_kills() { # dir data rounds
-  local dir=$1 data=$2 rounds=$3 n=20
+random_kills() { # dir data kills
+  local dir=$1 data=$2 want=$3 n=20
   local T=$dir/build/trainer
   local args=(--data "$data" --labels lab.npy --lr 0.05 --momentum 0.9 --shuffle
     --seed 4 --iterations $n --quiet)
@@ -61,41 +61,46 @@ random_kills() { # dir data rounds
     fail "$dir: checkpointing run"
   t1=$(date +%s%N)
   local span=$(((t1 - t0) / 1000 + 1)) # microseconds
-  rm -rf "$dir/ck" "$dir/out.onnx"
-  local kills=0 torn=0 done=
+  local kills=0 torn=0 trials=0
   local tmp=$dir/ck/checkpoint.bin.tmp
   RANDOM=${MEMFIT_FAULTS_SEED:-18}
-  for ((r = 0; r < rounds; ++r)); do
-    local before
-    before=$(stat -c %y "$tmp" 2>/dev/null)
-    "$T" "${args[@]}" --checkpoint "$dir/ck" --checkpoint-every 1 --resume \
-      --save "$dir/out.onnx" >"$dir/run.log" 2>&1 &
-    local pid=$!
-    local us=$(((RANDOM * 32768 + RANDOM) % span))
-    sleep "$(printf '%d.%06d' $((us / 1000000)) $((us % 1000000)))"
-    if kill -9 $pid 2>/dev/null; then
-      wait $pid 2>/dev/null
-      kills=$((kills + 1))
-      [ -e "$tmp" ] && [ "$(stat -c %y "$tmp")" != "$before" ] && torn=$((torn + 1))
-    else
-      wait $pid || { cat "$dir/run.log"; fail "$dir: a resumed run failed"; }
-      done=1
-      break
-    fi
+  # Trials from scratch until `want` kills have landed; each trial kills
+  # and resumes until a run finishes, then compares the weights.
+  while [ $kills -lt "$want" ]; do
+    trials=$((trials + 1))
+    rm -rf "$dir/ck" "$dir/out.onnx"
+    while :; do
+      local before
+      before=$(stat -c %y "$tmp" 2>/dev/null)
+      "$T" "${args[@]}" --checkpoint "$dir/ck" --checkpoint-every 1 --resume \
+        --save "$dir/out.onnx" >"$dir/run.log" 2>&1 &
+      local pid=$!
+      local us=$(((RANDOM * 32768 + RANDOM) % span))
+      sleep "$(printf '%d.%06d' $((us / 1000000)) $((us % 1000000)))"
+      if kill -9 $pid 2>/dev/null; then
+        wait $pid 2>/dev/null
+        kills=$((kills + 1))
+        [ -e "$tmp" ] && [ "$(stat -c %y "$tmp")" != "$before" ] &&
+          torn=$((torn + 1))
+      else
+        wait $pid || { cat "$dir/run.log"; fail "$dir: a resumed run failed"; }
+        break
+      fi
+    done
+    # A kill may have hit a run that had just finished: finish for sure.
+    "$T" "${args[@]}" --checkpoint "$dir/ck" --resume --save "$dir/out.onnx" \
+      >"$dir/run.log" 2>&1 || { cat "$dir/run.log"; fail "$dir: last resume"; }
+    cmp -s "$dir/full.onnx" "$dir/out.onnx" ||
+      fail "$dir: trial $trials: weights differ from the uninterrupted run"
   done
-  [ -n "$done" ] || "$T" "${args[@]}" --checkpoint "$dir/ck" --resume \
-    --save "$dir/out.onnx" >"$dir/run.log" 2>&1 ||
-    { cat "$dir/run.log"; fail "$dir: the last resumed run failed"; }
-  cmp -s "$dir/full.onnx" "$dir/out.onnx" ||
-    fail "$dir: after $kills kills the weights differ from the uninterrupted run"
-  echo "$dir: $kills random SIGKILLs ($torn during a checkpoint write), resumed to identical weights"
+  echo "$dir: $kills random SIGKILLs in $trials trials ($torn during a checkpoint write), each resumed to identical weights"
 }
 
 "$MEMFIT" zoo tiny-dropout -o drop.onnx >/dev/null || fail zoo
 "$MEMFIT" compile drop.onnx --batch 8 --budget 90% --device k40m -o small \
   --quiet || fail "compile small"
 build small
-random_kills small vec.npy 40
+random_kills small vec.npy 20
 
 # A plan that both offloads and recomputes: SuperNeurons' policy under a
 # budget tight enough for both.
@@ -112,7 +117,7 @@ done
 [ -n "$ok" ] || fail "no budget gives tiny-bn a plan that offloads and recomputes"
 echo "moves: budget $pct%, $off bytes offloaded, $rec recomputed tasks"
 build moves
-random_kills moves img.npy 40
+random_kills moves img.npy 20
 
 # --- Two compiles into one new directory ---------------------------------
 for round in 1 2 3; do
