@@ -6,6 +6,7 @@
 
 #include "llvm/Support/ErrorHandling.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <sstream>
 #include <sys/resource.h>
 #include <system_error>
+#include <thread>
 #include <unistd.h>
 
 namespace memfit {
@@ -103,6 +105,13 @@ uint64_t planningMemoryEstimate(uint64_t tasks) { return tasks * 9 * 1024; }
 llvm::Error checkPlanningMemory(uint64_t tasks, const std::string &model) {
   uint64_t need = planningMemoryEstimate(tasks);
   AvailableMemory m = availableMemory();
+  // Under an address-space limit, every thread's malloc arena reserves
+  // 64 MiB of it whatever it uses, and the planner's search runs a thread
+  // per core.
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    need += (uint64_t(64) << 20) *
+            std::max(1u, std::thread::hardware_concurrency());
   if (m.bytes == UINT64_MAX || need <= m.bytes)
     return llvm::Error::success();
   return makeErrorF(
