@@ -36,8 +36,10 @@ int main(int argc, char **argv) {
   for (int i = 2; i < argc; ++i) {
     std::error_code ec;
     if (fs::is_directory(argv[i], ec)) {
+      // Dot files (.keep holds an empty directory in git) are not inputs.
       for (const auto &e : fs::recursive_directory_iterator(argv[i]))
-        if (e.is_regular_file())
+        if (e.is_regular_file() &&
+            e.path().filename().string().rfind('.', 0) != 0)
           files.push_back(e.path());
     } else if (fs::is_regular_file(argv[i], ec)) {
       files.push_back(argv[i]);
