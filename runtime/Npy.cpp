@@ -151,8 +151,10 @@ std::optional<NpyArray> readNpy(std::istream &f, int64_t size,
       return std::nullopt;
     }
     a.shape.push_back(d);
-    elems *= d;
-    if (elems > (int64_t(1) << 40)) {
+    // Each dimension is at most 2^40, and so is the product so far: checked
+    // before it can overflow (fuzz_npy found 2222222222 x 22222222222).
+    if (__builtin_mul_overflow(elems, d, &elems) ||
+        elems > (int64_t(1) << 40)) {
       err = path + ": array too large";
       return std::nullopt;
     }
