@@ -256,7 +256,7 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
   json root;
   try {
     root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {
     // e.what() starts with the library's own tag; keep what follows.
     std::string what = e.what();
     size_t pos = what.find("] ");

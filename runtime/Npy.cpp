@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <istream>
 #include <limits>
 
 namespace memfit::rt {
@@ -14,16 +15,20 @@ int64_t NpyArray::count() const {
   return n;
 }
 
+// An array with a zero dimension holds no bytes, and memcpy from the null
+// data() of an empty vector is undefined even for zero bytes.
 std::vector<float> NpyArray::asFloat() const {
   std::vector<float> out(count());
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  if (!out.empty())
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
   return out;
 }
 
 std::vector<int32_t> NpyArray::asInt32() const {
   std::vector<int32_t> out(count());
   if (dtype == NpyDType::I32) {
-    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    if (!out.empty())
+      std::memcpy(out.data(), bytes.data(), out.size() * 4);
   } else {
     for (size_t i = 0; i < out.size(); ++i) {
       int64_t v;
@@ -58,11 +63,22 @@ static std::string field(const std::string &h, const std::string &key) {
 }
 
 std::optional<NpyArray> readNpy(const std::string &path, std::string &err) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) {
     err = path + ": cannot open";
     return std::nullopt;
   }
+  int64_t size = static_cast<int64_t>(f.tellg());
+  f.seekg(0);
+  if (!f || size < 0) {
+    err = path + ": cannot read";
+    return std::nullopt;
+  }
+  return readNpy(f, size, path, err);
+}
+
+std::optional<NpyArray> readNpy(std::istream &f, int64_t size,
+                                const std::string &path, std::string &err) {
   char magic[8];
   f.read(magic, 8);
   if (!f || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
@@ -135,14 +151,24 @@ std::optional<NpyArray> readNpy(const std::string &path, std::string &err) {
       return std::nullopt;
     }
     a.shape.push_back(d);
-    elems *= d;
-    if (elems > (int64_t(1) << 40)) {
+    // Each dimension is at most 2^40, and so is the product so far: checked
+    // before it can overflow (fuzz_npy found 2222222222 x 22222222222).
+    if (__builtin_mul_overflow(elems, d, &elems) ||
+        elems > (int64_t(1) << 40)) {
       err = path + ": array too large";
       return std::nullopt;
     }
     i = j;
   }
   int64_t width = a.dtype == NpyDType::I64 ? 8 : 4;
+  // The data must be there before memory is reserved for it: a header that
+  // claims a terabyte is a truncated file, not an allocation to attempt.
+  int64_t dataOffset = static_cast<int64_t>(f.tellg());
+  if (dataOffset < 0 || elems * width > size - dataOffset) {
+    err = path + ": truncated data (expected " + std::to_string(elems) +
+          " values)";
+    return std::nullopt;
+  }
   a.bytes.resize(static_cast<size_t>(elems * width));
   f.read(a.bytes.data(), static_cast<std::streamsize>(a.bytes.size()));
   if (!f) {

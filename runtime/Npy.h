@@ -9,6 +9,7 @@
 #define MEMFIT_RUNTIME_NPY_H
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct NpyArray {
 };
 
 std::optional<NpyArray> readNpy(const std::string &path, std::string &err);
+/// The same from a stream positioned at the start of `size` bytes of .npy;
+/// `name` stands for the file in messages.
+std::optional<NpyArray> readNpy(std::istream &in, int64_t size,
+                                const std::string &name, std::string &err);
 bool writeNpy(const std::string &path, const NpyArray &a, std::string &err);
 
 } // namespace memfit::rt

@@ -1,6 +1,8 @@
 //===- OnnxWeights.cpp - A trainer's weights in the ONNX model ------------===//
 #include "runtime/OnnxWeights.h"
 
+#include "runtime/AtomicFile.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -160,20 +162,15 @@ bool writeTrainedModel(const std::string &modelPath, const std::string &outPath,
         std::string(reinterpret_cast<const char *>(values[i].data()),
                     values[i].size() * 4));
   }
-  std::string tmp = outPath + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f || !m.SerializeToOstream(&f)) {
-      err = outPath + ": cannot write the trained model";
-      std::remove(tmp.c_str());
-      return false;
-    }
+  std::string bytes;
+  if (!m.SerializeToString(&bytes)) {
+    err = outPath + ": cannot serialize the trained model";
+    return false;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, outPath, ec);
-  if (ec) {
-    err = outPath + ": " + ec.message();
-    std::remove(tmp.c_str());
+  AtomicFile f(outPath);
+  f.write(bytes.data(), bytes.size());
+  if (!f.commit()) {
+    err = f.error() + " (the trained model was not saved)";
     return false;
   }
   return true;

@@ -7,6 +7,7 @@
 // model. Backend-independent: it talks to the device only through Exec.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/AtomicFile.h"
 #include "runtime/Exec.h"
 #include "runtime/Npy.h"
 #include "runtime/OnnxWeights.h"
@@ -296,42 +297,48 @@ void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
 }
 
 // Checkpoint: a directory with one file, written to a temporary name and
-// renamed, so a crash never leaves a half-written checkpoint.
+// renamed (AtomicFile), so a kill at any moment leaves the previous
+// checkpoint or the new one, and a write error (a full disk) leaves the
+// previous one intact and stops the trainer saying so.
 void saveCheckpoint(Exec &x, const std::string &dir, uint64_t iteration,
                     uint64_t sampleCursor, uint64_t epoch) {
-  std::filesystem::create_directories(dir);
-  std::string path = dir + "/checkpoint.bin", tmp = path + ".tmp";
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f)
-    die("cannot write checkpoint " + tmp);
-  const char magic[8] = {'M', 'F', 'C', 'K', 'P', 'T', '0', '1'};
-  f.write(magic, 8);
-  uint64_t head[4] = {iteration, sampleCursor, epoch,
-                      (uint64_t)x.weightInfo().size()};
-  f.write(reinterpret_cast<const char *>(head), sizeof head);
-  std::vector<float> buf;
-  for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
-    const WeightInfo &w = x.weightInfo()[id];
-    buf.resize(w.count);
-    x.readWeight(id, buf.data());
-    f.write(reinterpret_cast<const char *>(buf.data()), w.count * 4);
-    if (w.trainable && x.info().hasMomentum) {
-      x.readMomentum(id, buf.data());
-      f.write(reinterpret_cast<const char *>(buf.data()), w.count * 4);
-    }
-    if (w.trainable && x.info().optimizer != Optimizer::SGD) {
-      x.readSecondMoment(id, buf.data());
-      f.write(reinterpret_cast<const char *>(buf.data()), w.count * 4);
-    }
-  }
-  f.flush();
-  if (!f)
-    die("cannot write checkpoint " + tmp);
-  f.close();
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
+  std::filesystem::create_directories(dir, ec);
   if (ec)
-    die("cannot rename " + tmp + ": " + ec.message());
+    die("cannot create checkpoint directory " + dir + ": " + ec.message());
+  std::string path = dir + "/checkpoint.bin";
+  std::string err;
+  {
+    AtomicFile f(path);
+    const char magic[8] = {'M', 'F', 'C', 'K', 'P', 'T', '0', '1'};
+    f.write(magic, 8);
+    uint64_t head[4] = {iteration, sampleCursor, epoch,
+                        (uint64_t)x.weightInfo().size()};
+    f.write(head, sizeof head);
+    std::vector<float> buf;
+    for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
+      const WeightInfo &w = x.weightInfo()[id];
+      buf.resize(w.count);
+      x.readWeight(id, buf.data());
+      f.write(buf.data(), w.count * 4);
+      if (w.trainable && x.info().hasMomentum) {
+        x.readMomentum(id, buf.data());
+        f.write(buf.data(), w.count * 4);
+      }
+      if (w.trainable && x.info().optimizer != Optimizer::SGD) {
+        x.readSecondMoment(id, buf.data());
+        f.write(buf.data(), w.count * 4);
+      }
+    }
+    if (!f.commit())
+      err = f.error();
+  } // the temporary file is gone before the trainer stops
+  if (!err.empty())
+    die("checkpoint at iteration " + std::to_string(iteration) +
+        " not written: " + err +
+        (std::filesystem::exists(path, ec)
+             ? "; the previous checkpoint is intact"
+             : ""));
 }
 
 bool loadCheckpoint(Exec &x, const std::string &dir, uint64_t &iteration,

@@ -9,7 +9,7 @@ MEMFIT_JOBS=${MEMFIT_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # independent reference the tests compare against; chromium renders reports.
 MEMFIT_PACKAGES="cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler \
 llvm-14-dev nlohmann-json3-dev catch2 ccache libopenblas-dev coinor-libcbc-dev pkg-config python3 python3-numpy python3-onnx \
-python3-torch python3-torchvision chromium"
+python3-torch python3-torchvision chromium clang-14 libfuzzer-14-dev"
 
 memfit_install_missing() {
   local missing=()
@@ -24,6 +24,9 @@ memfit_install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 }
 
+# Extra CMake arguments for memfit_build (tools/test --sanitize sets them).
+MEMFIT_CMAKE_ARGS=${MEMFIT_CMAKE_ARGS:-}
+
 memfit_build() {
   # ccache (when present) makes rebuilds in fresh clones cheap; CCACHE_BASEDIR
   # lets clones at different paths share entries.
@@ -32,6 +35,22 @@ memfit_build() {
     export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$MEMFIT_ROOT")}
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
-  cmake -S "$MEMFIT_ROOT" -B "$MEMFIT_BUILD" -DCMAKE_BUILD_TYPE=${MEMFIT_BUILD_TYPE:-RelWithDebInfo} "${launcher[@]}" >&2 || return 1
+  # shellcheck disable=SC2086 # MEMFIT_CMAKE_ARGS is a list of arguments
+  cmake -S "$MEMFIT_ROOT" -B "$MEMFIT_BUILD" -DCMAKE_BUILD_TYPE=${MEMFIT_BUILD_TYPE:-RelWithDebInfo} "${launcher[@]}" $MEMFIT_CMAKE_ARGS >&2 || return 1
   cmake --build "$MEMFIT_BUILD" -j "$MEMFIT_JOBS" >&2
+}
+
+# The sanitizer build (tools/test --sanitize): ASan and UBSan, no recovery,
+# in its own directory, without the CUDA backend (no GPU code runs under the
+# sanitizers). A Debug build, so assertions are checked too (CMakeLists.txt
+# sets -O1 and line tables for it).
+MEMFIT_SANITIZE_BUILD=${MEMFIT_SANITIZE_BUILD:-$MEMFIT_ROOT/build-sanitize}
+# Tests the sanitizer run leaves to the plain one (a ctest -E pattern;
+# docs/testing.md has the reasons and timings): memory_limit sets
+# `ulimit -v`, which ASan's shadow memory cannot live under; deep plans a
+# ResNet-2018 twice, nearly seven minutes under the sanitizers.
+MEMFIT_SANITIZE_EXCLUDE=${MEMFIT_SANITIZE_EXCLUDE:-^cli_(memory_limit|deep)$}
+memfit_build_sanitize() {
+  MEMFIT_BUILD=$MEMFIT_SANITIZE_BUILD MEMFIT_BUILD_TYPE=Debug \
+    MEMFIT_CMAKE_ARGS="-DMEMFIT_SANITIZE=ON -DMEMFIT_WITH_CUDA=OFF" memfit_build
 }

@@ -84,4 +84,19 @@ llvm::Error writeFileAtomically(const std::string &path,
   return llvm::Error::success();
 }
 
+llvm::Error writeFile(const std::string &path, llvm::StringRef bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return ioError("create", path, errno);
+  int err = writeAll(fd, bytes);
+  const char *what = "write";
+  if (::close(fd) != 0 && err == 0) {
+    err = errno;
+    what = "close";
+  }
+  if (err != 0)
+    return ioError(what, path, err);
+  return llvm::Error::success();
+}
+
 } // namespace memfit

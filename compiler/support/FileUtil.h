@@ -20,6 +20,11 @@ namespace memfit {
 /// `path` is left as it was, and the error names the path and the cause.
 llvm::Error writeFileAtomically(const std::string &path, llvm::StringRef bytes);
 
+/// Creates or truncates `path` and writes `bytes` to it, not atomically (for
+/// files inside a directory that is itself published atomically). The error
+/// names the path and the cause (a full disk says so).
+llvm::Error writeFile(const std::string &path, llvm::StringRef bytes);
+
 } // namespace memfit
 
 #endif

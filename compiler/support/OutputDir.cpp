@@ -2,10 +2,13 @@
 #include "compiler/support/OutputDir.h"
 
 #include "compiler/support/Diagnostics.h"
+#include "compiler/support/FileUtil.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -35,9 +38,11 @@ llvm::Expected<OutputDir> OutputDir::create(const std::string &target,
                   std::to_string(::getpid()) + "-" + std::to_string(attempt));
     if (fs::create_directory(tmp, ec))
       return OutputDir(t.string(), tmp.string(), replace);
+    if (ec)
+      break; // not a name taken by an earlier attempt: trying on is futile
   }
-  return makeErrorF("{0}: cannot create a temporary directory beside it",
-                    target);
+  return makeErrorF("{0}: cannot create a temporary directory beside it{1}",
+                    target, ec ? ": " + ec.message() : std::string());
 }
 
 OutputDir::OutputDir(OutputDir &&o) noexcept
@@ -62,6 +67,14 @@ static llvm::Expected<fs::path> inside(const std::string &root,
   return fs::path(root) / p;
 }
 
+/// What became of the target when writing failed: nothing was published,
+/// so an older directory is as it was.
+std::string OutputDir::untouched() const {
+  std::error_code ec;
+  return fs::exists(target, ec) ? "; " + target + " is left as it was"
+                                : "; nothing was written to " + target;
+}
+
 llvm::Error OutputDir::write(const std::string &relPath,
                              const std::string &contents) {
   auto p = inside(temp, relPath);
@@ -69,11 +82,11 @@ llvm::Error OutputDir::write(const std::string &relPath,
     return p.takeError();
   std::error_code ec;
   fs::create_directories(p->parent_path(), ec);
-  std::ofstream f(*p, std::ios::binary | std::ios::trunc);
-  f.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  f.close();
-  if (!f)
-    return makeErrorF("{0}: cannot write", p->string());
+  if (ec)
+    return makeErrorF("cannot create {0}: {1}{2}", p->parent_path().string(),
+                      ec.message(), untouched());
+  if (llvm::Error err = writeFile(p->string(), contents))
+    return makeErrorF("{0}{1}", llvm::toString(std::move(err)), untouched());
   return llvm::Error::success();
 }
 
@@ -84,15 +97,41 @@ llvm::Error OutputDir::copyFile(const std::string &from,
     return p.takeError();
   std::error_code ec;
   fs::create_directories(p->parent_path(), ec);
-  fs::copy_file(from, *p, fs::copy_options::overwrite_existing, ec);
+  if (!ec)
+    fs::copy_file(from, *p, fs::copy_options::overwrite_existing, ec);
   if (ec)
-    return makeErrorF("cannot copy {0}: {1}", from, ec.message());
+    return makeErrorF("cannot copy {0}: {1}{2}", from, ec.message(),
+                      untouched());
   return llvm::Error::success();
+}
+
+/// rename(2) that fails with EEXIST instead of replacing `to` (an empty
+/// directory at `to` would otherwise be replaced silently).
+static int renameNoReplace(const fs::path &from, const fs::path &to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(),
+                  RENAME_NOREPLACE) == 0)
+    return 0;
+  return errno;
 }
 
 llvm::Error OutputDir::commit() {
   std::error_code ec;
   fs::path old;
+  if (!replace) {
+    // Another command may have published `target` since create() looked:
+    // the first to finish wins whole, the others fail here and leave it be.
+    int err = renameNoReplace(temp, target);
+    if (err == EEXIST || err == ENOTEMPTY)
+      return makeErrorF("{0} appeared while this command ran (written by "
+                        "another one?); it is left as it is; pass --force to "
+                        "replace it",
+                        target);
+    if (err != 0)
+      return makeErrorF("cannot move the output into {0}: {1}", target,
+                        std::strerror(err));
+    committed = true;
+    return llvm::Error::success();
+  }
   if (fs::exists(target)) {
     old = fs::path(temp).string() + ".old";
     fs::rename(target, old, ec);

@@ -4,7 +4,10 @@
 // beside the target and rename it into place at the end: the target appears
 // whole or not at all, and a failure leaves nothing behind. An existing
 // target is refused unless replacing is asked for; it is then swapped out
-// only after the new one is complete.
+// only after the new one is complete. Of two commands writing one new
+// target at once, the first to finish wins whole and the other fails
+// cleanly. A failure to write (a full disk) says that the target was left as
+// it was.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_COMPILER_SUPPORT_OUTPUTDIR_H
@@ -34,6 +37,7 @@ public:
 private:
   OutputDir(std::string target, std::string temp, bool replace)
       : target(std::move(target)), temp(std::move(temp)), replace(replace) {}
+  std::string untouched() const;
   std::string target, temp;
   bool replace = false, committed = false;
 };

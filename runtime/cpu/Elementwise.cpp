@@ -42,20 +42,25 @@ void binaryBackward(const BinaryParams &p, int64_t n, const float *a,
   assert(p.bSize > 0 && p.inner > 0);
   const int64_t count = n * p.perSample;
   bool reads = kernels::binaryGradReadsOperands(p.kind);
+  // An operand the gradient does not need may be absent (null: Mul's da
+  // needs only b); reading it anyway is undefined even when the value goes
+  // unused (UBSan caught it), so each is read only where it exists.
+  auto aAt = [&](int64_t at) { return a ? a[at] : 0.0f; };
+  auto bAt = [&](int64_t at) {
+    return b ? b[kernels::binaryBIndex(p, at)] : 0.0f;
+  };
   // da before db: when both operands are one value, db adds to what da
   // wrote.
   if (da)
     for (int64_t at = 0; at < count; ++at)
       put(da[at],
-          reads ? kernels::binaryGradA(p.kind, dy[at], a[at],
-                                       b[kernels::binaryBIndex(p, at)])
+          reads ? kernels::binaryGradA(p.kind, dy[at], aAt(at), bAt(at))
                 : kernels::binaryGradA(p.kind, dy[at], 0, 0),
           accumulateA);
   if (!db)
     return;
   auto gradB = [&](int64_t at) {
-    return reads ? kernels::binaryGradB(p.kind, dy[at], a[at],
-                                        b[kernels::binaryBIndex(p, at)])
+    return reads ? kernels::binaryGradB(p.kind, dy[at], aAt(at), bAt(at))
                  : kernels::binaryGradB(p.kind, dy[at], 0, 0);
   };
   if (p.bBatched && p.bSize == p.perSample) {

@@ -44,8 +44,10 @@ using kernels::binaryBIndex;
 __device__ __forceinline__ float gradB(BinaryKind k, float dy, const float *a,
                                        int64_t at, const float *b,
                                        int64_t bAt) {
+  // An operand the gradient does not need may be null (the CPU backend's
+  // binaryBackward says why it is read only where it exists).
   return kernels::binaryGradReadsOperands(k)
-             ? kernels::binaryGradB(k, dy, a[at], b[bAt])
+             ? kernels::binaryGradB(k, dy, a ? a[at] : 0.0f, b ? b[bAt] : 0.0f)
              : kernels::binaryGradB(k, dy, 0, 0);
 }
 
@@ -62,8 +64,8 @@ __global__ void binaryGradAKernel(BinaryParams p, int64_t count, const float *a,
   MEMFIT_GRID_LOOP(at, count) {
     bool reads = kernels::binaryGradReadsOperands(p.kind);
     put(da[at],
-        reads ? kernels::binaryGradA(p.kind, dy[at], a[at],
-                                     b[binaryBIndex(p, at)])
+        reads ? kernels::binaryGradA(p.kind, dy[at], a ? a[at] : 0.0f,
+                                     b ? b[binaryBIndex(p, at)] : 0.0f)
               : kernels::binaryGradA(p.kind, dy[at], 0, 0),
         acc);
   }

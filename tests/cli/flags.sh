@@ -69,6 +69,11 @@ expect_error --batch inspect tiny.onnx --batch=0
 expect_error --repeats profile tiny.onnx -o p.json --repeats=0
 expect_error --sub-batches profile tiny.onnx -o p.json --sub-batches=4,0
 expect_error --warmup profile tiny.onnx -o p.json --warmup=-1
+"$MEMFIT" plan tiny.onnx --batch 8 --budget 50% -o rep --quiet || fail "plan -o"
+for v in -1 nan inf 2.5 x; do
+  expect_error --layers report rep/plan.json --layers=$v
+  expect_error --stalls report rep/plan.json --stalls=$v
+done
 # A valid call still works.
 "$MEMFIT" plan tiny.onnx --batch 8 --budget 50% --momentum 0.5 --quiet ||
   fail "a valid plan call failed"

@@ -9,6 +9,7 @@
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/Diagnostics.h"
+#include "compiler/support/MemoryLimit.h"
 #include "compiler/support/Units.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -227,6 +228,8 @@ Error buildSession(PlanningSession &s, Progress &p) {
   p.done();
   p.info(
       formatv("{0} tasks, {1} blocks", s.tg.tasks.size(), s.tg.blocks.size()));
+  if (auto err = checkPlanningMemory(s.tg.tasks.size(), s.modelPath))
+    return err;
   auto cm = makeCostModel(Device, ProfilePath);
   if (!cm)
     return cm.takeError();

@@ -8,6 +8,7 @@
 #include "codegen/PlanJson.h"
 #include "codegen/ReportText.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/NumericOptions.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -21,10 +22,10 @@ cl::SubCommand Cmd("report", "Summarize a plan.json: memory, time, "
 cl::opt<std::string> PlanPath(cl::Positional, cl::desc("<plan.json>"),
                               cl::Required, cl::sub(Cmd));
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"), cl::sub(Cmd));
-cl::opt<unsigned> Layers("layers", cl::desc("Rows of the layer table (0: all)"),
-                         cl::init(30), cl::sub(Cmd));
-cl::opt<unsigned> Stalls("stalls", cl::desc("Stall causes listed"), cl::init(5),
-                         cl::sub(Cmd));
+cl::opt<Count> Layers("layers", cl::desc("Rows of the layer table (0: all)"),
+                      cl::init(30), cl::sub(Cmd));
+cl::opt<Count> Stalls("stalls", cl::desc("Stall causes listed"), cl::init(5),
+                      cl::sub(Cmd));
 
 int run() {
   auto report = readPlanJson(PlanPath);

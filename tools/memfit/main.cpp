@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/memfit/Command.h"
 
+#include "compiler/support/MemoryLimit.h"
+
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -39,6 +41,9 @@ int reportError(Error err) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // A model too large for this machine's memory ends in a message, not an
+  // abort (compiler/support/MemoryLimit.h).
+  memfit::installOutOfMemoryHandlers("memfit");
   cl::SetVersionPrinter([](raw_ostream &os) { os << "memfit 0.1.0\n"; });
   // LLVM's libraries register hundreds of options of their own (targets,
   // passes); memfit's top level shows only --help and --version beside the
