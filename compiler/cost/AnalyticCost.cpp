@@ -107,13 +107,6 @@ double convFlops(const ConvShape &s, ConvDirection dir, int algo) {
   double b = d(s.batch), c = d(channelsPerGroup(s)), k = d(s.k);
   switch (m) {
   case ConvMethod::ImplicitGemm:
-    if (dir == ConvDirection::BackwardData)
-      // cuDNN's implicit-GEMM backward-data kernels run over every input
-      // position, each gathering its filter taps from dY, as a stride-1
-      // convolution over a zero-filled dY would: a strided convolution
-      // costs stride_h * stride_w times its forward FLOPs.
-      return 2.0 * b * k * c * d(s.kernelSpatial()) * d(s.inSpatial());
-    return s.directFlops();
   case ConvMethod::ImplicitPrecompGemm:
   case ConvMethod::Gemm:
   case ConvMethod::Direct:
@@ -222,6 +215,16 @@ double convWorkspaceTraffic(const ConvShape &s, ConvDirection dir, int algo) {
     return 0;
   }
   return 0;
+}
+
+double convStridePenalty(const ConvShape &s, ConvDirection dir, int algo) {
+  if (dir != ConvDirection::BackwardData ||
+      methodOf(dir, algo) != ConvMethod::ImplicitGemm)
+    return 1;
+  double p = 1;
+  for (int64_t x : s.strides)
+    p *= d(std::max<int64_t>(x, 1));
+  return p;
 }
 
 double convParallelItems(const ConvShape &s, ConvDirection dir) {
@@ -354,6 +357,7 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
     w.launches = convLaunches(*dir, algo);
     w.efficiency = spec.convEfficiency(*dir, algo);
     w.reduction = convReductionDepth(s, *dir);
+    w.stridePenalty = convStridePenalty(s, *dir, algo);
     if (s.hasBias && *dir != ConvDirection::BackwardData) {
       // Bias added to Y after the convolution, or reduced from dY.
       w.flops += d(s.batch) * d(s.k) * d(s.outSpatial());
@@ -443,7 +447,8 @@ double workSeconds(const DeviceSpec &spec, const TaskWork &w) {
   double depth = w.reduction > 0 && spec.halfRateReduction > 0
                      ? w.reduction / (w.reduction + spec.halfRateReduction)
                      : 1.0;
-  double rate = spec.fp32Flops * w.efficiency.compute * depth;
+  double rate = spec.fp32Flops * w.efficiency.compute * depth /
+                std::pow(w.stridePenalty, spec.stridePenaltyExponent);
   double bandwidth = spec.memoryBandwidth * w.efficiency.memory;
   double half =
       w.batchReduction ? spec.halfRateFilterItems() : spec.halfRateItems();

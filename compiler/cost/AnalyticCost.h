@@ -53,6 +53,10 @@ struct TaskWork {
   /// scale with it (backward-filter): W are its output elements and the
   /// half rate is spec.halfRateFilterItems().
   bool batchReduction = false;
+  /// How many times its forward's work a strided backward-data kernel may
+  /// do (stride_h * stride_w); the time takes it to the power
+  /// spec.stridePenaltyExponent, which the calibration fits.
+  double stridePenalty = 1;
   int launches = 0;
   Efficiency efficiency;
   bool free = false; // produces only views: no kernel at all
@@ -71,6 +75,12 @@ int convLaunches(ConvDirection d, int algo);
 /// DRAM traffic of `algo`'s workspace: buffers one kernel writes and the
 /// next reads count twice, index tables and transformed filters once.
 double convWorkspaceTraffic(const ConvShape &s, ConvDirection d, int algo);
+/// Implicit-GEMM backward-data kernels can run over every input position,
+/// each gathering its filter taps from dY, as a stride-1 convolution over a
+/// zero-filled dY would: stride_h * stride_w times the forward's work. How
+/// much of that a library version shows is the calibration's exponent.
+/// 1 for every other direction and method.
+double convStridePenalty(const ConvShape &s, ConvDirection d, int algo);
 /// W of a conv direction: the elements of its output (Y forward, dX
 /// backward-data, dW backward-filter).
 double convParallelItems(const ConvShape &s, ConvDirection d);

@@ -87,6 +87,14 @@ public:
   Objective(const std::vector<GpuMeasurements> &gpus)
       : gpus(gpus), samples(samplesOf(gpus)) {}
 
+  /// The fastest measured kernel: no per-kernel floor can exceed it.
+  double fastestMeasured() const {
+    double t = 30e-6;
+    for (const Sample &s : samples)
+      t = std::min(t, s.seconds);
+    return t;
+  }
+
   /// Mean |ln(predicted / measured)|; `wins`, when given, counts the
   /// fastest candidate's slot of every sample.
   double operator()(const CostCalibration &c,
@@ -170,9 +178,16 @@ CostCalibration roundCalibration(CostCalibration c) {
   c.halfRateItemsPerSm = round4(c.halfRateItemsPerSm);
   c.halfRateReduction = round4(c.halfRateReduction);
   c.halfRateFilterItemsPerSm = round4(c.halfRateFilterItemsPerSm);
+  c.stridePenaltyExponent = round4(c.stridePenaltyExponent);
   for (Efficiency &e : c.efficiency)
     e = {round4(e.compute), round4(e.memory)};
   return c;
+}
+
+bool isBaselineSlot(int slot) {
+  auto dir = static_cast<ConvDirection>(slot / kMaxConvAlgoId);
+  return slot < kNumConvDirections * kMaxConvAlgoId &&
+         slot % kMaxConvAlgoId == convBaselineAlgo(dir);
 }
 
 bool isConvSlot(int slot) {
@@ -191,15 +206,22 @@ CalibrationFit fitCalibration(const std::vector<GpuMeasurements> &gpus,
   const int gemm = efficiencySlot(CostClass::Gemm);
 
   std::vector<Param> globals = {
+      // The floor is bounded by the fastest measured kernel: a larger one
+      // would contradict it, and would tax every small kernel the planner
+      // prices (elementwise ones included) for what is per-call overhead
+      // of the measured library calls.
       {[](const CostCalibration &c) { return c.launchSeconds; },
        [](CostCalibration &c, double v) { c.launchSeconds = v; }, 0.5e-6,
-       30e-6},
+       objective.fastestMeasured()},
       {[](const CostCalibration &c) { return c.halfRateItemsPerSm; },
        [](CostCalibration &c, double v) { c.halfRateItemsPerSm = v; }, 1,
        1 << 20},
       {[](const CostCalibration &c) { return c.halfRateFilterItemsPerSm; },
        [](CostCalibration &c, double v) { c.halfRateFilterItemsPerSm = v; }, 1,
        1 << 20},
+      {[](const CostCalibration &c) { return c.stridePenaltyExponent; },
+       [](CostCalibration &c, double v) { c.stridePenaltyExponent = v; }, 0.01,
+       2},
       {[](const CostCalibration &c) { return c.halfRateReduction; },
        [](CostCalibration &c, double v) { c.halfRateReduction = v; }, 0.5,
        1 << 14},
@@ -244,7 +266,7 @@ CalibrationFit fitCalibration(const std::vector<GpuMeasurements> &gpus,
   CostCalibration start = c, best = c;
   double bestError = 0;
   bool first = true;
-  for (double launch : {2e-6, 8e-6})
+  for (double launch : {2e-6, 0.8 * objective.fastestMeasured()})
     for (double items : {64.0, 1024.0, 8192.0}) {
       CostCalibration trial = start;
       trial.launchSeconds = launch;
@@ -264,9 +286,13 @@ CalibrationFit fitCalibration(const std::vector<GpuMeasurements> &gpus,
 
   // Stage 2: every algorithm the model now picks for at least three
   // kernels gets its own efficiency, refitted with the global parameters.
+  // Baselines keep the prior's ratio to their direction: a baseline and
+  // its precomputed-index or atomic sibling do the same arithmetic, so
+  // times alone cannot tell them apart, and the prior orders them as
+  // cuDNN's choices do (precomputed indices faster).
   std::vector<Param> stage2 = globals;
   for (int s = 0; s < kNumEfficiencySlots; ++s)
-    if (isConvSlot(s) && wins[s] >= 3) {
+    if (isConvSlot(s) && wins[s] >= 3 && !isBaselineSlot(s)) {
       fit.fitted[s] = true;
       stage2.push_back(
           {[s](const CostCalibration &c) { return c.efficiency[s].compute; },
@@ -302,6 +328,8 @@ std::string calibrationInc(const CostCalibration &c,
      << num(c.halfRateItemsPerSm) << ")\n";
   os << "MEMFIT_CALIBRATED_PARAM(halfRateFilterItemsPerSm, "
      << num(c.halfRateFilterItemsPerSm) << ")\n";
+  os << "MEMFIT_CALIBRATED_PARAM(stridePenaltyExponent, "
+     << num(c.stridePenaltyExponent) << ")\n";
   os << "MEMFIT_CALIBRATED_PARAM(halfRateReduction, "
      << num(c.halfRateReduction) << ")\n";
   for (int s = 0; s < kNumEfficiencySlots; ++s) {

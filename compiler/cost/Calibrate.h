@@ -16,7 +16,8 @@
 // algorithm ratios with the global parameters, then each algorithm that the
 // first stage's model picks for enough kernels gets its own efficiency.
 // Algorithms that are never fastest cannot be told apart by the data and
-// keep the prior's ratio to their direction.
+// keep the prior's ratio to their direction; so do the baselines, whose
+// arithmetic their faster siblings share.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_COMPILER_COST_CALIBRATE_H

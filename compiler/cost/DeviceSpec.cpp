@@ -146,6 +146,7 @@ void applyCalibration(DeviceSpec &spec, const CostCalibration &c) {
   spec.halfRateItemsPerSm = c.halfRateItemsPerSm;
   spec.halfRateReduction = c.halfRateReduction;
   spec.halfRateFilterItemsPerSm = c.halfRateFilterItemsPerSm;
+  spec.stridePenaltyExponent = c.stridePenaltyExponent;
   spec.efficiency = c.efficiency;
 }
 
@@ -155,6 +156,7 @@ CostCalibration calibrationOf(const DeviceSpec &spec) {
   c.halfRateItemsPerSm = spec.halfRateItemsPerSm;
   c.halfRateReduction = spec.halfRateReduction;
   c.halfRateFilterItemsPerSm = spec.halfRateFilterItemsPerSm;
+  c.stridePenaltyExponent = spec.stridePenaltyExponent;
   c.efficiency = spec.efficiency;
   return c;
 }
@@ -192,6 +194,8 @@ const NumberField kNumberFields[] = {
      true},
     {"half_rate_filter_items_per_sm", &DeviceSpec::halfRateFilterItemsPerSm, 1,
      false, false, true},
+    {"stride_penalty_exponent", &DeviceSpec::stridePenaltyExponent, 1, false,
+     false, true},
 };
 // Fields handled outside the table: name, description, memory_gib,
 // sm_count, efficiency.

@@ -71,6 +71,9 @@ struct DeviceSpec {
   /// per SM runs at half rate (it splits its batch reduction to fill the
   /// GPU, so it needs fewer output elements than other kernels).
   double halfRateFilterItemsPerSm = 1024;
+  /// A strided implicit-GEMM backward-data kernel takes (stride_h *
+  /// stride_w) to this power times its FLOPs' time (AnalyticCost.h).
+  double stridePenaltyExponent = 1;
   std::array<Efficiency, kNumEfficiencySlots> efficiency{};
 
   const Efficiency &convEfficiency(ConvDirection d, int algo) const {
@@ -95,6 +98,7 @@ struct CostCalibration {
   double halfRateItemsPerSm = 1024;
   double halfRateReduction = 0;
   double halfRateFilterItemsPerSm = 1024;
+  double stridePenaltyExponent = 1;
   std::array<Efficiency, kNumEfficiencySlots> efficiency{};
 };
 

@@ -25,6 +25,7 @@ TaskWork convWorkAt(const DeviceSpec &spec, const ConvShape &s,
   w.launches = convLaunches(dir, algo);
   w.efficiency = spec.convEfficiency(dir, algo);
   w.reduction = convReductionDepth(s, dir);
+  w.stridePenalty = convStridePenalty(s, dir, algo);
   return w;
 }
 

@@ -16,8 +16,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(wc -l <conv.csv)" -eq 95 ] || fail "expected 95 lines, got $(wc -l <conv.csv)"
 head -1 conv.csv | grep -q ',fwd_algo,pred_fwd_ms,pred_bwd_data_ms,pred_bwd_filter_ms$' ||
   fail "conv header: $(head -1 conv.csv)"
-# Every row is the input row plus three positive predictions.
-paste -d'|' "$DATA/deepbench_V100_conv_fp32.csv" conv.csv | tail -n +2 |
+# Every row is the input row (line breaks written as LF) plus three
+# positive predictions.
+tr -d '\r' <"$DATA/deepbench_V100_conv_fp32.csv" >input.csv
+paste -d'|' input.csv conv.csv | tail -n +2 |
   awk -F'|' '{ if (index($2, $1 ",") != 1) exit 1;
                n = split(substr($2, length($1) + 2), p, ",");
                if (n != 3) exit 1;

@@ -171,7 +171,9 @@ int run() {
      << " output elements per SM (backward-filter: "
      << format("%.4g", c.halfRateFilterItemsPerSm)
      << " filter elements per SM); half rate at "
-     << format("%.4g", c.halfRateReduction) << " multiply-adds per output\n\n"
+     << format("%.4g", c.halfRateReduction)
+     << " multiply-adds per output; strided backward-data penalty exponent "
+     << format("%.4g", c.stridePenaltyExponent) << "\n\n"
      << "| class | compute | memory | fastest for | fitted |\n"
      << "|---|---|---|---|---|\n";
   for (int s = 0; s < kNumEfficiencySlots; ++s) {
