@@ -78,6 +78,18 @@ TEST_CASE("the committed calibration predicts DeepBench's V100 and P100 "
   }
 }
 
+TEST_CASE("the committed calibration is the fit of the committed data",
+          "[calibration]") {
+  // compiler/cost/CalibratedParams.inc must be what tools/calibrate-cost-
+  // model writes from docs/benchmarks/data/deepbench: no hand edits, no
+  // stale table after a change to the model or the fit.
+  CalibrationFit fit =
+      fitCalibration({deepbench("V100", "v100"), deepbench("P100", "p100")},
+                     priorCalibration());
+  CHECK(calibrationInc(fit.calibration, "") ==
+        calibrationInc(calibratedDefaults(), ""));
+}
+
 TEST_CASE("a fit on one GPU predicts the other from its datasheet",
           "[calibration]") {
   GpuMeasurements v100 = deepbench("V100", "v100");
