@@ -2,25 +2,28 @@
 //
 // The formulas of the analytic model (docs/cost-model.md states each one):
 //
-//   time = launches * launch
-//        + max(F_b / (R e_c u) + F_0 / (R e_c),  B_b / (BW e_m u) + B_0 / (BW
-//        e_m))
+//   time = launches * launch + max(compute, memory)
+//   compute = p (F_b / (R e_c u) + F_0 / (R e_c))
+//   memory  = B_b / (BW e_m u) + B_0 / (BW e_m)
 //   u    = W / (W + W_half),  W_half = smCount * halfRateItemsPerSm
 //          (halfRateFilterItemsPerSm for backward-filter kernels)
 //   e_c  = efficiency of the class * D / (D + D_half)
+//   p    = (stride_h stride_w)^stridePenaltyExponent for implicit-GEMM
+//          backward-data, else 1
 //
 // F are the FLOPs of the algorithm's method (direct, Winograd, FFT), B the
 // bytes the task reads and writes (from its TaskGraph blocks, plus workspace
 // traffic), each split into the part that scales with the sub-batch (_b)
 // and the fixed part (_0: weights, filter transforms). W are the parallel
-// work items of the batched part (elements of its largest batched block), e
-// the efficiency of its algorithm class, lowered for GEMM-like kernels whose
-// reduction depth D per output element is short (each loaded tile feeds few
-// multiply-adds). Launches give every kernel a
-// latency floor and u lowers utilisation at small sub-batches, so splitting
-// a batch is never free; time is non-decreasing in b and time per sample
-// non-increasing. Tasks that only produce views (Flatten, Reshape) run no
-// kernel and cost nothing.
+// work items (a convolution's output elements; for other tasks the elements
+// of the largest batched block), e the efficiency of the algorithm class,
+// lowered for GEMM-like kernels whose reduction depth D per output element
+// is short (each loaded tile feeds few multiply-adds). The parameters that
+// are not datasheet facts are fitted to measured kernels (Calibrate.h).
+// Launches give every kernel a latency floor and u lowers utilisation at
+// small sub-batches, so splitting a batch is never free; time is
+// non-decreasing in b and time per sample non-increasing. Tasks that only
+// produce views (Flatten, Reshape) run no kernel and cost nothing.
 //
 // Workspace follows what each cuDNN method allocates: none for implicit
 // GEMM, an index table for precomputed GEMM, the im2col buffer for GEMM,

@@ -1,8 +1,9 @@
 //===- Calibrate.h - Fit the analytic model to measured kernels -*- C++ -*-===//
 //
 // Fits the calibration of the analytic model (DeviceSpec.h's
-// CostCalibration: launch floor, utilisation ramp, reduction-depth ramp and
-// the efficiency of every convolution algorithm and of GEMM) to measured
+// CostCalibration: launch floor, utilisation ramps, reduction-depth ramp,
+// strided backward-data penalty and the efficiency of every convolution
+// algorithm and of GEMM) to measured
 // kernel times on one or more GPUs, each described by its datasheet
 // numbers. One calibration serves every GPU: what depends on the kernel
 // (shape, algorithm, arithmetic intensity, occupancy at small sizes) is in
@@ -11,10 +12,13 @@
 // The error of a prediction is |ln(predicted / measured)|; the fit
 // minimises its mean over all measurements by coordinate descent in the
 // logarithm of each parameter, from the hand-chosen prior, in a fixed
-// order with fixed steps: the same data give the same calibration. It runs
-// in two stages: first one scale per conv direction over the prior's
-// algorithm ratios with the global parameters, then each algorithm that the
-// first stage's model picks for enough kernels gets its own efficiency.
+// order with fixed steps: the same data give the same calibration. The
+// launch floor is bounded by the fastest measured kernel. It runs in two
+// stages: first one scale per conv direction over the prior's algorithm
+// ratios with the global parameters, from a small grid of starting launch
+// floors and half rates (they trade against each other), then each
+// algorithm that the first stage's model picks for enough kernels gets its
+// own efficiency.
 // Algorithms that are never fastest cannot be told apart by the data and
 // keep the prior's ratio to their direction; so do the baselines, whose
 // arithmetic their faster siblings share.
