@@ -30,8 +30,9 @@ const char *kMinimal = R"({
 
 TEST_CASE("built-in devices carry their datasheet numbers", "[device]") {
   CHECK(builtinDeviceNames() ==
-        std::vector<std::string>{"k40m", "titanx-maxwell", "v100", "a100-40g",
-                                 "a100-80g", "h100-pcie", "h100-sxm", "h200"});
+        std::vector<std::string>{"k40m", "titanx-maxwell", "p100", "v100",
+                                 "a100-40g", "a100-80g", "h100-pcie",
+                                 "h100-sxm", "h200"});
   DeviceSpec h100 = *builtinDevice("h100-sxm");
   CHECK(h100.fp32Flops == 67e12);
   CHECK(h100.memoryBandwidth == 3350e9);
@@ -56,7 +57,7 @@ TEST_CASE("built-in devices carry their datasheet numbers", "[device]") {
       }
   }
   CHECK(errorOf(builtinDevice("h300")) ==
-        "unknown device 'h300' (built-in: k40m, titanx-maxwell, v100, "
+        "unknown device 'h300' (built-in: k40m, titanx-maxwell, p100, v100, "
         "a100-40g, a100-80g, h100-pcie, h100-sxm, h200; or give a .json "
         "file describing the device)");
 }
@@ -69,9 +70,11 @@ TEST_CASE("device JSON: a minimal file, defaults, round trip", "[device]") {
   CHECK(d->d2hBandwidth == 24e9);
   CHECK(d->memoryBytes == int64_t(24) << 30);
   CHECK(d->launchSeconds == Approx(4e-6));
-  // Optional fields take the documented defaults.
+  // Optional fields take the documented defaults; the model's parameters
+  // the calibration.
   CHECK(d->linkEfficiency == 0.8);
-  CHECK(d->halfRateItemsPerSm == 1024);
+  CHECK(d->halfRateItemsPerSm == calibratedDefaults().halfRateItemsPerSm);
+  CHECK(d->halfRateReduction == calibratedDefaults().halfRateReduction);
   CHECK(
       d->convEfficiency(ConvDirection::Forward, 0).compute ==
       defaultEfficiencies()[efficiencySlot(ConvDirection::Forward, 0)].compute);
@@ -89,6 +92,39 @@ TEST_CASE("device JSON: a minimal file, defaults, round trip", "[device]") {
     CHECK(back->classEfficiency(CostClass::Pooling).memory == 0.61);
     CHECK(deviceToJson(*back) == deviceToJson(s));
   }
+}
+
+TEST_CASE("a device described by its datasheet alone takes the calibrated "
+          "parameters",
+          "[device]") {
+  // The seven datasheet fields are enough: the launch floor, the ramps and
+  // the efficiencies come from the calibration, as for a built-in GPU.
+  const char *datasheet = R"({"name": "p100-sheet", "fp32_tflops": 10.6,
+    "memory_gbps": 732, "memory_gib": 16, "sm_count": 56,
+    "h2d_gbps": 15.75, "d2h_gbps": 15.75})";
+  auto d = parseDeviceJson(datasheet, "sheet.json");
+  REQUIRE(static_cast<bool>(d));
+  const CostCalibration &c = calibratedDefaults();
+  CHECK(d->launchSeconds == c.launchSeconds);
+  CHECK(d->halfRateItemsPerSm == c.halfRateItemsPerSm);
+  for (int slot = 0; slot < kNumEfficiencySlots; ++slot) {
+    CHECK(d->efficiency[slot].compute == c.efficiency[slot].compute);
+    CHECK(d->efficiency[slot].memory == c.efficiency[slot].memory);
+  }
+  // The same GPU as a built-in differs only in its name and description.
+  DeviceSpec p100 = *builtinDevice("p100");
+  d->name = p100.name;
+  d->description = p100.description;
+  CHECK(deviceToJson(*d) == deviceToJson(p100));
+  // A file may carry its own calibration.
+  auto own = parseDeviceJson(
+      R"({"name": "x", "fp32_tflops": 1, "memory_gbps": 1, "memory_gib": 1,
+          "sm_count": 1, "h2d_gbps": 1, "d2h_gbps": 1, "launch_us": 7,
+          "half_rate_reduction": 48})",
+      "own.json");
+  REQUIRE(static_cast<bool>(own));
+  CHECK(own->launchSeconds == Approx(7e-6));
+  CHECK(own->halfRateReduction == 48);
 }
 
 TEST_CASE("device JSON errors name the file and the field", "[device]") {
@@ -176,7 +212,10 @@ TEST_CASE("partial overrides change only the fields given", "[device]") {
       "cal")));
   CHECK(s.launchSeconds == Approx(7e-6));
   CHECK(s.classEfficiency(CostClass::Gemm).compute == 0.9);
-  CHECK(s.classEfficiency(CostClass::Gemm).memory == 0.8);
+  // The memory half of the pair keeps the calibrated value.
+  CHECK(
+      s.classEfficiency(CostClass::Gemm).memory ==
+      calibratedDefaults().efficiency[efficiencySlot(CostClass::Gemm)].memory);
   CHECK(s.fp32Flops == 19.5e12);
   llvm::Error err = applyDeviceOverrides(s, R"({"sm_count": -3})", "cal");
   CHECK(llvm::toString(std::move(err)) ==

@@ -198,7 +198,9 @@ int convLaunches(ConvDirection dir, int algo) {
 // Workspace traffic on top of the operands: buffers written by one kernel
 // and read by the next cross DRAM twice; index tables and transformed
 // filters are read once.
-static double convWorkspaceTraffic(ConvMethod m, int64_t ws) {
+double convWorkspaceTraffic(const ConvShape &s, ConvDirection dir, int algo) {
+  ConvMethod m = methodOf(dir, algo);
+  int64_t ws = convWorkspaceBytes(s, dir, algo);
   switch (m) {
   case ConvMethod::Gemm:
   case ConvMethod::Fft:
@@ -210,6 +212,41 @@ static double convWorkspaceTraffic(ConvMethod m, int64_t ws) {
     return d(ws);
   case ConvMethod::ImplicitGemm:
   case ConvMethod::Direct:
+    return 0;
+  }
+  return 0;
+}
+
+double convStridePenalty(const ConvShape &s, ConvDirection dir, int algo) {
+  if (dir != ConvDirection::BackwardData ||
+      methodOf(dir, algo) != ConvMethod::ImplicitGemm)
+    return 1;
+  double p = 1;
+  for (int64_t x : s.strides)
+    p *= d(std::max<int64_t>(x, 1));
+  return p;
+}
+
+double convParallelItems(const ConvShape &s, ConvDirection dir) {
+  switch (dir) {
+  case ConvDirection::Forward:
+    return d(s.batch) * d(s.k) * d(s.outSpatial());
+  case ConvDirection::BackwardData:
+    return d(s.batch) * d(s.c) * d(s.inSpatial());
+  case ConvDirection::BackwardFilter:
+    return d(s.k) * d(channelsPerGroup(s)) * d(s.kernelSpatial());
+  }
+  return 0;
+}
+
+double convReductionDepth(const ConvShape &s, ConvDirection dir) {
+  int64_t g = std::max<int64_t>(s.group, 1);
+  switch (dir) {
+  case ConvDirection::Forward:
+    return d(s.c / g) * d(s.kernelSpatial());
+  case ConvDirection::BackwardData:
+    return d(s.k / g) * d(s.kernelSpatial());
+  case ConvDirection::BackwardFilter:
     return 0;
   }
   return 0;
@@ -315,11 +352,12 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
 
   if (auto dir = convDirectionOf(tg, t)) {
     ConvShape s = convShape(g, task.op, b);
-    int64_t ws = convWorkspaceBytes(s, *dir, algo);
     w.flops = convFlops(s, *dir, algo);
-    w.bytes += convWorkspaceTraffic(methodOf(*dir, algo), ws);
+    w.bytes += convWorkspaceTraffic(s, *dir, algo);
     w.launches = convLaunches(*dir, algo);
     w.efficiency = spec.convEfficiency(*dir, algo);
+    w.reduction = convReductionDepth(s, *dir);
+    w.stridePenalty = convStridePenalty(s, *dir, algo);
     if (s.hasBias && *dir != ConvDirection::BackwardData) {
       // Bias added to Y after the convolution, or reduced from dY.
       w.flops += d(s.batch) * d(s.k) * d(s.outSpatial());
@@ -366,6 +404,7 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
                std::max<int>(static_cast<int>(task.writes.size()), 1), b);
   w.flops = work.flops;
   w.launches = work.launches;
+  w.reduction = work.reduction;
   w.efficiency = spec.classEfficiency(def.costClass);
   return w;
 }
@@ -386,15 +425,33 @@ TaskWork analyticWork(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
   w.fixedFlops = std::min(fixed.flops, w.flops);
   w.fixedBytes = std::min(fixed.bytes, w.bytes);
   w.parallelItems = batchedItems(tg, tg.task(t), b);
+  if (auto dir = convDirectionOf(tg, t)) {
+    // A convolution's threads are spread over its output elements.
+    w.parallelItems =
+        convParallelItems(convShape(*tg.graph, tg.task(t).op, b), *dir);
+    w.batchReduction = *dir == ConvDirection::BackwardFilter;
+  }
+  // The depth at b (it does not scale with b where it applies).
+  w.reduction = std::max(w.reduction, fixed.reduction);
   return w;
 }
 
 double workSeconds(const DeviceSpec &spec, const TaskWork &w) {
   if (w.free)
     return 0;
-  double rate = spec.fp32Flops * w.efficiency.compute;
+  // A reduction over the batch (backward-filter) keeps every item busy
+  // with the whole batch, so its utilisation stays what its output allows
+  // at any sub-batch; other kernels' rise with the sub-batch.
+  // A short reduction leaves the multiply units waiting on loads: the rate
+  // falls to half at spec.halfRateReduction multiply-adds per output.
+  double depth = w.reduction > 0 && spec.halfRateReduction > 0
+                     ? w.reduction / (w.reduction + spec.halfRateReduction)
+                     : 1.0;
+  double rate = spec.fp32Flops * w.efficiency.compute * depth /
+                std::pow(w.stridePenalty, spec.stridePenaltyExponent);
   double bandwidth = spec.memoryBandwidth * w.efficiency.memory;
-  double half = spec.halfRateItems();
+  double half =
+      w.batchReduction ? spec.halfRateFilterItems() : spec.halfRateItems();
   double utilisation = w.parallelItems > 0 && half > 0
                            ? w.parallelItems / (w.parallelItems + half)
                            : 1.0;

@@ -2,21 +2,28 @@
 //
 // The formulas of the analytic model (docs/cost-model.md states each one):
 //
-//   time = launches * launch
-//        + max(F_b / (R e_c u) + F_0 / (R e_c),  B_b / (BW e_m u) + B_0 / (BW
-//        e_m))
+//   time = launches * launch + max(compute, memory)
+//   compute = p (F_b / (R e_c u) + F_0 / (R e_c))
+//   memory  = B_b / (BW e_m u) + B_0 / (BW e_m)
 //   u    = W / (W + W_half),  W_half = smCount * halfRateItemsPerSm
+//          (halfRateFilterItemsPerSm for backward-filter kernels)
+//   e_c  = efficiency of the class * D / (D + D_half)
+//   p    = (stride_h stride_w)^stridePenaltyExponent for implicit-GEMM
+//          backward-data, else 1
 //
 // F are the FLOPs of the algorithm's method (direct, Winograd, FFT), B the
 // bytes the task reads and writes (from its TaskGraph blocks, plus workspace
 // traffic), each split into the part that scales with the sub-batch (_b)
 // and the fixed part (_0: weights, filter transforms). W are the parallel
-// work items of the batched part (elements of its largest batched block), e
-// the efficiency of its algorithm class. Launches give every kernel a
-// latency floor and u lowers utilisation at small sub-batches, so splitting
-// a batch is never free; time is non-decreasing in b and time per sample
-// non-increasing. Tasks that only produce views (Flatten, Reshape) run no
-// kernel and cost nothing.
+// work items (a convolution's output elements; for other tasks the elements
+// of the largest batched block), e the efficiency of the algorithm class,
+// lowered for GEMM-like kernels whose reduction depth D per output element
+// is short (each loaded tile feeds few multiply-adds). The parameters that
+// are not datasheet facts are fitted to measured kernels (Calibrate.h).
+// Launches give every kernel a latency floor and u lowers utilisation at
+// small sub-batches, so splitting a batch is never free; time is
+// non-decreasing in b and time per sample non-increasing. Tasks that only
+// produce views (Flatten, Reshape) run no kernel and cost nothing.
 //
 // Workspace follows what each cuDNN method allocates: none for implicit
 // GEMM, an index table for precomputed GEMM, the im2col buffer for GEMM,
@@ -42,6 +49,17 @@ struct TaskWork {
   double flops = 0, fixedFlops = 0;
   double bytes = 0, fixedBytes = 0; // DRAM traffic
   double parallelItems = 0;         // W: items of the batched part
+  /// D: multiply-adds per output element of a GEMM-like kernel whose
+  /// reduction does not run over the batch; 0 where that does not apply.
+  double reduction = 0;
+  /// A kernel that reduces over the batch into an output that does not
+  /// scale with it (backward-filter): W are its output elements and the
+  /// half rate is spec.halfRateFilterItems().
+  bool batchReduction = false;
+  /// How many times its forward's work a strided backward-data kernel may
+  /// do (stride_h * stride_w); the time takes it to the power
+  /// spec.stridePenaltyExponent, which the calibration fits.
+  double stridePenalty = 1;
   int launches = 0;
   Efficiency efficiency;
   bool free = false; // produces only views: no kernel at all
@@ -57,6 +75,23 @@ double convFlops(const ConvShape &s, ConvDirection d, int algo);
 int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection d, int algo);
 /// Kernels one call of `algo` launches (bias excluded).
 int convLaunches(ConvDirection d, int algo);
+/// DRAM traffic of `algo`'s workspace: buffers one kernel writes and the
+/// next reads count twice, index tables and transformed filters once.
+double convWorkspaceTraffic(const ConvShape &s, ConvDirection d, int algo);
+/// Implicit-GEMM backward-data kernels can run over every input position,
+/// each gathering its filter taps from dY, as a stride-1 convolution over a
+/// zero-filled dY would: stride_h * stride_w times the forward's work. How
+/// much of that a library version shows is the calibration's exponent.
+/// 1 for every other direction and method.
+double convStridePenalty(const ConvShape &s, ConvDirection d, int algo);
+/// W of a conv direction: the elements of its output (Y forward, dX
+/// backward-data, dW backward-filter).
+double convParallelItems(const ConvShape &s, ConvDirection d);
+/// The reduction depth of a conv direction per output element (C R / g
+/// forward, K R / g backward-data, R the filter taps); 0 for
+/// backward-filter, whose reduction runs over the batch and is split
+/// across the GPU however small the filter is.
+double convReductionDepth(const ConvShape &s, ConvDirection d);
 
 /// Whether an FP/BP task writes only views of its inputs (Flatten, Reshape)
 /// and so runs no kernel.

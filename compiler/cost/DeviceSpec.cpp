@@ -65,13 +65,13 @@ std::string efficiencySlotName(int slot) {
   return std::string(convDirectionName(dir)) + "." + std::string(info->name);
 }
 
-std::array<Efficiency, kNumEfficiencySlots> defaultEfficiencies() {
-  // Starting values, not measurements: fractions of FP32 peak commonly
-  // reported for cuDNN/cuBLAS kernels on large problems. Implicit GEMM is
-  // the slowest general method, precomputed indices help, transform methods
-  // run at lower efficiency on far fewer FLOPs. Backward filter kernels
-  // reduce over the batch and reach less. docs/cost-model.md explains how a
-  // measured profile replaces them.
+static std::array<Efficiency, kNumEfficiencySlots> priorEfficiencies() {
+  // The fit's starting point, chosen before any measurement: fractions of
+  // FP32 peak commonly reported for cuDNN/cuBLAS kernels on large problems.
+  // Implicit GEMM is the slowest general method, precomputed indices help,
+  // transform methods run at lower efficiency on far fewer FLOPs. Backward
+  // filter kernels reduce over the batch and reach less. The classes DeepBench
+  // does not measure (everything but convolutions and GEMM) keep these values.
   std::array<Efficiency, kNumEfficiencySlots> e{};
   auto conv = [&](ConvDirection d, int algo, double compute) {
     e[efficiencySlot(d, algo)] = {compute, 0.8};
@@ -111,6 +111,60 @@ std::array<Efficiency, kNumEfficiencySlots> defaultEfficiencies() {
   return e;
 }
 
+CostCalibration priorCalibration() {
+  CostCalibration c;
+  c.launchSeconds = 4e-6;
+  c.halfRateItemsPerSm = 1024;
+  c.halfRateReduction = 0;
+  c.efficiency = priorEfficiencies();
+  return c;
+}
+
+const CostCalibration &calibratedDefaults() {
+  static const CostCalibration table = [] {
+    CostCalibration c = priorCalibration();
+    auto slotOf = [](std::string_view name) {
+      for (int s = 0; s < kNumEfficiencySlots; ++s)
+        if (efficiencySlotName(s) == name)
+          return s;
+      assert(false && "CalibratedParams.inc names an unknown class");
+      return 0;
+    };
+#define MEMFIT_CALIBRATED_PARAM(field, value) c.field = value;
+#define MEMFIT_CALIBRATED_EFFICIENCY(name, compute, memory)                    \
+  c.efficiency[slotOf(name)] = {compute, memory};
+#include "compiler/cost/CalibratedParams.inc"
+#undef MEMFIT_CALIBRATED_PARAM
+#undef MEMFIT_CALIBRATED_EFFICIENCY
+    return c;
+  }();
+  return table;
+}
+
+void applyCalibration(DeviceSpec &spec, const CostCalibration &c) {
+  spec.launchSeconds = c.launchSeconds;
+  spec.halfRateItemsPerSm = c.halfRateItemsPerSm;
+  spec.halfRateReduction = c.halfRateReduction;
+  spec.halfRateFilterItemsPerSm = c.halfRateFilterItemsPerSm;
+  spec.stridePenaltyExponent = c.stridePenaltyExponent;
+  spec.efficiency = c.efficiency;
+}
+
+CostCalibration calibrationOf(const DeviceSpec &spec) {
+  CostCalibration c;
+  c.launchSeconds = spec.launchSeconds;
+  c.halfRateItemsPerSm = spec.halfRateItemsPerSm;
+  c.halfRateReduction = spec.halfRateReduction;
+  c.halfRateFilterItemsPerSm = spec.halfRateFilterItemsPerSm;
+  c.stridePenaltyExponent = spec.stridePenaltyExponent;
+  c.efficiency = spec.efficiency;
+  return c;
+}
+
+std::array<Efficiency, kNumEfficiencySlots> defaultEfficiencies() {
+  return calibratedDefaults().efficiency;
+}
+
 namespace {
 
 /// A numeric field: JSON value times `scale` is the struct's SI value.
@@ -130,34 +184,41 @@ const NumberField kNumberFields[] = {
     {"memory_gbps", &DeviceSpec::memoryBandwidth, 1e9, true, false, false},
     {"h2d_gbps", &DeviceSpec::h2dBandwidth, 1e9, true, false, false},
     {"d2h_gbps", &DeviceSpec::d2hBandwidth, 1e9, true, false, false},
-    {"launch_us", &DeviceSpec::launchSeconds, 1e-6, true, false, true},
+    {"launch_us", &DeviceSpec::launchSeconds, 1e-6, false, false, true},
     {"link_efficiency", &DeviceSpec::linkEfficiency, 1, false, true, false},
     {"transfer_latency_us", &DeviceSpec::transferLatency, 1e-6, false, false,
      true},
     {"half_rate_items_per_sm", &DeviceSpec::halfRateItemsPerSm, 1, false, false,
      true},
+    {"half_rate_reduction", &DeviceSpec::halfRateReduction, 1, false, false,
+     true},
+    {"half_rate_filter_items_per_sm", &DeviceSpec::halfRateFilterItemsPerSm, 1,
+     false, false, true},
+    {"stride_penalty_exponent", &DeviceSpec::stridePenaltyExponent, 1, false,
+     false, true},
 };
 // Fields handled outside the table: name, description, memory_gib,
 // sm_count, efficiency.
 
 struct Builtin {
   const char *name, *description;
-  double tflops, memGBps, memGiB, linkGBps, launchUs;
+  double tflops, memGBps, memGiB, linkGBps;
   int64_t sms;
 };
 
 // Datasheet values; docs/cost-model.md gives the source of each row. Host
 // links are PCIe x16 per direction: Gen3 15.75 GB/s, Gen4 31.5, Gen5 63.
 const Builtin kBuiltins[] = {
-    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 5, 15},
+    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 15},
     {"titanx-maxwell", "NVIDIA GeForce GTX TITAN X (Maxwell) 12GB", 6.14, 336.5,
-     12, 15.75, 5, 24},
-    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 4, 80},
-    {"a100-40g", "NVIDIA A100 SXM4 40GB", 19.5, 1555, 40, 31.5, 3, 108},
-    {"a100-80g", "NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, 31.5, 3, 108},
-    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 3, 114},
-    {"h100-sxm", "NVIDIA H100 SXM5 80GB", 67, 3350, 80, 63, 3, 132},
-    {"h200", "NVIDIA H200 SXM 141GB", 67, 4800, 141, 63, 3, 132},
+     12, 15.75, 24},
+    {"p100", "NVIDIA Tesla P100 SXM2 16GB", 10.6, 732, 16, 15.75, 56},
+    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 80},
+    {"a100-40g", "NVIDIA A100 SXM4 40GB", 19.5, 1555, 40, 31.5, 108},
+    {"a100-80g", "NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, 31.5, 108},
+    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 114},
+    {"h100-sxm", "NVIDIA H100 SXM5 80GB", 67, 3350, 80, 63, 132},
+    {"h200", "NVIDIA H200 SXM 141GB", 67, 4800, 141, 63, 132},
 };
 
 DeviceSpec fromBuiltin(const Builtin &b) {
@@ -168,9 +229,10 @@ DeviceSpec fromBuiltin(const Builtin &b) {
   s.memoryBandwidth = b.memGBps * 1e9;
   s.memoryBytes = static_cast<int64_t>(std::llround(b.memGiB * kGiB));
   s.h2dBandwidth = s.d2hBandwidth = b.linkGBps * 1e9;
-  s.launchSeconds = b.launchUs * 1e-6;
   s.smCount = b.sms;
-  s.efficiency = defaultEfficiencies();
+  // Every GPU takes the same calibration: it was fitted to predict GPUs
+  // from their datasheet numbers (docs/benchmarks/cost-model.md).
+  applyCalibration(s, calibratedDefaults());
   return s;
 }
 
@@ -334,7 +396,7 @@ llvm::Expected<DeviceSpec> parseDeviceJson(llvm::StringRef text,
   if (!obj)
     return obj.takeError();
   DeviceSpec spec;
-  spec.efficiency = defaultEfficiencies();
+  applyCalibration(spec, calibratedDefaults());
   if (auto err = readFields(spec, *obj, displayName, /*requireAll=*/true))
     return err;
   return spec;

@@ -64,6 +64,16 @@ struct DeviceSpec {
   /// A kernel with this many parallel work items per SM (output elements)
   /// runs at half its peak rate; utilisation is W / (W + smCount * this).
   double halfRateItemsPerSm = 1024;
+  /// A GEMM-like kernel with this many multiply-adds per output element
+  /// runs at half its class's compute efficiency; 0 turns the factor off.
+  double halfRateReduction = 0;
+  /// A backward-filter kernel whose filter gradient has this many elements
+  /// per SM runs at half rate (it splits its batch reduction to fill the
+  /// GPU, so it needs fewer output elements than other kernels).
+  double halfRateFilterItemsPerSm = 1024;
+  /// A strided implicit-GEMM backward-data kernel takes (stride_h *
+  /// stride_w) to this power times its FLOPs' time (AnalyticCost.h).
+  double stridePenaltyExponent = 1;
   std::array<Efficiency, kNumEfficiencySlots> efficiency{};
 
   const Efficiency &convEfficiency(ConvDirection d, int algo) const {
@@ -76,9 +86,36 @@ struct DeviceSpec {
   double halfRateItems() const {
     return halfRateItemsPerSm * static_cast<double>(smCount);
   }
+  double halfRateFilterItems() const {
+    return halfRateFilterItemsPerSm * static_cast<double>(smCount);
+  }
 };
 
-/// The default (uncalibrated) efficiency table every built-in spec uses.
+/// The parameters of the analytic model that are not datasheet facts and
+/// are fitted to measured kernel times (docs/benchmarks/cost-model.md).
+struct CostCalibration {
+  double launchSeconds = 4e-6;
+  double halfRateItemsPerSm = 1024;
+  double halfRateReduction = 0;
+  double halfRateFilterItemsPerSm = 1024;
+  double stridePenaltyExponent = 1;
+  std::array<Efficiency, kNumEfficiencySlots> efficiency{};
+};
+
+/// The calibration fitted on DeepBench's measurements
+/// (compiler/cost/CalibratedParams.inc, written by `memfit calibrate`):
+/// what every built-in device and every device file uses for what it does
+/// not state.
+const CostCalibration &calibratedDefaults();
+/// The hand-chosen starting point the fit starts from (the values before
+/// any measurement), so refitting does not depend on the previous fit.
+CostCalibration priorCalibration();
+/// Sets the calibration fields of `spec`.
+void applyCalibration(DeviceSpec &spec, const CostCalibration &c);
+/// The calibration fields of `spec`.
+CostCalibration calibrationOf(const DeviceSpec &spec);
+
+/// The calibrated efficiency table (calibratedDefaults().efficiency).
 std::array<Efficiency, kNumEfficiencySlots> defaultEfficiencies();
 
 /// Names of the built-in devices, in table order.

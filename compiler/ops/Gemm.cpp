@@ -96,18 +96,23 @@ llvm::Error importMatMul(OnnxNode &node) {
 OpWork work(const Graph &g, const Op &op, TaskKind kind, int gradsWritten,
             int64_t b) {
   const Value &a = g.value(op.inputs.at(0));
-  double out = elems(g.value(op.outputs.at(0)), b);
+  const Value &y = g.value(op.outputs.at(0));
+  double out = elems(y, b);
   int64_t kred = a.dims.empty() ? 1 : a.dims.back();
   if (op.kind == OpKind::Gemm && op.attrs.transA && a.dims.size() >= 2)
     kred = a.dims[a.dims.size() - 2];
   double gemm = 2.0 * out * double(kred);
   bool bias = op.kind == OpKind::Gemm && op.inputs.size() >= 3;
   if (kind == TaskKind::BackwardData)
-    // One GEMM per operand whose gradient the task writes.
-    return {gemm * gradsWritten, gradsWritten};
+    // One GEMM per operand whose gradient the task writes; dX = dY W^T
+    // reduces over the output features.
+    return {gemm * gradsWritten, gradsWritten,
+            double(std::max<int64_t>(y.dims.empty() ? 1 : y.dims.back(), 1))};
   // The bias is broadcast into Y before the GEMM, or reduced from dY after
-  // it: one more kernel either way.
-  return {gemm + (bias ? out : 0), bias ? 2 : 1};
+  // it: one more kernel either way. The weight gradient reduces over the
+  // batch rows (no depth factor).
+  return {gemm + (bias ? out : 0), bias ? 2 : 1,
+          kind == TaskKind::Forward ? double(kred) : 0.0};
 }
 
 void gemmSignature(llvm::raw_ostream &os, const Op &op) {

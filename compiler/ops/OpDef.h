@@ -69,6 +69,10 @@ struct GradOperands {
 struct OpWork {
   double flops = 0;
   int launches = 1;
+  /// Multiply-adds per output element of a GEMM-like kernel whose reduction
+  /// does not run over the batch (the cost model slows short ones); 0 where
+  /// that does not apply.
+  double reduction = 0;
 };
 
 /// A runtime parameter struct: its type (runtime/Kernels.h) and the

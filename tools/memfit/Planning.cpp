@@ -71,11 +71,12 @@ Shared<std::string> Budget("budget",
                                     "8000MB) or a percentage of the ideal "
                                     "peak (50%), or lb for the lower bound"),
                            cl::init(""));
-Shared<std::string> Device("device",
-                           cl::desc("Device model: k40m, titanx-maxwell, "
-                                    "v100, a100-40g, a100-80g, h100-pcie, "
-                                    "h100-sxm, h200, or a JSON file"),
-                           cl::init("h100-sxm"));
+Shared<std::string>
+    Device("device",
+           cl::desc("Device model: k40m, titanx-maxwell, "
+                    "p100, v100, a100-40g, a100-80g, h100-pcie, "
+                    "h100-sxm, h200, or a JSON file"),
+           cl::init("h100-sxm"));
 Shared<std::string> ProfilePath("profile",
                                 cl::desc("Measured profile (memfit profile) "
                                          "to use before the analytic model"),

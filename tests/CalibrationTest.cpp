@@ -1,0 +1,160 @@
+//===- CalibrationTest.cpp - The fitted cost model against measurements ---===//
+//
+// The calibration committed in compiler/cost/CalibratedParams.inc, held
+// against the DeepBench measurements it was fitted on (committed under
+// docs/benchmarks/data/deepbench/), and the fit itself on data whose true
+// parameters are known.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/cost/Calibrate.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace memfit;
+
+namespace {
+
+std::string dataFile(const std::string &name) {
+  return std::string(MEMFIT_SOURCE_DIR) + "/docs/benchmarks/data/deepbench/" +
+         name;
+}
+
+GpuMeasurements deepbench(const std::string &gpu, const std::string &device) {
+  GpuMeasurements m{*builtinDevice(device), {}};
+  for (const char *kind : {"conv", "gemm"}) {
+    auto csv =
+        loadKernelCsv(dataFile("deepbench_" + gpu + "_" + kind + "_fp32.csv"));
+    REQUIRE(static_cast<bool>(csv));
+    m.files.push_back(std::move(*csv));
+  }
+  return m;
+}
+
+ErrorSummary allKinds(const DeviceSpec &spec,
+                      const std::vector<KernelCsv> &files) {
+  std::vector<double> all;
+  for (const std::vector<double> &e : kernelErrors(spec, files))
+    all.insert(all.end(), e.begin(), e.end());
+  return summarizeErrors(all);
+}
+
+// The bound: a median error of at most 30%.
+const double kMedianBound = std::log(1.3);
+
+} // namespace
+
+TEST_CASE("error summaries: median and 90th percentile", "[calibration]") {
+  ErrorSummary s =
+      summarizeErrors({0.5, 0.1, 0.3, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0});
+  CHECK(s.count == 10);
+  CHECK(s.median == Approx(0.55));
+  CHECK(s.p90 == Approx(0.9));
+  CHECK(summarizeErrors({0.2}).p90 == 0.2);
+  CHECK(summarizeErrors({}).count == 0);
+}
+
+TEST_CASE("the committed calibration predicts DeepBench's V100 and P100 "
+          "within the published bound",
+          "[calibration]") {
+  for (auto [gpu, device] : {std::pair{"V100", "v100"}, {"P100", "p100"}}) {
+    INFO(gpu);
+    GpuMeasurements m = deepbench(gpu, device);
+    KernelErrors errs = kernelErrors(m.device, m.files);
+    CHECK(errs[0].size() == 94);
+    CHECK(errs[3].size() == 160);
+    ErrorSummary all = allKinds(m.device, m.files);
+    CHECK(all.median <= kMedianBound);
+    for (int k = 0; k < kNumKernelKinds; ++k) {
+      INFO(kernelKindName(static_cast<KernelKind>(k)));
+      CHECK(summarizeErrors(errs[k]).median <= kMedianBound);
+    }
+    // The prior, chosen before any measurement, did worse: the
+    // calibration is what makes the bound.
+    DeviceSpec prior = m.device;
+    applyCalibration(prior, priorCalibration());
+    CHECK(allKinds(prior, m.files).median > all.median);
+  }
+}
+
+TEST_CASE("the committed calibration is the fit of the committed data",
+          "[calibration]") {
+  // compiler/cost/CalibratedParams.inc must be what tools/calibrate-cost-
+  // model writes from docs/benchmarks/data/deepbench: no hand edits, no
+  // stale table after a change to the model or the fit.
+  CalibrationFit fit =
+      fitCalibration({deepbench("V100", "v100"), deepbench("P100", "p100")},
+                     priorCalibration());
+  CHECK(calibrationInc(fit.calibration, "") ==
+        calibrationInc(calibratedDefaults(), ""));
+}
+
+TEST_CASE("a fit on one GPU predicts the other from its datasheet",
+          "[calibration]") {
+  GpuMeasurements v100 = deepbench("V100", "v100");
+  GpuMeasurements p100 = deepbench("P100", "p100");
+  for (auto [train, test] : {std::pair{&v100, &p100}, {&p100, &v100}}) {
+    INFO("held out: " << test->device.name);
+    CalibrationFit fit = fitCalibration({*train}, priorCalibration());
+    DeviceSpec spec = test->device;
+    applyCalibration(spec, fit.calibration);
+    CHECK(allKinds(spec, test->files).median <= kMedianBound);
+  }
+}
+
+TEST_CASE("the fit recovers a known calibration and is deterministic",
+          "[calibration]") {
+  // Times made by a known calibration on a spread of shapes: the fit,
+  // started from the prior, must predict them closely again.
+  CostCalibration truth = priorCalibration();
+  truth.launchSeconds = 6e-6;
+  truth.halfRateItemsPerSm = 3000;
+  truth.halfRateReduction = 40;
+  for (Efficiency &e : truth.efficiency)
+    e = {std::min(1.0, e.compute * 1.3), 0.7};
+  DeviceSpec dev = *builtinDevice("v100");
+  applyCalibration(dev, truth);
+  std::string conv = "W,H,C,N,K,S,R,pad_w,pad_h,stride_w,stride_h,fwd_ms,"
+                     "bwd_data_ms,bwd_filter_ms\n";
+  std::string gemm = "M,N,K,ms\n";
+  auto ms = [](double s) { return std::to_string(s * 1e3); };
+  for (int64_t n : {1, 8, 32})
+    for (int64_t c : {3, 64, 256})
+      for (int64_t hw : {7, 28, 112})
+        for (int64_t r : {1, 3, 5}) {
+          ConvKernel k{hw, hw, c, n, 2 * c + 16, r, r, r / 2, r / 2, 1, 1};
+          ConvShape s;
+          REQUIRE(convKernelShape(k, s));
+          conv += std::to_string(hw) + "," + std::to_string(hw) + "," +
+                  std::to_string(c) + "," + std::to_string(n) + "," +
+                  std::to_string(k.k) + "," + std::to_string(r) + "," +
+                  std::to_string(r) + "," + std::to_string(r / 2) + "," +
+                  std::to_string(r / 2) + ",1,1";
+          for (int d = 0; d < 3; ++d)
+            conv += "," +
+                    ms(fastestConvSeconds(dev, s, static_cast<ConvDirection>(d))
+                           .seconds);
+          conv += "\n";
+        }
+  for (int64_t m : {64, 1024, 8192})
+    for (int64_t nn : {1, 16, 512, 4096})
+      for (int64_t k : {32, 1024, 16384})
+        gemm += std::to_string(m) + "," + std::to_string(nn) + "," +
+                std::to_string(k) + "," +
+                ms(workSeconds(dev, gemmKernelWork(dev, {m, nn, k}))) + "\n";
+  GpuMeasurements synth{
+      *builtinDevice("v100"),
+      {*parseKernelCsv(conv, "c.csv"), *parseKernelCsv(gemm, "g.csv")}};
+  CalibrationFit fit = fitCalibration({synth}, priorCalibration());
+  CHECK(fit.meanError < 0.03);
+  CHECK(fit.calibration.launchSeconds == Approx(6e-6).epsilon(0.15));
+  CHECK(fit.calibration.halfRateItemsPerSm == Approx(3000).epsilon(0.25));
+  int gemmSlot = efficiencySlot(CostClass::Gemm);
+  CHECK(fit.calibration.efficiency[gemmSlot].compute ==
+        Approx(truth.efficiency[gemmSlot].compute).epsilon(0.1));
+  // The same data give the same table, byte for byte.
+  CalibrationFit again = fitCalibration({synth}, priorCalibration());
+  CHECK(calibrationInc(again.calibration, "x") ==
+        calibrationInc(fit.calibration, "x"));
+}
