@@ -317,6 +317,39 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   return llvm::Error::success();
 }
 
+void Scheduler::offloadForced(TaskId t) {
+  if (opts.offloadAfterForward.empty() || tg.tasks[t].kind != TaskKind::Forward)
+    return;
+  for (BlockId x : tg.tasks[t].writes) {
+    BlockId sb = blocks.storageOf(x);
+    if (blocks.isWeightSide(sb) || !opts.offloadAfterForward[sb])
+      continue;
+    const BlockState &bs = blocks[sb];
+    if (bs.res < 0 || bs.hostValid || blocks.nextUseStep(sb) < 0)
+      continue;
+    cause = {LeaveCause::Solver,     cursor.step,        -1,
+             blocks.nextUseStep(sb), blocks.bytesOf(sb), 0};
+    copyOut(bs.res);
+  }
+}
+
+void Scheduler::leaveAfterStep(const std::vector<BlockId> &touched) {
+  if (opts.offloadLeaveAfter.empty())
+    return;
+  for (BlockId sb : touched) {
+    BlockState &bs = blocks[sb];
+    if (opts.offloadLeaveAfter[sb] != cursor.step || bs.res < 0 ||
+        blocks.isPinned(sb) || blocks.nextUseStep(sb) < 0)
+      continue;
+    if (!bs.hostValid) {
+      cause = {LeaveCause::Solver,     cursor.step,        -1,
+               blocks.nextUseStep(sb), blocks.bytesOf(sb), 0};
+      copyOut(bs.res);
+    }
+    evict(bs.res);
+  }
+}
+
 void Scheduler::dropForwardDone(TaskId t) {
   // Chen et al. / SuperNeurons: a block in the drop set leaves the device
   // after its last forward use; the backward pass recomputes it.
