@@ -129,10 +129,10 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   }
   const double total = before[n];
 
-  // Per storage block, the gap it may be absent over, between two of its
-  // uses (lastFwd and firstBwd, by the case that matters most): from its
-  // last forward use to its first backward use where it has both (the one
-  // gap a recompute may close), else its longest gap.
+  // Per storage block, its uses; a block may be absent over any gap
+  // between two of them (offloaded), and over the one from its last
+  // forward use to its first backward use (lastFwd, firstBwd: it
+  // crosses) also recomputed.
   std::vector<std::vector<int32_t>> uses(nb);
   for (size_t t = 0; t < n; ++t) {
     const Task &task = tg.tasks[order[t]];
@@ -146,20 +146,13 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
       }
   }
   std::vector<int32_t> lastFwd(nb, -1), firstBwd(nb, -1);
-  std::vector<bool> crosses(nb, false);
   for (BlockId blk = 0; blk < (BlockId)nb; ++blk) {
     const std::vector<int32_t> &u = uses[blk];
-    for (size_t k = 0; k + 1 < u.size(); ++k) {
-      bool cross = u[k] < firstBackward && u[k + 1] >= firstBackward;
-      if (cross ||
-          (!crosses[blk] && u[k + 1] - u[k] > firstBwd[blk] - lastFwd[blk])) {
+    for (size_t k = 0; k + 1 < u.size(); ++k)
+      if (u[k] < firstBackward && u[k + 1] >= firstBackward) {
         lastFwd[blk] = u[k];
         firstBwd[blk] = u[k + 1];
-        crosses[blk] = cross;
       }
-      if (cross)
-        break;
-    }
   }
   std::vector<bool> recomputable = recomputableBlocks(tg);
   auto hostBacked = [&](BlockId blk) {
@@ -168,21 +161,36 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
 
   Program p;
   const int T = p.col(total, kInf, 1.0);
-  std::vector<int> off(nb, -1), rec(nb, -1);
-  std::vector<BlockId> cands;
+  struct Gap {
+    BlockId blk;
+    int32_t from, to; // uses; absent strictly between
+    bool crosses;
+    int off;
+    int32_t offFrom = 0, offTo = -1; // absent when offloaded
+  };
+  std::vector<Gap> gaps;
+  std::vector<int> rec(nb, -1);
+  int candidates = 0;
   for (BlockId blk = 0; blk < (BlockId)nb; ++blk) {
     const Block &k = tg.blocks[blk];
     // Saved statistics are small and a re-run reads them: they stay.
     if (isWeightSide(k.kind) || k.viewOf >= 0 || k.kind == BlockKind::Stats ||
-        lastFwd[blk] < 0 || firstBwd[blk] < 0 ||
-        firstBwd[blk] - lastFwd[blk] < 2 || k.bytesAt(b) <= 0)
+        k.bytesAt(b) <= 0)
       continue;
-    cands.push_back(blk);
-    off[blk] = p.binary();
-    if (recomputable[blk] && crosses[blk]) {
-      rec[blk] = p.binary();
-      p.row({{off[blk], 1}, {rec[blk], 1}}, -kInf, 1);
+    const std::vector<int32_t> &u = uses[blk];
+    bool any = false;
+    for (size_t i = 0; i + 1 < u.size(); ++i) {
+      if (u[i + 1] - u[i] < 2)
+        continue;
+      bool cross = u[i] == lastFwd[blk] && u[i + 1] == firstBwd[blk];
+      gaps.push_back({blk, u[i], u[i + 1], cross, p.binary()});
+      any = true;
+      if (cross && recomputable[blk]) {
+        rec[blk] = p.binary();
+        p.row({{gaps.back().off, 1}, {rec[blk], 1}}, -kInf, 1);
+      }
     }
+    candidates += any;
   }
 
   // Re-runs: a recomputed block's producer runs again at the block's first
@@ -200,7 +208,7 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   // When a re-run of f happens (the earliest first backward use of the
   // blocks it is re-run for; chained re-runs inherit it).
   std::map<TaskId, int32_t> when;
-  for (BlockId blk : cands)
+  for (BlockId blk = 0; blk < (BlockId)nb; ++blk)
     if (rec[blk] >= 0) {
       TaskId f = tg.blocks[blk].writers[0];
       p.row({{runOf(f), 1}, {rec[blk], -1}}, 0, kInf);
@@ -247,21 +255,20 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   // recomputed one over its whole gap.
   const double msOut = 1e3 / costs.d2hBytesPerSecond;
   const double msIn = 1e3 / costs.h2dBytesPerSecond;
-  std::vector<int32_t> offFrom(nb, 0), offTo(nb, -1);
-  for (BlockId blk : cands) {
-    double bytes = static_cast<double>(tg.blocks[blk].bytesAt(b));
+  for (Gap &g : gaps) {
+    double bytes = static_cast<double>(tg.blocks[g.blk].bytesAt(b));
     // Copied out as soon as it is made where it crosses into the backward
     // pass, else when its gap opens.
-    int32_t made = crosses[blk] ? std::max(lv.start[blk], 0) : lastFwd[blk];
-    double outDone = before[made + 1] + (hostBacked(blk) ? 0 : bytes * msOut);
-    int32_t from = lastFwd[blk] + 1;
-    while (from < firstBwd[blk] && before[from] < outDone)
+    int32_t made = g.crosses ? std::max(lv.start[g.blk], 0) : g.from;
+    double outDone = before[made + 1] + (hostBacked(g.blk) ? 0 : bytes * msOut);
+    int32_t from = g.from + 1;
+    while (from < g.to && before[from] < outDone)
       ++from;
-    int32_t to = firstBwd[blk] - 1;
-    while (to >= from && before[to + 1] + bytes * msIn > before[firstBwd[blk]])
+    int32_t to = g.to - 1;
+    while (to >= from && before[to + 1] + bytes * msIn > before[g.to])
       --to;
-    offFrom[blk] = from;
-    offTo[blk] = to;
+    g.offFrom = from;
+    g.offTo = to;
   }
 
   // The compute stream's timeline: step t starts at S[t], after the step
@@ -307,16 +314,20 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   // finished before it starts.
   for (size_t t = 0; t < n; ++t) {
     std::vector<std::pair<int, double>> memory, out;
-    for (BlockId blk : cands) {
-      if (!(lastFwd[blk] < int32_t(t) && int32_t(t) < firstBwd[blk]))
+    double can = 0; // the most that can leave
+    for (const Gap &g : gaps) {
+      if (!(g.from < int32_t(t) && int32_t(t) < g.to))
         continue;
-      double bytes = static_cast<double>(tg.blocks[blk].bytesAt(b));
-      if (rec[blk] >= 0)
-        memory.push_back({rec[blk], bytes});
-      if (offFrom[blk] <= int32_t(t) && int32_t(t) <= offTo[blk]) {
-        memory.push_back({off[blk], bytes});
-        if (!hostBacked(blk))
-          out.push_back({off[blk], -bytes * msOut});
+      double bytes = static_cast<double>(tg.blocks[g.blk].bytesAt(b));
+      bool recomputed = g.crosses && rec[g.blk] >= 0;
+      bool copied = g.offFrom <= int32_t(t) && int32_t(t) <= g.offTo;
+      can += recomputed || copied ? bytes : 0;
+      if (recomputed)
+        memory.push_back({rec[g.blk], bytes});
+      if (copied) {
+        memory.push_back({g.off, bytes});
+        if (!hostBacked(g.blk))
+          out.push_back({g.off, -bytes * msOut});
       }
     }
     int64_t need = lv.liveBytes[t] + costs.baseline(order[t]).workspace;
@@ -326,13 +337,15 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
                       costs.baseline(order[t]).workspace;
       memory.push_back({slow[t], double(extra)});
       need += extra;
+      can += double(extra);
     }
-    if (need > arenaBytes) {
-      if (memory.empty())
-        return makeErrorF("--policy optimal: at task {0}, {1} bytes are live "
-                          "and none of them can leave; the arena holds {2}",
-                          quoteName(tg.tasks[order[t]].name), need, arenaBytes);
-      p.row(memory, static_cast<double>(need - arenaBytes), kInf);
+    if (need > arenaBytes && !memory.empty()) {
+      // What liveness counts here may exceed what the blocks that can
+      // leave free (blocks used now and next, in-place pairs the liveness
+      // sees differently): then all of them leave, and the scheduler's
+      // evictions do the rest, or it says why not.
+      double excess = static_cast<double>(need - arenaBytes);
+      p.row(memory, std::min(excess, can), kInf);
     }
     if (!out.empty()) {
       out.push_back({S[t], 1});
@@ -342,8 +355,8 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   // Copies back, one stream, from the backward pass's start: the blocks
   // first used by step u are all back before u starts.
   std::map<int32_t, std::vector<BlockId>> backBy;
-  for (BlockId blk : cands)
-    backBy[firstBwd[blk]].push_back(blk);
+  for (const Gap &g : gaps)
+    backBy[g.to].push_back(g.blk);
   // (Before the backward pass, and where it starts, each step waits for its
   // own blocks only.)
   for (const auto &entry : backBy) {
@@ -351,20 +364,20 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
     bool own = u <= firstBackward;
     int32_t r = own ? u - 1 : firstBackward;
     std::vector<std::pair<int, double>> in;
-    for (BlockId blk : cands)
-      if ((own ? firstBwd[blk] == u : firstBwd[blk] <= u) && lastFwd[blk] < r)
-        in.push_back({off[blk], -double(tg.blocks[blk].bytesAt(b)) * msIn});
+    for (const Gap &g : gaps)
+      if ((own ? g.to == u : g.to <= u) && g.from < r)
+        in.push_back({g.off, -double(tg.blocks[g.blk].bytesAt(b)) * msIn});
     if (in.empty() || r < 0)
       continue;
     in.push_back({S[u], 1});
     in.push_back({S[r], -1});
     p.row(in, 0, kInf);
   }
-  if (redo.empty() && cands.empty()) {
+  if (redo.empty() && gaps.empty()) {
     OptimalDecisions d;
     d.drop.assign(nb, false);
     d.offload.assign(nb, false);
-    d.leaveAfter.assign(nb, -1);
+    d.leaveAfter.assign(nb, {});
     d.objectiveSeconds = total / 1e3;
     d.proven = true;
     return d;
@@ -374,8 +387,8 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   // zero-workspace algorithm (CBC fixes the integral columns and solves
   // for the rest, and ignores a start that is not feasible).
   std::vector<double> start(p.lo.size(), 0);
-  for (BlockId blk : cands)
-    start[off[blk]] = 1;
+  for (const Gap &g : gaps)
+    start[g.off] = 1;
   for (int c : slow)
     if (c >= 0)
       start[c] = 1;
@@ -388,18 +401,18 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   OptimalDecisions d;
   d.drop.assign(nb, false);
   d.offload.assign(nb, false);
-  d.leaveAfter.assign(nb, -1);
-  for (BlockId blk : cands) {
-    bool o = sol->x[off[blk]] > 0.5;
-    d.offload[blk] = o && crosses[blk];
-    if (o)
-      d.leaveAfter[blk] = lastFwd[blk];
+  d.leaveAfter.assign(nb, {});
+  for (const Gap &g : gaps)
+    if (sol->x[g.off] > 0.5) {
+      d.offload[g.blk] = d.offload[g.blk] || g.crosses;
+      d.leaveAfter[g.blk].push_back(g.from);
+    }
+  for (BlockId blk = 0; blk < (BlockId)nb; ++blk)
     d.drop[blk] = rec[blk] >= 0 && sol->x[rec[blk]] > 0.5;
-  }
   d.objectiveSeconds = sol->objective / 1e3;
   d.proven = sol->proven;
   d.nodes = sol->nodes;
-  d.candidates = static_cast<int>(cands.size());
+  d.candidates = candidates;
   d.rows = static_cast<int>(p.rowLo.size());
   d.columns = static_cast<int>(p.lo.size());
   return d;

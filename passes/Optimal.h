@@ -70,8 +70,9 @@ struct OptimalOptions {
 struct OptimalDecisions {
   std::vector<bool> drop;    // per block: recompute it (the drop set)
   std::vector<bool> offload; // per block: copy it out as soon as it is made
-  /// Per block: the step after which an offloaded block leaves (-1: none).
-  std::vector<int32_t> leaveAfter;
+  /// Per block: the steps after which it is offloaded and leaves (the
+  /// gaps the program chose, in order).
+  std::vector<std::vector<int32_t>> leaveAfter;
   double objectiveSeconds = 0; // the program's round time at its solution
   bool proven = false;         // CBC proved the solution optimal
   int64_t nodes = 0;           // branch-and-bound nodes explored

@@ -82,7 +82,7 @@ planOptimal(const TaskGraph &tg, const CostTableFn &tableAt,
   o.rows = d->rows;
   o.columns = d->columns;
   for (size_t k = 0; k < d->drop.size(); ++k) {
-    o.offloaded += d->leaveAfter[k] >= 0;
+    o.offloaded += !d->leaveAfter[k].empty();
     o.recomputed += d->drop[k];
   }
   o.memfitSeconds = memfit.sim.iterationSeconds;

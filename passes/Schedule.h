@@ -60,11 +60,11 @@ struct ScheduleOptions {
   /// device copy then leaves for free when room is needed, and comes back
   /// by prefetch). Empty: none. The optimal policy's offload choices.
   std::vector<bool> offloadAfterForward = {};
-  /// Per block: the step (index into the round's order) after which it is
-  /// copied out, if it has no host copy, and leaves the device (Eq. 4's
-  /// prefetch brings it back). Empty, or -1: none. The optimal policy's
-  /// offload choices.
-  std::vector<int32_t> offloadLeaveAfter = {};
+  /// Per block: the steps (indices into the round's order, ascending)
+  /// after which it is copied out, if it has no host copy, and leaves the
+  /// device (Eq. 4's prefetch brings it back). Empty: none. The optimal
+  /// policy's offload choices.
+  std::vector<std::vector<int32_t>> offloadLeaveAfter = {};
 };
 
 /// schedule() gave up: the plan would be slower than opts.cutoffSeconds.

@@ -1,6 +1,7 @@
 //===- ScheduleMemory.cpp - Emission, residencies and eviction ------------===//
 #include "passes/Scheduler.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace memfit::sched {
@@ -338,8 +339,9 @@ void Scheduler::leaveAfterStep(const std::vector<BlockId> &touched) {
     return;
   for (BlockId sb : touched) {
     BlockState &bs = blocks[sb];
-    if (opts.offloadLeaveAfter[sb] != cursor.step || bs.res < 0 ||
-        blocks.isPinned(sb) || blocks.nextUseStep(sb) < 0)
+    const std::vector<int32_t> &after = opts.offloadLeaveAfter[sb];
+    if (!std::binary_search(after.begin(), after.end(), cursor.step) ||
+        bs.res < 0 || blocks.isPinned(sb) || blocks.nextUseStep(sb) < 0)
       continue;
     if (!bs.hostValid) {
       cause = {LeaveCause::Solver,     cursor.step,        -1,

@@ -76,6 +76,13 @@ struct Mlp {
   }
 };
 
+int offloaded(const OptimalDecisions &d) {
+  int k = 0;
+  for (const auto &steps : d.leaveAfter)
+    k += !steps.empty();
+  return k;
+}
+
 int count(const std::vector<bool> &v) {
   return static_cast<int>(std::count(v.begin(), v.end(), true));
 }
@@ -90,7 +97,7 @@ TEST_CASE("with room for everything the program keeps every block",
   REQUIRE(static_cast<bool>(d));
   CHECK(d->proven);
   CHECK(count(d->drop) == 0);
-  CHECK(count(d->offload) == 0);
+  CHECK(offloaded(*d) == 0);
   CHECK(d->objectiveSeconds == Approx(m.tasksSeconds).epsilon(1e-9));
 }
 
@@ -104,7 +111,7 @@ TEST_CASE("copies that cost nothing: the program offloads", "[optimal]") {
   REQUIRE(static_cast<bool>(d));
   CHECK(d->proven);
   CHECK(count(d->drop) == 0);
-  CHECK(count(d->offload) >= 1);
+  CHECK(offloaded(*d) >= 1);
   CHECK(d->objectiveSeconds == Approx(m.tasksSeconds).epsilon(1e-9));
 }
 
@@ -121,17 +128,24 @@ TEST_CASE("copies far too slow: the program recomputes one block",
   auto d = m.solve(m.peak() - 1, 1);
   REQUIRE(static_cast<bool>(d));
   CHECK(d->proven);
-  CHECK(count(d->offload) == 0);
+  CHECK(offloaded(*d) == 0);
   CHECK(count(d->drop) == 1);
   CHECK(d->objectiveSeconds == Approx(m.tasksSeconds + 8e-3).epsilon(1e-9));
 }
 
-TEST_CASE("a budget no per-block choice meets is refused", "[optimal]") {
+TEST_CASE("a budget beyond every per-block choice still gets an answer",
+          "[optimal]") {
+  // A one-byte arena: no choice fits, so each step asks for all that can
+  // leave at it (a block whose copies cannot fit its gap cannot) and the
+  // rest is the scheduler's, which evicts or refuses.
   Mlp m;
   auto d = m.solve(1, 16e6);
-  REQUIRE_FALSE(static_cast<bool>(d));
-  CHECK_THAT(llvm::toString(d.takeError()),
-             Catch::Contains("--policy optimal"));
+  REQUIRE(static_cast<bool>(d));
+  int left = 0;
+  for (size_t k = 0; k < d->drop.size(); ++k)
+    left += d->drop[k] || !d->leaveAfter[k].empty();
+  CHECK(left >= 1);
+  CHECK(left <= d->candidates);
 }
 
 namespace {
