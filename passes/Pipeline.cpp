@@ -40,6 +40,10 @@ Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch) {
 
 namespace {
 
+/// memfit's own search tries the optimal policy's decisions on rounds of up
+/// to this many tasks (the program then solves in well under a second).
+constexpr size_t kOptimalInSearch = 200;
+
 /// The ideal policy's plan at the whole batch: the yardstick for overhead
 /// and the ideal peak.
 llvm::Expected<Candidate> planIdeal(const TaskGraph &tg,
@@ -171,11 +175,11 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     req.forcedSubBatch = req.batch;
   }
   std::vector<TaskId> order = taskOrder(tg, req.order);
+  size_t roundTasks = 0;
+  for (TaskId t : order)
+    roundTasks += tg.tasks[t].kind != TaskKind::Update;
   if (optimal) {
     // Refused before any schedule is made.
-    size_t roundTasks = 0;
-    for (TaskId t : order)
-      roundTasks += tg.tasks[t].kind != TaskKind::Update;
     if (roundTasks > OptimalOptions{}.maxTasks)
       return makeErrorF("--policy optimal solves graphs of up to {0} tasks "
                         "per round (forward and backward); this one has {1}: "
@@ -224,6 +228,22 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       return solved.takeError();
     best = std::move(*solved);
     out.optimal = o;
+  } else if (req.policy == Policy::Memfit && roundTasks <= kOptimalInSearch) {
+    // memfit's search includes the integral program's decisions on small
+    // graphs, at the sub-batch it picked: kept when strictly faster.
+    OptimalOutcome o;
+    auto solved = planOptimal(tg, tableAt, order, r, *best, o);
+    if (!solved) {
+      llvm::Error err = solved.takeError();
+      if (llvm::Error internal = takeInternalErrors(err)) {
+        llvm::consumeError(std::move(err));
+        return internal;
+      }
+      llvm::consumeError(std::move(err));
+    } else if (solved->sim.iterationSeconds < best->sim.iterationSeconds) {
+      solved->plan.policy = "memfit (as optimal)";
+      best = std::move(*solved);
+    }
   }
 
   if (auto err = finishOutcome(tg, std::move(*best), out))
