@@ -11,6 +11,10 @@
 // decisions into a plan: the recompute choices as the drop set, the
 // offload choices as forced offloads.
 //
+// Candidates are forward outputs and the input: a gradient forced out
+// between two backward uses gave a verified plan whose trainer diverged
+// (docs/passes/optimal.md), so gradients stay.
+//
 // The program, over the steps of the round's order (its columns: per
 // candidate block keep / offload / recompute, per forward task a re-run,
 // per step whose fastest algorithm's workspace may not fit a choice of the
@@ -69,7 +73,7 @@ struct OptimalOptions {
 
 struct OptimalDecisions {
   std::vector<bool> drop;    // per block: recompute it (the drop set)
-  std::vector<bool> offload; // per block: copy it out as soon as it is made
+  std::vector<bool> offload; // per block: offloaded into the backward pass
   /// Per block: the steps after which it is offloaded and leaves (the
   /// gaps the program chose, in order).
   std::vector<std::vector<int32_t>> leaveAfter;

@@ -230,3 +230,34 @@ TEST_CASE("the optimal policy refuses graphs larger than it solves",
   CHECK_THAT(llvm::toString(out.takeError()),
              Catch::Contains("--policy optimal solves graphs of up to"));
 }
+
+TEST_CASE("memfit's plan is never slower than the optimal policy's on small "
+          "graphs",
+          "[optimal]") {
+  // memfit's search schedules the program's decisions at the sub-batch it
+  // picked (rounds of up to 200 tasks) and keeps them when faster; the
+  // optimal policy schedules the same decisions at the same sub-batch.
+  int compared = 0;
+  for (const char *name : {"tiny-cnn", "tiny-residual", "tiny-inception"})
+    for (const char *device : {"k40m", "h100-sxm"}) {
+      Planned m(name, 16, device);
+      for (double fraction : {0.9, 0.6, 0.4}) {
+        INFO(name << " on " << device << " at " << fraction);
+        auto memfit = m.plan(fraction, false);
+        auto optimal = planOptimal(m, fraction);
+        if (!memfit || !optimal) {
+          if (!memfit)
+            llvm::consumeError(memfit.takeError());
+          if (!optimal)
+            llvm::consumeError(optimal.takeError());
+          continue;
+        }
+        ++compared;
+        CHECK(memfit->plan.summary.plannedSeconds <=
+              optimal->plan.summary.plannedSeconds * (1 + 1e-12));
+        CHECK(optimal->optimal->memfitSeconds >=
+              memfit->plan.summary.plannedSeconds * (1 - 1e-12));
+      }
+    }
+  CHECK(compared >= 12);
+}
