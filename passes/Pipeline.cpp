@@ -40,6 +40,10 @@ Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch) {
 
 namespace {
 
+/// memfit's own search tries the optimal policy's decisions on rounds of up
+/// to this many tasks (the program then solves in well under a second).
+constexpr size_t kOptimalInSearch = 200;
+
 /// The ideal policy's plan at the whole batch: the yardstick for overhead
 /// and the ideal peak.
 llvm::Expected<Candidate> planIdeal(const TaskGraph &tg,
@@ -84,6 +88,83 @@ llvm::Expected<Candidate> searchWholeRounds(const TaskGraph &tg,
   return search.takeBest();
 }
 
+/// The optimal policy: the integral program at the order and sub-batch of
+/// memfit's own plan `memfit`, scheduled with its decisions.
+llvm::Expected<Candidate>
+planOptimal(const TaskGraph &tg, const CostTableFn &tableAt,
+            const std::vector<TaskId> &order, const PlanRequest &r,
+            const Candidate &memfit, OptimalOutcome &o) {
+  Tables tb = tablesFor(tableAt, r.batch, memfit.plan.subBatch);
+  std::vector<TaskId> round;
+  for (TaskId t : order)
+    if (tg.tasks[t].kind != TaskKind::Update)
+      round.push_back(t);
+  OptimalOptions opts;
+  opts.inPlace = r.inPlace;
+  auto t0 = std::chrono::steady_clock::now();
+  auto d =
+      solveOptimal(tg, round, tb.full, r.budget - tg.weightSideBytes(), opts);
+  o.solveSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  if (!d)
+    return d.takeError();
+  o.objectiveSeconds = d->objectiveSeconds;
+  o.proven = d->proven;
+  o.nodes = d->nodes;
+  o.maxNodes = opts.maxNodes;
+  o.candidates = d->candidates;
+  o.rows = d->rows;
+  o.columns = d->columns;
+  for (size_t k = 0; k < d->drop.size(); ++k) {
+    o.offloaded += !d->leaveAfter[k].empty();
+    o.recomputed += d->drop[k];
+  }
+  o.memfitSeconds = memfit.sim.iterationSeconds;
+  // The decisions as a schedule, three ways, the fastest kept (ties to the
+  // first): the offloaded blocks leave after their last forward use, as
+  // the program has it; or they stay until room is needed (the scheduler
+  // then frees what the moment needs, which can prefetch less); or only
+  // the recompute choices are kept and memfit's own early offload moves
+  // blocks out (the program's offload timing can be optimistic: it
+  // ignores copy latencies and that a prefetch needs its room while it
+  // runs).
+  std::optional<Candidate> best;
+  llvm::Error firstErr = llvm::Error::success();
+  for (int way = 0; way < 3; ++way) {
+    ScheduleOptions so{way == 2 ? Policy::Memfit : Policy::Optimal,
+                       r.budget,
+                       r.batch,
+                       d->drop,
+                       true,
+                       0,
+                       r.inPlace};
+    if (way < 2)
+      so.offloadAfterForward = d->offload;
+    if (way == 0)
+      so.offloadLeaveAfter = d->leaveAfter;
+    auto plan = schedule(tg, tb.full, order, so);
+    if (!plan) {
+      if (!firstErr)
+        firstErr = plan.takeError();
+      else
+        llvm::consumeError(plan.takeError());
+      continue;
+    }
+    Candidate c{std::move(*plan), {}};
+    c.plan.policy = "optimal";
+    c.sim = simulate(tg, c.plan, tb.full, tb.last ? &*tb.last : nullptr);
+    if (!best || c.sim.iterationSeconds < best->sim.iterationSeconds) {
+      best = std::move(c);
+      o.realization = way;
+    }
+  }
+  if (!best)
+    return std::move(firstErr);
+  llvm::consumeError(std::move(firstErr));
+  return std::move(*best);
+}
+
 /// Final verification: the winner must pass the verifier before it is
 /// summarised and returned.
 llvm::Error finishOutcome(const TaskGraph &tg, Candidate best,
@@ -107,6 +188,11 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     return makeError("the batch size must be positive");
   auto t0 = std::chrono::steady_clock::now();
   PlanRequest req = asked;
+  // The optimal policy solves at the order and sub-batch memfit's own
+  // search picks: the search runs under memfit's rules.
+  const bool optimal = req.policy == Policy::Optimal;
+  if (optimal)
+    req.policy = Policy::Memfit;
   // Exact by default: whole batches where sub-batches would change
   // statistics over the batch.
   bool coupled = statisticsOverBatch(tg);
@@ -137,6 +223,17 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     req.forcedSubBatch = req.batch;
   }
   std::vector<TaskId> order = taskOrder(tg, req.order);
+  size_t roundTasks = 0;
+  for (TaskId t : order)
+    roundTasks += tg.tasks[t].kind != TaskKind::Update;
+  if (optimal) {
+    // Refused before any schedule is made.
+    if (roundTasks > OptimalOptions{}.maxTasks)
+      return makeErrorF("--policy optimal solves graphs of up to {0} tasks "
+                        "per round (forward and backward); this one has {1}: "
+                        "use --policy memfit",
+                        OptimalOptions{}.maxTasks, roundTasks);
+  }
   PlanOutcome out;
   // The smallest sub-batch a plan may use sets the floor.
   if (forceChunks)
@@ -185,6 +282,34 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   }
   if (!best)
     return best.takeError();
+  if (optimal && out.chunked)
+    return makeError("--policy optimal solves rounds of whole (sub-)batches; "
+                     "it does not plan chunks of the batch (drop --chunks)");
+  if (optimal) {
+    OptimalOutcome o;
+    auto solved = planOptimal(tg, tableAt, order, r, *best, o);
+    if (!solved)
+      return solved.takeError();
+    best = std::move(*solved);
+    out.optimal = o;
+  } else if (req.policy == Policy::Memfit && !out.chunked &&
+             roundTasks <= kOptimalInSearch) {
+    // memfit's search includes the integral program's decisions on small
+    // graphs, at the sub-batch it picked: kept when strictly faster.
+    OptimalOutcome o;
+    auto solved = planOptimal(tg, tableAt, order, r, *best, o);
+    if (!solved) {
+      llvm::Error err = solved.takeError();
+      if (llvm::Error internal = takeInternalErrors(err)) {
+        llvm::consumeError(std::move(err));
+        return internal;
+      }
+      llvm::consumeError(std::move(err));
+    } else if (solved->sim.iterationSeconds < best->sim.iterationSeconds) {
+      solved->plan.policy = "memfit (as optimal)";
+      best = std::move(*solved);
+    }
+  }
 
   const TaskGraph &planned = out.scheduledGraph(tg);
   if (auto err = finishOutcome(planned, std::move(*best), out))

@@ -17,6 +17,7 @@
 #include "passes/Bound.h"
 #include "passes/Chunk.h"
 #include "passes/LowerBound.h"
+#include "passes/Optimal.h"
 #include "passes/Order.h"
 #include "passes/Schedule.h"
 #include "passes/Simulate.h"
@@ -55,6 +56,27 @@ struct PlanRequest {
   int32_t forcedChunks = 0;
 };
 
+/// What `--policy optimal`'s integral program (Optimal.h) found, beside the
+/// plan the scheduler made of it.
+struct OptimalOutcome {
+  /// The program's round time at its solution (one round at the plan's
+  /// sub-batch, no input load, no update).
+  double objectiveSeconds = 0;
+  bool proven = false; // optimal for the program within the node limit
+  int64_t nodes = 0;   // branch-and-bound nodes explored
+  int maxNodes = 0;    // the node limit
+  int candidates = 0, offloaded = 0, recomputed = 0; // blocks
+  int rows = 0, columns = 0;
+  /// memfit's own plan at the same order and sub-batch (its search picked
+  /// the sub-batch).
+  double memfitSeconds = 0;
+  double solveSeconds = 0; // wall time of the solve (not in any plan)
+  /// How the decisions became the plan: 0, offloads leave after their
+  /// last forward use; 1, they leave when room is needed; 2, recompute
+  /// choices only, memfit's early offload for the rest.
+  int realization = 0;
+};
+
 struct PlanOutcome {
   Plan plan;
   int64_t budget = 0; // the budget planned for, resolved
@@ -80,6 +102,8 @@ struct PlanOutcome {
   /// or not computed (`boundWhy` says why).
   std::optional<IterationBound> bound;
   std::string boundWhy;
+  /// The optimal policy's program, when that policy planned.
+  std::optional<OptimalOutcome> optimal;
   double planSeconds = 0; // wall time the pipeline took
   /// Sub-batches tried and their predicted iteration time (infeasible ones
   /// are left out).

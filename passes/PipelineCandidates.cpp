@@ -103,6 +103,7 @@ firstPhaseVariants(const TaskGraph &tg, const CostTableFn &tableAt,
          .allowRecompute = false});
     break;
   case Policy::Memfit:
+  case Policy::Optimal: // solves at the sub-batch memfit's search picks
     eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, budget);
     variants = memfitVariants(tg, tableAt, order, req, budget, eq3SubBatch);
     break;

@@ -28,6 +28,12 @@ PolicyRules rulesFor(Policy p) {
     r.drop = PolicyRules::Drop::WhenCheaper;
     r.offloadsEarly = true;
     break;
+  case Policy::Optimal:
+    // The solver's offloads replace memfit's early ones; evictions stay
+    // memfit's, for what the program leaves out (fragmentation, workspaces).
+    r.pricesLatePrefetch = true;
+    r.drop = PolicyRules::Drop::WhenCheaper;
+    break;
   case Policy::ChenSqrt:
     r.evictsRecomputableOrCopiedOnly = true;
     r.drop = PolicyRules::Drop::Always;

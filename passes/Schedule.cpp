@@ -35,14 +35,16 @@ std::string_view policyName(Policy p) {
     return "chen-sqrt";
   case Policy::SuperNeurons:
     return "superneurons";
+  case Policy::Optimal:
+    return "optimal";
   }
   return "?";
 }
 
 bool parsePolicy(std::string_view name, Policy &out) {
-  for (Policy p :
-       {Policy::Ideal, Policy::VdnnAll, Policy::VdnnConv, Policy::Modnn,
-        Policy::Memfit, Policy::ChenSqrt, Policy::SuperNeurons})
+  for (Policy p : {Policy::Ideal, Policy::VdnnAll, Policy::VdnnConv,
+                   Policy::Modnn, Policy::Memfit, Policy::ChenSqrt,
+                   Policy::SuperNeurons, Policy::Optimal})
     if (policyName(p) == name) {
       out = p;
       return true;
@@ -366,7 +368,9 @@ void Scheduler::finishStep(TaskId t, int32_t i,
     prefetchAhead(timeline.endOf(i));
   if (rules.offloadsEarly)
     offloadAhead(t);
+  offloadForced(t);
   dropForwardDone(t);
+  leaveAfterStep(touched);
   for (BlockId sb : touched)
     if (blocks.nextUseStep(sb) < 0)
       release(sb); // dead: its last reader ran

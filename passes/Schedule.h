@@ -34,6 +34,7 @@ enum class Policy : uint8_t {
   Memfit,       // the default: joint offload, recompute, sub-batch, algorithms
   ChenSqrt,     // Chen et al.: drop segment interiors, recompute; no offload
   SuperNeurons, // recompute non-convolution outputs, offload conv outputs
+  Optimal,      // an integral program's keep/recompute/offload (Optimal.h)
 };
 std::string_view policyName(Policy p);
 bool parsePolicy(std::string_view name, Policy &out);
@@ -55,6 +56,16 @@ struct ScheduleOptions {
   /// input when nothing reads the input afterwards, as Caffe, vDNN and
   /// PyTorch's inplace=True do.
   bool inPlace = true;
+  /// Per block: copy it out when a forward task makes it and nothing in the
+  /// forward pass reads it again (the device copy then leaves for free when
+  /// room is needed, and comes back by prefetch). Empty: none. The optimal
+  /// policy's offload choices.
+  std::vector<bool> offloadAfterForward = {};
+  /// Per block: the steps (indices into the round's order, ascending)
+  /// after which it is copied out, if it has no host copy, and leaves the
+  /// device (Eq. 4's prefetch brings it back). Empty: none. The optimal
+  /// policy's offload choices.
+  std::vector<std::vector<int32_t>> offloadLeaveAfter = {};
 };
 
 /// schedule() gave up: the plan would be slower than opts.cutoffSeconds.

@@ -51,6 +51,10 @@ std::string Scheduler::describe(const LeaveCause &c) const {
                          "distance, next used by task {1} about {2:F3} ms "
                          "later",
                          task(c.step), task(c.nextStep), c.gapSeconds * 1e3);
+  case LeaveCause::Solver:
+    return llvm::formatv("the integral program chose to offload it: copied "
+                         "out after task {0}, next used by task {1}",
+                         task(c.step), task(c.nextStep));
   case LeaveCause::Vdnn:
     return llvm::formatv("{0} offloads a layer's input while the layer runs: "
                          "the input of task {1}",

@@ -51,6 +51,7 @@ struct LeaveCause {
     Vdnn,       // vDNN's fixed rule: a layer's input during its forward
     DropSet,    // the policy's drop set: leaves after its last forward use
     Released,   // left after its last direct use, needed by a recompute
+    Solver,     // the optimal policy's program chose to offload it
   } kind = None;
   int32_t step = -1;     // the task being scheduled (index into the order)
   BlockId need = -1;     // ArenaFull, Prefetch: the block that needed room
@@ -121,6 +122,12 @@ private:
   llvm::Error prepareRecomputeOperands(const Task &producer,
                                        std::vector<int32_t> &deps, int depth);
   void dropForwardDone(TaskId t);
+  /// ScheduleOptions::offloadAfterForward: copies out the blocks forward
+  /// task t made that are marked.
+  void offloadForced(TaskId t);
+  /// ScheduleOptions::offloadLeaveAfter: the blocks of this step that leave
+  /// after it.
+  void leaveAfterStep(const std::vector<BlockId> &touched);
 
   // --- decisions ahead (ScheduleLookahead.cpp) ---
   int32_t chooseAlgo(TaskId t);

@@ -82,7 +82,8 @@ int run() {
     if (!parsePolicy(name, p) || p == Policy::Ideal)
       return reportError(makeErrorF(
           "unknown policy '{0}' in --policies: expected vdnn-all, vdnn-conv, "
-          "modnn, chen-sqrt, superneurons or memfit (the ideal plan is the "
+          "modnn, chen-sqrt, superneurons, memfit or optimal (the ideal plan "
+          "is the "
           "yardstick of every row)",
           name));
     if (std::find(policies.begin(), policies.end(), p) != policies.end())

@@ -83,7 +83,8 @@ Shared<std::string> ProfilePath("profile",
                                 cl::init(""));
 Shared<std::string> PolicyName("policy",
                                cl::desc("ideal, vdnn-all, vdnn-conv, modnn, "
-                                        "chen-sqrt, superneurons or memfit"),
+                                        "chen-sqrt, superneurons, memfit or "
+                                        "optimal"),
                                cl::init("memfit"));
 Shared<PositiveCount>
     SubBatch("sub-batch",
@@ -478,7 +479,8 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   PlanRequest r;
   if (!parsePolicy(std::string(PolicyName), r.policy))
     return makeErrorF("unknown --policy '{0}': expected ideal, vdnn-all, "
-                      "vdnn-conv, modnn, chen-sqrt, superneurons or memfit",
+                      "vdnn-conv, modnn, chen-sqrt, superneurons, memfit or "
+                      "optimal",
                       std::string(PolicyName));
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
@@ -548,6 +550,27 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
                   m.plannedSeconds / o.bound->seconds - 1);
   else if (!o.boundWhy.empty())
     os << "bound    none: " << o.boundWhy << "\n";
+  if (const auto &opt = o.optimal) {
+    os << formatv(
+        "optimal  integral program over {0} blocks ({1} rows, {2} "
+        "columns): {3} per round, {4} after {5} nodes (limit "
+        "{6}), solved in {7:F2} s; chose {8} offloads, {9} "
+        "recomputes\n",
+        opt->candidates, opt->rows, opt->columns, ms(opt->objectiveSeconds),
+        opt->proven ? "proven optimal" : "not proven optimal", opt->nodes,
+        opt->maxNodes, opt->solveSeconds, opt->offloaded, opt->recomputed);
+    double d = m.plannedSeconds / opt->memfitSeconds - 1;
+    os << formatv("         memfit's own plan {0}: the solver's plan is "
+                  "{1:P1} {2} it ({3})\n",
+                  ms(opt->memfitSeconds), std::abs(d),
+                  d > 0 ? "slower than" : "faster than or as fast as",
+                  opt->realization == 0   ? "offloads leave after their "
+                                            "last forward use"
+                  : opt->realization == 1 ? "offloads leave when room is "
+                                            "needed"
+                                          : "its recomputes, memfit's "
+                                            "offloads");
+  }
   os << formatv("traffic  to host {0}, to device {1} per iteration\n",
                 formatBytes(m.bytesToHost), formatBytes(m.bytesToDevice));
   if (p.chunks > 1) {
@@ -596,6 +619,17 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
     j["bound_seconds"] = o.bound->seconds;
   else
     j["bound_seconds"] = nullptr;
+  if (const auto &opt = o.optimal)
+    j["optimal"] = {{"round_objective_seconds", opt->objectiveSeconds},
+                    {"proven", opt->proven},
+                    {"nodes", opt->nodes},
+                    {"max_nodes", opt->maxNodes},
+                    {"blocks", opt->candidates},
+                    {"offloaded", opt->offloaded},
+                    {"recomputed", opt->recomputed},
+                    {"memfit_seconds", opt->memfitSeconds},
+                    {"realization", opt->realization},
+                    {"solve_seconds", opt->solveSeconds}};
   j["budget_bytes"] = o.budget;
   j["planned_bytes"] = p.totalBytes();
   j["resident_bytes"] = p.residentBytes;
