@@ -29,12 +29,15 @@ llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
       : lb.subBatch > 1
           ? llvm::formatv(
                 "that task dominates, and BatchNorm's statistics over the "
-                "batch keep the plan from splitting it further than chunks "
-                "of {1}: give more memory, a "
-                "smaller --batch, or --sub-batch-statistics (each sub-batch "
-                "then normalized by its own statistics, which is not what "
-                "the model computes; Mmin at sub-batch 1 is {0})",
-                formatBytes(computeLowerBound(tg, 1).bytes), lb.subBatch)
+                "batch keep the plan from splitting it {1}: give more "
+                "memory, a smaller --batch, or --sub-batch-statistics (each "
+                "sub-batch then normalized by its own statistics, which is "
+                "not what the model computes; Mmin at sub-batch 1 is {0})",
+                formatBytes(computeLowerBound(tg, 1).bytes),
+                lb.subBatch < req.batch
+                    ? llvm::formatv("further than chunks of {0}", lb.subBatch)
+                          .str()
+                    : std::string("into smaller pieces"))
                 .str()
           : "that task dominates; a smaller batch does not help below "
             "sub-batch 1: give more memory or a model with smaller "
