@@ -49,7 +49,7 @@ MEMFIT_SANITIZE_BUILD=${MEMFIT_SANITIZE_BUILD:-$MEMFIT_ROOT/build-sanitize}
 # docs/testing.md has the reasons and timings): memory_limit sets
 # `ulimit -v`, which ASan's shadow memory cannot live under; deep plans a
 # ResNet-2018 twice, nearly seven minutes under the sanitizers; today trains
-# 36 models against torch (256 s sanitized, the longest of the rest;
+# 42 models against torch (256 s sanitized, the longest of the rest;
 # the sanitized cli_attention and cli_e2e_cpu run the same kernels).
 MEMFIT_SANITIZE_EXCLUDE=${MEMFIT_SANITIZE_EXCLUDE:-^cli_(memory_limit|deep|today)$}
 memfit_build_sanitize() {
