@@ -3,7 +3,7 @@
 
 #include "passes/Liveness.h"
 
-#include <coin/Cbc_C_Interface.h>
+#include "passes/LinearProgram.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -16,59 +16,13 @@ namespace {
 
 /// A linear program in rows of (column, coefficient) terms; times in
 /// milliseconds so the solver's tolerances are well above them.
-struct Program {
-  std::vector<double> lo, hi, obj;
-  struct Term {
-    int row, col;
-    double coef;
-  };
-  std::vector<Term> terms;
-  std::vector<double> rowLo, rowHi;
-
-  int col(double l, double h, double o = 0) {
-    lo.push_back(l);
-    hi.push_back(h);
-    obj.push_back(o);
-    return static_cast<int>(lo.size()) - 1;
-  }
-  void row(const std::vector<std::pair<int, double>> &ts, double l, double h) {
-    int r = static_cast<int>(rowLo.size());
-    for (auto [c, v] : ts)
-      terms.push_back({r, c, v});
-    rowLo.push_back(l);
-    rowHi.push_back(h);
-  }
-};
+using Program = LinearProgram;
 
 constexpr double kInf = 1e30;
 
-struct SolverDeleter {
-  void operator()(Cbc_Model *m) const { Cbc_deleteModel(m); }
-};
-
 /// Solves the linear program `p` (minimizing): its optimum, or none.
 std::optional<double> solve(const Program &p) {
-  int ncols = static_cast<int>(p.lo.size());
-  int nrows = static_cast<int>(p.rowLo.size());
-  // Column-major, as Cbc_loadProblem takes it.
-  std::vector<CoinBigIndex> start(ncols + 1, 0);
-  for (const auto &t : p.terms)
-    ++start[t.col + 1];
-  for (int c = 0; c < ncols; ++c)
-    start[c + 1] += start[c];
-  std::vector<int> index(p.terms.size());
-  std::vector<double> value(p.terms.size());
-  std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
-  for (const auto &t : p.terms) {
-    index[fill[t.col]] = t.row;
-    value[fill[t.col]++] = t.coef;
-  }
-  std::unique_ptr<Cbc_Model, SolverDeleter> m(Cbc_newModel());
-  Cbc_loadProblem(m.get(), ncols, nrows, start.data(), index.data(),
-                  value.data(), p.lo.data(), p.hi.data(), p.obj.data(),
-                  p.rowLo.data(), p.rowHi.data());
-  Cbc_setLogLevel(m.get(), 0);
-  Cbc_setParameter(m.get(), "threads", "1");
+  CbcModel m = loadProgram(p);
   Cbc_solve(m.get());
   if (Cbc_isProvenInfeasible(m.get()) || Cbc_isAbandoned(m.get()) ||
       !Cbc_isProvenOptimal(m.get()))

@@ -4,7 +4,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "passes/Liveness.h"
 
-#include <coin/Cbc_C_Interface.h>
+#include "passes/LinearProgram.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -19,36 +19,7 @@ constexpr double kInf = 1e30;
 
 /// A mixed-integer program in rows of (column, coefficient) terms; times in
 /// milliseconds so the solver's tolerances are well above them.
-struct Program {
-  std::vector<double> lo, hi, obj;
-  std::vector<bool> integral;
-  struct Term {
-    int row, col;
-    double coef;
-  };
-  std::vector<Term> terms;
-  std::vector<double> rowLo, rowHi;
-
-  int col(double l, double h, double o = 0, bool isInt = false) {
-    lo.push_back(l);
-    hi.push_back(h);
-    obj.push_back(o);
-    integral.push_back(isInt);
-    return static_cast<int>(lo.size()) - 1;
-  }
-  int binary() { return col(0, 1, 0, true); }
-  void row(const std::vector<std::pair<int, double>> &ts, double l, double h) {
-    int r = static_cast<int>(rowLo.size());
-    for (auto [c, v] : ts)
-      terms.push_back({r, c, v});
-    rowLo.push_back(l);
-    rowHi.push_back(h);
-  }
-};
-
-struct SolverDeleter {
-  void operator()(Cbc_Model *m) const { Cbc_deleteModel(m); }
-};
+using Program = LinearProgram;
 
 struct Solution {
   std::vector<double> x;
@@ -62,30 +33,7 @@ struct Solution {
 std::optional<Solution> solve(const Program &p,
                               const std::vector<double> &start, int maxNodes) {
   int ncols = static_cast<int>(p.lo.size());
-  int nrows = static_cast<int>(p.rowLo.size());
-  std::vector<CoinBigIndex> begin(ncols + 1, 0);
-  for (const auto &t : p.terms)
-    ++begin[t.col + 1];
-  for (int c = 0; c < ncols; ++c)
-    begin[c + 1] += begin[c];
-  std::vector<int> index(p.terms.size());
-  std::vector<double> value(p.terms.size());
-  std::vector<CoinBigIndex> fill(begin.begin(), begin.end() - 1);
-  for (const auto &t : p.terms) {
-    index[fill[t.col]] = t.row;
-    value[fill[t.col]++] = t.coef;
-  }
-  std::unique_ptr<Cbc_Model, SolverDeleter> m(Cbc_newModel());
-  Cbc_loadProblem(m.get(), ncols, nrows, begin.data(), index.data(),
-                  value.data(), p.lo.data(), p.hi.data(), p.obj.data(),
-                  p.rowLo.data(), p.rowHi.data());
-  for (int c = 0; c < ncols; ++c)
-    if (p.integral[c])
-      Cbc_setInteger(m.get(), c);
-  Cbc_setLogLevel(m.get(), 0);
-  // One thread and no time limit: the search, and so the answer, is the
-  // same on every machine.
-  Cbc_setParameter(m.get(), "threads", "1");
+  CbcModel m = loadProgram(p);
   Cbc_setMaximumNodes(m.get(), maxNodes);
   std::vector<int> idx(ncols);
   for (int c = 0; c < ncols; ++c)
