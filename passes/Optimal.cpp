@@ -121,11 +121,9 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
   int candidates = 0;
   for (BlockId blk = 0; blk < (BlockId)nb; ++blk) {
     const Block &k = tg.blocks[blk];
-    // Saved statistics are small and a re-run reads them; a gradient forced
-    // out between two backward uses gave a verified plan whose trainer
-    // diverged (docs/passes/optimal.md): they stay.
+    // Saved statistics are small and a re-run reads them: they stay.
     if (isWeightSide(k.kind) || k.viewOf >= 0 || k.kind == BlockKind::Stats ||
-        k.kind == BlockKind::Gradient || k.bytesAt(b) <= 0)
+        k.bytesAt(b) <= 0)
       continue;
     const std::vector<int32_t> &u = uses[blk];
     bool any = false;

@@ -11,10 +11,6 @@
 // decisions into a plan: the recompute choices as the drop set, the
 // offload choices as forced offloads.
 //
-// Candidates are forward outputs and the input: a gradient forced out
-// between two backward uses gave a verified plan whose trainer diverged
-// (docs/passes/optimal.md), so gradients stay.
-//
 // The program, over the steps of the round's order (its columns: per
 // candidate block keep / offload / recompute, per forward task a re-run,
 // per step whose fastest algorithm's workspace may not fit a choice of the

@@ -56,9 +56,9 @@ struct ScheduleOptions {
   /// input when nothing reads the input afterwards, as Caffe, vDNN and
   /// PyTorch's inplace=True do.
   bool inPlace = true;
-  /// Per block: copy it out when a forward task makes it and nothing in the
-  /// forward pass reads it again (the device copy then leaves for free when
-  /// room is needed, and comes back by prefetch). Empty: none. The optimal
+  /// Per block: copy it out as soon as a forward task makes it (the device
+  /// copy then leaves for free when room is needed, and comes back by
+  /// prefetch). Empty: none. The optimal
   /// policy's offload choices.
   std::vector<bool> offloadAfterForward = {};
   /// Per block: the steps (indices into the round's order, ascending)

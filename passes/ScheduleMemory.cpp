@@ -326,11 +326,10 @@ void Scheduler::offloadForced(TaskId t) {
     if (blocks.isWeightSide(sb) || !opts.offloadAfterForward[sb])
       continue;
     const BlockState &bs = blocks[sb];
-    // Only once the forward pass is done with it, as memfit's early offload
-    // does: copying a block a later forward task still uses gave verified
-    // plans whose trainers diverged (ViT at 55% on the A100 model).
-    if (bs.res < 0 || bs.hostValid || blocks.nextUseStep(sb) < 0 ||
-        blocks.nextUseStep(sb) < cursor.firstBackward)
+    // As soon as it is made, even where later forward tasks still read it:
+    // the copy overlaps them, and the device copy can leave for free after
+    // the last of them.
+    if (bs.res < 0 || bs.hostValid || blocks.nextUseStep(sb) < 0)
       continue;
     cause = {LeaveCause::Solver,     cursor.step,        -1,
              blocks.nextUseStep(sb), blocks.bytesOf(sb), 0};

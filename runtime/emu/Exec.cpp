@@ -4,7 +4,8 @@
 // semantics allow: compute runs at issue; copies complete only when an event
 // covering them is waited on; copy-in destinations are NaN until then;
 // released bytes are NaN at once (or when their stream's earlier work
-// completes). A plan that misses a wait produces wrong numbers here.
+// completes, and never before a pending copy-out has read them). A plan
+// that misses a wait produces wrong numbers here.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Exec.h"
@@ -27,6 +28,9 @@ struct Pending {
   int64_t offset = 0, bytes = 0;
   const char *src = nullptr; // In: host source
   char *dst = nullptr;       // Out: host destination
+  // Out: ranges released on another stream while this copy was pending;
+  // poisoned once it has read them.
+  std::vector<std::pair<int64_t, int64_t>> thenPoison = {};
 };
 } // namespace
 
@@ -99,9 +103,11 @@ static void complete(Exec::Impl &im, int s, int64_t upTo) {
     Pending p = im.queue[s].front();
     im.queue[s].pop_front();
     char *a = reinterpret_cast<char *>(im.arena.data());
-    if (p.kind == Pending::Out)
+    if (p.kind == Pending::Out) {
       std::memcpy(p.dst, a + p.offset, p.bytes); // read as late as allowed
-    else if (p.kind == Pending::In)
+      for (auto [offset, bytes] : p.thenPoison)
+        poison(im.arena, offset, bytes);
+    } else if (p.kind == Pending::In)
       std::memcpy(a + p.offset, p.src, p.bytes);
     else
       poison(im.arena, p.offset, p.bytes);
@@ -161,6 +167,19 @@ void Exec::wait(StreamId s, int32_t event) {
 }
 
 void Exec::release(StreamId s, int64_t offset, int64_t bytes) {
+  // A release ends the accesses of the stream it is issued on only. A
+  // copy-out issued earlier may still read the bytes (a block copied out
+  // as soon as it is made, then read again by compute): on a GPU they stay
+  // intact until a later writer, which must wait for that copy. So the
+  // bytes turn to NaN after the last such copy has read them.
+  if (s == Compute)
+    for (auto it = impl->queue[CopyOut].rbegin();
+         it != impl->queue[CopyOut].rend(); ++it)
+      if (it->kind == Pending::Out && it->offset < offset + bytes &&
+          offset < it->offset + it->bytes) {
+        it->thenPoison.push_back({offset, bytes});
+        return;
+      }
   if (s == Compute)
     poison(impl->arena, offset, bytes);
   else
@@ -290,8 +309,8 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
   rt::batchNormBackwardWeight(p, n, x, saved, saved + p.c, dy, dscale, dbias,
                               acc);
 }
-void Exec::bnStatistics(const BatchNormParams &p, const float *x,
-                        float *stats, bool acc) {
+void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
+                        bool acc) {
   rt::batchNormChunkStatistics(p, n, x, stats, acc);
 }
 void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
@@ -304,8 +323,8 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
                                const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  rt::batchNormBackwardDataBatch(p, n, double(prog.batch * p.spatial), x,
-                                 scale, saved, dscale, dbias, dy, dx, acc);
+  rt::batchNormBackwardDataBatch(p, n, double(prog.batch * p.spatial), x, scale,
+                                 saved, dscale, dbias, dy, dx, acc);
 }
 void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
   rt::lrnForward(p, n, x, y);
