@@ -11,6 +11,7 @@ std::string compareToJson(const CompareReport &c) {
   j["model"] = c.model;
   j["model_file"] = c.modelFile;
   j["device"] = c.device;
+  j["precision"] = c.precision;
   j["batch"] = c.batch;
   j["ideal_peak_bytes"] = c.idealPeakBytes;
   j["ideal_seconds"] = c.idealSeconds;

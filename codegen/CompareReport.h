@@ -39,6 +39,7 @@ struct CompareBudget {
 
 struct CompareReport {
   std::string model, modelFile, device;
+  std::string precision = "fp32"; // TaskGraph::precision
   int64_t batch = 0;
   int64_t idealPeakBytes = 0, lowerBoundBytes = 0;
   double idealSeconds = 0;

@@ -85,9 +85,8 @@ std::string Emitter::mainFile() const {
     os << tg.chunks << " chunks of " << plan.subBatch << " in one round";
   else
     os << plan.numSubBatches << " sub-batches of " << plan.subBatch;
-  os << ", arena "
-     << plan.arenaBytes << " bytes + resident " << plan.residentBytes
-     << " bytes (budget " << plan.budget << ").\n";
+  os << ", arena " << plan.arenaBytes << " bytes + resident "
+     << plan.residentBytes << " bytes (budget " << plan.budget << ").\n";
   os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
   os << "#ifndef MEMFIT_MODEL_PATH\n#define MEMFIT_MODEL_PATH \"model.onnx\"\n"
         "#endif\n\n";
@@ -407,6 +406,13 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
 
 llvm::Expected<std::vector<GeneratedFile>>
 emitTrainer(const TaskGraph &tg, const Plan &plan, const EmitOptions &opts) {
+  // The runtime's kernels store and compute fp32 only; a trainer of another
+  // precision would silently train a different model than was planned.
+  if (tg.precision != Precision::FP32)
+    return makeErrorF("the trainer runtime runs fp32 only: --precision={0} "
+                      "can be planned, priced and compared (memfit plan, "
+                      "compare, inspect) but not compiled yet",
+                      precisionName(tg.precision));
   return emit::Emitter(tg, plan, opts).run();
 }
 

@@ -35,7 +35,7 @@ json taskJson(const ReportTask &t) {
           {"waited_for", waited}};
 }
 
-json blockJson(const ReportBlock &b) {
+json blockJson(const ReportBlock &b, bool withDtype) {
   json res = json::array();
   for (const ReportResidency &x : b.residencies)
     res.push_back({{"offset", x.offset},
@@ -45,6 +45,8 @@ json blockJson(const ReportBlock &b) {
   json j = {{"name", b.name}, {"kind", b.kind},      {"value", b.value},
             {"node", b.node}, {"bytes", b.bytes},    {"decision", b.decision},
             {"why", b.why},   {"view_of", b.viewOf}, {"residencies", res}};
+  if (withDtype)
+    j["dtype"] = b.dtype;
   return j;
 }
 
@@ -175,6 +177,11 @@ std::string planToJson(const PlanReport &r) {
   else
     j["profile"] = nullptr;
   j["policy"] = r.policy;
+  // Written only when not fp32, as each block's dtype: fp32 plans read the
+  // same as before precisions existed.
+  bool fp32 = r.precision == "fp32";
+  if (!fp32)
+    j["precision"] = r.precision;
   j["batch"] = r.batch;
   j["sub_batch"] = r.subBatch;
   j["sub_batches"] = r.numSubBatches;
@@ -239,7 +246,7 @@ std::string planToJson(const PlanReport &r) {
   j["transfers"] = std::move(transfers);
   json blocks = json::array();
   for (const ReportBlock &b : r.blocks)
-    blocks.push_back(blockJson(b));
+    blocks.push_back(blockJson(b, !fp32));
   j["blocks"] = std::move(blocks);
   j["events"] = r.events;
   // Names come from the model: invalid UTF-8 is replaced, never thrown on.
@@ -289,6 +296,9 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     r.profile.estimated = rd.integer(*p, "profile", "estimated");
   }
   r.policy = rd.str(root, "", "policy");
+  r.precision = rd.str(root, "", "precision", false);
+  if (r.precision.empty())
+    r.precision = "fp32";
   r.batch = rd.integer(root, "", "batch", 1);
   r.subBatch = rd.integer(root, "", "sub_batch", 1);
   r.numSubBatches = rd.integer(root, "", "sub_batches", 1);
@@ -415,6 +425,7 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       b.decision = rd.str(o, w, "decision");
       b.why = rd.str(o, w, "why", false);
       b.viewOf = rd.str(o, w, "view_of", false);
+      b.dtype = rd.str(o, w, "dtype", false);
       if (const json *res = rd.array(o, w, "residencies"))
         for (size_t k = 0; k < res->size(); ++k) {
           const json &x = (*res)[k];

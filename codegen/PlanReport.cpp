@@ -63,6 +63,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   r.modelFile = ctx.modelFile;
   r.device = ctx.device;
   r.policy = plan.policy;
+  r.precision = precisionName(tg.precision);
   r.profile = ctx.profile;
   r.batch = plan.batch;
   r.subBatch = plan.subBatch;
@@ -233,6 +234,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
       e.node = nodeOf(blk.op);
     }
     e.bytes = blk.bytesAt(plan.subBatch);
+    e.dtype = dtypeName(blk.dtype);
     e.decision = blockDecision(tg, plan, b);
     if (b < (BlockId)plan.decisionWhy.size())
       e.why = plan.decisionWhy[b];

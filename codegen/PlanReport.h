@@ -69,6 +69,9 @@ struct ReportBlock {
   std::string decision;
   std::string why;
   std::string viewOf; // for views: the block whose storage it shares
+  /// Its element type ("f32", "bf16", "i32", ...); plan.json of an fp32
+  /// plan leaves it out, so it is empty when read back from one.
+  std::string dtype;
   std::vector<ReportResidency> residencies;
 };
 
@@ -103,6 +106,8 @@ struct ReportProfile {
 struct PlanReport {
   int schemaVersion = kPlanSchemaVersion;
   std::string model, modelFile, device, policy;
+  /// The plan's precision (TaskGraph::precision): fp32, tf32, bf16, fp16.
+  std::string precision = "fp32";
   ReportProfile profile;
   int64_t batch = 0, subBatch = 0, numSubBatches = 0, budgetBytes = 0;
   /// > 1: the batch in this many chunks of subBatch inside one round.

@@ -151,14 +151,15 @@ std::string planToHtml(const PlanReport &r) {
   std::string h = head("memfit plan: " + r.model);
   h += "<h1>memfit plan: " + htmlEscape(r.model) + "</h1>\n";
   h += "<p class=\"meta\">" +
-       htmlEscape(
-           llvm::formatv(
-               "{0}policy {1}, device {2}, batch {3} as {4} "
-               "{5} of {6}",
-               r.modelFile.empty() ? "" : r.modelFile + ": ", r.policy,
-               r.device, r.batch, r.chunks > 1 ? r.chunks : r.numSubBatches,
-               r.chunks > 1 ? "chunks in one round" : "sub-batches", r.subBatch)
-               .str()) +
+       htmlEscape(llvm::formatv(
+                      "{0}policy {1}, precision {7}, device {2}, batch {3} as "
+                      "{4} {5} of {6}",
+                      r.modelFile.empty() ? "" : r.modelFile + ": ", r.policy,
+                      r.device, r.batch,
+                      r.chunks > 1 ? r.chunks : r.numSubBatches,
+                      r.chunks > 1 ? "chunks in one round" : "sub-batches",
+                      r.subBatch, r.precision)
+                      .str()) +
        "</p>\n<div class=\"cards\">\n";
   h += std::string("<div class=\"card\"><h3>feasible</h3><div class=\"") +
        (s.feasible ? "ok\">yes, verified" : "bad\">no") + "</div></div>\n";

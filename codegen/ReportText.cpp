@@ -77,6 +77,8 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
     os << " (" << quoteName(r.modelFile) << ")";
   os << ", batch " << r.batch << ", device " << quoteName(r.device)
      << ", policy " << r.policy;
+  if (r.precision != "fp32")
+    os << ", precision " << r.precision;
   if (!opts.source.empty())
     os << "\n  from " << opts.source;
   os << "\n";
@@ -215,10 +217,13 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
   std::vector<const ReportBlock *> moved = movedBlocks(r);
   if (!moved.empty()) {
     os << "\nwhy blocks move\n";
+    // Each block's type where the plan mixes them (fp32 plans do not).
+    bool types = r.precision != "fp32";
     for (size_t i = 0; i < moved.size() && i < opts.maxWhy; ++i)
       os << "  " << quoteName(moved[i]->name) << " ("
-         << formatBytes(moved[i]->bytes) << ", " << moved[i]->decision
-         << "): " << moved[i]->why << "\n";
+         << formatBytes(moved[i]->bytes)
+         << (types ? " " + moved[i]->dtype : std::string()) << ", "
+         << moved[i]->decision << "): " << moved[i]->why << "\n";
     if (moved.size() > opts.maxWhy)
       os << llvm::formatv("  ... and {0} more (plan.json lists every block)\n",
                           moved.size() - opts.maxWhy);
@@ -242,6 +247,7 @@ std::string reportToJson(const PlanReport &r, const ReportTextOptions &opts) {
   j["model_file"] = r.modelFile;
   j["device"] = r.device;
   j["policy"] = r.policy;
+  j["precision"] = r.precision;
   j["feasible"] = s.feasible;
   j["memory"] = {{"budget_bytes", r.budgetBytes},
                  {"planned_bytes", s.plannedBytes},

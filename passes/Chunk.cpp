@@ -342,6 +342,8 @@ llvm::Expected<ChunkedGraph> Splitter::run() {
       out.chunkGradBlock[c * nv + v] = mapId(in.gradBlock[v], c);
     }
   }
+  for (BlockId &b : out.weightCopyBlock)
+    b = mapId(b, 0);
 
   // Places in the unsplit order; a split BatchNorm's BP-weight moves just
   // before its BP-data, whose per-chunk tasks read the sums it gathers.

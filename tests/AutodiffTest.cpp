@@ -261,3 +261,99 @@ TEST_CASE("cross-entropy reads classes on axis 1 or the last axis",
   CHECK(tl->lossGeometry.classes == 4);
   CHECK(tl->lossGeometry.inner == 1);
 }
+
+TEST_CASE("16-bit precisions: every byte follows the block's type",
+          "[autodiff][precision]") {
+  // x[N,3,4,4] -> conv (k[6,3,1,1]) -> bn -> gap -> flatten -> fc (W[5,6])
+  GraphLiteral L(2);
+  ValueId x = L.input("x", {3, 4, 4});
+  OpAttrs conv;
+  conv.kernel = {1, 1};
+  conv.pads = {0, 0, 0, 0};
+  ValueId k = L.weight("k", {6, 3, 1, 1});
+  ValueId c = L.op(OpKind::Conv, "conv", {x, k}, {6, 4, 4}, conv);
+  ValueId gamma = L.weight("gamma", {6});
+  ValueId bn = L.op(OpKind::BatchNorm, "bn",
+                    {c, gamma, L.weight("beta", {6}),
+                     L.weight("mean", {6}, false), L.weight("var", {6}, false)},
+                    {6, 4, 4});
+  ValueId p = L.op(OpKind::GlobalAveragePool, "gap", {bn}, {6, 1, 1});
+  ValueId f = L.op(OpKind::Flatten, "flat", {p}, {6});
+  OpAttrs gemm;
+  gemm.transB = true;
+  ValueId W = L.weight("W", {5, 6});
+  ValueId out = L.op(OpKind::Gemm, "fc", {f, W}, {5}, gemm);
+
+  TaskGraph fp32 = build(L.g);
+  for (Precision prec : {Precision::BF16, Precision::FP16}) {
+    TrainingConfig cfg;
+    cfg.precision = prec;
+    TaskGraph tg = build(L.g, cfg);
+    DType low = prec == Precision::BF16 ? DType::BF16 : DType::F16;
+    CHECK(tg.precision == prec);
+    // The input batch, activations and their gradients: 2 bytes.
+    const Block &xb = tg.blocks[tg.inputBlock];
+    CHECK(xb.dtype == low);
+    CHECK(xb.perSampleBytes == 3 * 4 * 4 * 2);
+    for (ValueId v : {c, bn, p, out}) {
+      const Block &y = tg.blocks[tg.valueBlock[v]];
+      CHECK(y.dtype == low);
+      CHECK(y.perSampleBytes ==
+            fp32.blocks[fp32.valueBlock[v]].perSampleBytes / 2);
+      const Block &dy = tg.blocks[tg.gradBlock[v]];
+      CHECK(dy.dtype == low);
+      CHECK(dy.perSampleBytes == y.perSampleBytes);
+    }
+    CHECK(tg.keepAllBytes(2) * 2 == fp32.keepAllBytes(2));
+    // Master weights, their gradients, momentum, BatchNorm statistics,
+    // labels and the loss: 4 bytes.
+    for (ValueId w : {k, gamma, W}) {
+      CHECK(tg.blocks[tg.valueBlock[w]].dtype == DType::F32);
+      CHECK(tg.blocks[tg.valueBlock[w]].fixedBytes ==
+            fp32.blocks[fp32.valueBlock[w]].fixedBytes);
+      CHECK(tg.blocks[tg.gradBlock[w]].dtype == DType::F32);
+    }
+    const Task &fpBn = findTask(tg, "FP(bn)");
+    CHECK(tg.blocks[fpBn.writes[1]].fixedBytes == 2 * 6 * 4);
+    CHECK(tg.blocks[tg.labelBlock].dtype == DType::I32);
+    CHECK(tg.blocks[tg.labelBlock].perSampleBytes == 4);
+    CHECK(tg.blocks[tg.lossBlock].fixedBytes == 4);
+
+    // Working copies: only for the weights of convolutions and products.
+    std::string name = prec == Precision::BF16 ? "bf16" : "f16";
+    REQUIRE(tg.weightCopyBlock[k] >= 0);
+    REQUIRE(tg.weightCopyBlock[W] >= 0);
+    CHECK(tg.weightCopyBlock[gamma] < 0);
+    const Block &k16 = tg.blocks[tg.weightCopyBlock[k]];
+    CHECK(k16.kind == BlockKind::WeightCopy);
+    CHECK(k16.name == name + "(k)");
+    CHECK(k16.dtype == low);
+    CHECK(k16.perSampleBytes == 0);
+    CHECK(k16.fixedBytes == 6 * 3 * 2);
+    CHECK(isWeightSide(k16.kind));
+    // The products read the copy, the update writes the master and
+    // refreshes the copy; BatchNorm reads the fp32 master.
+    CHECK(names(tg, findTask(tg, "FP(conv)").reads) ==
+          std::set<std::string>{"x", name + "(k)"});
+    CHECK(names(tg, findTask(tg, "BP-data(fc)").reads) ==
+          std::set<std::string>{name + "(W)", "d(fc_out)"});
+    CHECK(names(tg, findTask(tg, "BP-weight(conv)").writes) ==
+          std::set<std::string>{"d(k)"});
+    CHECK(names(tg, findTask(tg, "update(k)").writes) ==
+          std::set<std::string>{"k", "m(k)", name + "(k)"});
+    CHECK(names(tg, findTask(tg, "BP-data(bn)").reads) ==
+          std::set<std::string>{"conv_out", "gamma", "stats(bn)", "d(bn_out)"});
+    // Weight side: the fp32 side plus 2 bytes per product weight element.
+    CHECK(tg.weightSideBytes() == fp32.weightSideBytes() + (18 + 30) * 2);
+  }
+
+  // TF32 changes the arithmetic, not the storage.
+  TrainingConfig tf;
+  tf.precision = Precision::TF32;
+  TaskGraph tg = build(L.g, tf);
+  REQUIRE(tg.blocks.size() == fp32.blocks.size());
+  for (size_t i = 0; i < tg.blocks.size(); ++i) {
+    CHECK(tg.blocks[i].dtype == fp32.blocks[i].dtype);
+    CHECK(tg.blocks[i].bytesAt(3) == fp32.blocks[i].bytesAt(3));
+  }
+}

@@ -260,3 +260,67 @@ TEST_CASE("cost table: fastest first, one baseline, copy rates", "[cost]") {
           Approx(m.taskSeconds(tg, t, m.fastest(tg, t, 4).id, 4)));
   }
 }
+
+namespace {
+
+TaskGraph buildAt(const Graph &g, Precision p) {
+  TrainingConfig cfg;
+  cfg.precision = p;
+  auto tg = buildTaskGraph(g, cfg);
+  REQUIRE(static_cast<bool>(tg));
+  return std::move(*tg);
+}
+
+} // namespace
+
+TEST_CASE("tensor cores price convolutions and products, not the rest",
+          "[cost][precision]") {
+  DeviceSpec dev = toyDevice();
+  dev.tf32Flops = 8e12;
+  dev.bf16Flops = dev.fp16Flops = 16e12;
+  AnalyticCostModel m(dev);
+  Graph g = smallCnn(64);
+  TaskGraph fp32 = buildAt(g, Precision::FP32);
+  TaskGraph tf32 = buildAt(g, Precision::TF32);
+  TaskGraph bf16 = buildAt(g, Precision::BF16);
+  int implicit = (int)FwdAlgo::ImplicitGemm;
+  int winograd = (int)FwdAlgo::Winograd;
+  TaskId conv = findTask(fp32, "FP(conv2)");
+  REQUIRE(findTask(tf32, "FP(conv2)") == conv);
+  int64_t b = 64;
+  // The toy device is compute-bound on this convolution in fp32.
+  double t32 = m.taskSeconds(fp32, conv, implicit, b);
+  double ttf = m.taskSeconds(tf32, conv, implicit, b);
+  double tbf = m.taskSeconds(bf16, conv, implicit, b);
+  CHECK(ttf < t32);
+  CHECK(tbf < ttf);
+  // TF32 keeps fp32 storage: the same bytes at 8x the rate, so the time
+  // is the larger of the fp32 compute over 8 and the fp32 memory time.
+  const Efficiency &e = dev.convEfficiency(ConvDirection::Forward, implicit);
+  double flops = 2.0 * 16 * 16 * 9 * 1024 * b;
+  double items = 16384.0 * b, u = items / (items + 1000);
+  double bytes = 2.0 * 65536 * b + 9216;
+  double expected = 5e-6 + std::max(flops / (8e12 * e.compute) / u,
+                                    (bytes - 9216) / (1e11 * e.memory) / u +
+                                        9216 / (1e11 * e.memory));
+  CHECK(ttf == Approx(expected).epsilon(1e-12));
+  // Winograd keeps its fp32 transforms: no tensor cores under TF32.
+  CHECK(m.taskSeconds(tf32, conv, winograd, b) ==
+        m.taskSeconds(fp32, conv, winograd, b));
+  // A memory-bound elementwise op runs at the same FLOP rate; in bf16 its
+  // bytes halve, in tf32 they do not.
+  TaskId relu = findTask(fp32, "FP(relu)");
+  CHECK(m.taskSeconds(tf32, relu, 0, b) == m.taskSeconds(fp32, relu, 0, b));
+  double mem = 2.0 * 65536 * b /
+               (1e11 * dev.classEfficiency(CostClass::Elementwise).memory);
+  CHECK(m.taskSeconds(fp32, relu, 0, b) - m.taskSeconds(bf16, relu, 0, b) ==
+        Approx(mem / 2 / u).epsilon(1e-9));
+  // The im2col workspace holds 16-bit elements in bf16.
+  int gemm = (int)FwdAlgo::Gemm;
+  CHECK(m.workspaceBytes(bf16, conv, gemm, b) * 2 ==
+        m.workspaceBytes(fp32, conv, gemm, b));
+  // A GPU without tensor cores computes at its fp32 rate in every precision.
+  AnalyticCostModel plain(toyDevice());
+  CHECK(plain.taskSeconds(tf32, conv, implicit, b) ==
+        plain.taskSeconds(fp32, conv, implicit, b));
+}

@@ -221,3 +221,48 @@ TEST_CASE("partial overrides change only the fields given", "[device]") {
   CHECK(llvm::toString(std::move(err)) ==
         "cal: field 'sm_count' must be positive");
 }
+
+TEST_CASE("tensor-core rates: datasheet values, none on old GPUs, files",
+          "[device][precision]") {
+  DeviceSpec h100 = *builtinDevice("h100-sxm");
+  CHECK(h100.tf32Flops == Approx(494.7e12));
+  CHECK(h100.bf16Flops == Approx(989.4e12));
+  CHECK(h100.fp16Flops == Approx(989.4e12));
+  CHECK(h100.productFlops(Precision::FP32) == 67e12);
+  CHECK(h100.productFlops(Precision::TF32) == Approx(494.7e12));
+  CHECK(h100.productFlops(Precision::BF16) == Approx(989.4e12));
+  DeviceSpec a100 = *builtinDevice("a100-80g");
+  CHECK(a100.tf32Flops == Approx(156e12));
+  CHECK(a100.bf16Flops == Approx(312e12));
+  // Volta has fp16 tensor cores only: TF32 and bf16 products run at the
+  // FP32 rate there.
+  DeviceSpec v100 = *builtinDevice("v100");
+  CHECK(v100.productFlops(Precision::FP16) == Approx(125e12));
+  CHECK(v100.productFlops(Precision::TF32) == v100.fp32Flops);
+  CHECK(v100.productFlops(Precision::BF16) == v100.fp32Flops);
+  for (const char *old : {"k40m", "titanx-maxwell", "p100"}) {
+    DeviceSpec s = *builtinDevice(old);
+    INFO(old);
+    for (Precision p : {Precision::TF32, Precision::BF16, Precision::FP16})
+      CHECK(s.productFlops(p) == s.fp32Flops);
+  }
+
+  // Optional in a file; absent means none, and they round-trip.
+  DeviceSpec plain = *parseDeviceJson(kMinimal, "lab.json");
+  CHECK(plain.bf16Flops == 0);
+  CHECK(plain.productFlops(Precision::BF16) == plain.fp32Flops);
+  std::string withTc = kMinimal;
+  withTc.insert(withTc.rfind('}'),
+                ", \"bf16_tflops\": 150, \"tf32_tflops\": 75");
+  DeviceSpec tc = *parseDeviceJson(withTc, "lab.json");
+  CHECK(tc.bf16Flops == 150e12);
+  CHECK(tc.tf32Flops == 75e12);
+  DeviceSpec back = *parseDeviceJson(deviceToJson(tc), "again.json");
+  CHECK(back.bf16Flops == tc.bf16Flops);
+  CHECK(back.tf32Flops == tc.tf32Flops);
+  CHECK(back.fp16Flops == 0);
+  std::string bad = kMinimal;
+  bad.insert(bad.rfind('}'), ", \"fp16_tflops\": -1");
+  CHECK(errorOf(parseDeviceJson(bad, "lab.json")) ==
+        "lab.json: field 'fp16_tflops' must be non-negative, got -1");
+}

@@ -18,26 +18,48 @@ public:
     tg.optimizer = cfg.optimizer;
     tg.useMomentum =
         cfg.optimizer != OptimizerKind::SGD || cfg.momentum != 0.0f;
+    tg.precision = cfg.precision;
     tg.valueBlock.assign(g.values.size(), -1);
     tg.gradBlock.assign(g.values.size(), -1);
+    tg.weightCopyBlock.assign(g.values.size(), -1);
   }
 
   llvm::Expected<TaskGraph> build();
 
 private:
   BlockId addBlock(std::string name, BlockKind kind, ValueId v,
-                   int64_t perSample, int64_t fixed) {
+                   int64_t perSample, int64_t fixed, DType dtype = DType::F32) {
     Block b;
     b.name = std::move(name);
     b.kind = kind;
     b.value = v;
     b.perSampleBytes = perSample;
     b.fixedBytes = fixed;
+    b.dtype = dtype;
     tg.blocks.push_back(std::move(b));
     return static_cast<BlockId>(tg.blocks.size() - 1);
   }
+  /// A block holding value `v` (or its gradient) in `dtype`.
+  BlockId addValueBlock(std::string name, BlockKind kind, ValueId v,
+                        DType dtype) {
+    const Value &val = g.values[v];
+    int64_t bytes = val.elementsPerSample() * dtypeBytes(dtype);
+    return addBlock(std::move(name), kind, v, val.batched ? bytes : 0,
+                    val.batched ? 0 : bytes, dtype);
+  }
+  /// Where `val` (or its gradient) is stored: floating-point data in the
+  /// precision's activation type, weights and integers as they are.
+  DType storageType(const Value &val) const {
+    if (val.dtype != DType::F32 || val.kind == ValueKind::Weight)
+      return val.dtype;
+    return activationType(cfg.precision);
+  }
   BlockId valueBlock(ValueId v);
   BlockId gradBlock(ValueId v);
+  /// The block operand `v` of op `op` is read from: the 16-bit working
+  /// copy of a weight that a tensor-core operator reads under a 16-bit
+  /// precision, else its Y block.
+  BlockId operandBlock(const Op &op, ValueId v);
   TaskId addTask(TaskKind kind, OpId op, std::vector<BlockId> reads,
                  std::vector<BlockId> writes, bool inPlace = false);
   void computeGradFlow();
@@ -61,10 +83,22 @@ BlockId Builder::valueBlock(ValueId v) {
   BlockKind kind = val.kind == ValueKind::Weight  ? BlockKind::Weight
                    : val.kind == ValueKind::Input ? BlockKind::Input
                                                   : BlockKind::Activation;
-  BlockId id =
-      addBlock(val.name, kind, v, val.bytesPerSample(), val.fixedBytes());
+  BlockId id = addValueBlock(val.name, kind, v, storageType(val));
   tg.valueBlock[v] = id;
   return id;
+}
+
+BlockId Builder::operandBlock(const Op &op, ValueId v) {
+  const Value &val = g.values[v];
+  DType low = activationType(cfg.precision);
+  if (val.kind != ValueKind::Weight || val.dtype != DType::F32 ||
+      low == DType::F32 || !opDef(op.kind).tensorCores)
+    return valueBlock(v);
+  if (tg.weightCopyBlock[v] < 0)
+    tg.weightCopyBlock[v] =
+        addValueBlock(std::string(dtypeName(low)) + "(" + val.name + ")",
+                      BlockKind::WeightCopy, v, low);
+  return tg.weightCopyBlock[v];
 }
 
 BlockId Builder::gradBlock(ValueId v) {
@@ -72,9 +106,10 @@ BlockId Builder::gradBlock(ValueId v) {
     return tg.gradBlock[v];
   const Value &val = g.values[v];
   bool weight = val.kind == ValueKind::Weight;
-  BlockId id = addBlock("d(" + val.name + ")",
-                        weight ? BlockKind::WeightGrad : BlockKind::Gradient, v,
-                        val.bytesPerSample(), val.fixedBytes());
+  BlockId id =
+      addValueBlock("d(" + val.name + ")",
+                    weight ? BlockKind::WeightGrad : BlockKind::Gradient, v,
+                    storageType(val));
   tg.gradBlock[v] = id;
   return id;
 }
@@ -141,7 +176,7 @@ void Builder::emitForward(OpId id) {
   const OpDef &def = opDef(op.kind);
   std::vector<BlockId> reads, writes;
   for (ValueId in : op.inputs)
-    reads.push_back(valueBlock(in));
+    reads.push_back(operandBlock(op, in));
   for (ValueId out : op.outputs)
     writes.push_back(valueBlock(out));
   if (def.isView)
@@ -176,7 +211,7 @@ void Builder::emitBackward(OpId id) {
   // Every operand has its block: the forward task read it.
   GradOperands operands{g, op};
   for (ValueId in : op.inputs)
-    operands.inputs.push_back(valueBlock(in));
+    operands.inputs.push_back(operandBlock(op, in));
   operands.output = valueBlock(y);
   for (ValueId out : op.outputs)
     operands.outputs.push_back(valueBlock(out));
@@ -255,7 +290,10 @@ llvm::Error Builder::emitLoss() {
     lg.classes = lv.dims[axis];
     labelBytes = 4 * lg.positions(); // int32 class ids on the device
   }
-  tg.labelBlock = addBlock("labels", BlockKind::Label, kNoId, labelBytes, 0);
+  // Targets of mse stay fp32: the loss is computed in fp32.
+  tg.labelBlock = addBlock(
+      "labels", BlockKind::Label, kNoId, labelBytes, 0,
+      cfg.loss == LossKind::SoftmaxCrossEntropy ? DType::I32 : DType::F32);
   tg.lossBlock = addBlock("loss", BlockKind::LossValue, kNoId, 0, 4);
   std::vector<BlockId> writes{tg.lossBlock};
   if (needsGrad[logits])
@@ -304,7 +342,8 @@ llvm::Expected<TaskGraph> Builder::build() {
         layer.dataInputs.push_back(tg.valueBlock[in]);
       layer.producers.push_back(g.values[in].producer);
     }
-    layer.outputBytesPerSample = g.values[op.outputs[0]].bytesPerSample();
+    layer.outputBytesPerSample =
+        tg.blocks[tg.valueBlock[op.outputs[0]]].perSampleBytes;
     tg.layers.push_back(std::move(layer));
   }
   if (auto err = emitLoss())
@@ -333,6 +372,9 @@ llvm::Expected<TaskGraph> Builder::build() {
       reads.push_back(v);
       writes.push_back(v);
     }
+    // The update refreshes the working copy from the new master weights.
+    if (tg.weightCopyBlock[w] >= 0)
+      writes.push_back(tg.weightCopyBlock[w]);
     TaskId t = addTask(TaskKind::Update, wv.consumers.front(), std::move(reads),
                        std::move(writes));
     tg.tasks[t].name = "update(" + wv.name + ")";

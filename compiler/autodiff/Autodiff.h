@@ -9,7 +9,12 @@
 // backward reads Y and dY, never X; Conv BP-data reads W and dY); a value with
 // several consumers gets one gradient block that all their BP-data tasks
 // accumulate into; the data input never gets a gradient; tasks come out in a
-// valid execution order.
+// valid execution order. Every block's size follows its element type: under
+// a 16-bit precision the data input, activations, their gradients and every
+// saved value take 2 bytes per element, weights, their gradients, optimizer
+// state, saved statistics, labels and the loss 4, and each weight that a
+// tensor-core operator reads gets a resident 16-bit working copy, read in
+// its place by the forward and BP-data tasks and refreshed by its update.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_COMPILER_AUTODIFF_AUTODIFF_H
@@ -27,6 +32,8 @@ struct TrainingConfig {
   float momentum = 0.9f;
   ClassAxis classAxis = ClassAxis::Auto;
   OptimizerKind optimizer = OptimizerKind::SGD;
+  /// The storage and arithmetic of every block (TaskGraph.h).
+  Precision precision = Precision::FP32;
 };
 
 /// The axis of the model output that cross-entropy reads the classes from.

@@ -138,7 +138,8 @@ double convFlops(const ConvShape &s, ConvDirection dir, int algo) {
   return s.directFlops();
 }
 
-int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection dir, int algo) {
+int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection dir, int algo,
+                           int64_t dataBytes) {
   ConvMethod m = methodOf(dir, algo);
   int64_t b = s.batch, c = channelsPerGroup(s), k = s.k;
   auto bytes = [](double x) { return static_cast<int64_t>(std::ceil(x)); };
@@ -151,7 +152,8 @@ int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection dir, int algo) {
     return 8 * c * s.kernelSpatial();
   case ConvMethod::Gemm:
     // The im2col matrix of the whole sub-batch: (C * R * S) x (b * P * Q).
-    return bytes(kF32 * d(b) * d(s.c) * d(s.kernelSpatial()) *
+    // Its elements are the activations' (2 bytes in 16-bit precisions).
+    return bytes(d(dataBytes) * d(b) * d(s.c) * d(s.kernelSpatial()) *
                  d(s.outSpatial()));
   case ConvMethod::Winograd: {
     // Fused: tiles stay on chip; only the transformed filters are stored.
@@ -198,9 +200,10 @@ int convLaunches(ConvDirection dir, int algo) {
 // Workspace traffic on top of the operands: buffers written by one kernel
 // and read by the next cross DRAM twice; index tables and transformed
 // filters are read once.
-double convWorkspaceTraffic(const ConvShape &s, ConvDirection dir, int algo) {
+double convWorkspaceTraffic(const ConvShape &s, ConvDirection dir, int algo,
+                            int64_t dataBytes) {
   ConvMethod m = methodOf(dir, algo);
-  int64_t ws = convWorkspaceBytes(s, dir, algo);
+  int64_t ws = convWorkspaceBytes(s, dir, algo, dataBytes);
   switch (m) {
   case ConvMethod::Gemm:
   case ConvMethod::Fft:
@@ -274,11 +277,8 @@ std::optional<ConvDirection> convDirectionOf(const TaskGraph &tg, TaskId t) {
 
 namespace {
 
-double elementBytes(const TaskGraph &tg, const Block &blk) {
-  if (blk.value >= 0 &&
-      blk.value < static_cast<ValueId>(tg.graph->values.size()))
-    return d(dtypeBytes(tg.graph->value(blk.value).dtype));
-  return 4;
+double elementBytes(const TaskGraph &, const Block &blk) {
+  return d(dtypeBytes(blk.dtype));
 }
 
 double valueElems(const Value &v, int64_t b) {
@@ -353,7 +353,8 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
   if (auto dir = convDirectionOf(tg, t)) {
     ConvShape s = convShape(g, task.op, b);
     w.flops = convFlops(s, *dir, algo);
-    w.bytes += convWorkspaceTraffic(s, *dir, algo);
+    w.bytes += convWorkspaceTraffic(s, *dir, algo,
+                                    dtypeBytes(activationType(tg.precision)));
     w.launches = convLaunches(*dir, algo);
     w.efficiency = spec.convEfficiency(*dir, algo);
     w.reduction = convReductionDepth(s, *dir);
@@ -411,6 +412,35 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
 
 } // namespace
 
+namespace {
+
+/// Tensor cores run the GEMM-shaped arithmetic of convolutions and matrix
+/// products (OpDef::tensorCores) under TF32, BF16 and FP16; cuDNN's FFT and
+/// Winograd convolutions keep their FP32 transforms, so they stay at the
+/// FP32 rate. Everything else (normalization, softmax, reductions,
+/// elementwise, the loss and the update) computes in FP32 under every
+/// precision: only its memory traffic follows the 16-bit blocks.
+double productPeak(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
+                   int algo) {
+  const Task &task = tg.task(t);
+  if (!usesTensorCores(tg.precision) || task.op < 0 ||
+      (task.kind != TaskKind::Forward && task.kind != TaskKind::BackwardData &&
+       task.kind != TaskKind::BackwardWeight) ||
+      !opDef(tg.graph->op(task.op).kind).tensorCores)
+    return 0;
+  if (auto dir = convDirectionOf(tg, t)) {
+    const ConvAlgoInfo *info = findConvAlgo(*dir, algo);
+    if (!info || info->method == ConvMethod::Fft ||
+        info->method == ConvMethod::FftTiling ||
+        info->method == ConvMethod::Winograd ||
+        info->method == ConvMethod::WinogradNonfused)
+      return 0;
+  }
+  return spec.productFlops(tg.precision);
+}
+
+} // namespace
+
 TaskWork analyticWork(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
                       int algo, int64_t b) {
   TaskWork w;
@@ -433,6 +463,7 @@ TaskWork analyticWork(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
   }
   // The depth at b (it does not scale with b where it applies).
   w.reduction = std::max(w.reduction, fixed.reduction);
+  w.peakFlops = productPeak(spec, tg, t, algo);
   return w;
 }
 
@@ -447,7 +478,8 @@ double workSeconds(const DeviceSpec &spec, const TaskWork &w) {
   double depth = w.reduction > 0 && spec.halfRateReduction > 0
                      ? w.reduction / (w.reduction + spec.halfRateReduction)
                      : 1.0;
-  double rate = spec.fp32Flops * w.efficiency.compute * depth /
+  double peak = w.peakFlops > 0 ? w.peakFlops : spec.fp32Flops;
+  double rate = peak * w.efficiency.compute * depth /
                 std::pow(w.stridePenalty, spec.stridePenaltyExponent);
   double bandwidth = spec.memoryBandwidth * w.efficiency.memory;
   double half =
@@ -499,7 +531,8 @@ int64_t AnalyticCostModel::workspaceBytes(const TaskGraph &tg, TaskId t,
     assert(algo == 0 && "non-conv tasks have the single algorithm 0");
     return 0;
   }
-  return convWorkspaceBytes(convShape(*tg.graph, tg.task(t).op, b), *dir, algo);
+  return convWorkspaceBytes(convShape(*tg.graph, tg.task(t).op, b), *dir, algo,
+                            dtypeBytes(activationType(tg.precision)));
 }
 
 CopyRates AnalyticCostModel::copyRates() const {

@@ -62,6 +62,10 @@ struct TaskWork {
   double stridePenalty = 1;
   int launches = 0;
   Efficiency efficiency;
+  /// The peak its arithmetic runs at, FLOP/s: the tensor cores' for
+  /// convolutions and matrix products under TF32, BF16 and FP16, else 0,
+  /// the device's FP32 rate.
+  double peakFlops = 0;
   bool free = false; // produces only views: no kernel at all
 };
 
@@ -71,13 +75,17 @@ std::optional<ConvDirection> convDirectionOf(const TaskGraph &tg, TaskId t);
 /// FLOPs of conv algorithm `algo` (its method's arithmetic, transforms
 /// included).
 double convFlops(const ConvShape &s, ConvDirection d, int algo);
-/// Workspace bytes of conv algorithm `algo` at the shape's batch.
-int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection d, int algo);
+/// Workspace bytes of conv algorithm `algo` at the shape's batch;
+/// `dataBytes` per element of the im2col matrix (the activations' type).
+/// Filter transforms and spectra stay fp32.
+int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection d, int algo,
+                           int64_t dataBytes = 4);
 /// Kernels one call of `algo` launches (bias excluded).
 int convLaunches(ConvDirection d, int algo);
 /// DRAM traffic of `algo`'s workspace: buffers one kernel writes and the
 /// next reads count twice, index tables and transformed filters once.
-double convWorkspaceTraffic(const ConvShape &s, ConvDirection d, int algo);
+double convWorkspaceTraffic(const ConvShape &s, ConvDirection d, int algo,
+                            int64_t dataBytes = 4);
 /// Implicit-GEMM backward-data kernels can run over every input position,
 /// each gathering its filter taps from dY, as a stride-1 convolution over a
 /// zero-filled dY would: stride_h * stride_w times the forward's work. How

@@ -181,6 +181,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 const NumberField kNumberFields[] = {
     {"fp32_tflops", &DeviceSpec::fp32Flops, 1e12, true, false, false},
+    {"tf32_tflops", &DeviceSpec::tf32Flops, 1e12, false, false, true},
+    {"bf16_tflops", &DeviceSpec::bf16Flops, 1e12, false, false, true},
+    {"fp16_tflops", &DeviceSpec::fp16Flops, 1e12, false, false, true},
     {"memory_gbps", &DeviceSpec::memoryBandwidth, 1e9, true, false, false},
     {"h2d_gbps", &DeviceSpec::h2dBandwidth, 1e9, true, false, false},
     {"d2h_gbps", &DeviceSpec::d2hBandwidth, 1e9, true, false, false},
@@ -204,21 +207,29 @@ struct Builtin {
   const char *name, *description;
   double tflops, memGBps, memGiB, linkGBps;
   int64_t sms;
+  double tf32, bf16, fp16; // dense tensor-core TFLOP/s, 0: none
 };
 
 // Datasheet values; docs/cost-model.md gives the source of each row. Host
 // links are PCIe x16 per direction: Gen3 15.75 GB/s, Gen4 31.5, Gen5 63.
+// Tensor-core rates are dense (the datasheets' sparsity figures halved).
 const Builtin kBuiltins[] = {
-    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 15},
+    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 15, 0, 0, 0},
     {"titanx-maxwell", "NVIDIA GeForce GTX TITAN X (Maxwell) 12GB", 6.14, 336.5,
-     12, 15.75, 24},
-    {"p100", "NVIDIA Tesla P100 SXM2 16GB", 10.6, 732, 16, 15.75, 56},
-    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 80},
-    {"a100-40g", "NVIDIA A100 SXM4 40GB", 19.5, 1555, 40, 31.5, 108},
-    {"a100-80g", "NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, 31.5, 108},
-    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 114},
-    {"h100-sxm", "NVIDIA H100 SXM5 80GB", 67, 3350, 80, 63, 132},
-    {"h200", "NVIDIA H200 SXM 141GB", 67, 4800, 141, 63, 132},
+     12, 15.75, 24, 0, 0, 0},
+    {"p100", "NVIDIA Tesla P100 SXM2 16GB", 10.6, 732, 16, 15.75, 56, 0, 0, 0},
+    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 80, 0, 0,
+     125},
+    {"a100-40g", "NVIDIA A100 SXM4 40GB", 19.5, 1555, 40, 31.5, 108, 156, 312,
+     312},
+    {"a100-80g", "NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, 31.5, 108, 156, 312,
+     312},
+    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 114, 378, 756,
+     756},
+    {"h100-sxm", "NVIDIA H100 SXM5 80GB", 67, 3350, 80, 63, 132, 494.7, 989.4,
+     989.4},
+    {"h200", "NVIDIA H200 SXM 141GB", 67, 4800, 141, 63, 132, 494.7, 989.4,
+     989.4},
 };
 
 DeviceSpec fromBuiltin(const Builtin &b) {
@@ -226,6 +237,9 @@ DeviceSpec fromBuiltin(const Builtin &b) {
   s.name = b.name;
   s.description = b.description;
   s.fp32Flops = b.tflops * 1e12;
+  s.tf32Flops = b.tf32 * 1e12;
+  s.bf16Flops = b.bf16 * 1e12;
+  s.fp16Flops = b.fp16 * 1e12;
   s.memoryBandwidth = b.memGBps * 1e9;
   s.memoryBytes = static_cast<int64_t>(std::llround(b.memGiB * kGiB));
   s.h2dBandwidth = s.d2hBandwidth = b.linkGBps * 1e9;

@@ -49,9 +49,13 @@ int efficiencySlot(CostClass c);
 std::string efficiencySlotName(int slot);
 
 struct DeviceSpec {
-  std::string name;           // "h100-sxm"
-  std::string description;    // "NVIDIA H100 SXM5 80GB"
-  double fp32Flops = 0;       // FLOP/s, FP32 without tensor cores
+  std::string name;        // "h100-sxm"
+  std::string description; // "NVIDIA H100 SXM5 80GB"
+  double fp32Flops = 0;    // FLOP/s, FP32 without tensor cores
+  /// Dense tensor-core rates, FLOP/s (no structured sparsity); 0 where the
+  /// GPU has no tensor cores for the type, whose products then run at the
+  /// FP32 rate.
+  double tf32Flops = 0, bf16Flops = 0, fp16Flops = 0;
   double memoryBandwidth = 0; // device memory, bytes/s
   int64_t memoryBytes = 0;
   double h2dBandwidth = 0; // host link per direction, bytes/s
@@ -81,6 +85,15 @@ struct DeviceSpec {
   }
   const Efficiency &classEfficiency(CostClass c) const {
     return efficiency[efficiencySlot(c)];
+  }
+  /// The rate of convolutions and matrix products under `p`: the tensor
+  /// cores' where the GPU has them for it, else the FP32 rate.
+  double productFlops(Precision p) const {
+    double tc = p == Precision::TF32   ? tf32Flops
+                : p == Precision::BF16 ? bf16Flops
+                : p == Precision::FP16 ? fp16Flops
+                                       : 0;
+    return tc > 0 ? tc : fp32Flops;
   }
   /// Items at which utilisation is one half.
   double halfRateItems() const {

@@ -14,8 +14,27 @@ int64_t dtypeBytes(DType t) {
     return 4;
   case DType::I64:
     return 8;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
   }
   return 4;
+}
+
+std::string_view dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::I64:
+    return "i64";
+  case DType::I32:
+    return "i32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "?";
 }
 
 int64_t Value::elementsPerSample() const {

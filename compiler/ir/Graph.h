@@ -26,8 +26,12 @@ using ValueId = int32_t;
 using OpId = int32_t;
 constexpr int32_t kNoId = -1;
 
-enum class DType : uint8_t { F32, I64, I32 };
+/// Element types. BF16 and F16 exist only as storage chosen by a plan's
+/// precision (TaskGraph::precision); the importer reads F32 and integers.
+enum class DType : uint8_t { F32, I64, I32, BF16, F16 };
 int64_t dtypeBytes(DType t);
+/// "f32", "i64", "i32", "bf16", "f16": signatures, plan.json, reports.
+std::string_view dtypeName(DType t);
 
 /// What a value is for. Weights are trainable parameters; Input is the data
 /// input of the model; Activation is any value computed by an op.

@@ -46,8 +46,35 @@ std::string_view blockKindName(BlockKind k) {
     return "stats";
   case BlockKind::LossValue:
     return "loss";
+  case BlockKind::WeightCopy:
+    return "W copy";
   }
   return "?";
+}
+
+std::string_view precisionName(Precision p) {
+  switch (p) {
+  case Precision::FP32:
+    return "fp32";
+  case Precision::TF32:
+    return "tf32";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  }
+  return "?";
+}
+
+DType activationType(Precision p) {
+  switch (p) {
+  case Precision::BF16:
+    return DType::BF16;
+  case Precision::FP16:
+    return DType::F16;
+  default:
+    return DType::F32;
+  }
 }
 
 std::string_view optimizerName(OptimizerKind k) {
@@ -65,7 +92,7 @@ std::string_view optimizerName(OptimizerKind k) {
 bool isWeightSide(BlockKind k) {
   return k == BlockKind::Weight || k == BlockKind::WeightGrad ||
          k == BlockKind::Momentum || k == BlockKind::SecondMoment ||
-         k == BlockKind::LossValue;
+         k == BlockKind::LossValue || k == BlockKind::WeightCopy;
 }
 
 int64_t TaskGraph::weightSideBytes() const {
@@ -112,7 +139,7 @@ std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
     // External inputs and resident state exist before the first task.
     if (k == BlockKind::Input || k == BlockKind::Label ||
         k == BlockKind::Weight || k == BlockKind::Momentum ||
-        k == BlockKind::SecondMoment)
+        k == BlockKind::SecondMoment || k == BlockKind::WeightCopy)
       written[id] = true;
   }
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {

@@ -52,6 +52,10 @@ enum class BlockKind : uint8_t {
   SecondMoment, // Adam's second moment (exp_avg_sq)
   Stats,        // BatchNorm saved mean and inverse std of the sub-batch
   LossValue,    // the scalar loss (resident, summed over sub-batches)
+  /// The 16-bit working copy of a weight that 16-bit products read (bf16
+  /// and fp16 plans; the fp32 Weight block stays the master copy the
+  /// update writes). Resident; the update refreshes it after each step.
+  WeightCopy,
 };
 std::string_view blockKindName(BlockKind k);
 
@@ -61,13 +65,34 @@ std::string_view blockKindName(BlockKind k);
 /// weight gradient and is read once per iteration.
 bool isWeightSide(BlockKind k);
 
+/// The arithmetic of a training plan, as torch.autocast and PyTorch's TF32
+/// switches set it:
+/// - FP32: fp32 storage, fp32 FMA everywhere;
+/// - TF32: fp32 storage, convolutions and matrix products on tensor cores
+///   in TF32 (cuDNN's and cuBLAS's default math on Ampere and later);
+/// - BF16, FP16: activations, their gradients, the input batch and
+///   everything saved for the backward pass in 16 bits; weights kept in
+///   fp32 (master copies, gradients, optimizer state) with 16-bit working
+///   copies for the operators that compute in 16 bits (OpDef::tensorCores);
+///   reductions, softmax, normalization statistics and the loss computed in
+///   fp32. FP16 adds dynamic loss scaling (torch.cuda.amp.GradScaler).
+enum class Precision : uint8_t { FP32, TF32, BF16, FP16 };
+/// "fp32", "tf32", "bf16", "fp16".
+std::string_view precisionName(Precision p);
+/// The storage type of activations and gradients under `p`.
+DType activationType(Precision p);
+/// Whether convolutions and matrix products run on tensor cores.
+inline bool usesTensorCores(Precision p) { return p != Precision::FP32; }
+
 struct Block {
   std::string name;
   BlockKind kind;
-  ValueId value = kNoId;       // the graph value it holds (or the gradient of)
-  OpId op = kNoId;             // for Stats: the BatchNorm op
-  int64_t perSampleBytes = 0;  // scales with the sub-batch
-  int64_t fixedBytes = 0;      // does not
+  ValueId value = kNoId;      // the graph value it holds (or the gradient of)
+  OpId op = kNoId;            // for Stats: the BatchNorm op
+  int64_t perSampleBytes = 0; // scales with the sub-batch
+  int64_t fixedBytes = 0;     // does not
+  /// The element type it is stored in (its bytes follow it).
+  DType dtype = DType::F32;
   std::vector<TaskId> writers; // in task order
   std::vector<TaskId> readers; // in task order
   /// A view shares storage with `viewOf` (Flatten/Reshape outputs and their
@@ -161,12 +186,15 @@ struct TaskGraph {
   LossGeometry lossGeometry; // cross-entropy only
   OptimizerKind optimizer = OptimizerKind::SGD;
   bool useMomentum = true; // a first-moment buffer per weight
+  Precision precision = Precision::FP32;
   std::vector<Block> blocks;
   std::vector<Task> tasks;
   BlockId inputBlock = -1, labelBlock = -1, lossBlock = -1;
   /// Per graph value: its Y block and its gradient block (-1 when none);
   /// in a graph split along the batch, chunk 0's.
   std::vector<BlockId> valueBlock, gradBlock;
+  /// Per graph value: the 16-bit working copy of a weight (-1 when none).
+  std::vector<BlockId> weightCopyBlock;
   /// The batch runs as `chunks` chunks of samples in one round, every task
   /// of a per-sample operator once per chunk, so that operators computing
   /// statistics over the batch (BatchNorm) still see the whole batch

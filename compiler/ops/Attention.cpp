@@ -106,6 +106,7 @@ void registerAttention(std::vector<OpDef> &defs) {
                   .name = "Attention",
                   .dataGradReads = dataReads,
                   .costClass = CostClass::Gemm,
+                  .tensorCores = true,
                   .work = work,
                   .signatureAttrs =
                       [](llvm::raw_ostream &os, const Op &op) {

@@ -322,6 +322,7 @@ void registerConv(std::vector<OpDef> &defs) {
                   .dataGradReads = otherOperandReads,
                   .weightGradReads = dataOperandReads,
                   .costClass = CostClass::Gemm,
+                  .tensorCores = true,
                   .work = transposeWork,
                   .signatureAttrs = signature,
                   .params = transposeParams,
@@ -332,6 +333,7 @@ void registerConv(std::vector<OpDef> &defs) {
                   .importOnnx = importConv,
                   .dataGradReads = otherOperandReads,
                   .weightGradReads = dataOperandReads,
+                  .tensorCores = true,
                   .signatureAttrs = signature,
                   .params = params,
                   .emit = emit});

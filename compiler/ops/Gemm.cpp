@@ -182,6 +182,7 @@ OpDef dense(OpKind kind, std::string_view name) {
           .dataGradReads = otherOperandReads,
           .weightGradReads = dataOperandReads,
           .costClass = CostClass::Gemm,
+          .tensorCores = true,
           .work = work,
           .params = params,
           .emit = emit};

@@ -156,6 +156,10 @@ struct OpDef {
 
   // --- cost ---
   CostClass costClass = CostClass::Elementwise;
+  /// Convolutions and matrix products: torch.autocast's lower-precision
+  /// list. They run on tensor cores under TF32, BF16 and FP16 and read the
+  /// 16-bit working copies of their weights under BF16 and FP16.
+  bool tensorCores = false;
   /// FLOPs and launches of a task at sub-batch b; `gradsWritten` counts the
   /// blocks it writes. Null for convolution, which the cost model prices
   /// per algorithm.

@@ -35,18 +35,6 @@ std::optional<TaskKind> parseTaskKindKey(llvm::StringRef s) {
   return std::nullopt;
 }
 
-static std::string_view dtypeName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::I64:
-    return "i64";
-  case DType::I32:
-    return "i32";
-  }
-  return "?";
-}
-
 static void printValueType(llvm::raw_ostream &os, const Value &v) {
   os << dtypeName(v.dtype) << '[';
   for (size_t i = 0; i < v.dims.size(); ++i) {
@@ -128,7 +116,8 @@ std::string adamSignature(const Value &weight) {
   return out;
 }
 
-std::string taskSignature(const TaskGraph &tg, TaskId t) {
+namespace {
+std::string signatureAtFp32(const TaskGraph &tg, TaskId t) {
   const Task &task = tg.task(t);
   const Graph &g = *tg.graph;
   switch (task.kind) {
@@ -153,6 +142,16 @@ std::string taskSignature(const TaskGraph &tg, TaskId t) {
     return "SGD(?)";
   }
   return "?";
+}
+} // namespace
+
+std::string taskSignature(const TaskGraph &tg, TaskId t) {
+  // Another precision runs other kernels: a profile measured in fp32 must
+  // not price them, so its signatures differ.
+  std::string sig = signatureAtFp32(tg, t);
+  if (tg.precision != Precision::FP32)
+    sig += " precision=" + std::string(precisionName(tg.precision));
+  return sig;
 }
 
 std::vector<ProfileRequest> profileRequests(const Graph &g) {

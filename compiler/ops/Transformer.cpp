@@ -490,7 +490,6 @@ llvm::Error importGather(OnnxNode &node) {
       .takeError();
 }
 
-
 void embeddingReads(const GradOperands &o, std::vector<BlockId> &reads) {
   if (o.inputs.size() > 1)
     reads.push_back(o.inputs[1]);
@@ -573,6 +572,7 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   .importOnnx = importEinsum,
                   .dataGradReads = bmmDataReads,
                   .costClass = CostClass::Gemm,
+                  .tensorCores = true,
                   .work = bmmWork,
                   .params = bmmParams,
                   .emit = bmmEmit});

@@ -118,6 +118,7 @@ int run() {
   c.model = s.graph.name;
   c.modelFile = s.modelPath;
   c.device = s.costs->device().name;
+  c.precision = precisionName(s.tg.precision);
   c.batch = base.batch;
 
   std::optional<OutputDir> out;
@@ -216,8 +217,9 @@ int run() {
   }
   if (quietFlag())
     return ExitOk;
-  outs() << formatv("model {0} ({1}), batch {2}, device {3}\n",
-                    quoteName(c.model), c.modelFile, c.batch, c.device);
+  outs() << formatv("model {0} ({1}), batch {2}, device {3}{4}\n",
+                    quoteName(c.model), c.modelFile, c.batch, c.device,
+                    c.precision == "fp32" ? "" : ", precision " + c.precision);
   outs() << formatv("ideal plan: peak {0}, {1:F3} ms per iteration; lower "
                     "bound Mmin {2}\n",
                     formatBytes(c.idealPeakBytes), c.idealSeconds * 1e3,

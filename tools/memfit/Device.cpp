@@ -13,6 +13,7 @@
 #include "tools/memfit/Command.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -45,15 +46,21 @@ int run() {
   }
   if (DeviceArg.empty()) {
     outs() << "built-in devices (memfit device NAME prints one as JSON):\n";
-    outs() << "  name            TFLOP/s  mem GB/s  mem GiB  link GB/s  "
-              "description\n";
+    outs() << "  name            TFLOP/s  TF32 TC  BF16 TC  FP16 TC  mem GB/s  "
+              "mem GiB  link GB/s  description\n";
+    // Tensor-core rates are dense; "-" where the GPU has none.
+    auto tc = [](double flops) {
+      return flops > 0 ? formatv("{0,8:F1}", flops / 1e12).str()
+                       : std::string("       -");
+    };
     for (const std::string &name : builtinDeviceNames()) {
       DeviceSpec s = cantFail(builtinDevice(name));
-      outs() << format("  %-15s %9.2f %9.0f %8.0f %10.2f  %s\n", name.c_str(),
-                       s.fp32Flops / 1e12, s.memoryBandwidth / 1e9,
-                       static_cast<double>(s.memoryBytes) /
-                           (1024.0 * 1024.0 * 1024.0),
-                       s.h2dBandwidth / 1e9, s.description.c_str());
+      outs() << format(
+          "  %-15s %9.2f %s %s %s %9.0f %8.0f %10.2f  %s\n", name.c_str(),
+          s.fp32Flops / 1e12, tc(s.tf32Flops).c_str(), tc(s.bf16Flops).c_str(),
+          tc(s.fp16Flops).c_str(), s.memoryBandwidth / 1e9,
+          static_cast<double>(s.memoryBytes) / (1024.0 * 1024.0 * 1024.0),
+          s.h2dBandwidth / 1e9, s.description.c_str());
     }
     return ExitOk;
   }

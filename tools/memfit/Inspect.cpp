@@ -16,6 +16,7 @@
 #include "passes/SubBatch.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/NumericOptions.h"
+#include "tools/memfit/PrecisionOption.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -72,6 +73,10 @@ cl::opt<OptimizerKind> Optimizer(
                clEnumValN(OptimizerKind::AdamW, "adamw", "torch.optim.AdamW")),
     cl::sub(Cmd));
 
+cl::opt<Precision> PrecisionOpt("precision", cl::desc(kPrecisionHelp),
+                                cl::init(Precision::FP32), precisionValues(),
+                                cl::sub(Cmd));
+
 std::string shapeString(const Value &v) {
   std::string s = "[";
   for (size_t i = 0; i < v.dims.size(); ++i) {
@@ -99,6 +104,7 @@ int run() {
   tc.loss = Loss;
   tc.classAxis = ClassAxisOpt;
   tc.optimizer = Optimizer;
+  tc.precision = PrecisionOpt;
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
     return reportError(withContext(
@@ -124,6 +130,7 @@ int run() {
     j["model"] = graph->name;
     j["file"] = std::string(ModelPath);
     j["batch"] = b;
+    j["precision"] = std::string(precisionName(tg->precision));
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (const Op &op : graph->ops) {
       const Value &out = graph->values[op.outputs[0]];
@@ -161,8 +168,11 @@ int run() {
   }
 
   raw_ostream &os = outs();
-  os << formatv("model {0} ({1}), batch {2}\n", quoteName(graph->name),
+  os << formatv("model {0} ({1}), batch {2}", quoteName(graph->name),
                 std::string(ModelPath), b);
+  if (tg->precision != Precision::FP32)
+    os << ", precision " << precisionName(tg->precision);
+  os << "\n";
   if (!Summary) {
     os << formatv("\n{0,5}  {1,-20} {2,-32} {3}\n", "#", "op", "node",
                   "output shape");

@@ -2,6 +2,7 @@
 #include "tools/memfit/Planning.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/NumericOptions.h"
+#include "tools/memfit/PrecisionOption.h"
 
 #include "codegen/PlanJson.h"
 #include "codegen/ReportHtml.h"
@@ -150,6 +151,8 @@ Shared<OptimizerKind> Optimizer(
                clEnumValN(OptimizerKind::AdamW, "adamw",
                           "torch.optim.AdamW (two moment buffers, decoupled "
                           "weight decay)")));
+Shared<Precision> PrecisionOpt("precision", cl::desc(kPrecisionHelp),
+                               cl::init(Precision::FP32), precisionValues());
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -221,6 +224,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.classAxis = ClassAxisOpt;
   tc.optimizer = Optimizer;
   tc.momentum = Momentum;
+  tc.precision = PrecisionOpt;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
     return withContext(tg.takeError(),
@@ -528,9 +532,13 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
   const Plan &p = o.plan;
   const PlanSummary &m = p.summary;
   auto ms = [](double sec) { return formatv("{0:F2} ms", sec * 1e3).str(); };
-  os << formatv("model {0} ({1}), batch {2}, device {3}, policy {4}\n",
+  os << formatv("model {0} ({1}), batch {2}, device {3}, policy {4}{5}\n",
                 quoteName(s.graph.name), s.modelPath, p.batch,
-                s.costs->device().name, p.policy);
+                s.costs->device().name, p.policy,
+                s.tg.precision == Precision::FP32
+                    ? std::string()
+                    : ", precision " +
+                          std::string(precisionName(s.tg.precision)));
   printProfileUsage(os, s.costs->profileUsage());
   os << formatv("feasible: yes (verified)\n");
   os << formatv("memory   budget {0}, planned {1} (resident {2} + arena {3})\n",
@@ -608,6 +616,8 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
                     {"interpolated", u.interpolated},
                     {"estimated", u.missing}};
   j["policy"] = p.policy;
+  if (s.tg.precision != Precision::FP32) // as plan.json
+    j["precision"] = std::string(precisionName(s.tg.precision));
   j["feasible"] = true;
   j["batch"] = p.batch;
   j["sub_batch"] = p.subBatch;
