@@ -27,6 +27,9 @@ struct TrainingConfig {
   float momentum = 0.9f;
   ClassAxis classAxis = ClassAxis::Auto;
   OptimizerKind optimizer = OptimizerKind::SGD;
+  /// Data parallelism: the graph is built for one rank (the model imported
+  /// at its slice of the batch); sharding sizes its weight-side blocks.
+  DataParallel dp;
 };
 
 /// The axis of the model output that cross-entropy reads the classes from.
