@@ -484,6 +484,11 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
     c.notes.push_back(chunkNote(o.plan));
   if (!s.attentionNote.empty())
     c.notes.push_back(s.attentionNote);
+  if (s.tg.dp.active())
+    c.notes.push_back(formatv("data-parallel over {0} ranks, {1} samples "
+                              "each: BatchNorm statistics, if any, are per "
+                              "rank, as DDP without SyncBatchNorm",
+                              s.tg.dp.ranks, o.plan.batch));
   if (o.chunked) {
     s.chunkedTable = chunkedCosts(*o.chunked, s.tableAt(o.plan.subBatch));
     c.costs = &*s.chunkedTable;
