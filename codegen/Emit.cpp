@@ -1,6 +1,8 @@
 //===- Emit.cpp - The trainer program from a Plan -------------------------===//
 #include "codegen/Emit.h"
 
+#include "compiler/ir/Buckets.h"
+
 #include "codegen/Emitter.h"
 #include "codegen/Names.h"
 #include "compiler/ir/TaskGraph.h"
@@ -169,6 +171,9 @@ std::string Emitter::mainFile() const {
   if (tg.optimizer != OptimizerKind::SGD)
     extra += std::string(",\n             .optimizer = Optimizer::") +
              (tg.optimizer == OptimizerKind::Adam ? "Adam" : "AdamW");
+  if (tg.dp.active())
+    extra += ",\n             .ranks = " + std::to_string(tg.dp.ranks) +
+             ",\n             .shard = " + std::to_string(tg.dp.shard);
 
   os << "static const Program kProgram = {\n"
      << "    .info = {.modelName = " << stringLiteral(g.name)
@@ -189,7 +194,8 @@ std::string Emitter::mainFile() const {
      << "    .weights = kWeights,\n"
      << "    .slots = kSlots,\n"
      << "    .round = memfit_round,\n"
-     << "    .update = memfit_update};\n\n";
+     << "    .update = memfit_update"
+     << (tg.dp.active() ? ",\n    .comm = mpiComm" : "") << "};\n\n";
   os << "int main(int argc, char **argv) {\n"
      << "  return trainerMain(argc, argv, kProgram);\n}\n";
   return os.str();
@@ -215,9 +221,18 @@ std::string Emitter::cmakeFile() const {
         "add_executable(trainer ${TRAINER_SOURCES})\n"
         "target_compile_definitions(trainer PRIVATE "
         "MEMFIT_MODEL_PATH=\"${CMAKE_CURRENT_SOURCE_DIR}/"
-     << opts.modelFile
-     << "\")\n"
-        "if(MEMFIT_BACKEND STREQUAL \"cpu\")\n"
+     << opts.modelFile << "\")\n"
+     << (tg.dp.active()
+             ? "# More than one rank: collectives through MPI (run the "
+               "trainer under mpirun).\n"
+               "if(NOT TARGET memfit::memfit_comm_mpi)\n"
+               "  message(FATAL_ERROR \"memfit was built without MPI "
+               "(libopenmpi-dev); this trainer runs on several ranks\")\n"
+               "endif()\n"
+               "target_link_libraries(trainer PRIVATE "
+               "memfit::memfit_comm_mpi)\n"
+             : "")
+     << "if(MEMFIT_BACKEND STREQUAL \"cpu\")\n"
         "  target_link_libraries(trainer PRIVATE memfit::memfit_runtime_emu)\n"
         "elseif(MEMFIT_BACKEND STREQUAL \"cuda\")\n"
         "  if(NOT TARGET memfit::memfit_runtime_cuda)\n"
@@ -260,6 +275,18 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
     curOps.clear();
     count = 0;
   };
+  // Data parallelism: each gradient bucket's collective right after the
+  // instruction that makes its last gradient final.
+  std::map<size_t, std::vector<std::string>> bucketCalls;
+  for (const GradientBucket &b : gradientBuckets(tg, plan)) {
+    std::string ids;
+    for (BlockId w : b.weights)
+      ids += (ids.empty() ? "" : ", ") +
+             std::to_string(weightId[tg.blocks[w].value]);
+    size_t at =
+        b.readyAfter >= 0 ? size_t(b.readyAfter) : plan.round.size() - 1;
+    bucketCalls[at].push_back("  x.gradientsReady({" + ids + "});\n");
+  }
   for (size_t i = 0; i < plan.round.size(); ++i) {
     const Instr &in = plan.round[i];
     const char *s = kStreams[static_cast<int>(in.stream)];
@@ -336,6 +363,9 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
                              kStreams[lastStream[r]], useRes(r),
                              plan.residencies[r].bytes)
                    .str();
+    if (auto it = bucketCalls.find(i); it != bucketCalls.end())
+      for (const std::string &call : it->second)
+        cur += call;
     if (++count >= opts.instrsPerFunction)
       flush();
   }

@@ -88,9 +88,8 @@ public:
                           task.writes.end();
   }
   std::string accumulates(ValueId v) override {
-    return writesGrad(v)
-               ? e.accFlag(task, tg.gradBlockIn(v, task.chunk), index)
-               : "false";
+    return writesGrad(v) ? e.accFlag(task, tg.gradBlockIn(v, task.chunk), index)
+                         : "false";
   }
   std::string block(BlockId b) override { return e.ptr(b, res); }
   std::string accumulatesBlock(BlockId b) override {

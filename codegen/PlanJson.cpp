@@ -187,6 +187,18 @@ std::string planToJson(const PlanReport &r) {
   j["sub_batches"] = r.numSubBatches;
   if (r.chunks > 1) // written only when used: older plans read the same
     j["chunks"] = r.chunks;
+  if (const ReportDataParallel &d = r.dataParallel; d.ranks > 1)
+    j["data_parallel"] = {
+        {"ranks", d.ranks},
+        {"shard", d.shard},
+        {"link", d.link},
+        {"global_batch", r.batch * d.ranks},
+        {"buckets", d.buckets},
+        {"weight_side_bytes", d.weightSideBytes},
+        {"replicated_weight_side_bytes", d.replicatedWeightSideBytes},
+        {"collective_buffer_bytes", d.collectiveBufferBytes},
+        {"collective_seconds", d.collectiveSeconds},
+        {"exposed_collective_seconds", d.exposedSeconds}};
   j["budget_bytes"] = r.budgetBytes;
   j["exact"] = r.exact;
   json tried = json::array();
@@ -303,6 +315,21 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
   r.subBatch = rd.integer(root, "", "sub_batch", 1);
   r.numSubBatches = rd.integer(root, "", "sub_batches", 1);
   r.chunks = static_cast<int32_t>(rd.integer(root, "", "chunks", 1, false));
+  if (const json *dj = rd.field(root, "", "data_parallel", false)) {
+    const json &o = *dj;
+    const std::string w = "data_parallel";
+    ReportDataParallel &d = r.dataParallel;
+    d.ranks = static_cast<int32_t>(rd.integer(o, w, "ranks", 2));
+    d.shard = static_cast<int32_t>(rd.integer(o, w, "shard", 0));
+    d.link = rd.str(o, w, "link");
+    d.buckets = static_cast<int32_t>(rd.integer(o, w, "buckets", 0));
+    d.weightSideBytes = rd.integer(o, w, "weight_side_bytes", 0);
+    d.replicatedWeightSideBytes =
+        rd.integer(o, w, "replicated_weight_side_bytes", 0);
+    d.collectiveBufferBytes = rd.integer(o, w, "collective_buffer_bytes", 0);
+    d.collectiveSeconds = rd.number(o, w, "collective_seconds");
+    d.exposedSeconds = rd.number(o, w, "exposed_collective_seconds");
+  }
   r.budgetBytes = rd.integer(root, "", "budget_bytes");
   r.events = static_cast<int32_t>(rd.integer(root, "", "events"));
 

@@ -1,6 +1,8 @@
 //===- PlanReport.cpp - What a plan says, for people and tools ------------===//
 #include "codegen/PlanReport.h"
 
+#include "compiler/ir/Buckets.h"
+
 #include "compiler/support/Diagnostics.h"
 
 #include <algorithm>
@@ -70,6 +72,19 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   r.numSubBatches = plan.numSubBatches;
   r.chunks = plan.chunks;
   r.budgetBytes = plan.budget;
+  if (tg.dp.active()) {
+    ReportDataParallel &d = r.dataParallel;
+    d.ranks = tg.dp.ranks;
+    d.shard = tg.dp.shard;
+    d.link = ctx.costs ? ctx.costs->collective.link
+                       : std::string(linkName(tg.dp.link));
+    d.buckets = static_cast<int32_t>(gradientBuckets(tg, plan).size());
+    d.weightSideBytes = tg.weightSideBytes();
+    d.replicatedWeightSideBytes = tg.replicatedWeightSideBytes;
+    d.collectiveBufferBytes = tg.collectiveBufferBytes;
+    d.collectiveSeconds = sim.collectiveSeconds;
+    d.exposedSeconds = sim.exposedCollectiveSeconds;
+  }
   r.notes = ctx.notes;
   r.exact = ctx.exact;
   r.events = plan.numEvents;

@@ -97,6 +97,15 @@ struct ReportSummary {
   double boundSeconds = 0;
 };
 
+/// Data-parallel training (absent, ranks 1, otherwise).
+struct ReportDataParallel {
+  int32_t ranks = 1, shard = 0;
+  std::string link; // what carries the collectives
+  int32_t buckets = 0;
+  int64_t weightSideBytes = 0, replicatedWeightSideBytes = 0;
+  int64_t collectiveBufferBytes = 0;
+  double collectiveSeconds = 0, exposedSeconds = 0; // per iteration
+};
 struct ReportProfile {
   bool used = false;
   std::string file;
@@ -115,6 +124,7 @@ struct PlanReport {
   /// The plan computes what the model computes at the batch (up to the
   /// order of float sums); a note says why not when false.
   bool exact = true;
+  ReportDataParallel dataParallel;
   ReportSummary summary;
   std::vector<std::string> notes;
   std::vector<ReportTask> tasks; // the round in issue order, then the update

@@ -108,6 +108,15 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
                       formatSeconds(s.idealSeconds),
                       formatSeconds(s.plannedSeconds), pct(s.overhead),
                       formatSeconds(s.stallSeconds));
+  if (const ReportDataParallel &d = r.dataParallel; d.ranks > 1)
+    os << llvm::formatv(
+        "ranks      {0} data-parallel over {1} (shard {2}), global batch {3}: "
+        "weight side {4} per rank (replicated {5}); {6} gradient buckets, "
+        "collectives {7} per iteration, {8} not hidden behind compute\n",
+        d.ranks, d.link, d.shard, r.batch * d.ranks,
+        formatBytes(d.weightSideBytes),
+        formatBytes(d.replicatedWeightSideBytes), d.buckets,
+        formatSeconds(d.collectiveSeconds), formatSeconds(d.exposedSeconds));
   if (s.boundSeconds > 0)
     os << llvm::formatv("bound      {0} per iteration, proven for this order "
                         "and sub-batch: the plan is {1} above it\n",

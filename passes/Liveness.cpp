@@ -49,6 +49,7 @@ Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
         countedTo[p->input] = s - 1;
     }
   std::vector<int64_t> delta(steps + 1, 0);
+  lv.weightSideBytes += tg.collectiveBufferBytes;
   for (BlockId b = 0; b < (BlockId)nb; ++b) {
     const Block &blk = tg.blocks[b];
     if (isWeightSide(blk.kind)) {

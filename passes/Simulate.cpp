@@ -1,6 +1,8 @@
 //===- Simulate.cpp - Replay a finished plan on the cost model ------------===//
 #include "passes/Simulate.h"
 
+#include "passes/Collectives.h"
+
 #include <algorithm>
 #include <array>
 #include <cassert>
@@ -88,6 +90,10 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   sim.end = fullRound.end;
   sim.updateStart = upd.start;
   sim.updateEnd = upd.end;
+  simulateCollectives(
+      tg, plan, full,
+      {&fullRound.end, &lastRound.end, fullRound.seconds, lastRound.seconds},
+      sim);
 
   // Live bytes over time: a residency holds its bytes from the start of its
   // first access to the end of its last; a workspace for its task's run.

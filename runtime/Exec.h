@@ -16,9 +16,11 @@
 #ifndef MEMFIT_RUNTIME_EXEC_H
 #define MEMFIT_RUNTIME_EXEC_H
 
+#include "runtime/Comm.h"
 #include "runtime/Kernels.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +58,11 @@ struct ProgramInfo {
   /// The round works on the batch in this many chunks of subBatch samples
   /// (Exec::setChunk), numSubBatches being 1.
   int32_t chunks = 1;
+  /// Data parallelism: this many ranks each run the program on their
+  /// slice of the global batch (batch is the rank's); shard as
+  /// TaskGraph.h's DataParallel.
+  int32_t ranks = 1;
+  int32_t shard = 0;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -93,6 +100,19 @@ public:
   /// Adam's step count t of this iteration's update (1 for the first).
   uint64_t step = 1;
   bool accumulateWeights() const { return subBatchIndex > 0; }
+  /// The ranks' collectives (serialComm() for one rank).
+  Comm *comm = &serialComm();
+
+  // --- data parallelism (no-ops for one rank) ---
+  /// The round's gradients of these weights are final: average them over
+  /// the ranks (all-reduce; shard >= 1: reduce-scatter into this rank's
+  /// slices, every sub-batch with shard 2).
+  void gradientsReady(std::initializer_list<int32_t> weightIds);
+  /// After the update, sharded: every rank's slice of the weights to all.
+  void gatherWeights();
+  /// Sharded: every rank's slice of the optimizer state to all (before a
+  /// checkpoint is written from rank 0).
+  void gatherOptimizerState();
   /// In a program whose batch is split into chunks inside the round: the
   /// calls that follow work on chunk c's samples.
   void setChunk(int32_t c) {
@@ -299,6 +319,8 @@ struct Program {
   const HostSlot *slots;
   void (*round)(Exec &);
   void (*update)(Exec &);
+  /// The ranks' collectives: mpiComm for a data-parallel program.
+  Comm &(*comm)() = serialComm;
 };
 
 /// The trainer's main: flags, data, weights, the iteration loop, progress,

@@ -48,8 +48,14 @@ const char *kUsage =
     "[--checkpoint-every N]] [--resume]\n"
     "               [--model model.onnx] [--log-every N] [--quiet]\n";
 
+/// The ranks of a data-parallel trainer: an error on one stops them all.
+Comm *ranks = nullptr;
+
 [[noreturn]] void die(const std::string &msg) {
   std::fprintf(stderr, "trainer: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+  if (ranks && ranks->size() > 1)
+    ranks->abortAll(1);
   std::exit(1);
 }
 
@@ -186,7 +192,7 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
   if (o.synthetic) {
     // One batch's worth of fixed random samples, reused every iteration, so
     // a falling loss shows the trainer learns.
-    d.count = p.batch;
+    d.count = p.batch * p.ranks;
     std::mt19937_64 rng(o.seed * 7919 + 17);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     d.x.resize(d.count * p.inputPerSample);
@@ -256,9 +262,10 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
             std::to_string(i / labels) + " is outside [0, " +
             std::to_string(p.classes) + ")");
   }
-  if (d.count < p.batch)
+  if (d.count < p.batch * p.ranks)
     die(o.data + " has " + std::to_string(d.count) +
-        " samples, fewer than one batch of " + std::to_string(p.batch));
+        " samples, fewer than one batch of " +
+        std::to_string(p.batch * p.ranks));
   return d;
 }
 
@@ -392,8 +399,22 @@ std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
 } // namespace
 
 int trainerMain(int argc, char **argv, const Program &program) {
-  Options o = parseArgs(argc, argv, program.modelPath);
+  Comm &comm = program.comm();
+  comm.init(&argc, &argv);
+  ranks = &comm;
   const ProgramInfo &p = program.info;
+  if (comm.size() != p.ranks)
+    die("this trainer was compiled for " + std::to_string(p.ranks) +
+        " data-parallel rank" + (p.ranks == 1 ? "" : "s") + " and runs on " +
+        std::to_string(comm.size()) +
+        (p.ranks > 1 ? "; start it with mpirun -np " + std::to_string(p.ranks)
+                     : std::string()));
+  const bool root = comm.rank() == 0;
+  // Each rank's slice of every global batch of p.batch * p.ranks samples.
+  const int64_t global = p.batch * p.ranks, mine = comm.rank() * p.batch;
+  Options o = parseArgs(argc, argv, program.modelPath);
+  if (!root)
+    o.quiet = true;
   bool adam = p.optimizer != Optimizer::SGD;
   if (!adam && !p.hasMomentum && o.momentum != 0)
     die("this trainer was compiled without momentum buffers (--momentum=0); "
@@ -410,6 +431,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   if (!model)
     die(err);
   Exec x(p, program.weights, program.slots);
+  x.comm = &comm;
   x.lr = o.lr;
   x.momentum = o.momentum;
   x.weightDecay = o.weightDecay;
@@ -427,7 +449,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
       std::printf("resumed from %s at iteration %llu\n", o.checkpoint.c_str(),
                   (unsigned long long)iteration);
   }
-  int64_t perEpoch = data.count / p.batch; // the last partial batch is dropped
+  int64_t perEpoch = data.count / global; // the last partial batch is dropped
   uint64_t total =
       o.iterations ? (uint64_t)o.iterations : (uint64_t)(o.epochs * perEpoch);
   std::vector<int64_t> orderIdx =
@@ -441,13 +463,13 @@ int trainerMain(int argc, char **argv, const Program &program) {
   uint64_t done = 0, sinceLog = 0;
   float lastLoss = NAN;
   for (; iteration < total; ++iteration, ++done) {
-    if (cursor + p.batch > (uint64_t)data.count) {
+    if (cursor + global > (uint64_t)data.count) {
       cursor = 0;
       ++epoch;
       orderIdx = epochOrder(data.count, o.shuffle, o.seed, epoch);
     }
     for (int64_t i = 0; i < p.batch; ++i) {
-      int64_t s = orderIdx[cursor + i];
+      int64_t s = orderIdx[cursor + mine + i];
       std::memcpy(hx + i * p.inputPerSample, &data.x[s * p.inputPerSample],
                   p.inputPerSample * 4);
       const void *src =
@@ -455,7 +477,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
                     : static_cast<const void *>(&data.y[s * p.labelPerSample]);
       std::memcpy(hy + i * labelBytes, src, labelBytes);
     }
-    cursor += p.batch;
+    cursor += global;
     x.iteration = iteration;
     x.step = iteration + 1; // updates done, with this one
     for (int64_t k = 0; k < p.numSubBatches; ++k) {
@@ -466,9 +488,12 @@ int trainerMain(int argc, char **argv, const Program &program) {
       x.endRound();
     }
     program.update(x);
+    x.gatherWeights();
     x.synchronize();
     x.firstIteration = false;
-    lastLoss = x.readLoss();
+    // The global batch's mean loss: the mean of the ranks' means.
+    lastLoss =
+        p.ranks > 1 ? float(comm.sum(x.readLoss()) / p.ranks) : x.readLoss();
     if (!std::isfinite(lastLoss))
       die("the loss is not finite at iteration " + std::to_string(iteration));
     ++sinceLog;
@@ -479,19 +504,25 @@ int trainerMain(int argc, char **argv, const Program &program) {
       std::printf("iteration %llu  loss %.9g  images/s %.1f  device memory "
                   "%.2f MiB\n",
                   (unsigned long long)(iteration + 1), lastLoss,
-                  secs > 0 ? sinceLog * p.batch / secs : 0.0,
+                  secs > 0 ? sinceLog * global / secs : 0.0,
                   x.deviceBytes() / 1048576.0);
       std::fflush(stdout);
       tLog = now;
       sinceLog = 0;
     }
     if (!o.checkpoint.empty() && o.checkpointEvery > 0 &&
-        (iteration + 1) % o.checkpointEvery == 0)
-      saveCheckpoint(x, o.checkpoint, iteration + 1, cursor, epoch);
+        (iteration + 1) % o.checkpointEvery == 0) {
+      x.gatherOptimizerState();
+      if (root)
+        saveCheckpoint(x, o.checkpoint, iteration + 1, cursor, epoch);
+    }
   }
-  if (!o.checkpoint.empty())
-    saveCheckpoint(x, o.checkpoint, iteration, cursor, epoch);
-  if (!o.save.empty()) {
+  if (!o.checkpoint.empty()) {
+    x.gatherOptimizerState();
+    if (root)
+      saveCheckpoint(x, o.checkpoint, iteration, cursor, epoch);
+  }
+  if (!o.save.empty() && root) {
     std::vector<std::vector<float>> trained(x.weightInfo().size());
     for (int32_t id = 0; id < (int32_t)trained.size(); ++id) {
       trained[id].resize(x.weightInfo()[id].count);
@@ -508,9 +539,10 @@ int trainerMain(int argc, char **argv, const Program &program) {
                 "device memory %.2f MiB planned, %.2f MiB measured (arena "
                 "%.2f MiB)\n",
                 (unsigned long long)done, lastLoss,
-                secs > 0 ? done * p.batch / secs : 0.0,
+                secs > 0 ? done * global / secs : 0.0,
                 x.deviceBytes() / 1048576.0,
                 x.measuredDeviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
+  comm.finalize();
   return 0;
 }
 

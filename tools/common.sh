@@ -8,7 +8,7 @@ MEMFIT_JOBS=${MEMFIT_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Debian packages memfit needs. python3-torch/torchvision/onnx are the
 # independent reference the tests compare against; chromium renders reports.
 MEMFIT_PACKAGES="cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler \
-llvm-14-dev nlohmann-json3-dev catch2 ccache libopenblas-dev coinor-libcbc-dev pkg-config python3 python3-numpy python3-onnx \
+llvm-14-dev nlohmann-json3-dev catch2 ccache libopenblas-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev pkg-config python3 python3-numpy python3-onnx \
 python3-torch python3-torchvision chromium clang-14 libfuzzer-14-dev"
 
 memfit_install_missing() {

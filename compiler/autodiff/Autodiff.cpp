@@ -8,6 +8,8 @@
 #include <cassert>
 
 namespace memfit {
+
+static void shardWeightSide(TaskGraph &tg, const DataParallel &dp);
 namespace {
 
 class Builder {
@@ -380,6 +382,7 @@ llvm::Expected<TaskGraph> Builder::build() {
     tg.tasks[t].name = "update(" + wv.name + ")";
   }
   setAccumulateFlags(tg);
+  shardWeightSide(tg, cfg.dp);
   if (auto err = verifyTaskGraph(tg))
     return makeInternalErrorF("malformed task graph: {0}", *err);
   return std::move(tg);
@@ -396,6 +399,44 @@ size_t lossClassAxis(const Graph &g, ClassAxis axis) {
   if (axis == ClassAxis::Last || (axis == ClassAxis::Auto && tokens))
     return rank - 1;
   return 1;
+}
+
+/// Sizes the weight side for one rank of data-parallel training: its slice
+/// of every optimizer state (shard >= 1) and weight gradient (shard 2), and
+/// for sharded gradients two buckets of whole gradients.
+static void shardWeightSide(TaskGraph &tg, const DataParallel &dp) {
+  tg.dp = dp;
+  tg.replicatedWeightSideBytes = tg.weightSideBytes();
+  if (!dp.active() || dp.shard == 0)
+    return;
+  auto slice = [&](int64_t bytes) {
+    int64_t per = 4 * int64_t(dp.ranks);
+    return (bytes + per - 1) / per * 4;
+  };
+  int64_t grads = 0, largest = 0;
+  for (const Task &t : tg.tasks) {
+    if (t.kind != TaskKind::Update)
+      continue;
+    for (BlockId b : t.reads) {
+      Block &blk = tg.blocks[b];
+      if (blk.kind == BlockKind::Momentum ||
+          blk.kind == BlockKind::SecondMoment)
+        blk.fixedBytes = slice(blk.fixedBytes);
+      if (blk.kind == BlockKind::WeightGrad && dp.shard >= 2) {
+        grads += blk.fixedBytes;
+        largest = std::max(largest, blk.fixedBytes);
+        blk.fixedBytes = slice(blk.fixedBytes);
+      }
+    }
+  }
+  // Sharded gradients are for memory: buckets no larger than the largest
+  // gradient (which needs one of its own anyway), two of them so that one
+  // fills while the other is reduce-scattered.
+  if (dp.shard >= 2) {
+    tg.dp.bucketBytes = std::max<int64_t>(
+        4, std::min({dp.bucketBytes, grads, largest}));
+    tg.collectiveBufferBytes = 2 * tg.dp.bucketBytes;
+  }
 }
 
 llvm::Expected<TaskGraph> buildTaskGraph(const Graph &g,

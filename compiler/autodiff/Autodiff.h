@@ -34,6 +34,9 @@ struct TrainingConfig {
   OptimizerKind optimizer = OptimizerKind::SGD;
   /// The storage and arithmetic of every block (TaskGraph.h).
   Precision precision = Precision::FP32;
+  /// Data parallelism: the graph is built for one rank (the model imported
+  /// at its slice of the batch); sharding sizes its weight-side blocks.
+  DataParallel dp;
 };
 
 /// The axis of the model output that cross-entropy reads the classes from.

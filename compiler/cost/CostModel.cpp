@@ -206,6 +206,22 @@ makeCostModel(llvm::StringRef device, llvm::StringRef profilePath) {
                                profilePath);
 }
 
+CollectiveCost collectiveCost(const DeviceSpec &d, const DataParallel &dp) {
+  CollectiveCost c;
+  c.ranks = dp.ranks;
+  DataParallel::Link link = dp.link;
+  if (link == DataParallel::Link::Auto)
+    link = d.nvlinkBandwidth > 0 ? DataParallel::Link::NVLink
+                                 : DataParallel::Link::PCIe;
+  double rate = link == DataParallel::Link::NVLink       ? d.nvlinkBandwidth
+                : link == DataParallel::Link::InfiniBand ? d.networkBandwidth
+                                                         : d.h2dBandwidth;
+  c.link = std::string(linkName(link));
+  c.bytesPerSecond = rate * d.collectiveEfficiency;
+  c.stepLatencySeconds = d.collectiveStepLatency;
+  return c;
+}
+
 CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
   CostTable table;
   table.subBatch = b;
@@ -213,6 +229,7 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
   table.h2dBytesPerSecond = rates.h2dBytesPerSecond;
   table.d2hBytesPerSecond = rates.d2hBytesPerSecond;
   table.copyLatencySeconds = rates.latencySeconds;
+  table.collective = collectiveCost(m.device(), tg.dp);
   table.tasks.resize(tg.tasks.size());
   for (TaskId t = 0; t < static_cast<TaskId>(tg.tasks.size()); ++t) {
     std::vector<AlgoCost> &algos = table.tasks[t];

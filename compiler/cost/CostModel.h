@@ -111,6 +111,9 @@ makeCostModel(llvm::StringRef device, llvm::StringRef profilePath);
 /// the copy rates. Both directions are linear in the bytes (latency plus
 /// bytes over rate), as transferSeconds is.
 CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b);
+/// How the device's links price the collectives of `dp` (its link chosen:
+/// NVLink where the device has it, else PCIe, unless `dp` names one).
+CollectiveCost collectiveCost(const DeviceSpec &d, const DataParallel &dp);
 
 /// Prints one line on how much of the profile was used, e.g. "profile  40
 /// task measurements used (2 interpolated between sub-batches); 3 not in the

@@ -199,6 +199,12 @@ const NumberField kNumberFields[] = {
      false, false, true},
     {"stride_penalty_exponent", &DeviceSpec::stridePenaltyExponent, 1, false,
      false, true},
+    {"nvlink_gbps", &DeviceSpec::nvlinkBandwidth, 1e9, false, false, true},
+    {"network_gbps", &DeviceSpec::networkBandwidth, 1e9, false, false, true},
+    {"collective_efficiency", &DeviceSpec::collectiveEfficiency, 1, false, true,
+     false},
+    {"collective_step_latency_us", &DeviceSpec::collectiveStepLatency, 1e-6,
+     false, false, true},
 };
 // Fields handled outside the table: name, description, memory_gib,
 // sm_count, efficiency.
@@ -232,6 +238,19 @@ const Builtin kBuiltins[] = {
      989.4},
 };
 
+/// Interconnects, per GPU and direction (datasheets; docs/data-parallel.md):
+/// NVLink links x 25 GB/s (P100: 4 x 20), and the InfiniBand NIC of the
+/// machines these GPUs shipped in (FDR 56, EDR 100, HDR 200, NDR 400 Gb/s).
+struct BuiltinLinks {
+  const char *name;
+  double nvlinkGBps, networkGBps;
+};
+const BuiltinLinks kBuiltinLinks[] = {
+    {"k40m", 0, 7},       {"titanx-maxwell", 0, 7}, {"p100", 80, 12.5},
+    {"v100", 150, 12.5},  {"a100-40g", 300, 25},    {"a100-80g", 300, 25},
+    {"h100-pcie", 0, 50}, {"h100-sxm", 450, 50},    {"h200", 450, 50},
+};
+
 DeviceSpec fromBuiltin(const Builtin &b) {
   DeviceSpec s;
   s.name = b.name;
@@ -244,6 +263,11 @@ DeviceSpec fromBuiltin(const Builtin &b) {
   s.memoryBytes = static_cast<int64_t>(std::llround(b.memGiB * kGiB));
   s.h2dBandwidth = s.d2hBandwidth = b.linkGBps * 1e9;
   s.smCount = b.sms;
+  for (const BuiltinLinks &l : kBuiltinLinks)
+    if (std::string_view(l.name) == b.name) {
+      s.nvlinkBandwidth = l.nvlinkGBps * 1e9;
+      s.networkBandwidth = l.networkGBps * 1e9;
+    }
   // Every GPU takes the same calibration: it was fitted to predict GPUs
   // from their datasheet numbers (docs/benchmarks/cost-model.md).
   applyCalibration(s, calibratedDefaults());

@@ -63,7 +63,16 @@ struct DeviceSpec {
   /// Fraction of the link rate pinned copies reach.
   double linkEfficiency = 0.8;
   double transferLatency = 8e-6; // fixed cost of one copy, seconds
-  double launchSeconds = 0;      // fixed cost of one kernel, seconds
+  /// Data-parallel collectives, per GPU and direction, bytes/s: NVLink to
+  /// the GPUs of its node (0: none, they share PCIe) and the network to
+  /// other nodes (one NIC per GPU, as in NVIDIA's DGX machines).
+  double nvlinkBandwidth = 0;
+  double networkBandwidth = 0;
+  /// Fraction of the link rate NCCL's ring collectives reach on large
+  /// buffers, and the latency of one ring step.
+  double collectiveEfficiency = 0.8;
+  double collectiveStepLatency = 5e-6;
+  double launchSeconds = 0; // fixed cost of one kernel, seconds
   int64_t smCount = 0;
   /// A kernel with this many parallel work items per SM (output elements)
   /// runs at half its peak rate; utilisation is W / (W + smCount * this).

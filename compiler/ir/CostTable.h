@@ -26,8 +26,34 @@ struct AlgoCost {
   bool baseline = false; // the zero-workspace algorithm
 };
 
+/// Ring collectives among data-parallel ranks (NCCL's ring algorithm):
+/// each of the R ranks sends (R - 1) / R of the buffer per phase, at
+/// `bytesPerSecond` per direction, with `stepLatencySeconds` per ring step.
+struct CollectiveCost {
+  int32_t ranks = 1;
+  double bytesPerSecond = 0;
+  double stepLatencySeconds = 0;
+  std::string link; // what carries it: "nvlink", "pcie", "infiniband"
+
+  double phaseSeconds(int64_t bytes) const {
+    if (ranks <= 1)
+      return 0;
+    double r = ranks;
+    return (r - 1) * stepLatencySeconds +
+           (r - 1) / r * static_cast<double>(bytes) / bytesPerSecond;
+  }
+  double allReduceSeconds(int64_t bytes) const {
+    return 2 * phaseSeconds(bytes);
+  }
+  double reduceScatterSeconds(int64_t bytes) const {
+    return phaseSeconds(bytes);
+  }
+  double allGatherSeconds(int64_t bytes) const { return phaseSeconds(bytes); }
+};
+
 struct CostTable {
   int64_t subBatch = 1;
+  CollectiveCost collective;
   std::vector<std::vector<AlgoCost>> tasks; // per TaskId, fastest first
   double d2hBytesPerSecond = 12e9, h2dBytesPerSecond = 12e9;
   double copyLatencySeconds = 10e-6; // per transfer

@@ -32,6 +32,17 @@ struct Simulation {
   /// Per residency, when its bytes are held in a full round: from the start
   /// of its first access to the end of its last (-1, -1 when never used).
   std::vector<std::pair<double, double>> residencySpan;
+
+  /// Data-parallel training: the collective stream (passes/Collectives.h).
+  struct Collective {
+    int32_t bucket = 0; // gradientBuckets()' index; -1: the weights' gather
+    int32_t round = 0;  // the sub-batch whose gradients it carries
+    double start = 0, end = 0; // from the start of the iteration
+  };
+  std::vector<Collective> collectives;
+  double collectiveSeconds = 0; // per iteration: the collective stream busy
+  /// What the collectives add to the iteration over compute and copies.
+  double exposedCollectiveSeconds = 0;
 };
 
 } // namespace memfit

@@ -95,8 +95,29 @@ bool isWeightSide(BlockKind k) {
          k == BlockKind::LossValue || k == BlockKind::WeightCopy;
 }
 
+std::string_view linkName(DataParallel::Link l) {
+  switch (l) {
+  case DataParallel::Link::Auto:
+    return "auto";
+  case DataParallel::Link::NVLink:
+    return "nvlink";
+  case DataParallel::Link::PCIe:
+    return "pcie";
+  case DataParallel::Link::InfiniBand:
+    return "infiniband";
+  }
+  return "?";
+}
+
+std::pair<int64_t, int64_t> shardSlice(int64_t count, int32_t rank,
+                                       int32_t ranks) {
+  int64_t per = (count + ranks - 1) / ranks;
+  int64_t lo = std::min(count, per * rank);
+  return {lo, std::min(count, lo + per)};
+}
+
 int64_t TaskGraph::weightSideBytes() const {
-  int64_t total = 0;
+  int64_t total = collectiveBufferBytes;
   for (const Block &b : blocks)
     if (isWeightSide(b.kind))
       total += b.bytesAt(1);

@@ -175,6 +175,28 @@ struct Layer {
   int64_t outputBytesPerSample = 0;
 };
 
+/// Data-parallel training (docs/data-parallel.md): `ranks` GPUs each run
+/// this graph on their slice of the global batch and average the weight
+/// gradients by collectives, in buckets that overlap the backward pass.
+/// With `shard` 1 each rank keeps the optimizer state of its slice of every
+/// weight only (ZeRO stage 1), with 2 its slice of the gradients too (stage
+/// 2); the weights stay whole on every rank.
+struct DataParallel {
+  enum class Link : uint8_t { Auto, NVLink, PCIe, InfiniBand };
+  int32_t ranks = 1;
+  int32_t shard = 0;
+  Link link = Link::Auto;
+  /// Gradient bytes per bucket: PyTorch DDP's bucket_cap_mb default.
+  int64_t bucketBytes = int64_t(25) << 20;
+  bool active() const { return ranks > 1; }
+};
+std::string_view linkName(DataParallel::Link l);
+
+/// Rank r's slice of `count` elements split over `ranks`: [lo, hi), every
+/// slice ceil(count / ranks) long but the last ones (possibly empty).
+std::pair<int64_t, int64_t> shardSlice(int64_t count, int32_t rank,
+                                       int32_t ranks);
+
 struct TaskGraph {
   /// The forward graph, for codegen and reports (names, attributes);
   /// passes read `layers` instead.
@@ -200,6 +222,14 @@ struct TaskGraph {
   /// statistics over the batch (BatchNorm) still see the whole batch
   /// (passes/Chunk.h). Blocks are then sized at the chunk.
   int32_t chunks = 1;
+  /// Data parallelism: the graph is one rank's, at its slice of the batch.
+  DataParallel dp;
+  /// Resident bytes beyond the blocks: with gradients sharded, the buckets
+  /// the backward pass writes whole gradients into before their
+  /// reduce-scatter.
+  int64_t collectiveBufferBytes = 0;
+  /// weightSideBytes() were nothing sharded (for reports).
+  int64_t replicatedWeightSideBytes = 0;
   /// When chunks > 1: per chunk c and value v, at [c * values + v], its Y
   /// and gradient blocks (shared blocks appear under every chunk).
   std::vector<BlockId> chunkValueBlock, chunkGradBlock;
@@ -219,7 +249,8 @@ struct TaskGraph {
   }
   const Task &task(TaskId id) const { return tasks[id]; }
 
-  /// Bytes of weights, weight gradients and optimizer state.
+  /// Bytes of weights, weight gradients and optimizer state (this rank's
+  /// share when sharded), and the collective buffers.
   int64_t weightSideBytes() const;
   /// Sum of every forward intermediate (non-view activation) at batch b.
   int64_t keepAllBytes(int64_t b) const;

@@ -120,6 +120,16 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     : prog(info), wInfo(weights, weights + info.numWeights),
       slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
   Impl &im = *impl;
+  if (info.ranks > 1) {
+    // The plan and the CPU emulation's collectives exist; NCCL's are not
+    // written yet (docs/data-parallel.md).
+    std::fprintf(stderr,
+                 "trainer: error: this trainer is data-parallel over %d "
+                 "ranks, which only the CPU emulation backend runs so far "
+                 "(-DMEMFIT_BACKEND=cpu, under mpirun)\n",
+                 info.ranks);
+    std::exit(1);
+  }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -383,6 +393,11 @@ void Exec::wait(StreamId s, int32_t event) {
 // the device the bytes are simply reused by whoever the plan gives them to
 // next, after the events it waits for.
 void Exec::release(StreamId, int64_t, int64_t) {}
+
+// One rank (the constructor refuses more): nothing to exchange.
+void Exec::gradientsReady(std::initializer_list<int32_t>) {}
+void Exec::gatherWeights() {}
+void Exec::gatherOptimizerState() {}
 
 // The plan joins its streams at the end of every round with events.
 void Exec::endRound() {}

@@ -37,6 +37,9 @@ struct Pending {
 struct Exec::Impl {
   std::vector<float> arena;
   std::vector<std::vector<float>> w, g, m, v;
+  /// Shard 2: this rank's slice of each gradient, summed over the ranks and
+  /// accumulated over the sub-batches.
+  std::vector<std::vector<float>> gSlice;
   std::vector<std::vector<char>> slots;
   std::vector<float> input;
   std::vector<char> labels;
@@ -60,6 +63,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     impl->m.emplace_back(wi.trainable && info.hasMomentum ? wi.count : 0, 0.0f);
     impl->v.emplace_back(
         wi.trainable && info.optimizer != Optimizer::SGD ? wi.count : 0, 0.0f);
+    impl->gSlice.emplace_back(wi.trainable && info.shard >= 2
+                                  ? (wi.count + info.ranks - 1) / info.ranks
+                                  : 0,
+                              0.0f);
   }
   for (const HostSlot &s : slotInfo)
     impl->slots.emplace_back(s.perSample * info.subBatch + s.fixed);
@@ -498,6 +505,13 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
   rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
                           prog.batch, logits, lab, loss, dlogits);
 }
+/// The elements of weight `id` this rank updates: all, or its slice when
+/// the optimizer state is sharded.
+static std::pair<int64_t, int64_t> updated(Exec &x, int64_t count) {
+  return x.info().shard >= 1 ? x.comm->mySlice(count)
+                             : std::pair<int64_t, int64_t>{0, count};
+}
+
 void Exec::adam(int32_t id) {
   AdamParams p{lr,
                beta1,
@@ -506,15 +520,68 @@ void Exec::adam(int32_t id) {
                weightDecay,
                step,
                prog.optimizer == Optimizer::AdamW};
-  rt::adamUpdate(p, static_cast<int64_t>(impl->w[id].size()),
-                 impl->w[id].data(), impl->g[id].data(), impl->m[id].data(),
-                 impl->v[id].data());
+  auto [lo, hi] = updated(*this, static_cast<int64_t>(impl->w[id].size()));
+  rt::adamUpdate(p, hi - lo, impl->w[id].data() + lo, impl->g[id].data() + lo,
+                 impl->m[id].data() + lo, impl->v[id].data() + lo);
 }
 void Exec::sgd(int32_t id) {
   bool useBuf = prog.hasMomentum && momentum != 0;
-  rt::sgdUpdate(static_cast<int64_t>(impl->w[id].size()), lr, momentum,
-                weightDecay, firstIteration, impl->w[id].data(),
-                impl->g[id].data(), useBuf ? impl->m[id].data() : nullptr);
+  auto [lo, hi] = updated(*this, static_cast<int64_t>(impl->w[id].size()));
+  rt::sgdUpdate(hi - lo, lr, momentum, weightDecay, firstIteration,
+                impl->w[id].data() + lo, impl->g[id].data() + lo,
+                useBuf ? impl->m[id].data() + lo : nullptr);
+}
+
+void Exec::gradientsReady(std::initializer_list<int32_t> weightIds) {
+  if (prog.ranks <= 1)
+    return;
+  bool last = subBatchIndex + 1 == prog.numSubBatches;
+  if (prog.shard < 2 && !last)
+    return; // gradients accumulate whole over the sub-batches
+  float scale = 1.0f / float(prog.ranks);
+  for (int32_t id : weightIds) {
+    std::vector<float> &g = impl->g[id];
+    int64_t count = static_cast<int64_t>(g.size());
+    if (prog.shard == 0) {
+      comm->allReduceSum(g.data(), count);
+      for (float &v : g)
+        v *= scale;
+      continue;
+    }
+    comm->reduceScatterSum(g.data(), count);
+    auto [lo, hi] = comm->mySlice(count);
+    if (prog.shard == 2) {
+      // Slices accumulate over the sub-batches; the whole gradient starts
+      // the next sub-batch from zero, as a fresh bucket would.
+      std::vector<float> &acc = impl->gSlice[id];
+      for (int64_t i = lo; i < hi; ++i)
+        acc[i - lo] = (subBatchIndex ? acc[i - lo] : 0.0f) + g[i];
+      std::fill(g.begin(), g.end(), 0.0f);
+      if (!last)
+        continue;
+      std::copy(acc.begin(), acc.begin() + (hi - lo), g.begin() + lo);
+    }
+    for (int64_t i = lo; i < hi; ++i)
+      g[i] *= scale;
+  }
+}
+
+void Exec::gatherWeights() {
+  if (prog.ranks <= 1 || prog.shard < 1)
+    return;
+  for (size_t id = 0; id < wInfo.size(); ++id)
+    if (wInfo[id].trainable)
+      comm->allGather(impl->w[id].data(),
+                      static_cast<int64_t>(impl->w[id].size()));
+}
+
+void Exec::gatherOptimizerState() {
+  if (prog.ranks <= 1 || prog.shard < 1)
+    return;
+  for (size_t id = 0; id < wInfo.size(); ++id)
+    for (auto *buf : {&impl->m[id], &impl->v[id]})
+      if (!buf->empty())
+        comm->allGather(buf->data(), static_cast<int64_t>(buf->size()));
 }
 
 } // namespace memfit::rt

@@ -157,6 +157,30 @@ Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
                           cl::init(0.9f));
+Shared<PositiveCount>
+    Ranks("ranks",
+          cl::desc("Data-parallel training over this many GPUs: --batch is "
+                   "the global batch, split evenly; one plan per rank under "
+                   "the per-GPU budget (default 1)"),
+          cl::init(0));
+Shared<int> Shard("shard",
+                  cl::desc("With --ranks: 1 shards the optimizer state over "
+                           "the ranks, 2 the gradients too (ZeRO stages 1 and "
+                           "2); 0 replicates them (default)"),
+                  cl::init(0));
+Shared<DataParallel::Link>
+    Link("link", cl::desc("With --ranks: what carries the collectives"),
+         cl::init(DataParallel::Link::Auto),
+         cl::values(clEnumValN(DataParallel::Link::Auto, "auto",
+                               "NVLink where the device has it, else PCIe "
+                               "(default)"),
+                    clEnumValN(DataParallel::Link::NVLink, "nvlink",
+                               "NVLink among the GPUs of one node"),
+                    clEnumValN(DataParallel::Link::PCIe, "pcie",
+                               "PCIe peer to peer"),
+                    clEnumValN(DataParallel::Link::InfiniBand, "infiniband",
+                               "the network between nodes, one NIC per "
+                               "GPU")));
 Shared<bool> Quiet("quiet", cl::desc("Print nothing but errors (and what "
                                      "--json asks for)"));
 Shared<bool> Verbose("verbose",
@@ -173,6 +197,29 @@ const CostTable &PlanningSession::tableAt(int64_t b) {
 }
 
 Progress makeProgress() { return Progress(Quiet, Verbose); }
+
+Expected<DataParallel> dataParallelFlags() {
+  DataParallel dp;
+  dp.ranks = Ranks ? static_cast<int32_t>(int64_t(Ranks)) : 1;
+  dp.shard = Shard;
+  dp.link = Link;
+  if (Ranks > 4096)
+    return makeErrorF("invalid --ranks {0}: at most 4096", int64_t(Ranks));
+  if (Shard < 0 || Shard > 2)
+    return makeErrorF("invalid --shard {0}: expected 0 (replicated), 1 "
+                      "(optimizer state sharded) or 2 (gradients too)",
+                      int(Shard));
+  if (dp.ranks == 1 && (Shard || Link != DataParallel::Link::Auto))
+    return makeError("--shard and --link need --ranks of 2 or more");
+  if (dp.ranks > 1 && !Batch)
+    return makeErrorF("--ranks {0} needs --batch, the global batch the ranks "
+                      "split",
+                      dp.ranks);
+  if (dp.ranks > 1 && Batch % dp.ranks)
+    return makeErrorF("--batch {0} does not split evenly over --ranks {1}",
+                      int64_t(Batch), dp.ranks);
+  return dp;
+}
 bool quietFlag() { return Quiet; }
 
 namespace {
@@ -183,8 +230,12 @@ Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
   if (Quiet && Verbose)
     return makeError("--quiet and --verbose are mutually exclusive");
   s.modelPath = ModelPath;
+  auto dp = dataParallelFlags();
+  if (!dp)
+    return dp.takeError();
   ImportOptions io;
-  io.batch = Batch;
+  // Each rank's graph holds its slice of the global batch.
+  io.batch = Batch / dp->ranks;
   io.keepWeightData = keepWeightData;
   io.fuseAttention = fuse;
   p.start("importing " + s.modelPath);
@@ -225,6 +276,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.optimizer = Optimizer;
   tc.momentum = Momentum;
   tc.precision = PrecisionOpt;
+  tc.dp = cantFail(dataParallelFlags());
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
     return withContext(tg.takeError(),
@@ -240,6 +292,14 @@ Error buildSession(PlanningSession &s, Progress &p) {
   if (!cm)
     return cm.takeError();
   s.costs = std::move(*cm);
+  if (s.tg.dp.active()) {
+    CollectiveCost c = collectiveCost(s.costs->device(), s.tg.dp);
+    if (!(c.bytesPerSecond > 0))
+      return makeErrorF("device {0} states no {1} bandwidth for the "
+                        "collectives (nvlink_gbps, network_gbps in a device "
+                        "file); choose another --link",
+                        s.costs->device().name, c.link);
+  }
   return Error::success();
 }
 
@@ -428,6 +488,11 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
     c.notes.push_back(chunkNote(o.plan));
   if (!s.attentionNote.empty())
     c.notes.push_back(s.attentionNote);
+  if (s.tg.dp.active())
+    c.notes.push_back(formatv("data-parallel over {0} ranks, {1} samples "
+                              "each: BatchNorm statistics, if any, are per "
+                              "rank, as DDP without SyncBatchNorm",
+                              s.tg.dp.ranks, o.plan.batch));
   if (o.chunked) {
     s.chunkedTable = chunkedCosts(*o.chunked, s.tableAt(o.plan.subBatch));
     c.costs = &*s.chunkedTable;
@@ -596,6 +661,27 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
     os << "note     " << inexactNote(p) << "\n";
   if (!s.attentionNote.empty())
     os << "note     " << s.attentionNote << "\n";
+  if (s.tg.dp.active()) {
+    const DataParallel &dp = s.tg.dp;
+    os << formatv(
+        "ranks    {0} data-parallel over {1}, global batch {2} "
+        "({3} per rank); weight side {4} per rank{5}\n",
+        dp.ranks, collectiveCost(s.costs->device(), s.tg.dp).link,
+        p.batch * dp.ranks, p.batch, formatBytes(s.tg.weightSideBytes()),
+        dp.shard == 0 ? std::string(", replicated")
+                      : formatv(" (replicated {0}; {1} sharded over the ranks)",
+                                formatBytes(s.tg.replicatedWeightSideBytes),
+                                dp.shard == 1 ? "optimizer state"
+                                              : "optimizer state and "
+                                                "gradients")
+                            .str());
+    os << formatv("         collectives {0} per iteration on their own "
+                  "stream, {1} of it not hidden behind compute\n",
+                  ms(o.sim.collectiveSeconds),
+                  ms(o.sim.exposedCollectiveSeconds));
+    os << "note     BatchNorm statistics are per rank, as DDP without "
+          "SyncBatchNorm\n";
+  }
   int offloaded = 0;
   for (BlockDecision d : p.decisions)
     offloaded += d == BlockDecision::Offload;
@@ -624,6 +710,21 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   j["sub_batches"] = p.numSubBatches;
   if (p.chunks > 1) // as plan.json
     j["chunks"] = p.chunks;
+  if (s.tg.dp.active()) {
+    const DataParallel &dp = s.tg.dp;
+    CollectiveCost c = collectiveCost(s.costs->device(), dp);
+    j["data_parallel"] = {
+        {"ranks", dp.ranks},
+        {"shard", dp.shard},
+        {"link", c.link},
+        {"global_batch", p.batch * dp.ranks},
+        {"bucket_bytes", dp.bucketBytes},
+        {"weight_side_bytes", s.tg.weightSideBytes()},
+        {"replicated_weight_side_bytes", s.tg.replicatedWeightSideBytes},
+        {"collective_buffer_bytes", s.tg.collectiveBufferBytes},
+        {"collective_seconds", o.sim.collectiveSeconds},
+        {"exposed_collective_seconds", o.sim.exposedCollectiveSeconds}};
+  }
   j["exact"] = o.exact;
   if (o.bound)
     j["bound_seconds"] = o.bound->seconds;

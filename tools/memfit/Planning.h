@@ -56,6 +56,9 @@ struct PlanningSession {
   }
 };
 
+/// --ranks, --shard and --link, checked (the batch must split evenly).
+llvm::Expected<DataParallel> dataParallelFlags();
+
 /// Models with more tasks than this are large: their planning stages are
 /// announced on stderr even without --verbose.
 constexpr size_t kLargeTaskCount = 5000;
