@@ -19,10 +19,12 @@ namespace pipeline {
 llvm::Expected<Candidate>
 planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
          const std::vector<TaskId> &order, const PlanRequest &req,
-         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds) {
-  auto plan = schedule(tg, full, order,
-                       {req.policy, req.budget, req.batch, std::move(drop),
-                        allowRecompute, cutoffSeconds, req.inPlace});
+         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds,
+         std::vector<bool> offload) {
+  ScheduleOptions so{req.policy,     req.budget,    req.batch,  std::move(drop),
+                     allowRecompute, cutoffSeconds, req.inPlace};
+  so.offloadAfterForward = std::move(offload);
+  auto plan = schedule(tg, full, order, so);
   if (!plan)
     return plan.takeError();
   Candidate c{std::move(*plan), {}};
@@ -84,6 +86,10 @@ llvm::Expected<Candidate> searchWholeRounds(const TaskGraph &tg,
     std::vector<Variant> chen =
         chenPhaseVariants(tg, order, req, search.best()->plan.subBatch);
     search.runAll(chen);
+    // Third: the chain program's keep / recompute / offload decisions.
+    std::vector<Variant> chain = chainPhaseVariants(
+        tg, tableAt, order, req, resolved.budget, search.best()->plan.subBatch);
+    search.runAll(chain);
   }
   return search.takeBest();
 }
