@@ -17,26 +17,36 @@
 // transitively, the producers of their inputs that are gone by the backward
 // pass) and holds the bytes it keeps from its forward to its backward.
 //
-// The recurrence, with memory discretized into levels of the arena:
-//   D[i+1][m + hold(i,o)][v + off(i,o)] =
-//       min over o of D[i][m][v] + rerun(i,o) + penalty * off(i,o),
-// allowed when m + local(i) fits the arena, where local(i) is the most the
-// liveness profile has live at a step of segment i (forward or backward)
-// beyond what earlier segments hold across it. v counts the bytes offloaded
-// so far against a guessed total V: an offload in segment i is allowed only
-// when what is still to be copied (at most V - v) fits the forward time after
-// segment i on the copy-out stream and the backward time before segment i's
-// on the copy-in stream, so it hides. A few totals V are tried; the cheapest
-// wins. O(segments x levels x offload levels x options), no time limits, all
-// ties to the first option and the lowest state: the same inputs give the
-// same decisions.
+// Between segments, Rotor's choice of the next checkpoint: a range of up to
+// maxSpan segments may be re-run as a whole from the boundary before it
+// (everything recomputable in it dropped, its own boundary kept or copied
+// out). With memory discretized into levels of the arena, D[c][m][v] the
+// least re-run time of the segments before c holding m levels across:
+//   D[c+1][m + hold(r)][v + off(r)] =
+//       min over ranges r = [a, c] (a single segment with its exact
+//       options, or a span) of D[a][m][v] + rerun(r) + penalty * off(r),
+// allowed when m + need(r) fits the arena, need(r) being the most a step
+// of the range has live beyond what earlier segments hold across it (from
+// the liveness profile and the fastest algorithms' workspaces; a span's
+// blocks all come back when its backward pass starts). v counts the bytes
+// offloaded so far against a guessed total V: an offload in segment c is
+// allowed only when what is still to be copied (at most V - v) fits the
+// forward time after c on the copy-out stream and the backward time before
+// c's on the copy-in stream, so it hides. Four totals V are tried; the
+// cheapest wins. O(segments x maxSpan x levels x offload levels x
+// options), no time limits, ties to the first option and the lowest
+// state: the same inputs give the same decisions.
 //
 // Guarantees: the decisions are in the scheduler's form (the drop set and
 // the blocks copied out once the forward pass is done with them,
 // ScheduleOptions); the scheduler, the verifier and the simulation treat
 // them like any other. The program's memory model is an estimate (no
-// fragmentation, workspaces, prefetch room): the scheduler evicts what the
-// decisions leave over, and memfit keeps the result only when faster.
+// fragmentation, prefetch room, re-runs' transient inputs): the scheduler
+// evicts what the decisions leave over, and memfit keeps the result only
+// when strictly faster. Recompute here is Chen et al.'s (each dropped block
+// made once more, just before the backward pass needs it), which is what
+// the scheduler runs; Rotor's nested re-runs of a segment are not in the
+// space.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_CHAINDP_H
