@@ -13,8 +13,6 @@ namespace {
 
 /// Offload totals tried, as shares of what the copy streams can hide.
 constexpr double kVolumeShares[] = {0.0, 0.25, 0.5, 1.0};
-/// Levels of the offloaded-bytes dimension of the state.
-constexpr int kVolumeLevels = 8;
 /// An offloaded byte costs this share of its copy-out time: a copy that
 /// hides is nearly free, but it still takes room while it is prefetched
 /// and adds latencies, so a re-run of the same price is preferred.
@@ -296,7 +294,7 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
     if (share > 0 && (!opts.offload || volumeCap <= 0))
       break;
     const double total = share * volumeCap;
-    const int vl = share > 0 ? kVolumeLevels : 0;
+    const int vl = share > 0 ? std::max(1, opts.volumeLevels) : 0;
     const double vunit = share > 0 ? total / vl : 1;
     auto offUnits = [&](const Option &o) {
       return o.off > 0 ? size_t(std::ceil(double(o.off) / vunit)) : 0;

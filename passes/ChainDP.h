@@ -77,6 +77,7 @@ struct ChainOptions {
   double arenaFraction = 1.0;
   bool offload = true;
   int memoryLevels = 256;
+  int volumeLevels = 8; // of the offloaded bytes
   int maxExactBlocks = 10;
   /// The most segments one range re-runs as a whole from the boundary
   /// before it (Rotor's choice of the next checkpoint, bounded).

@@ -154,6 +154,10 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
     opts.arenaFraction = t.fraction;
     opts.offload = t.offload;
     opts.inPlace = req.inPlace;
+    if (tg.tasks.size() > kManyTasks) {
+      opts.memoryLevels = 64;
+      opts.volumeLevels = 4;
+    }
     auto d = solveChain(tg, round, costs, budget - tg.weightSideBytes(), opts);
     if (!d)
       continue;
