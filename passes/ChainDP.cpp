@@ -122,15 +122,32 @@ void Chain::addOptions(Segment &seg) {
       sets.push_back(std::move(s));
     }
   } else {
-    // Too many to enumerate: keep all, SuperNeurons' split (re-run what is
-    // not a convolution), drop all.
+    // Too many to enumerate (a DenseNet's dense block): SuperNeurons' split
+    // (re-run what is not a convolution), and prefixes of the blocks in
+    // the order of their producer's time per byte, cheapest first, at 32
+    // evenly spaced lengths.
     std::vector<BlockId> cheap;
     for (BlockId b : seg.droppable)
       if (!isConvolution(tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind))
         cheap.push_back(b);
-    sets = {{}, cheap, seg.droppable};
-    if (cheap.empty() || cheap.size() == k)
-      sets = {{}, seg.droppable};
+    if (!cheap.empty() && cheap.size() != k)
+      sets.push_back(cheap);
+    std::vector<std::pair<double, BlockId>> byCost;
+    for (BlockId b : seg.droppable)
+      byCost.push_back({costs.fastest(tg.blocks[b].writers[0]).seconds /
+                            double(std::max<int64_t>(1, bytes(b))),
+                        b});
+    std::sort(byCost.begin(), byCost.end()); // ties: lower block id
+    constexpr size_t kPrefixes = 32;
+    for (size_t p = 0; p <= kPrefixes; ++p) {
+      size_t len = (k * p + kPrefixes - 1) / kPrefixes;
+      std::vector<BlockId> s;
+      for (size_t j = 0; j < len; ++j)
+        s.push_back(byCost[j].second);
+      std::sort(s.begin(), s.end());
+      if (sets.empty() || sets.back() != s)
+        sets.push_back(std::move(s));
+    }
   }
   int64_t bound = 0;
   for (BlockId b : seg.crossing)
