@@ -147,9 +147,13 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
     double fraction;
     bool offload;
   };
+  std::vector<Try> tries{{1.0, true}, {0.9, true}, {0.8, true}, {1.0, false}};
+  // Very deep networks: one try, to keep planning in seconds (each
+  // schedule of ResNet-10001 takes about a second).
+  if (tg.tasks.size() > kManyTasks)
+    tries.resize(1);
   std::vector<Variant> out;
-  for (Try t :
-       {Try{1.0, true}, Try{0.9, true}, Try{0.8, true}, Try{1.0, false}}) {
+  for (Try t : tries) {
     ChainOptions opts;
     opts.arenaFraction = t.fraction;
     opts.offload = t.offload;
