@@ -4,6 +4,7 @@
 #include "passes/Liveness.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -338,6 +339,7 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
                          : std::max(chain[a].local, chain[a].full + need);
         const std::vector<Option> &options =
             span == 1 ? chain[c].options : chain[c].spanOptions[span - 2];
+        assert(options.size() < (1u << 16) && "choice packs it in 16 bits");
         const std::vector<double> &from = ring[a % (spans + 1)];
         // A range that alone exceeds the arena leaves its excess to the
         // scheduler's evictions: what earlier segments hold cannot fix it.

@@ -11,11 +11,12 @@
 // the segment's boundary. Inside a segment every subset of the droppable
 // blocks (recomputable forward outputs the backward pass needs, not the
 // boundary) is priced exactly when there are at most maxExactBlocks of them,
-// else three presets (none, the non-convolution outputs, all); each subset
-// with three offload choices (none, the boundary, every kept block). An
-// option costs the re-runs it implies (the dropped blocks' producers and,
-// transitively, the producers of their inputs that are gone by the backward
-// pass) and holds the bytes it keeps from its forward to its backward.
+// else the non-convolution outputs and 33 prefixes of them ordered by their
+// producer's time per byte; each subset with three offload choices (none, the
+// boundary, every kept block). An option costs the re-runs it implies (the
+// dropped blocks' producers and, transitively, the producers of their inputs
+// that are gone by the backward pass) and holds the bytes it keeps from its
+// forward to its backward.
 //
 // Between segments, Rotor's choice of the next checkpoint: a range of up to
 // maxSpan segments may be re-run as a whole from the boundary before it
