@@ -19,10 +19,12 @@ namespace pipeline {
 llvm::Expected<Candidate>
 planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
          const std::vector<TaskId> &order, const PlanRequest &req,
-         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds) {
-  auto plan = schedule(tg, full, order,
-                       {req.policy, req.budget, req.batch, std::move(drop),
-                        allowRecompute, cutoffSeconds, req.inPlace});
+         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds,
+         std::vector<bool> offload) {
+  ScheduleOptions so{req.policy,     req.budget,    req.batch,  std::move(drop),
+                     allowRecompute, cutoffSeconds, req.inPlace};
+  so.offloadAfterForward = std::move(offload);
+  auto plan = schedule(tg, full, order, so);
   if (!plan)
     return plan.takeError();
   Candidate c{std::move(*plan), {}};
@@ -62,13 +64,14 @@ llvm::Expected<Candidate> planIdeal(const TaskGraph &tg,
 constexpr double kChunkWhenOver = 0.01;
 
 /// The policy's candidates in rounds of whole (sub-)batches, and the
-/// fastest of them.
-llvm::Expected<Candidate> searchWholeRounds(const TaskGraph &tg,
-                                            const CostTableFn &tableAt,
-                                            const std::vector<TaskId> &order,
-                                            const PlanRequest &req,
-                                            const PlanRequest &resolved,
-                                            PlanOutcome &out, Candidate ideal) {
+/// fastest of them; `beforeChain`, when given, gets the fastest before the
+/// chain program's candidates (the integral program solves at its
+/// sub-batch, as it did before the chain program existed).
+llvm::Expected<Candidate>
+searchWholeRounds(const TaskGraph &tg, const CostTableFn &tableAt,
+                  const std::vector<TaskId> &order, const PlanRequest &req,
+                  const PlanRequest &resolved, PlanOutcome &out,
+                  Candidate ideal, std::optional<Candidate> *beforeChain) {
   auto variants = firstPhaseVariants(tg, tableAt, order, req, resolved.budget,
                                      out.eq3SubBatch);
   if (!variants)
@@ -84,6 +87,12 @@ llvm::Expected<Candidate> searchWholeRounds(const TaskGraph &tg,
     std::vector<Variant> chen =
         chenPhaseVariants(tg, order, req, search.best()->plan.subBatch);
     search.runAll(chen);
+    if (beforeChain && search.best())
+      *beforeChain = *search.best();
+    // Third: the chain program's keep / recompute / offload decisions.
+    std::vector<Variant> chain = chainPhaseVariants(
+        tg, tableAt, order, req, resolved.budget, search.best()->plan.subBatch);
+    search.runAll(chain);
   }
   return search.takeBest();
 }
@@ -256,10 +265,33 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     return budget.takeError();
   r.budget = out.budget = *budget;
 
+  std::optional<Candidate> beforeChain;
   llvm::Expected<Candidate> best =
-      forceChunks ? llvm::Expected<Candidate>(makeError("no plan in chunks"))
-                  : searchWholeRounds(tg, tableAt, order, req, r, out,
-                                      std::move(*ideal));
+      forceChunks
+          ? llvm::Expected<Candidate>(makeError("no plan in chunks"))
+          : searchWholeRounds(
+                tg, tableAt, order, req, r, out, std::move(*ideal),
+                roundTasks <= kOptimalInSearch ? &beforeChain : nullptr);
+  if (best && req.policy == Policy::Memfit && !optimal &&
+      roundTasks <= kOptimalInSearch) {
+    // memfit's search includes the integral program's decisions on small
+    // graphs, at the sub-batch it picked: kept when strictly faster. Before
+    // the chunks, which the program does not solve, are compared.
+    OptimalOutcome o;
+    auto solved = planOptimal(tg, tableAt, order, r,
+                              beforeChain ? *beforeChain : *best, o);
+    if (!solved) {
+      llvm::Error err = solved.takeError();
+      if (llvm::Error internal = takeInternalErrors(err)) {
+        llvm::consumeError(std::move(err));
+        return internal;
+      }
+      llvm::consumeError(std::move(err));
+    } else if (solved->sim.iterationSeconds < best->sim.iterationSeconds) {
+      solved->plan.policy = "memfit (as optimal)";
+      best = std::move(*solved);
+    }
+  }
   if (forceChunks ||
       (chunking && (!best || best->sim.iterationSeconds >
                                  out.idealSeconds * (1 + kChunkWhenOver)))) {
@@ -292,23 +324,6 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       return solved.takeError();
     best = std::move(*solved);
     out.optimal = o;
-  } else if (req.policy == Policy::Memfit && !out.chunked &&
-             roundTasks <= kOptimalInSearch) {
-    // memfit's search includes the integral program's decisions on small
-    // graphs, at the sub-batch it picked: kept when strictly faster.
-    OptimalOutcome o;
-    auto solved = planOptimal(tg, tableAt, order, r, *best, o);
-    if (!solved) {
-      llvm::Error err = solved.takeError();
-      if (llvm::Error internal = takeInternalErrors(err)) {
-        llvm::consumeError(std::move(err));
-        return internal;
-      }
-      llvm::consumeError(std::move(err));
-    } else if (solved->sim.iterationSeconds < best->sim.iterationSeconds) {
-      solved->plan.policy = "memfit (as optimal)";
-      best = std::move(*solved);
-    }
   }
 
   const TaskGraph &planned = out.scheduledGraph(tg);

@@ -1,5 +1,6 @@
 //===- PipelineCandidates.cpp - The schedules a policy tries --------------===//
 #include "compiler/support/Diagnostics.h"
+#include "passes/ChainDP.h"
 #include "passes/PipelineSteps.h"
 #include "passes/Recompute.h"
 
@@ -127,6 +128,63 @@ std::vector<Variant> chenPhaseVariants(const TaskGraph &tg,
                       .as = Policy::ChenSqrt});
     }
   return chen;
+}
+
+std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
+                                        const CostTableFn &tableAt,
+                                        const std::vector<TaskId> &order,
+                                        const PlanRequest &req, int64_t budget,
+                                        int64_t subBatch) {
+  std::vector<TaskId> round;
+  for (TaskId t : order)
+    if (tg.tasks[t].kind != TaskKind::Update)
+      round.push_back(t);
+  const CostTable &costs = tableAt(subBatch);
+  // The program sees no fragmentation, workspaces or prefetch room: plan it
+  // to the whole arena and to less of it; without offload too, where copies
+  // would not hide as the program assumes.
+  struct Try {
+    double fraction;
+    bool offload;
+  };
+  std::vector<Try> tries{{1.0, true}, {0.9, true}, {0.8, true}, {1.0, false}};
+  // Very deep networks: one try, to keep planning in seconds (each
+  // schedule of ResNet-10001 takes about a second).
+  if (tg.tasks.size() > kManyTasks)
+    tries.resize(1);
+  std::vector<Variant> out;
+  for (Try t : tries) {
+    ChainOptions opts;
+    opts.arenaFraction = t.fraction;
+    opts.offload = t.offload;
+    opts.inPlace = req.inPlace;
+    if (tg.tasks.size() > kManyTasks) {
+      opts.memoryLevels = 64;
+      opts.volumeLevels = 4;
+    }
+    auto d = solveChain(tg, round, costs, budget - tg.weightSideBytes(), opts);
+    if (!d)
+      continue;
+    bool seen = false;
+    for (const Variant &v : out)
+      seen = seen || (v.drop == d->drop && v.offload == d->offload);
+    if (seen)
+      continue;
+    Variant v{subBatch, std::move(d->drop)};
+    v.offload = std::move(d->offload);
+    v.chain = true;
+    // Under the optimal policy's rules: memfit's eviction pricing for what
+    // the decisions leave over, without its early offload (which sizes
+    // itself by the liveness peak, not knowing the drop set).
+    v.as = Policy::Optimal;
+    if (!t.offload) {
+      Variant chen = v;
+      chen.as = Policy::ChenSqrt;
+      out.push_back(std::move(chen));
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 } // namespace memfit::pipeline

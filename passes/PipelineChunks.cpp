@@ -73,6 +73,9 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     if (search.best()) {
       std::vector<Variant> chen = chenPhaseVariants(cg->tg, cg->order, cr, b);
       search.runAll(chen);
+      std::vector<Variant> chain =
+          chainPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget, b);
+      search.runAll(chain);
     }
     out.abandoned += scratch.abandoned;
     auto c = search.takeBest();

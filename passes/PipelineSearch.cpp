@@ -47,9 +47,10 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
     if (req.policy == Policy::Ideal && wave[k].subBatch == req.batch && ideal)
       j.result.emplace(std::move(*ideal));
     else
-      j.result.emplace(planWith(
-          tg, j.tables.full, j.tables.last ? &*j.tables.last : nullptr, order,
-          j.rv, std::move(wave[k].drop), wave[k].allowRecompute, cutoff));
+      j.result.emplace(
+          planWith(tg, j.tables.full, j.tables.last ? &*j.tables.last : nullptr,
+                   order, j.rv, std::move(wave[k].drop), wave[k].allowRecompute,
+                   cutoff, std::move(wave[k].offload)));
   };
   if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
       req.policy != Policy::Ideal) {
@@ -71,6 +72,8 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
   if (c && v.as)
     c->plan.policy = std::string(policyName(req.policy)) + " (as " +
                      std::string(policyName(*v.as)) + ")";
+  if (c && v.chain)
+    c->plan.policy = std::string(policyName(req.policy)) + " (as chain-dp)";
   if (!c) {
     // A schedule abandoned because it could not beat the best so far.
     llvm::Error rest = llvm::handleErrors(
@@ -95,7 +98,7 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
   bool wins = !bestSoFar;
   if (bestSoFar) {
     double t = c->sim.iterationSeconds, bt = bestSoFar->sim.iterationSeconds;
-    if (t != bt)
+    if (t != bt || v.chain)
       wins = t < bt;
     else if (c->plan.subBatch != bestSoFar->plan.subBatch)
       wins = c->plan.subBatch > bestSoFar->plan.subBatch;

@@ -36,7 +36,8 @@ Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch);
 llvm::Expected<Candidate>
 planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
          const std::vector<TaskId> &order, const PlanRequest &req,
-         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds);
+         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds,
+         std::vector<bool> offload = {});
 
 // --- budget resolution (PipelineBudget.cpp) ---
 
@@ -58,6 +59,12 @@ struct Variant {
   bool allowRecompute = true;
   std::optional<Policy> as = {}; // schedule with another policy's rules
   bool inPlace = true;           // and PlanRequest::inPlace
+  /// Blocks copied out once the forward pass is done with them
+  /// (ScheduleOptions::offloadAfterForward).
+  std::vector<bool> offload = {};
+  /// The chain program's decisions (ChainDP.h): kept only when strictly
+  /// faster than every other candidate.
+  bool chain = false;
 };
 
 /// The first phase's candidates of the request's policy at `budget`; sets
@@ -73,6 +80,15 @@ std::vector<Variant> chenPhaseVariants(const TaskGraph &tg,
                                        const std::vector<TaskId> &order,
                                        const PlanRequest &req,
                                        int64_t bestSubBatch);
+
+/// memfit's third phase: the chain program's decisions (ChainDP.h) at
+/// sub-batch `subBatch`, planned to a few shares of the arena, with and
+/// without offload; distinct ones only.
+std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
+                                        const CostTableFn &tableAt,
+                                        const std::vector<TaskId> &order,
+                                        const PlanRequest &req, int64_t budget,
+                                        int64_t subBatch);
 
 // --- the search (PipelineSearch.cpp) ---
 
