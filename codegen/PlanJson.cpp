@@ -187,7 +187,15 @@ std::string planToJson(const PlanReport &r) {
   j["sub_batches"] = r.numSubBatches;
   if (r.chunks > 1) // written only when used: older plans read the same
     j["chunks"] = r.chunks;
-  if (const ReportDataParallel &d = r.dataParallel; d.ranks > 1)
+  if (const ReportDataParallel &d = r.dataParallel; d.ranks > 1) {
+    json cs = json::array();
+    for (const ReportCollective &c : d.collectives)
+      cs.push_back({{"what", c.what},
+                    {"bucket", c.bucket},
+                    {"round", c.round},
+                    {"bytes", c.bytes},
+                    {"start", c.start},
+                    {"end", c.end}});
     j["data_parallel"] = {
         {"ranks", d.ranks},
         {"shard", d.shard},
@@ -198,7 +206,9 @@ std::string planToJson(const PlanReport &r) {
         {"replicated_weight_side_bytes", d.replicatedWeightSideBytes},
         {"collective_buffer_bytes", d.collectiveBufferBytes},
         {"collective_seconds", d.collectiveSeconds},
-        {"exposed_collective_seconds", d.exposedSeconds}};
+        {"exposed_collective_seconds", d.exposedSeconds},
+        {"collectives", std::move(cs)}};
+  }
   j["budget_bytes"] = r.budgetBytes;
   j["exact"] = r.exact;
   json tried = json::array();
@@ -329,6 +339,17 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     d.collectiveBufferBytes = rd.integer(o, w, "collective_buffer_bytes", 0);
     d.collectiveSeconds = rd.number(o, w, "collective_seconds");
     d.exposedSeconds = rd.number(o, w, "exposed_collective_seconds");
+    if (const json *cs = rd.array(o, w, "collectives", false))
+      for (size_t i = 0; i < cs->size(); ++i) {
+        const json &c = (*cs)[i];
+        std::string cw = w + ".collectives[" + std::to_string(i) + "]";
+        d.collectives.push_back(
+            {rd.str(c, cw, "what"),
+             static_cast<int32_t>(rd.integer(c, cw, "bucket", -1)),
+             static_cast<int32_t>(rd.integer(c, cw, "round", 0)),
+             rd.integer(c, cw, "bytes", 0), rd.number(c, cw, "start"),
+             rd.number(c, cw, "end")});
+      }
   }
   r.budgetBytes = rd.integer(root, "", "budget_bytes");
   r.events = static_cast<int32_t>(rd.integer(root, "", "events"));

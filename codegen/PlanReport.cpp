@@ -78,7 +78,18 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
     d.shard = tg.dp.shard;
     d.link = ctx.costs ? ctx.costs->collective.link
                        : std::string(linkName(tg.dp.link));
-    d.buckets = static_cast<int32_t>(gradientBuckets(tg, plan).size());
+    std::vector<GradientBucket> buckets = gradientBuckets(tg, plan);
+    d.buckets = static_cast<int32_t>(buckets.size());
+    int64_t weights = 0;
+    for (const GradientBucket &b : buckets)
+      weights += b.bytes;
+    for (const Simulation::Collective &c : sim.collectives)
+      d.collectives.push_back({c.bucket < 0       ? "all-gather"
+                               : tg.dp.shard == 0 ? "all-reduce"
+                                                  : "reduce-scatter",
+                               c.bucket, c.round,
+                               c.bucket < 0 ? weights : buckets[c.bucket].bytes,
+                               c.start, c.end});
     d.weightSideBytes = tg.weightSideBytes();
     d.replicatedWeightSideBytes = tg.replicatedWeightSideBytes;
     d.collectiveBufferBytes = tg.collectiveBufferBytes;

@@ -97,6 +97,15 @@ struct ReportSummary {
   double boundSeconds = 0;
 };
 
+/// One collective of data-parallel training: a gradient bucket's
+/// all-reduce or reduce-scatter in one sub-batch, or the weights' all-gather
+/// after the update. Times from the start of the iteration.
+struct ReportCollective {
+  std::string what; // "all-reduce", "reduce-scatter", "all-gather"
+  int32_t bucket = -1, round = 0;
+  int64_t bytes = 0;
+  double start = 0, end = 0;
+};
 /// Data-parallel training (absent, ranks 1, otherwise).
 struct ReportDataParallel {
   int32_t ranks = 1, shard = 0;
@@ -105,6 +114,7 @@ struct ReportDataParallel {
   int64_t weightSideBytes = 0, replicatedWeightSideBytes = 0;
   int64_t collectiveBufferBytes = 0;
   double collectiveSeconds = 0, exposedSeconds = 0; // per iteration
+  std::vector<ReportCollective> collectives;        // in stream order
 };
 struct ReportProfile {
   bool used = false;

@@ -101,6 +101,33 @@ std::string planToTrace(const PlanReport &r) {
           {{"block", x.block}, {"bytes", x.bytes}, {"offset", x.offset}}}});
   }
 
+  // Data parallelism: the last sub-batch's collectives, on the round's
+  // clock (earlier sub-batches' look the same with --shard 2).
+  if (const ReportDataParallel &d = r.dataParallel; d.ranks > 1) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", kPid},
+                      {"tid", 4},
+                      {"args",
+                       {{"name", "collective stream (" + d.link + ", " +
+                                     std::to_string(d.ranks) + " ranks)"}}}});
+    double lastRound = double(r.numSubBatches - 1) * r.summary.roundSeconds;
+    for (const ReportCollective &c : d.collectives) {
+      if (c.round != r.numSubBatches - 1)
+        continue;
+      std::string name =
+          c.what + (c.bucket >= 0 ? " bucket " + std::to_string(c.bucket)
+                                  : std::string(" weights"));
+      events.push_back({{"name", name},
+                        {"cat", "collective"},
+                        {"ph", "X"},
+                        {"pid", kPid},
+                        {"tid", 4},
+                        {"ts", us(c.start - lastRound)},
+                        {"dur", us(c.end - c.start)},
+                        {"args", {{"bytes", c.bytes}}}});
+    }
+  }
   for (const ArenaPoint &p : arenaTimeline(r))
     events.push_back({{"name", "arena in use"},
                       {"ph", "C"},

@@ -31,6 +31,8 @@ public:
   virtual void reduceScatterSum(float *data, int64_t count) = 0;
   /// Every rank's slice of `data` reaches every rank.
   virtual void allGather(float *data, int64_t count) = 0;
+  /// Rank `root`'s bytes to every rank (NCCL's unique id).
+  virtual void broadcastBytes(void *data, int64_t bytes, int root) = 0;
   /// A double summed over the ranks (losses).
   virtual double sum(double v) = 0;
   /// Stops every rank (an error on one).

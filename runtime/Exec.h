@@ -108,6 +108,8 @@ public:
   /// the ranks (all-reduce; shard >= 1: reduce-scatter into this rank's
   /// slices, every sub-batch with shard 2).
   void gradientsReady(std::initializer_list<int32_t> weightIds);
+  /// Before the update: the gradients' collectives are done.
+  void waitCollectives();
   /// After the update, sharded: every rank's slice of the weights to all.
   void gatherWeights();
   /// Sharded: every rank's slice of the optimizer state to all (before a

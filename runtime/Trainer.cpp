@@ -487,6 +487,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
       program.round(x);
       x.endRound();
     }
+    x.waitCollectives();
     program.update(x);
     x.gatherWeights();
     x.synchronize();

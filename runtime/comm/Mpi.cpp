@@ -72,6 +72,10 @@ public:
                    displs.data(), MPI_FLOAT, MPI_COMM_WORLD);
   }
 
+  void broadcastBytes(void *data, int64_t bytes, int root) override {
+    MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
+  }
+
   double sum(double v) override {
     double out = 0;
     MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);

@@ -371,9 +371,14 @@ void Exec::adam(int32_t id) {
                weightDecay,
                step,
                prog.optimizer == Optimizer::AdamW};
-  int64_t count = wInfo[id].count;
+  // Sharded, this rank updates its slice (docs/data-parallel.md).
+  auto [lo, hi] = prog.shard >= 1 ? comm->mySlice(wInfo[id].count)
+                                  : std::pair<int64_t, int64_t>{
+                                        0, wInfo[id].count};
+  int64_t count = hi - lo;
   adamKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->w[id], impl->g[id], impl->m[id], impl->v[id]);
+      p, count, impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo,
+      impl->v[id] + lo);
   impl->done(*this, "adam kernel");
 }
 
@@ -381,10 +386,13 @@ void Exec::sgd(int32_t id) {
   if (id < 0 || id >= (int32_t)wInfo.size() || !impl->g[id])
     fatal("weight " + std::to_string(id) + " has no gradient to apply");
   bool useBuf = prog.hasMomentum && momentum != 0;
-  int64_t count = wInfo[id].count;
+  auto [lo, hi] = prog.shard >= 1 ? comm->mySlice(wInfo[id].count)
+                                  : std::pair<int64_t, int64_t>{
+                                        0, wInfo[id].count};
+  int64_t count = hi - lo;
   sgdKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      count, lr, momentum, weightDecay, firstIteration, impl->w[id],
-      impl->g[id], useBuf ? impl->m[id] : nullptr);
+      count, lr, momentum, weightDecay, firstIteration, impl->w[id] + lo,
+      impl->g[id] + lo, useBuf ? impl->m[id] + lo : nullptr);
   impl->done(*this, "sgd kernel");
 }
 

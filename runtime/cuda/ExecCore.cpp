@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Impl.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -120,16 +121,6 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     : prog(info), wInfo(weights, weights + info.numWeights),
       slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
   Impl &im = *impl;
-  if (info.ranks > 1) {
-    // The plan and the CPU emulation's collectives exist; NCCL's are not
-    // written yet (docs/data-parallel.md).
-    std::fprintf(stderr,
-                 "trainer: error: this trainer is data-parallel over %d "
-                 "ranks, which only the CPU emulation backend runs so far "
-                 "(-DMEMFIT_BACKEND=cpu, under mpirun)\n",
-                 info.ranks);
-    std::exit(1);
-  }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -139,6 +130,13 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     std::exit(1);
   }
   setTask("device setup");
+  // Ranks on one node take a GPU each (mpirun's local rank).
+  for (const char *var :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *v = std::getenv(var); info.ranks > 1 && v) {
+      im.device = std::atoi(v) % count;
+      break;
+    }
   MEMFIT_CHECK(cudaSetDevice(im.device));
   MEMFIT_CHECK(cudaFree(nullptr)); // creates the context
   size_t freeB = 0, totalB = 0;
@@ -163,21 +161,31 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   const int64_t planned = deviceBytes();
   im.arena =
       static_cast<char *>(deviceAlloc(info.arenaBytes, "the arena", planned));
+  auto paddedCount = [&](int64_t c) {
+    int64_t r = std::max<int64_t>(1, info.ranks);
+    return (c + r - 1) / r * r;
+  };
   for (const WeightInfo &wi : wInfo) {
     std::string name = std::string("weight '") + wi.onnxName + "'";
+    // NCCL's reduce-scatter and all-gather move equal slices.
+    int64_t bytes = paddedCount(wi.count) * 4;
     im.w.push_back(
-        static_cast<float *>(deviceAlloc(wi.count * 4, name.c_str(), planned)));
-    im.g.push_back(wi.trainable ? static_cast<float *>(deviceAlloc(
-                                      wi.count * 4, name.c_str(), planned))
+        static_cast<float *>(deviceAlloc(bytes, name.c_str(), planned)));
+    im.g.push_back(wi.trainable ? static_cast<float *>(
+                                      deviceAlloc(bytes, name.c_str(), planned))
                                 : nullptr);
-    im.m.push_back(wi.trainable && info.hasMomentum
-                       ? static_cast<float *>(
-                             deviceAlloc(wi.count * 4, name.c_str(), planned))
-                       : nullptr);
-    im.v.push_back(wi.trainable && info.optimizer != Optimizer::SGD
-                       ? static_cast<float *>(
-                             deviceAlloc(wi.count * 4, name.c_str(), planned))
-                       : nullptr);
+    im.m.push_back(
+        wi.trainable && info.hasMomentum
+            ? static_cast<float *>(deviceAlloc(bytes, name.c_str(), planned))
+            : nullptr);
+    im.v.push_back(
+        wi.trainable && info.optimizer != Optimizer::SGD
+            ? static_cast<float *>(deviceAlloc(bytes, name.c_str(), planned))
+            : nullptr);
+    im.gSlice.push_back(wi.trainable && info.shard >= 2
+                            ? static_cast<float *>(deviceAlloc(
+                                  bytes / info.ranks, name.c_str(), planned))
+                            : nullptr);
   }
   im.loss = static_cast<float *>(deviceAlloc(4, "the loss", planned));
   for (const HostSlot &s : slotInfo)
@@ -201,10 +209,17 @@ Exec::~Exec() {
     cudaFreeHost(im.input);
   if (im.labels)
     cudaFreeHost(im.labels);
-  for (auto *list : {&im.w, &im.g, &im.m, &im.v})
+  for (auto *list : {&im.w, &im.g, &im.m, &im.v, &im.gSlice})
     for (float *p : *list)
       if (p)
         cudaFree(p);
+  if (im.nccl)
+    ncclCommDestroy(im.nccl);
+  if (im.coll)
+    cudaStreamDestroy(im.coll);
+  for (cudaEvent_t ev : {im.computeMark, im.collDone})
+    if (ev)
+      cudaEventDestroy(ev);
   if (im.loss)
     cudaFree(im.loss);
   if (im.arena)
@@ -394,17 +409,14 @@ void Exec::wait(StreamId s, int32_t event) {
 // next, after the events it waits for.
 void Exec::release(StreamId, int64_t, int64_t) {}
 
-// One rank (the constructor refuses more): nothing to exchange.
-void Exec::gradientsReady(std::initializer_list<int32_t>) {}
-void Exec::gatherWeights() {}
-void Exec::gatherOptimizerState() {}
-
 // The plan joins its streams at the end of every round with events.
 void Exec::endRound() {}
 
 void Exec::synchronize() {
   for (cudaStream_t s : impl->stream)
     MEMFIT_CHECK(cudaStreamSynchronize(s));
+  if (impl->coll)
+    MEMFIT_CHECK(cudaStreamSynchronize(impl->coll));
 }
 
 // --- copies on the compute stream ---

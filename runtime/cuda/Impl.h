@@ -24,6 +24,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <nccl.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -97,6 +98,12 @@ struct Exec::Impl {
   std::vector<cudaEvent_t> events;
   std::vector<bool> recorded;
   cudnnHandle_t cudnn = nullptr;
+  // Data parallelism (Collectives.cu): NCCL on a stream of its own, made
+  // at the first collective. Weight-side buffers hold `ranks` equal slices.
+  ncclComm_t nccl = nullptr;
+  cudaStream_t coll = nullptr;
+  cudaEvent_t computeMark = nullptr, collDone = nullptr;
+  std::vector<float *> gSlice; // shard 2: this rank's accumulated slices
   cublasHandle_t cublas = nullptr;
 
   char *arena = nullptr;

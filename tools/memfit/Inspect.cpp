@@ -16,6 +16,7 @@
 #include "passes/SubBatch.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/NumericOptions.h"
+#include "tools/memfit/Planning.h"
 #include "tools/memfit/PrecisionOption.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -92,9 +93,22 @@ std::string shapeString(const Value &v) {
   return s + "]";
 }
 
+cl::opt<PositiveCount> Ranks("ranks",
+                             cl::desc("Data-parallel ranks: --batch is the "
+                                      "global batch; figures are per rank "
+                                      "(default 1)"),
+                             cl::init(0), cl::sub(Cmd));
+cl::opt<int> Shard("shard",
+                   cl::desc("With --ranks: 1 shards the optimizer state, 2 "
+                            "the gradients too (default 0)"),
+                   cl::init(0), cl::sub(Cmd));
+
 int run() {
+  auto dp = checkDataParallel(Ranks, Shard, DataParallel::Link::Auto, Batch);
+  if (!dp)
+    return reportError(dp.takeError());
   ImportOptions io;
-  io.batch = Batch;
+  io.batch = Batch / dp->ranks;
   io.keepWeightData = false;
   io.fuseAttention = FuseAttention;
   auto graph = importOnnxFile(ModelPath, io);
@@ -105,6 +119,7 @@ int run() {
   tc.classAxis = ClassAxisOpt;
   tc.optimizer = Optimizer;
   tc.precision = PrecisionOpt;
+  tc.dp = *dp;
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
     return reportError(withContext(
@@ -151,6 +166,12 @@ int run() {
     j["parameters"] = params;
     j["weight_bytes"] = graph->weightBytes();
     j["weight_side_bytes"] = tg->weightSideBytes();
+    if (tg->dp.active()) {
+      j["ranks"] = tg->dp.ranks;
+      j["shard"] = tg->dp.shard;
+      j["global_batch"] = b * tg->dp.ranks;
+      j["replicated_weight_side_bytes"] = tg->replicatedWeightSideBytes;
+    }
     j["keep_all_bytes"] = tg->keepAllBytes(b);
     j["liveness_peak_bytes"] = lv.peakBytes;
     j["liveness_peak_task"] = tg->tasks[lv.order[lv.peakStep]].name;
@@ -194,9 +215,22 @@ int run() {
   os << formatv("parameters           {0}\n", params);
   os << formatv("weight bytes         {0}\n",
                 formatBytes(graph->weightBytes()));
+  if (tg->dp.active())
+    os << formatv("data parallel        {0} ranks, global batch {1}, {2} per "
+                  "rank; the figures below are one rank's\n",
+                  tg->dp.ranks, b * tg->dp.ranks, b);
   os << formatv("weight-side bytes    {0}  (weights, gradients, optimizer "
-                "state)\n",
-                formatBytes(tg->weightSideBytes()));
+                "state{1})\n",
+                formatBytes(tg->weightSideBytes()),
+                tg->dp.shard == 0
+                    ? std::string()
+                    : formatv("; {0} sharded over the ranks, "
+                              "{1} replicated",
+                              tg->dp.shard == 1 ? "optimizer state"
+                                                : "optimizer state and "
+                                                  "gradients",
+                              formatBytes(tg->replicatedWeightSideBytes))
+                          .str());
   os << formatv("keep-all bytes       {0}  (every forward intermediate at "
                 "batch {1})\n",
                 formatBytes(tg->keepAllBytes(b)), b);

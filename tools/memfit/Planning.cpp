@@ -198,27 +198,33 @@ const CostTable &PlanningSession::tableAt(int64_t b) {
 
 Progress makeProgress() { return Progress(Quiet, Verbose); }
 
-Expected<DataParallel> dataParallelFlags() {
+Expected<DataParallel> checkDataParallel(int64_t ranks, int shard,
+                                         DataParallel::Link link,
+                                         int64_t batch) {
   DataParallel dp;
-  dp.ranks = Ranks ? static_cast<int32_t>(int64_t(Ranks)) : 1;
-  dp.shard = Shard;
-  dp.link = Link;
-  if (Ranks > 4096)
-    return makeErrorF("invalid --ranks {0}: at most 4096", int64_t(Ranks));
-  if (Shard < 0 || Shard > 2)
+  if (ranks > 4096)
+    return makeErrorF("invalid --ranks {0}: at most 4096", ranks);
+  dp.ranks = ranks ? static_cast<int32_t>(ranks) : 1;
+  dp.shard = shard;
+  dp.link = link;
+  if (shard < 0 || shard > 2)
     return makeErrorF("invalid --shard {0}: expected 0 (replicated), 1 "
                       "(optimizer state sharded) or 2 (gradients too)",
-                      int(Shard));
-  if (dp.ranks == 1 && (Shard || Link != DataParallel::Link::Auto))
+                      shard);
+  if (dp.ranks == 1 && (shard || link != DataParallel::Link::Auto))
     return makeError("--shard and --link need --ranks of 2 or more");
-  if (dp.ranks > 1 && !Batch)
+  if (dp.ranks > 1 && !batch)
     return makeErrorF("--ranks {0} needs --batch, the global batch the ranks "
                       "split",
                       dp.ranks);
-  if (dp.ranks > 1 && Batch % dp.ranks)
+  if (dp.ranks > 1 && batch % dp.ranks)
     return makeErrorF("--batch {0} does not split evenly over --ranks {1}",
-                      int64_t(Batch), dp.ranks);
+                      batch, dp.ranks);
   return dp;
+}
+
+Expected<DataParallel> dataParallelFlags() {
+  return checkDataParallel(Ranks, Shard, Link, Batch);
 }
 bool quietFlag() { return Quiet; }
 

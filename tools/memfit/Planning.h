@@ -58,6 +58,10 @@ struct PlanningSession {
 
 /// --ranks, --shard and --link, checked (the batch must split evenly).
 llvm::Expected<DataParallel> dataParallelFlags();
+/// The same checks for any command's values (ranks 0: one rank).
+llvm::Expected<DataParallel> checkDataParallel(int64_t ranks, int shard,
+                                               DataParallel::Link link,
+                                               int64_t batch);
 
 /// Models with more tasks than this are large: their planning stages are
 /// announced on stderr even without --verbose.
