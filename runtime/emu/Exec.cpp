@@ -8,7 +8,7 @@
 // that misses a wait produces wrong numbers here.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Exec.h"
+#include "runtime/emu/EmuImpl.h"
 
 #include <cmath>
 #include <cstdio>
@@ -20,43 +20,14 @@
 
 namespace memfit::rt {
 
-namespace {
-constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
-
-struct Pending {
-  enum Kind { Out, In, Poison } kind;
-  int64_t offset = 0, bytes = 0;
-  const char *src = nullptr; // In: host source
-  char *dst = nullptr;       // Out: host destination
-  // Out: ranges released on another stream while this copy was pending;
-  // poisoned once it has read them.
-  std::vector<std::pair<int64_t, int64_t>> thenPoison = {};
-};
-} // namespace
-
-struct Exec::Impl {
-  std::vector<float> arena;
-  std::vector<std::vector<float>> w, g, m, v;
-  /// Shard 2: this rank's slice of each gradient, summed over the ranks and
-  /// accumulated over the sub-batches.
-  std::vector<std::vector<float>> gSlice;
-  std::vector<std::vector<char>> slots;
-  std::vector<float> input;
-  std::vector<char> labels;
-  float loss = 0;
-  // Per copy stream: issued copies, how many are complete.
-  std::deque<Pending> queue[3];
-  int64_t issued[3] = {0, 0, 0}, done[3] = {0, 0, 0};
-  // Per event: stream and the count of that stream's copies it covers.
-  std::vector<std::pair<int, int64_t>> events;
-  std::vector<bool> recorded;
-};
-
 Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
            const HostSlot *slots)
     : prog(info), wInfo(weights, weights + info.numWeights),
       slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
-  impl->arena.assign(static_cast<size_t>(info.arenaBytes / 4 + 1), kPoison);
+  impl->precision = info.precision;
+  impl->slotBytes = stores16Bit(info.precision) ? 2 : 4;
+  impl->arena.assign(static_cast<size_t>(info.arenaBytes / impl->slotBytes + 1),
+                     kPoison);
   for (const WeightInfo &wi : wInfo) {
     impl->w.emplace_back(wi.count, 0.0f);
     impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
@@ -67,9 +38,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                                   ? (wi.count + info.ranks - 1) / info.ranks
                                   : 0,
                               0.0f);
+    impl->wCopy.emplace_back(wi.workingCopy ? wi.count : 0, 0.0f);
   }
+  impl->copyStale.assign(wInfo.size(), true);
   for (const HostSlot &s : slotInfo)
-    impl->slots.emplace_back(s.perSample * info.subBatch + s.fixed);
+    impl->slots.emplace_back(impl->real(s.perSample * info.subBatch + s.fixed));
   impl->input.assign(info.batch * info.inputPerSample, 0.0f);
   impl->labels.assign(info.batch * info.labelPerSample * 4, 0);
   impl->events.assign(info.numEvents, {0, 0});
@@ -86,7 +59,7 @@ void Exec::fatal(const std::string &what) const {
 float *Exec::arena(int64_t offset) {
   if (offset < 0 || offset > prog.arenaBytes || offset % 4)
     fatal("arena offset out of range");
-  return impl->arena.data() + offset / 4;
+  return impl->arena.data() + offset / impl->slotBytes;
 }
 int32_t *Exec::arenaInt(int64_t offset) {
   return reinterpret_cast<int32_t *>(arena(offset));
@@ -100,31 +73,35 @@ void *Exec::hostLabels() { return impl->labels.data(); }
 float *Exec::lossValue() { return &impl->loss; }
 float Exec::readLoss() { return impl->loss; }
 
-static void poison(std::vector<float> &arena, int64_t offset, int64_t bytes) {
-  for (int64_t i = offset / 4; i < (offset + bytes) / 4; ++i)
-    arena[i] = kPoison;
+/// Planned bytes [offset, offset + bytes) turn to NaN.
+void poison(Exec::Impl &im, int64_t offset, int64_t bytes) {
+  for (int64_t i = offset / im.slotBytes; i < (offset + bytes) / im.slotBytes;
+       ++i)
+    im.arena[i] = kPoison;
 }
 
 static void complete(Exec::Impl &im, int s, int64_t upTo) {
   while (im.done[s] < upTo) {
     Pending p = im.queue[s].front();
     im.queue[s].pop_front();
-    char *a = reinterpret_cast<char *>(im.arena.data());
+    // Copies move the emulation's real bytes of the planned range.
+    char *a = reinterpret_cast<char *>(im.arena.data()) + im.real(p.offset);
     if (p.kind == Pending::Out) {
-      std::memcpy(p.dst, a + p.offset, p.bytes); // read as late as allowed
+      std::memcpy(p.dst, a, im.real(p.bytes)); // read as late as allowed
       for (auto [offset, bytes] : p.thenPoison)
-        poison(im.arena, offset, bytes);
+        poison(im, offset, bytes);
     } else if (p.kind == Pending::In)
-      std::memcpy(a + p.offset, p.src, p.bytes);
+      std::memcpy(a, p.src, p.realBytes ? p.realBytes : im.real(p.bytes));
     else
-      poison(im.arena, p.offset, p.bytes);
+      poison(im, p.offset, p.bytes);
     ++im.done[s];
   }
 }
 
 static void enqueue(Exec::Impl &im, int s, Pending p) {
+  im.settle();
   if (p.kind == Pending::In)
-    poison(im.arena, p.offset, p.bytes); // NaN until waited for
+    poison(im, p.offset, p.bytes); // NaN until waited for
   im.queue[s].push_back(p);
   ++im.issued[s];
 }
@@ -144,22 +121,34 @@ void Exec::copyIn(int32_t slot, int64_t offset) {
 }
 
 void Exec::loadInput(int64_t offset) {
+  // The host holds fp32 values or int32 ids, 4 bytes each; a 16-bit
+  // program's float input is stored rounded, as the host would convert it.
   int64_t per = prog.inputPerSample * 4;
-  enqueue(
-      *impl, CopyIn,
-      {Pending::In, offset, per * n,
-       reinterpret_cast<const char *>(impl->input.data()) + per * firstSample,
-       nullptr});
+  float *src = impl->input.data() + prog.inputPerSample * firstSample;
+  bool narrow = stores16Bit(prog.precision) && !prog.intInput;
+  if (narrow)
+    roundTo16Bit(prog.precision, src, prog.inputPerSample * n);
+  Pending p{Pending::In, offset, per * n / (narrow ? 2 : 1),
+            reinterpret_cast<const char *>(src), nullptr};
+  p.realBytes = per * n;
+  enqueue(*impl, CopyIn, p);
 }
 
 void Exec::loadLabels(int64_t offset) {
   int64_t per = prog.labelPerSample * 4;
-  enqueue(*impl, CopyIn,
-          {Pending::In, offset, per * n,
-           impl->labels.data() + per * firstSample, nullptr});
+  Pending p{Pending::In, offset, per * n,
+            impl->labels.data() + per * firstSample, nullptr};
+  p.realBytes = per * n;
+  enqueue(*impl, CopyIn, p);
+}
+
+void Exec::setTask(const char *name) {
+  impl->settle();
+  task = name;
 }
 
 void Exec::record(StreamId s, int32_t event) {
+  impl->settle();
   impl->events[event] = {s, impl->issued[s]};
   impl->recorded[event] = true;
 }
@@ -167,6 +156,7 @@ void Exec::record(StreamId s, int32_t event) {
 void Exec::wait(StreamId s, int32_t event) {
   if (!impl->recorded[event])
     fatal("wait for an event that was never recorded");
+  impl->settle();
   auto [es, count] = impl->events[event];
   if (es != Compute)
     complete(*impl, es, count);
@@ -179,6 +169,7 @@ void Exec::release(StreamId s, int64_t offset, int64_t bytes) {
   // as soon as it is made, then read again by compute): on a GPU they stay
   // intact until a later writer, which must wait for that copy. So the
   // bytes turn to NaN after the last such copy has read them.
+  impl->settle();
   if (s == Compute)
     for (auto it = impl->queue[CopyOut].rbegin();
          it != impl->queue[CopyOut].rend(); ++it)
@@ -188,12 +179,13 @@ void Exec::release(StreamId s, int64_t offset, int64_t bytes) {
         return;
       }
   if (s == Compute)
-    poison(impl->arena, offset, bytes);
+    poison(*impl, offset, bytes);
   else
     enqueue(*impl, s, {Pending::Poison, offset, bytes, nullptr, nullptr});
 }
 
 void Exec::endRound() {
+  impl->settle();
   for (int s : {CopyOut, CopyIn})
     if (impl->done[s] != impl->issued[s])
       fatal("a copy is still pending at the end of the round: the plan does "
@@ -203,6 +195,7 @@ void Exec::endRound() {
 }
 
 void Exec::synchronize() {
+  impl->settle();
   for (int s : {CopyOut, CopyIn})
     complete(*impl, s, impl->issued[s]);
 }
@@ -211,7 +204,8 @@ int64_t Exec::deviceBytes() const {
   int64_t total = prog.arenaBytes + 4;
   for (size_t i = 0; i < wInfo.size(); ++i)
     total += 4 * (impl->w[i].size() + impl->g[i].size() + impl->m[i].size() +
-                  impl->v[i].size());
+                  impl->v[i].size()) +
+             2 * impl->wCopy[i].size();
   return total;
 }
 
@@ -222,6 +216,7 @@ void Exec::readWeight(int32_t id, float *out) {
 }
 void Exec::writeWeight(int32_t id, const float *in) {
   std::memcpy(impl->w[id].data(), in, impl->w[id].size() * 4);
+  impl->copyStale[id] = true;
 }
 void Exec::readMomentum(int32_t id, float *out) {
   std::memcpy(out, impl->m[id].data(), impl->m[id].size() * 4);
@@ -241,23 +236,29 @@ void Exec::writeSecondMoment(int32_t id, const float *in) {
 void Exec::convForward(const ConvParams &p, int32_t, const float *x,
                        const float *w, const float *b, float *y, int64_t wsOff,
                        int64_t wsBytes) {
+  x = impl->tensorCoreInput(0, x, n * p.cin * p.hin * p.win);
+  w = impl->tensorCoreInput(1, w, convWeightCount(p));
   rt::convForward(p, n, x, w, b, y);
   if (wsBytes > 0)
-    poison(impl->arena, wsOff, wsBytes);
+    poison(*impl, wsOff, wsBytes);
 }
 void Exec::convBackwardData(const ConvParams &p, int32_t, const float *w,
                             const float *dy, float *dx, bool acc, int64_t wsOff,
                             int64_t wsBytes) {
+  w = impl->tensorCoreInput(1, w, convWeightCount(p));
+  dy = impl->tensorCoreInput(2, dy, n * p.cout * p.hout * p.wout);
   rt::convBackwardData(p, n, w, dy, dx, acc);
   if (wsBytes > 0)
-    poison(impl->arena, wsOff, wsBytes);
+    poison(*impl, wsOff, wsBytes);
 }
 void Exec::convBackwardFilter(const ConvParams &p, int32_t, const float *x,
                               const float *dy, float *dw, float *db, bool acc,
                               int64_t wsOff, int64_t wsBytes) {
+  x = impl->tensorCoreInput(0, x, n * p.cin * p.hin * p.win);
+  dy = impl->tensorCoreInput(2, dy, n * p.cout * p.hout * p.wout);
   rt::convBackwardFilter(p, n, x, dy, dw, db, acc);
   if (wsBytes > 0)
-    poison(impl->arena, wsOff, wsBytes);
+    poison(*impl, wsOff, wsBytes);
 }
 void Exec::convTransposeBackwardData(const ConvParams &p, const float *dy,
                                      const float *w, float *dx, bool acc) {
@@ -352,14 +353,20 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
 }
 void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
                        const float *b, float *y) {
+  x = impl->tensorCoreInput(0, x, n * p.rows * p.k);
+  w = impl->tensorCoreInput(1, w, p.k * p.m);
   rt::gemmForward(p, n * p.rows, x, w, b, y);
 }
 void Exec::gemmBackwardData(const GemmParams &p, const float *w,
                             const float *dy, float *dx, bool acc) {
+  w = impl->tensorCoreInput(1, w, p.k * p.m);
+  dy = impl->tensorCoreInput(2, dy, n * p.rows * p.m);
   rt::gemmBackwardData(p, n * p.rows, w, dy, dx, acc);
 }
 void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
                               const float *dy, float *dw, float *db, bool acc) {
+  x = impl->tensorCoreInput(0, x, n * p.rows * p.k);
+  dy = impl->tensorCoreInput(2, dy, n * p.rows * p.m);
   rt::gemmBackwardWeight(p, n * p.rows, x, dy, dw, db, acc);
 }
 void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
@@ -497,6 +504,7 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
   if (prog.mseLoss) {
     rt::meanSquaredError(n, prog.labelPerSample, prog.batch, logits,
                          static_cast<const float *>(labels), loss, dlogits);
+    scaleLossGradient(dlogits, n * prog.labelPerSample, lossScale);
     return;
   }
   auto *lab = static_cast<const int32_t *>(labels);
@@ -504,6 +512,8 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
     fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
   rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
                           prog.batch, logits, lab, loss, dlogits);
+  scaleLossGradient(dlogits, n * prog.lossOuter * prog.classes * prog.lossInner,
+                    lossScale);
 }
 /// The elements of weight `id` this rank updates: all, or its slice when
 /// the optimizer state is sharded.
@@ -523,6 +533,7 @@ void Exec::adam(int32_t id) {
   auto [lo, hi] = updated(*this, static_cast<int64_t>(impl->w[id].size()));
   rt::adamUpdate(p, hi - lo, impl->w[id].data() + lo, impl->g[id].data() + lo,
                  impl->m[id].data() + lo, impl->v[id].data() + lo);
+  impl->copyStale[id] = true;
 }
 void Exec::sgd(int32_t id) {
   bool useBuf = prog.hasMomentum && momentum != 0;
@@ -530,9 +541,11 @@ void Exec::sgd(int32_t id) {
   rt::sgdUpdate(hi - lo, lr, momentum, weightDecay, firstIteration,
                 impl->w[id].data() + lo, impl->g[id].data() + lo,
                 useBuf ? impl->m[id].data() + lo : nullptr);
+  impl->copyStale[id] = true;
 }
 
 void Exec::gradientsReady(std::initializer_list<int32_t> weightIds) {
+  impl->settle();
   if (prog.ranks <= 1)
     return;
   bool last = subBatchIndex + 1 == prog.numSubBatches;
@@ -570,9 +583,11 @@ void Exec::gatherWeights() {
   if (prog.ranks <= 1 || prog.shard < 1)
     return;
   for (size_t id = 0; id < wInfo.size(); ++id)
-    if (wInfo[id].trainable)
+    if (wInfo[id].trainable) {
       comm->allGather(impl->w[id].data(),
                       static_cast<int64_t>(impl->w[id].size()));
+      impl->copyStale[id] = true;
+    }
 }
 
 void Exec::gatherOptimizerState() {
