@@ -264,6 +264,8 @@ void Exec::convTransposeBackwardData(const ConvParams &p, const float *dy,
                                      const float *w, float *dx, bool acc) {
   if (!dx)
     return;
+  dy = impl->tensorCoreInput(0, dy, n * p.cin * p.hin * p.win);
+  w = impl->tensorCoreInput(1, w, convWeightCount(p));
   if (!acc) {
     rt::convForward(p, n, dy, w, nullptr, dx);
     return;
@@ -442,11 +444,18 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
 }
 void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
                               const float *b, float *y) {
+  a = impl->tensorCoreInput(0, a, n * p.aBatch * p.m * p.k);
+  b = impl->tensorCoreInput(1, b, n * p.bBatch * p.k * p.cols);
   rt::batchMatMulForward(p, n, a, b, y);
 }
 void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
                                const float *b, const float *dy, float *da,
                                float *db, bool accA, bool accB) {
+  // The sum of a shared operand's gradients compares a with b: keep it.
+  bool same = a == b;
+  a = impl->tensorCoreInput(0, a, n * p.aBatch * p.m * p.k);
+  b = same ? a : impl->tensorCoreInput(1, b, n * p.bBatch * p.k * p.cols);
+  dy = impl->tensorCoreInput(2, dy, n * p.batch * p.m * p.cols);
   rt::batchMatMulBackward(p, n, a, b, dy, da, db, accA, accB);
 }
 void Exec::layerNormForward(const LayerNormParams &p, const float *x,
@@ -542,61 +551,6 @@ void Exec::sgd(int32_t id) {
                 impl->w[id].data() + lo, impl->g[id].data() + lo,
                 useBuf ? impl->m[id].data() + lo : nullptr);
   impl->copyStale[id] = true;
-}
-
-void Exec::gradientsReady(std::initializer_list<int32_t> weightIds) {
-  impl->settle();
-  if (prog.ranks <= 1)
-    return;
-  bool last = subBatchIndex + 1 == prog.numSubBatches;
-  if (prog.shard < 2 && !last)
-    return; // gradients accumulate whole over the sub-batches
-  float scale = 1.0f / float(prog.ranks);
-  for (int32_t id : weightIds) {
-    std::vector<float> &g = impl->g[id];
-    int64_t count = static_cast<int64_t>(g.size());
-    if (prog.shard == 0) {
-      comm->allReduceSum(g.data(), count);
-      for (float &v : g)
-        v *= scale;
-      continue;
-    }
-    comm->reduceScatterSum(g.data(), count);
-    auto [lo, hi] = comm->mySlice(count);
-    if (prog.shard == 2) {
-      // Slices accumulate over the sub-batches; the whole gradient starts
-      // the next sub-batch from zero, as a fresh bucket would.
-      std::vector<float> &acc = impl->gSlice[id];
-      for (int64_t i = lo; i < hi; ++i)
-        acc[i - lo] = (subBatchIndex ? acc[i - lo] : 0.0f) + g[i];
-      std::fill(g.begin(), g.end(), 0.0f);
-      if (!last)
-        continue;
-      std::copy(acc.begin(), acc.begin() + (hi - lo), g.begin() + lo);
-    }
-    for (int64_t i = lo; i < hi; ++i)
-      g[i] *= scale;
-  }
-}
-
-void Exec::gatherWeights() {
-  if (prog.ranks <= 1 || prog.shard < 1)
-    return;
-  for (size_t id = 0; id < wInfo.size(); ++id)
-    if (wInfo[id].trainable) {
-      comm->allGather(impl->w[id].data(),
-                      static_cast<int64_t>(impl->w[id].size()));
-      impl->copyStale[id] = true;
-    }
-}
-
-void Exec::gatherOptimizerState() {
-  if (prog.ranks <= 1 || prog.shard < 1)
-    return;
-  for (size_t id = 0; id < wInfo.size(); ++id)
-    for (auto *buf : {&impl->m[id], &impl->v[id]})
-      if (!buf->empty())
-        comm->allGather(buf->data(), static_cast<int64_t>(buf->size()));
 }
 
 } // namespace memfit::rt

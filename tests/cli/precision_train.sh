@@ -31,10 +31,12 @@ SAME=0.05
 declare -A FULL=([bf16]=0.12 [fp16]=0.05 [tf32]=0.05)
 LR=0.05
 
-compile() { # model precision budget dir
-  "$MEMFIT" compile "$1.onnx" --batch 4 --budget "$3" --device a100-40g \
-    --precision "$2" -o "$4" --quiet || fail "compile $4"
-  build "$4"
+compile() { # model precision budget dir [compile args]
+  local m=$1 p=$2 b=$3 d=$4
+  shift 4
+  "$MEMFIT" compile "$m.onnx" --batch 4 --budget "$b" --device a100-40g \
+    --precision "$p" -o "$d" --quiet "$@" || fail "compile $d"
+  build "$d"
 }
 train() { # dir model extra-args...
   local d=$1 m=$2
@@ -67,6 +69,8 @@ PY
 }
 
 declare -A TIGHT=([cnn-bn]=50% [gpt]=80%)
+# SuperNeurons recomputes cheap layers even at the ideal budget.
+declare -A RECOMPUTE=([cnn-bn]=100% [gpt]=80%)
 for m in cnn-bn gpt; do
   "$PY" "$SRC/tests/e2e/today_models.py" $m $m.onnx $m-x.npy $m-y.npy \
     --batch 4 || fail "export $m"
@@ -84,6 +88,15 @@ for m in cnn-bn gpt; do
         fail "$d trains exactly as fp32: nothing was rounded"
     done
   done
+  # SuperNeurons' plan recomputes 16-bit blocks (BatchNorm from its saved
+  # statistics, attention, activations).
+  d=bf16-$m-recompute
+  compile $m bf16 ${RECOMPUTE[$m]} $d --policy superneurons
+  train $d $m
+  echo "$d: $(summary $d)"
+  [ "$($PY -c "import json; print(sum(t['recompute'] for t in json.load(open('$d/plan.json'))['tasks']))")" -gt 0 ] ||
+    fail "$d recomputes nothing"
+  reference $d $m $SAME --autocast bf16
   # The tight plans must move 16-bit blocks (else they prove nothing more).
   [ "$(summary bf16-$m-${TIGHT[$m]})" != "sub-batch 4, 0 bytes offloaded, 0 recomputes" ] ||
     fail "bf16-$m-${TIGHT[$m]}: the tight plan changes nothing"
