@@ -1,8 +1,8 @@
 //===- EmuImpl.h - The CPU emulation's state ------------------*- C++ -*-===//
 //
 // What the emulation's Exec holds, shared by its files: Exec.cpp (memory,
-// streams, the operations) and Precision.cpp (16-bit storage, TF32 inputs,
-// the loss scale).
+// streams, updates, collectives), Ops.cpp (the operations) and
+// Precision.cpp (16-bit storage, TF32 inputs, the loss scale).
 //
 // Arena addressing: the arena is a vector of floats, one float slot per
 // `slotBytes` planned bytes: 4 in fp32 and tf32 programs, 2 in bf16 and
