@@ -129,7 +129,11 @@ std::string Emitter::mainFile() const {
        << ", .dataName = " << dataName << ", .data = " << data
        << ", .count = " << v.elementsPerSample() << ", .fanIn = " << fanIn
        << ", .fanOut = " << fanOut << ", .init = Init::" << init
-       << ", .trainable = " << (v.trainable ? "true" : "false") << "},\n";
+       << ", .trainable = " << (v.trainable ? "true" : "false")
+       << (tg.weightCopyBlock.empty() || tg.weightCopyBlock[w] < 0
+               ? ""
+               : ", .workingCopy = true")
+       << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";
@@ -174,6 +178,11 @@ std::string Emitter::mainFile() const {
   if (tg.dp.active())
     extra += ",\n             .ranks = " + std::to_string(tg.dp.ranks) +
              ",\n             .shard = " + std::to_string(tg.dp.shard);
+  if (tg.precision != Precision::FP32)
+    extra += std::string(",\n             .precision = Precision::") +
+             (tg.precision == Precision::TF32   ? "TF32"
+              : tg.precision == Precision::BF16 ? "BF16"
+                                                : "FP16");
 
   os << "static const Program kProgram = {\n"
      << "    .info = {.modelName = " << stringLiteral(g.name)
@@ -436,13 +445,6 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
 
 llvm::Expected<std::vector<GeneratedFile>>
 emitTrainer(const TaskGraph &tg, const Plan &plan, const EmitOptions &opts) {
-  // The runtime's kernels store and compute fp32 only; a trainer of another
-  // precision would silently train a different model than was planned.
-  if (tg.precision != Precision::FP32)
-    return makeErrorF("the trainer runtime runs fp32 only: --precision={0} "
-                      "can be planned, priced and compared (memfit plan, "
-                      "compare, inspect) but not compiled yet",
-                      precisionName(tg.precision));
   return emit::Emitter(tg, plan, opts).run();
 }
 

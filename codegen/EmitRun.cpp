@@ -26,6 +26,8 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
     return llvm::formatv("x.secondMomentBuf({0})", weightId[blk.value]).str();
   case BlockKind::LossValue:
     return "x.lossValue()";
+  case BlockKind::WeightCopy:
+    return llvm::formatv("x.weightCopy({0})", weightId[blk.value]).str();
   default:
     break;
   }
@@ -38,6 +40,10 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
                       ", which is not an operand of task " + quoteName(curTask);
     return "nullptr";
   }
+  if (blk.dtype == DType::BF16 || blk.dtype == DType::F16)
+    return llvm::formatv("x.arena16({0}, {1})", resName(it->second),
+                         plan.residencies[it->second].bytes)
+        .str();
   std::string p = "x.arena(" + resName(it->second) + ")";
   bool ints =
       (blk.kind == BlockKind::Label &&
@@ -69,11 +75,9 @@ public:
       : EmitContext(e.taskGraph(), t, std::move(params)), e(e), res(res),
         index(index) {}
 
-  std::string value(ValueId v) override {
-    return e.ptr(tg.valueBlockIn(v, task.chunk), res);
-  }
+  std::string value(ValueId v) override { return e.ptr(blockOf(v), res); }
   std::string valueIfRead(ValueId v) override {
-    BlockId b = tg.valueBlockIn(v, task.chunk);
+    BlockId b = blockOf(v);
     bool read = b >= 0 && (isWeightSide(tg.blocks[b].kind) ||
                            res.count(storageOf(tg, b)));
     return read ? e.ptr(b, res) : std::string("nullptr");
@@ -97,6 +101,16 @@ public:
   }
 
 private:
+  /// The block holding value v for this task: a weight's 16-bit working
+  /// copy where the task reads that instead of the master.
+  BlockId blockOf(ValueId v) const {
+    if (!tg.weightCopyBlock.empty() && tg.weightCopyBlock[v] >= 0 &&
+        std::find(task.reads.begin(), task.reads.end(),
+                  tg.weightCopyBlock[v]) != task.reads.end())
+      return tg.weightCopyBlock[v];
+    return tg.valueBlockIn(v, task.chunk);
+  }
+
   Emitter &e;
   const std::map<BlockId, ResidencyId> &res;
   size_t index;

@@ -33,6 +33,17 @@ enum StreamId : int { Compute = 0, CopyOut = 1, CopyIn = 2 };
 /// (exp_avg) and the second-moment buffer (exp_avg_sq).
 enum class Optimizer : uint8_t { SGD, Adam, AdamW };
 
+/// The arithmetic the program was planned for (compiler/ir/TaskGraph.h's
+/// Precision): FP32; TF32 (fp32 storage, convolutions and matrix products
+/// on TF32 tensor cores); BF16 and FP16 (activations, their gradients and
+/// what the backward pass saves stored in 16 bits, fp32 master weights and
+/// optimizer state, 16-bit working copies of the weights tensor-core
+/// operators read; FP16 adds dynamic loss scaling).
+enum class Precision : uint8_t { FP32, TF32, BF16, FP16 };
+inline bool stores16Bit(Precision p) {
+  return p == Precision::BF16 || p == Precision::FP16;
+}
+
 /// What a trainer's program declares about itself; the generated code
 /// fills it as a constant.
 struct ProgramInfo {
@@ -63,6 +74,7 @@ struct ProgramInfo {
   /// TaskGraph.h's DataParallel.
   int32_t ranks = 1;
   int32_t shard = 0;
+  Precision precision = Precision::FP32;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -75,6 +87,30 @@ struct WeightInfo {
   int64_t fanIn, fanOut;
   Init init;
   bool trainable; // false: BatchNorm running statistics
+  /// A 16-bit working copy is read by tensor-core operators (weightCopy)
+  /// and refreshed from the master by every update and weight write.
+  bool workingCopy = false;
+};
+
+/// torch.cuda.amp.GradScaler's dynamic loss scale (fp16 programs): the
+/// loss gradient is multiplied by `scale`; an update whose gradients hold
+/// an infinity or NaN once unscaled is skipped and the scale halves;
+/// `growthInterval` clean updates in a row double it.
+struct LossScaler {
+  float scale = 65536.0f;
+  float growth = 2.0f, backoff = 0.5f;
+  int64_t growthInterval = 2000;
+  int64_t cleanSteps = 0; // GradScaler's growth tracker
+  /// After an update's gradients were checked: the scale for the next.
+  void update(bool foundInf) {
+    if (foundInf) {
+      scale *= backoff;
+      cleanSteps = 0;
+    } else if (++cleanSteps == growthInterval) {
+      scale *= growth;
+      cleanSteps = 0;
+    }
+  }
 };
 
 struct HostSlot {
@@ -99,6 +135,8 @@ public:
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   /// Adam's step count t of this iteration's update (1 for the first).
   uint64_t step = 1;
+  /// fp16: the loss gradient is multiplied by this (LossScaler::scale).
+  float lossScale = 1.0f;
   bool accumulateWeights() const { return subBatchIndex > 0; }
   /// The ranks' collectives (serialComm() for one rank).
   Comm *comm = &serialComm();
@@ -125,6 +163,13 @@ public:
   // --- memory ---
   float *arena(int64_t offset);
   int32_t *arenaInt(int64_t offset);
+  /// A 16-bit block of `bytes` bytes at `offset` (bf16 and fp16 programs).
+  /// The CPU emulation hands out fp32 values and rounds the block to the
+  /// program's 16-bit format once the operation that received it is done,
+  /// which is where a GPU rounds as it stores.
+  float *arena16(int64_t offset, int64_t bytes);
+  /// The 16-bit working copy of weight `id` (WeightInfo::workingCopy).
+  float *weightCopy(int32_t id);
   float *weight(int32_t id);
   float *grad(int32_t id);
   float *momentumBuf(int32_t id);
@@ -148,7 +193,7 @@ public:
   void synchronize();
 
   // --- operations on the compute stream (task names for diagnostics) ---
-  void setTask(const char *name) { task = name; }
+  void setTask(const char *name);
   const char *taskName() const { return task; }
   void convForward(const ConvParams &p, int32_t algo, const float *x,
                    const float *w, const float *b, float *y, int64_t wsOffset,
@@ -280,6 +325,10 @@ public:
             float *dlogits);
   void sgd(int32_t weightId);
   void adam(int32_t weightId); // Adam or AdamW, as the program says
+  /// Before the update of a program with a loss scale: divides every
+  /// gradient by lossScale and says whether all of them are finite (on
+  /// every rank); the update is skipped when not, as GradScaler.step does.
+  bool unscaleGradients();
 
   // --- driver ---
   const ProgramInfo &info() const { return prog; }

@@ -7,7 +7,7 @@
 // model. Backend-independent: it talks to the device only through Exec.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/AtomicFile.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Exec.h"
 #include "runtime/Npy.h"
 #include "runtime/OnnxWeights.h"
@@ -37,6 +37,10 @@ struct Options {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   bool momentumSet = false, weightDecaySet = false;
   uint64_t seed = 1;
+  // fp16: GradScaler's init_scale and growth_interval.
+  float lossScale = 65536.0f;
+  int64_t growthInterval = 2000;
+  bool lossScaleSet = false;
 };
 
 const char *kUsage =
@@ -46,7 +50,9 @@ const char *kUsage =
     "               [--seed N] [--shuffle]\n"
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
-    "               [--model model.onnx] [--log-every N] [--quiet]\n";
+    "               [--model model.onnx] [--log-every N] [--quiet]\n"
+    "               fp16 only: [--loss-scale F] "
+    "[--loss-scale-growth-interval N]\n";
 
 /// The ranks of a data-parallel trainer: an error on one stops them all.
 Comm *ranks = nullptr;
@@ -154,7 +160,15 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.logEvery = parseNumber<int64_t>(a, value());
     else if (a == "--quiet")
       o.quiet = true;
-    else
+    else if (a == "--loss-scale") {
+      o.lossScale = parseNumber<float>(a, value());
+      if (o.lossScale == 0)
+        die("invalid value '0' for --loss-scale: expected a number > 0");
+      o.lossScaleSet = true;
+    } else if (a == "--loss-scale-growth-interval") {
+      o.growthInterval = parseNumber<int64_t>(a, value(), 1);
+      o.lossScaleSet = true;
+    } else
       die("unknown option '" + a + "'\n" + kUsage);
   }
   if (o.synthetic == !o.data.empty())
@@ -303,87 +317,6 @@ void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
   }
 }
 
-// Checkpoint: a directory with one file, written to a temporary name and
-// renamed (AtomicFile), so a kill at any moment leaves the previous
-// checkpoint or the new one, and a write error (a full disk) leaves the
-// previous one intact and stops the trainer saying so.
-void saveCheckpoint(Exec &x, const std::string &dir, uint64_t iteration,
-                    uint64_t sampleCursor, uint64_t epoch) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    die("cannot create checkpoint directory " + dir + ": " + ec.message());
-  std::string path = dir + "/checkpoint.bin";
-  std::string err;
-  {
-    AtomicFile f(path);
-    const char magic[8] = {'M', 'F', 'C', 'K', 'P', 'T', '0', '1'};
-    f.write(magic, 8);
-    uint64_t head[4] = {iteration, sampleCursor, epoch,
-                        (uint64_t)x.weightInfo().size()};
-    f.write(head, sizeof head);
-    std::vector<float> buf;
-    for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
-      const WeightInfo &w = x.weightInfo()[id];
-      buf.resize(w.count);
-      x.readWeight(id, buf.data());
-      f.write(buf.data(), w.count * 4);
-      if (w.trainable && x.info().hasMomentum) {
-        x.readMomentum(id, buf.data());
-        f.write(buf.data(), w.count * 4);
-      }
-      if (w.trainable && x.info().optimizer != Optimizer::SGD) {
-        x.readSecondMoment(id, buf.data());
-        f.write(buf.data(), w.count * 4);
-      }
-    }
-    if (!f.commit())
-      err = f.error();
-  } // the temporary file is gone before the trainer stops
-  if (!err.empty())
-    die("checkpoint at iteration " + std::to_string(iteration) +
-        " not written: " + err +
-        (std::filesystem::exists(path, ec)
-             ? "; the previous checkpoint is intact"
-             : ""));
-}
-
-bool loadCheckpoint(Exec &x, const std::string &dir, uint64_t &iteration,
-                    uint64_t &sampleCursor, uint64_t &epoch) {
-  std::string path = dir + "/checkpoint.bin";
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return false;
-  char magic[8];
-  uint64_t head[4];
-  f.read(magic, 8);
-  f.read(reinterpret_cast<char *>(head), sizeof head);
-  if (!f || std::memcmp(magic, "MFCKPT01", 8) ||
-      head[3] != x.weightInfo().size())
-    die(path + ": not a checkpoint of this trainer");
-  iteration = head[0];
-  sampleCursor = head[1];
-  epoch = head[2];
-  std::vector<float> buf;
-  for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
-    const WeightInfo &w = x.weightInfo()[id];
-    buf.resize(w.count);
-    f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
-    x.writeWeight(id, buf.data());
-    if (w.trainable && x.info().hasMomentum) {
-      f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
-      x.writeMomentum(id, buf.data());
-    }
-    if (w.trainable && x.info().optimizer != Optimizer::SGD) {
-      f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
-      x.writeSecondMoment(id, buf.data());
-    }
-  }
-  if (!f)
-    die(path + ": truncated checkpoint");
-  return true;
-}
-
 std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
                                 uint64_t epoch) {
   std::vector<int64_t> idx(count);
@@ -426,6 +359,13 @@ int trainerMain(int argc, char **argv, const Program &program) {
   // torch.optim.AdamW's default weight decay.
   if (p.optimizer == Optimizer::AdamW && !o.weightDecaySet)
     o.weightDecay = 0.01f;
+  const bool scaled = p.precision == Precision::FP16;
+  if (o.lossScaleSet && !scaled)
+    die("--loss-scale is for fp16 trainers; this one was compiled for " +
+        std::string(p.precision == Precision::BF16   ? "bf16"
+                    : p.precision == Precision::TF32 ? "tf32"
+                                                     : "fp32") +
+        ", which needs none");
   std::string err;
   auto model = readOnnxWeights(o.model, err);
   if (!model)
@@ -442,13 +382,19 @@ int trainerMain(int argc, char **argv, const Program &program) {
   Dataset data = loadData(o, p);
   initWeights(x, o, *model);
 
-  uint64_t iteration = 0, cursor = 0, epoch = 0;
-  if (o.resume && loadCheckpoint(x, o.checkpoint, iteration, cursor, epoch)) {
-    x.firstIteration = false;
-    if (!o.quiet)
-      std::printf("resumed from %s at iteration %llu\n", o.checkpoint.c_str(),
-                  (unsigned long long)iteration);
+  LoopState st;
+  st.scaler.scale = o.lossScale;
+  st.scaler.growthInterval = o.growthInterval;
+  if (o.resume) {
+    if (loadCheckpoint(x, o.checkpoint, st, err)) {
+      if (!o.quiet)
+        std::printf("resumed from %s at iteration %llu\n", o.checkpoint.c_str(),
+                    (unsigned long long)st.iteration);
+    } else if (!err.empty())
+      die(err);
   }
+  uint64_t &iteration = st.iteration, &cursor = st.sampleCursor,
+           &epoch = st.epoch;
   int64_t perEpoch = data.count / global; // the last partial batch is dropped
   uint64_t total =
       o.iterations ? (uint64_t)o.iterations : (uint64_t)(o.epochs * perEpoch);
@@ -479,7 +425,11 @@ int trainerMain(int argc, char **argv, const Program &program) {
     }
     cursor += global;
     x.iteration = iteration;
-    x.step = iteration + 1; // updates done, with this one
+    // Updates applied, with this one (a skipped update is not counted,
+    // as torch's optimizer state does not see it).
+    x.step = st.appliedSteps + 1;
+    x.firstIteration = st.appliedSteps == 0;
+    x.lossScale = scaled ? st.scaler.scale : 1.0f;
     for (int64_t k = 0; k < p.numSubBatches; ++k) {
       x.subBatchIndex = k;
       x.firstSample = k * p.subBatch;
@@ -488,14 +438,26 @@ int trainerMain(int argc, char **argv, const Program &program) {
       x.endRound();
     }
     x.waitCollectives();
-    program.update(x);
-    x.gatherWeights();
+    bool apply = !scaled || x.unscaleGradients();
+    if (apply) {
+      program.update(x);
+      x.gatherWeights();
+      ++st.appliedSteps;
+    }
     x.synchronize();
-    x.firstIteration = false;
+    if (scaled) {
+      if (!apply && !o.quiet)
+        std::printf("iteration %llu  skipped: gradients not finite at loss "
+                    "scale %g\n",
+                    (unsigned long long)(iteration + 1),
+                    double(st.scaler.scale));
+      st.scaler.update(!apply);
+    }
     // The global batch's mean loss: the mean of the ranks' means.
     lastLoss =
         p.ranks > 1 ? float(comm.sum(x.readLoss()) / p.ranks) : x.readLoss();
-    if (!std::isfinite(lastLoss))
+    // An fp16 step skipped for an overflow may come from the forward pass.
+    if (!std::isfinite(lastLoss) && apply)
       die("the loss is not finite at iteration " + std::to_string(iteration));
     ++sinceLog;
     if (!o.quiet && o.logEvery > 0 &&
@@ -514,14 +476,16 @@ int trainerMain(int argc, char **argv, const Program &program) {
     if (!o.checkpoint.empty() && o.checkpointEvery > 0 &&
         (iteration + 1) % o.checkpointEvery == 0) {
       x.gatherOptimizerState();
-      if (root)
-        saveCheckpoint(x, o.checkpoint, iteration + 1, cursor, epoch);
+      LoopState next = st;
+      ++next.iteration;
+      if (root && !saveCheckpoint(x, o.checkpoint, next, err))
+        die(err);
     }
   }
   if (!o.checkpoint.empty()) {
     x.gatherOptimizerState();
-    if (root)
-      saveCheckpoint(x, o.checkpoint, iteration, cursor, epoch);
+    if (root && !saveCheckpoint(x, o.checkpoint, st, err))
+      die(err);
   }
   if (!o.save.empty() && root) {
     std::vector<std::vector<float>> trained(x.weightInfo().size());

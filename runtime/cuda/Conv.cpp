@@ -96,8 +96,14 @@ ConvEntry &entryFor(const Exec &x, Exec::Impl &im, const ConvParams &p,
         "cudnnSetConvolution2dDescriptor");
   check(x, cudnnSetConvolutionGroupCount(e->conv, static_cast<int>(p.group)),
         "cudnnSetConvolutionGroupCount");
-  check(x, cudnnSetConvolutionMathType(e->conv, CUDNN_FMA_MATH),
-        "cudnnSetConvolutionMathType");
+  // fp32 plans are priced and profiled on FMA units; TF32 plans on tensor
+  // cores, which read TF32-rounded inputs (cuDNN's TENSOR_OP math).
+  check(
+      x,
+      cudnnSetConvolutionMathType(e->conv, x.info().precision == Precision::TF32
+                                               ? CUDNN_TENSOR_OP_MATH
+                                               : CUDNN_FMA_MATH),
+      "cudnnSetConvolutionMathType");
   int on = 0, oc = 0, oh = 0, ow = 0;
   check(x,
         cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &on, &oc,

@@ -121,6 +121,15 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     : prog(info), wInfo(weights, weights + info.numWeights),
       slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
   Impl &im = *impl;
+  if (stores16Bit(info.precision)) {
+    // The plan and the CPU emulation's 16-bit storage exist; the CUDA
+    // kernels and cuDNN descriptors of 16-bit tensors are not written yet.
+    std::fprintf(stderr,
+                 "trainer: error: this trainer stores activations in 16 bits "
+                 "(bf16 or fp16), which only the CPU emulation backend runs "
+                 "so far (-DMEMFIT_BACKEND=cpu)\n");
+    std::exit(1);
+  }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -155,8 +164,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   MEMFIT_CHECK(cudnnSetStream(im.cudnn, im.compute()));
   MEMFIT_CHECK(cublasCreate(&im.cublas));
   MEMFIT_CHECK(cublasSetStream(im.cublas, im.compute()));
-  // Plain fp32: no TF32 tensor-core rounding, as the profiler measured.
-  MEMFIT_CHECK(cublasSetMathMode(im.cublas, CUBLAS_PEDANTIC_MATH));
+  // Plain fp32: no TF32 tensor-core rounding, as the profiler measured;
+  // a TF32 plan's matrix products on tensor cores.
+  MEMFIT_CHECK(cublasSetMathMode(im.cublas, info.precision == Precision::TF32
+                                                ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                : CUBLAS_PEDANTIC_MATH));
 
   const int64_t planned = deviceBytes();
   im.arena =
@@ -254,6 +266,17 @@ float *Exec::arena(int64_t offset) {
 int32_t *Exec::arenaInt(int64_t offset) {
   return reinterpret_cast<int32_t *>(arena(offset));
 }
+// 16-bit programs stop in the constructor; nothing below runs.
+float *Exec::arena16(int64_t, int64_t) {
+  fatal("16-bit storage is not implemented on CUDA");
+}
+float *Exec::weightCopy(int32_t) {
+  fatal("16-bit working copies are not implemented on CUDA");
+}
+bool Exec::unscaleGradients() {
+  fatal("loss scaling is not implemented on CUDA");
+}
+void Exec::setTask(const char *name) { task = name; }
 float *Exec::weight(int32_t id) { return impl->w[id]; }
 float *Exec::grad(int32_t id) { return impl->g[id]; }
 float *Exec::momentumBuf(int32_t id) { return impl->m[id]; }

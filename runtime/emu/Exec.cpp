@@ -8,7 +8,7 @@
 // that misses a wait produces wrong numbers here.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Exec.h"
+#include "runtime/emu/EmuImpl.h"
 
 #include <cmath>
 #include <cstdio>
@@ -20,43 +20,14 @@
 
 namespace memfit::rt {
 
-namespace {
-constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
-
-struct Pending {
-  enum Kind { Out, In, Poison } kind;
-  int64_t offset = 0, bytes = 0;
-  const char *src = nullptr; // In: host source
-  char *dst = nullptr;       // Out: host destination
-  // Out: ranges released on another stream while this copy was pending;
-  // poisoned once it has read them.
-  std::vector<std::pair<int64_t, int64_t>> thenPoison = {};
-};
-} // namespace
-
-struct Exec::Impl {
-  std::vector<float> arena;
-  std::vector<std::vector<float>> w, g, m, v;
-  /// Shard 2: this rank's slice of each gradient, summed over the ranks and
-  /// accumulated over the sub-batches.
-  std::vector<std::vector<float>> gSlice;
-  std::vector<std::vector<char>> slots;
-  std::vector<float> input;
-  std::vector<char> labels;
-  float loss = 0;
-  // Per copy stream: issued copies, how many are complete.
-  std::deque<Pending> queue[3];
-  int64_t issued[3] = {0, 0, 0}, done[3] = {0, 0, 0};
-  // Per event: stream and the count of that stream's copies it covers.
-  std::vector<std::pair<int, int64_t>> events;
-  std::vector<bool> recorded;
-};
-
 Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
            const HostSlot *slots)
     : prog(info), wInfo(weights, weights + info.numWeights),
       slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
-  impl->arena.assign(static_cast<size_t>(info.arenaBytes / 4 + 1), kPoison);
+  impl->precision = info.precision;
+  impl->slotBytes = stores16Bit(info.precision) ? 2 : 4;
+  impl->arena.assign(static_cast<size_t>(info.arenaBytes / impl->slotBytes + 1),
+                     kPoison);
   for (const WeightInfo &wi : wInfo) {
     impl->w.emplace_back(wi.count, 0.0f);
     impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
@@ -67,9 +38,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                                   ? (wi.count + info.ranks - 1) / info.ranks
                                   : 0,
                               0.0f);
+    impl->wCopy.emplace_back(wi.workingCopy ? wi.count : 0, 0.0f);
   }
+  impl->copyStale.assign(wInfo.size(), true);
   for (const HostSlot &s : slotInfo)
-    impl->slots.emplace_back(s.perSample * info.subBatch + s.fixed);
+    impl->slots.emplace_back(impl->real(s.perSample * info.subBatch + s.fixed));
   impl->input.assign(info.batch * info.inputPerSample, 0.0f);
   impl->labels.assign(info.batch * info.labelPerSample * 4, 0);
   impl->events.assign(info.numEvents, {0, 0});
@@ -86,7 +59,7 @@ void Exec::fatal(const std::string &what) const {
 float *Exec::arena(int64_t offset) {
   if (offset < 0 || offset > prog.arenaBytes || offset % 4)
     fatal("arena offset out of range");
-  return impl->arena.data() + offset / 4;
+  return impl->arena.data() + offset / impl->slotBytes;
 }
 int32_t *Exec::arenaInt(int64_t offset) {
   return reinterpret_cast<int32_t *>(arena(offset));
@@ -100,31 +73,35 @@ void *Exec::hostLabels() { return impl->labels.data(); }
 float *Exec::lossValue() { return &impl->loss; }
 float Exec::readLoss() { return impl->loss; }
 
-static void poison(std::vector<float> &arena, int64_t offset, int64_t bytes) {
-  for (int64_t i = offset / 4; i < (offset + bytes) / 4; ++i)
-    arena[i] = kPoison;
+/// Planned bytes [offset, offset + bytes) turn to NaN.
+void poison(Exec::Impl &im, int64_t offset, int64_t bytes) {
+  for (int64_t i = offset / im.slotBytes; i < (offset + bytes) / im.slotBytes;
+       ++i)
+    im.arena[i] = kPoison;
 }
 
 static void complete(Exec::Impl &im, int s, int64_t upTo) {
   while (im.done[s] < upTo) {
     Pending p = im.queue[s].front();
     im.queue[s].pop_front();
-    char *a = reinterpret_cast<char *>(im.arena.data());
+    // Copies move the emulation's real bytes of the planned range.
+    char *a = reinterpret_cast<char *>(im.arena.data()) + im.real(p.offset);
     if (p.kind == Pending::Out) {
-      std::memcpy(p.dst, a + p.offset, p.bytes); // read as late as allowed
+      std::memcpy(p.dst, a, im.real(p.bytes)); // read as late as allowed
       for (auto [offset, bytes] : p.thenPoison)
-        poison(im.arena, offset, bytes);
+        poison(im, offset, bytes);
     } else if (p.kind == Pending::In)
-      std::memcpy(a + p.offset, p.src, p.bytes);
+      std::memcpy(a, p.src, p.realBytes ? p.realBytes : im.real(p.bytes));
     else
-      poison(im.arena, p.offset, p.bytes);
+      poison(im, p.offset, p.bytes);
     ++im.done[s];
   }
 }
 
 static void enqueue(Exec::Impl &im, int s, Pending p) {
+  im.settle();
   if (p.kind == Pending::In)
-    poison(im.arena, p.offset, p.bytes); // NaN until waited for
+    poison(im, p.offset, p.bytes); // NaN until waited for
   im.queue[s].push_back(p);
   ++im.issued[s];
 }
@@ -144,22 +121,34 @@ void Exec::copyIn(int32_t slot, int64_t offset) {
 }
 
 void Exec::loadInput(int64_t offset) {
+  // The host holds fp32 values or int32 ids, 4 bytes each; a 16-bit
+  // program's float input is stored rounded, as the host would convert it.
   int64_t per = prog.inputPerSample * 4;
-  enqueue(
-      *impl, CopyIn,
-      {Pending::In, offset, per * n,
-       reinterpret_cast<const char *>(impl->input.data()) + per * firstSample,
-       nullptr});
+  float *src = impl->input.data() + prog.inputPerSample * firstSample;
+  bool narrow = stores16Bit(prog.precision) && !prog.intInput;
+  if (narrow)
+    roundTo16Bit(prog.precision, src, prog.inputPerSample * n);
+  Pending p{Pending::In, offset, per * n / (narrow ? 2 : 1),
+            reinterpret_cast<const char *>(src), nullptr};
+  p.realBytes = per * n;
+  enqueue(*impl, CopyIn, p);
 }
 
 void Exec::loadLabels(int64_t offset) {
   int64_t per = prog.labelPerSample * 4;
-  enqueue(*impl, CopyIn,
-          {Pending::In, offset, per * n,
-           impl->labels.data() + per * firstSample, nullptr});
+  Pending p{Pending::In, offset, per * n,
+            impl->labels.data() + per * firstSample, nullptr};
+  p.realBytes = per * n;
+  enqueue(*impl, CopyIn, p);
+}
+
+void Exec::setTask(const char *name) {
+  impl->settle();
+  task = name;
 }
 
 void Exec::record(StreamId s, int32_t event) {
+  impl->settle();
   impl->events[event] = {s, impl->issued[s]};
   impl->recorded[event] = true;
 }
@@ -167,6 +156,7 @@ void Exec::record(StreamId s, int32_t event) {
 void Exec::wait(StreamId s, int32_t event) {
   if (!impl->recorded[event])
     fatal("wait for an event that was never recorded");
+  impl->settle();
   auto [es, count] = impl->events[event];
   if (es != Compute)
     complete(*impl, es, count);
@@ -179,6 +169,7 @@ void Exec::release(StreamId s, int64_t offset, int64_t bytes) {
   // as soon as it is made, then read again by compute): on a GPU they stay
   // intact until a later writer, which must wait for that copy. So the
   // bytes turn to NaN after the last such copy has read them.
+  impl->settle();
   if (s == Compute)
     for (auto it = impl->queue[CopyOut].rbegin();
          it != impl->queue[CopyOut].rend(); ++it)
@@ -188,12 +179,13 @@ void Exec::release(StreamId s, int64_t offset, int64_t bytes) {
         return;
       }
   if (s == Compute)
-    poison(impl->arena, offset, bytes);
+    poison(*impl, offset, bytes);
   else
     enqueue(*impl, s, {Pending::Poison, offset, bytes, nullptr, nullptr});
 }
 
 void Exec::endRound() {
+  impl->settle();
   for (int s : {CopyOut, CopyIn})
     if (impl->done[s] != impl->issued[s])
       fatal("a copy is still pending at the end of the round: the plan does "
@@ -203,6 +195,7 @@ void Exec::endRound() {
 }
 
 void Exec::synchronize() {
+  impl->settle();
   for (int s : {CopyOut, CopyIn})
     complete(*impl, s, impl->issued[s]);
 }
@@ -211,7 +204,8 @@ int64_t Exec::deviceBytes() const {
   int64_t total = prog.arenaBytes + 4;
   for (size_t i = 0; i < wInfo.size(); ++i)
     total += 4 * (impl->w[i].size() + impl->g[i].size() + impl->m[i].size() +
-                  impl->v[i].size());
+                  impl->v[i].size()) +
+             2 * impl->wCopy[i].size();
   return total;
 }
 
@@ -222,6 +216,7 @@ void Exec::readWeight(int32_t id, float *out) {
 }
 void Exec::writeWeight(int32_t id, const float *in) {
   std::memcpy(impl->w[id].data(), in, impl->w[id].size() * 4);
+  impl->copyStale[id] = true;
 }
 void Exec::readMomentum(int32_t id, float *out) {
   std::memcpy(out, impl->m[id].data(), impl->m[id].size() * 4);
@@ -236,275 +231,6 @@ void Exec::writeSecondMoment(int32_t id, const float *in) {
   std::memcpy(impl->v[id].data(), in, impl->v[id].size() * 4);
 }
 
-// --- operations: the reference kernels, run at issue ---
-
-void Exec::convForward(const ConvParams &p, int32_t, const float *x,
-                       const float *w, const float *b, float *y, int64_t wsOff,
-                       int64_t wsBytes) {
-  rt::convForward(p, n, x, w, b, y);
-  if (wsBytes > 0)
-    poison(impl->arena, wsOff, wsBytes);
-}
-void Exec::convBackwardData(const ConvParams &p, int32_t, const float *w,
-                            const float *dy, float *dx, bool acc, int64_t wsOff,
-                            int64_t wsBytes) {
-  rt::convBackwardData(p, n, w, dy, dx, acc);
-  if (wsBytes > 0)
-    poison(impl->arena, wsOff, wsBytes);
-}
-void Exec::convBackwardFilter(const ConvParams &p, int32_t, const float *x,
-                              const float *dy, float *dw, float *db, bool acc,
-                              int64_t wsOff, int64_t wsBytes) {
-  rt::convBackwardFilter(p, n, x, dy, dw, db, acc);
-  if (wsBytes > 0)
-    poison(impl->arena, wsOff, wsBytes);
-}
-void Exec::convTransposeBackwardData(const ConvParams &p, const float *dy,
-                                     const float *w, float *dx, bool acc) {
-  if (!dx)
-    return;
-  if (!acc) {
-    rt::convForward(p, n, dy, w, nullptr, dx);
-    return;
-  }
-  std::vector<float> t(static_cast<size_t>(n * p.cout * p.hout * p.wout));
-  rt::convForward(p, n, dy, w, nullptr, t.data());
-  for (size_t i = 0; i < t.size(); ++i)
-    dx[i] += t[i];
-}
-void Exec::poolForward(const PoolParams &p, const float *x, float *y) {
-  rt::poolForward(p, n, x, y);
-}
-void Exec::poolBackward(const PoolParams &p, const float *x, const float *y,
-                        const float *dy, float *dx, bool acc) {
-  rt::poolBackward(p, n, x, y, dy, dx, acc);
-}
-void Exec::gapForward(int64_t c, int64_t spatial, const float *x, float *y) {
-  rt::globalAvgPoolForward(n, c, spatial, x, y);
-}
-void Exec::gapBackward(int64_t c, int64_t spatial, const float *dy, float *dx,
-                       bool acc) {
-  rt::globalAvgPoolBackward(n, c, spatial, dy, dx, acc);
-}
-void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
-                      float *y) {
-  rt::activationForward(p, perSample * n, x, y);
-}
-void Exec::actBackward(const ActParams &p, int64_t perSample, const float *src,
-                       const float *dy, float *dx, bool acc) {
-  rt::activationBackward(p, perSample * n, src, dy, dx, acc);
-}
-void Exec::bnForward(const BatchNormParams &p, const float *x,
-                     const float *scale, const float *bias, float *runMean,
-                     float *runVar, float *y, float *saved,
-                     bool updateRunning) {
-  rt::batchNormForward(p, n, x, scale, bias, runMean, runVar, y, saved,
-                       saved + p.c, updateRunning);
-}
-void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
-                   const float *bias, const float *saved, float *y) {
-  rt::batchNormApply(p, n, x, scale, bias, saved, saved + p.c, y);
-}
-void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
-                          const float *scale, const float *saved,
-                          const float *dy, float *dx, bool acc) {
-  rt::batchNormBackwardData(p, n, x, scale, saved, saved + p.c, dy, dx, acc);
-}
-void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
-                            const float *saved, const float *dy, float *dscale,
-                            float *dbias, bool acc) {
-  rt::batchNormBackwardWeight(p, n, x, saved, saved + p.c, dy, dscale, dbias,
-                              acc);
-}
-void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
-                        bool acc) {
-  rt::batchNormChunkStatistics(p, n, x, stats, acc);
-}
-void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
-                      float *runVar) {
-  rt::batchNormFinalize(p, stats, runMean, runVar);
-}
-void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
-                               const float *scale, const float *saved,
-                               const float *dscale, const float *dbias,
-                               const float *dy, float *dx, bool acc) {
-  if (!dx)
-    return;
-  rt::batchNormBackwardDataBatch(p, n, double(prog.batch * p.spatial), x, scale,
-                                 saved, dscale, dbias, dy, dx, acc);
-}
-void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
-  rt::lrnForward(p, n, x, y);
-}
-void Exec::lrnBackward(const LRNParams &p, const float *x, const float *y,
-                       const float *dy, float *dx, bool acc) {
-  rt::lrnBackward(p, n, x, y, dy, dx, acc);
-}
-void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
-                          const float *x, float *y) {
-  rt::dropoutForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample, x,
-                     y);
-}
-void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
-                           const float *dy, float *dx, bool acc) {
-  rt::dropoutBackward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
-                      dy, dx, acc);
-}
-void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
-                       const float *b, float *y) {
-  rt::gemmForward(p, n * p.rows, x, w, b, y);
-}
-void Exec::gemmBackwardData(const GemmParams &p, const float *w,
-                            const float *dy, float *dx, bool acc) {
-  rt::gemmBackwardData(p, n * p.rows, w, dy, dx, acc);
-}
-void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
-                              const float *dy, float *dw, float *db, bool acc) {
-  rt::gemmBackwardWeight(p, n * p.rows, x, dy, dw, db, acc);
-}
-void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
-                         float *y) {
-  rt::binaryForward(p, n, a, b, y);
-}
-void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
-                          const float *dy, float *da, float *db, bool accA,
-                          bool accB) {
-  rt::binaryBackward(p, n, a, b, dy, da, db, accA, accB);
-}
-void Exec::concatForward(int64_t numInputs, const int64_t *parts,
-                         const float *const *inputs, float *y, int64_t rows) {
-  rt::concatForward(n * rows, numInputs, parts, inputs, y);
-}
-void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
-                          const float *dy, float *const *dInputs,
-                          const bool *acc, int64_t rows) {
-  rt::concatBackward(n * rows, numInputs, parts, dy, dInputs, acc);
-}
-void Exec::padForward(const PadParams &p, const float *x, float *y) {
-  rt::padForward(p, n, x, y);
-}
-void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
-                       bool acc) {
-  rt::padBackward(p, n, dy, dx, acc);
-}
-void Exec::softmaxForward(int64_t features, bool log, const float *x, float *y,
-                          int64_t rows) {
-  rt::softmaxForward(n * rows, features, log, x, y);
-}
-void Exec::softmaxBackward(int64_t features, bool log, const float *y,
-                           const float *dy, float *dx, bool acc, int64_t rows) {
-  rt::softmaxBackward(n * rows, features, log, y, dy, dx, acc);
-}
-void Exec::transposeForward(const TransposeParams &p, const float *x,
-                            float *y) {
-  rt::transposeForward(p, n, x, y);
-}
-void Exec::transposeBackward(const TransposeParams &p, const float *dy,
-                             float *dx, bool acc) {
-  rt::transposeBackward(p, n, dy, dx, acc);
-}
-void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
-  rt::sliceForward(p, n, x, y);
-}
-void Exec::expandForward(const ExpandParams &p, const float *x, float *y) {
-  rt::expandForward(p, n, x, y);
-}
-void Exec::expandBackward(const ExpandParams &p, const float *dy, float *dx,
-                          bool acc) {
-  rt::expandBackward(p, n, dy, dx, acc);
-}
-void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
-                         bool acc) {
-  rt::sliceBackward(p, n, dy, dx, acc);
-}
-void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
-                            const float *q, const float *k, const float *v,
-                            const float *mask, float *o, float *lse) {
-  rt::attentionForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
-                       q, k, v, mask, o, lse);
-}
-void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
-                             const float *q, const float *k, const float *v,
-                             const float *mask, const float *o,
-                             const float *lse, const float *dO, float *dq,
-                             float *dk, float *dv, bool accQ, bool accK,
-                             bool accV) {
-  rt::attentionBackward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
-                        q, k, v, mask, o, lse, dO, dq, dk, dv, accQ, accK,
-                        accV);
-}
-void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
-                              const float *b, float *y) {
-  rt::batchMatMulForward(p, n, a, b, y);
-}
-void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
-                               const float *b, const float *dy, float *da,
-                               float *db, bool accA, bool accB) {
-  rt::batchMatMulBackward(p, n, a, b, dy, da, db, accA, accB);
-}
-void Exec::layerNormForward(const LayerNormParams &p, const float *x,
-                            const float *scale, const float *bias, float *y) {
-  rt::layerNormForward(p, n, x, scale, bias, y);
-}
-void Exec::layerNormBackwardData(const LayerNormParams &p, const float *x,
-                                 const float *scale, const float *dy, float *dx,
-                                 bool acc) {
-  rt::layerNormBackwardData(p, n, x, scale, dy, dx, acc);
-}
-void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
-                                   const float *dy, float *dscale, float *dbias,
-                                   bool acc) {
-  rt::layerNormBackwardWeight(p, n, x, dy, dscale, dbias, acc);
-}
-void Exec::resizeForward(const ResizeParams &p, const float *x, float *y) {
-  rt::resizeForward(p, n, x, y);
-}
-void Exec::resizeBackward(const ResizeParams &p, const float *dy, float *dx,
-                          bool acc) {
-  rt::resizeBackward(p, n, dy, dx, acc);
-}
-void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
-                        float *y) {
-  rt::whereForward(p, n, mask, x, y);
-}
-void Exec::whereBackward(const WhereParams &p, const float *mask,
-                         const float *dy, float *dx, bool acc) {
-  rt::whereBackward(p, n, mask, dy, dx, acc);
-}
-void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,
-                            const float *fixedIds, const float *table,
-                            float *y) {
-  if (ids && !rt::validateIds(n * p.rows, p.vocab, ids))
-    fatal("a token id is outside [0, " + std::to_string(p.vocab) + ")");
-  rt::embeddingForward(p, n, ids, fixedIds, table, y);
-}
-void Exec::embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
-                             const float *fixedIds, const float *dy,
-                             float *dtable, bool acc) {
-  rt::embeddingBackward(p, n, ids, fixedIds, dy, dtable, acc);
-}
-void Exec::copy(int64_t perSample, const float *x, float *y) {
-  if (x != y)
-    std::memmove(y, x, perSample * n * 4);
-}
-void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
-  rt::accumulate(perSample * n, x, y);
-}
-void Exec::loss(const float *logits, const void *labels, float *loss,
-                float *dlogits) {
-  if (firstSample == 0) // the first sub-batch or chunk starts the sum
-    *loss = 0;
-  if (prog.mseLoss) {
-    rt::meanSquaredError(n, prog.labelPerSample, prog.batch, logits,
-                         static_cast<const float *>(labels), loss, dlogits);
-    return;
-  }
-  auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(n * prog.labelPerSample, prog.classes, lab))
-    fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
-  rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
-                          prog.batch, logits, lab, loss, dlogits);
-}
 /// The elements of weight `id` this rank updates: all, or its slice when
 /// the optimizer state is sharded.
 static std::pair<int64_t, int64_t> updated(Exec &x, int64_t count) {
@@ -523,6 +249,7 @@ void Exec::adam(int32_t id) {
   auto [lo, hi] = updated(*this, static_cast<int64_t>(impl->w[id].size()));
   rt::adamUpdate(p, hi - lo, impl->w[id].data() + lo, impl->g[id].data() + lo,
                  impl->m[id].data() + lo, impl->v[id].data() + lo);
+  impl->copyStale[id] = true;
 }
 void Exec::sgd(int32_t id) {
   bool useBuf = prog.hasMomentum && momentum != 0;
@@ -530,9 +257,11 @@ void Exec::sgd(int32_t id) {
   rt::sgdUpdate(hi - lo, lr, momentum, weightDecay, firstIteration,
                 impl->w[id].data() + lo, impl->g[id].data() + lo,
                 useBuf ? impl->m[id].data() + lo : nullptr);
+  impl->copyStale[id] = true;
 }
 
 void Exec::gradientsReady(std::initializer_list<int32_t> weightIds) {
+  impl->settle();
   if (prog.ranks <= 1)
     return;
   bool last = subBatchIndex + 1 == prog.numSubBatches;
@@ -573,9 +302,11 @@ void Exec::gatherWeights() {
   if (prog.ranks <= 1 || prog.shard < 1)
     return;
   for (size_t id = 0; id < wInfo.size(); ++id)
-    if (wInfo[id].trainable)
+    if (wInfo[id].trainable) {
       comm->allGather(impl->w[id].data(),
                       static_cast<int64_t>(impl->w[id].size()));
+      impl->copyStale[id] = true;
+    }
 }
 
 void Exec::gatherOptimizerState() {

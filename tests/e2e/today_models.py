@@ -292,7 +292,25 @@ class UNet(nn.Module):
         return self.head(d1 + coarse + fine)
 
 
+class SmallCNN(nn.Module):
+    """Two convolutions with BatchNorm, pooling and a linear head: the CNN
+    the mixed-precision tests train (tests/cli/precision_train.sh)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+            nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32),
+            nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Linear(32, classes))
+
+    def forward(self, x):
+        return self.body(x)
+
+
 MODELS = {
+    "cnn-bn": (lambda: SmallCNN(), "image"),
     "gpt": (lambda: GPT(), "tokens"),
     "gpt-tied": (lambda: GPT(tied=True), "tokens"),
     # Dropout on the attention probabilities (compared fused against

@@ -7,7 +7,15 @@ usage: torch_reference.py MODEL.onnx X.npy Y.npy --batch B --iterations N
          --lr F --momentum F --weight-decay F [--optimizer sgd|adam|adamw
          --beta1 F --beta2 F --eps F]
          --losses TRAINER_LOG --trained TRAINED.onnx [--rtol R]
+         [--autocast bf16] [--update-tol T]
 Exit 0 when both agree within tolerance, 1 with a message when not.
+
+By default the reference computes in float64. --autocast bf16 trains in
+float32 under torch.autocast("cpu", dtype=torch.bfloat16), as a mixed
+precision framework does. --update-tol compares what training changed
+instead of the weights: for every weight, the norm of the difference of the
+two updates (trained minus initial) over the norm of torch's update must be
+at most T, and losses must agree within --rtol.
 """
 import argparse
 import re
@@ -18,6 +26,9 @@ import onnx
 import torch
 import torch.nn.functional as F
 from onnx import numpy_helper
+
+# The reference's float type: float64, or float32 under autocast.
+FLOAT = torch.float64
 
 
 def attrs(node):
@@ -144,7 +155,7 @@ def run_graph(model, params, consts, x):
                 y = torch.tensor(a.get("value_int", a.get("value_ints")),
                                  dtype=torch.long)
             if y.dtype == torch.float32:
-                y = y.double()
+                y = y.to(FLOAT)
         elif op == "Shape":
             y = torch.tensor(list(i[0].shape), dtype=torch.long)
             y = y[a.get("start", 0):a.get("end", len(y))]
@@ -168,7 +179,7 @@ def run_graph(model, params, consts, x):
                 y = y.squeeze(ax)
         elif op == "Cast":
             to = a["to"]
-            y = (i[0].double() if to == onnx.TensorProto.FLOAT else
+            y = (i[0].to(FLOAT) if to == onnx.TensorProto.FLOAT else
                  i[0].bool() if to == onnx.TensorProto.BOOL else i[0].long())
         elif op == "Range":
             y = torch.arange(int(i[0]), int(i[1]), int(i[2]), dtype=torch.long)
@@ -274,7 +285,7 @@ def run_graph(model, params, consts, x):
         elif op == "ConstantOfShape":
             v = numpy_helper.to_array(a["value"]) if "value" in a else [0.0]
             y = torch.full([int(d) for d in i[0]], float(v[0]),
-                           dtype=torch.double)
+                           dtype=FLOAT)
         elif op == "SplitToSequence":
             sizes = [int(v) for v in i[1].reshape(-1)]
             y = list(torch.split(i[0], sizes[0] if i[1].dim() == 0 else sizes,
@@ -334,7 +345,12 @@ def main():
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--rtol", type=float, default=2e-4)
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
+    ap.add_argument("--update-tol", type=float, default=None)
     args = ap.parse_args()
+    global FLOAT
+    if args.autocast != "none":
+        FLOAT = torch.float32
 
     torch.manual_seed(0)
     model = onnx.load(args.model)
@@ -349,9 +365,9 @@ def main():
         if t.data_type != onnx.TensorProto.FLOAT:
             consts[t.name] = arr
         elif t.name in bn_stats or t.name in buffers:
-            consts[t.name] = arr.double()
+            consts[t.name] = arr.to(FLOAT)
         else:
-            params[t.name] = arr.double().requires_grad_(True)
+            params[t.name] = arr.to(FLOAT).requires_grad_(True)
     # Eval-mode exports store equal parameters once and recreate the others
     # with Identity; they are separate parameters (as memfit trains them).
     # (A running statistic may share its zeros with a bias.)
@@ -366,7 +382,7 @@ def main():
         else:
             params[n.output[0]] = src.detach().clone().requires_grad_(True)
     X = torch.tensor(np.load(args.x))
-    X = X.long() if X.dtype in (torch.int64, torch.int32) else X.double()
+    X = X.long() if X.dtype in (torch.int64, torch.int32) else X.to(FLOAT)
     Y = torch.tensor(np.load(args.y))
     if args.optimizer == "sgd":
         opt = torch.optim.SGD(list(params.values()), lr=args.lr,
@@ -382,7 +398,10 @@ def main():
         s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
         xb, yb = X[s:s + args.batch], Y[s:s + args.batch]
         opt.zero_grad()
-        out, last = run_graph(model, params, consts, xb)
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=args.autocast == "bf16"):
+            out, last = run_graph(model, params, consts, xb)
+        out = out.to(FLOAT)  # the loss in full precision, as autocast does
         if Y.dtype in (torch.int64, torch.int32):
             # Classes on the last axis for token-id models, else axis 1
             # (memfit's default, --class-axis auto).
@@ -396,7 +415,7 @@ def main():
             else:
                 loss = F.cross_entropy(out, yb.long())
         else:
-            loss = F.mse_loss(out, yb.double())
+            loss = F.mse_loss(out, yb.to(FLOAT))
         loss.backward()
         opt.step()
         losses.append(float(loss))
@@ -413,6 +432,9 @@ def main():
             return 1
     trained = {t.name: numpy_helper.to_array(t)
                for t in onnx.load(args.trained).graph.initializer}
+    if args.update_tol is not None:
+        return compare_updates(model, params, consts, bn_stats, trained,
+                               args.update_tol, len(losses))
     worst = 0.0
     for name, p in list(params.items()) + [(n, consts[n]) for n in bn_stats]:
         if p.requires_grad and p.grad is None:
@@ -429,6 +451,36 @@ def main():
             return 1
     print(f"agree with torch: {len(losses)} losses, worst weight difference "
           f"{worst:.2e}")
+    return 0
+
+
+def compare_updates(model, params, consts, bn_stats, trained, tol, steps):
+    """Each weight's update by the trainer against torch's, relative to
+    torch's (running statistics count as weights)."""
+    initial = {t.name: numpy_helper.to_array(t).astype(np.float64)
+               for t in model.graph.initializer}
+    worst, worst_name = 0.0, ""
+    for name, p in list(params.items()) + [(n, consts[n]) for n in bn_stats]:
+        if p.requires_grad and p.grad is None:
+            continue  # a buffer, not a parameter
+        if name not in trained or name not in initial:
+            continue  # a weight recreated by Identity: its source is checked
+        ref = p.detach().double().numpy() - initial[name]
+        got = trained[name].astype(np.float64) - initial[name]
+        scale = np.linalg.norm(ref)
+        if scale == 0:
+            continue
+        err = np.linalg.norm(got - ref) / scale
+        if __import__("os").environ.get("REFDEBUG"):
+            print(name, err)
+        if err > worst:
+            worst, worst_name = err, name
+    if worst > tol:
+        print(f"weight {worst_name}: update differs by {worst:.3g} of "
+              f"torch's (tolerance {tol})")
+        return 1
+    print(f"agree with torch: {steps} losses, worst weight update "
+          f"difference {worst:.2e} ({worst_name})")
     return 0
 
 

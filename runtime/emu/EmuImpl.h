@@ -1,0 +1,91 @@
+//===- EmuImpl.h - The CPU emulation's state ------------------*- C++ -*-===//
+//
+// What the emulation's Exec holds, shared by its files: Exec.cpp (memory,
+// streams, updates, collectives), Ops.cpp (the operations) and
+// Precision.cpp (16-bit storage, TF32 inputs, the loss scale).
+//
+// Arena addressing: the arena is a vector of floats, one float slot per
+// `slotBytes` planned bytes: 4 in fp32 and tf32 programs, 2 in bf16 and
+// fp16 ones. A 16-bit block of k elements then fills exactly the k slots
+// its planned bytes map to and holds each element as the fp32 value of its
+// 16-bit pattern (exact), so a wrong offset or an overlap corrupts real
+// data as in fp32 programs. A 4-byte block in a 16-bit program fills the
+// first half of its slots.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_EMU_EMUIMPL_H
+#define MEMFIT_RUNTIME_EMU_EMUIMPL_H
+
+#include "runtime/Exec.h"
+
+#include <deque>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace memfit::rt {
+
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+struct Pending {
+  enum Kind { Out, In, Poison } kind;
+  int64_t offset = 0, bytes = 0;
+  const char *src = nullptr; // In: host source
+  char *dst = nullptr;       // Out: host destination
+  // Out: ranges released on another stream while this copy was pending;
+  // poisoned once it has read them.
+  std::vector<std::pair<int64_t, int64_t>> thenPoison = {};
+  // In: real bytes to copy when the host source is smaller than the
+  // planned range's real bytes (4-byte host values into 16-bit slots of
+  // the input, ids and labels); 0: the range's.
+  int64_t realBytes = 0;
+};
+
+struct Exec::Impl {
+  std::vector<float> arena;
+  int64_t slotBytes = 4; // planned bytes per float slot of the arena
+  std::vector<std::vector<float>> w, g, m, v;
+  /// Shard 2: this rank's slice of each gradient, summed over the ranks and
+  /// accumulated over the sub-batches.
+  std::vector<std::vector<float>> gSlice;
+  std::vector<std::vector<char>> slots;
+  std::vector<float> input;
+  std::vector<char> labels;
+  float loss = 0;
+  // Per copy stream: issued copies, how many are complete.
+  std::deque<Pending> queue[3];
+  int64_t issued[3] = {0, 0, 0}, done[3] = {0, 0, 0};
+  // Per event: stream and the count of that stream's copies it covers.
+  std::vector<std::pair<int, int64_t>> events;
+  std::vector<bool> recorded;
+
+  // --- precision (Precision.cpp) ---
+  Precision precision = Precision::FP32;
+  /// 16-bit working copies; stale after the master changed.
+  std::vector<std::vector<float>> wCopy;
+  std::vector<bool> copyStale;
+  /// 16-bit blocks handed to the operation now running: rounded when it
+  /// is done (settle).
+  std::vector<std::pair<float *, int64_t>> stores16;
+  /// TF32: rounded copies of a tensor-core operation's inputs.
+  std::vector<float> tf32In[3];
+
+  /// Real bytes of the emulation for planned arena bytes.
+  int64_t real(int64_t planned) const { return planned * 4 / slotBytes; }
+  /// Rounds the 16-bit blocks the last operation received.
+  void settle();
+  /// TF32 programs: `count` values at p rounded to TF32 in scratch k (what
+  /// a tensor core reads); others: p itself.
+  const float *tensorCoreInput(int k, const float *p, int64_t count);
+};
+
+void poison(Exec::Impl &im, int64_t offset, int64_t bytes);
+/// Rounds `count` values to the program's 16-bit format.
+void roundTo16Bit(Precision p, float *values, int64_t count);
+/// The loss gradient times the loss scale (fp16), before it is stored.
+void scaleLossGradient(float *d, int64_t count, float scale);
+int64_t convWeightCount(const ConvParams &p);
+
+} // namespace memfit::rt
+
+#endif

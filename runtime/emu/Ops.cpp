@@ -1,0 +1,310 @@
+//===- Ops.cpp - The emulation's operations -------------------------------===//
+//
+// Every operation of the compute stream runs the CPU reference kernels
+// (runtime/cpu) at issue, on the sub-batch's samples; workspaces are
+// poisoned after use, and in TF32 programs the inputs of convolutions and
+// matrix products are rounded to TF32 first (Precision.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/emu/EmuImpl.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace memfit::rt {
+
+// --- operations: the reference kernels, run at issue ---
+
+void Exec::convForward(const ConvParams &p, int32_t, const float *x,
+                       const float *w, const float *b, float *y, int64_t wsOff,
+                       int64_t wsBytes) {
+  x = impl->tensorCoreInput(0, x, n * p.cin * p.hin * p.win);
+  w = impl->tensorCoreInput(1, w, convWeightCount(p));
+  rt::convForward(p, n, x, w, b, y);
+  if (wsBytes > 0)
+    poison(*impl, wsOff, wsBytes);
+}
+void Exec::convBackwardData(const ConvParams &p, int32_t, const float *w,
+                            const float *dy, float *dx, bool acc, int64_t wsOff,
+                            int64_t wsBytes) {
+  w = impl->tensorCoreInput(1, w, convWeightCount(p));
+  dy = impl->tensorCoreInput(2, dy, n * p.cout * p.hout * p.wout);
+  rt::convBackwardData(p, n, w, dy, dx, acc);
+  if (wsBytes > 0)
+    poison(*impl, wsOff, wsBytes);
+}
+void Exec::convBackwardFilter(const ConvParams &p, int32_t, const float *x,
+                              const float *dy, float *dw, float *db, bool acc,
+                              int64_t wsOff, int64_t wsBytes) {
+  x = impl->tensorCoreInput(0, x, n * p.cin * p.hin * p.win);
+  dy = impl->tensorCoreInput(2, dy, n * p.cout * p.hout * p.wout);
+  rt::convBackwardFilter(p, n, x, dy, dw, db, acc);
+  if (wsBytes > 0)
+    poison(*impl, wsOff, wsBytes);
+}
+void Exec::convTransposeBackwardData(const ConvParams &p, const float *dy,
+                                     const float *w, float *dx, bool acc) {
+  if (!dx)
+    return;
+  dy = impl->tensorCoreInput(0, dy, n * p.cin * p.hin * p.win);
+  w = impl->tensorCoreInput(1, w, convWeightCount(p));
+  if (!acc) {
+    rt::convForward(p, n, dy, w, nullptr, dx);
+    return;
+  }
+  std::vector<float> t(static_cast<size_t>(n * p.cout * p.hout * p.wout));
+  rt::convForward(p, n, dy, w, nullptr, t.data());
+  for (size_t i = 0; i < t.size(); ++i)
+    dx[i] += t[i];
+}
+void Exec::poolForward(const PoolParams &p, const float *x, float *y) {
+  rt::poolForward(p, n, x, y);
+}
+void Exec::poolBackward(const PoolParams &p, const float *x, const float *y,
+                        const float *dy, float *dx, bool acc) {
+  rt::poolBackward(p, n, x, y, dy, dx, acc);
+}
+void Exec::gapForward(int64_t c, int64_t spatial, const float *x, float *y) {
+  rt::globalAvgPoolForward(n, c, spatial, x, y);
+}
+void Exec::gapBackward(int64_t c, int64_t spatial, const float *dy, float *dx,
+                       bool acc) {
+  rt::globalAvgPoolBackward(n, c, spatial, dy, dx, acc);
+}
+void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
+                      float *y) {
+  rt::activationForward(p, perSample * n, x, y);
+}
+void Exec::actBackward(const ActParams &p, int64_t perSample, const float *src,
+                       const float *dy, float *dx, bool acc) {
+  rt::activationBackward(p, perSample * n, src, dy, dx, acc);
+}
+void Exec::bnForward(const BatchNormParams &p, const float *x,
+                     const float *scale, const float *bias, float *runMean,
+                     float *runVar, float *y, float *saved,
+                     bool updateRunning) {
+  rt::batchNormForward(p, n, x, scale, bias, runMean, runVar, y, saved,
+                       saved + p.c, updateRunning);
+}
+void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
+                   const float *bias, const float *saved, float *y) {
+  rt::batchNormApply(p, n, x, scale, bias, saved, saved + p.c, y);
+}
+void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
+                          const float *scale, const float *saved,
+                          const float *dy, float *dx, bool acc) {
+  rt::batchNormBackwardData(p, n, x, scale, saved, saved + p.c, dy, dx, acc);
+}
+void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
+                            const float *saved, const float *dy, float *dscale,
+                            float *dbias, bool acc) {
+  rt::batchNormBackwardWeight(p, n, x, saved, saved + p.c, dy, dscale, dbias,
+                              acc);
+}
+void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
+                        bool acc) {
+  rt::batchNormChunkStatistics(p, n, x, stats, acc);
+}
+void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
+                      float *runVar) {
+  rt::batchNormFinalize(p, stats, runMean, runVar);
+}
+void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
+                               const float *scale, const float *saved,
+                               const float *dscale, const float *dbias,
+                               const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  rt::batchNormBackwardDataBatch(p, n, double(prog.batch * p.spatial), x, scale,
+                                 saved, dscale, dbias, dy, dx, acc);
+}
+void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
+  rt::lrnForward(p, n, x, y);
+}
+void Exec::lrnBackward(const LRNParams &p, const float *x, const float *y,
+                       const float *dy, float *dx, bool acc) {
+  rt::lrnBackward(p, n, x, y, dy, dx, acc);
+}
+void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
+                          const float *x, float *y) {
+  rt::dropoutForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample, x,
+                     y);
+}
+void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
+                           const float *dy, float *dx, bool acc) {
+  rt::dropoutBackward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
+                      dy, dx, acc);
+}
+void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
+                       const float *b, float *y) {
+  x = impl->tensorCoreInput(0, x, n * p.rows * p.k);
+  w = impl->tensorCoreInput(1, w, p.k * p.m);
+  rt::gemmForward(p, n * p.rows, x, w, b, y);
+}
+void Exec::gemmBackwardData(const GemmParams &p, const float *w,
+                            const float *dy, float *dx, bool acc) {
+  w = impl->tensorCoreInput(1, w, p.k * p.m);
+  dy = impl->tensorCoreInput(2, dy, n * p.rows * p.m);
+  rt::gemmBackwardData(p, n * p.rows, w, dy, dx, acc);
+}
+void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
+                              const float *dy, float *dw, float *db, bool acc) {
+  x = impl->tensorCoreInput(0, x, n * p.rows * p.k);
+  dy = impl->tensorCoreInput(2, dy, n * p.rows * p.m);
+  rt::gemmBackwardWeight(p, n * p.rows, x, dy, dw, db, acc);
+}
+void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
+                         float *y) {
+  rt::binaryForward(p, n, a, b, y);
+}
+void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
+                          const float *dy, float *da, float *db, bool accA,
+                          bool accB) {
+  rt::binaryBackward(p, n, a, b, dy, da, db, accA, accB);
+}
+void Exec::concatForward(int64_t numInputs, const int64_t *parts,
+                         const float *const *inputs, float *y, int64_t rows) {
+  rt::concatForward(n * rows, numInputs, parts, inputs, y);
+}
+void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
+                          const float *dy, float *const *dInputs,
+                          const bool *acc, int64_t rows) {
+  rt::concatBackward(n * rows, numInputs, parts, dy, dInputs, acc);
+}
+void Exec::padForward(const PadParams &p, const float *x, float *y) {
+  rt::padForward(p, n, x, y);
+}
+void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
+                       bool acc) {
+  rt::padBackward(p, n, dy, dx, acc);
+}
+void Exec::softmaxForward(int64_t features, bool log, const float *x, float *y,
+                          int64_t rows) {
+  rt::softmaxForward(n * rows, features, log, x, y);
+}
+void Exec::softmaxBackward(int64_t features, bool log, const float *y,
+                           const float *dy, float *dx, bool acc, int64_t rows) {
+  rt::softmaxBackward(n * rows, features, log, y, dy, dx, acc);
+}
+void Exec::transposeForward(const TransposeParams &p, const float *x,
+                            float *y) {
+  rt::transposeForward(p, n, x, y);
+}
+void Exec::transposeBackward(const TransposeParams &p, const float *dy,
+                             float *dx, bool acc) {
+  rt::transposeBackward(p, n, dy, dx, acc);
+}
+void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
+  rt::sliceForward(p, n, x, y);
+}
+void Exec::expandForward(const ExpandParams &p, const float *x, float *y) {
+  rt::expandForward(p, n, x, y);
+}
+void Exec::expandBackward(const ExpandParams &p, const float *dy, float *dx,
+                          bool acc) {
+  rt::expandBackward(p, n, dy, dx, acc);
+}
+void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
+                         bool acc) {
+  rt::sliceBackward(p, n, dy, dx, acc);
+}
+void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
+                            const float *q, const float *k, const float *v,
+                            const float *mask, float *o, float *lse) {
+  rt::attentionForward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
+                       q, k, v, mask, o, lse);
+}
+void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
+                             const float *q, const float *k, const float *v,
+                             const float *mask, const float *o,
+                             const float *lse, const float *dO, float *dq,
+                             float *dk, float *dv, bool accQ, bool accK,
+                             bool accV) {
+  rt::attentionBackward(p, n, dropoutKey(seed, iteration, taskKey), firstSample,
+                        q, k, v, mask, o, lse, dO, dq, dk, dv, accQ, accK,
+                        accV);
+}
+void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
+                              const float *b, float *y) {
+  a = impl->tensorCoreInput(0, a, n * p.aBatch * p.m * p.k);
+  b = impl->tensorCoreInput(1, b, n * p.bBatch * p.k * p.cols);
+  rt::batchMatMulForward(p, n, a, b, y);
+}
+void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
+                               const float *b, const float *dy, float *da,
+                               float *db, bool accA, bool accB) {
+  // The sum of a shared operand's gradients compares a with b: keep it.
+  bool same = a == b;
+  a = impl->tensorCoreInput(0, a, n * p.aBatch * p.m * p.k);
+  b = same ? a : impl->tensorCoreInput(1, b, n * p.bBatch * p.k * p.cols);
+  dy = impl->tensorCoreInput(2, dy, n * p.batch * p.m * p.cols);
+  rt::batchMatMulBackward(p, n, a, b, dy, da, db, accA, accB);
+}
+void Exec::layerNormForward(const LayerNormParams &p, const float *x,
+                            const float *scale, const float *bias, float *y) {
+  rt::layerNormForward(p, n, x, scale, bias, y);
+}
+void Exec::layerNormBackwardData(const LayerNormParams &p, const float *x,
+                                 const float *scale, const float *dy, float *dx,
+                                 bool acc) {
+  rt::layerNormBackwardData(p, n, x, scale, dy, dx, acc);
+}
+void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
+                                   const float *dy, float *dscale, float *dbias,
+                                   bool acc) {
+  rt::layerNormBackwardWeight(p, n, x, dy, dscale, dbias, acc);
+}
+void Exec::resizeForward(const ResizeParams &p, const float *x, float *y) {
+  rt::resizeForward(p, n, x, y);
+}
+void Exec::resizeBackward(const ResizeParams &p, const float *dy, float *dx,
+                          bool acc) {
+  rt::resizeBackward(p, n, dy, dx, acc);
+}
+void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
+                        float *y) {
+  rt::whereForward(p, n, mask, x, y);
+}
+void Exec::whereBackward(const WhereParams &p, const float *mask,
+                         const float *dy, float *dx, bool acc) {
+  rt::whereBackward(p, n, mask, dy, dx, acc);
+}
+void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,
+                            const float *fixedIds, const float *table,
+                            float *y) {
+  if (ids && !rt::validateIds(n * p.rows, p.vocab, ids))
+    fatal("a token id is outside [0, " + std::to_string(p.vocab) + ")");
+  rt::embeddingForward(p, n, ids, fixedIds, table, y);
+}
+void Exec::embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
+                             const float *fixedIds, const float *dy,
+                             float *dtable, bool acc) {
+  rt::embeddingBackward(p, n, ids, fixedIds, dy, dtable, acc);
+}
+void Exec::copy(int64_t perSample, const float *x, float *y) {
+  if (x != y)
+    std::memmove(y, x, perSample * n * 4);
+}
+void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
+  rt::accumulate(perSample * n, x, y);
+}
+void Exec::loss(const float *logits, const void *labels, float *loss,
+                float *dlogits) {
+  if (firstSample == 0) // the first sub-batch or chunk starts the sum
+    *loss = 0;
+  if (prog.mseLoss) {
+    rt::meanSquaredError(n, prog.labelPerSample, prog.batch, logits,
+                         static_cast<const float *>(labels), loss, dlogits);
+    scaleLossGradient(dlogits, n * prog.labelPerSample, lossScale);
+    return;
+  }
+  auto *lab = static_cast<const int32_t *>(labels);
+  if (!rt::validateLabels(n * prog.labelPerSample, prog.classes, lab))
+    fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
+  rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
+                          prog.batch, logits, lab, loss, dlogits);
+  scaleLossGradient(dlogits, n * prog.lossOuter * prog.classes * prog.lossInner,
+                    lossScale);
+}
+} // namespace memfit::rt
