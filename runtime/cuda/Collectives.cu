@@ -39,6 +39,16 @@ int64_t sliceOf(const Exec &x, int64_t count) {
 
 } // namespace
 
+void cuda::destroyCollectives(Exec::Impl &im) {
+  if (im.nccl)
+    ncclCommDestroy(im.nccl);
+  if (im.coll)
+    cudaStreamDestroy(im.coll);
+  for (cudaEvent_t ev : {im.computeMark, im.collDone})
+    if (ev)
+      cudaEventDestroy(ev);
+}
+
 /// NCCL, its stream and events, made at the first collective (the
 /// communicator is set after the Exec is built).
 static void ensureNccl(Exec &x, Exec::Impl &im) {

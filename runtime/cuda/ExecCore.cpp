@@ -225,13 +225,7 @@ Exec::~Exec() {
     for (float *p : *list)
       if (p)
         cudaFree(p);
-  if (im.nccl)
-    ncclCommDestroy(im.nccl);
-  if (im.coll)
-    cudaStreamDestroy(im.coll);
-  for (cudaEvent_t ev : {im.computeMark, im.collDone})
-    if (ev)
-      cudaEventDestroy(ev);
+  cuda::destroyCollectives(im);
   if (im.loss)
     cudaFree(im.loss);
   if (im.arena)

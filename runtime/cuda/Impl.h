@@ -40,6 +40,9 @@ namespace memfit::rt {
 namespace cuda {
 
 void check(const Exec &x, cudaError_t e, const char *call);
+/// Frees NCCL's communicator, stream and events (Collectives.cu; the call
+/// also brings that file's Exec members into every trainer's link).
+void destroyCollectives(Exec::Impl &im);
 void check(const Exec &x, cudnnStatus_t s, const char *call);
 void check(const Exec &x, cublasStatus_t s, const char *call);
 
