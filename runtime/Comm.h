@@ -2,10 +2,10 @@
 //
 // What a trainer needs of its peers: its rank, and sums and gathers of
 // float buffers split into per-rank slices (each ceil(count / size) long,
-// the last ones shorter, as TaskGraph.h's shardSlice). The generated main
-// picks the implementation: serialComm() (one rank, nothing to do) or
-// mpiComm() (runtime/comm/Mpi.cpp, Open MPI: the trainer runs under
-// mpirun), so that one-rank trainers never link MPI.
+// the last ones shorter, as Autodiff.cpp's shardWeightSide sizes them). The
+// generated main picks the implementation: serialComm() (one rank, nothing
+// to do) or mpiComm() (runtime/comm/Mpi.cpp, Open MPI: the trainer runs
+// under mpirun), so that one-rank trainers never link MPI.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_COMM_H

@@ -213,42 +213,34 @@ struct Builtin {
   const char *name, *description;
   double tflops, memGBps, memGiB, linkGBps;
   int64_t sms;
-  double tf32, bf16, fp16; // dense tensor-core TFLOP/s, 0: none
+  double tf32, bf16, fp16;        // dense tensor-core TFLOP/s, 0: none
+  double nvlinkGBps, networkGBps; // per direction; 0: no NVLink
 };
 
 // Datasheet values; docs/cost-model.md gives the source of each row. Host
 // links are PCIe x16 per direction: Gen3 15.75 GB/s, Gen4 31.5, Gen5 63.
 // Tensor-core rates are dense (the datasheets' sparsity figures halved).
+// Collective links per GPU and direction (docs/data-parallel.md): NVLink
+// links x 25 GB/s (P100: 4 x 20), and the InfiniBand NIC of the machines
+// these GPUs shipped in (FDR 56, EDR 100, HDR 200, NDR 400 Gb/s).
 const Builtin kBuiltins[] = {
-    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 15, 0, 0, 0},
+    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 15, 0, 0, 0, 0, 7},
     {"titanx-maxwell", "NVIDIA GeForce GTX TITAN X (Maxwell) 12GB", 6.14, 336.5,
-     12, 15.75, 24, 0, 0, 0},
-    {"p100", "NVIDIA Tesla P100 SXM2 16GB", 10.6, 732, 16, 15.75, 56, 0, 0, 0},
-    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 80, 0, 0,
-     125},
+     12, 15.75, 24, 0, 0, 0, 0, 7},
+    {"p100", "NVIDIA Tesla P100 SXM2 16GB", 10.6, 732, 16, 15.75, 56, 0, 0, 0,
+     80, 12.5},
+    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 80, 0, 0, 125,
+     150, 12.5},
     {"a100-40g", "NVIDIA A100 SXM4 40GB", 19.5, 1555, 40, 31.5, 108, 156, 312,
-     312},
+     312, 300, 25},
     {"a100-80g", "NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, 31.5, 108, 156, 312,
-     312},
-    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 114, 378, 756,
-     756},
+     312, 300, 25},
+    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 114, 378, 756, 756,
+     0, 50},
     {"h100-sxm", "NVIDIA H100 SXM5 80GB", 67, 3350, 80, 63, 132, 494.7, 989.4,
-     989.4},
+     989.4, 450, 50},
     {"h200", "NVIDIA H200 SXM 141GB", 67, 4800, 141, 63, 132, 494.7, 989.4,
-     989.4},
-};
-
-/// Interconnects, per GPU and direction (datasheets; docs/data-parallel.md):
-/// NVLink links x 25 GB/s (P100: 4 x 20), and the InfiniBand NIC of the
-/// machines these GPUs shipped in (FDR 56, EDR 100, HDR 200, NDR 400 Gb/s).
-struct BuiltinLinks {
-  const char *name;
-  double nvlinkGBps, networkGBps;
-};
-const BuiltinLinks kBuiltinLinks[] = {
-    {"k40m", 0, 7},       {"titanx-maxwell", 0, 7}, {"p100", 80, 12.5},
-    {"v100", 150, 12.5},  {"a100-40g", 300, 25},    {"a100-80g", 300, 25},
-    {"h100-pcie", 0, 50}, {"h100-sxm", 450, 50},    {"h200", 450, 50},
+     989.4, 450, 50},
 };
 
 DeviceSpec fromBuiltin(const Builtin &b) {
@@ -263,11 +255,8 @@ DeviceSpec fromBuiltin(const Builtin &b) {
   s.memoryBytes = static_cast<int64_t>(std::llround(b.memGiB * kGiB));
   s.h2dBandwidth = s.d2hBandwidth = b.linkGBps * 1e9;
   s.smCount = b.sms;
-  for (const BuiltinLinks &l : kBuiltinLinks)
-    if (std::string_view(l.name) == b.name) {
-      s.nvlinkBandwidth = l.nvlinkGBps * 1e9;
-      s.networkBandwidth = l.networkGBps * 1e9;
-    }
+  s.nvlinkBandwidth = b.nvlinkGBps * 1e9;
+  s.networkBandwidth = b.networkGBps * 1e9;
   // Every GPU takes the same calibration: it was fitted to predict GPUs
   // from their datasheet numbers (docs/benchmarks/cost-model.md).
   applyCalibration(s, calibratedDefaults());

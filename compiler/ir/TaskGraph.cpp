@@ -109,13 +109,6 @@ std::string_view linkName(DataParallel::Link l) {
   return "?";
 }
 
-std::pair<int64_t, int64_t> shardSlice(int64_t count, int32_t rank,
-                                       int32_t ranks) {
-  int64_t per = (count + ranks - 1) / ranks;
-  int64_t lo = std::min(count, per * rank);
-  return {lo, std::min(count, lo + per)};
-}
-
 int64_t TaskGraph::weightSideBytes() const {
   int64_t total = collectiveBufferBytes;
   for (const Block &b : blocks)

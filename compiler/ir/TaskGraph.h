@@ -192,11 +192,6 @@ struct DataParallel {
 };
 std::string_view linkName(DataParallel::Link l);
 
-/// Rank r's slice of `count` elements split over `ranks`: [lo, hi), every
-/// slice ceil(count / ranks) long but the last ones (possibly empty).
-std::pair<int64_t, int64_t> shardSlice(int64_t count, int32_t rank,
-                                       int32_t ranks);
-
 struct TaskGraph {
   /// The forward graph, for codegen and reports (names, attributes);
   /// passes read `layers` instead.
