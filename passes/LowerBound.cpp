@@ -1,5 +1,6 @@
 //===- LowerBound.cpp - The smallest budget any plan can meet -------------===//
 #include "passes/LowerBound.h"
+#include "compiler/cost/AnalyticCost.h"
 
 namespace memfit {
 
@@ -8,7 +9,9 @@ LowerBound computeLowerBound(const TaskGraph &tg, int64_t subBatch) {
   lb.subBatch = subBatch;
   lb.weightSideBytes = tg.weightSideBytes();
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
-    int64_t fp = tg.taskFootprint(t, subBatch);
+    // A 16-bit convolution's backward-filter needs its staging room even
+    // with the zero-workspace algorithm.
+    int64_t fp = tg.taskFootprint(t, subBatch) + convGradStagingBytes(tg, t);
     if (fp > lb.taskBytes) {
       lb.taskBytes = fp;
       lb.task = t;

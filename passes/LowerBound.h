@@ -25,7 +25,8 @@ struct LowerBound {
 /// At sub-batch `b` (1 gives Mmin; an exact plan of a model with BatchNorm
 /// runs whole batches, so its floor is at the batch). Implicit-GEMM
 /// convolutions and every other task run without workspace, so footprints are
-/// blocks only.
+/// blocks only, plus the 16-bit weight-gradient staging of a bf16 or fp16
+/// program's convolution backward-filter (convGradStagingBytes).
 LowerBound computeLowerBound(const TaskGraph &tg, int64_t subBatch = 1);
 
 } // namespace memfit

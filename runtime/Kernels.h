@@ -28,6 +28,16 @@ struct ConvParams {
   int64_t dh, dw;
   int64_t group;
 };
+/// Arena bytes a 16-bit program's convolution backward-filter stages its
+/// weight gradient in, at the start of the task's planned workspace: the
+/// gradient is computed in 16 bits (what cuDNN's backward filter writes for
+/// 16-bit inputs, and what torch.autocast's gradient of a 16-bit weight
+/// copy is) and then added to the fp32 master gradient. The algorithm's own
+/// workspace follows, 256-byte aligned. Both backends use this; the planner
+/// has a twin (compiler/cost/ConvAlgo.h) that ConvAlgoTest holds equal.
+inline int64_t convGradStagingBytes(int64_t weightCount) {
+  return (weightCount * 2 + 255) / 256 * 256;
+}
 void convForward(const ConvParams &p, int64_t n, const float *x, const float *w,
                  const float *bias /*nullable*/, float *y);
 void convBackwardData(const ConvParams &p, int64_t n, const float *w,

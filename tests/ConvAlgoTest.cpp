@@ -1,6 +1,10 @@
 //===- ConvAlgoTest.cpp - Conv algorithms, applicability, formulas --------===//
 #include "compiler/cost/ConvAlgo.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "compiler/cost/AnalyticCost.h"
+#include "compiler/cost/CostModel.h"
+#include "passes/LowerBound.h"
+#include "runtime/Kernels.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>
@@ -148,4 +152,48 @@ TEST_CASE("FLOPs per method", "[conv]") {
   // Fused F(2x2,3x3) multiplies 2.25x less.
   CHECK(convFlops(s, ConvDirection::Forward, (int)FwdAlgo::Winograd) >
         231211008.0 / 2.25);
+}
+
+TEST_CASE("a 16-bit program stages its convolutions' weight gradients",
+          "[conv][precision]") {
+  // The planner's formula and the runtime's twin lay the workspace out
+  // alike: 2 bytes a weight, rounded up to 256.
+  for (int64_t c : {1, 127, 128, 129, 1000, 2359296})
+    CHECK(convGradStagingBytes(c) == rt::convGradStagingBytes(c));
+  CHECK(convGradStagingBytes(128) == 256);
+  CHECK(convGradStagingBytes(129) == 512);
+
+  // 64 -> 32 channels, 3x3: 18432 weights, 36864 bytes staged in bf16.
+  OneConv c(64, 14, 32, 3, 1, 1);
+  auto at = [&](Precision p) {
+    TrainingConfig cfg;
+    cfg.precision = p;
+    auto tg = buildTaskGraph(c.L.g, cfg);
+    REQUIRE(static_cast<bool>(tg));
+    return std::move(*tg);
+  };
+  TaskGraph fp32 = at(Precision::FP32), bf16 = at(Precision::BF16);
+  AnalyticCostModel m(llvm::cantFail(builtinDevice("h100-sxm")));
+  CostTable t32 = buildCostTable(m, fp32, 4), t16 = buildCostTable(m, bf16, 4);
+  int checked = 0;
+  for (TaskId t = 0; t < (TaskId)bf16.tasks.size(); ++t) {
+    bool filter = convDirectionOf(bf16, t) == ConvDirection::BackwardFilter;
+    CHECK(convGradStagingBytes(bf16, t) == (filter ? 36864 : 0));
+    CHECK(convGradStagingBytes(fp32, t) == 0);
+    if (!filter)
+      continue;
+    // Every algorithm, the zero-workspace one too, gets the room on top of
+    // its own workspace (the 16-bit im2col of the others is half fp32's).
+    for (const AlgoCost &a : t16.tasks[t])
+      CHECK(a.workspace >= 36864);
+    CHECK(t16.baseline(t).workspace == 36864);
+    CHECK(t32.baseline(t).workspace == 0);
+    ++checked;
+  }
+  CHECK(checked == 1);
+  // The floor counts it: the BP-weight task's footprint at b = 1, its x
+  // and dy in 16 bits plus the staging, is the largest.
+  LowerBound lb = computeLowerBound(bf16);
+  CHECK(lb.taskBytes == 64 * 14 * 14 * 2 + 32 * 14 * 14 * 2 + 36864);
+  CHECK(convDirectionOf(bf16, lb.task) == ConvDirection::BackwardFilter);
 }

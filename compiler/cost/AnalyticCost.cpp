@@ -275,6 +275,26 @@ std::optional<ConvDirection> convDirectionOf(const TaskGraph &tg, TaskId t) {
   }
 }
 
+int64_t convGradStagingBytes(const TaskGraph &tg, TaskId t) {
+  if (dtypeBytes(activationType(tg.precision)) != 2 ||
+      convDirectionOf(tg, t) != ConvDirection::BackwardFilter)
+    return 0;
+  // Only a task that writes the weight's gradient stages it (a frozen
+  // weight's task computes the bias gradient alone).
+  const Task &task = tg.task(t);
+  const ValueId weight = tg.graph->op(task.op).inputs.size() > 1
+                             ? tg.graph->op(task.op).inputs[1]
+                             : kNoId;
+  bool writesWeightGrad = false;
+  for (BlockId b : task.writes)
+    writesWeightGrad |= tg.blocks[b].kind == BlockKind::WeightGrad &&
+                        tg.blocks[b].value == weight;
+  if (!writesWeightGrad)
+    return 0;
+  ConvShape s = convShape(*tg.graph, task.op, 1);
+  return convGradStagingBytes(s.k * (s.c / s.group) * s.kernelSpatial());
+}
+
 namespace {
 
 double elementBytes(const TaskGraph &, const Block &blk) {

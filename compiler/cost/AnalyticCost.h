@@ -72,6 +72,11 @@ struct TaskWork {
 /// The conv direction of task `t`, if it is a Conv op's FP/BP task.
 std::optional<ConvDirection> convDirectionOf(const TaskGraph &tg, TaskId t);
 
+/// Workspace every algorithm of task `t` needs on top of its own: in a
+/// bf16 or fp16 program a convolution's backward-filter stages its 16-bit
+/// weight gradient there (rt::convGradStagingBytes); 0 otherwise.
+int64_t convGradStagingBytes(const TaskGraph &tg, TaskId t);
+
 /// FLOPs of conv algorithm `algo` (its method's arithmetic, transforms
 /// included).
 double convFlops(const ConvShape &s, ConvDirection d, int algo);

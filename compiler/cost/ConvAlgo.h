@@ -96,6 +96,16 @@ int convBaselineAlgo(ConvDirection d);
 /// A Conv op at sub-batch b: X [b, c, in...], W [k, c/group, kernel...],
 /// Y [b, k, out...]. Spatial vectors have one entry per spatial axis; `pads`
 /// holds begin pads then end pads.
+/// Workspace bytes a 16-bit program's convolution backward-filter stages
+/// its 16-bit weight gradient of `weightCount` values in (2 bytes each,
+/// rounded up to 256 so the algorithm's own workspace after it stays
+/// aligned). The runtime lays the workspace out by its twin,
+/// rt::convGradStagingBytes in runtime/Kernels.h, which the compiler may
+/// not include; ConvAlgoTest holds the two equal.
+inline int64_t convGradStagingBytes(int64_t weightCount) {
+  return (weightCount * 2 + 255) / 256 * 256;
+}
+
 struct ConvShape {
   int64_t batch = 1, c = 1, k = 1, group = 1;
   std::vector<int64_t> in, kernel, out, strides, pads, dilations;

@@ -233,9 +233,10 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
   table.tasks.resize(tg.tasks.size());
   for (TaskId t = 0; t < static_cast<TaskId>(tg.tasks.size()); ++t) {
     std::vector<AlgoCost> &algos = table.tasks[t];
+    const int64_t staging = convGradStagingBytes(tg, t);
     for (const AlgoChoice &a : m.algorithms(tg, t))
       algos.push_back({a.id, std::string(a.name), m.taskSeconds(tg, t, a.id, b),
-                       m.workspaceBytes(tg, t, a.id, b), a.baseline});
+                       m.workspaceBytes(tg, t, a.id, b) + staging, a.baseline});
     std::sort(algos.begin(), algos.end(),
               [](const AlgoCost &x, const AlgoCost &y) {
                 return std::tie(x.seconds, x.workspace, x.algo) <

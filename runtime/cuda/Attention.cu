@@ -15,16 +15,16 @@
 
 namespace memfit::rt {
 
-using kernels::AttnSample;
+using cuda::View;
+using AttnSample = kernels::AttnSampleT<View>;
 using kernels::kAttnQueryTile;
 
 namespace {
 
 constexpr int64_t kTileFloats = kernels::kAttnTileBytes / sizeof(float);
 
-__device__ AttnSample sampleOf(const AttentionParams &p, int64_t i,
-                               const float *q, const float *k, const float *v,
-                               const float *mask) {
+__device__ AttnSample sampleOf(const AttentionParams &p, int64_t i, View q,
+                               View k, View v, View mask) {
   return {q + i * p.heads * p.t * p.d, k + i * p.kvHeads * p.s * p.d,
           v + i * p.kvHeads * p.s * p.dv, mask, i};
 }
@@ -52,9 +52,8 @@ __device__ void walkKeyTiles(const AttentionParams &p, const AttnSample &a,
 
 /// Block: kAttnQueryTile query rows of one sample and head.
 __global__ void attentionKernel(AttentionParams p, int64_t n, uint64_t key,
-                                int64_t firstSample, const float *q,
-                                const float *k, const float *v,
-                                const float *mask, float *o, float *lse) {
+                                int64_t firstSample, View q, View k, View v,
+                                View mask, View o, View lse) {
   __shared__ float tile[kTileFloats];
   int64_t perHead = kernels::attnTiles(p.t);
   int64_t tiles = n * p.heads * perHead;
@@ -80,11 +79,9 @@ __global__ void attentionKernel(AttentionParams p, int64_t n, uint64_t key,
 
 /// Block: kAttnQueryTile query rows of one sample and head.
 __global__ void attentionGradQKernel(AttentionParams p, int64_t n, uint64_t key,
-                                     int64_t firstSample, const float *q,
-                                     const float *k, const float *v,
-                                     const float *mask, const float *o,
-                                     const float *lse, const float *dO,
-                                     float *dq, bool acc) {
+                                     int64_t firstSample, View q, View k,
+                                     View v, View mask, View o, View lse,
+                                     View dO, View dq, bool acc) {
   __shared__ float tile[kTileFloats];
   int64_t perHead = kernels::attnTiles(p.t);
   int64_t tiles = n * p.heads * perHead;
@@ -111,11 +108,9 @@ __global__ void attentionGradQKernel(AttentionParams p, int64_t n, uint64_t key,
 /// Block: kAttnQueryTile key rows of one sample and K/V head, against every
 /// query tile of the heads that read them, in head order.
 __global__ void attentionGradKVKernel(AttentionParams p, int64_t n,
-                                      uint64_t key, int64_t firstSample,
-                                      const float *q, const float *k,
-                                      const float *v, const float *mask,
-                                      const float *o, const float *lse,
-                                      const float *dO, float *dk, float *dv,
+                                      uint64_t key, int64_t firstSample, View q,
+                                      View k, View v, View mask, View o,
+                                      View lse, View dO, View dk, View dv,
                                       bool accK, bool accV) {
   __shared__ float tile[kTileFloats];
   int64_t perHead = kernels::attnTiles(p.s);
@@ -128,9 +123,9 @@ __global__ void attentionGradKVKernel(AttentionParams p, int64_t n,
     int64_t i = b / (p.kvHeads * perHead), hk = b / perHead % p.kvHeads;
     int64_t s = b % perHead * kAttnQueryTile + threadIdx.x;
     AttnSample a = sampleOf(p, i, q, k, v, mask);
-    const float *oS = o + i * rowsPerSample * p.dv;
-    const float *dOS = dO + i * rowsPerSample * p.dv;
-    const float *lseS = lse + i * rowsPerSample;
+    const View oS = o + i * rowsPerSample * p.dv;
+    const View dOS = dO + i * rowsPerSample * p.dv;
+    const View lseS = lse + i * rowsPerSample;
     kernels::AttnKVGrad grad;
     if (s < p.s)
       kernels::attnGradKVBegin(p, a, hk, s, grad);
@@ -149,8 +144,8 @@ __global__ void attentionGradKVKernel(AttentionParams p, int64_t n,
       }
     if (s < p.s) {
       int64_t head = i * p.kvHeads + hk;
-      kernels::attnGradKVEnd(p, s, grad, dk ? dk + head * p.s * p.d : nullptr,
-                             dv ? dv + head * p.s * p.dv : nullptr, accK, accV);
+      kernels::attnGradKVEnd(p, s, grad, dk + head * p.s * p.d,
+                             dv + head * p.s * p.dv, accK, accV);
     }
   }
 }
@@ -162,8 +157,9 @@ void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
                             const float *mask, float *o, float *lse) {
   int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
   attentionKernel<<<blocksFor(tiles), kAttnQueryTile, 0, impl->compute()>>>(
-      p, n, dropoutKey(seed, iteration, taskKey), firstSample, q, k, v, mask, o,
-      lse);
+      p, n, dropoutKey(seed, iteration, taskKey), firstSample, impl->view(q),
+      impl->view(k), impl->view(v), impl->view(mask), impl->view(o),
+      impl->view(lse));
   impl->done(*this, "attention kernel");
 }
 
@@ -177,15 +173,19 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
   if (dq) {
     int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
     attentionGradQKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
-                           impl->compute()>>>(p, n, key, firstSample, q, k, v,
-                                              mask, o, lse, dO, dq, accQ);
+                           impl->compute()>>>(
+        p, n, key, firstSample, impl->view(q), impl->view(k), impl->view(v),
+        impl->view(mask), impl->view(o), impl->view(lse), impl->view(dO),
+        impl->view(dq), accQ);
     impl->done(*this, "attention dQ kernel");
   }
   if (dk || dv) {
     int64_t tiles = n * p.kvHeads * kernels::attnTiles(p.s);
     attentionGradKVKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
                             impl->compute()>>>(
-        p, n, key, firstSample, q, k, v, mask, o, lse, dO, dk, dv, accK, accV);
+        p, n, key, firstSample, impl->view(q), impl->view(k), impl->view(v),
+        impl->view(mask), impl->view(o), impl->view(lse), impl->view(dO),
+        impl->view(dk), impl->view(dv), accK, accV);
     impl->done(*this, "attention dK/dV kernel");
   }
 }

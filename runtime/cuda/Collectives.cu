@@ -141,8 +141,10 @@ static void gatherAll(Exec &x, Exec::Impl &im,
 }
 
 void Exec::gatherWeights() {
-  if (prog.ranks > 1 && prog.shard >= 1)
+  if (prog.ranks > 1 && prog.shard >= 1) {
     gatherAll(*this, *impl, impl->w);
+    impl->copyStale.assign(impl->copyStale.size(), true);
+  }
 }
 
 void Exec::gatherOptimizerState() {

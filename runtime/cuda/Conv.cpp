@@ -3,11 +3,21 @@
 // Convolutions run through cuDNN's legacy convolution API (still present,
 // though deprecated, in cuDNN 9) with the algorithm the plan chose: its id
 // is cuDNN's own enum value for the direction (compiler/ConvAlgo.h).
-// Cross-correlation, fp32 data and fp32 compute, groups through
-// cudnnSetConvolutionGroupCount, and CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH
-// lets Ampere and later GPUs round through TF32 tensor cores, which is not
-// the fp32 arithmetic the reference kernels define (the profiler measures
-// under the same math type). Accumulating gradients blend with beta = 1.
+// Cross-correlation, fp32 compute, groups through
+// cudnnSetConvolutionGroupCount. fp32 programs use CUDNN_FMA_MATH:
+// CUDNN_DEFAULT_MATH lets Ampere and later GPUs round through TF32 tensor
+// cores, which is not the fp32 arithmetic the reference kernels define (the
+// profiler measures under the same math type); TF32 programs use tensor
+// cores on fp32 data. Accumulating gradients blend with beta = 1.
+//
+// bf16 and fp16 programs run cuDNN's 16-bit data with fp32 compute (its
+// pseudo-half configurations) on tensor cores. cuDNN wants one data type
+// throughout a call, so the pieces that mix a 16-bit activation with an
+// fp32 master are memfit's own kernels: the bias is added to the stored
+// 16-bit output, its gradient summed from dy in double, and the weight
+// gradient is computed in 16 bits into the task's planned staging room
+// (rt::convGradStagingBytes, the start of its workspace) and then added to
+// the fp32 master gradient. The CPU emulation rounds at the same points.
 //
 // cuDNN pads both sides of an axis alike. The model's end pads only show in
 // the output size, so a convolution is run exactly when cuDNN, padding the
@@ -26,6 +36,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 
 namespace memfit::rt {
@@ -45,12 +56,23 @@ int toInt(const Exec &x, int64_t v, const char *what) {
   return static_cast<int>(v);
 }
 
-void setTensor(const Exec &x, cudnnTensorDescriptor_t d, int64_t n, int64_t c,
-               int64_t h, int64_t w) {
+cudnnDataType_t dataType(cuda::Store s) {
+  switch (s) {
+  case cuda::Store::BF16:
+    return CUDNN_DATA_BFLOAT16;
+  case cuda::Store::FP16:
+    return CUDNN_DATA_HALF;
+  default:
+    return CUDNN_DATA_FLOAT;
+  }
+}
+
+void setTensor(const Exec &x, cudnnTensorDescriptor_t d, cudnnDataType_t type,
+               int64_t n, int64_t c, int64_t h, int64_t w) {
   // cuDNN's descriptors hold int strides: one sample must fit.
   toInt(x, c * h * w, "a sample of");
   check(x,
-        cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+        cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type,
                                    toInt(x, n, "batch"),
                                    toInt(x, c, "channels"),
                                    toInt(x, h, "height"), toInt(x, w, "width")),
@@ -58,8 +80,9 @@ void setTensor(const Exec &x, cudnnTensorDescriptor_t d, int64_t n, int64_t c,
 }
 
 ConvEntry &entryFor(const Exec &x, Exec::Impl &im, const ConvParams &p,
-                    int64_t n) {
-  cuda::ConvKey key{p, n};
+                    int64_t n, cuda::Store store) {
+  cuda::ConvKey key{p, n, store};
+  const cudnnDataType_t type = dataType(store);
   auto it = im.convs.find(key);
   if (it != im.convs.end())
     return *it->second;
@@ -75,15 +98,14 @@ ConvEntry &entryFor(const Exec &x, Exec::Impl &im, const ConvParams &p,
   check(x, cudnnCreateFilterDescriptor(&e->w), "cudnnCreateFilterDescriptor");
   check(x, cudnnCreateConvolutionDescriptor(&e->conv),
         "cudnnCreateConvolutionDescriptor");
-  setTensor(x, e->x, n, p.cin, p.hin, p.win);
-  setTensor(x, e->y, n, p.cout, p.hout, p.wout);
-  setTensor(x, e->bias, 1, p.cout, 1, 1);
+  setTensor(x, e->x, type, n, p.cin, p.hin, p.win);
+  setTensor(x, e->y, type, n, p.cout, p.hout, p.wout);
+  setTensor(x, e->bias, type, 1, p.cout, 1, 1);
   check(x,
-        cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                   toInt(x, p.cout, "output channels"),
-                                   toInt(x, p.cin / p.group, "input channels"),
-                                   toInt(x, p.kh, "kernel height"),
-                                   toInt(x, p.kw, "kernel width")),
+        cudnnSetFilter4dDescriptor(
+            e->w, type, CUDNN_TENSOR_NCHW, toInt(x, p.cout, "output channels"),
+            toInt(x, p.cin / p.group, "input channels"),
+            toInt(x, p.kh, "kernel height"), toInt(x, p.kw, "kernel width")),
         "cudnnSetFilter4dDescriptor");
   if (p.padTop < 0 || p.padLeft < 0)
     x.fatal("negative convolution pads are not supported by cuDNN");
@@ -97,12 +119,13 @@ ConvEntry &entryFor(const Exec &x, Exec::Impl &im, const ConvParams &p,
   check(x, cudnnSetConvolutionGroupCount(e->conv, static_cast<int>(p.group)),
         "cudnnSetConvolutionGroupCount");
   // fp32 plans are priced and profiled on FMA units; TF32 plans on tensor
-  // cores, which read TF32-rounded inputs (cuDNN's TENSOR_OP math).
+  // cores, which read TF32-rounded inputs (cuDNN's TENSOR_OP math), and
+  // 16-bit data on tensor cores too.
   check(
       x,
-      cudnnSetConvolutionMathType(e->conv, x.info().precision == Precision::TF32
-                                               ? CUDNN_TENSOR_OP_MATH
-                                               : CUDNN_FMA_MATH),
+      cudnnSetConvolutionMathType(e->conv, x.info().precision == Precision::FP32
+                                               ? CUDNN_FMA_MATH
+                                               : CUDNN_TENSOR_OP_MATH),
       "cudnnSetConvolutionMathType");
   int on = 0, oc = 0, oh = 0, ow = 0;
   check(x,
@@ -193,10 +216,29 @@ static void *workspace(Exec &x, int64_t offset, int64_t bytes) {
   return x.arena(offset);
 }
 
+namespace {
+/// The storage every operand of a cuDNN call shares; a mix is refused.
+cuda::Store sharedStore(const Exec &x, std::initializer_list<cuda::View> vs) {
+  cuda::Store s = cuda::Store::F32;
+  bool first = true;
+  for (const cuda::View &v : vs) {
+    if (!v)
+      continue;
+    if (!first && v.t != s)
+      x.fatal("a convolution whose operands are stored in different types");
+    s = v.t;
+    first = false;
+  }
+  return s;
+}
+} // namespace
+
 void Exec::convForward(const ConvParams &p, int32_t algo, const float *x,
                        const float *w, const float *b, float *y, int64_t wsOff,
                        int64_t wsBytes) {
-  ConvEntry &e = entryFor(*this, *impl, p, n);
+  const cuda::View vx = impl->view(x), vw = impl->view(w), vy = impl->view(y);
+  const cuda::Store store = sharedStore(*this, {vx, vw, vy});
+  ConvEntry &e = entryFor(*this, *impl, p, n, store);
   int32_t a = algoFor(*this, *impl, e, Fwd, algo, wsBytes);
   void *ws = workspace(*this, wsOff, wsBytes);
   const float one = 1, zero = 0;
@@ -204,8 +246,10 @@ void Exec::convForward(const ConvParams &p, int32_t algo, const float *x,
       impl->cudnn, &one, e.x, x, e.w, w, e.conv,
       static_cast<cudnnConvolutionFwdAlgo_t>(a), ws,
       static_cast<size_t>(std::max<int64_t>(wsBytes, 0)), &zero, e.y, y));
-  if (b)
+  if (b && store == cuda::Store::F32)
     MEMFIT_CHECK(cudnnAddTensor(impl->cudnn, &one, e.bias, b, &one, e.y, y));
+  else if (b)
+    cuda::channelBiasAdd(*impl, n, p.cout, p.hout * p.wout, impl->view(b), vy);
   impl->done(*this, "convForward");
 }
 
@@ -213,7 +257,9 @@ void Exec::convTransposeBackwardData(const ConvParams &p, const float *dy,
                                      const float *w, float *dx, bool acc) {
   if (!dx)
     return;
-  ConvEntry &e = entryFor(*this, *impl, p, n);
+  const cuda::Store store =
+      sharedStore(*this, {impl->view(dy), impl->view(w), impl->view(dx)});
+  ConvEntry &e = entryFor(*this, *impl, p, n, store);
   int32_t a = algoFor(*this, *impl, e, Fwd, 0, 0);
   const float one = 1, zero = 0;
   MEMFIT_CHECK(
@@ -228,7 +274,9 @@ void Exec::convBackwardData(const ConvParams &p, int32_t algo, const float *w,
                             int64_t wsBytes) {
   if (!dx)
     return;
-  ConvEntry &e = entryFor(*this, *impl, p, n);
+  const cuda::Store store =
+      sharedStore(*this, {impl->view(w), impl->view(dy), impl->view(dx)});
+  ConvEntry &e = entryFor(*this, *impl, p, n, store);
   int32_t a = algoFor(*this, *impl, e, BwdData, algo, wsBytes);
   void *ws = workspace(*this, wsOff, wsBytes);
   const float one = 1, zero = 0;
@@ -243,20 +291,36 @@ void Exec::convBackwardData(const ConvParams &p, int32_t algo, const float *w,
 void Exec::convBackwardFilter(const ConvParams &p, int32_t algo, const float *x,
                               const float *dy, float *dw, float *db, bool acc,
                               int64_t wsOff, int64_t wsBytes) {
-  ConvEntry &e = entryFor(*this, *impl, p, n);
+  const cuda::View vx = impl->view(x), vdy = impl->view(dy);
+  const cuda::Store store = sharedStore(*this, {vx, vdy});
+  ConvEntry &e = entryFor(*this, *impl, p, n, store);
   const float one = 1, zero = 0;
+  const bool narrow = store != cuda::Store::F32;
   if (dw) {
-    int32_t a = algoFor(*this, *impl, e, BwdFilter, algo, wsBytes);
-    void *ws = workspace(*this, wsOff, wsBytes);
+    // 16-bit data: the gradient goes to the staging room first.
+    const int64_t count = p.cout * (p.cin / p.group) * p.kh * p.kw;
+    const int64_t staging = narrow ? convGradStagingBytes(count) : 0;
+    if (wsBytes < staging)
+      fatal("the plan left no workspace to stage the 16-bit weight gradient");
+    const int64_t algoBytes = wsBytes - staging;
+    int32_t a = algoFor(*this, *impl, e, BwdFilter, algo, algoBytes);
+    void *ws = workspace(*this, wsOff + staging, algoBytes);
+    void *out = narrow ? workspace(*this, wsOff, staging) : dw;
     MEMFIT_CHECK(cudnnConvolutionBackwardFilter(
         impl->cudnn, &one, e.x, x, e.y, dy, e.conv,
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), ws,
-        static_cast<size_t>(std::max<int64_t>(wsBytes, 0)), acc ? &one : &zero,
-        e.w, dw));
+        static_cast<size_t>(std::max<int64_t>(algoBytes, 0)),
+        narrow || !acc ? &zero : &one, e.w, out));
+    if (narrow)
+      cuda::putInto(*impl, count, {static_cast<char *>(out), store},
+                    impl->view(dw), acc);
   }
-  if (db)
+  if (db && !narrow)
     MEMFIT_CHECK(cudnnConvolutionBackwardBias(impl->cudnn, &one, e.y, dy,
                                               acc ? &one : &zero, e.bias, db));
+  else if (db)
+    cuda::channelSum(*impl, n, p.cout, p.hout * p.wout, vdy, impl->view(db),
+                     acc);
   impl->done(*this, "convBackwardFilter");
 }
 

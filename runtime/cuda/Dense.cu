@@ -29,17 +29,18 @@ using cuda::kThreads;
 using cuda::MaxOp;
 using cuda::put;
 using cuda::SumOp;
+using cuda::View;
 
 namespace {
 
-__global__ void biasAddKernel(int64_t n, int64_t m, float beta,
-                              const float *bias, float *y) {
+__global__ void biasAddKernel(int64_t n, int64_t m, float beta, View bias,
+                              View y) {
   MEMFIT_GRID_LOOP(t, n * m) { y[t] += beta * bias[t % m]; }
 }
 
 /// db[j] (put) beta * sum over samples of dy[s, j].
-__global__ void biasGradKernel(int64_t n, int64_t m, float beta,
-                               const float *dy, float *db, bool acc) {
+__global__ void biasGradKernel(int64_t n, int64_t m, float beta, View dy,
+                               View db, bool acc) {
   MEMFIT_GRID_LOOP(j, m) {
     put(db[j], float(double(beta) * kernels::columnSum(dy, n, m, j)), acc);
   }
@@ -54,12 +55,11 @@ template <typename T, typename Op> __device__ T warpAllReduce(T v, Op op) {
 constexpr int kRowThreads = 256;
 
 /// Row max and log(sum(exp(x - max))) over the block.
-__device__ void rowLogSumExp(int64_t features, const float *xs,
-                             double *scratchD, float *scratchF, float &max,
-                             double &logSum) {
+__device__ void rowLogSumExp(int64_t features, View xs, double *scratchD,
+                             float *scratchF, float &max, double &logSum) {
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
-    mx = MaxOp()(mx, xs[j]);
+    mx = MaxOp()(mx, float(xs[j]));
   max = blockReduce(mx, MaxOp(), -INFINITY, scratchF);
   double sum = 0;
   for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
@@ -68,11 +68,11 @@ __device__ void rowLogSumExp(int64_t features, const float *xs,
 }
 
 __global__ void softmaxForwardKernel(int64_t n, int64_t features, bool log,
-                                     const float *x, float *y) {
+                                     View x, View y) {
   __shared__ double scratchD[32];
   __shared__ float scratchF[32];
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
-    const float *xs = x + s * features;
+    const View xs = x + s * features;
     float max;
     double logSum;
     rowLogSumExp(features, xs, scratchD, scratchF, max, logSum);
@@ -84,11 +84,10 @@ __global__ void softmaxForwardKernel(int64_t n, int64_t features, bool log,
 // softmax:     dx = y * (dy - sum(dy * y))
 // log-softmax: dx = dy - exp(y) * sum(dy)
 __global__ void softmaxBackwardKernel(int64_t n, int64_t features, bool log,
-                                      const float *y, const float *dy,
-                                      float *dx, bool acc) {
+                                      View y, View dy, View dx, bool acc) {
   __shared__ double scratch[32];
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
-    const float *ys = y + s * features, *dys = dy + s * features;
+    const View ys = y + s * features, dys = dy + s * features;
     double sum = 0;
     for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
       sum += kernels::softmaxGradTerm(ys[j], dys[j], log);
@@ -104,8 +103,9 @@ constexpr int kLossThreads = 1024;
 /// One block; warp w takes the labelled positions w, w + 32, ... of the
 /// [outer, classes, inner] logits of each sample.
 __global__ void crossEntropyKernel(LossShape sh, int64_t n, int64_t batch,
-                                   const float *logits, const int32_t *labels,
-                                   float *loss, float *dlogits, bool reset) {
+                                   View logits, const int32_t *labels,
+                                   float *loss, View dlogits, float scale,
+                                   bool reset) {
   __shared__ double scratch[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warps = blockDim.x >> 5;
@@ -114,10 +114,10 @@ __global__ void crossEntropyKernel(LossShape sh, int64_t n, int64_t batch,
   double total = 0;
   for (int64_t q = warp; q < n * sh.outer * inner; q += warps) {
     int64_t so = q / inner, r = q - so * inner;
-    const float *xs = logits + so * classes * inner + r;
+    const View xs = logits + so * classes * inner + r;
     float mx = -INFINITY;
     for (int64_t j = lane; j < classes; j += 32)
-      mx = MaxOp()(mx, xs[j * inner]);
+      mx = MaxOp()(mx, float(xs[j * inner]));
     mx = warpAllReduce(mx, MaxOp());
     double sum = 0;
     for (int64_t j = lane; j < classes; j += 32)
@@ -130,10 +130,12 @@ __global__ void crossEntropyKernel(LossShape sh, int64_t n, int64_t batch,
                      : NAN;
     if (!dlogits)
       continue;
-    float *ds = dlogits + so * classes * inner + r;
+    const View ds = dlogits + so * classes * inner + r;
     for (int64_t j = lane; j < classes; j += 32)
+      // Scaled after rounding to fp32, as the emulation scales (fp16).
       ds[j * inner] = kernels::crossEntropyGrad(xs[j * inner], mx, logSum,
-                                                j == label, count);
+                                                j == label, count) *
+                      scale;
   }
   total = blockReduce(total, SumOp(), 0.0, scratch);
   if (threadIdx.x == 0)
@@ -141,9 +143,9 @@ __global__ void crossEntropyKernel(LossShape sh, int64_t n, int64_t batch,
 }
 
 __global__ void meanSquaredErrorKernel(int64_t count, int64_t features,
-                                       int64_t batch, const float *y,
+                                       int64_t batch, View y,
                                        const float *target, float *loss,
-                                       float *dy, bool reset) {
+                                       View dy, float scale, bool reset) {
   __shared__ double scratch[32];
   const double all = double(batch) * double(features);
   double total = 0;
@@ -151,7 +153,7 @@ __global__ void meanSquaredErrorKernel(int64_t count, int64_t features,
     float grad;
     total += kernels::squaredErrorAt(y[e], target[e], all, grad);
     if (dy)
-      dy[e] = grad;
+      dy[e] = grad * scale;
   }
   total = blockReduce(total, SumOp(), 0.0, scratch);
   if (threadIdx.x == 0)
@@ -166,24 +168,61 @@ int dim(const Exec &x, int64_t v) {
     x.fatal("gemm dimension " + std::to_string(v) + " does not fit cuBLAS");
   return static_cast<int>(v);
 }
+
+cudaDataType_t typeOf(View v) {
+  switch (v.t) {
+  case cuda::Store::BF16:
+    return CUDA_R_16BF;
+  case cuda::Store::FP16:
+    return CUDA_R_16F;
+  default:
+    return CUDA_R_32F;
+  }
+}
 } // namespace
+
+void cuda::gemm(const Exec &x, const Exec::Impl &im, bool transA, bool transB,
+                int m, int n, int k, float alpha, View a, int lda,
+                long long strideA, View b, int ldb, long long strideB,
+                float beta, View c, int ldc, long long strideC, int batch) {
+  // cuBLAS multiplies inputs of one type; a 16-bit product may write fp32
+  // (a weight gradient into its fp32 master gradient).
+  if (a.t != b.t || (a.t == Store::F32 && c.t != Store::F32))
+    x.fatal("a matrix product of mixed storage (inputs " +
+            std::to_string(int(a.t)) + " and " + std::to_string(int(b.t)) +
+            ", result " + std::to_string(int(c.t)) +
+            ") is not supported by cuBLAS");
+  // fp32 as the plan priced it: FMA units (pedantic math on the handle),
+  // or TF32 tensor cores in a TF32 program; 16-bit inputs run on tensor
+  // cores with fp32 accumulation.
+  cublasComputeType_t compute = x.info().precision == Precision::TF32
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+  check(x,
+        cublasGemmStridedBatchedEx(
+            im.cublas, transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+            transB ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, a.p, typeOf(a),
+            lda, strideA, b.p, typeOf(b), ldb, strideB, &beta, c.p, typeOf(c),
+            ldc, strideC, batch, compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
+}
 
 void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
                        const float *b, float *y) {
   const int64_t rows = n * p.rows;
   const int nn = dim(*this, rows), k = dim(*this, p.k), m = dim(*this, p.m);
-  const float zero = 0;
+  const View vx = impl->view(x), vw = impl->view(w), vy = impl->view(y);
   // Column-major, y^T[m, n] = op(W)^T x^T. W [m, k] (transB) reads as W^T
   // [k, m] (ld k): transpose it; W [k, m] reads as W^T [m, k] (ld m).
   if (p.transB)
-    MEMFIT_CHECK(cublasSgemm(impl->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k,
-                             &p.alpha, w, k, x, k, &zero, y, m));
+    cuda::gemm(*this, *impl, true, false, m, nn, k, p.alpha, vw, k, 0, vx, k, 0,
+               0.0f, vy, m, 0);
   else
-    MEMFIT_CHECK(cublasSgemm(impl->cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, nn, k,
-                             &p.alpha, w, m, x, k, &zero, y, m));
+    cuda::gemm(*this, *impl, false, false, m, nn, k, p.alpha, vw, m, 0, vx, k,
+               0, 0.0f, vy, m, 0);
   if (b) {
     biasAddKernel<<<gridFor(rows * p.m), kThreads, 0, impl->compute()>>>(
-        rows, p.m, p.beta, b, y);
+        rows, p.m, p.beta, impl->view(b), vy);
   }
   impl->done(*this, "gemm forward");
 }
@@ -195,15 +234,16 @@ void Exec::gemmBackwardData(const GemmParams &p, const float *w,
   const int nn = dim(*this, n * p.rows), k = dim(*this, p.k),
             m = dim(*this, p.m);
   const float beta = acc ? 1.0f : 0.0f;
+  const View vw = impl->view(w), vdy = impl->view(dy), vdx = impl->view(dx);
   // dx = alpha dy op(W)^T; column-major dx^T[k, n] = op(W) dy^T.
   // transB: op(W) = W^T, the column-major reading of W [m, k] (ld k).
   // else:   op(W) = W [k, m], the transpose of its reading (ld m).
   if (p.transB)
-    MEMFIT_CHECK(cublasSgemm(impl->cublas, CUBLAS_OP_N, CUBLAS_OP_N, k, nn, m,
-                             &p.alpha, w, k, dy, m, &beta, dx, k));
+    cuda::gemm(*this, *impl, false, false, k, nn, m, p.alpha, vw, k, 0, vdy, m,
+               0, beta, vdx, k, 0);
   else
-    MEMFIT_CHECK(cublasSgemm(impl->cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, nn, m,
-                             &p.alpha, w, m, dy, m, &beta, dx, k));
+    cuda::gemm(*this, *impl, true, false, k, nn, m, p.alpha, vw, m, 0, vdy, m,
+               0, beta, vdx, k, 0);
   impl->done(*this, "gemm backward-data");
 }
 
@@ -212,19 +252,20 @@ void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
   const int nn = dim(*this, n * p.rows), k = dim(*this, p.k),
             m = dim(*this, p.m);
   const float beta = acc ? 1.0f : 0.0f;
+  const View vx = impl->view(x), vdy = impl->view(dy), vdw = impl->view(dw);
   if (dw) {
     // transB: dW [m, k] = dy^T x; column-major dW^T[k, m] = x^T dy.
     // else:   dW [k, m] = x^T dy; column-major dW^T[m, k] = dy^T x.
     if (p.transB)
-      MEMFIT_CHECK(cublasSgemm(impl->cublas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, nn,
-                               &p.alpha, x, k, dy, m, &beta, dw, k));
+      cuda::gemm(*this, *impl, false, true, k, m, nn, p.alpha, vx, k, 0, vdy, m,
+                 0, beta, vdw, k, 0);
     else
-      MEMFIT_CHECK(cublasSgemm(impl->cublas, CUBLAS_OP_N, CUBLAS_OP_T, m, k, nn,
-                               &p.alpha, dy, m, x, k, &beta, dw, m));
+      cuda::gemm(*this, *impl, false, true, m, k, nn, p.alpha, vdy, m, 0, vx, k,
+                 0, beta, vdw, m, 0);
   }
   if (db)
     biasGradKernel<<<gridFor(p.m), kThreads, 0, impl->compute()>>>(
-        n * p.rows, p.m, p.beta, dy, db, acc);
+        n * p.rows, p.m, p.beta, vdy, impl->view(db), acc);
   impl->done(*this, "gemm backward-weight");
 }
 
@@ -232,8 +273,8 @@ void Exec::softmaxForward(int64_t features, bool log, const float *x, float *y,
                           int64_t rows) {
   const int64_t all = n * rows;
   softmaxForwardKernel<<<static_cast<unsigned>(std::min<int64_t>(all, 1 << 16)),
-                         kRowThreads, 0, impl->compute()>>>(all, features, log,
-                                                            x, y);
+                         kRowThreads, 0, impl->compute()>>>(
+      all, features, log, impl->view(x), impl->view(y));
   impl->done(*this, "softmax forward kernel");
 }
 
@@ -244,8 +285,8 @@ void Exec::softmaxBackward(int64_t features, bool log, const float *y,
   const int64_t all = n * rows;
   softmaxBackwardKernel<<<static_cast<unsigned>(
                               std::min<int64_t>(all, 1 << 16)),
-                          kRowThreads, 0, impl->compute()>>>(all, features, log,
-                                                             y, dy, dx, acc);
+                          kRowThreads, 0, impl->compute()>>>(
+      all, features, log, impl->view(y), impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "softmax backward kernel");
 }
 
@@ -254,12 +295,14 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
   const bool reset = firstSample == 0; // the first sub-batch or chunk
   if (prog.mseLoss)
     meanSquaredErrorKernel<<<1, kLossThreads, 0, impl->compute()>>>(
-        n * prog.labelPerSample, prog.labelPerSample, prog.batch, logits,
-        static_cast<const float *>(labels), loss, dlogits, reset);
+        n * prog.labelPerSample, prog.labelPerSample, prog.batch,
+        impl->view(logits), static_cast<const float *>(labels), loss,
+        impl->view(dlogits), lossScale, reset);
   else
     crossEntropyKernel<<<1, kLossThreads, 0, impl->compute()>>>(
         LossShape{prog.lossOuter, prog.classes, prog.lossInner}, n, prog.batch,
-        logits, static_cast<const int32_t *>(labels), loss, dlogits, reset);
+        impl->view(logits), static_cast<const int32_t *>(labels), loss,
+        impl->view(dlogits), lossScale, reset);
   impl->done(*this, "loss kernel");
 }
 

@@ -11,14 +11,44 @@
 #ifndef MEMFIT_RUNTIME_CUDA_DEVICE_CUH
 #define MEMFIT_RUNTIME_CUDA_DEVICE_CUH
 
+#include "runtime/cuda/View.h"
+
 #include <cstdint>
 
 namespace memfit::rt::cuda {
 
 /// Writes a gradient value: add into dst, or overwrite it (dst is not read
-/// then, so poison or garbage there never leaks in).
+/// then, so poison or garbage there never leaks in). dst is a float or an
+/// element of a View (rounded as it is stored).
 __device__ __forceinline__ void put(float &dst, float v, bool acc) {
   dst = acc ? dst + v : v;
+}
+__device__ __forceinline__ void put(Elem dst, float v, bool acc) {
+  dst = acc ? float(dst) + v : v;
+}
+
+/// Adds v into a 16-bit or fp32 element from many threads at once: fp32
+/// through atomicAdd, 16 bits through a compare-and-swap on the aligned
+/// word that holds it (rounded at every add, as atomics on 16-bit values
+/// round).
+__device__ __forceinline__ void atomicPut(Elem e, float v) {
+  if (e.t == Store::F32) {
+    atomicAdd(reinterpret_cast<float *>(e.p), v);
+    return;
+  }
+  auto addr = reinterpret_cast<uintptr_t>(e.p);
+  auto *word = reinterpret_cast<unsigned int *>(addr & ~uintptr_t(3));
+  const int shift = (addr & 2) ? 16 : 0;
+  unsigned int old = *word, seen;
+  do {
+    seen = old;
+    uint16_t bits = uint16_t(seen >> shift);
+    Elem tmp{reinterpret_cast<char *>(&bits), e.t};
+    tmp = float(tmp) + v;
+    unsigned int next = (seen & ~(0xffffu << shift)) | (unsigned int)(bits)
+                                                           << shift;
+    old = atomicCAS(word, seen, next);
+  } while (old != seen);
 }
 
 /// for (int64_t i = global thread index; i < count; i += grid size)

@@ -19,18 +19,18 @@ namespace memfit::rt {
 using cuda::gridFor;
 using cuda::kThreads;
 using cuda::put;
+using cuda::View;
 
 namespace {
 
 // --- activations ---
 
-__global__ void actForwardKernel(ActParams p, int64_t count, const float *x,
-                                 float *y) {
+__global__ void actForwardKernel(ActParams p, int64_t count, View x, View y) {
   MEMFIT_GRID_LOOP(i, count) { y[i] = kernels::activation(p, x[i]); }
 }
 
-__global__ void actBackwardKernel(ActParams p, int64_t count, const float *src,
-                                  const float *dy, float *dx, bool acc) {
+__global__ void actBackwardKernel(ActParams p, int64_t count, View src, View dy,
+                                  View dx, bool acc) {
   MEMFIT_GRID_LOOP(i, count) {
     put(dx[i], kernels::activationGrad(p, src[i], dy[i]), acc);
   }
@@ -41,9 +41,8 @@ __global__ void actBackwardKernel(ActParams p, int64_t count, const float *src,
 using kernels::binaryBIndex;
 
 /// The second operand's gradient term; a and b are read by Mul and Div.
-__device__ __forceinline__ float gradB(BinaryKind k, float dy, const float *a,
-                                       int64_t at, const float *b,
-                                       int64_t bAt) {
+__device__ __forceinline__ float gradB(BinaryKind k, float dy, View a,
+                                       int64_t at, View b, int64_t bAt) {
   // An operand the gradient does not need may be null (the CPU backend's
   // binaryBackward says why it is read only where it exists).
   return kernels::binaryGradReadsOperands(k)
@@ -51,16 +50,15 @@ __device__ __forceinline__ float gradB(BinaryKind k, float dy, const float *a,
              : kernels::binaryGradB(k, dy, 0, 0);
 }
 
-__global__ void binaryForwardKernel(BinaryParams p, int64_t count,
-                                    const float *a, const float *b, float *y) {
+__global__ void binaryForwardKernel(BinaryParams p, int64_t count, View a,
+                                    View b, View y) {
   MEMFIT_GRID_LOOP(at, count) {
     y[at] = kernels::binary(p.kind, a[at], b[binaryBIndex(p, at)]);
   }
 }
 
-__global__ void binaryGradAKernel(BinaryParams p, int64_t count, const float *a,
-                                  const float *b, const float *dy, float *da,
-                                  bool acc) {
+__global__ void binaryGradAKernel(BinaryParams p, int64_t count, View a, View b,
+                                  View dy, View da, bool acc) {
   MEMFIT_GRID_LOOP(at, count) {
     bool reads = kernels::binaryGradReadsOperands(p.kind);
     put(da[at],
@@ -71,9 +69,8 @@ __global__ void binaryGradAKernel(BinaryParams p, int64_t count, const float *a,
   }
 }
 
-__global__ void binaryGradBBatchedKernel(BinaryParams p, int64_t count,
-                                         const float *a, const float *b,
-                                         const float *dy, float *db, bool acc) {
+__global__ void binaryGradBBatchedKernel(BinaryParams p, int64_t count, View a,
+                                         View b, View dy, View db, bool acc) {
   MEMFIT_GRID_LOOP(at, count) {
     put(db[at], gradB(p.kind, dy[at], a, at, b, at), acc);
   }
@@ -96,8 +93,8 @@ struct BroadcastShape {
 
 /// One thread per b element: for short reductions (many b elements).
 __global__ void binaryGradBThreadKernel(BinaryKind kind, BroadcastShape sh,
-                                        const float *a, const float *b,
-                                        const float *dy, float *db, bool acc) {
+                                        View a, View b, View dy, View db,
+                                        bool acc) {
   MEMFIT_GRID_LOOP(j, sh.bSize) {
     double sum = 0;
     for (int64_t t = 0; t < sh.length(); ++t) {
@@ -112,8 +109,8 @@ __global__ void binaryGradBThreadKernel(BinaryKind kind, BroadcastShape sh,
 
 /// One block per b element: for long reductions (per-channel biases).
 __global__ void binaryGradBBlockKernel(BinaryKind kind, BroadcastShape sh,
-                                       const float *a, const float *b,
-                                       const float *dy, float *db, bool acc) {
+                                       View a, View b, View dy, View db,
+                                       bool acc) {
   __shared__ double scratch[32];
   for (int64_t j = blockIdx.x; j < sh.bSize; j += gridDim.x) {
     double sum = 0;
@@ -139,14 +136,14 @@ struct ConcatChunk {
   int64_t begin = 0, width = 0;
   int64_t offset[kConcatChunk]; // first column of input k
   int64_t part[kConcatChunk];   // its columns per sample
-  float *ptr[kConcatChunk];     // the input (forward) or its gradient
+  View ptr[kConcatChunk];       // the input (forward) or its gradient
   bool acc[kConcatChunk];
 };
 
 /// Forward: y[s, col] = input_k[s, col - offset_k]. Backward: the same
 /// element of dy goes (put) into gradient k, unless that is null.
-__global__ void concatKernel(ConcatChunk c, int64_t n, int64_t total, float *y,
-                             const float *dy, bool backward) {
+__global__ void concatKernel(ConcatChunk c, int64_t n, int64_t total, View y,
+                             View dy, bool backward) {
   MEMFIT_GRID_LOOP(t, n * c.width) {
     int64_t s = t / c.width, col = c.begin + (t - s * c.width);
     int k = 0;
@@ -160,15 +157,14 @@ __global__ void concatKernel(ConcatChunk c, int64_t n, int64_t total, float *y,
   }
 }
 
-__global__ void padForwardKernel(PadParams p, int64_t n, const float *x,
-                                 float *y) {
+__global__ void padForwardKernel(PadParams p, int64_t n, View x, View y) {
   MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
     y[t] = kernels::padAt(p, x, t);
   }
 }
 
-__global__ void padBackwardKernel(PadParams p, int64_t n, const float *dy,
-                                  float *dx, bool acc) {
+__global__ void padBackwardKernel(PadParams p, int64_t n, View dy, View dx,
+                                  bool acc) {
   MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
     put(dx[t], kernels::padGradAt(p, dy, t), acc);
   }
@@ -178,15 +174,55 @@ __global__ void padBackwardKernel(PadParams p, int64_t n, const float *dy,
 
 /// y = the kept and scaled x (forward), or dx (put) the kept and scaled dy.
 __global__ void dropoutKernel(DropoutParams p, int64_t count, uint64_t key,
-                              int64_t firstSample, const float *in, float *out,
+                              int64_t firstSample, View in, View out,
                               bool acc) {
   MEMFIT_GRID_LOOP(at, count) {
     put(out[at], kernels::dropoutAt(p, key, firstSample, at, in[at]), acc);
   }
 }
 
-__global__ void accumulateKernel(int64_t count, const float *x, float *y) {
+__global__ void accumulateKernel(int64_t count, View x, View y) {
   MEMFIT_GRID_LOOP(i, count) { y[i] += x[i]; }
+}
+
+// --- 16-bit convolutions' bias and staged gradients ---
+
+__global__ void channelBiasAddKernel(int64_t count, int64_t c, int64_t spatial,
+                                     View bias, View y) {
+  MEMFIT_GRID_LOOP(t, count) {
+    y[t] = float(y[t]) + float(bias[t / spatial % c]);
+  }
+}
+
+/// One block per channel.
+__global__ void channelSumKernel(int64_t n, int64_t c, int64_t spatial, View dy,
+                                 View db, bool acc) {
+  __shared__ double scratch[32];
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    double sum = 0;
+    for (int64_t t = threadIdx.x; t < n * spatial; t += blockDim.x) {
+      int64_t s = t / spatial, q = t - s * spatial;
+      sum += dy[(s * c + ch) * spatial + q];
+    }
+    sum = cuda::blockReduce(sum, cuda::SumOp(), 0.0, scratch);
+    if (threadIdx.x == 0)
+      put(db[ch], float(sum), acc);
+  }
+}
+
+__global__ void putIntoKernel(int64_t count, View src, View dst, bool acc) {
+  MEMFIT_GRID_LOOP(i, count) { put(dst[i], src[i], acc); }
+}
+
+/// GradScaler's unscale: g /= scale (times the fp32 reciprocal, as torch),
+/// flagging any value that is then not finite.
+__global__ void unscaleKernel(int64_t count, float inv, float *g,
+                              int *nonFinite) {
+  MEMFIT_GRID_LOOP(i, count) {
+    g[i] *= inv;
+    if (!isfinite(g[i]))
+      *nonFinite = 1;
+  }
 }
 
 __global__ void adamKernel(AdamParams p, int64_t count, float *w,
@@ -204,11 +240,31 @@ __global__ void sgdKernel(int64_t count, float lr, float momentum,
 
 } // namespace
 
+void cuda::channelBiasAdd(const Exec::Impl &im, int64_t n, int64_t c,
+                          int64_t spatial, View bias, View y) {
+  int64_t count = n * c * spatial;
+  channelBiasAddKernel<<<gridFor(count), kThreads, 0, im.compute()>>>(
+      count, c, spatial, bias, y);
+}
+
+void cuda::channelSum(const Exec::Impl &im, int64_t n, int64_t c,
+                      int64_t spatial, View dy, View db, bool acc) {
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(c, 1 << 16));
+  channelSumKernel<<<blocks, kThreads, 0, im.compute()>>>(n, c, spatial, dy, db,
+                                                          acc);
+}
+
+void cuda::putInto(const Exec::Impl &im, int64_t count, View src, View dst,
+                   bool acc) {
+  putIntoKernel<<<gridFor(count), kThreads, 0, im.compute()>>>(count, src, dst,
+                                                               acc);
+}
+
 void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
                       float *y) {
   int64_t count = perSample * n;
-  actForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count,
-                                                                     x, y);
+  actForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, impl->view(x), impl->view(y));
   impl->done(*this, "activation forward kernel");
 }
 
@@ -218,7 +274,7 @@ void Exec::actBackward(const ActParams &p, int64_t perSample, const float *src,
     return;
   int64_t count = perSample * n;
   actBackwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, src, dy, dx, acc);
+      p, count, impl->view(src), impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "activation backward kernel");
 }
 
@@ -228,7 +284,7 @@ void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
     fatal("binary operation with an empty broadcast shape");
   int64_t count = p.perSample * n;
   binaryForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, a, b, y);
+      p, count, impl->view(a), impl->view(b), impl->view(y));
   impl->done(*this, "binary forward kernel");
 }
 
@@ -239,18 +295,20 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
     fatal("binary operation with an empty broadcast shape");
   int64_t count = p.perSample * n;
   cudaStream_t s = impl->compute();
+  const View va = impl->view(a), vb = impl->view(b), vdy = impl->view(dy),
+             vda = impl->view(da), vdb = impl->view(db);
   // da before db: when both operands are one value, da and db are one
   // buffer, and db adds into what da wrote (the CPU reference's order).
   if (da) {
-    binaryGradAKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, a, b, dy,
-                                                          da, accA);
+    binaryGradAKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, va, vb, vdy,
+                                                          vda, accA);
     impl->done(*this, "binary backward kernel (first operand)");
   }
   if (!db)
     return;
   if (p.bBatched && p.bSize == p.perSample) {
-    binaryGradBBatchedKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, a, b,
-                                                                 dy, db, accB);
+    binaryGradBBatchedKernel<<<gridFor(count), kThreads, 0, s>>>(
+        p, count, va, vb, vdy, vdb, accB);
     impl->done(*this, "binary backward kernel (second operand)");
     return;
   }
@@ -262,10 +320,8 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
   sh.bSize = p.bSize;
   sh.outer = (p.perSample + p.bSize * p.inner - 1) / (p.bSize * p.inner);
   for (int64_t smp = 0; smp < (p.bBatched ? n : 1); ++smp) {
-    const float *as = a ? a + smp * p.perSample : a;
-    const float *bs = b ? b + smp * p.bSize : b;
-    const float *dys = dy + smp * p.perSample;
-    float *dbs = db + smp * p.bSize;
+    const View as = va + smp * p.perSample, bs = vb + smp * p.bSize;
+    const View dys = vdy + smp * p.perSample, dbs = vdb + smp * p.bSize;
     if (sh.length() <= 256)
       binaryGradBThreadKernel<<<gridFor(p.bSize), kThreads, 0, s>>>(
           p.kind, sh, as, bs, dys, dbs, accB);
@@ -278,9 +334,9 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
 
 namespace {
 /// Launches concatKernel over the inputs in chunks of kConcatChunk.
-void concat(cudaStream_t stream, int64_t n, int64_t numInputs,
-            const int64_t *parts, float *const *ptrs, const bool *acc, float *y,
-            const float *dy) {
+void concat(const Exec::Impl &im, int64_t n, int64_t numInputs,
+            const int64_t *parts, float *const *ptrs, const bool *acc, View y,
+            View dy) {
   int64_t total = 0;
   for (int64_t k = 0; k < numInputs; ++k)
     total += parts[k];
@@ -291,15 +347,15 @@ void concat(cudaStream_t stream, int64_t n, int64_t numInputs,
     for (int64_t k = first; k < numInputs && c.count < kConcatChunk; ++k) {
       c.offset[c.count] = column;
       c.part[c.count] = parts[k];
-      c.ptr[c.count] = ptrs[k];
+      c.ptr[c.count] = im.view(ptrs[k]);
       c.acc[c.count] = acc ? acc[k] : false;
       column += parts[k];
       ++c.count;
     }
     c.width = column - c.begin;
     if (c.width > 0)
-      concatKernel<<<gridFor(n * c.width), kThreads, 0, stream>>>(
-          c, n, total, y, dy, dy != nullptr);
+      concatKernel<<<gridFor(n * c.width), kThreads, 0, im.compute()>>>(
+          c, n, total, y, dy, bool(dy));
   }
 }
 } // namespace
@@ -307,22 +363,22 @@ void concat(cudaStream_t stream, int64_t n, int64_t numInputs,
 void Exec::concatForward(int64_t numInputs, const int64_t *parts,
                          const float *const *inputs, float *y, int64_t rows) {
   // The kernel only reads inputs in the forward direction.
-  concat(impl->compute(), n * rows, numInputs, parts,
-         const_cast<float *const *>(inputs), nullptr, y, nullptr);
+  concat(*impl, n * rows, numInputs, parts, const_cast<float *const *>(inputs),
+         nullptr, impl->view(y), View{});
   impl->done(*this, "concat forward kernel");
 }
 
 void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
                           const float *dy, float *const *dInputs,
                           const bool *acc, int64_t rows) {
-  concat(impl->compute(), n * rows, numInputs, parts, dInputs, acc, nullptr,
-         dy);
+  concat(*impl, n * rows, numInputs, parts, dInputs, acc, View{},
+         impl->view(dy));
   impl->done(*this, "concat backward kernel");
 }
 
 void Exec::padForward(const PadParams &p, const float *x, float *y) {
   padForwardKernel<<<gridFor(n * p.c * p.hout * p.wout), kThreads, 0,
-                     impl->compute()>>>(p, n, x, y);
+                     impl->compute()>>>(p, n, impl->view(x), impl->view(y));
   impl->done(*this, "pad forward kernel");
 }
 
@@ -331,7 +387,8 @@ void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
   if (!dx)
     return;
   padBackwardKernel<<<gridFor(n * p.c * p.hin * p.win), kThreads, 0,
-                      impl->compute()>>>(p, n, dy, dx, acc);
+                      impl->compute()>>>(p, n, impl->view(dy), impl->view(dx),
+                                         acc);
   impl->done(*this, "pad backward kernel");
 }
 
@@ -339,7 +396,8 @@ void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
                           const float *x, float *y) {
   int64_t count = p.perSample * n;
   dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, dropoutKey(seed, iteration, taskKey), firstSample, x, y, false);
+      p, count, dropoutKey(seed, iteration, taskKey), firstSample,
+      impl->view(x), impl->view(y), false);
   impl->done(*this, "dropout forward kernel");
 }
 
@@ -349,14 +407,15 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
     return;
   int64_t count = p.perSample * n;
   dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, dropoutKey(seed, iteration, taskKey), firstSample, dy, dx, acc);
+      p, count, dropoutKey(seed, iteration, taskKey), firstSample,
+      impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "dropout backward kernel");
 }
 
 void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
   int64_t count = perSample * n;
-  accumulateKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(count, x,
-                                                                     y);
+  accumulateKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      count, impl->view(x), impl->view(y));
   impl->done(*this, "accumulate kernel");
 }
 
@@ -372,28 +431,58 @@ void Exec::adam(int32_t id) {
                step,
                prog.optimizer == Optimizer::AdamW};
   // Sharded, this rank updates its slice (docs/data-parallel.md).
-  auto [lo, hi] = prog.shard >= 1 ? comm->mySlice(wInfo[id].count)
-                                  : std::pair<int64_t, int64_t>{
-                                        0, wInfo[id].count};
+  auto [lo, hi] = prog.shard >= 1
+                      ? comm->mySlice(wInfo[id].count)
+                      : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
   adamKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
       p, count, impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo,
       impl->v[id] + lo);
   impl->done(*this, "adam kernel");
+  impl->copyStale[id] = true;
 }
 
 void Exec::sgd(int32_t id) {
   if (id < 0 || id >= (int32_t)wInfo.size() || !impl->g[id])
     fatal("weight " + std::to_string(id) + " has no gradient to apply");
   bool useBuf = prog.hasMomentum && momentum != 0;
-  auto [lo, hi] = prog.shard >= 1 ? comm->mySlice(wInfo[id].count)
-                                  : std::pair<int64_t, int64_t>{
-                                        0, wInfo[id].count};
+  auto [lo, hi] = prog.shard >= 1
+                      ? comm->mySlice(wInfo[id].count)
+                      : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
   sgdKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
       count, lr, momentum, weightDecay, firstIteration, impl->w[id] + lo,
       impl->g[id] + lo, useBuf ? impl->m[id] + lo : nullptr);
   impl->done(*this, "sgd kernel");
+  impl->copyStale[id] = true;
+}
+
+bool Exec::unscaleGradients() {
+  if (!impl->nonFinite)
+    fatal("a loss scale in a program that does not scale its loss");
+  cudaStream_t s = impl->compute();
+  MEMFIT_CHECK(cudaMemsetAsync(impl->nonFinite, 0, sizeof(int), s));
+  const float inv = static_cast<float>(1.0 / double(lossScale));
+  for (size_t id = 0; id < wInfo.size(); ++id) {
+    if (!impl->g[id])
+      continue;
+    auto [lo, hi] = prog.shard >= 1
+                        ? comm->mySlice(wInfo[id].count)
+                        : std::pair<int64_t, int64_t>{0, wInfo[id].count};
+    if (hi > lo)
+      unscaleKernel<<<gridFor(hi - lo), kThreads, 0, s>>>(
+          hi - lo, inv, impl->g[id] + lo, impl->nonFinite);
+  }
+  impl->done(*this, "unscale kernel");
+  int flag = 0;
+  MEMFIT_CHECK(cudaMemcpyAsync(&flag, impl->nonFinite, sizeof flag,
+                               cudaMemcpyDeviceToHost, s));
+  MEMFIT_CHECK(cudaStreamSynchronize(s));
+  // Every rank skips the same steps.
+  float bad = flag ? 1.0f : 0.0f;
+  if (prog.ranks > 1)
+    comm->allReduceSum(&bad, 1);
+  return bad == 0.0f;
 }
 
 } // namespace memfit::rt

@@ -121,15 +121,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     : prog(info), wInfo(weights, weights + info.numWeights),
       slotInfo(slots, slots + info.numHostSlots), impl(new Impl) {
   Impl &im = *impl;
-  if (stores16Bit(info.precision)) {
-    // The plan and the CPU emulation's 16-bit storage exist; the CUDA
-    // kernels and cuDNN descriptors of 16-bit tensors are not written yet.
-    std::fprintf(stderr,
-                 "trainer: error: this trainer stores activations in 16 bits "
-                 "(bf16 or fp16), which only the CPU emulation backend runs "
-                 "so far (-DMEMFIT_BACKEND=cpu)\n");
-    std::exit(1);
-  }
+  im.narrow = info.precision == Precision::BF16   ? cuda::Store::BF16
+              : info.precision == Precision::FP16 ? cuda::Store::FP16
+                                                  : cuda::Store::F32;
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -194,17 +188,32 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
         wi.trainable && info.optimizer != Optimizer::SGD
             ? static_cast<float *>(deviceAlloc(bytes, name.c_str(), planned))
             : nullptr);
+    // The 16-bit working copy: rounded from the master before its first
+    // reader after every change (weightCopy).
+    im.wCopy.push_back(wi.workingCopy
+                           ? static_cast<char *>(deviceAlloc(
+                                 wi.count * 2, name.c_str(), planned))
+                           : nullptr);
+    im.copyStale.push_back(true);
     im.gSlice.push_back(wi.trainable && info.shard >= 2
                             ? static_cast<float *>(deviceAlloc(
                                   bytes / info.ranks, name.c_str(), planned))
                             : nullptr);
   }
   im.loss = static_cast<float *>(deviceAlloc(4, "the loss", planned));
+  if (info.precision == Precision::FP16) {
+    // GradScaler's found-inf flag: a few bytes the plan does not count,
+    // as it does not count cuDNN's handle either.
+    MEMFIT_CHECK(cudaMalloc(&im.nonFinite, sizeof(int)));
+  }
   for (const HostSlot &s : slotInfo)
     im.slots.push_back(hostAlloc(*this, slotBytes(s, info.subBatch)));
   im.input = static_cast<float *>(
       hostAlloc(*this, info.batch * info.inputPerSample * 4));
   im.labels = hostAlloc(*this, info.batch * info.labelPerSample * 4);
+  if (stores16Bit(info.precision) && !info.intInput)
+    im.input16 = static_cast<uint16_t *>(
+        hostAlloc(*this, info.batch * info.inputPerSample * 2));
   // The zero fills ran on the legacy stream, which the non-blocking
   // streams do not wait for.
   MEMFIT_CHECK(cudaDeviceSynchronize());
@@ -221,6 +230,13 @@ Exec::~Exec() {
     cudaFreeHost(im.input);
   if (im.labels)
     cudaFreeHost(im.labels);
+  if (im.input16)
+    cudaFreeHost(im.input16);
+  if (im.nonFinite)
+    cudaFree(im.nonFinite);
+  for (char *p : im.wCopy)
+    if (p)
+      cudaFree(p);
   for (auto *list : {&im.w, &im.g, &im.m, &im.v, &im.gSlice})
     for (float *p : *list)
       if (p)
@@ -260,17 +276,37 @@ float *Exec::arena(int64_t offset) {
 int32_t *Exec::arenaInt(int64_t offset) {
   return reinterpret_cast<int32_t *>(arena(offset));
 }
-// 16-bit programs stop in the constructor; nothing below runs.
-float *Exec::arena16(int64_t, int64_t) {
-  fatal("16-bit storage is not implemented on CUDA");
+float *Exec::arena16(int64_t offset, int64_t bytes) {
+  if (!stores16Bit(prog.precision))
+    fatal("a 16-bit block in a program of fp32 storage");
+  if (offset < 0 || bytes < 0 || offset + bytes > prog.arenaBytes ||
+      offset % 2 || bytes % 2)
+    fatal("16-bit block out of the arena");
+  char *p = impl->arena + offset;
+  impl->narrowNow.push_back(p);
+  return reinterpret_cast<float *>(p);
 }
-float *Exec::weightCopy(int32_t) {
-  fatal("16-bit working copies are not implemented on CUDA");
+
+float *Exec::weightCopy(int32_t id) {
+  if (id < 0 || id >= (int32_t)wInfo.size() || !impl->wCopy[id])
+    fatal("weight " + std::to_string(id) + " has no 16-bit working copy");
+  char *c = impl->wCopy[id];
+  // Refreshed on the compute stream, ahead of the operation that reads it.
+  if (impl->copyStale[id]) {
+    cuda::putInto(*impl, wInfo[id].count,
+                  {reinterpret_cast<char *>(impl->w[id]), cuda::Store::F32},
+                  {c, impl->narrow}, false);
+    MEMFIT_CHECK(cudaGetLastError());
+    impl->copyStale[id] = false;
+  }
+  impl->narrowNow.push_back(c);
+  return reinterpret_cast<float *>(c);
 }
-bool Exec::unscaleGradients() {
-  fatal("loss scaling is not implemented on CUDA");
+
+void Exec::setTask(const char *name) {
+  task = name;
+  impl->narrowNow.clear();
 }
-void Exec::setTask(const char *name) { task = name; }
 float *Exec::weight(int32_t id) { return impl->w[id]; }
 float *Exec::grad(int32_t id) { return impl->g[id]; }
 float *Exec::momentumBuf(int32_t id) { return impl->m[id]; }
@@ -293,7 +329,7 @@ int64_t Exec::deviceBytes() const {
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
                      (wi.trainable && prog.hasMomentum ? 1 : 0) +
                      (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
-    total += copies * wi.count * 4;
+    total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
   }
   return total;
 }
@@ -335,6 +371,7 @@ void Exec::readWeight(int32_t id, float *out) {
 }
 void Exec::writeWeight(int32_t id, const float *in) {
   toDevice(*this, *impl, impl->w[id], in, wInfo[id].count);
+  impl->copyStale[id] = true;
 }
 void Exec::readMomentum(int32_t id, float *out) {
   if (!impl->m[id])
@@ -387,6 +424,21 @@ void Exec::copyIn(int32_t slot, int64_t offset) {
 }
 
 void Exec::loadInput(int64_t offset) {
+  if (impl->input16) {
+    // A 16-bit program's float input block: the host converts the
+    // sub-batch (every iteration ends synchronized, so no copy still
+    // reads the staging), and 2 bytes a value cross the link.
+    const int64_t count = prog.inputPerSample * n,
+                  first = prog.inputPerSample * firstSample;
+    checkRange(*this, offset, count * 2, prog.arenaBytes);
+    for (int64_t i = 0; i < count; ++i)
+      impl->input16[first + i] =
+          cuda::narrowBits(impl->narrow, impl->input[first + i]);
+    MEMFIT_CHECK(cudaMemcpyAsync(impl->arena + offset, impl->input16 + first,
+                                 count * 2, cudaMemcpyHostToDevice,
+                                 impl->stream[CopyIn]));
+    return;
+  }
   int64_t per = prog.inputPerSample * 4;
   checkRange(*this, offset, per * n, prog.arenaBytes);
   MEMFIT_CHECK(
@@ -441,10 +493,14 @@ void Exec::synchronize() {
 void Exec::copy(int64_t perSample, const float *x, float *y) {
   if (x == y)
     return;
-  int64_t count = perSample * n;
-  if (x < y + count && y < x + count)
+  const cuda::View vx = impl->view(x), vy = impl->view(y);
+  if (vx.t != vy.t)
+    fatal("a copy between blocks of different storage");
+  const int64_t bytes = perSample * n * cuda::storeBytes(vx.t);
+  const char *a = vx.p, *b = vy.p;
+  if (a < b + bytes && b < a + bytes)
     fatal("copy between overlapping ranges");
-  MEMFIT_CHECK(cudaMemcpyAsync(y, x, count * 4, cudaMemcpyDeviceToDevice,
+  MEMFIT_CHECK(cudaMemcpyAsync(vy.p, vx.p, bytes, cudaMemcpyDeviceToDevice,
                                impl->compute()));
   impl->done(*this, "copy");
 }

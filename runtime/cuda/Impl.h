@@ -20,6 +20,7 @@
 #define MEMFIT_RUNTIME_CUDA_IMPL_H
 
 #include "runtime/Exec.h"
+#include "runtime/cuda/View.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -68,8 +69,9 @@ struct ConvEntry {
 struct ConvKey {
   ConvParams p;
   int64_t n;
+  Store store; // the data's storage (the descriptors' data type)
   bool operator==(const ConvKey &o) const {
-    return n == o.n && std::memcmp(&p, &o.p, sizeof p) == 0;
+    return n == o.n && store == o.store && std::memcmp(&p, &o.p, sizeof p) == 0;
   }
 };
 struct ConvKeyHash {
@@ -77,12 +79,31 @@ struct ConvKeyHash {
     static_assert(sizeof(ConvParams) == 15 * sizeof(int64_t),
                   "ConvParams must stay padding-free int64_t fields");
     const auto *v = reinterpret_cast<const int64_t *>(&k.p);
-    uint64_t h = static_cast<uint64_t>(k.n);
+    uint64_t h =
+        static_cast<uint64_t>(k.n) * 3 + static_cast<uint64_t>(k.store);
     for (size_t i = 0; i < sizeof(ConvParams) / sizeof(int64_t); ++i)
       h = (h ^ static_cast<uint64_t>(v[i])) * 0x100000001b3ULL;
     return static_cast<size_t>(h);
   }
 };
+
+/// C = alpha op(A) op(B) + beta C in cuBLAS's column-major terms, `batch`
+/// products strided by the stride arguments, each operand in its own
+/// storage (fp32, or 16-bit inputs with a 16-bit or fp32 result), fp32
+/// accumulation (Dense.cu). Other mixes are refused.
+void gemm(const Exec &x, const Exec::Impl &im, bool transA, bool transB, int m,
+          int n, int k, float alpha, View a, int lda, long long strideA, View b,
+          int ldb, long long strideB, float beta, View c, int ldc,
+          long long strideC, int batch = 1);
+
+/// 16-bit convolutions' own pieces, where cuDNN wants one data type
+/// throughout (Elementwise.cu): y[s, ch, :] += bias[ch]; db[ch] (put) the
+/// sum of dy over samples and positions, in double; dst[i] (put) src[i].
+void channelBiasAdd(const Exec::Impl &im, int64_t n, int64_t c, int64_t spatial,
+                    View bias, View y);
+void channelSum(const Exec::Impl &im, int64_t n, int64_t c, int64_t spatial,
+                View dy, View db, bool acc);
+void putInto(const Exec::Impl &im, int64_t count, View src, View dst, bool acc);
 
 /// Threads per block of the element-wise kernels.
 constexpr int kThreads = 256;
@@ -123,6 +144,34 @@ struct Exec::Impl {
   std::unordered_map<cuda::ConvKey, std::unique_ptr<cuda::ConvEntry>,
                      cuda::ConvKeyHash>
       convs;
+
+  // --- 16-bit programs (runtime/cuda/View.h) ---
+  /// The program's 16-bit storage (F32 in fp32 and tf32 programs).
+  cuda::Store narrow = cuda::Store::F32;
+  /// Start addresses of the 16-bit operands handed out for the current
+  /// task (Exec::arena16, Exec::weightCopy), cleared by the next setTask:
+  /// all of a task's blocks are live together, so an address names one
+  /// block for the whole task.
+  std::vector<const char *> narrowNow;
+  /// 16-bit working copies of the weights tensor-core operations read,
+  /// null where WeightInfo::workingCopy is false.
+  std::vector<char *> wCopy;
+  std::vector<bool> copyStale; // the master changed since the copy
+  /// Pinned host staging of the batch's float inputs in 16 bits: the
+  /// host-side conversion a 16-bit program's input block is loaded from.
+  uint16_t *input16 = nullptr;
+  /// fp16 loss scaling: one flag set by any non-finite unscaled gradient.
+  int *nonFinite = nullptr;
+
+  /// The operand at p as the operation receives it: 16-bit when the
+  /// generated code handed it out as such for this operation.
+  cuda::View view(const void *p) const {
+    const char *c = static_cast<const char *>(p);
+    for (const char *q : narrowNow)
+      if (q == c)
+        return {const_cast<char *>(c), narrow};
+    return {const_cast<char *>(c), cuda::Store::F32};
+  }
 
   cudaStream_t compute() const { return stream[Compute]; }
   /// Ends every operation: reports a failed kernel launch, and with

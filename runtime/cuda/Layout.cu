@@ -20,6 +20,7 @@ namespace memfit::rt {
 using cuda::gridFor;
 using cuda::kThreads;
 using cuda::put;
+using cuda::View;
 
 namespace {
 
@@ -31,50 +32,50 @@ int64_t perSample(const int64_t *dims, int rank) {
 }
 
 __global__ void transposeKernel(TransposeParams p, int64_t n, int64_t count,
-                                const float *x, float *y) {
+                                View x, View y) {
   MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::transposeSource(p, n, t)]; }
 }
 
 __global__ void transposeGradKernel(TransposeParams p, int64_t n, int64_t count,
-                                    const float *dy, float *dx, bool acc) {
+                                    View dy, View dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
     put(dx[t], dy[kernels::transposeTarget(p, n, t)], acc);
   }
 }
 
-__global__ void sliceKernel(SliceParams p, int64_t n, int64_t count,
-                            const float *x, float *y) {
+__global__ void sliceKernel(SliceParams p, int64_t n, int64_t count, View x,
+                            View y) {
   MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::sliceSource(p, n, t)]; }
 }
 
 __global__ void sliceGradKernel(SliceParams p, int64_t n, int64_t count,
-                                const float *dy, float *dx, bool acc) {
+                                View dy, View dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
     put(dx[t], kernels::sliceGradAt(p, n, dy, t), acc);
   }
 }
 
-__global__ void expandKernel(ExpandParams p, int64_t n, int64_t count,
-                             const float *x, float *y) {
+__global__ void expandKernel(ExpandParams p, int64_t n, int64_t count, View x,
+                             View y) {
   MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::expandSource(p, n, t)]; }
 }
 
 __global__ void expandGradKernel(ExpandParams p, int64_t n, int64_t count,
-                                 const float *dy, float *dx, bool acc) {
+                                 View dy, View dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
     put(dx[t], kernels::expandGradAt(p, n, dy, t), acc);
   }
 }
 
-__global__ void whereKernel(WhereParams p, int64_t count, const float *mask,
-                            const float *x, float *y) {
+__global__ void whereKernel(WhereParams p, int64_t count, View mask, View x,
+                            View y) {
   MEMFIT_GRID_LOOP(t, count) {
     y[t] = kernels::whereFilled(p, mask, t) ? p.value : x[t];
   }
 }
 
-__global__ void whereGradKernel(WhereParams p, int64_t count, const float *mask,
-                                const float *dy, float *dx, bool acc) {
+__global__ void whereGradKernel(WhereParams p, int64_t count, View mask,
+                                View dy, View dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
     put(dx[t], kernels::whereFilled(p, mask, t) ? 0.0f : dy[t], acc);
   }
@@ -91,7 +92,7 @@ __device__ int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
 /// table (the driver checks the ids it loads).
 __global__ void embeddingKernel(EmbeddingParams p, int64_t count,
                                 const int32_t *ids, const float *fixedIds,
-                                const float *table, float *y) {
+                                const float *table, View y) {
   MEMFIT_GRID_LOOP(t, count) {
     int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
     y[t] = id >= 0 && id < p.vocab ? table[id * p.d + j] : NAN;
@@ -100,7 +101,7 @@ __global__ void embeddingKernel(EmbeddingParams p, int64_t count,
 
 __global__ void embeddingGradKernel(EmbeddingParams p, int64_t count,
                                     const int32_t *ids, const float *fixedIds,
-                                    const float *dy, float *dtable) {
+                                    View dy, float *dtable) {
   MEMFIT_GRID_LOOP(t, count) {
     int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
     if (id >= 0 && id < p.vocab)
@@ -108,17 +109,16 @@ __global__ void embeddingGradKernel(EmbeddingParams p, int64_t count,
   }
 }
 
-__global__ void layerNormKernel(LayerNormParams p, int64_t rows, const float *x,
-                                const float *scale, const float *bias,
-                                float *y) {
+__global__ void layerNormKernel(LayerNormParams p, int64_t rows, View x,
+                                const float *scale, const float *bias, View y) {
   MEMFIT_GRID_LOOP(r, rows) {
     kernels::lnForwardRow(p, x + r * p.d, scale, bias, y + r * p.d);
   }
 }
 
-__global__ void layerNormGradKernel(LayerNormParams p, int64_t rows,
-                                    const float *x, const float *scale,
-                                    const float *dy, float *dx, bool acc) {
+__global__ void layerNormGradKernel(LayerNormParams p, int64_t rows, View x,
+                                    const float *scale, View dy, View dx,
+                                    bool acc) {
   MEMFIT_GRID_LOOP(r, rows) {
     kernels::lnBackwardRow(p, x + r * p.d, scale, dy + r * p.d, dx + r * p.d,
                            acc);
@@ -127,9 +127,8 @@ __global__ void layerNormGradKernel(LayerNormParams p, int64_t rows,
 
 /// One thread per feature, over the rows in order.
 __global__ void layerNormWeightGradKernel(LayerNormParams p, int64_t rows,
-                                          const float *x, const float *dy,
-                                          float *dscale, float *dbias,
-                                          bool acc) {
+                                          View x, View dy, float *dscale,
+                                          float *dbias, bool acc) {
   MEMFIT_GRID_LOOP(j, p.d) {
     double ds = 0, dbs = 0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -157,8 +156,8 @@ int dim(const Exec &x, int64_t v) {
 void Exec::transposeForward(const TransposeParams &p, const float *x,
                             float *y) {
   int64_t count = n * perSample(p.dims, p.rank);
-  transposeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, n, count,
-                                                                    x, y);
+  transposeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, n, count, impl->view(x), impl->view(y));
   impl->done(*this, "transpose kernel");
 }
 
@@ -168,14 +167,14 @@ void Exec::transposeBackward(const TransposeParams &p, const float *dy,
     return;
   int64_t count = n * perSample(p.dims, p.rank);
   transposeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, dy, dx, acc);
+      p, n, count, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "transpose backward kernel");
 }
 
 void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
   int64_t count = n * perSample(p.ydims, p.rank);
-  sliceKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, n, count, x,
-                                                                y);
+  sliceKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, n, count, impl->view(x), impl->view(y));
   impl->done(*this, "slice kernel");
 }
 
@@ -185,14 +184,14 @@ void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
     return;
   int64_t count = n * perSample(p.xdims, p.rank);
   sliceGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, dy, dx, acc);
+      p, n, count, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "slice backward kernel");
 }
 
 void Exec::expandForward(const ExpandParams &p, const float *x, float *y) {
   int64_t count = n * perSample(p.ydims, p.rank);
-  expandKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, n, count, x,
-                                                                 y);
+  expandKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, n, count, impl->view(x), impl->view(y));
   impl->done(*this, "expand kernel");
 }
 
@@ -202,15 +201,15 @@ void Exec::expandBackward(const ExpandParams &p, const float *dy, float *dx,
     return;
   int64_t count = n * perSample(p.xdims, p.rank);
   expandGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, dy, dx, acc);
+      p, n, count, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "expand backward kernel");
 }
 
 void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
                         float *y) {
   int64_t count = n * p.perSample;
-  whereKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, mask,
-                                                                x, y);
+  whereKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, impl->view(mask), impl->view(x), impl->view(y));
   impl->done(*this, "masked fill kernel");
 }
 
@@ -220,7 +219,7 @@ void Exec::whereBackward(const WhereParams &p, const float *mask,
     return;
   int64_t count = n * p.perSample;
   whereGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, mask, dy, dx, acc);
+      p, count, impl->view(mask), impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "masked fill backward kernel");
 }
 
@@ -229,7 +228,7 @@ void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,
                             float *y) {
   int64_t count = n * p.rows * p.d;
   embeddingKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, ids, fixedIds, table, y);
+      p, count, ids, fixedIds, table, impl->view(y));
   impl->done(*this, "embedding kernel");
 }
 
@@ -243,7 +242,7 @@ void Exec::embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
                                  impl->compute()));
   int64_t count = n * p.rows * p.d;
   embeddingGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, ids, fixedIds, dy, dtable);
+      p, count, ids, fixedIds, impl->view(dy), dtable);
   impl->done(*this, "embedding backward kernel");
 }
 
@@ -251,7 +250,7 @@ void Exec::layerNormForward(const LayerNormParams &p, const float *x,
                             const float *scale, const float *bias, float *y) {
   int64_t rows = n * p.rows;
   layerNormKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
-      p, rows, x, scale, bias, y);
+      p, rows, impl->view(x), scale, bias, impl->view(y));
   impl->done(*this, "layer norm kernel");
 }
 
@@ -262,7 +261,7 @@ void Exec::layerNormBackwardData(const LayerNormParams &p, const float *x,
     return;
   int64_t rows = n * p.rows;
   layerNormGradKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
-      p, rows, x, scale, dy, dx, acc);
+      p, rows, impl->view(x), scale, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "layer norm backward kernel");
 }
 
@@ -270,7 +269,7 @@ void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
                                    const float *dy, float *dscale, float *dbias,
                                    bool acc) {
   layerNormWeightGradKernel<<<gridFor(p.d), kThreads, 0, impl->compute()>>>(
-      p, n * p.rows, x, dy, dscale, dbias, acc);
+      p, n * p.rows, impl->view(x), impl->view(dy), dscale, dbias, acc);
   impl->done(*this, "layer norm weight gradient kernel");
 }
 
@@ -279,15 +278,15 @@ void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
 void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
                               const float *b, float *y) {
   const int m = dim(*this, p.m), k = dim(*this, p.k), c = dim(*this, p.cols);
-  const float one = 1, zero = 0;
   const long long aStep = p.aBatch == 1 ? 0 : p.m * p.k;
   const long long bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  const View va = impl->view(a), vb = impl->view(b), vy = impl->view(y);
   for (int64_t s = 0; s < n; ++s)
-    MEMFIT_CHECK(cublasSgemmStridedBatched(
-        impl->cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, m, k, &one,
-        b + s * p.bBatch * p.k * p.cols, c, bStep, a + s * p.aBatch * p.m * p.k,
-        k, aStep, &zero, y + s * p.batch * p.m * p.cols, c, p.m * p.cols,
-        dim(*this, p.batch)));
+    cuda::gemm(*this, *impl, false, false, c, m, k, 1.0f,
+               vb + s * p.bBatch * p.k * p.cols, c, bStep,
+               va + s * p.aBatch * p.m * p.k, k, aStep, 0.0f,
+               vy + s * p.batch * p.m * p.cols, c, p.m * p.cols,
+               dim(*this, p.batch));
   impl->done(*this, "batched matmul");
 }
 
@@ -295,30 +294,31 @@ void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
                                const float *b, const float *dy, float *da,
                                float *db, bool accA, bool accB) {
   const int m = dim(*this, p.m), k = dim(*this, p.k), c = dim(*this, p.cols);
-  const float one = 1;
   const long long aStep = p.aBatch == 1 ? 0 : p.m * p.k;
   const long long bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  const View va = impl->view(a), vb = impl->view(b), vdy = impl->view(dy),
+             vda = impl->view(da), vdb = impl->view(db);
   // A shared operand's gradient sums over its products: those run one at
   // a time, adding into it.
   for (int64_t s = 0; s < n; ++s)
     for (int64_t i = 0; i < (aStep && bStep ? 1 : p.batch); ++i) {
       int count = aStep && bStep ? dim(*this, p.batch) : 1;
-      const float *as = a + s * p.aBatch * p.m * p.k + i * aStep;
-      const float *bs = b + s * p.bBatch * p.k * p.cols + i * bStep;
-      const float *dys = dy + (s * p.batch + i) * p.m * p.cols;
+      const View as = va + (s * p.aBatch * p.m * p.k + i * aStep);
+      const View bs = vb + (s * p.bBatch * p.k * p.cols + i * bStep);
+      const View dys = vdy + (s * p.batch + i) * p.m * p.cols;
       if (da) { // da^T [k, m] = b^T... column-major: da^T = b * dy^T
         float beta = accA || (i > 0 && !aStep) ? 1.0f : 0.0f;
-        MEMFIT_CHECK(cublasSgemmStridedBatched(
-            impl->cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, m, c, &one, bs, c, bStep,
-            dys, c, p.m * p.cols, &beta,
-            da + s * p.aBatch * p.m * p.k + i * aStep, k, aStep, count));
+        cuda::gemm(*this, *impl, true, false, k, m, c, 1.0f, bs, c, bStep, dys,
+                   c, p.m * p.cols, beta,
+                   vda + (s * p.aBatch * p.m * p.k + i * aStep), k, aStep,
+                   count);
       }
       if (db) { // db^T [cols, k] = dy^T a, column-major
         float beta = accB || (da && a == b) || (i > 0 && !bStep) ? 1.0f : 0.0f;
-        MEMFIT_CHECK(cublasSgemmStridedBatched(
-            impl->cublas, CUBLAS_OP_N, CUBLAS_OP_T, c, k, m, &one, dys, c,
-            p.m * p.cols, as, k, aStep, &beta,
-            db + s * p.bBatch * p.k * p.cols + i * bStep, c, bStep, count));
+        cuda::gemm(*this, *impl, false, true, c, k, m, 1.0f, dys, c,
+                   p.m * p.cols, as, k, aStep, beta,
+                   vdb + (s * p.bBatch * p.k * p.cols + i * bStep), c, bStep,
+                   count);
       }
     }
   impl->done(*this, "batched matmul backward");
@@ -329,21 +329,20 @@ void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
 namespace memfit::rt {
 namespace {
 
-__global__ void resizeKernel(ResizeParams p, int64_t count, const float *x,
-                             float *y) {
+__global__ void resizeKernel(ResizeParams p, int64_t count, View x, View y) {
   MEMFIT_GRID_LOOP(t, count) { y[t] = kernels::resizeAt(p, x, t); }
 }
 
 /// Scatters each output's gradient with atomics (the rounding order may
 /// differ from the emulation's in-order sum).
-__global__ void resizeGradKernel(ResizeParams p, int64_t count, const float *dy,
-                                 float *dx) {
+__global__ void resizeGradKernel(ResizeParams p, int64_t count, View dy,
+                                 View dx) {
   MEMFIT_GRID_LOOP(t, count) {
     int64_t at[4];
     float w[4];
     kernels::resizeGradTaps(p, t, at, w);
     for (int k = 0; k < 4; ++k)
-      atomicAdd(&dx[at[k]], dy[t] * w[k]);
+      cuda::atomicPut(dx[at[k]], dy[t] * w[k]);
   }
 }
 
@@ -351,8 +350,8 @@ __global__ void resizeGradKernel(ResizeParams p, int64_t count, const float *dy,
 
 void Exec::resizeForward(const ResizeParams &p, const float *x, float *y) {
   int64_t count = n * p.c * p.hout * p.wout;
-  resizeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count, x,
-                                                                 y);
+  resizeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, impl->view(x), impl->view(y));
   impl->done(*this, "resize kernel");
 }
 
@@ -361,11 +360,12 @@ void Exec::resizeBackward(const ResizeParams &p, const float *dy, float *dx,
   if (!dx)
     return;
   if (!acc)
-    MEMFIT_CHECK(
-        cudaMemsetAsync(dx, 0, n * p.c * p.hin * p.win * 4, impl->compute()));
+    MEMFIT_CHECK(cudaMemsetAsync(
+        dx, 0, n * p.c * p.hin * p.win * cuda::storeBytes(impl->view(dx).t),
+        impl->compute()));
   int64_t count = n * p.c * p.hout * p.wout;
-  resizeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(p, count,
-                                                                     dy, dx);
+  resizeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
+      p, count, impl->view(dy), impl->view(dx));
   impl->done(*this, "resize backward kernel");
 }
 

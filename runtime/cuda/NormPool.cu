@@ -27,28 +27,28 @@ using cuda::gridFor;
 using cuda::kThreads;
 using cuda::put;
 using cuda::SumOp;
+using cuda::View;
 
 namespace {
 
 // --- pooling ---
 
-__global__ void poolForwardKernel(PoolParams p, int64_t n, const float *x,
-                                  float *y) {
+__global__ void poolForwardKernel(PoolParams p, int64_t n, View x, View y) {
   MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
     y[t] = kernels::poolAt(p, x, t);
   }
 }
 
-__global__ void poolBackwardKernel(PoolParams p, int64_t n, const float *x,
-                                   const float *dy, float *dx, bool acc) {
+__global__ void poolBackwardKernel(PoolParams p, int64_t n, View x, View dy,
+                                   View dx, bool acc) {
   MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
     dx[t] = kernels::poolGradAt(p, x, dy, t, acc ? dx[t] : 0.0f);
   }
 }
 
 /// One warp per plane of `spatial` values.
-__global__ void gapForwardKernel(int64_t planes, int64_t spatial,
-                                 const float *x, float *y) {
+__global__ void gapForwardKernel(int64_t planes, int64_t spatial, View x,
+                                 View y) {
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
   const int lane = threadIdx.x & 31;
   for (int64_t pl = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
@@ -62,8 +62,8 @@ __global__ void gapForwardKernel(int64_t planes, int64_t spatial,
   }
 }
 
-__global__ void gapBackwardKernel(int64_t count, int64_t spatial,
-                                  const float *dy, float *dx, bool acc) {
+__global__ void gapBackwardKernel(int64_t count, int64_t spatial, View dy,
+                                  View dx, bool acc) {
   MEMFIT_GRID_LOOP(t, count) {
     put(dx[t], kernels::gapGradAt(spatial, dy, t), acc);
   }
@@ -95,7 +95,7 @@ __device__ void forEachInChannel(int64_t n, int64_t c, int64_t spatial,
 /// Channel ch's mean and sum of squared deviations over n samples, in two
 /// passes in double, reduced over the block.
 __device__ void channelMoments(const BatchNormParams &p, int64_t n, int64_t ch,
-                               const float *x, double *scratch, double &mean,
+                               View x, double *scratch, double &mean,
                                double &sq) {
   double sum = 0;
   forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) { sum += x[i]; });
@@ -108,9 +108,9 @@ __device__ void channelMoments(const BatchNormParams &p, int64_t n, int64_t ch,
   sq = blockReduce(part, SumOp(), 0.0, scratch);
 }
 
-__global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
+__global__ void bnForwardKernel(BatchNormParams p, int64_t n, View x,
                                 const float *scale, const float *bias,
-                                float *runMean, float *runVar, float *y,
+                                float *runMean, float *runVar, View y,
                                 float *saved, bool updateRunning) {
   __shared__ double scratch[32];
   const double count = double(n * p.spatial);
@@ -132,9 +132,9 @@ __global__ void bnForwardKernel(BatchNormParams p, int64_t n, const float *x,
   }
 }
 
-__global__ void bnApplyKernel(BatchNormParams p, int64_t n, const float *x,
+__global__ void bnApplyKernel(BatchNormParams p, int64_t n, View x,
                               const float *scale, const float *bias,
-                              const float *saved, float *y) {
+                              const float *saved, View y) {
   for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
     forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
       y[i] = kernels::bnNormalize(x[i], scale[ch], bias[ch], saved[ch],
@@ -144,10 +144,9 @@ __global__ void bnApplyKernel(BatchNormParams p, int64_t n, const float *x,
 }
 
 /// Per-channel sums of dy and dy * xhat (both BatchNorm backward tasks).
-__device__ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch,
-                       const float *x, double mean, double invStd,
-                       const float *dy, double *scratch, double &sumDy,
-                       double &sumDyXhat) {
+__device__ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch, View x,
+                       double mean, double invStd, View dy, double *scratch,
+                       double &sumDy, double &sumDyXhat) {
   double a = 0, b = 0;
   forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
     a += dy[i];
@@ -157,10 +156,9 @@ __device__ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch,
   sumDyXhat = blockReduce(b, SumOp(), 0.0, scratch);
 }
 
-__global__ void bnBackwardDataKernel(BatchNormParams p, int64_t n,
-                                     const float *x, const float *scale,
-                                     const float *saved, const float *dy,
-                                     float *dx, bool acc) {
+__global__ void bnBackwardDataKernel(BatchNormParams p, int64_t n, View x,
+                                     const float *scale, const float *saved,
+                                     View dy, View dx, bool acc) {
   __shared__ double scratch[32];
   const double count = double(n * p.spatial);
   for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
@@ -177,10 +175,9 @@ __global__ void bnBackwardDataKernel(BatchNormParams p, int64_t n,
   }
 }
 
-__global__ void bnBackwardWeightKernel(BatchNormParams p, int64_t n,
-                                       const float *x, const float *saved,
-                                       const float *dy, float *dscale,
-                                       float *dbias, bool acc) {
+__global__ void bnBackwardWeightKernel(BatchNormParams p, int64_t n, View x,
+                                       const float *saved, View dy,
+                                       float *dscale, float *dbias, bool acc) {
   __shared__ double scratch[32];
   for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
     double sumDy, sumDyXhat;
@@ -198,9 +195,8 @@ __global__ void bnBackwardWeightKernel(BatchNormParams p, int64_t n,
 // A batch split into chunks: one block per channel combines the chunk's
 // mean and squared deviations into the stats block (thread 0, in the order
 // the CPU emulation combines them); finalize and BP-data as above.
-__global__ void bnChunkStatisticsKernel(BatchNormParams p, int64_t n,
-                                        const float *x, float *stats,
-                                        bool acc) {
+__global__ void bnChunkStatisticsKernel(BatchNormParams p, int64_t n, View x,
+                                        float *stats, bool acc) {
   __shared__ double scratch[32];
   kernels::BnChunkState st = kernels::bnChunkState(p, stats);
   const double count = double(n * p.spatial);
@@ -236,10 +232,11 @@ __global__ void bnFinalizeKernel(BatchNormParams p, float *stats,
   }
 }
 
-__global__ void bnBackwardDataBatchKernel(
-    BatchNormParams p, int64_t n, double batchCount, const float *x,
-    const float *scale, const float *saved, const float *sumDyXhat,
-    const float *sumDy, const float *dy, float *dx, bool acc) {
+__global__ void
+bnBackwardDataBatchKernel(BatchNormParams p, int64_t n, double batchCount,
+                          View x, const float *scale, const float *saved,
+                          const float *sumDyXhat, const float *sumDy, View dy,
+                          View dx, bool acc) {
   for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
     const double meanDy = double(sumDy[ch]) / batchCount,
                  meanDyXhat = double(sumDyXhat[ch]) / batchCount;
@@ -256,14 +253,12 @@ __global__ void bnBackwardDataBatchKernel(
 
 /// bias + alpha / size * (sum of x^2 over channel ch's window) at position q
 /// of one sample.
-__global__ void lrnForwardKernel(LRNParams p, int64_t n, const float *x,
-                                 float *y) {
+__global__ void lrnForwardKernel(LRNParams p, int64_t n, View x, View y) {
   MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) { y[t] = kernels::lrnAt(p, x, t); }
 }
 
-__global__ void lrnBackwardKernel(LRNParams p, int64_t n, const float *x,
-                                  const float *y, const float *dy, float *dx,
-                                  bool acc) {
+__global__ void lrnBackwardKernel(LRNParams p, int64_t n, View x, View y,
+                                  View dy, View dx, bool acc) {
   MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) {
     put(dx[t], kernels::lrnGradAt(p, x, y, dy, t), acc);
   }
@@ -273,7 +268,7 @@ __global__ void lrnBackwardKernel(LRNParams p, int64_t n, const float *x,
 
 void Exec::poolForward(const PoolParams &p, const float *x, float *y) {
   poolForwardKernel<<<gridFor(n * p.c * p.hout * p.wout), kThreads, 0,
-                      impl->compute()>>>(p, n, x, y);
+                      impl->compute()>>>(p, n, impl->view(x), impl->view(y));
   impl->done(*this, "pooling forward kernel");
 }
 
@@ -282,13 +277,14 @@ void Exec::poolBackward(const PoolParams &p, const float *x, const float *,
   if (!dx)
     return;
   poolBackwardKernel<<<gridFor(n * p.c * p.hin * p.win), kThreads, 0,
-                       impl->compute()>>>(p, n, x, dy, dx, acc);
+                       impl->compute()>>>(p, n, impl->view(x), impl->view(dy),
+                                          impl->view(dx), acc);
   impl->done(*this, "pooling backward kernel");
 }
 
 void Exec::gapForward(int64_t c, int64_t spatial, const float *x, float *y) {
   gapForwardKernel<<<gridFor(n * c * 32), kThreads, 0, impl->compute()>>>(
-      n * c, spatial, x, y);
+      n * c, spatial, impl->view(x), impl->view(y));
   impl->done(*this, "global average pooling forward kernel");
 }
 
@@ -298,7 +294,7 @@ void Exec::gapBackward(int64_t c, int64_t spatial, const float *dy, float *dx,
     return;
   int64_t count = n * c * spatial;
   gapBackwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      count, spatial, dy, dx, acc);
+      count, spatial, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "global average pooling backward kernel");
 }
 
@@ -308,15 +304,16 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
                      bool updateRunning) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
   bnForwardKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, x, scale, bias, runMean, runVar, y, saved, updateRunning);
+      p, n, impl->view(x), scale, bias, runMean, runVar, impl->view(y), saved,
+      updateRunning);
   impl->done(*this, "batch normalization forward kernel");
 }
 
 void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *saved, float *y) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
-  bnApplyKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(p, n, x, scale,
-                                                            bias, saved, y);
+  bnApplyKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
+      p, n, impl->view(x), scale, bias, saved, impl->view(y));
   impl->done(*this, "batch normalization apply kernel");
 }
 
@@ -327,7 +324,7 @@ void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
     return;
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
   bnBackwardDataKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, x, scale, saved, dy, dx, acc);
+      p, n, impl->view(x), scale, saved, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "batch normalization backward-data kernel");
 }
 
@@ -338,7 +335,7 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
     return;
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
   bnBackwardWeightKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, x, saved, dy, dscale, dbias, acc);
+      p, n, impl->view(x), saved, impl->view(dy), dscale, dbias, acc);
   impl->done(*this, "batch normalization backward-weight kernel");
 }
 
@@ -346,7 +343,7 @@ void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
                         bool acc) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
   bnChunkStatisticsKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, x, stats, acc);
+      p, n, impl->view(x), stats, acc);
   // The count moves after every channel has read the one before.
   bnChunkCountKernel<<<1, 1, 0, impl->compute()>>>(p, double(n * p.spatial),
                                                    stats, acc);
@@ -368,14 +365,14 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
     return;
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
   bnBackwardDataBatchKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, double(prog.batch * p.spatial), x, scale, saved, dscale, dbias, dy,
-      dx, acc);
+      p, n, double(prog.batch * p.spatial), impl->view(x), scale, saved, dscale,
+      dbias, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "batch normalization backward-data kernel");
 }
 
 void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
   lrnForwardKernel<<<gridFor(n * p.c * p.spatial), kThreads, 0,
-                     impl->compute()>>>(p, n, x, y);
+                     impl->compute()>>>(p, n, impl->view(x), impl->view(y));
   impl->done(*this, "LRN forward kernel");
 }
 
@@ -384,7 +381,8 @@ void Exec::lrnBackward(const LRNParams &p, const float *x, const float *y,
   if (!dx)
     return;
   lrnBackwardKernel<<<gridFor(n * p.c * p.spatial), kThreads, 0,
-                      impl->compute()>>>(p, n, x, y, dy, dx, acc);
+                      impl->compute()>>>(p, n, impl->view(x), impl->view(y),
+                                         impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "LRN backward kernel");
 }
 

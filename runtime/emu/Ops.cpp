@@ -21,7 +21,18 @@ void Exec::convForward(const ConvParams &p, int32_t, const float *x,
                        int64_t wsBytes) {
   x = impl->tensorCoreInput(0, x, n * p.cin * p.hin * p.win);
   w = impl->tensorCoreInput(1, w, convWeightCount(p));
-  rt::convForward(p, n, x, w, b, y);
+  if (b && stores16Bit(prog.precision)) {
+    // A GPU stores the 16-bit convolution, then adds the bias to it (cuDNN
+    // wants one data type throughout, and the bias is an fp32 master): two
+    // roundings, as there.
+    const int64_t spatial = p.hout * p.wout;
+    rt::convForward(p, n, x, w, nullptr, y);
+    roundTo16Bit(prog.precision, y, n * p.cout * spatial);
+    for (int64_t i = 0; i < n * p.cout * spatial; ++i)
+      y[i] = y[i] + b[i / spatial % p.cout];
+  } else {
+    rt::convForward(p, n, x, w, b, y);
+  }
   if (wsBytes > 0)
     poison(*impl, wsOff, wsBytes);
 }
@@ -39,7 +50,26 @@ void Exec::convBackwardFilter(const ConvParams &p, int32_t, const float *x,
                               int64_t wsOff, int64_t wsBytes) {
   x = impl->tensorCoreInput(0, x, n * p.cin * p.hin * p.win);
   dy = impl->tensorCoreInput(2, dy, n * p.cout * p.hout * p.wout);
-  rt::convBackwardFilter(p, n, x, dy, dw, db, acc);
+  if (dw && stores16Bit(prog.precision)) {
+    // The 16-bit weight gradient, staged where the plan put it, rounded,
+    // then added to the fp32 master gradient (rt::convGradStagingBytes).
+    const int64_t count = convWeightCount(p);
+    if (wsBytes < convGradStagingBytes(count))
+      fatal("the plan left no workspace to stage the 16-bit weight gradient");
+    float *staged = arena(wsOff);
+    // The staged gradient is written whole; the bias gradient still adds.
+    std::vector<float> dbBefore(db && acc ? p.cout : 0);
+    if (!dbBefore.empty())
+      std::memcpy(dbBefore.data(), db, dbBefore.size() * sizeof(float));
+    rt::convBackwardFilter(p, n, x, dy, staged, db, false);
+    for (size_t i = 0; i < dbBefore.size(); ++i)
+      db[i] = dbBefore[i] + db[i];
+    roundTo16Bit(prog.precision, staged, count);
+    for (int64_t i = 0; i < count; ++i)
+      dw[i] = acc ? dw[i] + staged[i] : staged[i];
+  } else {
+    rt::convBackwardFilter(p, n, x, dy, dw, db, acc);
+  }
   if (wsBytes > 0)
     poison(*impl, wsOff, wsBytes);
 }
@@ -140,7 +170,18 @@ void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
                        const float *b, float *y) {
   x = impl->tensorCoreInput(0, x, n * p.rows * p.k);
   w = impl->tensorCoreInput(1, w, p.k * p.m);
-  rt::gemmForward(p, n * p.rows, x, w, b, y);
+  if (b && stores16Bit(prog.precision)) {
+    // The product is stored in 16 bits by cuBLAS, the bias added after
+    // (as convForward says).
+    const int64_t rows = n * p.rows;
+    rt::gemmForward(p, rows, x, w, nullptr, y);
+    roundTo16Bit(prog.precision, y, rows * p.m);
+    for (int64_t s = 0; s < rows; ++s)
+      for (int64_t j = 0; j < p.m; ++j)
+        y[s * p.m + j] += p.beta * b[j];
+  } else {
+    rt::gemmForward(p, n * p.rows, x, w, b, y);
+  }
 }
 void Exec::gemmBackwardData(const GemmParams &p, const float *w,
                             const float *dy, float *dx, bool acc) {

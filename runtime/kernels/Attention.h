@@ -27,10 +27,13 @@
 namespace memfit::rt::kernels {
 
 /// One sample's operands.
-struct AttnSample {
-  const float *q, *k, *v, *mask;
+/// P is a pointer (the CPU emulation) or a typed device buffer (the CUDA
+/// backend's View, 16-bit in bf16 and fp16 programs).
+template <class P> struct AttnSampleT {
+  P q, k, v, mask;
   int64_t sample; // index among the n samples of the call
 };
+using AttnSample = AttnSampleT<const float *>;
 
 /// Query rows per tile of the forward and dQ (the CUDA block size).
 constexpr int64_t kAttnQueryTile = 64;
@@ -64,41 +67,40 @@ MEMFIT_HD int64_t attnKVHead(const AttentionParams &p, int64_t h) {
   return p.kvHeads == 1 ? 0 : h;
 }
 
-MEMFIT_HD const float *attnQ(const AttentionParams &p, const AttnSample &a,
-                             int64_t h, int64_t t) {
+MEMFIT_HD auto attnQ(const AttentionParams &p, const auto &a, int64_t h,
+                     int64_t t) {
   return a.q + (h * p.t + t) * p.d;
 }
 
 /// The element of the probabilities [heads, T, S] of all n samples.
-MEMFIT_HD int64_t attnAt(const AttentionParams &p, const AttnSample &a,
-                         int64_t h, int64_t t, int64_t s) {
+MEMFIT_HD int64_t attnAt(const AttentionParams &p, const auto &a, int64_t h,
+                         int64_t t, int64_t s) {
   return (a.sample * p.heads + h) * p.t * p.s + t * p.s + s;
 }
 
 /// Element j of key row s of K/V head hk, in either layout.
-MEMFIT_HD float attnKAt(const AttentionParams &p, const AttnSample &a,
-                        int64_t hk, int64_t s, int64_t j) {
-  const float *k = a.k + hk * p.s * p.d;
+MEMFIT_HD float attnKAt(const AttentionParams &p, const auto &a, int64_t hk,
+                        int64_t s, int64_t j) {
+  auto k = a.k + hk * p.s * p.d;
   return p.kTransposed ? k[j * p.s + s] : k[s * p.d + j];
 }
 
 /// Copies key rows [s0, s0 + count) of K/V head hk: K into kDst [count, d]
 /// and V into vDst [count, dv]. Lane `lane` of `lanes` copies its share.
-MEMFIT_HD void attnLoadKeys(const AttentionParams &p, const AttnSample &a,
-                            int64_t hk, int64_t s0, int64_t count, float *kDst,
-                            float *vDst, int64_t lane, int64_t lanes) {
+MEMFIT_HD void attnLoadKeys(const AttentionParams &p, const auto &a, int64_t hk,
+                            int64_t s0, int64_t count, auto kDst, auto vDst,
+                            int64_t lane, int64_t lanes) {
   for (int64_t e = lane; e < count * p.d; e += lanes)
     kDst[e] = attnKAt(p, a, hk, s0 + e / p.d, e % p.d);
-  const float *v = a.v + (hk * p.s + s0) * p.dv;
+  auto v = a.v + (hk * p.s + s0) * p.dv;
   for (int64_t e = lane; e < count * p.dv; e += lanes)
     vDst[e] = v[e];
 }
 
 /// The score of (h, t, s) from query row q and key row k, after scale and
 /// mask; `filled` when a fill mask replaced it.
-MEMFIT_HD float attnScore(const AttentionParams &p, const float *mask,
-                          const float *q, const float *k, int64_t h, int64_t t,
-                          int64_t s, bool &filled) {
+MEMFIT_HD float attnScore(const AttentionParams &p, auto mask, auto q, auto k,
+                          int64_t h, int64_t t, int64_t s, bool &filled) {
   float dot = 0;
   for (int64_t j = 0; j < p.d; ++j)
     dot += q[j] * k[j];
@@ -141,12 +143,11 @@ MEMFIT_HD void attnRowBegin(const AttentionParams &p, AttnRow &r) {
 }
 
 /// Advances row t of head h over the key tile [s0, s0 + count).
-MEMFIT_HD void attnForwardKeys(const AttentionParams &p, const AttnSample &a,
+MEMFIT_HD void attnForwardKeys(const AttentionParams &p, const auto &a,
                                uint64_t key, int64_t firstSample, int64_t h,
-                               int64_t t, int64_t s0, int64_t count,
-                               const float *kTile, const float *vTile,
-                               AttnRow &r) {
-  const float *q = attnQ(p, a, h, t);
+                               int64_t t, int64_t s0, int64_t count, auto kTile,
+                               auto vTile, AttnRow &r) {
+  auto q = attnQ(p, a, h, t);
   for (int64_t i = 0; i < count; ++i) {
     int64_t s = s0 + i;
     bool filled;
@@ -163,21 +164,21 @@ MEMFIT_HD void attnForwardKeys(const AttentionParams &p, const AttnSample &a,
     float e = ::expf(sc - r.m);
     r.l += e;
     float w = e * attnKeep(p, key, firstSample, attnAt(p, a, h, t, s));
-    const float *v = vTile + i * p.dv;
+    auto v = vTile + i * p.dv;
     for (int64_t j = 0; j < p.dv; ++j)
       r.acc[j] += w * v[j];
   }
 }
 
 /// The output row and its log-sum-exp.
-MEMFIT_HD void attnRowEnd(const AttentionParams &p, const AttnRow &r, float *o,
-                          float *lse) {
+MEMFIT_HD void attnRowEnd(const AttentionParams &p, const AttnRow &r, auto o,
+                          auto lse) {
   // A row without a finite score: softmax's 0/0 (NaN), or 0 where the
   // model guards it (torch.export's Where(IsNaN(p), 0, p)).
   float empty = p.nanToZero ? 0.0f : NAN;
   for (int64_t j = 0; j < p.dv; ++j)
     o[j] = r.l > 0 ? r.acc[j] / r.l : empty;
-  *lse = r.l > 0 ? r.m + ::logf(r.l) : -INFINITY;
+  lse[0] = r.l > 0 ? r.m + ::logf(r.l) : -INFINITY;
 }
 
 // --- backward ---------------------------------------------------------------
@@ -185,11 +186,10 @@ MEMFIT_HD void attnRowEnd(const AttentionParams &p, const AttnRow &r, float *o,
 /// dL/dscore of (h, t, s) from query row q, key row k, value row v, dO row
 /// dO, the row's log-sum-exp and D = dO . O; 0 for a filled score.
 /// `prob` is the probability after dropout.
-MEMFIT_HD float attnScoreGrad(const AttentionParams &p, const AttnSample &a,
+MEMFIT_HD float attnScoreGrad(const AttentionParams &p, const auto &a,
                               uint64_t key, int64_t firstSample, int64_t h,
-                              int64_t t, int64_t s, const float *q,
-                              const float *k, const float *v, const float *dO,
-                              float lse, float dDot, float &prob) {
+                              int64_t t, int64_t s, auto q, auto k, auto v,
+                              auto dO, float lse, float dDot, float &prob) {
   bool filled;
   float sc = attnScore(p, a.mask, q, k, h, t, s, filled);
   prob = 0;
@@ -206,7 +206,7 @@ MEMFIT_HD float attnScoreGrad(const AttentionParams &p, const AttnSample &a,
   return pr * (g * keep - dDot);
 }
 
-MEMFIT_HD float attnDot(const float *x, const float *y, int64_t n) {
+MEMFIT_HD float attnDot(auto x, auto y, int64_t n) {
   float d = 0;
   for (int64_t j = 0; j < n; ++j)
     d += x[j] * y[j];
@@ -219,22 +219,22 @@ struct AttnQGrad {
   float acc[kMaxAttentionWidth];
 };
 
-MEMFIT_HD void attnGradQBegin(const AttentionParams &p, const float *o,
-                              const float *dO, AttnQGrad &r) {
+MEMFIT_HD void attnGradQBegin(const AttentionParams &p, auto o, auto dO,
+                              AttnQGrad &r) {
   r.dDot = attnDot(dO, o, p.dv);
   for (int64_t j = 0; j < p.d; ++j)
     r.acc[j] = 0;
 }
 
 /// Advances dQ of row t of head h over the key tile [s0, s0 + count).
-MEMFIT_HD void attnGradQKeys(const AttentionParams &p, const AttnSample &a,
+MEMFIT_HD void attnGradQKeys(const AttentionParams &p, const auto &a,
                              uint64_t key, int64_t firstSample, int64_t h,
-                             int64_t t, const float *dO, float lse, int64_t s0,
-                             int64_t count, const float *kTile,
-                             const float *vTile, AttnQGrad &r) {
-  const float *q = attnQ(p, a, h, t);
+                             int64_t t, auto dO, float lse, int64_t s0,
+                             int64_t count, auto kTile, auto vTile,
+                             AttnQGrad &r) {
+  auto q = attnQ(p, a, h, t);
   for (int64_t i = 0; i < count; ++i) {
-    const float *k = kTile + i * p.d;
+    auto k = kTile + i * p.d;
     float prob;
     float ds = attnScoreGrad(p, a, key, firstSample, h, t, s0 + i, q, k,
                              vTile + i * p.dv, dO, lse, r.dDot, prob);
@@ -246,7 +246,7 @@ MEMFIT_HD void attnGradQKeys(const AttentionParams &p, const AttnSample &a,
 }
 
 MEMFIT_HD void attnGradQEnd(const AttentionParams &p, const AttnQGrad &r,
-                            float *dq, bool accumulate) {
+                            auto dq, bool accumulate) {
   for (int64_t j = 0; j < p.d; ++j)
     put(dq[j], r.acc[j] * p.scale, accumulate);
 }
@@ -255,13 +255,12 @@ MEMFIT_HD void attnGradQEnd(const AttentionParams &p, const AttnQGrad &r,
 /// qDst [count, d], dO into dODst [count, dv], the log-sum-exps, and
 /// D = dO . O per row. `o`, `dO` and `lse` are the sample's. Lane `lane`
 /// of `lanes` copies its share.
-MEMFIT_HD void attnLoadQueries(const AttentionParams &p, const AttnSample &a,
-                               const float *o, const float *dO,
-                               const float *lse, int64_t h, int64_t t0,
-                               int64_t count, float *qDst, float *dODst,
-                               float *lseDst, float *dDotDst, int64_t lane,
+MEMFIT_HD void attnLoadQueries(const AttentionParams &p, const auto &a, auto o,
+                               auto dO, auto lse, int64_t h, int64_t t0,
+                               int64_t count, auto qDst, auto dODst,
+                               auto lseDst, auto dDotDst, int64_t lane,
                                int64_t lanes) {
-  const float *q = attnQ(p, a, h, t0);
+  auto q = attnQ(p, a, h, t0);
   for (int64_t e = lane; e < count * p.d; e += lanes)
     qDst[e] = q[e];
   int64_t row0 = h * p.t + t0;
@@ -279,13 +278,13 @@ struct AttnKVGrad {
   float gk[kMaxAttentionWidth], gv[kMaxAttentionWidth];
 };
 
-MEMFIT_HD void attnGradKVBegin(const AttentionParams &p, const AttnSample &a,
+MEMFIT_HD void attnGradKVBegin(const AttentionParams &p, const auto &a,
                                int64_t hk, int64_t s, AttnKVGrad &r) {
   for (int64_t j = 0; j < p.d; ++j) {
     r.k[j] = attnKAt(p, a, hk, s, j);
     r.gk[j] = 0;
   }
-  const float *v = a.v + (hk * p.s + s) * p.dv;
+  auto v = a.v + (hk * p.s + s) * p.dv;
   for (int64_t j = 0; j < p.dv; ++j) {
     r.v[j] = v[j];
     r.gv[j] = 0;
@@ -294,14 +293,13 @@ MEMFIT_HD void attnGradKVBegin(const AttentionParams &p, const AttnSample &a,
 
 /// Advances dK and dV of key row s over the query tile [t0, t0 + count) of
 /// head h.
-MEMFIT_HD void attnGradKVQueries(const AttentionParams &p, const AttnSample &a,
+MEMFIT_HD void attnGradKVQueries(const AttentionParams &p, const auto &a,
                                  uint64_t key, int64_t firstSample, int64_t h,
                                  int64_t s, int64_t t0, int64_t count,
-                                 const float *qTile, const float *dOTile,
-                                 const float *lseTile, const float *dDotTile,
-                                 AttnKVGrad &r) {
+                                 auto qTile, auto dOTile, auto lseTile,
+                                 auto dDotTile, AttnKVGrad &r) {
   for (int64_t i = 0; i < count; ++i) {
-    const float *q = qTile + i * p.d, *dO = dOTile + i * p.dv;
+    auto q = qTile + i * p.d, dO = dOTile + i * p.dv;
     float prob;
     float ds = attnScoreGrad(p, a, key, firstSample, h, t0 + i, s, q, r.k, r.v,
                              dO, lseTile[i], dDotTile[i], prob);
@@ -314,13 +312,13 @@ MEMFIT_HD void attnGradKVQueries(const AttentionParams &p, const AttnSample &a,
 
 /// Writes dK and dV of key row s (the head's blocks).
 MEMFIT_HD void attnGradKVEnd(const AttentionParams &p, int64_t s,
-                             const AttnKVGrad &r, float *dk, float *dv,
-                             bool accK, bool accV) {
+                             const AttnKVGrad &r, auto dk, auto dv, bool accK,
+                             bool accV) {
   if (dk)
     for (int64_t j = 0; j < p.d; ++j) {
       // K read transposed ([d, S]) takes its gradient in the same layout.
-      float *at = p.kTransposed ? dk + j * p.s + s : dk + s * p.d + j;
-      put(*at, r.gk[j] * p.scale, accK);
+      auto at = p.kTransposed ? dk + j * p.s + s : dk + s * p.d + j;
+      put(at[0], r.gk[j] * p.scale, accK);
     }
   if (dv)
     for (int64_t j = 0; j < p.dv; ++j)

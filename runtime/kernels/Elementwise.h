@@ -8,7 +8,10 @@
 // backend (runtime/cuda, grid-stride kernels). The end-to-end tests on the
 // CPU therefore run the very arithmetic a GPU runs; the CUDA backend is
 // compiled with --fmad=false so that nvcc does not fuse a multiply and an
-// add the host compiler keeps apart.
+// add the host compiler keeps apart. Buffer operands are `auto`: float
+// pointers in the emulation, typed device buffers in the CUDA backend
+// (runtime/cuda/View.h), which read fp32 and round as they store in bf16
+// and fp16 programs.
 //
 // Semantics (PyTorch's): NaN passes Relu and Clip; a kink takes the
 // one-sided derivative (0 for Relu at 0, alpha for LeakyRelu at 0); Clip
@@ -33,8 +36,10 @@ namespace memfit::rt::kernels {
 
 /// The accumulate convention of Kernels.h: add into dst, or overwrite it
 /// (dst is not read then, so poison there never leaks in).
-MEMFIT_HD void put(float &dst, float v, bool accumulate) {
-  dst = accumulate ? dst + v : v;
+/// dst is a float, or an element of a typed device buffer that rounds as it
+/// is stored (runtime/cuda/View.h).
+template <class D> MEMFIT_HD void put(D &&dst, float v, bool accumulate) {
+  dst = accumulate ? float(dst) + v : v;
 }
 
 // --- activations ---
@@ -250,7 +255,7 @@ MEMFIT_HD int64_t sliceSource(const SliceParams &p, int64_t n, int64_t t) {
 }
 
 /// The gradient of x element `t`: dy where the window covers it, else 0.
-MEMFIT_HD float sliceGradAt(const SliceParams &p, int64_t n, const float *dy,
+MEMFIT_HD float sliceGradAt(const SliceParams &p, int64_t n, auto dy,
                             int64_t t) {
   int64_t dst = 0, stride = 1;
   for (int i = p.rank - 1; i >= 0; --i) {
@@ -284,7 +289,7 @@ MEMFIT_HD int64_t expandSource(const ExpandParams &p, int64_t n, int64_t t) {
 
 /// The gradient of x element `t`: dy summed over the elements that repeat
 /// it, in order, in double.
-MEMFIT_HD float expandGradAt(const ExpandParams &p, int64_t n, const float *dy,
+MEMFIT_HD float expandGradAt(const ExpandParams &p, int64_t n, auto dy,
                              int64_t t) {
   int64_t coord[kMaxRank], repeats = 1;
   for (int i = p.rank - 1; i >= 0; --i) {
@@ -390,7 +395,7 @@ MEMFIT_HD void resizeGradTaps(const ResizeParams &p, int64_t t, int64_t at[4],
 }
 
 /// Output element t of n * c planes.
-MEMFIT_HD float resizeAt(const ResizeParams &p, const float *x, int64_t t) {
+MEMFIT_HD float resizeAt(const ResizeParams &p, auto x, int64_t t) {
   const int64_t plane = p.hout * p.wout;
   int64_t pl = t / plane, q = t - pl * plane;
   int64_t oh = q / p.wout, ow = q - oh * p.wout;
@@ -398,7 +403,7 @@ MEMFIT_HD float resizeAt(const ResizeParams &p, const float *x, int64_t t) {
   float fh, fw;
   resizeTaps(p, oh, p.hin, p.hout, p.scaleH, h0, h1, fh);
   resizeTaps(p, ow, p.win, p.wout, p.scaleW, w0, w1i, fw);
-  const float *xp = x + pl * p.hin * p.win;
+  auto xp = x + pl * p.hin * p.win;
   float top = xp[h0 * p.win + w0] * (1 - fw) + xp[h0 * p.win + w1i] * fw;
   float bottom = xp[h1 * p.win + w0] * (1 - fw) + xp[h1 * p.win + w1i] * fw;
   return top * (1 - fh) + bottom * fh;
@@ -406,8 +411,7 @@ MEMFIT_HD float resizeAt(const ResizeParams &p, const float *x, int64_t t) {
 
 // --- masked fill ---
 
-MEMFIT_HD bool whereFilled(const WhereParams &p, const float *mask,
-                           int64_t at) {
+MEMFIT_HD bool whereFilled(const WhereParams &p, auto mask, int64_t at) {
   int64_t i = at % p.perSample;
   return (mask[(i / p.inner) % p.maskSize] != 0.0f) == p.fillWhere;
 }
@@ -416,7 +420,7 @@ MEMFIT_HD bool whereFilled(const WhereParams &p, const float *mask,
 
 /// Output element t of n * c planes: input (h - padTop, w - padLeft) when it
 /// exists (begin pads may be negative: ONNX Pad crops then), else `value`.
-MEMFIT_HD float padAt(const PadParams &p, const float *x, int64_t t) {
+MEMFIT_HD float padAt(const PadParams &p, auto x, int64_t t) {
   const int64_t plane = p.hout * p.wout;
   int64_t pl = t / plane, q = t - pl * plane;
   int64_t oh = q / p.wout, ow = q - oh * p.wout;
@@ -426,7 +430,7 @@ MEMFIT_HD float padAt(const PadParams &p, const float *x, int64_t t) {
 }
 
 /// Input gradient element t: a cropped input position gets none.
-MEMFIT_HD float padGradAt(const PadParams &p, const float *dy, int64_t t) {
+MEMFIT_HD float padGradAt(const PadParams &p, auto dy, int64_t t) {
   const int64_t plane = p.hin * p.win;
   int64_t pl = t / plane, q = t - pl * plane;
   int64_t ih = q / p.win, iw = q - ih * p.win;
@@ -471,7 +475,7 @@ MEMFIT_HD float dropoutAt(const DropoutParams &p, uint64_t key,
 
 /// Column j of an [n, m] matrix summed over its n rows, in double and in
 /// row order: a bias gradient.
-MEMFIT_HD double columnSum(const float *dy, int64_t n, int64_t m, int64_t j) {
+MEMFIT_HD double columnSum(auto dy, int64_t n, int64_t m, int64_t j) {
   double sum = 0;
   for (int64_t s = 0; s < n; ++s)
     sum += dy[s * m + j];

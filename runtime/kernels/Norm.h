@@ -51,8 +51,7 @@ MEMFIT_HD double bnInvStd(const BatchNormParams &p, double count,
 struct BnChunkState {
   double *mean, *m2, *count;
 };
-MEMFIT_HD BnChunkState bnChunkState(const BatchNormParams &p,
-                                           float *stats) {
+MEMFIT_HD BnChunkState bnChunkState(const BatchNormParams &p, float *stats) {
   auto *d = reinterpret_cast<double *>(stats + 2 * p.c);
   return {d, d + p.c, d + 2 * p.c};
 }
@@ -84,7 +83,7 @@ MEMFIT_HD float bnGrad(float x, float dy, float scale, double mean,
 
 /// bias + alpha / size * (sum of x^2 over channel ch's window), at spatial
 /// position q of one sample.
-MEMFIT_HD double lrnDenominator(const LRNParams &p, const float *xs, int64_t ch,
+MEMFIT_HD double lrnDenominator(const LRNParams &p, auto xs, int64_t ch,
                                 int64_t q) {
   const int64_t before = (p.size - 1) / 2, after = p.size - 1 - before;
   int64_t lo = maxOf(ch - before, 0), hi = minOf(ch + after, p.c - 1);
@@ -97,7 +96,7 @@ MEMFIT_HD double lrnDenominator(const LRNParams &p, const float *xs, int64_t ch,
 }
 
 /// Output element t: y = x * d^-beta.
-MEMFIT_HD float lrnAt(const LRNParams &p, const float *x, int64_t t) {
+MEMFIT_HD float lrnAt(const LRNParams &p, auto x, int64_t t) {
   const int64_t per = p.c * p.spatial;
   int64_t s = t / per, i = t - s * per;
   int64_t ch = i / p.spatial, q = i - ch * p.spatial;
@@ -110,14 +109,14 @@ MEMFIT_HD float lrnAt(const LRNParams &p, const float *x, int64_t t) {
 ///          - 2 alpha beta / size * x_i * sum_{c: i in window(c)} dy_c y_c /
 ///          d_c
 /// and i lies in window(c) exactly when c is in i - after .. i + before.
-MEMFIT_HD float lrnGradAt(const LRNParams &p, const float *x, const float *y,
-                          const float *dy, int64_t t) {
+MEMFIT_HD float lrnGradAt(const LRNParams &p, auto x, auto y, auto dy,
+                          int64_t t) {
   const int64_t per = p.c * p.spatial;
   const int64_t before = (p.size - 1) / 2, after = p.size - 1 - before;
   const double k = 2.0 * double(p.alpha) * double(p.beta) / double(p.size);
   int64_t s = t / per, i = t - s * per;
   int64_t ch = i / p.spatial, q = i - ch * p.spatial;
-  const float *xs = x + s * per, *ys = y + s * per, *dys = dy + s * per;
+  auto xs = x + s * per, ys = y + s * per, dys = dy + s * per;
   int64_t lo = maxOf(ch - after, 0), hi = minOf(ch + before, p.c - 1);
   double sum = 0;
   for (int64_t j = lo; j <= hi; ++j) {
@@ -131,8 +130,8 @@ MEMFIT_HD float lrnGradAt(const LRNParams &p, const float *x, const float *y,
 // --- LayerNorm: one row of d features at a time ---
 
 /// The row's mean and 1/sqrt(biased var + eps), in double.
-MEMFIT_HD void lnRowStats(const LayerNormParams &p, const float *xr,
-                          double &mean, double &invStd) {
+MEMFIT_HD void lnRowStats(const LayerNormParams &p, auto xr, double &mean,
+                          double &invStd) {
   double sum = 0;
   for (int64_t j = 0; j < p.d; ++j)
     sum += xr[j];
@@ -145,8 +144,8 @@ MEMFIT_HD void lnRowStats(const LayerNormParams &p, const float *xr,
   invStd = 1.0 / ::sqrt(sq / double(p.d) + double(p.epsilon));
 }
 
-MEMFIT_HD void lnForwardRow(const LayerNormParams &p, const float *xr,
-                            const float *scale, const float *bias, float *yr) {
+MEMFIT_HD void lnForwardRow(const LayerNormParams &p, auto xr, auto scale,
+                            auto bias, auto yr) {
   double mean, invStd;
   lnRowStats(p, xr, mean, invStd);
   for (int64_t j = 0; j < p.d; ++j) {
@@ -156,9 +155,8 @@ MEMFIT_HD void lnForwardRow(const LayerNormParams &p, const float *xr,
 }
 
 /// dx = invStd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale.
-MEMFIT_HD void lnBackwardRow(const LayerNormParams &p, const float *xr,
-                             const float *scale, const float *dyr, float *dxr,
-                             bool accumulate) {
+MEMFIT_HD void lnBackwardRow(const LayerNormParams &p, auto xr, auto scale,
+                             auto dyr, auto dxr, bool accumulate) {
   double mean, invStd;
   lnRowStats(p, xr, mean, invStd);
   double sumG = 0, sumGX = 0;

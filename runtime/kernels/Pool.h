@@ -47,8 +47,7 @@ MEMFIT_HD Window windowAt(const PoolParams &p, int64_t oh, int64_t ow) {
 
 /// Index in the plane of the window's first maximum, or -1 when the window
 /// holds no real position.
-MEMFIT_HD int64_t argmaxOf(const PoolParams &p, const Window &win,
-                           const float *plane) {
+MEMFIT_HD int64_t argmaxOf(const PoolParams &p, const Window &win, auto plane) {
   int64_t best = -1;
   float bestValue = 0;
   for (int64_t ih = win.h0; ih < win.h1; ++ih)
@@ -64,11 +63,11 @@ MEMFIT_HD int64_t argmaxOf(const PoolParams &p, const Window &win,
 }
 
 /// Output element t of n * c planes.
-MEMFIT_HD float poolAt(const PoolParams &p, const float *x, int64_t t) {
+MEMFIT_HD float poolAt(const PoolParams &p, auto x, int64_t t) {
   const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
   int64_t pl = t / outPlane, q = t - pl * outPlane;
   int64_t oh = q / p.wout, ow = q - oh * p.wout;
-  const float *plane = x + pl * inPlane;
+  auto plane = x + pl * inPlane;
   Window win = windowAt(p, oh, ow);
   if (p.kind == PoolKind::Max) {
     int64_t at = argmaxOf(p, win, plane);
@@ -90,12 +89,12 @@ MEMFIT_HD int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 /// Input gradient element t, added onto `start` (the gradient there when
 /// accumulating, else 0). x is read by max pooling only, so average
 /// pooling may be called with x null.
-MEMFIT_HD float poolGradAt(const PoolParams &p, const float *x, const float *dy,
-                           int64_t t, float start) {
+MEMFIT_HD float poolGradAt(const PoolParams &p, auto x, auto dy, int64_t t,
+                           float start) {
   const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
   int64_t pl = t / inPlane, q = t - pl * inPlane;
   int64_t ih = q / p.win, iw = q - ih * p.win;
-  const float *dyPlane = dy + pl * outPlane;
+  auto dyPlane = dy + pl * outPlane;
   // Outputs whose kernel extent covers (ih, iw); windowAt decides.
   int64_t ohLo = maxOf(ceilDiv(ih + p.padTop - p.kh + 1, p.sh), 0);
   int64_t ohHi = minOf(floorDiv(ih + p.padTop, p.sh), p.hout - 1);
@@ -119,7 +118,7 @@ MEMFIT_HD float poolGradAt(const PoolParams &p, const float *x, const float *dy,
 }
 
 /// Global average pooling's input gradient element t.
-MEMFIT_HD float gapGradAt(int64_t spatial, const float *dy, int64_t t) {
+MEMFIT_HD float gapGradAt(int64_t spatial, auto dy, int64_t t) {
   return dy[t / spatial] / float(spatial);
 }
 

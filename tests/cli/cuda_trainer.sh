@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds a generated trainer with the CUDA backend (CUDA and cuDNN compile
-# and link here even without a GPU) for a plan that offloads and recomputes,
-# and runs it: without a GPU it must stop cleanly with "no CUDA device" and
-# exit 1; with one it must train. Skipped (77) when memfit was built
+# Builds generated trainers with the CUDA backend (CUDA and cuDNN compile
+# and link here even without a GPU) and runs them: an fp32 plan that
+# offloads and recomputes, a bf16 CNN with BatchNorm under a tight budget
+# (16-bit convolutions, staged weight gradients, working copies), and an
+# fp16 GPT (16-bit matrix products, fused attention, LayerNorm, loss
+# scaling). Without a GPU each must stop cleanly with "no CUDA device" and
+# exit 1; with one each must train. Skipped (77) when memfit was built
 # without CUDA.
 set -u
 MEMFIT=$1
@@ -13,19 +16,38 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 grep -q "MEMFIT_RUNTIME_HAVE_CUDA ON" "$BUILD/memfit-runtime.cmake" ||
   { echo "memfit was built without CUDA: skipped"; exit 77; }
 
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+
+build_and_run() { # dir
+  local d=$1
+  cmake -S "$d" -B "$d/build" -DMEMFIT_BACKEND=cuda >"$d.cmake.log" 2>&1 ||
+    { cat "$d.cmake.log"; fail "configure $d"; }
+  cmake --build "$d/build" -j 2 >"$d.build.log" 2>&1 ||
+    { tail -30 "$d.build.log"; fail "build $d"; }
+  "$d/build/trainer" --synthetic --iterations 3 >"$d.run.log" 2>&1
+  local rc=$?
+  if grep -q "no CUDA device" "$d.run.log"; then
+    [ $rc -eq 1 ] || fail "$d: exit code $rc without a GPU, expected 1"
+    echo "$d: built; no GPU here: $(cat "$d.run.log")"
+  else
+    [ $rc -eq 0 ] || { cat "$d.run.log"; fail "the CUDA trainer $d failed ($rc)"; }
+    grep -q "^done:" "$d.run.log" || fail "$d: no summary line"
+    echo "$d: trained: $(tail -1 "$d.run.log")"
+  fi
+}
+
 "$MEMFIT" zoo tiny-bn -o tiny-bn.onnx >/dev/null || fail zoo
 "$MEMFIT" compile tiny-bn.onnx --batch 8 --budget 100% --device h100-sxm \
   --policy chen-sqrt -o trainer --quiet || fail compile
-cmake -S trainer -B trainer/build -DMEMFIT_BACKEND=cuda >cmake.log 2>&1 ||
-  { cat cmake.log; fail "configure"; }
-cmake --build trainer/build -j 2 >build.log 2>&1 || { tail -30 build.log; fail "build"; }
-trainer/build/trainer --synthetic --iterations 3 >run.log 2>&1
-rc=$?
-if grep -q "no CUDA device" run.log; then
-  [ $rc -eq 1 ] || fail "exit code $rc without a GPU, expected 1"
-  echo "cuda trainer built; no GPU here: $(cat run.log)"
-else
-  [ $rc -eq 0 ] || { cat run.log; fail "the CUDA trainer failed ($rc)"; }
-  grep -q "^done:" run.log || fail "no summary line"
-  echo "cuda trainer trained: $(tail -1 run.log)"
-fi
+build_and_run trainer
+
+"$MEMFIT" compile tiny-bn.onnx --batch 8 --budget 60% --device h100-sxm \
+  --precision bf16 -o trainer-bf16 --quiet || fail "compile bf16"
+grep -q 'x.arena16(' trainer-bf16/src/*.cpp || fail "bf16: no 16-bit blocks"
+grep -q 'x.weightCopy(' trainer-bf16/src/*.cpp || fail "bf16: no working copies"
+build_and_run trainer-bf16
+
+"$MEMFIT" compile "$SRC/tests/models/torch2/gpt-torchscript.onnx" --batch 4 \
+  --budget 85% --device h100-sxm --precision fp16 -o trainer-fp16 --quiet ||
+  fail "compile fp16"
+build_and_run trainer-fp16

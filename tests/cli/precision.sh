@@ -33,10 +33,12 @@ plan = {p: json.load(open(f"plan-{p}.json")) for p in ("fp32", "tf32", "bf16", "
 assert ins["bf16"]["keep_all_bytes"] * 2 == ins["fp32"]["keep_all_bytes"], ins
 assert ins["tf32"]["keep_all_bytes"] == ins["fp32"]["keep_all_bytes"]
 assert ins["fp16"]["liveness_peak_bytes"] == ins["bf16"]["liveness_peak_bytes"]
-# Mmin's task part (at sub-batch 1) about halves (int32 labels stay); its
-# weight side grows by the working copies.
+# Mmin's task part (at sub-batch 1) about halves: int32 labels stay, and
+# a convolution's backward-filter also stages its 16-bit weight gradient
+# (2 bytes a weight: 4.7 MB for layer4's 3x3 convolutions, the largest
+# footprint); its weight side grows by the working copies.
 task = {p: ins[p]["lower_bound_bytes"] - ins[p]["weight_side_bytes"] for p in ins}
-assert task["bf16"] <= 0.51 * task["fp32"], task
+assert 0.5 * task["fp32"] < task["bf16"] <= 0.53 * task["fp32"], task
 # Master weights, gradients and momentum stay fp32; the bf16 working
 # copies of the convolution and fc weights add at most 2 bytes a parameter.
 extra = ins["bf16"]["weight_side_bytes"] - ins["fp32"]["weight_side_bytes"]

@@ -8,7 +8,7 @@
 // odd and even size, gemm both ways, broadcast binary gradients along both
 // reduction paths, concat, pad with crops, softmax, both losses, SGD, and
 // dropout, whose masks must match bit for bit, and fused attention across
-// tiles. Backward operations run
+// tiles; and 16-bit programs (SelfCheckNarrow.cpp). Backward operations run
 // once overwriting and once accumulating into random contents. Copies go
 // out to host slots and back through events.
 //
@@ -16,6 +16,7 @@
 // mismatch is printed), 77 when there is no CUDA device (ctest: skipped).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cuda/selfcheck/SelfCheck.h"
 #include "runtime/Exec.h"
 
 #include <cuda_runtime.h>
@@ -29,15 +30,12 @@
 
 using namespace memfit::rt;
 
-namespace {
+namespace memfit::rt::selfcheck {
 
-using Vec = std::vector<float>;
-
-constexpr int64_t kArena = 256 << 20;
 int failures = 0, checks = 0;
 std::mt19937 rng(12345);
 
-Vec random(int64_t count, bool integers = false) {
+Vec random(int64_t count, bool integers) {
   std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
   std::uniform_int_distribution<int> id(-3, 3);
   Vec v(count);
@@ -46,9 +44,6 @@ Vec random(int64_t count, bool integers = false) {
   return v;
 }
 
-/// Host to device, finished before anything runs on the backend's streams
-/// (a copy from pageable memory may still be in flight when cudaMemcpy
-/// returns, and the backend's streams do not wait for the legacy one).
 void upload(void *dst, const void *src, int64_t bytes) {
   cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
   if (e == cudaSuccess)
@@ -58,6 +53,32 @@ void upload(void *dst, const void *src, int64_t bytes) {
     std::exit(1);
   }
 }
+
+void expect(const std::string &what, const Vec &got, const Vec &want,
+            double tol) {
+  ++checks;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double g = got[i], w = want[i];
+    bool ok = std::memcmp(&got[i], &want[i], 4) == 0 ||
+              (std::isnan(g) && std::isnan(w)) ||
+              (tol > 0 && std::isfinite(w) &&
+               std::fabs(g - w) <= tol * (1 + std::fabs(w)));
+    if (!ok) {
+      std::printf("MISMATCH %s at %zu: cuda %.9g, reference %.9g\n",
+                  what.c_str(), i, got[i], want[i]);
+      ++failures;
+      return;
+    }
+  }
+}
+
+} // namespace memfit::rt::selfcheck
+
+namespace {
+
+using namespace memfit::rt::selfcheck;
+
+constexpr int64_t kArena = 256 << 20;
 
 /// Device buffers carved out of the arena, one test case at a time; the
 /// arena's top kWorkspace bytes are the convolutions' workspace.
@@ -110,26 +131,6 @@ struct Bench {
     x.subBatchIndex = 0;
   }
 };
-
-/// |got - want| <= tol * (1 + |want|) everywhere, NaN matching NaN and
-/// infinities matching exactly; tol 0 asks for the same bits.
-void expect(const std::string &what, const Vec &got, const Vec &want,
-            double tol) {
-  ++checks;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double g = got[i], w = want[i];
-    bool ok = std::memcmp(&got[i], &want[i], 4) == 0 ||
-              (std::isnan(g) && std::isnan(w)) ||
-              (tol > 0 && std::isfinite(w) &&
-               std::fabs(g - w) <= tol * (1 + std::fabs(w)));
-    if (!ok) {
-      std::printf("MISMATCH %s at %zu: cuda %.9g, reference %.9g\n",
-                  what.c_str(), i, got[i], want[i]);
-      ++failures;
-      return;
-    }
-  }
-}
 
 constexpr double kTol = 2e-4;
 // FFT and Winograd algorithms round differently from a direct sum.
@@ -669,6 +670,8 @@ int main() {
   checkMse();
   checkElementwise(b);
   checkUpdateAndCopies(b);
+  checkNarrow(Precision::BF16);
+  checkNarrow(Precision::FP16);
   std::printf("selfcheck: %d checks, %d mismatches; measured device memory "
               "%.2f MiB (planned %.2f MiB)\n",
               checks, failures, b.x.measuredDeviceBytes() / 1048576.0,
