@@ -159,10 +159,13 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   MEMFIT_CHECK(cublasCreate(&im.cublas));
   MEMFIT_CHECK(cublasSetStream(im.cublas, im.compute()));
   // Plain fp32: no TF32 tensor-core rounding, as the profiler measured;
-  // a TF32 plan's matrix products on tensor cores.
-  MEMFIT_CHECK(cublasSetMathMode(im.cublas, info.precision == Precision::TF32
-                                                ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                : CUBLAS_PEDANTIC_MATH));
+  // a TF32 plan's matrix products on tensor cores; 16-bit inputs on tensor
+  // cores with fp32 accumulation (the default math; pedantic math is for
+  // numerical studies and may leave them off).
+  MEMFIT_CHECK(cublasSetMathMode(
+      im.cublas, info.precision == Precision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                 : stores16Bit(info.precision)     ? CUBLAS_DEFAULT_MATH
+                                                   : CUBLAS_PEDANTIC_MATH));
 
   const int64_t planned = deviceBytes();
   im.arena =
