@@ -1,9 +1,9 @@
 //===- CalibrationTest.cpp - The fitted cost model against measurements ---===//
 //
 // The calibration committed in compiler/cost/CalibratedParams.inc, held
-// against the DeepBench measurements of the eight GPUs it was fitted on
-// (committed under docs/benchmarks/data/deepbench/, the devices'
-// datasheets under docs/benchmarks/devices/), a GPU held out of the fit,
+// against the DeepBench measurements it was fitted on (the V100 and the
+// P100, committed under docs/benchmarks/data/deepbench/) and against six
+// GPUs held out of it (their datasheets under docs/benchmarks/devices/),
 // and the fit itself on data whose true parameters are known.
 //
 //===----------------------------------------------------------------------===//
@@ -40,25 +40,6 @@ GpuMeasurements deepbench(const std::string &gpu, const std::string &device) {
   return m;
 }
 
-/// The GPUs of the committed data, in tools/calibrate-cost-model's order.
-const std::vector<std::pair<std::string, std::string>> kGpus = {
-    {"V100", "v100"},
-    {"P100", "p100"},
-    {"M40", "m40.json"},
-    {"TitanX", "titanx-maxwell-boost.json"},
-    {"TitanXPascal", "titanx-pascal.json"},
-    {"TitanXp", "titanxp.json"},
-    {"1080Ti", "gtx1080ti.json"},
-    {"T4", "t4.json"}};
-
-std::vector<GpuMeasurements> allGpus(const std::string &except = "") {
-  std::vector<GpuMeasurements> out;
-  for (const auto &[gpu, device] : kGpus)
-    if (gpu != except)
-      out.push_back(deepbench(gpu, device));
-  return out;
-}
-
 ErrorSummary allKinds(const DeviceSpec &spec,
                       const std::vector<KernelCsv> &files) {
   std::vector<double> all;
@@ -82,32 +63,26 @@ TEST_CASE("error summaries: median and 90th percentile", "[calibration]") {
   CHECK(summarizeErrors({}).count == 0);
 }
 
-TEST_CASE("the committed calibration predicts every DeepBench GPU within the "
-          "published bound",
+TEST_CASE("the committed calibration predicts DeepBench's V100 and P100 "
+          "within the published bound",
           "[calibration]") {
-  for (const GpuMeasurements &m : allGpus()) {
-    INFO(m.device.name);
+  for (auto [gpu, device] : {std::pair{"V100", "v100"}, {"P100", "p100"}}) {
+    INFO(gpu);
+    GpuMeasurements m = deepbench(gpu, device);
     KernelErrors errs = kernelErrors(m.device, m.files);
     CHECK(errs[0].size() == 94);
     CHECK(errs[3].size() == 160);
     ErrorSummary all = allKinds(m.device, m.files);
     CHECK(all.median <= kMedianBound);
-    // Per kernel kind the fit leaves more: the worst median is the T4's
-    // SGEMMs (56%; the 70 W card runs below its boost clock).
     for (int k = 0; k < kNumKernelKinds; ++k) {
       INFO(kernelKindName(static_cast<KernelKind>(k)));
-      CHECK(summarizeErrors(errs[k]).median <= std::log(1.6));
+      CHECK(summarizeErrors(errs[k]).median <= kMedianBound);
     }
-    // The prior, chosen before any measurement, did worse in the 90th
-    // percentile everywhere and in the median everywhere but on the V100
-    // (25% against 26%: its prior was closer to cuDNN 7.6 than a fit
-    // that six GPUs with cuDNN 5 and 6 pull down).
+    // The prior, chosen before any measurement, did worse: the
+    // calibration is what makes the bound.
     DeviceSpec prior = m.device;
     applyCalibration(prior, priorCalibration());
-    ErrorSummary before = allKinds(prior, m.files);
-    CHECK(before.p90 > all.p90);
-    if (m.device.name != "v100")
-      CHECK(before.median > all.median);
+    CHECK(allKinds(prior, m.files).median > all.median);
   }
 }
 
@@ -116,22 +91,51 @@ TEST_CASE("the committed calibration is the fit of the committed data",
   // compiler/cost/CalibratedParams.inc must be what tools/calibrate-cost-
   // model writes from docs/benchmarks/data/deepbench: no hand edits, no
   // stale table after a change to the model or the fit.
-  CalibrationFit fit = fitCalibration(allGpus(), priorCalibration());
+  CalibrationFit fit =
+      fitCalibration({deepbench("V100", "v100"), deepbench("P100", "p100")},
+                     priorCalibration());
   CHECK(calibrationInc(fit.calibration, "") ==
         calibrationInc(calibratedDefaults(), ""));
 }
 
-TEST_CASE("a fit on the other GPUs predicts V100 and P100 from their "
-          "datasheets",
+TEST_CASE("the committed calibration predicts six GPUs held out of it from "
+          "their datasheets",
           "[calibration]") {
-  for (const auto &[gpu, device] :
-       {std::pair{"V100", "v100"}, {"P100", "p100"}}) {
-    INFO("held out: " << gpu);
-    CalibrationFit fit = fitCalibration(allGpus(gpu), priorCalibration());
-    GpuMeasurements test = deepbench(gpu, device);
-    DeviceSpec spec = test.device;
+  // The GPUs of the committed data that the built-in calibration was not
+  // fitted on (tools/calibrate-cost-model --evaluate). Measured median
+  // error over all kernels: M40 45%, TITAN X (Maxwell) 39%, TITAN X
+  // (Pascal) 27%, TITAN Xp 19%, GTX 1080 Ti 24%, T4 35%
+  // (docs/benchmarks/cost-model.md). The bound is above all of them, and
+  // catches a change to the model or the fit that makes a GPU known only
+  // from its datasheet clearly worse.
+  const double bound = std::log(1.5);
+  for (auto [gpu, device] : {std::pair{"M40", "m40.json"},
+                             {"TitanX", "titanx-maxwell-boost.json"},
+                             {"TitanXPascal", "titanx-pascal.json"},
+                             {"TitanXp", "titanxp.json"},
+                             {"1080Ti", "gtx1080ti.json"},
+                             {"T4", "t4.json"}}) {
+    INFO(gpu);
+    GpuMeasurements m = deepbench(gpu, device);
+    // Only the datasheet: the device file leaves the calibration built in.
+    CHECK(calibrationInc(calibrationOf(m.device), "") ==
+          calibrationInc(calibratedDefaults(), ""));
+    ErrorSummary all = allKinds(m.device, m.files);
+    CHECK(all.count >= 432);
+    CHECK(all.median <= bound);
+  }
+}
+
+TEST_CASE("a fit on one GPU predicts the other from its datasheet",
+          "[calibration]") {
+  GpuMeasurements v100 = deepbench("V100", "v100");
+  GpuMeasurements p100 = deepbench("P100", "p100");
+  for (auto [train, test] : {std::pair{&v100, &p100}, {&p100, &v100}}) {
+    INFO("held out: " << test->device.name);
+    CalibrationFit fit = fitCalibration({*train}, priorCalibration());
+    DeviceSpec spec = test->device;
     applyCalibration(spec, fit.calibration);
-    CHECK(allKinds(spec, test.files).median <= kMedianBound);
+    CHECK(allKinds(spec, test->files).median <= kMedianBound);
   }
 }
 
