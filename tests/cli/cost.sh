@@ -2,7 +2,8 @@
 # memfit cost: predicts every row of a DeepBench CSV, keeping the rows and
 # appending the predicted columns; refuses a malformed row naming the file
 # and the line, with exit code 1. memfit calibrate: fits a device file to a
-# user's own measurements, which then loads and predicts.
+# user's own measurements, which then loads and predicts; --no-fit reports
+# the error of the calibration as built.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -56,11 +57,25 @@ head -41 "$DATA/deepbench_V100_gemm_fp32.csv" >mine.csv
 "$MEMFIT" calibrate ./sheet.json=mine.csv -o fitted.json >report.md 2>err.txt ||
   fail "calibrate exited $?: $(cat err.txt)"
 grep -q '^## Final fit on all GPUs' report.md || fail "no final fit in the report"
-grep -q '^| ./sheet.json | gemm | 40 |' report.md || fail "no gemm row: $(cat report.md)"
+# Rows name each GPU by its device's name.
+grep -q '^| sheet | gemm | 40 |' report.md || fail "no gemm row: $(cat report.md)"
 "$MEMFIT" device ./fitted.json >/dev/null 2>err.txt ||
   fail "the fitted device does not load: $(cat err.txt)"
 "$MEMFIT" cost --device ./fitted.json --csv mine.csv >/dev/null 2>err.txt ||
   fail "the fitted device does not predict: $(cat err.txt)"
+# --no-fit: the error of the calibration as built, nothing written. The
+# datasheet-only file takes the built-in calibration, so it reads as p100.
+"$MEMFIT" calibrate --no-fit ./sheet.json="$DATA/deepbench_P100_gemm_fp32.csv" \
+  p100="$DATA/deepbench_P100_gemm_fp32.csv" >nofit.md 2>err.txt ||
+  fail "calibrate --no-fit exited $?: $(cat err.txt)"
+grep -q '^## The calibration as built' nofit.md || fail "no --no-fit table: $(cat nofit.md)"
+grep -q '^## Final fit' nofit.md && fail "--no-fit fitted"
+[ "$(grep '^| sheet | gemm | 160 |' nofit.md | cut -d'|' -f4-)" = \
+  "$(grep '^| p100 | gemm | 160 |' nofit.md | cut -d'|' -f4-)" ] ||
+  fail "datasheet file and built-in p100 err differently: $(cat nofit.md)"
+"$MEMFIT" calibrate --no-fit ./sheet.json=mine.csv -o x.json >out.txt 2>err.txt
+[ $? -eq 1 ] || fail "--no-fit with -o did not exit 1"
+grep -q -- "--no-fit fits nothing to write" err.txt || fail "--no-fit -o not refused: $(cat err.txt)"
 "$MEMFIT" calibrate sheet.json >out.txt 2>err.txt
 [ $? -eq 1 ] || fail "an argument without '=' did not exit 1"
 grep -q "expected GPU=FILE.csv, got 'sheet.json'" err.txt || fail "bad argument not named"

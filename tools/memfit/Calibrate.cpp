@@ -1,16 +1,20 @@
 //===- Calibrate.cpp - memfit calibrate -----------------------------------===//
 //
 // memfit calibrate GPU=FILE.csv... [--emit-cpp FILE] [-o DEVICE.json]
+// memfit calibrate --no-fit GPU=FILE.csv...
 //
 // Fits the analytic cost model's calibration to measured kernel times
 // (compiler/cost/Calibrate.h) and prints the fit report as Markdown: the
 // error of the uncalibrated prior, of a fit on the other GPUs (each GPU
 // held out in turn, when there are several), and of the final fit on all
-// of them, per GPU and per kernel kind; then the fitted parameters.
+// of them, per GPU (named by its device's name) and per kernel kind; then
+// the fitted parameters. `--no-fit` prints only the error of the
+// calibration memfit was built with (or what a device file sets), the
+// model as a plan would use it on those GPUs.
 //
 // GPU is a built-in device name or a device JSON file (only its datasheet
-// numbers are used); FILE a CSV in DeepBench's layout. `--emit-cpp` writes
-// compiler/cost/CalibratedParams.inc (the built-in calibration:
+// numbers are used in a fit); FILE a CSV in DeepBench's layout. `--emit-cpp`
+// writes compiler/cost/CalibratedParams.inc (the built-in calibration:
 // tools/calibrate-cost-model regenerates it); `-o` writes the first GPU's
 // device file with the fitted calibration, for a user with measurements of
 // their own GPU.
@@ -50,9 +54,14 @@ cl::opt<std::string> Output("o",
                                      "the fitted calibration here"),
                             cl::value_desc("device.json"), cl::init(""),
                             cl::sub(Cmd));
+cl::opt<bool> NoFit("no-fit",
+                    cl::desc("Fit nothing: print the error of the built-in "
+                             "calibration (or the device file's own)"),
+                    cl::init(false), cl::sub(Cmd));
 
 struct Gpu {
-  std::string label; // as given before '='
+  std::string arg;   // as given before '='
+  std::string label; // the device's name, in the report
   GpuMeasurements data;
 };
 
@@ -70,9 +79,9 @@ Expected<std::vector<Gpu>> readInputs() {
     if (!csv)
       return csv.takeError();
     auto it = std::find_if(gpus.begin(), gpus.end(),
-                           [&](const Gpu &g) { return g.label == dev; });
+                           [&](const Gpu &g) { return g.arg == dev; });
     if (it == gpus.end()) {
-      gpus.push_back({dev.str(), {*spec, {}}});
+      gpus.push_back({dev.str(), spec->name, {*spec, {}}});
       it = gpus.end() - 1;
     }
     it->data.files.push_back(std::move(*csv));
@@ -94,14 +103,16 @@ std::string pct(double lnErr) {
   return formatv("{0:F0}%", 100 * (std::exp(lnErr) - 1)).str();
 }
 
-/// One row per GPU and kernel kind (and one for all kinds together).
+/// One row per GPU and kernel kind (and one for all kinds together); a
+/// null calibration keeps the device's own.
 void errorTable(raw_ostream &os, const std::vector<Gpu> &gpus,
                 const std::vector<const CostCalibration *> &calibrationPerGpu) {
   os << "| GPU | kernels | n | median | 90th pct | median ln | 90th pct ln "
         "|\n|---|---|---|---|---|---|---|\n";
   for (size_t g = 0; g < gpus.size(); ++g) {
     DeviceSpec spec = gpus[g].data.device;
-    applyCalibration(spec, *calibrationPerGpu[g]);
+    if (calibrationPerGpu[g])
+      applyCalibration(spec, *calibrationPerGpu[g]);
     KernelErrors errs = kernelErrors(spec, gpus[g].data.files);
     std::vector<double> all;
     auto row = [&](StringRef kind, const std::vector<double> &e) {
@@ -123,6 +134,9 @@ void errorTable(raw_ostream &os, const std::vector<Gpu> &gpus,
 }
 
 int run() {
+  if (NoFit && (!EmitCpp.empty() || !Output.empty()))
+    return reportError(makeError("calibrate: --no-fit fits nothing to write "
+                                 "(--emit-cpp, -o)"));
   auto gpus = readInputs();
   if (!gpus)
     return reportError(gpus.takeError());
@@ -139,6 +153,13 @@ int run() {
   }
   os << ". Error is |ln(predicted / measured)|, shown also as the "
         "percentage the prediction is off by (e^|ln| - 1).\n\n";
+
+  if (NoFit) {
+    os << "## The calibration as built (nothing fitted)\n\n";
+    errorTable(os, *gpus,
+               std::vector<const CostCalibration *>(gpus->size(), nullptr));
+    return ExitOk;
+  }
 
   os << "## Prior (hand-chosen, before any measurement)\n\n";
   errorTable(os, *gpus,
@@ -191,7 +212,7 @@ int run() {
     std::string prov = "Fitted on:";
     for (const Gpu &g : *gpus)
       for (const KernelCsv &f : g.data.files)
-        prov += " " + g.label + "=" + sys::path::filename(f.name).str();
+        prov += " " + g.arg + "=" + sys::path::filename(f.name).str();
     if (auto err = writeFileAtomically(EmitCpp, calibrationInc(c, prov)))
       return reportError(std::move(err));
   }
