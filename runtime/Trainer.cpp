@@ -317,6 +317,40 @@ void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
   }
 }
 
+/// FNV-1a over what every rank of a data-parallel run must hold alike: the
+/// trainable weights bit for bit, the updates applied and the loss scaler
+/// (BatchNorm's running statistics follow each rank's own samples).
+uint64_t replicaFingerprint(Exec &x, const LoopState &st) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void *data, size_t bytes) {
+    const auto *c = static_cast<const unsigned char *>(data);
+    for (size_t i = 0; i < bytes; ++i)
+      h = (h ^ c[i]) * 1099511628211ull;
+  };
+  std::vector<float> w;
+  for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
+    const WeightInfo &info = x.weightInfo()[id];
+    if (!info.trainable)
+      continue;
+    w.resize(static_cast<size_t>(info.count));
+    x.readWeight(id, w.data());
+    mix(w.data(), w.size() * sizeof(float));
+  }
+  mix(&st.appliedSteps, sizeof st.appliedSteps);
+  mix(&st.scaler.scale, sizeof st.scaler.scale);
+  mix(&st.scaler.cleanSteps, sizeof st.scaler.cleanSteps);
+  return h;
+}
+
+/// The ranks must end as replicas: a rank that skipped another step than
+/// its peers, or summed its gradients otherwise, would train on silently
+/// while rank 0 alone saves. Returns how many ranks differ from rank 0.
+int64_t divergedRanks(Comm &comm, Exec &x, const LoopState &st) {
+  uint64_t mine = replicaFingerprint(x, st), first = mine;
+  comm.broadcastBytes(&first, sizeof first, 0);
+  return static_cast<int64_t>(comm.sum(mine == first ? 0.0 : 1.0));
+}
+
 std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
                                 uint64_t epoch) {
   std::vector<int64_t> idx(count);
@@ -481,6 +515,21 @@ int trainerMain(int argc, char **argv, const Program &program) {
       if (root && !saveCheckpoint(x, o.checkpoint, next, err))
         die(err);
     }
+  }
+  if (p.ranks > 1) {
+    if (int64_t bad = divergedRanks(comm, x, st)) {
+      if (root)
+        die(std::to_string(bad) + " of " + std::to_string(p.ranks) +
+            " ranks hold other weights or another loss scale than rank 0 "
+            "after " +
+            std::to_string(done) + " iterations; the replicas diverged");
+      // Rank 0 reports and stops every rank; the others wait for it here.
+      comm.sum(0);
+    }
+    if (!o.quiet)
+      std::printf("ranks: all %d hold the same weights bit for bit after %llu "
+                  "updates\n",
+                  p.ranks, (unsigned long long)st.appliedSteps);
   }
   if (!o.checkpoint.empty()) {
     x.gatherOptimizerState();

@@ -2,6 +2,7 @@
 #include "compiler/cost/CostModel.h"
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/cost/AnalyticCost.h"
+#include "compiler/onnx/OnnxImport.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>
@@ -323,4 +324,74 @@ TEST_CASE("tensor cores price convolutions and products, not the rest",
   AnalyticCostModel plain(toyDevice());
   CHECK(plain.taskSeconds(tf32, conv, implicit, b) ==
         plain.taskSeconds(fp32, conv, implicit, b));
+}
+
+namespace {
+
+/// Per sample: x [512, 64] projected by MatMuls to Q, K and V, then
+/// softmax(Q K^T) V fused into one Attention operator ("context").
+Graph projectedAttention(int64_t batch) {
+  GraphLiteral L(batch);
+  ValueId x = L.input("x", {512, 64});
+  auto proj = [&](const char *name) {
+    return L.op(OpKind::MatMul, name,
+                {x, L.weight(std::string("W") + name, {64, 64})}, {512, 64});
+  };
+  ValueId q = proj("q"), k = proj("k"), v = proj("v");
+  OpAttrs perm, softmax;
+  perm.perm = {0, 2, 1};
+  softmax.axis = 2;
+  ValueId kt = L.op(OpKind::Transpose, "kt", {k}, {64, 512}, perm);
+  ValueId scores = L.op(OpKind::BatchMatMul, "scores", {q, kt}, {512, 512});
+  ValueId probs = L.op(OpKind::Softmax, "probs", {scores}, {512, 512}, softmax);
+  L.op(OpKind::BatchMatMul, "context", {probs, v}, {512, 64});
+  return fuseAttention(L.g);
+}
+
+} // namespace
+
+TEST_CASE("fused attention computes at the fp32 rate in every precision",
+          "[cost][precision]") {
+  // memfit's attention kernel reads 16-bit operands but multiplies in fp32
+  // FMA: pricing it at the tensor-core rate would promise a speed-up that
+  // no kernel delivers. The projections around it are cuBLAS products.
+  DeviceSpec dev = toyDevice();
+  dev.tf32Flops = 8e12;
+  dev.bf16Flops = dev.fp16Flops = 16e12;
+  AnalyticCostModel m(dev);
+  int64_t b = 8;
+  Graph g = projectedAttention(b);
+  REQUIRE(std::count_if(g.ops.begin(), g.ops.end(), [](const Op &op) {
+            return op.kind == OpKind::Attention;
+          }) == 1);
+  TaskGraph fp32 = buildAt(g, Precision::FP32);
+  TaskGraph tf32 = buildAt(g, Precision::TF32);
+  TaskGraph bf16 = buildAt(g, Precision::BF16);
+  for (const char *name : {"FP(context)", "BP-data(context)"}) {
+    TaskId t = findTask(fp32, name);
+    REQUIRE(findTask(bf16, name) == t);
+    double t32 = m.taskSeconds(fp32, t, 0, b);
+    // Compute-bound in fp32 (its bytes alone take a fraction of the time),
+    // so halving them in bf16 changes nothing: the same FLOPs at the same
+    // rate. TF32 keeps the bytes too.
+    TaskWork w = analyticWork(dev, fp32, t, 0, b);
+    double memory = w.bytes / (dev.memoryBandwidth *
+                               dev.classEfficiency(CostClass::Gemm).memory);
+    CHECK(memory < t32 / 4);
+    CHECK(analyticWork(dev, bf16, t, 0, b).peakFlops == 0);
+    CHECK(m.taskSeconds(bf16, t, 0, b) == Approx(t32).epsilon(1e-12));
+    CHECK(m.taskSeconds(tf32, t, 0, b) == t32);
+    // At the tensor-core rate it would take under half the time.
+    w.peakFlops = dev.bf16Flops;
+    CHECK(workSeconds(dev, w) < t32 / 2);
+  }
+  // The projections are matrix products: tensor cores make them faster.
+  TaskId proj = findTask(fp32, "FP(q)");
+  CHECK(m.taskSeconds(bf16, proj, 0, b) < m.taskSeconds(fp32, proj, 0, b));
+  CHECK(m.taskSeconds(tf32, proj, 0, b) < m.taskSeconds(fp32, proj, 0, b));
+  // Its operands are still 16-bit blocks: under bf16 fused attention moves
+  // half the bytes.
+  TaskId fwd = findTask(fp32, "FP(context)");
+  CHECK(analyticWork(dev, bf16, fwd, 0, b).bytes * 2 ==
+        Approx(analyticWork(dev, fp32, fwd, 0, b).bytes).epsilon(0.01));
 }

@@ -59,8 +59,8 @@ private:
   BlockId valueBlock(ValueId v);
   BlockId gradBlock(ValueId v);
   /// The block operand `v` of op `op` is read from: the 16-bit working
-  /// copy of a weight that a tensor-core operator reads under a 16-bit
-  /// precision, else its Y block.
+  /// copy of a weight that a lower-precision operator (OpDef::lowerPrecision)
+  /// reads under a 16-bit precision, else its Y block.
   BlockId operandBlock(const Op &op, ValueId v);
   TaskId addTask(TaskKind kind, OpId op, std::vector<BlockId> reads,
                  std::vector<BlockId> writes, bool inPlace = false);
@@ -94,7 +94,7 @@ BlockId Builder::operandBlock(const Op &op, ValueId v) {
   const Value &val = g.values[v];
   DType low = activationType(cfg.precision);
   if (val.kind != ValueKind::Weight || val.dtype != DType::F32 ||
-      low == DType::F32 || !opDef(op.kind).tensorCores)
+      low == DType::F32 || !opDef(op.kind).lowerPrecision)
     return valueBlock(v);
   if (tg.weightCopyBlock[v] < 0)
     tg.weightCopyBlock[v] =
@@ -433,8 +433,8 @@ static void shardWeightSide(TaskGraph &tg, const DataParallel &dp) {
   // gradient (which needs one of its own anyway), two of them so that one
   // fills while the other is reduce-scattered.
   if (dp.shard >= 2) {
-    tg.dp.bucketBytes = std::max<int64_t>(
-        4, std::min({dp.bucketBytes, grads, largest}));
+    tg.dp.bucketBytes =
+        std::max<int64_t>(4, std::min({dp.bucketBytes, grads, largest}));
     tg.collectiveBufferBytes = 2 * tg.dp.bucketBytes;
   }
 }

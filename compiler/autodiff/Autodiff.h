@@ -13,8 +13,9 @@
 // a 16-bit precision the data input, activations, their gradients and every
 // saved value take 2 bytes per element, weights, their gradients, optimizer
 // state, saved statistics, labels and the loss 4, and each weight that a
-// tensor-core operator reads gets a resident 16-bit working copy, read in
-// its place by the forward and BP-data tasks and refreshed by its update.
+// lower-precision operator (OpDef::lowerPrecision) reads gets a resident
+// 16-bit working copy, read in its place by the forward and BP-data tasks
+// and refreshed by its update.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_COMPILER_AUTODIFF_AUTODIFF_H

@@ -437,7 +437,8 @@ namespace {
 /// Tensor cores run the GEMM-shaped arithmetic of convolutions and matrix
 /// products (OpDef::tensorCores) under TF32, BF16 and FP16; cuDNN's FFT and
 /// Winograd convolutions keep their FP32 transforms, so they stay at the
-/// FP32 rate. Everything else (normalization, softmax, reductions,
+/// FP32 rate. Everything else (fused attention, whose kernel is memfit's
+/// own and multiplies in FP32; normalization, softmax, reductions,
 /// elementwise, the loss and the update) computes in FP32 under every
 /// precision: only its memory traffic follows the 16-bit blocks.
 double productPeak(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,

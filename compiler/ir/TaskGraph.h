@@ -73,7 +73,8 @@ bool isWeightSide(BlockKind k);
 /// - BF16, FP16: activations, their gradients, the input batch and
 ///   everything saved for the backward pass in 16 bits; weights kept in
 ///   fp32 (master copies, gradients, optimizer state) with 16-bit working
-///   copies for the operators that compute in 16 bits (OpDef::tensorCores);
+///   copies for the operators that compute from 16-bit operands
+///   (OpDef::lowerPrecision);
 ///   reductions, softmax, normalization statistics and the loss computed in
 ///   fp32. FP16 adds dynamic loss scaling (torch.cuda.amp.GradScaler).
 enum class Precision : uint8_t { FP32, TF32, BF16, FP16 };

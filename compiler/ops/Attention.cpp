@@ -105,8 +105,8 @@ void registerAttention(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Attention,
                   .name = "Attention",
                   .dataGradReads = dataReads,
+                  .lowerPrecision = true,
                   .costClass = CostClass::Gemm,
-                  .tensorCores = true,
                   .work = work,
                   .signatureAttrs =
                       [](llvm::raw_ostream &os, const Op &op) {

@@ -181,6 +181,7 @@ OpDef dense(OpKind kind, std::string_view name) {
           .onnxTypes = {name},
           .dataGradReads = otherOperandReads,
           .weightGradReads = dataOperandReads,
+          .lowerPrecision = true,
           .costClass = CostClass::Gemm,
           .tensorCores = true,
           .work = work,

@@ -153,12 +153,17 @@ struct OpDef {
   /// Appends what BP-weight reads besides dY. Null: dY alone (a bias).
   void (*weightGradReads)(const GradOperands &,
                           std::vector<BlockId> &) = nullptr;
+  /// Convolutions, matrix products and fused attention: torch.autocast's
+  /// lower-precision list. Under BF16 and FP16 they read the 16-bit working
+  /// copies of their weights.
+  bool lowerPrecision = false;
 
   // --- cost ---
   CostClass costClass = CostClass::Elementwise;
-  /// Convolutions and matrix products: torch.autocast's lower-precision
-  /// list. They run on tensor cores under TF32, BF16 and FP16 and read the
-  /// 16-bit working copies of their weights under BF16 and FP16.
+  /// The kernel memfit runs for the op computes on tensor cores under TF32,
+  /// BF16 and FP16 (cuDNN's and cuBLAS's convolutions and products), so the
+  /// cost model prices it at the tensor-core rate. Fused attention does not:
+  /// memfit's own kernel reads 16-bit operands but multiplies in fp32.
   bool tensorCores = false;
   /// FLOPs and launches of a task at sub-batch b; `gradsWritten` counts the
   /// blocks it writes. Null for convolution, which the cost model prices

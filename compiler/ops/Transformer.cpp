@@ -571,6 +571,7 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   .onnxTypes = {"Einsum"},
                   .importOnnx = importEinsum,
                   .dataGradReads = bmmDataReads,
+                  .lowerPrecision = true,
                   .costClass = CostClass::Gemm,
                   .tensorCores = true,
                   .work = bmmWork,

@@ -3,8 +3,10 @@
 # replicated and sharded (--shard 1, 2), SGD and AdamW, under budgets that
 # force offload, recomputation or sub-batches, each against single-process
 # PyTorch at the same global batch (models without BatchNorm train exactly
-# the same); resume on the same ranks is exact; the planner's per-rank
-# weight-side bytes shrink as sharding says.
+# the same), and every rank ends with the same weights; fp16 on 2 ranks
+# updates as one rank does, and a forced overflow skips the same steps on
+# every rank as on one; resume on the same ranks is exact; the planner's
+# per-rank weight-side bytes shrink as sharding says.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -36,6 +38,18 @@ import json; j = json.load(open('$1/plan.json'))
 print(j['summary']['bytes_to_host'] + sum(1 for t in j['tasks'] if t['recompute']) + (j['sub_batch'] < j['batch']))"
 }
 
+# make_trainer NAME MODEL BATCH BUDGET [compile args]: NAME/build/trainer
+make_trainer() {
+  local name=$1 model=$2 batch=$3 budget=$4
+  shift 4
+  "$MEMFIT" compile "$model.onnx" --batch "$batch" --budget "$budget" \
+    --device k40m -o "$name" --quiet "$@" || fail "compile $name"
+  cmake -S "$name" -B "$name/build" -DMEMFIT_BACKEND=cpu >"$name/cmake.log" 2>&1 ||
+    { cat "$name/cmake.log"; fail "configure $name"; }
+  cmake --build "$name/build" -j 2 >"$name/build.log" 2>&1 ||
+    { tail -30 "$name/build.log"; fail "build $name"; }
+}
+
 # case NAME MODEL DATA RANKS SHARD OPTIMIZER BUDGET [compile args]
 case_() {
   local name=$1 model=$2 data=$3 ranks=$4 shard=$5 opt=$6 budget=$7
@@ -45,18 +59,15 @@ case_() {
     optargs=()
     refopt=(--optimizer adamw)
   fi
-  "$MEMFIT" compile "$model.onnx" --batch 8 --ranks "$ranks" --shard "$shard" \
-    --optimizer "$opt" --budget "$budget" --device k40m -o "$name" --quiet "$@" ||
-    fail "compile $name"
+  make_trainer "$name" "$model" 8 "$budget" --ranks "$ranks" --shard "$shard" \
+    --optimizer "$opt" "$@"
   grep -q '"ranks": '"$ranks" "$name/plan.json" || fail "$name: plan.json lacks the ranks"
-  cmake -S "$name" -B "$name/build" -DMEMFIT_BACKEND=cpu >"$name/cmake.log" 2>&1 ||
-    { cat "$name/cmake.log"; fail "configure $name"; }
-  cmake --build "$name/build" -j 2 >"$name/build.log" 2>&1 ||
-    { tail -30 "$name/build.log"; fail "build $name"; }
   "${MPIRUN[@]}" -np "$ranks" "$name/build/trainer" --data "$data" --labels lab.npy \
     --iterations 3 --lr 0.05 "${optargs[@]}" --weight-decay 0.001 --log-every 1 \
     --save "$name/trained.onnx" >"$name/train.log" 2>&1 ||
     { cat "$name/train.log"; fail "train $name"; }
+  grep -q "^ranks: all $ranks hold the same weights bit for bit" "$name/train.log" ||
+    fail "$name: no word that the ranks hold the same weights"
   $PY "$SRC/tests/e2e/torch_reference.py" "$model.onnx" "$data" lab.npy \
     --batch 8 --iterations 3 --lr 0.05 "${refopt[@]}" --weight-decay 0.001 \
     --rtol 1e-4 --losses "$name/train.log" --trained "$name/trained.onnx" \
@@ -89,6 +100,117 @@ run --iterations 4 --checkpoint ck --resume --save resumed.onnx >second.log 2>&1
   fail "resume is not exact: $(grep '^iteration 4' straight.log second.log)"
 cmp -s straight.onnx resumed.onnx || fail "resumed weights differ"
 echo "resume: exact"
+
+# fp16 on 2 ranks (GradScaler under DDP). Two steps of a 2-rank trainer,
+# replicated with SGD and with --shard 2 and AdamW, update the weights as a
+# one-rank fp16 trainer at the same global batch does, and as float64 torch
+# does within tests/cli/precision_train.sh's fp16 tolerance. Measured worst:
+# 2 ranks against one 4e-7 (the order of float sums), against torch 4e-4
+# with SGD and 0.012 with AdamW, as one rank.
+F16_TOL=0.05
+SAME_TOL=0.001
+f16() { # name batch optimizer [compile args]
+  make_trainer "$1" tiny-cnn "$2" 100% --precision fp16 --optimizer "$3" "${@:4}"
+}
+f16 f16-r1 8 sgd
+f16 f16-r2 8 sgd --ranks 2
+f16 f16-r1-adamw 8 adamw
+f16 f16-r2-s2-adamw 8 adamw --ranks 2 --shard 2
+f16 f16-r1-adamw-b4 4 adamw
+train16() { # dir ranks data labels out.onnx log [trainer args]
+  local d=$1 r=$2 x=$3 y=$4 out=$5 log=$6 launch=()
+  shift 6
+  [ "$r" -gt 1 ] && launch=(timeout 120 "${MPIRUN[@]}" -np "$r")
+  "${launch[@]}" "$d/build/trainer" --data "$x" --labels "$y" --lr 0.05 \
+    --log-every 1 --save "$out" "$@" >"$log" 2>&1 || { cat "$log"; fail "train $d"; }
+}
+update_diff() { # a.onnx b.onnx: the largest difference of a weight's update
+  # from its initial value in tiny-cnn.onnx, relative to b's update
+  $PY - tiny-cnn.onnx "$@" <<'PY'
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+w0, a, b = ({t.name: numpy_helper.to_array(t).astype(np.float64)
+             for t in onnx.load(f).graph.initializer} for f in sys.argv[1:4])
+print("%.2e" % max(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(b[k] - w0[k])
+                   for k in w0 if np.linalg.norm(b[k] - w0[k]) > 0))
+PY
+}
+for opt in sgd adamw; do
+  one=f16-r1 two=f16-r2 args=(--momentum 0.9 --weight-decay 0.001)
+  # Adam's first steps are lr * sign(g): a gradient within fp16's rounding
+  # of zero would flip a whole step (0.12 of conv1's update at eps 1e-8);
+  # eps 1e-4 keeps the steps of such gradients as small as they are.
+  [ $opt = adamw ] && one=f16-r1-adamw two=f16-r2-s2-adamw args=(--weight-decay 0.01 --eps 1e-4)
+  for d in $one $two; do
+    r=1
+    [ $d = $two ] && r=2
+    train16 $d $r img.npy lab.npy $d/trained.onnx $d/train.log --iterations 2 "${args[@]}"
+    $PY "$SRC/tests/e2e/torch_reference.py" tiny-cnn.onnx img.npy lab.npy \
+      --batch 8 --iterations 2 --lr 0.05 --optimizer $opt "${args[@]}" \
+      --rtol 0.02 --update-tol $F16_TOL --losses $d/train.log \
+      --trained $d/trained.onnx >$d/ref.log 2>&1 ||
+      { cat $d/ref.log; fail "$d disagrees with torch"; }
+    echo "$d vs float64 torch: $(cat $d/ref.log)"
+  done
+  grep -q "^ranks: all 2 hold the same weights bit for bit" $two/train.log ||
+    fail "$two: no word that the ranks hold the same weights"
+  diff=$(update_diff $two/trained.onnx $one/trained.onnx)
+  $PY -c "import sys; sys.exit(0 if $diff <= $SAME_TOL else 1)" ||
+    fail "$two's update differs from $one's by $diff"
+  echo "$two vs $one: updates differ by at most $diff"
+done
+
+# A forced overflow on 2 ranks: 2^40 overflows fp16 gradients, so the first
+# steps are skipped and the scale halves until they fit. With --shard 2
+# each rank checks only its slice of the gradients, so the decision is
+# all-reduced. To make it matter, conv2 reads conv1's last channel through
+# weights 100 times larger (and that channel is kept active): as the scale
+# backs off, the last step to overflow does so in that channel's gradient
+# alone, which is conv1's, in rank 1's slice; a rank 0 deciding alone would
+# update while rank 1 skips (a deadlock at the next collective, hence the
+# timeout). Each rank sees the same 4 samples every step, so the run must be
+# bit for bit the one-rank run at batch 4 forced alike: the same steps
+# skipped, the same losses and weights, and the ranks replicas of each other
+# (the trainer compares them).
+$PY - <<'PY' || fail "one-batch data"
+import numpy as np, onnx
+from onnx import numpy_helper
+x, y = np.load("img.npy")[:4], np.load("lab.npy")[:4]
+np.save("one-x.npy", x), np.save("one-y.npy", y)
+np.save("two-x.npy", np.concatenate([x, x]))
+np.save("two-y.npy", np.concatenate([y, y]))
+m = onnx.load("tiny-cnn.onnx")
+for t in m.graph.initializer:
+    a = numpy_helper.to_array(t).copy()
+    if t.name == "conv2.weight":
+        a[:, -1] *= 100
+    elif t.name == "conv1.bias":
+        a[-1] = 1.0
+    t.CopyFrom(numpy_helper.from_array(a, t.name))
+onnx.save(m, "lopsided.onnx")
+PY
+N=30
+over=(--iterations $N --loss-scale 1099511627776 --weight-decay 0.01 --eps 1e-4
+  --model lopsided.onnx)
+train16 f16-r1-adamw-b4 1 one-x.npy one-y.npy over1.onnx over1.log "${over[@]}"
+train16 f16-r2-s2-adamw 2 two-x.npy two-y.npy over2.onnx over2.log "${over[@]}"
+skips=$(grep -c 'skipped: gradients not finite' over2.log)
+[ "$skips" -ge 1 ] && [ "$skips" -lt $N ] || fail "2 ranks, forced overflow: $skips steps skipped of $N"
+[ "$(grep skipped over1.log)" = "$(grep skipped over2.log)" ] ||
+  fail "2 ranks skipped other steps than one: $(grep -c skipped over1.log) against $skips"
+[ "$(grep loss over1.log | cut -d' ' -f1-5)" = "$(grep loss over2.log | cut -d' ' -f1-5)" ] ||
+  fail "2 ranks forced to overflow print other losses than one rank"
+grep -q "^ranks: all 2 hold the same weights bit for bit after $((N - skips)) updates" over2.log ||
+  fail "the ranks' weights after a forced overflow: $(grep '^ranks' over2.log)"
+$PY - over1.onnx over2.onnx <<'PY' ||
+import sys, onnx
+from onnx import numpy_helper
+a, b = ({t.name: numpy_helper.to_array(t).tobytes()
+         for t in onnx.load(f).graph.initializer} for f in sys.argv[1:3])
+sys.exit(0 if a == b else 1)
+PY
+  fail "2 ranks forced to overflow end with other weights than one rank"
+echo "forced overflow on 2 ranks (--shard 2, adamw): $skips of $N steps skipped, as on one rank; losses and weights bit for bit equal"
 
 # A data-parallel trainer started without mpirun says how to start it.
 out=$("cnn-r2-tight/build/trainer" --synthetic 2>&1) && fail "one process ran a 2-rank trainer"
