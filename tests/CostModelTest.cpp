@@ -385,10 +385,14 @@ TEST_CASE("fused attention computes at the fp32 rate in every precision",
     w.peakFlops = dev.bf16Flops;
     CHECK(workSeconds(dev, w) < t32 / 2);
   }
-  // The projections are matrix products: tensor cores make them faster.
+  // The projections are matrix products: priced at the tensor cores' rate
+  // (small ones may be bound by their bytes or the launch instead, so the
+  // rate is what is checked under tf32), and faster in bf16.
   TaskId proj = findTask(fp32, "FP(q)");
+  CHECK(analyticWork(dev, tf32, proj, 0, b).peakFlops == dev.tf32Flops);
+  CHECK(analyticWork(dev, bf16, proj, 0, b).peakFlops == dev.bf16Flops);
   CHECK(m.taskSeconds(bf16, proj, 0, b) < m.taskSeconds(fp32, proj, 0, b));
-  CHECK(m.taskSeconds(tf32, proj, 0, b) < m.taskSeconds(fp32, proj, 0, b));
+  CHECK(m.taskSeconds(tf32, proj, 0, b) <= m.taskSeconds(fp32, proj, 0, b));
   // Its operands are still 16-bit blocks: under bf16 fused attention moves
   // half the bytes.
   TaskId fwd = findTask(fp32, "FP(context)");
