@@ -73,7 +73,7 @@ double EvictionPricer::dropSeconds(BlockId b) const {
     dropCache.resize(tg.blocks.size(), {0, -1.0});
   auto &c = dropCache[b];
   if (c.first != epoch)
-    c = {epoch, shouldDrop(b) ? recomputeSeconds(b, 0) : -1.0};
+    c = {epoch, dropPrice(b)};
   return c.second;
 }
 
@@ -92,14 +92,17 @@ double EvictionPricer::recomputeSeconds(BlockId b, int depth) const {
   return secs;
 }
 
-bool EvictionPricer::shouldDrop(BlockId b) const {
+bool EvictionPricer::shouldDrop(BlockId b) const { return dropPrice(b) >= 0; }
+
+double EvictionPricer::dropPrice(BlockId b) const {
   if (!blocks.isRecomputable(b))
-    return false;
+    return -1.0;
   switch (rules.drop) {
   case PolicyRules::Drop::Always:
-    return true;
+    return recomputeSeconds(b, 0);
   case PolicyRules::Drop::NonConv:
-    return !blocks.isConvOutput(b); // convolution outputs are checkpoints
+    // Convolution outputs are checkpoints.
+    return blocks.isConvOutput(b) ? -1.0 : recomputeSeconds(b, 0);
   case PolicyRules::Drop::WhenCheaper: {
     // Drop when regenerating is cheaper than the copy-out that would delay
     // this task plus the prefetch that may not hide later; only what the
@@ -107,17 +110,18 @@ bool EvictionPricer::shouldDrop(BlockId b) const {
     // recompute chain.
     int32_t next = blocks.nextUseStep(b);
     if (!allowRecompute || (next >= 0 && next < cursor.firstBackward))
-      return false;
+      return -1.0;
     int64_t bytes = blocks.bytesOf(b);
     double offload = costs.copyOutSeconds(bytes);
     if (next >= 0)
       offload += std::max(0.0, costs.copyInSeconds(bytes) - gapUntil(next));
-    return recomputeSeconds(b, 0) < offload;
+    double secs = recomputeSeconds(b, 0);
+    return secs < offload ? secs : -1.0;
   }
   case PolicyRules::Drop::Never:
     break;
   }
-  return false;
+  return -1.0;
 }
 
 int32_t EvictionPricer::farthestKey(BlockId b) const {

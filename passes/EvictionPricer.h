@@ -66,6 +66,10 @@ private:
   /// < 0: evicting b copies it out; else the seconds recomputing it costs.
   /// Memoised within a search.
   double dropSeconds(BlockId b) const;
+  /// shouldDrop(b) and what the drop costs in one evaluation: the seconds
+  /// recomputing b costs when it is dropped, < 0 when it is copied out.
+  /// The recompute chain is priced once, for the decision and the price.
+  double dropPrice(BlockId b) const;
   double recomputeSeconds(BlockId b, int depth) const;
   /// b's key in `farthest`: its next use step, the largest when none.
   int32_t farthestKey(BlockId b) const;
