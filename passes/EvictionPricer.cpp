@@ -6,23 +6,24 @@
 namespace memfit::sched {
 
 bool EvictionPricer::evictable(int32_t owner) const {
-  if (owner >= kWorkspaceOwner)
+  // Workspaces never leave; under vDNN nothing does (it offloads by its
+  // fixed rule only).
+  if (owner >= kWorkspaceOwner || !rules.evicts)
     return false;
   BlockId b = blocks.blockOf(owner);
   if (blocks.isPinned(b))
     return false;
-  if (!rules.evicts)
-    return false; // vDNN offloads by its fixed rule only
   // Chen et al. never copy: only what can be recomputed (or already has a
   // host copy) may leave. SuperNeurons also offloads convolution outputs.
   if (rules.evictsRecomputableOrCopiedOnly && !blocks.isRecomputable(b) &&
       !blocks[b].hostValid)
     return false;
-  // moDNN's criteria: not used by the next task; used since it arrived.
-  int32_t next = blocks.nextUseStep(b);
-  if (next == cursor.step + 1 && rules.keepsNextTaskBlocks)
-    return false;
+  // moDNN's criteria: used since it arrived; not used by the next task
+  // (the next use is looked up only under that rule: it is one more load,
+  // for every occupant a search looks at).
   if (!blocks[b].usedSinceArrival)
+    return false;
+  if (rules.keepsNextTaskBlocks && blocks.nextUseStep(b) == cursor.step + 1)
     return false;
   return true;
 }
