@@ -1,6 +1,7 @@
 //===- EvictionPricer.cpp - Who may leave the arena, and at what price ----===//
 #include "passes/EvictionPricer.h"
 
+#include <cassert>
 #include <limits>
 
 namespace memfit::sched {
@@ -131,36 +132,36 @@ int32_t EvictionPricer::farthestKey(BlockId b) const {
 }
 
 void EvictionPricer::indexNextUse(BlockId b) {
+  std::optional<NextUseIndex::iterator> &entry = entryOf[b];
+  if (entry) {
+    farthest.erase(*entry);
+    entry.reset();
+  }
   if (blocks[b].res >= 0)
-    farthest.push({farthestKey(b), blocks[b].res});
+    entry = farthest.insert({farthestKey(b), blocks[b].res}).first;
 }
 
 std::vector<int32_t> EvictionPricer::farthestUsable(const PriceFn &price) {
-  // Take up to kFocusOwners that may leave, look at a bounded number of
-  // entries, and put back the live ones.
-  ++focusSearch;
+  // Take up to kFocusOwners that may leave, looking at a bounded number of
+  // live entries.
   std::vector<int32_t> focus;
-  std::vector<std::pair<int32_t, ResidencyId>> keep;
   size_t looked = 0;
-  while (!farthest.empty() && focus.size() < kFocusOwners &&
-         looked < 16 * kFocusOwners) {
-    auto [key, r] = farthest.top();
-    farthest.pop();
+  for (auto it = farthest.begin(); it != farthest.end() &&
+                                   focus.size() < kFocusOwners &&
+                                   looked < 16 * kFocusOwners;) {
+    auto [key, r] = *it;
     BlockId b = blocks.blockOf(r);
-    if (blocks[b].res != r || key != farthestKey(b))
-      continue; // stale
-    if (focusSeen.size() <= static_cast<size_t>(r))
-      focusSeen.resize(blocks.nextId(), 0);
-    if (focusSeen[r] == focusSearch)
-      continue; // a duplicate: one entry is enough
-    focusSeen[r] = focusSearch;
+    if (blocks[b].res != r || key != farthestKey(b)) {
+      assert(entryOf[b] && *entryOf[b] == it && "one entry per block");
+      entryOf[b].reset();
+      it = farthest.erase(it); // stale
+      continue;
+    }
     ++looked;
-    keep.push_back({key, r});
     if (price(r).usable)
       focus.push_back(r);
+    ++it;
   }
-  for (const auto &e : keep)
-    farthest.push(e);
   return focus;
 }
 

@@ -23,7 +23,7 @@
 
 #include <functional>
 #include <optional>
-#include <queue>
+#include <set>
 
 namespace memfit::sched {
 
@@ -43,7 +43,8 @@ public:
                  const Residencies &blocks, const StreamTimeline &timeline,
                  const Arena &arena, const RoundCursor &cursor)
       : tg(tg), costs(costs), rules(rules), allowRecompute(allowRecompute),
-        blocks(blocks), timeline(timeline), arena(arena), cursor(cursor) {}
+        blocks(blocks), timeline(timeline), arena(arena), cursor(cursor),
+        entryOf(tg.blocks.size()) {}
 
   /// Starts a new search: forgets the memoised answers.
   void newSearch() { ++epoch; }
@@ -94,11 +95,16 @@ private:
   mutable std::vector<std::pair<uint64_t, bool>> evictCache;  // per residency
   mutable std::vector<std::pair<uint64_t, double>> dropCache; // per block
   /// Residencies by their block's next use step (no next use: largest),
-  /// farthest on top; entries go stale when the block moves or advances and
-  /// are dropped when met.
-  std::priority_queue<std::pair<int32_t, ResidencyId>> farthest;
-  std::vector<uint64_t> focusSeen; // per residency: the search that took it
-  uint64_t focusSearch = 0;
+  /// farthest first, ties to the later residency; one entry per block,
+  /// replaced when the block is indexed again. An entry goes stale when
+  /// its block leaves the device and is dropped when a search meets it.
+  /// Ordered rather than a heap: every focused search walks the first
+  /// hundreds of entries, which a heap shows only by popping each one and
+  /// pushing it back.
+  using NextUseIndex =
+      std::set<std::pair<int32_t, ResidencyId>, std::greater<>>;
+  NextUseIndex farthest;
+  std::vector<std::optional<NextUseIndex::iterator>> entryOf; // per block
 };
 
 } // namespace memfit::sched
