@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <deque>
 
 namespace memfit {
 
@@ -73,14 +72,14 @@ StreamUses Arena::allocateAt(int64_t offset, int64_t bytes, int32_t owner) {
     segs.emplace(before.offset, before);
     addFree(before);
   }
-  segs.emplace(offset, Segment{offset, need, owner, free.uses});
+  auto placed = segs.emplace(offset, Segment{offset, need, owner, free.uses});
   int64_t end = free.offset + free.size;
   if (end > offset + need) {
     Segment after{offset + need, end - offset - need, -1, free.uses};
     segs.emplace(after.offset, after);
     addFree(after);
   }
-  ownerAt[owner] = offset;
+  ownerAt[owner] = placed.first;
   high = std::max(high, offset + need);
   used += need;
   return free.uses;
@@ -114,9 +113,9 @@ void Arena::release(int32_t owner, const StreamUses &uses) {
   auto o = ownerAt.find(owner);
   if (o == ownerAt.end())
     return;
-  auto it = segs.find(o->second);
+  Map::iterator it = o->second;
   ownerAt.erase(o);
-  assert(it != segs.end() && it->second.owner == owner);
+  assert(it->second.owner == owner);
   it->second.owner = -1;
   mergeUses(it->second.uses, uses);
   used -= it->second.size;
@@ -127,16 +126,16 @@ void Arena::release(int32_t owner, const StreamUses &uses) {
 void Arena::transfer(int32_t from, int32_t to) {
   auto o = ownerAt.find(from);
   assert(o != ownerAt.end() && "transfer from an owner that holds nothing");
-  int64_t offset = o->second;
+  Map::iterator it = o->second;
   ownerAt.erase(o);
-  segs.at(offset).owner = to;
-  ownerAt[to] = offset;
+  it->second.owner = to;
+  ownerAt[to] = it;
 }
 
 void Arena::touch(int32_t owner, Stream st, LastUse use) {
   auto o = ownerAt.find(owner);
   assert(o != ownerAt.end() && "touch of an owner that holds no segment");
-  LastUse &u = segs.at(o->second).uses[static_cast<int>(st)];
+  LastUse &u = o->second->second.uses[static_cast<int>(st)];
   if (use.seq > u.seq)
     u = use;
 }
@@ -145,33 +144,47 @@ const Arena::Segment *Arena::find(int32_t owner) const {
   auto o = ownerAt.find(owner);
   if (o == ownerAt.end())
     return nullptr;
-  return &segs.at(o->second);
+  return &o->second->second;
 }
 
 namespace {
 /// Prices are summed and compared in whole picoseconds so that a window's
 /// price is the same whether it is folded from scratch or slid to.
-int64_t toPs(double seconds) { return std::llround(seconds * 1e12); }
+/// std::llround's result (half away from zero), without the library call
+/// for every price of every segment a search looks at: below 2^62 the
+/// truncation and the fraction left are exact.
+int64_t toPs(double seconds) {
+  double x = seconds * 1e12;
+  if (!(std::fabs(x) < 0x1p62))
+    return std::llround(x);
+  auto whole = static_cast<int64_t>(x); // toward zero
+  double frac = x - static_cast<double>(whole);
+  if (frac >= 0.5)
+    ++whole;
+  else if (frac <= -0.5)
+    --whole;
+  return whole;
+}
 } // namespace
 
-Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
-                          int64_t need, PriceClock clock,
-                          const std::function<SlotPrice(int32_t)> &price) {
+Arena::Found
+Arena::slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
+             PriceClock clock,
+             const std::function<SlotPrice(int32_t)> &price) const {
   // A window's delay is max(0, max(last use of any of its bytes, end of its
   // copy-out chain) - now). The chain c <- max(c, ready_k) + t_k over its
   // copying segments, from the copy stream's free time, unrolls to
   // max(copyFree + sum_k t_k, max_k(ready_k + sum_{j >= k} t_j)); with
   // prefix sums Q of copy times that is a sliding maximum of
   // ready_k - Q[k] plus Q[end], so every window is priced in O(1).
-  struct Slot {
-    const Segment *seg;
-    bool usable, copies;
-    int64_t freeAt, readyAt, copy, penalty, moved;
-  };
-  std::vector<Slot> slots;
+  std::vector<Slot> &slots = scratch.slots;
+  slots.clear();
   for (auto it = first; it != last; ++it) {
     const Segment &s = it->second;
-    Slot sl{&s, true, false, 0, 0, 0, 0, 0};
+    // Filled in place: a slot built on the stack and copied in stalled on
+    // store forwarding, most of this loop's time.
+    Slot &sl = slots.emplace_back();
+    sl.seg = &s;
     double lastUse = 0;
     for (const LastUse &u : s.uses)
       lastUse = std::max(lastUse, u.end);
@@ -185,11 +198,12 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
       sl.penalty = toPs(p.penalty);
       sl.moved = p.moved;
     }
-    slots.push_back(sl);
   }
   size_t n = slots.size();
   // Prefix sums over slots [0, k): copy time and penalty.
-  std::vector<int64_t> q(n + 1, 0), pen(n + 1, 0);
+  std::vector<int64_t> &q = scratch.q, &pen = scratch.pen;
+  q.assign(n + 1, 0);
+  pen.assign(n + 1, 0);
   for (size_t k = 0; k < n; ++k) {
     q[k + 1] = q[k] + slots[k].copy;
     pen[k + 1] = pen[k] + slots[k].penalty;
@@ -200,9 +214,11 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
   std::optional<Window> &best = found.window;
   __int128 &bestKey = found.key;
   size_t bestI = 0, bestJ = 0;
-  // Monotone deques of slot indices: decreasing freeAt, and decreasing
-  // readyAt - Q over copying slots.
-  std::deque<size_t> byFree, byReady;
+  // Monotone queues of slot indices, from their heads: decreasing freeAt,
+  // and decreasing readyAt - Q over copying slots. Vectors with a head
+  // index: indices only join at the back.
+  std::vector<size_t> &byFree = scratch.byFree, &byReady = scratch.byReady;
+  size_t freeHead = 0, readyHead = 0;
   int64_t got = 0, moved = 0;
   size_t owners = 0, copies = 0;
   size_t j = 0; // the window is [i, j)
@@ -210,9 +226,11 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
     j = at;
     byFree.clear();
     byReady.clear();
+    freeHead = readyHead = 0;
     got = moved = 0;
     owners = copies = 0;
   };
+  restartAt(0);
   for (size_t i = 0; i < n; ++i) {
     if (!slots[i].usable) {
       restartAt(i + 1);
@@ -223,13 +241,14 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
       got += sl.seg->size;
       moved += sl.moved;
       owners += sl.seg->owner >= 0;
-      while (!byFree.empty() && slots[byFree.back()].freeAt <= sl.freeAt)
+      while (byFree.size() > freeHead &&
+             slots[byFree.back()].freeAt <= sl.freeAt)
         byFree.pop_back();
       byFree.push_back(j);
       if (sl.copies) {
         ++copies;
         int64_t v = sl.readyAt - q[j];
-        while (!byReady.empty() &&
+        while (byReady.size() > readyHead &&
                slots[byReady.back()].readyAt - q[byReady.back()] <= v)
           byReady.pop_back();
         byReady.push_back(j);
@@ -244,11 +263,11 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
       continue;
     }
     if (owners > 0) {
-      int64_t region = slots[byFree.front()].freeAt;
+      int64_t region = slots[byFree[freeHead]].freeAt;
       if (copies > 0) {
+        size_t k = byReady[readyHead];
         int64_t chain =
-            std::max(copyFree + q[j] - q[i], slots[byReady.front()].readyAt -
-                                                 q[byReady.front()] + q[j]);
+            std::max(copyFree + q[j] - q[i], slots[k].readyAt - q[k] + q[j]);
         region = std::max(region, chain);
       }
       int64_t timePs = std::max<int64_t>(0, region - now) + (pen[j] - pen[i]);
@@ -269,12 +288,12 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
     got -= sl.seg->size;
     moved -= sl.moved;
     owners -= sl.seg->owner >= 0;
-    if (!byFree.empty() && byFree.front() == i)
-      byFree.pop_front();
+    if (byFree.size() > freeHead && byFree[freeHead] == i)
+      ++freeHead;
     if (sl.copies) {
       --copies;
-      if (!byReady.empty() && byReady.front() == i)
-        byReady.pop_front();
+      if (byReady.size() > readyHead && byReady[readyHead] == i)
+        ++readyHead;
     }
   }
   if (best)
@@ -294,7 +313,8 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   // Every minimal window that holds a focus segment lies within `need`
   // bytes of it on either side: slide over those neighbourhoods only,
   // merged and in address order so ties still go to the lower offset.
-  std::vector<int64_t> centres;
+  std::vector<Map::const_iterator> &centres = scratch.centres;
+  centres.clear();
   for (int32_t owner : *focus) {
     auto o = ownerAt.find(owner);
     if (o != ownerAt.end())
@@ -304,35 +324,41 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   size_t runs = 0;
   for (auto it = freeBySize.rbegin();
        it != freeBySize.rend() && runs < kFocusFreeRuns; ++it, ++runs)
-    centres.push_back(it->second);
-  std::vector<std::pair<int64_t, int64_t>> ranges; // [first, last] offsets
-  for (int64_t offset : centres) {
-    auto at = segs.find(offset);
-    // A window holding `at` starts less than `need` bytes before it.
+    centres.push_back(segs.find(it->second));
+  std::vector<Range> &ranges = scratch.ranges;
+  ranges.clear();
+  for (Map::const_iterator at : centres) {
+    // A window holding `at` starts less than `need` bytes before it. (One
+    // tree step per segment: on large arenas these walks are a good part
+    // of a search.)
     auto lo = at;
     for (int64_t before = 0; lo != segs.begin();) {
-      int64_t size = std::prev(lo)->second.size;
-      if (before + size >= need)
+      auto prev = std::prev(lo);
+      before += prev->second.size;
+      if (before >= need)
         break;
-      before += size;
-      --lo;
+      lo = prev;
     }
     auto hi = at;
-    for (int64_t from = at->second.size;
-         std::next(hi) != segs.end() && from < need;) {
-      ++hi;
+    for (int64_t from = at->second.size; from < need;) {
+      auto next = std::next(hi);
+      if (next == segs.end())
+        break;
+      hi = next;
       from += hi->second.size;
     }
-    ranges.push_back({lo->first, hi->first});
+    ranges.push_back({lo->first, hi->first, lo, hi});
   }
   std::sort(ranges.begin(), ranges.end());
   Found best;
   for (size_t k = 0; k < ranges.size();) {
-    int64_t first = ranges[k].first, last = ranges[k].second;
-    for (++k; k < ranges.size() && ranges[k].first <= last; ++k)
-      last = std::max(last, ranges[k].second);
-    Found f =
-        slide(segs.find(first), std::next(segs.find(last)), need, clock, price);
+    Range merged = ranges[k];
+    for (++k; k < ranges.size() && ranges[k].from <= merged.to; ++k)
+      if (ranges[k].to > merged.to) {
+        merged.to = ranges[k].to;
+        merged.last = ranges[k].last;
+      }
+    Found f = slide(merged.first, std::next(merged.last), need, clock, price);
     if (f.window && (!best.window || f.key < best.key))
       best = std::move(f);
   }

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <memory_resource>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -118,20 +120,56 @@ public:
   size_t segmentCount() const { return segs.size(); }
 
 private:
-  using Map = std::map<int64_t, Segment>; // by offset
+  using Map = std::pmr::map<int64_t, Segment>; // by offset
   struct Found {
     std::optional<Window> window;
     __int128 key = 0; // picoseconds x 1000 + bytes moved
   };
   /// The cheapest window within [first, last).
-  static Found slide(Map::const_iterator first, Map::const_iterator last,
-                     int64_t need, PriceClock clock,
-                     const std::function<SlotPrice(int32_t)> &price);
+  Found slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
+              PriceClock clock,
+              const std::function<SlotPrice(int32_t)> &price) const;
+  /// One segment as slide() prices it, in whole picoseconds.
+  struct Slot {
+    const Segment *seg = nullptr;
+    bool usable = true, copies = false;
+    int64_t freeAt = 0, readyAt = 0, copy = 0, penalty = 0, moved = 0;
+  };
+  /// The segments [first, last] at offsets [from, to]: a focused search's
+  /// neighbourhood, kept as iterators so that sliding over it needs no
+  /// look-up.
+  struct Range {
+    int64_t from, to;
+    Map::const_iterator first, last;
+    bool operator<(const Range &o) const {
+      return std::pair(from, to) < std::pair(o.from, o.to);
+    }
+  };
+  /// The eviction search's working storage, kept from one search to the
+  /// next: a schedule searches tens of thousands of times, each over
+  /// dozens of neighbourhoods, and these were allocated every time. (So
+  /// one arena runs one search at a time, as each schedule owns its arena.)
+  struct Scratch {
+    std::vector<Slot> slots;
+    std::vector<int64_t> q, pen;              // prefix sums over the slots
+    std::vector<size_t> byFree, byReady;      // monotone queues of slot indices
+    std::vector<Map::const_iterator> centres; // what a focused search is near
+    std::vector<Range> ranges;
+  };
+  mutable Scratch scratch;
   /// Merges the free segment at `it` with free neighbours.
   void coalesce(Map::iterator it);
-  Map segs;
-  std::unordered_map<int32_t, int64_t> ownerAt; // owner -> offset (lookup)
-  std::multimap<int64_t, int64_t> freeBySize;   // free size -> offset
+  /// The segments' nodes come from a pool of their own: an eviction search
+  /// walks hundreds of neighbouring segments, and with the nodes scattered
+  /// among the planner's other allocations nearly every step missed the
+  /// cache. (Held by pointer so that an arena can still be moved.)
+  std::unique_ptr<std::pmr::unsynchronized_pool_resource> pool =
+      std::make_unique<std::pmr::unsynchronized_pool_resource>();
+  Map segs{pool.get()};
+  /// Owner -> its segment; the nodes of a std::map stay put, so this saves
+  /// a search of the map on every touch, release and look-up.
+  std::unordered_map<int32_t, Map::iterator> ownerAt;
+  std::multimap<int64_t, int64_t> freeBySize; // free size -> offset
   void addFree(const Segment &s) { freeBySize.emplace(s.size, s.offset); }
   void dropFree(const Segment &s);
   int64_t totalSize, high = 0, used = 0;

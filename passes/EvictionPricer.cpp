@@ -1,28 +1,30 @@
 //===- EvictionPricer.cpp - Who may leave the arena, and at what price ----===//
 #include "passes/EvictionPricer.h"
 
+#include <cassert>
 #include <limits>
 
 namespace memfit::sched {
 
 bool EvictionPricer::evictable(int32_t owner) const {
-  if (owner >= kWorkspaceOwner)
+  // Workspaces never leave; under vDNN nothing does (it offloads by its
+  // fixed rule only).
+  if (owner >= kWorkspaceOwner || !rules.evicts)
     return false;
   BlockId b = blocks.blockOf(owner);
   if (blocks.isPinned(b))
     return false;
-  if (!rules.evicts)
-    return false; // vDNN offloads by its fixed rule only
   // Chen et al. never copy: only what can be recomputed (or already has a
   // host copy) may leave. SuperNeurons also offloads convolution outputs.
   if (rules.evictsRecomputableOrCopiedOnly && !blocks.isRecomputable(b) &&
       !blocks[b].hostValid)
     return false;
-  // moDNN's criteria: not used by the next task; used since it arrived.
-  int32_t next = blocks.nextUseStep(b);
-  if (next == cursor.step + 1 && rules.keepsNextTaskBlocks)
-    return false;
+  // moDNN's criteria: used since it arrived; not used by the next task
+  // (the next use is looked up only under that rule: it is one more load,
+  // for every occupant a search looks at).
   if (!blocks[b].usedSinceArrival)
+    return false;
+  if (rules.keepsNextTaskBlocks && blocks.nextUseStep(b) == cursor.step + 1)
     return false;
   return true;
 }
@@ -73,7 +75,7 @@ double EvictionPricer::dropSeconds(BlockId b) const {
     dropCache.resize(tg.blocks.size(), {0, -1.0});
   auto &c = dropCache[b];
   if (c.first != epoch)
-    c = {epoch, shouldDrop(b) ? recomputeSeconds(b, 0) : -1.0};
+    c = {epoch, dropPrice(b)};
   return c.second;
 }
 
@@ -92,14 +94,17 @@ double EvictionPricer::recomputeSeconds(BlockId b, int depth) const {
   return secs;
 }
 
-bool EvictionPricer::shouldDrop(BlockId b) const {
+bool EvictionPricer::shouldDrop(BlockId b) const { return dropPrice(b) >= 0; }
+
+double EvictionPricer::dropPrice(BlockId b) const {
   if (!blocks.isRecomputable(b))
-    return false;
+    return -1.0;
   switch (rules.drop) {
   case PolicyRules::Drop::Always:
-    return true;
+    return recomputeSeconds(b, 0);
   case PolicyRules::Drop::NonConv:
-    return !blocks.isConvOutput(b); // convolution outputs are checkpoints
+    // Convolution outputs are checkpoints.
+    return blocks.isConvOutput(b) ? -1.0 : recomputeSeconds(b, 0);
   case PolicyRules::Drop::WhenCheaper: {
     // Drop when regenerating is cheaper than the copy-out that would delay
     // this task plus the prefetch that may not hide later; only what the
@@ -107,17 +112,18 @@ bool EvictionPricer::shouldDrop(BlockId b) const {
     // recompute chain.
     int32_t next = blocks.nextUseStep(b);
     if (!allowRecompute || (next >= 0 && next < cursor.firstBackward))
-      return false;
+      return -1.0;
     int64_t bytes = blocks.bytesOf(b);
     double offload = costs.copyOutSeconds(bytes);
     if (next >= 0)
       offload += std::max(0.0, costs.copyInSeconds(bytes) - gapUntil(next));
-    return recomputeSeconds(b, 0) < offload;
+    double secs = recomputeSeconds(b, 0);
+    return secs < offload ? secs : -1.0;
   }
   case PolicyRules::Drop::Never:
     break;
   }
-  return false;
+  return -1.0;
 }
 
 int32_t EvictionPricer::farthestKey(BlockId b) const {
@@ -126,37 +132,37 @@ int32_t EvictionPricer::farthestKey(BlockId b) const {
 }
 
 void EvictionPricer::indexNextUse(BlockId b) {
+  std::optional<NextUseIndex::iterator> &entry = entryOf[b];
+  if (entry) {
+    farthest.erase(*entry);
+    entry.reset();
+  }
   if (blocks[b].res >= 0)
-    farthest.push({farthestKey(b), blocks[b].res});
+    entry = farthest.insert({farthestKey(b), blocks[b].res}).first;
 }
 
-std::vector<int32_t> EvictionPricer::farthestUsable(const PriceFn &price) {
-  // Take up to kFocusOwners that may leave, look at a bounded number of
-  // entries, and put back the live ones.
-  ++focusSearch;
-  std::vector<int32_t> focus;
-  std::vector<std::pair<int32_t, ResidencyId>> keep;
+void EvictionPricer::farthestUsable(const PriceFn &price,
+                                    std::vector<int32_t> &focus) {
+  // Take up to kFocusOwners that may leave, looking at a bounded number of
+  // live entries.
+  focus.clear();
   size_t looked = 0;
-  while (!farthest.empty() && focus.size() < kFocusOwners &&
-         looked < 16 * kFocusOwners) {
-    auto [key, r] = farthest.top();
-    farthest.pop();
+  for (auto it = farthest.begin(); it != farthest.end() &&
+                                   focus.size() < kFocusOwners &&
+                                   looked < 16 * kFocusOwners;) {
+    auto [key, r] = *it;
     BlockId b = blocks.blockOf(r);
-    if (blocks[b].res != r || key != farthestKey(b))
-      continue; // stale
-    if (focusSeen.size() <= static_cast<size_t>(r))
-      focusSeen.resize(blocks.nextId(), 0);
-    if (focusSeen[r] == focusSearch)
-      continue; // a duplicate: one entry is enough
-    focusSeen[r] = focusSearch;
+    if (blocks[b].res != r || key != farthestKey(b)) {
+      assert(entryOf[b] && *entryOf[b] == it && "one entry per block");
+      entryOf[b].reset();
+      it = farthest.erase(it); // stale
+      continue;
+    }
     ++looked;
-    keep.push_back({key, r});
     if (price(r).usable)
       focus.push_back(r);
+    ++it;
   }
-  for (const auto &e : keep)
-    farthest.push(e);
-  return focus;
 }
 
 std::optional<Arena::Window> EvictionPricer::search(int64_t bytes,
@@ -166,7 +172,7 @@ std::optional<Arena::Window> EvictionPricer::search(int64_t bytes,
   if (arena.segmentCount() <= kExactSearchSegments)
     return arena.findEviction(bytes, clock, price);
   // The farthest next uses first (Belady's victims).
-  std::vector<int32_t> focus = farthestUsable(price);
+  farthestUsable(price, focus);
   return arena.findEviction(bytes, clock, price, &focus);
 }
 

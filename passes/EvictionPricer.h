@@ -23,7 +23,7 @@
 
 #include <functional>
 #include <optional>
-#include <queue>
+#include <set>
 
 namespace memfit::sched {
 
@@ -43,7 +43,8 @@ public:
                  const Residencies &blocks, const StreamTimeline &timeline,
                  const Arena &arena, const RoundCursor &cursor)
       : tg(tg), costs(costs), rules(rules), allowRecompute(allowRecompute),
-        blocks(blocks), timeline(timeline), arena(arena), cursor(cursor) {}
+        blocks(blocks), timeline(timeline), arena(arena), cursor(cursor),
+        entryOf(tg.blocks.size()) {}
 
   /// Starts a new search: forgets the memoised answers.
   void newSearch() { ++epoch; }
@@ -66,12 +67,16 @@ private:
   /// < 0: evicting b copies it out; else the seconds recomputing it costs.
   /// Memoised within a search.
   double dropSeconds(BlockId b) const;
+  /// shouldDrop(b) and what the drop costs in one evaluation: the seconds
+  /// recomputing b costs when it is dropped, < 0 when it is copied out.
+  /// The recompute chain is priced once, for the decision and the price.
+  double dropPrice(BlockId b) const;
   double recomputeSeconds(BlockId b, int depth) const;
   /// b's key in `farthest`: its next use step, the largest when none.
   int32_t farthestKey(BlockId b) const;
   /// Up to kFocusOwners residencies that `price` finds usable, farthest
-  /// next use first.
-  std::vector<int32_t> farthestUsable(const PriceFn &price);
+  /// next use first, into `focus`.
+  void farthestUsable(const PriceFn &price, std::vector<int32_t> &focus);
   double gapUntil(int32_t next) const {
     double now = timeline.freeAt(Stream::Compute);
     return cursor.estimatedStart(next, now) - now;
@@ -90,11 +95,17 @@ private:
   mutable std::vector<std::pair<uint64_t, bool>> evictCache;  // per residency
   mutable std::vector<std::pair<uint64_t, double>> dropCache; // per block
   /// Residencies by their block's next use step (no next use: largest),
-  /// farthest on top; entries go stale when the block moves or advances and
-  /// are dropped when met.
-  std::priority_queue<std::pair<int32_t, ResidencyId>> farthest;
-  std::vector<uint64_t> focusSeen; // per residency: the search that took it
-  uint64_t focusSearch = 0;
+  /// farthest first, ties to the later residency; one entry per block,
+  /// replaced when the block is indexed again. An entry goes stale when
+  /// its block leaves the device and is dropped when a search meets it.
+  /// Ordered rather than a heap: every focused search walks the first
+  /// hundreds of entries, which a heap shows only by popping each one and
+  /// pushing it back.
+  using NextUseIndex =
+      std::set<std::pair<int32_t, ResidencyId>, std::greater<>>;
+  NextUseIndex farthest;
+  std::vector<std::optional<NextUseIndex::iterator>> entryOf; // per block
+  std::vector<int32_t> focus; // farthestUsable()'s, kept between searches
 };
 
 } // namespace memfit::sched

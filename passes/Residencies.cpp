@@ -1,6 +1,8 @@
 //===- Residencies.cpp - Where every block is, and when it is next used ---===//
 #include "passes/Residencies.h"
 
+#include <algorithm>
+
 namespace memfit::sched {
 
 RoundCursor::RoundCursor(const TaskGraph &tg, const CostTable &costs,
@@ -28,7 +30,6 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
     bytes[b] = tg.blocks[b].bytesAt(subBatch);
   }
   state.assign(nb, BlockState{});
-  uses.assign(nb, {});
   pins.assign(nb, 0);
   recomputable = recomputableBlocks(tg);
   convOutput.assign(nb, false);
@@ -41,20 +42,43 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
       state[b].hasContent = true;
       state[b].hostValid = true;
     }
+  // One walk over the tasks (their operand lists are scattered in memory):
+  // each step's reads, and each step once per block it reads or writes,
+  // then sorted by block (a counting sort, stable: steps stay ascending).
+  std::vector<std::pair<BlockId, int32_t>> stepUses;
+  std::vector<int32_t> lastStep(nb, -1);
+  readStart.assign(1, 0);
   for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
     const Task &task = tg.tasks[order[s]];
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
         BlockId sb = storage[b];
-        if (!weightSide[sb] && (uses[sb].empty() || uses[sb].back() != s))
-          uses[sb].push_back(s);
+        if (weightSide[sb])
+          continue;
+        if (list == &task.reads)
+          stepReads.push_back(sb);
+        if (lastStep[sb] != s) {
+          lastStep[sb] = s;
+          stepUses.push_back({sb, s});
+        }
       }
+    readStart.push_back(stepReads.size());
   }
+  useStart.assign(nb + 1, 0);
+  for (const auto &[sb, s] : stepUses)
+    ++useStart[sb + 1];
+  for (size_t b = 0; b < nb; ++b)
+    useStart[b + 1] += useStart[b];
+  useSteps.resize(stepUses.size());
+  std::vector<size_t> filled(useStart.begin(), useStart.end() - 1);
+  for (const auto &[sb, s] : stepUses)
+    useSteps[filled[sb]++] = s;
 }
 
 void Residencies::usedUpTo(BlockId b, int32_t step) {
   BlockState &bs = state[b];
-  while (bs.nextUse < uses[b].size() && uses[b][bs.nextUse] <= step)
+  std::span<const int32_t> u = usesOf(b);
+  while (bs.nextUse < u.size() && u[bs.nextUse] <= step)
     ++bs.nextUse;
 }
 

@@ -119,6 +119,7 @@ llvm::Expected<Plan> Scheduler::run() {
 }
 
 llvm::Error Scheduler::checkEachTaskFits() const {
+  std::vector<BlockId> seen; // one task's storage blocks; reused
   for (int32_t s = 0; s < cursor.size(); ++s) {
     TaskId t = order[s];
     const Task &task = tg.tasks[t];
@@ -129,7 +130,7 @@ llvm::Error Scheduler::checkEachTaskFits() const {
       if (blocks.usesOf(p->input).back() == s &&
           blocks.usesOf(p->output).front() == s)
         need -= alignUp(blocks.bytesOf(p->input));
-    std::vector<BlockId> seen;
+    seen.clear();
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
         BlockId sb = blocks.storageOf(b);
@@ -258,7 +259,8 @@ llvm::Error Scheduler::prepareTask(const Task &task,
 
 const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
                                           std::vector<int32_t> &deps) {
-  int32_t algo = chooseAlgo(t);
+  std::optional<Arena::Window> room;
+  int32_t algo = chooseAlgo(t, room);
   const AlgoCost *ac = costs.find(t, algo);
   assert(ac && "chosen algorithm not in the cost table");
   run.kind = InstrKind::Run;
@@ -268,7 +270,8 @@ const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
   if (ac->workspace > 0) {
     StreamUses wsUses{};
     cause = {LeaveCause::Workspace, cursor.step, -1, -1, ac->workspace, 0};
-    auto off = allocate(ac->workspace, kWorkspaceOwner, wsUses);
+    auto off =
+        allocate(ac->workspace, kWorkspaceOwner, wsUses, std::move(room));
     if (!off) {
       llvm::consumeError(off.takeError());
       // Fall back to the zero-workspace algorithm.
@@ -277,8 +280,7 @@ const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
     } else {
       run.workspaceOffset = *off;
       run.workspaceBytes = ac->workspace;
-      for (int32_t d : usesToDeps(wsUses))
-        deps.push_back(d);
+      addUseDeps(wsUses, deps);
     }
   }
   return *ac;
@@ -319,7 +321,7 @@ std::vector<BlockId> Scheduler::offloadLayerInputs(const Task &task) {
   for (BlockId x : tg.layers[l].dataInputs) {
     BlockId xb = blocks.storageOf(x);
     int32_t later = -1;
-    const std::vector<int32_t> &uses = blocks.usesOf(xb);
+    std::span<const int32_t> uses = blocks.usesOf(xb);
     for (size_t k = blocks[xb].nextUse; k < uses.size(); ++k)
       if (uses[k] > cursor.step) {
         later = uses[k];

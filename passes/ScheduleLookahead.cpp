@@ -11,7 +11,8 @@
 
 namespace memfit::sched {
 
-int32_t Scheduler::chooseAlgo(TaskId t) {
+int32_t Scheduler::chooseAlgo(TaskId t, std::optional<Arena::Window> &room) {
+  room.reset();
   const std::vector<AlgoCost> &algos = costs.tasks[t];
   if (algos.size() == 1 || rules.algo == PolicyRules::AlgoChoice::Fastest)
     return algos.front().algo;
@@ -24,18 +25,16 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
     return costs.baseline(t).algo;
   }
   // Bytes the nearest future task will have to prefetch: workspace taken
-  // now may postpone that prefetch (Tpre of Eq. 5).
+  // now may postpone that prefetch (Tpre of Eq. 5). (The reads of each
+  // step are listed once per schedule: this looks up to 256 tasks ahead.)
   const int32_t step = cursor.step;
   int64_t nextPrefetch = 0;
   for (int32_t s = step + 1;
        s < (int32_t)order.size() && s <= step + kLookahead && !nextPrefetch;
        ++s)
-    for (BlockId b : tg.tasks[order[s]].reads) {
-      BlockId sb = blocks.storageOf(b);
-      if (!blocks.isWeightSide(sb) && blocks[sb].res < 0 &&
-          blocks[sb].hostValid)
+    for (BlockId sb : blocks.readsAt(s))
+      if (blocks[sb].res < 0 && blocks[sb].hostValid)
         nextPrefetch += blocks.bytesOf(sb);
-    }
   const AlgoCost &base = costs.baseline(t);
   int32_t best = base.algo;
   double bestGain = 0;
@@ -47,8 +46,9 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
     if (a.baseline || base.seconds - a.seconds <= bestGain)
       continue;
     double toff = 0;
+    std::optional<Arena::Window> w;
     if (a.workspace > 0 && alignUp(a.workspace) > freeNow) {
-      auto w = pricer.search(a.workspace, price);
+      w = pricer.search(a.workspace, price);
       toff = w ? w->score : kInf;
     }
     double tpre = 0;
@@ -59,6 +59,7 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
     if (gain > bestGain) {
       bestGain = gain;
       best = a.algo;
+      room = std::move(w); // placing the workspace would search again
     }
   }
   return best;
