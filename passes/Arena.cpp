@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <deque>
 
 namespace memfit {
 
@@ -154,21 +153,18 @@ namespace {
 int64_t toPs(double seconds) { return std::llround(seconds * 1e12); }
 } // namespace
 
-Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
-                          int64_t need, PriceClock clock,
-                          const std::function<SlotPrice(int32_t)> &price) {
+Arena::Found
+Arena::slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
+             PriceClock clock,
+             const std::function<SlotPrice(int32_t)> &price) const {
   // A window's delay is max(0, max(last use of any of its bytes, end of its
   // copy-out chain) - now). The chain c <- max(c, ready_k) + t_k over its
   // copying segments, from the copy stream's free time, unrolls to
   // max(copyFree + sum_k t_k, max_k(ready_k + sum_{j >= k} t_j)); with
   // prefix sums Q of copy times that is a sliding maximum of
   // ready_k - Q[k] plus Q[end], so every window is priced in O(1).
-  struct Slot {
-    const Segment *seg;
-    bool usable, copies;
-    int64_t freeAt, readyAt, copy, penalty, moved;
-  };
-  std::vector<Slot> slots;
+  std::vector<Slot> &slots = scratch.slots;
+  slots.clear();
   for (auto it = first; it != last; ++it) {
     const Segment &s = it->second;
     Slot sl{&s, true, false, 0, 0, 0, 0, 0};
@@ -189,7 +185,9 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
   }
   size_t n = slots.size();
   // Prefix sums over slots [0, k): copy time and penalty.
-  std::vector<int64_t> q(n + 1, 0), pen(n + 1, 0);
+  std::vector<int64_t> &q = scratch.q, &pen = scratch.pen;
+  q.assign(n + 1, 0);
+  pen.assign(n + 1, 0);
   for (size_t k = 0; k < n; ++k) {
     q[k + 1] = q[k] + slots[k].copy;
     pen[k + 1] = pen[k] + slots[k].penalty;
@@ -200,9 +198,11 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
   std::optional<Window> &best = found.window;
   __int128 &bestKey = found.key;
   size_t bestI = 0, bestJ = 0;
-  // Monotone deques of slot indices: decreasing freeAt, and decreasing
-  // readyAt - Q over copying slots.
-  std::deque<size_t> byFree, byReady;
+  // Monotone queues of slot indices, from their heads: decreasing freeAt,
+  // and decreasing readyAt - Q over copying slots. Vectors with a head
+  // index: indices only join at the back.
+  std::vector<size_t> &byFree = scratch.byFree, &byReady = scratch.byReady;
+  size_t freeHead = 0, readyHead = 0;
   int64_t got = 0, moved = 0;
   size_t owners = 0, copies = 0;
   size_t j = 0; // the window is [i, j)
@@ -210,9 +210,11 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
     j = at;
     byFree.clear();
     byReady.clear();
+    freeHead = readyHead = 0;
     got = moved = 0;
     owners = copies = 0;
   };
+  restartAt(0);
   for (size_t i = 0; i < n; ++i) {
     if (!slots[i].usable) {
       restartAt(i + 1);
@@ -223,13 +225,14 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
       got += sl.seg->size;
       moved += sl.moved;
       owners += sl.seg->owner >= 0;
-      while (!byFree.empty() && slots[byFree.back()].freeAt <= sl.freeAt)
+      while (byFree.size() > freeHead &&
+             slots[byFree.back()].freeAt <= sl.freeAt)
         byFree.pop_back();
       byFree.push_back(j);
       if (sl.copies) {
         ++copies;
         int64_t v = sl.readyAt - q[j];
-        while (!byReady.empty() &&
+        while (byReady.size() > readyHead &&
                slots[byReady.back()].readyAt - q[byReady.back()] <= v)
           byReady.pop_back();
         byReady.push_back(j);
@@ -244,11 +247,11 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
       continue;
     }
     if (owners > 0) {
-      int64_t region = slots[byFree.front()].freeAt;
+      int64_t region = slots[byFree[freeHead]].freeAt;
       if (copies > 0) {
+        size_t k = byReady[readyHead];
         int64_t chain =
-            std::max(copyFree + q[j] - q[i], slots[byReady.front()].readyAt -
-                                                 q[byReady.front()] + q[j]);
+            std::max(copyFree + q[j] - q[i], slots[k].readyAt - q[k] + q[j]);
         region = std::max(region, chain);
       }
       int64_t timePs = std::max<int64_t>(0, region - now) + (pen[j] - pen[i]);
@@ -269,12 +272,12 @@ Arena::Found Arena::slide(Map::const_iterator first, Map::const_iterator last,
     got -= sl.seg->size;
     moved -= sl.moved;
     owners -= sl.seg->owner >= 0;
-    if (!byFree.empty() && byFree.front() == i)
-      byFree.pop_front();
+    if (byFree.size() > freeHead && byFree[freeHead] == i)
+      ++freeHead;
     if (sl.copies) {
       --copies;
-      if (!byReady.empty() && byReady.front() == i)
-        byReady.pop_front();
+      if (byReady.size() > readyHead && byReady[readyHead] == i)
+        ++readyHead;
     }
   }
   if (best)

@@ -124,9 +124,25 @@ private:
     __int128 key = 0; // picoseconds x 1000 + bytes moved
   };
   /// The cheapest window within [first, last).
-  static Found slide(Map::const_iterator first, Map::const_iterator last,
-                     int64_t need, PriceClock clock,
-                     const std::function<SlotPrice(int32_t)> &price);
+  Found slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
+              PriceClock clock,
+              const std::function<SlotPrice(int32_t)> &price) const;
+  /// One segment as slide() prices it, in whole picoseconds.
+  struct Slot {
+    const Segment *seg;
+    bool usable, copies;
+    int64_t freeAt, readyAt, copy, penalty, moved;
+  };
+  /// slide()'s working storage, kept from one search to the next: a
+  /// schedule searches tens of thousands of times, each over dozens of
+  /// neighbourhoods, and these were allocated every time. (So one arena
+  /// runs one search at a time, as each schedule owns its arena.)
+  struct Scratch {
+    std::vector<Slot> slots;
+    std::vector<int64_t> q, pen;         // prefix sums over the slots
+    std::vector<size_t> byFree, byReady; // monotone queues of slot indices
+  };
+  mutable Scratch scratch;
   /// Merges the free segment at `it` with free neighbours.
   void coalesce(Map::iterator it);
   Map segs;
