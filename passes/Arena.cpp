@@ -308,34 +308,50 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   for (auto it = freeBySize.rbegin();
        it != freeBySize.rend() && runs < kFocusFreeRuns; ++it, ++runs)
     centres.push_back(it->second);
-  std::vector<std::pair<int64_t, int64_t>> ranges; // [first, last] offsets
+  // The segments [first, last], at offsets [from, to]; kept as iterators
+  // so that sliding over them needs no look-up.
+  struct Range {
+    int64_t from, to;
+    Map::const_iterator first, last;
+    bool operator<(const Range &o) const {
+      return std::pair(from, to) < std::pair(o.from, o.to);
+    }
+  };
+  std::vector<Range> ranges;
+  ranges.reserve(centres.size());
   for (int64_t offset : centres) {
     auto at = segs.find(offset);
-    // A window holding `at` starts less than `need` bytes before it.
+    // A window holding `at` starts less than `need` bytes before it. (One
+    // tree step per segment: on large arenas these walks are a good part
+    // of a search.)
     auto lo = at;
     for (int64_t before = 0; lo != segs.begin();) {
-      int64_t size = std::prev(lo)->second.size;
-      if (before + size >= need)
+      auto prev = std::prev(lo);
+      before += prev->second.size;
+      if (before >= need)
         break;
-      before += size;
-      --lo;
+      lo = prev;
     }
     auto hi = at;
-    for (int64_t from = at->second.size;
-         std::next(hi) != segs.end() && from < need;) {
-      ++hi;
+    for (int64_t from = at->second.size; from < need;) {
+      auto next = std::next(hi);
+      if (next == segs.end())
+        break;
+      hi = next;
       from += hi->second.size;
     }
-    ranges.push_back({lo->first, hi->first});
+    ranges.push_back({lo->first, hi->first, lo, hi});
   }
   std::sort(ranges.begin(), ranges.end());
   Found best;
   for (size_t k = 0; k < ranges.size();) {
-    int64_t first = ranges[k].first, last = ranges[k].second;
-    for (++k; k < ranges.size() && ranges[k].first <= last; ++k)
-      last = std::max(last, ranges[k].second);
-    Found f =
-        slide(segs.find(first), std::next(segs.find(last)), need, clock, price);
+    Range merged = ranges[k];
+    for (++k; k < ranges.size() && ranges[k].from <= merged.to; ++k)
+      if (ranges[k].to > merged.to) {
+        merged.to = ranges[k].to;
+        merged.last = ranges[k].last;
+      }
+    Found f = slide(merged.first, std::next(merged.last), need, clock, price);
     if (f.window && (!best.window || f.key < best.key))
       best = std::move(f);
   }
