@@ -297,7 +297,8 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   // Every minimal window that holds a focus segment lies within `need`
   // bytes of it on either side: slide over those neighbourhoods only,
   // merged and in address order so ties still go to the lower offset.
-  std::vector<int64_t> centres;
+  std::vector<int64_t> &centres = scratch.centres;
+  centres.clear();
   for (int32_t owner : *focus) {
     auto o = ownerAt.find(owner);
     if (o != ownerAt.end())
@@ -308,17 +309,8 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   for (auto it = freeBySize.rbegin();
        it != freeBySize.rend() && runs < kFocusFreeRuns; ++it, ++runs)
     centres.push_back(it->second);
-  // The segments [first, last], at offsets [from, to]; kept as iterators
-  // so that sliding over them needs no look-up.
-  struct Range {
-    int64_t from, to;
-    Map::const_iterator first, last;
-    bool operator<(const Range &o) const {
-      return std::pair(from, to) < std::pair(o.from, o.to);
-    }
-  };
-  std::vector<Range> ranges;
-  ranges.reserve(centres.size());
+  std::vector<Range> &ranges = scratch.ranges;
+  ranges.clear();
   for (int64_t offset : centres) {
     auto at = segs.find(offset);
     // A window holding `at` starts less than `need` bytes before it. (One

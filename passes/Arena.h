@@ -133,14 +133,26 @@ private:
     bool usable, copies;
     int64_t freeAt, readyAt, copy, penalty, moved;
   };
-  /// slide()'s working storage, kept from one search to the next: a
-  /// schedule searches tens of thousands of times, each over dozens of
-  /// neighbourhoods, and these were allocated every time. (So one arena
-  /// runs one search at a time, as each schedule owns its arena.)
+  /// The segments [first, last] at offsets [from, to]: a focused search's
+  /// neighbourhood, kept as iterators so that sliding over it needs no
+  /// look-up.
+  struct Range {
+    int64_t from, to;
+    Map::const_iterator first, last;
+    bool operator<(const Range &o) const {
+      return std::pair(from, to) < std::pair(o.from, o.to);
+    }
+  };
+  /// The eviction search's working storage, kept from one search to the
+  /// next: a schedule searches tens of thousands of times, each over
+  /// dozens of neighbourhoods, and these were allocated every time. (So
+  /// one arena runs one search at a time, as each schedule owns its arena.)
   struct Scratch {
     std::vector<Slot> slots;
     std::vector<int64_t> q, pen;         // prefix sums over the slots
     std::vector<size_t> byFree, byReady; // monotone queues of slot indices
+    std::vector<int64_t> centres;        // offsets a focused search is near
+    std::vector<Range> ranges;
   };
   mutable Scratch scratch;
   /// Merges the free segment at `it` with free neighbours.

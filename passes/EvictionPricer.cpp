@@ -141,10 +141,11 @@ void EvictionPricer::indexNextUse(BlockId b) {
     entry = farthest.insert({farthestKey(b), blocks[b].res}).first;
 }
 
-std::vector<int32_t> EvictionPricer::farthestUsable(const PriceFn &price) {
+void EvictionPricer::farthestUsable(const PriceFn &price,
+                                    std::vector<int32_t> &focus) {
   // Take up to kFocusOwners that may leave, looking at a bounded number of
   // live entries.
-  std::vector<int32_t> focus;
+  focus.clear();
   size_t looked = 0;
   for (auto it = farthest.begin(); it != farthest.end() &&
                                    focus.size() < kFocusOwners &&
@@ -162,7 +163,6 @@ std::vector<int32_t> EvictionPricer::farthestUsable(const PriceFn &price) {
       focus.push_back(r);
     ++it;
   }
-  return focus;
 }
 
 std::optional<Arena::Window> EvictionPricer::search(int64_t bytes,
@@ -172,7 +172,7 @@ std::optional<Arena::Window> EvictionPricer::search(int64_t bytes,
   if (arena.segmentCount() <= kExactSearchSegments)
     return arena.findEviction(bytes, clock, price);
   // The farthest next uses first (Belady's victims).
-  std::vector<int32_t> focus = farthestUsable(price);
+  farthestUsable(price, focus);
   return arena.findEviction(bytes, clock, price, &focus);
 }
 

@@ -75,8 +75,8 @@ private:
   /// b's key in `farthest`: its next use step, the largest when none.
   int32_t farthestKey(BlockId b) const;
   /// Up to kFocusOwners residencies that `price` finds usable, farthest
-  /// next use first.
-  std::vector<int32_t> farthestUsable(const PriceFn &price);
+  /// next use first, into `focus`.
+  void farthestUsable(const PriceFn &price, std::vector<int32_t> &focus);
   double gapUntil(int32_t next) const {
     double now = timeline.freeAt(Stream::Compute);
     return cursor.estimatedStart(next, now) - now;
@@ -105,6 +105,7 @@ private:
       std::set<std::pair<int32_t, ResidencyId>, std::greater<>>;
   NextUseIndex farthest;
   std::vector<std::optional<NextUseIndex::iterator>> entryOf; // per block
+  std::vector<int32_t> focus; // farthestUsable()'s, kept between searches
 };
 
 } // namespace memfit::sched
