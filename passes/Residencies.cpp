@@ -1,6 +1,8 @@
 //===- Residencies.cpp - Where every block is, and when it is next used ---===//
 #include "passes/Residencies.h"
 
+#include <algorithm>
+
 namespace memfit::sched {
 
 RoundCursor::RoundCursor(const TaskGraph &tg, const CostTable &costs,
@@ -28,7 +30,6 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
     bytes[b] = tg.blocks[b].bytesAt(subBatch);
   }
   state.assign(nb, BlockState{});
-  uses.assign(nb, {});
   pins.assign(nb, 0);
   recomputable = recomputableBlocks(tg);
   convOutput.assign(nb, false);
@@ -41,20 +42,36 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
       state[b].hasContent = true;
       state[b].hostValid = true;
     }
-  for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
-    const Task &task = tg.tasks[order[s]];
-    for (const auto *list : {&task.reads, &task.writes})
-      for (BlockId b : *list) {
-        BlockId sb = storage[b];
-        if (!weightSide[sb] && (uses[sb].empty() || uses[sb].back() != s))
-          uses[sb].push_back(s);
-      }
-  }
+  // Each step once per block that it reads or writes: counted first, then
+  // filled in step order.
+  std::vector<int32_t> lastStep(nb, -1);
+  auto eachUse = [&](auto &&use) {
+    std::fill(lastStep.begin(), lastStep.end(), -1);
+    for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
+      const Task &task = tg.tasks[order[s]];
+      for (const auto *list : {&task.reads, &task.writes})
+        for (BlockId b : *list) {
+          BlockId sb = storage[b];
+          if (!weightSide[sb] && lastStep[sb] != s) {
+            lastStep[sb] = s;
+            use(sb, s);
+          }
+        }
+    }
+  };
+  useStart.assign(nb + 1, 0);
+  eachUse([&](BlockId sb, int32_t) { ++useStart[sb + 1]; });
+  for (size_t b = 0; b < nb; ++b)
+    useStart[b + 1] += useStart[b];
+  useSteps.resize(useStart[nb]);
+  std::vector<size_t> filled(useStart.begin(), useStart.end() - 1);
+  eachUse([&](BlockId sb, int32_t s) { useSteps[filled[sb]++] = s; });
 }
 
 void Residencies::usedUpTo(BlockId b, int32_t step) {
   BlockState &bs = state[b];
-  while (bs.nextUse < uses[b].size() && uses[b][bs.nextUse] <= step)
+  std::span<const int32_t> u = usesOf(b);
+  while (bs.nextUse < u.size() && u[bs.nextUse] <= step)
     ++bs.nextUse;
 }
 

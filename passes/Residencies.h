@@ -22,6 +22,7 @@
 #include "passes/Arena.h"
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace memfit::sched {
@@ -71,15 +72,17 @@ public:
   /// A recomputable convolution output (SuperNeurons' checkpoints).
   bool isConvOutput(BlockId b) const { return convOutput[b]; }
   /// The steps that read or write storage block `b`, ascending.
-  const std::vector<int32_t> &usesOf(BlockId b) const { return uses[b]; }
+  std::span<const int32_t> usesOf(BlockId b) const {
+    return {useSteps.data() + useStart[b], useSteps.data() + useStart[b + 1]};
+  }
 
   // --- state, per block ---
   BlockState &operator[](BlockId b) { return state[b]; }
   const BlockState &operator[](BlockId b) const { return state[b]; }
   /// The step that uses `b` next, -1 when none.
   int32_t nextUseStep(BlockId b) const {
-    const BlockState &bs = state[b];
-    return bs.nextUse < uses[b].size() ? uses[b][bs.nextUse] : -1;
+    size_t k = useStart[b] + state[b].nextUse;
+    return k < useStart[b + 1] ? useSteps[k] : -1;
   }
   /// Moves b's next use past `step`.
   void usedUpTo(BlockId b, int32_t step);
@@ -104,7 +107,11 @@ private:
   std::vector<BlockId> storage;
   std::vector<bool> weightSide, recomputable, convOutput;
   std::vector<int64_t> bytes;
-  std::vector<std::vector<int32_t>> uses;
+  /// usesOf(b) is useSteps[useStart[b], useStart[b + 1]): one array for
+  /// every block, not a vector per block (a deep network has hundreds of
+  /// thousands of blocks, and every schedule builds these anew).
+  std::vector<size_t> useStart;
+  std::vector<int32_t> useSteps;
   std::vector<BlockState> state;
   std::vector<int> pins;
   std::vector<Residency> list;

@@ -319,7 +319,7 @@ std::vector<BlockId> Scheduler::offloadLayerInputs(const Task &task) {
   for (BlockId x : tg.layers[l].dataInputs) {
     BlockId xb = blocks.storageOf(x);
     int32_t later = -1;
-    const std::vector<int32_t> &uses = blocks.usesOf(xb);
+    std::span<const int32_t> uses = blocks.usesOf(xb);
     for (size_t k = blocks[xb].nextUse; k < uses.size(); ++k)
       if (uses[k] > cursor.step) {
         later = uses[k];

@@ -28,7 +28,7 @@ bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
   BlockId x = p->input, y = p->output;
   // The input must be on the device and read by nothing after this task (a
   // later recompute regenerates it like any released block).
-  const std::vector<int32_t> &usesOfX = blocks.usesOf(x);
+  std::span<const int32_t> usesOfX = blocks.usesOf(x);
   if (blocks[x].res < 0 || blocks[y].res >= 0 || usesOfX.empty() ||
       usesOfX.back() != cursor.step)
     return false;
