@@ -119,6 +119,7 @@ llvm::Expected<Plan> Scheduler::run() {
 }
 
 llvm::Error Scheduler::checkEachTaskFits() const {
+  std::vector<BlockId> seen; // one task's storage blocks; reused
   for (int32_t s = 0; s < cursor.size(); ++s) {
     TaskId t = order[s];
     const Task &task = tg.tasks[t];
@@ -129,7 +130,7 @@ llvm::Error Scheduler::checkEachTaskFits() const {
       if (blocks.usesOf(p->input).back() == s &&
           blocks.usesOf(p->output).front() == s)
         need -= alignUp(blocks.bytesOf(p->input));
-    std::vector<BlockId> seen;
+    seen.clear();
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
         BlockId sb = blocks.storageOf(b);
