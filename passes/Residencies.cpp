@@ -66,6 +66,13 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
   useSteps.resize(useStart[nb]);
   std::vector<size_t> filled(useStart.begin(), useStart.end() - 1);
   eachUse([&](BlockId sb, int32_t s) { useSteps[filled[sb]++] = s; });
+  readStart.assign(1, 0);
+  for (TaskId t : order) {
+    for (BlockId b : tg.tasks[t].reads)
+      if (!weightSide[storage[b]])
+        stepReads.push_back(storage[b]);
+    readStart.push_back(stepReads.size());
+  }
 }
 
 void Residencies::usedUpTo(BlockId b, int32_t step) {

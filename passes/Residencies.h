@@ -71,6 +71,12 @@ public:
   bool isRecomputable(BlockId b) const { return recomputable[b]; }
   /// A recomputable convolution output (SuperNeurons' checkpoints).
   bool isConvOutput(BlockId b) const { return convOutput[b]; }
+  /// The storage blocks step `s` reads, one entry per read (a block read
+  /// twice is listed twice), the weight side left out.
+  std::span<const BlockId> readsAt(int32_t s) const {
+    return {stepReads.data() + readStart[s],
+            stepReads.data() + readStart[s + 1]};
+  }
   /// The steps that read or write storage block `b`, ascending.
   std::span<const int32_t> usesOf(BlockId b) const {
     return {useSteps.data() + useStart[b], useSteps.data() + useStart[b + 1]};
@@ -112,6 +118,9 @@ private:
   /// thousands of blocks, and every schedule builds these anew).
   std::vector<size_t> useStart;
   std::vector<int32_t> useSteps;
+  /// readsAt(s) is stepReads[readStart[s], readStart[s + 1]).
+  std::vector<size_t> readStart;
+  std::vector<BlockId> stepReads;
   std::vector<BlockState> state;
   std::vector<int> pins;
   std::vector<Residency> list;

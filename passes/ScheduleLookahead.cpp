@@ -24,18 +24,16 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
     return costs.baseline(t).algo;
   }
   // Bytes the nearest future task will have to prefetch: workspace taken
-  // now may postpone that prefetch (Tpre of Eq. 5).
+  // now may postpone that prefetch (Tpre of Eq. 5). (The reads of each
+  // step are listed once per schedule: this looks up to 256 tasks ahead.)
   const int32_t step = cursor.step;
   int64_t nextPrefetch = 0;
   for (int32_t s = step + 1;
        s < (int32_t)order.size() && s <= step + kLookahead && !nextPrefetch;
        ++s)
-    for (BlockId b : tg.tasks[order[s]].reads) {
-      BlockId sb = blocks.storageOf(b);
-      if (!blocks.isWeightSide(sb) && blocks[sb].res < 0 &&
-          blocks[sb].hostValid)
+    for (BlockId sb : blocks.readsAt(s))
+      if (blocks[sb].res < 0 && blocks[sb].hostValid)
         nextPrefetch += blocks.bytesOf(sb);
-    }
   const AlgoCost &base = costs.baseline(t);
   int32_t best = base.algo;
   double bestGain = 0;
