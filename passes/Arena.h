@@ -129,9 +129,9 @@ private:
               const std::function<SlotPrice(int32_t)> &price) const;
   /// One segment as slide() prices it, in whole picoseconds.
   struct Slot {
-    const Segment *seg;
-    bool usable, copies;
-    int64_t freeAt, readyAt, copy, penalty, moved;
+    const Segment *seg = nullptr;
+    bool usable = true, copies = false;
+    int64_t freeAt = 0, readyAt = 0, copy = 0, penalty = 0, moved = 0;
   };
   /// The segments [first, last] at offsets [from, to]: a focused search's
   /// neighbourhood, kept as iterators so that sliding over it needs no
