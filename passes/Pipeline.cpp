@@ -33,10 +33,10 @@ planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
 }
 
 Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch) {
-  Tables t{tableAt(subBatch), std::nullopt};
+  Tables t{&tableAt(subBatch), nullptr, nullptr};
   int64_t rest = batch % subBatch;
   if (rest != 0 && batch > subBatch)
-    t.last = tableAt(rest);
+    t.last = &tableAt(rest);
   return t;
 }
 
@@ -55,8 +55,7 @@ llvm::Expected<Candidate> planIdeal(const TaskGraph &tg,
   PlanRequest idealReq = req;
   idealReq.policy = Policy::Ideal;
   Tables t = tablesFor(tableAt, req.batch, req.batch);
-  return planWith(tg, t.full, t.last ? &*t.last : nullptr, order, idealReq, {},
-                  true, 0);
+  return planWith(tg, *t.full, t.last, order, idealReq, {}, true, 0);
 }
 
 /// A whole-batch plan further than this from the ideal time makes memfit
@@ -112,7 +111,7 @@ planOptimal(const TaskGraph &tg, const CostTableFn &tableAt,
   opts.inPlace = r.inPlace;
   auto t0 = std::chrono::steady_clock::now();
   auto d =
-      solveOptimal(tg, round, tb.full, r.budget - tg.weightSideBytes(), opts);
+      solveOptimal(tg, round, *tb.full, r.budget - tg.weightSideBytes(), opts);
   o.solveSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
@@ -152,7 +151,7 @@ planOptimal(const TaskGraph &tg, const CostTableFn &tableAt,
       so.offloadAfterForward = d->offload;
     if (way == 0)
       so.offloadLeaveAfter = d->leaveAfter;
-    auto plan = schedule(tg, tb.full, order, so);
+    auto plan = schedule(tg, *tb.full, order, so);
     if (!plan) {
       if (!firstErr)
         firstErr = plan.takeError();
@@ -162,7 +161,7 @@ planOptimal(const TaskGraph &tg, const CostTableFn &tableAt,
     }
     Candidate c{std::move(*plan), {}};
     c.plan.policy = "optimal";
-    c.sim = simulate(tg, c.plan, tb.full, tb.last ? &*tb.last : nullptr);
+    c.sim = simulate(tg, c.plan, *tb.full, tb.last);
     if (!best || c.sim.iterationSeconds < best->sim.iterationSeconds) {
       best = std::move(c);
       o.realization = way;
@@ -334,8 +333,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     Tables tb = out.chunked ? chunkedTables(*out.chunked, tableAt, req.batch)
                             : tablesFor(tableAt, req.batch, out.plan.subBatch);
     out.bound =
-        iterationBound(planned, out.plan, tb.full,
-                       tb.last ? &*tb.last : nullptr, {}, &out.boundWhy);
+        iterationBound(planned, out.plan, *tb.full, tb.last, {}, &out.boundWhy);
   }
   out.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

@@ -27,7 +27,9 @@ llvm::Error keepInternal(llvm::Error e) {
 
 Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
                      int64_t batch) {
-  return {chunkedCosts(cg, tableAt(batch / cg.tg.chunks)), std::nullopt};
+  auto owned = std::make_shared<const CostTable>(
+      chunkedCosts(cg, tableAt(batch / cg.tg.chunks)));
+  return {owned.get(), nullptr, owned};
 }
 
 llvm::Expected<std::optional<ChunkedCandidate>>
@@ -52,7 +54,7 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     auto cg = std::make_shared<const ChunkedGraph>(std::move(*split));
     Tables tables = chunkedTables(*cg, tableAt, resolved.batch);
     CostTableFn fn = [&tables](int64_t) -> const CostTable & {
-      return tables.full;
+      return *tables.full;
     };
     PlanRequest cr = resolved;
     cr.batch = cr.forcedSubBatch = b;

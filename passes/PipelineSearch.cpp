@@ -47,10 +47,9 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
     if (req.policy == Policy::Ideal && wave[k].subBatch == req.batch && ideal)
       j.result.emplace(std::move(*ideal));
     else
-      j.result.emplace(
-          planWith(tg, j.tables.full, j.tables.last ? &*j.tables.last : nullptr,
-                   order, j.rv, std::move(wave[k].drop), wave[k].allowRecompute,
-                   cutoff, std::move(wave[k].offload)));
+      j.result.emplace(planWith(tg, *j.tables.full, j.tables.last, order, j.rv,
+                                std::move(wave[k].drop), wave[k].allowRecompute,
+                                cutoff, std::move(wave[k].offload)));
   };
   if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
       req.policy != Policy::Ideal) {

@@ -13,6 +13,7 @@
 
 #include "passes/Pipeline.h"
 
+#include <memory>
 #include <optional>
 
 namespace memfit::pipeline {
@@ -23,11 +24,13 @@ struct Candidate {
 };
 
 /// The cost tables for sub-batch `subBatch` of `batch`: the full rounds'
-/// and, when the last round is smaller, its own (copied: tableAt may reuse
-/// storage).
+/// and, when the last round is smaller, its own. tableAt's tables are
+/// borrowed, not copied (on a deep network, copying them for every
+/// schedule was a good part of planning): CostTableFn keeps them as they
+/// are while the planning runs. A chunked graph's tables are owned here.
 struct Tables {
-  CostTable full;
-  std::optional<CostTable> last;
+  const CostTable *full = nullptr, *last = nullptr;
+  std::shared_ptr<const CostTable> owned; // what `full` points to, if owned
 };
 Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch);
 

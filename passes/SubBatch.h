@@ -24,6 +24,9 @@
 
 namespace memfit {
 
+/// The cost table at a sub-batch. A table it returns stays where it is,
+/// unchanged, while the planning runs: the planner keeps references to it
+/// (several schedules read one table at once).
 using CostTableFn = std::function<const CostTable &(int64_t subBatch)>;
 
 /// The largest per-task need at the table's sub-batch: blocks plus fastest
