@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <memory_resource>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -118,7 +120,7 @@ public:
   size_t segmentCount() const { return segs.size(); }
 
 private:
-  using Map = std::map<int64_t, Segment>; // by offset
+  using Map = std::pmr::map<int64_t, Segment>; // by offset
   struct Found {
     std::optional<Window> window;
     __int128 key = 0; // picoseconds x 1000 + bytes moved
@@ -157,7 +159,13 @@ private:
   mutable Scratch scratch;
   /// Merges the free segment at `it` with free neighbours.
   void coalesce(Map::iterator it);
-  Map segs;
+  /// The segments' nodes come from a pool of their own: an eviction search
+  /// walks hundreds of neighbouring segments, and with the nodes scattered
+  /// among the planner's other allocations nearly every step missed the
+  /// cache. (Held by pointer so that an arena can still be moved.)
+  std::unique_ptr<std::pmr::unsynchronized_pool_resource> pool =
+      std::make_unique<std::pmr::unsynchronized_pool_resource>();
+  Map segs{pool.get()};
   std::unordered_map<int32_t, int64_t> ownerAt; // owner -> offset (lookup)
   std::multimap<int64_t, int64_t> freeBySize;   // free size -> offset
   void addFree(const Segment &s) { freeBySize.emplace(s.size, s.offset); }
