@@ -42,37 +42,37 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
       state[b].hasContent = true;
       state[b].hostValid = true;
     }
-  // Each step once per block that it reads or writes: counted first, then
-  // filled in step order.
+  // One walk over the tasks (their operand lists are scattered in memory):
+  // each step's reads, and each step once per block it reads or writes,
+  // then sorted by block (a counting sort, stable: steps stay ascending).
+  std::vector<std::pair<BlockId, int32_t>> stepUses;
   std::vector<int32_t> lastStep(nb, -1);
-  auto eachUse = [&](auto &&use) {
-    std::fill(lastStep.begin(), lastStep.end(), -1);
-    for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
-      const Task &task = tg.tasks[order[s]];
-      for (const auto *list : {&task.reads, &task.writes})
-        for (BlockId b : *list) {
-          BlockId sb = storage[b];
-          if (!weightSide[sb] && lastStep[sb] != s) {
-            lastStep[sb] = s;
-            use(sb, s);
-          }
-        }
-    }
-  };
-  useStart.assign(nb + 1, 0);
-  eachUse([&](BlockId sb, int32_t) { ++useStart[sb + 1]; });
-  for (size_t b = 0; b < nb; ++b)
-    useStart[b + 1] += useStart[b];
-  useSteps.resize(useStart[nb]);
-  std::vector<size_t> filled(useStart.begin(), useStart.end() - 1);
-  eachUse([&](BlockId sb, int32_t s) { useSteps[filled[sb]++] = s; });
   readStart.assign(1, 0);
-  for (TaskId t : order) {
-    for (BlockId b : tg.tasks[t].reads)
-      if (!weightSide[storage[b]])
-        stepReads.push_back(storage[b]);
+  for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
+    const Task &task = tg.tasks[order[s]];
+    for (const auto *list : {&task.reads, &task.writes})
+      for (BlockId b : *list) {
+        BlockId sb = storage[b];
+        if (weightSide[sb])
+          continue;
+        if (list == &task.reads)
+          stepReads.push_back(sb);
+        if (lastStep[sb] != s) {
+          lastStep[sb] = s;
+          stepUses.push_back({sb, s});
+        }
+      }
     readStart.push_back(stepReads.size());
   }
+  useStart.assign(nb + 1, 0);
+  for (const auto &[sb, s] : stepUses)
+    ++useStart[sb + 1];
+  for (size_t b = 0; b < nb; ++b)
+    useStart[b + 1] += useStart[b];
+  useSteps.resize(stepUses.size());
+  std::vector<size_t> filled(useStart.begin(), useStart.end() - 1);
+  for (const auto &[sb, s] : stepUses)
+    useSteps[filled[sb]++] = s;
 }
 
 void Residencies::usedUpTo(BlockId b, int32_t step) {
