@@ -259,7 +259,8 @@ llvm::Error Scheduler::prepareTask(const Task &task,
 
 const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
                                           std::vector<int32_t> &deps) {
-  int32_t algo = chooseAlgo(t);
+  std::optional<Arena::Window> room;
+  int32_t algo = chooseAlgo(t, room);
   const AlgoCost *ac = costs.find(t, algo);
   assert(ac && "chosen algorithm not in the cost table");
   run.kind = InstrKind::Run;
@@ -269,7 +270,8 @@ const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
   if (ac->workspace > 0) {
     StreamUses wsUses{};
     cause = {LeaveCause::Workspace, cursor.step, -1, -1, ac->workspace, 0};
-    auto off = allocate(ac->workspace, kWorkspaceOwner, wsUses);
+    auto off =
+        allocate(ac->workspace, kWorkspaceOwner, wsUses, std::move(room));
     if (!off) {
       llvm::consumeError(off.takeError());
       // Fall back to the zero-workspace algorithm.

@@ -11,7 +11,8 @@
 
 namespace memfit::sched {
 
-int32_t Scheduler::chooseAlgo(TaskId t) {
+int32_t Scheduler::chooseAlgo(TaskId t, std::optional<Arena::Window> &room) {
+  room.reset();
   const std::vector<AlgoCost> &algos = costs.tasks[t];
   if (algos.size() == 1 || rules.algo == PolicyRules::AlgoChoice::Fastest)
     return algos.front().algo;
@@ -45,8 +46,9 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
     if (a.baseline || base.seconds - a.seconds <= bestGain)
       continue;
     double toff = 0;
+    std::optional<Arena::Window> w;
     if (a.workspace > 0 && alignUp(a.workspace) > freeNow) {
-      auto w = pricer.search(a.workspace, price);
+      w = pricer.search(a.workspace, price);
       toff = w ? w->score : kInf;
     }
     double tpre = 0;
@@ -57,6 +59,7 @@ int32_t Scheduler::chooseAlgo(TaskId t) {
     if (gain > bestGain) {
       bestGain = gain;
       best = a.algo;
+      room = std::move(w); // placing the workspace would search again
     }
   }
   return best;

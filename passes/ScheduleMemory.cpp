@@ -96,19 +96,23 @@ void Scheduler::release(BlockId b) {
   }
 }
 
-llvm::Expected<int64_t> Scheduler::allocate(int64_t bytes, int32_t owner,
-                                            StreamUses &uses) {
+llvm::Expected<int64_t>
+Scheduler::allocate(int64_t bytes, int32_t owner, StreamUses &uses,
+                    std::optional<Arena::Window> found) {
   if (auto a = arena.allocate(bytes, owner)) {
     uses = a->second;
     return a->first;
   }
-  pricer.newSearch();
-  auto price = [this](int32_t o) { return pricer.price(o); };
-  if (auto w = pricer.search(bytes, price)) {
-    for (int32_t o : w->owners)
+  if (!found) {
+    pricer.newSearch();
+    auto price = [this](int32_t o) { return pricer.price(o); };
+    found = pricer.search(bytes, price);
+  }
+  if (found) {
+    for (int32_t o : found->owners)
       evict(o);
-    uses = arena.allocateAt(w->offset, bytes, owner);
-    return w->offset;
+    uses = arena.allocateAt(found->offset, bytes, owner);
+    return found->offset;
   }
   if (!rules.evicts)
     return fail(llvm::formatv("no room for {0} bytes at task {1}: {2} bytes "

@@ -101,8 +101,12 @@ private:
   /// and frees its workspace.
   int32_t emitRun(Instr run, double seconds, const std::vector<int32_t> &deps);
   static std::vector<int32_t> usesToDeps(const StreamUses &u);
+  /// Places `bytes` for `owner`, evicting the cheapest window when no free
+  /// run is large enough. `found`, when given, is that window, searched
+  /// for in this same state (chooseAlgo's), so it is not searched again.
   llvm::Expected<int64_t> allocate(int64_t bytes, int32_t owner,
-                                   StreamUses &uses);
+                                   StreamUses &uses,
+                                   std::optional<Arena::Window> found = {});
   /// The one copy-out path: copies residency `r` to the host once its
   /// content is ready and its bytes' pending uses are done; its block then
   /// has a valid host copy. Returns the copy.
@@ -130,7 +134,9 @@ private:
   void leaveAfterStep(const std::vector<BlockId> &touched);
 
   // --- decisions ahead (ScheduleLookahead.cpp) ---
-  int32_t chooseAlgo(TaskId t);
+  /// Eq. 5's algorithm for task t; `room` gets the eviction window its
+  /// workspace needs, when it does not fit as things are.
+  int32_t chooseAlgo(TaskId t, std::optional<Arena::Window> &room);
   /// Eq. 4: prefetches for the tasks ahead that need blocks on the host.
   void prefetchAhead(double taskEnd);
   /// Prefetches the blocks of `need` for step `s`; false when one finds no
