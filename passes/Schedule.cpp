@@ -280,8 +280,7 @@ const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
     } else {
       run.workspaceOffset = *off;
       run.workspaceBytes = ac->workspace;
-      for (int32_t d : usesToDeps(wsUses))
-        deps.push_back(d);
+      addUseDeps(wsUses, deps);
     }
   }
   return *ac;

@@ -6,12 +6,10 @@
 
 namespace memfit::sched {
 
-std::vector<int32_t> Scheduler::usesToDeps(const StreamUses &u) {
-  std::vector<int32_t> deps;
+void Scheduler::addUseDeps(const StreamUses &u, std::vector<int32_t> &deps) {
   for (const LastUse &l : u)
     if (l.seq > 0)
       deps.push_back(l.seq - 1);
-  return deps;
 }
 
 void Scheduler::touch(ResidencyId r, Stream s, int32_t instr) {
@@ -37,8 +35,7 @@ bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
   assert(seg && "a resident block without bytes");
   // Whatever else touched these bytes (a copy-out of x still in flight)
   // must be done before the task overwrites them.
-  for (int32_t d : usesToDeps(seg->uses))
-    deps.push_back(d);
+  addUseDeps(seg->uses, deps);
   ResidencyId ry = blocks.add(y, seg->offset);
   arena.transfer(rx, ry);
   blocks[y].res = ry;
@@ -56,8 +53,7 @@ int32_t Scheduler::copyOut(ResidencyId r) {
   in.stream = Stream::CopyOut;
   in.residency = r;
   std::vector<int32_t> deps{bs.ready};
-  for (int32_t d : usesToDeps(blocks.pending(r)))
-    deps.push_back(d);
+  addUseDeps(blocks.pending(r), deps);
   int32_t i = timeline.emit(in, costs.copyOutSeconds(bytes), deps);
   touch(r, Stream::CopyOut, i);
   noteOffload(b);
@@ -146,7 +142,8 @@ int32_t Scheduler::copyIn(BlockId b, ResidencyId r, const StreamUses &uses) {
   in.kind = InstrKind::CopyIn;
   in.stream = Stream::CopyIn;
   in.residency = r;
-  std::vector<int32_t> deps = usesToDeps(uses);
+  std::vector<int32_t> deps;
+  addUseDeps(uses, deps);
   deps.push_back(bs.hostCopy);
   int64_t bytes = blocks.residency(r).bytes;
   int32_t i = timeline.emit(in, costs.copyInSeconds(bytes), deps);
@@ -165,8 +162,7 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
   BlockState &bs = blocks[b];
   if (bs.res >= 0) {
     deps.push_back(bs.ready);
-    for (int32_t d : usesToDeps(blocks.pending(bs.res)))
-      deps.push_back(d);
+    addUseDeps(blocks.pending(bs.res), deps);
     return llvm::Error::success();
   }
   if (needsContent && !bs.hostValid) {
@@ -189,8 +185,7 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
     blocks.pending(r) = uses;
     bs.res = r;
     pricer.indexNextUse(b);
-    for (int32_t d : usesToDeps(uses))
-      deps.push_back(d);
+    addUseDeps(uses, deps);
   }
   return llvm::Error::success();
 }
@@ -293,8 +288,7 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
     assert(a && "checked above");
     run.workspaceOffset = a->first;
     run.workspaceBytes = ac->workspace;
-    for (int32_t d : usesToDeps(a->second))
-      runDeps.push_back(d);
+    addUseDeps(a->second, runDeps);
   }
   int32_t i = emitRun(std::move(run), ac->seconds, runDeps);
   for (BlockId x : task.writes) {

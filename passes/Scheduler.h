@@ -100,7 +100,8 @@ private:
   /// Emits a task's run with its operands' residencies, records the uses
   /// and frees its workspace.
   int32_t emitRun(Instr run, double seconds, const std::vector<int32_t> &deps);
-  static std::vector<int32_t> usesToDeps(const StreamUses &u);
+  /// Appends to `deps` the instructions of the last uses `u` records.
+  static void addUseDeps(const StreamUses &u, std::vector<int32_t> &deps);
   /// Places `bytes` for `owner`, evicting the cheapest window when no free
   /// run is large enough. `found`, when given, is that window, searched
   /// for in this same state (chooseAlgo's), so it is not searched again.
