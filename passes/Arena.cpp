@@ -72,14 +72,14 @@ StreamUses Arena::allocateAt(int64_t offset, int64_t bytes, int32_t owner) {
     segs.emplace(before.offset, before);
     addFree(before);
   }
-  segs.emplace(offset, Segment{offset, need, owner, free.uses});
+  auto placed = segs.emplace(offset, Segment{offset, need, owner, free.uses});
   int64_t end = free.offset + free.size;
   if (end > offset + need) {
     Segment after{offset + need, end - offset - need, -1, free.uses};
     segs.emplace(after.offset, after);
     addFree(after);
   }
-  ownerAt[owner] = offset;
+  ownerAt[owner] = placed.first;
   high = std::max(high, offset + need);
   used += need;
   return free.uses;
@@ -113,9 +113,9 @@ void Arena::release(int32_t owner, const StreamUses &uses) {
   auto o = ownerAt.find(owner);
   if (o == ownerAt.end())
     return;
-  auto it = segs.find(o->second);
+  Map::iterator it = o->second;
   ownerAt.erase(o);
-  assert(it != segs.end() && it->second.owner == owner);
+  assert(it->second.owner == owner);
   it->second.owner = -1;
   mergeUses(it->second.uses, uses);
   used -= it->second.size;
@@ -126,16 +126,16 @@ void Arena::release(int32_t owner, const StreamUses &uses) {
 void Arena::transfer(int32_t from, int32_t to) {
   auto o = ownerAt.find(from);
   assert(o != ownerAt.end() && "transfer from an owner that holds nothing");
-  int64_t offset = o->second;
+  Map::iterator it = o->second;
   ownerAt.erase(o);
-  segs.at(offset).owner = to;
-  ownerAt[to] = offset;
+  it->second.owner = to;
+  ownerAt[to] = it;
 }
 
 void Arena::touch(int32_t owner, Stream st, LastUse use) {
   auto o = ownerAt.find(owner);
   assert(o != ownerAt.end() && "touch of an owner that holds no segment");
-  LastUse &u = segs.at(o->second).uses[static_cast<int>(st)];
+  LastUse &u = o->second->second.uses[static_cast<int>(st)];
   if (use.seq > u.seq)
     u = use;
 }
@@ -144,7 +144,7 @@ const Arena::Segment *Arena::find(int32_t owner) const {
   auto o = ownerAt.find(owner);
   if (o == ownerAt.end())
     return nullptr;
-  return &segs.at(o->second);
+  return &o->second->second;
 }
 
 namespace {
@@ -313,7 +313,7 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   // Every minimal window that holds a focus segment lies within `need`
   // bytes of it on either side: slide over those neighbourhoods only,
   // merged and in address order so ties still go to the lower offset.
-  std::vector<int64_t> &centres = scratch.centres;
+  std::vector<Map::const_iterator> &centres = scratch.centres;
   centres.clear();
   for (int32_t owner : *focus) {
     auto o = ownerAt.find(owner);
@@ -324,11 +324,10 @@ Arena::findEviction(int64_t bytes, PriceClock clock,
   size_t runs = 0;
   for (auto it = freeBySize.rbegin();
        it != freeBySize.rend() && runs < kFocusFreeRuns; ++it, ++runs)
-    centres.push_back(it->second);
+    centres.push_back(segs.find(it->second));
   std::vector<Range> &ranges = scratch.ranges;
   ranges.clear();
-  for (int64_t offset : centres) {
-    auto at = segs.find(offset);
+  for (Map::const_iterator at : centres) {
     // A window holding `at` starts less than `need` bytes before it. (One
     // tree step per segment: on large arenas these walks are a good part
     // of a search.)

@@ -151,9 +151,9 @@ private:
   /// one arena runs one search at a time, as each schedule owns its arena.)
   struct Scratch {
     std::vector<Slot> slots;
-    std::vector<int64_t> q, pen;         // prefix sums over the slots
-    std::vector<size_t> byFree, byReady; // monotone queues of slot indices
-    std::vector<int64_t> centres;        // offsets a focused search is near
+    std::vector<int64_t> q, pen;              // prefix sums over the slots
+    std::vector<size_t> byFree, byReady;      // monotone queues of slot indices
+    std::vector<Map::const_iterator> centres; // what a focused search is near
     std::vector<Range> ranges;
   };
   mutable Scratch scratch;
@@ -166,8 +166,10 @@ private:
   std::unique_ptr<std::pmr::unsynchronized_pool_resource> pool =
       std::make_unique<std::pmr::unsynchronized_pool_resource>();
   Map segs{pool.get()};
-  std::unordered_map<int32_t, int64_t> ownerAt; // owner -> offset (lookup)
-  std::multimap<int64_t, int64_t> freeBySize;   // free size -> offset
+  /// Owner -> its segment; the nodes of a std::map stay put, so this saves
+  /// a search of the map on every touch, release and look-up.
+  std::unordered_map<int32_t, Map::iterator> ownerAt;
+  std::multimap<int64_t, int64_t> freeBySize; // free size -> offset
   void addFree(const Segment &s) { freeBySize.emplace(s.size, s.offset); }
   void dropFree(const Segment &s);
   int64_t totalSize, high = 0, used = 0;
