@@ -518,13 +518,19 @@ int trainerMain(int argc, char **argv, const Program &program) {
   }
   if (p.ranks > 1) {
     if (int64_t bad = divergedRanks(comm, x, st)) {
-      if (root)
-        die(std::to_string(bad) + " of " + std::to_string(p.ranks) +
-            " ranks hold other weights or another loss scale than rank 0 "
-            "after " +
-            std::to_string(done) + " iterations; the replicas diverged");
-      // Rank 0 reports and stops every rank; the others wait for it here.
-      comm.sum(0);
+      // Every rank knows the count: rank 0 says it, and all of them end
+      // with the same status (no abort, nothing saved after this).
+      if (root) {
+        std::fprintf(stderr,
+                     "trainer: error: %lld of %d ranks hold other weights or "
+                     "another loss scale than rank 0 after %llu iterations; "
+                     "the replicas diverged\n",
+                     static_cast<long long>(bad), p.ranks,
+                     static_cast<unsigned long long>(done));
+        std::fflush(stderr);
+      }
+      comm.finalize();
+      std::exit(1);
     }
     if (!o.quiet)
       std::printf("ranks: all %d hold the same weights bit for bit after %llu "

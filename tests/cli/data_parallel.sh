@@ -6,7 +6,8 @@
 # the same), and every rank ends with the same weights; fp16 on 2 ranks
 # updates as one rank does, and a forced overflow skips the same steps on
 # every rank as on one; resume on the same ranks is exact; the planner's
-# per-rank weight-side bytes shrink as sharding says.
+# per-rank weight-side bytes shrink as sharding says; replicas that diverge
+# stop every rank with status 1.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -100,6 +101,30 @@ run --iterations 4 --checkpoint ck --resume --save resumed.onnx >second.log 2>&1
   fail "resume is not exact: $(grep '^iteration 4' straight.log second.log)"
 cmp -s straight.onnx resumed.onnx || fail "resumed weights differ"
 echo "resume: exact"
+
+# Replicas that diverge are caught, and every rank stops alike: rank 1
+# starts from other weights (one mpirun, two commands), so with replicated
+# gradients the ranks can never agree. Rank 0 names it, all ranks exit with
+# status 1 (no abort, no hang: the timeout would give 124), nothing is saved.
+$PY - <<'PY' || fail "cannot write other weights"
+import onnx
+from onnx import numpy_helper
+m = onnx.load("mlp.onnx")
+t = m.graph.initializer[0]
+a = numpy_helper.to_array(t).copy()
+a.flat[0] += 0.5
+t.CopyFrom(numpy_helper.from_array(a, t.name))
+onnx.save(m, "mlp-other.onnx")
+PY
+div=(--data vec.npy --labels lab.npy --iterations 2 --lr 0.05 --save div.onnx)
+timeout 120 "${MPIRUN[@]}" -np 1 mlp-r2/build/trainer "${div[@]}" : \
+  -np 1 mlp-r2/build/trainer --model mlp-other.onnx "${div[@]}" >div.log 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || { cat div.log; fail "diverged replicas: exit status $rc, expected 1"; }
+grep -q "trainer: error: 1 of 2 ranks hold other weights .* the replicas diverged" div.log ||
+  { cat div.log; fail "diverged replicas: no word of it"; }
+[ ! -e div.onnx ] || fail "diverged replicas: weights were saved"
+echo "diverged replicas: caught, every rank exits 1"
 
 # fp16 on 2 ranks (GradScaler under DDP). Two steps of a 2-rank trainer,
 # replicated with SGD and with --shard 2 and AdamW, update the weights as a
