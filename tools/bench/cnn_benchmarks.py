@@ -17,10 +17,18 @@ input, without the optimizer's update, which the measurements leave out
 too. Its devices are datasheet-only (docs/benchmarks/devices) or built in;
 nothing here is tuned to these figures.
 
+With --kepler-experiment, instead: the K40c column refitted from these
+networks (every convolution and GEMM compute efficiency scaled by one
+factor, with and without the Winograd algorithms), then the fitted K40c
+parameters on the K80 die's ResNet-50 (docs/benchmarks/cost-model.md says
+why none of it is built in).
+
 usage: tools/bench/cnn_benchmarks.py [--memfit build/tools/memfit]
+                                     [--kepler-experiment]
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -60,11 +68,65 @@ def compute_ms(memfit, model, device, tmp):
     return (s["round_seconds"] - s["stall_seconds"]) * 1e3
 
 
+def scaled_device(memfit, base, factor, winograd, path):
+    """`base` with every convolution and GEMM compute efficiency times
+    `factor`, the Winograd ones priced out of reach unless `winograd`."""
+    d = json.loads(subprocess.run([memfit, "device", base], check=True,
+                                  capture_output=True, text=True).stdout)
+    for key, eff in d["efficiency"].items():
+        if key.startswith("conv") or key == "gemm":
+            eff["compute"] = max(1e-3, min(1.0, eff["compute"] * factor))
+            if not winograd and "winograd" in key:
+                eff["compute"] = 1e-3
+    d["name"] = os.path.basename(path)[:-5]
+    with open(path, "w") as f:
+        json.dump(d, f)
+    return path
+
+
+def kepler_experiment(memfit, tmp):
+    k40 = [g for g, _ in GPUS].index("K40c")
+    models = {}
+    for name, *published in MEASURED:
+        models[name] = os.path.join(tmp, name + ".onnx")
+        subprocess.run([memfit, "zoo", name, "-o", models[name]],
+                       capture_output=True, check=True)
+    print("| Winograd | factor | median ln(pred/meas) | median abs | worst abs |")
+    print("|---|---|---|---|---|")
+    for winograd in (True, False):
+        for factor in (1.0, 0.6, 0.5, 0.45, 0.4, 0.35):
+            dev = scaled_device(memfit, f"{DEVICES}/k40-boost.json", factor,
+                                winograd, os.path.join(tmp, "k40-fit.json"))
+            errs = sorted(math.log(compute_ms(memfit, models[n], dev, tmp) /
+                                   pub[k40]) for n, *pub in MEASURED)
+            absd = sorted(abs(e) for e in errs)
+            mid = (len(errs) - 1) // 2, len(errs) // 2
+            print(f"| {'yes' if winograd else 'no'} | {factor} "
+                  f"| {(errs[mid[0]] + errs[mid[1]]) / 2:+.3f} "
+                  f"| {(absd[mid[0]] + absd[mid[1]]) / 2:.3f} "
+                  f"| {absd[-1]:.3f} |")
+    dev = scaled_device(memfit, f"{DEVICES}/k80-die.json", 0.4, False,
+                        os.path.join(tmp, "k80-fit.json"))
+    out = os.path.join(tmp, "plan")
+    r50 = os.path.join(tmp, "resnet50.onnx")
+    subprocess.run([memfit, "plan", r50, "--batch", "64", "--device", dev,
+                    "--policy", "ideal", "-o", out, "--force", "--quiet"],
+                   check=True)
+    with open(os.path.join(out, "plan.json")) as f:
+        secs = json.load(f)["summary"]["planned_seconds"]
+    print(f"\nK80 die, ResNet-50 at batch 64, no Winograd, factor 0.4: "
+          f"{64 / secs:.1f} img/s predicted (published: 52, TensorFlow 2017)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memfit", default="build/tools/memfit")
+    ap.add_argument("--kepler-experiment", action="store_true")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="memfit-cnnb-")
+    if args.kepler_experiment:
+        kepler_experiment(args.memfit, tmp)
+        return
     head = " | ".join(f"{g} (`{os.path.basename(d)}`)" for g, d in GPUS)
     print(f"| network, batch {BATCH} | {head} |")
     print("|---" * (len(GPUS) + 1) + "|")
