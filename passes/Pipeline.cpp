@@ -98,11 +98,12 @@ searchWholeRounds(const TaskGraph &tg, const CostTableFn &tableAt,
 
 /// The optimal policy: the integral program at the order and sub-batch of
 /// memfit's own plan `memfit`, scheduled with its decisions.
-llvm::Expected<Candidate>
-planOptimal(const TaskGraph &tg, const CostTableFn &tableAt,
-            const std::vector<TaskId> &order, const PlanRequest &r,
-            const Candidate &memfit, OptimalOutcome &o) {
-  Tables tb = tablesFor(tableAt, r.batch, memfit.plan.subBatch);
+/// `tb`: the tables of memfit's plan (a chunked graph's own).
+llvm::Expected<Candidate> planOptimal(const TaskGraph &tg, const Tables &tb,
+                                      const std::vector<TaskId> &order,
+                                      const PlanRequest &r,
+                                      const Candidate &memfit,
+                                      OptimalOutcome &o) {
   std::vector<TaskId> round;
   for (TaskId t : order)
     if (tg.tasks[t].kind != TaskKind::Update)
@@ -277,8 +278,9 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     // graphs, at the sub-batch it picked: kept when strictly faster. Before
     // the chunks, which the program does not solve, are compared.
     OptimalOutcome o;
-    auto solved = planOptimal(tg, tableAt, order, r,
-                              beforeChain ? *beforeChain : *best, o);
+    const Candidate &at = beforeChain ? *beforeChain : *best;
+    auto solved = planOptimal(tg, tablesFor(tableAt, r.batch, at.plan.subBatch),
+                              order, r, at, o);
     if (!solved) {
       llvm::Error err = solved.takeError();
       if (llvm::Error internal = takeInternalErrors(err)) {
@@ -313,14 +315,32 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   }
   if (!best)
     return best.takeError();
-  if (optimal && out.chunked)
-    return makeError("--policy optimal solves rounds of whole (sub-)batches; "
-                     "it does not plan chunks of the batch (drop --chunks)");
   if (optimal) {
+    // At the order and sub-batch (or chunks) of memfit's plan: a chunked
+    // graph is one more task graph to the program.
+    const TaskGraph &g = out.scheduledGraph(tg);
+    const std::vector<TaskId> &gOrder =
+        out.chunked ? out.chunked->order : order;
+    size_t tasks = 0;
+    for (TaskId t : gOrder)
+      tasks += g.tasks[t].kind != TaskKind::Update;
+    if (tasks > OptimalOptions{}.maxTasks)
+      return makeErrorF(
+          "--policy optimal solves graphs of up to {0} tasks per round "
+          "(forward and backward); the batch in {1} chunks has {2}: use "
+          "--policy memfit",
+          OptimalOptions{}.maxTasks, best->plan.chunks, tasks);
+    Tables tb = out.chunked ? chunkedTables(*out.chunked, tableAt, req.batch)
+                            : tablesFor(tableAt, r.batch, best->plan.subBatch);
+    PlanRequest rr = r;
+    if (out.chunked)
+      rr.batch = best->plan.subBatch; // the chunk is the program's batch
     OptimalOutcome o;
-    auto solved = planOptimal(tg, tableAt, order, r, *best, o);
+    auto solved = planOptimal(g, tb, gOrder, rr, *best, o);
     if (!solved)
       return solved.takeError();
+    solved->plan.batch = best->plan.batch;
+    solved->plan.chunks = best->plan.chunks;
     best = std::move(*solved);
     out.optimal = o;
   }

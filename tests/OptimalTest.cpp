@@ -193,7 +193,8 @@ TEST_CASE("the optimal policy's plans pass the verifier and respect the "
         ++planned;
         CHECK(out->plan.policy == "optimal");
         REQUIRE(out->optimal);
-        CHECK_FALSE(static_cast<bool>(verifyPlan(m.tg, out->plan)));
+        CHECK_FALSE(static_cast<bool>(
+            verifyPlan(out->scheduledGraph(m.tg), out->plan)));
         CHECK(out->plan.totalBytes() <= out->budget);
         REQUIRE(out->bound);
         CHECK(out->bound->seconds <=
@@ -223,8 +224,8 @@ TEST_CASE("the optimal policy's plan is the same every time", "[optimal]") {
 
 TEST_CASE("the optimal policy refuses graphs larger than it solves",
           "[optimal]") {
-  // ResNet-50's round has about 460 tasks.
-  Planned m("resnet50", 2, "h100-sxm");
+  // ResNet-101's round has about 900 tasks.
+  Planned m("resnet101", 2, "h100-sxm");
   auto out = planOptimal(m, 0.5);
   REQUIRE_FALSE(static_cast<bool>(out));
   CHECK_THAT(llvm::toString(out.takeError()),
@@ -260,4 +261,24 @@ TEST_CASE("memfit's plan is never slower than the optimal policy's on small "
       }
     }
   CHECK(compared >= 12);
+}
+
+TEST_CASE("the optimal policy plans the batch in chunks where memfit's plan "
+          "does",
+          "[optimal]") {
+  // ResNet-18 at batch 64 in 40% of its ideal peak: no whole batch fits
+  // (BP-data(bn1) alone needs more), so memfit's exact plan runs the batch
+  // in chunks, and the program solves that chunked graph (about 420 tasks)
+  // at the chunk size.
+  Planned m("resnet18", 64, "h100-sxm");
+  auto out = planOptimal(m, 0.4);
+  REQUIRE(static_cast<bool>(out));
+  CHECK(out->plan.chunks > 1);
+  CHECK(out->plan.batch == 64);
+  CHECK(out->exact);
+  CHECK(out->plan.policy == "optimal");
+  REQUIRE(out->optimal);
+  CHECK(out->optimal->columns > 0);
+  REQUIRE(out->bound);
+  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds);
 }

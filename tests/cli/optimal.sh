@@ -83,8 +83,8 @@ cmp -s ideal/trained.onnx opt/trained.onnx ||
 grep -q optimal cmp.txt || fail "compare lacks optimal: $(cat cmp.txt)"
 
 # Too large for the solver: refused, exit 1, with the limit.
-"$MEMFIT" zoo resnet50 -o r50.onnx >/dev/null || fail "zoo resnet-50"
-"$MEMFIT" plan r50.onnx --batch 2 --budget 50% --device k40m \
+"$MEMFIT" zoo resnet101 -o r101.onnx >/dev/null || fail "zoo resnet-101"
+"$MEMFIT" plan r101.onnx --batch 2 --budget 50% --device k40m \
   --policy optimal >/dev/null 2>err.txt
 rc=$?
 [ $rc -eq 1 ] || fail "a graph too large exited $rc, expected 1"
