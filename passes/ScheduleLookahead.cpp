@@ -71,6 +71,9 @@ void Scheduler::prefetchAhead(double taskEnd) {
   double copyFree = timeline.freeAt(Stream::CopyIn);
   std::vector<BlockId> &need = prefetchNeed;
   std::vector<BlockId> &stack = prefetchStack;
+  // A dropped block walked for one task is not walked again for a later
+  // one: what it led to was prefetched then, or the look-ahead stopped.
+  ++walkStamp;
   for (int32_t s = step + 1; s < n && s <= step + kLookahead; ++s) {
     need.clear();
     int64_t bytes = 0;
@@ -87,7 +90,6 @@ void Scheduler::prefetchAhead(double taskEnd) {
         stack.push_back(task.writes[i]);
     for (size_t i = task.reads.size(); i-- > 0;)
       stack.push_back(task.reads[i]);
-    ++walkStamp;
     size_t walked = 0;
     while (!stack.empty()) {
       BlockId sb = blocks.storageOf(stack.back());
