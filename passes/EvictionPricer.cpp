@@ -79,17 +79,40 @@ double EvictionPricer::dropSeconds(BlockId b) const {
   return c.second;
 }
 
-double EvictionPricer::recomputeSeconds(BlockId b, int depth) const {
-  // The producer's run, plus recomputing its inputs that are dropped too
-  // (a few levels deep; beyond that the chain is priced as long).
-  TaskId t = tg.blocks[b].writers[0];
-  double secs = costs.fastest(t).seconds;
-  if (depth >= 3)
-    return 4 * secs;
-  for (BlockId in : tg.tasks[t].reads) {
-    BlockId sb = blocks.storageOf(in);
-    if (!blocks.isWeightSide(sb) && blocks[sb].res < 0 && blocks[sb].dropped)
-      secs += recomputeSeconds(sb, depth + 1);
+double EvictionPricer::recomputeSeconds(BlockId b) const {
+  // The producer's run, plus recomputing its inputs that are dropped too,
+  // and theirs: the whole chain back to what is resident or has a host
+  // copy, each producer once. A chain cut short (the old rule priced three
+  // levels) made evicting the boundary of a long recomputed span look
+  // cheap, and the span then ran again.
+  if (taskSeen.size() < tg.tasks.size())
+    taskSeen.assign(tg.tasks.size(), 0);
+  ++seenStamp;
+  std::vector<TaskId> &stack = chainStack;
+  stack.clear();
+  auto visit = [&](BlockId x) {
+    TaskId w = tg.blocks[x].writers[0];
+    if (taskSeen[w] != seenStamp) {
+      taskSeen[w] = seenStamp;
+      stack.push_back(w);
+    }
+  };
+  visit(b);
+  double secs = 0;
+  size_t runs = 0;
+  while (!stack.empty()) {
+    TaskId t = stack.back();
+    stack.pop_back();
+    secs += costs.fastest(t).seconds;
+    // Beyond this many runs the chain is long enough: the price is already
+    // far above what an eviction is worth.
+    if (++runs >= kMaxPricedChain)
+      break;
+    for (BlockId in : tg.tasks[t].reads) {
+      BlockId sb = blocks.storageOf(in);
+      if (!blocks.isWeightSide(sb) && blocks[sb].res < 0 && blocks[sb].dropped)
+        visit(sb);
+    }
   }
   return secs;
 }
@@ -101,10 +124,10 @@ double EvictionPricer::dropPrice(BlockId b) const {
     return -1.0;
   switch (rules.drop) {
   case PolicyRules::Drop::Always:
-    return recomputeSeconds(b, 0);
+    return recomputeSeconds(b);
   case PolicyRules::Drop::NonConv:
     // Convolution outputs are checkpoints.
-    return blocks.isConvOutput(b) ? -1.0 : recomputeSeconds(b, 0);
+    return blocks.isConvOutput(b) ? -1.0 : recomputeSeconds(b);
   case PolicyRules::Drop::WhenCheaper: {
     // Drop when regenerating is cheaper than the copy-out that would delay
     // this task plus the prefetch that may not hide later; only what the
@@ -117,7 +140,7 @@ double EvictionPricer::dropPrice(BlockId b) const {
     double offload = costs.copyOutSeconds(bytes);
     if (next >= 0)
       offload += std::max(0.0, costs.copyInSeconds(bytes) - gapUntil(next));
-    double secs = recomputeSeconds(b, 0);
+    double secs = recomputeSeconds(b);
     return secs < offload ? secs : -1.0;
   }
   case PolicyRules::Drop::Never:

@@ -33,6 +33,8 @@ constexpr int32_t kWorkspaceOwner = 1 << 30;
 /// candidates only (EvictionPricer::search).
 constexpr size_t kExactSearchSegments = 4096;
 constexpr size_t kFocusOwners = 64;
+/// The most producer runs EvictionPricer prices in one recompute chain.
+constexpr size_t kMaxPricedChain = 256;
 
 class EvictionPricer {
 public:
@@ -71,7 +73,9 @@ private:
   /// recomputing b costs when it is dropped, < 0 when it is copied out.
   /// The recompute chain is priced once, for the decision and the price.
   double dropPrice(BlockId b) const;
-  double recomputeSeconds(BlockId b, int depth) const;
+  /// Seconds to recompute b now: its producer and, transitively, the
+  /// producers of its dropped inputs, each once (up to kMaxPricedChain).
+  double recomputeSeconds(BlockId b) const;
   /// b's key in `farthest`: its next use step, the largest when none.
   int32_t farthestKey(BlockId b) const;
   /// Up to kFocusOwners residencies that `price` finds usable, farthest
@@ -94,6 +98,10 @@ private:
   uint64_t epoch = 1;
   mutable std::vector<std::pair<uint64_t, bool>> evictCache;  // per residency
   mutable std::vector<std::pair<uint64_t, double>> dropCache; // per block
+  /// recomputeSeconds' walk: tasks seen in the current walk, its stack.
+  mutable std::vector<uint64_t> taskSeen;
+  mutable uint64_t seenStamp = 0;
+  mutable std::vector<TaskId> chainStack;
   /// Residencies by their block's next use step (no next use: largest),
   /// farthest first, ties to the later residency; one entry per block,
   /// replaced when the block is indexed again. An entry goes stale when

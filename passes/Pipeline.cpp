@@ -20,10 +20,11 @@ llvm::Expected<Candidate>
 planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
          const std::vector<TaskId> &order, const PlanRequest &req,
          std::vector<bool> drop, bool allowRecompute, double cutoffSeconds,
-         std::vector<bool> offload) {
+         std::vector<bool> offload, bool lookPastIdle) {
   ScheduleOptions so{req.policy,     req.budget,    req.batch,  std::move(drop),
                      allowRecompute, cutoffSeconds, req.inPlace};
   so.offloadAfterForward = std::move(offload);
+  so.lookPastIdle = lookPastIdle;
   auto plan = schedule(tg, full, order, so);
   if (!plan)
     return plan.takeError();

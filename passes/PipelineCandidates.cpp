@@ -177,12 +177,23 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
     // the decisions leave over, without its early offload (which sizes
     // itself by the liveness peak, not knowing the drop set).
     v.as = Policy::Optimal;
+    std::vector<Variant> ways;
     if (!t.offload) {
       Variant chen = v;
       chen.as = Policy::ChenSqrt;
-      out.push_back(std::move(chen));
+      ways.push_back(std::move(chen));
     }
-    out.push_back(std::move(v));
+    ways.push_back(std::move(v));
+    // And with the look-ahead going on past tasks that prefetch nothing:
+    // the decisions keep their recomputes and copies in the backward pass,
+    // whose inputs then come in earlier.
+    for (size_t w = 0, n = ways.size(); w < n; ++w) {
+      Variant far = ways[w];
+      far.lookPastIdle = false;
+      ways.push_back(std::move(far));
+    }
+    for (Variant &w : ways)
+      out.push_back(std::move(w));
   }
   return out;
 }

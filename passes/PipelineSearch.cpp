@@ -42,6 +42,10 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
     jobs.push_back(
         {rv, tablesFor(tableAt, req.batch, v.subBatch), std::nullopt});
   }
+  // The look-ahead past idle tasks is memfit's own search's; the published
+  // policies keep the look-ahead they were measured with.
+  const bool ownSearch =
+      req.policy == Policy::Memfit || req.policy == Policy::Optimal;
   auto work = [&](size_t k) {
     Job &j = jobs[k];
     if (req.policy == Policy::Ideal && wave[k].subBatch == req.batch && ideal)
@@ -49,7 +53,8 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
     else
       j.result.emplace(planWith(tg, *j.tables.full, j.tables.last, order, j.rv,
                                 std::move(wave[k].drop), wave[k].allowRecompute,
-                                cutoff, std::move(wave[k].offload)));
+                                cutoff, std::move(wave[k].offload),
+                                wave[k].lookPastIdle && ownSearch));
   };
   if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
       req.policy != Policy::Ideal) {

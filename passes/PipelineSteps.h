@@ -40,7 +40,7 @@ llvm::Expected<Candidate>
 planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
          const std::vector<TaskId> &order, const PlanRequest &req,
          std::vector<bool> drop, bool allowRecompute, double cutoffSeconds,
-         std::vector<bool> offload = {});
+         std::vector<bool> offload = {}, bool lookPastIdle = false);
 
 // --- budget resolution (PipelineBudget.cpp) ---
 
@@ -68,6 +68,9 @@ struct Variant {
   /// The chain program's decisions (ChainDP.h): kept only when strictly
   /// faster than every other candidate.
   bool chain = false;
+  /// ScheduleOptions::lookPastIdle, under memfit's own search (memfit and
+  /// optimal requests); other policies' requests never look past idle.
+  bool lookPastIdle = true;
 };
 
 /// The first phase's candidates of the request's policy at `budget`; sets

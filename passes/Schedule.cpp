@@ -89,6 +89,7 @@ llvm::Expected<Plan> Scheduler::run() {
   size_t nb = tg.blocks.size();
   plan.decisions.assign(nb, BlockDecision::Keep);
   offloadCause.assign(nb, LeaveCause{});
+  walkSeen.assign(nb, 0);
   dropCause.assign(nb, LeaveCause{});
   if (auto err = checkEachTaskFits())
     return err;

@@ -66,6 +66,11 @@ struct ScheduleOptions {
   /// device (Eq. 4's prefetch brings it back). Empty: none. The optimal
   /// policy's offload choices.
   std::vector<std::vector<int32_t>> offloadLeaveAfter = {};
+  /// Eq. 4's look-ahead past tasks that read nothing to prefetch while the
+  /// copy-in stream is idle: true looks on to tasks up to 4 ms of compute
+  /// ahead; false (moDNN's look-ahead as memfit has always run it) stops at
+  /// the first such task.
+  bool lookPastIdle = false;
 };
 
 /// schedule() gave up: the plan would be slower than opts.cutoffSeconds.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Scheduler.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace memfit::sched {
@@ -68,32 +69,58 @@ int32_t Scheduler::chooseAlgo(TaskId t, std::optional<Arena::Window> &room) {
 void Scheduler::prefetchAhead(double taskEnd) {
   const int32_t step = cursor.step, n = cursor.size();
   double copyFree = timeline.freeAt(Stream::CopyIn);
+  std::vector<BlockId> &need = prefetchNeed;
+  std::vector<BlockId> &stack = prefetchStack;
+  // A dropped block walked for one task is not walked again for a later
+  // one: what it led to was prefetched then, or the look-ahead stopped.
+  ++walkStamp;
   for (int32_t s = step + 1; s < n && s <= step + kLookahead; ++s) {
-    std::vector<BlockId> need;
+    need.clear();
     int64_t bytes = 0;
     const Task &task = tg.tasks[order[s]];
-    auto consider = [&](BlockId b) {
-      BlockId sb = blocks.storageOf(b);
-      // Only what has a host copy can be prefetched; a dropped block is
-      // recomputed when its task comes.
-      if (blocks.isWeightSide(sb) || blocks[sb].res >= 0 ||
-          !blocks[sb].hostValid)
-        return;
+    // What has a host copy and is not here can be prefetched. A dropped
+    // block is recomputed when its task comes: the host copies its
+    // recompute reads (the batch's input under a recomputed stem, an
+    // offloaded checkpoint) are walked to as well, depth first in the
+    // order of the reads, up to kPrefetchChainBlocks dropped blocks;
+    // fetched on demand, each would hold up the recompute.
+    stack.clear();
+    for (size_t i = task.writes.size(); i-- > 0;)
+      if (task.accumulates[i])
+        stack.push_back(task.writes[i]);
+    for (size_t i = task.reads.size(); i-- > 0;)
+      stack.push_back(task.reads[i]);
+    size_t walked = 0;
+    while (!stack.empty()) {
+      BlockId sb = blocks.storageOf(stack.back());
+      stack.pop_back();
+      if (blocks.isWeightSide(sb) || blocks[sb].res >= 0)
+        continue;
+      if (!blocks[sb].hostValid) {
+        if (blocks[sb].dropped && walkSeen[sb] != walkStamp &&
+            walked < kPrefetchChainBlocks) {
+          walkSeen[sb] = walkStamp;
+          ++walked;
+          const std::vector<BlockId> &in =
+              tg.tasks[tg.blocks[sb].writers[0]].reads;
+          for (size_t i = in.size(); i-- > 0;)
+            stack.push_back(in[i]);
+        }
+        continue;
+      }
       if (std::find(need.begin(), need.end(), sb) != need.end())
-        return;
+        continue;
       need.push_back(sb);
       bytes += blocks.bytesOf(sb);
-    };
-    for (BlockId b : task.reads)
-      consider(b);
-    for (size_t i = 0; i < task.writes.size(); ++i)
-      if (task.accumulates[i])
-        consider(task.writes[i]);
+    }
     double estS = cursor.estimatedStart(s, taskEnd);
     if (need.empty()) {
       // Far enough ahead that even a late prefetch of everything would be
       // in time: stop looking.
-      if (estS - taskEnd > 4 * (copyFree - taskEnd + 1e-3))
+      double busyFor = copyFree - taskEnd;
+      if (opts.lookPastIdle)
+        busyFor = std::max(busyFor, 0.0);
+      if (estS - taskEnd > 4 * (busyFor + 1e-3))
         break;
       continue;
     }

@@ -303,17 +303,37 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   for (BlockId x : task.reads)
     blocks[blocks.storageOf(x)].usedSinceArrival = true;
   unpin();
-  // Inputs brought back only for this recompute leave again.
+  // Inputs brought back only for this recompute leave again, unless
+  // another recompute still to come reads them (a DenseNet's concatenations
+  // read every earlier feature map of their block: releasing each after one
+  // concatenation made it run again for the next). Those stay until an
+  // eviction prices them out.
   for (BlockId x : task.reads) {
     BlockId sb = blocks.storageOf(x);
     if (!blocks.isWeightSide(sb) && blocks[sb].res >= 0 &&
-        !blocks.isPinned(sb) && blocks.nextUseStep(sb) < 0)
+        !blocks.isPinned(sb) && blocks.nextUseStep(sb) < 0 &&
+        !feedsPendingRecompute(sb))
       release(sb);
   }
   ++plan.summary.recomputes;
   plan.decisions[b] = BlockDecision::Recompute;
   deps.push_back(i);
   return llvm::Error::success();
+}
+
+bool Scheduler::feedsPendingRecompute(BlockId b) const {
+  // A forward reader of b whose output is dropped and still needed.
+  for (TaskId r : tg.blocks[b].readers) {
+    if (tg.tasks[r].kind != TaskKind::Forward)
+      continue;
+    for (BlockId y : tg.tasks[r].writes) {
+      BlockId sy = blocks.storageOf(y);
+      if (sy != b && !blocks.isWeightSide(sy) && blocks[sy].res < 0 &&
+          blocks[sy].dropped && blocks.nextUseStep(sy) >= 0)
+        return true;
+    }
+  }
+  return false;
 }
 
 void Scheduler::offloadForced(TaskId t) {

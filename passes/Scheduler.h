@@ -33,6 +33,9 @@ namespace memfit::sched {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kLookahead = 256; // prefetch look-ahead, in tasks
+/// The most dropped blocks prefetchAhead walks back through for one task,
+/// looking for the host copies their recomputes read.
+constexpr size_t kPrefetchChainBlocks = 64;
 /// The longest chain of recomputes one block may need (recompute() recurses
 /// once per level).
 constexpr int kMaxRecomputeDepth = 1000;
@@ -121,6 +124,9 @@ private:
   bool runInPlace(const Task &task, std::vector<int32_t> &deps);
   llvm::Error prepare(BlockId b, bool needsContent, std::vector<int32_t> &deps);
   int32_t copyIn(BlockId b, ResidencyId r, const StreamUses &uses);
+  /// Whether a recompute still to come may read b: a forward reader of b
+  /// writes a block that is dropped and has a use ahead.
+  bool feedsPendingRecompute(BlockId b) const;
   /// Runs b's forward task again (recomputing its dropped inputs first) and
   /// leaves b resident; adds the run to deps.
   llvm::Error recompute(BlockId b, std::vector<int32_t> &deps, int depth);
@@ -190,6 +196,11 @@ private:
   /// of its first offload and of its first drop.
   LeaveCause cause;
   std::vector<LeaveCause> offloadCause, dropCause;
+  /// prefetchAhead's scratch: the blocks one task needs, the dropped blocks
+  /// still to walk, and which were walked (by stamp).
+  std::vector<BlockId> prefetchNeed, prefetchStack;
+  std::vector<uint64_t> walkSeen;
+  uint64_t walkStamp = 0;
 };
 
 } // namespace memfit::sched
