@@ -20,8 +20,10 @@ using Program = LinearProgram;
 
 constexpr double kInf = 1e30;
 
-/// Solves the linear program `p` (minimizing): its optimum, or none.
-std::optional<double> solve(const Program &p) {
+/// Solves the linear program `p` (minimizing): its optimum, or none;
+/// `values`, when given, gets the optimal point.
+std::optional<double> solve(const Program &p,
+                            std::vector<double> *values = nullptr) {
   CbcModel m = loadProgram(p);
   Cbc_solve(m.get());
   if (Cbc_isProvenInfeasible(m.get()) || Cbc_isAbandoned(m.get()) ||
@@ -30,6 +32,10 @@ std::optional<double> solve(const Program &p) {
   double best = Cbc_getObjValue(m.get());
   if (!(best > -kInf && best < kInf))
     return std::nullopt;
+  if (values) {
+    const double *v = Cbc_getColSolution(m.get());
+    values->assign(v, v + p.lo.size());
+  }
   return best;
 }
 
@@ -41,7 +47,7 @@ std::optional<double> roundBound(const TaskGraph &tg,
                                  const std::vector<TaskId> &order,
                                  const CostTable &costs, int64_t arenaBudget,
                                  bool first, const BoundOptions &opts,
-                                 std::string *why) {
+                                 std::string *why, BoundHints *hints) {
   const int64_t b = costs.subBatch;
   Liveness lv = computeLiveness(tg, order, b, /*inPlace=*/true);
   size_t n = order.size();
@@ -97,6 +103,15 @@ std::optional<double> roundBound(const TaskGraph &tg,
   const double msIn = 1e3 / costs.h2dBytesPerSecond;
   Program p;
   const int T = p.col(total, kInf, 1.0);
+  // The share columns of each block, for the hints: (block, column, by
+  // recompute), in the order the steps were added (most over first).
+  struct Share {
+    BlockId block;
+    int col;
+    bool recompute;
+  };
+  std::vector<Share> shares;
+  int firstStepColumnsEnd = 0; // the step most over the budget: its columns
   size_t kept = 0;
   for (size_t t : steps) {
     // Where this step would make the program too large, it and the steps
@@ -115,12 +130,14 @@ std::optional<double> roundBound(const TaskGraph &tg,
       if (bytes <= 0)
         continue;
       int off = p.col(0, 1);
+      shares.push_back({blk, off, false});
       memory.push_back({off, bytes});
       out.push_back({off, -bytes * msOut});
       in.push_back({off, -bytes * msIn});
       columns += 1;
       if (recomputable(blk)) {
         int rec = p.col(0, 1);
+        shares.push_back({blk, rec, true});
         memory.push_back({rec, bytes});
         p.row({{off, 1}, {rec, 1}}, -kInf, 1);
         for (TaskId w : k.writers) {
@@ -177,15 +194,20 @@ std::optional<double> roundBound(const TaskGraph &tg,
     }
     columns += static_cast<int64_t>(rerun.size()) + 1;
     if (int64_t(cols0) + columns > opts.maxColumns) {
+      while (!shares.empty() && shares.back().col >= (int)cols0)
+        shares.pop_back();
       p.lo.resize(cols0);
       p.hi.resize(cols0);
       p.obj.resize(cols0);
+      p.integral.resize(cols0);
       p.rowLo.resize(rows0);
       p.rowHi.resize(rows0);
       p.terms.resize(terms0);
       break;
     }
     ++kept;
+    if (kept == 1)
+      firstStepColumnsEnd = static_cast<int>(p.lo.size());
     double excess = static_cast<double>(lv.liveBytes[t] - arenaBudget);
     p.row(memory, excess, kInf);
     int S = p.col(before[t], kInf);
@@ -204,11 +226,37 @@ std::optional<double> roundBound(const TaskGraph &tg,
                            opts.maxColumns);
     return std::nullopt;
   }
-  auto best = solve(p);
+  std::vector<double> values;
+  auto best = solve(p, hints ? &values : nullptr);
   if (!best) {
     if (why)
       *why = "the solver found no bound";
     return std::nullopt;
+  }
+  if (hints) {
+    // Per block: its share at the step most over the budget (the first
+    // added), and its mean share over the steps it has columns at.
+    hints->peak.offload.assign(tg.blocks.size(), 0);
+    hints->peak.recompute.assign(tg.blocks.size(), 0);
+    hints->mean.offload.assign(tg.blocks.size(), 0);
+    hints->mean.recompute.assign(tg.blocks.size(), 0);
+    std::vector<int> count[2] = {std::vector<int>(tg.blocks.size(), 0),
+                                 std::vector<int>(tg.blocks.size(), 0)};
+    for (const Share &sh : shares) {
+      double v = values[sh.col];
+      auto &mean = sh.recompute ? hints->mean.recompute : hints->mean.offload;
+      auto &peak = sh.recompute ? hints->peak.recompute : hints->peak.offload;
+      mean[sh.block] += v;
+      ++count[sh.recompute][sh.block];
+      if (sh.col < firstStepColumnsEnd)
+        peak[sh.block] = v;
+    }
+    for (int r = 0; r < 2; ++r) {
+      auto &mean = r ? hints->mean.recompute : hints->mean.offload;
+      for (size_t blk = 0; blk < mean.size(); ++blk)
+        if (count[r][blk])
+          mean[blk] /= count[r][blk];
+    }
   }
   return std::max(*best, total) / 1e3;
 }
@@ -229,10 +277,11 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   int64_t k = plan.numSubBatches;
   const CostTable &lastTable = last ? *last : full;
   IterationBound out;
-  auto one = [&](const CostTable &costs, bool first) -> std::optional<double> {
-    return roundBound(tg, order, costs, arena, first, opts, why);
+  auto one = [&](const CostTable &costs, bool first,
+                 BoundHints *hints = nullptr) -> std::optional<double> {
+    return roundBound(tg, order, costs, arena, first, opts, why, hints);
   };
-  auto firstRound = one(k == 1 ? lastTable : full, true);
+  auto firstRound = one(k == 1 ? lastTable : full, true, &out.hints);
   if (!firstRound)
     return std::nullopt;
   double rounds = *firstRound;

@@ -54,8 +54,22 @@ struct BoundOptions {
   int64_t maxColumns = 20000;
 };
 
+/// The relaxation's optimal point, per block (zero where a block had no
+/// column): the share of it away from the device by copy and by recompute,
+/// at the step most over the budget (`peak`) and on average over the steps
+/// the first round's program constrains (`mean`). Not a plan (the shares
+/// are fractional, the steps few), but a place for a search to start
+/// (boundPhaseVariants, PipelineSteps.h).
+struct BoundHints {
+  struct Shares {
+    std::vector<double> offload, recompute;
+  };
+  Shares peak, mean;
+};
+
 struct IterationBound {
   double seconds = 0; // a lower bound on the iteration time
+  BoundHints hints;
 };
 
 /// A lower bound on the iteration time of every plan with `plan`'s round

@@ -97,6 +97,44 @@ searchWholeRounds(const TaskGraph &tg, const CostTableFn &tableAt,
   return search.takeBest();
 }
 
+/// memfit's last phase, on the fastest plan of whole rounds and on the
+/// fastest in chunks: the bound's relaxation at its order and sub-batch (or
+/// chunk), rounded into drop and offload sets and scheduled; kept when
+/// strictly faster. `g`, `tb`, `fn`, `gOrder` and `gr` are the graph, tables
+/// and request the plan was made with (a chunked graph's at the chunk
+/// size). The bound is the one the summary reports when the plan wins, so
+/// there this phase costs only its schedules.
+llvm::Error guideByBound(const TaskGraph &g, const Tables &tb,
+                         const CostTableFn &fn,
+                         const std::vector<TaskId> &gOrder,
+                         const PlanRequest &req, const PlanRequest &gr,
+                         PlanOutcome &out, Candidate &best) {
+  if (g.tasks.size() > kBoundGuided)
+    return llvm::Error::success();
+  std::shared_ptr<const KnownBound> known = proveBound(g, best.plan, tb);
+  best.bound = known;
+  if (!known->bound)
+    return llvm::Error::success();
+  PlanOutcome scratch;
+  CandidateSearch search(g, fn, gOrder, req, gr, scratch, std::nullopt);
+  llvm::Expected<Candidate> seed = best;
+  search.merge(Variant{best.plan.subBatch}, seed);
+  std::vector<Variant> guided =
+      boundPhaseVariants(g, *known->bound, best.plan.subBatch);
+  search.runAll(guided);
+  out.abandoned += scratch.abandoned;
+  auto c = search.takeBest();
+  if (!c)
+    return c.takeError();
+  if (c->sim.iterationSeconds < best.sim.iterationSeconds) {
+    c->plan.batch = best.plan.batch;
+    c->plan.chunks = best.plan.chunks;
+    c->bound = known->holdsFor(c->plan) ? known : nullptr;
+    best = std::move(*c);
+  }
+  return llvm::Error::success();
+}
+
 /// The optimal policy: the integral program at the order and sub-batch of
 /// memfit's own plan `memfit`, scheduled with its decisions.
 /// `tb`: the tables of memfit's plan (a chunked graph's own).
@@ -294,6 +332,12 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       best = std::move(*solved);
     }
   }
+  const bool guide = req.policy == Policy::Memfit && !optimal;
+  if (best && guide) {
+    Tables tb = tablesFor(tableAt, r.batch, best->plan.subBatch);
+    if (auto err = guideByBound(tg, tb, tableAt, order, req, r, out, *best))
+      return err;
+  }
   if (forceChunks ||
       (chunking && (!best || best->sim.iterationSeconds >
                                  out.idealSeconds * (1 + kChunkWhenOver)))) {
@@ -305,6 +349,17 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       if (!best)
         llvm::consumeError(best.takeError());
       return split.takeError();
+    }
+    if (*split && guide) {
+      const ChunkedGraph &cg = *(*split)->graph;
+      Tables tb = chunkedTables(cg, tableAt, req.batch);
+      CostTableFn fn = [&tb](int64_t) -> const CostTable & { return *tb.full; };
+      PlanRequest gr = r;
+      gr.batch = gr.forcedSubBatch = (*split)->c.plan.subBatch;
+      gr.bound = gr.chunking = false;
+      if (auto err =
+              guideByBound(cg.tg, tb, fn, cg.order, gr, gr, out, (*split)->c))
+        return err;
     }
     if (*split && (!best || (*split)->c.sim.iterationSeconds <
                                 best->sim.iterationSeconds)) {
@@ -347,14 +402,20 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   }
 
   const TaskGraph &planned = out.scheduledGraph(tg);
+  std::shared_ptr<const KnownBound> known = best->bound;
   if (auto err = finishOutcome(planned, std::move(*best), out))
     return err;
   out.exact = !coupled || out.plan.numSubBatches == 1;
   if (req.bound) {
-    Tables tb = out.chunked ? chunkedTables(*out.chunked, tableAt, req.batch)
-                            : tablesFor(tableAt, req.batch, out.plan.subBatch);
-    out.bound =
-        iterationBound(planned, out.plan, *tb.full, tb.last, {}, &out.boundWhy);
+    // Proved already where the search's bound phase ran on this space.
+    if (!known || !known->holdsFor(out.plan)) {
+      Tables tb = out.chunked
+                      ? chunkedTables(*out.chunked, tableAt, req.batch)
+                      : tablesFor(tableAt, req.batch, out.plan.subBatch);
+      known = proveBound(planned, out.plan, tb);
+    }
+    out.bound = known->bound;
+    out.boundWhy = known->why;
   }
   out.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

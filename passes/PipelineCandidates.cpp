@@ -198,4 +198,66 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
   return out;
 }
 
+namespace {
+
+std::vector<TaskId> boundOrder(const Plan &plan) {
+  std::vector<TaskId> order;
+  for (const Instr &in : plan.round)
+    if (in.kind == InstrKind::Run && !in.recompute)
+      order.push_back(in.task);
+  return order;
+}
+
+} // namespace
+
+bool KnownBound::holdsFor(const Plan &p) const {
+  return p.numSubBatches == numSubBatches &&
+         p.budget - p.residentBytes == arena && boundOrder(p) == order;
+}
+
+std::shared_ptr<const KnownBound>
+proveBound(const TaskGraph &tg, const Plan &plan, const Tables &tb) {
+  auto k = std::make_shared<KnownBound>();
+  k->order = boundOrder(plan);
+  k->numSubBatches = plan.numSubBatches;
+  k->arena = plan.budget - plan.residentBytes;
+  k->bound = iterationBound(tg, plan, *tb.full, tb.last, {}, &k->why);
+  return k;
+}
+
+std::vector<Variant> boundPhaseVariants(const TaskGraph &tg,
+                                        const IterationBound &bound,
+                                        int64_t subBatch) {
+  std::vector<Variant> out;
+  const BoundHints &h = bound.hints;
+  for (const BoundHints::Shares *shares : {&h.peak, &h.mean}) {
+    if (shares->offload.size() != tg.blocks.size())
+      continue;
+    // Rounded at one half: a block goes the way that holds the larger share
+    // of it, when that share is at least half.
+    Variant v{subBatch};
+    v.drop.assign(tg.blocks.size(), false);
+    v.offload.assign(tg.blocks.size(), false);
+    bool any = false;
+    for (size_t b = 0; b < tg.blocks.size(); ++b) {
+      double rec = shares->recompute[b], off = shares->offload[b];
+      if (rec >= 0.5 && rec >= off)
+        v.drop[b] = any = true;
+      else if (off >= 0.5)
+        v.offload[b] = any = true;
+    }
+    bool seen = !any;
+    for (const Variant &o : out)
+      seen = seen || (o.drop == v.drop && o.offload == v.offload);
+    if (seen)
+      continue;
+    // As the chain program's decisions: under the optimal policy's rules,
+    // kept only when strictly faster.
+    v.as = Policy::Optimal;
+    v.chain = v.guided = true;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 } // namespace memfit::pipeline

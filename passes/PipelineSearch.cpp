@@ -77,7 +77,8 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
     c->plan.policy = std::string(policyName(req.policy)) + " (as " +
                      std::string(policyName(*v.as)) + ")";
   if (c && v.chain)
-    c->plan.policy = std::string(policyName(req.policy)) + " (as chain-dp)";
+    c->plan.policy = std::string(policyName(req.policy)) +
+                     (v.guided ? " (as bound-guided)" : " (as chain-dp)");
   if (!c) {
     // A schedule abandoned because it could not beat the best so far.
     llvm::Error rest = llvm::handleErrors(

@@ -11,6 +11,7 @@
 #ifndef MEMFIT_PASSES_PIPELINESTEPS_H
 #define MEMFIT_PASSES_PIPELINESTEPS_H
 
+#include "passes/Bound.h"
 #include "passes/Pipeline.h"
 
 #include <memory>
@@ -18,9 +19,21 @@
 
 namespace memfit::pipeline {
 
+/// A proven bound (Bound.h) with the parts of a plan it was computed for:
+/// another plan with the same order, rounds and arena has the same bound.
+struct KnownBound {
+  std::vector<TaskId> order;
+  int64_t numSubBatches = 0, arena = 0;
+  std::optional<IterationBound> bound;
+  std::string why; // when there is none
+  bool holdsFor(const Plan &p) const;
+};
+
 struct Candidate {
   Plan plan;
   Simulation sim;
+  /// Its bound, when the search already proved it (the bound phase).
+  std::shared_ptr<const KnownBound> bound = {};
 };
 
 /// The cost tables for sub-batch `subBatch` of `batch`: the full rounds'
@@ -71,6 +84,8 @@ struct Variant {
   /// ScheduleOptions::lookPastIdle, under memfit's own search (memfit and
   /// optimal requests); other policies' requests never look past idle.
   bool lookPastIdle = true;
+  /// The bound's relaxation rounded (boundPhaseVariants): as `chain`.
+  bool guided = false;
 };
 
 /// The first phase's candidates of the request's policy at `budget`; sets
@@ -94,6 +109,22 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
                                         const CostTableFn &tableAt,
                                         const std::vector<TaskId> &order,
                                         const PlanRequest &req, int64_t budget,
+                                        int64_t subBatch);
+
+/// The search's bound phase runs on graphs of up to this many tasks (the
+/// deepest ResNets skip it: their bound alone takes a second or more).
+constexpr size_t kBoundGuided = 8000;
+
+/// The bound of `plan`'s space on `tg` with `tb`'s tables.
+std::shared_ptr<const KnownBound>
+proveBound(const TaskGraph &tg, const Plan &plan, const Tables &tb);
+
+/// memfit's fourth phase: the bound's relaxation (Bound.h) at the order and
+/// sub-batch of the best plan so far, its fractional shares (at the step
+/// most over the budget, and on average) rounded into drop and offload
+/// sets, scheduled as the chain program's are. Distinct ones only.
+std::vector<Variant> boundPhaseVariants(const TaskGraph &tg,
+                                        const IterationBound &bound,
                                         int64_t subBatch);
 
 // --- the search (PipelineSearch.cpp) ---

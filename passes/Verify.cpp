@@ -93,8 +93,7 @@ llvm::Error Verifier::checkStatic() {
   // the last one possibly smaller.
   int64_t perRound = plan.subBatch * std::max<int64_t>(plan.chunks, 1);
   if (plan.chunks != tg.chunks ||
-      (plan.chunks > 1 &&
-       (plan.numSubBatches != 1 || perRound != plan.batch)))
+      (plan.chunks > 1 && (plan.numSubBatches != 1 || perRound != plan.batch)))
     return fail("structure",
                 llvm::formatv("{0} chunks of {1} in {2} rounds do not match "
                               "the task graph's {3} chunks of batch {4}",

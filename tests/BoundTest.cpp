@@ -77,3 +77,35 @@ TEST_CASE("the bound is the same every time", "[bound]") {
   REQUIRE(b->bound);
   CHECK(a->bound->seconds == b->bound->seconds);
 }
+
+TEST_CASE("the bound's hints are its relaxation's point", "[bound]") {
+  // At a tight budget blocks must leave at the peak: the hints say how much
+  // of each, by copy or by recompute, as fractions, recompute only for
+  // what forward tasks alone make.
+  Planned m("googlenet", 32, "h100-sxm");
+  auto tight = m.plan(0.4, false, 32);
+  REQUIRE(static_cast<bool>(tight));
+  REQUIRE(tight->bound);
+  const BoundHints &h = tight->bound->hints;
+  const TaskGraph &g = tight->scheduledGraph(m.tg);
+  for (const BoundHints::Shares *s : {&h.peak, &h.mean}) {
+    REQUIRE(s->offload.size() == g.blocks.size());
+    REQUIRE(s->recompute.size() == g.blocks.size());
+    double away = 0;
+    for (size_t b = 0; b < g.blocks.size(); ++b) {
+      INFO("block " << g.blocks[b].name);
+      CHECK(s->offload[b] >= -1e-9);
+      CHECK(s->recompute[b] >= -1e-9);
+      CHECK(s->offload[b] + s->recompute[b] <= 1 + 1e-6);
+      if (s->recompute[b] > 1e-9) {
+        CHECK((g.blocks[b].kind == BlockKind::Activation ||
+               g.blocks[b].kind == BlockKind::Stats));
+        for (TaskId w : g.blocks[b].writers)
+          CHECK(g.tasks[w].kind == TaskKind::Forward);
+      }
+      away +=
+          double(g.blocks[b].bytesAt(32)) * (s->offload[b] + s->recompute[b]);
+    }
+    CHECK(away > 0);
+  }
+}

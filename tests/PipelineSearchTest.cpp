@@ -72,3 +72,31 @@ TEST_CASE("when every candidate fails the first user error is returned",
   REQUIRE(!static_cast<bool>(best));
   CHECK(toString(best.takeError()) == "first");
 }
+
+TEST_CASE("the bound's shares round into drop and offload sets", "[pipeline]") {
+  TaskGraph tg;
+  tg.blocks.resize(4);
+  IterationBound bound;
+  // Block 0 mostly recomputed, 1 mostly copied, 2 recomputed more than
+  // copied, 3 kept.
+  bound.hints.peak = {{0.1, 0.7, 0.4, 0}, {0.9, 0.2, 0.6, 0}};
+  bound.hints.mean = bound.hints.peak;
+  std::vector<Variant> v = boundPhaseVariants(tg, bound, 16);
+  REQUIRE(v.size() == 1); // the mean rounds the same: one variant
+  CHECK(v[0].subBatch == 16);
+  CHECK(v[0].drop == std::vector<bool>{true, false, true, false});
+  CHECK(v[0].offload == std::vector<bool>{false, true, false, false});
+  CHECK(v[0].as == Policy::Optimal);
+  CHECK(v[0].chain);
+  CHECK(v[0].guided);
+  // Shares under one half are kept on the device; a different mean gives a
+  // second variant.
+  bound.hints.mean = {{0.3, 0.3, 0, 0.2}, {0.3, 0, 0.45, 0.6}};
+  v = boundPhaseVariants(tg, bound, 16);
+  REQUIRE(v.size() == 2);
+  CHECK(v[1].drop == std::vector<bool>{false, false, false, true});
+  CHECK(v[1].offload == std::vector<bool>{false, false, false, false});
+  // Nothing away anywhere: no variant.
+  bound.hints.peak = bound.hints.mean = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  CHECK(boundPhaseVariants(tg, bound, 16).empty());
+}
