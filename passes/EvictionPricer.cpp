@@ -79,7 +79,7 @@ double EvictionPricer::dropSeconds(BlockId b) const {
   return c.second;
 }
 
-double EvictionPricer::recomputeSeconds(BlockId b) const {
+double EvictionPricer::recomputeSeconds(BlockId b, double enough) const {
   // The producer's run, plus recomputing its inputs that are dropped too,
   // and theirs: the whole chain back to what is resident or has a host
   // copy, each producer once. A chain cut short (the old rule priced three
@@ -105,8 +105,9 @@ double EvictionPricer::recomputeSeconds(BlockId b) const {
     stack.pop_back();
     secs += costs.fastest(t).seconds;
     // Beyond this many runs the chain is long enough: the price is already
-    // far above what an eviction is worth.
-    if (++runs >= kMaxPricedChain)
+    // far above what an eviction is worth. A caller that only compares
+    // with `enough` stops there too.
+    if (++runs >= kMaxPricedChain || secs >= enough)
       break;
     for (BlockId in : tg.tasks[t].reads) {
       BlockId sb = blocks.storageOf(in);
@@ -140,7 +141,7 @@ double EvictionPricer::dropPrice(BlockId b) const {
     double offload = costs.copyOutSeconds(bytes);
     if (next >= 0)
       offload += std::max(0.0, costs.copyInSeconds(bytes) - gapUntil(next));
-    double secs = recomputeSeconds(b);
+    double secs = recomputeSeconds(b, offload);
     return secs < offload ? secs : -1.0;
   }
   case PolicyRules::Drop::Never:

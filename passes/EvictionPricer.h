@@ -22,6 +22,7 @@
 #include "passes/StreamTimeline.h"
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -74,8 +75,10 @@ private:
   /// The recompute chain is priced once, for the decision and the price.
   double dropPrice(BlockId b) const;
   /// Seconds to recompute b now: its producer and, transitively, the
-  /// producers of its dropped inputs, each once (up to kMaxPricedChain).
-  double recomputeSeconds(BlockId b) const;
+  /// producers of its dropped inputs, each once (up to kMaxPricedChain);
+  /// the sum so far once it reaches `enough`.
+  double recomputeSeconds(
+      BlockId b, double enough = std::numeric_limits<double>::infinity()) const;
   /// b's key in `farthest`: its next use step, the largest when none.
   int32_t farthestKey(BlockId b) const;
   /// Up to kFocusOwners residencies that `price` finds usable, farthest

@@ -74,6 +74,7 @@ void Scheduler::prefetchAhead(double taskEnd) {
   // A dropped block walked for one task is not walked again for a later
   // one: what it led to was prefetched then, or the look-ahead stopped.
   ++walkStamp;
+  int32_t idle = 0; // tasks needing nothing looked past
   for (int32_t s = step + 1; s < n && s <= step + kLookahead; ++s) {
     need.clear();
     int64_t bytes = 0;
@@ -120,7 +121,8 @@ void Scheduler::prefetchAhead(double taskEnd) {
       double busyFor = copyFree - taskEnd;
       if (opts.lookPastIdle)
         busyFor = std::max(busyFor, 0.0);
-      if (estS - taskEnd > 4 * (busyFor + 1e-3))
+      if (estS - taskEnd > 4 * (busyFor + 1e-3) ||
+          (opts.lookPastIdle && ++idle > kLookPastIdleTasks))
         break;
       continue;
     }

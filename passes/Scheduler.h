@@ -36,6 +36,9 @@ constexpr int kLookahead = 256; // prefetch look-ahead, in tasks
 /// The most dropped blocks prefetchAhead walks back through for one task,
 /// looking for the host copies their recomputes read.
 constexpr size_t kPrefetchChainBlocks = 64;
+/// ScheduleOptions::lookPastIdle looks past at most this many tasks that
+/// need nothing (besides its 4 ms).
+constexpr int32_t kLookPastIdleTasks = 64;
 /// The longest chain of recomputes one block may need (recompute() recurses
 /// once per level).
 constexpr int kMaxRecomputeDepth = 1000;
