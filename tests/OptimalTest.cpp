@@ -281,4 +281,11 @@ TEST_CASE("the optimal policy plans the batch in chunks where memfit's plan "
   CHECK(out->optimal->columns > 0);
   REQUIRE(out->bound);
   CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds);
+  // memfit's search schedules the same program's decisions on a split
+  // graph this small and keeps them when faster: never slower than them.
+  auto memfit = m.plan(0.4, false);
+  REQUIRE(static_cast<bool>(memfit));
+  CHECK(memfit->plan.chunks == out->plan.chunks);
+  CHECK(memfit->plan.summary.plannedSeconds <=
+        out->plan.summary.plannedSeconds * (1 + 1e-12));
 }

@@ -38,26 +38,25 @@ SAYS = """
 What the numbers say (measured 2026-11-23 with this script):
 
 - Where memfit's plan is already within 1% of the bound (VGG-16 at batch 64,
-  50% and 40%), the program keeps everything at memfit's sub-batch and the
-  plans are the same: the VGG-16 goal (within 3% of the bound) holds.
-- ResNet-18 at batch 64 and 40% has no exact plan at all (item 2's batch
-  splitting is what it needs); with sub-batch statistics the solver's plan
-  is 11% slower than memfit's (20.02 against 18.06 ms, bound 16.04 ms). At
-  60% (exact, whole batch) it is within 1% of memfit's (21.12 against
-  20.97 ms), both about 39% above the bound. GoogLeNet at 32 and 50%: 2%
-  slower.
-- The program's own round time is far below the simulated plans (14.26
-  against 21.12 ms on ResNet-18 at 60%): its model lets copies overlap
+  50% and 40%), the program adds nothing: the VGG-16 goal (within 3% of
+  the bound) holds with memfit's own plan.
+- ResNet-18 at batch 64 and 40% fits only with the batch in chunks; the
+  program solves the split graph (2 chunks of 32, 418 tasks) in about
+  0.5 s, and its decisions, which memfit's search now tries on split graphs
+  of up to 450 tasks, are memfit's plan too: 26.75 ms, 16.5% above the
+  bound (memfit alone: 28.10 ms, +22.3%). Elsewhere the solver's plans are
+  slower than memfit's: ResNet-18 with sub-batch statistics 25.12 against
+  23.51 ms, at 60% 27.25 against 21.36 ms, GoogLeNet 17.46 against 16.86,
+  ResNet-50 at batch 32 42.23 against 38.50 (not proven in 500 nodes).
+- The program's own round time is far below the simulated plans (22.06
+  against 26.75 ms on ResNet-18 at 40%): its model lets copies overlap
   perfectly and charges a copy back no memory before its window, so
-  "proven optimal" here is about the program, not about the plans. The
-  exact solver does not close the ResNet gaps; the gap is in the timing
-  model, not in the search over decisions.
-- The small rows (tiny-cnn, AlexNet) show memfit's own column improved by
-  the program's decisions: memfit's search tries them on rounds of up to
-  200 tasks (tiny-cnn 0.19 -> 0.17 ms, AlexNet 22.17 -> 21.95 ms before and
-  after that change).
-- Solve times: under 0.5 s up to ResNet-18 (179 tasks), 2 to 5 s on
-  GoogLeNet (342 tasks, 250 to 500 nodes); ResNet-50 (457) is refused.
+  "proven optimal" is about the program, not about the plans. What is left
+  between memfit's plans and the bound is in turning decisions into a
+  schedule (docs/passes/bound.md).
+- Solve times: under 0.6 s up to ResNet-18 in two chunks (418 tasks), about
+  1.2 s on GoogLeNet (342 tasks, 50 nodes), about 4 s on ResNet-50 (457
+  tasks, 550 nodes, not proven); rounds of more than 600 tasks are refused.
 """
 
 
@@ -105,10 +104,13 @@ def main():
             bound = o["bound_seconds"]
             gap = lambda s: ("+%.1f%%" % ((s / bound - 1) * 100)
                              if bound else "-")
+            shape = "%d x %d" % (o["sub_batches"], o["sub_batch"])
+            if o.get("chunks", 1) > 1:
+                shape = "%d chunks of %d" % (o["chunks"], o["sub_batch"])
             rows.append(
-                "| %s | %d x %d | %s (bound %s) | %s (bound %s) | %s | "
+                "| %s | %s | %s (bound %s) | %s (bound %s) | %s | "
                 "%s, %s, %d nodes | %.2f / %.1f s | %.1f s |"
-                % (setting, o["sub_batches"], o["sub_batch"],
+                % (setting, shape,
                    ms(m["planned_seconds"]), gap(m["planned_seconds"]),
                    ms(o["planned_seconds"]), gap(o["planned_seconds"]),
                    ms(bound) if bound else "none",
