@@ -216,6 +216,33 @@ llvm::Expected<Candidate> planOptimal(const TaskGraph &tg, const Tables &tb,
   return std::move(*best);
 }
 
+/// memfit's search taking the integral program's decisions, solved at the
+/// order and sub-batch (or chunk) of `at`, in place of `best` when strictly
+/// faster. The program's own refusals (too little room for any per-block
+/// answer) leave `best` as it is; internal errors return.
+llvm::Error tryOptimal(const TaskGraph &g, const Tables &tb,
+                       const std::vector<TaskId> &gOrder, const PlanRequest &gr,
+                       const Candidate &at, Candidate &best) {
+  OptimalOutcome o;
+  auto solved = planOptimal(g, tb, gOrder, gr, at, o);
+  if (!solved) {
+    llvm::Error err = solved.takeError();
+    if (llvm::Error internal = takeInternalErrors(err)) {
+      llvm::consumeError(std::move(err));
+      return internal;
+    }
+    llvm::consumeError(std::move(err));
+    return llvm::Error::success();
+  }
+  if (solved->sim.iterationSeconds < best.sim.iterationSeconds) {
+    solved->plan.policy = "memfit (as optimal)";
+    solved->plan.batch = best.plan.batch;
+    solved->plan.chunks = best.plan.chunks;
+    best = std::move(*solved);
+  }
+  return llvm::Error::success();
+}
+
 /// Final verification: the winner must pass the verifier before it is
 /// summarised and returned.
 llvm::Error finishOutcome(const TaskGraph &tg, Candidate best,
@@ -319,21 +346,10 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     // memfit's search includes the integral program's decisions on small
     // graphs, at the sub-batch it picked: kept when strictly faster. Before
     // the chunks, which the program does not solve, are compared.
-    OptimalOutcome o;
     const Candidate &at = beforeChain ? *beforeChain : *best;
-    auto solved = planOptimal(tg, tablesFor(tableAt, r.batch, at.plan.subBatch),
-                              order, r, at, o);
-    if (!solved) {
-      llvm::Error err = solved.takeError();
-      if (llvm::Error internal = takeInternalErrors(err)) {
-        llvm::consumeError(std::move(err));
-        return internal;
-      }
-      llvm::consumeError(std::move(err));
-    } else if (solved->sim.iterationSeconds < best->sim.iterationSeconds) {
-      solved->plan.policy = "memfit (as optimal)";
-      best = std::move(*solved);
-    }
+    if (auto err = tryOptimal(tg, tablesFor(tableAt, r.batch, at.plan.subBatch),
+                              order, r, at, *best))
+      return err;
   }
   const bool guide = req.policy == Policy::Memfit && !optimal;
   if (best && guide) {
@@ -371,24 +387,10 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
         splitTasks += cg.tg.tasks[t].kind != TaskKind::Update;
       bool ahead = !best || (*split)->c.sim.iterationSeconds <
                                 best->sim.iterationSeconds;
-      if (ahead && splitTasks <= kOptimalInChunks) {
-        Candidate &c = (*split)->c;
-        OptimalOutcome o;
-        auto solved = planOptimal(cg.tg, tb, cg.order, gr, c, o);
-        if (!solved) {
-          llvm::Error err = solved.takeError();
-          if (llvm::Error internal = takeInternalErrors(err)) {
-            llvm::consumeError(std::move(err));
-            return internal;
-          }
-          llvm::consumeError(std::move(err));
-        } else if (solved->sim.iterationSeconds < c.sim.iterationSeconds) {
-          solved->plan.policy = "memfit (as optimal)";
-          solved->plan.batch = c.plan.batch;
-          solved->plan.chunks = c.plan.chunks;
-          c = std::move(*solved);
-        }
-      }
+      if (ahead && splitTasks <= kOptimalInChunks)
+        if (auto err =
+                tryOptimal(cg.tg, tb, cg.order, gr, (*split)->c, (*split)->c))
+          return err;
     }
     if (*split && (!best || (*split)->c.sim.iterationSeconds <
                                 best->sim.iterationSeconds)) {
