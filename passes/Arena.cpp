@@ -19,6 +19,29 @@ Arena::Arena(int64_t size) : totalSize(size / kArenaAlign * kArenaAlign) {
     segs.emplace(0, s);
     addFree(s);
   }
+  history.emplace(0, StreamUses{});
+}
+
+void Arena::setHistory(int64_t from, int64_t to, const StreamUses &uses) {
+  // Split at `to` so the range after it keeps its uses, then replace
+  // everything from `from` up to it.
+  if (to < totalSize) {
+    auto at = std::prev(history.upper_bound(to));
+    if (at->first != to)
+      history.emplace_hint(std::next(at), to, at->second);
+  }
+  auto first = history.lower_bound(from);
+  auto last = history.lower_bound(to);
+  history.erase(first, last);
+  history[from] = uses;
+}
+
+StreamUses Arena::historyOf(int64_t from, int64_t to) const {
+  StreamUses out{};
+  for (auto it = std::prev(history.upper_bound(from));
+       it != history.end() && it->first < to; ++it)
+    mergeUses(out, it->second);
+  return out;
 }
 
 std::vector<Arena::Segment> Arena::segments() const {
@@ -72,7 +95,8 @@ StreamUses Arena::allocateAt(int64_t offset, int64_t bytes, int32_t owner) {
     segs.emplace(before.offset, before);
     addFree(before);
   }
-  auto placed = segs.emplace(offset, Segment{offset, need, owner, free.uses});
+  StreamUses taken = historyOf(offset, offset + need);
+  auto placed = segs.emplace(offset, Segment{offset, need, owner, taken});
   int64_t end = free.offset + free.size;
   if (end > offset + need) {
     Segment after{offset + need, end - offset - need, -1, free.uses};
@@ -82,7 +106,7 @@ StreamUses Arena::allocateAt(int64_t offset, int64_t bytes, int32_t owner) {
   ownerAt[owner] = placed.first;
   high = std::max(high, offset + need);
   used += need;
-  return free.uses;
+  return taken;
 }
 
 void Arena::coalesce(Map::iterator it) {
@@ -118,6 +142,8 @@ void Arena::release(int32_t owner, const StreamUses &uses) {
   assert(it->second.owner == owner);
   it->second.owner = -1;
   mergeUses(it->second.uses, uses);
+  setHistory(it->second.offset, it->second.offset + it->second.size,
+             it->second.uses);
   used -= it->second.size;
   addFree(it->second);
   coalesce(it);

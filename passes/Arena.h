@@ -4,7 +4,9 @@
 // list of occupied and free segments (moDNN section IV-B). Each segment
 // remembers, per stream, the last instruction that touched its bytes, so
 // whoever reuses them knows which events to wait for; freeing never loses
-// that history, merging keeps the latest per stream.
+// that history, merging free segments keeps the latest per stream (what
+// the eviction search prices). An allocation waits only for the uses of
+// the bytes it takes: the history is also kept per byte range.
 //
 // Guarantees: segments tile [0, size) exactly; occupied segments never
 // overlap; every offset handed out is aligned to kArenaAlign.
@@ -170,6 +172,13 @@ private:
   /// a search of the map on every touch, release and look-up.
   std::unordered_map<int32_t, Map::iterator> ownerAt;
   std::multimap<int64_t, int64_t> freeBySize; // free size -> offset
+  /// The last uses of the bytes by range: each key starts a range that runs
+  /// to the next key (or the arena's end). Written when a segment is freed,
+  /// read when bytes are taken, so that bytes next to a just-freed segment
+  /// do not inherit its uses by a merge.
+  std::pmr::map<int64_t, StreamUses> history{pool.get()};
+  void setHistory(int64_t from, int64_t to, const StreamUses &uses);
+  StreamUses historyOf(int64_t from, int64_t to) const;
   void addFree(const Segment &s) { freeBySize.emplace(s.size, s.offset); }
   void dropFree(const Segment &s);
   int64_t totalSize, high = 0, used = 0;

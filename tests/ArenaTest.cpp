@@ -82,6 +82,41 @@ TEST_CASE("a freed segment hands its last uses to the next occupant",
   CHECK(got->second[static_cast<int>(Stream::CopyOut)].end == 0.25);
 }
 
+TEST_CASE("bytes taken wait only for their own last uses, not for a "
+          "neighbour's merged in",
+          "[arena]") {
+  // Owner 1 at slot 0 last used by compute instruction 9, owner 2 at slot 1
+  // by instruction 3. Both freed, the two slots coalesce into one free run
+  // (whose merged history, for the eviction search, is instruction 9); a
+  // block placed at slot 1 waits for instruction 3 alone, one placed over
+  // both slots for both.
+  Arena a(3 * S);
+  REQUIRE(a.allocate(S, 1));
+  REQUIRE(a.allocate(S, 2));
+  StreamUses late{}, early{};
+  late[static_cast<int>(Stream::Compute)] = {9, 0.9};
+  early[static_cast<int>(Stream::Compute)] = {3, 0.3};
+  a.release(1, late);
+  a.release(2, early);
+  CHECK(a.segmentCount() == 1);
+  StreamUses second = a.allocateAt(S, S, 3);
+  CHECK(second[static_cast<int>(Stream::Compute)].seq == 3);
+  StreamUses first = a.allocateAt(0, S, 4);
+  CHECK(first[static_cast<int>(Stream::Compute)].seq == 9);
+  // Freed again with new uses, the history follows each slot.
+  StreamUses again{};
+  again[static_cast<int>(Stream::CopyIn)] = {12, 1.2};
+  a.release(3, again);
+  a.release(4, {});
+  StreamUses both = a.allocateAt(0, 2 * S, 5);
+  CHECK(both[static_cast<int>(Stream::Compute)].seq == 9);
+  CHECK(both[static_cast<int>(Stream::CopyIn)].seq == 12);
+  a.release(5, {});
+  StreamUses third = a.allocateAt(2 * S, S, 6); // never used
+  CHECK(third[static_cast<int>(Stream::Compute)].seq == 0);
+  CHECK(third[static_cast<int>(Stream::CopyIn)].seq == 0);
+}
+
 TEST_CASE("eviction: the cheapest window, priced exactly", "[arena]") {
   Arena a = fullArena();
   // 1: copy-out of 1 ms, content ready at 0. 2: host copy valid, free to

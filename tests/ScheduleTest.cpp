@@ -409,15 +409,17 @@ TEST_CASE("moDNN on four slots, no in-place: offloads, offsets and prefetch "
   //   both copy out with no delay, since each copy could run as soon as its
   //   block was written; the tie goes to the lower offset, relu1_out at 512,
   //   copied out at 5-6 ms, right after FP(relu1).
-  // - Eq. 4 prefetches relu1_out when BP-data(relu2) ends at 19 ms: issued
-  //   one task later, it would end at 22 ms, after BP-weight(fc2) starts at
-  //   21 ms. x comes back into relu2_out's old slot at 20-21 ms, ahead of
-  //   BP-weight(fc1) at 25 ms.
+  // - Eq. 4 issues relu1_out's prefetch after BP-data(relu2) (issued one
+  //   task later, it would end at 22 ms, after BP-weight(fc2) starts at
+  //   21 ms). The copy waits only for the last use of the bytes it fills,
+  //   done at 17 ms, not for a neighbouring segment's use merged into the
+  //   same free run: 17-18 ms. x comes back into relu2_out's old slot right
+  //   after, 19-20 ms, ahead of BP-weight(fc1) at 25 ms.
   std::vector<SlowCopyMlp::Copy> expected{{"in x", 0, 0, 1},
                                           {"in labels", 0, 3, 3.03125},
                                           {"out relu1_out", 512, 5, 6},
-                                          {"in relu1_out", 512, 19, 20},
-                                          {"in x", 768, 20, 21}};
+                                          {"in relu1_out", 512, 17, 18},
+                                          {"in x", 768, 19, 20}};
   CHECK(m.copies(p, sim) == expected);
   // The only wait is the first load of x, as in the ideal plan: 13 tasks
   // of 2 ms after 1 ms.
@@ -482,6 +484,8 @@ TEST_CASE("moDNN on three slots, in place: no wait but the first load",
   //   and the labels take its slot as soon as FP(fc2), its last reader so
   //   far, is done at 7 ms: no wait, where the plan without in-place waited
   //   0.03125 ms. relu2_out copies out at 9-10 ms for d(fc3_out).
+  // - relu1_out comes back at 17-18 ms, as soon as the bytes it fills are
+  //   done with (as in the plan without in-place).
   // - BP-data(relu2) writes d(fc2_out) over d(relu2_out) at 0, so once
   //   BP-weight(fc2) has read it (23 ms) x comes back there, 1 ms before
   //   BP-weight(fc1) needs it: without in-place it came 1 ms late.
@@ -490,7 +494,7 @@ TEST_CASE("moDNN on three slots, in place: no wait but the first load",
                                           {"in labels", 256, 7, 7.03125},
                                           {"out relu2_out", 512, 9, 10},
                                           {"in relu2_out", 256, 13, 14},
-                                          {"in relu1_out", 512, 19, 20},
+                                          {"in relu1_out", 512, 17, 18},
                                           {"in x", 0, 23, 24}};
   CHECK(m.copies(p, sim) == expected);
   CHECK(sim.stallSeconds == Approx(1e-3));
