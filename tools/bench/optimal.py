@@ -43,13 +43,13 @@ What the numbers say (measured 2026-11-23 with this script):
 - ResNet-18 at batch 64 and 40% fits only with the batch in chunks; the
   program solves the split graph (2 chunks of 32, 418 tasks) in about
   0.5 s, and its decisions, which memfit's search now tries on split graphs
-  of up to 450 tasks, are memfit's plan too: 26.75 ms, 16.5% above the
+  of up to 450 tasks, are memfit's plan too: 26.50 ms, 15.3% above the
   bound (memfit alone: 28.10 ms, +22.3%). Elsewhere the solver's plans are
   slower than memfit's: ResNet-18 with sub-batch statistics 25.12 against
   23.51 ms, at 60% 27.25 against 21.36 ms, GoogLeNet 17.46 against 16.86,
   ResNet-50 at batch 32 42.23 against 38.50 (not proven in 500 nodes).
 - The program's own round time is far below the simulated plans (22.06
-  against 26.75 ms on ResNet-18 at 40%): its model lets copies overlap
+  against 26.50 ms on ResNet-18 at 40%): its model lets copies overlap
   perfectly and charges a copy back no memory before its window, so
   "proven optimal" is about the program, not about the plans. What is left
   between memfit's plans and the bound is in turning decisions into a
