@@ -85,21 +85,8 @@ double EvictionPricer::recomputeSeconds(BlockId b, double enough) const {
   // copy, each producer once. A chain cut short (the old rule priced three
   // levels) made evicting the boundary of a long recomputed span look
   // cheap, and the span then ran again.
-  if (taskSeen.size() < tg.tasks.size()) {
+  if (taskSeen.size() < tg.tasks.size())
     taskSeen.assign(tg.tasks.size(), 0);
-    // Each task's reads that may be dropped (storage blocks off the weight
-    // side), flattened once: the walk below runs for every priced drop.
-    readStart.assign(tg.tasks.size() + 1, 0);
-    readBlocks.clear();
-    for (size_t t = 0; t < tg.tasks.size(); ++t) {
-      for (BlockId in : tg.tasks[t].reads) {
-        BlockId sb = blocks.storageOf(in);
-        if (!blocks.isWeightSide(sb))
-          readBlocks.push_back(sb);
-      }
-      readStart[t + 1] = static_cast<int32_t>(readBlocks.size());
-    }
-  }
   ++seenStamp;
   std::vector<TaskId> &stack = chainStack;
   stack.clear();
@@ -122,11 +109,9 @@ double EvictionPricer::recomputeSeconds(BlockId b, double enough) const {
     // with `enough` stops there too.
     if (++runs >= kMaxPricedChain || secs >= enough)
       break;
-    for (int32_t i = readStart[t]; i < readStart[t + 1]; ++i) {
-      BlockId sb = readBlocks[i];
+    for (BlockId sb : blocks.readsOfTask(t))
       if (blocks[sb].res < 0 && blocks[sb].dropped)
         visit(sb);
-    }
   }
   return secs;
 }

@@ -105,10 +105,6 @@ private:
   mutable std::vector<uint64_t> taskSeen;
   mutable uint64_t seenStamp = 0;
   mutable std::vector<TaskId> chainStack;
-  /// Per task, its reads off the weight side as storage blocks:
-  /// readBlocks[readStart[t], readStart[t + 1]).
-  mutable std::vector<int32_t> readStart;
-  mutable std::vector<BlockId> readBlocks;
   /// Residencies by their block's next use step (no next use: largest),
   /// farthest first, ties to the later residency; one entry per block,
   /// replaced when the block is indexed again. An entry goes stale when

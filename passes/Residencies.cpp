@@ -48,7 +48,9 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
   std::vector<std::pair<BlockId, int32_t>> stepUses;
   std::vector<int32_t> lastStep(nb, -1);
   readStart.assign(1, 0);
+  stepOfTask.assign(tg.tasks.size(), -1);
   for (int32_t s = 0; s < (int32_t)order.size(); ++s) {
+    stepOfTask[order[s]] = s;
     const Task &task = tg.tasks[order[s]];
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {

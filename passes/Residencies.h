@@ -21,6 +21,7 @@
 #include "compiler/ir/Plan.h"
 #include "passes/Arena.h"
 
+#include <cassert>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -77,6 +78,11 @@ public:
     return {stepReads.data() + readStart[s],
             stepReads.data() + readStart[s + 1]};
   }
+  /// readsAt() of the step that runs task `t` (a task of the order).
+  std::span<const BlockId> readsOfTask(TaskId t) const {
+    assert(stepOfTask[t] >= 0 && "a task outside the round's order");
+    return readsAt(stepOfTask[t]);
+  }
   /// The steps that read or write storage block `b`, ascending.
   std::span<const int32_t> usesOf(BlockId b) const {
     return {useSteps.data() + useStart[b], useSteps.data() + useStart[b + 1]};
@@ -121,6 +127,7 @@ private:
   /// readsAt(s) is stepReads[readStart[s], readStart[s + 1]).
   std::vector<size_t> readStart;
   std::vector<BlockId> stepReads;
+  std::vector<int32_t> stepOfTask; // -1 for tasks outside the order
   std::vector<BlockState> state;
   std::vector<int> pins;
   std::vector<Residency> list;
