@@ -50,6 +50,14 @@ constexpr size_t kOptimalInSearch = 200;
 /// and more alike: ResNet-18's 418 in two chunks solve in about 0.5 s.
 constexpr size_t kOptimalInChunks = 450;
 
+/// The tasks of a round in `order` (the updates left out).
+size_t roundTaskCount(const TaskGraph &tg, const std::vector<TaskId> &order) {
+  size_t n = 0;
+  for (TaskId t : order)
+    n += tg.tasks[t].kind != TaskKind::Update;
+  return n;
+}
+
 /// The ideal policy's plan at the whole batch: the yardstick for overhead
 /// and the ideal peak.
 llvm::Expected<Candidate> planIdeal(const TaskGraph &tg,
@@ -301,9 +309,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     req.forcedSubBatch = req.batch;
   }
   std::vector<TaskId> order = taskOrder(tg, req.order);
-  size_t roundTasks = 0;
-  for (TaskId t : order)
-    roundTasks += tg.tasks[t].kind != TaskKind::Update;
+  size_t roundTasks = roundTaskCount(tg, order);
   if (optimal) {
     // Refused before any schedule is made.
     if (roundTasks > OptimalOptions{}.maxTasks)
@@ -373,21 +379,16 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       const ChunkedGraph &cg = *(*split)->graph;
       Tables tb = chunkedTables(cg, tableAt, req.batch);
       CostTableFn fn = [&tb](int64_t) -> const CostTable & { return *tb.full; };
-      PlanRequest gr = r;
-      gr.batch = gr.forcedSubBatch = (*split)->c.plan.subBatch;
-      gr.bound = gr.chunking = false;
+      PlanRequest gr = chunkRequest(r, (*split)->c.plan.subBatch);
       if (auto err =
               guideByBound(cg.tg, tb, fn, cg.order, gr, gr, out, (*split)->c))
         return err;
       // The integral program's decisions on a small split graph, as on
       // small whole rounds, where the chunks are ahead: kept when strictly
       // faster.
-      size_t splitTasks = 0;
-      for (TaskId t : cg.order)
-        splitTasks += cg.tg.tasks[t].kind != TaskKind::Update;
       bool ahead = !best || (*split)->c.sim.iterationSeconds <
                                 best->sim.iterationSeconds;
-      if (ahead && splitTasks <= kOptimalInChunks)
+      if (ahead && roundTaskCount(cg.tg, cg.order) <= kOptimalInChunks)
         if (auto err =
                 tryOptimal(cg.tg, tb, cg.order, gr, (*split)->c, (*split)->c))
           return err;
@@ -408,9 +409,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     const TaskGraph &g = out.scheduledGraph(tg);
     const std::vector<TaskId> &gOrder =
         out.chunked ? out.chunked->order : order;
-    size_t tasks = 0;
-    for (TaskId t : gOrder)
-      tasks += g.tasks[t].kind != TaskKind::Update;
+    size_t tasks = roundTaskCount(g, gOrder);
     if (tasks > OptimalOptions{}.maxTasks)
       return makeErrorF(
           "--policy optimal solves graphs of up to {0} tasks per round "
@@ -419,9 +418,7 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
           OptimalOptions{}.maxTasks, best->plan.chunks, tasks);
     Tables tb = out.chunked ? chunkedTables(*out.chunked, tableAt, req.batch)
                             : tablesFor(tableAt, r.batch, best->plan.subBatch);
-    PlanRequest rr = r;
-    if (out.chunked)
-      rr.batch = best->plan.subBatch; // the chunk is the program's batch
+    PlanRequest rr = out.chunked ? chunkRequest(r, best->plan.subBatch) : r;
     OptimalOutcome o;
     auto solved = planOptimal(g, tb, gOrder, rr, *best, o);
     if (!solved)

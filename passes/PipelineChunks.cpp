@@ -32,6 +32,13 @@ Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
   return {owned.get(), nullptr, owned};
 }
 
+PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk) {
+  PlanRequest cr = resolved;
+  cr.batch = cr.forcedSubBatch = chunk;
+  cr.bound = cr.chunking = false;
+  return cr;
+}
+
 llvm::Expected<std::optional<ChunkedCandidate>>
 searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
              const std::vector<TaskId> &order, const PlanRequest &resolved,
@@ -56,9 +63,7 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     CostTableFn fn = [&tables](int64_t) -> const CostTable & {
       return *tables.full;
     };
-    PlanRequest cr = resolved;
-    cr.batch = cr.forcedSubBatch = b;
-    cr.bound = cr.chunking = false;
+    PlanRequest cr = chunkRequest(resolved, b);
     PlanOutcome scratch;
     auto variants = firstPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget,
                                        scratch.eq3SubBatch);

@@ -119,10 +119,10 @@ constexpr size_t kBoundGuided = 8000;
 std::shared_ptr<const KnownBound>
 proveBound(const TaskGraph &tg, const Plan &plan, const Tables &tb);
 
-/// memfit's fourth phase: the bound's relaxation (Bound.h) at the order and
-/// sub-batch of the best plan so far, its fractional shares (at the step
-/// most over the budget, and on average) rounded into drop and offload
-/// sets, scheduled as the chain program's are. Distinct ones only.
+/// The variants of memfit's bound phase (guideByBound in Pipeline.cpp):
+/// `bound`'s fractional shares (at the step most over the budget, and on
+/// average) rounded into drop and offload sets, scheduled as the chain
+/// program's are. Distinct ones only.
 std::vector<Variant> boundPhaseVariants(const TaskGraph &tg,
                                         const IterationBound &bound,
                                         int64_t subBatch);
@@ -187,6 +187,10 @@ llvm::Expected<std::optional<ChunkedCandidate>>
 searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
              const std::vector<TaskId> &order, const PlanRequest &resolved,
              const std::vector<int32_t> &counts, bool forced, PlanOutcome &out);
+
+/// The request a split graph is planned with: the chunk is its batch and
+/// its sub-batch; no bound and no further split.
+PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk);
 
 /// The split graph's cost tables at its chunk size.
 Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
