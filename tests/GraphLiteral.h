@@ -7,7 +7,9 @@
 #ifndef MEMFIT_TESTS_GRAPHLITERAL_H
 #define MEMFIT_TESTS_GRAPHLITERAL_H
 
+#include "compiler/ir/CostTable.h"
 #include "compiler/ir/Graph.h"
+#include "compiler/ir/TaskGraph.h"
 #include "compiler/ops/OpDef.h"
 
 #include <string>
@@ -60,6 +62,30 @@ struct GraphLiteral {
     return y;
   }
 };
+
+/// A 3x3 convolution's attributes: stride 1, padding 1 (same size).
+inline OpAttrs conv3x3() {
+  OpAttrs a;
+  a.kernel = {3, 3};
+  a.strides = {1, 1};
+  a.pads = {1, 1, 1, 1};
+  a.dilations = {1, 1};
+  return a;
+}
+
+/// A cost table literal for `tg` at sub-batch `b`: every task 1 ms per
+/// sample on its one algorithm, copies at `bytesPerSecond` both ways
+/// without latency.
+inline CostTable perSampleTable(const TaskGraph &tg, int64_t b,
+                                double bytesPerSecond) {
+  CostTable c;
+  c.subBatch = b;
+  c.d2hBytesPerSecond = c.h2dBytesPerSecond = bytesPerSecond;
+  c.copyLatencySeconds = 0;
+  for (size_t t = 0; t < tg.tasks.size(); ++t)
+    c.tasks.push_back({{0, "baseline", 1e-3 * double(b), 0, true}});
+  return c;
+}
 
 } // namespace memfit::test
 

@@ -12,6 +12,7 @@
 
 using namespace memfit;
 using memfit::test::GraphLiteral;
+using memfit::test::perSampleTable;
 using memfit::test::Planned;
 
 namespace {
@@ -30,18 +31,6 @@ Graph mlp(int64_t batch) {
   }
   L.op(OpKind::Gemm, "fc3", {x, L.weight("W3", {10, 64})}, {10}, gemm);
   return std::move(L.g);
-}
-
-// Every task takes 1 ms per sample; copies at `bytesPerSecond` both ways,
-// without latency.
-CostTable table(const TaskGraph &tg, int64_t b, double bytesPerSecond) {
-  CostTable c;
-  c.subBatch = b;
-  c.d2hBytesPerSecond = c.h2dBytesPerSecond = bytesPerSecond;
-  c.copyLatencySeconds = 0;
-  for (size_t t = 0; t < tg.tasks.size(); ++t)
-    c.tasks.push_back({{0, "baseline", 1e-3 * double(b), 0, true}});
-  return c;
 }
 
 std::vector<TaskId> roundOrder(const TaskGraph &tg) {
@@ -72,7 +61,7 @@ struct Mlp {
   llvm::Expected<OptimalDecisions> solve(int64_t arena, double rate) {
     OptimalOptions o;
     o.inPlace = false;
-    return solveOptimal(tg, order, table(tg, 4, rate), arena, o);
+    return solveOptimal(tg, order, perSampleTable(tg, 4, rate), arena, o);
   }
 };
 

@@ -12,18 +12,10 @@
 #include <catch2/catch.hpp>
 
 using namespace memfit;
+using memfit::test::conv3x3;
 using memfit::test::GraphLiteral;
 
 namespace {
-
-OpAttrs conv3x3() {
-  OpAttrs a;
-  a.kernel = {3, 3};
-  a.strides = {1, 1};
-  a.pads = {1, 1, 1, 1};
-  a.dilations = {1, 1};
-  return a;
-}
 
 /// Model A: x -> conv(16->16, bias) -> relu -> conv(16->16) -> gap -> flat.
 Graph modelA() {

@@ -17,29 +17,14 @@
 #include <string>
 
 using namespace memfit;
+using memfit::test::conv3x3;
 using memfit::test::GraphLiteral;
+using memfit::test::perSampleTable;
 
 namespace {
 
-OpAttrs conv3x3() {
-  OpAttrs a;
-  a.kernel = {3, 3};
-  a.pads = {1, 1, 1, 1};
-  a.strides = {1, 1};
-  a.dilations = {1, 1};
-  return a;
-}
-
-// Every task 1 ms per sample, one algorithm; copies at 16 KB per ms.
-CostTable table(const TaskGraph &tg, int64_t b) {
-  CostTable c;
-  c.subBatch = b;
-  c.d2hBytesPerSecond = c.h2dBytesPerSecond = 16e6;
-  c.copyLatencySeconds = 0;
-  for (size_t t = 0; t < tg.tasks.size(); ++t)
-    c.tasks.push_back({{0, "baseline", 1e-3 * double(b), 0, true}});
-  return c;
-}
+/// Copies at 16 KB per ms.
+constexpr double kCopyRate = 16e6;
 
 BlockId blockNamed(const TaskGraph &tg, const std::string &name) {
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
@@ -90,7 +75,7 @@ TEST_CASE("a feature map two dropped concatenations read is recomputed once",
 
   std::vector<bool> drop(tg->blocks.size(), false);
   drop[blockNamed(*tg, "cat1_out")] = drop[blockNamed(*tg, "cat2_out")] = true;
-  CostTable c = table(*tg, 2);
+  CostTable c = perSampleTable(*tg, 2, kCopyRate);
   for (Policy p : {Policy::ChenSqrt, Policy::Optimal}) {
     ScheduleOptions so{.policy = p, .budget = int64_t(1) << 30, .batch = 2};
     so.dropAfterForward = drop;
@@ -137,7 +122,7 @@ TEST_CASE("a host copy a recompute reads is prefetched ahead of it",
   BlockId conv0 = blockNamed(*tg, "conv0_out");
   so.dropAfterForward[blockNamed(*tg, "relu0_out")] = true;
   so.offloadAfterForward[conv0] = true;
-  CostTable c = table(*tg, 4);
+  CostTable c = perSampleTable(*tg, 4, kCopyRate);
   // Copies of 4 KB take 8 ms, two tasks' time: a copy issued on demand
   // would stall the recompute.
   c.d2hBytesPerSecond = c.h2dBytesPerSecond = 0.5e6;
