@@ -30,6 +30,14 @@ DeviceSpec toyDevice() {
   return s;
 }
 
+/// toyDevice with tensor cores: TF32 at 8x, bf16 and fp16 at 16x its fp32.
+DeviceSpec tensorCoreDevice() {
+  DeviceSpec s = toyDevice();
+  s.tf32Flops = 8e12;
+  s.bf16Flops = s.fp16Flops = 16e12;
+  return s;
+}
+
 /// conv(3x3, 16->16, pad 1) -> relu -> maxpool 2x2 -> flatten -> gemm(10).
 Graph smallCnn(int64_t batch) {
   GraphLiteral L(batch);
@@ -276,9 +284,7 @@ TaskGraph buildAt(const Graph &g, Precision p) {
 
 TEST_CASE("tensor cores price convolutions and products, not the rest",
           "[cost][precision]") {
-  DeviceSpec dev = toyDevice();
-  dev.tf32Flops = 8e12;
-  dev.bf16Flops = dev.fp16Flops = 16e12;
+  DeviceSpec dev = tensorCoreDevice();
   AnalyticCostModel m(dev);
   Graph g = smallCnn(64);
   TaskGraph fp32 = buildAt(g, Precision::FP32);
@@ -355,9 +361,7 @@ TEST_CASE("fused attention computes at the fp32 rate in every precision",
   // memfit's attention kernel reads 16-bit operands but multiplies in fp32
   // FMA: pricing it at the tensor-core rate would promise a speed-up that
   // no kernel delivers. The projections around it are cuBLAS products.
-  DeviceSpec dev = toyDevice();
-  dev.tf32Flops = 8e12;
-  dev.bf16Flops = dev.fp16Flops = 16e12;
+  DeviceSpec dev = tensorCoreDevice();
   AnalyticCostModel m(dev);
   int64_t b = 8;
   Graph g = projectedAttention(b);
