@@ -23,13 +23,17 @@ std::string dataFile(const std::string &name) {
          name;
 }
 
+/// A device file of docs/benchmarks/devices/.
+std::string deviceFile(const std::string &name) {
+  return std::string(MEMFIT_SOURCE_DIR) + "/docs/benchmarks/devices/" + name;
+}
+
 /// `gpu`'s measurements with its device: a built-in name or a device file
 /// of docs/benchmarks/devices/ (datasheet figures only).
 GpuMeasurements deepbench(const std::string &gpu, const std::string &device) {
   auto spec = device.find(".json") == std::string::npos
                   ? builtinDevice(device)
-                  : loadDeviceFile(std::string(MEMFIT_SOURCE_DIR) +
-                                   "/docs/benchmarks/devices/" + device);
+                  : loadDeviceFile(deviceFile(device));
   REQUIRE(static_cast<bool>(spec));
   GpuMeasurements m{*spec, {}};
   for (const char *kind : {"conv", "gemm"}) {
@@ -51,11 +55,6 @@ ErrorSummary allKinds(const DeviceSpec &spec,
 
 // The bound: a median error of at most 30%.
 const double kMedianBound = std::log(1.3);
-
-/// A device file of docs/benchmarks/devices/.
-std::string deviceFile(const std::string &name) {
-  return std::string(MEMFIT_SOURCE_DIR) + "/docs/benchmarks/devices/" + name;
-}
 
 /// The ideal plan's predicted iteration time, seconds: every task at its
 /// fastest algorithm, the input loaded, the update run.
