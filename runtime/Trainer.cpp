@@ -57,9 +57,13 @@ const char *kUsage =
 /// The ranks of a data-parallel trainer: an error on one stops them all.
 Comm *ranks = nullptr;
 
-[[noreturn]] void die(const std::string &msg) {
+void sayError(const std::string &msg) {
   std::fprintf(stderr, "trainer: error: %s\n", msg.c_str());
   std::fflush(stderr);
+}
+
+[[noreturn]] void die(const std::string &msg) {
+  sayError(msg);
   if (ranks && ranks->size() > 1)
     ranks->abortAll(1);
   std::exit(1);
@@ -520,15 +524,11 @@ int trainerMain(int argc, char **argv, const Program &program) {
     if (int64_t bad = divergedRanks(comm, x, st)) {
       // Every rank knows the count: rank 0 says it, and all of them end
       // with the same status (no abort, nothing saved after this).
-      if (root) {
-        std::fprintf(stderr,
-                     "trainer: error: %lld of %d ranks hold other weights or "
-                     "another loss scale than rank 0 after %llu iterations; "
-                     "the replicas diverged\n",
-                     static_cast<long long>(bad), p.ranks,
-                     static_cast<unsigned long long>(done));
-        std::fflush(stderr);
-      }
+      if (root)
+        sayError(std::to_string(bad) + " of " + std::to_string(p.ranks) +
+                 " ranks hold other weights or another loss scale than rank "
+                 "0 after " +
+                 std::to_string(done) + " iterations; the replicas diverged");
       comm.finalize();
       std::exit(1);
     }
