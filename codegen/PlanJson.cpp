@@ -252,6 +252,9 @@ std::string planToJson(const PlanReport &r) {
       chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
     j["summary"]["chunks_tried"] = std::move(chunks);
   }
+  if (s.refineTries > 0) // written only when the refinement phase ran
+    j["summary"]["refine"] = {{"moves_tried", s.refineTries},
+                              {"moves_kept", s.refineKept}};
   j["notes"] = r.notes;
   json tasks = json::array();
   for (const ReportTask &t : r.tasks)
@@ -397,6 +400,12 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
             {rd.integer((*tried)[i], tw, "chunks", 2),
              rd.number((*tried)[i], tw, "planned_seconds")});
       }
+    if (o.contains("refine")) {
+      std::string rw = std::string(w) + ".refine";
+      const json &rf = o["refine"];
+      s.refineTries = rd.integer(rf, rw, "moves_tried", 0);
+      s.refineKept = rd.integer(rf, rw, "moves_kept", 0);
+    }
   }
   if (const json *notes = rd.array(root, "", "notes", false))
     for (size_t i = 0; i < notes->size(); ++i) {

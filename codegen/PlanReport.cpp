@@ -125,6 +125,8 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   s.boundSeconds = ctx.boundSeconds;
   s.subBatchesTried = ctx.subBatchesTried;
   s.chunksTried = ctx.chunksTried;
+  s.refineTries = ctx.refineTries;
+  s.refineKept = ctx.refineKept;
 
   auto nodeOf = [&](OpId op) { return op >= 0 ? g.ops[op].name : ""; };
   auto opOf = [&](OpId op) { return op >= 0 ? g.ops[op].onnxOp : ""; };

@@ -70,6 +70,10 @@ llvm::Expected<Candidate> planIdeal(const TaskGraph &tg,
   return planWith(tg, *t.full, t.last, order, idealReq, {}, true, 0);
 }
 
+/// A plan in chunks this much slower than the whole batch's is still
+/// refined (PipelineRefine.cpp).
+constexpr double kRefineWithin = 0.10;
+
 /// A whole-batch plan further than this from the ideal time makes memfit
 /// try the batch in chunks too (where it must stay whole to be exact).
 constexpr double kChunkWhenOver = 0.01;
@@ -362,6 +366,9 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     Tables tb = tablesFor(tableAt, r.batch, best->plan.subBatch);
     if (auto err = guideByBound(tg, tb, tableAt, order, req, r, out, *best))
       return err;
+    if (req.refine)
+      if (auto err = refineDecisions(tg, tb, order, r, out, *best))
+        return err;
   }
   if (forceChunks ||
       (chunking && (!best || best->sim.iterationSeconds >
@@ -391,6 +398,17 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       if (ahead && roundTaskCount(cg.tg, cg.order) <= kOptimalInChunks)
         if (auto err =
                 tryOptimal(cg.tg, tb, cg.order, gr, (*split)->c, (*split)->c))
+          return err;
+      // Refined when within reach of the whole-batch plan (itself refined):
+      // the refinement gains up to a few percent (ResNet-50 at batch 256
+      // and 25% on the H100 model: 2 chunks 19.0% -> 13.9% over the ideal,
+      // the whole batch 20.9% -> 16.1%).
+      bool close =
+          !best || (*split)->c.sim.iterationSeconds <
+                       best->sim.iterationSeconds * (1 + kRefineWithin);
+      if (close && req.refine)
+        if (auto err =
+                refineDecisions(cg.tg, tb, cg.order, gr, out, (*split)->c))
           return err;
     }
     if (*split && (!best || (*split)->c.sim.iterationSeconds <

@@ -48,6 +48,9 @@ struct PlanRequest {
   /// Prove a lower bound on the iteration time of the plans with the
   /// winner's order and sub-batch (Bound.h).
   bool bound = true;
+  /// memfit's refinement phase (a local search over the winner's keep,
+  /// recompute and offload decisions, rescheduled move by move).
+  bool refine = true;
   /// Where whole batches are needed for exact semantics, memfit may also
   /// split the batch into chunks inside the round (Chunk.h).
   bool chunking = true;
@@ -111,6 +114,10 @@ struct PlanOutcome {
   /// Schedules given up part-way because they could no longer beat the
   /// fastest so far (ScheduleOptions::cutoffSeconds); not in `tried`.
   int abandoned = 0;
+  /// memfit's refinement phase (PipelineRefine.cpp): moves scheduled, and
+  /// those kept for making the plan faster.
+  int64_t refineTries = 0;
+  int refineKept = 0;
   double overhead() const {
     return idealSeconds > 0 ? plan.summary.plannedSeconds / idealSeconds - 1
                             : 0;

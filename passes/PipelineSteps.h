@@ -127,6 +127,14 @@ std::vector<Variant> boundPhaseVariants(const TaskGraph &tg,
                                         const IterationBound &bound,
                                         int64_t subBatch);
 
+/// memfit's refinement phase (PipelineRefine.cpp): a local search over
+/// `best`'s keep / recompute / offload decisions, each move rescheduled;
+/// `best` is replaced when a move makes it strictly faster.
+llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
+                            const std::vector<TaskId> &gOrder,
+                            const PlanRequest &gr, PlanOutcome &out,
+                            Candidate &best);
+
 // --- the search (PipelineSearch.cpp) ---
 
 /// Schedules variants in waves of kWave, on as many threads, each against

@@ -45,6 +45,7 @@ struct Planned {
     req.budgetFraction = fraction;
     req.subBatchStatistics = statistics;
     req.forcedSubBatch = forced;
+    req.refine = refine;
     return planTraining(
         tg, [&](int64_t b) -> const CostTable & { return table(b); }, req);
   }
@@ -55,6 +56,7 @@ struct Planned {
     return it->second;
   }
   Graph graph;
+  bool refine = true; // PlanRequest::refine
 };
 
 } // namespace memfit::test

@@ -104,6 +104,14 @@ Shared<bool> Bound(
              "the chosen plan's order and sub-batch, and report the plan's "
              "gap to it (default true; graphs past a size are skipped)"),
     cl::init(true));
+Shared<bool> Refine(
+    "refine",
+    cl::desc("memfit's last search phase: change the winning plan's keep, "
+             "recompute and offload decision of one block at a time and "
+             "keep each change that makes the schedule faster (default "
+             "true; --refine=false plans faster, graphs past a size skip "
+             "it)"),
+    cl::init(true));
 Shared<bool> SubBatchStatistics(
     "sub-batch-statistics",
     cl::desc("Allow sub-batches smaller than the batch in models with "
@@ -478,6 +486,8 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   c.subBatchesTried = o.tried;
   for (auto [k, t] : o.chunksTried)
     c.chunksTried.push_back({k, t});
+  c.refineTries = o.refineTries;
+  c.refineKept = o.refineKept;
   ProfileUsage u = s.costs->profileUsage();
   if (u.hasProfile) {
     c.profile.used = true;
@@ -562,6 +572,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   r.forcedChunks = static_cast<int32_t>(Chunks);
   r.subBatchStatistics = SubBatchStatistics;
   r.bound = Bound;
+  r.refine = Refine;
   r.order = Order;
   r.inPlace = InPlace;
   StringRef text = StringRef(Budget).trim();
@@ -595,6 +606,7 @@ PlanRequest compareRequest(const PlanningSession &s) {
   r.order = Order;
   r.inPlace = InPlace;
   r.bound = false; // one table of many plans: not worth the solver
+  r.refine = Refine;
   return r;
 }
 
@@ -785,6 +797,9 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
       chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
     j["chunks_tried"] = chunks;
   }
+  if (o.refineTries > 0) // memfit's refinement phase
+    j["refine"] = {{"moves_tried", o.refineTries},
+                   {"moves_kept", o.refineKept}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

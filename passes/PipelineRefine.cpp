@@ -1,0 +1,266 @@
+//===- PipelineRefine.cpp - Local search over the winner's decisions ------===//
+//
+// memfit's refinement phase. The programs that decide what to keep,
+// recompute and offload (chain-dp, the bound's relaxation, the integral
+// program) model the scheduler only roughly: they miss fragmentation,
+// copy latencies, the room a prefetch holds while it runs and the inputs a
+// re-run brings back. Here the scheduler judges the decisions itself: the
+// winner's keep / recompute / offload choice of each block that crosses
+// from the forward pass into the backward pass is changed one block at a
+// time, largest first, and the round rescheduled; a change is kept when
+// the schedule gets strictly faster. It stops at a local optimum (a full
+// cycle of moves without a gain), at the proven bound, or when its share of
+// scheduling work is spent.
+//
+// Guarantees: the plan it keeps is one the scheduler made and simulated,
+// strictly faster than the one it started from; moves are tried in a fixed
+// order, each against the fastest time so far, so the same inputs give the
+// same plan whatever the threads.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/PipelineSteps.h"
+
+#include "compiler/support/Diagnostics.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace memfit::pipeline {
+namespace {
+
+/// The phase's scheduling work: the moves tried times the tasks of the
+/// graph stay under this (about 1,000 moves on ResNet-50's 618 tasks, 400
+/// on DenseNet-121's 1,460; a schedule costs about 1 and 3.5 ms there).
+constexpr int64_t kRefineWork = 600'000;
+/// Graphs with more tasks skip the phase (a move would cost a schedule of
+/// the deepest ResNets, tens of milliseconds each).
+constexpr size_t kRefineTasks = 4000;
+/// Close enough to the proven bound to stop.
+constexpr double kNearBound = 0.002;
+/// Moves scheduled at once, one thread each; fixed, so that every machine
+/// tries the same moves.
+constexpr size_t kWave = 2;
+
+enum class Way : uint8_t { Keep, Drop, Offload };
+
+struct Move {
+  BlockId block;
+  Way to;
+};
+
+struct Decisions {
+  std::vector<Way> way; // per block; Keep where nothing is forced
+  bool lookPastIdle = true;
+};
+
+/// The blocks whose way may change: activation storage a forward task
+/// makes and the backward pass reads again.
+struct Movable {
+  std::vector<bool> any, drop;
+};
+
+Movable movableBlocks(const TaskGraph &g) {
+  std::vector<bool> recomputable = recomputableBlocks(g);
+  Movable m{std::vector<bool>(g.blocks.size(), false),
+            std::vector<bool>(g.blocks.size(), false)};
+  for (BlockId b = 0; b < (BlockId)g.blocks.size(); ++b) {
+    const Block &bl = g.blocks[b];
+    if (bl.viewOf >= 0 || isWeightSide(bl.kind) || bl.writers.empty() ||
+        g.tasks[bl.writers.front()].kind != TaskKind::Forward)
+      continue;
+    bool backward = false;
+    for (TaskId r : bl.readers)
+      backward = backward || g.tasks[r].kind == TaskKind::BackwardData ||
+                 g.tasks[r].kind == TaskKind::BackwardWeight;
+    m.any[b] = backward;
+    m.drop[b] = backward && recomputable[b];
+  }
+  return m;
+}
+
+/// What `c` did with each movable block, as forced decisions.
+Decisions realized(const Candidate &c, const Movable &m) {
+  Decisions d;
+  d.way.assign(m.any.size(), Way::Keep);
+  for (BlockId b = 0; b < (BlockId)m.any.size(); ++b) {
+    if (!m.any[b] || b >= (BlockId)c.plan.decisions.size())
+      continue;
+    BlockDecision x = c.plan.decisions[b];
+    if (x == BlockDecision::Recompute && m.drop[b])
+      d.way[b] = Way::Drop;
+    else if (x == BlockDecision::Offload)
+      d.way[b] = Way::Offload;
+  }
+  return d;
+}
+
+class Refiner {
+public:
+  Refiner(const TaskGraph &g, const Tables &tb,
+          const std::vector<TaskId> &order, const PlanRequest &gr)
+      : g(g), tb(tb), order(order) {
+    req = gr;
+    req.policy = Policy::Optimal;
+  }
+
+  /// The decisions scheduled under the optimal policy's rules (memfit's
+  /// eviction pricing for what they leave over, no early offload), given
+  /// up once slower than `cutoff` (0: never).
+  llvm::Expected<Candidate> schedule(const Decisions &d, double cutoff) const {
+    std::vector<bool> drop(d.way.size()), offload(d.way.size());
+    for (size_t b = 0; b < d.way.size(); ++b) {
+      drop[b] = d.way[b] == Way::Drop;
+      offload[b] = d.way[b] == Way::Offload;
+    }
+    return planWith(g, *tb.full, tb.last, order, req, std::move(drop), true,
+                    cutoff, std::move(offload), d.lookPastIdle);
+  }
+
+  /// Its iteration time, or a negative number when it was given up or
+  /// failed for the user's reasons (too little room for these decisions);
+  /// memfit's own faults are errors.
+  llvm::Expected<double> timeOf(const Decisions &d, double cutoff) const {
+    auto c = schedule(d, cutoff);
+    if (c)
+      return c->sim.iterationSeconds;
+    llvm::Error err = c.takeError();
+    llvm::Error internal = takeInternalErrors(err);
+    llvm::consumeError(std::move(err));
+    if (internal)
+      return internal;
+    return -1.0;
+  }
+
+private:
+  const TaskGraph &g;
+  const Tables &tb;
+  const std::vector<TaskId> &order;
+  PlanRequest req;
+};
+
+} // namespace
+
+llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
+                            const std::vector<TaskId> &gOrder,
+                            const PlanRequest &gr, PlanOutcome &out,
+                            Candidate &best) {
+  if (g.tasks.size() > kRefineTasks)
+    return llvm::Error::success();
+  const double startT = best.sim.iterationSeconds;
+  double floorT = 0;
+  if (best.bound && best.bound->bound && best.bound->holdsFor(best.plan))
+    floorT = best.bound->bound->seconds * (1 + kNearBound);
+  if (startT <= floorT)
+    return llvm::Error::success();
+  Movable m = movableBlocks(g);
+  std::vector<BlockId> byBytes;
+  for (BlockId b = 0; b < (BlockId)g.blocks.size(); ++b)
+    if (m.any[b])
+      byBytes.push_back(b);
+  if (byBytes.empty())
+    return llvm::Error::success();
+  std::stable_sort(byBytes.begin(), byBytes.end(), [&](BlockId a, BlockId b) {
+    return g.blocks[a].bytesAt(1) > g.blocks[b].bytesAt(1);
+  });
+  std::vector<Move> moves;
+  for (BlockId b : byBytes)
+    for (Way to : {Way::Keep, Way::Drop, Way::Offload})
+      if (to != Way::Drop || m.drop[b])
+        moves.push_back({b, to});
+
+  Refiner r(g, tb, gOrder, gr);
+  // The start: what the winner did, looking past idle tasks or not (its
+  // own rules may differ, so this can be slower than the winner).
+  Decisions cur = realized(best, m);
+  Decisions far = cur;
+  far.lookPastIdle = false;
+  auto nearT = r.timeOf(cur, 0);
+  if (!nearT)
+    return nearT.takeError();
+  auto farT = r.timeOf(far, 0);
+  if (!farT)
+    return farT.takeError();
+  double curT = *nearT;
+  if (*farT > 0 && (curT < 0 || *farT < curT)) {
+    cur = far;
+    curT = *farT;
+  }
+  if (curT < 0)
+    return llvm::Error::success();
+
+  const int64_t maxTries =
+      std::max<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1);
+  int64_t tries = 0;
+  int kept = 0;
+  size_t next = 0, sinceGain = 0;
+  while (tries < maxTries && sinceGain < moves.size() && curT > floorT) {
+    // The next moves that change something, a wave of them at once, each
+    // against the fastest so far; the first gain in move order is kept
+    // and the moves after it are tried again from there.
+    std::vector<size_t> at;
+    size_t scanned = 0;
+    while (at.size() < kWave && sinceGain + scanned < moves.size() &&
+           tries + (int64_t)at.size() < maxTries) {
+      size_t i = (next + scanned++) % moves.size();
+      if (cur.way[moves[i].block] != moves[i].to)
+        at.push_back(i);
+    }
+    if (at.empty())
+      break;
+    std::vector<Decisions> ds(at.size(), cur);
+    std::vector<double> times(at.size(), -1);
+    std::vector<std::string> faults(at.size());
+    for (size_t w = 0; w < at.size(); ++w)
+      ds[w].way[moves[at[w]].block] = moves[at[w]].to;
+    auto work = [&](size_t w) {
+      auto t = r.timeOf(ds[w], curT);
+      if (t)
+        times[w] = *t;
+      else
+        faults[w] = llvm::toString(t.takeError());
+    };
+    std::vector<std::thread> helpers;
+    if (at.size() > 1 && std::thread::hardware_concurrency() > 1)
+      for (size_t w = 1; w < at.size(); ++w)
+        helpers.emplace_back(work, w);
+    else
+      for (size_t w = 1; w < at.size(); ++w)
+        work(w);
+    work(0);
+    for (std::thread &h : helpers)
+      h.join();
+    for (const std::string &f : faults)
+      if (!f.empty())
+        return makeInternalError(f);
+    size_t gained = at.size();
+    for (size_t w = 0; w < at.size() && gained == at.size(); ++w)
+      if (times[w] > 0 && times[w] < curT)
+        gained = w;
+    tries += at.size();
+    if (gained < at.size()) {
+      cur = std::move(ds[gained]);
+      curT = times[gained];
+      ++kept;
+      sinceGain = 0;
+      next = (at[gained] + 1) % moves.size();
+    } else {
+      sinceGain += scanned;
+      next = (next + scanned) % moves.size();
+    }
+  }
+  out.refineTries += tries;
+  if (!(curT < startT))
+    return llvm::Error::success();
+  out.refineKept += kept;
+  auto c = r.schedule(cur, 0);
+  if (!c)
+    return c.takeError();
+  c->plan.policy = "memfit (refined)";
+  c->plan.batch = best.plan.batch;
+  c->plan.chunks = best.plan.chunks;
+  c->bound = best.bound && best.bound->holdsFor(c->plan) ? best.bound : nullptr;
+  best = std::move(*c);
+  return llvm::Error::success();
+}
+
+} // namespace memfit::pipeline
