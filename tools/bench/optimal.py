@@ -42,14 +42,15 @@ What the numbers say (measured 2026-11-23 with this script):
   the bound) holds with memfit's own plan.
 - ResNet-18 at batch 64 and 40% fits only with the batch in chunks; the
   program solves the split graph (2 chunks of 32, 418 tasks) in about
-  0.5 s, and its decisions, which memfit's search now tries on split graphs
-  of up to 450 tasks, are memfit's plan too: 26.50 ms, 15.3% above the
-  bound (memfit alone: 28.10 ms, +22.3%). Elsewhere the solver's plans are
-  slower than memfit's: ResNet-18 with sub-batch statistics 25.12 against
-  23.51 ms, at 60% 27.25 against 21.36 ms, GoogLeNet 17.46 against 16.86,
-  ResNet-50 at batch 32 42.23 against 38.50 (not proven in 500 nodes).
+  0.5 s, and its decisions (26.50 ms, 15.3% above the bound) are where
+  memfit's search stood before its refinement phase (docs/passes/refine.md),
+  which reschedules them block by block to 24.95 ms (+8.6%). Elsewhere the
+  solver's plans are slower than memfit's: ResNet-18 with sub-batch
+  statistics 24.32 against 23.51 ms, at 60% 26.37 against 21.11 ms,
+  GoogLeNet 17.32 against 16.31, ResNet-50 at batch 32 42.23 against 38.06
+  (not proven in 500 nodes).
 - The program's own round time is far below the simulated plans (22.06
-  against 26.50 ms on ResNet-18 at 40%): its model lets copies overlap
+  against 26.50 ms for its own decisions on ResNet-18 at 40%): its model lets copies overlap
   perfectly and charges a copy back no memory before its window, so
   "proven optimal" is about the program, not about the plans. What is left
   between memfit's plans and the bound is in turning decisions into a
