@@ -61,8 +61,14 @@ std::optional<double> roundBound(const TaskGraph &tg,
   for (size_t t = 0; t < n; ++t)
     before[t + 1] = before[t] + costs.fastest(order[t]).seconds * 1e3;
   const double total = before[n];
-  if (std::all_of(lv.liveBytes.begin(), lv.liveBytes.end(),
-                  [&](int64_t live) { return live <= arenaBudget; }))
+  // What a step needs at its fastest: the live bytes and the fastest
+  // algorithm's workspace. A plan runs a step either with some algorithm's
+  // workspace in the arena or at that algorithm's slower time.
+  std::vector<int64_t> need(n);
+  for (size_t t = 0; t < n; ++t)
+    need[t] = lv.liveBytes[t] + costs.fastest(order[t]).workspace;
+  if (std::all_of(need.begin(), need.end(),
+                  [&](int64_t x) { return x <= arenaBudget; }))
     return total / 1e3; // nothing need leave: the tasks alone
 
   // Which storage blocks each step touches.
@@ -92,11 +98,10 @@ std::optional<double> roundBound(const TaskGraph &tg,
   // too large, the steps left out are the least constraining ones.
   std::vector<size_t> steps;
   for (size_t t = 0; t < n; ++t)
-    if (lv.liveBytes[t] > arenaBudget)
+    if (need[t] > arenaBudget)
       steps.push_back(t);
-  std::stable_sort(steps.begin(), steps.end(), [&](size_t x, size_t y) {
-    return lv.liveBytes[x] > lv.liveBytes[y];
-  });
+  std::stable_sort(steps.begin(), steps.end(),
+                   [&](size_t x, size_t y) { return need[x] > need[y]; });
   if (steps.size() > opts.maxSteps)
     steps.resize(opts.maxSteps);
   const double msOut = 1e3 / costs.d2hBytesPerSecond;
@@ -113,6 +118,15 @@ std::optional<double> roundBound(const TaskGraph &tg,
   std::vector<Share> shares;
   int firstStepColumnsEnd = 0; // the step most over the budget: its columns
   size_t kept = 0;
+  // Per step kept: its start column, its re-runs, and the time its
+  // algorithm choice adds over the fastest (terms in that step's choice
+  // columns); their rows are written once every step is in.
+  struct Kept {
+    size_t t;
+    int S;
+    std::vector<std::pair<int, double>> redo, slower;
+  };
+  std::vector<Kept> keptSteps;
   for (size_t t : steps) {
     // Where this step would make the program too large, it and the steps
     // after it (less over the budget) are left out.
@@ -192,6 +206,23 @@ std::optional<double> roundBound(const TaskGraph &tg,
         p.row(need, 0, kInf);
       }
     }
+    // The algorithm the step runs, as a convex combination of the task's
+    // algorithms: their workspace takes arena, their time above the
+    // fastest delays this step's successors.
+    const std::vector<AlgoCost> &algos = costs.tasks[order[t]];
+    std::vector<std::pair<int, double>> slower, pick;
+    if (algos.size() > 1 && algos.front().workspace > 0) {
+      const double fast = algos.front().seconds * 1e3;
+      for (const AlgoCost &a : algos) {
+        int x = p.col(0, 1);
+        pick.push_back({x, 1});
+        memory.push_back({x, -static_cast<double>(a.workspace)});
+        if (a.seconds * 1e3 > fast)
+          slower.push_back({x, a.seconds * 1e3 - fast});
+      }
+      p.row(pick, 1, 1);
+      columns += static_cast<int64_t>(algos.size());
+    }
     columns += static_cast<int64_t>(rerun.size()) + 1;
     if (int64_t(cols0) + columns > opts.maxColumns) {
       while (!shares.empty() && shares.back().col >= (int)cols0)
@@ -216,10 +247,32 @@ std::optional<double> roundBound(const TaskGraph &tg,
     in.push_back({T, 1});
     in.push_back({S, -1});
     p.row(in, 0, kInf); // copied back after it starts
-    redo.push_back({T, 1});
-    redo.push_back({S, -1});
-    p.row(redo, total - before[t], kInf); // the rest, and the re-runs
+    keptSteps.push_back({t, S, std::move(redo), std::move(slower)});
   }
+  // The compute stream is serial: a step starts after every earlier step's
+  // slower algorithm, and the round ends after the rest of the tasks, the
+  // re-runs and every later step's slower algorithm.
+  std::vector<std::pair<int, double>> allSlower = {{T, 1}};
+  for (const Kept &k : keptSteps) {
+    std::vector<std::pair<int, double>> start = {{k.S, 1}};
+    std::vector<std::pair<int, double>> end = k.redo;
+    end.push_back({T, 1});
+    end.push_back({k.S, -1});
+    for (const Kept &o : keptSteps)
+      for (auto [col, ms] : o.slower) {
+        if (o.t < k.t)
+          start.push_back({col, -ms});
+        else
+          end.push_back({col, -ms});
+      }
+    if (start.size() > 1)
+      p.row(start, before[k.t], kInf);
+    p.row(end, total - before[k.t], kInf); // the rest, and the re-runs
+    for (auto [col, ms] : k.slower)
+      allSlower.push_back({col, -ms});
+  }
+  if (allSlower.size() > 1)
+    p.row(allSlower, total, kInf);
   if (kept == 0) {
     if (why)
       *why = llvm::formatv("one step alone would pass {0} columns",

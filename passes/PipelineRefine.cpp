@@ -43,14 +43,28 @@ constexpr size_t kWave = 2;
 
 enum class Way : uint8_t { Keep, Drop, Offload };
 
+/// One block takes another way, or (block < 0) one task runs its fastest
+/// algorithm.
 struct Move {
   BlockId block;
   Way to;
+  TaskId task = -1;
 };
 
 struct Decisions {
-  std::vector<Way> way; // per block; Keep where nothing is forced
+  std::vector<Way> way;   // per block; Keep where nothing is forced
+  std::vector<bool> fast; // per task: ScheduleOptions::fastestAlgo
   bool lookPastIdle = true;
+
+  bool changedBy(const Move &m) const {
+    return m.block >= 0 ? way[m.block] != m.to : !fast[m.task];
+  }
+  void apply(const Move &m) {
+    if (m.block >= 0)
+      way[m.block] = m.to;
+    else
+      fast[m.task] = true;
+  }
 };
 
 /// The blocks whose way may change: activation storage a forward task
@@ -79,9 +93,10 @@ Movable movableBlocks(const TaskGraph &g) {
 }
 
 /// What `c` did with each movable block, as forced decisions.
-Decisions realized(const Candidate &c, const Movable &m) {
+Decisions realized(const Candidate &c, const Movable &m, size_t tasks) {
   Decisions d;
   d.way.assign(m.any.size(), Way::Keep);
+  d.fast.assign(tasks, false);
   for (BlockId b = 0; b < (BlockId)m.any.size(); ++b) {
     if (!m.any[b] || b >= (BlockId)c.plan.decisions.size())
       continue;
@@ -107,13 +122,23 @@ public:
   /// eviction pricing for what they leave over, no early offload), given
   /// up once slower than `cutoff` (0: never).
   llvm::Expected<Candidate> schedule(const Decisions &d, double cutoff) const {
-    std::vector<bool> drop(d.way.size()), offload(d.way.size());
+    ScheduleOptions so{Policy::Optimal, req.budget, req.batch};
+    so.dropAfterForward.resize(d.way.size());
+    so.offloadAfterForward.resize(d.way.size());
     for (size_t b = 0; b < d.way.size(); ++b) {
-      drop[b] = d.way[b] == Way::Drop;
-      offload[b] = d.way[b] == Way::Offload;
+      so.dropAfterForward[b] = d.way[b] == Way::Drop;
+      so.offloadAfterForward[b] = d.way[b] == Way::Offload;
     }
-    return planWith(g, *tb.full, tb.last, order, req, std::move(drop), true,
-                    cutoff, std::move(offload), d.lookPastIdle);
+    so.cutoffSeconds = cutoff;
+    so.inPlace = req.inPlace;
+    so.lookPastIdle = d.lookPastIdle;
+    so.fastestAlgo = d.fast;
+    auto plan = memfit::schedule(g, *tb.full, order, so);
+    if (!plan)
+      return plan.takeError();
+    Candidate c{std::move(*plan), {}};
+    c.sim = simulate(g, c.plan, *tb.full, tb.last);
+    return c;
   }
 
   /// Its iteration time, or a negative number when it was given up or
@@ -167,11 +192,20 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
     for (Way to : {Way::Keep, Way::Drop, Way::Offload})
       if (to != Way::Drop || m.drop[b])
         moves.push_back({b, to});
+  // And the tasks the start ran at a slower algorithm than their fastest
+  // (a workspace Eq. 5 found too dear to make room for), in round order.
+  std::vector<bool> slow(g.tasks.size(), false);
+  for (const Instr &in : best.plan.round)
+    if (in.kind == InstrKind::Run && !slow[in.task] &&
+        in.algo != tb.full->fastest(in.task).algo) {
+      slow[in.task] = true;
+      moves.push_back({-1, Way::Keep, in.task});
+    }
 
   Refiner r(g, tb, gOrder, gr);
   // The start: what the winner did, looking past idle tasks or not (its
   // own rules may differ, so this can be slower than the winner).
-  Decisions cur = realized(best, m);
+  Decisions cur = realized(best, m, g.tasks.size());
   Decisions far = cur;
   far.lookPastIdle = false;
   auto nearT = r.timeOf(cur, 0);
@@ -202,7 +236,7 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
     while (at.size() < kWave && sinceGain + scanned < moves.size() &&
            tries + (int64_t)at.size() < maxTries) {
       size_t i = (next + scanned++) % moves.size();
-      if (cur.way[moves[i].block] != moves[i].to)
+      if (cur.changedBy(moves[i]))
         at.push_back(i);
     }
     if (at.empty())
@@ -211,7 +245,7 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
     std::vector<double> times(at.size(), -1);
     std::vector<std::string> faults(at.size());
     for (size_t w = 0; w < at.size(); ++w)
-      ds[w].way[moves[at[w]].block] = moves[at[w]].to;
+      ds[w].apply(moves[at[w]]);
     auto work = [&](size_t w) {
       auto t = r.timeOf(ds[w], curT);
       if (t)

@@ -71,6 +71,11 @@ struct ScheduleOptions {
   /// ahead; false (moDNN's look-ahead as memfit has always run it) stops at
   /// the first such task.
   bool lookPastIdle = false;
+  /// Per task: run its fastest algorithm, evicting what its workspace
+  /// needs whatever Eq. 5's gain says (the zero-workspace one only when no
+  /// room can be made). Empty: Eq. 5 decides everywhere. memfit's
+  /// refinement phase sets it where a slower algorithm cost time.
+  std::vector<bool> fastestAlgo = {};
 };
 
 /// schedule() gave up: the plan would be slower than opts.cutoffSeconds.

@@ -18,6 +18,17 @@ int32_t Scheduler::chooseAlgo(TaskId t, std::optional<Arena::Window> &room) {
   if (algos.size() == 1 || rules.algo == PolicyRules::AlgoChoice::Fastest)
     return algos.front().algo;
   int64_t freeNow = arena.largestFree();
+  if (!opts.fastestAlgo.empty() && opts.fastestAlgo[t]) {
+    const AlgoCost &f = costs.fastest(t);
+    if (f.workspace > 0 && alignUp(f.workspace) > freeNow) {
+      pricer.newSearch();
+      room = pricer.search(f.workspace,
+                           [this](int32_t o) { return pricer.price(o); });
+      if (!room)
+        return costs.baseline(t).algo;
+    }
+    return f.algo;
+  }
   if (rules.algo == PolicyRules::AlgoChoice::FastestThatFits) {
     // vDNN: the fastest algorithm whose workspace fits, else memory-optimal.
     for (const AlgoCost &a : algos)

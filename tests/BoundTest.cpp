@@ -1,10 +1,17 @@
 //===- BoundTest.cpp - The proven lower bound on iteration time -----------===//
 #include "passes/Bound.h"
+#include "passes/Liveness.h"
+#include "passes/Order.h"
+#include "tests/GraphLiteral.h"
 #include "tests/PlanTestUtil.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 using namespace memfit;
+using memfit::test::GraphLiteral;
+using memfit::test::perSampleTable;
 using memfit::test::Planned;
 
 TEST_CASE("with room for everything the bound is the tasks and the first load",
@@ -108,4 +115,62 @@ TEST_CASE("the bound's hints are its relaxation's point", "[bound]") {
     }
     CHECK(away > 0);
   }
+}
+
+TEST_CASE("a workspace that cannot fit costs its slower algorithm", "[bound]") {
+  // x[4,64] -> fc0 -> relu0 -> fc1 (10). Every task 4 ms (1 ms per
+  // sample); fc1's forward also has a 3 ms algorithm with a 1 TB
+  // workspace. The arena holds the liveness peak, nothing more: no plan can
+  // make room for that workspace (all the blocks together are a few KB),
+  // so every plan runs fc1 at 4 ms and the bound is the tasks at their
+  // slowest algorithm, to a part in 1e8. With room for the workspace it is
+  // 1 ms less.
+  GraphLiteral L(4);
+  ValueId x = L.input("x", {64});
+  OpAttrs gemm;
+  gemm.transB = true;
+  x = L.op(OpKind::Gemm, "fc0", {x, L.weight("W0", {64, 64})}, {64}, gemm);
+  x = L.op(OpKind::Relu, "relu0", {x}, {64});
+  L.op(OpKind::Gemm, "fc1", {x, L.weight("W1", {10, 64})}, {10}, gemm);
+  auto built = buildTaskGraph(L.g);
+  REQUIRE(static_cast<bool>(built));
+  TaskGraph &tg = *built;
+  CostTable c = perSampleTable(tg, 4, 1e9);
+  TaskId fc1 = -1;
+  for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t)
+    if (tg.tasks[t].kind == TaskKind::Forward && tg.tasks[t].name == "FP(fc1)")
+      fc1 = t;
+  REQUIRE(fc1 >= 0);
+  const int64_t huge = int64_t(1) << 40;
+  c.tasks[fc1] = {{1, "fast", 3e-3, huge, false},
+                  {0, "baseline", 4e-3, 0, true}};
+  Plan plan;
+  plan.numSubBatches = 1;
+  plan.residentBytes = tg.weightSideBytes();
+  std::vector<TaskId> order;
+  double slowest = 0;
+  for (TaskId t : taskOrder(tg, OrderKind::JoinAware)) {
+    Instr run;
+    run.kind = InstrKind::Run;
+    run.task = t;
+    (tg.tasks[t].kind == TaskKind::Update ? plan.update : plan.round)
+        .push_back(run);
+    if (tg.tasks[t].kind != TaskKind::Update)
+      order.push_back(t);
+    slowest += c.baseline(t).seconds;
+  }
+  Liveness lv = computeLiveness(tg, order, 4, /*inPlace=*/true);
+  const int64_t arena =
+      *std::max_element(lv.liveBytes.begin(), lv.liveBytes.end());
+  const double load = double(tg.blocks[tg.inputBlock].bytesAt(4) +
+                             tg.blocks[tg.labelBlock].bytesAt(4)) /
+                      c.h2dBytesPerSecond;
+  plan.budget = plan.residentBytes + arena;
+  auto tight = iterationBound(tg, plan, c, nullptr, {});
+  REQUIRE(tight);
+  CHECK(tight->seconds == Approx(slowest + load).epsilon(1e-8));
+  plan.budget = plan.residentBytes + arena + huge;
+  auto roomy = iterationBound(tg, plan, c, nullptr, {});
+  REQUIRE(roomy);
+  CHECK(roomy->seconds == Approx(slowest + load - 1e-3).epsilon(1e-12));
 }
