@@ -254,7 +254,7 @@ std::string planToJson(const PlanReport &r) {
   }
   if (s.refineTries > 0) // written only when the refinement phase ran
     j["summary"]["refine"] = {{"moves_tried", s.refineTries},
-                              {"moves_kept", s.refineKept}};
+                              {"decisions_changed", s.refineChanged}};
   j["notes"] = r.notes;
   json tasks = json::array();
   for (const ReportTask &t : r.tasks)
@@ -404,7 +404,7 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       std::string rw = std::string(w) + ".refine";
       const json &rf = o["refine"];
       s.refineTries = rd.integer(rf, rw, "moves_tried", 0);
-      s.refineKept = rd.integer(rf, rw, "moves_kept", 0);
+      s.refineChanged = rd.integer(rf, rw, "decisions_changed", 0);
     }
   }
   if (const json *notes = rd.array(root, "", "notes", false))

@@ -126,7 +126,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   s.subBatchesTried = ctx.subBatchesTried;
   s.chunksTried = ctx.chunksTried;
   s.refineTries = ctx.refineTries;
-  s.refineKept = ctx.refineKept;
+  s.refineChanged = ctx.refineChanged;
 
   auto nodeOf = [&](OpId op) { return op >= 0 ? g.ops[op].name : ""; };
   auto opOf = [&](OpId op) { return op >= 0 ? g.ops[op].onnxOp : ""; };

@@ -92,9 +92,10 @@ struct ReportSummary {
   std::vector<std::pair<int64_t, double>> subBatchesTried;
   /// Chunk counts planned (passes/Chunk.h) and their predicted times.
   std::vector<std::pair<int64_t, double>> chunksTried;
-  /// memfit's refinement phase: moves scheduled and moves kept (0 and 0
-  /// when it did not run).
-  int64_t refineTries = 0, refineKept = 0;
+  /// memfit's refinement phase: moves scheduled, and the decisions the
+  /// plan differs in from where the phase started (0 and 0 when it did not
+  /// run or changed nothing).
+  int64_t refineTries = 0, refineChanged = 0;
   /// A proven lower bound on the iteration time of the plans with this
   /// order and sub-batch (passes/Bound.h); 0 when none was computed.
   double boundSeconds = 0;
@@ -155,7 +156,7 @@ struct PlanContext {
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;
   std::vector<std::pair<int64_t, double>> chunksTried;
-  int64_t refineTries = 0, refineKept = 0; // ReportSummary's
+  int64_t refineTries = 0, refineChanged = 0; // ReportSummary's
   ReportProfile profile;
   std::vector<std::string> notes;
   bool exact = true;       // PlanReport::exact

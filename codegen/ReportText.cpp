@@ -183,10 +183,10 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
     os << "\n";
   }
   if (s.refineTries > 0)
-    os << llvm::formatv("           refined: {0} of {1} moves kept (one "
-                        "block's keep, recompute or offload changed and "
-                        "rescheduled)\n",
-                        s.refineKept, s.refineTries);
+    os << llvm::formatv("           refined: {0} decisions changed after "
+                        "{1} moves tried (keep, recompute or offload of a "
+                        "block, or a fastest algorithm, rescheduled)\n",
+                        s.refineChanged, s.refineTries);
   for (const std::string &n : r.notes)
     os << "note       " << n << "\n";
 

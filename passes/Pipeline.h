@@ -115,9 +115,9 @@ struct PlanOutcome {
   /// fastest so far (ScheduleOptions::cutoffSeconds); not in `tried`.
   int abandoned = 0;
   /// memfit's refinement phase (PipelineRefine.cpp): moves scheduled, and
-  /// those kept for making the plan faster.
+  /// how many decisions the plan it kept differs in from where it started.
   int64_t refineTries = 0;
-  int refineKept = 0;
+  int refineChanged = 0;
   double overhead() const {
     return idealSeconds > 0 ? plan.summary.plannedSeconds / idealSeconds - 1
                             : 0;

@@ -23,6 +23,7 @@
 #include "compiler/support/Diagnostics.h"
 
 #include <algorithm>
+#include <random>
 #include <thread>
 
 namespace memfit::pipeline {
@@ -32,6 +33,8 @@ namespace {
 /// graph stay under this (about 1,000 moves on ResNet-50's 618 tasks, 400
 /// on DenseNet-121's 1,460; a schedule costs about 1 and 3.5 ms there).
 constexpr int64_t kRefineWork = 600'000;
+/// And at most this many moves on a small graph.
+constexpr int64_t kMaxTries = 2000;
 /// Graphs with more tasks skip the phase (a move would cost a schedule of
 /// the deepest ResNets, tens of milliseconds each).
 constexpr size_t kRefineTasks = 4000;
@@ -40,6 +43,13 @@ constexpr double kNearBound = 0.002;
 /// Moves scheduled at once, one thread each; fixed, so that every machine
 /// tries the same moves.
 constexpr size_t kWave = 2;
+/// A kick out of a local optimum: this many moves drawn among the first
+/// moves of the cycle (the largest blocks'), from a fixed seed.
+constexpr int kKickMoves = 3;
+constexpr size_t kKickAmong = 48;
+constexpr uint32_t kKickSeed = 1;
+/// Kicks stop after this many in a row end no better than the best.
+constexpr int kKicksWithoutGain = 8;
 
 enum class Way : uint8_t { Keep, Drop, Offload };
 
@@ -223,69 +233,111 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
     return llvm::Error::success();
 
   const int64_t maxTries =
-      std::max<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1);
+      std::clamp<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1, kMaxTries);
   int64_t tries = 0;
-  int kept = 0;
-  size_t next = 0, sinceGain = 0;
-  while (tries < maxTries && sinceGain < moves.size() && curT > floorT) {
-    // The next moves that change something, a wave of them at once, each
-    // against the fastest so far; the first gain in move order is kept
-    // and the moves after it are tried again from there.
-    std::vector<size_t> at;
-    size_t scanned = 0;
-    while (at.size() < kWave && sinceGain + scanned < moves.size() &&
-           tries + (int64_t)at.size() < maxTries) {
-      size_t i = (next + scanned++) % moves.size();
-      if (cur.changedBy(moves[i]))
-        at.push_back(i);
-    }
-    if (at.empty())
-      break;
-    std::vector<Decisions> ds(at.size(), cur);
-    std::vector<double> times(at.size(), -1);
-    std::vector<std::string> faults(at.size());
-    for (size_t w = 0; w < at.size(); ++w)
-      ds[w].apply(moves[at[w]]);
-    auto work = [&](size_t w) {
-      auto t = r.timeOf(ds[w], curT);
-      if (t)
-        times[w] = *t;
+  // First-gain hill climbing from `cur` over the fixed cycle of moves,
+  // until a full cycle gains nothing or the tries run out.
+  auto climb = [&](Decisions &cur, double &curT) -> llvm::Error {
+    size_t next = 0, sinceGain = 0;
+    while (tries < maxTries && sinceGain < moves.size() && curT > floorT) {
+      // The next moves that change something, a wave of them at once, each
+      // against the fastest so far; the first gain in move order is kept
+      // and the moves after it are tried again from there.
+      std::vector<size_t> at;
+      size_t scanned = 0;
+      while (at.size() < kWave && sinceGain + scanned < moves.size() &&
+             tries + (int64_t)at.size() < maxTries) {
+        size_t i = (next + scanned++) % moves.size();
+        if (cur.changedBy(moves[i]))
+          at.push_back(i);
+      }
+      if (at.empty())
+        break;
+      std::vector<Decisions> ds(at.size(), cur);
+      std::vector<double> times(at.size(), -1);
+      std::vector<std::string> faults(at.size());
+      for (size_t w = 0; w < at.size(); ++w)
+        ds[w].apply(moves[at[w]]);
+      auto work = [&](size_t w) {
+        auto t = r.timeOf(ds[w], curT);
+        if (t)
+          times[w] = *t;
+        else
+          faults[w] = llvm::toString(t.takeError());
+      };
+      std::vector<std::thread> helpers;
+      if (at.size() > 1 && std::thread::hardware_concurrency() > 1)
+        for (size_t w = 1; w < at.size(); ++w)
+          helpers.emplace_back(work, w);
       else
-        faults[w] = llvm::toString(t.takeError());
-    };
-    std::vector<std::thread> helpers;
-    if (at.size() > 1 && std::thread::hardware_concurrency() > 1)
-      for (size_t w = 1; w < at.size(); ++w)
-        helpers.emplace_back(work, w);
-    else
-      for (size_t w = 1; w < at.size(); ++w)
-        work(w);
-    work(0);
-    for (std::thread &h : helpers)
-      h.join();
-    for (const std::string &f : faults)
-      if (!f.empty())
-        return makeInternalError(f);
-    size_t gained = at.size();
-    for (size_t w = 0; w < at.size() && gained == at.size(); ++w)
-      if (times[w] > 0 && times[w] < curT)
-        gained = w;
-    tries += at.size();
-    if (gained < at.size()) {
-      cur = std::move(ds[gained]);
-      curT = times[gained];
-      ++kept;
-      sinceGain = 0;
-      next = (at[gained] + 1) % moves.size();
-    } else {
-      sinceGain += scanned;
-      next = (next + scanned) % moves.size();
+        for (size_t w = 1; w < at.size(); ++w)
+          work(w);
+      work(0);
+      for (std::thread &h : helpers)
+        h.join();
+      for (const std::string &f : faults)
+        if (!f.empty())
+          return makeInternalError(f);
+      size_t gained = at.size();
+      for (size_t w = 0; w < at.size() && gained == at.size(); ++w)
+        if (times[w] > 0 && times[w] < curT)
+          gained = w;
+      tries += at.size();
+      if (gained < at.size()) {
+        cur = std::move(ds[gained]);
+        curT = times[gained];
+        sinceGain = 0;
+        next = (at[gained] + 1) % moves.size();
+      } else {
+        sinceGain += scanned;
+        next = (next + scanned) % moves.size();
+      }
+    }
+    return llvm::Error::success();
+  };
+  const Decisions start = cur;
+  if (llvm::Error err = climb(cur, curT))
+    return err;
+  // Where the climb ends at a local optimum with tries left: kicks. A few
+  // moves among the largest blocks' applied at random to the best so far,
+  // and the climb again from there; the best end is kept. The generator's
+  // raw output picks the moves, so every machine draws the same ones.
+  Decisions bestD = cur;
+  double bestT = curT;
+  std::mt19937 rng(kKickSeed);
+  const size_t kickFrom = std::min(kKickAmong, moves.size());
+  for (int idle = 0;
+       idle < kKicksWithoutGain && tries < maxTries && bestT > floorT; ++idle) {
+    Decisions kicked = bestD;
+    for (int k = 0; k < kKickMoves; ++k)
+      kicked.apply(moves[rng() % kickFrom]);
+    auto t = r.timeOf(kicked, 0);
+    ++tries;
+    if (!t)
+      return t.takeError();
+    if (*t < 0)
+      continue;
+    cur = std::move(kicked);
+    curT = *t;
+    if (llvm::Error err = climb(cur, curT))
+      return err;
+    if (curT < bestT) {
+      bestD = cur;
+      bestT = curT;
+      idle = -1;
     }
   }
+  cur = std::move(bestD);
+  curT = bestT;
+  int changed = 0;
+  for (size_t b = 0; b < cur.way.size(); ++b)
+    changed += cur.way[b] != start.way[b];
+  for (size_t t = 0; t < cur.fast.size(); ++t)
+    changed += cur.fast[t] != start.fast[t];
   out.refineTries += tries;
   if (!(curT < startT))
     return llvm::Error::success();
-  out.refineKept += kept;
+  out.refineChanged += changed;
   auto c = r.schedule(cur, 0);
   if (!c)
     return c.takeError();

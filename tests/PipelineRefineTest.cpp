@@ -31,8 +31,8 @@ TEST_CASE("the refinement phase makes a plan faster and keeps it valid",
   auto after = m.plan(0.5, false);
   REQUIRE(static_cast<bool>(after));
   CHECK(after->plan.policy == "memfit (refined)");
-  CHECK(after->refineKept > 0);
-  CHECK(after->refineTries >= after->refineKept);
+  CHECK(after->refineChanged > 0);
+  CHECK(after->refineTries >= after->refineChanged);
   CHECK(after->sim.iterationSeconds < before->sim.iterationSeconds);
   CHECK_FALSE(static_cast<bool>(verifyPlan(m.tg, after->plan)));
   CHECK(after->plan.totalBytes() <= after->budget);

@@ -487,7 +487,7 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   for (auto [k, t] : o.chunksTried)
     c.chunksTried.push_back({k, t});
   c.refineTries = o.refineTries;
-  c.refineKept = o.refineKept;
+  c.refineChanged = o.refineChanged;
   ProfileUsage u = s.costs->profileUsage();
   if (u.hasProfile) {
     c.profile.used = true;
@@ -799,7 +799,7 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
   }
   if (o.refineTries > 0) // memfit's refinement phase
     j["refine"] = {{"moves_tried", o.refineTries},
-                   {"moves_kept", o.refineKept}};
+                   {"decisions_changed", o.refineChanged}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
