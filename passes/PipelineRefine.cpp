@@ -8,9 +8,11 @@
 // winner's keep / recompute / offload choice of each block that crosses
 // from the forward pass into the backward pass is changed one block at a
 // time, largest first, and the round rescheduled; a change is kept when
-// the schedule gets strictly faster. It stops at a local optimum (a full
-// cycle of moves without a gain), at the proven bound, or when its share of
-// scheduling work is spent.
+// the schedule gets strictly faster. At a local optimum (a full cycle of
+// moves without a gain) a few random moves kick it out and the climb
+// starts again (iterated local search). It stops at the proven bound,
+// after a run of fruitless kicks, or when its share of scheduling work is
+// spent.
 //
 // Guarantees: the plan it keeps is one the scheduler made and simulated,
 // strictly faster than the one it started from; moves are tried in a fixed
@@ -173,6 +175,154 @@ private:
   PlanRequest req;
 };
 
+/// The moves of the phase: per movable block, largest first, the ways it
+/// can take; then the tasks `best` ran at a slower algorithm than their
+/// fastest (a workspace Eq. 5 found too dear to make room for), in round
+/// order.
+std::vector<Move> movesFor(const TaskGraph &g, const Movable &m,
+                           const Candidate &best, const CostTable &costs) {
+  std::vector<BlockId> byBytes;
+  for (BlockId b = 0; b < (BlockId)g.blocks.size(); ++b)
+    if (m.any[b])
+      byBytes.push_back(b);
+  std::stable_sort(byBytes.begin(), byBytes.end(), [&](BlockId a, BlockId b) {
+    return g.blocks[a].bytesAt(1) > g.blocks[b].bytesAt(1);
+  });
+  std::vector<Move> moves;
+  for (BlockId b : byBytes)
+    for (Way to : {Way::Keep, Way::Drop, Way::Offload})
+      if (to != Way::Drop || m.drop[b])
+        moves.push_back({b, to});
+  std::vector<bool> slow(g.tasks.size(), false);
+  for (const Instr &in : best.plan.round)
+    if (in.kind == InstrKind::Run && !slow[in.task] &&
+        in.algo != costs.fastest(in.task).algo) {
+      slow[in.task] = true;
+      moves.push_back({-1, Way::Keep, in.task});
+    }
+  return moves;
+}
+
+/// The search proper: hill climbing over a fixed cycle of moves, and
+/// kicks out of its local optima, within a number of tries.
+class Climber {
+public:
+  Climber(const Refiner &r, const std::vector<Move> &moves, double floorT,
+          int64_t maxTries)
+      : r(r), moves(moves), floorT(floorT), maxTries(maxTries) {}
+
+  /// First-gain hill climbing from `cur` over the cycle of moves, until a
+  /// full cycle gains nothing, the plan is at the bound or the tries run
+  /// out.
+  llvm::Error climb(Decisions &cur, double &curT) {
+    size_t next = 0, sinceGain = 0;
+    while (tries < maxTries && sinceGain < moves.size() && curT > floorT) {
+      // The next moves that change something, a wave of them at once, each
+      // against the fastest so far; the first gain in move order is kept
+      // and the moves after it are tried again from there.
+      std::vector<size_t> at;
+      size_t scanned = 0;
+      while (at.size() < kWave && sinceGain + scanned < moves.size() &&
+             tries + (int64_t)at.size() < maxTries) {
+        size_t i = (next + scanned++) % moves.size();
+        if (cur.changedBy(moves[i]))
+          at.push_back(i);
+      }
+      if (at.empty())
+        break;
+      std::vector<Decisions> ds(at.size(), cur);
+      for (size_t w = 0; w < at.size(); ++w)
+        ds[w].apply(moves[at[w]]);
+      auto times = timesOf(ds, curT);
+      if (!times)
+        return times.takeError();
+      tries += at.size();
+      size_t gained = at.size();
+      for (size_t w = 0; w < at.size() && gained == at.size(); ++w)
+        if ((*times)[w] > 0 && (*times)[w] < curT)
+          gained = w;
+      if (gained < at.size()) {
+        cur = std::move(ds[gained]);
+        curT = (*times)[gained];
+        sinceGain = 0;
+        next = (at[gained] + 1) % moves.size();
+      } else {
+        sinceGain += scanned;
+        next = (next + scanned) % moves.size();
+      }
+    }
+    return llvm::Error::success();
+  }
+
+  /// Iterated local search from the local optimum `best`: a few moves
+  /// among the largest blocks' applied at random, the climb again from
+  /// there, the best end kept; until kKicksWithoutGain kicks in a row end
+  /// no better. The generator's raw output picks the moves, so every
+  /// machine draws the same ones.
+  llvm::Error kick(Decisions &best, double &bestT) {
+    std::mt19937 rng(kKickSeed);
+    const size_t among = std::min(kKickAmong, moves.size());
+    for (int idle = 0;
+         idle < kKicksWithoutGain && tries < maxTries && bestT > floorT;
+         ++idle) {
+      Decisions cur = best;
+      for (int k = 0; k < kKickMoves; ++k)
+        cur.apply(moves[rng() % among]);
+      auto t = r.timeOf(cur, 0);
+      ++tries;
+      if (!t)
+        return t.takeError();
+      if (*t < 0)
+        continue;
+      double curT = *t;
+      if (llvm::Error err = climb(cur, curT))
+        return err;
+      if (curT < bestT) {
+        best = std::move(cur);
+        bestT = curT;
+        idle = -1;
+      }
+    }
+    return llvm::Error::success();
+  }
+
+  int64_t tries = 0;
+
+private:
+  /// The times of a wave, on one thread each, against `cutoff`.
+  llvm::Expected<std::vector<double>> timesOf(const std::vector<Decisions> &ds,
+                                              double cutoff) const {
+    std::vector<double> times(ds.size(), -1);
+    std::vector<std::string> faults(ds.size());
+    auto work = [&](size_t w) {
+      auto t = r.timeOf(ds[w], cutoff);
+      if (t)
+        times[w] = *t;
+      else
+        faults[w] = llvm::toString(t.takeError());
+    };
+    std::vector<std::thread> helpers;
+    if (ds.size() > 1 && std::thread::hardware_concurrency() > 1)
+      for (size_t w = 1; w < ds.size(); ++w)
+        helpers.emplace_back(work, w);
+    else
+      for (size_t w = 1; w < ds.size(); ++w)
+        work(w);
+    work(0);
+    for (std::thread &h : helpers)
+      h.join();
+    for (const std::string &f : faults)
+      if (!f.empty())
+        return makeInternalError(f);
+    return times;
+  }
+
+  const Refiner &r;
+  const std::vector<Move> &moves;
+  const double floorT;
+  const int64_t maxTries;
+};
+
 } // namespace
 
 llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
@@ -188,29 +338,9 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
   if (startT <= floorT)
     return llvm::Error::success();
   Movable m = movableBlocks(g);
-  std::vector<BlockId> byBytes;
-  for (BlockId b = 0; b < (BlockId)g.blocks.size(); ++b)
-    if (m.any[b])
-      byBytes.push_back(b);
-  if (byBytes.empty())
+  if (std::none_of(m.any.begin(), m.any.end(), [](bool x) { return x; }))
     return llvm::Error::success();
-  std::stable_sort(byBytes.begin(), byBytes.end(), [&](BlockId a, BlockId b) {
-    return g.blocks[a].bytesAt(1) > g.blocks[b].bytesAt(1);
-  });
-  std::vector<Move> moves;
-  for (BlockId b : byBytes)
-    for (Way to : {Way::Keep, Way::Drop, Way::Offload})
-      if (to != Way::Drop || m.drop[b])
-        moves.push_back({b, to});
-  // And the tasks the start ran at a slower algorithm than their fastest
-  // (a workspace Eq. 5 found too dear to make room for), in round order.
-  std::vector<bool> slow(g.tasks.size(), false);
-  for (const Instr &in : best.plan.round)
-    if (in.kind == InstrKind::Run && !slow[in.task] &&
-        in.algo != tb.full->fastest(in.task).algo) {
-      slow[in.task] = true;
-      moves.push_back({-1, Way::Keep, in.task});
-    }
+  std::vector<Move> moves = movesFor(g, m, best, *tb.full);
 
   Refiner r(g, tb, gOrder, gr);
   // The start: what the winner did, looking past idle tasks or not (its
@@ -232,112 +362,21 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
   if (curT < 0)
     return llvm::Error::success();
 
-  const int64_t maxTries =
-      std::clamp<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1, kMaxTries);
-  int64_t tries = 0;
-  // First-gain hill climbing from `cur` over the fixed cycle of moves,
-  // until a full cycle gains nothing or the tries run out.
-  auto climb = [&](Decisions &cur, double &curT) -> llvm::Error {
-    size_t next = 0, sinceGain = 0;
-    while (tries < maxTries && sinceGain < moves.size() && curT > floorT) {
-      // The next moves that change something, a wave of them at once, each
-      // against the fastest so far; the first gain in move order is kept
-      // and the moves after it are tried again from there.
-      std::vector<size_t> at;
-      size_t scanned = 0;
-      while (at.size() < kWave && sinceGain + scanned < moves.size() &&
-             tries + (int64_t)at.size() < maxTries) {
-        size_t i = (next + scanned++) % moves.size();
-        if (cur.changedBy(moves[i]))
-          at.push_back(i);
-      }
-      if (at.empty())
-        break;
-      std::vector<Decisions> ds(at.size(), cur);
-      std::vector<double> times(at.size(), -1);
-      std::vector<std::string> faults(at.size());
-      for (size_t w = 0; w < at.size(); ++w)
-        ds[w].apply(moves[at[w]]);
-      auto work = [&](size_t w) {
-        auto t = r.timeOf(ds[w], curT);
-        if (t)
-          times[w] = *t;
-        else
-          faults[w] = llvm::toString(t.takeError());
-      };
-      std::vector<std::thread> helpers;
-      if (at.size() > 1 && std::thread::hardware_concurrency() > 1)
-        for (size_t w = 1; w < at.size(); ++w)
-          helpers.emplace_back(work, w);
-      else
-        for (size_t w = 1; w < at.size(); ++w)
-          work(w);
-      work(0);
-      for (std::thread &h : helpers)
-        h.join();
-      for (const std::string &f : faults)
-        if (!f.empty())
-          return makeInternalError(f);
-      size_t gained = at.size();
-      for (size_t w = 0; w < at.size() && gained == at.size(); ++w)
-        if (times[w] > 0 && times[w] < curT)
-          gained = w;
-      tries += at.size();
-      if (gained < at.size()) {
-        cur = std::move(ds[gained]);
-        curT = times[gained];
-        sinceGain = 0;
-        next = (at[gained] + 1) % moves.size();
-      } else {
-        sinceGain += scanned;
-        next = (next + scanned) % moves.size();
-      }
-    }
-    return llvm::Error::success();
-  };
   const Decisions start = cur;
-  if (llvm::Error err = climb(cur, curT))
+  Climber search(
+      r, moves, floorT,
+      std::clamp<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1, kMaxTries));
+  if (llvm::Error err = search.climb(cur, curT))
     return err;
-  // Where the climb ends at a local optimum with tries left: kicks. A few
-  // moves among the largest blocks' applied at random to the best so far,
-  // and the climb again from there; the best end is kept. The generator's
-  // raw output picks the moves, so every machine draws the same ones.
-  Decisions bestD = cur;
-  double bestT = curT;
-  std::mt19937 rng(kKickSeed);
-  const size_t kickFrom = std::min(kKickAmong, moves.size());
-  for (int idle = 0;
-       idle < kKicksWithoutGain && tries < maxTries && bestT > floorT; ++idle) {
-    Decisions kicked = bestD;
-    for (int k = 0; k < kKickMoves; ++k)
-      kicked.apply(moves[rng() % kickFrom]);
-    auto t = r.timeOf(kicked, 0);
-    ++tries;
-    if (!t)
-      return t.takeError();
-    if (*t < 0)
-      continue;
-    cur = std::move(kicked);
-    curT = *t;
-    if (llvm::Error err = climb(cur, curT))
-      return err;
-    if (curT < bestT) {
-      bestD = cur;
-      bestT = curT;
-      idle = -1;
-    }
-  }
-  cur = std::move(bestD);
-  curT = bestT;
-  int changed = 0;
-  for (size_t b = 0; b < cur.way.size(); ++b)
-    changed += cur.way[b] != start.way[b];
-  for (size_t t = 0; t < cur.fast.size(); ++t)
-    changed += cur.fast[t] != start.fast[t];
-  out.refineTries += tries;
+  if (llvm::Error err = search.kick(cur, curT))
+    return err;
+  out.refineTries += search.tries;
   if (!(curT < startT))
     return llvm::Error::success();
-  out.refineChanged += changed;
+  for (size_t b = 0; b < cur.way.size(); ++b)
+    out.refineChanged += cur.way[b] != start.way[b];
+  for (size_t t = 0; t < cur.fast.size(); ++t)
+    out.refineChanged += cur.fast[t] != start.fast[t];
   auto c = r.schedule(cur, 0);
   if (!c)
     return c.takeError();
