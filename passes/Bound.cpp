@@ -51,16 +51,36 @@ std::optional<double> roundBound(const TaskGraph &tg,
   const int64_t b = costs.subBatch;
   Liveness lv = computeLiveness(tg, order, b, /*inPlace=*/true);
   size_t n = order.size();
-  double load = 0;
-  if (first)
-    for (BlockId blk = 0; blk < (BlockId)tg.blocks.size(); ++blk)
-      if (isBatchData(tg.blocks[blk].kind) && tg.blocks[blk].chunk <= 0)
-        load +=
+  // The first round's batch data (inputs and labels, per chunk) starts on
+  // the host and comes in on the one copy-in stream: a step cannot start
+  // before every batch block used by then is in (later rounds may load
+  // theirs while an earlier one runs).
+  std::vector<double> loadBy(n + 1, 0); // ms of loads needed by each step
+  if (first) {
+    std::vector<bool> seen(tg.blocks.size(), false);
+    for (size_t t = 0; t < n; ++t)
+      for (BlockId read : tg.tasks[order[t]].reads) {
+        BlockId blk = storageOf(tg, read);
+        if (!isBatchData(tg.blocks[blk].kind) || seen[blk])
+          continue;
+        seen[blk] = true;
+        loadBy[t] +=
             double(tg.blocks[blk].bytesAt(b)) * 1e3 / costs.h2dBytesPerSecond;
-  std::vector<double> before(n + 1, load); // ms before each step can start
-  for (size_t t = 0; t < n; ++t)
-    before[t + 1] = before[t] + costs.fastest(order[t]).seconds * 1e3;
-  const double total = before[n];
+      }
+    for (size_t t = 1; t <= n; ++t)
+      loadBy[t] += loadBy[t - 1];
+  }
+  // Per step, in ms: the tasks before it after the first load (`before`,
+  // a serial compute stream), the earliest it can start (`earliest`, also
+  // waiting for its loads), and the tasks from it on.
+  std::vector<double> before(n + 1, loadBy[0]), earliest(n + 1, loadBy[0]);
+  for (size_t t = 0; t < n; ++t) {
+    double secs = costs.fastest(order[t]).seconds * 1e3;
+    before[t + 1] = before[t] + secs;
+    earliest[t + 1] = std::max(earliest[t] + secs, loadBy[t + 1]);
+  }
+  auto tasksFrom = [&](size_t t) { return before[n] - before[t]; };
+  const double total = earliest[n];
   // What a step needs at its fastest: the live bytes and the fastest
   // algorithm's workspace. A plan runs a step either with some algorithm's
   // workspace in the arena or at that algorithm's slower time.
@@ -241,7 +261,7 @@ std::optional<double> roundBound(const TaskGraph &tg,
       firstStepColumnsEnd = static_cast<int>(p.lo.size());
     double excess = static_cast<double>(lv.liveBytes[t] - arenaBudget);
     p.row(memory, excess, kInf);
-    int S = p.col(before[t], kInf);
+    int S = p.col(earliest[t], kInf);
     out.push_back({S, 1});
     p.row(out, 0, kInf); // copied out before t starts
     in.push_back({T, 1});
@@ -267,12 +287,12 @@ std::optional<double> roundBound(const TaskGraph &tg,
       }
     if (start.size() > 1)
       p.row(start, before[k.t], kInf);
-    p.row(end, total - before[k.t], kInf); // the rest, and the re-runs
+    p.row(end, tasksFrom(k.t), kInf); // the rest, and the re-runs
     for (auto [col, ms] : k.slower)
       allSlower.push_back({col, -ms});
   }
   if (allSlower.size() > 1)
-    p.row(allSlower, total, kInf);
+    p.row(allSlower, before[n], kInf);
   if (kept == 0) {
     if (why)
       *why = llvm::formatv("one step alone would pass {0} columns",

@@ -42,9 +42,9 @@ What the numbers say (measured 2026-11-23 with this script):
   the bound) holds with memfit's own plan.
 - ResNet-18 at batch 64 and 40% fits only with the batch in chunks; the
   program solves the split graph (2 chunks of 32, 418 tasks) in about
-  0.5 s, and its decisions (26.50 ms, 14.9% above the bound) are where
+  0.5 s, and its decisions (26.50 ms, 14.3% above the bound) are where
   memfit's search stood before its refinement phase (docs/passes/refine.md),
-  which reschedules them block by block to 24.63 ms (+6.8%). Elsewhere the
+  which reschedules them block by block to 24.63 ms (+6.2%). Elsewhere the
   solver's plans are slower than memfit's: ResNet-18 with sub-batch
   statistics 24.32 against 23.51 ms, at 60% 26.37 against 21.00 ms,
   GoogLeNet 17.32 against 15.98, ResNet-50 at batch 32 42.23 against 37.64
