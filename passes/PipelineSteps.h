@@ -4,8 +4,9 @@
 // resolved against the ideal plan and the lower bound (PipelineBudget.cpp);
 // the candidate schedules a policy tries (PipelineCandidates.cpp); the
 // search over them, in waves of two threads with a cutoff
-// (PipelineSearch.cpp); and the winner's verification and summary
-// (Pipeline.cpp). Not a public interface.
+// (PipelineSearch.cpp), the batch in chunks (PipelineChunks.cpp) and the
+// winner's refinement (PipelineRefine.cpp); and the winner's verification
+// and summary (Pipeline.cpp). Not a public interface.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_PIPELINESTEPS_H
