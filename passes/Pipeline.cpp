@@ -16,6 +16,18 @@
 namespace memfit {
 namespace pipeline {
 
+llvm::Expected<Candidate> planWith(const TaskGraph &tg, const CostTable &full,
+                                   const CostTable *last,
+                                   const std::vector<TaskId> &order,
+                                   const ScheduleOptions &so) {
+  auto plan = schedule(tg, full, order, so);
+  if (!plan)
+    return plan.takeError();
+  Candidate c{std::move(*plan), {}};
+  c.sim = simulate(tg, c.plan, full, last);
+  return c;
+}
+
 llvm::Expected<Candidate>
 planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
          const std::vector<TaskId> &order, const PlanRequest &req,
@@ -25,12 +37,7 @@ planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
                      allowRecompute, cutoffSeconds, req.inPlace};
   so.offloadAfterForward = std::move(offload);
   so.lookPastIdle = lookPastIdle;
-  auto plan = schedule(tg, full, order, so);
-  if (!plan)
-    return plan.takeError();
-  Candidate c{std::move(*plan), {}};
-  c.sim = simulate(tg, c.plan, full, last);
-  return c;
+  return planWith(tg, full, last, order, so);
 }
 
 Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch) {
@@ -206,17 +213,16 @@ llvm::Expected<Candidate> planOptimal(const TaskGraph &tg, const Tables &tb,
       so.offloadAfterForward = d->offload;
     if (way == 0)
       so.offloadLeaveAfter = d->leaveAfter;
-    auto plan = schedule(tg, *tb.full, order, so);
-    if (!plan) {
+    auto planned = planWith(tg, *tb.full, tb.last, order, so);
+    if (!planned) {
       if (!firstErr)
-        firstErr = plan.takeError();
+        firstErr = planned.takeError();
       else
-        llvm::consumeError(plan.takeError());
+        llvm::consumeError(planned.takeError());
       continue;
     }
-    Candidate c{std::move(*plan), {}};
+    Candidate c = std::move(*planned);
     c.plan.policy = "optimal";
-    c.sim = simulate(tg, c.plan, *tb.full, tb.last);
     if (!best || c.sim.iterationSeconds < best->sim.iterationSeconds) {
       best = std::move(c);
       o.realization = way;

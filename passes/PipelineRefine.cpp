@@ -125,10 +125,7 @@ class Refiner {
 public:
   Refiner(const TaskGraph &g, const Tables &tb,
           const std::vector<TaskId> &order, const PlanRequest &gr)
-      : g(g), tb(tb), order(order) {
-    req = gr;
-    req.policy = Policy::Optimal;
-  }
+      : g(g), tb(tb), order(order), req(gr) {}
 
   /// The decisions scheduled under the optimal policy's rules (memfit's
   /// eviction pricing for what they leave over, no early offload), given
@@ -145,12 +142,7 @@ public:
     so.inPlace = req.inPlace;
     so.lookPastIdle = d.lookPastIdle;
     so.fastestAlgo = d.fast;
-    auto plan = memfit::schedule(g, *tb.full, order, so);
-    if (!plan)
-      return plan.takeError();
-    Candidate c{std::move(*plan), {}};
-    c.sim = simulate(g, c.plan, *tb.full, tb.last);
-    return c;
+    return planWith(g, *tb.full, tb.last, order, so);
   }
 
   /// Its iteration time, or a negative number when it was given up or
@@ -172,7 +164,7 @@ private:
   const TaskGraph &g;
   const Tables &tb;
   const std::vector<TaskId> &order;
-  PlanRequest req;
+  const PlanRequest &req; // its budget, batch and in-place rule
 };
 
 /// The moves of the phase: per movable block, largest first, the ways it

@@ -50,6 +50,12 @@ Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch);
 
 /// One schedule and its simulation on tables the caller owns (so several
 /// may run at once).
+llvm::Expected<Candidate> planWith(const TaskGraph &tg, const CostTable &full,
+                                   const CostTable *last,
+                                   const std::vector<TaskId> &order,
+                                   const ScheduleOptions &so);
+/// The same with a request's policy, budget and in-place rule, and a
+/// variant's decisions.
 llvm::Expected<Candidate>
 planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
          const std::vector<TaskId> &order, const PlanRequest &req,
