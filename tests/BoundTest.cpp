@@ -11,9 +11,31 @@
 #include <algorithm>
 
 using namespace memfit;
+using memfit::test::findTask;
 using memfit::test::GraphLiteral;
 using memfit::test::perSampleTable;
 using memfit::test::Planned;
+
+namespace {
+
+/// A plan of one round that only runs `order`'s tasks (updates after the
+/// round), its budget left to the test: enough for iterationBound, which
+/// reads the order, the rounds and the arena.
+Plan runsOnly(const TaskGraph &tg, const std::vector<TaskId> &order) {
+  Plan plan;
+  plan.numSubBatches = 1;
+  plan.residentBytes = tg.weightSideBytes();
+  for (TaskId t : order) {
+    Instr run;
+    run.kind = InstrKind::Run;
+    run.task = t;
+    (tg.tasks[t].kind == TaskKind::Update ? plan.update : plan.round)
+        .push_back(run);
+  }
+  return plan;
+}
+
+} // namespace
 
 TEST_CASE("with room for everything the bound is the tasks and the first load",
           "[bound]") {
@@ -137,29 +159,18 @@ TEST_CASE("a workspace that cannot fit costs its slower algorithm", "[bound]") {
   REQUIRE(static_cast<bool>(built));
   TaskGraph &tg = *built;
   CostTable c = perSampleTable(tg, 4, 1e9);
-  TaskId fc1 = -1;
-  for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t)
-    if (tg.tasks[t].kind == TaskKind::Forward && tg.tasks[t].name == "FP(fc1)")
-      fc1 = t;
-  REQUIRE(fc1 >= 0);
   const int64_t huge = int64_t(1) << 40;
-  c.tasks[fc1] = {{1, "fast", 3e-3, huge, false},
-                  {0, "baseline", 4e-3, 0, true}};
-  Plan plan;
-  plan.numSubBatches = 1;
-  plan.residentBytes = tg.weightSideBytes();
+  c.tasks[findTask(tg, "FP(fc1)")] = {{1, "fast", 3e-3, huge, false},
+                                      {0, "baseline", 4e-3, 0, true}};
+  Plan plan = runsOnly(tg, taskOrder(tg, OrderKind::JoinAware));
   std::vector<TaskId> order;
   double slowest = 0;
-  for (TaskId t : taskOrder(tg, OrderKind::JoinAware)) {
-    Instr run;
-    run.kind = InstrKind::Run;
-    run.task = t;
-    (tg.tasks[t].kind == TaskKind::Update ? plan.update : plan.round)
-        .push_back(run);
-    if (tg.tasks[t].kind != TaskKind::Update)
-      order.push_back(t);
-    slowest += c.baseline(t).seconds;
+  for (const Instr &in : plan.round) {
+    order.push_back(in.task);
+    slowest += c.baseline(in.task).seconds;
   }
+  for (const Instr &in : plan.update)
+    slowest += c.baseline(in.task).seconds;
   Liveness lv = computeLiveness(tg, order, 4, /*inPlace=*/true);
   const int64_t arena =
       *std::max_element(lv.liveBytes.begin(), lv.liveBytes.end());
@@ -189,25 +200,15 @@ TEST_CASE("a step waits for the batch data it reads to come in", "[bound]") {
   BlockId in1 = tg.chunkValueBlock[tg.valueBlock.size() + tg.graph->input];
   const double rate = double(tg.blocks[in1].bytesAt(2)) / 0.05;
   CostTable c = perSampleTable(tg, 2, rate);
-  Plan plan;
-  plan.numSubBatches = 1;
-  plan.residentBytes = tg.weightSideBytes();
+  Plan plan = runsOnly(tg, split->order);
   plan.budget = plan.residentBytes + (int64_t(1) << 40);
   std::vector<double> secs; // the round's tasks, in order
   size_t second = 0;        // the first step reading the second input
-  for (TaskId t : split->order) {
-    Instr run;
-    run.kind = InstrKind::Run;
-    run.task = t;
-    if (tg.tasks[t].kind == TaskKind::Update) {
-      plan.update.push_back(run);
-      continue;
-    }
-    const std::vector<BlockId> &reads = tg.tasks[t].reads;
+  for (const Instr &in : plan.round) {
+    const std::vector<BlockId> &reads = tg.tasks[in.task].reads;
     if (!second && std::find(reads.begin(), reads.end(), in1) != reads.end())
       second = secs.size();
-    plan.round.push_back(run);
-    secs.push_back(c.fastest(t).seconds);
+    secs.push_back(c.fastest(in.task).seconds);
   }
   REQUIRE(second > 0);
   double update = 0;

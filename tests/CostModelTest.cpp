@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 using namespace memfit;
+using memfit::test::findTask;
 using memfit::test::GraphLiteral;
 
 namespace {
@@ -69,14 +70,6 @@ TaskGraph build(const Graph &g) {
   auto tg = buildTaskGraph(g);
   REQUIRE(static_cast<bool>(tg));
   return std::move(*tg);
-}
-
-TaskId findTask(const TaskGraph &tg, const std::string &name) {
-  for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t)
-    if (tg.tasks[t].name == name)
-      return t;
-  FAIL("no task " << name);
-  return -1;
 }
 
 } // namespace

@@ -12,6 +12,8 @@
 #include "compiler/ir/TaskGraph.h"
 #include "compiler/ops/OpDef.h"
 
+#include <catch2/catch.hpp>
+
 #include <string>
 #include <vector>
 
@@ -85,6 +87,15 @@ inline CostTable perSampleTable(const TaskGraph &tg, int64_t b,
   for (size_t t = 0; t < tg.tasks.size(); ++t)
     c.tasks.push_back({{0, "baseline", 1e-3 * double(b), 0, true}});
   return c;
+}
+
+/// The task named `name` (a test fails when there is none).
+inline TaskId findTask(const TaskGraph &tg, const std::string &name) {
+  for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t)
+    if (tg.tasks[t].name == name)
+      return t;
+  FAIL("no task " << name);
+  return -1;
 }
 
 } // namespace memfit::test

@@ -14,6 +14,7 @@
 #include <map>
 
 using namespace memfit;
+using memfit::test::findTask;
 using memfit::test::GraphLiteral;
 
 namespace {
@@ -595,12 +596,9 @@ TEST_CASE("a task asked to run its fastest algorithm makes room for it",
   c.d2hBytesPerSecond = c.h2dBytesPerSecond = 1e3;
   std::vector<TaskId> order = builtOrder(tg);
   Liveness lv = computeLiveness(tg, order, 2, /*inPlace=*/true);
-  TaskId conv5 = -1;
-  int32_t step = -1;
-  for (int32_t s = 0; s < (int32_t)order.size(); ++s)
-    if (tg.tasks[order[s]].name == "FP(conv5)")
-      conv5 = order[step = s];
-  REQUIRE(conv5 >= 0);
+  TaskId conv5 = findTask(tg, "FP(conv5)");
+  size_t step = std::find(order.begin(), order.end(), conv5) - order.begin();
+  REQUIRE(step < order.size());
   const int64_t maxLive =
       *std::max_element(lv.liveBytes.begin(), lv.liveBytes.end());
   REQUIRE(c.tasks[conv5].size() == 2);
