@@ -80,6 +80,55 @@ std::optional<std::pair<int64_t, StreamUses>> Arena::allocate(int64_t bytes,
   return std::make_pair(off, allocateAt(off, bytes, owner));
 }
 
+std::optional<std::pair<int64_t, StreamUses>>
+Arena::allocateFor(int64_t bytes, int32_t owner, Stream own, double ready) {
+  int64_t need = alignUp(std::max<int64_t>(bytes, 1));
+  auto freeBy = [&](int64_t off) {
+    StreamUses u = historyOf(off, off + need);
+    double at = ready;
+    for (int s = 0; s < kNumStreams; ++s)
+      if (s != static_cast<int>(own) && u[s].seq > 0)
+        at = std::max(at, u[s].end);
+    return at;
+  };
+  // Free runs by size, smallest first: the first placement free by `ready`
+  // is the best fit. In a run, the lowest offset free by then, so that what
+  // is left stays in one piece where it can: the run's start, or where a
+  // range of its history starts, or its end. Only so many runs are looked
+  // at; the scan is on every prefetch.
+  constexpr int kRuns = 64;
+  std::optional<int64_t> best;
+  double bestAt = 0;
+  int64_t bestSize = 0;
+  int runs = 0;
+  std::vector<int64_t> &offs = scratch.offsets;
+  for (auto it = freeBySize.lower_bound(need);
+       it != freeBySize.end() && runs < kRuns; ++it, ++runs) {
+    if (best && bestAt <= ready && it->first > bestSize)
+      break;
+    const int64_t from = it->second, last = from + it->first - need;
+    offs.assign(1, from);
+    for (auto h = history.upper_bound(from);
+         h != history.end() && h->first < last; ++h)
+      offs.push_back(h->first);
+    offs.push_back(last);
+    for (int64_t off : offs) {
+      double at = freeBy(off);
+      if (!best || at < bestAt ||
+          (at == bestAt && it->first == bestSize && off < *best)) {
+        best = off;
+        bestAt = at;
+        bestSize = it->first;
+      }
+      if (at <= ready)
+        break; // the lowest offset of this run free in time
+    }
+  }
+  if (!best)
+    return std::nullopt;
+  return std::make_pair(*best, allocateAt(*best, bytes, owner));
+}
+
 StreamUses Arena::allocateAt(int64_t offset, int64_t bytes, int32_t owner) {
   int64_t need = alignUp(std::max<int64_t>(bytes, 1));
   auto it = segs.upper_bound(offset);

@@ -71,6 +71,13 @@ public:
   /// it takes, or nothing when no free run is large enough.
   std::optional<std::pair<int64_t, StreamUses>> allocate(int64_t bytes,
                                                          int32_t owner);
+  /// For a copy on stream `own` that can start at `ready`: best fit among
+  /// the placements whose bytes no other stream still uses after `ready`
+  /// (in a free run, the lowest such offset); when none, the placement whose
+  /// bytes are free soonest. Best fit alone may hand a prefetch the workspace
+  /// the running task just freed and hold the copy until that task ends.
+  std::optional<std::pair<int64_t, StreamUses>>
+  allocateFor(int64_t bytes, int32_t owner, Stream own, double ready);
   /// Places `owner` at exactly [offset, offset + bytes), which must be free.
   StreamUses allocateAt(int64_t offset, int64_t bytes, int32_t owner);
   /// Frees what `owner` occupies, recording its last uses on the bytes.
@@ -157,6 +164,7 @@ private:
     std::vector<size_t> byFree, byReady;      // monotone queues of slot indices
     std::vector<Map::const_iterator> centres; // what a focused search is near
     std::vector<Range> ranges;
+    std::vector<int64_t> offsets; // allocateFor's placements in one run
   };
   mutable Scratch scratch;
   /// Merges the free segment at `it` with free neighbours.

@@ -168,7 +168,8 @@ bool Scheduler::prefetchFor(int32_t s, const std::vector<BlockId> &need) {
     ResidencyId id = blocks.nextId();
     std::optional<int64_t> off;
     int64_t bytes = blocks.bytesOf(b);
-    if (auto a = arena.allocate(bytes, id)) {
+    if (auto a = arena.allocateFor(bytes, id, Stream::CopyIn,
+                                   timeline.freeAt(Stream::CopyIn))) {
       off = a->first;
       uses = a->second;
     } else if (auto w = pricer.search(bytes, price)) {

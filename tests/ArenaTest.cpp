@@ -117,6 +117,70 @@ TEST_CASE("bytes taken wait only for their own last uses, not for a "
   CHECK(third[static_cast<int>(Stream::CopyIn)].seq == 0);
 }
 
+TEST_CASE("a copy's placement: best fit among bytes free by the time it "
+          "can start, else the soonest free",
+          "[arena]") {
+  constexpr int C = static_cast<int>(Stream::Compute);
+  StreamUses runningUntil5{};
+  runningUntil5[C] = {4, 5.0};
+  SECTION("bytes the running task just freed are passed over") {
+    // [1: 2 slots, a workspace computing until 5][free 6]: freed, it
+    // coalesces with the rest. Best fit takes slot 0 and would wait until
+    // 5; a copy that can start at 1 goes where the history starts anew.
+    Arena a(8 * S);
+    REQUIRE(a.allocate(2 * S, 1));
+    a.release(1, runningUntil5);
+    auto got = a.allocateFor(S, 2, Stream::CopyIn, 1.0);
+    REQUIRE(got);
+    CHECK(got->first == 2 * S);
+    CHECK(got->second[C].seq == 0);
+    a.release(2, {});
+    // A copy that can only start at 6 takes the best fit, slot 0.
+    got = a.allocateFor(S, 3, Stream::CopyIn, 6.0);
+    REQUIRE(got);
+    CHECK(got->first == 0);
+    CHECK(got->second[C].seq == 4);
+  }
+  SECTION("the copy's own stream is serial: its uses do not count") {
+    Arena a(8 * S);
+    REQUIRE(a.allocate(2 * S, 1));
+    StreamUses copying{};
+    copying[static_cast<int>(Stream::CopyIn)] = {4, 5.0};
+    a.release(1, copying);
+    CHECK(a.allocateFor(S, 2, Stream::CopyIn, 1.0)->first == 0);
+  }
+  SECTION("best fit while in time: the smaller run wins") {
+    // [1: 2][2: 1, free since 0.5][3: 2][free 3]
+    Arena a(8 * S);
+    REQUIRE(a.allocate(2 * S, 1));
+    REQUIRE(a.allocate(S, 2));
+    REQUIRE(a.allocate(2 * S, 3));
+    StreamUses early{};
+    early[C] = {2, 0.5};
+    a.release(2, early);
+    auto got = a.allocateFor(S, 4, Stream::CopyIn, 1.0);
+    REQUIRE(got);
+    CHECK(got->first == 2 * S);
+    a.release(4, early);
+    // Starting at 0.1, the one-slot run would hold it until 0.5.
+    CHECK(a.allocateFor(S, 5, Stream::CopyIn, 0.1)->first == 5 * S);
+  }
+  SECTION("nothing free in time: the soonest") {
+    Arena a(4 * S);
+    REQUIRE(a.allocate(2 * S, 1));
+    REQUIRE(a.allocate(2 * S, 2));
+    StreamUses until3{};
+    until3[C] = {3, 3.0};
+    a.release(1, runningUntil5);
+    a.release(2, until3);
+    auto got = a.allocateFor(2 * S, 3, Stream::CopyIn, 1.0);
+    REQUIRE(got);
+    CHECK(got->first == 2 * S);
+    CHECK(got->second[C].end == 3.0);
+    CHECK_FALSE(a.allocateFor(3 * S, 4, Stream::CopyIn, 1.0));
+  }
+}
+
 TEST_CASE("eviction: the cheapest window, priced exactly", "[arena]") {
   Arena a = fullArena();
   // 1: copy-out of 1 ms, content ready at 0. 2: host copy valid, free to

@@ -161,21 +161,23 @@ TEST_CASE("the chain's decisions are the same every time", "[chain]") {
 
 TEST_CASE("memfit's search keeps the chain's plan where it is faster",
           "[chain]") {
-  // ResNet-50 at batch 32 in half its ideal peak on the H100 model: the
+  // ResNet-18 at batch 32 in 60% of its ideal peak on the H100 model: the
   // chain's drop set under the optimal policy's rules beats every other
-  // candidate (10.1% over the ideal before the chain program, 9.4% with
-  // it). The plan is verified like any other. Before the refinement
-  // phase, which starts from it.
-  Planned m("resnet50", 32, "h100-sxm");
+  // candidate (9.92% over the ideal; the next, 10.39%). The plan is
+  // verified like any other. Before the refinement phase, which starts
+  // from it. (ResNet-50 at 32 and 50% was this case until the prefetches
+  // found free bytes (Arena::allocateFor): the bound-guided phase now wins
+  // there, 6.3%.)
+  Planned m("resnet18", 32, "h100-sxm");
   m.refine = false;
-  auto out = m.plan(0.5, false);
+  auto out = m.plan(0.6, false);
   REQUIRE(static_cast<bool>(out));
   CHECK(out->plan.policy == "memfit (as chain-dp)");
   CHECK_FALSE(static_cast<bool>(verifyPlan(m.tg, out->plan)));
   CHECK(out->plan.totalBytes() <= out->budget);
-  CHECK(out->sim.iterationSeconds < out->idealSeconds * 1.0960);
+  CHECK(out->sim.iterationSeconds < out->idealSeconds * 1.1015);
   m.refine = true;
-  auto refined = m.plan(0.5, false);
+  auto refined = m.plan(0.6, false);
   REQUIRE(static_cast<bool>(refined));
   CHECK(refined->sim.iterationSeconds <= out->sim.iterationSeconds);
 }
