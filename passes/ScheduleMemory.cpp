@@ -30,6 +30,12 @@ bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
   if (blocks[x].res < 0 || blocks[y].res >= 0 || usesOfX.empty() ||
       usesOfX.back() != cursor.step)
     return false;
+  handOver(x, y, deps);
+  ++plan.summary.inPlaceRuns;
+  return true;
+}
+
+void Scheduler::handOver(BlockId x, BlockId y, std::vector<int32_t> &deps) {
   ResidencyId rx = blocks[x].res;
   const Arena::Segment *seg = arena.find(rx);
   assert(seg && "a resident block without bytes");
@@ -40,7 +46,23 @@ bool Scheduler::runInPlace(const Task &task, std::vector<int32_t> &deps) {
   arena.transfer(rx, ry);
   blocks[y].res = ry;
   pricer.indexNextUse(y);
-  ++plan.summary.inPlaceRuns;
+}
+
+bool Scheduler::recomputeInPlace(TaskId producer, BlockId y,
+                                 std::vector<int32_t> &deps) {
+  // A re-run may overwrite its input as the round's run did, when nothing
+  // reads the input again: no task ahead, no other recompute pending. A
+  // ReLU re-run over the BatchNorm output it was made from then takes no
+  // new bytes, where a fresh output evicted what the backward pass needed
+  // next (ResNet-18's stem: its convolution's output, run a third time).
+  auto p = opts.inPlace ? inPlacePair(tg, tg.tasks[producer]) : std::nullopt;
+  if (!p || p->output != y)
+    return false;
+  BlockId x = p->input;
+  if (blocks[x].res < 0 || blocks[y].res >= 0 || blocks.nextUseStep(x) >= 0 ||
+      feedsPendingRecompute(x, producer))
+    return false;
+  handOver(x, y, deps);
   return true;
 }
 
@@ -215,9 +237,10 @@ int32_t Scheduler::emitRun(Instr run, double seconds,
   return i;
 }
 
-llvm::Error Scheduler::prepareRecomputeOperands(const Task &producer,
+llvm::Error Scheduler::prepareRecomputeOperands(TaskId t,
                                                 std::vector<int32_t> &deps,
                                                 int depth) {
+  const Task &producer = tg.tasks[t];
   for (BlockId x : producer.reads) {
     BlockId sb = blocks.storageOf(x);
     if (blocks.isWeightSide(sb))
@@ -238,6 +261,8 @@ llvm::Error Scheduler::prepareRecomputeOperands(const Task &producer,
       deps.push_back(blocks[sb].ready);
       continue;
     }
+    if (!isStats && recomputeInPlace(t, sb, deps))
+      continue;
     if (auto err = prepare(sb, isStats, deps))
       return err;
   }
@@ -269,7 +294,7 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
       blocks.unpin(sb);
   };
   std::vector<int32_t> runDeps;
-  if (auto err = prepareRecomputeOperands(task, runDeps, depth)) {
+  if (auto err = prepareRecomputeOperands(producer, runDeps, depth)) {
     unpin();
     return err;
   }
@@ -321,10 +346,10 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   return llvm::Error::success();
 }
 
-bool Scheduler::feedsPendingRecompute(BlockId b) const {
+bool Scheduler::feedsPendingRecompute(BlockId b, TaskId except) const {
   // A forward reader of b whose output is dropped and still needed.
   for (TaskId r : tg.blocks[b].readers) {
-    if (tg.tasks[r].kind != TaskKind::Forward)
+    if (r == except || tg.tasks[r].kind != TaskKind::Forward)
       continue;
     for (BlockId y : tg.tasks[r].writes) {
       BlockId sy = blocks.storageOf(y);

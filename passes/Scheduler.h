@@ -125,15 +125,21 @@ private:
   /// place and nothing reads the input afterwards; adds what the task must
   /// wait for to deps.
   bool runInPlace(const Task &task, std::vector<int32_t> &deps);
+  /// The same for a re-run of `producer` writing y: its input's bytes when
+  /// nothing reads the input again.
+  bool recomputeInPlace(TaskId producer, BlockId y, std::vector<int32_t> &deps);
+  /// Gives y the bytes of resident x, with what y must wait for.
+  void handOver(BlockId x, BlockId y, std::vector<int32_t> &deps);
   llvm::Error prepare(BlockId b, bool needsContent, std::vector<int32_t> &deps);
   int32_t copyIn(BlockId b, ResidencyId r, const StreamUses &uses);
   /// Whether a recompute still to come may read b: a forward reader of b
-  /// writes a block that is dropped and has a use ahead.
-  bool feedsPendingRecompute(BlockId b) const;
+  /// writes a block that is dropped and has a use ahead. `except`: a
+  /// reader not counted (the re-run asking).
+  bool feedsPendingRecompute(BlockId b, TaskId except = -1) const;
   /// Runs b's forward task again (recomputing its dropped inputs first) and
   /// leaves b resident; adds the run to deps.
   llvm::Error recompute(BlockId b, std::vector<int32_t> &deps, int depth);
-  llvm::Error prepareRecomputeOperands(const Task &producer,
+  llvm::Error prepareRecomputeOperands(TaskId producer,
                                        std::vector<int32_t> &deps, int depth);
   void dropForwardDone(TaskId t);
   /// ScheduleOptions::offloadAfterForward: copies out the blocks forward

@@ -163,7 +163,7 @@ TEST_CASE("memfit's search keeps the chain's plan where it is faster",
           "[chain]") {
   // ResNet-18 at batch 32 in 60% of its ideal peak on the H100 model: the
   // chain's drop set under the optimal policy's rules beats every other
-  // candidate (9.92% over the ideal; the next, 10.39%). The plan is
+  // candidate (11.51% over the ideal; the next, 14.09%). The plan is
   // verified like any other. Before the refinement phase, which starts
   // from it. (ResNet-50 at 32 and 50% was this case until the prefetches
   // found free bytes (Arena::allocateFor): the bound-guided phase now wins
@@ -175,7 +175,7 @@ TEST_CASE("memfit's search keeps the chain's plan where it is faster",
   CHECK(out->plan.policy == "memfit (as chain-dp)");
   CHECK_FALSE(static_cast<bool>(verifyPlan(m.tg, out->plan)));
   CHECK(out->plan.totalBytes() <= out->budget);
-  CHECK(out->sim.iterationSeconds < out->idealSeconds * 1.1015);
+  CHECK(out->sim.iterationSeconds < out->idealSeconds * 1.1280);
   m.refine = true;
   auto refined = m.plan(0.6, false);
   REQUIRE(static_cast<bool>(refined));

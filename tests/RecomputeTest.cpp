@@ -122,7 +122,11 @@ TEST_CASE("recompute plans verify, move no bytes, and fit budgets offload "
   auto ideal = schedule(*tg, c, order,
                         {.policy = Policy::Ideal, .budget = 0, .batch = 2});
   REQUIRE(static_cast<bool>(ideal));
-  int64_t budget = ideal->residentBytes + ideal->arenaBytes * 55 / 100;
+  // 60% of the ideal arena: at 55% Chen's plan fitted by recompute alone
+  // until re-runs wrote over their dead inputs (recomputeInPlace); the arena
+  // of 2 KiB blocks then fragments at one backward task, and the
+  // defragmentation copies two gradients out.
+  int64_t budget = ideal->residentBytes + ideal->arenaBytes * 60 / 100;
   for (Policy p : {Policy::ChenSqrt, Policy::SuperNeurons}) {
     INFO(policyName(p));
     std::vector<bool> drop = p == Policy::ChenSqrt
@@ -137,6 +141,7 @@ TEST_CASE("recompute plans verify, move no bytes, and fit budgets offload "
     CHECK(plan->summary.recomputes > 0);
     if (p == Policy::ChenSqrt)
       CHECK(plan->summary.bytesToHost == 0);
+
     // Each recompute is one more forward run in the round.
     int runs = 0;
     for (const Instr &in : plan->round)
@@ -155,7 +160,11 @@ TEST_CASE("the verifier rejects a recompute whose input is gone",
   auto ideal = schedule(*tg, c, order,
                         {.policy = Policy::Ideal, .budget = 0, .batch = 2});
   REQUIRE(static_cast<bool>(ideal));
-  int64_t budget = ideal->residentBytes + ideal->arenaBytes * 55 / 100;
+  // 60% of the ideal arena: at 55% Chen's plan fitted by recompute alone
+  // until re-runs wrote over their dead inputs (recomputeInPlace); the arena
+  // of 2 KiB blocks then fragments at one backward task, and the
+  // defragmentation copies two gradients out.
+  int64_t budget = ideal->residentBytes + ideal->arenaBytes * 60 / 100;
   auto plan = schedule(
       *tg, c, order,
       {Policy::ChenSqrt, budget, 2, chenCandidates(*tg, order, 2).front()});
