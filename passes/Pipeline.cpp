@@ -130,7 +130,8 @@ llvm::Error guideByBound(const TaskGraph &g, const Tables &tb,
                          const CostTableFn &fn,
                          const std::vector<TaskId> &gOrder,
                          const PlanRequest &req, const PlanRequest &gr,
-                         PlanOutcome &out, Candidate &best) {
+                         PlanOutcome &out, Candidate &best,
+                         std::optional<Candidate> *lost = nullptr) {
   if (g.tasks.size() > kBoundGuided)
     return llvm::Error::success();
   std::shared_ptr<const KnownBound> known = proveBound(g, best.plan, tb);
@@ -139,20 +140,30 @@ llvm::Error guideByBound(const TaskGraph &g, const Tables &tb,
     return llvm::Error::success();
   PlanOutcome scratch;
   CandidateSearch search(g, fn, gOrder, req, gr, scratch, std::nullopt);
-  llvm::Expected<Candidate> seed = best;
-  search.merge(Variant{best.plan.subBatch}, seed);
+  if (!lost) {
+    llvm::Expected<Candidate> seed = best;
+    search.merge(Variant{best.plan.subBatch}, seed);
+  }
   std::vector<Variant> guided =
       boundPhaseVariants(g, *known->bound, best.plan.subBatch);
   search.runAll(guided);
   out.abandoned += scratch.abandoned;
   auto c = search.takeBest();
-  if (!c)
-    return c.takeError();
+  if (!c) {
+    if (!lost)
+      return c.takeError();
+    llvm::consumeError(c.takeError()); // no guided plan: best stays
+    return llvm::Error::success();
+  }
   if (c->sim.iterationSeconds < best.sim.iterationSeconds) {
     c->plan.batch = best.plan.batch;
     c->plan.chunks = best.plan.chunks;
     c->bound = known->holdsFor(c->plan) ? known : nullptr;
     best = std::move(*c);
+  } else if (lost) {
+    c->plan.batch = best.plan.batch;
+    c->plan.chunks = best.plan.chunks;
+    *lost = std::move(*c);
   }
   return llvm::Error::success();
 }
@@ -370,10 +381,13 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   const bool guide = req.policy == Policy::Memfit && !optimal;
   if (best && guide) {
     Tables tb = tablesFor(tableAt, r.batch, best->plan.subBatch);
-    if (auto err = guideByBound(tg, tb, tableAt, order, req, r, out, *best))
+    std::optional<Candidate> lost;
+    if (auto err =
+            guideByBound(tg, tb, tableAt, order, req, r, out, *best, &lost))
       return err;
     if (req.refine)
-      if (auto err = refineDecisions(tg, tb, order, r, out, *best))
+      if (auto err = refineDecisions(tg, tb, order, r, out, *best,
+                                     lost ? &*lost : nullptr))
         return err;
   }
   if (forceChunks ||
@@ -393,8 +407,9 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
       Tables tb = chunkedTables(cg, tableAt, req.batch);
       CostTableFn fn = [&tb](int64_t) -> const CostTable & { return *tb.full; };
       PlanRequest gr = chunkRequest(r, (*split)->c.plan.subBatch);
-      if (auto err =
-              guideByBound(cg.tg, tb, fn, cg.order, gr, gr, out, (*split)->c))
+      std::optional<Candidate> lost;
+      if (auto err = guideByBound(cg.tg, tb, fn, cg.order, gr, gr, out,
+                                  (*split)->c, &lost))
         return err;
       // The integral program's decisions on a small split graph, as on
       // small whole rounds, where the chunks are ahead: kept when strictly
@@ -413,8 +428,8 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
           !best || (*split)->c.sim.iterationSeconds <
                        best->sim.iterationSeconds * (1 + kRefineWithin);
       if (close && req.refine)
-        if (auto err =
-                refineDecisions(cg.tg, tb, cg.order, gr, out, (*split)->c))
+        if (auto err = refineDecisions(cg.tg, tb, cg.order, gr, out,
+                                       (*split)->c, lost ? &*lost : nullptr))
           return err;
     }
     if (*split && (!best || (*split)->c.sim.iterationSeconds <

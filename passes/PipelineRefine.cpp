@@ -317,27 +317,23 @@ private:
 
 } // namespace
 
-llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
-                            const std::vector<TaskId> &gOrder,
-                            const PlanRequest &gr, PlanOutcome &out,
-                            Candidate &best) {
-  if (g.tasks.size() > kRefineTasks)
-    return llvm::Error::success();
-  const double startT = best.sim.iterationSeconds;
-  double floorT = 0;
-  if (best.bound && best.bound->bound && best.bound->holdsFor(best.plan))
-    floorT = best.bound->bound->seconds * (1 + kNearBound);
-  if (startT <= floorT)
-    return llvm::Error::success();
-  Movable m = movableBlocks(g);
-  if (std::none_of(m.any.begin(), m.any.end(), [](bool x) { return x; }))
-    return llvm::Error::success();
-  std::vector<Move> moves = movesFor(g, m, best, *tb.full);
+namespace {
 
-  Refiner r(g, tb, gOrder, gr);
-  // The start: what the winner did, looking past idle tasks or not (its
-  // own rules may differ, so this can be slower than the winner).
-  Decisions cur = realized(best, m, g.tasks.size());
+/// Where one climb from a start ended: the start's decisions and time, and
+/// the end's (no better than the start when nothing was gained).
+struct ClimbEnd {
+  Decisions start, end;
+  double endT = -1;
+};
+
+llvm::Expected<std::optional<ClimbEnd>>
+climbFrom(const Refiner &r, const TaskGraph &g, const Tables &tb,
+          const Movable &m, const Candidate &from, double floorT,
+          int64_t maxTries, PlanOutcome &out) {
+  std::vector<Move> moves = movesFor(g, m, from, *tb.full);
+  // The start: what the plan did, looking past idle tasks or not (its own
+  // rules may differ, so this can be slower than the plan).
+  Decisions cur = realized(from, m, g.tasks.size());
   Decisions far = cur;
   far.lookPastIdle = false;
   auto nearT = r.timeOf(cur, 0);
@@ -352,19 +348,54 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
     curT = *farT;
   }
   if (curT < 0)
+    return std::nullopt;
+  ClimbEnd e{cur, cur, curT};
+  Climber search(r, moves, floorT, maxTries);
+  if (llvm::Error err = search.climb(e.end, e.endT))
+    return std::move(err);
+  if (llvm::Error err = search.kick(e.end, e.endT))
+    return std::move(err);
+  out.refineTries += search.tries;
+  return e;
+}
+
+} // namespace
+
+llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
+                            const std::vector<TaskId> &gOrder,
+                            const PlanRequest &gr, PlanOutcome &out,
+                            Candidate &best, const Candidate *other) {
+  if (g.tasks.size() > kRefineTasks)
+    return llvm::Error::success();
+  const double startT = best.sim.iterationSeconds;
+  double floorT = 0;
+  if (best.bound && best.bound->bound && best.bound->holdsFor(best.plan))
+    floorT = best.bound->bound->seconds * (1 + kNearBound);
+  if (startT <= floorT)
+    return llvm::Error::success();
+  Movable m = movableBlocks(g);
+  if (std::none_of(m.any.begin(), m.any.end(), [](bool x) { return x; }))
     return llvm::Error::success();
 
-  const Decisions start = cur;
-  Climber search(
-      r, moves, floorT,
-      std::clamp<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1, kMaxTries));
-  if (llvm::Error err = search.climb(cur, curT))
-    return err;
-  if (llvm::Error err = search.kick(cur, curT))
-    return err;
-  out.refineTries += search.tries;
-  if (!(curT < startT))
+  Refiner r(g, tb, gOrder, gr);
+  const int64_t maxTries =
+      std::clamp<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1, kMaxTries);
+  auto e = climbFrom(r, g, tb, m, best, floorT, maxTries, out);
+  if (!e)
+    return e.takeError();
+  std::optional<ClimbEnd> won = std::move(*e);
+  // A second start, as much work again: the winner's climb ends where it
+  // ends either way, so the plan is never slower than with one start.
+  if (other) {
+    auto o = climbFrom(r, g, tb, m, *other, floorT, maxTries, out);
+    if (!o)
+      return o.takeError();
+    if (*o && (*o)->endT > 0 && (!won || (*o)->endT < won->endT))
+      won = std::move(*o);
+  }
+  if (!won || !(won->endT < startT))
     return llvm::Error::success();
+  const Decisions &cur = won->end, &start = won->start;
   for (size_t b = 0; b < cur.way.size(); ++b)
     out.refineChanged += cur.way[b] != start.way[b];
   for (size_t t = 0; t < cur.fast.size(); ++t)

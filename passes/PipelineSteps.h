@@ -140,7 +140,7 @@ std::vector<Variant> boundPhaseVariants(const TaskGraph &tg,
 llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
                             const std::vector<TaskId> &gOrder,
                             const PlanRequest &gr, PlanOutcome &out,
-                            Candidate &best);
+                            Candidate &best, const Candidate *other = nullptr);
 
 // --- the search (PipelineSearch.cpp) ---
 
