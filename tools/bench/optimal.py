@@ -42,21 +42,29 @@ What the numbers say (measured 2026-11-23 with this script):
   the bound) holds with memfit's own plan.
 - ResNet-18 at batch 64 and 40% fits only with the batch in chunks; the
   program solves the split graph (2 chunks of 32, 418 tasks) in about
-  0.5 s, and its decisions (26.50 ms, 14.3% above the bound) are where
-  memfit's search stood before its refinement phase (docs/passes/refine.md),
-  which reschedules them block by block to 24.63 ms (+6.2%). Elsewhere the
-  solver's plans are slower than memfit's: ResNet-18 with sub-batch
-  statistics 24.32 against 23.51 ms, at 60% 26.37 against 21.00 ms,
-  GoogLeNet 17.32 against 15.98, ResNet-50 at batch 32 42.23 against 37.64
-  (not proven in 500 nodes).
+  0.5 s, and its decisions, scheduled, are 27.70 ms (19.4% above the
+  bound). memfit's search, its refinement phase (docs/passes/refine.md)
+  and the scheduler's in-place re-runs (docs/passes/schedule.md) reach
+  23.85 ms (+2.8%). Elsewhere too the solver's plans are slower than
+  memfit's: ResNet-18 with sub-batch statistics 24.06 against 23.42 ms, at
+  60% 24.32 against 20.83 ms, GoogLeNet 16.56 against 15.81, ResNet-50 at
+  batch 32 40.76 against 37.46 (not proven in 500 nodes).
+- AlexNet at batch 128 and 50%: memfit's plan is 28.92 ms in 11 rounds of
+  12, slower than the 27.81 ms in 9 of 15 it had before prefetches were
+  placed where their bytes are free when the copy can start
+  (`Arena::allocateFor`): in its 78 MiB arena, placements off best fit
+  fragment it (allocation efficiency 85% against 97% at 15). Placing off
+  best fit only where best fit would make the copy late fixed AlexNet
+  (27.76 ms) but lost on five of seven golden plans it changed and on
+  ResNet-18 (22.4% -> 25.4% over the ideal), so it is not used.
 - The program's own round time is far below the simulated plans (22.06
-  against 26.50 ms for its own decisions on ResNet-18 at 40%): its model lets copies overlap
-  perfectly and charges a copy back no memory before its window, so
-  "proven optimal" is about the program, not about the plans. What is left
-  between memfit's plans and the bound is in turning decisions into a
-  schedule (docs/passes/bound.md).
+  against 27.70 ms for its own decisions on ResNet-18 at 40%): its model
+  lets copies overlap perfectly and charges a copy back no memory before
+  its window, so "proven optimal" is about the program, not about the
+  plans. What is left between memfit's plans and the bound is in turning
+  decisions into a schedule (docs/passes/bound.md).
 - Solve times: under 0.6 s up to ResNet-18 in two chunks (418 tasks), about
-  1.2 s on GoogLeNet (342 tasks, 50 nodes), about 4 s on ResNet-50 (457
+  1.1 s on GoogLeNet (342 tasks, 50 nodes), about 4 s on ResNet-50 (457
   tasks, 550 nodes, not proven); rounds of more than 600 tasks are refused.
 """
 
