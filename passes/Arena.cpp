@@ -94,35 +94,39 @@ Arena::allocateFor(int64_t bytes, int32_t owner, Stream own, double ready) {
   // Free runs by size, smallest first: the first placement free by `ready`
   // is the best fit. In a run, the lowest offset free by then, so that what
   // is left stays in one piece where it can: the run's start, or where a
-  // range of its history starts, or its end. Only so many runs are looked
-  // at; the scan is on every prefetch.
-  constexpr int kRuns = 64;
+  // range of its history starts (the first kKeys), or its end. So many runs
+  // only: the scan is on every prefetch, and a deep network's arena has
+  // thousands of history ranges.
+  constexpr int kRuns = 64, kKeys = 32;
   std::optional<int64_t> best;
   double bestAt = 0;
   int64_t bestSize = 0;
   int runs = 0;
-  std::vector<int64_t> &offs = scratch.offsets;
+  auto consider = [&](int64_t off, int64_t size) {
+    double at = freeBy(off);
+    if (!best || at < bestAt ||
+        (at == bestAt && size == bestSize && off < *best)) {
+      best = off;
+      bestAt = at;
+      bestSize = size;
+    }
+    return at <= ready;
+  };
   for (auto it = freeBySize.lower_bound(need);
        it != freeBySize.end() && runs < kRuns; ++it, ++runs) {
     if (best && bestAt <= ready && it->first > bestSize)
       break;
     const int64_t from = it->second, last = from + it->first - need;
-    offs.assign(1, from);
+    if (consider(from, it->first))
+      continue;
+    bool inTime = false;
+    int keys = 0;
     for (auto h = history.upper_bound(from);
-         h != history.end() && h->first < last; ++h)
-      offs.push_back(h->first);
-    offs.push_back(last);
-    for (int64_t off : offs) {
-      double at = freeBy(off);
-      if (!best || at < bestAt ||
-          (at == bestAt && it->first == bestSize && off < *best)) {
-        best = off;
-        bestAt = at;
-        bestSize = it->first;
-      }
-      if (at <= ready)
-        break; // the lowest offset of this run free in time
-    }
+         h != history.end() && h->first < last && keys < kKeys; ++h, ++keys)
+      if ((inTime = consider(h->first, it->first)))
+        break;
+    if (!inTime && last > from)
+      consider(last, it->first);
   }
   if (!best)
     return std::nullopt;

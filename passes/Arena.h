@@ -164,7 +164,6 @@ private:
     std::vector<size_t> byFree, byReady;      // monotone queues of slot indices
     std::vector<Map::const_iterator> centres; // what a focused search is near
     std::vector<Range> ranges;
-    std::vector<int64_t> offsets; // allocateFor's placements in one run
   };
   mutable Scratch scratch;
   /// Merges the free segment at `it` with free neighbours.
