@@ -63,6 +63,15 @@ struct GraphLiteral {
     g.output = y;
     return y;
   }
+  /// The tiny graphs' classifier: global average pool, flatten, and a
+  /// 4 -> 10 fully connected layer `fc` (weight `W`) over a 4-channel x.
+  ValueId head4(ValueId x) {
+    x = op(OpKind::GlobalAveragePool, "gap", {x}, {4, 1, 1});
+    x = op(OpKind::Flatten, "flat", {x}, {4});
+    OpAttrs gemm;
+    gemm.transB = true;
+    return op(OpKind::Gemm, "fc", {x, weight("W", {10, 4})}, {10}, gemm);
+  }
 };
 
 /// A 3x3 convolution's attributes: stride 1, padding 1 (same size).

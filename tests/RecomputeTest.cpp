@@ -48,11 +48,7 @@ Graph residual() {
     y = L.op(OpKind::Add, n + "add", {y, x}, {4, 8, 8});
     x = L.op(OpKind::Relu, n + "relu2", {y}, {4, 8, 8});
   }
-  x = L.op(OpKind::GlobalAveragePool, "gap", {x}, {4, 1, 1});
-  x = L.op(OpKind::Flatten, "flat", {x}, {4});
-  OpAttrs gemm;
-  gemm.transB = true;
-  L.op(OpKind::Gemm, "fc", {x, L.weight("W", {10, 4})}, {10}, gemm);
+  L.head4(x);
   return std::move(L.g);
 }
 

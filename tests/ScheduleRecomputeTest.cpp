@@ -43,6 +43,21 @@ int recomputeRuns(const TaskGraph &tg, const Plan &p, const std::string &task) {
   return n;
 }
 
+/// x -> conv0 -> relu0 -> conv1 -> relu1 -> gap -> fc at batch 4, every
+/// feature map 4 x 8 x 8 (1 KiB per sample).
+Graph convReluChain() {
+  GraphLiteral L(4);
+  ValueId x = L.input("x", {4, 8, 8});
+  for (int i = 0; i < 2; ++i) {
+    std::string n = std::to_string(i);
+    x = L.op(OpKind::Conv, "conv" + n, {x, L.weight("k" + n, {4, 4, 3, 3})},
+             {4, 8, 8}, conv3x3());
+    x = L.op(OpKind::Relu, "relu" + n, {x}, {4, 8, 8});
+  }
+  L.head4(x);
+  return std::move(L.g);
+}
+
 } // namespace
 
 TEST_CASE("a feature map two dropped concatenations read is recomputed once",
@@ -96,20 +111,7 @@ TEST_CASE("a host copy a recompute reads is prefetched ahead of it",
   // x -> conv0 -> relu0 -> conv1 -> relu1 -> gap -> fc; conv0's output is
   // copied out after the forward pass and relu0's output dropped: the
   // backward pass of conv1 recomputes relu0 from the host copy.
-  GraphLiteral L(4);
-  ValueId x = L.input("x", {4, 8, 8});
-  for (int i = 0; i < 2; ++i) {
-    std::string n = std::to_string(i);
-    x = L.op(OpKind::Conv, "conv" + n, {x, L.weight("k" + n, {4, 4, 3, 3})},
-             {4, 8, 8}, conv3x3());
-    x = L.op(OpKind::Relu, "relu" + n, {x}, {4, 8, 8});
-  }
-  x = L.op(OpKind::GlobalAveragePool, "gap", {x}, {4, 1, 1});
-  x = L.op(OpKind::Flatten, "flat", {x}, {4});
-  OpAttrs gemm;
-  gemm.transB = true;
-  L.op(OpKind::Gemm, "fc", {x, L.weight("W", {10, 4})}, {10}, gemm);
-  auto tg = buildTaskGraph(L.g);
+  auto tg = buildTaskGraph(convReluChain());
   REQUIRE(static_cast<bool>(tg));
 
   ScheduleOptions so{.policy = Policy::Optimal,
@@ -158,22 +160,9 @@ TEST_CASE("a re-run writes over an input nothing reads again",
   // runs over conv0's output, which nothing else reads. With relu0's output
   // dropped, the backward pass runs conv0 and relu0 again, and the re-run
   // of relu0 takes conv0's new output's bytes as the round's run did,
-  // instead of a fresh 1 KB (a ResNet stem's re-run evicted what its
+  // instead of fresh bytes (a ResNet stem's re-run evicted what its
   // backward pass read next).
-  GraphLiteral L(4);
-  ValueId x = L.input("x", {4, 8, 8});
-  for (int i = 0; i < 2; ++i) {
-    std::string n = std::to_string(i);
-    x = L.op(OpKind::Conv, "conv" + n, {x, L.weight("k" + n, {4, 4, 3, 3})},
-             {4, 8, 8}, conv3x3());
-    x = L.op(OpKind::Relu, "relu" + n, {x}, {4, 8, 8});
-  }
-  x = L.op(OpKind::GlobalAveragePool, "gap", {x}, {4, 1, 1});
-  x = L.op(OpKind::Flatten, "flat", {x}, {4});
-  OpAttrs gemm;
-  gemm.transB = true;
-  L.op(OpKind::Gemm, "fc", {x, L.weight("W", {10, 4})}, {10}, gemm);
-  auto tg = buildTaskGraph(L.g);
+  auto tg = buildTaskGraph(convReluChain());
   REQUIRE(static_cast<bool>(tg));
 
   ScheduleOptions so{

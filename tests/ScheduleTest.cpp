@@ -34,11 +34,7 @@ Graph convChain(int64_t batch, int layers = 6) {
              {4, 16, 16}, conv);
     x = L.op(OpKind::Relu, "relu" + n, {x}, {4, 16, 16});
   }
-  x = L.op(OpKind::GlobalAveragePool, "gap", {x}, {4, 1, 1});
-  x = L.op(OpKind::Flatten, "flat", {x}, {4});
-  OpAttrs gemm;
-  gemm.transB = true;
-  L.op(OpKind::Gemm, "fc", {x, L.weight("W", {10, 4})}, {10}, gemm);
+  L.head4(x);
   return std::move(L.g);
 }
 
