@@ -146,14 +146,19 @@ llvm::Error guideByBound(const TaskGraph &g, const Tables &tb,
   }
   std::vector<Variant> guided =
       boundPhaseVariants(g, *known->bound, best.plan.subBatch);
+  if (lost && guided.empty())
+    return llvm::Error::success(); // no guided plan to compare or keep
   search.runAll(guided);
   out.abandoned += scratch.abandoned;
   auto c = search.takeBest();
   if (!c) {
     if (!lost)
       return c.takeError();
-    llvm::consumeError(c.takeError()); // no guided plan: best stays
-    return llvm::Error::success();
+    // No guided plan fits: best stays. A broken invariant still surfaces.
+    llvm::Error err = c.takeError();
+    llvm::Error internal = takeInternalErrors(err);
+    llvm::consumeError(std::move(err));
+    return internal;
   }
   if (c->sim.iterationSeconds < best.sim.iterationSeconds) {
     c->plan.batch = best.plan.batch;

@@ -122,8 +122,13 @@ llvm::Expected<Candidate> CandidateSearch::takeBest() {
     llvm::consumeError(std::move(firstErr));
     return std::move(internalErr);
   }
-  if (!bestSoFar)
-    return std::move(firstErr);
+  if (!bestSoFar) {
+    if (firstErr)
+      return std::move(firstErr);
+    // Nothing was scheduled, or every variant was cut off: the caller
+    // asked for a best where there is none.
+    return makeInternalError("the candidate search has no candidate");
+  }
   llvm::consumeError(std::move(firstErr));
   return std::move(*bestSoFar);
 }
