@@ -153,7 +153,8 @@ __device__ inline CompensatedSum shuffleDown(CompensatedSum v, int o) {
 }
 
 /// Sums one CompensatedSum per thread over the block, in a tree fixed by
-/// the block size; the result is thread 0's. All threads must call it.
+/// the block size; the result is thread 0's. All threads must call it, at
+/// most once per kernel (its scratch is not guarded for a second call).
 template <int Threads> __device__ CompensatedSum blockSum(CompensatedSum v) {
   static_assert(Threads % 32 == 0, "whole warps");
   __shared__ CompensatedSum scratch[Threads / 32];
