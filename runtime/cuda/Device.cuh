@@ -9,11 +9,11 @@
 // the plan requires.
 //
 // A kernel is a struct: its block size `threads` and a static __device__
-// `run`. cuda::launch<K> instantiates the one __global__ of this header for
-// K, with __launch_bounds__(K::threads), and launches it with K::threads:
-// the size ptxas fitted the registers to is the size launched, and no call
-// site can name another (tests/launch_resources.py reads what ptxas made of
-// every kernel for every architecture built).
+// `run`. cuda::launch<K> instantiates kernelOf<K, ...>, the backend's one
+// kernel entry, bounded by __launch_bounds__(K::threads), and launches it
+// with K::threads: the size ptxas fitted the registers to is the size
+// launched, and no call site can name another (tests/launch_resources.py
+// reads what ptxas made of every kernel for every architecture built).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_CUDA_DEVICE_CUH
