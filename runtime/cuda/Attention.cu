@@ -51,104 +51,113 @@ __device__ void walkKeyTiles(const AttentionParams &p, const AttnSample &a,
 }
 
 /// Block: kAttnQueryTile query rows of one sample and head.
-__global__ void attentionKernel(AttentionParams p, int64_t n, uint64_t key,
-                                int64_t firstSample, View q, View k, View v,
-                                View mask, View o, View lse) {
-  __shared__ float tile[kTileFloats];
-  int64_t perHead = kernels::attnTiles(p.t);
-  int64_t tiles = n * p.heads * perHead;
-  int64_t kc = kernels::attnKeyTile(p);
-  float *kTile = tile, *vTile = tile + kc * p.d;
-  for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
-    int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
-    int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
-    AttnSample a = sampleOf(p, i, q, k, v, mask);
-    kernels::AttnRow row;
-    kernels::attnRowBegin(p, row);
-    walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
-      if (t < p.t)
-        kernels::attnForwardKeys(p, a, key, firstSample, h, t, s0, sc, kTile,
-                                 vTile, row);
-    });
-    if (t < p.t) {
-      int64_t r = (i * p.heads + h) * p.t + t;
-      kernels::attnRowEnd(p, row, o + r * p.dv, lse + r);
+struct AttentionKernel {
+  static constexpr int threads = kAttnQueryTile;
+  __device__ static void run(AttentionParams p, int64_t n, uint64_t key,
+                             int64_t firstSample, View q, View k, View v,
+                             View mask, View o, View lse) {
+    __shared__ float tile[kTileFloats];
+    int64_t perHead = kernels::attnTiles(p.t);
+    int64_t tiles = n * p.heads * perHead;
+    int64_t kc = kernels::attnKeyTile(p);
+    float *kTile = tile, *vTile = tile + kc * p.d;
+    for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+      int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
+      int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
+      AttnSample a = sampleOf(p, i, q, k, v, mask);
+      kernels::AttnRow row;
+      kernels::attnRowBegin(p, row);
+      walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
+        if (t < p.t)
+          kernels::attnForwardKeys(p, a, key, firstSample, h, t, s0, sc, kTile,
+                                   vTile, row);
+      });
+      if (t < p.t) {
+        int64_t r = (i * p.heads + h) * p.t + t;
+        kernels::attnRowEnd(p, row, o + r * p.dv, lse + r);
+      }
     }
   }
-}
+};
 
 /// Block: kAttnQueryTile query rows of one sample and head.
-__global__ void attentionGradQKernel(AttentionParams p, int64_t n, uint64_t key,
-                                     int64_t firstSample, View q, View k,
-                                     View v, View mask, View o, View lse,
-                                     View dO, View dq, bool acc) {
-  __shared__ float tile[kTileFloats];
-  int64_t perHead = kernels::attnTiles(p.t);
-  int64_t tiles = n * p.heads * perHead;
-  int64_t kc = kernels::attnKeyTile(p);
-  float *kTile = tile, *vTile = tile + kc * p.d;
-  for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
-    int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
-    int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
-    int64_t r = (i * p.heads + h) * p.t + t;
-    AttnSample a = sampleOf(p, i, q, k, v, mask);
-    kernels::AttnQGrad grad;
-    if (t < p.t)
-      kernels::attnGradQBegin(p, o + r * p.dv, dO + r * p.dv, grad);
-    walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
+struct AttentionGradQKernel {
+  static constexpr int threads = kAttnQueryTile;
+  __device__ static void run(AttentionParams p, int64_t n, uint64_t key,
+                             int64_t firstSample, View q, View k, View v,
+                             View mask, View o, View lse, View dO, View dq,
+                             bool acc) {
+    __shared__ float tile[kTileFloats];
+    int64_t perHead = kernels::attnTiles(p.t);
+    int64_t tiles = n * p.heads * perHead;
+    int64_t kc = kernels::attnKeyTile(p);
+    float *kTile = tile, *vTile = tile + kc * p.d;
+    for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+      int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
+      int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
+      int64_t r = (i * p.heads + h) * p.t + t;
+      AttnSample a = sampleOf(p, i, q, k, v, mask);
+      kernels::AttnQGrad grad;
       if (t < p.t)
-        kernels::attnGradQKeys(p, a, key, firstSample, h, t, dO + r * p.dv,
-                               lse[r], s0, sc, kTile, vTile, grad);
-    });
-    if (t < p.t)
-      kernels::attnGradQEnd(p, grad, dq + r * p.d, acc);
+        kernels::attnGradQBegin(p, o + r * p.dv, dO + r * p.dv, grad);
+      walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
+        if (t < p.t)
+          kernels::attnGradQKeys(p, a, key, firstSample, h, t, dO + r * p.dv,
+                                 lse[r], s0, sc, kTile, vTile, grad);
+      });
+      if (t < p.t)
+        kernels::attnGradQEnd(p, grad, dq + r * p.d, acc);
+    }
   }
-}
+};
 
 /// Block: kAttnQueryTile key rows of one sample and K/V head, against every
 /// query tile of the heads that read them, in head order.
-__global__ void attentionGradKVKernel(AttentionParams p, int64_t n,
-                                      uint64_t key, int64_t firstSample, View q,
-                                      View k, View v, View mask, View o,
-                                      View lse, View dO, View dk, View dv,
-                                      bool accK, bool accV) {
-  __shared__ float tile[kTileFloats];
-  int64_t perHead = kernels::attnTiles(p.s);
-  int64_t tiles = n * p.kvHeads * perHead;
-  int64_t qc = kernels::attnQueryTileOfKV(p);
-  float *qTile = tile, *dOTile = qTile + qc * p.d;
-  float *lseTile = dOTile + qc * p.dv, *dDotTile = lseTile + qc;
-  int64_t rowsPerSample = p.heads * p.t;
-  for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
-    int64_t i = b / (p.kvHeads * perHead), hk = b / perHead % p.kvHeads;
-    int64_t s = b % perHead * kAttnQueryTile + threadIdx.x;
-    AttnSample a = sampleOf(p, i, q, k, v, mask);
-    const View oS = o + i * rowsPerSample * p.dv;
-    const View dOS = dO + i * rowsPerSample * p.dv;
-    const View lseS = lse + i * rowsPerSample;
-    kernels::AttnKVGrad grad;
-    if (s < p.s)
-      kernels::attnGradKVBegin(p, a, hk, s, grad);
-    int64_t h0 = p.kvHeads == 1 ? 0 : hk;
-    int64_t h1 = p.kvHeads == 1 ? p.heads : hk + 1;
-    for (int64_t h = h0; h < h1; ++h)
-      for (int64_t t0 = 0; t0 < p.t; t0 += qc) {
-        int64_t tc = p.t - t0 < qc ? p.t - t0 : qc;
-        __syncthreads();
-        kernels::attnLoadQueries(p, a, oS, dOS, lseS, h, t0, tc, qTile, dOTile,
-                                 lseTile, dDotTile, threadIdx.x, blockDim.x);
-        __syncthreads();
-        if (s < p.s)
-          kernels::attnGradKVQueries(p, a, key, firstSample, h, s, t0, tc,
-                                     qTile, dOTile, lseTile, dDotTile, grad);
+struct AttentionGradKVKernel {
+  static constexpr int threads = kAttnQueryTile;
+  __device__ static void run(AttentionParams p, int64_t n, uint64_t key,
+                             int64_t firstSample, View q, View k, View v,
+                             View mask, View o, View lse, View dO, View dk,
+                             View dv, bool accK, bool accV) {
+    __shared__ float tile[kTileFloats];
+    int64_t perHead = kernels::attnTiles(p.s);
+    int64_t tiles = n * p.kvHeads * perHead;
+    int64_t qc = kernels::attnQueryTileOfKV(p);
+    float *qTile = tile, *dOTile = qTile + qc * p.d;
+    float *lseTile = dOTile + qc * p.dv, *dDotTile = lseTile + qc;
+    int64_t rowsPerSample = p.heads * p.t;
+    for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
+      int64_t i = b / (p.kvHeads * perHead), hk = b / perHead % p.kvHeads;
+      int64_t s = b % perHead * kAttnQueryTile + threadIdx.x;
+      AttnSample a = sampleOf(p, i, q, k, v, mask);
+      const View oS = o + i * rowsPerSample * p.dv;
+      const View dOS = dO + i * rowsPerSample * p.dv;
+      const View lseS = lse + i * rowsPerSample;
+      kernels::AttnKVGrad grad;
+      if (s < p.s)
+        kernels::attnGradKVBegin(p, a, hk, s, grad);
+      int64_t h0 = p.kvHeads == 1 ? 0 : hk;
+      int64_t h1 = p.kvHeads == 1 ? p.heads : hk + 1;
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t t0 = 0; t0 < p.t; t0 += qc) {
+          int64_t tc = p.t - t0 < qc ? p.t - t0 : qc;
+          __syncthreads();
+          kernels::attnLoadQueries(p, a, oS, dOS, lseS, h, t0, tc, qTile,
+                                   dOTile, lseTile, dDotTile, threadIdx.x,
+                                   blockDim.x);
+          __syncthreads();
+          if (s < p.s)
+            kernels::attnGradKVQueries(p, a, key, firstSample, h, s, t0, tc,
+                                       qTile, dOTile, lseTile, dDotTile, grad);
+        }
+      if (s < p.s) {
+        int64_t head = i * p.kvHeads + hk;
+        kernels::attnGradKVEnd(p, s, grad, dk + head * p.s * p.d,
+                               dv + head * p.s * p.dv, accK, accV);
       }
-    if (s < p.s) {
-      int64_t head = i * p.kvHeads + hk;
-      kernels::attnGradKVEnd(p, s, grad, dk + head * p.s * p.d,
-                             dv + head * p.s * p.dv, accK, accV);
     }
   }
-}
+};
 
 } // namespace
 
@@ -156,10 +165,11 @@ void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
                             const float *q, const float *k, const float *v,
                             const float *mask, float *o, float *lse) {
   int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
-  attentionKernel<<<blocksFor(tiles), kAttnQueryTile, 0, impl->compute()>>>(
-      p, n, dropoutKey(seed, iteration, taskKey), firstSample, impl->view(q),
-      impl->view(k), impl->view(v), impl->view(mask), impl->view(o),
-      impl->view(lse));
+  cuda::launch<AttentionKernel>(blocksFor(tiles), impl->compute(), p, n,
+                                dropoutKey(seed, iteration, taskKey),
+                                firstSample, impl->view(q), impl->view(k),
+                                impl->view(v), impl->view(mask), impl->view(o),
+                                impl->view(lse));
   impl->done(*this, "attention kernel");
 }
 
@@ -172,20 +182,19 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
   uint64_t key = dropoutKey(seed, iteration, taskKey);
   if (dq) {
     int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
-    attentionGradQKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
-                           impl->compute()>>>(
-        p, n, key, firstSample, impl->view(q), impl->view(k), impl->view(v),
-        impl->view(mask), impl->view(o), impl->view(lse), impl->view(dO),
-        impl->view(dq), accQ);
+    cuda::launch<AttentionGradQKernel>(
+        blocksFor(tiles), impl->compute(), p, n, key, firstSample,
+        impl->view(q), impl->view(k), impl->view(v), impl->view(mask),
+        impl->view(o), impl->view(lse), impl->view(dO), impl->view(dq), accQ);
     impl->done(*this, "attention dQ kernel");
   }
   if (dk || dv) {
     int64_t tiles = n * p.kvHeads * kernels::attnTiles(p.s);
-    attentionGradKVKernel<<<blocksFor(tiles), kAttnQueryTile, 0,
-                            impl->compute()>>>(
-        p, n, key, firstSample, impl->view(q), impl->view(k), impl->view(v),
-        impl->view(mask), impl->view(o), impl->view(lse), impl->view(dO),
-        impl->view(dk), impl->view(dv), accK, accV);
+    cuda::launch<AttentionGradKVKernel>(
+        blocksFor(tiles), impl->compute(), p, n, key, firstSample,
+        impl->view(q), impl->view(k), impl->view(v), impl->view(mask),
+        impl->view(o), impl->view(lse), impl->view(dO), impl->view(dk),
+        impl->view(dv), accK, accV);
     impl->done(*this, "attention dK/dV kernel");
   }
 }

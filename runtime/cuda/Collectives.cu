@@ -21,10 +21,13 @@ using cuda::kThreads;
 
 namespace {
 
-__global__ void sliceAccumulateKernel(int64_t count, const float *x, float *y,
-                                      bool first) {
-  MEMFIT_GRID_LOOP(i, count) { y[i] = first ? x[i] : y[i] + x[i]; }
-}
+struct SliceAccumulateKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t count, const float *x, float *y,
+                             bool first) {
+    MEMFIT_GRID_LOOP(i, count) { y[i] = first ? x[i] : y[i] + x[i]; }
+  }
+};
 
 void ncclCheck(const Exec &x, ncclResult_t r, const char *call) {
   if (r != ncclSuccess)
@@ -103,8 +106,8 @@ void Exec::gradientsReady(std::initializer_list<int32_t> weightIds) {
       // next sub-batch from zero.
       int64_t per = sliceOf(*this, wInfo[id].count);
       float *g = im.g[id], *acc = im.gSlice[id];
-      sliceAccumulateKernel<<<gridFor(per), kThreads, 0, im.coll>>>(
-          per, g + rank * per, acc, subBatchIndex == 0);
+      cuda::launch<SliceAccumulateKernel>(
+          gridFor(per), im.coll, per, g + rank * per, acc, subBatchIndex == 0);
       MEMFIT_CHECK(cudaGetLastError());
       MEMFIT_CHECK(cudaMemsetAsync(g, 0, per * comm->size() * 4, im.coll));
       if (last)

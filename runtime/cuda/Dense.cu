@@ -9,10 +9,12 @@
 // source) inside own reductions:
 // a stable log-sum-exp per row, sums in double. The loss adds this
 // sub-batch's share (sum / batch) into the resident loss scalar, which the
-// first sub-batch resets. One block computes the whole loss so its sum has
-// a fixed order. Labels were validated by the driver when loaded; a label
-// out of range still never reads outside the row: it makes the loss NaN,
-// which the driver reports.
+// first sub-batch resets. A loss reduces in two passes: up to kLossBlocks
+// blocks each leave a compensated float sum of their terms in the
+// backend's partial-sum scratch, then one block adds those in index order,
+// so the sum's order is fixed by the shape and no atomics are used. Labels were
+// validated by the driver when loaded; a label out of range still never reads
+// outside the row: it makes the loss NaN, which the driver reports.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
@@ -33,18 +35,24 @@ using cuda::View;
 
 namespace {
 
-__global__ void biasAddKernel(int64_t n, int64_t m, float beta, View bias,
-                              View y) {
-  MEMFIT_GRID_LOOP(t, n * m) { y[t] += beta * bias[t % m]; }
-}
+struct BiasAddKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t n, int64_t m, float beta, View bias,
+                             View y) {
+    MEMFIT_GRID_LOOP(t, n * m) { y[t] += beta * bias[t % m]; }
+  }
+};
 
 /// db[j] (put) beta * sum over samples of dy[s, j].
-__global__ void biasGradKernel(int64_t n, int64_t m, float beta, View dy,
-                               View db, bool acc) {
-  MEMFIT_GRID_LOOP(j, m) {
-    put(db[j], float(double(beta) * kernels::columnSum(dy, n, m, j)), acc);
+struct BiasGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t n, int64_t m, float beta, View dy, View db,
+                             bool acc) {
+    MEMFIT_GRID_LOOP(j, m) {
+      put(db[j], float(double(beta) * kernels::columnSum(dy, n, m, j)), acc);
+    }
   }
-}
+};
 
 template <typename T, typename Op> __device__ T warpAllReduce(T v, Op op) {
   for (int o = 16; o > 0; o >>= 1)
@@ -67,98 +75,145 @@ __device__ void rowLogSumExp(int64_t features, View xs, double *scratchD,
   logSum = log(blockReduce(sum, SumOp(), 0.0, scratchD));
 }
 
-__global__ void softmaxForwardKernel(int64_t n, int64_t features, bool log,
-                                     View x, View y) {
-  __shared__ double scratchD[32];
-  __shared__ float scratchF[32];
-  for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
-    const View xs = x + s * features;
-    float max;
-    double logSum;
-    rowLogSumExp(features, xs, scratchD, scratchF, max, logSum);
-    for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
-      y[s * features + j] = kernels::softmaxAt(xs[j], max, logSum, log);
+struct SoftmaxForwardKernel {
+  static constexpr int threads = kRowThreads;
+  __device__ static void run(int64_t n, int64_t features, bool log, View x,
+                             View y) {
+    __shared__ double scratchD[32];
+    __shared__ float scratchF[32];
+    for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
+      const View xs = x + s * features;
+      float max;
+      double logSum;
+      rowLogSumExp(features, xs, scratchD, scratchF, max, logSum);
+      for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
+        y[s * features + j] = kernels::softmaxAt(xs[j], max, logSum, log);
+    }
   }
-}
+};
 
 // softmax:     dx = y * (dy - sum(dy * y))
 // log-softmax: dx = dy - exp(y) * sum(dy)
-__global__ void softmaxBackwardKernel(int64_t n, int64_t features, bool log,
-                                      View y, View dy, View dx, bool acc) {
-  __shared__ double scratch[32];
-  for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
-    const View ys = y + s * features, dys = dy + s * features;
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
-      sum += kernels::softmaxGradTerm(ys[j], dys[j], log);
-    sum = blockReduce(sum, SumOp(), 0.0, scratch);
-    for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
-      put(dx[s * features + j], kernels::softmaxGrad(ys[j], dys[j], sum, log),
-          acc);
+struct SoftmaxBackwardKernel {
+  static constexpr int threads = kRowThreads;
+  __device__ static void run(int64_t n, int64_t features, bool log, View y,
+                             View dy, View dx, bool acc) {
+    __shared__ double scratch[32];
+    for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
+      const View ys = y + s * features, dys = dy + s * features;
+      double sum = 0;
+      for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
+        sum += kernels::softmaxGradTerm(ys[j], dys[j], log);
+      sum = blockReduce(sum, SumOp(), 0.0, scratch);
+      for (int64_t j = threadIdx.x; j < features; j += blockDim.x)
+        put(dx[s * features + j], kernels::softmaxGrad(ys[j], dys[j], sum, log),
+            acc);
+    }
   }
+};
+
+using cuda::CompensatedSum;
+using cuda::kLossBlocks;
+using cuda::kLossThreads;
+
+/// Blocks of a loss's first pass over `items` items, `perBlock` to a block:
+/// enough to fill any GPU, at most kLossBlocks (one partial sum each). The
+/// count depends on the shape alone, so the sum's order does too.
+unsigned lossBlocks(int64_t items, int64_t perBlock) {
+  return static_cast<unsigned>(
+      std::clamp<int64_t>((items + perBlock - 1) / perBlock, 1, kLossBlocks));
 }
 
-constexpr int kLossThreads = 1024;
-
-/// One block; warp w takes the labelled positions w, w + 32, ... of the
-/// [outer, classes, inner] logits of each sample.
-__global__ void crossEntropyKernel(LossShape sh, int64_t n, int64_t batch,
-                                   View logits, const int32_t *labels,
-                                   float *loss, View dlogits, float scale,
-                                   bool reset) {
-  __shared__ double scratch[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int warps = blockDim.x >> 5;
-  const int64_t classes = sh.classes, inner = sh.inner;
-  const int64_t count = batch * sh.outer * inner;
-  double total = 0;
-  for (int64_t q = warp; q < n * sh.outer * inner; q += warps) {
-    int64_t so = q / inner, r = q - so * inner;
-    const View xs = logits + so * classes * inner + r;
-    float mx = -INFINITY;
-    for (int64_t j = lane; j < classes; j += 32)
-      mx = MaxOp()(mx, float(xs[j * inner]));
-    mx = warpAllReduce(mx, MaxOp());
-    double sum = 0;
-    for (int64_t j = lane; j < classes; j += 32)
-      sum += kernels::expTerm(xs[j * inner], mx);
-    const double logSum = log(warpAllReduce(sum, SumOp()));
-    const int32_t label = labels[q];
-    const bool valid = label >= 0 && label < classes;
-    if (lane == 0)
-      total += valid ? kernels::crossEntropyTerm(mx, logSum, xs[label * inner])
-                     : NAN;
-    if (!dlogits)
-      continue;
-    const View ds = dlogits + so * classes * inner + r;
-    for (int64_t j = lane; j < classes; j += 32)
-      // Scaled after rounding to fp32, as the emulation scales (fp16).
-      ds[j * inner] = kernels::crossEntropyGrad(xs[j * inner], mx, logSum,
-                                                j == label, count) *
-                      scale;
+/// First pass of the cross-entropy: warp w of the grid takes the labelled
+/// positions w, w + (warps in the grid), ... of the [outer, classes, inner]
+/// logits of each sample, writes their gradients, and block b leaves the
+/// compensated sum of its positions' losses in partials[b].
+struct CrossEntropyKernel {
+  static constexpr int threads = kLossThreads;
+  __device__ static void run(LossShape sh, int64_t n, int64_t batch,
+                             View logits, const int32_t *labels,
+                             CompensatedSum *partials, View dlogits,
+                             float scale) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (threads / 32);
+    const int64_t classes = sh.classes, inner = sh.inner;
+    const int64_t count = batch * sh.outer * inner;
+    CompensatedSum total;
+    for (int64_t q = (blockIdx.x * int64_t(threads) + threadIdx.x) >> 5;
+         q < n * sh.outer * inner; q += warps) {
+      int64_t so = q / inner, r = q - so * inner;
+      const View xs = logits + so * classes * inner + r;
+      float mx = -INFINITY;
+      for (int64_t j = lane; j < classes; j += 32)
+        mx = MaxOp()(mx, float(xs[j * inner]));
+      mx = warpAllReduce(mx, MaxOp());
+      double sum = 0;
+      for (int64_t j = lane; j < classes; j += 32)
+        sum += kernels::expTerm(xs[j * inner], mx);
+      const double logSum = log(warpAllReduce(sum, SumOp()));
+      const int32_t label = labels[q];
+      const bool valid = label >= 0 && label < classes;
+      if (lane == 0)
+        total.add(valid ? float(kernels::crossEntropyTerm(mx, logSum,
+                                                          xs[label * inner]))
+                        : NAN);
+      if (!dlogits)
+        continue;
+      const View ds = dlogits + so * classes * inner + r;
+      for (int64_t j = lane; j < classes; j += 32)
+        // Scaled after rounding to fp32, as the emulation scales (fp16).
+        ds[j * inner] = kernels::crossEntropyGrad(xs[j * inner], mx, logSum,
+                                                  j == label, count) *
+                        scale;
+    }
+    total = cuda::blockSum<threads>(total);
+    if (threadIdx.x == 0)
+      partials[blockIdx.x] = total;
   }
-  total = blockReduce(total, SumOp(), 0.0, scratch);
-  if (threadIdx.x == 0)
-    *loss = (reset ? 0.0f : *loss) + float(total / double(count));
-}
+};
 
-__global__ void meanSquaredErrorKernel(int64_t count, int64_t features,
-                                       int64_t batch, View y,
-                                       const float *target, float *loss,
-                                       View dy, float scale, bool reset) {
-  __shared__ double scratch[32];
-  const double all = double(batch) * double(features);
-  double total = 0;
-  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    float grad;
-    total += kernels::squaredErrorAt(y[e], target[e], all, grad);
-    if (dy)
-      dy[e] = grad * scale;
+/// First pass of the mean squared error: a grid-stride loop over the
+/// elements, writing their gradients; block b leaves the compensated sum
+/// of its squared errors in partials[b].
+struct MeanSquaredErrorKernel {
+  static constexpr int threads = kLossThreads;
+  __device__ static void run(int64_t count, int64_t features, int64_t batch,
+                             View y, const float *target,
+                             CompensatedSum *partials, View dy, float scale) {
+    const double all = double(batch) * double(features);
+    CompensatedSum total;
+    MEMFIT_GRID_LOOP(e, count) {
+      float grad;
+      total.add(float(kernels::squaredErrorAt(y[e], target[e], all, grad)));
+      if (dy)
+        dy[e] = grad * scale;
+    }
+    total = cuda::blockSum<threads>(total);
+    if (threadIdx.x == 0)
+      partials[blockIdx.x] = total;
   }
-  total = blockReduce(total, SumOp(), 0.0, scratch);
-  if (threadIdx.x == 0)
-    *loss = (reset ? 0.0f : *loss) + float(total / all);
-}
+};
+
+/// Second pass of a loss, one block: the `blocks` partial sums in index
+/// order (thread t takes t, t + threads, ...; then the block's fixed tree),
+/// divided by `count` and added into the loss scalar, which the first
+/// sub-batch or chunk resets.
+struct LossTotalKernel {
+  static constexpr int threads = kLossThreads;
+  __device__ static void run(const CompensatedSum *partials, int blocks,
+                             double count, float *loss, bool reset) {
+    CompensatedSum total;
+    for (int b = threadIdx.x; b < blocks; b += threads)
+      total.add(partials[b]);
+    total = cuda::blockSum<threads>(total);
+    if (threadIdx.x != 0)
+      return;
+    // One division in double, rounded once, as the emulation's.
+    const double sum =
+        isfinite(total.s) ? double(total.s) + double(total.c) : double(total.s);
+    *loss = (reset ? 0.0f : *loss) + float(sum / count);
+  }
+};
 
 } // namespace
 
@@ -221,8 +276,8 @@ void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
     cuda::gemm(*this, *impl, false, false, m, nn, k, p.alpha, vw, m, 0, vx, k,
                0, 0.0f, vy, m, 0);
   if (b) {
-    biasAddKernel<<<gridFor(rows * p.m), kThreads, 0, impl->compute()>>>(
-        rows, p.m, p.beta, impl->view(b), vy);
+    cuda::launch<BiasAddKernel>(gridFor(rows * p.m), impl->compute(), rows, p.m,
+                                p.beta, impl->view(b), vy);
   }
   impl->done(*this, "gemm forward");
 }
@@ -264,16 +319,16 @@ void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
                  0, beta, vdw, m, 0);
   }
   if (db)
-    biasGradKernel<<<gridFor(p.m), kThreads, 0, impl->compute()>>>(
-        n * p.rows, p.m, p.beta, vdy, impl->view(db), acc);
+    cuda::launch<BiasGradKernel>(gridFor(p.m), impl->compute(), n * p.rows, p.m,
+                                 p.beta, vdy, impl->view(db), acc);
   impl->done(*this, "gemm backward-weight");
 }
 
 void Exec::softmaxForward(int64_t features, bool log, const float *x, float *y,
                           int64_t rows) {
   const int64_t all = n * rows;
-  softmaxForwardKernel<<<static_cast<unsigned>(std::min<int64_t>(all, 1 << 16)),
-                         kRowThreads, 0, impl->compute()>>>(
+  cuda::launch<SoftmaxForwardKernel>(
+      static_cast<unsigned>(std::min<int64_t>(all, 1 << 16)), impl->compute(),
       all, features, log, impl->view(x), impl->view(y));
   impl->done(*this, "softmax forward kernel");
 }
@@ -283,9 +338,8 @@ void Exec::softmaxBackward(int64_t features, bool log, const float *y,
   if (!dx)
     return;
   const int64_t all = n * rows;
-  softmaxBackwardKernel<<<static_cast<unsigned>(
-                              std::min<int64_t>(all, 1 << 16)),
-                          kRowThreads, 0, impl->compute()>>>(
+  cuda::launch<SoftmaxBackwardKernel>(
+      static_cast<unsigned>(std::min<int64_t>(all, 1 << 16)), impl->compute(),
       all, features, log, impl->view(y), impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "softmax backward kernel");
 }
@@ -293,16 +347,28 @@ void Exec::softmaxBackward(int64_t features, bool log, const float *y,
 void Exec::loss(const float *logits, const void *labels, float *loss,
                 float *dlogits) {
   const bool reset = firstSample == 0; // the first sub-batch or chunk
-  if (prog.mseLoss)
-    meanSquaredErrorKernel<<<1, kLossThreads, 0, impl->compute()>>>(
-        n * prog.labelPerSample, prog.labelPerSample, prog.batch,
-        impl->view(logits), static_cast<const float *>(labels), loss,
-        impl->view(dlogits), lossScale, reset);
-  else
-    crossEntropyKernel<<<1, kLossThreads, 0, impl->compute()>>>(
-        LossShape{prog.lossOuter, prog.classes, prog.lossInner}, n, prog.batch,
-        impl->view(logits), static_cast<const int32_t *>(labels), loss,
-        impl->view(dlogits), lossScale, reset);
+  auto *partials = reinterpret_cast<CompensatedSum *>(impl->lossPartials);
+  unsigned blocks;
+  double count;
+  if (prog.mseLoss) {
+    const int64_t elements = n * prog.labelPerSample;
+    blocks = lossBlocks(elements, kLossThreads);
+    count = double(prog.batch) * double(prog.labelPerSample);
+    cuda::launch<MeanSquaredErrorKernel>(
+        blocks, impl->compute(), elements, prog.labelPerSample, prog.batch,
+        impl->view(logits), static_cast<const float *>(labels), partials,
+        impl->view(dlogits), lossScale);
+  } else {
+    const LossShape sh{prog.lossOuter, prog.classes, prog.lossInner};
+    blocks = lossBlocks(n * sh.outer * sh.inner, kLossThreads / 32);
+    count = double(prog.batch * sh.outer * sh.inner);
+    cuda::launch<CrossEntropyKernel>(blocks, impl->compute(), sh, n, prog.batch,
+                                     impl->view(logits),
+                                     static_cast<const int32_t *>(labels),
+                                     partials, impl->view(dlogits), lossScale);
+  }
+  cuda::launch<LossTotalKernel>(1, impl->compute(), partials, int(blocks),
+                                count, loss, reset);
   impl->done(*this, "loss kernel");
 }
 

@@ -1,11 +1,19 @@
 //===- Device.cuh - Device helpers of the CUDA backend's kernels -*- C++
 //-*-===//
 //
-// Internal to runtime/cuda's .cu files: the accumulate convention of
-// Kernels.h, grid-stride loops, and block reductions. Every reduction here
-// combines values in an order fixed by the launch shape alone (no atomics),
-// so a kernel run twice on the same data gives the same bits: a recomputed
-// forward equals the original, as the plan requires.
+// Internal to runtime/cuda's .cu files: how a kernel is declared and
+// launched, the accumulate convention of Kernels.h, grid-stride loops, and
+// block reductions. Every reduction here combines values in an order fixed
+// by the launch shape alone (no atomics), so a kernel run twice on the same
+// data gives the same bits: a recomputed forward equals the original, as
+// the plan requires.
+//
+// A kernel is a struct: its block size `threads` and a static __device__
+// `run`. cuda::launch<K> instantiates kernelOf<K, ...>, the backend's one
+// kernel entry, bounded by __launch_bounds__(K::threads), and launches it
+// with K::threads: the size ptxas fitted the registers to is the size
+// launched, and no call site can name another (tests/launch_resources.py
+// reads what ptxas made of every kernel for every architecture built).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_CUDA_DEVICE_CUH
@@ -13,9 +21,34 @@
 
 #include "runtime/cuda/View.h"
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
+#include <type_traits>
 
 namespace memfit::rt::cuda {
+
+/// The kernel of K: its parameters are those of K::run, by value.
+template <typename K, typename... P>
+__global__ void __launch_bounds__(K::threads) kernelOf(P... p) {
+  K::run(p...);
+}
+
+template <typename K, typename... P, typename... A>
+void launchAs(void (*)(P...), unsigned blocks, cudaStream_t s, A &&...a) {
+  static_assert(K::threads > 0 && K::threads <= 1024 &&
+                    (K::threads % 32 == 0 || K::threads == 1),
+                "a block is whole warps, or one thread, and at most 1024");
+  kernelOf<K, std::decay_t<P>...>
+      <<<blocks, K::threads, 0, s>>>(static_cast<A &&>(a)...);
+}
+
+/// Launches kernel K on `blocks` blocks of K::threads threads.
+template <typename K, typename... A>
+void launch(unsigned blocks, cudaStream_t s, A &&...a) {
+  launchAs<K>(static_cast<decltype(&K::run)>(nullptr), blocks, s,
+              static_cast<A &&>(a)...);
+}
 
 /// Writes a gradient value: add into dst, or overwrite it (dst is not read
 /// then, so poison or garbage there never leaks in). dst is a float or an
@@ -93,6 +126,50 @@ __device__ T blockReduce(T v, Op op, T identity, T *scratch) {
   }
   __syncthreads();
   return scratch[0];
+}
+
+/// A float sum with Neumaier's compensation: the rounding error of every
+/// add is kept in `c`, so a sum of many terms stays within a few float ulps
+/// of the exact one at float speed (double runs at 1/64 of float on
+/// GeForce, L4 and L40S cards). An infinite or NaN term makes `s`
+/// non-finite, and value() returns it unchanged.
+struct CompensatedSum {
+  float s = 0, c = 0;
+  __device__ void add(float v) {
+    const float t = s + v;
+    c += fabsf(s) >= fabsf(v) ? (s - t) + v : (v - t) + s;
+    s = t;
+  }
+  __device__ void add(CompensatedSum o) {
+    add(o.s);
+    c += o.c;
+  }
+  __device__ float value() const { return isfinite(s) ? s + c : s; }
+};
+
+__device__ inline CompensatedSum shuffleDown(CompensatedSum v, int o) {
+  return {__shfl_down_sync(0xffffffffu, v.s, o),
+          __shfl_down_sync(0xffffffffu, v.c, o)};
+}
+
+/// Sums one CompensatedSum per thread over the block, in a tree fixed by
+/// the block size; the result is thread 0's. All threads must call it, at
+/// most once per kernel (its scratch is not guarded for a second call).
+template <int Threads> __device__ CompensatedSum blockSum(CompensatedSum v) {
+  static_assert(Threads % 32 == 0, "whole warps");
+  __shared__ CompensatedSum scratch[Threads / 32];
+  for (int o = 16; o > 0; o >>= 1)
+    v.add(shuffleDown(v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < Threads / 32 ? scratch[lane] : CompensatedSum{};
+    for (int o = 16; o > 0; o >>= 1)
+      v.add(shuffleDown(v, o));
+  }
+  return v;
 }
 
 } // namespace memfit::rt::cuda

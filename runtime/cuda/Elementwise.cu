@@ -25,16 +25,22 @@ namespace {
 
 // --- activations ---
 
-__global__ void actForwardKernel(ActParams p, int64_t count, View x, View y) {
-  MEMFIT_GRID_LOOP(i, count) { y[i] = kernels::activation(p, x[i]); }
-}
-
-__global__ void actBackwardKernel(ActParams p, int64_t count, View src, View dy,
-                                  View dx, bool acc) {
-  MEMFIT_GRID_LOOP(i, count) {
-    put(dx[i], kernels::activationGrad(p, src[i], dy[i]), acc);
+struct ActForwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(ActParams p, int64_t count, View x, View y) {
+    MEMFIT_GRID_LOOP(i, count) { y[i] = kernels::activation(p, x[i]); }
   }
-}
+};
+
+struct ActBackwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(ActParams p, int64_t count, View src, View dy,
+                             View dx, bool acc) {
+    MEMFIT_GRID_LOOP(i, count) {
+      put(dx[i], kernels::activationGrad(p, src[i], dy[i]), acc);
+    }
+  }
+};
 
 // --- binary operations ---
 
@@ -50,31 +56,40 @@ __device__ __forceinline__ float gradB(BinaryKind k, float dy, View a,
              : kernels::binaryGradB(k, dy, 0, 0);
 }
 
-__global__ void binaryForwardKernel(BinaryParams p, int64_t count, View a,
-                                    View b, View y) {
-  MEMFIT_GRID_LOOP(at, count) {
-    y[at] = kernels::binary(p.kind, a[at], b[binaryBIndex(p, at)]);
+struct BinaryForwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BinaryParams p, int64_t count, View a, View b,
+                             View y) {
+    MEMFIT_GRID_LOOP(at, count) {
+      y[at] = kernels::binary(p.kind, a[at], b[binaryBIndex(p, at)]);
+    }
   }
-}
+};
 
-__global__ void binaryGradAKernel(BinaryParams p, int64_t count, View a, View b,
-                                  View dy, View da, bool acc) {
-  MEMFIT_GRID_LOOP(at, count) {
-    bool reads = kernels::binaryGradReadsOperands(p.kind);
-    put(da[at],
-        reads ? kernels::binaryGradA(p.kind, dy[at], a ? a[at] : 0.0f,
-                                     b ? b[binaryBIndex(p, at)] : 0.0f)
-              : kernels::binaryGradA(p.kind, dy[at], 0, 0),
-        acc);
+struct BinaryGradAKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BinaryParams p, int64_t count, View a, View b,
+                             View dy, View da, bool acc) {
+    MEMFIT_GRID_LOOP(at, count) {
+      bool reads = kernels::binaryGradReadsOperands(p.kind);
+      put(da[at],
+          reads ? kernels::binaryGradA(p.kind, dy[at], a ? a[at] : 0.0f,
+                                       b ? b[binaryBIndex(p, at)] : 0.0f)
+                : kernels::binaryGradA(p.kind, dy[at], 0, 0),
+          acc);
+    }
   }
-}
+};
 
-__global__ void binaryGradBBatchedKernel(BinaryParams p, int64_t count, View a,
-                                         View b, View dy, View db, bool acc) {
-  MEMFIT_GRID_LOOP(at, count) {
-    put(db[at], gradB(p.kind, dy[at], a, at, b, at), acc);
+struct BinaryGradBBatchedKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BinaryParams p, int64_t count, View a, View b,
+                             View dy, View db, bool acc) {
+    MEMFIT_GRID_LOOP(at, count) {
+      put(db[at], gradB(p.kind, dy[at], a, at, b, at), acc);
+    }
   }
-}
+};
 
 /// The positions b[j] is broadcast to: element t of (sample, outer, inner)
 /// maps to index ((o * bSize + j) * inner + r) of sample s, when that lies
@@ -92,39 +107,43 @@ struct BroadcastShape {
 };
 
 /// One thread per b element: for short reductions (many b elements).
-__global__ void binaryGradBThreadKernel(BinaryKind kind, BroadcastShape sh,
-                                        View a, View b, View dy, View db,
-                                        bool acc) {
-  MEMFIT_GRID_LOOP(j, sh.bSize) {
-    double sum = 0;
-    for (int64_t t = 0; t < sh.length(); ++t) {
-      bool inside;
-      int64_t at = sh.at(j, t, inside);
-      if (inside)
-        sum += gradB(kind, dy[at], a, at, b, j);
+struct BinaryGradBThreadKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BinaryKind kind, BroadcastShape sh, View a, View b,
+                             View dy, View db, bool acc) {
+    MEMFIT_GRID_LOOP(j, sh.bSize) {
+      double sum = 0;
+      for (int64_t t = 0; t < sh.length(); ++t) {
+        bool inside;
+        int64_t at = sh.at(j, t, inside);
+        if (inside)
+          sum += gradB(kind, dy[at], a, at, b, j);
+      }
+      put(db[j], float(sum), acc);
     }
-    put(db[j], float(sum), acc);
   }
-}
+};
 
 /// One block per b element: for long reductions (per-channel biases).
-__global__ void binaryGradBBlockKernel(BinaryKind kind, BroadcastShape sh,
-                                       View a, View b, View dy, View db,
-                                       bool acc) {
-  __shared__ double scratch[32];
-  for (int64_t j = blockIdx.x; j < sh.bSize; j += gridDim.x) {
-    double sum = 0;
-    for (int64_t t = threadIdx.x; t < sh.length(); t += blockDim.x) {
-      bool inside;
-      int64_t at = sh.at(j, t, inside);
-      if (inside)
-        sum += gradB(kind, dy[at], a, at, b, j);
+struct BinaryGradBBlockKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BinaryKind kind, BroadcastShape sh, View a, View b,
+                             View dy, View db, bool acc) {
+    __shared__ double scratch[32];
+    for (int64_t j = blockIdx.x; j < sh.bSize; j += gridDim.x) {
+      double sum = 0;
+      for (int64_t t = threadIdx.x; t < sh.length(); t += blockDim.x) {
+        bool inside;
+        int64_t at = sh.at(j, t, inside);
+        if (inside)
+          sum += gradB(kind, dy[at], a, at, b, j);
+      }
+      sum = cuda::blockReduce(sum, cuda::SumOp(), 0.0, scratch);
+      if (threadIdx.x == 0)
+        put(db[j], float(sum), acc);
     }
-    sum = cuda::blockReduce(sum, cuda::SumOp(), 0.0, scratch);
-    if (threadIdx.x == 0)
-      put(db[j], float(sum), acc);
   }
-}
+};
 
 // --- concat, pad ---
 
@@ -142,129 +161,161 @@ struct ConcatChunk {
 
 /// Forward: y[s, col] = input_k[s, col - offset_k]. Backward: the same
 /// element of dy goes (put) into gradient k, unless that is null.
-__global__ void concatKernel(ConcatChunk c, int64_t n, int64_t total, View y,
+struct ConcatKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(ConcatChunk c, int64_t n, int64_t total, View y,
                              View dy, bool backward) {
-  MEMFIT_GRID_LOOP(t, n * c.width) {
-    int64_t s = t / c.width, col = c.begin + (t - s * c.width);
-    int k = 0;
-    while (k + 1 < c.count && col >= c.offset[k + 1])
-      ++k;
-    int64_t at = s * c.part[k] + (col - c.offset[k]);
-    if (!backward)
-      y[s * total + col] = c.ptr[k][at];
-    else if (c.ptr[k])
-      put(c.ptr[k][at], dy[s * total + col], c.acc[k]);
+    MEMFIT_GRID_LOOP(t, n * c.width) {
+      int64_t s = t / c.width, col = c.begin + (t - s * c.width);
+      int k = 0;
+      while (k + 1 < c.count && col >= c.offset[k + 1])
+        ++k;
+      int64_t at = s * c.part[k] + (col - c.offset[k]);
+      if (!backward)
+        y[s * total + col] = c.ptr[k][at];
+      else if (c.ptr[k])
+        put(c.ptr[k][at], dy[s * total + col], c.acc[k]);
+    }
   }
-}
+};
 
-__global__ void padForwardKernel(PadParams p, int64_t n, View x, View y) {
-  MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
-    y[t] = kernels::padAt(p, x, t);
+struct PadForwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(PadParams p, int64_t n, View x, View y) {
+    MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
+      y[t] = kernels::padAt(p, x, t);
+    }
   }
-}
+};
 
-__global__ void padBackwardKernel(PadParams p, int64_t n, View dy, View dx,
-                                  bool acc) {
-  MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
-    put(dx[t], kernels::padGradAt(p, dy, t), acc);
+struct PadBackwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(PadParams p, int64_t n, View dy, View dx,
+                             bool acc) {
+    MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
+      put(dx[t], kernels::padGradAt(p, dy, t), acc);
+    }
   }
-}
+};
 
 // --- dropout, accumulation, SGD ---
 
 /// y = the kept and scaled x (forward), or dx (put) the kept and scaled dy.
-__global__ void dropoutKernel(DropoutParams p, int64_t count, uint64_t key,
-                              int64_t firstSample, View in, View out,
-                              bool acc) {
-  MEMFIT_GRID_LOOP(at, count) {
-    put(out[at], kernels::dropoutAt(p, key, firstSample, at, in[at]), acc);
+struct DropoutKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(DropoutParams p, int64_t count, uint64_t key,
+                             int64_t firstSample, View in, View out, bool acc) {
+    MEMFIT_GRID_LOOP(at, count) {
+      put(out[at], kernels::dropoutAt(p, key, firstSample, at, in[at]), acc);
+    }
   }
-}
+};
 
-__global__ void accumulateKernel(int64_t count, View x, View y) {
-  MEMFIT_GRID_LOOP(i, count) { y[i] += x[i]; }
-}
+struct AccumulateKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t count, View x, View y) {
+    MEMFIT_GRID_LOOP(i, count) { y[i] += x[i]; }
+  }
+};
 
 // --- 16-bit convolutions' bias and staged gradients ---
 
-__global__ void channelBiasAddKernel(int64_t count, int64_t c, int64_t spatial,
-                                     View bias, View y) {
-  MEMFIT_GRID_LOOP(t, count) {
-    y[t] = float(y[t]) + float(bias[t / spatial % c]);
+struct ChannelBiasAddKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t count, int64_t c, int64_t spatial,
+                             View bias, View y) {
+    MEMFIT_GRID_LOOP(t, count) {
+      y[t] = float(y[t]) + float(bias[t / spatial % c]);
+    }
   }
-}
+};
 
 /// One block per channel.
-__global__ void channelSumKernel(int64_t n, int64_t c, int64_t spatial, View dy,
-                                 View db, bool acc) {
-  __shared__ double scratch[32];
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    double sum = 0;
-    for (int64_t t = threadIdx.x; t < n * spatial; t += blockDim.x) {
-      int64_t s = t / spatial, q = t - s * spatial;
-      sum += dy[(s * c + ch) * spatial + q];
+struct ChannelSumKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t n, int64_t c, int64_t spatial, View dy,
+                             View db, bool acc) {
+    __shared__ double scratch[32];
+    for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+      double sum = 0;
+      for (int64_t t = threadIdx.x; t < n * spatial; t += blockDim.x) {
+        int64_t s = t / spatial, q = t - s * spatial;
+        sum += dy[(s * c + ch) * spatial + q];
+      }
+      sum = cuda::blockReduce(sum, cuda::SumOp(), 0.0, scratch);
+      if (threadIdx.x == 0)
+        put(db[ch], float(sum), acc);
     }
-    sum = cuda::blockReduce(sum, cuda::SumOp(), 0.0, scratch);
-    if (threadIdx.x == 0)
-      put(db[ch], float(sum), acc);
   }
-}
+};
 
-__global__ void putIntoKernel(int64_t count, View src, View dst, bool acc) {
-  MEMFIT_GRID_LOOP(i, count) { put(dst[i], src[i], acc); }
-}
+struct PutIntoKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t count, View src, View dst, bool acc) {
+    MEMFIT_GRID_LOOP(i, count) { put(dst[i], src[i], acc); }
+  }
+};
 
 /// GradScaler's unscale: g /= scale (times the fp32 reciprocal, as torch),
 /// flagging any value that is then not finite.
-__global__ void unscaleKernel(int64_t count, float inv, float *g,
-                              int *nonFinite) {
-  MEMFIT_GRID_LOOP(i, count) {
-    g[i] *= inv;
-    if (!isfinite(g[i]))
-      *nonFinite = 1;
+struct UnscaleKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t count, float inv, float *g,
+                             int *nonFinite) {
+    MEMFIT_GRID_LOOP(i, count) {
+      g[i] *= inv;
+      if (!isfinite(g[i]))
+        *nonFinite = 1;
+    }
   }
-}
+};
 
-__global__ void adamKernel(AdamParams p, int64_t count, float *w,
-                           const float *dw, float *m, float *v) {
-  MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
-}
-
-__global__ void sgdKernel(int64_t count, float lr, float momentum,
-                          float weightDecay, bool first, float *w,
-                          const float *dw, float *buf) {
-  MEMFIT_GRID_LOOP(i, count) {
-    kernels::sgdAt(i, lr, momentum, weightDecay, first, w, dw, buf);
+struct AdamKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(AdamParams p, int64_t count, float *w,
+                             const float *dw, float *m, float *v) {
+    MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
   }
-}
+};
+
+struct SgdKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t count, float lr, float momentum,
+                             float weightDecay, bool first, float *w,
+                             const float *dw, float *buf) {
+    MEMFIT_GRID_LOOP(i, count) {
+      kernels::sgdAt(i, lr, momentum, weightDecay, first, w, dw, buf);
+    }
+  }
+};
 
 } // namespace
 
 void cuda::channelBiasAdd(const Exec::Impl &im, int64_t n, int64_t c,
                           int64_t spatial, View bias, View y) {
   int64_t count = n * c * spatial;
-  channelBiasAddKernel<<<gridFor(count), kThreads, 0, im.compute()>>>(
-      count, c, spatial, bias, y);
+  cuda::launch<ChannelBiasAddKernel>(gridFor(count), im.compute(), count, c,
+                                     spatial, bias, y);
 }
 
 void cuda::channelSum(const Exec::Impl &im, int64_t n, int64_t c,
                       int64_t spatial, View dy, View db, bool acc) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(c, 1 << 16));
-  channelSumKernel<<<blocks, kThreads, 0, im.compute()>>>(n, c, spatial, dy, db,
-                                                          acc);
+  cuda::launch<ChannelSumKernel>(blocks, im.compute(), n, c, spatial, dy, db,
+                                 acc);
 }
 
 void cuda::putInto(const Exec::Impl &im, int64_t count, View src, View dst,
                    bool acc) {
-  putIntoKernel<<<gridFor(count), kThreads, 0, im.compute()>>>(count, src, dst,
-                                                               acc);
+  cuda::launch<PutIntoKernel>(gridFor(count), im.compute(), count, src, dst,
+                              acc);
 }
 
 void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
                       float *y) {
   int64_t count = perSample * n;
-  actForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->view(x), impl->view(y));
+  cuda::launch<ActForwardKernel>(gridFor(count), impl->compute(), p, count,
+                                 impl->view(x), impl->view(y));
   impl->done(*this, "activation forward kernel");
 }
 
@@ -273,8 +324,9 @@ void Exec::actBackward(const ActParams &p, int64_t perSample, const float *src,
   if (!dx)
     return;
   int64_t count = perSample * n;
-  actBackwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->view(src), impl->view(dy), impl->view(dx), acc);
+  cuda::launch<ActBackwardKernel>(gridFor(count), impl->compute(), p, count,
+                                  impl->view(src), impl->view(dy),
+                                  impl->view(dx), acc);
   impl->done(*this, "activation backward kernel");
 }
 
@@ -283,8 +335,9 @@ void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
   if (p.bSize <= 0 || p.inner <= 0)
     fatal("binary operation with an empty broadcast shape");
   int64_t count = p.perSample * n;
-  binaryForwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->view(a), impl->view(b), impl->view(y));
+  cuda::launch<BinaryForwardKernel>(gridFor(count), impl->compute(), p, count,
+                                    impl->view(a), impl->view(b),
+                                    impl->view(y));
   impl->done(*this, "binary forward kernel");
 }
 
@@ -300,15 +353,15 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
   // da before db: when both operands are one value, da and db are one
   // buffer, and db adds into what da wrote (the CPU reference's order).
   if (da) {
-    binaryGradAKernel<<<gridFor(count), kThreads, 0, s>>>(p, count, va, vb, vdy,
-                                                          vda, accA);
+    cuda::launch<BinaryGradAKernel>(gridFor(count), s, p, count, va, vb, vdy,
+                                    vda, accA);
     impl->done(*this, "binary backward kernel (first operand)");
   }
   if (!db)
     return;
   if (p.bBatched && p.bSize == p.perSample) {
-    binaryGradBBatchedKernel<<<gridFor(count), kThreads, 0, s>>>(
-        p, count, va, vb, vdy, vdb, accB);
+    cuda::launch<BinaryGradBBatchedKernel>(gridFor(count), s, p, count, va, vb,
+                                           vdy, vdb, accB);
     impl->done(*this, "binary backward kernel (second operand)");
     return;
   }
@@ -323,11 +376,11 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
     const View as = va + smp * p.perSample, bs = vb + smp * p.bSize;
     const View dys = vdy + smp * p.perSample, dbs = vdb + smp * p.bSize;
     if (sh.length() <= 256)
-      binaryGradBThreadKernel<<<gridFor(p.bSize), kThreads, 0, s>>>(
-          p.kind, sh, as, bs, dys, dbs, accB);
+      cuda::launch<BinaryGradBThreadKernel>(gridFor(p.bSize), s, p.kind, sh, as,
+                                            bs, dys, dbs, accB);
     else
-      binaryGradBBlockKernel<<<gridFor(p.bSize * kThreads), kThreads, 0, s>>>(
-          p.kind, sh, as, bs, dys, dbs, accB);
+      cuda::launch<BinaryGradBBlockKernel>(gridFor(p.bSize * kThreads), s,
+                                           p.kind, sh, as, bs, dys, dbs, accB);
   }
   impl->done(*this, "binary backward kernel (second operand)");
 }
@@ -354,8 +407,8 @@ void concat(const Exec::Impl &im, int64_t n, int64_t numInputs,
     }
     c.width = column - c.begin;
     if (c.width > 0)
-      concatKernel<<<gridFor(n * c.width), kThreads, 0, im.compute()>>>(
-          c, n, total, y, dy, bool(dy));
+      cuda::launch<ConcatKernel>(gridFor(n * c.width), im.compute(), c, n,
+                                 total, y, dy, bool(dy));
   }
 }
 } // namespace
@@ -377,8 +430,9 @@ void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
 }
 
 void Exec::padForward(const PadParams &p, const float *x, float *y) {
-  padForwardKernel<<<gridFor(n * p.c * p.hout * p.wout), kThreads, 0,
-                     impl->compute()>>>(p, n, impl->view(x), impl->view(y));
+  cuda::launch<PadForwardKernel>(gridFor(n * p.c * p.hout * p.wout),
+                                 impl->compute(), p, n, impl->view(x),
+                                 impl->view(y));
   impl->done(*this, "pad forward kernel");
 }
 
@@ -386,18 +440,18 @@ void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
                        bool acc) {
   if (!dx)
     return;
-  padBackwardKernel<<<gridFor(n * p.c * p.hin * p.win), kThreads, 0,
-                      impl->compute()>>>(p, n, impl->view(dy), impl->view(dx),
-                                         acc);
+  cuda::launch<PadBackwardKernel>(gridFor(n * p.c * p.hin * p.win),
+                                  impl->compute(), p, n, impl->view(dy),
+                                  impl->view(dx), acc);
   impl->done(*this, "pad backward kernel");
 }
 
 void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
                           const float *x, float *y) {
   int64_t count = p.perSample * n;
-  dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, dropoutKey(seed, iteration, taskKey), firstSample,
-      impl->view(x), impl->view(y), false);
+  cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
+                              dropoutKey(seed, iteration, taskKey), firstSample,
+                              impl->view(x), impl->view(y), false);
   impl->done(*this, "dropout forward kernel");
 }
 
@@ -406,16 +460,16 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
   if (!dx)
     return;
   int64_t count = p.perSample * n;
-  dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, dropoutKey(seed, iteration, taskKey), firstSample,
-      impl->view(dy), impl->view(dx), acc);
+  cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
+                              dropoutKey(seed, iteration, taskKey), firstSample,
+                              impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "dropout backward kernel");
 }
 
 void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
   int64_t count = perSample * n;
-  accumulateKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      count, impl->view(x), impl->view(y));
+  cuda::launch<AccumulateKernel>(gridFor(count), impl->compute(), count,
+                                 impl->view(x), impl->view(y));
   impl->done(*this, "accumulate kernel");
 }
 
@@ -435,9 +489,9 @@ void Exec::adam(int32_t id) {
                       ? comm->mySlice(wInfo[id].count)
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
-  adamKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo,
-      impl->v[id] + lo);
+  cuda::launch<AdamKernel>(gridFor(count), impl->compute(), p, count,
+                           impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo,
+                           impl->v[id] + lo);
   impl->done(*this, "adam kernel");
   impl->copyStale[id] = true;
 }
@@ -450,9 +504,10 @@ void Exec::sgd(int32_t id) {
                       ? comm->mySlice(wInfo[id].count)
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
-  sgdKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      count, lr, momentum, weightDecay, firstIteration, impl->w[id] + lo,
-      impl->g[id] + lo, useBuf ? impl->m[id] + lo : nullptr);
+  cuda::launch<SgdKernel>(gridFor(count), impl->compute(), count, lr, momentum,
+                          weightDecay, firstIteration, impl->w[id] + lo,
+                          impl->g[id] + lo,
+                          useBuf ? impl->m[id] + lo : nullptr);
   impl->done(*this, "sgd kernel");
   impl->copyStale[id] = true;
 }
@@ -470,8 +525,8 @@ bool Exec::unscaleGradients() {
                         ? comm->mySlice(wInfo[id].count)
                         : std::pair<int64_t, int64_t>{0, wInfo[id].count};
     if (hi > lo)
-      unscaleKernel<<<gridFor(hi - lo), kThreads, 0, s>>>(
-          hi - lo, inv, impl->g[id] + lo, impl->nonFinite);
+      cuda::launch<UnscaleKernel>(gridFor(hi - lo), s, hi - lo, inv,
+                                  impl->g[id] + lo, impl->nonFinite);
   }
   impl->done(*this, "unscale kernel");
   int flag = 0;

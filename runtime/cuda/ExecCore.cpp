@@ -203,7 +203,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                                   bytes / info.ranks, name.c_str(), planned))
                             : nullptr);
   }
-  im.loss = static_cast<float *>(deviceAlloc(4, "the loss", planned));
+  char *lossBytes = static_cast<char *>(
+      deviceAlloc(cuda::kLossBytes, "the loss and its partial sums", planned));
+  im.loss = reinterpret_cast<float *>(lossBytes);
+  im.lossPartials =
+      reinterpret_cast<float *>(lossBytes + cuda::kLossPartialsOffset);
   if (info.precision == Precision::FP16) {
     // GradScaler's found-inf flag: a few bytes the plan does not count,
     // as it does not count cuDNN's handle either.

@@ -108,6 +108,15 @@ void putInto(const Exec::Impl &im, int64_t count, View src, View dst, bool acc);
 /// Threads per block of the element-wise kernels.
 constexpr int kThreads = 256;
 
+/// The losses (Dense.cu) reduce in two passes: at most kLossBlocks blocks of
+/// kLossThreads each leave one partial sum (two floats) in
+/// Exec::Impl::lossPartials, then one block adds them in order.
+constexpr int kLossThreads = 256;
+constexpr int kLossBlocks = 1024;
+/// The loss scalar and, 256 bytes on, its partial sums: one allocation.
+constexpr int64_t kLossPartialsOffset = 256;
+constexpr int64_t kLossBytes = kLossPartialsOffset + kLossBlocks * 8;
+
 /// Blocks for a grid-stride loop over `count` items.
 inline unsigned gridFor(int64_t count, int threads = kThreads) {
   int64_t blocks = (count + threads - 1) / threads;
@@ -134,6 +143,9 @@ struct Exec::Impl {
   // Device; g, m and v null where not planned.
   std::vector<float *> w, g, m, v;
   float *loss = nullptr;
+  /// The losses' partial sums (cuda::kLossBlocks pairs of floats), inside
+  /// the loss's allocation.
+  float *lossPartials = nullptr;
   std::vector<void *> slots; // pinned host
   float *input = nullptr;
   void *labels = nullptr;

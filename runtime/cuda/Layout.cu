@@ -31,55 +31,79 @@ int64_t perSample(const int64_t *dims, int rank) {
   return per;
 }
 
-__global__ void transposeKernel(TransposeParams p, int64_t n, int64_t count,
-                                View x, View y) {
-  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::transposeSource(p, n, t)]; }
-}
-
-__global__ void transposeGradKernel(TransposeParams p, int64_t n, int64_t count,
-                                    View dy, View dx, bool acc) {
-  MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], dy[kernels::transposeTarget(p, n, t)], acc);
+struct TransposeKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(TransposeParams p, int64_t n, int64_t count,
+                             View x, View y) {
+    MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::transposeSource(p, n, t)]; }
   }
-}
+};
 
-__global__ void sliceKernel(SliceParams p, int64_t n, int64_t count, View x,
-                            View y) {
-  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::sliceSource(p, n, t)]; }
-}
-
-__global__ void sliceGradKernel(SliceParams p, int64_t n, int64_t count,
-                                View dy, View dx, bool acc) {
-  MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], kernels::sliceGradAt(p, n, dy, t), acc);
+struct TransposeGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(TransposeParams p, int64_t n, int64_t count,
+                             View dy, View dx, bool acc) {
+    MEMFIT_GRID_LOOP(t, count) {
+      put(dx[t], dy[kernels::transposeTarget(p, n, t)], acc);
+    }
   }
-}
+};
 
-__global__ void expandKernel(ExpandParams p, int64_t n, int64_t count, View x,
+struct SliceKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(SliceParams p, int64_t n, int64_t count, View x,
                              View y) {
-  MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::expandSource(p, n, t)]; }
-}
-
-__global__ void expandGradKernel(ExpandParams p, int64_t n, int64_t count,
-                                 View dy, View dx, bool acc) {
-  MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], kernels::expandGradAt(p, n, dy, t), acc);
+    MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::sliceSource(p, n, t)]; }
   }
-}
+};
 
-__global__ void whereKernel(WhereParams p, int64_t count, View mask, View x,
-                            View y) {
-  MEMFIT_GRID_LOOP(t, count) {
-    y[t] = kernels::whereFilled(p, mask, t) ? p.value : x[t];
+struct SliceGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(SliceParams p, int64_t n, int64_t count, View dy,
+                             View dx, bool acc) {
+    MEMFIT_GRID_LOOP(t, count) {
+      put(dx[t], kernels::sliceGradAt(p, n, dy, t), acc);
+    }
   }
-}
+};
 
-__global__ void whereGradKernel(WhereParams p, int64_t count, View mask,
-                                View dy, View dx, bool acc) {
-  MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], kernels::whereFilled(p, mask, t) ? 0.0f : dy[t], acc);
+struct ExpandKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(ExpandParams p, int64_t n, int64_t count, View x,
+                             View y) {
+    MEMFIT_GRID_LOOP(t, count) { y[t] = x[kernels::expandSource(p, n, t)]; }
   }
-}
+};
+
+struct ExpandGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(ExpandParams p, int64_t n, int64_t count, View dy,
+                             View dx, bool acc) {
+    MEMFIT_GRID_LOOP(t, count) {
+      put(dx[t], kernels::expandGradAt(p, n, dy, t), acc);
+    }
+  }
+};
+
+struct WhereKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(WhereParams p, int64_t count, View mask, View x,
+                             View y) {
+    MEMFIT_GRID_LOOP(t, count) {
+      y[t] = kernels::whereFilled(p, mask, t) ? p.value : x[t];
+    }
+  }
+};
+
+struct WhereGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(WhereParams p, int64_t count, View mask, View dy,
+                             View dx, bool acc) {
+    MEMFIT_GRID_LOOP(t, count) {
+      put(dx[t], kernels::whereFilled(p, mask, t) ? 0.0f : dy[t], acc);
+    }
+  }
+};
 
 __device__ int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
                         const float *fixedIds, int64_t r) {
@@ -90,60 +114,73 @@ __device__ int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
 
 /// A row id outside the vocabulary writes NaN rather than read outside the
 /// table (the driver checks the ids it loads).
-__global__ void embeddingKernel(EmbeddingParams p, int64_t count,
-                                const int32_t *ids, const float *fixedIds,
-                                const float *table, View y) {
-  MEMFIT_GRID_LOOP(t, count) {
-    int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
-    y[t] = id >= 0 && id < p.vocab ? table[id * p.d + j] : NAN;
+struct EmbeddingKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(EmbeddingParams p, int64_t count,
+                             const int32_t *ids, const float *fixedIds,
+                             const float *table, View y) {
+    MEMFIT_GRID_LOOP(t, count) {
+      int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
+      y[t] = id >= 0 && id < p.vocab ? table[id * p.d + j] : NAN;
+    }
   }
-}
+};
 
-__global__ void embeddingGradKernel(EmbeddingParams p, int64_t count,
-                                    const int32_t *ids, const float *fixedIds,
-                                    View dy, float *dtable) {
-  MEMFIT_GRID_LOOP(t, count) {
-    int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
-    if (id >= 0 && id < p.vocab)
-      atomicAdd(&dtable[id * p.d + j], dy[t]);
+struct EmbeddingGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(EmbeddingParams p, int64_t count,
+                             const int32_t *ids, const float *fixedIds, View dy,
+                             float *dtable) {
+    MEMFIT_GRID_LOOP(t, count) {
+      int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
+      if (id >= 0 && id < p.vocab)
+        atomicAdd(&dtable[id * p.d + j], dy[t]);
+    }
   }
-}
+};
 
-__global__ void layerNormKernel(LayerNormParams p, int64_t rows, View x,
-                                const float *scale, const float *bias, View y) {
-  MEMFIT_GRID_LOOP(r, rows) {
-    kernels::lnForwardRow(p, x + r * p.d, scale, bias, y + r * p.d);
+struct LayerNormKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(LayerNormParams p, int64_t rows, View x,
+                             const float *scale, const float *bias, View y) {
+    MEMFIT_GRID_LOOP(r, rows) {
+      kernels::lnForwardRow(p, x + r * p.d, scale, bias, y + r * p.d);
+    }
   }
-}
+};
 
-__global__ void layerNormGradKernel(LayerNormParams p, int64_t rows, View x,
-                                    const float *scale, View dy, View dx,
-                                    bool acc) {
-  MEMFIT_GRID_LOOP(r, rows) {
-    kernels::lnBackwardRow(p, x + r * p.d, scale, dy + r * p.d, dx + r * p.d,
-                           acc);
+struct LayerNormGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(LayerNormParams p, int64_t rows, View x,
+                             const float *scale, View dy, View dx, bool acc) {
+    MEMFIT_GRID_LOOP(r, rows) {
+      kernels::lnBackwardRow(p, x + r * p.d, scale, dy + r * p.d, dx + r * p.d,
+                             acc);
+    }
   }
-}
+};
 
 /// One thread per feature, over the rows in order.
-__global__ void layerNormWeightGradKernel(LayerNormParams p, int64_t rows,
-                                          View x, View dy, float *dscale,
-                                          float *dbias, bool acc) {
-  MEMFIT_GRID_LOOP(j, p.d) {
-    double ds = 0, dbs = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      double mean, invStd;
-      kernels::lnRowStats(p, x + r * p.d, mean, invStd);
-      double g = dy[r * p.d + j];
-      ds += g * ((double(x[r * p.d + j]) - mean) * invStd);
-      dbs += g;
+struct LayerNormWeightGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(LayerNormParams p, int64_t rows, View x, View dy,
+                             float *dscale, float *dbias, bool acc) {
+    MEMFIT_GRID_LOOP(j, p.d) {
+      double ds = 0, dbs = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double mean, invStd;
+        kernels::lnRowStats(p, x + r * p.d, mean, invStd);
+        double g = dy[r * p.d + j];
+        ds += g * ((double(x[r * p.d + j]) - mean) * invStd);
+        dbs += g;
+      }
+      if (dscale)
+        put(dscale[j], float(ds), acc);
+      if (dbias)
+        put(dbias[j], float(dbs), acc);
     }
-    if (dscale)
-      put(dscale[j], float(ds), acc);
-    if (dbias)
-      put(dbias[j], float(dbs), acc);
   }
-}
+};
 
 int dim(const Exec &x, int64_t v) {
   if (v <= 0 || v > INT_MAX)
@@ -156,8 +193,8 @@ int dim(const Exec &x, int64_t v) {
 void Exec::transposeForward(const TransposeParams &p, const float *x,
                             float *y) {
   int64_t count = n * perSample(p.dims, p.rank);
-  transposeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, impl->view(x), impl->view(y));
+  cuda::launch<TransposeKernel>(gridFor(count), impl->compute(), p, n, count,
+                                impl->view(x), impl->view(y));
   impl->done(*this, "transpose kernel");
 }
 
@@ -166,15 +203,15 @@ void Exec::transposeBackward(const TransposeParams &p, const float *dy,
   if (!dx)
     return;
   int64_t count = n * perSample(p.dims, p.rank);
-  transposeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, impl->view(dy), impl->view(dx), acc);
+  cuda::launch<TransposeGradKernel>(gridFor(count), impl->compute(), p, n,
+                                    count, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "transpose backward kernel");
 }
 
 void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
   int64_t count = n * perSample(p.ydims, p.rank);
-  sliceKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, impl->view(x), impl->view(y));
+  cuda::launch<SliceKernel>(gridFor(count), impl->compute(), p, n, count,
+                            impl->view(x), impl->view(y));
   impl->done(*this, "slice kernel");
 }
 
@@ -183,15 +220,15 @@ void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
   if (!dx)
     return;
   int64_t count = n * perSample(p.xdims, p.rank);
-  sliceGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, impl->view(dy), impl->view(dx), acc);
+  cuda::launch<SliceGradKernel>(gridFor(count), impl->compute(), p, n, count,
+                                impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "slice backward kernel");
 }
 
 void Exec::expandForward(const ExpandParams &p, const float *x, float *y) {
   int64_t count = n * perSample(p.ydims, p.rank);
-  expandKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, impl->view(x), impl->view(y));
+  cuda::launch<ExpandKernel>(gridFor(count), impl->compute(), p, n, count,
+                             impl->view(x), impl->view(y));
   impl->done(*this, "expand kernel");
 }
 
@@ -200,16 +237,16 @@ void Exec::expandBackward(const ExpandParams &p, const float *dy, float *dx,
   if (!dx)
     return;
   int64_t count = n * perSample(p.xdims, p.rank);
-  expandGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, n, count, impl->view(dy), impl->view(dx), acc);
+  cuda::launch<ExpandGradKernel>(gridFor(count), impl->compute(), p, n, count,
+                                 impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "expand backward kernel");
 }
 
 void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
                         float *y) {
   int64_t count = n * p.perSample;
-  whereKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->view(mask), impl->view(x), impl->view(y));
+  cuda::launch<WhereKernel>(gridFor(count), impl->compute(), p, count,
+                            impl->view(mask), impl->view(x), impl->view(y));
   impl->done(*this, "masked fill kernel");
 }
 
@@ -218,8 +255,9 @@ void Exec::whereBackward(const WhereParams &p, const float *mask,
   if (!dx)
     return;
   int64_t count = n * p.perSample;
-  whereGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->view(mask), impl->view(dy), impl->view(dx), acc);
+  cuda::launch<WhereGradKernel>(gridFor(count), impl->compute(), p, count,
+                                impl->view(mask), impl->view(dy),
+                                impl->view(dx), acc);
   impl->done(*this, "masked fill backward kernel");
 }
 
@@ -227,8 +265,8 @@ void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,
                             const float *fixedIds, const float *table,
                             float *y) {
   int64_t count = n * p.rows * p.d;
-  embeddingKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, ids, fixedIds, table, impl->view(y));
+  cuda::launch<EmbeddingKernel>(gridFor(count), impl->compute(), p, count, ids,
+                                fixedIds, table, impl->view(y));
   impl->done(*this, "embedding kernel");
 }
 
@@ -241,16 +279,16 @@ void Exec::embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
     MEMFIT_CHECK(cudaMemsetAsync(dtable, 0, p.vocab * p.d * sizeof(float),
                                  impl->compute()));
   int64_t count = n * p.rows * p.d;
-  embeddingGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, ids, fixedIds, impl->view(dy), dtable);
+  cuda::launch<EmbeddingGradKernel>(gridFor(count), impl->compute(), p, count,
+                                    ids, fixedIds, impl->view(dy), dtable);
   impl->done(*this, "embedding backward kernel");
 }
 
 void Exec::layerNormForward(const LayerNormParams &p, const float *x,
                             const float *scale, const float *bias, float *y) {
   int64_t rows = n * p.rows;
-  layerNormKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
-      p, rows, impl->view(x), scale, bias, impl->view(y));
+  cuda::launch<LayerNormKernel>(gridFor(rows), impl->compute(), p, rows,
+                                impl->view(x), scale, bias, impl->view(y));
   impl->done(*this, "layer norm kernel");
 }
 
@@ -260,16 +298,18 @@ void Exec::layerNormBackwardData(const LayerNormParams &p, const float *x,
   if (!dx)
     return;
   int64_t rows = n * p.rows;
-  layerNormGradKernel<<<gridFor(rows), kThreads, 0, impl->compute()>>>(
-      p, rows, impl->view(x), scale, impl->view(dy), impl->view(dx), acc);
+  cuda::launch<LayerNormGradKernel>(gridFor(rows), impl->compute(), p, rows,
+                                    impl->view(x), scale, impl->view(dy),
+                                    impl->view(dx), acc);
   impl->done(*this, "layer norm backward kernel");
 }
 
 void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
                                    const float *dy, float *dscale, float *dbias,
                                    bool acc) {
-  layerNormWeightGradKernel<<<gridFor(p.d), kThreads, 0, impl->compute()>>>(
-      p, n * p.rows, impl->view(x), impl->view(dy), dscale, dbias, acc);
+  cuda::launch<LayerNormWeightGradKernel>(gridFor(p.d), impl->compute(), p,
+                                          n * p.rows, impl->view(x),
+                                          impl->view(dy), dscale, dbias, acc);
   impl->done(*this, "layer norm weight gradient kernel");
 }
 
@@ -329,29 +369,34 @@ void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
 namespace memfit::rt {
 namespace {
 
-__global__ void resizeKernel(ResizeParams p, int64_t count, View x, View y) {
-  MEMFIT_GRID_LOOP(t, count) { y[t] = kernels::resizeAt(p, x, t); }
-}
+struct ResizeKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(ResizeParams p, int64_t count, View x, View y) {
+    MEMFIT_GRID_LOOP(t, count) { y[t] = kernels::resizeAt(p, x, t); }
+  }
+};
 
 /// Scatters each output's gradient with atomics (the rounding order may
 /// differ from the emulation's in-order sum).
-__global__ void resizeGradKernel(ResizeParams p, int64_t count, View dy,
-                                 View dx) {
-  MEMFIT_GRID_LOOP(t, count) {
-    int64_t at[4];
-    float w[4];
-    kernels::resizeGradTaps(p, t, at, w);
-    for (int k = 0; k < 4; ++k)
-      cuda::atomicPut(dx[at[k]], dy[t] * w[k]);
+struct ResizeGradKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(ResizeParams p, int64_t count, View dy, View dx) {
+    MEMFIT_GRID_LOOP(t, count) {
+      int64_t at[4];
+      float w[4];
+      kernels::resizeGradTaps(p, t, at, w);
+      for (int k = 0; k < 4; ++k)
+        cuda::atomicPut(dx[at[k]], dy[t] * w[k]);
+    }
   }
-}
+};
 
 } // namespace
 
 void Exec::resizeForward(const ResizeParams &p, const float *x, float *y) {
   int64_t count = n * p.c * p.hout * p.wout;
-  resizeKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->view(x), impl->view(y));
+  cuda::launch<ResizeKernel>(gridFor(count), impl->compute(), p, count,
+                             impl->view(x), impl->view(y));
   impl->done(*this, "resize kernel");
 }
 
@@ -364,8 +409,8 @@ void Exec::resizeBackward(const ResizeParams &p, const float *dy, float *dx,
         dx, 0, n * p.c * p.hin * p.win * cuda::storeBytes(impl->view(dx).t),
         impl->compute()));
   int64_t count = n * p.c * p.hout * p.wout;
-  resizeGradKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->view(dy), impl->view(dx));
+  cuda::launch<ResizeGradKernel>(gridFor(count), impl->compute(), p, count,
+                                 impl->view(dy), impl->view(dx));
   impl->done(*this, "resize backward kernel");
 }
 

@@ -33,41 +33,52 @@ namespace {
 
 // --- pooling ---
 
-__global__ void poolForwardKernel(PoolParams p, int64_t n, View x, View y) {
-  MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
-    y[t] = kernels::poolAt(p, x, t);
+struct PoolForwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(PoolParams p, int64_t n, View x, View y) {
+    MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
+      y[t] = kernels::poolAt(p, x, t);
+    }
   }
-}
+};
 
-__global__ void poolBackwardKernel(PoolParams p, int64_t n, View x, View dy,
-                                   View dx, bool acc) {
-  MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
-    dx[t] = kernels::poolGradAt(p, x, dy, t, acc ? dx[t] : 0.0f);
+struct PoolBackwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(PoolParams p, int64_t n, View x, View dy, View dx,
+                             bool acc) {
+    MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
+      dx[t] = kernels::poolGradAt(p, x, dy, t, acc ? dx[t] : 0.0f);
+    }
   }
-}
+};
 
 /// One warp per plane of `spatial` values.
-__global__ void gapForwardKernel(int64_t planes, int64_t spatial, View x,
-                                 View y) {
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
-  const int lane = threadIdx.x & 31;
-  for (int64_t pl = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
-       pl < planes; pl += warps) {
-    double sum = 0;
-    for (int64_t q = lane; q < spatial; q += 32)
-      sum += x[pl * spatial + q];
-    sum = cuda::warpReduce(sum, SumOp());
-    if (lane == 0)
-      y[pl] = float(sum / double(spatial));
+struct GapForwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t planes, int64_t spatial, View x, View y) {
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+    const int lane = threadIdx.x & 31;
+    for (int64_t pl = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+         pl < planes; pl += warps) {
+      double sum = 0;
+      for (int64_t q = lane; q < spatial; q += 32)
+        sum += x[pl * spatial + q];
+      sum = cuda::warpReduce(sum, SumOp());
+      if (lane == 0)
+        y[pl] = float(sum / double(spatial));
+    }
   }
-}
+};
 
-__global__ void gapBackwardKernel(int64_t count, int64_t spatial, View dy,
-                                  View dx, bool acc) {
-  MEMFIT_GRID_LOOP(t, count) {
-    put(dx[t], kernels::gapGradAt(spatial, dy, t), acc);
+struct GapBackwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t count, int64_t spatial, View dy, View dx,
+                             bool acc) {
+    MEMFIT_GRID_LOOP(t, count) {
+      put(dx[t], kernels::gapGradAt(spatial, dy, t), acc);
+    }
   }
-}
+};
 
 // --- BatchNorm: one block per channel ---
 
@@ -108,40 +119,46 @@ __device__ void channelMoments(const BatchNormParams &p, int64_t n, int64_t ch,
   sq = blockReduce(part, SumOp(), 0.0, scratch);
 }
 
-__global__ void bnForwardKernel(BatchNormParams p, int64_t n, View x,
-                                const float *scale, const float *bias,
-                                float *runMean, float *runVar, View y,
-                                float *saved, bool updateRunning) {
-  __shared__ double scratch[32];
-  const double count = double(n * p.spatial);
-  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    double mean, sq;
-    channelMoments(p, n, ch, x, scratch, mean, sq);
-    const float fm = float(mean), fi = float(kernels::bnInvStd(p, count, sq));
-    if (threadIdx.x == 0) {
-      saved[ch] = fm;
-      saved[p.c + ch] = fi;
-      if (updateRunning)
-        kernels::bnUpdateRunning(p, count, mean, sq, runMean[ch], runVar[ch]);
+struct BnForwardKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t n, View x,
+                             const float *scale, const float *bias,
+                             float *runMean, float *runVar, View y,
+                             float *saved, bool updateRunning) {
+    __shared__ double scratch[32];
+    const double count = double(n * p.spatial);
+    for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+      double mean, sq;
+      channelMoments(p, n, ch, x, scratch, mean, sq);
+      const float fm = float(mean), fi = float(kernels::bnInvStd(p, count, sq));
+      if (threadIdx.x == 0) {
+        saved[ch] = fm;
+        saved[p.c + ch] = fi;
+        if (updateRunning)
+          kernels::bnUpdateRunning(p, count, mean, sq, runMean[ch], runVar[ch]);
+      }
+      // y from the float-rounded saved statistics, as bnApplyKernel computes
+      // it, so a recomputed forward is bit-identical.
+      forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+        y[i] = kernels::bnNormalize(x[i], scale[ch], bias[ch], fm, fi);
+      });
     }
-    // y from the float-rounded saved statistics, as bnApplyKernel computes
-    // it, so a recomputed forward is bit-identical.
-    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      y[i] = kernels::bnNormalize(x[i], scale[ch], bias[ch], fm, fi);
-    });
   }
-}
+};
 
-__global__ void bnApplyKernel(BatchNormParams p, int64_t n, View x,
-                              const float *scale, const float *bias,
-                              const float *saved, View y) {
-  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      y[i] = kernels::bnNormalize(x[i], scale[ch], bias[ch], saved[ch],
-                                  saved[p.c + ch]);
-    });
+struct BnApplyKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t n, View x,
+                             const float *scale, const float *bias,
+                             const float *saved, View y) {
+    for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+      forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+        y[i] = kernels::bnNormalize(x[i], scale[ch], bias[ch], saved[ch],
+                                    saved[p.c + ch]);
+      });
+    }
   }
-}
+};
 
 /// Per-channel sums of dy and dy * xhat (both BatchNorm backward tasks).
 __device__ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch, View x,
@@ -156,119 +173,143 @@ __device__ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch, View x,
   sumDyXhat = blockReduce(b, SumOp(), 0.0, scratch);
 }
 
-__global__ void bnBackwardDataKernel(BatchNormParams p, int64_t n, View x,
-                                     const float *scale, const float *saved,
-                                     View dy, View dx, bool acc) {
-  __shared__ double scratch[32];
-  const double count = double(n * p.spatial);
-  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    const double mean = saved[ch], invStd = saved[p.c + ch];
-    double sumDy, sumDyXhat;
-    bnSums(p, n, ch, x, mean, invStd, dy, scratch, sumDy, sumDyXhat);
-    const double meanDy = sumDy / count, meanDyXhat = sumDyXhat / count;
-    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      put(dx[i],
-          kernels::bnGrad(x[i], dy[i], scale[ch], mean, invStd, meanDy,
-                          meanDyXhat),
-          acc);
-    });
-  }
-}
-
-__global__ void bnBackwardWeightKernel(BatchNormParams p, int64_t n, View x,
-                                       const float *saved, View dy,
-                                       float *dscale, float *dbias, bool acc) {
-  __shared__ double scratch[32];
-  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    double sumDy, sumDyXhat;
-    bnSums(p, n, ch, x, saved[ch], saved[p.c + ch], dy, scratch, sumDy,
-           sumDyXhat);
-    if (threadIdx.x == 0) {
-      if (dscale)
-        put(dscale[ch], float(sumDyXhat), acc);
-      if (dbias)
-        put(dbias[ch], float(sumDy), acc);
+struct BnBackwardDataKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t n, View x,
+                             const float *scale, const float *saved, View dy,
+                             View dx, bool acc) {
+    __shared__ double scratch[32];
+    const double count = double(n * p.spatial);
+    for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+      const double mean = saved[ch], invStd = saved[p.c + ch];
+      double sumDy, sumDyXhat;
+      bnSums(p, n, ch, x, mean, invStd, dy, scratch, sumDy, sumDyXhat);
+      const double meanDy = sumDy / count, meanDyXhat = sumDyXhat / count;
+      forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+        put(dx[i],
+            kernels::bnGrad(x[i], dy[i], scale[ch], mean, invStd, meanDy,
+                            meanDyXhat),
+            acc);
+      });
     }
   }
-}
+};
+
+struct BnBackwardWeightKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t n, View x,
+                             const float *saved, View dy, float *dscale,
+                             float *dbias, bool acc) {
+    __shared__ double scratch[32];
+    for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+      double sumDy, sumDyXhat;
+      bnSums(p, n, ch, x, saved[ch], saved[p.c + ch], dy, scratch, sumDy,
+             sumDyXhat);
+      if (threadIdx.x == 0) {
+        if (dscale)
+          put(dscale[ch], float(sumDyXhat), acc);
+        if (dbias)
+          put(dbias[ch], float(sumDy), acc);
+      }
+    }
+  }
+};
 
 // A batch split into chunks: one block per channel combines the chunk's
 // mean and squared deviations into the stats block (thread 0, in the order
 // the CPU emulation combines them); finalize and BP-data as above.
-__global__ void bnChunkStatisticsKernel(BatchNormParams p, int64_t n, View x,
-                                        float *stats, bool acc) {
-  __shared__ double scratch[32];
-  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
-  const double count = double(n * p.spatial);
-  const double before = acc ? *st.count : 0;
-  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    double mean, sq;
-    channelMoments(p, n, ch, x, scratch, mean, sq);
-    if (threadIdx.x == 0) {
-      if (acc) {
-        kernels::bnCombine(st.mean[ch], st.m2[ch], before, mean, sq, count);
-      } else {
-        st.mean[ch] = mean;
-        st.m2[ch] = sq;
+struct BnChunkStatisticsKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t n, View x, float *stats,
+                             bool acc) {
+    __shared__ double scratch[32];
+    kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+    const double count = double(n * p.spatial);
+    const double before = acc ? *st.count : 0;
+    for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+      double mean, sq;
+      channelMoments(p, n, ch, x, scratch, mean, sq);
+      if (threadIdx.x == 0) {
+        if (acc) {
+          kernels::bnCombine(st.mean[ch], st.m2[ch], before, mean, sq, count);
+        } else {
+          st.mean[ch] = mean;
+          st.m2[ch] = sq;
+        }
       }
     }
   }
-}
+};
 
-__global__ void bnChunkCountKernel(BatchNormParams p, double count,
-                                   float *stats, bool acc) {
-  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
-  *st.count = acc ? *st.count + count : count;
-}
-
-__global__ void bnFinalizeKernel(BatchNormParams p, float *stats,
-                                 float *runMean, float *runVar) {
-  kernels::BnChunkState st = kernels::bnChunkState(p, stats);
-  MEMFIT_GRID_LOOP(ch, p.c) {
-    stats[ch] = float(st.mean[ch]);
-    stats[p.c + ch] = float(kernels::bnInvStd(p, *st.count, st.m2[ch]));
-    kernels::bnUpdateRunning(p, *st.count, st.mean[ch], st.m2[ch], runMean[ch],
-                             runVar[ch]);
+struct BnChunkCountKernel {
+  static constexpr int threads = 1;
+  __device__ static void run(BatchNormParams p, double count, float *stats,
+                             bool acc) {
+    kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+    *st.count = acc ? *st.count + count : count;
   }
-}
+};
 
-__global__ void
-bnBackwardDataBatchKernel(BatchNormParams p, int64_t n, double batchCount,
-                          View x, const float *scale, const float *saved,
-                          const float *sumDyXhat, const float *sumDy, View dy,
-                          View dx, bool acc) {
-  for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
-    const double meanDy = double(sumDy[ch]) / batchCount,
-                 meanDyXhat = double(sumDyXhat[ch]) / batchCount;
-    forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
-      put(dx[i],
-          kernels::bnGrad(x[i], dy[i], scale[ch], saved[ch], saved[p.c + ch],
-                          meanDy, meanDyXhat),
-          acc);
-    });
+struct BnFinalizeKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BatchNormParams p, float *stats, float *runMean,
+                             float *runVar) {
+    kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+    MEMFIT_GRID_LOOP(ch, p.c) {
+      stats[ch] = float(st.mean[ch]);
+      stats[p.c + ch] = float(kernels::bnInvStd(p, *st.count, st.m2[ch]));
+      kernels::bnUpdateRunning(p, *st.count, st.mean[ch], st.m2[ch],
+                               runMean[ch], runVar[ch]);
+    }
   }
-}
+};
+
+struct BnBackwardDataBatchKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t n, double batchCount,
+                             View x, const float *scale, const float *saved,
+                             const float *sumDyXhat, const float *sumDy,
+                             View dy, View dx, bool acc) {
+    for (int64_t ch = blockIdx.x; ch < p.c; ch += gridDim.x) {
+      const double meanDy = double(sumDy[ch]) / batchCount,
+                   meanDyXhat = double(sumDyXhat[ch]) / batchCount;
+      forEachInChannel(n, p.c, p.spatial, ch, [&](int64_t i) {
+        put(dx[i],
+            kernels::bnGrad(x[i], dy[i], scale[ch], saved[ch], saved[p.c + ch],
+                            meanDy, meanDyXhat),
+            acc);
+      });
+    }
+  }
+};
 
 // --- LRN: one thread per value ---
 
 /// bias + alpha / size * (sum of x^2 over channel ch's window) at position q
 /// of one sample.
-__global__ void lrnForwardKernel(LRNParams p, int64_t n, View x, View y) {
-  MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) { y[t] = kernels::lrnAt(p, x, t); }
-}
-
-__global__ void lrnBackwardKernel(LRNParams p, int64_t n, View x, View y,
-                                  View dy, View dx, bool acc) {
-  MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) {
-    put(dx[t], kernels::lrnGradAt(p, x, y, dy, t), acc);
+struct LrnForwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(LRNParams p, int64_t n, View x, View y) {
+    MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) { y[t] = kernels::lrnAt(p, x, t); }
   }
-}
+};
+
+struct LrnBackwardKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(LRNParams p, int64_t n, View x, View y, View dy,
+                             View dx, bool acc) {
+    MEMFIT_GRID_LOOP(t, n * p.c * p.spatial) {
+      put(dx[t], kernels::lrnGradAt(p, x, y, dy, t), acc);
+    }
+  }
+};
 
 } // namespace
 
 void Exec::poolForward(const PoolParams &p, const float *x, float *y) {
-  poolForwardKernel<<<gridFor(n * p.c * p.hout * p.wout), kThreads, 0,
-                      impl->compute()>>>(p, n, impl->view(x), impl->view(y));
+  cuda::launch<PoolForwardKernel>(gridFor(n * p.c * p.hout * p.wout),
+                                  impl->compute(), p, n, impl->view(x),
+                                  impl->view(y));
   impl->done(*this, "pooling forward kernel");
 }
 
@@ -276,15 +317,15 @@ void Exec::poolBackward(const PoolParams &p, const float *x, const float *,
                         const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  poolBackwardKernel<<<gridFor(n * p.c * p.hin * p.win), kThreads, 0,
-                       impl->compute()>>>(p, n, impl->view(x), impl->view(dy),
-                                          impl->view(dx), acc);
+  cuda::launch<PoolBackwardKernel>(gridFor(n * p.c * p.hin * p.win),
+                                   impl->compute(), p, n, impl->view(x),
+                                   impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "pooling backward kernel");
 }
 
 void Exec::gapForward(int64_t c, int64_t spatial, const float *x, float *y) {
-  gapForwardKernel<<<gridFor(n * c * 32), kThreads, 0, impl->compute()>>>(
-      n * c, spatial, impl->view(x), impl->view(y));
+  cuda::launch<GapForwardKernel>(gridFor(n * c * 32), impl->compute(), n * c,
+                                 spatial, impl->view(x), impl->view(y));
   impl->done(*this, "global average pooling forward kernel");
 }
 
@@ -293,8 +334,8 @@ void Exec::gapBackward(int64_t c, int64_t spatial, const float *dy, float *dx,
   if (!dx)
     return;
   int64_t count = n * c * spatial;
-  gapBackwardKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      count, spatial, impl->view(dy), impl->view(dx), acc);
+  cuda::launch<GapBackwardKernel>(gridFor(count), impl->compute(), count,
+                                  spatial, impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "global average pooling backward kernel");
 }
 
@@ -303,17 +344,17 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
                      float *runVar, float *y, float *saved,
                      bool updateRunning) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
-  bnForwardKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, impl->view(x), scale, bias, runMean, runVar, impl->view(y), saved,
-      updateRunning);
+  cuda::launch<BnForwardKernel>(blocks, impl->compute(), p, n, impl->view(x),
+                                scale, bias, runMean, runVar, impl->view(y),
+                                saved, updateRunning);
   impl->done(*this, "batch normalization forward kernel");
 }
 
 void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *saved, float *y) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
-  bnApplyKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, impl->view(x), scale, bias, saved, impl->view(y));
+  cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, n, impl->view(x),
+                              scale, bias, saved, impl->view(y));
   impl->done(*this, "batch normalization apply kernel");
 }
 
@@ -323,8 +364,9 @@ void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
   if (!dx)
     return;
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
-  bnBackwardDataKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, impl->view(x), scale, saved, impl->view(dy), impl->view(dx), acc);
+  cuda::launch<BnBackwardDataKernel>(blocks, impl->compute(), p, n,
+                                     impl->view(x), scale, saved,
+                                     impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "batch normalization backward-data kernel");
 }
 
@@ -334,26 +376,27 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
   if (!dscale && !dbias)
     return;
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
-  bnBackwardWeightKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, impl->view(x), saved, impl->view(dy), dscale, dbias, acc);
+  cuda::launch<BnBackwardWeightKernel>(blocks, impl->compute(), p, n,
+                                       impl->view(x), saved, impl->view(dy),
+                                       dscale, dbias, acc);
   impl->done(*this, "batch normalization backward-weight kernel");
 }
 
 void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
                         bool acc) {
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
-  bnChunkStatisticsKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, impl->view(x), stats, acc);
+  cuda::launch<BnChunkStatisticsKernel>(blocks, impl->compute(), p, n,
+                                        impl->view(x), stats, acc);
   // The count moves after every channel has read the one before.
-  bnChunkCountKernel<<<1, 1, 0, impl->compute()>>>(p, double(n * p.spatial),
-                                                   stats, acc);
+  cuda::launch<BnChunkCountKernel>(1, impl->compute(), p, double(n * p.spatial),
+                                   stats, acc);
   impl->done(*this, "batch normalization chunk statistics kernel");
 }
 
 void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
                       float *runVar) {
-  bnFinalizeKernel<<<gridFor(p.c), kThreads, 0, impl->compute()>>>(
-      p, stats, runMean, runVar);
+  cuda::launch<BnFinalizeKernel>(gridFor(p.c), impl->compute(), p, stats,
+                                 runMean, runVar);
   impl->done(*this, "batch normalization finalize kernel");
 }
 
@@ -364,15 +407,16 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
   if (!dx)
     return;
   unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.c, 1 << 16));
-  bnBackwardDataBatchKernel<<<blocks, kBnThreads, 0, impl->compute()>>>(
-      p, n, double(prog.batch * p.spatial), impl->view(x), scale, saved, dscale,
-      dbias, impl->view(dy), impl->view(dx), acc);
+  cuda::launch<BnBackwardDataBatchKernel>(
+      blocks, impl->compute(), p, n, double(prog.batch * p.spatial),
+      impl->view(x), scale, saved, dscale, dbias, impl->view(dy),
+      impl->view(dx), acc);
   impl->done(*this, "batch normalization backward-data kernel");
 }
 
 void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
-  lrnForwardKernel<<<gridFor(n * p.c * p.spatial), kThreads, 0,
-                     impl->compute()>>>(p, n, impl->view(x), impl->view(y));
+  cuda::launch<LrnForwardKernel>(gridFor(n * p.c * p.spatial), impl->compute(),
+                                 p, n, impl->view(x), impl->view(y));
   impl->done(*this, "LRN forward kernel");
 }
 
@@ -380,9 +424,9 @@ void Exec::lrnBackward(const LRNParams &p, const float *x, const float *y,
                        const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  lrnBackwardKernel<<<gridFor(n * p.c * p.spatial), kThreads, 0,
-                      impl->compute()>>>(p, n, impl->view(x), impl->view(y),
-                                         impl->view(dy), impl->view(dx), acc);
+  cuda::launch<LrnBackwardKernel>(gridFor(n * p.c * p.spatial), impl->compute(),
+                                  p, n, impl->view(x), impl->view(y),
+                                  impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "LRN backward kernel");
 }
 

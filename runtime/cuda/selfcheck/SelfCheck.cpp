@@ -84,11 +84,15 @@ constexpr int64_t kArena = 256 << 20;
 /// arena's top kWorkspace bytes are the convolutions' workspace.
 constexpr int64_t kWorkspace = 64 << 20;
 
-ProgramInfo programInfo(bool mse) {
-  // Batch 8 in one sub-batch of 8; cross-entropy over 5 classes, or mse
-  // over 7 features.
-  return {"selfcheck", 8,   8,           1,    kArena, 4, 4,
-          mse ? 7 : 1, mse, mse ? 0 : 5, true, 2,      1};
+/// Batch 8 in one sub-batch of 8: cross-entropy over `width` classes at
+/// `inner` positions per sample ([classes, inner] per sample), or mse over
+/// `width` features.
+ProgramInfo programInfo(bool mse, int64_t width, int64_t inner = 1) {
+  ProgramInfo i{"selfcheck", 8, 8, 1, kArena, 4, 4, 1, mse, 0, true, 2, 1};
+  i.labelPerSample = mse ? width : inner;
+  i.classes = mse ? 0 : width;
+  i.lossInner = mse ? 1 : inner;
+  return i;
 }
 
 struct Bench {
@@ -100,8 +104,8 @@ struct Bench {
   Exec x;
   int64_t top = 0;
 
-  explicit Bench(bool mse = false)
-      : info(programInfo(mse)), x(info, weights, slots) {}
+  explicit Bench(ProgramInfo i = programInfo(false, 5))
+      : info(i), x(info, weights, slots) {}
 
   float *put(const Vec &v) {
     float *p = x.arena(top);
@@ -463,36 +467,41 @@ void checkAttention(Bench &b) {
   }
 }
 
-void checkLosses(Bench &b) {
-  // Two sub-batches of 5 and 3 of a batch of 8 (info.batch), 5 classes.
-  const int64_t classes = b.info.classes, batch = b.info.batch;
-  Vec logits = random(batch * classes);
-  std::vector<int32_t> labels(batch);
-  for (int64_t s = 0; s < batch; ++s)
-    labels[s] = int32_t((s * 3) % classes);
+// The losses over two sub-batches of 5 and 3 of a batch of 8
+// (info.batch), with firstSample and subBatchIndex as the trainer sets
+// them: the first resets the loss scalar, the second adds to it.
+
+void checkCrossEntropy(Bench &b, const std::string &tag) {
+  const int64_t classes = b.info.classes, inner = b.info.lossInner;
+  const int64_t batch = b.info.batch, per = classes * inner;
+  Vec logits = random(batch * per);
+  std::vector<int32_t> labels(batch * inner);
+  for (size_t q = 0; q < labels.size(); ++q)
+    labels[q] = int32_t((q * 3) % classes);
   float want = 0;
-  Vec dWant(batch * classes);
+  Vec dWant(batch * per);
   b.reset(5);
-  float *gl = b.put(logits), *gd = b.zeros(batch * classes);
-  int32_t *glab = reinterpret_cast<int32_t *>(b.zeros(batch));
-  upload(glab, labels.data(), batch * 4);
+  float *gl = b.put(logits), *gd = b.zeros(batch * per);
+  int32_t *glab = reinterpret_cast<int32_t *>(b.zeros(batch * inner));
+  upload(glab, labels.data(), batch * inner * 4);
   for (int64_t first : {int64_t(0), int64_t(5)}) {
     int64_t n = first == 0 ? 5 : 3;
-    softmaxCrossEntropy({1, classes, 1}, n, batch,
-                        logits.data() + first * classes, labels.data() + first,
-                        &want, dWant.data() + first * classes);
+    softmaxCrossEntropy(
+        {1, classes, inner}, n, batch, logits.data() + first * per,
+        labels.data() + first * inner, &want, dWant.data() + first * per);
     b.x.n = n;
+    b.x.firstSample = first;
     b.x.subBatchIndex = first == 0 ? 0 : 1;
-    b.x.loss(gl + first * classes, glab + first, b.x.lossValue(),
-             gd + first * classes);
+    b.x.loss(gl + first * per, glab + first * inner, b.x.lossValue(),
+             gd + first * per);
   }
-  expect("cross-entropy loss", {b.x.readLoss()}, {want}, 1e-6);
-  expect("cross-entropy gradient", b.get(gd, batch * classes), dWant, 1e-6);
+  expect("cross-entropy loss" + tag, {b.x.readLoss()}, {want}, 1e-6);
+  expect("cross-entropy gradient" + tag, b.get(gd, batch * per), dWant, 1e-6);
 }
 
-void checkMse() {
-  Bench b(true);
-  const int64_t features = b.info.labelPerSample, batch = b.info.batch;
+void checkMse(int64_t features, const std::string &tag) {
+  Bench b(programInfo(true, features));
+  const int64_t batch = b.info.batch;
   Vec y = random(batch * features), t = random(batch * features);
   float want = 0;
   Vec dWant(batch * features);
@@ -503,11 +512,23 @@ void checkMse() {
     meanSquaredError(n, features, batch, y.data() + at, t.data() + at, &want,
                      dWant.data() + at);
     b.x.n = n;
+    b.x.firstSample = first;
     b.x.subBatchIndex = first == 0 ? 0 : 1;
     b.x.loss(gyv + at, gt + at, b.x.lossValue(), gd + at);
   }
-  expect("mse loss", {b.x.readLoss()}, {want}, 1e-6);
-  expect("mse gradient", b.get(gd, batch * features), dWant, 1e-6);
+  expect("mse loss" + tag, {b.x.readLoss()}, {want}, 1e-6);
+  expect("mse gradient" + tag, b.get(gd, batch * features), dWant, 1e-6);
+}
+
+void checkLosses(Bench &b) {
+  // One block of the first pass; then many: 5000 labelled positions over
+  // 625 blocks, and 500,000 squared errors over all 1024 blocks (a
+  // grid-stride loop), each with a partial sum the second pass adds.
+  checkCrossEntropy(b, "");
+  Bench wide(programInfo(false, 37, 1000));
+  checkCrossEntropy(wide, " (many blocks)");
+  checkMse(7, "");
+  checkMse(100000, " (many blocks)");
 }
 
 void checkElementwise(Bench &b) {
@@ -667,7 +688,6 @@ int main() {
   checkDense(b);
   checkAttention(b);
   checkLosses(b);
-  checkMse();
   checkElementwise(b);
   checkUpdateAndCopies(b);
   checkNarrow(Precision::BF16);

@@ -1,0 +1,285 @@
+#!/usr/bin/python3
+"""Every CUDA kernel launchable at the block size it declares, on every
+architecture the build targets (docs/cuda-backend.md, "Launch sizes").
+
+Code that compiles is not code that launches: a block of 1024 threads of a
+kernel with 68 registers a thread asks for 69,632 registers, over the 65,536
+of an SM, and fails at its first launch (cudaErrorLaunchOutOfResources). So
+each .cu file given is compiled once for all the architectures, with the
+flags of memfit_runtime_cuda, and what ptxas made of each kernel is judged
+against that architecture's limits. A kernel fails when:
+
+  - it declares no launch bound (no .maxntid in its PTX): ptxas then does
+    not know the block size and may use more registers than it allows;
+  - registers a thread x threads of its bound, allocated per warp in units
+    of 256 registers, exceed the SM's register file (64K 32-bit registers
+    on sm_75..sm_90), or it uses more than 255 registers a thread;
+  - its static shared memory exceeds 48 KiB;
+  - ptxas spilled registers (spill stores or loads above 0) while using
+    every register its bound allows (64K / threads, whole warps, in steps
+    of 8, at most 255). Once a bound is declared ptxas fits the registers
+    to it by spilling to local memory, so a launch size raised past what
+    the kernel's live values allow shows up as exactly that: lower that
+    kernel's `threads`.
+
+Spills below that cap are ptxas's own trade (it spills a few bytes around
+a slow path at 48 of 255 registers, and not at all with a smaller bound):
+no block size causes them, so they are listed as notes, not failures. A
+stack frame without spills (an array indexed at run time) is allowed.
+
+The fixture file (--fixtures) holds kernels with a known verdict: the test
+also fails unless the checker rejects `unboundedFixture` (no bound) and
+`HungryFixture<1024>` (spills) and accepts `HungryFixture<256>`, for every
+architecture, so a checker that accepts everything cannot pass.
+
+Usage: launch_resources.py --nvcc NVCC --archs "75-real;80;..."
+         [--flag FLAG]... [--include DIR]... --fixtures FILE.cu FILE.cu...
+Exit 1 with one line per violation.
+"""
+import argparse
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# Per SM architecture: 32-bit registers per SM (and per block), registers a
+# thread at most, static shared memory a block at most, threads a block at
+# most (CUDA C++ Programming Guide, "Compute capabilities").
+LIMITS = {
+    arch: {"regs": 65536, "regs_thread": 255, "smem": 48 * 1024,
+           "threads": 1024}
+    for arch in (70, 72, 75, 80, 86, 87, 89, 90)
+}
+REG_UNIT = 256  # registers are allocated to a warp in units of this many
+
+FIXTURE_VERDICTS = {
+    # demangled-name fragment: the reason the checker must give, or None
+    "unboundedFixture": "no launch bound",
+    "HungryFixture<1024>": "spill",
+    "HungryFixture<256>": None,
+}
+
+ENTRY = re.compile(r"Compiling entry function '([^']+)' for 'sm_(\d+)'")
+SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+USED = re.compile(r"Used (\d+) registers")
+SMEM = re.compile(r"(\d+) bytes smem")
+PTX_ENTRY = re.compile(r"\.entry\s+(\S+?)\s*\((.*?)\)([^{]*)\{", re.S)
+MAXNTID = re.compile(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
+
+
+def archs_of(spec):
+    """CMAKE_CUDA_ARCHITECTURES ("75-real;90") as SM numbers. A virtual
+    architecture is JIT-compiled for a GPU of that generation, so its
+    kernels are checked as ptxas builds them for it."""
+    out = []
+    for item in spec.replace(",", ";").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        m = re.fullmatch(r"(\d+)(-real|-virtual)?", item)
+        if not m:
+            sys.exit(f"launch_resources: cannot check CMAKE_CUDA_ARCHITECTURES "
+                     f"entry '{item}': give architecture numbers (75-real;90)")
+        if int(m.group(1)) not in out:
+            out.append(int(m.group(1)))
+    return out
+
+
+def compile_one(args, archs, source, workdir):
+    """ptxas's report and the PTX of `source` for every architecture."""
+    keep = tempfile.mkdtemp(dir=workdir)
+    cmd = [args.nvcc, "-x", "cu", "--fatbin", "-o",
+           os.path.join(keep, "out.fatbin"), "-Xptxas", "-v", "--keep",
+           "--keep-dir", keep]
+    cmd += [f"-I{d}" for d in args.include] + args.flag
+    for a in archs:
+        cmd.append(f"--generate-code=arch=compute_{a},code=[compute_{a},sm_{a}]")
+    cmd.append(source)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return source, None, None, r.stdout + r.stderr
+    bounds = {}
+    for name in os.listdir(keep):
+        if not name.endswith(".ptx"):
+            continue
+        # nvcc names a PTX file by its architecture only when it makes
+        # several.
+        m = re.fullmatch(r".*\.compute_(\d+)\.ptx", name)
+        if m:
+            arch = int(m.group(1))
+        elif len(archs) == 1:
+            arch = archs[0]
+        else:
+            continue
+        with open(os.path.join(keep, name)) as f:
+            ptx = f.read()
+        for e in PTX_ENTRY.finditer(ptx):
+            n = MAXNTID.search(e.group(3))
+            bounds[(e.group(1), arch)] = (
+                int(n.group(1)) * int(n.group(2)) * int(n.group(3))
+                if n else None)
+    return source, r.stdout + r.stderr, bounds, None
+
+
+def parse_ptxas(report):
+    """{(mangled name, sm): {regs, smem, spills}} of the entry functions."""
+    out, cur, props = {}, None, None
+    for line in report.splitlines():
+        m = ENTRY.search(line)
+        if m:
+            cur = (m.group(1), int(m.group(2)))
+            out[cur] = {"regs": 0, "smem": 0, "spills": 0}
+            continue
+        if cur is None:
+            continue
+        if "Function properties for" in line:
+            # The entry's, or a device function's it calls (their spills
+            # are the entry's too: they run in its registers).
+            props = line.split("Function properties for", 1)[1].strip()
+            continue
+        m = SPILLS.search(line)
+        if m and props:
+            out[cur]["spills"] += int(m.group(1)) + int(m.group(2))
+        m = USED.search(line)
+        if m:
+            out[cur]["regs"] = int(m.group(1))
+            s = SMEM.search(line)
+            out[cur]["smem"] = int(s.group(1)) if s else 0
+    return out
+
+
+def demangle(names):
+    try:
+        r = subprocess.run(["c++filt"], input="\n".join(names),
+                           capture_output=True, text=True, check=True)
+        return dict(zip(names, r.stdout.splitlines()))
+    except (OSError, subprocess.CalledProcessError):
+        return {n: n for n in names}
+
+
+def short(name):
+    """kernelOf<memfit::rt::(anonymous namespace)::CrossEntropyKernel, ...>
+    as CrossEntropyKernel; a plain kernel by its name."""
+    head = "kernelOf<"
+    if head in name:
+        rest, depth, end = name[name.index(head) + len(head):], 0, 0
+        for end, ch in enumerate(rest):
+            depth += ch == "<"
+            depth -= ch == ">"
+            if depth < 0 or (ch == "," and depth == 0):
+                break
+        name = rest[:end]
+    else:
+        name = name.split("(")[0].split(" ")[-1]
+    return name.replace("(anonymous namespace)::", "").split("::")[-1]
+
+
+def verdict(res, threads, sm):
+    """The first rule the kernel breaks, or None."""
+    lim = LIMITS.get(sm)
+    if lim is None:
+        return f"no limits known for sm_{sm} (add them to LIMITS)"
+    if threads is None:
+        return "no launch bound (__launch_bounds__; launch it with cuda::launch)"
+    if threads > lim["threads"]:
+        return f"a bound of {threads} threads, over {lim['threads']}"
+    if res["regs"] > lim["regs_thread"]:
+        return f"{res['regs']} registers a thread, over {lim['regs_thread']}"
+    per_warp = -(-res["regs"] * 32 // REG_UNIT) * REG_UNIT
+    block = per_warp * -(-threads // 32)
+    if block > lim["regs"]:
+        return (f"{res['regs']} registers x {threads} threads = {block} "
+                f"registers a block, over the SM's {lim['regs']}")
+    if res["smem"] > lim["smem"]:
+        return f"{res['smem']} bytes of static shared memory, over {lim['smem']}"
+    if res["spills"] and res["regs"] >= register_cap(threads, lim):
+        return (f"spills {res['spills']} bytes at {threads} threads with "
+                f"all {res['regs']} registers its bound allows: its block "
+                f"size is more than its registers allow")
+    return None
+
+
+def register_cap(threads, lim):
+    """The registers a thread may have when `threads` make one block."""
+    per_warp = lim["regs"] // -(-threads // 32)
+    return min(lim["regs_thread"], per_warp // 32 // 8 * 8)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nvcc", required=True)
+    ap.add_argument("--archs", required=True)
+    ap.add_argument("--flag", action="append", default=[])
+    ap.add_argument("--include", action="append", default=[])
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--list", action="store_true",
+                    help="print every kernel's registers, bound and spills")
+    ap.add_argument("sources", nargs="+")
+    args = ap.parse_args()
+    archs = archs_of(args.archs)
+    if not archs:
+        sys.exit("launch_resources: no architectures to check")
+    problems, notes, kernels = [], [], 0
+    with tempfile.TemporaryDirectory() as work, \
+            concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        jobs = [pool.submit(compile_one, args, archs, s, work)
+                for s in [args.fixtures] + args.sources]
+        results = [j.result() for j in jobs]
+    for source, report, bounds, error in results:
+        if error is not None:
+            problems.append(f"{source}: does not compile:\n{error}")
+            continue
+        usage = parse_ptxas(report)
+        names = demangle(sorted({n for n, _ in usage}))
+        fixture = source == args.fixtures
+        seen = set()
+        for (name, sm), res in sorted(usage.items()):
+            kernels += not fixture
+            why = verdict(res, bounds.get((name, sm)), sm)
+            pretty = short(names.get(name, name))
+            if args.list:
+                print(f"{os.path.basename(source)}: {pretty} sm_{sm}: "
+                      f"{res['regs']} registers x {bounds.get((name, sm))} "
+                      f"threads, {res['smem']} bytes smem, {res['spills']} "
+                      f"bytes spilled")
+            if not fixture:
+                if why:
+                    problems.append(f"{os.path.basename(source)}: {pretty} "
+                                    f"on sm_{sm}: {why}")
+                elif res["spills"]:
+                    notes.append(f"note: {os.path.basename(source)}: "
+                                 f"{pretty} on sm_{sm}: ptxas spills "
+                                 f"{res['spills']} bytes at {res['regs']} "
+                                 f"registers (below its cap)")
+                continue
+            for frag, want in FIXTURE_VERDICTS.items():
+                if frag not in pretty:
+                    continue
+                seen.add((frag, sm))
+                if (want is None) != (why is None) or (
+                        want and want not in why):
+                    problems.append(
+                        f"checker: fixture {frag} on sm_{sm}: expected "
+                        f"{'acceptance' if want is None else repr(want)}, "
+                        f"got {why or 'acceptance'}")
+        if fixture:
+            for frag in FIXTURE_VERDICTS:
+                for sm in archs:
+                    if (frag, sm) not in seen:
+                        problems.append(f"checker: fixture {frag} not found "
+                                        f"for sm_{sm} in {source}")
+    for line in notes + problems:
+        print(line)
+    if not kernels and not problems:
+        problems.append("no kernels found")
+        print("launch_resources: no kernels found in the sources")
+    print(f"launch_resources: {kernels} kernel builds over "
+          f"{', '.join(f'sm_{a}' for a in archs)}, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
