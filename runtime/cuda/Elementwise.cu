@@ -225,8 +225,12 @@ __global__ void unscaleKernel(int64_t count, float inv, float *g,
   }
 }
 
-__global__ void adamKernel(AdamParams p, int64_t count, float *w,
-                           const float *dw, float *m, float *v) {
+/// The step comes from device memory (Exec::beginIteration), so that a
+/// replayed iteration graph applies the current one.
+__global__ void adamKernel(AdamParams p, const unsigned long long *step,
+                           int64_t count, float *w, const float *dw, float *m,
+                           float *v) {
+  p.step = *step;
   MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
 }
 
@@ -395,6 +399,7 @@ void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
 void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
                           const float *x, float *y) {
   int64_t count = p.perSample * n;
+  impl->readsHostValue("dropout's masks follow the iteration");
   dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
       p, count, dropoutKey(seed, iteration, taskKey), firstSample,
       impl->view(x), impl->view(y), false);
@@ -406,6 +411,7 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
   if (!dx)
     return;
   int64_t count = p.perSample * n;
+  impl->readsHostValue("dropout's masks follow the iteration");
   dropoutKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
       p, count, dropoutKey(seed, iteration, taskKey), firstSample,
       impl->view(dy), impl->view(dx), acc);
@@ -436,8 +442,8 @@ void Exec::adam(int32_t id) {
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
   adamKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, count, impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo,
-      impl->v[id] + lo);
+      p, impl->stepDev, count, impl->w[id] + lo, impl->g[id] + lo,
+      impl->m[id] + lo, impl->v[id] + lo);
   impl->done(*this, "adam kernel");
   impl->copyStale[id] = true;
 }
