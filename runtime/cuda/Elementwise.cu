@@ -225,12 +225,13 @@ __global__ void unscaleKernel(int64_t count, float inv, float *g,
   }
 }
 
-/// The step comes from device memory (Exec::beginIteration), so that a
-/// replayed iteration graph applies the current one.
+/// In an iteration graph the step comes from device memory (written by
+/// Exec::beginIteration), so that a replay applies the current one.
 __global__ void adamKernel(AdamParams p, const unsigned long long *step,
                            int64_t count, float *w, const float *dw, float *m,
                            float *v) {
-  p.step = *step;
+  if (step)
+    p.step = *step;
   MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
 }
 
@@ -442,8 +443,8 @@ void Exec::adam(int32_t id) {
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
   adamKernel<<<gridFor(count), kThreads, 0, impl->compute()>>>(
-      p, impl->stepDev, count, impl->w[id] + lo, impl->g[id] + lo,
-      impl->m[id] + lo, impl->v[id] + lo);
+      p, impl->capturing ? impl->stepDev : nullptr, count, impl->w[id] + lo,
+      impl->g[id] + lo, impl->m[id] + lo, impl->v[id] + lo);
   impl->done(*this, "adam kernel");
   impl->copyStale[id] = true;
 }
