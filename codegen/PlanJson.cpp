@@ -269,6 +269,21 @@ std::string planToJson(const PlanReport &r) {
                          {"start", x.start},
                          {"end", x.end}});
   j["transfers"] = std::move(transfers);
+  json schedule = json::array();
+  for (const ReportInstr &x : r.schedule) {
+    json o = {{"section", x.section}, {"op", x.op}, {"stream", x.stream}};
+    if (x.op == "run")
+      o["task"] = x.task;
+    else if (x.op == "record" || x.op == "wait")
+      o["event"] = x.event;
+    else
+      o.update({{"block", x.block},
+                {"block_kind", x.blockKind},
+                {"offset", x.offset},
+                {"bytes", x.bytes}});
+    schedule.push_back(std::move(o));
+  }
+  j["schedule"] = std::move(schedule);
   json blocks = json::array();
   for (const ReportBlock &b : r.blocks)
     blocks.push_back(blockJson(b, !fp32));
@@ -468,6 +483,30 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       x.start = rd.number(o, w, "start");
       x.end = rd.number(o, w, "end", true, x.start);
       r.transfers.push_back(std::move(x));
+    }
+  // Plans written before the schedule was part of plan.json have none.
+  if (const json *xs = rd.array(root, "", "schedule", false))
+    for (size_t i = 0; i < xs->size() && !rd.failed(); ++i) {
+      const json &o = (*xs)[i];
+      std::string w = at("schedule", i);
+      ReportInstr x;
+      x.section = rd.str(o, w, "section");
+      x.op = rd.str(o, w, "op");
+      x.stream = rd.str(o, w, "stream");
+      if (x.op == "run") {
+        x.task = rd.str(o, w, "task");
+      } else if (x.op == "record" || x.op == "wait") {
+        x.event = static_cast<int32_t>(rd.integer(o, w, "event"));
+      } else if (x.op == "copy_out" || x.op == "copy_in") {
+        x.block = rd.str(o, w, "block");
+        x.blockKind = rd.str(o, w, "block_kind");
+        x.offset = rd.integer(o, w, "offset");
+        x.bytes = rd.integer(o, w, "bytes");
+      } else if (!rd.failed()) {
+        rd.fail(w, "field 'op' must be run, copy_out, copy_in, record or "
+                   "wait");
+      }
+      r.schedule.push_back(std::move(x));
     }
   if (const json *bs = rd.array(root, "", "blocks"))
     for (size_t i = 0; i < bs->size() && !rd.failed(); ++i) {

@@ -137,6 +137,35 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
     return "";
   };
 
+  for (const auto *list : {&plan.round, &plan.update})
+    for (const Instr &in : *list) {
+      ReportInstr x;
+      x.section = list == &plan.round ? "round" : "update";
+      x.stream = std::string(streamName(in.stream));
+      switch (in.kind) {
+      case InstrKind::Run:
+        x.op = "run";
+        x.task = tg.tasks[in.task].name;
+        break;
+      case InstrKind::CopyOut:
+      case InstrKind::CopyIn: {
+        x.op = in.kind == InstrKind::CopyOut ? "copy_out" : "copy_in";
+        const Residency &res = plan.residencies[in.residency];
+        x.block = tg.blocks[res.block].name;
+        x.blockKind = std::string(blockKindName(tg.blocks[res.block].kind));
+        x.offset = res.offset;
+        x.bytes = res.bytes;
+        break;
+      }
+      case InstrKind::Record:
+      case InstrKind::Wait:
+        x.op = in.kind == InstrKind::Record ? "record" : "wait";
+        x.event = in.event;
+        break;
+      }
+      r.schedule.push_back(std::move(x));
+    }
+
   // Tasks, transfers and stall causes in one walk of the round. An event's
   // source is the last instruction on its stream before the record; a
   // task's stall ends with the wait whose source finished last.

@@ -52,6 +52,19 @@ struct ReportTransfer {
   double start = 0, end = 0;
 };
 
+/// One instruction of the plan as the generated program issues it: what
+/// the trainer's iteration graph (trainer --dump-graph) is checked against.
+struct ReportInstr {
+  std::string section; // "round" or "update"
+  std::string op;      // run, copy_out, copy_in, record, wait
+  std::string stream;  // compute, copy-out, copy-in
+  std::string task;    // run
+  std::string block;   // copies: the block and its kind
+  std::string blockKind;
+  int64_t offset = 0, bytes = 0; // copies: the residency
+  int32_t event = -1;            // record, wait
+};
+
 /// One stay of a block in the arena: where, and when its bytes are held in
 /// a round (start < 0 when nothing touched it).
 struct ReportResidency {
@@ -145,6 +158,8 @@ struct PlanReport {
   std::vector<ReportTransfer> transfers; // the round, in issue order
   std::vector<ReportBlock> blocks;       // by block id
   int32_t events = 0;
+  /// The round's instructions in issue order, then the update's.
+  std::vector<ReportInstr> schedule;
 };
 
 /// What the plan alone does not know.

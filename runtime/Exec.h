@@ -17,6 +17,7 @@
 #define MEMFIT_RUNTIME_EXEC_H
 
 #include "runtime/Comm.h"
+#include "runtime/IterationGraph.h"
 #include "runtime/Kernels.h"
 
 #include <cstdint>
@@ -113,6 +114,9 @@ struct LossScaler {
   }
 };
 
+/// Pinned batch buffers: one filled on the host while the other is read.
+constexpr int32_t kBatchBuffers = 2;
+
 struct HostSlot {
   int64_t perSample, fixed; // bytes: perSample * n + fixed
 };
@@ -174,9 +178,22 @@ public:
   float *grad(int32_t id);
   float *momentumBuf(int32_t id);
   float *secondMomentBuf(int32_t id);
-  /// The batch's inputs and labels on the host (pinned on CUDA).
-  float *hostInput();
-  void *hostLabels();
+  /// The batch's inputs and labels on the host (pinned on CUDA), in one
+  /// of two buffers: the trainer fills one while an iteration reads the
+  /// other (kBatchBuffers).
+  float *hostInput(int32_t buffer = 0);
+  void *hostLabels(int32_t buffer = 0);
+  /// Host-side preparation of a filled buffer, on the thread that filled
+  /// it (CUDA: a 16-bit program's inputs converted for the copy-in).
+  void prepareBatch(int32_t buffer);
+  /// The buffer the next iteration's loadInput and loadLabels read.
+  void useBatch(int32_t buffer);
+  /// After an iteration's last issue: the current buffer is free once
+  /// the device has run what was issued so far.
+  void batchIssued();
+  /// Blocks the calling (filling) thread until no issued copy reads
+  /// `buffer` any more.
+  void waitBatchFree(int32_t buffer);
   float *lossValue(); // the resident loss, summed over the sub-batches
   float readLoss();   // its value once the iteration is done
 
@@ -329,6 +346,25 @@ public:
   /// gradient by lossScale and says whether all of them are finite (on
   /// every rank); the update is skipped when not, as GradScaler.step does.
   bool unscaleGradients();
+
+  // --- iteration graphs (docs/cuda-backend.md, "Iteration graphs") ---
+  /// Issues fn(*this): round `part` (the sub-batch index) or, part -1, the
+  /// update, with n, firstSample and subBatchIndex already set. The CUDA
+  /// backend runs a part's first issue eagerly (cuDNN's algorithm checks,
+  /// descriptors, lazy module loading happen there), captures the next
+  /// one into a CUDA graph per part and batch buffer, and replays that
+  /// after; the emulation always runs it eagerly, which issues the same
+  /// operations in the same order.
+  void issue(int32_t part, void (*fn)(Exec &));
+  /// Before an iteration's first issue: iteration, step, firstIteration
+  /// and lossScale as they are now become what the iteration's operations
+  /// read (on CUDA, a small block of device memory a replayed graph reads).
+  void beginIteration();
+  /// Records what is issued into this graph while set (the trainer's
+  /// --dump-graph; parts are opened and closed by the trainer).
+  IterationGraph *graph = nullptr;
+  /// Why issue() runs eagerly on this backend ("" when it captures).
+  std::string eagerReason() const;
 
   // --- driver ---
   const ProgramInfo &info() const { return prog; }

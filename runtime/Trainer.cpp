@@ -6,7 +6,14 @@
 // atomic checkpoints with exact resume, and --save into a copy of the ONNX
 // model. Backend-independent: it talks to the device only through Exec.
 //
+// The host never waits for an iteration to finish: a feeder thread fills
+// the next batch into the other of two pinned buffers while the device
+// runs the current one (BatchFeeder), the rounds and the update are issued
+// through Exec::issue (a CUDA graph each, once captured), and the loss is
+// read back only where it is logged, checkpointed, or at the end.
+//
 //===----------------------------------------------------------------------===//
+#include "runtime/BatchFeeder.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Exec.h"
 #include "runtime/Npy.h"
@@ -30,7 +37,7 @@ namespace memfit::rt {
 namespace {
 
 struct Options {
-  std::string data, labels, model, save, checkpoint;
+  std::string data, labels, model, save, checkpoint, dumpGraph;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
@@ -51,6 +58,7 @@ const char *kUsage =
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
     "               [--model model.onnx] [--log-every N] [--quiet]\n"
+    "               [--dump-graph FILE]\n"
     "               fp16 only: [--loss-scale F] "
     "[--loss-scale-growth-interval N]\n";
 
@@ -164,6 +172,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.logEvery = parseNumber<int64_t>(a, value());
     else if (a == "--quiet")
       o.quiet = true;
+    else if (a == "--dump-graph")
+      o.dumpGraph = value();
     else if (a == "--loss-scale") {
       o.lossScale = parseNumber<float>(a, value());
       if (o.lossScale == 0)
@@ -187,15 +197,6 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     die("--resume needs --checkpoint DIR");
   return o;
 }
-
-/// The whole data set on the host: inputs as float, labels as int32 class
-/// ids (or floats for mse), `count` samples.
-struct Dataset {
-  int64_t count = 0;
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  std::vector<float> yf;
-};
 
 /// Int32 token ids travel in the float input buffers bit for bit.
 float idAsFloat(int32_t id) {
@@ -355,16 +356,20 @@ int64_t divergedRanks(Comm &comm, Exec &x, const LoopState &st) {
   return static_cast<int64_t>(comm.sum(mine == first ? 0.0 : 1.0));
 }
 
-std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
-                                uint64_t epoch) {
-  std::vector<int64_t> idx(count);
-  std::iota(idx.begin(), idx.end(), 0);
-  if (shuffle) {
-    std::mt19937_64 rng(seed * 1000003 + epoch);
-    for (int64_t i = count - 1; i > 0; --i)
-      std::swap(idx[i], idx[rng() % (i + 1)]);
-  }
-  return idx;
+/// --dump-graph: what the first iteration issued, as the plan's graph.
+void writeGraph(const Exec &x, const std::string &file,
+                const IterationGraph &g) {
+  std::string text = g.json();
+  // One more field at the top: whether the backend replays the parts as
+  // CUDA graphs, and why not.
+  const std::string why = x.eagerReason();
+  std::string head = "{\"graphs\": \"" +
+                     std::string(why.empty() ? "captured" : "eager") + "\", ";
+  text.replace(0, 1, head);
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out.flush())
+    die("cannot write the iteration graph to '" + file + "'");
 }
 
 } // namespace
@@ -431,95 +436,116 @@ int trainerMain(int argc, char **argv, const Program &program) {
     } else if (!err.empty())
       die(err);
   }
-  uint64_t &iteration = st.iteration, &cursor = st.sampleCursor,
-           &epoch = st.epoch;
+  uint64_t &iteration = st.iteration;
   int64_t perEpoch = data.count / global; // the last partial batch is dropped
   uint64_t total =
       o.iterations ? (uint64_t)o.iterations : (uint64_t)(o.epochs * perEpoch);
-  std::vector<int64_t> orderIdx =
-      epochOrder(data.count, o.shuffle, o.seed, epoch);
-  float *hx = x.hostInput();
-  auto *hy = static_cast<char *>(x.hostLabels());
-  int64_t labelBytes = p.labelPerSample * 4;
+  SampleOrder order(data.count, global, o.shuffle, o.seed, st.sampleCursor,
+                    st.epoch);
+  IterationGraph dumped;
 
   auto t0 = std::chrono::steady_clock::now();
   auto tLog = t0;
   uint64_t done = 0, sinceLog = 0;
   float lastLoss = NAN;
-  for (; iteration < total; ++iteration, ++done) {
-    if (cursor + global > (uint64_t)data.count) {
-      cursor = 0;
-      ++epoch;
-      orderIdx = epochOrder(data.count, o.shuffle, o.seed, epoch);
-    }
-    for (int64_t i = 0; i < p.batch; ++i) {
-      int64_t s = orderIdx[cursor + mine + i];
-      std::memcpy(hx + i * p.inputPerSample, &data.x[s * p.inputPerSample],
-                  p.inputPerSample * 4);
-      const void *src =
-          p.mseLoss ? static_cast<const void *>(&data.yf[s * p.labelPerSample])
-                    : static_cast<const void *>(&data.y[s * p.labelPerSample]);
-      std::memcpy(hy + i * labelBytes, src, labelBytes);
-    }
-    cursor += global;
-    x.iteration = iteration;
-    // Updates applied, with this one (a skipped update is not counted,
-    // as torch's optimizer state does not see it).
-    x.step = st.appliedSteps + 1;
-    x.firstIteration = st.appliedSteps == 0;
-    x.lossScale = scaled ? st.scaler.scale : 1.0f;
-    for (int64_t k = 0; k < p.numSubBatches; ++k) {
-      x.subBatchIndex = k;
-      x.firstSample = k * p.subBatch;
-      x.n = std::min(p.subBatch, p.batch - x.firstSample);
-      program.round(x);
-      x.endRound();
-    }
-    x.waitCollectives();
-    bool apply = !scaled || x.unscaleGradients();
-    if (apply) {
-      program.update(x);
-      x.gatherWeights();
-      ++st.appliedSteps;
-    }
-    x.synchronize();
-    if (scaled) {
-      if (!apply && !o.quiet)
-        std::printf("iteration %llu  skipped: gradients not finite at loss "
-                    "scale %g\n",
-                    (unsigned long long)(iteration + 1),
-                    double(st.scaler.scale));
-      st.scaler.update(!apply);
-    }
-    // The global batch's mean loss: the mean of the ranks' means.
-    lastLoss =
-        p.ranks > 1 ? float(comm.sum(x.readLoss()) / p.ranks) : x.readLoss();
-    // An fp16 step skipped for an overflow may come from the forward pass.
-    if (!std::isfinite(lastLoss) && apply)
-      die("the loss is not finite at iteration " + std::to_string(iteration));
-    ++sinceLog;
-    if (!o.quiet && o.logEvery > 0 &&
-        ((iteration + 1) % o.logEvery == 0 || iteration + 1 == total)) {
-      auto now = std::chrono::steady_clock::now();
-      double secs = std::chrono::duration<double>(now - tLog).count();
-      std::printf("iteration %llu  loss %.9g  images/s %.1f  device memory "
-                  "%.2f MiB\n",
-                  (unsigned long long)(iteration + 1), lastLoss,
-                  secs > 0 ? sinceLog * global / secs : 0.0,
-                  x.deviceBytes() / 1048576.0);
-      std::fflush(stdout);
-      tLog = now;
-      sinceLog = 0;
-    }
-    if (!o.checkpoint.empty() && o.checkpointEvery > 0 &&
-        (iteration + 1) % o.checkpointEvery == 0) {
-      x.gatherOptimizerState();
-      LoopState next = st;
-      ++next.iteration;
-      if (root && !saveCheckpoint(x, o.checkpoint, next, err))
-        die(err);
+  // Started after every early exit above; stopped (joined) at the end of
+  // this scope, before the weights are read for saving.
+  {
+    BatchFeeder feeder(x, data, mine, order,
+                       total > iteration ? total - iteration : 0);
+    for (; iteration < total; ++iteration, ++done) {
+      order.next();
+      st.sampleCursor = order.cursor;
+      st.epoch = order.epoch;
+      const int32_t buffer = feeder.acquire();
+      x.useBatch(buffer);
+      x.iteration = iteration;
+      // Updates applied, with this one (a skipped update is not counted,
+      // as torch's optimizer state does not see it).
+      x.step = st.appliedSteps + 1;
+      x.firstIteration = st.appliedSteps == 0;
+      x.lossScale = scaled ? st.scaler.scale : 1.0f;
+      x.beginIteration();
+      const bool dump = done == 0 && !o.dumpGraph.empty();
+      if (dump)
+        x.graph = &dumped;
+      for (int64_t k = 0; k < p.numSubBatches; ++k) {
+        x.subBatchIndex = k;
+        x.firstSample = k * p.subBatch;
+        x.n = std::min(p.subBatch, p.batch - x.firstSample);
+        if (dump)
+          dumped.beginPart(k, x.n);
+        x.issue(static_cast<int32_t>(k), program.round);
+        if (dump)
+          dumped.endPart();
+        x.endRound();
+      }
+      x.waitCollectives();
+      bool apply = !scaled || x.unscaleGradients();
+      if (apply) {
+        if (dump)
+          dumped.beginPart(-1, 0);
+        x.issue(-1, program.update);
+        if (dump)
+          dumped.endPart();
+        x.gatherWeights();
+        ++st.appliedSteps;
+      }
+      x.graph = nullptr;
+      x.batchIssued();
+      feeder.release(buffer);
+      if (dump && root)
+        writeGraph(x, o.dumpGraph, dumped);
+      if (scaled) {
+        if (!apply && !o.quiet)
+          std::printf("iteration %llu  skipped: gradients not finite at loss "
+                      "scale %g\n",
+                      (unsigned long long)(iteration + 1),
+                      double(st.scaler.scale));
+        st.scaler.update(!apply);
+      }
+      ++sinceLog;
+      // The loss is read (a wait for the device) only where it is used;
+      // every rank reads at the same iterations, as the read is collective.
+      const bool last = iteration + 1 == total;
+      const bool logPoint =
+          o.logEvery > 0 && ((iteration + 1) % o.logEvery == 0 || last);
+      const bool checkpointNow = !o.checkpoint.empty() &&
+                                 o.checkpointEvery > 0 &&
+                                 (iteration + 1) % o.checkpointEvery == 0;
+      if (logPoint || checkpointNow || last) {
+        // The global batch's mean loss: the mean of the ranks' means.
+        lastLoss = p.ranks > 1 ? float(comm.sum(x.readLoss()) / p.ranks)
+                               : x.readLoss();
+        // An fp16 step skipped for an overflow may come from the forward
+        // pass.
+        if (!std::isfinite(lastLoss) && apply)
+          die("the loss is not finite at iteration " +
+              std::to_string(iteration));
+      }
+      if (!o.quiet && logPoint) {
+        auto now = std::chrono::steady_clock::now();
+        double secs = std::chrono::duration<double>(now - tLog).count();
+        std::printf("iteration %llu  loss %.9g  images/s %.1f  device memory "
+                    "%.2f MiB\n",
+                    (unsigned long long)(iteration + 1), lastLoss,
+                    secs > 0 ? sinceLog * global / secs : 0.0,
+                    x.deviceBytes() / 1048576.0);
+        std::fflush(stdout);
+        tLog = now;
+        sinceLog = 0;
+      }
+      if (checkpointNow) {
+        x.synchronize();
+        x.gatherOptimizerState();
+        LoopState next = st;
+        ++next.iteration;
+        if (root && !saveCheckpoint(x, o.checkpoint, next, err))
+          die(err);
+      }
     }
   }
+  x.synchronize();
   if (p.ranks > 1) {
     if (int64_t bad = divergedRanks(comm, x, st)) {
       // Every rank knows the count: rank 0 says it, and all of them end

@@ -164,6 +164,8 @@ struct AttentionGradKVKernel {
 void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
                             const float *q, const float *k, const float *v,
                             const float *mask, float *o, float *lse) {
+  if (p.dropout > 0)
+    impl->readsHostValue("attention's dropout masks follow the iteration");
   int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
   cuda::launch<AttentionKernel>(blocksFor(tiles), impl->compute(), p, n,
                                 dropoutKey(seed, iteration, taskKey),
@@ -179,6 +181,8 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
                              const float *lse, const float *dO, float *dq,
                              float *dk, float *dv, bool accQ, bool accK,
                              bool accV) {
+  if (p.dropout > 0)
+    impl->readsHostValue("attention's dropout masks follow the iteration");
   uint64_t key = dropoutKey(seed, iteration, taskKey);
   if (dq) {
     int64_t tiles = n * p.heads * kernels::attnTiles(p.t);

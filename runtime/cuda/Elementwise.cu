@@ -270,10 +270,15 @@ struct UnscaleKernel {
   }
 };
 
+/// In an iteration graph the step comes from device memory (written by
+/// Exec::beginIteration), so that a replay applies the current one.
 struct AdamKernel {
   static constexpr int threads = kThreads;
-  __device__ static void run(AdamParams p, int64_t count, float *w,
-                             const float *dw, float *m, float *v) {
+  __device__ static void run(AdamParams p, const unsigned long long *step,
+                             int64_t count, float *w, const float *dw, float *m,
+                             float *v) {
+    if (step)
+      p.step = *step;
     MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
   }
 };
@@ -449,6 +454,7 @@ void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
 void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
                           const float *x, float *y) {
   int64_t count = p.perSample * n;
+  impl->readsHostValue("dropout's masks follow the iteration");
   cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
                               dropoutKey(seed, iteration, taskKey), firstSample,
                               impl->view(x), impl->view(y), false);
@@ -460,6 +466,7 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
   if (!dx)
     return;
   int64_t count = p.perSample * n;
+  impl->readsHostValue("dropout's masks follow the iteration");
   cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
                               dropoutKey(seed, iteration, taskKey), firstSample,
                               impl->view(dy), impl->view(dx), acc);
@@ -489,7 +496,8 @@ void Exec::adam(int32_t id) {
                       ? comm->mySlice(wInfo[id].count)
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
-  cuda::launch<AdamKernel>(gridFor(count), impl->compute(), p, count,
+  cuda::launch<AdamKernel>(gridFor(count), impl->compute(), p,
+                           impl->capturing ? impl->stepDev : nullptr, count,
                            impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo,
                            impl->v[id] + lo);
   impl->done(*this, "adam kernel");

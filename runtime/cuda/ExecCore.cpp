@@ -26,9 +26,19 @@ namespace memfit::rt {
 namespace cuda {
 
 void check(const Exec &x, cudaError_t e, const char *call) {
-  if (e != cudaSuccess)
-    x.fatal(std::string(call) + " failed: " + cudaGetErrorName(e) + " (" +
-            cudaGetErrorString(e) + ")");
+  if (e == cudaSuccess)
+    return;
+  std::string msg = std::string(call) + " failed: " + cudaGetErrorName(e) +
+                    " (" + cudaGetErrorString(e) + ")";
+  // An operation the stream capture of an iteration graph does not take.
+  if (e == cudaErrorStreamCaptureUnsupported ||
+      e == cudaErrorStreamCaptureInvalidated ||
+      e == cudaErrorStreamCaptureIsolation ||
+      e == cudaErrorStreamCaptureImplicit ||
+      e == cudaErrorStreamCaptureUnjoined || e == cudaErrorStreamCaptureMerge ||
+      e == cudaErrorStreamCaptureUnmatched)
+    msg += "; MEMFIT_CUDA_GRAPHS=0 issues iterations without CUDA graphs";
+  x.fatal(msg);
 }
 
 void check(const Exec &x, cudnnStatus_t s, const char *call) {
@@ -150,6 +160,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
 
   for (cudaStream_t &s : im.stream)
     MEMFIT_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (cudaEvent_t *ev :
+       {&im.batchFree[0], &im.batchFree[1], &im.fork, &im.join[0], &im.join[1]})
+    MEMFIT_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
   im.events.assign(info.numEvents, nullptr);
   im.recorded.assign(info.numEvents, false);
   for (cudaEvent_t &ev : im.events)
@@ -215,12 +228,20 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   }
   for (const HostSlot &s : slotInfo)
     im.slots.push_back(hostAlloc(*this, slotBytes(s, info.subBatch)));
-  im.input = static_cast<float *>(
-      hostAlloc(*this, info.batch * info.inputPerSample * 4));
-  im.labels = hostAlloc(*this, info.batch * info.labelPerSample * 4);
-  if (stores16Bit(info.precision) && !info.intInput)
-    im.input16 = static_cast<uint16_t *>(
-        hostAlloc(*this, info.batch * info.inputPerSample * 2));
+  // Host memory, not the device's: two of each so that the next batch is
+  // filled while the current one is read.
+  for (int32_t b = 0; b < kBatchBuffers; ++b) {
+    im.input[b] = static_cast<float *>(
+        hostAlloc(*this, info.batch * info.inputPerSample * 4));
+    im.labels[b] = hostAlloc(*this, info.batch * info.labelPerSample * 4);
+    if (stores16Bit(info.precision) && !info.intInput)
+      im.input16[b] = static_cast<uint16_t *>(
+          hostAlloc(*this, info.batch * info.inputPerSample * 2));
+  }
+  // Adam's step, read by the update kernels (Graph.cu): 8 bytes the plan
+  // does not count, as it does not count the loss scale's flag.
+  MEMFIT_CHECK(cudaMalloc(&im.stepDev, sizeof(unsigned long long)));
+  cuda::initGraphs(*this, im);
   // The zero fills ran on the legacy stream, which the non-blocking
   // streams do not wait for.
   MEMFIT_CHECK(cudaDeviceSynchronize());
@@ -233,12 +254,18 @@ Exec::~Exec() {
   im.convs.clear();
   for (void *p : im.slots)
     cudaFreeHost(p);
-  if (im.input)
-    cudaFreeHost(im.input);
-  if (im.labels)
-    cudaFreeHost(im.labels);
-  if (im.input16)
-    cudaFreeHost(im.input16);
+  cuda::destroyGraphs(im);
+  for (int32_t b = 0; b < kBatchBuffers; ++b)
+    for (void *p : {static_cast<void *>(im.input[b]), im.labels[b],
+                    static_cast<void *>(im.input16[b])})
+      if (p)
+        cudaFreeHost(p);
+  if (im.stepDev)
+    cudaFree(im.stepDev);
+  for (cudaEvent_t ev :
+       {im.batchFree[0], im.batchFree[1], im.fork, im.join[0], im.join[1]})
+    if (ev)
+      cudaEventDestroy(ev);
   if (im.nonFinite)
     cudaFree(im.nonFinite);
   for (char *p : im.wCopy)
@@ -313,13 +340,13 @@ float *Exec::weightCopy(int32_t id) {
 void Exec::setTask(const char *name) {
   task = name;
   impl->narrowNow.clear();
+  if (graph)
+    graph->task(name);
 }
 float *Exec::weight(int32_t id) { return impl->w[id]; }
 float *Exec::grad(int32_t id) { return impl->g[id]; }
 float *Exec::momentumBuf(int32_t id) { return impl->m[id]; }
 float *Exec::secondMomentBuf(int32_t id) { return impl->v[id]; }
-float *Exec::hostInput() { return impl->input; }
-void *Exec::hostLabels() { return impl->labels; }
 float *Exec::lossValue() { return impl->loss; }
 
 float Exec::readLoss() {
@@ -417,6 +444,8 @@ void Exec::copyOut(int64_t offset, int32_t slot) {
     fatal("host slot " + std::to_string(slot) + " does not exist");
   int64_t bytes = slotBytes(slotInfo[slot], n);
   checkRange(*this, offset, bytes, prog.arenaBytes);
+  if (graph)
+    graph->copy(IterationGraph::Kind::CopyOut, CopyOut, slot, offset, bytes);
   MEMFIT_CHECK(cudaMemcpyAsync(impl->slots[slot], impl->arena + offset, bytes,
                                cudaMemcpyDeviceToHost, impl->stream[CopyOut]));
 }
@@ -426,46 +455,55 @@ void Exec::copyIn(int32_t slot, int64_t offset) {
     fatal("host slot " + std::to_string(slot) + " does not exist");
   int64_t bytes = slotBytes(slotInfo[slot], n);
   checkRange(*this, offset, bytes, prog.arenaBytes);
+  if (graph)
+    graph->copy(IterationGraph::Kind::CopyIn, CopyIn, slot, offset, bytes);
   MEMFIT_CHECK(cudaMemcpyAsync(impl->arena + offset, impl->slots[slot], bytes,
                                cudaMemcpyHostToDevice, impl->stream[CopyIn]));
 }
 
 void Exec::loadInput(int64_t offset) {
-  if (impl->input16) {
-    // A 16-bit program's float input block: the host converts the
-    // sub-batch (every iteration ends synchronized, so no copy still
-    // reads the staging), and 2 bytes a value cross the link.
+  const int32_t b = impl->batch;
+  if (uint16_t *staged = impl->input16[b]) {
+    // A 16-bit program's float input block: converted on the host when
+    // the buffer was filled (Exec::prepareBatch); 2 bytes a value cross
+    // the link.
     const int64_t count = prog.inputPerSample * n,
                   first = prog.inputPerSample * firstSample;
     checkRange(*this, offset, count * 2, prog.arenaBytes);
-    for (int64_t i = 0; i < count; ++i)
-      impl->input16[first + i] =
-          cuda::narrowBits(impl->narrow, impl->input[first + i]);
-    MEMFIT_CHECK(cudaMemcpyAsync(impl->arena + offset, impl->input16 + first,
+    if (graph)
+      graph->copy(IterationGraph::Kind::LoadInput, CopyIn, -1, offset,
+                  count * 2);
+    MEMFIT_CHECK(cudaMemcpyAsync(impl->arena + offset, staged + first,
                                  count * 2, cudaMemcpyHostToDevice,
                                  impl->stream[CopyIn]));
     return;
   }
   int64_t per = prog.inputPerSample * 4;
   checkRange(*this, offset, per * n, prog.arenaBytes);
-  MEMFIT_CHECK(
-      cudaMemcpyAsync(impl->arena + offset,
-                      reinterpret_cast<char *>(impl->input) + per * firstSample,
-                      per * n, cudaMemcpyHostToDevice, impl->stream[CopyIn]));
+  if (graph)
+    graph->copy(IterationGraph::Kind::LoadInput, CopyIn, -1, offset, per * n);
+  MEMFIT_CHECK(cudaMemcpyAsync(
+      impl->arena + offset,
+      reinterpret_cast<char *>(impl->input[b]) + per * firstSample, per * n,
+      cudaMemcpyHostToDevice, impl->stream[CopyIn]));
 }
 
 void Exec::loadLabels(int64_t offset) {
   int64_t per = prog.labelPerSample * 4;
   checkRange(*this, offset, per * n, prog.arenaBytes);
-  MEMFIT_CHECK(
-      cudaMemcpyAsync(impl->arena + offset,
-                      static_cast<char *>(impl->labels) + per * firstSample,
-                      per * n, cudaMemcpyHostToDevice, impl->stream[CopyIn]));
+  if (graph)
+    graph->copy(IterationGraph::Kind::LoadLabels, CopyIn, -1, offset, per * n);
+  MEMFIT_CHECK(cudaMemcpyAsync(
+      impl->arena + offset,
+      static_cast<char *>(impl->labels[impl->batch]) + per * firstSample,
+      per * n, cudaMemcpyHostToDevice, impl->stream[CopyIn]));
 }
 
 void Exec::record(StreamId s, int32_t event) {
   if (event < 0 || event >= (int32_t)impl->events.size())
     fatal("event " + std::to_string(event) + " does not exist");
+  if (graph)
+    graph->record(s, event);
   MEMFIT_CHECK(cudaEventRecord(impl->events[event], impl->stream[s]));
   impl->recorded[event] = true;
 }
@@ -477,6 +515,8 @@ void Exec::wait(StreamId s, int32_t event) {
   // would then race, so it is refused as the emulation refuses it.
   if (!impl->recorded[event])
     fatal("wait for an event that was never recorded");
+  if (graph)
+    graph->wait(s, event);
   MEMFIT_CHECK(cudaStreamWaitEvent(impl->stream[s], impl->events[event], 0));
 }
 

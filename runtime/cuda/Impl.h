@@ -15,6 +15,9 @@
 // MEMFIT_CUDA_SYNC=1 in the environment every operation is followed by a
 // stream synchronisation, so the error names the task that caused it.
 //
+// Iteration graphs (Graph.cu): each round and the update is captured once
+// into a CUDA graph and replayed; MEMFIT_CUDA_GRAPHS=0 issues them eagerly.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_CUDA_IMPL_H
 #define MEMFIT_RUNTIME_CUDA_IMPL_H
@@ -32,6 +35,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -44,6 +49,11 @@ void check(const Exec &x, cudaError_t e, const char *call);
 /// Frees NCCL's communicator, stream and events (Collectives.cu; the call
 /// also brings that file's Exec members into every trainer's link).
 void destroyCollectives(Exec::Impl &im);
+/// Frees the iteration graphs (Graph.cu; as destroyCollectives, the call
+/// brings that file's Exec members, which the trainer calls, into the link).
+void destroyGraphs(Exec::Impl &im);
+/// Decides whether parts are captured (Graph.cu), after the streams exist.
+void initGraphs(const Exec &x, Exec::Impl &im);
 void check(const Exec &x, cudnnStatus_t s, const char *call);
 void check(const Exec &x, cublasStatus_t s, const char *call);
 
@@ -147,8 +157,29 @@ struct Exec::Impl {
   /// the loss's allocation.
   float *lossPartials = nullptr;
   std::vector<void *> slots; // pinned host
-  float *input = nullptr;
-  void *labels = nullptr;
+  // The batch in two pinned buffers (Exec::useBatch picks the one read).
+  float *input[kBatchBuffers] = {nullptr, nullptr};
+  void *labels[kBatchBuffers] = {nullptr, nullptr};
+  int32_t batch = 0;
+  /// Recorded on the compute stream after the iteration reading the
+  /// buffer: the feeder thread waits for it before refilling.
+  cudaEvent_t batchFree[kBatchBuffers] = {nullptr, nullptr};
+
+  // --- iteration graphs (Graph.cu) ---
+  /// Why parts are issued eagerly; empty while graphs are captured.
+  std::string eagerWhy;
+  /// Parts issued once already (eagerly: the warm-up).
+  std::set<int32_t> warmed;
+  /// Per part and batch buffer (a round's copy-in reads one of them).
+  std::map<int64_t, cudaGraphExec_t> graphs;
+  bool capturing = false;
+  /// Set while capturing by an operation that reads a value the host
+  /// changes between iterations: the capture is dropped.
+  const char *hostValueRead = nullptr;
+  cudaEvent_t fork = nullptr, join[2] = {nullptr, nullptr};
+  /// Device memory a replayed graph reads what changes per iteration
+  /// from: Adam's step.
+  unsigned long long *stepDev = nullptr;
 
   int64_t usedAtStart = 0; // device bytes in use once the context existed
   bool syncEachOp = false;
@@ -169,9 +200,10 @@ struct Exec::Impl {
   /// null where WeightInfo::workingCopy is false.
   std::vector<char *> wCopy;
   std::vector<bool> copyStale; // the master changed since the copy
-  /// Pinned host staging of the batch's float inputs in 16 bits: the
-  /// host-side conversion a 16-bit program's input block is loaded from.
-  uint16_t *input16 = nullptr;
+  /// Pinned host staging of the batch's float inputs in 16 bits, per
+  /// buffer: what a 16-bit program's input block is loaded from, converted
+  /// by the thread that filled the buffer (Exec::prepareBatch).
+  uint16_t *input16[kBatchBuffers] = {nullptr, nullptr};
   /// fp16 loss scaling: one flag set by any non-finite unscaled gradient.
   int *nonFinite = nullptr;
 
@@ -186,6 +218,13 @@ struct Exec::Impl {
   }
 
   cudaStream_t compute() const { return stream[Compute]; }
+  /// An operation reads `what`, a value fixed at issue that the host
+  /// changes between iterations: a graph captured now would replay it
+  /// stale, so the capture is dropped and parts are issued eagerly.
+  void readsHostValue(const char *what) {
+    if (capturing && !hostValueRead)
+      hostValueRead = what;
+  }
   /// Ends every operation: reports a failed kernel launch, and with
   /// MEMFIT_CUDA_SYNC waits for the operation so a fault names its task.
   void done(const Exec &x, const char *what) const;

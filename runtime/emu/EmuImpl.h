@@ -49,8 +49,9 @@ struct Exec::Impl {
   /// accumulated over the sub-batches.
   std::vector<std::vector<float>> gSlice;
   std::vector<std::vector<char>> slots;
-  std::vector<float> input;
-  std::vector<char> labels;
+  std::vector<float> input[kBatchBuffers];
+  std::vector<char> labels[kBatchBuffers];
+  int32_t batch = 0; // the buffer loadInput and loadLabels read
   float loss = 0;
   // Per copy stream: issued copies, how many are complete.
   std::deque<Pending> queue[3];

@@ -43,8 +43,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   impl->copyStale.assign(wInfo.size(), true);
   for (const HostSlot &s : slotInfo)
     impl->slots.emplace_back(impl->real(s.perSample * info.subBatch + s.fixed));
-  impl->input.assign(info.batch * info.inputPerSample, 0.0f);
-  impl->labels.assign(info.batch * info.labelPerSample * 4, 0);
+  for (int32_t b = 0; b < kBatchBuffers; ++b) {
+    impl->input[b].assign(info.batch * info.inputPerSample, 0.0f);
+    impl->labels[b].assign(info.batch * info.labelPerSample * 4, 0);
+  }
   impl->events.assign(info.numEvents, {0, 0});
   impl->recorded.assign(info.numEvents, false);
 }
@@ -68,8 +70,19 @@ float *Exec::weight(int32_t id) { return impl->w[id].data(); }
 float *Exec::grad(int32_t id) { return impl->g[id].data(); }
 float *Exec::momentumBuf(int32_t id) { return impl->m[id].data(); }
 float *Exec::secondMomentBuf(int32_t id) { return impl->v[id].data(); }
-float *Exec::hostInput() { return impl->input.data(); }
-void *Exec::hostLabels() { return impl->labels.data(); }
+float *Exec::hostInput(int32_t b) { return impl->input[b].data(); }
+void *Exec::hostLabels(int32_t b) { return impl->labels[b].data(); }
+// The emulation computes at issue: an iteration is done when the trainer
+// issues the next, so a buffer is free as soon as the trainer hands it back.
+void Exec::prepareBatch(int32_t) {}
+void Exec::useBatch(int32_t b) { impl->batch = b; }
+void Exec::batchIssued() {}
+void Exec::waitBatchFree(int32_t) {}
+void Exec::issue(int32_t, void (*fn)(Exec &)) { fn(*this); }
+void Exec::beginIteration() {}
+std::string Exec::eagerReason() const {
+  return "the CPU emulation runs every operation at issue";
+}
 float *Exec::lossValue() { return &impl->loss; }
 float Exec::readLoss() { return impl->loss; }
 
@@ -109,6 +122,8 @@ static void enqueue(Exec::Impl &im, int s, Pending p) {
 void Exec::copyOut(int64_t offset, int32_t slot) {
   const HostSlot &hs = slotInfo[slot];
   int64_t bytes = hs.perSample * n + hs.fixed;
+  if (graph)
+    graph->copy(IterationGraph::Kind::CopyOut, CopyOut, slot, offset, bytes);
   enqueue(*impl, CopyOut,
           {Pending::Out, offset, bytes, nullptr, impl->slots[slot].data()});
 }
@@ -116,6 +131,8 @@ void Exec::copyOut(int64_t offset, int32_t slot) {
 void Exec::copyIn(int32_t slot, int64_t offset) {
   const HostSlot &hs = slotInfo[slot];
   int64_t bytes = hs.perSample * n + hs.fixed;
+  if (graph)
+    graph->copy(IterationGraph::Kind::CopyIn, CopyIn, slot, offset, bytes);
   enqueue(*impl, CopyIn,
           {Pending::In, offset, bytes, impl->slots[slot].data(), nullptr});
 }
@@ -124,31 +141,40 @@ void Exec::loadInput(int64_t offset) {
   // The host holds fp32 values or int32 ids, 4 bytes each; a 16-bit
   // program's float input is stored rounded, as the host would convert it.
   int64_t per = prog.inputPerSample * 4;
-  float *src = impl->input.data() + prog.inputPerSample * firstSample;
+  float *src =
+      impl->input[impl->batch].data() + prog.inputPerSample * firstSample;
   bool narrow = stores16Bit(prog.precision) && !prog.intInput;
   if (narrow)
     roundTo16Bit(prog.precision, src, prog.inputPerSample * n);
   Pending p{Pending::In, offset, per * n / (narrow ? 2 : 1),
             reinterpret_cast<const char *>(src), nullptr};
   p.realBytes = per * n;
+  if (graph)
+    graph->copy(IterationGraph::Kind::LoadInput, CopyIn, -1, offset, p.bytes);
   enqueue(*impl, CopyIn, p);
 }
 
 void Exec::loadLabels(int64_t offset) {
   int64_t per = prog.labelPerSample * 4;
   Pending p{Pending::In, offset, per * n,
-            impl->labels.data() + per * firstSample, nullptr};
+            impl->labels[impl->batch].data() + per * firstSample, nullptr};
   p.realBytes = per * n;
+  if (graph)
+    graph->copy(IterationGraph::Kind::LoadLabels, CopyIn, -1, offset, p.bytes);
   enqueue(*impl, CopyIn, p);
 }
 
 void Exec::setTask(const char *name) {
   impl->settle();
   task = name;
+  if (graph)
+    graph->task(name);
 }
 
 void Exec::record(StreamId s, int32_t event) {
   impl->settle();
+  if (graph)
+    graph->record(s, event);
   impl->events[event] = {s, impl->issued[s]};
   impl->recorded[event] = true;
 }
@@ -157,6 +183,8 @@ void Exec::wait(StreamId s, int32_t event) {
   if (!impl->recorded[event])
     fatal("wait for an event that was never recorded");
   impl->settle();
+  if (graph)
+    graph->wait(s, event);
   auto [es, count] = impl->events[event];
   if (es != Compute)
     complete(*impl, es, count);

@@ -1,0 +1,44 @@
+//===- BatchFeeder.cpp - The next batch, filled while this one runs -------===//
+#include "runtime/BatchFeeder.h"
+
+#include <cstring>
+
+namespace memfit::rt {
+
+void BatchFeeder::run() {
+  for (uint64_t k = 0; k < batches; ++k) {
+    const auto b = static_cast<int32_t>(k % kBatchBuffers);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stop || state[b] == Free; });
+      if (stop)
+        return;
+    }
+    x.waitBatchFree(b);
+    fill(b, order.next());
+    x.prepareBatch(b);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      state[b] = Full;
+    }
+    cv.notify_all();
+  }
+}
+
+void BatchFeeder::fill(int32_t b, uint64_t at) {
+  const ProgramInfo &p = x.info();
+  float *hx = x.hostInput(b);
+  auto *hy = static_cast<char *>(x.hostLabels(b));
+  const int64_t labelBytes = p.labelPerSample * 4;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    int64_t s = order.idx[at + mine + i];
+    std::memcpy(hx + i * p.inputPerSample, &data.x[s * p.inputPerSample],
+                p.inputPerSample * 4);
+    const void *src =
+        p.mseLoss ? static_cast<const void *>(&data.yf[s * p.labelPerSample])
+                  : static_cast<const void *>(&data.y[s * p.labelPerSample]);
+    std::memcpy(hy + i * labelBytes, src, labelBytes);
+  }
+}
+
+} // namespace memfit::rt
