@@ -131,8 +131,7 @@ struct BnNormalizeKernel {
       }
     }
     __syncthreads();
-    const float fm = stats[0], fi = stats[1], sc = scale[b.ch],
-                bi = bias[b.ch];
+    const float fm = stats[0], fi = stats[1], sc = scale[b.ch], bi = bias[b.ch];
     forEachInSlice(p, b, [&](int64_t i) {
       y[i] = kernels::bnNormalize(x[i], sc, bi, fm, fi);
     });
@@ -157,8 +156,8 @@ struct BnApplyKernel {
 struct BnGradPartialKernel {
   static constexpr int threads = kBnThreads;
   __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
-                             int64_t count, View x, const float *saved,
-                             View dy, BnPartial *parts) {
+                             int64_t count, View x, const float *saved, View dy,
+                             BnPartial *parts) {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch];
     BnPartial mine;
@@ -297,27 +296,26 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
                      bool updateRunning) {
   const int64_t count = n * p.spatial;
   auto *parts = impl->bnPartials;
-  forChannelGroups(p, count, [&](int64_t ch0, int64_t, BnSlices sl,
-                                 unsigned blocks) {
-    cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                       count, impl->view(x), parts);
-    cuda::launch<BnNormalizeKernel>(blocks, impl->compute(), p, ch0, sl, count,
-                                    impl->view(x), scale, bias, parts, runMean,
-                                    runVar, impl->view(y), saved,
-                                    updateRunning);
-  });
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                           count, impl->view(x), parts);
+        cuda::launch<BnNormalizeKernel>(
+            blocks, impl->compute(), p, ch0, sl, count, impl->view(x), scale,
+            bias, parts, runMean, runVar, impl->view(y), saved, updateRunning);
+      });
   impl->done(*this, "batch normalization forward kernel");
 }
 
 void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *saved, float *y) {
   const int64_t count = n * p.spatial;
-  forChannelGroups(p, count, [&](int64_t ch0, int64_t, BnSlices sl,
-                                 unsigned blocks) {
-    cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, ch0, sl, count,
-                                impl->view(x), scale, bias, saved,
-                                impl->view(y));
-  });
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, ch0, sl, count,
+                                    impl->view(x), scale, bias, saved,
+                                    impl->view(y));
+      });
   impl->done(*this, "batch normalization apply kernel");
 }
 
@@ -328,17 +326,18 @@ void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
     return;
   const int64_t count = n * p.spatial;
   auto *parts = impl->bnPartials;
-  forChannelGroups(p, count, [&](int64_t ch0, int64_t, BnSlices sl,
-                                 unsigned blocks) {
-    cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                      count, impl->view(x), saved,
-                                      impl->view(dy), parts);
-    cuda::launch<BnBackwardDataKernel>(
-        blocks, impl->compute(), p, ch0, sl, count, double(count),
-        impl->view(x), scale, saved, static_cast<const BnPartial *>(parts),
-        static_cast<const float *>(nullptr), static_cast<const float *>(nullptr),
-        impl->view(dy), impl->view(dx), acc);
-  });
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                          count, impl->view(x), saved,
+                                          impl->view(dy), parts);
+        cuda::launch<BnBackwardDataKernel>(
+            blocks, impl->compute(), p, ch0, sl, count, double(count),
+            impl->view(x), scale, saved, static_cast<const BnPartial *>(parts),
+            static_cast<const float *>(nullptr),
+            static_cast<const float *>(nullptr), impl->view(dy), impl->view(dx),
+            acc);
+      });
   impl->done(*this, "batch normalization backward-data kernel");
 }
 
@@ -349,15 +348,16 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
     return;
   const int64_t count = n * p.spatial;
   auto *parts = impl->bnPartials;
-  forChannelGroups(p, count, [&](int64_t ch0, int64_t channels, BnSlices sl,
-                                 unsigned blocks) {
-    cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                      count, impl->view(x), saved,
-                                      impl->view(dy), parts);
-    cuda::launch<BnWeightKernel>(gridFor(channels), impl->compute(), ch0,
-                                 channels, sl.slices, parts, dscale, dbias,
-                                 acc);
-  });
+  forChannelGroups(
+      p, count,
+      [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                          count, impl->view(x), saved,
+                                          impl->view(dy), parts);
+        cuda::launch<BnWeightKernel>(gridFor(channels), impl->compute(), ch0,
+                                     channels, sl.slices, parts, dscale, dbias,
+                                     acc);
+      });
   impl->done(*this, "batch normalization backward-weight kernel");
 }
 
@@ -365,14 +365,15 @@ void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
                         bool acc) {
   const int64_t count = n * p.spatial;
   auto *parts = impl->bnPartials;
-  forChannelGroups(p, count, [&](int64_t ch0, int64_t channels, BnSlices sl,
-                                 unsigned blocks) {
-    cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                       count, impl->view(x), parts);
-    cuda::launch<BnChunkCombineKernel>(gridFor(channels), impl->compute(), p,
-                                       ch0, channels, sl.slices, count,
-                                       impl->view(x), parts, stats, acc);
-  });
+  forChannelGroups(
+      p, count,
+      [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                           count, impl->view(x), parts);
+        cuda::launch<BnChunkCombineKernel>(gridFor(channels), impl->compute(),
+                                           p, ch0, channels, sl.slices, count,
+                                           impl->view(x), parts, stats, acc);
+      });
   cuda::launch<BnChunkCountKernel>(1, impl->compute(), p, double(count), stats,
                                    acc);
   impl->done(*this, "batch normalization chunk statistics kernel");
@@ -392,14 +393,14 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
   if (!dx)
     return;
   const int64_t count = n * p.spatial;
-  forChannelGroups(p, count, [&](int64_t ch0, int64_t, BnSlices sl,
-                                 unsigned blocks) {
-    cuda::launch<BnBackwardDataKernel>(
-        blocks, impl->compute(), p, ch0, sl, count,
-        double(prog.batch * p.spatial), impl->view(x), scale, saved,
-        static_cast<const BnPartial *>(nullptr), dscale, dbias, impl->view(dy),
-        impl->view(dx), acc);
-  });
+  forChannelGroups(p, count,
+                   [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+                     cuda::launch<BnBackwardDataKernel>(
+                         blocks, impl->compute(), p, ch0, sl, count,
+                         double(prog.batch * p.spatial), impl->view(x), scale,
+                         saved, static_cast<const BnPartial *>(nullptr), dscale,
+                         dbias, impl->view(dy), impl->view(dx), acc);
+                   });
   impl->done(*this, "batch normalization backward-data kernel");
 }
 

@@ -203,10 +203,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                                   bytes / info.ranks, name.c_str(), planned))
                             : nullptr);
   }
-  char *lossBytes = static_cast<char *>(
-      deviceAlloc(cuda::kLossBytes,
-                  "the loss and the partial sums of the loss and BatchNorm",
-                  planned));
+  char *lossBytes = static_cast<char *>(deviceAlloc(
+      cuda::kLossBytes,
+      "the loss and the partial sums of the loss and BatchNorm", planned));
   im.loss = reinterpret_cast<float *>(lossBytes);
   im.lossPartials =
       reinterpret_cast<float *>(lossBytes + cuda::kLossPartialsOffset);

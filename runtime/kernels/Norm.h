@@ -6,7 +6,8 @@
 // each backend schedules its own way: in double, in order on the CPU, and
 // in float with compensated sums over many blocks per channel on the GPU
 // (the slicing and the partials' arithmetic are here, so the CPU tests run
-// them); the per-element arithmetic is float and shared. LRN computes each element's channel window itself.
+// them); the per-element arithmetic is float and shared. LRN computes each
+// element's channel window itself.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_KERNELS_NORM_H
