@@ -12,12 +12,13 @@
 // kernels::BnPartial (float, compensated) in Exec::Impl::bnPartials, the
 // scratch allocated at start-up, and the next launch combines a channel's
 // partials in slice order before it uses them. So the forward reads x once
-// for the statistics and once to normalize, the backward-data task reads
-// x and dy once for the sums and once for dx, and the order of every sum
-// depends on the launch shape alone: a rerun, and a recomputed forward,
-// give the same bits. No double per element (1/64 of float on GeForce, L4
-// and L40S cards); the per-element arithmetic is runtime/kernels/Norm.h,
-// which the CPU emulation runs.
+// for the statistics and once to normalize (a launch of one thread per
+// channel between them saves the statistics, so y may overwrite x), the
+// backward-data task reads x and dy once for the sums and once for dx, and the
+// order of every sum depends on the launch shape alone: a rerun, and a
+// recomputed forward, give the same bits. No double per element (1/64 of float
+// on GeForce, L4 and L40S cards); the per-element arithmetic is
+// runtime/kernels/Norm.h, which the CPU emulation runs.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
@@ -101,43 +102,32 @@ struct BnStatsPartialKernel {
   }
 };
 
-/// The channel's statistics from its partials (every block of the channel
-/// computes the same bits), saved and folded into the running ones by the
-/// channel's first block; then y over the block's slice, from the
-/// float-rounded saved statistics as BnApplyKernel computes it, so a
-/// recomputed forward is bit-identical.
-struct BnNormalizeKernel {
-  static constexpr int threads = kBnThreads;
-  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
-                             int64_t count, View x, const float *scale,
-                             const float *bias, const BnPartial *parts,
-                             float *runMean, float *runVar, View y,
-                             float *saved, bool updateRunning) {
-    __shared__ float stats[2];
-    const BnBlock b = bnBlock(ch0, sl, count);
-    if (threadIdx.x == 0) {
+/// Each channel's statistics from its partials, saved and folded into the
+/// running ones: one thread per channel, before any block writes y, so y
+/// may be x itself (the shift is read from x). Double for the running
+/// statistics is once per channel, off the hot path.
+struct BnSaveKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BatchNormParams p, int64_t ch0, int64_t channels,
+                             int64_t slices, int64_t count, View x,
+                             const BnPartial *parts, float *runMean,
+                             float *runVar, float *saved, bool updateRunning) {
+    MEMFIT_GRID_LOOP(local, channels) {
+      const int64_t ch = ch0 + local;
       float mean, m2;
-      kernels::bnMoments(combined(parts + b.local * sl.slices, sl.slices),
-                         bnShift(p, x, b.ch), float(count), mean, m2);
-      stats[0] = mean;
-      stats[1] = kernels::bnInvStdF(p, float(count), m2);
-      if (b.slice == 0) {
-        saved[b.ch] = stats[0];
-        saved[p.c + b.ch] = stats[1];
-        // Once per channel: double here is off the hot path.
-        if (updateRunning)
-          kernels::bnUpdateRunning(p, double(count), mean, m2, runMean[b.ch],
-                                   runVar[b.ch]);
-      }
+      kernels::bnMoments(combined(parts + local * slices, slices),
+                         bnShift(p, x, ch), float(count), mean, m2);
+      saved[ch] = mean;
+      saved[p.c + ch] = kernels::bnInvStdF(p, float(count), m2);
+      if (updateRunning)
+        kernels::bnUpdateRunning(p, double(count), mean, m2, runMean[ch],
+                                 runVar[ch]);
     }
-    __syncthreads();
-    const float fm = stats[0], fi = stats[1], sc = scale[b.ch], bi = bias[b.ch];
-    forEachInSlice(p, b, [&](int64_t i) {
-      y[i] = kernels::bnNormalize(x[i], sc, bi, fm, fi);
-    });
   }
 };
 
+/// y over the block's slice from the saved (float) statistics: the forward
+/// and a recomputed forward both run this, so a recompute is bit-identical.
 struct BnApplyKernel {
   static constexpr int threads = kBnThreads;
   __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
@@ -297,12 +287,16 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
   const int64_t count = n * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
-      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+      p, count,
+      [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
         cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
                                            count, impl->view(x), parts);
-        cuda::launch<BnNormalizeKernel>(
-            blocks, impl->compute(), p, ch0, sl, count, impl->view(x), scale,
-            bias, parts, runMean, runVar, impl->view(y), saved, updateRunning);
+        cuda::launch<BnSaveKernel>(
+            gridFor(channels), impl->compute(), p, ch0, channels, sl.slices,
+            count, impl->view(x), parts, runMean, runVar, saved, updateRunning);
+        cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, ch0, sl, count,
+                                    impl->view(x), scale, bias, saved,
+                                    impl->view(y));
       });
   impl->done(*this, "batch normalization forward kernel");
 }
