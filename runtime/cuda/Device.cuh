@@ -20,6 +20,8 @@
 #define MEMFIT_RUNTIME_CUDA_DEVICE_CUH
 
 #include "runtime/cuda/View.h"
+#include "runtime/kernels/Norm.h"
+#include "runtime/kernels/Sum.h"
 
 #include <cuda_runtime.h>
 
@@ -128,36 +130,26 @@ __device__ T blockReduce(T v, Op op, T identity, T *scratch) {
   return scratch[0];
 }
 
-/// A float sum with Neumaier's compensation: the rounding error of every
-/// add is kept in `c`, so a sum of many terms stays within a few float ulps
-/// of the exact one at float speed (double runs at 1/64 of float on
-/// GeForce, L4 and L40S cards). An infinite or NaN term makes `s`
-/// non-finite, and value() returns it unchanged.
-struct CompensatedSum {
-  float s = 0, c = 0;
-  __device__ void add(float v) {
-    const float t = s + v;
-    c += fabsf(s) >= fabsf(v) ? (s - t) + v : (v - t) + s;
-    s = t;
-  }
-  __device__ void add(CompensatedSum o) {
-    add(o.s);
-    c += o.c;
-  }
-  __device__ float value() const { return isfinite(s) ? s + c : s; }
-};
+/// Neumaier's compensated float sum (runtime/kernels/Sum.h), shared with
+/// the CPU tests of the reductions built on it.
+using kernels::CompensatedSum;
 
 __device__ inline CompensatedSum shuffleDown(CompensatedSum v, int o) {
   return {__shfl_down_sync(0xffffffffu, v.s, o),
           __shfl_down_sync(0xffffffffu, v.c, o)};
 }
 
-/// Sums one CompensatedSum per thread over the block, in a tree fixed by
-/// the block size; the result is thread 0's. All threads must call it, at
-/// most once per kernel (its scratch is not guarded for a second call).
-template <int Threads> __device__ CompensatedSum blockSum(CompensatedSum v) {
+__device__ inline kernels::BnPartial shuffleDown(kernels::BnPartial v, int o) {
+  return {shuffleDown(v.d, o), shuffleDown(v.dd, o)};
+}
+
+/// Sums one T (CompensatedSum or BnPartial: anything with add(T) and a
+/// shuffleDown) per thread over the block, in a tree fixed by the block
+/// size; the result is thread 0's. All threads must call it, at most once
+/// per kernel and T (its scratch is not guarded for a second call).
+template <int Threads, typename T> __device__ T blockSum(T v) {
   static_assert(Threads % 32 == 0, "whole warps");
-  __shared__ CompensatedSum scratch[Threads / 32];
+  __shared__ T scratch[Threads / 32];
   for (int o = 16; o > 0; o >>= 1)
     v.add(shuffleDown(v, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -165,7 +157,7 @@ template <int Threads> __device__ CompensatedSum blockSum(CompensatedSum v) {
     scratch[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = lane < Threads / 32 ? scratch[lane] : CompensatedSum{};
+    v = lane < Threads / 32 ? scratch[lane] : T{};
     for (int o = 16; o > 0; o >>= 1)
       v.add(shuffleDown(v, o));
   }

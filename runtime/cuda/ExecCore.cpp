@@ -216,11 +216,15 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                                   bytes / info.ranks, name.c_str(), planned))
                             : nullptr);
   }
-  char *lossBytes = static_cast<char *>(
-      deviceAlloc(cuda::kLossBytes, "the loss and its partial sums", planned));
+  char *lossBytes = static_cast<char *>(deviceAlloc(
+      cuda::kLossBytes,
+      "the loss and the partial sums of the loss and BatchNorm", planned));
   im.loss = reinterpret_cast<float *>(lossBytes);
   im.lossPartials =
       reinterpret_cast<float *>(lossBytes + cuda::kLossPartialsOffset);
+  static_assert(sizeof(kernels::BnPartial) == cuda::kBnPartialBytes);
+  im.bnPartials = reinterpret_cast<kernels::BnPartial *>(
+      lossBytes + cuda::kBnPartialsOffset);
   if (info.precision == Precision::FP16) {
     // GradScaler's found-inf flag: a few bytes the plan does not count,
     // as it does not count cuDNN's handle either.

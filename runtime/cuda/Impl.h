@@ -24,6 +24,7 @@
 
 #include "runtime/Exec.h"
 #include "runtime/cuda/View.h"
+#include "runtime/kernels/Norm.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -123,9 +124,16 @@ constexpr int kThreads = 256;
 /// Exec::Impl::lossPartials, then one block adds them in order.
 constexpr int kLossThreads = 256;
 constexpr int kLossBlocks = 1024;
-/// The loss scalar and, 256 bytes on, its partial sums: one allocation.
+/// The loss scalar and, 256 bytes on, its partial sums, then BatchNorm's
+/// per-slice partial sums (BatchNorm.cu): one allocation at start-up, the
+/// scratch of memfit's deterministic multi-block reductions (about 170 KiB).
 constexpr int64_t kLossPartialsOffset = 256;
-constexpr int64_t kLossBytes = kLossPartialsOffset + kLossBlocks * 8;
+constexpr int64_t kBnPartialsOffset = kLossPartialsOffset + kLossBlocks * 8;
+/// kernels::kBnMaxPartials partials of 16 bytes (four floats).
+constexpr int64_t kBnPartialBytes = 16;
+constexpr int64_t kLossBytes =
+    kBnPartialsOffset + kernels::kBnMaxPartials * kBnPartialBytes;
+static_assert(kBnPartialsOffset % 16 == 0, "partials are 16-byte aligned");
 
 /// Blocks for a grid-stride loop over `count` items.
 inline unsigned gridFor(int64_t count, int threads = kThreads) {
@@ -156,6 +164,9 @@ struct Exec::Impl {
   /// The losses' partial sums (cuda::kLossBlocks pairs of floats), inside
   /// the loss's allocation.
   float *lossPartials = nullptr;
+  /// BatchNorm's per-slice partial sums (kernels::kBnMaxPartials), inside
+  /// the loss's allocation.
+  kernels::BnPartial *bnPartials = nullptr;
   std::vector<void *> slots; // pinned host
   // The batch in two pinned buffers (Exec::useBatch picks the one read).
   float *input[kBatchBuffers] = {nullptr, nullptr};

@@ -4,25 +4,30 @@
 // emulation and the CUDA backend alike. BatchNorm's per-channel reductions
 // (the mean and variance, the sums of dy and dy * xhat) are the one part
 // each backend schedules its own way: in double, in order on the CPU, and
-// a block reduction in double per channel on the GPU; everything computed
-// from them is here. LRN computes each element's channel window itself.
+// in float with compensated sums over many blocks per channel on the GPU
+// (the slicing and the partials' arithmetic are here, so the CPU tests run
+// them); the per-element arithmetic is float and shared. LRN computes each
+// element's channel window itself.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_KERNELS_NORM_H
 #define MEMFIT_RUNTIME_KERNELS_NORM_H
 
 #include "runtime/kernels/Pool.h"
+#include "runtime/kernels/Sum.h"
 
 namespace memfit::rt::kernels {
 
 // --- BatchNorm ---
 
 /// y from the saved (float) statistics: what the forward and a recomputed
-/// forward both compute, so a recompute is bit-identical.
+/// forward both compute, so a recompute is bit-identical. Float, as
+/// PyTorch's kernels compute it: this runs once per element on the GPU,
+/// where double is 1/64 of float on most cards.
 MEMFIT_HD float bnNormalize(float x, float scale, float bias, float mean,
                             float invStd) {
-  double a = double(scale) * double(invStd);
-  return float((double(x) - double(mean)) * a + double(bias));
+  const float a = scale * invStd;
+  return (x - mean) * a + bias;
 }
 
 /// The running statistics after one training step: ONNX's momentum
@@ -67,16 +72,95 @@ MEMFIT_HD void bnCombine(double &mean, double &m2, double na, double meanB,
 }
 
 /// The term dy * xhat of the weight gradient's second reduction.
-MEMFIT_HD double bnDyXhat(float x, float dy, double mean, double invStd) {
-  return double(dy) * ((double(x) - mean) * invStd);
+MEMFIT_HD float bnDyXhat(float x, float dy, float mean, float invStd) {
+  return dy * ((x - mean) * invStd);
 }
 
-/// dx = scale * invStd * (dy - mean(dy) - xhat * mean(dy * xhat)).
-MEMFIT_HD float bnGrad(float x, float dy, float scale, double mean,
-                       double invStd, double meanDy, double meanDyXhat) {
-  double xhat = (double(x) - mean) * invStd;
-  double k = double(scale) * invStd;
-  return float(k * (double(dy) - meanDy - xhat * meanDyXhat));
+/// dx = scale * invStd * (dy - mean(dy) - xhat * mean(dy * xhat)), in float
+/// (once per element, as bnNormalize).
+MEMFIT_HD float bnGrad(float x, float dy, float scale, float mean, float invStd,
+                       float meanDy, float meanDyXhat) {
+  const float xhat = (x - mean) * invStd;
+  const float k = scale * invStd;
+  return k * ((dy - meanDy) - xhat * meanDyXhat);
+}
+
+// --- BatchNorm's reductions on the GPU ---
+//
+// One block per channel leaves most of a 132-SM GPU idle at 64 to 256
+// channels, so the CUDA backend splits each channel's n * spatial values
+// into `slices` runs of `per` consecutive values (in sample-major order),
+// one block each; a block leaves one BnPartial, and the channel's partials
+// combine in slice order. Everything is float with compensated sums; the
+// order depends on the launch shape alone, so a rerun gives the same bits.
+
+/// Blocks wanted over all channels of a launch: about 15 blocks of 512
+/// threads per SM of a 132-SM H200, several waves on smaller GPUs.
+constexpr int64_t kBnTargetBlocks = 2048;
+/// Fewest values a slice holds: 8 per thread of a 512-thread block, below
+/// which the partial's write and combine outweigh the slice's reads.
+constexpr int64_t kBnMinPerSlice = 4096;
+/// Channels per launch: the partials of one launch fit the scratch the
+/// backend allocates at start-up (kBnMaxPartials).
+constexpr int64_t kBnGroupChannels = 8192;
+/// At most kBnGroupChannels + kBnTargetBlocks partials (bnSlices keeps
+/// channels * slices below it).
+constexpr int64_t kBnMaxPartials = kBnGroupChannels + kBnTargetBlocks;
+
+struct BnSlices {
+  int64_t slices, per;
+};
+
+/// How `channels` channels of `count` values each are sliced: enough
+/// blocks to fill the GPU, none with fewer than kBnMinPerSlice values
+/// unless a channel has fewer, and no empty slice.
+MEMFIT_HD BnSlices bnSlices(int64_t channels, int64_t count) {
+  int64_t want = (kBnTargetBlocks + channels - 1) / channels;
+  int64_t most = maxOf(count / kBnMinPerSlice, int64_t(1));
+  int64_t slices = maxOf(minOf(want, most), int64_t(1));
+  int64_t per = (count + slices - 1) / slices;
+  return {(count + per - 1) / per, per};
+}
+
+/// One slice's sums of d = x - shift and of d * d. The shift is the
+/// channel's first value, so the sums stay near the spread of the data
+/// rather than its offset, and the variance from them does not cancel
+/// (the shifted-data algorithm).
+struct BnPartial {
+  CompensatedSum d, dd;
+  MEMFIT_HD void addValue(float x, float shift) {
+    const float v = x - shift;
+    d.add(v);
+    dd.add(v * v);
+  }
+  MEMFIT_HD void add(const BnPartial &o) {
+    d.add(o.d);
+    dd.add(o.dd);
+  }
+};
+
+/// A channel's float mean and sum of squared deviations over `count`
+/// values, from its combined partial.
+MEMFIT_HD void bnMoments(const BnPartial &all, float shift, float count,
+                         float &mean, float &m2) {
+  const float d = all.d.value(), dd = all.dd.value();
+  const float md = d / count;
+  mean = shift + md;
+  m2 = dd - d * md;
+  m2 = m2 < 0 ? 0.0f : m2; // rounding below an exact 0; NaN stays
+}
+
+/// 1/sqrt(biased var + eps) in float, from the sum of squared deviations.
+MEMFIT_HD float bnInvStdF(const BatchNormParams &p, float count, float m2) {
+  return 1.0f / sqrtf(m2 / count + p.epsilon);
+}
+
+/// One backward slice's sums of dy and dy * xhat (BnPartial's layout: d is
+/// the sum of dy, dd that of dy * xhat).
+MEMFIT_HD void bnAddGrad(BnPartial &s, float x, float dy, float mean,
+                         float invStd) {
+  s.d.add(dy);
+  s.dd.add(bnDyXhat(x, dy, mean, invStd));
 }
 
 // --- LRN ---

@@ -1,0 +1,401 @@
+//===- BatchNorm.cu - CUDA backend: BatchNorm -----------------------------===//
+//
+// Own kernels rather than cuDNN's: the backward is split into a data task
+// and a weight task (cuDNN computes both at once), epsilon may be below
+// CUDNN_BN_MIN_EPSILON, one value per channel keeps the biased variance,
+// and a batch split into chunks combines its statistics exactly.
+//
+// Each channel's n * spatial values are cut into slices, one block each,
+// enough blocks over all channels to fill the GPU (kernels::bnSlices):
+// one block per channel left most of a 132-SM GPU idle at 64 to 256
+// channels. A reduction is two launches: every block leaves a
+// kernels::BnPartial (float, compensated) in Exec::Impl::bnPartials, the
+// scratch allocated at start-up, and the next launch combines a channel's
+// partials in slice order before it uses them. So the forward reads x once
+// for the statistics and once to normalize (a launch of one thread per
+// channel between them saves the statistics, so y may overwrite x), the
+// backward-data task reads x and dy once for the sums and once for dx, and the
+// order of every sum depends on the launch shape alone: a rerun, and a
+// recomputed forward, give the same bits. No double per element (1/64 of float
+// on GeForce, L4 and L40S cards); the per-element arithmetic is
+// runtime/kernels/Norm.h, which the CPU emulation runs.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Device.cuh"
+#include "runtime/cuda/Impl.h"
+#include "runtime/kernels/Norm.h"
+
+namespace memfit::rt {
+
+using cuda::gridFor;
+using cuda::kThreads;
+using cuda::put;
+using cuda::View;
+using kernels::BnPartial;
+using kernels::BnSlices;
+
+namespace {
+
+constexpr int kBnThreads = 512;
+
+/// The channel and slice of this block in a launch over channels ch0 ...:
+/// blocks are channel-major, `slices` per channel.
+struct BnBlock {
+  int64_t local, ch, slice, begin, end;
+};
+__device__ BnBlock bnBlock(int64_t ch0, BnSlices sl, int64_t count) {
+  BnBlock b;
+  b.local = blockIdx.x / sl.slices;
+  b.slice = blockIdx.x - b.local * sl.slices;
+  b.ch = ch0 + b.local;
+  b.begin = b.slice * sl.per;
+  b.end = b.begin + sl.per < count ? b.begin + sl.per : count;
+  return b;
+}
+
+/// Calls f(index) for every value of the block's slice this thread owns:
+/// value j of the channel is sample j / spatial, position j % spatial,
+/// walked without a division per step.
+template <typename F>
+__device__ void forEachInSlice(const BatchNormParams &p, const BnBlock &b,
+                               F f) {
+  const int64_t step = blockDim.x;
+  const int64_t ds = step / p.spatial, dq = step - ds * p.spatial;
+  int64_t j = b.begin + threadIdx.x;
+  int64_t s = j / p.spatial, q = j - s * p.spatial;
+  for (; j < b.end; j += step) {
+    f((s * p.c + b.ch) * p.spatial + q);
+    q += dq;
+    s += ds;
+    if (q >= p.spatial) {
+      q -= p.spatial;
+      ++s;
+    }
+  }
+}
+
+/// A channel's partials combined in slice order.
+__device__ BnPartial combined(const BnPartial *parts, int64_t slices) {
+  BnPartial all;
+  for (int64_t i = 0; i < slices; ++i)
+    all.add(parts[i]);
+  return all;
+}
+
+/// The shift of channel ch's statistics: its first value.
+__device__ float bnShift(const BatchNormParams &p, View x, int64_t ch) {
+  return x[ch * p.spatial];
+}
+
+/// One slice's sums of x - shift and its squares.
+struct BnStatsPartialKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, View x, BnPartial *parts) {
+    const BnBlock b = bnBlock(ch0, sl, count);
+    const float shift = bnShift(p, x, b.ch);
+    BnPartial mine;
+    forEachInSlice(p, b, [&](int64_t i) { mine.addValue(x[i], shift); });
+    mine = cuda::blockSum<threads>(mine);
+    if (threadIdx.x == 0)
+      parts[blockIdx.x] = mine;
+  }
+};
+
+/// Each channel's statistics from its partials, saved and folded into the
+/// running ones: one thread per channel, before any block writes y, so y
+/// may be x itself (the shift is read from x). Double for the running
+/// statistics is once per channel, off the hot path.
+struct BnSaveKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BatchNormParams p, int64_t ch0, int64_t channels,
+                             int64_t slices, int64_t count, View x,
+                             const BnPartial *parts, float *runMean,
+                             float *runVar, float *saved, bool updateRunning) {
+    MEMFIT_GRID_LOOP(local, channels) {
+      const int64_t ch = ch0 + local;
+      float mean, m2;
+      kernels::bnMoments(combined(parts + local * slices, slices),
+                         bnShift(p, x, ch), float(count), mean, m2);
+      saved[ch] = mean;
+      saved[p.c + ch] = kernels::bnInvStdF(p, float(count), m2);
+      if (updateRunning)
+        kernels::bnUpdateRunning(p, double(count), mean, m2, runMean[ch],
+                                 runVar[ch]);
+    }
+  }
+};
+
+/// y over the block's slice from the saved (float) statistics: the forward
+/// and a recomputed forward both run this, so a recompute is bit-identical.
+struct BnApplyKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, View x, const float *scale,
+                             const float *bias, const float *saved, View y) {
+    const BnBlock b = bnBlock(ch0, sl, count);
+    const float fm = saved[b.ch], fi = saved[p.c + b.ch], sc = scale[b.ch],
+                bi = bias[b.ch];
+    forEachInSlice(p, b, [&](int64_t i) {
+      y[i] = kernels::bnNormalize(x[i], sc, bi, fm, fi);
+    });
+  }
+};
+
+/// One slice's sums of dy and dy * xhat (both backward tasks).
+struct BnGradPartialKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, View x, const float *saved, View dy,
+                             BnPartial *parts) {
+    const BnBlock b = bnBlock(ch0, sl, count);
+    const float mean = saved[b.ch], invStd = saved[p.c + b.ch];
+    BnPartial mine;
+    forEachInSlice(p, b, [&](int64_t i) {
+      kernels::bnAddGrad(mine, x[i], dy[i], mean, invStd);
+    });
+    mine = cuda::blockSum<threads>(mine);
+    if (threadIdx.x == 0)
+      parts[blockIdx.x] = mine;
+  }
+};
+
+struct BnWeightKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(int64_t ch0, int64_t channels, int64_t slices,
+                             const BnPartial *parts, float *dscale,
+                             float *dbias, bool acc) {
+    MEMFIT_GRID_LOOP(local, channels) {
+      const BnPartial all = combined(parts + local * slices, slices);
+      if (dscale)
+        put(dscale[ch0 + local], all.dd.value(), acc);
+      if (dbias)
+        put(dbias[ch0 + local], all.d.value(), acc);
+    }
+  }
+};
+
+/// dx over the block's slice from the channel's sums; meanDy and
+/// meanDyXhat are the channel's sums over `batchCount` values, from the
+/// partials (whole batch) or from the gradients of scale and bias (a batch
+/// in chunks: their sums over the whole batch).
+struct BnBackwardDataKernel {
+  static constexpr int threads = kBnThreads;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, double batchCount, View x,
+                             const float *scale, const float *saved,
+                             const BnPartial *parts, const float *sumDyXhat,
+                             const float *sumDy, View dy, View dx, bool acc) {
+    __shared__ float means[2];
+    const BnBlock b = bnBlock(ch0, sl, count);
+    if (threadIdx.x == 0) {
+      // Once per block, so double costs nothing here; it divides as the
+      // CPU emulation does.
+      double d, dd;
+      if (parts) {
+        const BnPartial all = combined(parts + b.local * sl.slices, sl.slices);
+        d = all.d.value();
+        dd = all.dd.value();
+      } else {
+        d = sumDy[b.ch];
+        dd = sumDyXhat[b.ch];
+      }
+      means[0] = float(d / batchCount);
+      means[1] = float(dd / batchCount);
+    }
+    __syncthreads();
+    const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
+                sc = scale[b.ch], meanDy = means[0], meanDyXhat = means[1];
+    forEachInSlice(p, b, [&](int64_t i) {
+      put(dx[i],
+          kernels::bnGrad(x[i], dy[i], sc, mean, invStd, meanDy, meanDyXhat),
+          acc);
+    });
+  }
+};
+
+// A batch split into chunks: the chunk's float statistics per channel,
+// combined pairwise (Chan et al.) into the stats block's running
+// combination in double, once per channel and chunk, as the CPU emulation
+// combines them; the count moves after every channel has read it.
+struct BnChunkCombineKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BatchNormParams p, int64_t ch0, int64_t channels,
+                             int64_t slices, int64_t count, View x,
+                             const BnPartial *parts, float *stats, bool acc) {
+    kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+    const double before = acc ? *st.count : 0;
+    MEMFIT_GRID_LOOP(local, channels) {
+      const int64_t ch = ch0 + local;
+      float mean, m2;
+      kernels::bnMoments(combined(parts + local * slices, slices),
+                         bnShift(p, x, ch), float(count), mean, m2);
+      if (acc) {
+        kernels::bnCombine(st.mean[ch], st.m2[ch], before, mean, m2,
+                           double(count));
+      } else {
+        st.mean[ch] = mean;
+        st.m2[ch] = m2;
+      }
+    }
+  }
+};
+
+struct BnChunkCountKernel {
+  static constexpr int threads = 1;
+  __device__ static void run(BatchNormParams p, double count, float *stats,
+                             bool acc) {
+    kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+    *st.count = acc ? *st.count + count : count;
+  }
+};
+
+struct BnFinalizeKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(BatchNormParams p, float *stats, float *runMean,
+                             float *runVar) {
+    kernels::BnChunkState st = kernels::bnChunkState(p, stats);
+    MEMFIT_GRID_LOOP(ch, p.c) {
+      stats[ch] = float(st.mean[ch]);
+      stats[p.c + ch] = float(kernels::bnInvStd(p, *st.count, st.m2[ch]));
+      kernels::bnUpdateRunning(p, *st.count, st.mean[ch], st.m2[ch],
+                               runMean[ch], runVar[ch]);
+    }
+  }
+};
+
+/// Calls f(ch0, channels, slicing, blocks) for each group of at most
+/// kernels::kBnGroupChannels channels: a group's partials fit the scratch,
+/// and the launches of one group finish with them (stream order) before
+/// the next group's overwrite them.
+template <typename F>
+void forChannelGroups(const BatchNormParams &p, int64_t count, F f) {
+  for (int64_t ch0 = 0; ch0 < p.c; ch0 += kernels::kBnGroupChannels) {
+    const int64_t channels =
+        std::min<int64_t>(kernels::kBnGroupChannels, p.c - ch0);
+    const BnSlices sl = kernels::bnSlices(channels, count);
+    f(ch0, channels, sl, static_cast<unsigned>(channels * sl.slices));
+  }
+}
+
+} // namespace
+
+void Exec::bnForward(const BatchNormParams &p, const float *x,
+                     const float *scale, const float *bias, float *runMean,
+                     float *runVar, float *y, float *saved,
+                     bool updateRunning) {
+  const int64_t count = n * p.spatial;
+  auto *parts = impl->bnPartials;
+  forChannelGroups(
+      p, count,
+      [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                           count, impl->view(x), parts);
+        cuda::launch<BnSaveKernel>(
+            gridFor(channels), impl->compute(), p, ch0, channels, sl.slices,
+            count, impl->view(x), parts, runMean, runVar, saved, updateRunning);
+        cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, ch0, sl, count,
+                                    impl->view(x), scale, bias, saved,
+                                    impl->view(y));
+      });
+  impl->done(*this, "batch normalization forward kernel");
+}
+
+void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
+                   const float *bias, const float *saved, float *y) {
+  const int64_t count = n * p.spatial;
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, ch0, sl, count,
+                                    impl->view(x), scale, bias, saved,
+                                    impl->view(y));
+      });
+  impl->done(*this, "batch normalization apply kernel");
+}
+
+void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
+                          const float *scale, const float *saved,
+                          const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  const int64_t count = n * p.spatial;
+  auto *parts = impl->bnPartials;
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                          count, impl->view(x), saved,
+                                          impl->view(dy), parts);
+        cuda::launch<BnBackwardDataKernel>(
+            blocks, impl->compute(), p, ch0, sl, count, double(count),
+            impl->view(x), scale, saved, static_cast<const BnPartial *>(parts),
+            static_cast<const float *>(nullptr),
+            static_cast<const float *>(nullptr), impl->view(dy), impl->view(dx),
+            acc);
+      });
+  impl->done(*this, "batch normalization backward-data kernel");
+}
+
+void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
+                            const float *saved, const float *dy, float *dscale,
+                            float *dbias, bool acc) {
+  if (!dscale && !dbias)
+    return;
+  const int64_t count = n * p.spatial;
+  auto *parts = impl->bnPartials;
+  forChannelGroups(
+      p, count,
+      [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                          count, impl->view(x), saved,
+                                          impl->view(dy), parts);
+        cuda::launch<BnWeightKernel>(gridFor(channels), impl->compute(), ch0,
+                                     channels, sl.slices, parts, dscale, dbias,
+                                     acc);
+      });
+  impl->done(*this, "batch normalization backward-weight kernel");
+}
+
+void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
+                        bool acc) {
+  const int64_t count = n * p.spatial;
+  auto *parts = impl->bnPartials;
+  forChannelGroups(
+      p, count,
+      [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
+        cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
+                                           count, impl->view(x), parts);
+        cuda::launch<BnChunkCombineKernel>(gridFor(channels), impl->compute(),
+                                           p, ch0, channels, sl.slices, count,
+                                           impl->view(x), parts, stats, acc);
+      });
+  cuda::launch<BnChunkCountKernel>(1, impl->compute(), p, double(count), stats,
+                                   acc);
+  impl->done(*this, "batch normalization chunk statistics kernel");
+}
+
+void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
+                      float *runVar) {
+  cuda::launch<BnFinalizeKernel>(gridFor(p.c), impl->compute(), p, stats,
+                                 runMean, runVar);
+  impl->done(*this, "batch normalization finalize kernel");
+}
+
+void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
+                               const float *scale, const float *saved,
+                               const float *dscale, const float *dbias,
+                               const float *dy, float *dx, bool acc) {
+  if (!dx)
+    return;
+  const int64_t count = n * p.spatial;
+  forChannelGroups(p, count,
+                   [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+                     cuda::launch<BnBackwardDataKernel>(
+                         blocks, impl->compute(), p, ch0, sl, count,
+                         double(prog.batch * p.spatial), impl->view(x), scale,
+                         saved, static_cast<const BnPartial *>(nullptr), dscale,
+                         dbias, impl->view(dy), impl->view(dx), acc);
+                   });
+  impl->done(*this, "batch normalization backward-data kernel");
+}
+
+} // namespace memfit::rt
