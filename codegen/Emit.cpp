@@ -199,18 +199,14 @@ std::string Emitter::mainFile() const {
     const char *dir = t.kind == TaskKind::Forward        ? "ConvFwd"
                       : t.kind == TaskKind::BackwardData ? "ConvBwdData"
                                                          : "ConvBwdFilter";
-    std::string key = opText[t.op].init + dir + std::to_string(ins.algo) +
-                      "/" + std::to_string(ins.workspaceBytes);
+    std::string key = opText[t.op].init + dir + std::to_string(ins.algo) + "/" +
+                      std::to_string(ins.workspaceBytes);
     if (!convSeen.insert(key).second)
       continue;
     convRows.push_back(
-        llvm::formatv("    {{.params = {0},
-     .direction = {1}, .algo = "
-                      "{2}, .workspaceBytes = {3},
-     .task = {4},
-     "
-                      ".signature = {5}},
-",
+        llvm::formatv("    {{.params = {0},\n     .direction = {1}, .algo = "
+                      "{2}, .workspaceBytes = {3},\n     .task = {4},\n     "
+                      ".signature = {5}},\n",
                       opText[t.op].init, dir, ins.algo, ins.workspaceBytes,
                       stringLiteral(t.name),
                       stringLiteral(taskSignature(tg, ins.task)))

@@ -56,8 +56,8 @@ bool cudnnDefinesConvAlgo(int32_t dir, int32_t algo);
 /// first.
 struct ConvCandidate {
   int32_t algo = 0;
-  bool runs = false;  // status CUDNN_STATUS_SUCCESS
-  int64_t bytes = 0;  // the workspace it asks
+  bool runs = false; // status CUDNN_STATUS_SUCCESS
+  int64_t bytes = 0; // the workspace it asks
 };
 
 struct ConvChoice {

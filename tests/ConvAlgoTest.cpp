@@ -209,8 +209,8 @@ TEST_CASE("sm_80 and later devices offer only what cuDNN 9 runs there",
       {D::Forward, {3, 4, 5, 6, 7}},
       {D::BackwardData, {2, 3, 4, 5}},
       {D::BackwardFilter, {2, 3, 4, 5, 6, 7}}};
-  for (const char *name : {"a100-40g", "a100-80g", "h100-pcie", "h100-sxm",
-                           "h200"}) {
+  for (const char *name :
+       {"a100-40g", "a100-80g", "h100-pcie", "h100-sxm", "h200"}) {
     DeviceSpec spec = llvm::cantFail(builtinDevice(name));
     INFO(name);
     CHECK(spec.computeCapability >= 80);
@@ -248,8 +248,7 @@ TEST_CASE("the runtime's algorithm table is the device model's", "[conv]") {
       }
 }
 
-TEST_CASE("workspace formulas cover what cuDNN 9 asked on an H200",
-          "[conv]") {
+TEST_CASE("workspace formulas cover what cuDNN 9 asked on an H200", "[conv]") {
   using D = ConvDirection;
   // ResNet-50's first convolution at batch 64 in TF32: backward-filter
   // ALGO_1 asked 263 MB (read as MiB, the larger), where 0 was planned.

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/ConvCheck.h"
+#include "compiler/cost/AnalyticCost.h"
 #include "compiler/cost/Profile.h"
 #include "compiler/ops/OpSignature.h"
 #include "tests/PlanTestUtil.h"
@@ -88,8 +89,8 @@ TEST_CASE("the trainer's conv-algos file is a profile memfit reads back",
   rt::ConvCheckResult r = sampleResult(sig);
   CHECK(r.changedTasks() == 2);
   llvm::SmallString<128> path;
-  REQUIRE_FALSE(llvm::sys::fs::createTemporaryFile("memfit-convalgos", "json",
-                                                   path));
+  REQUIRE_FALSE(
+      llvm::sys::fs::createTemporaryFile("memfit-convalgos", "json", path));
   std::string err;
   REQUIRE(rt::writeConvSubstitutions(r, std::string(path), err));
   auto p = loadProfile(path);
@@ -178,14 +179,14 @@ TEST_CASE("a plan made with the trainer's file no longer chooses the "
 
   rt::ConvCheckResult r = sampleResult(sig);
   r.changed.resize(1);
-  r.changed[0].direction = static_cast<int32_t>(*convDirectionOf(m.tg,
-                                                                 refusedTask));
+  r.changed[0].direction =
+      static_cast<int32_t>(*convDirectionOf(m.tg, refusedTask));
   r.changed[0].planned = refusedAlgo;
   r.changed[0].ran = 0;
   auto profile = parseProfile(rt::convSubstitutionsJson(r), "conv-algos.json");
   REQUIRE(static_cast<bool>(profile));
-  auto model = makeProfiledCostModel(
-      llvm::cantFail(builtinDevice("h200")), *profile, "conv-algos.json");
+  auto model = makeProfiledCostModel(llvm::cantFail(builtinDevice("h200")),
+                                     *profile, "conv-algos.json");
   REQUIRE(static_cast<bool>(model));
   m.model = std::move(*model);
   m.tables.clear();

@@ -55,7 +55,7 @@ struct DeviceSpec {
   /// device does not state one. It selects the convolution algorithms
   /// cuDNN 9 runs there (convAlgoOffered).
   int computeCapability = 0;
-  double fp32Flops = 0;    // FLOP/s, FP32 without tensor cores
+  double fp32Flops = 0; // FLOP/s, FP32 without tensor cores
   /// Dense tensor-core rates, FLOP/s (no structured sparsity); 0 where the
   /// GPU has no tensor cores for the type, whose products then run at the
   /// FP32 rate.

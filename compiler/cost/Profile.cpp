@@ -145,8 +145,8 @@ bool Profile::unsupported(TaskKind k, llvm::StringRef signature,
   return false;
 }
 
-int64_t Profile::askedWorkspace(TaskKind k, llvm::StringRef signature,
-                                int algo, int64_t b) const {
+int64_t Profile::askedWorkspace(TaskKind k, llvm::StringRef signature, int algo,
+                                int64_t b) const {
   auto it = refused.find({static_cast<int>(k), signature.str()});
   if (it == refused.end())
     return 0;
@@ -157,8 +157,8 @@ int64_t Profile::askedWorkspace(TaskKind k, llvm::StringRef signature,
       continue;
     // cuDNN's workspaces grow with the batch; proportional scaling keeps
     // the recorded point exact.
-    double scaled = static_cast<double>(x.askedBytes) *
-                    static_cast<double>(b) / static_cast<double>(x.subBatch);
+    double scaled = static_cast<double>(x.askedBytes) * static_cast<double>(b) /
+                    static_cast<double>(x.subBatch);
     most = std::max(most, static_cast<int64_t>(std::ceil(scaled)));
   }
   return most;
@@ -403,9 +403,9 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef text,
   ObjectReader r(root, file);
   if (auto err = r.checkObject())
     return err;
-  if (auto err = r.checkKnown({"schema_version", "generator", "device",
-                               "transfer", "calibration", "entries",
-                               "refused"}))
+  if (auto err =
+          r.checkKnown({"schema_version", "generator", "device", "transfer",
+                        "calibration", "entries", "refused"}))
     return err;
   int64_t version = 0;
   if (auto err = r.integer("schema_version", version, 0, true))

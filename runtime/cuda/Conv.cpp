@@ -214,8 +214,7 @@ std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
     break;
   }
   default: {
-    check(x,
-          cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(im.cudnn, &max),
+    check(x, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(im.cudnn, &max),
           "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
     check(x,
@@ -239,8 +238,8 @@ struct Settled {
 
 /// The planned algorithm when cuDNN runs it here within `have` bytes, else
 /// the best-ranked one that does (chooseConvAlgo); fatal when none does.
-Settled settle(const Exec &x, const Exec::Impl &im, const ConvEntry &e,
-               int dir, int32_t algo, int64_t have) {
+Settled settle(const Exec &x, const Exec::Impl &im, const ConvEntry &e, int dir,
+               int32_t algo, int64_t have) {
   Settled s;
   cudnnStatus_t st = cudnnDefinesConvAlgo(dir, algo)
                          ? workspaceOf(im, e, dir, algo, s.plannedNeed)
@@ -253,13 +252,12 @@ Settled settle(const Exec &x, const Exec::Impl &im, const ConvEntry &e,
   }
   s.why = !cudnnDefinesConvAlgo(dir, algo)
               ? std::string("cuDNN defines no such algorithm")
-          : !s.plannedRuns
-              ? std::string(cudnnGetErrorString(st))
-              : "it needs " + std::to_string(need) +
-                    " bytes of workspace, the plan set aside " +
-                    std::to_string(have);
-  s.choice = chooseConvAlgo(algo, s.plannedRuns, need, have, ranked(x, im, e,
-                                                                    dir));
+          : !s.plannedRuns ? std::string(cudnnGetErrorString(st))
+                           : "it needs " + std::to_string(need) +
+                                 " bytes of workspace, the plan set aside " +
+                                 std::to_string(have);
+  s.choice =
+      chooseConvAlgo(algo, s.plannedRuns, need, have, ranked(x, im, e, dir));
   if (s.choice.algo < 0)
     x.fatal(std::string("cuDNN runs no ") + kDirName[dir] +
             " convolution algorithm within the planned " +
@@ -294,8 +292,7 @@ int32_t algoFor(const Exec &x, Exec::Impl &im, ConvEntry &e, int dir,
 
 } // namespace
 
-ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks,
-                                        int32_t count) {
+ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count) {
   ConvCheckResult r;
   r.checked = true;
   cudaDeviceProp prop{};
