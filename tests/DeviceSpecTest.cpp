@@ -282,8 +282,8 @@ TEST_CASE("a device file states its compute capability as MAJOR.MINOR",
   const std::string base = R"({"name": "l4", "fp32_tflops": 30.3,
     "memory_gbps": 300, "memory_gib": 24, "sm_count": 58,
     "h2d_gbps": 31.5, "d2h_gbps": 31.5)";
-  auto d = parseDeviceJson(base + R"(, "compute_capability": "8.9"})",
-                           "l4.json");
+  auto d =
+      parseDeviceJson(base + R"(, "compute_capability": "8.9"})", "l4.json");
   REQUIRE(static_cast<bool>(d));
   CHECK(d->computeCapability == 89);
   // Written back and read again unchanged.
@@ -296,8 +296,8 @@ TEST_CASE("a device file states its compute capability as MAJOR.MINOR",
     auto e = parseDeviceJson(base + ", \"compute_capability\": " + bad + "}",
                              "l4.json");
     REQUIRE_FALSE(static_cast<bool>(e));
-    CHECK(llvm::toString(e.takeError()).find(
-              "l4.json: field 'compute_capability' must be a string "
-              "MAJOR.MINOR") == 0);
+    CHECK(llvm::toString(e.takeError())
+              .find("l4.json: field 'compute_capability' must be a string "
+                    "MAJOR.MINOR") == 0);
   }
 }

@@ -226,6 +226,10 @@ double convWorkspaceTraffic(const ConvShape &s, ConvDirection dir, int algo,
                             int64_t dataBytes, bool tensorOps) {
   ConvMethod m = methodOf(dir, algo);
   int64_t ws = convWorkspaceBytes(s, dir, algo, dataBytes, tensorOps);
+  // The non-fused Winograd's slack is room cuDNN asks for, not bytes its
+  // kernels move.
+  if (m == ConvMethod::WinogradNonfused)
+    ws = static_cast<int64_t>(std::ceil(d(ws) / kWinogradNonfusedSlack));
   // Layout copies are written once and read once.
   if (convLayoutCopyBytes(s, dir, algo, dataBytes, tensorOps) > 0)
     return 2.0 * d(ws);
