@@ -6,6 +6,7 @@
 #include "codegen/Emitter.h"
 #include "codegen/Names.h"
 #include "compiler/ir/TaskGraph.h"
+#include "compiler/ops/OpSignature.h"
 #include "compiler/support/Diagnostics.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -184,6 +185,42 @@ std::string Emitter::mainFile() const {
               : tg.precision == Precision::BF16 ? "BF16"
                                                 : "FP16");
 
+  // Every convolution call of the round, for the start-up check against
+  // cuDNN (runtime/ConvCheck.h); identical calls are listed once.
+  std::vector<std::string> convRows;
+  std::set<std::string> convSeen;
+  for (const Instr &ins : plan.round) {
+    if (ins.kind != InstrKind::Run)
+      continue;
+    const Task &t = tg.tasks[ins.task];
+    if (t.op < 0 || g.ops[t.op].kind != OpKind::Conv ||
+        opText[t.op].type.empty())
+      continue;
+    const char *dir = t.kind == TaskKind::Forward        ? "ConvFwd"
+                      : t.kind == TaskKind::BackwardData ? "ConvBwdData"
+                                                         : "ConvBwdFilter";
+    std::string key = opText[t.op].init + dir + std::to_string(ins.algo) + "/" +
+                      std::to_string(ins.workspaceBytes);
+    if (!convSeen.insert(key).second)
+      continue;
+    convRows.push_back(
+        llvm::formatv("    {{.params = {0},\n     .direction = {1}, .algo = "
+                      "{2}, .workspaceBytes = {3},\n     .task = {4},\n     "
+                      ".signature = {5}},\n",
+                      opText[t.op].init, dir, ins.algo, ins.workspaceBytes,
+                      stringLiteral(t.name),
+                      stringLiteral(taskSignature(tg, ins.task)))
+            .str());
+  }
+  if (!convRows.empty()) {
+    os << "// Every convolution call of the plan, checked against cuDNN "
+          "before the first\n// iteration.\n"
+       << "static const ConvTask kConvs[] = {\n";
+    for (const std::string &row : convRows)
+      os << row;
+    os << "};\n\n";
+  }
+
   os << "static const Program kProgram = {\n"
      << "    .info = {.modelName = " << stringLiteral(g.name)
      << ",\n             .batch = " << plan.batch
@@ -204,7 +241,11 @@ std::string Emitter::mainFile() const {
      << "    .slots = kSlots,\n"
      << "    .round = memfit_round,\n"
      << "    .update = memfit_update"
-     << (tg.dp.active() ? ",\n    .comm = mpiComm" : "") << "};\n\n";
+     << (tg.dp.active() ? ",\n    .comm = mpiComm" : "")
+     << (convRows.empty() ? std::string()
+                          : ",\n    .convs = kConvs,\n    .numConvs = " +
+                                std::to_string(convRows.size()))
+     << "};\n\n";
   os << "int main(int argc, char **argv) {\n"
      << "  return trainerMain(argc, argv, kProgram);\n}\n";
   return os.str();

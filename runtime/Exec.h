@@ -17,6 +17,7 @@
 #define MEMFIT_RUNTIME_EXEC_H
 
 #include "runtime/Comm.h"
+#include "runtime/ConvCheck.h"
 #include "runtime/IterationGraph.h"
 #include "runtime/Kernels.h"
 
@@ -387,6 +388,13 @@ public:
   int64_t measuredDeviceBytes() const;
   /// Reports a failure with the current task's name and exits.
   [[noreturn]] void fatal(const std::string &what) const;
+  /// Before the first iteration: settles the algorithm every planned
+  /// convolution runs at every sub-batch size (runtime/ConvCheck.h). The
+  /// CPU emulation runs every algorithm and checks nothing.
+  ConvCheckResult checkConvolutions(const ConvTask *tasks, int32_t count);
+  /// Convolution calls since construction that ran another algorithm than
+  /// the one they named (none settled by checkConvolutions).
+  int64_t convAlgoChanges() const;
 
   struct Impl;
 
@@ -408,6 +416,10 @@ struct Program {
   void (*update)(Exec &);
   /// The ranks' collectives: mpiComm for a data-parallel program.
   Comm &(*comm)() = serialComm;
+  /// Every convolution call of the plan, checked against cuDNN before the
+  /// first iteration.
+  const ConvTask *convs = nullptr;
+  int32_t numConvs = 0;
 };
 
 /// The trainer's main: flags, data, weights, the iteration loop, progress,

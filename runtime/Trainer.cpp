@@ -37,7 +37,7 @@ namespace memfit::rt {
 namespace {
 
 struct Options {
-  std::string data, labels, model, save, checkpoint, dumpGraph;
+  std::string data, labels, model, save, checkpoint, dumpGraph, convAlgos;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
@@ -58,7 +58,7 @@ const char *kUsage =
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
     "               [--model model.onnx] [--log-every N] [--quiet]\n"
-    "               [--dump-graph FILE]\n"
+    "               [--dump-graph FILE] [--conv-algos FILE]\n"
     "               fp16 only: [--loss-scale F] "
     "[--loss-scale-growth-interval N]\n";
 
@@ -132,6 +132,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       std::exit(0);
     } else if (a == "--data")
       o.data = value();
+    else if (a == "--conv-algos")
+      o.convAlgos = value();
     else if (a == "--labels")
       o.labels = value();
     else if (a == "--synthetic")
@@ -424,6 +426,14 @@ int trainerMain(int argc, char **argv, const Program &program) {
   x.seed = o.seed;
   Dataset data = loadData(o, p);
   initWeights(x, o, *model);
+  // Once, before the first iteration: the convolutions run what cuDNN runs.
+  ConvCheckResult convs = x.checkConvolutions(program.convs, program.numConvs);
+  if (o.convAlgos.empty())
+    o.convAlgos = convAlgosPathBeside(program.modelPath);
+  if (convs.checked && root && !writeConvSubstitutions(convs, o.convAlgos, err))
+    std::fprintf(stderr, "trainer: warning: %s\n", err.c_str());
+  if (!o.quiet && convs.checked)
+    std::printf("%s\n", convCheckSummary(convs, o.convAlgos).c_str());
 
   LoopState st;
   st.scaler.scale = o.lossScale;
@@ -588,6 +598,8 @@ int trainerMain(int argc, char **argv, const Program &program) {
                 secs > 0 ? done * global / secs : 0.0,
                 x.deviceBytes() / 1048576.0,
                 x.measuredDeviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
+  if (!o.quiet && convs.checked)
+    std::printf("%s\n", convCheckSummary(convs, o.convAlgos).c_str());
   comm.finalize();
   return 0;
 }

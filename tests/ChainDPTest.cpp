@@ -157,23 +157,25 @@ TEST_CASE("the chain's decisions are the same every time", "[chain]") {
 
 TEST_CASE("memfit's search keeps the chain's plan where it is faster",
           "[chain]") {
-  // ResNet-18 at batch 32 in 60% of its ideal peak on the H100 model: the
+  // ResNet-18 at batch 32 in 55% of its ideal peak on the H100 model: the
   // chain's drop set under the optimal policy's rules beats every other
-  // candidate (11.51% over the ideal; the next, 14.09%). The plan is
-  // verified like any other. Before the refinement phase, which starts
-  // from it. (ResNet-50 at 32 and 50% was this case until the prefetches
-  // found free bytes (Arena::allocateFor): the bound-guided phase now wins
-  // there, 6.3%.)
+  // candidate (14.9% over the ideal). The plan is verified like any other.
+  // Before the refinement phase, which starts from it. (ResNet-18 at 60%
+  // was this case until the H100 model offered only the algorithms cuDNN 9
+  // runs there, which shrank the ideal peak; ResNet-50 at 32 and 50%
+  // before the prefetches found free bytes.)
   Planned m("resnet18", 32, "h100-sxm");
   m.refine = false;
-  auto out = m.plan(0.6, false);
+  auto out = m.plan(0.55, false);
   REQUIRE(static_cast<bool>(out));
   CHECK(out->plan.policy == "memfit (as chain-dp)");
-  CHECK_FALSE(static_cast<bool>(verifyPlan(m.tg, out->plan)));
+  // It runs the batch as chunks: verified on the graph it schedules.
+  CHECK_FALSE(
+      static_cast<bool>(verifyPlan(out->scheduledGraph(m.tg), out->plan)));
   CHECK(out->plan.totalBytes() <= out->budget);
-  CHECK(out->sim.iterationSeconds < out->idealSeconds * 1.1280);
+  CHECK(out->sim.iterationSeconds < out->idealSeconds * 1.16);
   m.refine = true;
-  auto refined = m.plan(0.6, false);
+  auto refined = m.plan(0.55, false);
   REQUIRE(static_cast<bool>(refined));
   CHECK(refined->sim.iterationSeconds <= out->sim.iterationSeconds);
 }

@@ -111,14 +111,18 @@ TEST_CASE("a device described by its datasheet alone takes the calibrated "
     CHECK(d->efficiency[slot].compute == c.efficiency[slot].compute);
     CHECK(d->efficiency[slot].memory == c.efficiency[slot].memory);
   }
-  // The same GPU as a built-in differs only in its name, its description
-  // and its links to other GPUs, which the seven fields do not give (a
-  // file without them has none; built-ins carry their node's links).
+  // The same GPU as a built-in differs only in its name, its description,
+  // its compute capability and its links to other GPUs, which the seven
+  // fields do not give (a file without them has none; built-ins carry
+  // their node's links).
   DeviceSpec p100 = *builtinDevice("p100");
   CHECK(d->nvlinkBandwidth == 0);
   CHECK(d->networkBandwidth == 0);
+  CHECK(d->computeCapability == 0);
+  CHECK(p100.computeCapability == 60);
   d->name = p100.name;
   d->description = p100.description;
+  d->computeCapability = p100.computeCapability;
   d->nvlinkBandwidth = p100.nvlinkBandwidth;
   d->networkBandwidth = p100.networkBandwidth;
   CHECK(deviceToJson(*d) == deviceToJson(p100));
@@ -271,4 +275,29 @@ TEST_CASE("tensor-core rates: datasheet values, none on old GPUs, files",
   bad.insert(bad.rfind('}'), ", \"fp16_tflops\": -1");
   CHECK(errorOf(parseDeviceJson(bad, "lab.json")) ==
         "lab.json: field 'fp16_tflops' must be non-negative, got -1");
+}
+
+TEST_CASE("a device file states its compute capability as MAJOR.MINOR",
+          "[device]") {
+  const std::string base = R"({"name": "l4", "fp32_tflops": 30.3,
+    "memory_gbps": 300, "memory_gib": 24, "sm_count": 58,
+    "h2d_gbps": 31.5, "d2h_gbps": 31.5)";
+  auto d =
+      parseDeviceJson(base + R"(, "compute_capability": "8.9"})", "l4.json");
+  REQUIRE(static_cast<bool>(d));
+  CHECK(d->computeCapability == 89);
+  // Written back and read again unchanged.
+  std::string text = deviceToJson(*d);
+  CHECK(text.find("\"compute_capability\": \"8.9\"") != std::string::npos);
+  auto again = parseDeviceJson(text, "again.json");
+  REQUIRE(static_cast<bool>(again));
+  CHECK(again->computeCapability == 89);
+  for (const char *bad : {R"("89")", "8.9", R"("8.x")", R"("8.9.1")"}) {
+    auto e = parseDeviceJson(base + ", \"compute_capability\": " + bad + "}",
+                             "l4.json");
+    REQUIRE_FALSE(static_cast<bool>(e));
+    CHECK(llvm::toString(e.takeError())
+              .find("l4.json: field 'compute_capability' must be a string "
+                    "MAJOR.MINOR") == 0);
+  }
 }

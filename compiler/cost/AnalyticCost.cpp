@@ -19,6 +19,7 @@ namespace {
 constexpr double kF32 = 4;     // bytes per float
 constexpr double kComplex = 8; // bytes per complex float
 constexpr int64_t kFftTile = 32;
+constexpr double kWinogradNonfusedSlack = 1.5;
 
 double d(int64_t x) { return static_cast<double>(x); }
 
@@ -138,8 +139,26 @@ double convFlops(const ConvShape &s, ConvDirection dir, int algo) {
   return s.directFlops();
 }
 
+int64_t convLayoutCopyBytes(const ConvShape &s, ConvDirection dir, int algo,
+                            int64_t dataBytes, bool tensorOps) {
+  if (!tensorOps || dir != ConvDirection::BackwardFilter ||
+      algo != (int)BwdFilterAlgo::Algo1)
+    return 0;
+  const int64_t c = channelsPerGroup(s);
+  if (c % 8 == 0 && s.k % 8 == 0)
+    return 0;
+  auto round8 = [](int64_t x) { return (x + 7) / 8 * 8; };
+  // Every group's channels padded: the copy holds group * round8(c / g).
+  const int64_t g = std::max<int64_t>(s.group, 1);
+  double x = d(s.batch) * d(g * round8(c)) * d(s.inSpatial());
+  double dy = d(s.batch) * d(round8(s.k)) * d(s.outSpatial());
+  return static_cast<int64_t>(d(dataBytes) * (x + dy));
+}
+
 int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection dir, int algo,
-                           int64_t dataBytes) {
+                           int64_t dataBytes, bool tensorOps) {
+  if (int64_t copies = convLayoutCopyBytes(s, dir, algo, dataBytes, tensorOps))
+    return copies;
   ConvMethod m = methodOf(dir, algo);
   int64_t b = s.batch, c = channelsPerGroup(s), k = s.k;
   auto bytes = [](double x) { return static_cast<int64_t>(std::ceil(x)); };
@@ -161,9 +180,12 @@ int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection dir, int algo,
     return bytes(kF32 * d(t.alpha * t.alpha) * d(k) * d(c));
   }
   case ConvMethod::WinogradNonfused: {
+    // Transformed inputs, filters and outputs, times 1.5: cuDNN 9.19 asked
+    // 1.39-1.44 times these tensors for VGG-16's backward-data on an H200
+    // (192-472 MB where 138-327 MB were planned; docs/cost-model.md).
     WinogradTile t = winogradTile(s, m);
     double tiles = d(winogradTiles(s, t));
-    return bytes(kF32 * d(t.alpha * t.alpha) *
+    return bytes(kWinogradNonfusedSlack * kF32 * d(t.alpha * t.alpha) *
                  (d(b) * d(c) * tiles + d(k) * d(c) + d(b) * d(k) * tiles));
   }
   case ConvMethod::Fft:
@@ -201,9 +223,16 @@ int convLaunches(ConvDirection dir, int algo) {
 // and read by the next cross DRAM twice; index tables and transformed
 // filters are read once.
 double convWorkspaceTraffic(const ConvShape &s, ConvDirection dir, int algo,
-                            int64_t dataBytes) {
+                            int64_t dataBytes, bool tensorOps) {
   ConvMethod m = methodOf(dir, algo);
-  int64_t ws = convWorkspaceBytes(s, dir, algo, dataBytes);
+  int64_t ws = convWorkspaceBytes(s, dir, algo, dataBytes, tensorOps);
+  // The non-fused Winograd's slack is room cuDNN asks for, not bytes its
+  // kernels move.
+  if (m == ConvMethod::WinogradNonfused)
+    ws = static_cast<int64_t>(std::ceil(d(ws) / kWinogradNonfusedSlack));
+  // Layout copies are written once and read once.
+  if (convLayoutCopyBytes(s, dir, algo, dataBytes, tensorOps) > 0)
+    return 2.0 * d(ws);
   switch (m) {
   case ConvMethod::Gemm:
   case ConvMethod::Fft:
@@ -374,7 +403,8 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
     ConvShape s = convShape(g, task.op, b);
     w.flops = convFlops(s, *dir, algo);
     w.bytes += convWorkspaceTraffic(s, *dir, algo,
-                                    dtypeBytes(activationType(tg.precision)));
+                                    dtypeBytes(activationType(tg.precision)),
+                                    usesTensorCores(tg.precision));
     w.launches = convLaunches(*dir, algo);
     w.efficiency = spec.convEfficiency(*dir, algo);
     w.reduction = convReductionDepth(s, *dir);
@@ -534,8 +564,25 @@ std::vector<AlgoChoice> AnalyticCostModel::algorithms(const TaskGraph &tg,
     return {defaultAlgoChoice()};
   ConvShape s = convShape(*tg.graph, tg.task(t).op, tg.graph->batch);
   std::vector<AlgoChoice> out;
-  for (int id : applicableConvAlgos(s, *dir))
+  for (int id : applicableConvAlgos(s, *dir, spec.computeCapability))
     out.push_back(convAlgoChoice(*dir, id));
+  // The baseline must need no workspace. Where the direction's own one
+  // needs some here (ALGO_1's layout copies under tensor-core math), the
+  // zero-workspace algorithm of lowest id takes its place.
+  auto ws = [&](const AlgoChoice &a) {
+    return workspaceBytes(tg, t, a.id, tg.graph->batch);
+  };
+  auto base = std::find_if(out.begin(), out.end(),
+                           [](const AlgoChoice &a) { return a.baseline; });
+  assert(base != out.end() && "the baseline is always offered");
+  if (ws(*base) > 0) {
+    auto free = std::find_if(out.begin(), out.end(),
+                             [&](const AlgoChoice &a) { return ws(a) == 0; });
+    if (free != out.end()) {
+      base->baseline = false;
+      free->baseline = true;
+    }
+  }
   return out;
 }
 
@@ -553,7 +600,8 @@ int64_t AnalyticCostModel::workspaceBytes(const TaskGraph &tg, TaskId t,
     return 0;
   }
   return convWorkspaceBytes(convShape(*tg.graph, tg.task(t).op, b), *dir, algo,
-                            dtypeBytes(activationType(tg.precision)));
+                            dtypeBytes(activationType(tg.precision)),
+                            usesTensorCores(tg.precision));
 }
 
 CopyRates AnalyticCostModel::copyRates() const {

@@ -82,15 +82,26 @@ int64_t convGradStagingBytes(const TaskGraph &tg, TaskId t);
 double convFlops(const ConvShape &s, ConvDirection d, int algo);
 /// Workspace bytes of conv algorithm `algo` at the shape's batch;
 /// `dataBytes` per element of the im2col matrix (the activations' type).
-/// Filter transforms and spectra stay fp32.
+/// Filter transforms and spectra stay fp32. `tensorOps`: the call runs
+/// under tensor-core math (TF32, BF16, FP16), where cuDNN copies NCHW
+/// operands whose channels do not fill its tensor-core tiles into padded
+/// NHWC ones (convLayoutCopyBytes).
 int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection d, int algo,
-                           int64_t dataBytes = 4);
+                           int64_t dataBytes = 4, bool tensorOps = false);
+/// The padded NHWC copies of X and dY a deterministic implicit-GEMM
+/// backward-filter (ALGO_1) makes under tensor-core math when the channels
+/// per group or the output channels are not multiples of 8: both tensors
+/// with their channels rounded up to 8, `dataBytes` each. 0 when the
+/// channels are aligned or `tensorOps` is false. cuDNN 9.19 asked 263 MB
+/// for ResNet-50's first convolution at batch 64 in TF32 (docs/cost-model.md).
+int64_t convLayoutCopyBytes(const ConvShape &s, ConvDirection d, int algo,
+                            int64_t dataBytes, bool tensorOps);
 /// Kernels one call of `algo` launches (bias excluded).
 int convLaunches(ConvDirection d, int algo);
 /// DRAM traffic of `algo`'s workspace: buffers one kernel writes and the
 /// next reads count twice, index tables and transformed filters once.
 double convWorkspaceTraffic(const ConvShape &s, ConvDirection d, int algo,
-                            int64_t dataBytes = 4);
+                            int64_t dataBytes = 4, bool tensorOps = false);
 /// Implicit-GEMM backward-data kernels can run over every input position,
 /// each gathering its filter taps from dY, as a stride-1 convolution over a
 /// zero-filled dY would: stride_h * stride_w times the forward's work. How

@@ -166,16 +166,36 @@ static bool applicable(const ConvShape &s, ConvMethod m) {
   return false;
 }
 
-bool convAlgoApplicable(const ConvShape &s, ConvDirection d, int id) {
-  const ConvAlgoInfo *info = findConvAlgo(d, id);
-  return info && applicable(s, info->method);
+bool convAlgoOffered(int cc, ConvDirection d, int id) {
+  if (!findConvAlgo(d, id))
+    return false;
+  if (cc < 80)
+    return true;
+  switch (d) {
+  case ConvDirection::Forward:
+    return id == (int)FwdAlgo::ImplicitGemm ||
+           id == (int)FwdAlgo::ImplicitPrecompGemm || id == (int)FwdAlgo::Gemm;
+  case ConvDirection::BackwardData:
+    return id == (int)BwdDataAlgo::Algo0 || id == (int)BwdDataAlgo::Algo1;
+  case ConvDirection::BackwardFilter:
+    return id == (int)BwdFilterAlgo::Algo0 || id == (int)BwdFilterAlgo::Algo1;
+  }
+  return false;
 }
 
-std::vector<int> applicableConvAlgos(const ConvShape &s, ConvDirection d) {
+bool convAlgoApplicable(const ConvShape &s, ConvDirection d, int id, int cc) {
+  const ConvAlgoInfo *info = findConvAlgo(d, id);
+  return info && convAlgoOffered(cc, d, id) && applicable(s, info->method);
+}
+
+std::vector<int> applicableConvAlgos(const ConvShape &s, ConvDirection d,
+                                     int cc) {
   std::vector<int> out;
   for (const ConvAlgoInfo &a : convAlgorithms(d))
-    if (applicable(s, a.method))
+    if (convAlgoOffered(cc, d, a.id) && applicable(s, a.method))
       out.push_back(a.id);
+  assert(std::find(out.begin(), out.end(), convBaselineAlgo(d)) != out.end() &&
+         "every device offers the baseline");
   return out;
 }
 

@@ -123,10 +123,23 @@ struct ConvShape {
 /// replaced by `b`. Missing attributes take their ONNX defaults.
 ConvShape convShape(const Graph &g, OpId op, int64_t b);
 
-/// Whether cuDNN implements algorithm `id` of direction `d` for `s`.
-bool convAlgoApplicable(const ConvShape &s, ConvDirection d, int id);
+/// Whether cuDNN 9's legacy API runs algorithm `id` of direction `d` on a
+/// GPU of compute capability `cc` (major * 10 + minor) at all. From sm_80
+/// on only the implicit-GEMM family and forward GEMM: cuDNN 9.19 on an
+/// H200 refused forward 3-7, backward-data 2-5 and backward-filter 2, 3, 5
+/// and 6 on every shape memfit planned, and sm_80/86/89 are given the same
+/// set, as docs/cost-model.md explains. Below sm_80, and for a device that
+/// states no capability (cc 0), every algorithm the shape allows. The
+/// runtime's twin is rt::cudnnRunsConvAlgo (runtime/ConvCheck.h);
+/// ConvAlgoTest holds the two equal.
+bool convAlgoOffered(int cc, ConvDirection d, int id);
+/// Whether cuDNN implements algorithm `id` of direction `d` for `s` (on a
+/// GPU of compute capability `cc`; 0: any).
+bool convAlgoApplicable(const ConvShape &s, ConvDirection d, int id,
+                        int cc = 0);
 /// The applicable algorithms in id order; the baseline is always among them.
-std::vector<int> applicableConvAlgos(const ConvShape &s, ConvDirection d);
+std::vector<int> applicableConvAlgos(const ConvShape &s, ConvDirection d,
+                                     int cc = 0);
 
 } // namespace memfit
 

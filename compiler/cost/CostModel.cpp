@@ -77,6 +77,12 @@ public:
                                      TaskId t) const override {
     if (analytic.isFree(tg, t))
       return analytic.algorithms(tg, t);
+    return withoutRefused(tg, t, measuredAlgorithms(tg, t));
+  }
+
+  /// The measured algorithms, or the analytic model's where none were.
+  std::vector<AlgoChoice> measuredAlgorithms(const TaskGraph &tg,
+                                             TaskId t) const {
     TaskKind kind = tg.task(t).kind;
     std::string sig = taskSignature(tg, t);
     std::vector<int> ids = profile.commonAlgorithms(kind, sig);
@@ -108,6 +114,41 @@ public:
     return out;
   }
 
+  /// `algos` less those a trainer found cuDNN not running for the task's
+  /// signature. A refused baseline hands its role to the remaining
+  /// algorithm needing the least workspace at the graph's batch (lowest id
+  /// on a tie); when every algorithm was refused the list stays as it is,
+  /// since a task must have one (the trainer substitutes again).
+  std::vector<AlgoChoice> withoutRefused(const TaskGraph &tg, TaskId t,
+                                         std::vector<AlgoChoice> algos) const {
+    TaskKind kind = tg.task(t).kind;
+    std::string sig = taskSignature(tg, t);
+    std::vector<AlgoChoice> kept;
+    bool lostBaseline = false;
+    for (const AlgoChoice &a : algos) {
+      if (profile.unsupported(kind, sig, a.id))
+        lostBaseline |= a.baseline;
+      else
+        kept.push_back(a);
+    }
+    if (kept.empty() || kept.size() == algos.size())
+      return algos;
+    if (lostBaseline) {
+      size_t base = 0;
+      int64_t least = INT64_MAX;
+      for (size_t i = 0; i < kept.size(); ++i) {
+        int64_t ws = workspaceBytes(tg, t, kept[i].id, tg.graph->batch);
+        if (ws < least) {
+          least = ws;
+          base = i;
+        }
+      }
+      for (size_t i = 0; i < kept.size(); ++i)
+        kept[i].baseline = i == base;
+    }
+    return kept;
+  }
+
   double taskSeconds(const TaskGraph &tg, TaskId t, int algo,
                      int64_t b) const override {
     if (analytic.isFree(tg, t))
@@ -121,9 +162,13 @@ public:
                          int64_t b) const override {
     if (analytic.isFree(tg, t))
       return 0;
+    int64_t asked = convDirectionOf(tg, t)
+                        ? profile.askedWorkspace(tg.task(t).kind,
+                                                 taskSignature(tg, t), algo, b)
+                        : 0;
     if (auto m = measured(tg, t, algo, b))
-      return m->workspaceBytes;
-    return analytic.workspaceBytes(tg, t, algo, b);
+      return std::max(m->workspaceBytes, asked);
+    return std::max(analytic.workspaceBytes(tg, t, algo, b), asked);
   }
 
   CopyRates copyRates() const override {

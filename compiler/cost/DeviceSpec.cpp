@@ -206,11 +206,12 @@ const NumberField kNumberFields[] = {
     {"collective_step_latency_us", &DeviceSpec::collectiveStepLatency, 1e-6,
      false, false, true},
 };
-// Fields handled outside the table: name, description, memory_gib,
-// sm_count, efficiency.
+// Fields handled outside the table: name, description, compute_capability,
+// memory_gib, sm_count, efficiency.
 
 struct Builtin {
   const char *name, *description;
+  int cc; // compute capability, major * 10 + minor
   double tflops, memGBps, memGiB, linkGBps;
   int64_t sms;
   double tf32, bf16, fp16;        // dense tensor-core TFLOP/s, 0: none
@@ -224,22 +225,23 @@ struct Builtin {
 // links x 25 GB/s (P100: 4 x 20), and the InfiniBand NIC of the machines
 // these GPUs shipped in (FDR 56, EDR 100, HDR 200, NDR 400 Gb/s).
 const Builtin kBuiltins[] = {
-    {"k40m", "NVIDIA Tesla K40m 12GB", 4.29, 288, 12, 15.75, 15, 0, 0, 0, 0, 7},
-    {"titanx-maxwell", "NVIDIA GeForce GTX TITAN X (Maxwell) 12GB", 6.14, 336.5,
-     12, 15.75, 24, 0, 0, 0, 0, 7},
-    {"p100", "NVIDIA Tesla P100 SXM2 16GB", 10.6, 732, 16, 15.75, 56, 0, 0, 0,
-     80, 12.5},
-    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 15.7, 900, 32, 15.75, 80, 0, 0, 125,
-     150, 12.5},
-    {"a100-40g", "NVIDIA A100 SXM4 40GB", 19.5, 1555, 40, 31.5, 108, 156, 312,
-     312, 300, 25},
-    {"a100-80g", "NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, 31.5, 108, 156, 312,
-     312, 300, 25},
-    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 51, 2000, 80, 63, 114, 378, 756, 756,
-     0, 50},
-    {"h100-sxm", "NVIDIA H100 SXM5 80GB", 67, 3350, 80, 63, 132, 494.7, 989.4,
-     989.4, 450, 50},
-    {"h200", "NVIDIA H200 SXM 141GB", 67, 4800, 141, 63, 132, 494.7, 989.4,
+    {"k40m", "NVIDIA Tesla K40m 12GB", 35, 4.29, 288, 12, 15.75, 15, 0, 0, 0, 0,
+     7},
+    {"titanx-maxwell", "NVIDIA GeForce GTX TITAN X (Maxwell) 12GB", 52, 6.14,
+     336.5, 12, 15.75, 24, 0, 0, 0, 0, 7},
+    {"p100", "NVIDIA Tesla P100 SXM2 16GB", 60, 10.6, 732, 16, 15.75, 56, 0, 0,
+     0, 80, 12.5},
+    {"v100", "NVIDIA Tesla V100 SXM2 32GB", 70, 15.7, 900, 32, 15.75, 80, 0, 0,
+     125, 150, 12.5},
+    {"a100-40g", "NVIDIA A100 SXM4 40GB", 80, 19.5, 1555, 40, 31.5, 108, 156,
+     312, 312, 300, 25},
+    {"a100-80g", "NVIDIA A100 SXM4 80GB", 80, 19.5, 2039, 80, 31.5, 108, 156,
+     312, 312, 300, 25},
+    {"h100-pcie", "NVIDIA H100 PCIe 80GB", 90, 51, 2000, 80, 63, 114, 378, 756,
+     756, 0, 50},
+    {"h100-sxm", "NVIDIA H100 SXM5 80GB", 90, 67, 3350, 80, 63, 132, 494.7,
+     989.4, 989.4, 450, 50},
+    {"h200", "NVIDIA H200 SXM 141GB", 90, 67, 4800, 141, 63, 132, 494.7, 989.4,
      989.4, 450, 50},
 };
 
@@ -247,6 +249,7 @@ DeviceSpec fromBuiltin(const Builtin &b) {
   DeviceSpec s;
   s.name = b.name;
   s.description = b.description;
+  s.computeCapability = b.cc;
   s.fp32Flops = b.tflops * 1e12;
   s.tf32Flops = b.tf32 * 1e12;
   s.bf16Flops = b.bf16 * 1e12;
@@ -287,7 +290,8 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
 
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const std::string &key = it.key();
-    bool known = key == "name" || key == "description" || key == "memory_gib" ||
+    bool known = key == "name" || key == "description" ||
+                 key == "compute_capability" || key == "memory_gib" ||
                  key == "sm_count" || key == "efficiency";
     for (const NumberField &f : kNumberFields)
       known |= key == f.key;
@@ -325,6 +329,22 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
                                  (f.allowZero ? "non-negative" : "positive") +
                                  ", got " + numberText(v));
     spec.*f.member = v * f.scale;
+  }
+
+  if (obj.contains("compute_capability")) {
+    // "8.6", as nvidia-smi and cudaDeviceProp state it.
+    const json &v = obj.at("compute_capability");
+    int major = 0, minor = 0;
+    char tail = 0;
+    if (!v.is_string() ||
+        std::sscanf(v.get<std::string>().c_str(), "%d.%d%c", &major, &minor,
+                    &tail) != 2 ||
+        major < 1 || major > 99 || minor < 0 || minor > 9)
+      return fieldErr("compute_capability",
+                      "must be a string MAJOR.MINOR such as \"8.6\", not " +
+                          (v.is_string() ? quoteName(v.get<std::string>())
+                                         : jsonTypeName(v)));
+    spec.computeCapability = major * 10 + minor;
   }
 
   if (obj.contains("memory_gib")) {
@@ -451,12 +471,20 @@ llvm::Error applyDeviceOverrides(DeviceSpec &spec, llvm::StringRef jsonText,
   return readFields(spec, *obj, displayName, /*requireAll=*/false);
 }
 
+std::string computeCapabilityText(int cc) {
+  if (cc <= 0)
+    return "";
+  return std::to_string(cc / 10) + "." + std::to_string(cc % 10);
+}
+
 std::string deviceToJson(const DeviceSpec &spec) {
   // Fields in the order a person reads them: identity, datasheet numbers,
   // then the calibration factors.
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   out["name"] = spec.name;
   out["description"] = spec.description;
+  if (spec.computeCapability > 0)
+    out["compute_capability"] = computeCapabilityText(spec.computeCapability);
   for (const NumberField &f : kNumberFields) {
     out[f.key] = spec.*f.member / f.scale;
     if (std::string_view(f.key) == "memory_gbps")

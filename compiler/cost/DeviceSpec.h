@@ -51,7 +51,11 @@ std::string efficiencySlotName(int slot);
 struct DeviceSpec {
   std::string name;        // "h100-sxm"
   std::string description; // "NVIDIA H100 SXM5 80GB"
-  double fp32Flops = 0;    // FLOP/s, FP32 without tensor cores
+  /// Compute capability, major * 10 + minor (90 for sm_90); 0 where the
+  /// device does not state one. It selects the convolution algorithms
+  /// cuDNN 9 runs there (convAlgoOffered).
+  int computeCapability = 0;
+  double fp32Flops = 0; // FLOP/s, FP32 without tensor cores
   /// Dense tensor-core rates, FLOP/s (no structured sparsity); 0 where the
   /// GPU has no tensor cores for the type, whose products then run at the
   /// FP32 rate.
@@ -156,6 +160,9 @@ llvm::Expected<DeviceSpec> resolveDevice(llvm::StringRef nameOrPath);
 /// a measured profile); fields not present keep their values.
 llvm::Error applyDeviceOverrides(DeviceSpec &spec, llvm::StringRef jsonText,
                                  llvm::StringRef displayName);
+
+/// "9.0" for 90; empty for 0.
+std::string computeCapabilityText(int cc);
 
 /// The spec as JSON that parseDeviceJson reads back unchanged.
 std::string deviceToJson(const DeviceSpec &spec);

@@ -121,6 +121,49 @@ ProfileLookup Profile::lookup(TaskKind k, llvm::StringRef signature,
   return out;
 }
 
+void Profile::refuse(ConvRefusal r) {
+  Key key{static_cast<int>(r.kind), r.signature};
+  refused[key][{r.subBatch, r.algo}] = std::move(r);
+}
+
+std::vector<ConvRefusal> Profile::refusals() const {
+  std::vector<ConvRefusal> out;
+  for (const auto &kv : refused)
+    for (const auto &r : kv.second)
+      out.push_back(r.second);
+  return out;
+}
+
+bool Profile::unsupported(TaskKind k, llvm::StringRef signature,
+                          int algo) const {
+  auto it = refused.find({static_cast<int>(k), signature.str()});
+  if (it == refused.end())
+    return false;
+  for (const auto &r : it->second)
+    if (r.second.algo == algo && r.second.unsupported())
+      return true;
+  return false;
+}
+
+int64_t Profile::askedWorkspace(TaskKind k, llvm::StringRef signature, int algo,
+                                int64_t b) const {
+  auto it = refused.find({static_cast<int>(k), signature.str()});
+  if (it == refused.end())
+    return 0;
+  int64_t most = 0;
+  for (const auto &r : it->second) {
+    const ConvRefusal &x = r.second;
+    if (x.algo != algo || x.unsupported() || x.subBatch <= 0)
+      continue;
+    // cuDNN's workspaces grow with the batch; proportional scaling keeps
+    // the recorded point exact.
+    double scaled = static_cast<double>(x.askedBytes) * static_cast<double>(b) /
+                    static_cast<double>(x.subBatch);
+    most = std::max(most, static_cast<int64_t>(std::ceil(scaled)));
+  }
+  return most;
+}
+
 //===----------------------------------------------------------------------===//
 // JSON
 //===----------------------------------------------------------------------===//
@@ -284,6 +327,68 @@ llvm::Error readEntry(const json &e, const std::string &where, Profile &p,
   return llvm::Error::success();
 }
 
+llvm::Error readRefusal(const json &e, const std::string &where, Profile &p) {
+  ObjectReader r(e, where);
+  if (auto err = r.checkObject())
+    return err;
+  if (auto err = r.checkKnown({"task", "signature", "sub_batch", "algo", "name",
+                               "reason", "workspace_bytes",
+                               "planned_workspace_bytes", "ran"}))
+    return err;
+  ConvRefusal x;
+  std::string task, reason, name;
+  if (auto err = r.string("task", task, true))
+    return err;
+  auto kind = parseTaskKindKey(task);
+  auto dir = kind ? convDirectionOf(*kind) : std::nullopt;
+  if (!dir)
+    return r.wrong("task", "must name a convolution direction (forward, "
+                           "backward_data or backward_weight), got " +
+                               quoteName(task));
+  x.kind = *kind;
+  if (auto err = r.string("signature", x.signature, true))
+    return err;
+  if (!llvm::StringRef(x.signature).startswith("Conv("))
+    return r.wrong("signature", "must be a convolution's (Conv(...)), got " +
+                                    quoteName(x.signature));
+  if (auto err = r.integer("sub_batch", x.subBatch, 1, true))
+    return err;
+  int64_t algo = 0, ran = -1, planned = 0;
+  if (auto err = r.integer("algo", algo, 0, true))
+    return err;
+  if (algo >= kMaxConvAlgoId || !findConvAlgo(*dir, (int)algo))
+    return r.wrong("algo", llvm::formatv("is not a cuDNN {0} algorithm id "
+                                         "(got {1})",
+                                         convDirectionName(*dir), algo));
+  x.algo = static_cast<int>(algo);
+  if (auto err = r.string("name", name, false))
+    return err;
+  if (auto err = r.string("reason", reason, true))
+    return err;
+  if (reason == "unsupported") {
+    if (r.has("workspace_bytes"))
+      return r.wrong("workspace_bytes", "is for reason 'workspace' only");
+  } else if (reason == "workspace") {
+    if (auto err = r.integer("workspace_bytes", x.askedBytes, 0, true))
+      return err;
+  } else {
+    return r.wrong("reason", "must be 'unsupported' or 'workspace', got " +
+                                 quoteName(reason));
+  }
+  if (auto err = r.integer("planned_workspace_bytes", planned, 0, false))
+    return err;
+  x.plannedBytes = planned;
+  if (auto err = r.integer("ran", ran, 0, false))
+    return err;
+  if (r.has("ran") && !findConvAlgo(*dir, (int)ran))
+    return r.wrong("ran", llvm::formatv("is not a cuDNN {0} algorithm id "
+                                        "(got {1})",
+                                        convDirectionName(*dir), ran));
+  x.ran = static_cast<int>(ran);
+  p.refuse(std::move(x));
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Expected<Profile> parseProfile(llvm::StringRef text,
@@ -298,8 +403,9 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef text,
   ObjectReader r(root, file);
   if (auto err = r.checkObject())
     return err;
-  if (auto err = r.checkKnown({"schema_version", "generator", "device",
-                               "transfer", "calibration", "entries"}))
+  if (auto err =
+          r.checkKnown({"schema_version", "generator", "device", "transfer",
+                        "calibration", "entries", "refused"}))
     return err;
   int64_t version = 0;
   if (auto err = r.integer("schema_version", version, 0, true))
@@ -375,6 +481,16 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef text,
     if (auto err = readEntry(
             entries[i], file + ": entries[" + std::to_string(i) + "]", p, seen))
       return err;
+  if (r.has("refused")) {
+    const json &refused = r.at("refused");
+    if (!refused.is_array())
+      return r.wrong("refused",
+                     "must be an array, not " + jsonTypeName(refused));
+    for (size_t i = 0; i < refused.size(); ++i)
+      if (auto err = readRefusal(
+              refused[i], file + ": refused[" + std::to_string(i) + "]", p))
+        return err;
+  }
   return p;
 }
 
@@ -429,6 +545,27 @@ std::string profileToJson(const Profile &p) {
                        {"algorithms", std::move(algos)}});
   }
   root["entries"] = std::move(entries);
+  std::vector<ConvRefusal> refusals = p.refusals();
+  if (!refusals.empty()) {
+    ojson refused = ojson::array();
+    for (const ConvRefusal &x : refusals) {
+      auto dir = convDirectionOf(x.kind);
+      const ConvAlgoInfo *info = dir ? findConvAlgo(*dir, x.algo) : nullptr;
+      ojson o = {{"task", std::string(taskKindKey(x.kind))},
+                 {"signature", x.signature},
+                 {"sub_batch", x.subBatch},
+                 {"algo", x.algo},
+                 {"name", info ? std::string(info->name) : "?"},
+                 {"reason", x.unsupported() ? "unsupported" : "workspace"}};
+      if (!x.unsupported())
+        o["workspace_bytes"] = x.askedBytes;
+      o["planned_workspace_bytes"] = x.plannedBytes;
+      if (x.ran >= 0)
+        o["ran"] = x.ran;
+      refused.push_back(std::move(o));
+    }
+    root["refused"] = std::move(refused);
+  }
   return root.dump(1) + "\n";
 }
 

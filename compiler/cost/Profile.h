@@ -7,6 +7,10 @@
 // refuse versions they do not know and name the file, the entry and the
 // field of every error.
 //
+// A profile may also hold what a trainer found cuDNN refusing at start-up
+// (ConvRefusal, the "refused" array); such a file has no entries of its
+// own and serves `memfit plan --profile` like any other.
+//
 // Lookup is by signature, never by op name, so a profile taken on one model
 // serves every model with the same shapes. A sub-batch between two measured
 // ones is interpolated linearly (task times are affine in the sub-batch); its
@@ -63,6 +67,25 @@ struct ProfileDeviceInfo {
   std::string math;        // "fma" (strict FP32) or "default" (TF32 allowed)
 };
 
+/// What a trainer found at start-up (its conv-algos file, written in this
+/// format): cuDNN refused the planned algorithm of a convolution task at a
+/// sub-batch, because it does not run it for the shape at all
+/// (`askedBytes` < 0) or because it asked `askedBytes` of workspace where
+/// the plan set aside `plannedBytes`. `ran` is what the trainer ran
+/// instead. A plan made with the profile no longer offers a refused
+/// algorithm for the signature, and prices a too-small workspace at what
+/// cuDNN asked (scaled with the sub-batch).
+struct ConvRefusal {
+  TaskKind kind = TaskKind::Forward;
+  std::string signature;
+  int64_t subBatch = 1;
+  int algo = 0;
+  int64_t askedBytes = -1;
+  int64_t plannedBytes = 0;
+  int ran = -1;
+  bool unsupported() const { return askedBytes < 0; }
+};
+
 enum class LookupKind : uint8_t { Missing, Exact, Interpolated };
 
 struct ProfileLookup {
@@ -94,11 +117,27 @@ public:
                                     llvm::StringRef signature) const;
   ProfileLookup lookup(TaskKind k, llvm::StringRef signature, int64_t b) const;
 
+  /// Records a refusal, replacing one with the same task, signature,
+  /// sub-batch and algorithm.
+  void refuse(ConvRefusal r);
+  /// All refusals sorted by task kind, signature, sub-batch, algorithm.
+  std::vector<ConvRefusal> refusals() const;
+  /// Whether cuDNN refused to run `algo` for the signature at some
+  /// sub-batch (not for its workspace: at all).
+  bool unsupported(TaskKind k, llvm::StringRef signature, int algo) const;
+  /// The least workspace cuDNN is known to ask for `algo` at sub-batch
+  /// `b`: each workspace refusal's bytes scaled by b over its sub-batch
+  /// (rounded up), the largest; 0 when none is recorded.
+  int64_t askedWorkspace(TaskKind k, llvm::StringRef signature, int algo,
+                         int64_t b) const;
+
 private:
   using Key = std::pair<int, std::string>;
   const std::map<int64_t, std::vector<AlgoMeasurement>> *
   find(TaskKind k, llvm::StringRef signature) const;
   std::map<Key, std::map<int64_t, std::vector<AlgoMeasurement>>> table;
+  /// (kind, signature) -> (sub-batch, algo) -> refusal.
+  std::map<Key, std::map<std::pair<int64_t, int>, ConvRefusal>> refused;
 };
 
 /// `displayName` names the source in errors.

@@ -26,10 +26,15 @@
 // convolution is refused with an error naming the task.
 //
 // Descriptors are created on first use, per (ConvParams, n); the
-// last sub-batch may be smaller. When cuDNN cannot run the planned
-// algorithm for a shape, or asks for more workspace than the plan set
-// aside, the zero-workspace algorithm 0 runs instead, with a warning: the
-// same arithmetic up to rounding, never more memory.
+// last sub-batch may be smaller. Before the first iteration the trainer
+// hands every planned call to checkConvolutions (runtime/ConvCheck.h):
+// where cuDNN does not run the planned algorithm for a shape, or asks for
+// more workspace than the plan set aside, the best-ranked algorithm of
+// cudnnGetConvolution*Algorithm_v7 that runs within the planned workspace
+// takes its place, and the change is reported; if none does, the trainer
+// stops naming the task. Same arithmetic up to rounding, never more
+// memory. A call the list lacks (the self-check's) is settled the same
+// way at its first run, with a warning.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Impl.h"
@@ -37,7 +42,10 @@
 #include <climits>
 #include <cstdio>
 #include <initializer_list>
+#include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace memfit::rt {
 
@@ -170,42 +178,182 @@ cudnnStatus_t workspaceOf(const Exec::Impl &im, const ConvEntry &e, int dir,
   }
 }
 
-/// The algorithm to run: the planned one when cuDNN supports it here within
-/// the planned workspace, else algorithm 0 (no workspace).
-int32_t algoFor(const Exec &x, const Exec::Impl &im, ConvEntry &e, int dir,
+/// cuDNN's ranked answer for the convolution (best first), with each
+/// algorithm's status and workspace: host-side heuristics, no device memory.
+std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
+                                  const ConvEntry &e, int dir) {
+  std::vector<ConvCandidate> out;
+  int max = 0, got = 0;
+  auto add = [&](const auto &perf) {
+    for (int i = 0; i < got; ++i)
+      out.push_back({static_cast<int32_t>(perf[i].algo),
+                     perf[i].status == CUDNN_STATUS_SUCCESS,
+                     static_cast<int64_t>(perf[i].memory)});
+  };
+  switch (dir) {
+  case Fwd: {
+    check(x, cudnnGetConvolutionForwardAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionForwardAlgorithmMaxCount");
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max, 1));
+    check(x,
+          cudnnGetConvolutionForwardAlgorithm_v7(im.cudnn, e.x, e.w, e.conv,
+                                                 e.y, max, &got, perf.data()),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    add(perf);
+    break;
+  }
+  case BwdData: {
+    check(x, cudnnGetConvolutionBackwardDataAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max, 1));
+    check(x,
+          cudnnGetConvolutionBackwardDataAlgorithm_v7(
+              im.cudnn, e.w, e.y, e.conv, e.x, max, &got, perf.data()),
+          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    add(perf);
+    break;
+  }
+  default: {
+    check(x, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
+    check(x,
+          cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+              im.cudnn, e.x, e.y, e.conv, e.w, max, &got, perf.data()),
+          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    add(perf);
+    break;
+  }
+  }
+  return out;
+}
+
+/// What cuDNN says of the planned algorithm, and what runs instead.
+struct Settled {
+  ConvChoice choice;
+  bool plannedRuns = false;
+  size_t plannedNeed = 0;
+  std::string why; // empty when the planned algorithm runs
+};
+
+/// The planned algorithm when cuDNN runs it here within `have` bytes, else
+/// the best-ranked one that does (chooseConvAlgo); fatal when none does.
+Settled settle(const Exec &x, const Exec::Impl &im, const ConvEntry &e, int dir,
+               int32_t algo, int64_t have) {
+  Settled s;
+  cudnnStatus_t st = cudnnDefinesConvAlgo(dir, algo)
+                         ? workspaceOf(im, e, dir, algo, s.plannedNeed)
+                         : CUDNN_STATUS_BAD_PARAM;
+  s.plannedRuns = st == CUDNN_STATUS_SUCCESS;
+  const int64_t need = static_cast<int64_t>(s.plannedNeed);
+  if (s.plannedRuns && need <= have) {
+    s.choice = {algo, false};
+    return s;
+  }
+  s.why = !cudnnDefinesConvAlgo(dir, algo)
+              ? std::string("cuDNN defines no such algorithm")
+          : !s.plannedRuns ? std::string(cudnnGetErrorString(st))
+                           : "it needs " + std::to_string(need) +
+                                 " bytes of workspace, the plan set aside " +
+                                 std::to_string(have);
+  s.choice =
+      chooseConvAlgo(algo, s.plannedRuns, need, have, ranked(x, im, e, dir));
+  if (s.choice.algo < 0)
+    x.fatal(std::string("cuDNN runs no ") + kDirName[dir] +
+            " convolution algorithm within the planned " +
+            std::to_string(have) + " bytes of workspace (planned algorithm " +
+            std::to_string(algo) + ": " + s.why + ")");
+  return s;
+}
+
+/// The algorithm a call runs: what the start-up check settled for it, else
+/// settled now (a call the program's list lacks), with a warning when it
+/// changes.
+int32_t algoFor(const Exec &x, Exec::Impl &im, ConvEntry &e, int dir,
                 int32_t algo, int64_t wsBytes) {
-  auto key = std::make_pair(dir, algo);
+  const int64_t have = std::max<int64_t>(wsBytes, 0);
+  auto key = std::make_tuple(dir, algo, have);
   auto it = e.algoUsed.find(key);
   if (it != e.algoUsed.end())
     return it->second;
-  const size_t have = static_cast<size_t>(std::max<int64_t>(wsBytes, 0));
-  size_t need = 0;
-  cudnnStatus_t st = workspaceOf(im, e, dir, algo, need);
-  int32_t use = algo;
-  if (st != CUDNN_STATUS_SUCCESS || need > have) {
-    std::string why = st != CUDNN_STATUS_SUCCESS
-                          ? std::string(cudnnGetErrorString(st))
-                          : "it needs " + std::to_string(need) +
-                                " bytes of workspace, the "
-                                "plan set aside " +
-                                std::to_string(wsBytes);
-    size_t need0 = 0;
-    cudnnStatus_t st0 = workspaceOf(im, e, dir, 0, need0);
-    if (algo == 0 || st0 != CUDNN_STATUS_SUCCESS || need0 > have)
-      x.fatal(std::string("cuDNN cannot run the ") + kDirName[dir] +
-              " convolution algorithm " + std::to_string(algo) + ": " + why);
+  Settled s = settle(x, im, e, dir, algo, have);
+  if (s.choice.changed) {
+    ++im.convChanges;
     std::fprintf(stderr,
                  "trainer: warning: %s: cuDNN cannot run the planned %s "
-                 "convolution algorithm %d here (%s); running algorithm 0\n",
+                 "convolution algorithm %d here (%s); running algorithm %d, "
+                 "the best-ranked one within the workspace\n",
                  x.taskName(), kDirName[dir], static_cast<int>(algo),
-                 why.c_str());
-    use = 0;
+                 s.why.c_str(), static_cast<int>(s.choice.algo));
   }
-  e.algoUsed[key] = use;
-  return use;
+  e.algoUsed[key] = s.choice.algo;
+  return s.choice.algo;
 }
 
 } // namespace
+
+ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count) {
+  ConvCheckResult r;
+  r.checked = true;
+  cudaDeviceProp prop{};
+  MEMFIT_CHECK(cudaGetDeviceProperties(&prop, impl->device));
+  r.gpu = prop.name;
+  r.computeCapability =
+      std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  const size_t v = cudnnGetVersion();
+  r.cudnn = std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) +
+            "." + std::to_string(v % 100);
+  // Every sub-batch size the rounds run: the last may be smaller.
+  std::vector<int64_t> sizes{prog.subBatch};
+  const int64_t last = prog.batch - (prog.numSubBatches - 1) * prog.subBatch;
+  if (prog.chunks <= 1 && last > 0 && last != prog.subBatch)
+    sizes.push_back(last);
+  const bool narrow = impl->narrow != cuda::Store::F32;
+  std::set<std::tuple<int32_t, std::string, int64_t, int32_t>> seen;
+  for (int32_t i = 0; i < count; ++i) {
+    const ConvTask &t = tasks[i];
+    setTask(t.task);
+    int64_t have = std::max<int64_t>(t.workspaceBytes, 0);
+    if (t.direction == BwdFilter && narrow) {
+      // The call stages the 16-bit gradient at the workspace's start.
+      const ConvParams &p = t.params;
+      int64_t staging =
+          convGradStagingBytes(p.cout * (p.cin / p.group) * p.kh * p.kw);
+      if (have < staging)
+        continue; // no weight gradient: the call runs no cuDNN filter pass
+      have -= staging;
+    }
+    for (int64_t n : sizes) {
+      ConvEntry &e = entryFor(*this, *impl, t.params, n, impl->narrow);
+      Settled s = settle(*this, *impl, e, t.direction, t.algo, have);
+      e.algoUsed[std::make_tuple(int(t.direction), t.algo, have)] =
+          s.choice.algo;
+      ++r.calls;
+      if (!s.choice.changed ||
+          !seen.insert({t.direction, t.signature, n, t.algo}).second)
+        continue;
+      ConvSubstitution sub;
+      sub.direction = t.direction;
+      sub.task = t.task;
+      sub.signature = t.signature;
+      sub.subBatch = n;
+      sub.planned = t.algo;
+      sub.ran = s.choice.algo;
+      sub.askedBytes =
+          s.plannedRuns ? static_cast<int64_t>(s.plannedNeed) : int64_t(-1);
+      sub.plannedBytes = have;
+      r.changed.push_back(std::move(sub));
+    }
+  }
+  setTask("");
+  std::set<std::string> names;
+  for (int32_t i = 0; i < count; ++i)
+    names.insert(tasks[i].task);
+  r.tasks = static_cast<int64_t>(names.size());
+  return r;
+}
+
+int64_t Exec::convAlgoChanges() const { return impl->convChanges; }
 
 /// The planned workspace as a pointer, after checking it lies in the arena.
 static void *workspace(Exec &x, int64_t offset, int64_t bytes) {

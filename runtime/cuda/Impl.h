@@ -38,6 +38,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -62,12 +63,13 @@ void check(const Exec &x, cublasStatus_t s, const char *call);
 #define MEMFIT_CHECK(call) ::memfit::rt::cuda::check(*this, (call), #call)
 
 /// cuDNN descriptors of one convolution at one sub-batch size, and the
-/// algorithm actually run per (direction, planned algorithm).
+/// algorithm actually run per (direction, planned algorithm, the
+/// algorithm's workspace bytes), settled before the first iteration.
 struct ConvEntry {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  std::map<std::pair<int, int32_t>, int32_t> algoUsed;
+  std::map<std::tuple<int, int32_t, int64_t>, int32_t> algoUsed;
   ConvEntry() = default;
   ConvEntry(const ConvEntry &) = delete;
   ConvEntry &operator=(const ConvEntry &) = delete;
@@ -198,6 +200,9 @@ struct Exec::Impl {
   std::unordered_map<cuda::ConvKey, std::unique_ptr<cuda::ConvEntry>,
                      cuda::ConvKeyHash>
       convs;
+  /// Convolution calls that ran another algorithm than they named without
+  /// the start-up check having settled it (Exec::convAlgoChanges).
+  int64_t convChanges = 0;
 
   // --- 16-bit programs (runtime/cuda/View.h) ---
   /// The program's 16-bit storage (F32 in fp32 and tf32 programs).

@@ -239,6 +239,12 @@ int64_t Exec::deviceBytes() const {
 
 int64_t Exec::measuredDeviceBytes() const { return deviceBytes(); }
 
+// The reference kernels compute every algorithm id alike, in no workspace.
+ConvCheckResult Exec::checkConvolutions(const ConvTask *, int32_t) {
+  return {};
+}
+int64_t Exec::convAlgoChanges() const { return 0; }
+
 void Exec::readWeight(int32_t id, float *out) {
   std::memcpy(out, impl->w[id].data(), impl->w[id].size() * 4);
 }

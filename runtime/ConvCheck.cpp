@@ -1,0 +1,138 @@
+//===- ConvCheck.cpp - Planned convolutions against what cuDNN runs -------===//
+#include "runtime/ConvCheck.h"
+
+#include "runtime/AtomicFile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace memfit::rt {
+
+bool cudnnDefinesConvAlgo(int32_t dir, int32_t algo) {
+  switch (dir) {
+  case ConvFwd:
+    return algo >= 0 && algo <= 7;
+  case ConvBwdData:
+    return algo >= 0 && algo <= 5;
+  case ConvBwdFilter:
+    return algo >= 0 && algo <= 6 && algo != 4;
+  default:
+    return false;
+  }
+}
+
+bool cudnnRunsConvAlgo(int cc, int32_t dir, int32_t algo) {
+  if (!cudnnDefinesConvAlgo(dir, algo))
+    return false;
+  if (cc < 80)
+    return true;
+  // From sm_80 on: the implicit-GEMM family, and forward's explicit GEMM.
+  return algo <= 1 || (dir == ConvFwd && algo == 2);
+}
+
+ConvChoice chooseConvAlgo(int32_t planned, bool plannedRuns,
+                          int64_t plannedBytes, int64_t have,
+                          const std::vector<ConvCandidate> &ranked) {
+  if (plannedRuns && plannedBytes <= have)
+    return {planned, false};
+  for (const ConvCandidate &c : ranked)
+    if (c.runs && c.bytes <= have)
+      return {c.algo, c.algo != planned};
+  return {};
+}
+
+int64_t ConvCheckResult::changedTasks() const {
+  std::set<std::string> names;
+  for (const ConvSubstitution &s : changed)
+    names.insert(s.task);
+  return static_cast<int64_t>(names.size());
+}
+
+namespace {
+
+std::string quoted(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+const char *taskKey(int32_t dir) {
+  return dir == ConvFwd       ? "forward"
+         : dir == ConvBwdData ? "backward_data"
+                              : "backward_weight";
+}
+
+} // namespace
+
+std::string convSubstitutionsJson(const ConvCheckResult &r) {
+  std::ostringstream os;
+  os << "{\n \"schema_version\": 1,\n"
+     << " \"generator\": \"memfit trainer: convolution algorithms cuDNN "
+        "refused\",\n"
+     << " \"device\": {\n  \"name\": " << quoted(r.gpu)
+     << ",\n  \"compute_capability\": " << quoted(r.computeCapability)
+     << ",\n  \"cudnn\": " << quoted(r.cudnn) << "\n },\n"
+     << " \"entries\": [],\n \"refused\": [";
+  for (size_t i = 0; i < r.changed.size(); ++i) {
+    const ConvSubstitution &s = r.changed[i];
+    os << (i ? ",\n" : "\n") << "  {\"task\": " << quoted(taskKey(s.direction))
+       << ", \"signature\": " << quoted(s.signature)
+       << ", \"sub_batch\": " << s.subBatch << ", \"algo\": " << s.planned
+       << ", \"reason\": "
+       << (s.askedBytes < 0 ? "\"unsupported\"" : "\"workspace\"");
+    if (s.askedBytes >= 0)
+      os << ", \"workspace_bytes\": " << s.askedBytes;
+    os << ", \"planned_workspace_bytes\": " << s.plannedBytes
+       << ", \"ran\": " << s.ran << "}";
+  }
+  os << (r.changed.empty() ? "]\n}\n" : "\n ]\n}\n");
+  return os.str();
+}
+
+bool writeConvSubstitutions(const ConvCheckResult &r, const std::string &path,
+                            std::string &err) {
+  AtomicFile f(path);
+  std::string text = convSubstitutionsJson(r);
+  f.write(text.data(), text.size());
+  if (!f.commit()) {
+    err = f.error();
+    return false;
+  }
+  return true;
+}
+
+std::string convAlgosPathBeside(const std::string &modelPath) {
+  size_t slash = modelPath.find_last_of('/');
+  return (slash == std::string::npos ? std::string()
+                                     : modelPath.substr(0, slash + 1)) +
+         "conv-algos.json";
+}
+
+std::string convCheckSummary(const ConvCheckResult &r,
+                             const std::string &file) {
+  std::string cc = r.computeCapability;
+  cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
+  std::string out = "convolutions: " + std::to_string(r.changedTasks()) +
+                    " of " + std::to_string(r.tasks) +
+                    " tasks changed algorithm (cuDNN " + r.cudnn + ", " +
+                    r.gpu + ", sm_" + cc + ")";
+  if (r.changed.empty())
+    return out + "; the plan's algorithms run as planned";
+  return out + ", written to " + file + "; memfit plan --profile " + file +
+         " plans with what runs";
+}
+
+} // namespace memfit::rt

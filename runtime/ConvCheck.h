@@ -1,0 +1,114 @@
+//===- ConvCheck.h - Planned convolutions against what cuDNN runs -*- C++ -*-=//
+//
+// A generated trainer lists every convolution call its plan makes
+// (ConvTask: parameters, direction, planned algorithm and workspace, the
+// task's name and op signature). Before the first iteration the CUDA
+// backend asks cuDNN, for each at every sub-batch size the trainer runs,
+// whether the planned algorithm runs within the planned workspace; where
+// not, it runs the fastest algorithm cuDNN ranks
+// (cudnnGetConvolution*Algorithm_v7) that fits, never silently the slowest.
+// The trainer's summary says how many tasks changed algorithm and the
+// changes are written as a profile (compiler/cost/Profile.h's "refused"
+// array) that `memfit plan --profile` reads back, so the next plan is made
+// with what runs.
+//
+// What lives here is backend-independent and pure, so it is tested without
+// a GPU: the choice over cuDNN's ranked list, the algorithms cuDNN 9 runs
+// per architecture (the twin of compiler/cost's convAlgoOffered, which the
+// runtime may not include; ConvAlgoTest holds them equal), and the file.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_CONVCHECK_H
+#define MEMFIT_RUNTIME_CONVCHECK_H
+
+#include "runtime/Kernels.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memfit::rt {
+
+/// Directions as cuDNN's three algorithm enums (and compiler/cost's
+/// ConvDirection) number them.
+enum ConvDir : int32_t { ConvFwd = 0, ConvBwdData = 1, ConvBwdFilter = 2 };
+
+/// One planned convolution call, as the generated program lists it.
+struct ConvTask {
+  ConvParams params;
+  int32_t direction; // ConvDir
+  int32_t algo;      // cuDNN's id for the direction
+  /// The workspace the call is given (a 16-bit backward-filter's staging
+  /// room included, as the call receives it).
+  int64_t workspaceBytes;
+  const char *task;      // the task's name
+  const char *signature; // the op's signature (compiler/ops/OpSignature.h)
+};
+
+/// Whether cuDNN 9's legacy API runs algorithm `algo` of direction `dir` on
+/// compute capability `cc` (major * 10 + minor; 0: unknown, every id).
+bool cudnnRunsConvAlgo(int cc, int32_t dir, int32_t algo);
+/// The ids of `dir` (cuDNN defines no backward-filter 4, and none beyond
+/// 7, 5, 6 per direction).
+bool cudnnDefinesConvAlgo(int32_t dir, int32_t algo);
+
+/// One row of cuDNN's ranked answer (cudnnConvolution*AlgoPerf_t): best
+/// first.
+struct ConvCandidate {
+  int32_t algo = 0;
+  bool runs = false; // status CUDNN_STATUS_SUCCESS
+  int64_t bytes = 0; // the workspace it asks
+};
+
+struct ConvChoice {
+  int32_t algo = -1; // -1: nothing runs within the workspace
+  bool changed = false;
+};
+
+/// The planned algorithm where it runs within `have` bytes; else the first
+/// of `ranked` that runs within them (cuDNN's rank, so the fastest it
+/// knows, whatever its id); else none.
+ConvChoice chooseConvAlgo(int32_t planned, bool plannedRuns,
+                          int64_t plannedBytes, int64_t have,
+                          const std::vector<ConvCandidate> &ranked);
+
+/// A planned algorithm the trainer did not run.
+struct ConvSubstitution {
+  int32_t direction = ConvFwd;
+  std::string task, signature;
+  int64_t subBatch = 0;
+  int32_t planned = 0, ran = 0;
+  /// What cuDNN asked for the planned algorithm; -1: it does not run it.
+  int64_t askedBytes = -1;
+  int64_t plannedBytes = 0;
+};
+
+/// What the start-up check found.
+struct ConvCheckResult {
+  bool checked = false; // false on a backend without cuDNN
+  int64_t calls = 0;    // (call, sub-batch) pairs checked
+  int64_t tasks = 0;    // distinct task names checked
+  std::vector<ConvSubstitution> changed;
+  std::string gpu, computeCapability, cudnn; // "NVIDIA H200", "9.0", "9.19.0"
+  /// Tasks (by name) with at least one changed call.
+  int64_t changedTasks() const;
+};
+
+/// The profile JSON (schema 1, no entries, the "refused" array) that
+/// `memfit plan --profile` reads.
+std::string convSubstitutionsJson(const ConvCheckResult &r);
+/// Writes it atomically (runtime/AtomicFile.h); false and `err` on failure.
+bool writeConvSubstitutions(const ConvCheckResult &r, const std::string &path,
+                            std::string &err);
+
+/// "conv-algos.json" in the directory of `modelPath` (the generated
+/// trainer's directory, where its model copy lies).
+std::string convAlgosPathBeside(const std::string &modelPath);
+/// One line for the trainer's summary, e.g. "convolutions: 3 of 53 tasks
+/// changed algorithm (cuDNN 9.19.0, NVIDIA H200, sm_90), written to F;
+/// memfit plan --profile F plans with what runs".
+std::string convCheckSummary(const ConvCheckResult &r, const std::string &file);
+
+} // namespace memfit::rt
+
+#endif

@@ -1,0 +1,239 @@
+//===- ConvCheckTest.cpp - Planned convolutions against what cuDNN runs ---===//
+//
+// The trainer's start-up check without a GPU: its choice over cuDNN's
+// ranked list, its file read back as a profile, and a plan made with that
+// file (runtime/ConvCheck.h, compiler/cost/Profile.h).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/ConvCheck.h"
+#include "compiler/cost/AnalyticCost.h"
+#include "compiler/cost/Profile.h"
+#include "compiler/ops/OpSignature.h"
+#include "tests/PlanTestUtil.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using rt::ConvCandidate;
+using rt::ConvChoice;
+
+TEST_CASE("the start-up choice: the planned algorithm, else cuDNN's "
+          "best-ranked that fits",
+          "[convcheck]") {
+  // cuDNN's rank order (best first), as cudnnGet*Algorithm_v7 returns it:
+  // 7 is refused, 1 needs 300 bytes, 2 needs 100, 0 (the slowest) none.
+  const std::vector<ConvCandidate> ranked = {
+      {7, false, 0}, {1, true, 300}, {2, true, 100}, {0, true, 0}};
+  // The planned algorithm runs within its workspace: kept.
+  ConvChoice keep = rt::chooseConvAlgo(1, true, 300, 300, ranked);
+  CHECK(keep.algo == 1);
+  CHECK_FALSE(keep.changed);
+  // Refused: the best-ranked algorithm that fits, not algorithm 0.
+  ConvChoice refused = rt::chooseConvAlgo(7, false, 0, 1000, ranked);
+  CHECK(refused.algo == 1);
+  CHECK(refused.changed);
+  // Too little workspace for the planned one (and for the next ranked):
+  // the first that fits, still not the slowest.
+  ConvChoice small = rt::chooseConvAlgo(1, true, 300, 200, ranked);
+  CHECK(small.algo == 2);
+  CHECK(small.changed);
+  // Only the slowest fits: it runs, and the change is reported.
+  ConvChoice last = rt::chooseConvAlgo(1, true, 300, 50, ranked);
+  CHECK(last.algo == 0);
+  CHECK(last.changed);
+  // Nothing fits: no choice (the trainer stops naming the task).
+  CHECK(rt::chooseConvAlgo(1, true, 300, 50, {{1, true, 300}, {2, false, 0}})
+            .algo == -1);
+}
+
+namespace {
+
+rt::ConvCheckResult sampleResult(const std::string &sig) {
+  rt::ConvCheckResult r;
+  r.checked = true;
+  r.calls = 12;
+  r.tasks = 6;
+  r.gpu = "NVIDIA H200";
+  r.computeCapability = "9.0";
+  r.cudnn = "9.19.0";
+  rt::ConvSubstitution a;
+  a.direction = rt::ConvBwdData;
+  a.task = "BP-data(conv \"2\")";
+  a.signature = sig;
+  a.subBatch = 16;
+  a.planned = 5;
+  a.ran = 1;
+  a.askedBytes = -1; // not run at all
+  a.plannedBytes = 138'000'000;
+  rt::ConvSubstitution b = a;
+  b.direction = rt::ConvBwdFilter;
+  b.task = "BP-weight(conv1)";
+  b.planned = 1;
+  b.ran = 0;
+  b.askedBytes = 263ll << 20;
+  b.plannedBytes = 0;
+  r.changed = {a, b};
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("the trainer's conv-algos file is a profile memfit reads back",
+          "[convcheck]") {
+  const std::string sig =
+      "Conv(f32[N,64,56,56],f32[64,64,3,3])->(f32[N,64,56,56]) kernel=3,3 "
+      "strides=1,1 pads=1,1,1,1 dilations=1,1 group=1";
+  rt::ConvCheckResult r = sampleResult(sig);
+  CHECK(r.changedTasks() == 2);
+  llvm::SmallString<128> path;
+  REQUIRE_FALSE(
+      llvm::sys::fs::createTemporaryFile("memfit-convalgos", "json", path));
+  std::string err;
+  REQUIRE(rt::writeConvSubstitutions(r, std::string(path), err));
+  auto p = loadProfile(path);
+  llvm::sys::fs::remove(path);
+  REQUIRE(static_cast<bool>(p));
+  CHECK(p->device.computeCapability == "9.0");
+  CHECK(p->device.cudnn == "9.19.0");
+  CHECK(p->size() == 0);
+  std::vector<ConvRefusal> got = p->refusals();
+  REQUIRE(got.size() == 2);
+  // Sorted by task kind: backward-data, then backward-weight.
+  CHECK(got[0].kind == TaskKind::BackwardData);
+  CHECK(got[0].signature == sig);
+  CHECK(got[0].subBatch == 16);
+  CHECK(got[0].algo == 5);
+  CHECK(got[0].unsupported());
+  CHECK(got[0].ran == 1);
+  CHECK(got[0].plannedBytes == 138'000'000);
+  CHECK(got[1].kind == TaskKind::BackwardWeight);
+  CHECK(got[1].askedBytes == (263ll << 20));
+  CHECK(p->unsupported(TaskKind::BackwardData, sig, 5));
+  CHECK_FALSE(p->unsupported(TaskKind::BackwardWeight, sig, 1));
+  // A workspace refusal scales with the sub-batch.
+  CHECK(p->askedWorkspace(TaskKind::BackwardWeight, sig, 1, 16) ==
+        (263ll << 20));
+  CHECK(p->askedWorkspace(TaskKind::BackwardWeight, sig, 1, 32) ==
+        (263ll << 21));
+  CHECK(p->askedWorkspace(TaskKind::BackwardWeight, sig, 0, 16) == 0);
+  // The compiler writes it back in its own order and reads that again.
+  std::string text = profileToJson(*p);
+  auto q = parseProfile(text, "again.json");
+  REQUIRE(static_cast<bool>(q));
+  CHECK(profileToJson(*q) == text);
+  CHECK(q->refusals().size() == 2);
+}
+
+TEST_CASE("a refusal file is checked like any profile", "[convcheck]") {
+  auto parse = [](const std::string &refused) {
+    std::string text = "{\"schema_version\": 1, \"entries\": [], "
+                       "\"refused\": [" +
+                       refused + "]}";
+    auto p = parseProfile(text, "ca.json");
+    REQUIRE_FALSE(static_cast<bool>(p));
+    return llvm::toString(p.takeError());
+  };
+  const std::string sig = "\"signature\": \"Conv(f32[N,3,8,8])\", ";
+  CHECK(parse("{\"task\": \"loss\", " + sig +
+              "\"sub_batch\": 1, \"algo\": 0, \"reason\": \"unsupported\"}") ==
+        "ca.json: refused[0]: field 'task' must name a convolution direction "
+        "(forward, backward_data or backward_weight), got 'loss'");
+  CHECK(parse("{\"task\": \"backward_weight\", " + sig +
+              "\"sub_batch\": 1, \"algo\": 7, \"reason\": "
+              "\"unsupported\"}") ==
+        "ca.json: refused[0]: field 'algo' is not a cuDNN conv_bwd_filter "
+        "algorithm id (got 7)");
+  CHECK(parse("{\"task\": \"forward\", " + sig +
+              "\"sub_batch\": 1, \"algo\": 1, \"reason\": \"workspace\"}") ==
+        "ca.json: refused[0]: field 'workspace_bytes' is missing");
+  CHECK(parse("{\"task\": \"forward\", " + sig +
+              "\"sub_batch\": 1, \"algo\": 1, \"reason\": \"slow\"}") ==
+        "ca.json: refused[0]: field 'reason' must be 'unsupported' or "
+        "'workspace', got 'slow'");
+}
+
+TEST_CASE("a plan made with the trainer's file no longer chooses the "
+          "refused algorithm",
+          "[convcheck]") {
+  memfit::test::Planned m("resnet18", 32, "h200");
+  auto first = m.plan(1.0, false);
+  REQUIRE(static_cast<bool>(first));
+  // The first convolution task that plans an algorithm other than the
+  // baseline: what a trainer would have found cuDNN refusing.
+  TaskId refusedTask = -1;
+  int refusedAlgo = -1;
+  for (const Instr &in : first->plan.round) {
+    if (in.kind != InstrKind::Run || !convDirectionOf(m.tg, in.task) ||
+        in.algo == m.model->baseline(m.tg, in.task).id)
+      continue;
+    refusedTask = in.task;
+    refusedAlgo = in.algo;
+    break;
+  }
+  REQUIRE(refusedTask >= 0);
+  const TaskKind kind = m.tg.task(refusedTask).kind;
+  const std::string sig = taskSignature(m.tg, refusedTask);
+
+  rt::ConvCheckResult r = sampleResult(sig);
+  r.changed.resize(1);
+  r.changed[0].direction =
+      static_cast<int32_t>(*convDirectionOf(m.tg, refusedTask));
+  r.changed[0].planned = refusedAlgo;
+  r.changed[0].ran = 0;
+  auto profile = parseProfile(rt::convSubstitutionsJson(r), "conv-algos.json");
+  REQUIRE(static_cast<bool>(profile));
+  auto model = makeProfiledCostModel(llvm::cantFail(builtinDevice("h200")),
+                                     *profile, "conv-algos.json");
+  REQUIRE(static_cast<bool>(model));
+  m.model = std::move(*model);
+  m.tables.clear();
+
+  // No task of that signature is offered the algorithm any more...
+  int sameSignature = 0;
+  for (TaskId t = 0; t < (TaskId)m.tg.tasks.size(); ++t) {
+    if (m.tg.task(t).kind != kind || !convDirectionOf(m.tg, t) ||
+        taskSignature(m.tg, t) != sig)
+      continue;
+    ++sameSignature;
+    for (const AlgoChoice &a : m.model->algorithms(m.tg, t))
+      CHECK(a.id != refusedAlgo);
+  }
+  CHECK(sameSignature >= 1);
+  // ... and the new plan runs it nowhere.
+  auto second = m.plan(1.0, false);
+  REQUIRE(static_cast<bool>(second));
+  for (const Instr &in : second->plan.round)
+    if (in.kind == InstrKind::Run && m.tg.task(in.task).kind == kind &&
+        convDirectionOf(m.tg, in.task) && taskSignature(m.tg, in.task) == sig)
+      CHECK(in.algo != refusedAlgo);
+}
+
+TEST_CASE("a workspace refusal prices the algorithm at what cuDNN asked",
+          "[convcheck]") {
+  memfit::test::Planned m("resnet18", 32, "h200");
+  TaskId t = -1;
+  for (TaskId i = 0; i < (TaskId)m.tg.tasks.size(); ++i)
+    if (convDirectionOf(m.tg, i) == ConvDirection::Forward) {
+      t = i;
+      break;
+    }
+  REQUIRE(t >= 0);
+  const int gemm = (int)FwdAlgo::Gemm;
+  const int64_t before = m.model->workspaceBytes(m.tg, t, gemm, 32);
+  Profile p;
+  p.refuse({TaskKind::Forward, taskSignature(m.tg, t), 16, gemm,
+            /*askedBytes=*/before, /*plannedBytes=*/before / 2, 1});
+  auto model = llvm::cantFail(makeProfiledCostModel(
+      llvm::cantFail(builtinDevice("h200")), p, "conv-algos.json"));
+  // Asked `before` at 16: twice that at 32, above the analytic estimate.
+  CHECK(model->workspaceBytes(m.tg, t, gemm, 32) == 2 * before);
+  CHECK(model->workspaceBytes(m.tg, t, gemm, 16) == before);
+  // Still offered: it runs, with more workspace.
+  bool offered = false;
+  for (const AlgoChoice &a : model->algorithms(m.tg, t))
+    offered |= a.id == gemm;
+  CHECK(offered);
+}
