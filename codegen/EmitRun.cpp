@@ -139,19 +139,15 @@ std::string Emitter::emitUpdateGroup(const std::vector<Instr> &list,
       "  x.setTask(" +
       stringLiteral(
           llvm::formatv("{0} .. {1} ({2} updates)", first, last, count).str()) +
-      ");
-      ";
-      out +=
+      ");\n";
+  out +=
       tg.optimizer == OptimizerKind::SGD ? "  x.sgdGroup({" : "  x.adamGroup({";
   for (size_t k = 0; k < count; ++k) {
     if (k > 0)
-      out += k % 16 == 0 ? ",
-                           " : ",
-          ";
-          out += std::to_string(weightOf(begin + k));
+      out += k % 16 == 0 ? ",\n              " : ", ";
+    out += std::to_string(weightOf(begin + k));
   }
-  return out + "});
-               ";
+  return out + "});\n";
 }
 
 llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
