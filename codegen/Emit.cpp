@@ -468,6 +468,12 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
   os << "}\n\n// Once per batch, after every sub-batch.\n";
   os << "void memfit_update(Exec &x) {\n";
   for (size_t i = 0; i < plan.update.size(); ++i) {
+    // Consecutive updates are one multi-tensor launch (Exec::sgdGroup).
+    if (size_t run = updateRun(plan.update, i); run > 1) {
+      os << emitUpdateGroup(plan.update, i, run);
+      i += run - 1;
+      continue;
+    }
     auto line = emitRun(plan.update[i], i);
     if (!line)
       return line.takeError();

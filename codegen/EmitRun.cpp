@@ -118,6 +118,38 @@ private:
 
 } // namespace
 
+size_t Emitter::updateRun(const std::vector<Instr> &list, size_t begin) const {
+  size_t end = begin;
+  while (end < list.size() && list[end].kind == InstrKind::Run &&
+         list[end].stream == Stream::Compute && list[end].task >= 0 &&
+         tg.tasks[list[end].task].kind == TaskKind::Update)
+    ++end;
+  return end - begin;
+}
+
+std::string Emitter::emitUpdateGroup(const std::vector<Instr> &list,
+                                     size_t begin, size_t count) const {
+  auto weightOf = [&](size_t i) {
+    return weightId[tg.blocks[tg.tasks[list[i].task].reads[0]].value];
+  };
+  // The task names the group's first and last update and how many.
+  const std::string &first = tg.tasks[list[begin].task].name;
+  const std::string &last = tg.tasks[list[begin + count - 1].task].name;
+  std::string out =
+      "  x.setTask(" +
+      stringLiteral(
+          llvm::formatv("{0} .. {1} ({2} updates)", first, last, count).str()) +
+      ");\n";
+  out +=
+      tg.optimizer == OptimizerKind::SGD ? "  x.sgdGroup({" : "  x.adamGroup({";
+  for (size_t k = 0; k < count; ++k) {
+    if (k > 0)
+      out += k % 16 == 0 ? ",\n              " : ", ";
+    out += std::to_string(weightOf(begin + k));
+  }
+  return out + "});\n";
+}
+
 llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
   const Task &t = tg.tasks[in.task];
   curTask = t.name;

@@ -39,6 +39,12 @@ public:
 private:
   llvm::Error prepare();
   llvm::Expected<std::string> emitRun(const Instr &in, size_t index);
+  /// Update tasks at [begin, end) of `list` that run back to back on the
+  /// compute stream: how many from begin (0: list[begin] is no update).
+  size_t updateRun(const std::vector<Instr> &list, size_t begin) const;
+  /// The update tasks of list[begin, begin + count) as one group call.
+  std::string emitUpdateGroup(const std::vector<Instr> &list, size_t begin,
+                              size_t count) const;
   std::string resName(ResidencyId r) const { return resNames[r]; }
   std::string params(OpId op) const { return "P" + std::to_string(op); }
   std::string header() const;

@@ -343,6 +343,12 @@ public:
             float *dlogits);
   void sgd(int32_t weightId);
   void adam(int32_t weightId); // Adam or AdamW, as the program says
+  /// The updates of several weights that the plan runs back to back: the
+  /// same per-element steps as sgd/adam of each id in turn, issued on
+  /// CUDA as one multi-tensor launch per run of weights adjacent in the
+  /// start-up chunk table (docs/cuda-backend.md, "Multi-tensor updates").
+  void sgdGroup(std::initializer_list<int32_t> weightIds);
+  void adamGroup(std::initializer_list<int32_t> weightIds);
   /// Before the update of a program with a loss scale: divides every
   /// gradient by lossScale and says whether all of them are finite (on
   /// every rank); the update is skipped when not, as GradScaler.step does.

@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 using namespace memfit;
 using memfit::test::GraphLiteral;
 
@@ -103,4 +105,50 @@ TEST_CASE("a model with hostile names gives clean, deterministic sources",
   for (const GeneratedFile &f : *a)
     named = named || f.contents.find("ONNX node conv") != std::string::npos;
   CHECK(named);
+}
+
+TEST_CASE("consecutive updates are one multi-tensor group call", "[codegen]") {
+  GraphLiteral L(4);
+  ValueId x = L.input("in", {3});
+  OpAttrs gemm;
+  gemm.transB = true;
+  x = L.op(OpKind::Gemm, "fc1", {x, L.weight("A", {4, 3})}, {4}, gemm);
+  x = L.op(OpKind::Relu, "relu", {x}, {4});
+  x = L.op(OpKind::Gemm, "fc2", {x, L.weight("B", {4, 4})}, {4}, gemm);
+  L.op(OpKind::Gemm, "fc3", {x, L.weight("C", {5, 4})}, {5}, gemm);
+  auto tg = buildTaskGraph(L.g);
+  REQUIRE(static_cast<bool>(tg));
+  CostTable c;
+  c.subBatch = 4;
+  for (size_t t = 0; t < tg->tasks.size(); ++t)
+    c.tasks.push_back({{0, "default", 1e-3, 0, true}});
+  auto plan = schedule(*tg, c, builtOrder(*tg),
+                       {.policy = Policy::Ideal, .budget = 0, .batch = 4});
+  REQUIRE(static_cast<bool>(plan));
+  REQUIRE(plan->update.size() == 3);
+  auto files = emitTrainer(*tg, *plan, {});
+  REQUIRE(static_cast<bool>(files));
+  std::string schedule;
+  for (const GeneratedFile &f : *files)
+    if (f.path == "src/schedule.cpp")
+      schedule = f.contents;
+  REQUIRE(!schedule.empty());
+  // One call names the three weights, each once; no update of its own.
+  size_t at = schedule.find("x.sgdGroup({");
+  REQUIRE(at != std::string::npos);
+  CHECK(schedule.find("x.sgdGroup(", at + 1) == std::string::npos);
+  CHECK(schedule.find("x.sgd(") == std::string::npos);
+  std::string ids =
+      schedule.substr(at + 12, schedule.find("})", at) - (at + 12));
+  std::vector<std::string> got;
+  for (size_t p = 0; p <= ids.size();) {
+    size_t q = std::min(ids.find(',', p), ids.size());
+    std::string id = ids.substr(p, q - p);
+    id.erase(0, id.find_first_not_of(" \n"));
+    got.push_back(id);
+    p = q + 1;
+  }
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<std::string>{"0", "1", "2"});
+  CHECK(schedule.find("(3 updates)") != std::string::npos);
 }

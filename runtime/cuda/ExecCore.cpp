@@ -246,6 +246,7 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   // does not count, as it does not count the loss scale's flag.
   MEMFIT_CHECK(cudaMalloc(&im.stepDev, sizeof(unsigned long long)));
   cuda::initGraphs(*this, im);
+  cuda::initUpdateTable(*this, im);
   // The zero fills ran on the legacy stream, which the non-blocking
   // streams do not wait for.
   MEMFIT_CHECK(cudaDeviceSynchronize());
@@ -259,6 +260,7 @@ Exec::~Exec() {
   for (void *p : im.slots)
     cudaFreeHost(p);
   cuda::destroyGraphs(im);
+  cuda::destroyUpdateTable(im);
   for (int32_t b = 0; b < kBatchBuffers; ++b)
     for (void *p : {static_cast<void *>(im.input[b]), im.labels[b],
                     static_cast<void *>(im.input16[b])})

@@ -56,6 +56,10 @@ void destroyCollectives(Exec::Impl &im);
 void destroyGraphs(Exec::Impl &im);
 /// Decides whether parts are captured (Graph.cu), after the streams exist.
 void initGraphs(const Exec &x, Exec::Impl &im);
+/// Builds the multi-tensor update table (MultiTensor.cu) once the
+/// weights are allocated; destroyUpdateTable frees it.
+void initUpdateTable(const Exec &x, Exec::Impl &im);
+void destroyUpdateTable(Exec::Impl &im);
 void check(const Exec &x, cudnnStatus_t s, const char *call);
 void check(const Exec &x, cublasStatus_t s, const char *call);
 
@@ -136,6 +140,20 @@ constexpr int64_t kBnPartialBytes = 16;
 constexpr int64_t kLossBytes =
     kBnPartialsOffset + kernels::kBnMaxPartials * kBnPartialBytes;
 static_assert(kBnPartialsOffset % 16 == 0, "partials are 16-byte aligned");
+
+/// A piece of one weight's optimizer step in the multi-tensor table
+/// (MultiTensor.cu): its master, gradient and state at the piece's start
+/// (m and v null where not planned), and how many floats from there.
+struct UpdateChunk {
+  float *w;
+  const float *g;
+  float *m, *v;
+  int64_t count;
+};
+/// Floats per chunk: one block of the multi-tensor kernels each, small
+/// enough that a ResNet's 11-25M weights make thousands of blocks (the GPU
+/// full), large enough that a block's loop amortises reading its entry.
+constexpr int64_t kUpdateChunk = 16384;
 
 /// Blocks for a grid-stride loop over `count` items.
 inline unsigned gridFor(int64_t count, int threads = kThreads) {
@@ -222,6 +240,16 @@ struct Exec::Impl {
   uint16_t *input16[kBatchBuffers] = {nullptr, nullptr};
   /// fp16 loss scaling: one flag set by any non-finite unscaled gradient.
   int *nonFinite = nullptr;
+
+  // --- multi-tensor updates (MultiTensor.cu) ---
+  /// Device: every trainable weight's chunks, weights in id order, built
+  /// once at start-up; null in sharded programs (their slices are the
+  /// communicator's, known only once it is set).
+  cuda::UpdateChunk *updateTable = nullptr;
+  int64_t updateTableBytes = 0;
+  /// Per weight id: its chunks are [updateFirst, updateEnd) of the table
+  /// (empty for weights without a gradient).
+  std::vector<int32_t> updateFirst, updateEnd;
 
   /// The operand at p as the operation receives it: 16-bit when the
   /// generated code handed it out as such for this operation.

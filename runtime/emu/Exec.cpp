@@ -294,6 +294,17 @@ void Exec::sgd(int32_t id) {
   impl->copyStale[id] = true;
 }
 
+// Each weight's elements are independent of every other's, so the
+// weight-by-weight loop is the multi-tensor launch's result, bit for bit.
+void Exec::sgdGroup(std::initializer_list<int32_t> weightIds) {
+  for (int32_t id : weightIds)
+    sgd(id);
+}
+void Exec::adamGroup(std::initializer_list<int32_t> weightIds) {
+  for (int32_t id : weightIds)
+    adam(id);
+}
+
 void Exec::gradientsReady(std::initializer_list<int32_t> weightIds) {
   impl->settle();
   if (prog.ranks <= 1)
