@@ -367,6 +367,42 @@ std::vector<int64_t> epochOrder(int64_t count, bool shuffle, uint64_t seed,
   return idx;
 }
 
+/// Exit status of a run that finished but whose measured device memory
+/// went over the budget (docs/memory.md): everything asked for was saved.
+constexpr int kOverBudgetExit = 3;
+
+double mibOf(int64_t bytes) { return double(bytes) / 1048576.0; }
+
+/// After the run: the measured peak (the CUDA context left out) against
+/// the budget. Says so loudly and returns false when over.
+bool reportMemory(Exec &x, bool quiet) {
+  const ProgramInfo &p = x.info();
+  x.sampleDeviceMemory();
+  int64_t peak = x.peakDeviceBytes(), lib = x.measuredLibraryBytes();
+  bool within = peak <= p.budgetBytes;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "memory: measured peak %.2f MiB (libraries %.2f MiB of a "
+                "%.2f MiB reserve, trainer %.2f MiB) against the budget "
+                "%.2f MiB: %s; the CUDA context (%.2f MiB) is not in the "
+                "budget",
+                mibOf(peak), mibOf(lib), mibOf(p.libraryReserveBytes),
+                mibOf(peak - lib), mibOf(p.budgetBytes),
+                within ? "within" : "OVER", mibOf(x.contextBytes()));
+  if (within) {
+    if (!quiet)
+      std::printf("%s\n", line);
+    return true;
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "trainer: error: %s by %.2f MiB; recompile with a larger "
+               "--library-reserve (the libraries took %.2f MiB) or a smaller "
+               "budget\n",
+               line, mibOf(peak - p.budgetBytes), mibOf(lib));
+  return false;
+}
+
 } // namespace
 
 int trainerMain(int argc, char **argv, const Program &program) {
@@ -483,6 +519,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
       ++st.appliedSteps;
     }
     x.synchronize();
+    // The libraries allocate on first use: the first iteration has done so.
+    if (done == 0)
+      x.sampleDeviceMemory();
     if (scaled) {
       if (!apply && !o.quiet)
         std::printf("iteration %llu  skipped: gradients not finite at loss "
@@ -562,8 +601,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
                 secs > 0 ? done * global / secs : 0.0,
                 x.deviceBytes() / 1048576.0,
                 x.measuredDeviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
+  bool within = reportMemory(x, o.quiet || !root);
   comm.finalize();
-  return 0;
+  return within ? 0 : kOverBudgetExit;
 }
 
 } // namespace memfit::rt
