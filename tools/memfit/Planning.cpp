@@ -659,12 +659,12 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
                 formatBytes(o.budget), formatBytes(p.deviceBytes()),
                 formatBytes(p.libraryReserve), formatBytes(p.residentBytes),
                 formatBytes(p.arenaBytes));
-  os << "         the CUDA context is not in the budget: the trainer "
-        "measures it and reports it beside\n";
   os << formatv("         lower bound {0}, ideal peak {1}, allocation "
                 "efficiency {2:P1}\n",
                 formatBytes(o.lowerBound.bytes), formatBytes(o.idealPeakBytes),
                 o.sim.allocationEfficiency);
+  os << "         the CUDA context is not in the budget: the trainer "
+        "measures it and reports it beside the budget\n";
   os << formatv("time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
                 ms(o.idealSeconds), ms(m.plannedSeconds), o.overhead(),
                 ms(m.stallSeconds));
