@@ -134,8 +134,9 @@ struct PlanOutcome {
 
 /// The device budget `req` asks for, given the ideal peak and the lower
 /// bound (both the plan's own: weight side + arena): its bytes as given;
-/// or a fraction of the ideal peak, the lower bound, or for the ideal
-/// policy the ideal peak, each plus the library reserve. Percentages thus
+/// or a fraction of the ideal peak or the lower bound, each plus the
+/// library reserve (whatever the policy; planTraining gives the ideal
+/// policy its peak plus the reserve). Percentages thus
 /// measure the pressure on the plan; the reserve is a fixed cost no plan
 /// can save.
 int64_t deviceBudget(const PlanRequest &req, int64_t idealPeakBytes,

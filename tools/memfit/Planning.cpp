@@ -795,7 +795,6 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
                     {"solve_seconds", opt->solveSeconds}};
   j["budget_bytes"] = o.budget;
   j["library_reserve_bytes"] = p.libraryReserve;
-  j["device_bytes"] = p.deviceBytes(); // reserve + planned, <= budget
   j["planned_bytes"] = p.totalBytes();
   j["resident_bytes"] = p.residentBytes;
   j["arena_bytes"] = p.arenaBytes;
