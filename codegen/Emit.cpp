@@ -89,7 +89,8 @@ std::string Emitter::mainFile() const {
   else
     os << plan.numSubBatches << " sub-batches of " << plan.subBatch;
   os << ", arena " << plan.arenaBytes << " bytes + resident "
-     << plan.residentBytes << " bytes (budget " << plan.budget << ").\n";
+     << plan.residentBytes << " bytes + library reserve " << plan.libraryReserve
+     << " bytes (budget " << plan.budget << ").\n";
   os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
   os << "#ifndef MEMFIT_MODEL_PATH\n#define MEMFIT_MODEL_PATH \"model.onnx\"\n"
         "#endif\n\n";
@@ -235,7 +236,11 @@ std::string Emitter::mainFile() const {
      << ",\n             .classes = " << classes
      << ",\n             .hasMomentum = " << (tg.useMomentum ? "true" : "false")
      << ",\n             .numWeights = " << weights.size()
-     << ",\n             .numHostSlots = " << slots.size() << extra << "},\n"
+     << ",\n             .numHostSlots = " << slots.size() << extra
+     << ",\n             .budgetBytes = " << plan.budget
+     << ",\n             .libraryReserveBytes = " << plan.libraryReserve
+     << ",\n             .blasWorkspaceBytes = " << plan.blasWorkspaceBytes()
+     << "},\n"
      << "    .modelPath = MEMFIT_MODEL_PATH,\n"
      << "    .weights = kWeights,\n"
      << "    .slots = kSlots,\n"

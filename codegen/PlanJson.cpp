@@ -210,6 +210,7 @@ std::string planToJson(const PlanReport &r) {
         {"collectives", std::move(cs)}};
   }
   j["budget_bytes"] = r.budgetBytes;
+  j["library_reserve_bytes"] = r.libraryReserveBytes;
   j["exact"] = r.exact;
   json tried = json::array();
   for (auto [b, t] : s.subBatchesTried)
@@ -370,6 +371,9 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       }
   }
   r.budgetBytes = rd.integer(root, "", "budget_bytes");
+  // Plans written before the budget covered the libraries have none.
+  r.libraryReserveBytes = rd.integer(root, "", "library_reserve_bytes", 0,
+                                     /*required=*/false);
   r.events = static_cast<int32_t>(rd.integer(root, "", "events"));
 
   if (const json *sj = rd.field(root, "", "summary", true)) {

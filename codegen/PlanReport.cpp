@@ -72,6 +72,7 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   r.numSubBatches = plan.numSubBatches;
   r.chunks = plan.chunks;
   r.budgetBytes = plan.budget;
+  r.libraryReserveBytes = plan.libraryReserve;
   if (tg.dp.active()) {
     ReportDataParallel &d = r.dataParallel;
     d.ranks = tg.dp.ranks;

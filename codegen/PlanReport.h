@@ -146,6 +146,9 @@ struct PlanReport {
   std::string precision = "fp32";
   ReportProfile profile;
   int64_t batch = 0, subBatch = 0, numSubBatches = 0, budgetBytes = 0;
+  /// The part of the budget the libraries keep (Plan::libraryReserve):
+  /// budgetBytes >= libraryReserveBytes + summary.plannedBytes.
+  int64_t libraryReserveBytes = 0;
   /// > 1: the batch in this many chunks of subBatch inside one round.
   int32_t chunks = 1;
   /// The plan computes what the model computes at the batch (up to the

@@ -163,7 +163,9 @@ std::string planToHtml(const PlanReport &r) {
        "</p>\n<div class=\"cards\">\n";
   h += std::string("<div class=\"card\"><h3>feasible</h3><div class=\"") +
        (s.feasible ? "ok\">yes, verified" : "bad\">no") + "</div></div>\n";
-  h += card("memory", {"budget " + formatBytes(r.budgetBytes),
+  h += card("memory", {"budget " + formatBytes(r.budgetBytes) +
+                           " (CUDA context not in it)",
+                       "library reserve " + formatBytes(r.libraryReserveBytes),
                        "planned peak " + formatBytes(s.plannedBytes),
                        "resident " + formatBytes(s.residentBytes) +
                            " + arena " + formatBytes(s.arenaBytes),

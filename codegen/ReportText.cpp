@@ -95,6 +95,14 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
                       "+ arena {3}\n",
                       formatBytes(r.budgetBytes), formatBytes(s.plannedBytes),
                       formatBytes(s.residentBytes), formatBytes(s.arenaBytes));
+  os << llvm::formatv(
+      "           library reserve {0} (cuDNN, cuBLAS): {1} "
+      "of the budget in all, {2} left\n",
+      formatBytes(r.libraryReserveBytes),
+      formatBytes(r.libraryReserveBytes + s.plannedBytes),
+      formatBytes(r.budgetBytes - r.libraryReserveBytes - s.plannedBytes));
+  os << "           the CUDA context is not in the budget: the trainer "
+        "measures it\n";
   os << llvm::formatv("           lower bound {0}",
                       formatBytes(s.lowerBoundBytes));
   if (!s.lowerBoundTask.empty())
@@ -264,6 +272,7 @@ std::string reportToJson(const PlanReport &r, const ReportTextOptions &opts) {
   j["precision"] = r.precision;
   j["feasible"] = s.feasible;
   j["memory"] = {{"budget_bytes", r.budgetBytes},
+                 {"library_reserve_bytes", r.libraryReserveBytes},
                  {"planned_bytes", s.plannedBytes},
                  {"resident_bytes", s.residentBytes},
                  {"arena_bytes", s.arenaBytes},

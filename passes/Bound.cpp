@@ -344,7 +344,7 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   for (const Instr &in : plan.round)
     if (in.kind == InstrKind::Run && !in.recompute)
       order.push_back(in.task);
-  int64_t arena = plan.budget - plan.residentBytes;
+  int64_t arena = plan.planBudget() - plan.residentBytes;
   // The first round (which loads its input before it starts), the full
   // rounds after it, and a smaller last one.
   int64_t k = plan.numSubBatches;

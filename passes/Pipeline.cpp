@@ -298,6 +298,10 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   using namespace pipeline;
   if (asked.batch <= 0)
     return makeError("the batch size must be positive");
+  if (asked.libraryReserve < 0)
+    return makeErrorF("the library reserve must not be negative, got {0} "
+                      "bytes",
+                      asked.libraryReserve);
   auto t0 = std::chrono::steady_clock::now();
   PlanRequest req = asked;
   // The optimal policy solves at the order and sub-batch memfit's own
@@ -360,11 +364,16 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
   out.idealSeconds = ideal->sim.iterationSeconds;
   out.idealPeakBytes = ideal->plan.totalBytes();
 
+  // The resolved request is the plan's own: the reserve taken off once
+  // here, everything after plans the weight side and the arena in what is
+  // left.
   PlanRequest r = req;
   auto budget = resolveBudget(tg, req, out.lowerBound, out.idealPeakBytes);
   if (!budget)
     return budget.takeError();
-  r.budget = out.budget = *budget;
+  out.budget = *budget;
+  r.budget = planShare(req, *budget);
+  r.libraryReserve = 0;
 
   std::optional<Candidate> beforeChain;
   llvm::Expected<Candidate> best =
@@ -475,6 +484,10 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
 
   const TaskGraph &planned = out.scheduledGraph(tg);
   std::shared_ptr<const KnownBound> known = best->bound;
+  // The schedule was made for the plan's share; the plan states the device
+  // budget and the reserve, whose difference is that share.
+  best->plan.budget = out.budget;
+  best->plan.libraryReserve = req.libraryReserve;
   if (auto err = finishOutcome(planned, std::move(*best), out))
     return err;
   out.exact = !coupled || out.plan.numSubBatches == 1;

@@ -31,11 +31,19 @@ namespace memfit {
 
 struct PlanRequest {
   Policy policy = Policy::Memfit;
-  int64_t budget = 0; // whole device budget in bytes (unused by Ideal)
-  /// When > 0, the budget is this fraction of the ideal peak instead.
+  /// The whole device budget in bytes (unused by Ideal): everything the
+  /// trainer allocates once the CUDA context exists, the library reserve
+  /// included (docs/memory.md).
+  int64_t budget = 0;
+  /// When > 0, the plan (weight side + arena) may use this fraction of the
+  /// ideal peak, and the device budget is that plus the library reserve.
   double budgetFraction = 0;
-  /// The budget is the lower bound Mmin itself.
+  /// The plan may use the lower bound Mmin itself (plus the reserve).
   bool budgetIsLowerBound = false;
+  /// Device bytes cuDNN's and cuBLAS's handles and cuBLAS's workspace take
+  /// (DeviceSpec::libraryReserveBytes, or --library-reserve): inside the
+  /// budget, never in the plan's reach.
+  int64_t libraryReserve = 0;
   int64_t batch = 0;
   int64_t forcedSubBatch = 0; // 0: the policy chooses
   /// Allow sub-batches smaller than the batch in a model whose operators
@@ -82,7 +90,7 @@ struct OptimalOutcome {
 
 struct PlanOutcome {
   Plan plan;
-  int64_t budget = 0; // the budget planned for, resolved
+  int64_t budget = 0; // the device budget planned for, resolved
   Simulation sim;
   LowerBound lowerBound;
   double idealSeconds = 0;
@@ -123,6 +131,21 @@ struct PlanOutcome {
                             : 0;
   }
 };
+
+/// The device budget `req` asks for, given the ideal peak and the lower
+/// bound (both the plan's own: weight side + arena): its bytes as given;
+/// or a fraction of the ideal peak or the lower bound, each plus the
+/// library reserve (whatever the policy; planTraining gives the ideal
+/// policy its peak plus the reserve). Percentages thus
+/// measure the pressure on the plan; the reserve is a fixed cost no plan
+/// can save.
+int64_t deviceBudget(const PlanRequest &req, int64_t idealPeakBytes,
+                     int64_t lowerBoundBytes);
+/// What the plan (weight side + arena) may use of `deviceBudget`: the one
+/// place the library reserve is taken off.
+inline int64_t planShare(const PlanRequest &req, int64_t deviceBudget) {
+  return deviceBudget - req.libraryReserve;
+}
 
 /// Errors: a budget under the lower bound (the message prints Mmin and the
 /// task that sets it), a budget the policy cannot meet, a verifier failure.

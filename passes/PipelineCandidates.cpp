@@ -212,7 +212,7 @@ std::vector<TaskId> boundOrder(const Plan &plan) {
 
 bool KnownBound::holdsFor(const Plan &p) const {
   return p.numSubBatches == numSubBatches &&
-         p.budget - p.residentBytes == arena && boundOrder(p) == order;
+         p.planBudget() - p.residentBytes == arena && boundOrder(p) == order;
 }
 
 std::shared_ptr<const KnownBound>
@@ -220,7 +220,7 @@ proveBound(const TaskGraph &tg, const Plan &plan, const Tables &tb) {
   auto k = std::make_shared<KnownBound>();
   k->order = boundOrder(plan);
   k->numSubBatches = plan.numSubBatches;
-  k->arena = plan.budget - plan.residentBytes;
+  k->arena = plan.planBudget() - plan.residentBytes;
   k->bound = iterationBound(tg, plan, *tb.full, tb.last, {}, &k->why);
   return k;
 }

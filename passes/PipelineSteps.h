@@ -64,9 +64,9 @@ planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
 
 // --- budget resolution (PipelineBudget.cpp) ---
 
-/// The budget `req` asks for in bytes (a fraction of the ideal peak, the
-/// lower bound, the ideal peak for the ideal policy, or as given); an error
-/// when it is below the lower bound.
+/// The device budget `req` asks for in bytes (deviceBudget, Pipeline.h);
+/// an error when what it leaves the plan after the library reserve is
+/// below the lower bound.
 llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
                                       const PlanRequest &req,
                                       const LowerBound &lb,

@@ -113,13 +113,18 @@ llvm::Error Verifier::checkStatic() {
                               "weight side {1}",
                               plan.residentBytes, tg.weightSideBytes())
                     .str());
-  if (plan.arenaBytes < 0 || plan.totalBytes() > plan.budget)
-    return fail(
-        "budget",
-        llvm::formatv("resident {0} + arena {1} bytes exceed the budget "
-                      "of {2} bytes",
-                      plan.residentBytes, plan.arenaBytes, plan.budget)
-            .str());
+  if (plan.libraryReserve < 0)
+    return fail("budget", llvm::formatv("the library reserve {0} bytes is "
+                                        "negative",
+                                        plan.libraryReserve)
+                              .str());
+  if (plan.arenaBytes < 0 || plan.deviceBytes() > plan.budget)
+    return fail("budget",
+                llvm::formatv("library reserve {0} + resident {1} + arena {2} "
+                              "bytes exceed the budget of {3} bytes",
+                              plan.libraryReserve, plan.residentBytes,
+                              plan.arenaBytes, plan.budget)
+                    .str());
   for (ResidencyId r = 0; r < (ResidencyId)plan.residencies.size(); ++r) {
     const Residency &res = plan.residencies[r];
     where = llvm::formatv("residency {0}", r).str();

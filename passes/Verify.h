@@ -7,8 +7,8 @@
 // only instructions on the same stream.
 //
 // Rules (each violation names the rule and the instruction):
-//  budget       resident bytes + arena bytes <= budget; every residency and
-//               workspace lies inside the arena.
+//  budget       library reserve + resident bytes + arena bytes <= budget;
+//               every residency and workspace lies inside the arena.
 //  structure    ids in range; instructions on their own streams; every wait
 //               follows a record of its event in the same section; each task
 //               runs once per round (updates once per iteration).

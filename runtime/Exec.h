@@ -77,6 +77,13 @@ struct ProgramInfo {
   int32_t ranks = 1;
   int32_t shard = 0;
   Precision precision = Precision::FP32;
+  /// The device budget the plan was made for, and the part of it the
+  /// libraries keep (cuDNN's and cuBLAS's handles, and cuBLAS's workspace
+  /// of blasWorkspaceBytes, allocated once at start-up). The CUDA context
+  /// is not in the budget (docs/memory.md).
+  int64_t budgetBytes = 0;
+  int64_t libraryReserveBytes = 0;
+  int64_t blasWorkspaceBytes = 0;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -392,6 +399,22 @@ public:
   /// but not the context itself. Nothing is freed before the trainer ends,
   /// so at the end it is the peak. The emulation reports deviceBytes().
   int64_t measuredDeviceBytes() const;
+  /// Device bytes in use once the CUDA context existed, before anything
+  /// of the trainer's (the context, and whatever other processes hold):
+  /// not in the budget. 0 in the emulation.
+  int64_t contextBytes() const;
+  /// What cuDNN's and cuBLAS's handles and cuBLAS's workspace took,
+  /// measured right after they were made (ProgramInfo::libraryReserveBytes
+  /// is what the plan set aside for them). The emulation takes the reserve,
+  /// or MEMFIT_EMU_LIBRARY_BYTES when set (to test the report).
+  int64_t measuredLibraryBytes() const;
+  /// Records measuredDeviceBytes() when it is the highest so far; called
+  /// where the trainer already waits for the device, never inside an
+  /// iteration.
+  void sampleDeviceMemory();
+  /// The highest sample (at least the libraries' bytes): what the budget
+  /// bounds. The emulation's is measuredLibraryBytes() + deviceBytes().
+  int64_t peakDeviceBytes() const;
   /// Reports a failure with the current task's name and exits.
   [[noreturn]] void fatal(const std::string &what) const;
   /// Before the first iteration: settles the algorithm every planned

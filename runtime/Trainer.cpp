@@ -374,6 +374,42 @@ void writeGraph(const Exec &x, const std::string &file,
     die("cannot write the iteration graph to '" + file + "'");
 }
 
+/// Exit status of a run that finished but whose measured device memory
+/// went over the budget (docs/memory.md): everything asked for was saved.
+constexpr int kOverBudgetExit = 3;
+
+double mibOf(int64_t bytes) { return double(bytes) / 1048576.0; }
+
+/// After the run: the measured peak (the CUDA context left out) against
+/// the budget. Says so loudly and returns false when over.
+bool reportMemory(Exec &x, bool quiet) {
+  const ProgramInfo &p = x.info();
+  x.sampleDeviceMemory();
+  int64_t peak = x.peakDeviceBytes(), lib = x.measuredLibraryBytes();
+  bool within = peak <= p.budgetBytes;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "memory: measured peak %.2f MiB (libraries %.2f MiB of a "
+                "%.2f MiB reserve, trainer %.2f MiB) against the budget "
+                "%.2f MiB: %s; the CUDA context (%.2f MiB) is not in the "
+                "budget",
+                mibOf(peak), mibOf(lib), mibOf(p.libraryReserveBytes),
+                mibOf(peak - lib), mibOf(p.budgetBytes),
+                within ? "within" : "OVER", mibOf(x.contextBytes()));
+  if (within) {
+    if (!quiet)
+      std::printf("%s\n", line);
+    return true;
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "trainer: error: %s by %.2f MiB; recompile with a larger "
+               "--library-reserve (the libraries took %.2f MiB) or a smaller "
+               "budget\n",
+               line, mibOf(peak - p.budgetBytes), mibOf(lib));
+  return false;
+}
+
 } // namespace
 
 int trainerMain(int argc, char **argv, const Program &program) {
@@ -504,6 +540,12 @@ int trainerMain(int argc, char **argv, const Program &program) {
       x.graph = nullptr;
       x.batchIssued();
       feeder.release(buffer);
+      // The libraries allocate on first use: the first iteration has done
+      // so (a wait once, not every iteration).
+      if (done == 0) {
+        x.synchronize();
+        x.sampleDeviceMemory();
+      }
       if (dump && root)
         writeGraph(x, o.dumpGraph, dumped);
       if (scaled) {
@@ -600,8 +642,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
                 x.measuredDeviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
   if (!o.quiet && convs.checked)
     std::printf("%s\n", convCheckSummary(convs, o.convAlgos).c_str());
+  bool within = reportMemory(x, o.quiet || !root);
   comm.finalize();
-  return 0;
+  return within ? 0 : kOverBudgetExit;
 }
 
 } // namespace memfit::rt

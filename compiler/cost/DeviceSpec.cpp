@@ -178,6 +178,7 @@ struct NumberField {
 };
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
 
 const NumberField kNumberFields[] = {
     {"fp32_tflops", &DeviceSpec::fp32Flops, 1e12, true, false, false},
@@ -207,7 +208,7 @@ const NumberField kNumberFields[] = {
      false, false, true},
 };
 // Fields handled outside the table: name, description, compute_capability,
-// memory_gib, sm_count, efficiency.
+// memory_gib, library_reserve_mib, sm_count, efficiency.
 
 struct Builtin {
   const char *name, *description;
@@ -292,7 +293,8 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
     const std::string &key = it.key();
     bool known = key == "name" || key == "description" ||
                  key == "compute_capability" || key == "memory_gib" ||
-                 key == "sm_count" || key == "efficiency";
+                 key == "library_reserve_mib" || key == "sm_count" ||
+                 key == "efficiency";
     for (const NumberField &f : kNumberFields)
       known |= key == f.key;
     if (!known)
@@ -356,6 +358,17 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
     spec.memoryBytes = static_cast<int64_t>(std::llround(v * kGiB));
   } else if (requireAll) {
     return fieldErr("memory_gib", "is missing");
+  }
+
+  // Optional: a device file without it keeps the default reserve.
+  if (obj.contains("library_reserve_mib")) {
+    double v;
+    if (auto err = number("library_reserve_mib", v))
+      return err;
+    if (!(v >= 0))
+      return fieldErr("library_reserve_mib",
+                      "must be non-negative, got " + numberText(v));
+    spec.libraryReserveBytes = static_cast<int64_t>(std::llround(v * kMiB));
   }
 
   if (obj.contains("sm_count")) {
@@ -487,8 +500,11 @@ std::string deviceToJson(const DeviceSpec &spec) {
     out["compute_capability"] = computeCapabilityText(spec.computeCapability);
   for (const NumberField &f : kNumberFields) {
     out[f.key] = spec.*f.member / f.scale;
-    if (std::string_view(f.key) == "memory_gbps")
+    if (std::string_view(f.key) == "memory_gbps") {
       out["memory_gib"] = static_cast<double>(spec.memoryBytes) / kGiB;
+      out["library_reserve_mib"] =
+          static_cast<double>(spec.libraryReserveBytes) / kMiB;
+    }
     if (std::string_view(f.key) == "d2h_gbps")
       out["sm_count"] = spec.smCount;
   }

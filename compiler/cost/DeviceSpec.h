@@ -48,6 +48,13 @@ int efficiencySlot(CostClass c);
 /// "conv_fwd.winograd", "gemm", ...; empty for slots of ids cuDNN lacks.
 std::string efficiencySlotName(int slot);
 
+/// The device memory cuDNN's and cuBLAS's handles and cuBLAS's workspace
+/// take once the CUDA context exists, unless a device says otherwise:
+/// measured 110-130 MiB on an H200 (cuDNN 9.19, cuBLAS 13, cuBLAS's own
+/// workspace then included), with room for the spread
+/// (docs/memory.md, "The library reserve").
+constexpr int64_t kDefaultLibraryReserveBytes = int64_t(144) << 20;
+
 struct DeviceSpec {
   std::string name;        // "h100-sxm"
   std::string description; // "NVIDIA H100 SXM5 80GB"
@@ -62,6 +69,9 @@ struct DeviceSpec {
   double tf32Flops = 0, bf16Flops = 0, fp16Flops = 0;
   double memoryBandwidth = 0; // device memory, bytes/s
   int64_t memoryBytes = 0;
+  /// Device bytes the libraries keep (kDefaultLibraryReserveBytes): inside
+  /// the budget, outside the plan.
+  int64_t libraryReserveBytes = kDefaultLibraryReserveBytes;
   double h2dBandwidth = 0; // host link per direction, bytes/s
   double d2hBandwidth = 0;
   /// Fraction of the link rate pinned copies reach.

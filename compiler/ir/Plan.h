@@ -20,6 +20,7 @@
 
 #include "compiler/ir/TaskGraph.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,6 +78,11 @@ struct PlanSummary {
   int32_t inPlaceRuns = 0;  // tasks writing their output over their input
 };
 
+/// The workspace the trainer gives cuBLAS (cublasSetWorkspace) so that it
+/// allocates none of its own: the size cuBLAS itself takes on Hopper. Part
+/// of the library reserve (Plan::blasWorkspaceBytes).
+constexpr int64_t kBlasWorkspaceBytes = int64_t(32) << 20;
+
 struct Plan {
   std::string policy;
   std::string device;
@@ -86,7 +92,12 @@ struct Plan {
   /// > 1: the batch runs as this many chunks of `subBatch` inside one round
   /// (TaskGraph::chunks; numSubBatches is then 1).
   int32_t chunks = 1;
+  /// The device budget: everything the trainer allocates once the CUDA
+  /// context exists (docs/memory.md).
   int64_t budget = 0;
+  /// The part of `budget` the libraries keep (cuDNN's and cuBLAS's handles,
+  /// cuBLAS's workspace): set aside before planning, never in the arena.
+  int64_t libraryReserve = 0;
   int64_t residentBytes = 0; // weights, gradients, optimizer state
   int64_t arenaBytes = 0;    // the one region activations etc. live in
   std::vector<Residency> residencies;
@@ -101,6 +112,14 @@ struct Plan {
   PlanSummary summary;
 
   int64_t totalBytes() const { return residentBytes + arenaBytes; }
+  /// What the plan itself (weight side + arena) may use of the budget.
+  int64_t planBudget() const { return budget - libraryReserve; }
+  /// The device bytes the trainer is planned to hold: reserve + plan.
+  int64_t deviceBytes() const { return libraryReserve + totalBytes(); }
+  /// cuBLAS's workspace: out of the reserve, never more than it.
+  int64_t blasWorkspaceBytes() const {
+    return std::min(kBlasWorkspaceBytes, libraryReserve);
+  }
 };
 
 /// The residency a Run overwrites in place (its first input's, whose bytes

@@ -124,6 +124,30 @@ int64_t slotBytes(const HostSlot &s, int64_t n) {
   return s.perSample * n + s.fixed;
 }
 
+int64_t usedNow(const Exec &x) {
+  size_t freeB = 0, totalB = 0;
+  check(x, cudaMemGetInfo(&freeB, &totalB), "cudaMemGetInfo");
+  return static_cast<int64_t>(totalB - freeB);
+}
+
+/// Gives cuBLAS the planned workspace, so that it allocates none of its
+/// own, and measures what the libraries took (docs/memory.md, "The library
+/// reserve"). After cublasSetStream, which resets the workspace to
+/// cuBLAS's own pool: any later cublasSetStream must call this again. A
+/// zero size leaves cuBLAS without workspace rather than with its pool.
+void setUpLibraryMemory(const Exec &x, Exec::Impl &im, const ProgramInfo &info,
+                        int64_t planned) {
+  im.blasWorkspace =
+      deviceAlloc(info.blasWorkspaceBytes, "cuBLAS's workspace", planned);
+  check(x,
+        cublasSetWorkspace(
+            im.cublas, im.blasWorkspace,
+            static_cast<size_t>(std::max<int64_t>(info.blasWorkspaceBytes, 0))),
+        "cublasSetWorkspace");
+  im.libraryBytes = usedNow(x) - im.usedAtStart;
+  im.peakBytes = im.libraryBytes;
+}
+
 } // namespace
 
 Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
@@ -181,6 +205,7 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                                                    : CUBLAS_PEDANTIC_MATH));
 
   const int64_t planned = deviceBytes();
+  setUpLibraryMemory(*this, im, info, planned);
   im.arena =
       static_cast<char *>(deviceAlloc(info.arenaBytes, "the arena", planned));
   auto paddedCount = [&](int64_t c) {
@@ -288,6 +313,8 @@ Exec::~Exec() {
     cudaFree(im.arena);
   if (im.cublas)
     cublasDestroy(im.cublas);
+  if (im.blasWorkspace)
+    cudaFree(im.blasWorkspace);
   if (im.cudnn)
     cudnnDestroy(im.cudnn);
   for (cudaEvent_t ev : im.events)
@@ -375,10 +402,16 @@ int64_t Exec::deviceBytes() const {
 }
 
 int64_t Exec::measuredDeviceBytes() const {
-  size_t freeB = 0, totalB = 0;
-  MEMFIT_CHECK(cudaMemGetInfo(&freeB, &totalB));
-  return static_cast<int64_t>(totalB - freeB) - impl->usedAtStart;
+  return usedNow(*this) - impl->usedAtStart;
 }
+
+int64_t Exec::contextBytes() const { return impl->usedAtStart; }
+int64_t Exec::measuredLibraryBytes() const { return impl->libraryBytes; }
+
+void Exec::sampleDeviceMemory() {
+  impl->peakBytes = std::max(impl->peakBytes, measuredDeviceBytes());
+}
+int64_t Exec::peakDeviceBytes() const { return impl->peakBytes; }
 
 // Host copies of resident tensors, outside the iteration: ordered after
 // everything already issued on the compute stream (the only stream that

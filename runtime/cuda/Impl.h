@@ -213,6 +213,12 @@ struct Exec::Impl {
   unsigned long long *stepDev = nullptr;
 
   int64_t usedAtStart = 0; // device bytes in use once the context existed
+  /// cuBLAS's workspace (ProgramInfo::blasWorkspaceBytes), out of the
+  /// library reserve; and what the handles and it measured to take.
+  void *blasWorkspace = nullptr;
+  int64_t libraryBytes = 0;
+  /// The most device bytes in use (minus usedAtStart) at any sample.
+  int64_t peakBytes = 0;
   bool syncEachOp = false;
 
   std::unordered_map<cuda::ConvKey, std::unique_ptr<cuda::ConvEntry>,

@@ -244,6 +244,27 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *, int32_t) {
   return {};
 }
 int64_t Exec::convAlgoChanges() const { return 0; }
+int64_t Exec::contextBytes() const { return 0; }
+
+// The emulation has no libraries: they take their reserve, unless a test
+// says otherwise to see the trainer's over-budget report.
+int64_t Exec::measuredLibraryBytes() const {
+  const char *v = std::getenv("MEMFIT_EMU_LIBRARY_BYTES");
+  if (!v || !*v)
+    return prog.libraryReserveBytes;
+  char *end = nullptr;
+  long long bytes = std::strtoll(v, &end, 10);
+  if (*end != '\0' || bytes < 0)
+    fatal(std::string("MEMFIT_EMU_LIBRARY_BYTES must be a byte count, got '") +
+          v + "'");
+  return bytes;
+}
+
+// Everything is allocated at construction: the peak is known.
+void Exec::sampleDeviceMemory() {}
+int64_t Exec::peakDeviceBytes() const {
+  return measuredLibraryBytes() + deviceBytes();
+}
 
 void Exec::readWeight(int32_t id, float *out) {
   std::memcpy(out, impl->w[id].data(), impl->w[id].size() * 4);

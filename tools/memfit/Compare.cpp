@@ -107,7 +107,10 @@ int run() {
   PlanningSession s;
   if (auto err = openSession(s, /*keepWeightData=*/false, &progress))
     return reportError(std::move(err));
-  PlanRequest base = compareRequest(s);
+  auto baseReq = compareRequest(s);
+  if (!baseReq)
+    return reportError(baseReq.takeError());
+  PlanRequest base = *baseReq;
   for (PlanRequest &r : budgetReqs) {
     PlanRequest b = base;
     b.budget = r.budget;
@@ -139,18 +142,19 @@ int run() {
 
   bool large = s.tg.tasks.size() > kLargeTaskCount;
   for (size_t bi = 0; bi < budgetReqs.size(); ++bi) {
+    // Every policy plans the same device budget in bytes.
     PlanRequest r = budgetReqs[bi];
-    if (r.budgetFraction > 0)
-      r.budget = static_cast<int64_t>(r.budgetFraction *
-                                      static_cast<double>(c.idealPeakBytes));
-    if (r.budgetIsLowerBound)
-      r.budget = c.lowerBoundBytes;
+    r.budget = deviceBudget(r, c.idealPeakBytes, c.lowerBoundBytes);
     r.budgetFraction = 0;
     r.budgetIsLowerBound = false;
     CompareBudget b;
     b.label = StringRef(budgetTexts[bi]).trim().str();
     b.bytes = r.budget;
-    b.fraction = c.idealPeakBytes > 0 ? double(r.budget) / c.idealPeakBytes : 0;
+    // The fraction is the plan's share (the reserve taken off), as a
+    // percentage budget means it.
+    b.fraction = c.idealPeakBytes > 0
+                     ? double(planShare(r, r.budget)) / c.idealPeakBytes
+                     : 0;
     c.budgets.push_back(b);
     std::vector<CompareCell> row;
     for (size_t pi = 0; pi < policies.size(); ++pi) {

@@ -72,6 +72,13 @@ Shared<std::string> Budget("budget",
                                     "8000MB) or a percentage of the ideal "
                                     "peak (50%), or lb for the lower bound"),
                            cl::init(""));
+Shared<std::string> LibraryReserve(
+    "library-reserve",
+    cl::desc("Device memory cuDNN's and cuBLAS's handles and cuBLAS's "
+             "workspace keep, inside the budget and outside the plan: a size "
+             "(144MiB, 0) (default: the device's, 144 MiB unless its file "
+             "says otherwise)"),
+    cl::init(""));
 Shared<std::string>
     Device("device",
            cl::desc("Device model: k40m, titanx-maxwell, "
@@ -410,8 +417,8 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     auto yard = runPlanner(*s, ideal, progress);
     if (!yard)
       return yard.takeError();
-    same.budget = static_cast<int64_t>(double(yard->idealPeakBytes) *
-                                       req->budgetFraction);
+    same.budget =
+        deviceBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes);
     same.budgetFraction = 0;
   }
   std::vector<int64_t> counts = fusionCounts(n);
@@ -560,8 +567,27 @@ Error parseBudget(StringRef text, StringRef flag, PlanRequest &r) {
   return Error::success();
 }
 
+Expected<int64_t> libraryReserve(const PlanningSession &s) {
+  StringRef text = StringRef(LibraryReserve).trim();
+  if (text.empty())
+    return s.costs->device().libraryReserveBytes;
+  auto bytes = parseSize(text.str());
+  if (!bytes)
+    return makeErrorF("invalid --library-reserve '{0}': {1}", text,
+                      toString(bytes.takeError()));
+  if (*bytes < 0)
+    return makeErrorF("invalid --library-reserve '{0}': must not be "
+                      "negative",
+                      text);
+  return *bytes;
+}
+
 Expected<PlanRequest> planRequest(const PlanningSession &s) {
   PlanRequest r;
+  auto reserve = libraryReserve(s);
+  if (!reserve)
+    return reserve.takeError();
+  r.libraryReserve = *reserve;
   if (!parsePolicy(std::string(PolicyName), r.policy))
     return makeErrorF("unknown --policy '{0}': expected ideal, vdnn-all, "
                       "vdnn-conv, modnn, chen-sqrt, superneurons, memfit or "
@@ -596,8 +622,12 @@ Error checkCompareFlags() {
   return Error::success();
 }
 
-PlanRequest compareRequest(const PlanningSession &s) {
+Expected<PlanRequest> compareRequest(const PlanningSession &s) {
   PlanRequest r;
+  auto reserve = libraryReserve(s);
+  if (!reserve)
+    return reserve.takeError();
+  r.libraryReserve = *reserve;
   r.policy = Policy::Ideal;
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
@@ -624,13 +654,17 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
                           std::string(precisionName(s.tg.precision)));
   printProfileUsage(os, s.costs->profileUsage());
   os << formatv("feasible: yes (verified)\n");
-  os << formatv("memory   budget {0}, planned {1} (resident {2} + arena {3})\n",
-                formatBytes(o.budget), formatBytes(p.totalBytes()),
-                formatBytes(p.residentBytes), formatBytes(p.arenaBytes));
+  os << formatv("memory   budget {0}, planned {1} (library reserve {2} + "
+                "resident {3} + arena {4})\n",
+                formatBytes(o.budget), formatBytes(p.deviceBytes()),
+                formatBytes(p.libraryReserve), formatBytes(p.residentBytes),
+                formatBytes(p.arenaBytes));
   os << formatv("         lower bound {0}, ideal peak {1}, allocation "
                 "efficiency {2:P1}\n",
                 formatBytes(o.lowerBound.bytes), formatBytes(o.idealPeakBytes),
                 o.sim.allocationEfficiency);
+  os << "         the CUDA context is not in the budget: the trainer "
+        "measures it and reports it beside the budget\n";
   os << formatv("time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
                 ms(o.idealSeconds), ms(m.plannedSeconds), o.overhead(),
                 ms(m.stallSeconds));
@@ -760,6 +794,7 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
                     {"realization", opt->realization},
                     {"solve_seconds", opt->solveSeconds}};
   j["budget_bytes"] = o.budget;
+  j["library_reserve_bytes"] = p.libraryReserve;
   j["planned_bytes"] = p.totalBytes();
   j["resident_bytes"] = p.residentBytes;
   j["arena_bytes"] = p.arenaBytes;

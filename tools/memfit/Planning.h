@@ -108,7 +108,9 @@ llvm::Expected<PlanRequest> planRequest(const PlanningSession &s);
 llvm::Error checkCompareFlags();
 /// For `memfit compare`: the shared flags' request with the ideal policy
 /// and no budget.
-PlanRequest compareRequest(const PlanningSession &s);
+llvm::Expected<PlanRequest> compareRequest(const PlanningSession &s);
+/// --library-reserve, or the device's reserve when not given.
+llvm::Expected<int64_t> libraryReserve(const PlanningSession &s);
 /// Parses a budget (a size with units, or a percentage of the ideal peak)
 /// into `r`; `flag` names the option in messages.
 llvm::Error parseBudget(llvm::StringRef text, llvm::StringRef flag,
