@@ -18,6 +18,7 @@
 #include "runtime/Exec.h"
 #include "runtime/Npy.h"
 #include "runtime/OnnxWeights.h"
+#include "runtime/TrainerOptions.h"
 
 #include <algorithm>
 #include <chrono>
@@ -35,170 +36,6 @@
 
 namespace memfit::rt {
 namespace {
-
-struct Options {
-  std::string data, labels, model, save, checkpoint, dumpGraph, convAlgos;
-  bool synthetic = false, shuffle = false, resume = false, quiet = false;
-  int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
-  float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
-  bool momentumSet = false, weightDecaySet = false;
-  uint64_t seed = 1;
-  // fp16: GradScaler's init_scale and growth_interval.
-  float lossScale = 65536.0f;
-  int64_t growthInterval = 2000;
-  bool lossScaleSet = false;
-};
-
-const char *kUsage =
-    "usage: trainer [--data X.npy --labels Y.npy | --synthetic]\n"
-    "               [--iterations N | --epochs E] [--lr F] [--momentum F]\n"
-    "               [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]\n"
-    "               [--seed N] [--shuffle]\n"
-    "               [--save trained.onnx] [--checkpoint DIR "
-    "[--checkpoint-every N]] [--resume]\n"
-    "               [--model model.onnx] [--log-every N] [--quiet]\n"
-    "               [--dump-graph FILE] [--conv-algos FILE]\n"
-    "               fp16 only: [--loss-scale F] "
-    "[--loss-scale-growth-interval N]\n";
-
-/// The ranks of a data-parallel trainer: an error on one stops them all.
-Comm *ranks = nullptr;
-
-void sayError(const std::string &msg) {
-  std::fprintf(stderr, "trainer: error: %s\n", msg.c_str());
-  std::fflush(stderr);
-}
-
-[[noreturn]] void die(const std::string &msg) {
-  sayError(msg);
-  if (ranks && ranks->size() > 1)
-    ranks->abortAll(1);
-  std::exit(1);
-}
-
-std::string formatG(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-/// Every numeric flag of the trainer is a count, a seed or a rate: a finite
-/// number >= 0 that fits its type, at least `least` and, for a float, below
-/// `below`. Anything else (nan, inf, -5, 1e40 for a float, 2.5 for a count,
-/// 0 iterations, momentum 1) is refused naming the flag and what it takes.
-template <typename T>
-T parseNumber(const std::string &flag, const char *v, T least = 0,
-              double below = std::numeric_limits<double>::infinity()) {
-  char *end = nullptr;
-  errno = 0;
-  T out{};
-  bool ok = v[0] && v[0] != '-' && v[0] != '+';
-  if constexpr (std::is_floating_point_v<T>) {
-    double d = std::strtod(v, &end);
-    out = static_cast<T>(d);
-    ok = ok && std::isfinite(d) && std::isfinite(out) && d < below;
-  } else {
-    unsigned long long u = std::strtoull(v, &end, 10);
-    ok = ok &&
-         u <= static_cast<unsigned long long>(std::numeric_limits<T>::max());
-    out = static_cast<T>(u);
-  }
-  if (!ok || *end || errno || out < least) {
-    std::string want;
-    if constexpr (std::is_floating_point_v<T>)
-      want = std::isinf(below) ? "a finite number >= 0"
-                               : "a number in [0, " + formatG(below) + ")";
-    else
-      want = "a whole number >= " + std::to_string(least);
-    die("invalid value '" + std::string(v) + "' for " + flag + ": expected " +
-        want);
-  }
-  return out;
-}
-
-Options parseArgs(int argc, char **argv, const char *defaultModel) {
-  Options o;
-  o.model = defaultModel;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> const char * {
-      if (i + 1 >= argc)
-        die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (a == "--data")
-      o.data = value();
-    else if (a == "--conv-algos")
-      o.convAlgos = value();
-    else if (a == "--labels")
-      o.labels = value();
-    else if (a == "--synthetic")
-      o.synthetic = true;
-    else if (a == "--iterations")
-      o.iterations = parseNumber<int64_t>(a, value(), 1);
-    else if (a == "--epochs")
-      o.epochs = parseNumber<int64_t>(a, value(), 1);
-    else if (a == "--lr")
-      o.lr = parseNumber<float>(a, value());
-    else if (a == "--momentum") {
-      o.momentum = parseNumber<float>(a, value(), 0, 1);
-      o.momentumSet = true;
-    } else if (a == "--weight-decay") {
-      o.weightDecay = parseNumber<float>(a, value());
-      o.weightDecaySet = true;
-    } else if (a == "--beta1")
-      o.beta1 = parseNumber<float>(a, value(), 0, 1);
-    else if (a == "--beta2")
-      o.beta2 = parseNumber<float>(a, value(), 0, 1);
-    else if (a == "--eps")
-      o.eps = parseNumber<float>(a, value());
-    else if (a == "--seed")
-      o.seed = parseNumber<uint64_t>(a, value());
-    else if (a == "--shuffle")
-      o.shuffle = true;
-    else if (a == "--save")
-      o.save = value();
-    else if (a == "--checkpoint")
-      o.checkpoint = value();
-    else if (a == "--checkpoint-every")
-      o.checkpointEvery = parseNumber<int64_t>(a, value());
-    else if (a == "--resume")
-      o.resume = true;
-    else if (a == "--model")
-      o.model = value();
-    else if (a == "--log-every")
-      o.logEvery = parseNumber<int64_t>(a, value());
-    else if (a == "--quiet")
-      o.quiet = true;
-    else if (a == "--dump-graph")
-      o.dumpGraph = value();
-    else if (a == "--loss-scale") {
-      o.lossScale = parseNumber<float>(a, value());
-      if (o.lossScale == 0)
-        die("invalid value '0' for --loss-scale: expected a number > 0");
-      o.lossScaleSet = true;
-    } else if (a == "--loss-scale-growth-interval") {
-      o.growthInterval = parseNumber<int64_t>(a, value(), 1);
-      o.lossScaleSet = true;
-    } else
-      die("unknown option '" + a + "'\n" + kUsage);
-  }
-  if (o.synthetic == !o.data.empty())
-    die("give either --data and --labels, or --synthetic");
-  if (!o.data.empty() && o.labels.empty())
-    die("--data needs --labels");
-  if (o.iterations && o.epochs)
-    die("give --iterations or --epochs, not both");
-  if (!o.iterations && !o.epochs)
-    o.iterations = 1;
-  if (o.resume && o.checkpoint.empty())
-    die("--resume needs --checkpoint DIR");
-  return o;
-}
 
 /// Int32 token ids travel in the float input buffers bit for bit.
 float idAsFloat(int32_t id) {
@@ -410,12 +247,83 @@ bool reportMemory(Exec &x, bool quiet) {
   return false;
 }
 
+/// After the last iteration: data-parallel ranks must still agree bit for
+/// bit; then the checkpoint and the trained model are written (rank 0).
+void finishRun(Exec &x, Comm &comm, const Options &o, const LoopState &st,
+               uint64_t done) {
+  std::string err;
+  if (x.info().ranks > 1) {
+    if (int64_t bad = divergedRanks(comm, x, st)) {
+      // Every rank knows the count: rank 0 says it, and all of them end
+      // with the same status (no abort, nothing saved after this).
+      if ((comm.rank() == 0))
+        sayError(std::to_string(bad) + " of " + std::to_string(x.info().ranks) +
+                 " ranks hold other weights or another loss scale than rank "
+                 "0 after " +
+                 std::to_string(done) + " iterations; the replicas diverged");
+      comm.finalize();
+      std::exit(1);
+    }
+    if (!o.quiet)
+      std::printf("ranks: all %d hold the same weights bit for bit after %llu "
+                  "updates\n",
+                  x.info().ranks, (unsigned long long)st.appliedSteps);
+  }
+  if (!o.checkpoint.empty()) {
+    x.gatherOptimizerState();
+    if ((comm.rank() == 0) && !saveCheckpoint(x, o.checkpoint, st, err))
+      die(err);
+  }
+  if (!o.save.empty() && (comm.rank() == 0)) {
+    std::vector<std::vector<float>> trained(x.weightInfo().size());
+    for (int32_t id = 0; id < (int32_t)trained.size(); ++id) {
+      trained[id].resize(x.weightInfo()[id].count);
+      x.readWeight(id, trained[id].data());
+    }
+    if (!writeTrainedModel(o.model, o.save, x.weightInfo(), trained, err))
+      die(err);
+  }
+}
+
+/// Issues one iteration: the rounds over the sub-batches, then the update
+/// unless fp16's unscale found a non-finite gradient (returns whether it
+/// ran). With `dump`, what is issued is recorded part by part.
+bool issueIteration(Exec &x, const Program &program, bool scaled,
+                    IterationGraph *dump) {
+  const ProgramInfo &p = program.info;
+  x.beginIteration();
+  x.graph = dump;
+  for (int64_t k = 0; k < p.numSubBatches; ++k) {
+    x.subBatchIndex = k;
+    x.firstSample = k * p.subBatch;
+    x.n = std::min(p.subBatch, p.batch - x.firstSample);
+    if (dump)
+      dump->beginPart(k, x.n);
+    x.issue(static_cast<int32_t>(k), program.round);
+    if (dump)
+      dump->endPart();
+    x.endRound();
+  }
+  x.waitCollectives();
+  const bool apply = !scaled || x.unscaleGradients();
+  if (apply) {
+    if (dump)
+      dump->beginPart(-1, 0);
+    x.issue(-1, program.update);
+    if (dump)
+      dump->endPart();
+    x.gatherWeights();
+  }
+  x.graph = nullptr;
+  return apply;
+}
+
 } // namespace
 
 int trainerMain(int argc, char **argv, const Program &program) {
   Comm &comm = program.comm();
   comm.init(&argc, &argv);
-  ranks = &comm;
+  setErrorRanks(&comm);
   const ProgramInfo &p = program.info;
   if (comm.size() != p.ranks)
     die("this trainer was compiled for " + std::to_string(p.ranks) +
@@ -429,24 +337,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   Options o = parseArgs(argc, argv, program.modelPath);
   if (!root)
     o.quiet = true;
-  bool adam = p.optimizer != Optimizer::SGD;
-  if (!adam && !p.hasMomentum && o.momentum != 0)
-    die("this trainer was compiled without momentum buffers (--momentum=0); "
-        "pass --momentum 0 or recompile");
-  if (adam && o.momentumSet)
-    die(std::string("--momentum is SGD's; this trainer was compiled for ") +
-        (p.optimizer == Optimizer::AdamW ? "AdamW" : "Adam") +
-        " (--beta1, --beta2, --eps)");
-  // torch.optim.AdamW's default weight decay.
-  if (p.optimizer == Optimizer::AdamW && !o.weightDecaySet)
-    o.weightDecay = 0.01f;
-  const bool scaled = p.precision == Precision::FP16;
-  if (o.lossScaleSet && !scaled)
-    die("--loss-scale is for fp16 trainers; this one was compiled for " +
-        std::string(p.precision == Precision::BF16   ? "bf16"
-                    : p.precision == Precision::TF32 ? "tf32"
-                                                     : "fp32") +
-        ", which needs none");
+  checkAgainstProgram(o, p);
   std::string err;
   auto model = readOnnxWeights(o.model, err);
   if (!model)
@@ -471,6 +362,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   if (!o.quiet && convs.checked)
     std::printf("%s\n", convCheckSummary(convs, o.convAlgos).c_str());
 
+  const bool scaled = p.precision == Precision::FP16;
   LoopState st;
   st.scaler.scale = o.lossScale;
   st.scaler.growthInterval = o.growthInterval;
@@ -511,33 +403,11 @@ int trainerMain(int argc, char **argv, const Program &program) {
       x.step = st.appliedSteps + 1;
       x.firstIteration = st.appliedSteps == 0;
       x.lossScale = scaled ? st.scaler.scale : 1.0f;
-      x.beginIteration();
       const bool dump = done == 0 && !o.dumpGraph.empty();
-      if (dump)
-        x.graph = &dumped;
-      for (int64_t k = 0; k < p.numSubBatches; ++k) {
-        x.subBatchIndex = k;
-        x.firstSample = k * p.subBatch;
-        x.n = std::min(p.subBatch, p.batch - x.firstSample);
-        if (dump)
-          dumped.beginPart(k, x.n);
-        x.issue(static_cast<int32_t>(k), program.round);
-        if (dump)
-          dumped.endPart();
-        x.endRound();
-      }
-      x.waitCollectives();
-      bool apply = !scaled || x.unscaleGradients();
-      if (apply) {
-        if (dump)
-          dumped.beginPart(-1, 0);
-        x.issue(-1, program.update);
-        if (dump)
-          dumped.endPart();
-        x.gatherWeights();
+      const bool apply =
+          issueIteration(x, program, scaled, dump ? &dumped : nullptr);
+      if (apply)
         ++st.appliedSteps;
-      }
-      x.graph = nullptr;
       x.batchIssued();
       feeder.release(buffer);
       // The libraries allocate on first use: the first iteration has done
@@ -598,37 +468,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
     }
   }
   x.synchronize();
-  if (p.ranks > 1) {
-    if (int64_t bad = divergedRanks(comm, x, st)) {
-      // Every rank knows the count: rank 0 says it, and all of them end
-      // with the same status (no abort, nothing saved after this).
-      if (root)
-        sayError(std::to_string(bad) + " of " + std::to_string(p.ranks) +
-                 " ranks hold other weights or another loss scale than rank "
-                 "0 after " +
-                 std::to_string(done) + " iterations; the replicas diverged");
-      comm.finalize();
-      std::exit(1);
-    }
-    if (!o.quiet)
-      std::printf("ranks: all %d hold the same weights bit for bit after %llu "
-                  "updates\n",
-                  p.ranks, (unsigned long long)st.appliedSteps);
-  }
-  if (!o.checkpoint.empty()) {
-    x.gatherOptimizerState();
-    if (root && !saveCheckpoint(x, o.checkpoint, st, err))
-      die(err);
-  }
-  if (!o.save.empty() && root) {
-    std::vector<std::vector<float>> trained(x.weightInfo().size());
-    for (int32_t id = 0; id < (int32_t)trained.size(); ++id) {
-      trained[id].resize(x.weightInfo()[id].count);
-      x.readWeight(id, trained[id].data());
-    }
-    if (!writeTrainedModel(o.model, o.save, x.weightInfo(), trained, err))
-      die(err);
-  }
+  finishRun(x, comm, o, st, done);
   double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();

@@ -96,6 +96,9 @@ BlockId Builder::operandBlock(const Op &op, ValueId v) {
   if (val.kind != ValueKind::Weight || val.dtype != DType::F32 ||
       low == DType::F32 || !opDef(op.kind).lowerPrecision)
     return valueBlock(v);
+  // The runtime keeps the fp32 master of every weight it copies (the copy
+  // is refreshed from it), read by a task or not: the plan counts it.
+  valueBlock(v);
   if (tg.weightCopyBlock[v] < 0)
     tg.weightCopyBlock[v] =
         addValueBlock(std::string(dtypeName(low)) + "(" + val.name + ")",

@@ -355,6 +355,8 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count) {
 
 int64_t Exec::convAlgoChanges() const { return impl->convChanges; }
 
+void cuda::destroyConvs(Exec::Impl &im) { im.convs.clear(); }
+
 /// The planned workspace as a pointer, after checking it lies in the arena.
 static void *workspace(Exec &x, int64_t offset, int64_t bytes) {
   if (bytes <= 0)

@@ -281,7 +281,7 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
 Exec::~Exec() {
   Impl &im = *impl;
   cudaDeviceSynchronize();
-  im.convs.clear();
+  cuda::destroyConvs(im);
   for (void *p : im.slots)
     cudaFreeHost(p);
   cuda::destroyGraphs(im);
@@ -391,7 +391,12 @@ float Exec::readLoss() {
 }
 
 int64_t Exec::deviceBytes() const {
-  int64_t total = prog.arenaBytes + 4;
+  // The plan counts the loss scalar in the weight side; the partial sums
+  // beside it, the multi-tensor update table and fp16's found-inf flag are
+  // the runtime's fixed buffers, inside the library reserve's margin
+  // (docs/memory.md).
+  int64_t total = prog.arenaBytes + cuda::kLossBytes + impl->updateTableBytes +
+                  (prog.precision == Precision::FP16 ? 4 : 0);
   for (const WeightInfo &wi : wInfo) {
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
                      (wi.trainable && prog.hasMomentum ? 1 : 0) +

@@ -51,6 +51,10 @@ void check(const Exec &x, cudaError_t e, const char *call);
 /// Frees NCCL's communicator, stream and events (Collectives.cu; the call
 /// also brings that file's Exec members into every trainer's link).
 void destroyCollectives(Exec::Impl &im);
+/// Frees the convolution descriptors (Conv.cpp; as destroyCollectives, the
+/// call brings that file's Exec members, checkConvolutions among them, into
+/// every trainer's link, convolutions or not).
+void destroyConvs(Exec::Impl &im);
 /// Frees the iteration graphs (Graph.cu; as destroyCollectives, the call
 /// brings that file's Exec members, which the trainer calls, into the link).
 void destroyGraphs(Exec::Impl &im);

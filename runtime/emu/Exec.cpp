@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/emu/EmuImpl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -229,10 +230,22 @@ void Exec::synchronize() {
 }
 
 int64_t Exec::deviceBytes() const {
+  // A sharded plan gives each rank 1/R of the optimizer state (and with
+  // shard 2 of the gradients), rounded up to whole floats: the emulation
+  // keeps whole replicas to check the collectives' arithmetic, but counts
+  // what a rank of the plan holds (docs/data-parallel.md says where the
+  // CUDA backend still differs).
+  const int64_t ranks = std::max<int64_t>(1, prog.ranks);
+  auto held = [&](size_t count, bool sharded) {
+    return sharded ? (int64_t(count) + ranks - 1) / ranks
+                   : static_cast<int64_t>(count);
+  };
   int64_t total = prog.arenaBytes + 4;
   for (size_t i = 0; i < wInfo.size(); ++i)
-    total += 4 * (impl->w[i].size() + impl->g[i].size() + impl->m[i].size() +
-                  impl->v[i].size()) +
+    total += 4 * (held(impl->w[i].size(), false) +
+                  held(impl->g[i].size(), prog.shard >= 2) +
+                  held(impl->m[i].size(), prog.shard >= 1) +
+                  held(impl->v[i].size(), prog.shard >= 1)) +
              2 * impl->wCopy[i].size();
   return total;
 }

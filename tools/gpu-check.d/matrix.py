@@ -40,7 +40,10 @@ def main():
                 sys.exit("matrix.py: %s: plan.json schema %s, expected 1" %
                          (plan_path, plan.get("schema_version")))
             p = {k: plan["summary"][k] for k in PLAN}
+            # The device budget holds the libraries' reserve beside the
+            # plan (docs/memory.md); older plans have none.
             p.update(budget_bytes=plan["budget_bytes"],
+                     library_reserve_bytes=plan.get("library_reserve_bytes", 0),
                      sub_batch=plan["sub_batch"])
             trainers.append(dict(row, dir="trainers/" + tid, plan=p))
     m = {name: {"batch": b, "kind": models.MODELS[name][0],

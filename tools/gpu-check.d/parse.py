@@ -5,12 +5,14 @@ A trainer prints (runtime/Trainer.cpp)
   iteration N  loss L  images/s R  device memory M MiB     (every --log-every)
   done: N iterations, final loss L, R images/s, device memory P MiB planned,
         M MiB measured (arena A MiB)
-and on stderr, once per convolution and direction,
-  trainer: warning: TASK: cuDNN cannot run the planned DIR convolution
-           algorithm K here (...); running algorithm 0
-Lines other versions may add are read where present and otherwise left
-out: a measured peak ("peak ... N MiB") and a count of convolutions that
-ran another algorithm ("N convolutions ran another algorithm").
+  convolutions: C of N tasks changed algorithm (cuDNN V, GPU, sm_XY)...
+                                              (start-up check, and after done:)
+  memory: measured peak P MiB (libraries L MiB of a R MiB reserve, trainer
+          T MiB) against the budget B MiB: within|OVER; the CUDA context
+          (X MiB) is not in the budget          (stdout, or stderr when over)
+Trainers of older versions warned on stderr once per convolution and
+direction ("cuDNN cannot run the planned DIR convolution algorithm K"):
+those are counted too, so a pack of either kind reads.
 
 usage: parse.py trainer STDOUT [STDERR]  |  parse.py selfcheck LOG
 prints what it read as JSON (for the tests).
@@ -25,8 +27,12 @@ DONE = re.compile(r"^done: (\d+) iterations, final loss " + NUM + r", " + NUM
                   + r" images/s, device memory " + NUM + r" MiB planned, " +
                   NUM + r" MiB measured")
 FALLBACK = re.compile(r"cannot run the planned ([\w-]+) convolution algorithm")
-CHANGED = re.compile(r"(\d+) (?:of \d+ )?convolutions? (?:ran|run|used) "
-                     r"(?:another|a different|other) algorithm", re.I)
+CHANGED = re.compile(r"convolutions: (\d+) of \d+ tasks changed algorithm")
+MEMORY = re.compile(r"memory: measured peak " + NUM + r" MiB \(libraries " +
+                    NUM + r" MiB of a " + NUM + r" MiB reserve, trainer " +
+                    NUM + r" MiB\) against the budget " + NUM +
+                    r" MiB: (within|OVER); the CUDA context \(" + NUM +
+                    r" MiB\)")
 PEAK = re.compile(r"\bpeak\b[^\n]*?" + NUM + r" MiB", re.I)
 SELF = re.compile(r"selfcheck: (\d+) checks, (\d+) mismatches")
 
@@ -47,6 +53,15 @@ def trainer(out, err=""):
             r["planned_mib"] = float(m.group(4))
             r["measured_mib"] = float(m.group(5))
             continue
+        m = MEMORY.search(line)
+        if m:
+            r["peak_mib"] = float(m.group(1))
+            r["library_mib"] = float(m.group(2))
+            r["reserve_mib"] = float(m.group(3))
+            r["budget_mib"] = float(m.group(5))
+            r["within_budget"] = m.group(6) == "within"
+            r["context_mib"] = float(m.group(7))
+            continue
         m = PEAK.search(line)
         if m:
             r["peak_mib"] = max(r.get("peak_mib", 0.0), float(m.group(1)))
@@ -58,6 +73,14 @@ def trainer(out, err=""):
         if m:
             r["algorithm_changes"] = max(r["algorithm_changes"],
                                          int(m.group(1)))
+        m = MEMORY.search(line)
+        if m and "peak_mib" not in r:
+            r["peak_mib"] = float(m.group(1))
+            r["library_mib"] = float(m.group(2))
+            r["reserve_mib"] = float(m.group(3))
+            r["budget_mib"] = float(m.group(5))
+            r["within_budget"] = m.group(6) == "within"
+            r["context_mib"] = float(m.group(7))
         if "error" not in r and line.startswith("trainer: error"):
             r["error"] = line[len("trainer: "):]
     r["algorithm_changes"] = max(r["algorithm_changes"], warned)
@@ -86,7 +109,8 @@ def selfcheck(log):
     m = SELF.search(log)
     return {"checks": int(m.group(1)) if m else None,
             "mismatches": int(m.group(2)) if m else None,
-            "algorithm_fallbacks": len(FALLBACK.findall(log)),
+            "algorithm_fallbacks": len(FALLBACK.findall(log)) +
+            len(re.findall(r"^NOT RUN ", log, re.M)),
             "no_device": "no CUDA device" in log}
 
 

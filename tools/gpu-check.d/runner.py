@@ -261,6 +261,9 @@ def main():
                    measured_mib=got.get("measured_mib"),
                    planned_mib=got.get("planned_mib"),
                    peak_mib=got.get("peak_mib"),
+                   library_mib=got.get("library_mib"),
+                   context_mib=got.get("context_mib"),
+                   trainer_within_budget=got.get("within_budget"),
                    algorithm_changes=got["algorithm_changes"])
         if rc or rc2:
             row["error"] = got.get("error") or "exit status %d" % (rc or rc2)

@@ -1,0 +1,199 @@
+//===- TrainerOptions.cpp - The generated trainer's flags -----------------===//
+//
+// Every numeric flag is checked in one place (parseNumber), so a value the
+// trainer cannot use is refused naming the flag before the device is
+// touched.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/TrainerOptions.h"
+#include "runtime/Exec.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace memfit::rt {
+
+namespace {
+/// The ranks of a data-parallel trainer: an error on one stops them all.
+Comm *ranks = nullptr;
+} // namespace
+
+void setErrorRanks(Comm *comm) { ranks = comm; }
+
+void sayError(const std::string &msg) {
+  std::fprintf(stderr, "trainer: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+[[noreturn]] void die(const std::string &msg) {
+  sayError(msg);
+  if (ranks && ranks->size() > 1)
+    ranks->abortAll(1);
+  std::exit(1);
+}
+
+namespace {
+
+const char *kUsage =
+    "usage: trainer [--data X.npy --labels Y.npy | --synthetic]\n"
+    "               [--iterations N | --epochs E] [--lr F] [--momentum F]\n"
+    "               [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]\n"
+    "               [--seed N] [--shuffle]\n"
+    "               [--save trained.onnx] [--checkpoint DIR "
+    "[--checkpoint-every N]] [--resume]\n"
+    "               [--model model.onnx] [--log-every N] [--quiet]\n"
+    "               [--dump-graph FILE] [--conv-algos FILE]\n"
+    "               fp16 only: [--loss-scale F] "
+    "[--loss-scale-growth-interval N]\n";
+
+std::string formatG(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+/// Every numeric flag of the trainer is a count, a seed or a rate: a finite
+/// number >= 0 that fits its type, at least `least` and, for a float, below
+/// `below`. Anything else (nan, inf, -5, 1e40 for a float, 2.5 for a count,
+/// 0 iterations, momentum 1) is refused naming the flag and what it takes.
+template <typename T>
+T parseNumber(const std::string &flag, const char *v, T least = 0,
+              double below = std::numeric_limits<double>::infinity()) {
+  char *end = nullptr;
+  errno = 0;
+  T out{};
+  bool ok = v[0] && v[0] != '-' && v[0] != '+';
+  if constexpr (std::is_floating_point_v<T>) {
+    double d = std::strtod(v, &end);
+    out = static_cast<T>(d);
+    ok = ok && std::isfinite(d) && std::isfinite(out) && d < below;
+  } else {
+    unsigned long long u = std::strtoull(v, &end, 10);
+    ok = ok &&
+         u <= static_cast<unsigned long long>(std::numeric_limits<T>::max());
+    out = static_cast<T>(u);
+  }
+  if (!ok || *end || errno || out < least) {
+    std::string want;
+    if constexpr (std::is_floating_point_v<T>)
+      want = std::isinf(below) ? "a finite number >= 0"
+                               : "a number in [0, " + formatG(below) + ")";
+    else
+      want = "a whole number >= " + std::to_string(least);
+    die("invalid value '" + std::string(v) + "' for " + flag + ": expected " +
+        want);
+  }
+  return out;
+}
+
+} // namespace
+
+Options parseArgs(int argc, char **argv, const char *defaultModel) {
+  Options o;
+  o.model = defaultModel;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char * {
+      if (i + 1 >= argc)
+        die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "--data")
+      o.data = value();
+    else if (a == "--conv-algos")
+      o.convAlgos = value();
+    else if (a == "--labels")
+      o.labels = value();
+    else if (a == "--synthetic")
+      o.synthetic = true;
+    else if (a == "--iterations")
+      o.iterations = parseNumber<int64_t>(a, value(), 1);
+    else if (a == "--epochs")
+      o.epochs = parseNumber<int64_t>(a, value(), 1);
+    else if (a == "--lr")
+      o.lr = parseNumber<float>(a, value());
+    else if (a == "--momentum") {
+      o.momentum = parseNumber<float>(a, value(), 0, 1);
+      o.momentumSet = true;
+    } else if (a == "--weight-decay") {
+      o.weightDecay = parseNumber<float>(a, value());
+      o.weightDecaySet = true;
+    } else if (a == "--beta1")
+      o.beta1 = parseNumber<float>(a, value(), 0, 1);
+    else if (a == "--beta2")
+      o.beta2 = parseNumber<float>(a, value(), 0, 1);
+    else if (a == "--eps")
+      o.eps = parseNumber<float>(a, value());
+    else if (a == "--seed")
+      o.seed = parseNumber<uint64_t>(a, value());
+    else if (a == "--shuffle")
+      o.shuffle = true;
+    else if (a == "--save")
+      o.save = value();
+    else if (a == "--checkpoint")
+      o.checkpoint = value();
+    else if (a == "--checkpoint-every")
+      o.checkpointEvery = parseNumber<int64_t>(a, value());
+    else if (a == "--resume")
+      o.resume = true;
+    else if (a == "--model")
+      o.model = value();
+    else if (a == "--log-every")
+      o.logEvery = parseNumber<int64_t>(a, value());
+    else if (a == "--quiet")
+      o.quiet = true;
+    else if (a == "--dump-graph")
+      o.dumpGraph = value();
+    else if (a == "--loss-scale") {
+      o.lossScale = parseNumber<float>(a, value());
+      if (o.lossScale == 0)
+        die("invalid value '0' for --loss-scale: expected a number > 0");
+      o.lossScaleSet = true;
+    } else if (a == "--loss-scale-growth-interval") {
+      o.growthInterval = parseNumber<int64_t>(a, value(), 1);
+      o.lossScaleSet = true;
+    } else
+      die("unknown option '" + a + "'\n" + kUsage);
+  }
+  if (o.synthetic == !o.data.empty())
+    die("give either --data and --labels, or --synthetic");
+  if (!o.data.empty() && o.labels.empty())
+    die("--data needs --labels");
+  if (o.iterations && o.epochs)
+    die("give --iterations or --epochs, not both");
+  if (!o.iterations && !o.epochs)
+    o.iterations = 1;
+  if (o.resume && o.checkpoint.empty())
+    die("--resume needs --checkpoint DIR");
+  return o;
+}
+
+void checkAgainstProgram(Options &o, const ProgramInfo &p) {
+  bool adam = p.optimizer != Optimizer::SGD;
+  if (!adam && !p.hasMomentum && o.momentum != 0)
+    die("this trainer was compiled without momentum buffers (--momentum=0); "
+        "pass --momentum 0 or recompile");
+  if (adam && o.momentumSet)
+    die(std::string("--momentum is SGD's; this trainer was compiled for ") +
+        (p.optimizer == Optimizer::AdamW ? "AdamW" : "Adam") +
+        " (--beta1, --beta2, --eps)");
+  // torch.optim.AdamW's default weight decay.
+  if (p.optimizer == Optimizer::AdamW && !o.weightDecaySet)
+    o.weightDecay = 0.01f;
+  if (o.lossScaleSet && p.precision != Precision::FP16)
+    die("--loss-scale is for fp16 trainers; this one was compiled for " +
+        std::string(p.precision == Precision::BF16   ? "bf16"
+                    : p.precision == Precision::TF32 ? "tf32"
+                                                     : "fp32") +
+        ", which needs none");
+}
+
+} // namespace memfit::rt

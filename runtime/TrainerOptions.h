@@ -1,0 +1,49 @@
+//===- TrainerOptions.h - The generated trainer's flags ---------*- C++ -*-===//
+//
+// The trainer's command line, parsed and checked before anything touches
+// the device, and how the trainer stops on an error (every rank of a
+// data-parallel run at once).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_TRAINEROPTIONS_H
+#define MEMFIT_RUNTIME_TRAINEROPTIONS_H
+
+#include "runtime/Comm.h"
+
+#include <cstdint>
+#include <string>
+
+namespace memfit::rt {
+
+struct Options {
+  std::string data, labels, model, save, checkpoint, dumpGraph, convAlgos;
+  bool synthetic = false, shuffle = false, resume = false, quiet = false;
+  int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
+  float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  bool momentumSet = false, weightDecaySet = false;
+  uint64_t seed = 1;
+  // fp16: GradScaler's init_scale and growth_interval.
+  float lossScale = 65536.0f;
+  int64_t growthInterval = 2000;
+  bool lossScaleSet = false;
+};
+
+/// The flags; --help prints the usage and exits, a bad flag or value stops
+/// the trainer naming it.
+Options parseArgs(int argc, char **argv, const char *defaultModel);
+
+struct ProgramInfo;
+/// Refuses flags the compiled program cannot honour (momentum without its
+/// buffers, a loss scale outside fp16) and applies the optimizer's own
+/// defaults (AdamW's weight decay).
+void checkAgainstProgram(Options &o, const ProgramInfo &p);
+
+/// The ranks an error stops: all of them once set (data parallelism).
+void setErrorRanks(Comm *comm);
+void sayError(const std::string &msg);
+[[noreturn]] void die(const std::string &msg);
+
+} // namespace memfit::rt
+
+#endif
