@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 namespace memfit::rt::cuda {
@@ -90,6 +91,47 @@ __device__ __forceinline__ void atomicPut(Elem e, float v) {
 #define MEMFIT_GRID_LOOP(i, count)                                             \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;             \
        i < (count); i += int64_t(gridDim.x) * blockDim.x)
+
+/// for (int64_t i = first + global thread index; i < count; i += grid size)
+#define MEMFIT_GRID_LOOP_FROM(i, first, count)                                 \
+  for (int64_t i = (first) + blockIdx.x * int64_t(blockDim.x) + threadIdx.x;   \
+       i < (count); i += int64_t(gridDim.x) * blockDim.x)
+
+/// Calls f(std::integral_constant<Store, s>{}) on the host: the one switch
+/// on a launch's storage, which picks the kernel templated on it.
+template <typename F> void withStore(Store s, F &&f) {
+  switch (s) {
+  case Store::BF16:
+    f(std::integral_constant<Store, Store::BF16>{});
+    break;
+  case Store::FP16:
+    f(std::integral_constant<Store, Store::FP16>{});
+    break;
+  default:
+    f(std::integral_constant<Store, Store::F32>{});
+  }
+}
+
+/// Whether every view has the storage of the first (null views included:
+/// a typed kernel would read or write them as that storage).
+inline bool sameStore(std::initializer_list<View> vs) {
+  for (const View &v : vs)
+    if (v.t != vs.begin()->t)
+      return false;
+  return true;
+}
+
+/// How many whole packs of Pack<S>::width elements, out of `count`, a
+/// typed kernel moves by 16-byte loads and stores: all of them when every
+/// view is 16-byte aligned (its elements past the packs go one by one),
+/// none otherwise.
+template <Store S>
+int64_t packsFor(int64_t count, std::initializer_list<View> vs) {
+  for (const View &v : vs)
+    if (reinterpret_cast<uintptr_t>(v.p) % 16 != 0)
+      return 0;
+  return count / Pack<S>::width;
+}
 
 struct SumOp {
   template <typename T> __device__ T operator()(T a, T b) const {

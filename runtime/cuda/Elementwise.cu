@@ -19,6 +19,7 @@ namespace memfit::rt {
 using cuda::gridFor;
 using cuda::kThreads;
 using cuda::put;
+using cuda::Store;
 using cuda::View;
 
 namespace {
@@ -38,6 +39,57 @@ struct ActBackwardKernel {
                              View dx, bool acc) {
     MEMFIT_GRID_LOOP(i, count) {
       put(dx[i], kernels::activationGrad(p, src[i], dy[i]), acc);
+    }
+  }
+};
+
+/// The typed kernels below (templated on the storage every operand shares,
+/// chosen once per launch on the host) compute what the View kernels do,
+/// element by element: the first `packs` * width elements by 16-byte loads
+/// and stores, the rest one by one. Operands of differing storage keep the
+/// View kernels.
+template <Store S> struct ActForwardTyped {
+  static constexpr int threads = kThreads;
+  using P = cuda::Pack<S>;
+  using T = cuda::Typed<S>;
+  __device__ static void run(ActParams p, int64_t count, int64_t packs,
+                             const char *x, char *y) {
+    MEMFIT_GRID_LOOP(v, packs) {
+      const P in = P::load(x, v);
+      P out;
+#pragma unroll
+      for (int k = 0; k < P::width; ++k)
+        out.set(k, kernels::activation(p, in.get(k)));
+      out.store(y, v);
+    }
+    MEMFIT_GRID_LOOP_FROM(i, packs * P::width, count) {
+      T::store(y, i, kernels::activation(p, T::load(x, i)));
+    }
+  }
+};
+
+template <Store S> struct ActBackwardTyped {
+  static constexpr int threads = kThreads;
+  using P = cuda::Pack<S>;
+  using T = cuda::Typed<S>;
+  __device__ static void run(ActParams p, int64_t count, int64_t packs,
+                             const char *src, const char *dy, char *dx,
+                             bool acc) {
+    MEMFIT_GRID_LOOP(v, packs) {
+      const P s = P::load(src, v), d = P::load(dy, v);
+      // Not read when overwritten, as put() does not read it.
+      P out = acc ? P::load(dx, v) : P{};
+#pragma unroll
+      for (int k = 0; k < P::width; ++k) {
+        const float g = kernels::activationGrad(p, s.get(k), d.get(k));
+        out.set(k, acc ? out.get(k) + g : g);
+      }
+      out.store(dx, v);
+    }
+    MEMFIT_GRID_LOOP_FROM(i, packs * P::width, count) {
+      const float g =
+          kernels::activationGrad(p, T::load(src, i), T::load(dy, i));
+      T::store(dx, i, acc ? T::load(dx, i) + g : g);
     }
   }
 };
@@ -62,6 +114,32 @@ struct BinaryForwardKernel {
                              View y) {
     MEMFIT_GRID_LOOP(at, count) {
       y[at] = kernels::binary(p.kind, a[at], b[binaryBIndex(p, at)]);
+    }
+  }
+};
+
+/// b is gathered element by element (broadcast), a and y go by packs.
+template <Store S> struct BinaryForwardTyped {
+  static constexpr int threads = kThreads;
+  using P = cuda::Pack<S>;
+  using T = cuda::Typed<S>;
+  __device__ static void run(BinaryParams p, int64_t count, int64_t packs,
+                             const char *a, const char *b, char *y) {
+    MEMFIT_GRID_LOOP(v, packs) {
+      const P in = P::load(a, v);
+      P out;
+#pragma unroll
+      for (int k = 0; k < P::width; ++k) {
+        const int64_t at = v * P::width + k;
+        out.set(k, kernels::binary(p.kind, in.get(k),
+                                   T::load(b, binaryBIndex(p, at))));
+      }
+      out.store(y, v);
+    }
+    MEMFIT_GRID_LOOP_FROM(at, packs * P::width, count) {
+      T::store(y, at,
+               kernels::binary(p.kind, T::load(a, at),
+                               T::load(b, binaryBIndex(p, at))));
     }
   }
 };
@@ -249,6 +327,52 @@ struct ChannelSumKernel {
   }
 };
 
+/// dst = src, or dst += src (acc): putInto, and accumulateInto (y += x is
+/// put(y, x, true) exactly: y read, x added in fp32, the sum stored).
+template <Store S> struct PutIntoTyped {
+  static constexpr int threads = kThreads;
+  using P = cuda::Pack<S>;
+  using T = cuda::Typed<S>;
+  __device__ static void run(int64_t count, int64_t packs, const char *src,
+                             char *dst, bool acc) {
+    MEMFIT_GRID_LOOP(v, packs) {
+      // Converted even when copied, as the element kernel does (a 16-bit
+      // NaN comes out as the element store writes it).
+      const P in = P::load(src, v);
+      P out = acc ? P::load(dst, v) : P{};
+#pragma unroll
+      for (int k = 0; k < P::width; ++k)
+        out.set(k, acc ? out.get(k) + in.get(k) : in.get(k));
+      out.store(dst, v);
+    }
+    MEMFIT_GRID_LOOP_FROM(i, packs * P::width, count) {
+      const float x = T::load(src, i);
+      T::store(dst, i, acc ? T::load(dst, i) + x : x);
+    }
+  }
+};
+
+template <Store S> struct ChannelBiasAddTyped {
+  static constexpr int threads = kThreads;
+  using P = cuda::Pack<S>;
+  using T = cuda::Typed<S>;
+  __device__ static void run(int64_t count, int64_t packs, int64_t c,
+                             int64_t spatial, const char *bias, char *y) {
+    MEMFIT_GRID_LOOP(v, packs) {
+      P out = P::load(y, v);
+#pragma unroll
+      for (int k = 0; k < P::width; ++k) {
+        const int64_t t = v * P::width + k;
+        out.set(k, out.get(k) + T::load(bias, t / spatial % c));
+      }
+      out.store(y, v);
+    }
+    MEMFIT_GRID_LOOP_FROM(t, packs * P::width, count) {
+      T::store(y, t, T::load(y, t) + T::load(bias, t / spatial % c));
+    }
+  }
+};
+
 struct PutIntoKernel {
   static constexpr int threads = kThreads;
   __device__ static void run(int64_t count, View src, View dst, bool acc) {
@@ -294,11 +418,26 @@ struct SgdKernel {
   }
 };
 
+/// Blocks for a typed kernel: one thread per pack, or per element past the
+/// packs, whichever is more.
+unsigned typedGrid(int64_t count, int64_t packs, int width) {
+  return gridFor(std::max<int64_t>(packs, count - packs * width));
+}
+
 } // namespace
 
 void cuda::channelBiasAdd(const Exec::Impl &im, int64_t n, int64_t c,
                           int64_t spatial, View bias, View y) {
   int64_t count = n * c * spatial;
+  if (cuda::sameStore({bias, y})) {
+    cuda::withStore(y.t, [&](auto s) {
+      using K = ChannelBiasAddTyped<decltype(s)::value>;
+      const int64_t packs = cuda::packsFor<decltype(s)::value>(count, {y});
+      cuda::launch<K>(typedGrid(count, packs, K::P::width), im.compute(), count,
+                      packs, c, spatial, bias.p, y.p);
+    });
+    return;
+  }
   cuda::launch<ChannelBiasAddKernel>(gridFor(count), im.compute(), count, c,
                                      spatial, bias, y);
 }
@@ -312,6 +451,16 @@ void cuda::channelSum(const Exec::Impl &im, int64_t n, int64_t c,
 
 void cuda::putInto(const Exec::Impl &im, int64_t count, View src, View dst,
                    bool acc) {
+  if (cuda::sameStore({src, dst})) {
+    cuda::withStore(dst.t, [&](auto s) {
+      using K = PutIntoTyped<decltype(s)::value>;
+      const int64_t packs =
+          cuda::packsFor<decltype(s)::value>(count, {src, dst});
+      cuda::launch<K>(typedGrid(count, packs, K::P::width), im.compute(), count,
+                      packs, src.p, dst.p, acc);
+    });
+    return;
+  }
   cuda::launch<PutIntoKernel>(gridFor(count), im.compute(), count, src, dst,
                               acc);
 }
@@ -319,8 +468,18 @@ void cuda::putInto(const Exec::Impl &im, int64_t count, View src, View dst,
 void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,
                       float *y) {
   int64_t count = perSample * n;
-  cuda::launch<ActForwardKernel>(gridFor(count), impl->compute(), p, count,
-                                 impl->view(x), impl->view(y));
+  const View vx = impl->view(x), vy = impl->view(y);
+  if (cuda::sameStore({vx, vy})) {
+    cuda::withStore(vy.t, [&](auto s) {
+      using K = ActForwardTyped<decltype(s)::value>;
+      const int64_t packs = cuda::packsFor<decltype(s)::value>(count, {vx, vy});
+      cuda::launch<K>(typedGrid(count, packs, K::P::width), impl->compute(), p,
+                      count, packs, vx.p, vy.p);
+    });
+  } else {
+    cuda::launch<ActForwardKernel>(gridFor(count), impl->compute(), p, count,
+                                   vx, vy);
+  }
   impl->done(*this, "activation forward kernel");
 }
 
@@ -329,9 +488,19 @@ void Exec::actBackward(const ActParams &p, int64_t perSample, const float *src,
   if (!dx)
     return;
   int64_t count = perSample * n;
-  cuda::launch<ActBackwardKernel>(gridFor(count), impl->compute(), p, count,
-                                  impl->view(src), impl->view(dy),
-                                  impl->view(dx), acc);
+  const View vs = impl->view(src), vdy = impl->view(dy), vdx = impl->view(dx);
+  if (cuda::sameStore({vs, vdy, vdx})) {
+    cuda::withStore(vdx.t, [&](auto s) {
+      using K = ActBackwardTyped<decltype(s)::value>;
+      const int64_t packs =
+          cuda::packsFor<decltype(s)::value>(count, {vs, vdy, vdx});
+      cuda::launch<K>(typedGrid(count, packs, K::P::width), impl->compute(), p,
+                      count, packs, vs.p, vdy.p, vdx.p, acc);
+    });
+  } else {
+    cuda::launch<ActBackwardKernel>(gridFor(count), impl->compute(), p, count,
+                                    vs, vdy, vdx, acc);
+  }
   impl->done(*this, "activation backward kernel");
 }
 
@@ -340,9 +509,19 @@ void Exec::binaryForward(const BinaryParams &p, const float *a, const float *b,
   if (p.bSize <= 0 || p.inner <= 0)
     fatal("binary operation with an empty broadcast shape");
   int64_t count = p.perSample * n;
-  cuda::launch<BinaryForwardKernel>(gridFor(count), impl->compute(), p, count,
-                                    impl->view(a), impl->view(b),
-                                    impl->view(y));
+  const View va = impl->view(a), vb = impl->view(b), vy = impl->view(y);
+  if (cuda::sameStore({va, vb, vy})) {
+    cuda::withStore(vy.t, [&](auto s) {
+      using K = BinaryForwardTyped<decltype(s)::value>;
+      // b is gathered (broadcast), so only a and y need aligning.
+      const int64_t packs = cuda::packsFor<decltype(s)::value>(count, {va, vy});
+      cuda::launch<K>(typedGrid(count, packs, K::P::width), impl->compute(), p,
+                      count, packs, va.p, vb.p, vy.p);
+    });
+  } else {
+    cuda::launch<BinaryForwardKernel>(gridFor(count), impl->compute(), p, count,
+                                      va, vb, vy);
+  }
   impl->done(*this, "binary forward kernel");
 }
 
@@ -475,8 +654,12 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
 
 void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
   int64_t count = perSample * n;
-  cuda::launch<AccumulateKernel>(gridFor(count), impl->compute(), count,
-                                 impl->view(x), impl->view(y));
+  const View vx = impl->view(x), vy = impl->view(y);
+  if (cuda::sameStore({vx, vy}))
+    cuda::putInto(*impl, count, vx, vy, true);
+  else
+    cuda::launch<AccumulateKernel>(gridFor(count), impl->compute(), count, vx,
+                                   vy);
   impl->done(*this, "accumulate kernel");
 }
 

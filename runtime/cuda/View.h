@@ -12,7 +12,8 @@
 // when written (kernels::roundToBf16 and roundToFp16, the CPU emulation's
 // rounding), so arithmetic stays fp32 as in the emulation and only the
 // stores narrow. The storage is uniform over a launch, so the switch on it
-// does not diverge.
+// does not diverge; the hottest element-wise kernels go further and are
+// templated on it (Typed, Pack), chosen once per launch on the host.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_CUDA_VIEW_H
@@ -38,33 +39,81 @@ enum class Store : uint8_t { F32, BF16, FP16 };
 MEMFIT_VIEW_HD int64_t storeBytes(Store s) { return s == Store::F32 ? 4 : 2; }
 
 #ifdef __CUDACC__
+/// A 16-bit element's value from its bits, and the bits a value rounds to:
+/// the one conversion that element reads, element writes and the packed
+/// loads and stores of Pack all go through.
+MEMFIT_VIEW_D float from16(Store t, uint16_t b) {
+  return t == Store::BF16 ? kernels::bitsFloat(uint32_t(b) << 16)
+                          : __half2float(__ushort_as_half(b));
+}
+
+MEMFIT_VIEW_D uint16_t to16(Store t, float v) {
+  // bf16: rounded first, so the top half is the nearest-even bf16 exactly.
+  // fp16: exactly representable once rounded, so the conversion adds
+  // nothing.
+  return t == Store::BF16
+             ? uint16_t(kernels::floatBits(kernels::roundToBf16(v)) >> 16)
+             : __half_as_ushort(__float2half_rn(kernels::roundToFp16(v)));
+}
+
 MEMFIT_VIEW_D float loadAs(const char *p, Store t) {
-  switch (t) {
-  case Store::BF16:
-    return kernels::bitsFloat(uint32_t(*reinterpret_cast<const uint16_t *>(p))
-                              << 16);
-  case Store::FP16:
-    return __half2float(*reinterpret_cast<const __half *>(p));
-  default:
+  if (t == Store::F32)
     return *reinterpret_cast<const float *>(p);
-  }
+  return from16(t, *reinterpret_cast<const uint16_t *>(p));
 }
 
 MEMFIT_VIEW_D void storeAs(char *p, Store t, float v) {
-  switch (t) {
-  case Store::BF16:
-    // Rounded first, so the top half is the nearest-even bf16 exactly.
-    *reinterpret_cast<uint16_t *>(p) =
-        uint16_t(kernels::floatBits(kernels::roundToBf16(v)) >> 16);
-    break;
-  case Store::FP16:
-    // Exactly representable once rounded: the conversion adds nothing.
-    *reinterpret_cast<__half *>(p) = __float2half_rn(kernels::roundToFp16(v));
-    break;
-  default:
+  if (t == Store::F32)
     *reinterpret_cast<float *>(p) = v;
-  }
+  else
+    *reinterpret_cast<uint16_t *>(p) = to16(t, v);
 }
+
+/// A storage fixed at compile time: kernels templated on it index a raw
+/// pointer with no per-element switch, converting exactly as Elem does.
+template <Store S> struct Typed {
+  static constexpr int bytes = S == Store::F32 ? 4 : 2;
+  MEMFIT_VIEW_D static float load(const char *base, int64_t i) {
+    return loadAs(base + i * bytes, S);
+  }
+  MEMFIT_VIEW_D static void store(char *base, int64_t i, float v) {
+    storeAs(base + i * bytes, S, v);
+  }
+};
+
+/// 16 bytes of storage S, moved by one vector load or store: `width`
+/// elements (4 fp32, 8 16-bit), element k at the k-th lowest address. Its
+/// elements convert as Typed's do, so a packed kernel computes what the
+/// element-wise one does, bit for bit. Indexed with constants (unrolled
+/// loops) it lives in registers.
+template <Store S> struct Pack {
+  static constexpr int width = 16 / Typed<S>::bytes;
+  uint32_t w[4];
+
+  /// Pack v of base, which is 16-byte aligned.
+  MEMFIT_VIEW_D static Pack load(const char *base, int64_t v) {
+    const uint4 u = reinterpret_cast<const uint4 *>(base)[v];
+    return {{u.x, u.y, u.z, u.w}};
+  }
+  MEMFIT_VIEW_D void store(char *base, int64_t v) const {
+    reinterpret_cast<uint4 *>(base)[v] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  MEMFIT_VIEW_D float get(int k) const {
+    if constexpr (S == Store::F32)
+      return kernels::bitsFloat(w[k]);
+    else
+      return from16(S, uint16_t(w[k >> 1] >> ((k & 1) * 16)));
+  }
+  MEMFIT_VIEW_D void set(int k, float v) {
+    if constexpr (S == Store::F32) {
+      w[k] = kernels::floatBits(v);
+    } else {
+      const int shift = (k & 1) * 16;
+      w[k >> 1] = (w[k >> 1] & ~(0xffffu << shift)) | uint32_t(to16(S, v))
+                                                          << shift;
+    }
+  }
+};
 #endif
 
 /// The 16-bit pattern a host stores for v (bf16 or fp16), rounded as the

@@ -287,33 +287,44 @@ void checkPool(Bench &b) {
   expect("global average pool backward", b.get(g, n * c * spatial), want, 0);
 }
 
+void checkActivation(Bench &b, const ActParams &p, int64_t n, int64_t per,
+                     int64_t offset) {
+  std::string tag = "activation " + std::to_string(int(p.kind)) + " (" +
+                    std::to_string(n) + " x " + std::to_string(per) +
+                    (offset ? ", unaligned)" : ")");
+  Vec x = random(n * per), y(n * per), dy = random(n * per);
+  x[0] = NAN;
+  x[1] = 0;
+  x[2] = p.lo;
+  activationForward(p, n * per, x.data(), y.data());
+  b.reset(n);
+  float *gy = b.zeros(n * per + offset) + offset;
+  b.x.actForward(p, per, b.put(x), gy);
+  expect(tag + " forward", b.get(gy, n * per), y, 1e-6);
+  for (bool acc : {false, true}) {
+    Vec start = random(n * per), want = start;
+    activationBackward(p, n * per, y.data(), dy.data(), want.data(), acc);
+    float *g = b.put(start);
+    b.x.actBackward(p, per, b.put(y), b.put(dy), g, acc);
+    expect(tag + " backward" + (acc ? " acc" : ""), b.get(g, n * per), want,
+           1e-6);
+  }
+}
+
 void checkActivations(Bench &b) {
   const ActParams acts[] = {{ActKind::Relu},
                             {ActKind::LeakyRelu, 0.1f},
                             {ActKind::Sigmoid},
                             {ActKind::Tanh},
                             {ActKind::Clip, 0, -0.5f, 0.25f}};
-  const int64_t n = 4, per = 1000;
-  for (const ActParams &p : acts) {
-    std::string tag = "activation " + std::to_string(int(p.kind));
-    Vec x = random(n * per), y(n * per), dy = random(n * per);
-    x[0] = NAN;
-    x[1] = 0;
-    x[2] = p.lo;
-    activationForward(p, n * per, x.data(), y.data());
-    b.reset(n);
-    float *gy = b.zeros(n * per);
-    b.x.actForward(p, per, b.put(x), gy);
-    expect(tag + " forward", b.get(gy, n * per), y, 1e-6);
-    for (bool acc : {false, true}) {
-      Vec start = random(n * per), want = start;
-      activationBackward(p, n * per, y.data(), dy.data(), want.data(), acc);
-      float *g = b.put(start);
-      b.x.actBackward(p, per, b.put(y), b.put(dy), g, acc);
-      expect(tag + " backward" + (acc ? " acc" : ""), b.get(g, n * per), want,
-             1e-6);
-    }
-  }
+  // 4 x 1000 elements are whole float4 packs; 3 x 333 leave a tail of 3;
+  // an operand one element off its 16-byte alignment takes no packs.
+  struct Shape {
+    int64_t n, per, offset;
+  };
+  for (const Shape sh : {Shape{4, 1000, 0}, Shape{3, 333, 0}, Shape{4, 250, 1}})
+    for (const ActParams &p : acts)
+      checkActivation(b, p, sh.n, sh.per, sh.offset);
 }
 
 /// The program's batch of 8 as two chunks of 4 (passes/Chunk.h): the
@@ -589,6 +600,8 @@ void checkElementwise(Bench &b) {
       {{BinaryKind::Add, 60, false, 4, 15}, "per-channel add"},
       {{BinaryKind::Sub, 60, false, 60, 1}, "full-shape sub"},
       {{BinaryKind::Mul, 6000, false, 4, 1500}, "per-channel mul (long)"},
+      // 3 x 61 elements: 45 float4 packs and a tail of 3.
+      {{BinaryKind::Div, 61, false, 61, 1}, "full-shape div (tail)"},
   };
   for (const Case &c : cases) {
     const BinaryParams &p = c.p;
@@ -665,16 +678,19 @@ void checkElementwise(Bench &b) {
     b.x.dropoutBackward(p, 17, b.put(dy), g, true);
     expect("dropout backward", b.get(g, n * p.perSample), want, 0);
   }
-  {
-    Vec x = random(n * 100), y = random(n * 100), want = y;
-    accumulate(n * 100, x.data(), want.data());
+  for (int64_t per : {100, 101}) { // whole float4 packs, a tail of 3
+    Vec x = random(n * per), y = random(n * per), want = y;
+    accumulate(n * per, x.data(), want.data());
     b.reset(n);
     float *gy = b.put(y);
-    b.x.accumulateInto(100, b.put(x), gy);
-    expect("accumulate", b.get(gy, n * 100), want, 0);
-    float *gc = b.zeros(n * 100);
-    b.x.copy(100, gy, gc);
-    expect("copy", b.get(gc, n * 100), want, 0);
+    b.x.accumulateInto(per, b.put(x), gy);
+    expect("accumulate " + std::to_string(n * per), b.get(gy, n * per), want,
+           0);
+    if (per != 100)
+      continue;
+    float *gc = b.zeros(n * per);
+    b.x.copy(per, gy, gc);
+    expect("copy", b.get(gc, n * per), want, 0);
   }
 }
 

@@ -269,6 +269,44 @@ void checkLossScale(NarrowBench &b) {
   b.x.lossScale = 1.0f;
 }
 
+void checkElementwise16(NarrowBench &b) {
+  // The typed kernels on 16-bit operands: 3 x 40 elements are whole packs
+  // of 8, 3 x 45 leave a tail of 7 elements stored one by one.
+  const int64_t n = 3;
+  const ActParams ap{ActKind::Sigmoid};
+  for (int64_t per : {40, 45}) {
+    const int64_t count = n * per;
+    const std::string size = " (" + std::to_string(count) + ")";
+    Vec x = b.rounded(random(count)), y(count), dy = b.rounded(random(count));
+    Vec other = b.rounded(random(count)), sum(count);
+    activationForward(ap, count, x.data(), y.data());
+    y = b.rounded(y);
+    const BinaryParams bp{BinaryKind::Add, per, false, per, 1};
+    binaryForward(bp, n, x.data(), other.data(), sum.data());
+    sum = b.rounded(sum);
+    Vec dx0 = b.rounded(random(count)), dx = dx0;
+    activationBackward(ap, count, y.data(), dy.data(), dx.data(), true);
+    dx = b.rounded(dx);
+    Vec acc = other;
+    accumulate(count, x.data(), acc.data());
+    acc = b.rounded(acc);
+    b.reset(n);
+    int64_t ox = b.put16(x), oy = b.put16(Vec(count)), ody = b.put16(dy),
+            oo = b.put16(other), os = b.put16(Vec(count)), odx = b.put16(dx0);
+    b.x.setTask("elementwise");
+    b.x.actForward(ap, per, b.a16(ox, count), b.a16(oy, count));
+    expect(b.tag("sigmoid forward") + size, b.get16(oy, count), y, b.ulp());
+    b.x.actBackward(ap, per, b.a16(oy, count), b.a16(ody, count),
+                    b.a16(odx, count), true);
+    expect(b.tag("sigmoid backward acc") + size, b.get16(odx, count), dx,
+           2 * b.ulp());
+    b.x.binaryForward(bp, b.a16(ox, count), b.a16(oo, count), b.a16(os, count));
+    expect(b.tag("add forward") + size, b.get16(os, count), sum, 0);
+    b.x.accumulateInto(per, b.a16(ox, count), b.a16(oo, count));
+    expect(b.tag("accumulate") + size, b.get16(oo, count), acc, 0);
+  }
+}
+
 } // namespace
 
 void checkNarrow(Precision p) {
@@ -276,6 +314,7 @@ void checkNarrow(Precision p) {
   checkConv(b);
   checkDense(b);
   checkRows(b);
+  checkElementwise16(b);
   checkLossScale(b);
 }
 
