@@ -147,6 +147,16 @@ public:
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   /// Adam's step count t of this iteration's update (1 for the first).
   uint64_t step = 1;
+  /// This update's Adam or AdamW parameters (every backend's one source).
+  AdamParams adamParams() const {
+    return {lr,
+            beta1,
+            beta2,
+            eps,
+            weightDecay,
+            step,
+            prog.optimizer == Optimizer::AdamW};
+  }
   /// fp16: the loss gradient is multiplied by this (LossScaler::scale).
   float lossScale = 1.0f;
   bool accumulateWeights() const { return subBatchIndex > 0; }

@@ -667,13 +667,7 @@ void Exec::adam(int32_t id) {
   if (id < 0 || id >= (int32_t)wInfo.size() || !impl->g[id] || !impl->m[id] ||
       !impl->v[id])
     fatal("weight " + std::to_string(id) + " has no Adam state to update");
-  AdamParams p{lr,
-               beta1,
-               beta2,
-               eps,
-               weightDecay,
-               step,
-               prog.optimizer == Optimizer::AdamW};
+  const AdamParams p = adamParams();
   // Sharded, this rank updates its slice (docs/data-parallel.md).
   auto [lo, hi] = prog.shard >= 1
                       ? comm->mySlice(wInfo[id].count)

@@ -149,13 +149,7 @@ void Exec::adamGroup(std::initializer_list<int32_t> weightIds) {
   for (int32_t id : weightIds)
     if (id < 0 || id >= (int32_t)wInfo.size() || !impl->m[id] || !impl->v[id])
       fatal("weight " + std::to_string(id) + " has no Adam state to update");
-  AdamParams p{lr,
-               beta1,
-               beta2,
-               eps,
-               weightDecay,
-               step,
-               prog.optimizer == Optimizer::AdamW};
+  const AdamParams p = adamParams();
   forEachRun(*this, *impl, weightIds, [&](int32_t first, int32_t chunks) {
     cuda::launch<AdamMultiKernel>(blocksFor(chunks), impl->compute(), p,
                                   impl->capturing ? impl->stepDev : nullptr,

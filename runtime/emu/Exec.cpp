@@ -307,13 +307,7 @@ static std::pair<int64_t, int64_t> updated(Exec &x, int64_t count) {
 }
 
 void Exec::adam(int32_t id) {
-  AdamParams p{lr,
-               beta1,
-               beta2,
-               eps,
-               weightDecay,
-               step,
-               prog.optimizer == Optimizer::AdamW};
+  const AdamParams p = adamParams();
   auto [lo, hi] = updated(*this, static_cast<int64_t>(impl->w[id].size()));
   rt::adamUpdate(p, hi - lo, impl->w[id].data() + lo, impl->g[id].data() + lo,
                  impl->m[id].data() + lo, impl->v[id].data() + lo);
