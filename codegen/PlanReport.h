@@ -103,14 +103,14 @@ struct ReportSummary {
   int64_t bytesToHost = 0, bytesToDevice = 0;
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;
-  /// Chunk counts planned (passes/Chunk.h) and their predicted times.
+  /// Chunk counts planned (passes/search/Chunk.h) and their predicted times.
   std::vector<std::pair<int64_t, double>> chunksTried;
   /// memfit's refinement phase: moves scheduled, and the decisions the
   /// plan differs in from where the phase started (0 and 0 when it did not
   /// run or changed nothing).
   int64_t refineTries = 0, refineChanged = 0;
   /// A proven lower bound on the iteration time of the plans with this
-  /// order and sub-batch (passes/Bound.h); 0 when none was computed.
+  /// order and sub-batch (passes/solve/TimeBound.h); 0 when none was computed.
   double boundSeconds = 0;
 };
 

@@ -1,5 +1,5 @@
 //===- ArenaTest.cpp - Segment list placement and the eviction search -----===//
-#include "passes/Arena.h"
+#include "passes/schedule/Arena.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
 //===- ChainDPTest.cpp - The chain program's segments and decisions -------===//
-#include "passes/ChainDP.h"
+#include "passes/search/ChainDP.h"
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/Liveness.h"
-#include "passes/Order.h"
-#include "passes/Schedule.h"
-#include "passes/Verify.h"
+#include "passes/analysis/Liveness.h"
+#include "passes/analysis/Order.h"
+#include "passes/schedule/Schedule.h"
+#include "passes/analysis/Verify.h"
 #include "tests/GraphLiteral.h"
 #include "tests/PlanTestUtil.h"
 

@@ -6,8 +6,8 @@
 // and an order in which every read follows what it needs.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Chunk.h"
-#include "passes/Order.h"
+#include "passes/search/Chunk.h"
+#include "passes/analysis/Order.h"
 #include "tests/PlanTestUtil.h"
 
 #include <catch2/catch.hpp>

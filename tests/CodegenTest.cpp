@@ -2,8 +2,8 @@
 #include "codegen/Emit.h"
 #include "codegen/Names.h"
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/Liveness.h"
-#include "passes/Schedule.h"
+#include "passes/analysis/Liveness.h"
+#include "passes/schedule/Schedule.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

@@ -3,7 +3,7 @@
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/cost/AnalyticCost.h"
 #include "compiler/cost/CostModel.h"
-#include "passes/LowerBound.h"
+#include "passes/analysis/MemoryLowerBound.h"
 #include "runtime/ConvCheck.h"
 #include "runtime/Kernels.h"
 #include "tests/GraphLiteral.h"

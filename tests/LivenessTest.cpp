@@ -1,7 +1,7 @@
 //===- LivenessTest.cpp - live intervals, peak and lower bound ------------===//
-#include "passes/Liveness.h"
+#include "passes/analysis/Liveness.h"
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/LowerBound.h"
+#include "passes/analysis/MemoryLowerBound.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

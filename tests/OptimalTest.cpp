@@ -1,8 +1,8 @@
 //===- OptimalTest.cpp - The optimal policy's integral program ------------===//
-#include "passes/Optimal.h"
+#include "passes/solve/Optimal.h"
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/Liveness.h"
-#include "passes/Verify.h"
+#include "passes/analysis/Liveness.h"
+#include "passes/analysis/Verify.h"
 #include "tests/GraphLiteral.h"
 #include "tests/PlanTestUtil.h"
 

@@ -1,7 +1,7 @@
 //===- OrderTest.cpp - join-aware execution order -------------------------===//
-#include "passes/Order.h"
+#include "passes/analysis/Order.h"
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/Liveness.h"
+#include "passes/analysis/Liveness.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

@@ -8,7 +8,7 @@
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "models/Zoo.h"
-#include "passes/LowerBound.h"
+#include "passes/analysis/MemoryLowerBound.h"
 
 #include <catch2/catch.hpp>
 

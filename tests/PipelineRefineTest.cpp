@@ -1,6 +1,6 @@
 //===- PipelineRefineTest.cpp - memfit's refinement phase -----------------===//
 #include "PlanTestUtil.h"
-#include "passes/Verify.h"
+#include "passes/analysis/Verify.h"
 
 using namespace memfit;
 using namespace memfit::test;

@@ -1,5 +1,5 @@
 //===- PipelineSearchTest.cpp - Keeping the best candidate plan -----------===//
-#include "passes/PipelineSteps.h"
+#include "passes/search/PipelineSteps.h"
 
 #include "compiler/support/Diagnostics.h"
 

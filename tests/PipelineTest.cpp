@@ -6,7 +6,7 @@
 // which is exact.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Pipeline.h"
+#include "passes/search/Pipeline.h"
 #include "tests/PlanTestUtil.h"
 
 #include <catch2/catch.hpp>

@@ -6,7 +6,7 @@
 #include "compiler/cost/CostModel.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "models/Zoo.h"
-#include "passes/Pipeline.h"
+#include "passes/search/Pipeline.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,11 +1,11 @@
 //===- RecomputeTest.cpp - cut values, Chen's segments, recompute plans ---===//
-#include "passes/Recompute.h"
+#include "passes/schedule/Recompute.h"
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/Liveness.h"
-#include "passes/Order.h"
-#include "passes/Schedule.h"
-#include "passes/Simulate.h"
-#include "passes/Verify.h"
+#include "passes/analysis/Liveness.h"
+#include "passes/analysis/Order.h"
+#include "passes/schedule/Schedule.h"
+#include "passes/analysis/Simulate.h"
+#include "passes/analysis/Verify.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

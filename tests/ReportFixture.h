@@ -11,10 +11,10 @@
 
 #include "codegen/PlanReport.h"
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/Liveness.h"
-#include "passes/Schedule.h"
-#include "passes/Simulate.h"
-#include "passes/Verify.h"
+#include "passes/analysis/Liveness.h"
+#include "passes/schedule/Schedule.h"
+#include "passes/analysis/Simulate.h"
+#include "passes/analysis/Verify.h"
 #include "tests/GraphLiteral.h"
 
 #include <memory>

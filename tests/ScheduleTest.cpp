@@ -1,11 +1,11 @@
 //===- ScheduleTest.cpp - Algorithm 1, policies, and the plan verifier ----===//
-#include "passes/Schedule.h"
+#include "passes/schedule/Schedule.h"
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/support/Diagnostics.h"
-#include "passes/Liveness.h"
-#include "passes/Pipeline.h"
-#include "passes/Simulate.h"
-#include "passes/Verify.h"
+#include "passes/analysis/Liveness.h"
+#include "passes/search/Pipeline.h"
+#include "passes/analysis/Simulate.h"
+#include "passes/analysis/Verify.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 //===- SubBatchTest.cpp - moDNN Eq. 3 -------------------------------------===//
-#include "passes/SubBatch.h"
+#include "passes/search/SubBatch.h"
 #include "compiler/autodiff/Autodiff.h"
 #include "tests/GraphLiteral.h"
 

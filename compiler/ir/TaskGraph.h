@@ -216,7 +216,7 @@ struct TaskGraph {
   /// The batch runs as `chunks` chunks of samples in one round, every task
   /// of a per-sample operator once per chunk, so that operators computing
   /// statistics over the batch (BatchNorm) still see the whole batch
-  /// (passes/Chunk.h). Blocks are then sized at the chunk.
+  /// (passes/search/Chunk.h). Blocks are then sized at the chunk.
   int32_t chunks = 1;
   /// Data parallelism: the graph is one rank's, at its slice of the batch.
   DataParallel dp;

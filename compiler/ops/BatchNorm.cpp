@@ -4,7 +4,7 @@
 // saves the mean and inverse deviation its backward needs (a Stats block)
 // and updates the running statistics, operands 3 and 4, in place. A
 // recomputed forward applies the saved statistics instead and leaves the
-// running ones alone. In a batch split into chunks (passes/Chunk.h) the
+// running ones alone. In a batch split into chunks (passes/search/Chunk.h) the
 // forward runs as statistics per chunk, one finalize and normalization per
 // chunk, and BP-data reads the batch's sums from the weight gradients.
 //

@@ -87,7 +87,7 @@ check mlp vec.npy 85% '88 90 92 94 96 98'
 
 # Exact in chunks: at 45% tiny-bn's whole batch does not fit, so memfit
 # splits the batch into chunks inside one round and gathers BatchNorm's
-# statistics over the whole batch (passes/Chunk.h); the trainer must agree
+# statistics over the whole batch (passes/search/Chunk.h); the trainer must agree
 # with torch at the whole batch, offloading on the way.
 d=chunks-tiny-bn
 "$MEMFIT" compile tiny-bn.onnx --batch 8 --budget 45% --device k40m -o "$d" \

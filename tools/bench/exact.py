@@ -9,7 +9,7 @@ with its statistics gathered over the batch), chen-sqrt (exact), and memfit with
 not what the model computes when the model has BatchNorm). Cells: predicted
 overhead over the ideal plan, then the sub-batches in brackets and the
 plan's gap to the proven bound of its order and sub-batch or chunks
-(passes/Bound.h);
+(passes/solve/TimeBound.h);
 `-` where the plan is infeasible, with the reason in a footnote.
 
 usage: tools/bench/exact.py [--memfit build/tools/memfit] [--out FILE]

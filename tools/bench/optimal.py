@@ -4,7 +4,7 @@
 Per row, on memfit's analytic device models (predictions; no GPU): memfit's
 default plan, the optimal policy's plan (its integral program solved at the
 order and sub-batch memfit's search picked, then scheduled), the proven
-lower bound of that order and sub-batch (passes/Bound.h, the same for both
+lower bound of that order and sub-batch (passes/solve/TimeBound.h, the same for both
 plans), the program's own round time, whether CBC proved it optimal within
 the node limit, and the wall times of the solve and of the whole `plan`.
 

@@ -10,7 +10,7 @@
 #include "codegen/CompareReport.h"
 #include "codegen/ReportHtml.h"
 #include "compiler/support/Units.h"
-#include "passes/Pipeline.h"
+#include "passes/search/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"
 

@@ -11,7 +11,7 @@
 #include "codegen/ReportText.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/OutputDir.h"
-#include "passes/Pipeline.h"
+#include "passes/search/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"
 

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/PlanReport.h"
 #include "compiler/support/OutputDir.h"
-#include "passes/Pipeline.h"
+#include "passes/search/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"
 

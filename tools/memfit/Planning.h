@@ -13,7 +13,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/ir/TaskGraph.h"
 #include "compiler/support/OutputDir.h"
-#include "passes/Pipeline.h"
+#include "passes/search/Pipeline.h"
 #include "tools/memfit/Progress.h"
 
 #include "llvm/Support/CommandLine.h"

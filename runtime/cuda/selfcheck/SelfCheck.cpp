@@ -327,7 +327,7 @@ void checkActivations(Bench &b) {
       checkActivation(b, p, sh.n, sh.per, sh.offset);
 }
 
-/// The program's batch of 8 as two chunks of 4 (passes/Chunk.h): the
+/// The program's batch of 8 as two chunks of 4 (passes/search/Chunk.h): the
 /// statistics combined over the chunks, finalized once, normalization and
 /// BP-data per chunk, against the CPU's whole-batch kernels.
 void checkChunkedNorm(Bench &b) {

@@ -1,0 +1,161 @@
+//===- Simulate.cpp - Replay a finished plan on the cost model ------------===//
+#include "passes/analysis/Simulate.h"
+
+#include "passes/analysis/Collectives.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <map>
+
+namespace memfit {
+namespace {
+
+struct RoundTimes {
+  double seconds = 0, stall = 0, compute = 0, recompute = 0;
+  int64_t toHost = 0, toDevice = 0;
+  std::vector<double> start, end;
+};
+
+RoundTimes replay(const TaskGraph &tg, const Plan &plan,
+                  const std::vector<Instr> &instrs, const CostTable &costs) {
+  RoundTimes rt;
+  std::array<double, kNumStreams> free{};
+  std::vector<double> eventTime(plan.numEvents, 0);
+  double computeEnd = 0;
+  for (const Instr &in : instrs) {
+    int s = static_cast<int>(in.stream);
+    double start = free[s], dur = 0;
+    switch (in.kind) {
+    case InstrKind::Run: {
+      const AlgoCost *a = costs.find(in.task, in.algo);
+      assert(a && "plan uses an algorithm the cost table lacks");
+      dur = a ? a->seconds : 0;
+      rt.stall += std::max(0.0, start - computeEnd);
+      rt.compute += dur;
+      if (in.recompute)
+        rt.recompute += dur;
+      computeEnd = start + dur;
+      break;
+    }
+    case InstrKind::CopyOut:
+    case InstrKind::CopyIn: {
+      // Copies are priced from the block's size at the table's sub-batch.
+      int64_t bytes = tg.blocks[plan.residencies[in.residency].block].bytesAt(
+          costs.subBatch);
+      bool out = in.kind == InstrKind::CopyOut;
+      dur = out ? costs.copyOutSeconds(bytes) : costs.copyInSeconds(bytes);
+      (out ? rt.toHost : rt.toDevice) += bytes;
+      break;
+    }
+    case InstrKind::Record:
+      eventTime[in.event] = free[s];
+      break;
+    case InstrKind::Wait:
+      start = std::max(start, eventTime[in.event]);
+      break;
+    }
+    rt.start.push_back(start);
+    rt.end.push_back(start + dur);
+    free[s] = start + dur;
+  }
+  rt.seconds = instrs.empty() ? 0 : *std::max_element(free.begin(), free.end());
+  return rt;
+}
+
+} // namespace
+
+Simulation simulate(const TaskGraph &tg, const Plan &plan,
+                    const CostTable &full, const CostTable *last) {
+  Simulation sim;
+  auto roundAt = [&](const CostTable &costs) {
+    return replay(tg, plan, plan.round, costs);
+  };
+  RoundTimes fullRound = roundAt(full);
+  RoundTimes lastRound = last ? roundAt(*last) : fullRound;
+  RoundTimes upd = replay(tg, plan, plan.update, full);
+  int64_t k = plan.numSubBatches;
+  sim.roundSeconds = fullRound.seconds;
+  sim.lastRoundSeconds = lastRound.seconds;
+  sim.updateSeconds = upd.seconds;
+  sim.iterationSeconds =
+      (k - 1) * fullRound.seconds + lastRound.seconds + upd.seconds;
+  sim.stallSeconds = (k - 1) * fullRound.stall + lastRound.stall;
+  sim.computeSeconds =
+      (k - 1) * fullRound.compute + lastRound.compute + upd.compute;
+  sim.recomputeSeconds = (k - 1) * fullRound.recompute + lastRound.recompute;
+  sim.bytesToHost = (k - 1) * fullRound.toHost + lastRound.toHost;
+  sim.bytesToDevice = (k - 1) * fullRound.toDevice + lastRound.toDevice;
+  sim.start = fullRound.start;
+  sim.end = fullRound.end;
+  sim.updateStart = upd.start;
+  sim.updateEnd = upd.end;
+  simulateCollectives(
+      tg, plan, full,
+      {&fullRound.end, &lastRound.end, fullRound.seconds, lastRound.seconds},
+      sim);
+
+  // Live bytes over time: a residency holds its bytes from the start of its
+  // first access to the end of its last; a workspace for its task's run.
+  std::vector<std::pair<double, double>> spanOf(plan.residencies.size(),
+                                                {-1, -1});
+  std::vector<std::pair<double, int64_t>> deltas;
+  auto span = [&](ResidencyId r, size_t i) {
+    auto &sp = spanOf[r];
+    if (sp.first < 0 || sim.start[i] < sp.first)
+      sp.first = sim.start[i];
+    sp.second = std::max(sp.second, sim.end[i]);
+  };
+  for (size_t i = 0; i < plan.round.size(); ++i) {
+    const Instr &in = plan.round[i];
+    if (in.kind == InstrKind::Run) {
+      // An input overwritten in place ends as its output begins.
+      ResidencyId over = inPlaceInput(tg, plan, in);
+      for (ResidencyId r : in.operands)
+        if (r >= 0 && r != over)
+          span(r, i);
+      if (over >= 0) {
+        auto &sp = spanOf[over];
+        if (sp.first < 0 || sim.start[i] < sp.first)
+          sp.first = sim.start[i];
+        sp.second = std::max(sp.second, sim.start[i]);
+      }
+      if (in.workspaceBytes > 0) {
+        deltas.push_back({sim.start[i], in.workspaceBytes});
+        deltas.push_back({sim.end[i], -in.workspaceBytes});
+      }
+    } else if (in.residency >= 0) {
+      span(in.residency, i);
+    }
+  }
+  for (ResidencyId r = 0; r < (ResidencyId)plan.residencies.size(); ++r)
+    if (spanOf[r].first >= 0) {
+      deltas.push_back({spanOf[r].first, plan.residencies[r].bytes});
+      deltas.push_back({spanOf[r].second, -plan.residencies[r].bytes});
+    }
+  // Frees before allocations at the same instant.
+  std::sort(deltas.begin(), deltas.end());
+  int64_t live = 0;
+  for (auto [t, d] : deltas) {
+    live += d;
+    sim.maxLiveBytes = std::max(sim.maxLiveBytes, live);
+  }
+  sim.residencySpan = std::move(spanOf);
+  sim.allocationEfficiency =
+      plan.arenaBytes > 0 ? double(sim.maxLiveBytes) / double(plan.arenaBytes)
+                          : 1.0;
+  return sim;
+}
+
+void summarize(Plan &plan, const Simulation &sim, double idealSeconds) {
+  PlanSummary &s = plan.summary;
+  s.idealSeconds = idealSeconds;
+  s.plannedSeconds = sim.iterationSeconds;
+  s.stallSeconds = sim.stallSeconds;
+  s.bytesToHost = sim.bytesToHost;
+  s.bytesToDevice = sim.bytesToDevice;
+  s.peakArenaBytes = plan.arenaBytes;
+  s.maxLiveBytes = sim.maxLiveBytes;
+}
+
+} // namespace memfit

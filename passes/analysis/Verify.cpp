@@ -1,0 +1,485 @@
+//===- Verify.cpp - Independent proof that a plan is right ----------------===//
+#include "passes/analysis/Verify.h"
+
+#include "compiler/support/Diagnostics.h"
+#include "passes/analysis/Liveness.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <array>
+#include <map>
+
+namespace memfit {
+namespace {
+
+using Clock = std::array<int32_t, kNumStreams>;
+
+struct Section {
+  const char *name;
+  const std::vector<Instr> *instrs;
+  bool isRound;
+};
+
+class Verifier {
+public:
+  Verifier(const TaskGraph &tg, const Plan &plan) : tg(tg), plan(plan) {}
+  llvm::Error run();
+
+private:
+  struct InstrInfo {
+    Stream stream;
+    int32_t seq; // 1-based position on its stream
+    Clock clock; // what is known complete when it starts, per stream
+  };
+  /// One lifetime of a residency (or a task's workspace) in one section.
+  struct Instance {
+    int64_t offset = 0, bytes = 0;
+    int32_t first = -1; // global index of the first access
+    std::array<int32_t, kNumStreams> last{-1, -1, -1};
+    BlockId block = -1; // -1 for a workspace
+  };
+
+  llvm::Error fail(const char *rule, const llvm::Twine &msg) {
+    return makeInternalErrorF("plan verification failed [{0}]: {1}: {2}", rule,
+                              where, msg.str());
+  }
+  bool hb(int32_t a, int32_t b) const {
+    if (a < 0)
+      return true; // the initial state precedes everything
+    const InstrInfo &ia = info[a];
+    return a < b && info[b].clock[static_cast<int>(ia.stream)] >= ia.seq;
+  }
+  std::string blockName(BlockId b) const {
+    return quoteName(tg.blocks[b].name);
+  }
+
+  llvm::Error checkStatic();
+  llvm::Error walkSection(const Section &s, int copy);
+  llvm::Error runTask(const Instr &in, int32_t g, int copy);
+  llvm::Error checkOverlap();
+  void access(int copy, ResidencyId r, int32_t g, Stream s);
+
+  const TaskGraph &tg;
+  const Plan &plan;
+  std::string where;
+  std::vector<InstrInfo> info;
+  std::array<Clock, kNumStreams> streamClock{};
+  std::vector<Clock> eventClock;
+  std::vector<bool> eventRecorded;
+
+  // Content state, per storage block, reset at each round.
+  std::vector<int32_t> version, hostVersion, hostCopy;
+  // Per residency instance (copy * nres + r).
+  std::vector<int32_t> resVersion, resLastWrite;
+  std::vector<Instance> instances;
+  // Weight-side blocks: last write and the reads since, per stream.
+  std::vector<int32_t> residentWrite;
+  std::vector<std::array<int32_t, kNumStreams>> residentReads;
+  std::vector<int32_t> runs; // per task, runs in the current section
+  std::vector<bool> isInput;
+  std::vector<TaskId> taskAt; // per global instruction, the task it runs
+};
+
+void Verifier::access(int copy, ResidencyId r, int32_t g, Stream s) {
+  Instance &inst = instances[copy * plan.residencies.size() + r];
+  if (inst.first < 0)
+    inst.first = g;
+  inst.last[static_cast<int>(s)] = g;
+}
+
+llvm::Error Verifier::checkStatic() {
+  where = "plan";
+  // Chunks inside the round cover the batch exactly; sub-batches do with
+  // the last one possibly smaller.
+  int64_t perRound = plan.subBatch * std::max<int64_t>(plan.chunks, 1);
+  if (plan.chunks != tg.chunks ||
+      (plan.chunks > 1 && (plan.numSubBatches != 1 || perRound != plan.batch)))
+    return fail("structure",
+                llvm::formatv("{0} chunks of {1} in {2} rounds do not match "
+                              "the task graph's {3} chunks of batch {4}",
+                              plan.chunks, plan.subBatch, plan.numSubBatches,
+                              tg.chunks, plan.batch)
+                    .str());
+  if (plan.subBatch <= 0 || plan.numSubBatches <= 0 ||
+      perRound * (plan.numSubBatches - 1) >= plan.batch ||
+      perRound * plan.numSubBatches < plan.batch)
+    return fail("structure",
+                llvm::formatv("{0} sub-batches of {1} do not cover batch {2}",
+                              plan.numSubBatches, plan.subBatch, plan.batch)
+                    .str());
+  if (plan.residentBytes != tg.weightSideBytes())
+    return fail("budget",
+                llvm::formatv("resident bytes {0} differ from the "
+                              "weight side {1}",
+                              plan.residentBytes, tg.weightSideBytes())
+                    .str());
+  if (plan.libraryReserve < 0)
+    return fail("budget", llvm::formatv("the library reserve {0} bytes is "
+                                        "negative",
+                                        plan.libraryReserve)
+                              .str());
+  if (plan.arenaBytes < 0 || plan.deviceBytes() > plan.budget)
+    return fail("budget",
+                llvm::formatv("library reserve {0} + resident {1} + arena {2} "
+                              "bytes exceed the budget of {3} bytes",
+                              plan.libraryReserve, plan.residentBytes,
+                              plan.arenaBytes, plan.budget)
+                    .str());
+  for (ResidencyId r = 0; r < (ResidencyId)plan.residencies.size(); ++r) {
+    const Residency &res = plan.residencies[r];
+    where = llvm::formatv("residency {0}", r).str();
+    if (res.block < 0 || res.block >= (BlockId)tg.blocks.size())
+      return fail("structure", "block id out of range");
+    const Block &b = tg.blocks[res.block];
+    if (b.viewOf >= 0 || isWeightSide(b.kind))
+      return fail("structure", "residency of " + blockName(res.block) +
+                                   ", which is a view or resident");
+    if (res.bytes < b.bytesAt(plan.subBatch))
+      return fail("structure",
+                  llvm::formatv("{0} needs {1} bytes, residency has {2}",
+                                blockName(res.block), b.bytesAt(plan.subBatch),
+                                res.bytes)
+                      .str());
+    if (res.offset < 0 || res.offset + res.bytes > plan.arenaBytes)
+      return fail("budget", "lies outside the arena");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Verifier::runTask(const Instr &in, int32_t g, int copy) {
+  if (in.task < 0 || in.task >= (TaskId)tg.tasks.size())
+    return fail("structure", "task id out of range");
+  const Task &t = tg.tasks[in.task];
+  where += " " + quoteName(t.name);
+  if (in.stream != Stream::Compute)
+    return fail("structure", "tasks run on the compute stream");
+  if (in.recompute && t.kind != TaskKind::Forward)
+    return fail("structure", "only forward tasks can be recomputed");
+  if (!in.recompute)
+    ++runs[in.task];
+  size_t nOps = t.reads.size() + t.writes.size();
+  if (in.operands.size() != nOps)
+    return fail("structure", llvm::formatv("{0} operands for {1} blocks",
+                                           in.operands.size(), nOps)
+                                 .str());
+  if (in.workspaceBytes < 0 || in.workspaceOffset < 0 ||
+      in.workspaceOffset + in.workspaceBytes > plan.arenaBytes)
+    return fail("budget", "workspace lies outside the arena");
+  if (in.workspaceBytes > 0) {
+    Instance ws;
+    ws.offset = in.workspaceOffset;
+    ws.bytes = in.workspaceBytes;
+    ws.first = g;
+    ws.last[0] = g;
+    instances.push_back(ws);
+  }
+  size_t nres = plan.residencies.size();
+  auto operandRes = [&](size_t i, BlockId blk) -> llvm::Expected<int32_t> {
+    ResidencyId r = in.operands[i];
+    if (r < 0 || r >= (ResidencyId)nres)
+      return fail("ready", "no residency given for " + blockName(blk));
+    if (plan.residencies[r].block != storageOf(tg, blk))
+      return fail("ready", llvm::formatv("residency {0} holds {1}, not {2}", r,
+                                         blockName(plan.residencies[r].block),
+                                         blockName(blk))
+                               .str());
+    access(copy, r, g, Stream::Compute);
+    return static_cast<int32_t>(copy * nres + r);
+  };
+  auto checkContent = [&](int32_t inst, BlockId blk) -> llvm::Error {
+    BlockId s = storageOf(tg, blk);
+    if (version[s] == 0)
+      return fail("ready",
+                  blockName(blk) + " is read before any task wrote it");
+    if (resVersion[inst] != version[s])
+      return fail("ready",
+                  llvm::formatv(
+                      "{0} is not resident with its latest content "
+                      "(residency {1} has version {2}, latest is {3})",
+                      blockName(blk), inst % nres, resVersion[inst], version[s])
+                      .str());
+    if (!hb(resLastWrite[inst], g))
+      return fail("ready", "the write or copy that put " + blockName(blk) +
+                               " on the device is not waited for");
+    return llvm::Error::success();
+  };
+  // Reads.
+  for (size_t i = 0; i < t.reads.size(); ++i) {
+    BlockId b = t.reads[i];
+    if (isWeightSide(tg.blocks[b].kind)) {
+      if (!hb(residentWrite[b], g))
+        return fail("resident", blockName(b) + " is read before its last "
+                                               "write is complete");
+      residentReads[b][0] = g;
+      continue;
+    }
+    auto inst = operandRes(i, b);
+    if (!inst)
+      return inst.takeError();
+    if (auto err = checkContent(*inst, b))
+      return err;
+  }
+  // Writes: accumulations need the current content; then the new content
+  // exists only in the residency written.
+  std::vector<std::pair<BlockId, int32_t>> written;
+  for (size_t i = 0; i < t.writes.size(); ++i) {
+    BlockId b = t.writes[i];
+    bool resident = isWeightSide(tg.blocks[b].kind);
+    // A recompute leaves resident state alone (BatchNorm's running
+    // statistics are updated once) and reads the saved statistics back.
+    if (resident && in.recompute)
+      continue;
+    if (resident) {
+      if (!hb(residentWrite[b], g))
+        return fail("resident", blockName(b) + " is written before its last "
+                                               "write is complete");
+      for (int32_t r : residentReads[b])
+        if (r >= 0 && r != g && !hb(r, g))
+          return fail("resident", blockName(b) + " is written while a read "
+                                                 "may still be running");
+      residentWrite[b] = g;
+      residentReads[b] = {-1, -1, -1};
+      continue;
+    }
+    auto inst = operandRes(t.reads.size() + i, b);
+    if (!inst)
+      return inst.takeError();
+    BlockId s = storageOf(tg, b);
+    if (in.recompute && tg.blocks[s].kind == BlockKind::Stats) {
+      if (auto err = checkContent(*inst, b))
+        return err;
+      continue;
+    }
+    bool needsContent = t.accumulates[i] && version[s] > 0 && !in.recompute;
+    if (needsContent)
+      if (auto err = checkContent(*inst, b))
+        return err;
+    written.push_back({s, *inst});
+  }
+  for (auto [s, inst] : written) {
+    // A recompute regenerates the same content; it is not a new write.
+    if (!in.recompute)
+      ++version[s];
+    else if (version[s] == 0)
+      return fail("ready", blockName(s) + " is recomputed before it was "
+                                          "first computed");
+    resVersion[inst] = version[s];
+    resLastWrite[inst] = g;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Verifier::walkSection(const Section &sec, int copy) {
+  size_t nb = tg.blocks.size(), nres = plan.residencies.size();
+  std::fill(eventRecorded.begin(), eventRecorded.end(), false);
+  std::fill(runs.begin(), runs.end(), 0);
+  if (sec.isRound) {
+    version.assign(nb, 0);
+    hostVersion.assign(nb, -1);
+    hostCopy.assign(nb, -1);
+    for (BlockId b = 0; b < (BlockId)nb; ++b)
+      if (isInput[b]) {
+        version[b] = 1; // the data loader's batch, on the host
+        hostVersion[b] = 1;
+      }
+  }
+  for (size_t i = 0; i < sec.instrs->size(); ++i) {
+    const Instr &in = (*sec.instrs)[i];
+    auto g = static_cast<int32_t>(info.size());
+    where = llvm::formatv("{0} instruction {1}", sec.name, i).str();
+    auto st = static_cast<int>(in.stream);
+    if (st < 0 || st >= kNumStreams)
+      return fail("structure", "stream out of range");
+    Clock &sc = streamClock[st];
+    ++sc[st];
+    info.push_back({in.stream, sc[st], sc});
+    taskAt.push_back(in.kind == InstrKind::Run ? in.task : -1);
+    switch (in.kind) {
+    case InstrKind::Run:
+      if (auto err = runTask(in, g, copy))
+        return err;
+      break;
+    case InstrKind::CopyOut:
+    case InstrKind::CopyIn: {
+      bool out = in.kind == InstrKind::CopyOut;
+      if (in.stream != (out ? Stream::CopyOut : Stream::CopyIn))
+        return fail("structure", "copy on the wrong stream");
+      if (!sec.isRound)
+        return fail("structure", "copies belong in rounds");
+      if (in.residency < 0 || in.residency >= (ResidencyId)nres)
+        return fail("structure", "residency out of range");
+      BlockId b = plan.residencies[in.residency].block;
+      int32_t inst = copy * nres + in.residency;
+      access(copy, in.residency, g, in.stream);
+      if (out) {
+        if (version[b] == 0 || resVersion[inst] != version[b])
+          return fail("copy-out",
+                      blockName(b) +
+                          " is offloaded without its latest content");
+        if (!hb(resLastWrite[inst], g))
+          return fail("copy-out",
+                      "offload of " + blockName(b) +
+                          " does not wait for the task that wrote it");
+        hostVersion[b] = version[b];
+        hostCopy[b] = g;
+      } else {
+        if (hostVersion[b] != version[b])
+          return fail("copy-in",
+                      "no host copy of the latest content of " + blockName(b));
+        if (!hb(hostCopy[b], g))
+          return fail("copy-in", "prefetch of " + blockName(b) +
+                                     " does not wait for its offload");
+        resVersion[inst] = version[b];
+        resLastWrite[inst] = g;
+      }
+      break;
+    }
+    case InstrKind::Record:
+      if (in.event < 0 || in.event >= plan.numEvents)
+        return fail("structure", "event out of range");
+      eventClock[in.event] = sc;
+      eventRecorded[in.event] = true;
+      break;
+    case InstrKind::Wait:
+      if (in.event < 0 || in.event >= plan.numEvents)
+        return fail("structure", "event out of range");
+      if (!eventRecorded[in.event])
+        return fail(
+            "structure",
+            llvm::formatv("waits for event {0} before it is recorded", in.event)
+                .str());
+      for (int k = 0; k < kNumStreams; ++k)
+        sc[k] = std::max(sc[k], eventClock[in.event][k]);
+      info.back().clock = sc;
+      break;
+    }
+  }
+  where = sec.name;
+  for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
+    bool isUpdate = tg.tasks[t].kind == TaskKind::Update;
+    int expected = (isUpdate != sec.isRound) ? 1 : 0;
+    if (runs[t] != expected)
+      return fail("structure",
+                  llvm::formatv("task {0} runs {1} times, expected "
+                                "{2}",
+                                quoteName(tg.tasks[t].name), runs[t], expected)
+                      .str());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Verifier::checkOverlap() {
+  std::vector<int32_t> order;
+  for (int32_t i = 0; i < (int32_t)instances.size(); ++i)
+    if (instances[i].first >= 0 && instances[i].bytes > 0)
+      order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return instances[a].first < instances[b].first;
+  });
+  // Address space as disjoint segments [start, end) -> last instance there.
+  std::map<int64_t, std::pair<int64_t, int32_t>> segs;
+  for (int32_t id : order) {
+    const Instance &cur = instances[id];
+    int64_t lo = cur.offset, hi = cur.offset + cur.bytes;
+    auto it = segs.upper_bound(lo);
+    if (it != segs.begin())
+      --it;
+    std::vector<int32_t> prev;
+    while (it != segs.end() && it->first < hi) {
+      if (it->second.first > lo)
+        prev.push_back(it->second.second);
+      ++it;
+    }
+    std::sort(prev.begin(), prev.end());
+    prev.erase(std::unique(prev.begin(), prev.end()), prev.end());
+    for (int32_t p : prev) {
+      const Instance &old = instances[p];
+      for (int32_t a : old.last) {
+        if (a < 0 || hb(a, cur.first))
+          continue;
+        bool inPlace = false;
+        if (a == cur.first && old.block >= 0 && cur.block >= 0 &&
+            old.offset == cur.offset && taskAt[a] >= 0) {
+          // The one instruction both last reads the input and first writes
+          // the output: legal for a task that may run in place.
+          const Task &t = tg.tasks[taskAt[a]];
+          inPlace = t.mayRunInPlace && !t.reads.empty() && !t.writes.empty() &&
+                    storageOf(tg, t.reads[t.inPlaceRead]) == old.block &&
+                    storageOf(tg, t.writes[0]) == cur.block;
+        }
+        if (!inPlace) {
+          where = "arena";
+          std::string what = [&](const Instance &x) {
+            return x.block >= 0 ? blockName(x.block)
+                                : std::string("a workspace");
+          }(old);
+          std::string whatNew = cur.block >= 0 ? blockName(cur.block)
+                                               : std::string("a workspace");
+          return fail(
+              "overlap",
+              llvm::formatv("{0} at [{1}, {2}) may still be in use when "
+                            "{3} at [{4}, {5}) is first written",
+                            what, old.offset, old.offset + old.bytes, whatNew,
+                            lo, hi)
+                  .str());
+        }
+      }
+    }
+    // Replace [lo, hi) with the current instance, splitting the ends.
+    auto split = [&](int64_t x) {
+      auto it = segs.upper_bound(x);
+      if (it == segs.begin())
+        return;
+      --it;
+      if (it->first < x && it->second.first > x) {
+        segs[x] = it->second;
+        it->second.first = x;
+      }
+    };
+    split(lo);
+    split(hi);
+    segs.erase(segs.lower_bound(lo), segs.lower_bound(hi));
+    segs[lo] = {hi, id};
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Verifier::run() {
+  if (auto err = checkStatic())
+    return err;
+  size_t nb = tg.blocks.size(), nres = plan.residencies.size();
+  isInput.assign(nb, false);
+  for (BlockId b = 0; b < (BlockId)nb; ++b)
+    isInput[b] = isBatchData(tg.blocks[b].kind);
+  eventClock.assign(plan.numEvents, Clock{});
+  eventRecorded.assign(plan.numEvents, false);
+  runs.assign(tg.tasks.size(), 0);
+  residentWrite.assign(nb, -1);
+  residentReads.assign(nb, {-1, -1, -1});
+  const Section sections[] = {{"round", &plan.round, true},
+                              {"second round", &plan.round, true},
+                              {"update", &plan.update, false},
+                              {"next iteration's round", &plan.round, true}};
+  instances.assign(4 * nres, Instance{});
+  for (int c = 0; c < 4; ++c)
+    for (size_t r = 0; r < nres; ++r) {
+      Instance &in = instances[c * nres + r];
+      in.offset = plan.residencies[r].offset;
+      in.bytes = plan.residencies[r].bytes;
+      in.block = plan.residencies[r].block;
+    }
+  resVersion.assign(4 * nres, 0);
+  resLastWrite.assign(4 * nres, -1);
+  for (int c = 0; c < 4; ++c)
+    if (auto err = walkSection(sections[c], c))
+      return err;
+  return checkOverlap();
+}
+
+} // namespace
+
+llvm::Error verifyPlan(const TaskGraph &tg, const Plan &plan) {
+  return Verifier(tg, plan).run();
+}
+
+} // namespace memfit

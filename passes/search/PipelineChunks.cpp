@@ -1,0 +1,111 @@
+//===- PipelineChunks.cpp - Exact plans with the batch in chunks ----------===//
+//
+// A model with BatchNorm keeps its semantics only at whole batches. Where a
+// whole batch does not fit (or only with heavy offload and recomputation),
+// the batch is split into chunks inside the round (Chunk.h) and the split
+// graph is planned like any other, at its chunk size.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/support/Diagnostics.h"
+#include "passes/search/PipelineSteps.h"
+
+namespace memfit::pipeline {
+namespace {
+
+/// A plan this close to the ideal time is not worth more chunks.
+constexpr double kCloseEnough = 0.01;
+
+/// A user-level failure (too little room) is a reason to try other chunk
+/// counts; memfit's own faults are returned.
+llvm::Error keepInternal(llvm::Error e) {
+  llvm::Error internal = takeInternalErrors(e);
+  llvm::consumeError(std::move(e));
+  return internal;
+}
+
+} // namespace
+
+Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
+                     int64_t batch) {
+  auto owned = std::make_shared<const CostTable>(
+      chunkedCosts(cg, tableAt(batch / cg.tg.chunks)));
+  return {owned.get(), nullptr, owned};
+}
+
+PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk) {
+  PlanRequest cr = resolved;
+  cr.batch = cr.forcedSubBatch = chunk;
+  cr.bound = cr.chunking = false;
+  return cr;
+}
+
+llvm::Expected<std::optional<ChunkedCandidate>>
+searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
+             const std::vector<TaskId> &order, const PlanRequest &resolved,
+             const std::vector<int32_t> &counts, bool forced,
+             PlanOutcome &out) {
+  std::optional<ChunkedCandidate> best;
+  for (int32_t k : counts) {
+    int64_t b = resolved.batch / k;
+    LowerBound floor = computeLowerBound(tg, b);
+    if (floor.bytes > resolved.budget && !forced)
+      continue; // the split graph's floor is at least this
+    auto split = splitAlongBatch(tg, order, k);
+    if (!split) {
+      if (forced)
+        return split.takeError();
+      if (llvm::Error e = keepInternal(split.takeError()))
+        return std::move(e);
+      return best; // the model cannot be split (a frozen BatchNorm)
+    }
+    auto cg = std::make_shared<const ChunkedGraph>(std::move(*split));
+    Tables tables = chunkedTables(*cg, tableAt, resolved.batch);
+    CostTableFn fn = [&tables](int64_t) -> const CostTable & {
+      return *tables.full;
+    };
+    PlanRequest cr = chunkRequest(resolved, b);
+    PlanOutcome scratch;
+    auto variants = firstPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget,
+                                       scratch.eq3SubBatch);
+    if (!variants) {
+      if (forced)
+        return variants.takeError();
+      if (llvm::Error e = keepInternal(variants.takeError()))
+        return std::move(e);
+      continue;
+    }
+    CandidateSearch search(cg->tg, fn, cg->order, cr, cr, scratch,
+                           std::nullopt);
+    search.runAll(*variants);
+    if (search.best()) {
+      std::vector<Variant> chen = chenPhaseVariants(cg->tg, cg->order, cr, b);
+      search.runAll(chen);
+      std::vector<Variant> chain =
+          chainPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget, b);
+      search.runAll(chain);
+    }
+    out.abandoned += scratch.abandoned;
+    auto c = search.takeBest();
+    if (!c) {
+      if (forced)
+        return c.takeError();
+      if (llvm::Error e = keepInternal(c.takeError()))
+        return std::move(e);
+      if (best)
+        break;
+      continue;
+    }
+    c->plan.batch = resolved.batch;
+    c->plan.chunks = k;
+    double t = c->sim.iterationSeconds;
+    out.chunksTried.push_back({k, t});
+    if (best && t >= best->c.sim.iterationSeconds)
+      break; // more chunks stopped helping
+    best = ChunkedCandidate{cg, std::move(*c)};
+    if (t <= out.idealSeconds * (1 + kCloseEnough))
+      break;
+  }
+  return best;
+}
+
+} // namespace memfit::pipeline

@@ -1,0 +1,216 @@
+//===- PipelineSteps.h - The steps of planTraining (internal) ---*- C++ -*-===//
+//
+// planTraining (Pipeline.h) in four steps, each in its own file: the budget
+// resolved against the ideal plan and the lower bound (PipelineBudget.cpp);
+// the candidate schedules a policy tries (PipelineCandidates.cpp); the
+// search over them, in waves of two threads with a cutoff
+// (PipelineSearch.cpp), the batch in chunks (PipelineChunks.cpp) and the
+// winner's refinement (PipelineRefine.cpp); and the winner's verification
+// and summary (Pipeline.cpp). Not a public interface.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_PASSES_PIPELINESTEPS_H
+#define MEMFIT_PASSES_PIPELINESTEPS_H
+
+#include "passes/solve/TimeBound.h"
+#include "passes/search/Pipeline.h"
+
+#include <memory>
+#include <optional>
+
+namespace memfit::pipeline {
+
+/// A proven bound (Bound.h) with the parts of a plan it was computed for:
+/// another plan with the same order, rounds and arena has the same bound.
+struct KnownBound {
+  std::vector<TaskId> order;
+  int64_t numSubBatches = 0, arena = 0;
+  std::optional<IterationBound> bound;
+  std::string why; // when there is none
+  bool holdsFor(const Plan &p) const;
+};
+
+struct Candidate {
+  Plan plan;
+  Simulation sim;
+  /// Its bound, when the search already proved it (the bound phase).
+  std::shared_ptr<const KnownBound> bound = {};
+};
+
+/// The cost tables for sub-batch `subBatch` of `batch`: the full rounds'
+/// and, when the last round is smaller, its own. tableAt's tables are
+/// borrowed, not copied (on a deep network, copying them for every
+/// schedule was a good part of planning): CostTableFn keeps them as they
+/// are while the planning runs. A chunked graph's tables are owned here.
+struct Tables {
+  const CostTable *full = nullptr, *last = nullptr;
+  std::shared_ptr<const CostTable> owned; // what `full` points to, if owned
+};
+Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch);
+
+/// One schedule and its simulation on tables the caller owns (so several
+/// may run at once).
+llvm::Expected<Candidate> planWith(const TaskGraph &tg, const CostTable &full,
+                                   const CostTable *last,
+                                   const std::vector<TaskId> &order,
+                                   const ScheduleOptions &so);
+/// The same with a request's policy, budget and in-place rule, and a
+/// variant's decisions.
+llvm::Expected<Candidate>
+planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
+         const std::vector<TaskId> &order, const PlanRequest &req,
+         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds,
+         std::vector<bool> offload = {}, bool lookPastIdle = false);
+
+// --- budget resolution (PipelineBudget.cpp) ---
+
+/// The device budget `req` asks for in bytes (deviceBudget, Pipeline.h);
+/// an error when what it leaves the plan after the library reserve is
+/// below the lower bound.
+llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
+                                      const PlanRequest &req,
+                                      const LowerBound &lb,
+                                      int64_t idealPeakBytes);
+
+// --- candidate generation (PipelineCandidates.cpp) ---
+
+/// A schedule to try: a sub-batch and a drop set, under the request's
+/// policy or another's rules.
+struct Variant {
+  int64_t subBatch;
+  std::vector<bool> drop = {};
+  bool allowRecompute = true;
+  std::optional<Policy> as = {}; // schedule with another policy's rules
+  bool inPlace = true;           // and PlanRequest::inPlace
+  /// Blocks copied out once the forward pass is done with them
+  /// (ScheduleOptions::offloadAfterForward).
+  std::vector<bool> offload = {};
+  /// The chain program's decisions (ChainDP.h): kept only when strictly
+  /// faster than every other candidate.
+  bool chain = false;
+  /// ScheduleOptions::lookPastIdle, under memfit's own search (memfit and
+  /// optimal requests); other policies' requests never look past idle.
+  bool lookPastIdle = true;
+  /// The bound's relaxation rounded (boundPhaseVariants): as `chain`.
+  bool guided = false;
+};
+
+/// The first phase's candidates of the request's policy at `budget`; sets
+/// eq3SubBatch where the policy consults Eq. 3.
+llvm::Expected<std::vector<Variant>>
+firstPhaseVariants(const TaskGraph &tg, const CostTableFn &tableAt,
+                   const std::vector<TaskId> &order, const PlanRequest &req,
+                   int64_t budget, int64_t &eq3SubBatch);
+
+/// memfit's second phase: Chen et al.'s segment drop sets at the best
+/// sub-batch so far and the whole batch, under memfit's rules and Chen's.
+std::vector<Variant> chenPhaseVariants(const TaskGraph &tg,
+                                       const std::vector<TaskId> &order,
+                                       const PlanRequest &req,
+                                       int64_t bestSubBatch);
+
+/// memfit's third phase: the chain program's decisions (ChainDP.h) at
+/// sub-batch `subBatch`, planned to a few shares of the arena, with and
+/// without offload; distinct ones only.
+std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
+                                        const CostTableFn &tableAt,
+                                        const std::vector<TaskId> &order,
+                                        const PlanRequest &req, int64_t budget,
+                                        int64_t subBatch);
+
+/// The search's bound phase runs on graphs of up to this many tasks (the
+/// deepest ResNets skip it: their bound alone takes a second or more).
+constexpr size_t kBoundGuided = 8000;
+
+/// The bound of `plan`'s space on `tg` with `tb`'s tables.
+std::shared_ptr<const KnownBound>
+proveBound(const TaskGraph &tg, const Plan &plan, const Tables &tb);
+
+/// The variants of memfit's bound phase (guideByBound in Pipeline.cpp):
+/// `bound`'s fractional shares (at the step most over the budget, and on
+/// average) rounded into drop and offload sets, scheduled as the chain
+/// program's are. Distinct ones only.
+std::vector<Variant> boundPhaseVariants(const TaskGraph &tg,
+                                        const IterationBound &bound,
+                                        int64_t subBatch);
+
+/// memfit's refinement phase (PipelineRefine.cpp): a local search over
+/// `best`'s keep / recompute / offload decisions, each move rescheduled;
+/// `best` is replaced when a move makes it strictly faster.
+llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
+                            const std::vector<TaskId> &gOrder,
+                            const PlanRequest &gr, PlanOutcome &out,
+                            Candidate &best, const Candidate *other = nullptr);
+
+// --- the search (PipelineSearch.cpp) ---
+
+/// Schedules variants in waves of kWave, on as many threads, each against
+/// the best time before its wave, and keeps the fastest.
+class CandidateSearch {
+public:
+  /// `resolved` is `req` with its budget resolved; `ideal`, when given, is
+  /// the ideal plan at the whole batch, reused for the ideal policy.
+  CandidateSearch(const TaskGraph &tg, const CostTableFn &tableAt,
+                  const std::vector<TaskId> &order, const PlanRequest &req,
+                  const PlanRequest &resolved, PlanOutcome &out,
+                  std::optional<Candidate> ideal)
+      : tg(tg), tableAt(tableAt), order(order), req(req), resolved(resolved),
+        out(out), ideal(std::move(ideal)) {}
+
+  void runAll(std::vector<Variant> &variants);
+  /// The fastest so far, or null.
+  const Candidate *best() const { return bestSoFar ? &*bestSoFar : nullptr; }
+  /// The fastest; the internal errors when any variant had one; else the
+  /// first error when every variant failed.
+  llvm::Expected<Candidate> takeBest();
+  /// Keeps the outcome of variant `v` when it is the fastest so far; a
+  /// schedule that failed for the user's reasons (too little room) is
+  /// dropped when another succeeds, an internal error never is.
+  void merge(const Variant &v, llvm::Expected<Candidate> &c);
+
+private:
+  void runWave(std::vector<Variant> &wave);
+
+  const TaskGraph &tg;
+  const CostTableFn &tableAt;
+  const std::vector<TaskId> &order;
+  const PlanRequest &req;
+  const PlanRequest &resolved;
+  PlanOutcome &out;
+  std::optional<Candidate> ideal;
+  std::optional<Candidate> bestSoFar;
+  bool bestAs = false; // the best was scheduled under another policy's rules
+  llvm::Error firstErr = llvm::Error::success();
+  /// Internal errors of any candidate: never dropped for a winner.
+  llvm::Error internalErr = llvm::Error::success();
+};
+
+// --- the batch split into chunks (PipelineChunks.cpp) ---
+
+struct ChunkedCandidate {
+  std::shared_ptr<const ChunkedGraph> graph;
+  Candidate c;
+};
+
+/// Plans with the batch split into chunks inside the round, for a model
+/// that needs whole batches to stay exact: the chunk counts given (fewest
+/// first) whose floor fits `resolved.budget`, until more chunks stop
+/// helping. The fastest (its plan's batch and chunks set), or none; errors
+/// for memfit's own faults, and when `forced`, for why the one count given
+/// has no plan. Records what it tried.
+llvm::Expected<std::optional<ChunkedCandidate>>
+searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
+             const std::vector<TaskId> &order, const PlanRequest &resolved,
+             const std::vector<int32_t> &counts, bool forced, PlanOutcome &out);
+
+/// The request a split graph is planned with: the chunk is its batch and
+/// its sub-batch; no bound and no further split.
+PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk);
+
+/// The split graph's cost tables at its chunk size.
+Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
+                     int64_t batch);
+
+} // namespace memfit::pipeline
+
+#endif
