@@ -32,7 +32,7 @@ using cpu::put;
 using kernels::step64;
 
 uint64_t dropoutKey(uint64_t seed, uint64_t iteration, uint64_t task) {
-  return step64(step64(step64(seed) + iteration) + task);
+  return kernels::dropoutKeyOf(seed, iteration, task);
 }
 
 float dropoutUniform(uint64_t key, uint64_t sample, uint64_t element) {

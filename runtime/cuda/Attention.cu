@@ -53,10 +53,12 @@ __device__ void walkKeyTiles(const AttentionParams &p, const AttnSample &a,
 /// Block: kAttnQueryTile query rows of one sample and head.
 struct AttentionKernel {
   static constexpr int threads = kAttnQueryTile;
-  __device__ static void run(AttentionParams p, int64_t n, uint64_t key,
-                             int64_t firstSample, View q, View k, View v,
-                             View mask, View o, View lse) {
+  __device__ static void run(AttentionParams p, int64_t n,
+                             cuda::DropoutKey dropKey, int64_t firstSample,
+                             View q, View k, View v, View mask, View o,
+                             View lse) {
     __shared__ float tile[kTileFloats];
+    const uint64_t key = dropKey.get();
     int64_t perHead = kernels::attnTiles(p.t);
     int64_t tiles = n * p.heads * perHead;
     int64_t kc = kernels::attnKeyTile(p);
@@ -83,11 +85,12 @@ struct AttentionKernel {
 /// Block: kAttnQueryTile query rows of one sample and head.
 struct AttentionGradQKernel {
   static constexpr int threads = kAttnQueryTile;
-  __device__ static void run(AttentionParams p, int64_t n, uint64_t key,
-                             int64_t firstSample, View q, View k, View v,
-                             View mask, View o, View lse, View dO, View dq,
-                             bool acc) {
+  __device__ static void run(AttentionParams p, int64_t n,
+                             cuda::DropoutKey dropKey, int64_t firstSample,
+                             View q, View k, View v, View mask, View o,
+                             View lse, View dO, View dq, bool acc) {
     __shared__ float tile[kTileFloats];
+    const uint64_t key = dropKey.get();
     int64_t perHead = kernels::attnTiles(p.t);
     int64_t tiles = n * p.heads * perHead;
     int64_t kc = kernels::attnKeyTile(p);
@@ -115,11 +118,13 @@ struct AttentionGradQKernel {
 /// query tile of the heads that read them, in head order.
 struct AttentionGradKVKernel {
   static constexpr int threads = kAttnQueryTile;
-  __device__ static void run(AttentionParams p, int64_t n, uint64_t key,
-                             int64_t firstSample, View q, View k, View v,
-                             View mask, View o, View lse, View dO, View dk,
-                             View dv, bool accK, bool accV) {
+  __device__ static void run(AttentionParams p, int64_t n,
+                             cuda::DropoutKey dropKey, int64_t firstSample,
+                             View q, View k, View v, View mask, View o,
+                             View lse, View dO, View dk, View dv, bool accK,
+                             bool accV) {
     __shared__ float tile[kTileFloats];
+    const uint64_t key = dropKey.get();
     int64_t perHead = kernels::attnTiles(p.s);
     int64_t tiles = n * p.kvHeads * perHead;
     int64_t qc = kernels::attnQueryTileOfKV(p);
@@ -164,14 +169,11 @@ struct AttentionGradKVKernel {
 void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
                             const float *q, const float *k, const float *v,
                             const float *mask, float *o, float *lse) {
-  if (p.dropout > 0)
-    impl->readsHostValue("attention's dropout masks follow the iteration");
   int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
-  cuda::launch<AttentionKernel>(blocksFor(tiles), impl->compute(), p, n,
-                                dropoutKey(seed, iteration, taskKey),
-                                firstSample, impl->view(q), impl->view(k),
-                                impl->view(v), impl->view(mask), impl->view(o),
-                                impl->view(lse));
+  cuda::launch<AttentionKernel>(
+      blocksFor(tiles), impl->compute(), p, n, impl->dropoutKey(*this, taskKey),
+      firstSample, impl->view(q), impl->view(k), impl->view(v),
+      impl->view(mask), impl->view(o), impl->view(lse));
   impl->done(*this, "attention kernel");
 }
 
@@ -181,9 +183,7 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
                              const float *lse, const float *dO, float *dq,
                              float *dk, float *dv, bool accQ, bool accK,
                              bool accV) {
-  if (p.dropout > 0)
-    impl->readsHostValue("attention's dropout masks follow the iteration");
-  uint64_t key = dropoutKey(seed, iteration, taskKey);
+  const cuda::DropoutKey key = impl->dropoutKey(*this, taskKey);
   if (dq) {
     int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
     cuda::launch<AttentionGradQKernel>(

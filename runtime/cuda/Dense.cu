@@ -133,7 +133,9 @@ struct CrossEntropyKernel {
   __device__ static void run(LossShape sh, int64_t n, int64_t batch,
                              View logits, const int32_t *labels,
                              CompensatedSum *partials, View dlogits,
-                             float scale) {
+                             float scale, const cuda::IterationState *state) {
+    if (state)
+      scale = state->lossScale;
     const int lane = threadIdx.x & 31;
     const int64_t warps = int64_t(gridDim.x) * (threads / 32);
     const int64_t classes = sh.classes, inner = sh.inner;
@@ -179,7 +181,10 @@ struct MeanSquaredErrorKernel {
   static constexpr int threads = kLossThreads;
   __device__ static void run(int64_t count, int64_t features, int64_t batch,
                              View y, const float *target,
-                             CompensatedSum *partials, View dy, float scale) {
+                             CompensatedSum *partials, View dy, float scale,
+                             const cuda::IterationState *state) {
+    if (state)
+      scale = state->lossScale;
     const double all = double(batch) * double(features);
     CompensatedSum total;
     MEMFIT_GRID_LOOP(e, count) {
@@ -357,15 +362,15 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
     cuda::launch<MeanSquaredErrorKernel>(
         blocks, impl->compute(), elements, prog.labelPerSample, prog.batch,
         impl->view(logits), static_cast<const float *>(labels), partials,
-        impl->view(dlogits), lossScale);
+        impl->view(dlogits), lossScale, impl->stateRead());
   } else {
     const LossShape sh{prog.lossOuter, prog.classes, prog.lossInner};
     blocks = lossBlocks(n * sh.outer * sh.inner, kLossThreads / 32);
     count = double(prog.batch * sh.outer * sh.inner);
-    cuda::launch<CrossEntropyKernel>(blocks, impl->compute(), sh, n, prog.batch,
-                                     impl->view(logits),
-                                     static_cast<const int32_t *>(labels),
-                                     partials, impl->view(dlogits), lossScale);
+    cuda::launch<CrossEntropyKernel>(
+        blocks, impl->compute(), sh, n, prog.batch, impl->view(logits),
+        static_cast<const int32_t *>(labels), partials, impl->view(dlogits),
+        lossScale, impl->stateRead());
   }
   cuda::launch<LossTotalKernel>(1, impl->compute(), partials, int(blocks),
                                 count, loss, reset);

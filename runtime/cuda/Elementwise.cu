@@ -281,8 +281,9 @@ struct PadBackwardKernel {
 /// y = the kept and scaled x (forward), or dx (put) the kept and scaled dy.
 struct DropoutKernel {
   static constexpr int threads = kThreads;
-  __device__ static void run(DropoutParams p, int64_t count, uint64_t key,
+  __device__ static void run(DropoutParams p, int64_t count, cuda::DropoutKey k,
                              int64_t firstSample, View in, View out, bool acc) {
+    const uint64_t key = k.get();
     MEMFIT_GRID_LOOP(at, count) {
       put(out[at], kernels::dropoutAt(p, key, firstSample, at, in[at]), acc);
     }
@@ -398,11 +399,11 @@ struct UnscaleKernel {
 /// Exec::beginIteration), so that a replay applies the current one.
 struct AdamKernel {
   static constexpr int threads = kThreads;
-  __device__ static void run(AdamParams p, const unsigned long long *step,
+  __device__ static void run(AdamParams p, const cuda::IterationState *state,
                              int64_t count, float *w, const float *dw, float *m,
                              float *v) {
-    if (step)
-      p.step = *step;
+    if (state)
+      p.step = state->step;
     MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
   }
 };
@@ -633,9 +634,8 @@ void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
 void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
                           const float *x, float *y) {
   int64_t count = p.perSample * n;
-  impl->readsHostValue("dropout's masks follow the iteration");
   cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
-                              dropoutKey(seed, iteration, taskKey), firstSample,
+                              impl->dropoutKey(*this, taskKey), firstSample,
                               impl->view(x), impl->view(y), false);
   impl->done(*this, "dropout forward kernel");
 }
@@ -645,9 +645,8 @@ void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
   if (!dx)
     return;
   int64_t count = p.perSample * n;
-  impl->readsHostValue("dropout's masks follow the iteration");
   cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
-                              dropoutKey(seed, iteration, taskKey), firstSample,
+                              impl->dropoutKey(*this, taskKey), firstSample,
                               impl->view(dy), impl->view(dx), acc);
   impl->done(*this, "dropout backward kernel");
 }
@@ -673,10 +672,9 @@ void Exec::adam(int32_t id) {
                       ? comm->mySlice(wInfo[id].count)
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
-  cuda::launch<AdamKernel>(gridFor(count), impl->compute(), p,
-                           impl->capturing ? impl->stepDev : nullptr, count,
-                           impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo,
-                           impl->v[id] + lo);
+  cuda::launch<AdamKernel>(
+      gridFor(count), impl->compute(), p, impl->stateRead(), count,
+      impl->w[id] + lo, impl->g[id] + lo, impl->m[id] + lo, impl->v[id] + lo);
   impl->done(*this, "adam kernel");
   impl->copyStale[id] = true;
 }

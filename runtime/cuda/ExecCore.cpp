@@ -267,9 +267,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
       im.input16[b] = static_cast<uint16_t *>(
           hostAlloc(*this, info.batch * info.inputPerSample * 2));
   }
-  // Adam's step, read by the update kernels (Graph.cu): 8 bytes the plan
+  // What replayed graphs read per iteration (Graph.cu): 24 bytes the plan
   // does not count, as it does not count the loss scale's flag.
-  MEMFIT_CHECK(cudaMalloc(&im.stepDev, sizeof(unsigned long long)));
+  MEMFIT_CHECK(cudaMalloc(&im.stateDev, sizeof(cuda::IterationState)));
   cuda::initGraphs(*this, im);
   cuda::initUpdateTable(*this, im);
   // The zero fills ran on the legacy stream, which the non-blocking
@@ -291,8 +291,8 @@ Exec::~Exec() {
                     static_cast<void *>(im.input16[b])})
       if (p)
         cudaFreeHost(p);
-  if (im.stepDev)
-    cudaFree(im.stepDev);
+  if (im.stateDev)
+    cudaFree(im.stateDev);
   for (cudaEvent_t ev :
        {im.batchFree[0], im.batchFree[1], im.fork, im.join[0], im.join[1]})
     if (ev)

@@ -16,14 +16,17 @@
 //
 // What changes between iterations must not be frozen into the graph: the
 // batch is read from the buffer's fixed pinned address (one graph per
-// buffer), Adam's step from device memory written before each iteration
-// (beginIteration). Operations that read another such value on the host
-// (dropout's masks follow the iteration number) say so while capturing
-// (Impl::readsHostValue): the capture is dropped and the trainer runs
-// eagerly, saying why. fp16 programs (the loss scale and the skip decision
-// are host values, the skip a host sync), data-parallel programs (NCCL's
-// collectives) and MEMFIT_CUDA_SYNC runs are issued eagerly from the start;
-// MEMFIT_CUDA_GRAPHS=0 does the same on request.
+// buffer); Adam's step, the iteration (dropout's and attention-dropout's
+// masks: the kernels compute their key from it on the device) and fp16's
+// loss scale from cuda::IterationState in device memory, written before
+// each iteration (beginIteration). An operation that would read another
+// such value on the host says so while capturing (Impl::readsHostValue):
+// the capture is dropped and the trainer runs eagerly, saying why. In fp16
+// the decision to skip an update (a non-finite gradient) stays on the host
+// between the rounds' graphs and the update's, a wait once an iteration.
+// Data-parallel programs (NCCL's collectives) and MEMFIT_CUDA_SYNC runs are
+// issued eagerly from the start; MEMFIT_CUDA_GRAPHS=0 does the same on
+// request.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
@@ -37,11 +40,11 @@ namespace memfit::rt {
 
 namespace {
 
-struct SetStepKernel {
+struct SetIterationStateKernel {
   static constexpr int threads = 1;
-  __device__ static void run(unsigned long long *step,
-                             unsigned long long value) {
-    *step = value;
+  __device__ static void run(cuda::IterationState *state,
+                             cuda::IterationState value) {
+    *state = value;
   }
 };
 
@@ -56,9 +59,6 @@ void cuda::initGraphs(const Exec &x, Exec::Impl &im) {
     im.eagerWhy = "MEMFIT_CUDA_SYNC waits after every operation";
   else if (p.ranks > 1)
     im.eagerWhy = "data-parallel collectives are issued eagerly";
-  else if (p.precision == Precision::FP16)
-    im.eagerWhy = "fp16: the loss scale and the skipped steps are decided on "
-                  "the host every iteration";
 }
 
 void cuda::destroyGraphs(Exec::Impl &im) {
@@ -98,7 +98,12 @@ void Exec::waitBatchFree(int32_t b) {
 }
 
 void Exec::beginIteration() {
-  cuda::launch<SetStepKernel>(1, impl->compute(), impl->stepDev, step);
+  cuda::IterationState now;
+  now.step = step;
+  now.iteration = iteration;
+  now.lossScale = lossScale;
+  cuda::launch<SetIterationStateKernel>(1, impl->compute(), impl->stateDev,
+                                        now);
   impl->done(*this, "iteration state");
 }
 

@@ -24,6 +24,7 @@
 
 #include "runtime/Exec.h"
 #include "runtime/cuda/View.h"
+#include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Norm.h"
 
 #include <cublas_v2.h>
@@ -46,6 +47,29 @@
 namespace memfit::rt {
 
 namespace cuda {
+
+/// What changes between iterations, in device memory: Exec::beginIteration
+/// writes it on the compute stream before an iteration's first part, and a
+/// replayed graph's kernels read it there instead of the values frozen at
+/// capture (Graph.cu).
+struct IterationState {
+  unsigned long long step = 0;      // Adam's step t
+  unsigned long long iteration = 0; // dropout's masks follow it
+  float lossScale = 1;              // fp16's dynamic loss scale
+};
+
+#ifdef __CUDACC__
+/// A dropout task's key: as the host computed it for an eager issue, or, in
+/// a graph (`state` set), computed on the device from the iteration there;
+/// both are kernels::dropoutKeyOf of the same values.
+struct DropoutKey {
+  uint64_t key = 0, seed = 0, task = 0;
+  const IterationState *state = nullptr;
+  __device__ uint64_t get() const {
+    return state ? kernels::dropoutKeyOf(seed, state->iteration, task) : key;
+  }
+};
+#endif
 
 void check(const Exec &x, cudaError_t e, const char *call);
 /// Frees NCCL's communicator, stream and events (Collectives.cu; the call
@@ -212,9 +236,24 @@ struct Exec::Impl {
   /// changes between iterations: the capture is dropped.
   const char *hostValueRead = nullptr;
   cudaEvent_t fork = nullptr, join[2] = {nullptr, nullptr};
-  /// Device memory a replayed graph reads what changes per iteration
-  /// from: Adam's step.
-  unsigned long long *stepDev = nullptr;
+  /// Device memory a replayed graph reads what changes per iteration from.
+  cuda::IterationState *stateDev = nullptr;
+  /// What a kernel issued now reads of it: the device copy while
+  /// capturing, null (the host value passed beside it) when eager.
+  const cuda::IterationState *stateRead() const {
+    return capturing ? stateDev : nullptr;
+  }
+#ifdef __CUDACC__
+  /// The key of dropout task `task`'s masks for a kernel issued now.
+  cuda::DropoutKey dropoutKey(const Exec &x, uint64_t task) const {
+    cuda::DropoutKey k;
+    k.key = rt::dropoutKey(x.seed, x.iteration, task);
+    k.seed = x.seed;
+    k.task = task;
+    k.state = stateRead();
+    return k;
+  }
+#endif
 
   int64_t usedAtStart = 0; // device bytes in use once the context existed
   /// cuBLAS's workspace (ProgramInfo::blasWorkspaceBytes), out of the

@@ -53,10 +53,10 @@ struct SgdMultiKernel {
 /// Elementwise.cu's AdamKernel.
 struct AdamMultiKernel {
   static constexpr int threads = kThreads;
-  __device__ static void run(AdamParams p, const unsigned long long *step,
+  __device__ static void run(AdamParams p, const cuda::IterationState *state,
                              const UpdateChunk *table, int64_t chunks) {
-    if (step)
-      p.step = *step;
+    if (state)
+      p.step = state->step;
     for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
       const UpdateChunk k = table[c];
       for (int64_t i = threadIdx.x; i < k.count; i += blockDim.x)
@@ -152,8 +152,8 @@ void Exec::adamGroup(std::initializer_list<int32_t> weightIds) {
   const AdamParams p = adamParams();
   forEachRun(*this, *impl, weightIds, [&](int32_t first, int32_t chunks) {
     cuda::launch<AdamMultiKernel>(blocksFor(chunks), impl->compute(), p,
-                                  impl->capturing ? impl->stepDev : nullptr,
-                                  impl->updateTable + first, int64_t(chunks));
+                                  impl->stateRead(), impl->updateTable + first,
+                                  int64_t(chunks));
   });
   impl->done(*this, "multi-tensor adam kernel");
   for (int32_t id : weightIds)

@@ -454,6 +454,15 @@ MEMFIT_HD uint64_t step64(uint64_t z) {
   return mix64(z + 0x9e3779b97f4a7c15ULL);
 }
 
+/// The key of one dropout task's masks in one iteration (runtime/cpu/
+/// Dropout.cpp states the formula): a replayed CUDA graph computes it on
+/// the device from the iteration in device memory, so the masks follow the
+/// iteration without a capture per iteration.
+MEMFIT_HD uint64_t dropoutKeyOf(uint64_t seed, uint64_t iteration,
+                                uint64_t task) {
+  return step64(step64(step64(seed) + iteration) + task);
+}
+
 /// The uniform in [0, 1) of element `element` of the sample whose key is
 /// step64(key + sample): the top 24 bits, exact as a float.
 MEMFIT_HD float uniformOf(uint64_t sampleKey, uint64_t element) {
