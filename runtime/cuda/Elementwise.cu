@@ -159,6 +159,44 @@ struct BinaryGradAKernel {
   }
 };
 
+/// BinaryGradAKernel on operands of one storage: dy, a and da go by packs,
+/// b is gathered (broadcast); a and b are read only where the gradient
+/// reads them, as there.
+template <Store S> struct BinaryGradATyped {
+  static constexpr int threads = kThreads;
+  using P = cuda::Pack<S>;
+  using T = cuda::Typed<S>;
+  __device__ static float grad(const BinaryParams &p, float dy, float a,
+                               const char *b, int64_t at) {
+    return kernels::binaryGradA(p.kind, dy, a,
+                                b ? T::load(b, binaryBIndex(p, at)) : 0.0f);
+  }
+  __device__ static void run(BinaryParams p, int64_t count, int64_t packs,
+                             const char *a, const char *b, const char *dy,
+                             char *da, bool acc) {
+    if (!kernels::binaryGradReadsOperands(p.kind))
+      a = b = nullptr;
+    MEMFIT_GRID_LOOP(v, packs) {
+      const P d = P::load(dy, v);
+      const P in = a ? P::load(a, v) : P{};
+      // Not read when overwritten, as put() does not read it.
+      P out = acc ? P::load(da, v) : P{};
+#pragma unroll
+      for (int k = 0; k < P::width; ++k) {
+        const float g =
+            grad(p, d.get(k), a ? in.get(k) : 0.0f, b, v * P::width + k);
+        out.set(k, acc ? out.get(k) + g : g);
+      }
+      out.store(da, v);
+    }
+    MEMFIT_GRID_LOOP_FROM(at, packs * P::width, count) {
+      const float g =
+          grad(p, T::load(dy, at), a ? T::load(a, at) : 0.0f, b, at);
+      T::store(da, at, acc ? T::load(da, at) + g : g);
+    }
+  }
+};
+
 struct BinaryGradBBatchedKernel {
   static constexpr int threads = kThreads;
   __device__ static void run(BinaryParams p, int64_t count, View a, View b,
@@ -538,8 +576,22 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
   // da before db: when both operands are one value, da and db are one
   // buffer, and db adds into what da wrote (the CPU reference's order).
   if (da) {
-    cuda::launch<BinaryGradAKernel>(gridFor(count), s, p, count, va, vb, vdy,
-                                    vda, accA);
+    // Null operands (not read by the gradient) take no part in the choice.
+    const bool typed = cuda::sameStore({vda, vdy}) && (!a || va.t == vda.t) &&
+                       (!b || vb.t == vda.t);
+    if (typed) {
+      cuda::withStore(vda.t, [&](auto st) {
+        using K = BinaryGradATyped<decltype(st)::value>;
+        // b is gathered (broadcast), so only a, dy and da need aligning.
+        const int64_t packs =
+            cuda::packsFor<decltype(st)::value>(count, {va, vdy, vda});
+        cuda::launch<K>(typedGrid(count, packs, K::P::width), s, p, count,
+                        packs, va.p, vb.p, vdy.p, vda.p, accA);
+      });
+    } else {
+      cuda::launch<BinaryGradAKernel>(gridFor(count), s, p, count, va, vb, vdy,
+                                      vda, accA);
+    }
     impl->done(*this, "binary backward kernel (first operand)");
   }
   if (!db)

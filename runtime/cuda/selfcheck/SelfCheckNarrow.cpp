@@ -290,6 +290,13 @@ void checkElementwise16(NarrowBench &b) {
     Vec acc = other;
     accumulate(count, x.data(), acc.data());
     acc = b.rounded(acc);
+    // Mul's first-operand gradient reads b (broadcast per channel of 5),
+    // accumulated into da: the typed path with a gathered operand.
+    const BinaryParams mp{BinaryKind::Mul, per, false, 5, per / 5};
+    Vec scale = b.rounded(random(5)), da0 = b.rounded(random(count)), da = da0;
+    binaryBackward(mp, n, x.data(), scale.data(), dy.data(), da.data(), nullptr,
+                   true, false);
+    da = b.rounded(da);
     b.reset(n);
     int64_t ox = b.put16(x), oy = b.put16(Vec(count)), ody = b.put16(dy),
             oo = b.put16(other), os = b.put16(Vec(count)), odx = b.put16(dx0);
@@ -304,6 +311,11 @@ void checkElementwise16(NarrowBench &b) {
     expect(b.tag("add forward") + size, b.get16(os, count), sum, 0);
     b.x.accumulateInto(per, b.a16(ox, count), b.a16(oo, count));
     expect(b.tag("accumulate") + size, b.get16(oo, count), acc, 0);
+    int64_t osc = b.put16(scale), oda = b.put16(da0);
+    b.x.binaryBackward(mp, b.a16(ox, count), b.a16(osc, 5), b.a16(ody, count),
+                       b.a16(oda, count), nullptr, true, false);
+    expect(b.tag("mul backward acc") + size, b.get16(oda, count), da,
+           2 * b.ulp());
   }
 }
 
