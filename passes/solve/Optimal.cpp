@@ -11,7 +11,7 @@
 
 #include <algorithm>
 #include <map>
-#include <memory>
+#include <vector>
 
 namespace memfit {
 namespace {

@@ -10,13 +10,13 @@
 
 #include <algorithm>
 #include <map>
-#include <memory>
+#include <optional>
+#include <string>
 
 namespace memfit {
 namespace {
 
 using Terms = RoundProgram::Terms;
-constexpr double kInf = RoundProgram::kInf;
 
 /// Per step of the round, in ms: the tasks before it after the first load
 /// (`before`, a serial compute stream) and the earliest it can start
