@@ -9,6 +9,11 @@ TaskGraph's `layers`, never the forward Graph behind `tg.graph`.
 An operator is defined in one place (compiler/ops): outside it at most
 MAX_KIND_SWITCHES non-test files may switch over OpKind.
 
+No function body in the .cpp files of FUNCTION_LIMIT_DIRS runs past
+MAX_FUNCTION_LINES lines (from the line of its opening brace to the line of
+its closing one): a longer one is split by topic. Only the solver backend
+(CBC_BACKEND) includes CBC's headers.
+
 Usage: layering.py SOURCE_DIR   (exit 1 and one line per violation)
 """
 import os
@@ -45,9 +50,155 @@ ALLOWED = {
 PROJECT_DIRS = ("compiler/", "passes/", "codegen/", "runtime/", "models/",
                 "tools/", "tests/")
 MAX_KIND_SWITCHES = 3
+# Where functions are held to MAX_FUNCTION_LINES. passes/search is being
+# rewritten and joins the list when it is done.
+FUNCTION_LIMIT_DIRS = ("passes/analysis", "passes/schedule", "passes/solve")
+MAX_FUNCTION_LINES = 120
+# The one file that talks to the solver (docs/passes/bound.md).
+CBC_BACKEND = "passes/solve/CbcSolver.cpp"
+CBC_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]coin/', re.M)
 KIND_CASE = re.compile(r"\bcase OpKind::")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 GRAPH_REACH = re.compile(r"\.graph\b|\bgraph->")
+
+
+def _code_only(text):
+    """`text` with comments, string and character literals blanked (newlines
+    kept, so line numbers hold)."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c == "R" and text.startswith('R"', i) and (
+                i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = re.compile(r'R"([^(\s]*)\(').match(text, i)
+            if not m:
+                out.append(c)
+                i += 1
+                continue
+            end = text.find(")" + m.group(1) + '"', m.end())
+            j = n if end < 0 else end + len(m.group(1)) + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c in "\"'":
+            # A digit separator (1'000) is not a character literal.
+            if c == "'" and i > 0 and text[i - 1].isalnum() and \
+                    i + 1 < n and text[i + 1].isalnum() and \
+                    re.match(r"[0-9a-fA-FxX]", text[i - 1]):
+                out.append(" ")
+                i += 1
+                continue
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(" " * (j - i))
+            i = j
+        elif c == "#" and (i == 0 or text[i - 1] == "\n"):
+            # A preprocessor line (continued lines too) holds no body.
+            j = i
+            while True:
+                k = text.find("\n", j)
+                if k < 0:
+                    k = n
+                    break
+                if text[k - 1] != "\\":
+                    break
+                j = k + 1
+            out.append(re.sub(r"[^\n]", " ", text[i:k]))
+            i = k
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+_TYPE_HEAD = re.compile(r"\b(namespace|class|struct|union|enum)\b")
+_NAME = re.compile(r"(~?[A-Za-z_][A-Za-z0-9_:<>~]*|operator\s*\S+)\s*\($")
+
+
+def function_lengths(text):
+    """(name, first line, lines) of every function body at namespace or class
+    scope of C++ source `text`, lambdas and local classes inside it counted
+    as part of it. A brace opens a function when what stands before it since
+    the last ';', '{' or '}' has a parameter list and is no type, namespace
+    or initializer."""
+    code = _code_only(text)
+    found = []
+    # Per open brace: True where it opens a function body, None where it is
+    # a member's brace initializer (the head goes on after it).
+    stack = []
+    head_start = 0
+    line = 1
+    open_line = 0
+    in_function = 0
+    for i, c in enumerate(code):
+        if c == "\n":
+            line += 1
+        elif c == "{":
+            head = code[head_start:i]
+            flat = " ".join(head.split())
+            is_fn = False
+            if not in_function and "(" in flat and not _TYPE_HEAD.search(
+                    flat.split("(")[0]) and not re.search(r"=\s*$", flat):
+                # A member's brace initializer in a constructor's list
+                # (`: a(x), b{y} {`) continues the head, not a body.
+                if re.search(r"\)\s*:[^:]", flat) and re.search(
+                        r"[:,]\s*[A-Za-z_][A-Za-z0-9_]*\s*$", flat):
+                    stack.append(None)
+                    continue
+                is_fn = True
+            stack.append(is_fn)
+            if is_fn:
+                in_function += 1
+                open_line = line
+                sig = flat.split(")")[0] + "("
+                sig = sig[:sig.index("(") + 1]
+                m = _NAME.search(sig)
+                name = m.group(1) if m else flat[:40]
+            head_start = i + 1
+        elif c == "}":
+            is_fn = stack.pop() if stack else False
+            if is_fn is None:
+                continue
+            if is_fn:
+                in_function -= 1
+                found.append((name, open_line, line - open_line + 1))
+            head_start = i + 1
+        elif c == ";":
+            head_start = i + 1
+    return found
+
+
+def long_functions(root, limit=MAX_FUNCTION_LINES, dirs=FUNCTION_LIMIT_DIRS):
+    """One line per function body longer than `limit` in the .cpp files
+    under `dirs` of `root`."""
+    problems = []
+    for d in dirs:
+        for base, _, files in os.walk(os.path.join(root, d)):
+            for name in sorted(files):
+                if not name.endswith(".cpp"):
+                    continue
+                path = os.path.join(base, name)
+                rel = os.path.relpath(path, root)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for fn, no, lines in function_lengths(text):
+                    if lines > limit:
+                        problems.append(
+                            f"{rel}:{no}: {fn} is {lines} lines (at most "
+                            f"{limit}: split it by topic)")
+    return problems
 
 
 def owner(rel):
@@ -69,10 +220,14 @@ def main(root):
             rel = os.path.relpath(path, root)
             if rel.startswith(("build", ".")):
                 continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
             if (not rel.startswith(("tests/", "compiler/ops/")) and
-                    KIND_CASE.search(open(path, encoding="utf-8",
-                                          errors="replace").read())):
+                    KIND_CASE.search(text)):
                 kind_switches.append(rel)
+            if rel != CBC_BACKEND and CBC_INCLUDE.search(text):
+                problems.append(f"{rel}: includes CBC; only {CBC_BACKEND} "
+                                "talks to the solver (passes/solve/Solver.h)")
             lib = owner(rel)
             if lib is None:
                 continue
@@ -89,6 +244,7 @@ def main(root):
                             line.split("//")[0]):
                         problems.append(f"{rel}:{no}: a pass reaches into the "
                                         "forward Graph (use tg.layers)")
+    problems += long_functions(root)
     if len(kind_switches) > MAX_KIND_SWITCHES:
         problems.append("files outside compiler/ops switching over OpKind: " +
                         ", ".join(sorted(kind_switches)) +

@@ -56,6 +56,10 @@ private:
   llvm::Error checkStatic();
   llvm::Error walkSection(const Section &s, int copy);
   llvm::Error runTask(const Instr &in, int32_t g, int copy);
+  llvm::Expected<int32_t> operandInstance(const Instr &in, size_t i,
+                                          BlockId blk, int32_t g, int copy);
+  llvm::Error checkContent(int32_t inst, BlockId blk, int32_t g);
+  llvm::Error runWrites(const Instr &in, const Task &t, int32_t g, int copy);
   llvm::Error checkOverlap();
   void access(int copy, ResidencyId r, int32_t g, Stream s);
 
@@ -173,36 +177,6 @@ llvm::Error Verifier::runTask(const Instr &in, int32_t g, int copy) {
     ws.last[0] = g;
     instances.push_back(ws);
   }
-  size_t nres = plan.residencies.size();
-  auto operandRes = [&](size_t i, BlockId blk) -> llvm::Expected<int32_t> {
-    ResidencyId r = in.operands[i];
-    if (r < 0 || r >= (ResidencyId)nres)
-      return fail("ready", "no residency given for " + blockName(blk));
-    if (plan.residencies[r].block != storageOf(tg, blk))
-      return fail("ready", llvm::formatv("residency {0} holds {1}, not {2}", r,
-                                         blockName(plan.residencies[r].block),
-                                         blockName(blk))
-                               .str());
-    access(copy, r, g, Stream::Compute);
-    return static_cast<int32_t>(copy * nres + r);
-  };
-  auto checkContent = [&](int32_t inst, BlockId blk) -> llvm::Error {
-    BlockId s = storageOf(tg, blk);
-    if (version[s] == 0)
-      return fail("ready",
-                  blockName(blk) + " is read before any task wrote it");
-    if (resVersion[inst] != version[s])
-      return fail("ready",
-                  llvm::formatv(
-                      "{0} is not resident with its latest content "
-                      "(residency {1} has version {2}, latest is {3})",
-                      blockName(blk), inst % nres, resVersion[inst], version[s])
-                      .str());
-    if (!hb(resLastWrite[inst], g))
-      return fail("ready", "the write or copy that put " + blockName(blk) +
-                               " on the device is not waited for");
-    return llvm::Error::success();
-  };
   // Reads.
   for (size_t i = 0; i < t.reads.size(); ++i) {
     BlockId b = t.reads[i];
@@ -213,14 +187,57 @@ llvm::Error Verifier::runTask(const Instr &in, int32_t g, int copy) {
       residentReads[b][0] = g;
       continue;
     }
-    auto inst = operandRes(i, b);
+    auto inst = operandInstance(in, i, b, g, copy);
     if (!inst)
       return inst.takeError();
-    if (auto err = checkContent(*inst, b))
+    if (auto err = checkContent(*inst, b, g))
       return err;
   }
-  // Writes: accumulations need the current content; then the new content
-  // exists only in the residency written.
+  return runWrites(in, t, g, copy);
+}
+
+/// The residency instance operand `i` of `in` names for `blk`, accessed at
+/// `g`.
+llvm::Expected<int32_t> Verifier::operandInstance(const Instr &in, size_t i,
+                                                  BlockId blk, int32_t g,
+                                                  int copy) {
+  size_t nres = plan.residencies.size();
+  ResidencyId r = in.operands[i];
+  if (r < 0 || r >= (ResidencyId)nres)
+    return fail("ready", "no residency given for " + blockName(blk));
+  if (plan.residencies[r].block != storageOf(tg, blk))
+    return fail("ready", llvm::formatv("residency {0} holds {1}, not {2}", r,
+                                       blockName(plan.residencies[r].block),
+                                       blockName(blk))
+                             .str());
+  access(copy, r, g, Stream::Compute);
+  return static_cast<int32_t>(copy * nres + r);
+}
+
+/// `blk` is in instance `inst` with its latest content, put there before
+/// `g`.
+llvm::Error Verifier::checkContent(int32_t inst, BlockId blk, int32_t g) {
+  size_t nres = plan.residencies.size();
+  BlockId s = storageOf(tg, blk);
+  if (version[s] == 0)
+    return fail("ready", blockName(blk) + " is read before any task wrote it");
+  if (resVersion[inst] != version[s])
+    return fail("ready",
+                llvm::formatv("{0} is not resident with its latest content "
+                              "(residency {1} has version {2}, latest is {3})",
+                              blockName(blk), inst % nres, resVersion[inst],
+                              version[s])
+                    .str());
+  if (!hb(resLastWrite[inst], g))
+    return fail("ready", "the write or copy that put " + blockName(blk) +
+                             " on the device is not waited for");
+  return llvm::Error::success();
+}
+
+// Writes: accumulations need the current content; then the new content
+// exists only in the residency written.
+llvm::Error Verifier::runWrites(const Instr &in, const Task &t, int32_t g,
+                                int copy) {
   std::vector<std::pair<BlockId, int32_t>> written;
   for (size_t i = 0; i < t.writes.size(); ++i) {
     BlockId b = t.writes[i];
@@ -241,18 +258,18 @@ llvm::Error Verifier::runTask(const Instr &in, int32_t g, int copy) {
       residentReads[b] = {-1, -1, -1};
       continue;
     }
-    auto inst = operandRes(t.reads.size() + i, b);
+    auto inst = operandInstance(in, t.reads.size() + i, b, g, copy);
     if (!inst)
       return inst.takeError();
     BlockId s = storageOf(tg, b);
     if (in.recompute && tg.blocks[s].kind == BlockKind::Stats) {
-      if (auto err = checkContent(*inst, b))
+      if (auto err = checkContent(*inst, b, g))
         return err;
       continue;
     }
     bool needsContent = t.accumulates[i] && version[s] > 0 && !in.recompute;
     if (needsContent)
-      if (auto err = checkContent(*inst, b))
+      if (auto err = checkContent(*inst, b, g))
         return err;
     written.push_back({s, *inst});
   }

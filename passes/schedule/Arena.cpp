@@ -246,16 +246,8 @@ int64_t toPs(double seconds) {
 }
 } // namespace
 
-Arena::Found
-Arena::slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
-             PriceClock clock,
-             const std::function<SlotPrice(int32_t)> &price) const {
-  // A window's delay is max(0, max(last use of any of its bytes, end of its
-  // copy-out chain) - now). The chain c <- max(c, ready_k) + t_k over its
-  // copying segments, from the copy stream's free time, unrolls to
-  // max(copyFree + sum_k t_k, max_k(ready_k + sum_{j >= k} t_j)); with
-  // prefix sums Q of copy times that is a sliding maximum of
-  // ready_k - Q[k] plus Q[end], so every window is priced in O(1).
+void Arena::priceSlots(Map::const_iterator first, Map::const_iterator last,
+                       const std::function<SlotPrice(int32_t)> &price) const {
   std::vector<Slot> &slots = scratch.slots;
   slots.clear();
   for (auto it = first; it != last; ++it) {
@@ -287,6 +279,22 @@ Arena::slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
     q[k + 1] = q[k] + slots[k].copy;
     pen[k + 1] = pen[k] + slots[k].penalty;
   }
+}
+
+Arena::Found
+Arena::slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
+             PriceClock clock,
+             const std::function<SlotPrice(int32_t)> &price) const {
+  // A window's delay is max(0, max(last use of any of its bytes, end of its
+  // copy-out chain) - now). The chain c <- max(c, ready_k) + t_k over its
+  // copying segments, from the copy stream's free time, unrolls to
+  // max(copyFree + sum_k t_k, max_k(ready_k + sum_{j >= k} t_j)); with
+  // prefix sums Q of copy times that is a sliding maximum of
+  // ready_k - Q[k] plus Q[end], so every window is priced in O(1).
+  priceSlots(first, last, price);
+  const std::vector<Slot> &slots = scratch.slots;
+  const std::vector<int64_t> &q = scratch.q, &pen = scratch.pen;
+  size_t n = slots.size();
   int64_t now = toPs(clock.now), copyFree = toPs(clock.copyFree);
 
   Found found;

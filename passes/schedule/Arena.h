@@ -138,6 +138,10 @@ private:
   Found slide(Map::const_iterator first, Map::const_iterator last, int64_t need,
               PriceClock clock,
               const std::function<SlotPrice(int32_t)> &price) const;
+  /// Prices the segments [first, last) into scratch's slots and their
+  /// prefix sums.
+  void priceSlots(Map::const_iterator first, Map::const_iterator last,
+                  const std::function<SlotPrice(int32_t)> &price) const;
   /// One segment as slide() prices it, in whole picoseconds.
   struct Slot {
     const Segment *seg = nullptr;

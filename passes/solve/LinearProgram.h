@@ -1,57 +1,100 @@
-//===- LinearProgram.h - A program for CBC, and its loading -----*- C++ -*-===//
+//===- LinearProgram.h - Columns and rows by family -------------*- C++ -*-===//
 //
-// The linear and integral programs of the bound (Bound.cpp) and the optimal
-// policy (Optimal.cpp), built row by row and loaded into CBC the one way
-// both need: column-major, quiet, one thread, so that the same program
-// gives the same answer on every machine.
+// The one builder of solve/'s programs: columns with bounds, an objective
+// coefficient and integrality; rows of (column, coefficient) terms between
+// two bounds, both in the order they are added (the solver's indices, so
+// the same calls give the same program). Each column and row belongs to a
+// named family of the keep / offload / recompute formulation
+// (RoundProgram.h), so a program says what it is made of. Nothing here
+// knows the solver (Solver.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_LINEARPROGRAM_H
 #define MEMFIT_PASSES_LINEARPROGRAM_H
 
-#include <coin/Cbc_C_Interface.h>
-
-#include <memory>
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
 namespace memfit {
 
-struct LinearProgram {
-  std::vector<double> lo, hi, obj;
-  std::vector<bool> integral;
+/// What a column stands for (RoundProgram.h has each one's meaning).
+enum class ColumnFamily : uint8_t {
+  RoundEnd,      // T, the objective
+  Start,         // S[t], when a step starts
+  Offload,       // absent, back by copy
+  Recompute,     // absent, back by re-running its producer
+  Rerun,         // a forward task run again
+  KeptInput,     // a re-run's input kept past its last use
+  CopiedBack,    // a re-run's input copied back
+  Algorithm,     // the share of a step run with one algorithm
+  SlowAlgorithm, // a step run at its zero-workspace algorithm
+};
+constexpr size_t kColumnFamilies = 9;
+
+/// Which constraint a row is.
+enum class RowFamily : uint8_t {
+  OneWay,        // offload + recompute <= 1
+  RerunForBlock, // a recomputed block's producer runs again
+  RerunInput,    // a re-run finds its inputs
+  AlgorithmPick, // a step's algorithm shares sum to one
+  Memory,        // what leaves covers the step's excess
+  CopyOut,       // a step starts after its blocks are out
+  CopyIn,        // copies back run on one stream
+  ComputeStream, // the tasks run one after another
+};
+constexpr size_t kRowFamilies = 8;
+
+const char *familyName(ColumnFamily f);
+const char *familyName(RowFamily f);
+
+class LinearProgram {
+public:
+  using Terms = std::vector<std::pair<int, double>>;
   struct Term {
     int row, col;
     double coef;
   };
-  std::vector<Term> terms;
-  std::vector<double> rowLo, rowHi;
 
-  int col(double l, double h, double o = 0, bool isInt = false) {
-    lo.push_back(l);
-    hi.push_back(h);
-    obj.push_back(o);
-    integral.push_back(isInt);
-    return static_cast<int>(lo.size()) - 1;
-  }
-  int binary() { return col(0, 1, 0, true); }
-  void row(const std::vector<std::pair<int, double>> &ts, double l, double h) {
-    int r = static_cast<int>(rowLo.size());
-    for (auto [c, v] : ts)
-      terms.push_back({r, c, v});
-    rowLo.push_back(l);
-    rowHi.push_back(h);
-  }
+  /// A new column in [lo, hi]; its index.
+  int column(ColumnFamily f, double lo, double hi, double objective = 0,
+             bool integral = false);
+  /// lo <= sum(coef * column) <= hi.
+  void row(RowFamily f, const Terms &terms, double lo, double hi);
+
+  /// The program's size at one moment; rollback() returns to it.
+  struct Mark {
+    size_t columns, rows, terms;
+  };
+  Mark mark() const { return {lo_.size(), rowLo_.size(), terms_.size()}; }
+  void rollback(Mark m);
+
+  int numColumns() const { return static_cast<int>(lo_.size()); }
+  int numRows() const { return static_cast<int>(rowLo_.size()); }
+  int count(ColumnFamily f) const { return columnCount_[size_t(f)]; }
+  int count(RowFamily f) const { return rowCount_[size_t(f)]; }
+
+  // Read by the solver backend.
+  const std::vector<double> &columnLower() const { return lo_; }
+  const std::vector<double> &columnUpper() const { return hi_; }
+  const std::vector<double> &objective() const { return obj_; }
+  const std::vector<bool> &integral() const { return integral_; }
+  const std::vector<Term> &terms() const { return terms_; }
+  const std::vector<double> &rowLower() const { return rowLo_; }
+  const std::vector<double> &rowUpper() const { return rowHi_; }
+
+private:
+  std::vector<double> lo_, hi_, obj_;
+  std::vector<bool> integral_;
+  std::vector<ColumnFamily> columnFamily_;
+  std::vector<Term> terms_;
+  std::vector<double> rowLo_, rowHi_;
+  std::vector<RowFamily> rowFamily_;
+  std::array<int, kColumnFamilies> columnCount_{};
+  std::array<int, kRowFamilies> rowCount_{};
 };
-
-struct CbcModelDeleter {
-  void operator()(Cbc_Model *m) const { Cbc_deleteModel(m); }
-};
-using CbcModel = std::unique_ptr<Cbc_Model, CbcModelDeleter>;
-
-/// A CBC model of `p` (minimizing), its integral columns marked, logging
-/// off and one thread; the caller sets limits and solves.
-CbcModel loadProgram(const LinearProgram &p);
 
 } // namespace memfit
 

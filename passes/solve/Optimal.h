@@ -40,7 +40,7 @@
 // objective is a model, not a prediction: it leaves out copy latencies,
 // event waits and the order copies share one stream, so the plan's
 // simulated time can differ from it either way. The proven lower bound on
-// the space is Bound.h's, computed on the plan like on every plan.
+// the space is TimeBound.h's, computed on the plan like on every plan.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_OPTIMAL_H

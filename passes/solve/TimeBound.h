@@ -1,5 +1,4 @@
-//===- Bound.h - A proven lower bound on a plan's iteration time -*- C++
-//-*-===//
+//===- TimeBound.h - A proven lower bound on iteration time -----*- C++ -*-===//
 //
 // How close is a plan to the best possible? This pass answers for the
 // plans of one space: the task order and sub-batch of a given plan, under
