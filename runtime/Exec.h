@@ -251,7 +251,7 @@ public:
                    bool acc);
   void actForward(const ActParams &p, int64_t perSample, const float *x,
                   float *y);
-  /// `src` is y, or x where activationGradReadsInput(p.kind).
+  /// `src` is y or x, as activationGradReads(p.kind) says.
   void actBackward(const ActParams &p, int64_t perSample, const float *src,
                    const float *dy, float *dx, bool acc);
   void bnForward(const BatchNormParams &p, const float *x, const float *scale,

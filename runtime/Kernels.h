@@ -69,36 +69,46 @@ void globalAvgPoolForward(int64_t n, int64_t c, int64_t spatial, const float *x,
 void globalAvgPoolBackward(int64_t n, int64_t c, int64_t spatial,
                            const float *dy, float *dx, bool accumulate);
 
+/// What an element-wise derivative reads besides dY (the .def files'
+/// Reads column).
+enum class GradReads : uint8_t { Output, Input, Nothing, Operands };
+
+/// The activation kinds: runtime/kernels/Activations.def.
 enum class ActKind : uint8_t {
-  Relu,
-  LeakyRelu,
-  Sigmoid,
-  Tanh,
-  Clip,
-  Sqrt,
-  // Derivatives of these read the input x rather than the output.
-  Erf,
-  HardSigmoid,
-  HardSwish,
-  Pow,
-  Gelu,
-  GeluTanh,
-  Neg,   // reads neither
-  NanTo, // NaN replaced by alpha (reads its input)
+#define MEMFIT_ACTIVATION(kind, reads) kind,
+#include "runtime/kernels/Activations.def"
 };
 struct ActParams {
   ActKind kind;
   float alpha = 0; // LeakyRelu slope; HardSigmoid alpha; Pow exponent; NanTo
-                   // fill
+                   // fill; Celu alpha
   float lo = 0, hi = 0; // Clip bounds
   float beta = 0;       // HardSigmoid beta
 };
-/// Whether the derivative of `k` is computed from x (else from y).
-constexpr bool activationGradReadsInput(ActKind k) { return k >= ActKind::Erf; }
+/// What the derivative of `k` reads: y (Output), x (Input) or neither.
+constexpr GradReads activationGradReads(ActKind k) {
+  switch (k) {
+#define MEMFIT_ACTIVATION(kind, reads)                                         \
+  case ActKind::kind:                                                          \
+    return GradReads::reads;
+#include "runtime/kernels/Activations.def"
+  }
+  return GradReads::Output; // not reached: the switch names every kind
+}
+/// The enumerator's name, as generated code spells it.
+constexpr const char *activationName(ActKind k) {
+  switch (k) {
+#define MEMFIT_ACTIVATION(kind, reads)                                         \
+  case ActKind::kind:                                                          \
+    return #kind;
+#include "runtime/kernels/Activations.def"
+  }
+  return "";
+}
 void activationForward(const ActParams &p, int64_t count, const float *x,
                        float *y);
-/// `src` is y, or x for the kinds activationGradReadsInput names (a forward
-/// whose derivative needs only y may run in place).
+/// `src` is y or x, as activationGradReads says (a forward whose derivative
+/// needs only y may run in place; a kind that reads neither ignores it).
 void activationBackward(const ActParams &p, int64_t count, const float *src,
                         const float *dy, float *dx, bool accumulate);
 
@@ -191,7 +201,21 @@ void gemmBackwardWeight(const GemmParams &p, int64_t n, const float *x,
 /// `perSample` elements (per channel: inner = h*w, bSize = c; the same
 /// shape: inner = 1, bSize = perSample).
 /// RSub and RDiv take the broadcast operand first: y = b - a, y = b / a.
-enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, RSub, RDiv };
+/// The kinds: runtime/kernels/Binary.def.
+enum class BinaryKind : uint8_t {
+#define MEMFIT_BINARY(kind, reads) kind,
+#include "runtime/kernels/Binary.def"
+};
+/// What the derivatives of `k` read: both operands, or Nothing.
+constexpr GradReads binaryGradReads(BinaryKind k) {
+  switch (k) {
+#define MEMFIT_BINARY(kind, reads)                                             \
+  case BinaryKind::kind:                                                       \
+    return GradReads::reads;
+#include "runtime/kernels/Binary.def"
+  }
+  return GradReads::Nothing; // not reached
+}
 struct BinaryParams {
   BinaryKind kind;
   int64_t perSample;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,12 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
+
+std::string lower(std::string s) {
+  for (char &ch : s)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
 
 using Vec = std::vector<float>;
 
@@ -217,25 +224,19 @@ void runSoftmax(const Case &c) {
 }
 
 void runActivation(const Case &c) {
-  static const std::map<std::string, ActKind> kinds{
-      {"relu", ActKind::Relu},
-      {"leakyrelu", ActKind::LeakyRelu},
-      {"sigmoid", ActKind::Sigmoid},
-      {"tanh", ActKind::Tanh},
-      {"clip", ActKind::Clip},
-      {"sqrt", ActKind::Sqrt},
-      {"erf", ActKind::Erf},
-      {"hardsigmoid", ActKind::HardSigmoid},
-      {"hardswish", ActKind::HardSwish},
-      {"pow", ActKind::Pow},
-      {"gelu", ActKind::Gelu},
-      {"gelutanh", ActKind::GeluTanh}};
+  // The case names the kind as Activations.def does, in lower case.
+  static const std::map<std::string, ActKind> kinds = [] {
+    std::map<std::string, ActKind> m;
+#define MEMFIT_ACTIVATION(kind, reads) m[lower(#kind)] = ActKind::kind;
+#include "runtime/kernels/Activations.def"
+    return m;
+  }();
   ActParams p;
   std::string kind = c.str("act");
   REQUIRE(kinds.count(kind));
   p.kind = kinds.at(kind);
   if (p.kind == ActKind::LeakyRelu || p.kind == ActKind::HardSigmoid ||
-      p.kind == ActKind::Pow)
+      p.kind == ActKind::Pow || p.kind == ActKind::Celu)
     p.alpha = c.f("alpha");
   if (p.kind == ActKind::HardSigmoid)
     p.beta = c.f("beta");
@@ -247,7 +248,7 @@ void runActivation(const Case &c) {
   Vec y(x.size()), dx(x.size());
   activationForward(p, c.i("count"), x.data(), y.data());
   // The derivative reads y, or x for the kinds whose derivative needs it.
-  const Vec &src = activationGradReadsInput(p.kind) ? x : y;
+  const Vec &src = activationGradReads(p.kind) == GradReads::Input ? x : y;
   activationBackward(p, c.i("count"), src.data(), dy.data(), dx.data(), false);
   c.expect("y", y);
   c.expect("dx", dx);

@@ -41,15 +41,21 @@ void checkPlaneGradient(const P &p, unsigned seed, Fwd forward, Bwd backward) {
 } // namespace
 
 TEST_CASE("activation gradients", "[kernels]") {
+  // Every kind of Activations.def, its backward given what the entry says
+  // it reads (a kind that reads Nothing gets NaN there, which would show).
   auto check = [](ActParams p) {
+    INFO(activationName(p.kind));
     std::mt19937 rng(29);
     auto x = randomVector(rng, 40, -2, 2);
     // Keep inputs away from the kinks (0, and Clip's bounds) so that the
     // finite difference does not straddle one.
-    for (float &v : x)
+    for (float &v : x) {
       for (float kink : {0.0f, p.lo, p.hi})
         if (std::abs(v - kink) < 0.05f)
           v = kink + (v < kink ? -0.1f : 0.1f);
+      if (p.kind == ActKind::Sqrt)
+        v = std::abs(v) + 0.1f;
+    }
     auto dy = randomVector(rng, 40);
     auto forward = [&] {
       std::vector<float> y(x.size());
@@ -57,23 +63,78 @@ TEST_CASE("activation gradients", "[kernels]") {
       return y;
     };
     std::vector<float> y = forward();
+    GradReads reads = activationGradReads(p.kind);
+    std::vector<float> src = reads == GradReads::Input ? x
+                             : reads == GradReads::Output
+                                 ? y
+                                 : std::vector<float>(x.size(), NAN);
     GradOptions opt;
     opt.step = 1e-2;
     opt.rtol = 1e-2;
     checkGradient(
         x, forward, dy,
         [&](float *dx, bool acc) {
-          activationBackward(p, int64_t(y.size()), y.data(), dy.data(), dx,
+          activationBackward(p, int64_t(y.size()), src.data(), dy.data(), dx,
                              acc);
         },
         opt);
   };
-  SECTION("relu") { check({ActKind::Relu}); }
-  SECTION("leaky relu") { check({ActKind::LeakyRelu, 0.2f}); }
-  SECTION("sigmoid") { check({ActKind::Sigmoid}); }
-  SECTION("tanh") { check({ActKind::Tanh}); }
-  SECTION("clip") { check({ActKind::Clip, 0, -0.5f, 0.6f}); }
-  SECTION("neg") { check({ActKind::Neg}); }
+#define MEMFIT_ACTIVATION(K, R)                                                \
+  SECTION(#K) {                                                                \
+    ActParams p{ActKind::K, 0.2f, -0.5f, 0.6f, 0.5f};                          \
+    if (p.kind == ActKind::Pow)                                                \
+      p.alpha = 3.0f;                                                          \
+    if (p.kind == ActKind::Celu)                                               \
+      p.alpha = 0.7f;                                                          \
+    check(p);                                                                  \
+  }
+#include "runtime/kernels/Activations.def"
+}
+
+TEST_CASE("the activation kinds' names and reads come from their .def",
+          "[kernels]") {
+  CHECK(std::string(activationName(ActKind::Softplus)) == "Softplus");
+  CHECK(std::string(activationName(ActKind::LogSigmoid)) == "LogSigmoid");
+  CHECK(activationGradReads(ActKind::Relu) == GradReads::Output);
+  CHECK(activationGradReads(ActKind::Erf) == GradReads::Input);
+  CHECK(activationGradReads(ActKind::Neg) == GradReads::Nothing);
+  CHECK(activationGradReads(ActKind::Mish) == GradReads::Input);
+  CHECK(binaryGradReads(BinaryKind::Add) == GradReads::Nothing);
+  CHECK(binaryGradReads(BinaryKind::RDiv) == GradReads::Operands);
+}
+
+TEST_CASE("softplus, mish and logsigmoid stay finite far from 0", "[kernels]") {
+  // PyTorch's forms: softplus is x past 20, logsigmoid min(x, 0) -
+  // log1p(exp(-|x|)); the naive log(1 + exp(x)) and log(sigmoid(x)) give
+  // inf and -inf at these inputs.
+  std::vector<float> x = {-100.0f, -30.0f, 30.0f, 100.0f}, y(4), dx(4);
+  std::vector<float> dy(4, 1.0f);
+  ActParams sp{ActKind::Softplus};
+  activationForward(sp, 4, x.data(), y.data());
+  CHECK(y[0] == Approx(0.0f).margin(1e-30));
+  CHECK(y[2] == 30.0f);
+  CHECK(y[3] == 100.0f);
+  activationBackward(sp, 4, x.data(), dy.data(), dx.data(), false);
+  CHECK(dx[3] == 1.0f);
+  CHECK(dx[0] == Approx(0.0f).margin(1e-30));
+  ActParams mish{ActKind::Mish};
+  activationForward(mish, 4, x.data(), y.data());
+  CHECK(y[3] == 100.0f);
+  CHECK(std::abs(y[0]) < 1e-30f);
+  activationBackward(mish, 4, x.data(), dy.data(), dx.data(), false);
+  CHECK(dx[3] == 1.0f);
+  ActParams ls{ActKind::LogSigmoid};
+  activationForward(ls, 4, x.data(), y.data());
+  CHECK(y[0] == -100.0f);
+  CHECK(y[1] == Approx(-30.0f));
+  CHECK(y[3] == Approx(0.0f).margin(1e-30));
+  activationBackward(ls, 4, x.data(), dy.data(), dx.data(), false);
+  CHECK(dx[0] == 1.0f);
+  CHECK(dx[3] == Approx(0.0f).margin(1e-30));
+  ActParams celu{ActKind::Celu, 2.0f};
+  activationForward(celu, 4, x.data(), y.data());
+  CHECK(y[0] == Approx(-2.0f)); // alpha * (exp(x / alpha) - 1) -> -alpha
+  CHECK(y[3] == 100.0f);
 }
 
 TEST_CASE("activations at their kinks, in place", "[kernels]") {

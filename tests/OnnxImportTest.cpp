@@ -9,6 +9,7 @@
 #include "OnnxBuilder.h"
 
 #include "compiler/ir/Graph.h"
+#include "compiler/ops/OpDef.h"
 
 #include <catch2/catch.hpp>
 
@@ -561,4 +562,64 @@ TEST_CASE("the batch followed through a sequence-first attention layout",
   CHECK_THAT(errorText(c.import(batchOf(2))),
              Catch::Contains("'conv' (Conv)") &&
                  Catch::Contains("batch on axis 1"));
+  // Element by element, an activation computes the same on any layout: its
+  // definition says so (OpDef::batchLayout), for the op type as imported
+  // (Neg, opset 20's Gelu) as for the kind it becomes.
+  for (const char *opType : {"Neg", "Gelu", "Softplus", "Celu"}) {
+    INFO(opType);
+    OnnxBuilder d(20);
+    d.input("x", {-1, 3, 4, 4})
+        .node("Transpose", {"x"}, {"t"}, {attrInts("perm", {1, 0, 2, 3})})
+        .node(opType, {"t"}, {"u"})
+        .node("Transpose", {"u"}, {"y"}, {attrInts("perm", {1, 0, 2, 3})})
+        .output("y", 4);
+    Graph gd = importOk(d, batchOf(2));
+    REQUIRE(gd.ops.size() == 3);
+    CHECK(gd.ops[1].kind == opDefForOnnx(opType)->kind);
+    CHECK(gd.values[gd.ops[1].inputs[0]].batchAxis == 1);
+  }
+}
+
+TEST_CASE("Softplus, Mish, Celu and LogSigmoid as torch.onnx writes them",
+          "[onnx][import]") {
+  // nn.Mish as Mul(x, Tanh(Softplus(x))), nn.LogSigmoid as Log(Sigmoid(x)):
+  // one operator each.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 8})
+      .node("Softplus", {"x"}, {"sp"})
+      .node("Tanh", {"sp"}, {"t"})
+      .node("Mul", {"x", "t"}, {"m"})
+      .node("Sigmoid", {"m"}, {"s"})
+      .node("Log", {"s"}, {"l"})
+      .node("Celu", {"l"}, {"c"}, {attrFloat("alpha", 0.5f)})
+      .node("Softplus", {"c"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  CHECK(opKinds(g) == std::vector<OpKind>{OpKind::Mish, OpKind::LogSigmoid,
+                                          OpKind::Celu, OpKind::Softplus});
+  CHECK(g.ops[2].attrs.alpha == 0.5f);
+
+  // The softplus read by something else too stays itself.
+  OnnxBuilder shared(17);
+  shared.input("x", {-1, 8})
+      .node("Softplus", {"x"}, {"sp"})
+      .node("Tanh", {"sp"}, {"t"})
+      .node("Mul", {"x", "t"}, {"m"})
+      .node("Add", {"m", "sp"}, {"y"})
+      .output("y", 2);
+  CHECK(opKinds(importOk(shared, batchOf(2))) ==
+        std::vector<OpKind>{OpKind::Softplus, OpKind::Tanh, OpKind::Mul,
+                            OpKind::Add});
+
+  OnnxBuilder log(17);
+  log.input("x", {-1, 8}).node("Log", {"x"}, {"y"}, {}, "lg").output("y", 2);
+  CHECK_THAT(errorText(log.import(batchOf(2))),
+             Catch::Contains("'lg' (Log)") &&
+                 Catch::Contains("only as Log(Sigmoid(x))"));
+  OnnxBuilder zero(17);
+  zero.input("x", {-1, 8})
+      .node("Celu", {"x"}, {"y"}, {attrFloat("alpha", 0.0f)}, "celu")
+      .output("y", 2);
+  CHECK_THAT(errorText(zero.import(batchOf(2))),
+             Catch::Contains("'celu' (Celu)") && Catch::Contains("nonzero"));
 }

@@ -12,8 +12,8 @@ using namespace memfit;
 
 TEST_CASE("every operator kind has exactly one definition", "[ops]") {
   const auto &defs = allOpDefs();
-  // Attention is the last kind.
-  REQUIRE(defs.size() == static_cast<size_t>(OpKind::Attention) + 1);
+  // LogSigmoid is the last kind.
+  REQUIRE(defs.size() == static_cast<size_t>(OpKind::LogSigmoid) + 1);
   std::set<std::string_view> names;
   for (size_t k = 0; k < defs.size(); ++k) {
     CHECK(static_cast<size_t>(defs[k].kind) == k);
@@ -109,4 +109,45 @@ TEST_CASE("autodiff reads what each definition's rule lists", "[ops]") {
   // p * p: the gradient of each operand reads the other, here itself.
   CHECK(readsOf(*tg, TaskKind::BackwardData, "square") ==
         std::vector<std::string>{"pool_out", "pool_out", "d(square_out)"});
+}
+
+TEST_CASE("an activation's backward reads what Activations.def says", "[ops]") {
+  // x * w -> relu -> softplus -> mish -> celu -> logsigmoid -> neg (the
+  // weight makes every backward needed)
+  test::GraphLiteral l(2);
+  ValueId v =
+      l.op(OpKind::Mul, "scale", {l.input("x", {8}), l.weight("w", {8})}, {8});
+  const std::pair<OpKind, const char *> chain[] = {
+      {OpKind::Relu, "relu"},
+      {OpKind::Softplus, "softplus"},
+      {OpKind::Mish, "mish"},
+      {OpKind::Celu, "celu"},
+      {OpKind::LogSigmoid, "logsigmoid"},
+      {OpKind::Neg, "neg"}};
+  for (auto [kind, name] : chain)
+    v = l.op(kind, name, {v}, {8});
+  TrainingConfig cfg;
+  cfg.loss = LossKind::MSE;
+  auto tg = buildTaskGraph(l.g, cfg);
+  REQUIRE(static_cast<bool>(tg));
+  tg->graph = &l.g;
+  // Output: y; Input: x, so the forward may not overwrite it; Nothing: dY.
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "relu") ==
+        std::vector<std::string>{"relu_out", "d(relu_out)"});
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "softplus") ==
+        std::vector<std::string>{"relu_out", "d(softplus_out)"});
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "mish") ==
+        std::vector<std::string>{"softplus_out", "d(mish_out)"});
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "celu") ==
+        std::vector<std::string>{"mish_out", "d(celu_out)"});
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "logsigmoid") ==
+        std::vector<std::string>{"celu_out", "d(logsigmoid_out)"});
+  CHECK(readsOf(*tg, TaskKind::BackwardData, "neg") ==
+        std::vector<std::string>{"d(neg_out)"});
+  CHECK(opDef(OpKind::Relu).mayRunInPlace);
+  CHECK(opDef(OpKind::Neg).mayRunInPlace);
+  for (OpKind k : {OpKind::Softplus, OpKind::Mish, OpKind::Celu,
+                   OpKind::LogSigmoid, OpKind::Gelu})
+    CHECK_FALSE(opDef(k).mayRunInPlace);
+  CHECK(opKindName(OpKind::Celu) == "Celu");
 }

@@ -166,8 +166,8 @@ def softmax(name, n, features, log):
              {"x": x, "dy": dy, "y": y, "dx": x.grad})
 
 
-def activation(name, kind, lo_x=-8, **params):
-    x = leaf(rand(2, 3, 4, 5, lo=lo_x, hi=8))
+def activation(name, kind, lo_x=-8, hi_x=8, **params):
+    x = leaf(rand(2, 3, 4, 5, lo=lo_x, hi=hi_x))
     if kind == "relu":
         y = F.relu(x)
     elif kind == "leakyrelu":
@@ -190,6 +190,14 @@ def activation(name, kind, lo_x=-8, **params):
         y = F.gelu(x)
     elif kind == "gelutanh":
         y = F.gelu(x, approximate="tanh")
+    elif kind == "softplus":
+        y = F.softplus(x)
+    elif kind == "mish":
+        y = F.mish(x)
+    elif kind == "celu":
+        y = F.celu(x, params["alpha"])
+    elif kind == "logsigmoid":
+        y = F.logsigmoid(x)
     else:
         y = F.hardtanh(x, params["lo"], params["hi"])
     dy = rand(*y.shape)
@@ -320,6 +328,11 @@ def main():
     activation("cube", "pow", alpha=3.0)
     activation("gelu", "gelu")
     activation("gelutanh", "gelutanh")
+    # x up to 25: past softplus's threshold 20, where it is x itself.
+    activation("softplus", "softplus", lo_x=-25, hi_x=25)
+    activation("mish", "mish", lo_x=-25, hi_x=25)
+    activation("celu", "celu", alpha=0.7)
+    activation("logsigmoid", "logsigmoid", lo_x=-25, hi_x=25)
 
     cross_entropy("crossentropy", 5, 7)
     mse("mse", 4, 3)

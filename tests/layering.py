@@ -7,7 +7,12 @@ included across the flow would at best compile by accident. Passes read the
 TaskGraph's `layers`, never the forward Graph behind `tg.graph`.
 
 An operator is defined in one place (compiler/ops): outside it at most
-MAX_KIND_SWITCHES non-test files may switch over OpKind.
+MAX_KIND_SWITCHES non-test files may switch over OpKind. The kinds the
+runtime executes (activations, binary operations) are declared once, in the
+X-macro lists runtime/kernels/*.def: an enum listing their kinds anywhere
+else, rather than generating them by including the list, is a second copy.
+compiler/ops may include those lists, and nothing else of runtime/, since the
+compiler spells the runtime's kinds in the code it writes.
 
 No function body in the .cpp files of FUNCTION_LIMIT_DIRS runs past
 MAX_FUNCTION_LINES lines (from the line of its opening brace to the line of
@@ -47,6 +52,14 @@ ALLOWED = {
     "tools/profiler": ["tools/profiler", "compiler/ir", "compiler/ops",
                        "compiler/cost", "compiler/support"],
 }
+# directory -> the shared kind lists (X-macros, no code) it may include
+# beyond ALLOWED.
+KIND_LISTS = re.compile(r"^runtime/kernels/\w+\.def$")
+KIND_LIST_USERS = ("compiler/ops",)
+# Fixture trees of tests/layering_test.py: broken on purpose.
+SKIPPED = ("tests/layering_fixtures/",)
+KIND_ENTRY = re.compile(r"^\s*MEMFIT_\w+\(\s*(\w+)", re.M)
+ENUM = re.compile(r"\benum\s+(?:class\s+|struct\s+)?(\w+)[^;{]*\{([^}]*)\}")
 PROJECT_DIRS = ("compiler/", "passes/", "codegen/", "runtime/", "models/",
                 "tools/", "tests/")
 MAX_KIND_SWITCHES = 3
@@ -209,19 +222,55 @@ def owner(rel):
     return best
 
 
+def kind_lists(root):
+    """list path -> the kinds its X-macro entries declare."""
+    lists = {}
+    d = os.path.join(root, "runtime", "kernels")
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if name.endswith(".def"):
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                lists["runtime/kernels/" + name] = set(
+                    KIND_ENTRY.findall(f.read()))
+    return lists
+
+
+def kind_copies(rel, text, lists):
+    """Enums in `text` that list a .def's kinds without including it."""
+    found = []
+    for m in ENUM.finditer(text):
+        body = m.group(2)
+        if "#include" in body:
+            continue  # generated from a list
+        names = [e.split("=")[0].strip() for e in
+                 re.sub(r"//[^\n]*", "", body).split(",")]
+        names = [n for n in names if n]
+        for lst, kinds in lists.items():
+            shared = [n for n in names if n in kinds]
+            # Two names or more, and most of the enum: a copy of the list
+            # (OpKind, the graph's operators, shares some names with it).
+            if len(shared) >= 2 and 2 * len(shared) > len(names):
+                line = text.count("\n", 0, m.start()) + 1
+                found.append(f"{rel}:{line}: enum {m.group(1)} declares "
+                             f"{len(shared)} kinds of {lst} outside it "
+                             "(generate it: #include the list)")
+    return found
+
+
 def main(root):
     problems = []
     kind_switches = []
+    lists = kind_lists(root)
     for base, _, files in os.walk(root):
         for name in sorted(files):
             if not name.endswith((".h", ".cpp", ".cu", ".cuh")):
                 continue
             path = os.path.join(base, name)
             rel = os.path.relpath(path, root)
-            if rel.startswith(("build", ".")):
+            if rel.startswith(("build", ".") + SKIPPED):
                 continue
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
+            problems.extend(kind_copies(rel, text, lists))
             if (not rel.startswith(("tests/", "compiler/ops/")) and
                     KIND_CASE.search(text)):
                 kind_switches.append(rel)
@@ -237,7 +286,9 @@ def main(root):
                     if m:
                         inc = m.group(1)
                         if inc.startswith(PROJECT_DIRS) and not any(
-                                inc.startswith(a + "/") for a in ALLOWED[lib]):
+                                inc.startswith(a + "/") for a in ALLOWED[lib]
+                        ) and not (lib in KIND_LIST_USERS and
+                                   KIND_LISTS.match(inc)):
                             problems.append(
                                 f"{rel}:{no}: {lib} may not include {inc}")
                     if lib.startswith("passes/") and GRAPH_REACH.search(

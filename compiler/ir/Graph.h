@@ -130,6 +130,10 @@ enum class OpKind : uint8_t {
   Expand,
   NanTo,
   Attention,
+  Softplus,
+  Mish,
+  Celu,
+  LogSigmoid, // the last kind (OpRegistryTest counts them to it)
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 

@@ -6,7 +6,10 @@
 // by node they would keep every intermediate alive for the backward (and
 // torch.export guards attention's softmax with Where(IsNaN(p), 0, p)); found
 // here before translation, each becomes the one operator it is (Gelu,
-// LayerNorm, NanTo), whose backward reads only its input. A pattern matches
+// LayerNorm, NanTo), whose backward reads only its input. torch.onnx writes
+// Mish as Mul(x, Tanh(Softplus(x))) and LogSigmoid (which ONNX lacks) as
+// Log(Sigmoid(x)); fused, each is one kernel in the numerically stable
+// form PyTorch computes. A pattern matches
 // only where its intermediates feed nothing else and its constants are exactly
 // the exporter's, so what the model computes is unchanged.
 //
@@ -138,7 +141,7 @@ std::optional<Fusion> erfGelu(const Matcher &m, int e,
   if (!(halfFirst ? second == x : m.isScalar(second, 0.5f)))
     return std::nullopt;
   nodes = {d, e, a, m1, m2};
-  return Fusion{Fusion::Gelu, x};
+  return Fusion{.kind = OpKind::Gelu, .x = x};
 }
 
 /// 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) around the Tanh
@@ -184,7 +187,7 @@ std::optional<Fusion> tanhGelu(const Matcher &m, int t,
         !m.isScalar(m.other(m7, m.node(m6).output(0)), 0.5f))
       return std::nullopt;
     nodes = {m2, m3, m4, a1, m5, t, a2, m6, m7};
-    return Fusion{Fusion::GeluTanh, x};
+    return Fusion{.kind = OpKind::Gelu, .x = x, .tanhApprox = true};
   }
   return std::nullopt;
 }
@@ -248,7 +251,11 @@ std::optional<Fusion> layerNorm(const Matcher &m, int r1,
   if (!m.isInit(b))
     return std::nullopt;
   nodes = {r1, s, pw, r2, ad, sq, dv, mu, ab};
-  return Fusion{Fusion::LayerNorm, x, w, b, *eps};
+  return Fusion{.kind = OpKind::LayerNorm,
+                .x = x,
+                .scale = w,
+                .bias = b,
+                .epsilon = *eps};
 }
 
 /// Where(IsNaN(x), c, x) around the IsNaN node `k`: x with its NaNs
@@ -266,7 +273,33 @@ std::optional<Fusion> nanTo(const Matcher &m, int k, std::vector<int> &nodes) {
   if (!fill)
     return std::nullopt;
   nodes = {k, w};
-  return Fusion{Fusion::NanTo, isNan.input(0), {}, {}, *fill};
+  return Fusion{.kind = OpKind::NanTo, .x = isNan.input(0), .epsilon = *fill};
+}
+
+/// x * tanh(softplus(x)) around the Softplus node `k`.
+std::optional<Fusion> mish(const Matcher &m, int k, std::vector<int> &nodes) {
+  const pb::NodeProto &sp = m.node(k);
+  if (sp.input_size() != 1)
+    return std::nullopt;
+  int t = m.soleReader(sp.output(0));
+  if (!m.is(t, "Tanh"))
+    return std::nullopt;
+  int mul = m.soleReader(m.node(t).output(0));
+  if (!m.is(mul, "Mul") || m.other(mul, m.node(t).output(0)) != sp.input(0))
+    return std::nullopt;
+  nodes = {k, t, mul};
+  return Fusion{.kind = OpKind::Mish, .x = sp.input(0)};
+}
+
+/// log(sigmoid(x)) around the Sigmoid node `k`.
+std::optional<Fusion> logSigmoid(const Matcher &m, int k,
+                                 std::vector<int> &nodes) {
+  const pb::NodeProto &s = m.node(k);
+  int l = m.soleReader(s.output(0));
+  if (s.input_size() != 1 || !m.is(l, "Log"))
+    return std::nullopt;
+  nodes = {k, l};
+  return Fusion{.kind = OpKind::LogSigmoid, .x = s.input(0)};
 }
 
 } // namespace
@@ -289,6 +322,10 @@ void Importer::findFusions() {
       f = layerNorm(m, k, nodes);
     else if (op == "IsNaN")
       f = nanTo(m, k, nodes);
+    else if (op == "Softplus")
+      f = mish(m, k, nodes);
+    else if (op == "Sigmoid")
+      f = logSigmoid(m, k, nodes);
     if (!f)
       continue;
     for (int n : nodes)

@@ -460,16 +460,14 @@ Error Importer::translateFusion(const pb::NodeProto &n, const Fusion &f) {
                        "the data input");
   std::vector<int64_t> dims = g.values[x->second].dims;
   OpAttrs a;
-  if (f.kind == Fusion::NanTo) {
-    a.alpha = f.epsilon;
-    return emit(n, OpKind::NanTo, {x->second}, {{n.output(0), dims}}, a, false,
-                n.name().empty() ? "NanTo" : n.name())
-        .takeError();
-  }
-  if (f.kind != Fusion::LayerNorm) {
-    a.tanhApprox = f.kind == Fusion::GeluTanh;
-    return emit(n, OpKind::Gelu, {x->second}, {{n.output(0), dims}}, a, false,
-                n.name().empty() ? "Gelu" : n.name())
+  std::string name = !n.name().empty() ? n.name()
+                     : f.kind == OpKind::LayerNorm
+                         ? std::string("LayerNorm")
+                         : std::string(opKindName(f.kind));
+  if (f.kind != OpKind::LayerNorm) { // one operand, the attributes below
+    a.alpha = f.kind == OpKind::NanTo ? f.epsilon : a.alpha;
+    a.tanhApprox = f.tanhApprox;
+    return emit(n, f.kind, {x->second}, {{n.output(0), dims}}, a, false, name)
         .takeError();
   }
   auto w = materialize(n, f.scale, WeightInit::Ones, true);
@@ -485,7 +483,7 @@ Error Importer::translateFusion(const pb::NodeProto &n, const Fusion &f) {
   a.axis = static_cast<int64_t>(dims.size()) - 1;
   a.epsilon = f.epsilon;
   return emit(n, OpKind::LayerNorm, {x->second, *w, *b}, {{n.output(0), dims}},
-              a, false, n.name().empty() ? "LayerNorm" : n.name())
+              a, false, name)
       .takeError();
 }
 

@@ -84,13 +84,14 @@ struct ConstTensor {
   std::string str() const;
 };
 
-/// An operator found spelled out in several nodes (Fusions.cpp): its kind
-/// and operands by name.
+/// An operator found spelled out in several nodes (Fusions.cpp): its kind,
+/// operands by name and attributes.
 struct Fusion {
-  enum Kind { Gelu, GeluTanh, LayerNorm, NanTo } kind;
+  OpKind kind;
   std::string x;
   std::string scale = {}, bias = {};
-  float epsilon = 0; // LayerNorm; NanTo: the fill
+  float epsilon = 0;       // LayerNorm; NanTo: the fill
+  bool tanhApprox = false; // Gelu
 };
 
 /// Data files that external tensors point into, opened once. After

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
+#include "compiler/ops/OpDef.h"
 
 #include "llvm/ADT/Hashing.h"
 
@@ -90,25 +91,13 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
   const std::string &name = n.input(i);
   auto it = values.find(name);
   if (it != values.end()) {
-    // Operators that compute the same on any layout of the batch (element
-    // by element, along the last axes, or moving axes) read values whose
-    // batch is not alone on axis 0; the others need it there.
-    static const llvm::StringRef kAnyLayout[] = {
-        "Relu",      "LeakyRelu",   "Sigmoid",
-        "Tanh",      "Clip",        "Sqrt",
-        "Erf",       "HardSigmoid", "HardSwish",
-        "Pow",       "Add",         "Sub",
-        "Mul",       "Div",         "Sum",
-        "Transpose", "Reshape",     "Squeeze",
-        "Unsqueeze", "Slice",       "Split",
-        "Gather",    "MatMul",      "Gemm",
-        "Softmax",   "LogSoftmax",  "LayerNormalization"};
+    // Where the batch may lie is the definition's (OpDef::batchLayout): of
+    // the one that imports the op type here, before its translation reads
+    // the dims, and of the kind it becomes in emit(). An op type without a
+    // definition (Cast) needs the batch alone on axis 0.
     const Value &v = g.values[it->second];
-    // Dropout keys its mask by sample, which needs each sample's elements
-    // together: the batch outermost on axis 0 (Swin's windows folded in).
-    bool sampleMajor = v.batchAxis == 0 && v.batchOuter == 1;
-    if (!v.canonical() && !llvm::is_contained(kAnyLayout, n.op_type()) &&
-        !(n.op_type() == "Dropout" && sampleMajor))
+    const OpDef *def = opDefForOnnx(n.op_type());
+    if (!(def ? def->acceptsLayout(v) : v.canonical()))
       return fail(n, operand(n, i) + " of shape " + dimsStr(v.dims) +
                          llvm::formatv(" has its batch on axis {0} (mixed "
                                        "with other axes); memfit supports "
@@ -440,25 +429,12 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
   op.onnxOp = n.op_type();
   op.inputs = std::move(inputs);
   op.attrs = std::move(attrs);
-  // Operators that compute the same on any layout of the batch (element by
-  // element, or along the last axis) may read values whose batch is not
-  // alone on axis 0; the others refuse them here, naming the value.
-  static const OpKind kAnyLayout[] = {
-      OpKind::Relu,        OpKind::LeakyRelu,   OpKind::Sigmoid,
-      OpKind::Tanh,        OpKind::Clip,        OpKind::Sqrt,
-      OpKind::Erf,         OpKind::HardSigmoid, OpKind::HardSwish,
-      OpKind::Pow,         OpKind::Gelu,        OpKind::Add,
-      OpKind::Sub,         OpKind::Mul,         OpKind::Div,
-      OpKind::Sum,         OpKind::Transpose,   OpKind::Reshape,
-      OpKind::Slice,       OpKind::MatMul,      OpKind::Gemm,
-      OpKind::Softmax,     OpKind::LogSoftmax,  OpKind::LayerNorm,
-      OpKind::BatchMatMul, OpKind::Neg,         OpKind::NanTo};
-  bool anyLayout = llvm::is_contained(kAnyLayout, kind);
+  // The definition says where its operands' batch may lie
+  // (OpDef::batchLayout); any other layout is refused here, naming the
+  // value.
   for (ValueId in : op.inputs) {
     const Value &v = g.values[in];
-    bool sampleMajor = v.batchAxis == 0 && v.batchOuter == 1;
-    if (!v.canonical() && !anyLayout &&
-        !(kind == OpKind::Dropout && sampleMajor))
+    if (!opDef(kind).acceptsLayout(v))
       return fail(n, "reads " + quoteName(v.name) + " of shape " +
                          dimsStr(v.dims) +
                          llvm::formatv(", whose batch is on axis {0} (mixed "

@@ -1,48 +1,74 @@
 //===- Activation.cpp - Element-wise functions of one activation ----------===//
 //
-// Relu, LeakyRelu, Sigmoid, Tanh, Clip and Sqrt have a derivative that is a
-// function of the output, so the backward reads Y alone and the forward may
-// overwrite its input. Erf, HardSigmoid, HardSwish, Pow (by a constant) and
-// Gelu differentiate from their input X, which the backward reads instead.
+// Every activation is one entry of kActivations: its OpKind and the runtime
+// kind its kernel runs (runtime/kernels/Activations.def, through
+// RuntimeKinds.h). The entry's Reads decides the autodiff rule: a derivative
+// of the output (Relu, Sigmoid, Tanh, Clip, Sqrt, ...) reads Y alone and
+// lets the forward overwrite its input; one of the input (Erf, Gelu,
+// Softplus, Mish, Celu, LogSigmoid, ...) reads X; Neg's reads neither. The
+// name generated code spells (`ActKind::Name`) comes from the same entry.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
+#include "compiler/ops/RuntimeKinds.h"
 
 namespace memfit::ops {
 namespace {
 
 // --- ONNX translation ---
 
+/// An activation without attributes, of the kind that imports its op type.
 llvm::Error importUnary(OnnxNode &node) {
-  static const std::map<std::string, OpKind> kinds = {
-      {"Relu", OpKind::Relu},
-      {"Sigmoid", OpKind::Sigmoid},
-      {"Tanh", OpKind::Tanh},
-      {"LeakyRelu", OpKind::LeakyRelu},
-      {"Sqrt", OpKind::Sqrt},
-      {"Erf", OpKind::Erf},
-      {"HardSigmoid", OpKind::HardSigmoid},
-      {"HardSwish", OpKind::HardSwish},
-      {"Neg", OpKind::Neg}};
   auto x = node.activation(0);
-  auto alpha = node.attrFloat("alpha", 0.01f);
-  if (llvm::Error e = firstError(x, alpha))
-    return e;
-  OpAttrs a;
-  if (node.opType() == "LeakyRelu")
-    a.alpha = *alpha;
-  if (node.opType() == "HardSigmoid") {
-    auto hsAlpha = node.attrFloat("alpha", 0.2f);
-    auto hsBeta = node.attrFloat("beta", 0.5f);
-    if (llvm::Error e = firstError(hsAlpha, hsBeta))
-      return e;
-    a.alpha = *hsAlpha;
-    a.beta = *hsBeta;
-  }
+  if (!x)
+    return x.takeError();
+  const OpDef *def = opDefForOnnx(node.opType());
+  assert(def && "dispatched by one of its definition's ONNX types");
   return node
-      .emit(kinds.at(node.opType().str()), {*x},
-            {{node.outputName(0), dimsOfValue(node, *x)}}, a)
+      .emit(def->kind, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}})
       .takeError();
+}
+
+/// An activation whose attributes `read` parses into its OpAttrs.
+template <OpKind Kind, llvm::Error (*Read)(OnnxNode &, OpAttrs &)>
+llvm::Error importWithAttrs(OnnxNode &node) {
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  OpAttrs a;
+  if (llvm::Error e = Read(node, a))
+    return e;
+  return node.emit(Kind, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}}, a)
+      .takeError();
+}
+
+llvm::Error leakyReluAttrs(OnnxNode &node, OpAttrs &a) {
+  auto alpha = node.attrFloat("alpha", 0.01f);
+  if (!alpha)
+    return alpha.takeError();
+  a.alpha = *alpha;
+  return llvm::Error::success();
+}
+
+llvm::Error hardSigmoidAttrs(OnnxNode &node, OpAttrs &a) {
+  auto alpha = node.attrFloat("alpha", 0.2f);
+  auto beta = node.attrFloat("beta", 0.5f);
+  if (llvm::Error e = firstError(alpha, beta))
+    return e;
+  a.alpha = *alpha;
+  a.beta = *beta;
+  return llvm::Error::success();
+}
+
+/// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)): alpha divides.
+llvm::Error celuAttrs(OnnxNode &node, OpAttrs &a) {
+  auto alpha = node.attrFloat("alpha", 1.0f);
+  if (!alpha)
+    return alpha.takeError();
+  if (!(*alpha != 0.0f && std::isfinite(*alpha)))
+    return node.fail("alpha must be a finite, nonzero float");
+  a.alpha = *alpha;
+  return llvm::Error::success();
 }
 
 llvm::Error importClip(OnnxNode &node) {
@@ -121,17 +147,6 @@ llvm::Error importPow(OnnxNode &node) {
       .takeError();
 }
 
-void readsOutput(const GradOperands &o, std::vector<BlockId> &reads) {
-  reads.push_back(o.output);
-}
-
-void readsInput(const GradOperands &o, std::vector<BlockId> &reads) {
-  reads.push_back(o.inputs[0]);
-}
-
-/// As the kind's definition says (fromInput in registerActivation).
-bool gradReadsInput(OpKind k) { return opDef(k).dataGradReads == readsInput; }
-
 OpWork oneFlop(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
   return {elems(g.value(op.outputs[0]), b)};
 }
@@ -143,41 +158,60 @@ OpWork transcendental(const Graph &g, const Op &op, TaskKind kind, int,
   return {(kind == TaskKind::Forward ? 4 : 3) * out};
 }
 
-/// Clip(0, max) runs as a clipped ReLU, other bounds as a generic kernel.
-void clipSignature(llvm::raw_ostream &os, const Op &op) {
-  printFloat(os, "min", op.attrs.minValue);
+/// The operator kinds that run as an activation kernel, and the runtime
+/// kind each runs (Gelu's tanh approximation runs GeluTanh). Registration
+/// walks this table, so every activation definition has its entry.
+struct Activation {
+  OpKind kind;
+  RtAct runtime;
+  OpWork (*work)(const Graph &, const Op &, TaskKind, int, int64_t);
+};
+constexpr Activation kActivations[] = {
+    {OpKind::Relu, RtAct::Relu, oneFlop},
+    {OpKind::LeakyRelu, RtAct::LeakyRelu, oneFlop},
+    {OpKind::Sigmoid, RtAct::Sigmoid, transcendental},
+    {OpKind::Tanh, RtAct::Tanh, transcendental},
+    {OpKind::Clip, RtAct::Clip, oneFlop},
+    {OpKind::Sqrt, RtAct::Sqrt, transcendental},
+    {OpKind::Erf, RtAct::Erf, transcendental},
+    {OpKind::HardSigmoid, RtAct::HardSigmoid, oneFlop},
+    {OpKind::HardSwish, RtAct::HardSwish, oneFlop},
+    {OpKind::Pow, RtAct::Pow, transcendental},
+    {OpKind::Gelu, RtAct::Gelu, transcendental},
+    {OpKind::Neg, RtAct::Neg, oneFlop},
+    {OpKind::NanTo, RtAct::NanTo, oneFlop},
+    {OpKind::Softplus, RtAct::Softplus, transcendental},
+    {OpKind::Mish, RtAct::Mish, transcendental},
+    {OpKind::Celu, RtAct::Celu, transcendental},
+    {OpKind::LogSigmoid, RtAct::LogSigmoid, transcendental},
+};
+// One autodiff rule serves both forms of Gelu.
+static_assert(runtimeKind(RtAct::Gelu).reads ==
+              runtimeKind(RtAct::GeluTanh).reads);
+
+const Activation &entryOf(OpKind kind) {
+  for (const Activation &e : kActivations)
+    if (e.kind == kind)
+      return e;
+  // Only definitions made from an entry reach here (registerActivation).
+  llvm_unreachable("an activation definition without its entry");
 }
 
-const char *actKind(const Op &op) {
-  switch (op.kind) {
-  case OpKind::Relu:
-    return "Relu";
-  case OpKind::LeakyRelu:
-    return "LeakyRelu";
-  case OpKind::Sigmoid:
-    return "Sigmoid";
-  case OpKind::Tanh:
-    return "Tanh";
-  case OpKind::Sqrt:
-    return "Sqrt";
-  case OpKind::Erf:
-    return "Erf";
-  case OpKind::HardSigmoid:
-    return "HardSigmoid";
-  case OpKind::HardSwish:
-    return "HardSwish";
-  case OpKind::Pow:
-    return "Pow";
-  case OpKind::Gelu:
-    return op.attrs.tanhApprox ? "GeluTanh" : "Gelu";
-  case OpKind::Neg:
-    return "Neg";
-  case OpKind::NanTo:
-    return "NanTo";
-  default:
-    return "Clip";
-  }
+RtAct runtimeAct(const Op &op) {
+  if (op.kind == OpKind::Gelu && op.attrs.tanhApprox)
+    return RtAct::GeluTanh;
+  return entryOf(op.kind).runtime;
 }
+
+void readsOutput(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.output);
+}
+
+void readsInput(const GradOperands &o, std::vector<BlockId> &reads) {
+  reads.push_back(o.inputs[0]);
+}
+
+void readsNothing(const GradOperands &, std::vector<BlockId> &) {}
 
 llvm::Expected<OpParamsText> params(const Graph &, const Op &op) {
   const OpAttrs &a = op.attrs;
@@ -187,8 +221,8 @@ llvm::Expected<OpParamsText> params(const Graph &, const Op &op) {
       "ActParams",
       llvm::formatv("{{.kind = ActKind::{0}, .alpha = {1}, .lo = {2}, "
                     ".hi = {3}{4}}",
-                    actKind(op), f32(a.alpha), f32(a.minValue), f32(a.maxValue),
-                    beta)
+                    runtimeKind(runtimeAct(op)).name, f32(a.alpha),
+                    f32(a.minValue), f32(a.maxValue), beta)
           .str()};
 }
 
@@ -202,10 +236,12 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
                                perSample, x.value(in), x.value(y))
                            .str()};
   case TaskKind::BackwardData: {
-    // Neg's derivative reads neither x nor y: dY stands in for them.
-    std::string src = x.op.kind == OpKind::Neg
+    // A derivative that reads neither x nor y (Neg's) gets dY in their
+    // place.
+    GradReads reads = runtimeKind(runtimeAct(x.op)).reads;
+    std::string src = reads == GradReads::Nothing
                           ? x.grad(y)
-                          : x.value(gradReadsInput(x.op.kind) ? in : y);
+                          : x.value(reads == GradReads::Input ? in : y);
     return EmittedCall{formatv("x.actBackward({0}, {1}, {2}, {3}, {4}, {5})",
                                x.params, perSample, src, x.grad(y),
                                x.gradIfWritten(in), x.accumulates(in))
@@ -216,74 +252,103 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
-OpDef activation(OpKind kind, std::string_view name,
-                 OpWork (*work)(const Graph &, const Op &, TaskKind, int,
-                                int64_t)) {
-  return {.kind = kind,
-          .name = name,
-          .onnxTypes = {name},
+/// The definition of entry `e`: named as its runtime kind, imported from
+/// the ONNX op type of that name, its backward reading what the kind's
+/// Reads says.
+OpDef activation(const Activation &e) {
+  RtKindInfo rt = runtimeKind(e.runtime);
+  OpDef d{.kind = e.kind,
+          .name = rt.name,
+          .onnxTypes = {rt.name},
           .importOnnx = importUnary,
-          .mayRunInPlace = true,
-          .dataGradReads = readsOutput,
-          .work = work,
+          // Element by element.
+          .batchLayout = OpDef::BatchLayout::Any,
+          .work = e.work,
           .params = params,
           .emit = emit};
+  switch (rt.reads) {
+  case GradReads::Output:
+    d.mayRunInPlace = true;
+    d.dataGradReads = readsOutput;
+    break;
+  case GradReads::Input:
+    d.dataGradReads = readsInput;
+    break;
+  case GradReads::Nothing:
+  case GradReads::Operands: // not an activation's
+    d.mayRunInPlace = true;
+    d.dataGradReads = readsNothing;
+    break;
+  }
+  return d;
 }
 
 } // namespace
 
 void registerActivation(std::vector<OpDef> &defs) {
-  defs.push_back(activation(OpKind::Relu, "Relu", oneFlop));
-  defs.push_back(activation(OpKind::LeakyRelu, "LeakyRelu", oneFlop));
-  defs.push_back(activation(OpKind::Sigmoid, "Sigmoid", transcendental));
-  defs.push_back(activation(OpKind::Tanh, "Tanh", transcendental));
-  OpDef clip = activation(OpKind::Clip, "Clip", oneFlop);
-  clip.signatureAttrs = clipSignature;
-  clip.importOnnx = importClip;
-  defs.push_back(std::move(clip));
-  defs.push_back(activation(OpKind::Sqrt, "Sqrt", transcendental));
-  auto fromInput = [](OpDef d) {
-    d.mayRunInPlace = false;
-    d.dataGradReads = readsInput;
-    return d;
-  };
-  defs.push_back(fromInput(activation(OpKind::Erf, "Erf", transcendental)));
-  defs.push_back(
-      fromInput(activation(OpKind::HardSigmoid, "HardSigmoid", oneFlop)));
-  defs.push_back(
-      fromInput(activation(OpKind::HardSwish, "HardSwish", oneFlop)));
-  OpDef pow = fromInput(activation(OpKind::Pow, "Pow", transcendental));
-  pow.importOnnx = importPow;
-  pow.onnxTypes = {"Pow", "Reciprocal"}; // 1 / x is x ** -1
-  pow.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
-    printFloat(os, "exponent", op.attrs.alpha);
-  };
-  defs.push_back(std::move(pow));
-  // ONNX names Gelu from opset 20; before, it is recognized from its Erf
-  // or tanh expansion (compiler/onnx).
-  OpDef gelu = fromInput(activation(OpKind::Gelu, "Gelu", transcendental));
-  gelu.importOnnx = importGelu;
-  gelu.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
-    os << " approximate=" << (op.attrs.tanhApprox ? "tanh" : "none");
-  };
-  defs.push_back(std::move(gelu));
-  // Llama's rotate_half; its gradient is -dY, reading nothing.
-  OpDef neg = activation(OpKind::Neg, "Neg", oneFlop);
-  neg.dataGradReads = [](const GradOperands &, std::vector<BlockId> &) {};
-  defs.push_back(std::move(neg));
-  // Where(IsNaN(x), c, x), the guard torch.export puts after the softmax of
-  // scaled_dot_product_attention, is recognized as one operator
-  // (compiler/onnx); IsNaN on its own is refused.
-  OpDef nanTo = fromInput(activation(OpKind::NanTo, "NanTo", oneFlop));
-  nanTo.onnxTypes = {"IsNaN"};
-  nanTo.importOnnx = [](OnnxNode &node) {
-    return node.fail("memfit supports IsNaN only as the guard "
-                     "Where(IsNaN(x), c, x) with a constant scalar c");
-  };
-  nanTo.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
-    printFloat(os, "fill", op.attrs.alpha);
-  };
-  defs.push_back(std::move(nanTo));
+  for (const Activation &e : kActivations) {
+    OpDef d = activation(e);
+    switch (e.kind) {
+    case OpKind::LeakyRelu:
+      d.importOnnx = importWithAttrs<OpKind::LeakyRelu, leakyReluAttrs>;
+      break;
+    case OpKind::HardSigmoid:
+      d.importOnnx = importWithAttrs<OpKind::HardSigmoid, hardSigmoidAttrs>;
+      break;
+    case OpKind::Celu:
+      d.importOnnx = importWithAttrs<OpKind::Celu, celuAttrs>;
+      break;
+    case OpKind::Clip:
+      // Clip(0, max) runs as a clipped ReLU, other bounds as a generic
+      // kernel.
+      d.importOnnx = importClip;
+      d.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
+        printFloat(os, "min", op.attrs.minValue);
+      };
+      break;
+    case OpKind::Pow:
+      d.importOnnx = importPow;
+      d.onnxTypes = {"Pow", "Reciprocal"}; // 1 / x is x ** -1
+      d.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
+        printFloat(os, "exponent", op.attrs.alpha);
+      };
+      break;
+    case OpKind::Gelu:
+      // ONNX names Gelu from opset 20; before, it is recognized from its
+      // Erf or tanh expansion (compiler/onnx).
+      d.importOnnx = importGelu;
+      d.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
+        os << " approximate=" << (op.attrs.tanhApprox ? "tanh" : "none");
+      };
+      break;
+    case OpKind::NanTo:
+      // Where(IsNaN(x), c, x), the guard torch.export puts after the
+      // softmax of scaled_dot_product_attention, is recognized as one
+      // operator (compiler/onnx); IsNaN on its own is refused.
+      d.onnxTypes = {"IsNaN"};
+      d.importOnnx = [](OnnxNode &node) {
+        return node.fail("memfit supports IsNaN only as the guard "
+                         "Where(IsNaN(x), c, x) with a constant scalar c");
+      };
+      d.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
+        printFloat(os, "fill", op.attrs.alpha);
+      };
+      break;
+    case OpKind::LogSigmoid:
+      // ONNX has no LogSigmoid: torch.onnx writes nn.LogSigmoid as
+      // Log(Sigmoid(x)), which compiler/onnx recognizes as this operator;
+      // Log on its own is refused.
+      d.onnxTypes = {"Log"};
+      d.importOnnx = [](OnnxNode &node) {
+        return node.fail("memfit supports Log only as Log(Sigmoid(x)), "
+                         "nn.LogSigmoid as torch.onnx exports it");
+      };
+      break;
+    default: // the attribute-free rest (Relu, Tanh, Softplus, Mish, ...)
+      break;
+    }
+    defs.push_back(std::move(d));
+  }
 }
 
 } // namespace memfit::ops

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
+#include "compiler/ops/RuntimeKinds.h"
 
 namespace memfit::ops {
 namespace {
@@ -186,6 +187,23 @@ OpWork mulWork(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
   return {(kind == TaskKind::Forward ? 1 : 2) * out};
 }
 
+/// The runtime kind of `kind`, with the broadcast operand first when
+/// `reversed` (b - a, b / a).
+RtBinary runtimeBinary(OpKind kind, bool reversed) {
+  switch (kind) {
+  case OpKind::Add:
+    return RtBinary::Add;
+  case OpKind::Sub:
+    return reversed ? RtBinary::RSub : RtBinary::Sub;
+  case OpKind::Mul:
+    return RtBinary::Mul;
+  case OpKind::Div:
+    return reversed ? RtBinary::RDiv : RtBinary::Div;
+  default:
+    llvm_unreachable("not a binary definition's kind");
+  }
+}
+
 /// The operand with the output's shape (the kernel's a) comes first in the
 /// kernel's terms; the other is broadcast (b). Sub and Div with the
 /// broadcast operand first run reversed (RSub, RDiv).
@@ -203,11 +221,7 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   if (!va.batched)
     return unsupportedByRuntime(op, "one operand must be an activation of the "
                                     "output's shape");
-  bool rev = pa == 1;
-  const char *k = op.kind == OpKind::Add   ? "Add"
-                  : op.kind == OpKind::Sub ? (rev ? "RSub" : "Sub")
-                  : op.kind == OpKind::Mul ? "Mul"
-                                           : (rev ? "RDiv" : "Div");
+  const char *k = runtimeKind(runtimeBinary(op.kind, pa == 1)).name;
   int64_t per = va.elementsPerSample();
   if (!va.canonical() && !(vb.batched && vb.dims == va.dims)) {
     // The batch is not outermost: only a weight varying along the axes
@@ -289,6 +303,7 @@ OpDef binary(OpKind kind, std::string_view name) {
           .name = name,
           .onnxTypes = {name},
           .importOnnx = importBinary,
+          .batchLayout = OpDef::BatchLayout::Any,
           .work = addWork,
           .params = params,
           .emit = emit};

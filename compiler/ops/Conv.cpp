@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
+#include "compiler/ops/RuntimeKinds.h"
 
 namespace memfit::ops {
 namespace {
@@ -268,9 +269,10 @@ llvm::Expected<OpParamsText> transposeParams(const Graph &g, const Op &op) {
 std::string biasParams(const Graph &g, const Op &op) {
   const Value &y = g.value(op.outputs[0]);
   int64_t c = y.dims[1], plane = y.elementsPerSample() / c;
-  return llvm::formatv("BinaryParams{{.kind = BinaryKind::Add, .perSample = "
-                       "{0}, .bBatched = false, .bSize = {1}, .inner = {2}}",
-                       y.elementsPerSample(), c, plane)
+  return llvm::formatv("BinaryParams{{.kind = BinaryKind::{0}, .perSample = "
+                       "{1}, .bBatched = false, .bSize = {2}, .inner = {3}}",
+                       runtimeKind(RtBinary::Add).name, y.elementsPerSample(),
+                       c, plane)
       .str();
 }
 

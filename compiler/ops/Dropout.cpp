@@ -101,6 +101,7 @@ void registerDropout(std::vector<OpDef> &defs) {
                   .name = "Dropout",
                   .onnxTypes = {"Dropout"},
                   .importOnnx = importDropout,
+                  .batchLayout = OpDef::BatchLayout::SampleMajor,
                   .mayRunInPlace = true,
                   .work = work,
                   .params = params,

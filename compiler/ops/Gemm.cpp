@@ -179,6 +179,7 @@ OpDef dense(OpKind kind, std::string_view name) {
   return {.kind = kind,
           .name = name,
           .onnxTypes = {name},
+          .batchLayout = OpDef::BatchLayout::Any,
           .dataGradReads = otherOperandReads,
           .weightGradReads = dataOperandReads,
           .lowerPrecision = true,

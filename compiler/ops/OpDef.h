@@ -138,6 +138,19 @@ struct OpDef {
   /// Translates one node of those types: attributes, operand roles, the
   /// output dims (its shape rule), errors naming the node.
   llvm::Error (*importOnnx)(OnnxNode &) = nullptr;
+  /// Where the op lets the batch of its operands lie (Value::canonical):
+  /// alone on axis 0, anywhere (it computes the same on any layout: element
+  /// by element, along the last axes, or moving axes), or anywhere that
+  /// keeps each sample's elements together (Dropout keys its mask by
+  /// sample). The importer refuses any other operand, naming it.
+  enum class BatchLayout : uint8_t { AxisZero, Any, SampleMajor };
+  BatchLayout batchLayout = BatchLayout::AxisZero;
+  /// Whether the op may read `v` (batchLayout).
+  bool acceptsLayout(const Value &v) const {
+    bool sampleMajor = v.batchAxis == 0 && v.batchOuter == 1;
+    return v.canonical() || batchLayout == BatchLayout::Any ||
+           (batchLayout == BatchLayout::SampleMajor && sampleMajor);
+  }
 
   // --- autodiff ---
   /// The output shares its input's bytes (no copy, no memory).

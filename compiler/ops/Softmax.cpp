@@ -101,6 +101,7 @@ OpDef softmax(OpKind kind, std::string_view name) {
           .name = name,
           .onnxTypes = {name},
           .importOnnx = importSoftmax,
+          .batchLayout = OpDef::BatchLayout::Any,
           .dataGradReads = readsOutput,
           .costClass = CostClass::Softmax,
           .work = work,

@@ -82,6 +82,7 @@ void registerSum(std::vector<OpDef> &defs) {
                   .name = "Sum",
                   .onnxTypes = {"Sum"},
                   .importOnnx = importSum,
+                  .batchLayout = OpDef::BatchLayout::Any,
                   .work = work,
                   .emit = emit});
 }

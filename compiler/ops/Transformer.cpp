@@ -570,6 +570,7 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   .name = "BatchMatMul",
                   .onnxTypes = {"Einsum"},
                   .importOnnx = importEinsum,
+                  .batchLayout = OpDef::BatchLayout::Any,
                   .dataGradReads = bmmDataReads,
                   .lowerPrecision = true,
                   .costClass = CostClass::Gemm,
@@ -581,6 +582,7 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   .name = "LayerNormalization",
                   .onnxTypes = {"LayerNormalization"},
                   .importOnnx = importLayerNorm,
+                  .batchLayout = OpDef::BatchLayout::Any,
                   .dataGradReads = lnDataReads,
                   .weightGradReads = lnWeightReads,
                   .costClass = CostClass::Normalization,
@@ -600,6 +602,10 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   .name = "Gather",
                   .onnxTypes = {"Gather"},
                   .importOnnx = importGather,
+                  // Gather of an activation, on any layout, is a Slice; the
+                  // embedding's own operands (a table, ids) have no batch
+                  // axis to move.
+                  .batchLayout = OpDef::BatchLayout::Any,
                   .weightGradReads = embeddingReads,
                   .costClass = CostClass::Copy,
                   .work = embeddingWork,

@@ -353,6 +353,7 @@ void registerView(std::vector<OpDef> &defs) {
   flatten.importOnnx = importFlatten;
   defs.push_back(std::move(flatten));
   OpDef reshape = view(OpKind::Reshape, "Reshape");
+  reshape.batchLayout = OpDef::BatchLayout::Any;
   reshape.onnxTypes = {"Reshape", "Squeeze", "Unsqueeze"};
   reshape.importOnnx = importReshapeLike;
   defs.push_back(std::move(reshape));

@@ -16,6 +16,14 @@
 // Semantics (PyTorch's): NaN passes Relu and Clip; a kink takes the
 // one-sided derivative (0 for Relu at 0, alpha for LeakyRelu at 0); Clip
 // passes gradients strictly inside (lo, hi). Sigmoid evaluates exp in double.
+// Softplus is PyTorch's with beta 1 and threshold 20 (x itself above it;
+// ONNX's log(exp(x) + 1) rounds to the same float there), Mish is
+// x * tanh(softplus(x)), LogSigmoid min(x, 0) - log1p(exp(-|x|)), which
+// neither overflows nor loses the small values, as PyTorch computes them.
+//
+// The switches over the kinds have no default: a kind added to
+// Activations.def or Binary.def without its arithmetic is a compile error
+// (-Werror=switch, set for every target that compiles this file).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_KERNELS_ELEMENTWISE_H
@@ -43,6 +51,11 @@ template <class D> MEMFIT_HD void put(D &&dst, float v, bool accumulate) {
 }
 
 // --- activations ---
+
+/// log(1 + exp(x)), x itself past PyTorch's threshold 20.
+MEMFIT_HD float softplus(float v) {
+  return v > 20.0f ? v : ::log1pf(::expf(v));
+}
 
 MEMFIT_HD float activation(const ActParams &p, float v) {
   switch (p.kind) {
@@ -81,12 +94,20 @@ MEMFIT_HD float activation(const ActParams &p, float v) {
     return -v;
   case ActKind::NanTo:
     return v != v ? p.alpha : v;
+  case ActKind::Softplus:
+    return softplus(v);
+  case ActKind::Mish:
+    return v * ::tanhf(softplus(v));
+  case ActKind::Celu: // elu(x, alpha, input_scale = 1 / alpha)
+    return v > 0 ? v : (::expf(v * (1.0f / p.alpha)) - 1.0f) * p.alpha;
+  case ActKind::LogSigmoid:
+    return (v < 0 ? v : 0.0f) - ::log1pf(::expf(-::fabsf(v)));
   }
   return 0;
 }
 
-/// dX from the output y, or from the input x for the kinds that
-/// activationGradReadsInput names (PyTorch's derivative formulas and
+/// dX from the output y, or from the input x for the kinds whose
+/// activationGradReads is Input (PyTorch's derivative formulas and
 /// boundary conventions).
 MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
   const float x = y; // the kinds that read their input
@@ -132,6 +153,24 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
     return -dy;
   case ActKind::NanTo:
     return x != x ? 0.0f : dy;
+  case ActKind::Softplus: {
+    float z = ::expf(x);
+    return x > 20.0f ? dy : dy * z / (z + 1.0f);
+  }
+  case ActKind::Mish: {
+    float sig = 1.0f / (1.0f + ::expf(-x));
+    float t = ::tanhf(softplus(x));
+    return dy * (t + x * sig * (1.0f - t * t));
+  }
+  case ActKind::Celu:
+    return x > 0
+               ? dy
+               : dy * (1.0f / p.alpha) * p.alpha * ::expf(x * (1.0f / p.alpha));
+  case ActKind::LogSigmoid: {
+    float z = ::expf(-::fabsf(x));
+    float maxDeriv = x < 0 ? 1.0f : 0.0f, sign = x < 0 ? 1.0f : -1.0f;
+    return dy * (maxDeriv - sign * (z / (1.0f + z)));
+  }
   }
   return 0;
 }
@@ -163,14 +202,23 @@ MEMFIT_HD float binary(BinaryKind k, float a, float b) {
   return 0;
 }
 
-/// Whether the derivatives read the operands (Mul, Div, RDiv).
+/// Whether the derivatives read the operands (Binary.def's Reads).
 MEMFIT_HD bool binaryGradReadsOperands(BinaryKind k) {
-  return k == BinaryKind::Mul || k == BinaryKind::Div || k == BinaryKind::RDiv;
+  switch (k) {
+#define MEMFIT_BINARY(kind, reads)                                             \
+  case BinaryKind::kind:                                                       \
+    return GradReads::reads == GradReads::Operands;
+#include "runtime/kernels/Binary.def"
+  }
+  return true;
 }
 
 /// d(a op b)/da * dy; `a` and `b` are read where binaryGradReadsOperands.
 MEMFIT_HD float binaryGradA(BinaryKind k, float dy, float a, float b) {
   switch (k) {
+  case BinaryKind::Add:
+  case BinaryKind::Sub:
+    return dy;
   case BinaryKind::Mul:
     return dy * b;
   case BinaryKind::Div:
@@ -179,9 +227,8 @@ MEMFIT_HD float binaryGradA(BinaryKind k, float dy, float a, float b) {
     return -dy;
   case BinaryKind::RDiv:
     return -dy * b / (a * a);
-  default:
-    return dy;
   }
+  return 0;
 }
 
 /// d(a op b)/db * dy; `a` and `b` are read for Mul and Div only.

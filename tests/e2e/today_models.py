@@ -309,7 +309,27 @@ class SmallCNN(nn.Module):
         return self.body(x)
 
 
+class Activations(nn.Module):
+    """A convolution block per activation memfit added as the worked
+    example of docs/architecture.md, exported as torch.onnx writes them:
+    Softplus, Mish as Mul(x, Tanh(Softplus(x))), Celu, LogSigmoid as
+    Log(Sigmoid(x))."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.Softplus(),
+            nn.Conv2d(8, 8, 3, padding=1), nn.Mish(),
+            nn.Conv2d(8, 16, 3, padding=1, stride=2), nn.CELU(0.7),
+            nn.Conv2d(16, 16, 3, padding=1), nn.LogSigmoid(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, classes))
+
+    def forward(self, x):
+        return self.body(x)
+
+
 MODELS = {
+    "activations": (lambda: Activations(), "image"),
     "cnn-bn": (lambda: SmallCNN(), "image"),
     "gpt": (lambda: GPT(), "tokens"),
     "gpt-tied": (lambda: GPT(tied=True), "tokens"),

@@ -82,6 +82,14 @@ def run_graph(model, params, consts, x):
             y = torch.sigmoid(i[0])
         elif op == "Tanh":
             y = torch.tanh(i[0])
+        elif op == "Softplus":
+            y = F.softplus(i[0])
+        elif op == "Mish":
+            y = F.mish(i[0])
+        elif op == "Celu":
+            y = F.celu(i[0], a.get("alpha", 1.0))
+        elif op == "Log":
+            y = torch.log(i[0])
         elif op == "Clip":
             lo = float(i[1]) if len(i) > 1 and i[1] is not None else a.get("min")
             hi = float(i[2]) if len(i) > 2 and i[2] is not None else a.get("max")

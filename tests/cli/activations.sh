@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The activations added as the worked example of docs/architecture.md
+# (Softplus, Mish, CELU, LogSigmoid) end to end on the CPU emulation: a
+# small CNN exported by PyTorch, its Mish and LogSigmoid recognized from
+# the nodes torch.onnx writes for them, trained under the ideal budget and
+# under a tight one and compared with PyTorch (rtol 1e-5).
+set -u
+MEMFIT=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+  echo "activations: SKIPPED: $PY cannot import torch and onnx"
+  exit 0
+fi
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+source "$SRC/tests/e2e/verify.sh"
+
+"$PY" "$SRC/tests/e2e/today_models.py" activations activations.onnx \
+  activations-x.npy activations-y.npy --batch 4 --opset 17 ||
+  fail "export activations"
+ops=$("$MEMFIT" inspect activations.onnx --batch 4) || fail "inspect"
+for op in Softplus Mish Celu LogSigmoid; do
+  [ "$(grep -c " $op " <<<"$ops")" = 1 ] ||
+    { echo "$ops"; fail "no single $op operator in the imported graph"; }
+done
+! grep -q ' Log \| Tanh \| Sigmoid \| Mul ' <<<"$ops" ||
+  { echo "$ops"; fail "Mish or LogSigmoid left in pieces"; }
+verify activations 50% 55% 60% 65% 70% 75% 80%
+echo "activations: Softplus, Mish, CELU and LogSigmoid agree with torch"
