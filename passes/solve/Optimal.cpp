@@ -60,9 +60,9 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
                                               const OptimalOptions &opts) {
   const size_t n = order.size();
   if (n > opts.maxTasks)
-    return makeErrorF("--policy optimal solves rounds of up to {0} tasks; "
-                      "this one has {1}",
-                      opts.maxTasks, n);
+    return makeInfeasibleF("--policy optimal solves rounds of up to {0} tasks; "
+                           "this one has {1}",
+                           opts.maxTasks, n);
   const int64_t b = costs.subBatch;
   Liveness lv = computeLiveness(tg, order, b, opts.inPlace);
   const size_t nb = tg.blocks.size();
@@ -342,10 +342,10 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
       start[c] = 1;
   auto sol = solve(p, start, opts.maxNodes);
   if (!sol)
-    return makeErrorF("--policy optimal: no keep, recompute or offload "
-                      "choice per block fits the {0}-byte arena at "
-                      "sub-batch {1}",
-                      arenaBytes, b);
+    return makeInfeasibleF("--policy optimal: no keep, recompute or offload "
+                           "choice per block fits the {0}-byte arena at "
+                           "sub-batch {1}",
+                           arenaBytes, b);
   OptimalDecisions d;
   d.drop.assign(nb, false);
   d.offload.assign(nb, false);
