@@ -59,3 +59,23 @@ TEST_CASE("takeInternalErrors splits an error list", "[diagnostics]") {
   CHECK(!takeInternalErrors(userOnly));
   CHECK(parts(std::move(userOnly)).size() == 1);
 }
+
+TEST_CASE("dropInfeasible keeps every other error", "[diagnostics]") {
+  llvm::Error err = llvm::joinErrors(
+      makeInfeasibleF("no room at sub-batch {0}", 4),
+      llvm::joinErrors(makeError("bad flag"), makeInternalError("bug")));
+  CHECK(parts(dropInfeasible(std::move(err))) ==
+        std::vector<std::pair<bool, std::string>>{{false, "bad flag"},
+                                                  {true, "bug"}});
+  CHECK(!dropInfeasible(makeInfeasibleF("no room")));
+  // Infeasible is a user error: exit code 1 where it reaches the user.
+  llvm::Error alone = makeInfeasibleF("no room");
+  CHECK(alone.isA<UserError>());
+  llvm::consumeError(std::move(alone));
+}
+
+TEST_CASE("withContext keeps an Infeasible error Infeasible", "[diagnostics]") {
+  llvm::Error err = withContext(makeInfeasibleF("no room"), "m.onnx: ");
+  CHECK(err.isA<Infeasible>());
+  CHECK(llvm::toString(std::move(err)) == "m.onnx: no room");
+}

@@ -41,7 +41,7 @@ struct Harness {
 TEST_CASE("a candidate that does not fit is dropped when another wins",
           "[pipeline]") {
   Harness h;
-  h.fail(8, makeError("no room at sub-batch 8"));
+  h.fail(8, makeInfeasibleF("no room at sub-batch {0}", 8));
   h.succeed(4, 2.0);
   h.succeed(2, 1.5);
   auto best = h.search.takeBest();
@@ -66,11 +66,40 @@ TEST_CASE("an internal error of one candidate is never dropped", "[pipeline]") {
 TEST_CASE("when every candidate fails the first user error is returned",
           "[pipeline]") {
   Harness h;
-  h.fail(8, makeError("first"));
-  h.fail(4, makeError("second"));
+  h.fail(8, makeInfeasibleF("first"));
+  h.fail(4, makeInfeasibleF("second"));
   auto best = h.search.takeBest();
   REQUIRE(!static_cast<bool>(best));
-  CHECK(toString(best.takeError()) == "first");
+  llvm::Error err = best.takeError();
+  CHECK(err.isA<Infeasible>());
+  CHECK(toString(std::move(err)) == "first");
+}
+
+TEST_CASE("only an infeasible candidate is dropped, not another user error",
+          "[pipeline]") {
+  // A user error that is not Infeasible (a flag that cannot apply) says
+  // something about the request, not about one candidate: a winner must
+  // not hide it.
+  Harness h;
+  h.succeed(4, 2.0);
+  h.fail(2, makeError("--sub-batch 2 is not allowed here"));
+  h.fail(1, makeInfeasibleF("no room at sub-batch 1"));
+  auto best = h.search.takeBest();
+  REQUIRE(!static_cast<bool>(best));
+  llvm::Error err = best.takeError();
+  CHECK(!err.isA<Infeasible>());
+  CHECK(toString(std::move(err)) == "--sub-batch 2 is not allowed here");
+}
+
+TEST_CASE("a cut-off candidate counts as abandoned, not as the reason",
+          "[pipeline]") {
+  Harness h;
+  h.fail(8, llvm::make_error<CutoffError>(3.0));
+  h.fail(4, makeInfeasibleF("no room at sub-batch 4"));
+  auto best = h.search.takeBest();
+  REQUIRE(!static_cast<bool>(best));
+  CHECK(h.out.abandoned == 1);
+  CHECK(toString(best.takeError()) == "no room at sub-batch 4");
 }
 
 TEST_CASE("the bound's shares round into drop and offload sets", "[pipeline]") {

@@ -3,9 +3,9 @@
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/support/Diagnostics.h"
 #include "passes/analysis/Liveness.h"
-#include "passes/search/Pipeline.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
+#include "passes/search/Pipeline.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>
@@ -524,7 +524,9 @@ TEST_CASE("vDNN out of room says how much is free and how fragmented",
                      .budget = m.tg.weightSideBytes() + 3 * 256,
                      .batch = 2});
   REQUIRE_FALSE(static_cast<bool>(p));
-  std::string msg = llvm::toString(p.takeError());
+  llvm::Error err = p.takeError();
+  CHECK(err.isA<Infeasible>());
+  std::string msg = llvm::toString(std::move(err));
   CHECK(msg.find("vdnn-all cannot meet the budget") != std::string::npos);
   CHECK(msg.find("of the 768-byte arena are free, the largest free run is") !=
         std::string::npos);

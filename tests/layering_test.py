@@ -87,7 +87,7 @@ class FixtureTree(unittest.TestCase):
             self.assertIn(d + "/X.cpp:1: longOne is 200 lines", out)
 
     def test_folders_outside_the_list_are_not_held_to_it(self):
-        rc, out = self.run_main({"passes/search/Long.cpp": body("big", 300)})
+        rc, out = self.run_main({"codegen/Long.cpp": body("big", 300)})
         self.assertEqual((rc, out.strip()), (0, "layering: 0 violations"))
 
     def test_cbc_only_in_the_backend(self):

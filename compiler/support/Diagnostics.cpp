@@ -5,6 +5,7 @@ namespace memfit {
 
 char UserError::ID = 0;
 char InternalError::ID = 0;
+char Infeasible::ID = 0;
 
 llvm::Error withContext(llvm::Error err, const llvm::Twine &prefix) {
   std::string pre = prefix.str();
@@ -12,6 +13,9 @@ llvm::Error withContext(llvm::Error err, const llvm::Twine &prefix) {
       std::move(err),
       [&](std::unique_ptr<InternalError> e) -> llvm::Error {
         return makeInternalError(pre + e->text());
+      },
+      [&](std::unique_ptr<Infeasible> e) -> llvm::Error {
+        return llvm::make_error<Infeasible>(pre + e->message());
       },
       [&](std::unique_ptr<llvm::ErrorInfoBase> e) -> llvm::Error {
         return makeError(pre + e->message());
@@ -26,6 +30,10 @@ llvm::Error takeInternalErrors(llvm::Error &err) {
             llvm::joinErrors(std::move(internal), llvm::Error(std::move(e)));
       });
   return internal;
+}
+
+llvm::Error dropInfeasible(llvm::Error err) {
+  return llvm::handleErrors(std::move(err), [](const Infeasible &) {});
 }
 
 std::string quoteName(std::string_view name) {

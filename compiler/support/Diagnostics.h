@@ -51,6 +51,16 @@ public:
   static char ID;
 };
 
+/// No plan exists under the settings asked for: the budget cannot be met by
+/// this policy, sub-batch, chunk count or set of decisions, or the settings
+/// cannot apply to this model. A user error (exit code 1) that a search may
+/// drop when another candidate wins; every other error it must return.
+class Infeasible : public llvm::ErrorInfo<Infeasible, UserError> {
+public:
+  using ErrorInfo::ErrorInfo;
+  static char ID;
+};
+
 inline llvm::Error makeError(const llvm::Twine &msg) {
   return llvm::make_error<UserError>(msg.str());
 }
@@ -69,8 +79,15 @@ llvm::Error makeInternalErrorF(const char *fmt, Ts &&...vals) {
   return makeInternalError(llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
 }
 
+template <typename... Ts>
+llvm::Error makeInfeasibleF(const char *fmt, Ts &&...vals) {
+  return llvm::make_error<Infeasible>(
+      llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
+}
+
 /// Puts `prefix` (a file name, a stage) in front of every message in
-/// `err`, keeping each error's type: an internal error stays internal.
+/// `err`, keeping each error's type: an internal error stays internal, an
+/// Infeasible one Infeasible.
 /// Errors of other types become user errors with the prefix.
 llvm::Error withContext(llvm::Error err, const llvm::Twine &prefix);
 
@@ -78,6 +95,10 @@ llvm::Error withContext(llvm::Error err, const llvm::Twine &prefix);
 /// there is none); `err` keeps the rest. Lets a caller that may drop some
 /// failures (one candidate plan of many) never drop an internal one.
 llvm::Error takeInternalErrors(llvm::Error &err);
+
+/// `err` without its Infeasible errors: what a search that tries several
+/// settings must still return (user errors of other kinds, internal ones).
+llvm::Error dropInfeasible(llvm::Error err);
 
 /// Quotes an untrusted name for a diagnostic: printable ASCII kept, anything
 /// else shown as \xNN, length capped so a hostile name cannot flood a log.

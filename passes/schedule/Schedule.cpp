@@ -13,6 +13,7 @@
 namespace memfit {
 
 char CutoffError::ID = 0;
+char sched::Fragmented::ID = 0;
 
 void CutoffError::log(llvm::raw_ostream &os) const {
   os << "the schedule would take at least " << atLeast
@@ -61,6 +62,10 @@ int64_t livenessArenaNeed(const TaskGraph &tg, const std::vector<TaskId> &order,
   return lv.peakBytes - lv.weightSideBytes + maxWs;
 }
 
+int64_t arenaBytes(const TaskGraph &tg, int64_t budget) {
+  return budget - tg.weightSideBytes();
+}
+
 namespace sched {
 
 Scheduler::Scheduler(const TaskGraph &tg, const CostTable &costs,
@@ -68,8 +73,7 @@ Scheduler::Scheduler(const TaskGraph &tg, const CostTable &costs,
                      const ScheduleOptions &opts)
     : tg(tg), costs(costs), order(order), opts(opts),
       rules(rulesFor(opts.policy)), subBatch_(costs.subBatch),
-      arena(rules.unbounded ? (int64_t(1) << 50)
-                            : opts.budget - tg.weightSideBytes()),
+      arena(rules.unbounded ? (int64_t(1) << 50) : arenaBytes(tg, opts.budget)),
       cursor(tg, costs, order), blocks(tg, order, subBatch_),
       pricer(tg, costs, rules, opts.allowRecompute, blocks, timeline, arena,
              cursor) {}
@@ -216,25 +220,19 @@ llvm::Error Scheduler::prepareOperands(const Task &task,
 
 llvm::Error Scheduler::prepareTask(const Task &task,
                                    std::vector<int32_t> &deps) {
-  llvm::Error err = prepareOperands(task, deps);
-  if (!err)
-    return llvm::Error::success();
-  // A broken invariant (a block with no copy anywhere) stays an internal
-  // error: turned into text below it would read as an infeasible budget.
-  if (llvm::Error internal = takeInternalErrors(err)) {
-    llvm::consumeError(std::move(err));
-    return internal;
-  }
-  std::string msg = llvm::toString(std::move(err));
-  if (msg != "fragmented")
-    return makeError(msg);
+  bool fragmented = false;
+  llvm::Error err =
+      llvm::handleErrors(prepareOperands(task, deps),
+                         [&](const Fragmented &) { fragmented = true; });
+  if (err || !fragmented)
+    return err;
   // Defragment fully: everything leaves the arena, then the task's own
   // blocks come back into an empty one.
   std::vector<int32_t> owners;
   for (const Arena::Segment &seg : arena.segments())
     if (seg.owner >= 0 && seg.owner < kWorkspaceOwner)
       owners.push_back(seg.owner);
-  cause = {LeaveCause::Defragment, cursor.step, -1, -1, 0, 0};
+  cause = {.kind = LeaveCause::Defragment, .step = cursor.step};
   for (int32_t o : owners) {
     BlockId ob = blocks.blockOf(o);
     if (blocks[ob].hasContent)
@@ -242,20 +240,16 @@ llvm::Error Scheduler::prepareTask(const Task &task,
     else
       release(ob);
   }
-  if (auto err2 = prepareOperands(task, deps)) {
-    if (llvm::Error internal = takeInternalErrors(err2)) {
-      llvm::consumeError(std::move(err2));
-      return internal;
-    }
-    std::string m2 = llvm::toString(std::move(err2));
-    if (m2 == "fragmented")
-      m2 = llvm::formatv("task {0} and the blocks it must recompute "
-                         "first do not fit in the {1}-byte arena",
-                         quoteName(task.name), arena.size())
-               .str();
-    return fail(m2);
-  }
-  return llvm::Error::success();
+  return llvm::handleErrors(
+      prepareOperands(task, deps),
+      [&](const Fragmented &) {
+        return fail(llvm::formatv("task {0} and the blocks it must recompute "
+                                  "first do not fit in the {1}-byte arena",
+                                  quoteName(task.name), arena.size()));
+      },
+      // The message as plans have always reported it (a broken invariant,
+      // an InternalError, passes through).
+      [&](const UserError &e) { return fail(e.message()); });
 }
 
 const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
@@ -270,7 +264,9 @@ const AlgoCost &Scheduler::placeAlgorithm(TaskId t, Instr &run,
   run.algo = algo;
   if (ac->workspace > 0) {
     StreamUses wsUses{};
-    cause = {LeaveCause::Workspace, cursor.step, -1, -1, ac->workspace, 0};
+    cause = {.kind = LeaveCause::Workspace,
+             .step = cursor.step,
+             .bytes = ac->workspace};
     auto off =
         allocate(ac->workspace, kWorkspaceOwner, wsUses, std::move(room));
     if (!off) {
@@ -333,7 +329,9 @@ std::vector<BlockId> Scheduler::offloadLayerInputs(const Task &task) {
     layerSync.offloaded[l] = true;
     inputs.push_back(xb);
     if (!blocks[xb].hostValid) {
-      cause = {LeaveCause::Vdnn, cursor.step, -1, -1, blocks.bytesOf(xb), 0};
+      cause = {.kind = LeaveCause::Vdnn,
+               .step = cursor.step,
+               .bytes = blocks.bytesOf(xb)};
       layerSync.nextTask.push_back(copyOut(blocks[xb].res));
     }
   }

@@ -19,6 +19,7 @@
 
 #include "compiler/ir/CostTable.h"
 #include "compiler/ir/Plan.h"
+#include "compiler/support/Diagnostics.h"
 
 #include "llvm/Support/Error.h"
 
@@ -79,16 +80,22 @@ struct ScheduleOptions {
 };
 
 /// schedule() gave up: the plan would be slower than opts.cutoffSeconds.
-class CutoffError : public llvm::ErrorInfo<CutoffError> {
+/// Infeasible at that cutoff, so a search drops it like any other setting
+/// that yields no plan.
+class CutoffError : public llvm::ErrorInfo<CutoffError, Infeasible> {
 public:
   static char ID;
-  explicit CutoffError(double atLeast) : atLeast(atLeast) {}
+  explicit CutoffError(double atLeast)
+      : ErrorInfo(std::string()), atLeast(atLeast) {}
   double atLeast; // a lower bound on the iteration time, seconds
   void log(llvm::raw_ostream &os) const override;
-  std::error_code convertToErrorCode() const override {
-    return llvm::inconvertibleErrorCode();
-  }
 };
+
+/// The bytes of `budget` left to the arena: the budget less the weight side
+/// (weights, their gradients, the optimizer state, the collective buffers),
+/// which stays resident outside it. Every step that sizes the arena from a
+/// budget asks this one function.
+int64_t arenaBytes(const TaskGraph &tg, int64_t budget);
 
 /// The arena a plan without offload or recomputation needs at the cost
 /// table's sub-batch: the liveness peak's non-weight bytes plus the largest

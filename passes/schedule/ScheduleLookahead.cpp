@@ -173,7 +173,11 @@ bool Scheduler::prefetchFor(int32_t s, const std::vector<BlockId> &need) {
       off = a->first;
       uses = a->second;
     } else if (auto w = pricer.search(bytes, price)) {
-      cause = {LeaveCause::Prefetch, cursor.step, b, s, bytes, 0};
+      cause = {.kind = LeaveCause::Prefetch,
+               .step = cursor.step,
+               .need = b,
+               .nextStep = s,
+               .bytes = bytes};
       for (int32_t o : w->owners)
         evict(o);
       uses = arena.allocateAt(w->offset, bytes, id);
@@ -221,7 +225,11 @@ void Scheduler::offloadAhead(TaskId t) {
     int64_t bytes = blocks.bytesOf(b);
     if (gap < 2 * (costs.copyOutSeconds(bytes) + costs.copyInSeconds(bytes)))
       continue;
-    cause = {LeaveCause::Early, cursor.step, -1, next, bytes, gap};
+    cause = {.kind = LeaveCause::Early,
+             .step = cursor.step,
+             .nextStep = next,
+             .bytes = bytes,
+             .gapSeconds = gap};
     copyOut(bs.res);
     offloadedAhead += bytes;
     if (offloadedAhead >= offloadTarget)

@@ -110,7 +110,7 @@ void Scheduler::release(BlockId b) {
   // A recompute may still need it as an input: it can be regenerated.
   if (bs.hasContent && !bs.hostValid && blocks.isRecomputable(b)) {
     bs.dropped = true;
-    noteDrop(b, {LeaveCause::Released, cursor.step, -1, -1, 0, 0});
+    noteDrop(b, {.kind = LeaveCause::Released, .step = cursor.step});
   }
 }
 
@@ -155,7 +155,7 @@ Scheduler::allocate(int64_t bytes, int32_t owner, StreamUses &uses,
     uses = a->second;
     return a->first;
   }
-  return makeError("fragmented"); // the caller evicts pinned blocks too
+  return llvm::make_error<Fragmented>(); // the caller evicts pinned blocks too
 }
 
 int32_t Scheduler::copyIn(BlockId b, ResidencyId r, const StreamUses &uses) {
@@ -195,7 +195,10 @@ llvm::Error Scheduler::prepare(BlockId b, bool needsContent,
   }
   StreamUses uses{};
   ResidencyId id = blocks.nextId();
-  cause = {LeaveCause::ArenaFull, cursor.step, b, -1, blocks.bytesOf(b), 0};
+  cause = {.kind = LeaveCause::ArenaFull,
+           .step = cursor.step,
+           .need = b,
+           .bytes = blocks.bytesOf(b)};
   auto off = allocate(blocks.bytesOf(b), id, uses);
   if (!off)
     return off.takeError();
@@ -374,8 +377,10 @@ void Scheduler::offloadForced(TaskId t) {
     // the last of them.
     if (bs.res < 0 || bs.hostValid || blocks.nextUseStep(sb) < 0)
       continue;
-    cause = {LeaveCause::Solver,     cursor.step,        -1,
-             blocks.nextUseStep(sb), blocks.bytesOf(sb), 0};
+    cause = {.kind = LeaveCause::Solver,
+             .step = cursor.step,
+             .nextStep = blocks.nextUseStep(sb),
+             .bytes = blocks.bytesOf(sb)};
     copyOut(bs.res);
   }
 }
@@ -390,8 +395,10 @@ void Scheduler::leaveAfterStep(const std::vector<BlockId> &touched) {
         bs.res < 0 || blocks.isPinned(sb) || blocks.nextUseStep(sb) < 0)
       continue;
     if (!bs.hostValid) {
-      cause = {LeaveCause::Solver,     cursor.step,        -1,
-               blocks.nextUseStep(sb), blocks.bytesOf(sb), 0};
+      cause = {.kind = LeaveCause::Solver,
+               .step = cursor.step,
+               .nextStep = blocks.nextUseStep(sb),
+               .bytes = blocks.bytesOf(sb)};
       copyOut(bs.res);
     }
     evict(bs.res);
@@ -416,7 +423,7 @@ void Scheduler::dropForwardDone(TaskId t) {
       arena.release(bs.res, {});
       bs.res = -1;
       bs.dropped = true;
-      noteDrop(sb, {LeaveCause::DropSet, cursor.step, -1, -1, 0, 0});
+      noteDrop(sb, {.kind = LeaveCause::DropSet, .step = cursor.step});
     }
 }
 

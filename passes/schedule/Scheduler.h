@@ -17,9 +17,9 @@
 #define MEMFIT_PASSES_SCHEDULER_H
 
 #include "compiler/support/Diagnostics.h"
+#include "passes/analysis/Liveness.h"
 #include "passes/schedule/Arena.h"
 #include "passes/schedule/EvictionPricer.h"
-#include "passes/analysis/Liveness.h"
 #include "passes/schedule/PolicyRules.h"
 #include "passes/schedule/Residencies.h"
 #include "passes/schedule/Schedule.h"
@@ -46,6 +46,20 @@ constexpr int kMaxRecomputeDepth = 1000;
 /// Why a block first left the device (copied out, or dropped to be
 /// recomputed). Recorded as plain data and put into words once the plan is
 /// done (Plan::decisionWhy), so planning pays nothing for the report.
+/// No window of the arena holds an allocation although enough bytes are
+/// free: the caller defragments (evicting pinned blocks too) and tries once
+/// more. Never leaves the scheduler.
+class Fragmented : public llvm::ErrorInfo<Fragmented> {
+public:
+  static char ID;
+  void log(llvm::raw_ostream &os) const override {
+    os << "the arena is too fragmented";
+  }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+};
+
 struct LeaveCause {
   enum Kind : uint8_t {
     None,
@@ -174,8 +188,9 @@ private:
   void explainDecisions();
 
   llvm::Error fail(const llvm::Twine &why) const {
-    return makeErrorF("policy {0} cannot meet the budget at sub-batch {1}: {2}",
-                      policyName(opts.policy), subBatch_, why.str());
+    return makeInfeasibleF(
+        "policy {0} cannot meet the budget at sub-batch {1}: {2}",
+        policyName(opts.policy), subBatch_, why.str());
   }
 
   const TaskGraph &tg;

@@ -69,6 +69,13 @@ private:
   void offloadModes(std::vector<BlockId> dropped, int64_t all, int64_t bound,
                     std::vector<Option> &out);
   void localPeaks();
+  /// What the copy streams can hide: per segment, the bytes after it (cap)
+  /// and over the whole round (volume).
+  struct CopyRoom {
+    std::vector<double> cap;
+    double volume = 0;
+  };
+  CopyRoom copyRoom() const;
 
   const TaskGraph &tg;
   const std::vector<TaskId> &order;
@@ -281,6 +288,22 @@ bool Chain::build() {
   return true;
 }
 
+Chain::CopyRoom Chain::copyRoom() const {
+  // What the copy streams can hide after each segment: the forward time
+  // after it (copies out) and the backward time before its own (copies in).
+  CopyRoom r{std::vector<double>(chain.size(), 0), 0};
+  double fAfter = 0, bBefore = 0;
+  for (size_t i = chain.size(); i-- > 0;) {
+    r.cap[i] = std::min(fAfter * costs.d2hBytesPerSecond,
+                        bBefore * costs.h2dBytesPerSecond);
+    fAfter += chain[i].fwdSeconds;
+    bBefore += chain[i].bwdSeconds;
+  }
+  r.volume = std::min(fAfter * costs.d2hBytesPerSecond,
+                      bBefore * costs.h2dBytesPerSecond);
+  return r;
+}
+
 std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
   const auto arena =
       static_cast<int64_t>(double(arenaBytes) * opts.arenaFraction);
@@ -289,18 +312,9 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
   const int levels = opts.memoryLevels;
   const int64_t unit = (arena + levels - 1) / levels;
   const size_t n = chain.size();
-  // What the copy streams can hide after each segment: the forward time
-  // after it (copies out) and the backward time before its own (copies in).
-  std::vector<double> cap(n, 0);
-  double fAfter = 0, bBefore = 0;
-  for (size_t i = n; i-- > 0;) {
-    cap[i] = std::min(fAfter * costs.d2hBytesPerSecond,
-                      bBefore * costs.h2dBytesPerSecond);
-    fAfter += chain[i].fwdSeconds;
-    bBefore += chain[i].bwdSeconds;
-  }
-  const double volumeCap = std::min(fAfter * costs.d2hBytesPerSecond,
-                                    bBefore * costs.h2dBytesPerSecond);
+  const CopyRoom room = copyRoom();
+  const std::vector<double> &cap = room.cap;
+  const double volumeCap = room.volume;
   const double penalty = kOffloadPenalty / costs.d2hBytesPerSecond;
   const size_t spans = static_cast<size_t>(std::max(1, opts.maxSpan));
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -376,12 +390,9 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
     if (at == states || last[at] >= bestCost)
       continue;
     bestCost = last[at];
-    ChainDecisions d{std::vector<bool>(tg.blocks.size(), false),
-                     std::vector<bool>(tg.blocks.size(), false),
-                     int32_t(n),
-                     0,
-                     0,
-                     0};
+    ChainDecisions d{.drop = std::vector<bool>(tg.blocks.size(), false),
+                     .offload = std::vector<bool>(tg.blocks.size(), false),
+                     .segments = int32_t(n)};
     for (size_t c = n; c > 0;) {
       uint32_t ch = choice[c - 1][at];
       size_t span = ch >> 16, oi = ch & 0xffff;

@@ -118,10 +118,11 @@ llvm::Error Splitter::findSplitNorms() {
     // chunk's BP-data needs.
     TaskId w = normWeightTask[task.op];
     if (w < 0 || in.tasks[w].writes.size() != 2)
-      return makeErrorF("{0} normalizes over the batch but its scale or bias "
-                        "is not trained, so its statistics cannot be "
-                        "gathered across chunks of the batch",
-                        quoteName(task.name));
+      return makeInfeasibleF(
+          "{0} normalizes over the batch but its scale or bias "
+          "is not trained, so its statistics cannot be "
+          "gathered across chunks of the batch",
+          quoteName(task.name));
   }
   return llvm::Error::success();
 }

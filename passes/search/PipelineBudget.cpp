@@ -72,7 +72,7 @@ llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
                           "bytes)",
                           formatBytes(budget), formatBytes(lb.bytes), lb.bytes)
                 .str();
-  return makeErrorF(
+  return makeInfeasibleF(
       "{0}: weights, gradients and optimizer state take {1}, and task {2} "
       "needs {3} at sub-batch {4} with no workspace; {5}{6}",
       what, formatBytes(lb.weightSideBytes),

@@ -1,8 +1,8 @@
 //===- PipelineCandidates.cpp - The schedules a policy tries --------------===//
 #include "compiler/support/Diagnostics.h"
+#include "passes/schedule/Recompute.h"
 #include "passes/search/ChainDP.h"
 #include "passes/search/PipelineSteps.h"
-#include "passes/schedule/Recompute.h"
 
 #include <algorithm>
 #include <cmath>
@@ -63,7 +63,7 @@ std::vector<Variant> memfitVariants(const TaskGraph &tg,
     // is much cheaper than moving it.
     const CostTable &costs = tableAt(subBatch);
     int64_t excess = livenessArenaNeed(tg, order, costs, req.inPlace) -
-                     (budget - tg.weightSideBytes());
+                     arenaBytes(tg, budget);
     if (excess > 0)
       for (int64_t bytes : {excess, 2 * excess})
         variants.push_back({subBatch, cheapestDropSet(tg, costs, bytes), true,
@@ -162,7 +162,7 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
       opts.memoryLevels = 64;
       opts.volumeLevels = 4;
     }
-    auto d = solveChain(tg, round, costs, budget - tg.weightSideBytes(), opts);
+    auto d = solveChain(tg, round, costs, arenaBytes(tg, budget), opts);
     if (!d)
       continue;
     bool seen = false;

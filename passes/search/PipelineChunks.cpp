@@ -15,21 +15,13 @@ namespace {
 /// A plan this close to the ideal time is not worth more chunks.
 constexpr double kCloseEnough = 0.01;
 
-/// A user-level failure (too little room) is a reason to try other chunk
-/// counts; memfit's own faults are returned.
-llvm::Error keepInternal(llvm::Error e) {
-  llvm::Error internal = takeInternalErrors(e);
-  llvm::consumeError(std::move(e));
-  return internal;
-}
-
 } // namespace
 
 Tables chunkedTables(const ChunkedGraph &cg, const CostTableFn &tableAt,
                      int64_t batch) {
   auto owned = std::make_shared<const CostTable>(
       chunkedCosts(cg, tableAt(batch / cg.tg.chunks)));
-  return {owned.get(), nullptr, owned};
+  return {.full = owned.get(), .owned = owned};
 }
 
 PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk) {
@@ -54,7 +46,7 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     if (!split) {
       if (forced)
         return split.takeError();
-      if (llvm::Error e = keepInternal(split.takeError()))
+      if (llvm::Error e = dropInfeasible(split.takeError()))
         return std::move(e);
       return best; // the model cannot be split (a frozen BatchNorm)
     }
@@ -70,7 +62,7 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     if (!variants) {
       if (forced)
         return variants.takeError();
-      if (llvm::Error e = keepInternal(variants.takeError()))
+      if (llvm::Error e = dropInfeasible(variants.takeError()))
         return std::move(e);
       continue;
     }
@@ -89,7 +81,7 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     if (!c) {
       if (forced)
         return c.takeError();
-      if (llvm::Error e = keepInternal(c.takeError()))
+      if (llvm::Error e = dropInfeasible(c.takeError()))
         return std::move(e);
       if (best)
         break;

@@ -131,7 +131,8 @@ public:
   /// eviction pricing for what they leave over, no early offload), given
   /// up once slower than `cutoff` (0: never).
   llvm::Expected<Candidate> schedule(const Decisions &d, double cutoff) const {
-    ScheduleOptions so{Policy::Optimal, req.budget, req.batch};
+    ScheduleOptions so{
+        .policy = Policy::Optimal, .budget = req.budget, .batch = req.batch};
     so.dropAfterForward.resize(d.way.size());
     so.offloadAfterForward.resize(d.way.size());
     for (size_t b = 0; b < d.way.size(); ++b) {
@@ -152,11 +153,8 @@ public:
     auto c = schedule(d, cutoff);
     if (c)
       return c->sim.iterationSeconds;
-    llvm::Error err = c.takeError();
-    llvm::Error internal = takeInternalErrors(err);
-    llvm::consumeError(std::move(err));
-    if (internal)
-      return internal;
+    if (llvm::Error err = dropInfeasible(c.takeError()))
+      return std::move(err);
     return -1.0;
   }
 

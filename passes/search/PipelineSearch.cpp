@@ -51,10 +51,17 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
     if (req.policy == Policy::Ideal && wave[k].subBatch == req.batch && ideal)
       j.result.emplace(std::move(*ideal));
     else
-      j.result.emplace(planWith(tg, *j.tables.full, j.tables.last, order, j.rv,
-                                std::move(wave[k].drop), wave[k].allowRecompute,
-                                cutoff, std::move(wave[k].offload),
-                                wave[k].lookPastIdle && ownSearch));
+      j.result.emplace(
+          planWith(tg, *j.tables.full, j.tables.last, order,
+                   {.policy = j.rv.policy,
+                    .budget = j.rv.budget,
+                    .batch = j.rv.batch,
+                    .dropAfterForward = std::move(wave[k].drop),
+                    .allowRecompute = wave[k].allowRecompute,
+                    .cutoffSeconds = cutoff,
+                    .inPlace = j.rv.inPlace,
+                    .offloadAfterForward = std::move(wave[k].offload),
+                    .lookPastIdle = wave[k].lookPastIdle && ownSearch}));
   };
   if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
       req.policy != Policy::Ideal) {
@@ -80,21 +87,17 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
     c->plan.policy = std::string(policyName(req.policy)) +
                      (v.guided ? " (as bound-guided)" : " (as chain-dp)");
   if (!c) {
-    // A schedule abandoned because it could not beat the best so far.
+    // A schedule abandoned because it could not beat the best so far; a
+    // variant with no plan, the reason kept for when none has one; any
+    // other error ends the search.
     llvm::Error rest = llvm::handleErrors(
-        c.takeError(), [&](const CutoffError &) { ++out.abandoned; });
-    if (!rest)
-      return;
-    if (llvm::Error internal = takeInternalErrors(rest)) {
-      internalErr =
-          llvm::joinErrors(std::move(internalErr), std::move(internal));
-      llvm::consumeError(std::move(rest));
-      return;
-    }
-    if (!firstErr)
-      firstErr = std::move(rest);
-    else
-      llvm::consumeError(std::move(rest));
+        c.takeError(), [&](const CutoffError &) { ++out.abandoned; },
+        [&](std::unique_ptr<Infeasible> e) {
+          if (!firstErr)
+            firstErr = llvm::Error(std::move(e));
+        });
+    if (rest)
+      fatalErr = llvm::joinErrors(std::move(fatalErr), std::move(rest));
     return;
   }
   out.tried.push_back({v.subBatch, c->sim.iterationSeconds});
@@ -118,9 +121,9 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
 
 llvm::Expected<Candidate> CandidateSearch::takeBest() {
   // A candidate memfit broke is a bug even when another one won.
-  if (internalErr) {
+  if (fatalErr) {
     llvm::consumeError(std::move(firstErr));
-    return std::move(internalErr);
+    return std::move(fatalErr);
   }
   if (!bestSoFar) {
     if (firstErr)

@@ -12,8 +12,8 @@
 #ifndef MEMFIT_PASSES_PIPELINESTEPS_H
 #define MEMFIT_PASSES_PIPELINESTEPS_H
 
-#include "passes/solve/TimeBound.h"
 #include "passes/search/Pipeline.h"
+#include "passes/solve/TimeBound.h"
 
 #include <memory>
 #include <optional>
@@ -32,7 +32,7 @@ struct KnownBound {
 
 struct Candidate {
   Plan plan;
-  Simulation sim;
+  Simulation sim = {};
   /// Its bound, when the search already proved it (the bound phase).
   std::shared_ptr<const KnownBound> bound = {};
 };
@@ -44,7 +44,8 @@ struct Candidate {
 /// are while the planning runs. A chunked graph's tables are owned here.
 struct Tables {
   const CostTable *full = nullptr, *last = nullptr;
-  std::shared_ptr<const CostTable> owned; // what `full` points to, if owned
+  std::shared_ptr<const CostTable> owned =
+      {}; // what `full` points to, if owned
 };
 Tables tablesFor(const CostTableFn &tableAt, int64_t batch, int64_t subBatch);
 
@@ -54,13 +55,6 @@ llvm::Expected<Candidate> planWith(const TaskGraph &tg, const CostTable &full,
                                    const CostTable *last,
                                    const std::vector<TaskId> &order,
                                    const ScheduleOptions &so);
-/// The same with a request's policy, budget and in-place rule, and a
-/// variant's decisions.
-llvm::Expected<Candidate>
-planWith(const TaskGraph &tg, const CostTable &full, const CostTable *last,
-         const std::vector<TaskId> &order, const PlanRequest &req,
-         std::vector<bool> drop, bool allowRecompute, double cutoffSeconds,
-         std::vector<bool> offload = {}, bool lookPastIdle = false);
 
 // --- budget resolution (PipelineBudget.cpp) ---
 
@@ -180,9 +174,11 @@ private:
   std::optional<Candidate> ideal;
   std::optional<Candidate> bestSoFar;
   bool bestAs = false; // the best was scheduled under another policy's rules
+  /// The first candidate's Infeasible error: the reason when none wins.
   llvm::Error firstErr = llvm::Error::success();
-  /// Internal errors of any candidate: never dropped for a winner.
-  llvm::Error internalErr = llvm::Error::success();
+  /// Errors of any candidate other than Infeasible ones (memfit's own
+  /// faults): never dropped for a winner.
+  llvm::Error fatalErr = llvm::Error::success();
 };
 
 // --- the batch split into chunks (PipelineChunks.cpp) ---

@@ -1,5 +1,6 @@
 //===- SubBatch.cpp - Sub-batch size selection (moDNN Eq. 3) --------------===//
 #include "passes/search/SubBatch.h"
+#include "passes/schedule/Schedule.h"
 
 #include <algorithm>
 #include <set>
@@ -16,7 +17,7 @@ int64_t maxTaskNeed(const TaskGraph &tg, const CostTable &costs) {
 
 int64_t selectSubBatch(const TaskGraph &tg, const CostTableFn &tableAt,
                        int64_t batch, int64_t budget) {
-  int64_t room = budget - tg.weightSideBytes();
+  int64_t room = arenaBytes(tg, budget);
   if (room <= 0)
     return 1;
   int64_t subBatch = batch;

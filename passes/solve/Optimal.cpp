@@ -391,9 +391,9 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
                                               int64_t arenaBytes,
                                               const OptimalOptions &opts) {
   if (order.size() > opts.maxTasks)
-    return makeErrorF("--policy optimal solves rounds of up to {0} tasks; "
-                      "this one has {1}",
-                      opts.maxTasks, order.size());
+    return makeInfeasibleF("--policy optimal solves rounds of up to {0} tasks; "
+                           "this one has {1}",
+                           opts.maxTasks, order.size());
   OptimalProgram op(tg, order, costs, arenaBytes, opts.inPlace);
   op.gapColumns();
   op.reruns();
@@ -405,10 +405,10 @@ llvm::Expected<OptimalDecisions> solveOptimal(const TaskGraph &tg,
     return op.decisions(nullptr);
   auto sol = solveIntegral(op.program(), op.start(), opts.maxNodes);
   if (!sol)
-    return makeErrorF("--policy optimal: no keep, recompute or offload "
-                      "choice per block fits the {0}-byte arena at "
-                      "sub-batch {1}",
-                      arenaBytes, costs.subBatch);
+    return makeInfeasibleF("--policy optimal: no keep, recompute or offload "
+                           "choice per block fits the {0}-byte arena at "
+                           "sub-batch {1}",
+                           arenaBytes, costs.subBatch);
   return op.decisions(&*sol);
 }
 

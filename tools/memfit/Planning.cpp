@@ -12,11 +12,14 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/MemoryLimit.h"
 #include "compiler/support/Units.h"
+#include "passes/search/GraphVariants.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <nlohmann/json.hpp>
+
+#include <map>
 
 using namespace llvm;
 
@@ -339,49 +342,30 @@ Expected<PlanOutcome> runPlanner(PlanningSession &s, const PlanRequest &req,
 
 namespace {
 
-/// One way of planning the model's attention: the first `fused` of its
-/// attention subgraphs as one operator, the rest as written.
-struct AttentionCandidate {
-  int64_t fused;
-  std::unique_ptr<PlanningSession> session;
-  Expected<PlanOutcome> outcome;
-};
-
-/// How many to fuse: none, all, and quarters between. The first ones in
-/// forward order go first: their scores wait longest for the backward, so
-/// a plan under pressure offloads or recomputes those before the others.
-std::vector<int64_t> fusionCounts(int64_t n) {
-  std::vector<int64_t> ks = {0};
-  for (int64_t q = 1; q <= 4; ++q)
-    if (int64_t k = (n * q + 3) / 4; k != ks.back())
-      ks.push_back(k);
-  return ks;
-}
-
-std::string attentionChoiceNote(std::vector<AttentionCandidate> &cs,
-                                size_t chosen, int64_t n) {
+std::string attentionChoiceNote(VariantChoice &c, int64_t n) {
   auto ms = [](double sec) { return formatv("{0:F2} ms", sec * 1e3).str(); };
-  AttentionCandidate &c = cs[chosen];
+  VariantOutcome &chosen = c.tried[c.chosen];
   std::string what =
-      c.fused == n   ? formatv("attention fused (all {0})", n).str()
-      : c.fused == 0 ? formatv("attention as the model writes it ({0} "
-                               "subgraph{1}, scores stored)",
-                               n, n == 1 ? "" : "s")
-                           .str()
-                     : formatv("attention fused in the first {0} of {1} "
-                               "(the rest store their scores)",
-                               c.fused, n)
-                           .str();
+      chosen.fused == n   ? formatv("attention fused (all {0})", n).str()
+      : chosen.fused == 0 ? formatv("attention as the model writes it ({0} "
+                                    "subgraph{1}, scores stored)",
+                                    n, n == 1 ? "" : "s")
+                                .str()
+                          : formatv("attention fused in the first {0} of {1} "
+                                    "(the rest store their scores)",
+                                    chosen.fused, n)
+                                .str();
   std::string others;
-  for (size_t i = 0; i < cs.size(); ++i) {
-    if (i == chosen || (cs[i].fused != 0 && cs[i].fused != n))
+  for (size_t i = 0; i < c.tried.size(); ++i) {
+    VariantOutcome &t = c.tried[i];
+    if (i == c.chosen || (t.fused != 0 && t.fused != n))
       continue;
-    others += cs[i].fused == 0 ? "; as written " : "; all fused ";
-    others += cs[i].outcome ? ms(cs[i].outcome->plan.summary.plannedSeconds)
-                            : std::string("does not fit");
+    others += t.fused == 0 ? "; as written " : "; all fused ";
+    others += t.outcome ? ms(t.outcome->plan.summary.plannedSeconds)
+                        : std::string("does not fit");
   }
   return formatv("{0}: predicted {1} per iteration{2}", what,
-                 ms(c.outcome->plan.summary.plannedSeconds), others);
+                 ms(chosen.outcome->plan.summary.plannedSeconds), others);
 }
 
 } // namespace
@@ -396,8 +380,9 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
       return req.takeError();
     return runPlanner(*s, *req, progress);
   }
-  // Auto: the model as written first, then graphs with more and more of
-  // its attention fused, each under the same budget in bytes.
+  // Auto: the graph-variant search (passes/search/GraphVariants.h) over the
+  // model as written and graphs with more and more of its attention fused;
+  // each graph is built here when the search first asks for it.
   if (auto err = importInto(*s, keepWeightData, false, progress))
     return err;
   int64_t n = countAttention(s->graph);
@@ -408,60 +393,39 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     return req.takeError();
   if (n == 0)
     return runPlanner(*s, *req, progress);
-  PlanRequest same = *req;
-  if (req->budgetFraction > 0) {
-    // A percentage is of the model's own ideal peak (as written).
-    PlanRequest ideal = *req;
-    ideal.policy = Policy::Ideal;
-    ideal.budgetFraction = 0;
-    auto yard = runPlanner(*s, ideal, progress);
-    if (!yard)
-      return yard.takeError();
-    same.budget =
-        deviceBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes);
-    same.budgetFraction = 0;
+  // Sessions by fused count; the one as written is `s`'s.
+  std::map<int64_t, std::unique_ptr<PlanningSession>> sessions;
+  sessions[0] = std::move(s);
+  const PlanningSession &written = *sessions[0];
+  AttentionVariants variants{
+      .subgraphs = n,
+      .plan = [&](int64_t k, const PlanRequest &r) -> Expected<PlanOutcome> {
+        std::unique_ptr<PlanningSession> &session = sessions[k];
+        if (!session) {
+          session = std::make_unique<PlanningSession>();
+          session->modelPath = written.modelPath;
+          session->graph = fuseAttention(written.graph, k);
+          if (auto err = buildSession(*session, progress))
+            return err;
+        }
+        return runPlanner(*session, r, progress);
+      }};
+  auto choice = chooseAttention(variants, *req);
+  // Moved into `sessions`, the session as written goes back to `s` unless
+  // another is chosen.
+  if (!choice) {
+    s = std::move(sessions[0]);
+    return choice.takeError();
   }
-  std::vector<int64_t> counts = fusionCounts(n);
-  if (req->budgetIsLowerBound)
-    counts = {n}; // the fused graph's lower bound is never above the others'
-  // Moving `s` into a candidate leaves the session where it is.
-  const PlanningSession &written = *s;
-  std::vector<AttentionCandidate> cs;
-  for (int64_t k : counts) {
-    std::unique_ptr<PlanningSession> session;
-    if (k == 0) {
-      session = std::move(s);
-    } else {
-      session = std::make_unique<PlanningSession>();
-      session->modelPath = written.modelPath;
-      session->graph = fuseAttention(written.graph, k);
-      if (auto err = buildSession(*session, progress))
-        return err;
-    }
-    auto outcome = runPlanner(*session, same, progress);
-    cs.push_back({k, std::move(session), std::move(outcome)});
-  }
-  // The fastest feasible plan; on a tie the one with more fused.
-  std::optional<size_t> best;
-  for (size_t i = 0; i < cs.size(); ++i)
-    if (cs[i].outcome &&
-        (!best || cs[i].outcome->plan.summary.plannedSeconds <=
-                      cs[*best].outcome->plan.summary.plannedSeconds))
-      best = i;
-  if (!best) {
-    // None fits: the most fused graph's reason (its lower bound is lowest).
-    Error last = cs.back().outcome.takeError();
-    for (size_t i = 0; i + 1 < cs.size(); ++i)
-      consumeError(cs[i].outcome.takeError());
-    return last;
-  }
-  std::string note = attentionChoiceNote(cs, *best, n);
-  for (size_t i = 0; i < cs.size(); ++i)
-    if (i != *best && !cs[i].outcome)
-      consumeError(cs[i].outcome.takeError());
-  s = std::move(cs[*best].session);
+  std::string note = attentionChoiceNote(*choice, n);
+  VariantOutcome &chosen = choice->tried[choice->chosen];
+  s = std::move(sessions[chosen.fused]);
   s->attentionNote = note;
-  return std::move(cs[*best].outcome);
+  Expected<PlanOutcome> out = std::move(chosen.outcome);
+  for (VariantOutcome &t : choice->tried)
+    if (&t != &chosen && !t.outcome)
+      consumeError(t.outcome.takeError());
+  return out;
 }
 
 /// How an exact plan keeps whole-batch statistics in chunks.

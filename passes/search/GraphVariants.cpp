@@ -1,0 +1,86 @@
+//===- GraphVariants.cpp - Planning one of several graphs of a model ------===//
+//
+// chooseAttention: the budget resolved once, each graph planned, the
+// fastest feasible kept (GraphVariants.h).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/search/GraphVariants.h"
+
+#include "compiler/support/Diagnostics.h"
+
+#include <optional>
+
+namespace memfit {
+
+std::vector<int64_t> fusionCounts(int64_t n) {
+  std::vector<int64_t> ks = {0};
+  for (int64_t q = 1; q <= 4; ++q)
+    if (int64_t k = (n * q + 3) / 4; k != ks.back())
+      ks.push_back(k);
+  return ks;
+}
+
+namespace {
+
+/// `req` with its budget in bytes: a percentage is of the model's own
+/// ideal peak (as written), so every graph plans under the same bytes.
+llvm::Expected<PlanRequest> sameBytes(const AttentionVariants &v,
+                                      const PlanRequest &req) {
+  PlanRequest same = req;
+  if (req.budgetFraction <= 0)
+    return same;
+  PlanRequest ideal = req;
+  ideal.policy = Policy::Ideal;
+  ideal.budgetFraction = 0;
+  auto yard = v.plan(0, ideal);
+  if (!yard)
+    return yard.takeError();
+  same.budget = deviceBudget(req, yard->idealPeakBytes, yard->lowerBound.bytes);
+  same.budgetFraction = 0;
+  return same;
+}
+
+} // namespace
+
+/// Marks every failed outcome in `tried` as seen: they are left for an
+/// error that ends the search.
+void dropOutcomes(std::vector<VariantOutcome> &tried) {
+  for (VariantOutcome &t : tried)
+    if (!t.outcome)
+      llvm::consumeError(t.outcome.takeError());
+}
+
+llvm::Expected<VariantChoice> chooseAttention(const AttentionVariants &v,
+                                              const PlanRequest &req) {
+  auto same = sameBytes(v, req);
+  if (!same)
+    return same.takeError();
+  std::vector<int64_t> counts = fusionCounts(v.subgraphs);
+  if (req.budgetIsLowerBound)
+    counts = {v.subgraphs};
+  VariantChoice choice;
+  std::optional<size_t> best;
+  for (int64_t k : counts) {
+    auto outcome = v.plan(k, *same);
+    if (!outcome && !outcome.errorIsA<Infeasible>()) {
+      dropOutcomes(choice.tried);
+      return outcome.takeError();
+    }
+    // The fastest feasible plan; on a tie the one with more fused.
+    if (outcome &&
+        (!best || outcome->plan.summary.plannedSeconds <=
+                      choice.tried[*best].outcome->plan.summary.plannedSeconds))
+      best = choice.tried.size();
+    choice.tried.push_back({k, std::move(outcome)});
+  }
+  if (!best) {
+    // None fits: the most fused graph's reason (its lower bound is lowest).
+    llvm::Error last = choice.tried.back().outcome.takeError();
+    dropOutcomes(choice.tried);
+    return std::move(last);
+  }
+  choice.chosen = *best;
+  return std::move(choice);
+}
+
+} // namespace memfit
