@@ -8,6 +8,7 @@
 #include "runtime/TrainerOptions.h"
 #include "runtime/Exec.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace memfit::rt {
 
@@ -91,6 +93,61 @@ T parseNumber(const std::string &flag, const char *v, T least = 0,
   return out;
 }
 
+/// Edit distance (insertions, deletions, replacements) between a and b.
+size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+/// A command line the trainer cannot read: exit status 2, as memfit's, so a
+/// script tells a misspelt flag from a failed run.
+[[noreturn]] void usageError(const std::string &msg) {
+  sayError(msg + " (trainer --help lists the options)");
+  if (ranks && ranks->size() > 1)
+    ranks->abortAll(2);
+  std::exit(2);
+}
+
+/// Refuses `arg`, which is no flag of the trainer, naming the nearest flag
+/// of the usage text (the one list of them, so a new flag is suggested once
+/// it is documented).
+[[noreturn]] void unknownOption(const std::string &arg) {
+  if (arg.size() < 2 || arg[0] != '-')
+    usageError("unexpected argument '" + arg + "'");
+  std::string name = arg.substr(0, arg.find('='));
+  std::string usage = std::string(kUsage) + " --help";
+  std::string best;
+  size_t bestDistance = std::numeric_limits<size_t>::max();
+  for (size_t at = usage.find("--"); at != std::string::npos;
+       at = usage.find("--", at)) {
+    size_t end = usage.find_first_not_of(
+        "abcdefghijklmnopqrstuvwxyz0123456789-", at + 2);
+    std::string flag = usage.substr(at, end - at);
+    at = end;
+    if (flag == name)
+      usageError("'" + arg + "': " + flag +
+                 " takes its value as the next argument");
+    size_t d = editDistance(name, flag);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = flag;
+    }
+  }
+  usageError("unknown option '" + name + "'; did you mean '" + best + "'?");
+}
+
 } // namespace
 
 Options parseArgs(int argc, char **argv, const char *defaultModel) {
@@ -161,7 +218,7 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.growthInterval = parseNumber<int64_t>(a, value(), 1);
       o.lossScaleSet = true;
     } else
-      die("unknown option '" + a + "'\n" + kUsage);
+      unknownOption(a);
   }
   if (o.synthetic == !o.data.empty())
     die("give either --data and --labels, or --synthetic");

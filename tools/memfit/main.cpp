@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/memfit/Command.h"
+#include "tools/memfit/UnknownOptions.h"
 
 #include "compiler/support/MemoryLimit.h"
 
@@ -49,6 +50,10 @@ int main(int argc, char **argv) {
   // passes); memfit's top level shows only --help and --version beside the
   // commands, and each command only its own options.
   cl::HideUnrelatedOptions(ArrayRef<const cl::OptionCategory *>{});
+  if (auto unknown = memfit::tool::findUnknownOption(argc, argv)) {
+    WithColor::error(errs(), "memfit") << *unknown << "\n";
+    return memfit::tool::ExitUsage;
+  }
   cl::ParseCommandLineOptions(
       argc, argv,
       "memfit: ahead-of-time memory planning for deep network training\n\n"
