@@ -350,3 +350,78 @@ TEST_CASE("Resize: scales and sizes", "[onnx][import]") {
   CHECK(g2.values[g2.output].dims == std::vector<int64_t>{3, 3, 5, 7});
   CHECK(g2.ops.back().attrs.coordMode == 2);
 }
+
+// A GPT-2-style block as torch.onnx.export writes it with and without
+// export_params: Linear on a 3-D input is MatMul(x, Transpose(W)) + b, and
+// the embedding is a Gather from a table. Declared weights must plan exactly
+// like initializers: the same ops, the same weight dims and bytes, no data.
+static OnnxBuilder gptBlock(bool declared) {
+  const int64_t vocab = 11, t = 5, d = 8, f = 16;
+  OnnxBuilder b(17); // LayerNormalization is opset 17
+  b.input("ids", {-1, t}, pb::TensorProto::INT64);
+  auto weight = [&](const std::string &name, std::vector<int64_t> dims) {
+    if (declared)
+      b.input(name, dims);
+    else
+      b.init(name, dims);
+  };
+  weight("wte", {vocab, d});
+  weight("ln.g", {d});
+  weight("ln.b", {d});
+  weight("fc.w", {f, d});
+  weight("fc.b", {f});
+  weight("proj.w", {d, f});
+  b.node("Gather", {"wte", "ids"}, {"h"})
+      .node("LayerNormalization", {"h", "ln.g", "ln.b"}, {"n"},
+            {attrInt("axis", -1)})
+      .node("Transpose", {"fc.w"}, {"fc.wt"}, {attrInts("perm", {1, 0})})
+      .node("MatMul", {"n", "fc.wt"}, {"m"})
+      .node("Add", {"m", "fc.b"}, {"a"})
+      .node("Relu", {"a"}, {"r"})
+      .node("Transpose", {"proj.w"}, {"proj.wt"})
+      .node("MatMul", {"r", "proj.wt"}, {"y"})
+      .output("y", 3);
+  return b;
+}
+
+TEST_CASE("Weights declared as graph inputs plan like initializers",
+          "[onnx][import]") {
+  ImportOptions o = batchOf(4);
+  o.keepWeightData = false;
+  Graph withInit = importOk(gptBlock(false), o);
+  Graph declared = importOk(gptBlock(true), o);
+  CHECK(opKinds(declared) == opKinds(withInit));
+  int64_t initBytes = 0, declaredBytes = 0, weights = 0;
+  for (const Value &v : withInit.values) {
+    if (v.kind != ValueKind::Weight)
+      continue;
+    ++weights;
+    INFO(v.name);
+    const Value &w = valueNamed(declared, v.name);
+    CHECK(w.kind == ValueKind::Weight);
+    CHECK(w.dims == v.dims);
+    CHECK(w.trainable == v.trainable);
+    CHECK(w.data.empty());
+    CHECK(w.init != WeightInit::FromData);
+    initBytes += v.bytesAt(4);
+    declaredBytes += w.bytesAt(4);
+  }
+  CHECK(weights == 6);
+  // 11*8 + 8 + 8 + 16*8 + 16 + 8*16 floats.
+  CHECK(initBytes == (88 + 16 + 128 + 16 + 128) * 4);
+  CHECK(declaredBytes == initBytes);
+  CHECK(declared.values[declared.output].dims == std::vector<int64_t>{4, 5, 8});
+}
+
+TEST_CASE("A declared weight transposed other than as a 2-D matrix",
+          "[onnx][import]") {
+  OnnxBuilder b;
+  b.input("x", {-1, 2, 3})
+      .input("w", {3, 3, 3})
+      .node("Transpose", {"w"}, {"wt"}, {attrInts("perm", {2, 1, 0})}, "t")
+      .node("MatMul", {"x", "wt"}, {"y"})
+      .output("y", 3);
+  CHECK_THAT(errorText(b.import(batchOf(2))),
+             Contains("transposes the weight (a graph input without data) "
+                      "'w'; memfit supports transposing a 2-D weight only"));
+}

@@ -394,11 +394,20 @@ Error Importer::translate(const pb::NodeProto &n) {
     auto perm = attrInts(n, "perm");
     if (!perm)
       return perm.takeError();
-    bool swap2d = sources[n.input(0)].init &&
-                  sources[n.input(0)].init->dims_size() == 2 &&
-                  (!*perm || **perm == std::vector<int64_t>{1, 0});
+    // A graph input without data (export_params=False) is a weight like an
+    // initializer: its declared shape stands in for the stored dims.
+    auto it = sources.find(n.input(0));
+    WeightSource src = it != sources.end() ? it->second : WeightSource{};
+    int rank = src.init ? src.init->dims_size()
+               : src.declared
+                   ? src.declared->type().tensor_type().shape().dim_size()
+                   : -1;
+    bool swap2d = rank == 2 && (!*perm || **perm == std::vector<int64_t>{1, 0});
     if (!swap2d)
-      return fail(n, "transposes the initializer " + quoteName(n.input(0)) +
+      return fail(n, std::string("transposes the ") +
+                         (src.declared ? "weight (a graph input without data) "
+                                       : "initializer ") +
+                         quoteName(n.input(0)) +
                          "; memfit supports transposing a 2-D weight only");
     transposedWeights[n.output(0)] = n.input(0);
     return Error::success();
