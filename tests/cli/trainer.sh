@@ -48,29 +48,30 @@ run --epochs 2 >epochs.log 2>&1 || fail "--epochs"
 grep -q "^done: 10 iterations" epochs.log || { cat epochs.log; fail "2 epochs should be 10 iterations"; }
 "$T" --data x.npy --labels y32.npy --iterations 2 >i32.log 2>&1 || fail "int32 labels"
 
-expect_error() { # what args...
-  local what=$1
-  shift
+expect_error() { # what status args...
+  local what=$1 want=$2
+  shift 2
   "$T" "$@" >err.log 2>&1
   local rc=$?
-  [ $rc -eq 1 ] || { cat err.log; fail "$what: exit $rc, expected 1"; }
+  [ $rc -eq "$want" ] || { cat err.log; fail "$what: exit $rc, expected $want"; }
   grep -q "trainer: error:" err.log || fail "$what: no error message"
   echo "$what: $(head -1 err.log)"
 }
-expect_error "labels out of range" --data x.npy --labels bad_labels.npy
-expect_error "wrong sample size" --data short.npy --labels y.npy
-expect_error "float64 inputs" --data f64.npy --labels y.npy
-expect_error "missing file" --data nope.npy --labels y.npy
-expect_error "no data source" --iterations 2
-expect_error "unknown flag" --synthetic --frobnicate
-expect_error "resume without checkpoint dir" --synthetic --resume
+expect_error "labels out of range" 1 --data x.npy --labels bad_labels.npy
+expect_error "wrong sample size" 1 --data short.npy --labels y.npy
+expect_error "float64 inputs" 1 --data f64.npy --labels y.npy
+expect_error "missing file" 1 --data nope.npy --labels y.npy
+expect_error "no data source" 1 --iterations 2
+# A usage error (an unknown option) exits 2, as on every memfit command.
+expect_error "unknown flag" 2 --synthetic --frobnicate
+expect_error "resume without checkpoint dir" 1 --synthetic --resume
 # Numbers that are not numbers, or out of range, name the flag.
 for bad in "--iterations -5" "--iterations 2.5" "--lr nan" "--lr inf" \
            "--lr -0.1" "--lr 1e40" "--momentum nan" "--weight-decay -1" \
            "--seed -1" "--log-every -1" "--epochs x" "--checkpoint-every -2" \
            "--iterations 0" "--epochs 0" "--momentum 1" "--momentum 1.5"; do
   # shellcheck disable=SC2086
-  expect_error "$bad" --synthetic $bad
+  expect_error "$bad" 1 --synthetic $bad
   grep -q -- "${bad%% *}" err.log || fail "$bad: the message does not name the flag"
 done
 
