@@ -138,8 +138,8 @@ void batchNormBackwardWeight(const BatchNormParams &p, int64_t n,
                              const float *x, const float *savedMean,
                              const float *savedInvStd, const float *dy,
                              float *dscale, float *dbias, bool accumulate);
-// A batch split into chunks (passes/search/Chunk.h): each chunk's statistics are
-// combined into the stats block (kernels::bnChunkState), the first chunk
+// A batch split into chunks (passes/search/Chunk.h): each chunk's statistics
+// are combined into the stats block (kernels::bnChunkState), the first chunk
 // run starting the combination; Finalize saves the batch's mean and inverse
 // deviation there and updates the running statistics once; BP-data of a
 // chunk takes the batch's sums of dy * xhat and dy from the weight

@@ -1,8 +1,8 @@
 //===- BoundTest.cpp - The proven lower bound on iteration time -----------===//
-#include "passes/solve/TimeBound.h"
-#include "passes/search/Chunk.h"
 #include "passes/analysis/Liveness.h"
 #include "passes/analysis/Order.h"
+#include "passes/search/Chunk.h"
+#include "passes/solve/TimeBound.h"
 #include "tests/GraphLiteral.h"
 #include "tests/PlanTestUtil.h"
 

@@ -3,8 +3,8 @@
 #include "compiler/autodiff/Autodiff.h"
 #include "passes/analysis/Liveness.h"
 #include "passes/analysis/Order.h"
-#include "passes/schedule/Schedule.h"
 #include "passes/analysis/Verify.h"
+#include "passes/schedule/Schedule.h"
 #include "tests/GraphLiteral.h"
 #include "tests/PlanTestUtil.h"
 

@@ -4,8 +4,8 @@
 #include "compiler/ir/Buckets.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "models/Zoo.h"
-#include "passes/search/Pipeline.h"
 #include "passes/analysis/Simulate.h"
+#include "passes/search/Pipeline.h"
 
 #include <catch2/catch.hpp>
 

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/cost/DeviceSpec.h"
 #include "compiler/support/Units.h"
-#include "passes/search/Pipeline.h"
 #include "passes/analysis/Verify.h"
+#include "passes/search/Pipeline.h"
 #include "tests/PlanTestUtil.h"
 
 #include <catch2/catch.hpp>

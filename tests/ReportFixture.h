@@ -12,9 +12,9 @@
 #include "codegen/PlanReport.h"
 #include "compiler/autodiff/Autodiff.h"
 #include "passes/analysis/Liveness.h"
-#include "passes/schedule/Schedule.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
+#include "passes/schedule/Schedule.h"
 #include "tests/GraphLiteral.h"
 
 #include <memory>

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/autodiff/Autodiff.h"
-#include "passes/schedule/Schedule.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
+#include "passes/schedule/Schedule.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 //===- Simulation.h - A plan's predicted timeline --------------*- C++ -*-===//
 //
-// What replaying a Plan on a CostTable predicts (passes/analysis/Simulate.h computes
-// it): iteration time, stalls, traffic, the arena's use, and when each
+// What replaying a Plan on a CostTable predicts (passes/analysis/Simulate.h
+// computes it): iteration time, stalls, traffic, the arena's use, and when each
 // instruction and residency runs. Reports and traces read it; it lives in
 // the IR so that codegen needs nothing from the planner.
 //
@@ -33,7 +33,8 @@ struct Simulation {
   /// of its first access to the end of its last (-1, -1 when never used).
   std::vector<std::pair<double, double>> residencySpan;
 
-  /// Data-parallel training: the collective stream (passes/analysis/Collectives.h).
+  /// Data-parallel training: the collective stream
+  /// (passes/analysis/Collectives.h).
   struct Collective {
     int32_t bucket = 0; // gradientBuckets()' index; -1: the weights' gather
     int32_t round = 0;  // the sub-batch whose gradients it carries

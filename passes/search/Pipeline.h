@@ -14,14 +14,14 @@
 #define MEMFIT_PASSES_PIPELINE_H
 
 #include "compiler/ir/Plan.h"
-#include "passes/solve/TimeBound.h"
-#include "passes/search/Chunk.h"
 #include "passes/analysis/MemoryLowerBound.h"
-#include "passes/solve/Optimal.h"
 #include "passes/analysis/Order.h"
-#include "passes/schedule/Schedule.h"
 #include "passes/analysis/Simulate.h"
+#include "passes/schedule/Schedule.h"
+#include "passes/search/Chunk.h"
 #include "passes/search/SubBatch.h"
+#include "passes/solve/Optimal.h"
+#include "passes/solve/TimeBound.h"
 
 #include "llvm/Support/Error.h"
 

@@ -73,8 +73,9 @@ int run() {
   }
   progress.done();
   progress.start("writing the reports", large);
-  PlanReport report = buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan, outcome->sim,
-                                      planContext(s, *outcome));
+  PlanReport report =
+      buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan,
+                      outcome->sim, planContext(s, *outcome));
   if (auto err = writePlanReports(*out, report))
     return reportError(std::move(err));
   std::string text;

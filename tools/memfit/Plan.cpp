@@ -47,8 +47,9 @@ int run() {
   if (out) {
     bool large = s.tg.tasks.size() > kLargeTaskCount;
     progress.start("writing " + OutDir, large);
-    PlanReport report = buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan, outcome->sim,
-                                        planContext(s, *outcome));
+    PlanReport report =
+        buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan,
+                        outcome->sim, planContext(s, *outcome));
     if (auto err = writePlanReports(*out, report))
       return reportError(std::move(err));
     if (auto err = out->commit())
