@@ -136,6 +136,26 @@ TEST_CASE("a torch export of a llama imports with its weights declared",
   checkSameImport(bytes, declareWeights(bytes), "hf-llama-eager-torchscript");
 }
 
+TEST_CASE("a declared buffer computed on at import is refused by name",
+          "[onnx]") {
+  // today_models' GPT registers its causal mask as a buffer; declared
+  // without data (export_params=False) its values are unknown, and the
+  // message says what the file must hold instead.
+  std::string file = std::string(MEMFIT_SOURCE_DIR) +
+                     "/tests/models/torch2/gpt-torchscript.onnx";
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(in.good());
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  ImportOptions io;
+  io.batch = 2;
+  std::string err =
+      errorText(importOnnxBytes(declareWeights(bytes), "gpt.onnx", io));
+  CHECK_THAT(err, Catch::Matchers::Contains("'blocks.0.mask'") &&
+                      Catch::Matchers::Contains("needs its values in the "
+                                                "file"));
+}
+
 TEST_CASE("layer normalization spelled out before opset 17 takes declared "
           "weights",
           "[onnx]") {
