@@ -189,7 +189,8 @@ Val rmsNorm(Decoder &d, StringRef module, Val x, float eps) {
 /// The rotary tables cos and sin of positions times inverse frequencies,
 /// [T, head_dim], computed in the graph (folded at import).
 struct Rotary {
-  Val cos, sin, lo, hi, mid, end, last;
+  Val cos, sin;
+  Val lo, mid, end, last; // the Slice bounds of rotate_half
 };
 
 Rotary rotaryTables(Decoder &d, float theta) {
