@@ -111,6 +111,8 @@ run_case() { # name optimizer flag regex frozen-regex budget... -- trainer/ref a
       { cat "$d.log"; fail "compile $d"; }
     grep -qF "training restricted by $flag '$re': " "$d.log" ||
       fail "$d: the compile summary does not say training is restricted"
+    grep -q "training restricted: " "$d/report.html" ||
+      fail "$d: report.html does not say training is restricted"
     grep -q "^training   restricted: " "$d/report.txt" ||
       fail "$d: report.txt does not say training is restricted"
     "$PY" - "$d/plan.json" "$frozen" <<'PY' || fail "$d: plan.json"
