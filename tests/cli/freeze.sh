@@ -171,4 +171,20 @@ frozen = sum(numpy_helper.to_array(t).size for t in m if "lora_" not in t.name)
 size = os.path.getsize("ck/checkpoint.bin")
 assert 3 * 4 * trained <= size < 3 * 4 * trained + 4 * frozen, (size, trained, frozen)
 PY
+# Other values of a frozen weight (another --model): the resume is refused.
+"$PY" - <<'PY' || fail "write other.onnx"
+import onnx
+from onnx import numpy_helper
+m = onnx.load("lora.onnx")
+for i, t in enumerate(m.graph.initializer):
+    if t.name == "blocks.0.fc.base.weight":
+        a = numpy_helper.to_array(t).copy()
+        a[0, 0] += 1
+        m.graph.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
+onnx.save(m, "other.onnx")
+PY
+$T "${TR[@]}" --iterations 3 --checkpoint ck --resume --model other.onnx \
+  >ck3.log 2>&1 && fail "a resume with other frozen weights ran"
+grep -q "written with other values of the frozen weights" ck3.log ||
+  { cat ck3.log; fail "the refused resume does not say why"; }
 echo "freeze: OK"
