@@ -8,7 +8,8 @@
 # frozen weights must come out bit for bit as they went in. Also: the plan
 # has no gradient, state or update for them, the summary and reports say
 # training is restricted, the checkpoint leaves them out and resumes
-# exactly, and bad patterns are user errors naming the flag.
+# exactly, bf16 plans keep 16-bit copies of the frozen weights, and bad
+# patterns are user errors naming the flag.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -152,6 +153,26 @@ run_case adamw adamw --train-only lora_ '^(tok|pos|ln)\.|\.(ln[12]|base)\.|^head
 # adapters) trained.
 run_case sgd sgd --freeze '\.base\.' '\.base\.' 100% 70% -- \
   --lr 0.05 --momentum 0.9 --weight-decay 0.001
+
+# bf16: the frozen base weights' 16-bit working copies are planned (the
+# products read them), made at start-up and never refreshed; the update is
+# torch.autocast's within 5% (measured 1.5%), the base bit for bit kept.
+d=bf16-sgd
+"$MEMFIT" compile lora.onnx --batch 4 --budget 100% --device a100-40g \
+  --precision bf16 --freeze '\.base\.' -o $d --quiet || fail "compile $d"
+grep -q '"bf16(blocks.0.qkv.base.weight)"' $d/plan.json ||
+  fail "$d: no working copy of a frozen weight"
+build $d
+$d/build/trainer --data x.npy --labels y.npy --iterations 3 --lr 0.05 \
+  --momentum 0.9 --log-every 1 --save $d/trained.onnx >$d/train.log 2>&1 ||
+  { cat $d/train.log; fail "train $d"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" lora.onnx x.npy y.npy --batch 4 \
+  --iterations 3 --lr 0.05 --momentum 0.9 --freeze '\.base\.' --rtol 0.02 \
+  --update-tol 0.05 --autocast bf16 --losses $d/train.log \
+  --trained $d/trained.onnx >$d/ref.log 2>&1 ||
+  { cat $d/ref.log; fail "$d disagrees with torch.autocast"; }
+bases lora.onnx $d/trained.onnx '\.base\.' || fail "$d: a frozen weight changed"
+echo "$d: $(cat $d/ref.log)"
 
 # --- The checkpoint leaves the frozen weights out and resumes exactly. ---
 T=adamw-70%/build/trainer
