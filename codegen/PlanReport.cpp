@@ -4,6 +4,9 @@
 #include "compiler/ir/Buckets.h"
 
 #include "compiler/support/Diagnostics.h"
+#include "compiler/support/Units.h"
+
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <array>
@@ -56,6 +59,15 @@ std::string defaultWhy(const TaskGraph &tg, const Block &blk,
 
 } // namespace
 
+std::string describeFrozen(const ReportFrozen &f) {
+  return llvm::formatv("restricted: {0} of {1} weights train ({2}); {3} "
+                       "frozen ({4}): no gradient, optimizer state or update",
+                       f.trainedWeights, f.trainedWeights + f.weights,
+                       formatBytes(f.trainedBytes), f.weights,
+                       formatBytes(f.bytes))
+      .str();
+}
+
 PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
                            const Simulation &sim, const PlanContext &ctx) {
   assert(sim.start.size() == plan.round.size() && "simulation of another plan");
@@ -97,6 +109,8 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
     d.collectiveSeconds = sim.collectiveSeconds;
     d.exposedSeconds = sim.exposedCollectiveSeconds;
   }
+  if (FrozenCount f = countFrozen(tg); f.frozen > 0)
+    r.frozen = {f.frozen, f.frozenBytes, f.trained, f.trainedBytes};
   r.notes = ctx.notes;
   r.exact = ctx.exact;
   r.events = plan.numEvents;

@@ -133,6 +133,16 @@ struct ReportDataParallel {
   double collectiveSeconds = 0, exposedSeconds = 0; // per iteration
   std::vector<ReportCollective> collectives;        // in stream order
 };
+/// Training restricted to some weights (--freeze, --train-only): how many
+/// trainable weights train and how many are frozen, and their bytes (fp32
+/// masters). All zero when every weight trains.
+struct ReportFrozen {
+  int64_t weights = 0, bytes = 0;
+  int64_t trainedWeights = 0, trainedBytes = 0;
+};
+/// "restricted: 3 of 9 weights train (1.5 KiB); 6 frozen (40 KiB): no
+/// gradient, optimizer state or update", for every report.
+std::string describeFrozen(const ReportFrozen &f);
 struct ReportProfile {
   bool used = false;
   std::string file;
@@ -155,6 +165,7 @@ struct PlanReport {
   /// order of float sums); a note says why not when false.
   bool exact = true;
   ReportDataParallel dataParallel;
+  ReportFrozen frozen;
   ReportSummary summary;
   std::vector<std::string> notes;
   std::vector<ReportTask> tasks; // the round in issue order, then the update

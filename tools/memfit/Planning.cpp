@@ -1,6 +1,7 @@
 //===- Planning.cpp - What plan, compile and compare share ----------------===//
 #include "tools/memfit/Planning.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/FreezeOption.h"
 #include "tools/memfit/NumericOptions.h"
 #include "tools/memfit/PrecisionOption.h"
 
@@ -171,6 +172,10 @@ Shared<OptimizerKind> Optimizer(
                           "weight decay)")));
 Shared<Precision> PrecisionOpt("precision", cl::desc(kPrecisionHelp),
                                cl::init(Precision::FP32), precisionValues());
+Shared<std::string> Freeze("freeze", cl::desc(kFreezeHelp),
+                           cl::value_desc("regex"), cl::init(""));
+Shared<std::string> TrainOnly("train-only", cl::desc(kTrainOnlyHelp),
+                              cl::value_desc("regex"), cl::init(""));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -301,6 +306,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.momentum = Momentum;
   tc.precision = PrecisionOpt;
   tc.dp = cantFail(dataParallelFlags());
+  tc.freeze = {Freeze, TrainOnly};
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
     return withContext(tg.takeError(),
@@ -426,6 +432,22 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     if (&t != &chosen && !t.outcome)
       consumeError(t.outcome.takeError());
   return out;
+}
+
+std::string trainingRestriction(const TaskGraph &tg) {
+  FrozenCount f = countFrozen(tg);
+  if (f.frozen == 0)
+    return "";
+  std::string flags;
+  if (!StringRef(TrainOnly).empty())
+    flags += " --train-only '" + TrainOnly + "'";
+  if (!StringRef(Freeze).empty())
+    flags += " --freeze '" + Freeze + "'";
+  return formatv("restricted by{0}: {1} of {2} weights train ({3}); {4} "
+                 "frozen ({5}) get no gradient, optimizer state or update",
+                 flags, f.trained, f.trained + f.frozen,
+                 formatBytes(f.trainedBytes), f.frozen,
+                 formatBytes(f.frozenBytes));
 }
 
 /// How an exact plan keeps whole-batch statistics in chunks.
@@ -618,6 +640,8 @@ void printSummary(raw_ostream &os, const PlanningSession &s,
                           std::string(precisionName(s.tg.precision)));
   printProfileUsage(os, s.costs->profileUsage());
   os << formatv("feasible: yes (verified)\n");
+  if (std::string r = trainingRestriction(s.tg); !r.empty())
+    os << "training " << r << "\n";
   os << formatv("memory   budget {0}, planned {1} (library reserve {2} + "
                 "resident {3} + arena {4})\n",
                 formatBytes(o.budget), formatBytes(p.deviceBytes()),
@@ -741,6 +765,11 @@ std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
         {"collective_seconds", o.sim.collectiveSeconds},
         {"exposed_collective_seconds", o.sim.exposedCollectiveSeconds}};
   }
+  if (FrozenCount f = countFrozen(s.tg); f.frozen > 0) // as plan.json
+    j["frozen"] = {{"weights", f.frozen},
+                   {"bytes", f.frozenBytes},
+                   {"trained_weights", f.trained},
+                   {"trained_bytes", f.trainedBytes}};
   j["exact"] = o.exact;
   if (o.bound)
     j["bound_seconds"] = o.bound->seconds;

@@ -116,6 +116,10 @@ llvm::Expected<int64_t> libraryReserve(const PlanningSession &s);
 llvm::Error parseBudget(llvm::StringRef text, llvm::StringRef flag,
                         PlanRequest &r);
 
+/// "restricted by --freeze '...': 3 of 9 weights train ...", naming the
+/// flags that chose them; empty when every weight trains.
+std::string trainingRestriction(const TaskGraph &tg);
+
 /// Prints the human summary of an outcome.
 void printSummary(llvm::raw_ostream &os, const PlanningSession &s,
                   const PlanOutcome &o);
