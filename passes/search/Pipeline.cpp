@@ -87,7 +87,7 @@ searchWholeRounds(SearchState &s, std::optional<Candidate> *beforeChain) {
     return variants.takeError();
   CandidateSearch search(s.space(), std::move(s.ideal));
   search.runAll(*variants);
-  if (s.req.policy == Policy::Memfit && search.best()) {
+  if (s.policy->phases.chenAndChain && search.best()) {
     // Second phase: at the best sub-batch so far and at the whole batch, the
     // recompute sets of Chen et al. (segments between cut values), with
     // memfit's rules and with theirs, so memfit is never worse than
@@ -253,19 +253,19 @@ llvm::Expected<bool> checkRequest(SearchState &s) {
                       req.libraryReserve);
   // The optimal policy solves at the order and sub-batch memfit's own
   // search picks: the search runs under memfit's rules.
-  s.optimal = req.policy == Policy::Optimal;
-  if (s.optimal)
-    req.policy = Policy::Memfit;
+  s.policy = &policyDef(req.policy);
+  if (s.policy->searchesAs)
+    req.policy = *s.policy->searchesAs;
   // Exact by default: whole batches where sub-batches would change
   // statistics over the batch.
   s.coupled = statisticsOverBatch(s.tg);
-  // Whole batches, or (memfit's own plans, sub-batch not forced) the batch
-  // in chunks inside the round.
+  // Whole batches, or (a policy with the phase, sub-batch not forced) the
+  // batch in chunks inside the round.
   s.chunking = s.coupled && !req.subBatchStatistics && req.chunking &&
-               req.policy == Policy::Memfit && req.forcedSubBatch == 0;
+               s.policy->phases.chunks && req.forcedSubBatch == 0;
   s.forceChunks = req.forcedChunks > 1;
   if (s.forceChunks) {
-    if (req.policy == Policy::Ideal)
+    if (s.policy->rules.unbounded)
       return makeError("--chunks plans under a budget; the ideal policy has "
                        "none");
     if (req.forcedSubBatch > 0 && req.forcedSubBatch < req.batch)
@@ -287,7 +287,7 @@ llvm::Expected<bool> checkRequest(SearchState &s) {
   }
   s.order = taskOrder(s.tg, req.order);
   s.roundTasks = roundTaskCount(s.tg, s.order);
-  if (s.optimal && s.roundTasks > OptimalOptions{}.maxTasks)
+  if (s.policy->phases.optimal && s.roundTasks > OptimalOptions{}.maxTasks)
     return makeErrorF("--policy optimal solves graphs of up to {0} tasks "
                       "per round (forward and backward); this one has {1}: "
                       "use --policy memfit",
@@ -339,7 +339,7 @@ llvm::Expected<bool> wholeRounds(SearchState &s) {
 /// graphs, at the sub-batch it picked: kept when strictly faster. Before
 /// the chunks, which the program does not solve, are compared.
 llvm::Expected<bool> optimalInSearch(SearchState &s) {
-  if (!s.best || !s.ownSearch() || s.roundTasks > kOptimalInSearch)
+  if (!s.best || !s.policy->phases.polish || s.roundTasks > kOptimalInSearch)
     return false;
   const Candidate &at = s.beforeChain ? *s.beforeChain : *s.best;
   if (auto err =
@@ -383,7 +383,7 @@ llvm::Error refine(SearchState &s, const PlanSpace &sp, const Tables &tb,
 /// memfit's last phases on the whole-round plan: guided by the bound, then
 /// refined (from the guided plan that lost too, where one did).
 llvm::Expected<bool> guideAndRefine(SearchState &s) {
-  if (!s.best || !s.ownSearch())
+  if (!s.best || !s.policy->phases.polish)
     return false;
   Tables tb = tablesFor(s.tableAt, s.r.batch, s.best->plan.subBatch);
   if (auto err = guide(s, s.space(), tb, *s.best, s.lost))
@@ -440,7 +440,7 @@ llvm::Expected<bool> chunks(SearchState &s) {
     return split.takeError();
   if (!*split)
     return true;
-  if (s.ownSearch())
+  if (s.policy->phases.polish)
     if (auto err = polishChunks(s, *(*split)->graph, (*split)->c, s.best))
       return err;
   if (!s.best ||
@@ -455,7 +455,7 @@ llvm::Expected<bool> chunks(SearchState &s) {
 /// chunks) of memfit's plan; a chunked graph is one more task graph to the
 /// program.
 llvm::Expected<bool> optimalPolicy(SearchState &s) {
-  if (!s.optimal || !s.best)
+  if (!s.policy->phases.optimal || !s.best)
     return false;
   Candidate &best = *s.best;
   const TaskGraph &g = s.chunked ? s.chunked->tg : s.tg;

@@ -1,6 +1,7 @@
 //===- PipelineBudget.cpp - The budget a request asks for -----------------===//
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/PolicyRules.h"
 #include "passes/search/PipelineSteps.h"
 
 namespace memfit {
@@ -25,7 +26,7 @@ llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
                                       const LowerBound &lb,
                                       int64_t idealPeakBytes) {
   // The ideal policy has no budget: it gets its own peak.
-  int64_t budget = req.policy == Policy::Ideal
+  int64_t budget = policyDef(req.policy).rules.unbounded
                        ? idealPeakBytes + req.libraryReserve
                        : deviceBudget(req, idealPeakBytes, lb.bytes);
   int64_t share = planShare(req, budget);

@@ -2,6 +2,7 @@
 #include "passes/search/PipelineSteps.h"
 
 #include "compiler/support/Diagnostics.h"
+#include "passes/schedule/PolicyRules.h"
 
 #include <thread>
 
@@ -42,30 +43,26 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
     jobs.push_back(
         {rv, tablesFor(sp.tableAt, sp.req.batch, v.subBatch), std::nullopt});
   }
-  // The look-ahead past idle tasks is memfit's own search's; the published
-  // policies keep the look-ahead they were measured with.
-  const bool ownSearch =
-      sp.req.policy == Policy::Memfit || sp.req.policy == Policy::Optimal;
+  const PolicyDef &policy = policyDef(sp.req.policy);
   auto work = [&](size_t k) {
     Job &j = jobs[k];
-    if (sp.req.policy == Policy::Ideal && wave[k].subBatch == sp.req.batch &&
-        ideal)
+    if (policy.rules.unbounded && wave[k].subBatch == sp.req.batch && ideal)
       j.result.emplace(std::move(*ideal));
     else
-      j.result.emplace(
-          planWith(sp.g, *j.tables.full, j.tables.last, sp.order,
-                   {.policy = j.rv.policy,
-                    .budget = j.rv.budget,
-                    .batch = j.rv.batch,
-                    .dropAfterForward = std::move(wave[k].drop),
-                    .allowRecompute = wave[k].allowRecompute,
-                    .cutoffSeconds = cutoff,
-                    .inPlace = j.rv.inPlace,
-                    .offloadAfterForward = std::move(wave[k].offload),
-                    .lookPastIdle = wave[k].lookPastIdle && ownSearch}));
+      j.result.emplace(planWith(
+          sp.g, *j.tables.full, j.tables.last, sp.order,
+          {.policy = j.rv.policy,
+           .budget = j.rv.budget,
+           .batch = j.rv.batch,
+           .dropAfterForward = std::move(wave[k].drop),
+           .allowRecompute = wave[k].allowRecompute,
+           .cutoffSeconds = cutoff,
+           .inPlace = j.rv.inPlace,
+           .offloadAfterForward = std::move(wave[k].offload),
+           .lookPastIdle = wave[k].lookPastIdle && policy.looksPastIdle}));
   };
   if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
-      sp.req.policy != Policy::Ideal) {
+      !policy.rules.unbounded) {
     std::vector<std::thread> helpers;
     for (size_t k = 1; k < jobs.size(); ++k)
       helpers.emplace_back(work, k);

@@ -12,6 +12,7 @@
 #ifndef MEMFIT_PASSES_PIPELINESTEPS_H
 #define MEMFIT_PASSES_PIPELINESTEPS_H
 
+#include "passes/schedule/PolicyRules.h"
 #include "passes/search/Pipeline.h"
 #include "passes/solve/TimeBound.h"
 
@@ -212,7 +213,9 @@ struct SearchState {
   const CostTableFn &tableAt;
   PlanRequest req;
   PlanRequest r;
-  bool optimal = false;     // the optimal policy was asked for
+  /// The policy asked for: its phases run (the search's candidates are
+  /// scheduled as its `searchesAs` where it has one).
+  const PolicyDef *policy = nullptr;
   bool coupled = false;     // statistics over the batch (statisticsOverBatch)
   bool chunking = false;    // the batch may go in chunks inside the round
   bool forceChunks = false; // --chunks
@@ -243,8 +246,6 @@ struct SearchState {
 
   /// The model's graph as this search plans it.
   PlanSpace space() const { return {tg, tableAt, order, req, r}; }
-  /// memfit's own search (not the optimal policy searching as memfit).
-  bool ownSearch() const { return req.policy == Policy::Memfit && !optimal; }
   void setBest(llvm::Expected<Candidate> c) {
     if (c) {
       best = std::move(*c);
