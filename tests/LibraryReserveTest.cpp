@@ -119,7 +119,10 @@ TEST_CASE("a percentage budget is of the plan's ideal peak, the reserve on top",
   CHECK(o->plan.libraryReserve == reserve);
   CHECK(o->plan.arenaBytes == plain->plan.arenaBytes);
   CHECK(o->plan.totalBytes() <= static_cast<int64_t>(0.8 * double(peak)));
-  CHECK(deviceBudget(req, peak, 0) == o->budget);
+  ResolvedBudget resolved = resolveBudget(req, peak, 0);
+  CHECK(resolved.device == o->budget);
+  CHECK(resolved.reserve == reserve);
+  CHECK(resolved.plan() == static_cast<int64_t>(0.8 * double(peak)));
 
   // The ideal policy's budget is its peak plus the reserve.
   req.policy = Policy::Ideal;

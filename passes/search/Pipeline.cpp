@@ -314,12 +314,12 @@ llvm::Expected<bool> resolveIdealAndBudget(SearchState &s) {
   s.idealSeconds = ideal->sim.iterationSeconds;
   s.idealPeakBytes = ideal->plan.totalBytes();
   s.ideal = std::move(*ideal);
-  auto budget = resolveBudget(s.tg, req, s.lowerBound, s.idealPeakBytes);
+  auto budget = budgetFor(s.tg, req, s.lowerBound, s.idealPeakBytes);
   if (!budget)
     return budget.takeError();
   s.budget = *budget;
   s.r = req;
-  s.r.budget = planShare(req, *budget);
+  s.r.budget = budget->plan();
   s.r.libraryReserve = 0;
   return true;
 }
@@ -493,7 +493,7 @@ llvm::Expected<PlanOutcome> finish(SearchState &s) {
   if (!s.best)
     return std::move(s.noBest);
   PlanOutcome out;
-  out.budget = s.budget;
+  out.budget = s.budget.device;
   out.lowerBound = s.lowerBound;
   out.idealSeconds = s.idealSeconds;
   out.idealPeakBytes = s.idealPeakBytes;
@@ -510,8 +510,8 @@ llvm::Expected<PlanOutcome> finish(SearchState &s) {
   std::shared_ptr<const KnownBound> known = best.bound;
   // The schedule was made for the plan's share; the plan states the device
   // budget and the reserve, whose difference is that share.
-  best.plan.budget = out.budget;
-  best.plan.libraryReserve = s.req.libraryReserve;
+  best.plan.budget = s.budget.device;
+  best.plan.libraryReserve = s.budget.reserve;
   if (auto err = verifyPlan(planned, best.plan))
     return err;
   out.plan = std::move(best.plan);
@@ -546,6 +546,20 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     if (auto ran = phase(s); !ran)
       return ran.takeError();
   return pipeline::finish(s);
+}
+
+llvm::Expected<PlanOrReason> planOrReason(const TaskGraph &tg,
+                                          const CostTableFn &tableAt,
+                                          const PlanRequest &req) {
+  auto o = planTraining(tg, tableAt, req);
+  if (o)
+    return PlanOrReason{.outcome = std::move(*o)};
+  llvm::Error err = o.takeError();
+  if (llvm::Error internal = takeInternalErrors(err)) {
+    llvm::consumeError(std::move(err));
+    return std::move(internal);
+  }
+  return PlanOrReason{.reason = llvm::toString(std::move(err))};
 }
 
 } // namespace memfit

@@ -60,13 +60,13 @@ llvm::Expected<Candidate> planWith(const TaskGraph &tg, const CostTable &full,
 
 // --- budget resolution (PipelineBudget.cpp) ---
 
-/// The device budget `req` asks for in bytes (deviceBudget, Pipeline.h);
-/// an error when what it leaves the plan after the library reserve is
-/// below the lower bound.
-llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
-                                      const PlanRequest &req,
-                                      const LowerBound &lb,
-                                      int64_t idealPeakBytes);
+/// The budget `req` asks for in bytes (resolveBudget, Pipeline.h); an
+/// error when what it leaves the plan after the library reserve is below
+/// the lower bound.
+llvm::Expected<ResolvedBudget> budgetFor(const TaskGraph &tg,
+                                         const PlanRequest &req,
+                                         const LowerBound &lb,
+                                         int64_t idealPeakBytes);
 
 // --- candidate generation (PipelineCandidates.cpp) ---
 
@@ -225,7 +225,7 @@ struct SearchState {
   LowerBound lowerBound;
   double idealSeconds = 0;
   int64_t idealPeakBytes = 0;
-  int64_t budget = 0; // the device budget, resolved
+  ResolvedBudget budget;
   int64_t eq3SubBatch = 0;
 
   std::optional<Candidate> ideal;
