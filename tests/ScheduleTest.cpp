@@ -585,10 +585,12 @@ TEST_CASE("a broken invariant in the scheduler stays an internal error",
   std::vector<TaskId> &readers = tg->blocks[late].readers;
   readers.insert(readers.begin(), first);
   CostTable c = table(*tg, 4);
-  for (Policy p : {Policy::Ideal, Policy::Memfit}) {
-    auto pl = schedule(
-        *tg, c, builtOrder(*tg),
-        {.policy = p, .budget = tg->weightSideBytes() + 8 * 16384, .batch = 4});
+  for (const PolicyDef &def : policies()) {
+    INFO(def.name);
+    auto pl = schedule(*tg, c, builtOrder(*tg),
+                       {.policy = def.policy,
+                        .budget = tg->weightSideBytes() + 8 * 16384,
+                        .batch = 4});
     REQUIRE_FALSE(static_cast<bool>(pl));
     llvm::Error err = pl.takeError();
     CHECK(err.isA<InternalError>());
