@@ -609,6 +609,16 @@ TEST_CASE("a broken invariant in the scheduler stays an internal error",
   CHECK(static_cast<bool>(internal));
   llvm::consumeError(std::move(internal));
   llvm::consumeError(std::move(err));
+  // In a table of plans it is not a cell's reason: it ends the table.
+  auto cell = planOrReason(
+      *tg, [&](int64_t) -> const CostTable & { return c; }, req);
+  REQUIRE_FALSE(static_cast<bool>(cell));
+  int internals = 0, others = 0;
+  llvm::handleAllErrors(
+      cell.takeError(), [&](const InternalError &) { ++internals; },
+      [&](const llvm::ErrorInfoBase &) { ++others; });
+  CHECK(internals > 0);
+  CHECK(others == 0);
 }
 
 TEST_CASE("a task asked to run its fastest algorithm makes room for it",
