@@ -89,6 +89,27 @@ TEST_CASE("the library reserve is taken off a budget in bytes",
   CHECK(why.find("at least " + formatBytes(floor + reserve)) !=
         std::string::npos);
 
+  // In a table of plans (memfit compare) the refusal is the cell's reason,
+  // not an error.
+  PlanRequest underReq;
+  underReq.batch = m.graph.batch;
+  underReq.budget = floor + reserve - 1;
+  underReq.libraryReserve = reserve;
+  auto cell = planOrReason(
+      m.tg, [&](int64_t b) -> const CostTable & { return m.table(b); },
+      underReq);
+  REQUIRE(static_cast<bool>(cell));
+  CHECK_FALSE(cell->outcome);
+  CHECK(cell->reason == why);
+  underReq.budget = floor + reserve;
+  cell = planOrReason(
+      m.tg, [&](int64_t b) -> const CostTable & { return m.table(b); },
+      underReq);
+  REQUIRE(static_cast<bool>(cell));
+  REQUIRE(cell->outcome);
+  CHECK(cell->reason.empty());
+  CHECK(cell->outcome->plan.arenaBytes == atFloor->plan.arenaBytes);
+
   // A reserve the budget cannot even hold is refused as well.
   auto all = planBytes(m, peak, peak + 1);
   REQUIRE_FALSE(static_cast<bool>(all));
@@ -119,7 +140,10 @@ TEST_CASE("a percentage budget is of the plan's ideal peak, the reserve on top",
   CHECK(o->plan.libraryReserve == reserve);
   CHECK(o->plan.arenaBytes == plain->plan.arenaBytes);
   CHECK(o->plan.totalBytes() <= static_cast<int64_t>(0.8 * double(peak)));
-  CHECK(deviceBudget(req, peak, 0) == o->budget);
+  ResolvedBudget resolved = resolveBudget(req, peak, 0);
+  CHECK(resolved.device == o->budget);
+  CHECK(resolved.reserve == reserve);
+  CHECK(resolved.plan() == static_cast<int64_t>(0.8 * double(peak)));
 
   // The ideal policy's budget is its peak plus the reserve.
   req.policy = Policy::Ideal;

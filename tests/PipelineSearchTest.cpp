@@ -20,8 +20,7 @@ struct Harness {
   };
   std::vector<TaskId> order;
   PlanRequest req;
-  PlanOutcome out;
-  CandidateSearch search{tg, tables, order, req, req, out, std::nullopt};
+  CandidateSearch search{{tg, tables, order, req, req}, std::nullopt};
 
   void succeed(int64_t subBatch, double seconds) {
     Candidate c;
@@ -47,7 +46,7 @@ TEST_CASE("a candidate that does not fit is dropped when another wins",
   auto best = h.search.takeBest();
   REQUIRE(static_cast<bool>(best));
   CHECK(best->plan.subBatch == 2);
-  CHECK(h.out.tried.size() == 2);
+  CHECK(h.search.record().tried.size() == 2);
 }
 
 TEST_CASE("an internal error of one candidate is never dropped", "[pipeline]") {
@@ -98,7 +97,7 @@ TEST_CASE("a cut-off candidate counts as abandoned, not as the reason",
   h.fail(4, makeInfeasibleF("no room at sub-batch 4"));
   auto best = h.search.takeBest();
   REQUIRE(!static_cast<bool>(best));
-  CHECK(h.out.abandoned == 1);
+  CHECK(h.search.record().abandoned == 1);
   CHECK(toString(best.takeError()) == "no room at sub-batch 4");
 }
 

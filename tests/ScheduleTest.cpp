@@ -5,6 +5,7 @@
 #include "passes/analysis/Liveness.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
+#include "passes/schedule/PolicyRules.h"
 #include "passes/search/Pipeline.h"
 #include "tests/GraphLiteral.h"
 
@@ -12,6 +13,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string_view>
 
 using namespace memfit;
 using memfit::test::findTask;
@@ -96,34 +99,62 @@ TEST_CASE("ideal plan: liveness only, verified", "[schedule]") {
   CHECK(sim.computeSeconds == Approx(expected));
 }
 
+TEST_CASE("the policy table has one entry per policy, each named once",
+          "[schedule][policy]") {
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < policies().size(); ++i) {
+    const PolicyDef &def = policies()[i];
+    INFO(def.name);
+    CHECK(static_cast<size_t>(def.policy) == i);
+    CHECK(&policyDef(def.policy) == &def);
+    CHECK(names.insert(def.name).second);
+    Policy parsed = Policy::Ideal;
+    REQUIRE(parsePolicy(def.name, parsed));
+    CHECK(parsed == def.policy);
+    CHECK(policyName(def.policy) == def.name);
+    // The policy a search runs as runs its own search.
+    if (def.searchesAs)
+      CHECK_FALSE(policyDef(*def.searchesAs).searchesAs);
+  }
+  Policy none;
+  CHECK_FALSE(parsePolicy("sqrt", none));
+}
+
 TEST_CASE("tight budgets force offloads, and every policy's plan verifies",
-          "[schedule]") {
+          "[schedule][policy]") {
   Graph g = convChain(4);
   auto tg = buildTaskGraph(g);
   REQUIRE(static_cast<bool>(tg));
   Plan ideal = plan(*tg, Policy::Ideal, 0, 4);
-  int64_t budget = ideal.residentBytes + ideal.arenaBytes * 6 / 10;
-  for (Policy p : {Policy::Memfit, Policy::Modnn}) {
-    INFO(policyName(p));
-    Plan pl = plan(*tg, p, budget, 4);
-    CHECK(verifyMessage(*tg, pl).empty());
-    CHECK(pl.totalBytes() <= budget);
-    CHECK(pl.summary.bytesToHost > 0);
-    CHECK(pl.summary.bytesToDevice > 0);
-  }
-  // vDNN offloads by rule, so it may fail where Algorithm 1 succeeds; when
-  // it succeeds its plan must verify.
-  for (Policy p : {Policy::VdnnAll, Policy::VdnnConv}) {
-    INFO(policyName(p));
-    CostTable c = table(*tg, 4);
+  const int64_t budget = ideal.residentBytes + ideal.arenaBytes * 6 / 10;
+  CostTable c = table(*tg, 4);
+  for (const PolicyDef &def : policies()) {
+    if (def.rules.unbounded)
+      continue;
+    INFO(def.name);
+    // vDNN offloads by rule, so it may fail where Algorithm 1 succeeds
+    // (it gets twice the budget); a policy whose evictions may only drop
+    // recomputable blocks needs a drop set to fit. Any plan made verifies
+    // and fits.
+    const bool byRule =
+        def.rules.layerOffload != sched::PolicyRules::LayerOffload::None;
+    const bool offloads =
+        def.rules.evicts && !def.rules.evictsRecomputableOrCopiedOnly;
+    const int64_t b = byRule ? budget * 2 : budget;
     auto pl = schedule(*tg, c, builtOrder(*tg),
-                       {.policy = p, .budget = budget * 2, .batch = 4});
-    if (pl) {
-      CHECK(verifyMessage(*tg, *pl).empty());
-      CHECK(pl->summary.bytesToHost > 0);
-    } else {
+                       {.policy = def.policy, .budget = b, .batch = 4});
+    if (!pl) {
+      CHECK_FALSE(offloads);
       llvm::consumeError(pl.takeError());
+      continue;
     }
+    CHECK(verifyMessage(*tg, *pl).empty());
+    CHECK(pl->totalBytes() <= b);
+    // Offloading is how they fit: copies both ways (vDNN's too).
+    if (offloads || byRule)
+      CHECK(pl->summary.bytesToHost > 0);
+    if (offloads)
+      CHECK(pl->summary.bytesToDevice > 0);
   }
 }
 
@@ -554,10 +585,12 @@ TEST_CASE("a broken invariant in the scheduler stays an internal error",
   std::vector<TaskId> &readers = tg->blocks[late].readers;
   readers.insert(readers.begin(), first);
   CostTable c = table(*tg, 4);
-  for (Policy p : {Policy::Ideal, Policy::Memfit}) {
-    auto pl = schedule(
-        *tg, c, builtOrder(*tg),
-        {.policy = p, .budget = tg->weightSideBytes() + 8 * 16384, .batch = 4});
+  for (const PolicyDef &def : policies()) {
+    INFO(def.name);
+    auto pl = schedule(*tg, c, builtOrder(*tg),
+                       {.policy = def.policy,
+                        .budget = tg->weightSideBytes() + 8 * 16384,
+                        .batch = 4});
     REQUIRE_FALSE(static_cast<bool>(pl));
     llvm::Error err = pl.takeError();
     CHECK(err.isA<InternalError>());
@@ -576,6 +609,16 @@ TEST_CASE("a broken invariant in the scheduler stays an internal error",
   CHECK(static_cast<bool>(internal));
   llvm::consumeError(std::move(internal));
   llvm::consumeError(std::move(err));
+  // In a table of plans it is not a cell's reason: it ends the table.
+  auto cell = planOrReason(
+      *tg, [&](int64_t) -> const CostTable & { return c; }, req);
+  REQUIRE_FALSE(static_cast<bool>(cell));
+  int internals = 0, others = 0;
+  llvm::handleAllErrors(
+      cell.takeError(), [&](const InternalError &) { ++internals; },
+      [&](const llvm::ErrorInfoBase &) { ++others; });
+  CHECK(internals > 0);
+  CHECK(others == 0);
 }
 
 TEST_CASE("a task asked to run its fastest algorithm makes room for it",

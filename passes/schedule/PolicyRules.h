@@ -1,14 +1,17 @@
-//===- PolicyRules.h - A scheduling policy as a table of rules --*- C++ -*-===//
+//===- PolicyRules.h - The policy table --------------------------*- C++
+//-*-===//
 //
-// What distinguishes the policies inside one schedule (Schedule.h), as data:
-// which algorithm a task runs, who may leave the arena and how, which copies
-// are started ahead. rulesFor() builds the table once per schedule, the only
-// place that maps a Policy to behaviour, and the scheduler consults the
-// rules instead of asking which policy it runs.
+// Every policy as one entry of a table, as operators are in compiler/ops:
+// its name, its rules inside one schedule (which algorithm a task runs, who
+// may leave the arena and how, which copies start ahead), the candidates
+// the search makes for it first, and which of the search's phases run for
+// it (passes/search, docs/passes/search.md). The scheduler consults the
+// rules instead of asking which policy it runs, and the search the rest.
 //
-// Guarantees: rulesFor() is total over Policy and pure; the scheduler's
-// behaviour depends on the policy only through these rules (and the
-// policy's name in messages).
+// Guarantees: the table has exactly one entry per Policy, in the enum's
+// order, with distinct names; policyDef() and rulesFor() are total over
+// Policy and pure; the scheduler's and the search's behaviour depend on the
+// policy only through its entry (and its name in messages and plans).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_POLICYRULES_H
@@ -16,9 +19,14 @@
 
 #include "passes/schedule/Schedule.h"
 
-#include <cstdint>
+#include "llvm/ADT/ArrayRef.h"
 
-namespace memfit::sched {
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace memfit {
+namespace sched {
 
 struct PolicyRules {
   /// No budget: the arena is unbounded, nothing is refused, and the plan's
@@ -67,9 +75,62 @@ struct PolicyRules {
   bool offloadsEarly = false;
 };
 
-/// The rules of policy `p`.
-PolicyRules rulesFor(Policy p);
+} // namespace sched
 
-} // namespace memfit::sched
+/// The candidates the search schedules first for a policy; each kind is one
+/// generator of passes/search/PipelineCandidates.cpp.
+enum class FirstCandidates : uint8_t {
+  WholeBatch,   // the whole batch (or the sub-batch forced), as it is
+  ChenSegments, // Chen et al.'s segment drop sets at the whole batch
+  SuperNeurons, // SuperNeurons' drop set at the whole batch
+  Eq3,          // moDNN's Eq. 3 sub-batch, evictions offload only
+  Joint,        // memfit's joint search over sub-batches and drop sets
+};
+
+/// Which of the search's phases run for a policy beyond its first
+/// candidates (docs/passes/search.md).
+struct PolicyPhases {
+  /// Chen et al.'s segment drop sets and the chain program's decisions,
+  /// after the first candidates of whole rounds.
+  bool chenAndChain = false;
+  /// The integral program's decisions inside the search, the bound-guided
+  /// phase and the refinement, on the whole-round plan and on the fastest
+  /// in chunks.
+  bool polish = false;
+  /// The batch in chunks inside the round, where the model needs whole
+  /// batches to stay exact.
+  bool chunks = false;
+  /// The integral program at the search's order and sub-batch makes the
+  /// plan.
+  bool optimal = false;
+};
+
+struct PolicyDef {
+  Policy policy;
+  std::string_view name; // --policy, and the plan's policy
+  sched::PolicyRules rules;
+  FirstCandidates candidates;
+  PolicyPhases phases = {};
+  /// The search's candidates are scheduled under this policy's rules and
+  /// named after it (the optimal policy solves at the order and sub-batch
+  /// memfit's own search picks); the phases are still this policy's.
+  std::optional<Policy> searchesAs = std::nullopt;
+  /// The search's candidates look past tasks that prefetch nothing
+  /// (ScheduleOptions::lookPastIdle; memfit's own search). The published
+  /// policies keep the look-ahead they were measured with.
+  bool looksPastIdle = false;
+};
+
+/// The table: every policy, in the order of the enum.
+llvm::ArrayRef<PolicyDef> policies();
+/// The entry of policy `p`.
+const PolicyDef &policyDef(Policy p);
+
+namespace sched {
+/// The rules of policy `p` (its entry's).
+inline PolicyRules rulesFor(Policy p) { return policyDef(p).rules; }
+} // namespace sched
+
+} // namespace memfit
 
 #endif

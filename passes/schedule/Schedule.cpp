@@ -3,6 +3,7 @@
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/PolicyRules.h"
 #include "passes/schedule/Scheduler.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -20,34 +21,12 @@ void CutoffError::log(llvm::raw_ostream &os) const {
      << " s per iteration, more than the cutoff";
 }
 
-std::string_view policyName(Policy p) {
-  switch (p) {
-  case Policy::Ideal:
-    return "ideal";
-  case Policy::VdnnAll:
-    return "vdnn-all";
-  case Policy::VdnnConv:
-    return "vdnn-conv";
-  case Policy::Modnn:
-    return "modnn";
-  case Policy::Memfit:
-    return "memfit";
-  case Policy::ChenSqrt:
-    return "chen-sqrt";
-  case Policy::SuperNeurons:
-    return "superneurons";
-  case Policy::Optimal:
-    return "optimal";
-  }
-  return "?";
-}
+std::string_view policyName(Policy p) { return policyDef(p).name; }
 
 bool parsePolicy(std::string_view name, Policy &out) {
-  for (Policy p : {Policy::Ideal, Policy::VdnnAll, Policy::VdnnConv,
-                   Policy::Modnn, Policy::Memfit, Policy::ChenSqrt,
-                   Policy::SuperNeurons, Policy::Optimal})
-    if (policyName(p) == name) {
-      out = p;
+  for (const PolicyDef &def : policies())
+    if (def.name == name) {
+      out = def.policy;
       return true;
     }
   return false;

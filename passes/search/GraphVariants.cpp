@@ -26,18 +26,16 @@ namespace {
 /// ideal peak (as written), so every graph plans under the same bytes.
 llvm::Expected<PlanRequest> sameBytes(const AttentionVariants &v,
                                       const PlanRequest &req) {
-  PlanRequest same = req;
   if (req.budgetFraction <= 0)
-    return same;
+    return req;
   PlanRequest ideal = req;
   ideal.policy = Policy::Ideal;
   ideal.budgetFraction = 0;
   auto yard = v.plan(0, ideal);
   if (!yard)
     return yard.takeError();
-  same.budget = deviceBudget(req, yard->idealPeakBytes, yard->lowerBound.bytes);
-  same.budgetFraction = 0;
-  return same;
+  return withBudget(
+      req, resolveBudget(req, yard->idealPeakBytes, yard->lowerBound.bytes));
 }
 
 } // namespace

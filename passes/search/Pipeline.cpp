@@ -80,85 +80,69 @@ constexpr double kChunkWhenOver = 0.01;
 /// chain program's candidates (the integral program solves at its
 /// sub-batch, as it did before the chain program existed).
 llvm::Expected<Candidate>
-searchWholeRounds(const TaskGraph &tg, const CostTableFn &tableAt,
-                  const std::vector<TaskId> &order, const PlanRequest &req,
-                  const PlanRequest &resolved, PlanOutcome &out,
-                  Candidate ideal, std::optional<Candidate> *beforeChain) {
-  auto variants = firstPhaseVariants(tg, tableAt, order, req, resolved.budget,
-                                     out.eq3SubBatch);
+searchWholeRounds(SearchState &s, std::optional<Candidate> *beforeChain) {
+  auto variants = firstPhaseVariants(s.tg, s.tableAt, s.order, s.req,
+                                     s.r.budget, s.eq3SubBatch);
   if (!variants)
     return variants.takeError();
-  CandidateSearch search(tg, tableAt, order, req, resolved, out,
-                         std::move(ideal));
+  CandidateSearch search(s.space(), std::move(s.ideal));
   search.runAll(*variants);
-  if (req.policy == Policy::Memfit && search.best()) {
+  if (s.policy->phases.chenAndChain && search.best()) {
     // Second phase: at the best sub-batch so far and at the whole batch, the
     // recompute sets of Chen et al. (segments between cut values), with
     // memfit's rules and with theirs, so memfit is never worse than
     // chen-sqrt either.
     std::vector<Variant> chen =
-        chenPhaseVariants(tg, order, req, search.best()->plan.subBatch);
+        chenPhaseVariants(s.tg, s.order, s.req, search.best()->plan.subBatch);
     search.runAll(chen);
     if (beforeChain && search.best())
       *beforeChain = *search.best();
     // Third: the chain program's keep / recompute / offload decisions.
-    std::vector<Variant> chain = chainPhaseVariants(
-        tg, tableAt, order, req, resolved.budget, search.best()->plan.subBatch);
+    std::vector<Variant> chain =
+        chainPhaseVariants(s.tg, s.tableAt, s.order, s.req, s.r.budget,
+                           search.best()->plan.subBatch);
     search.runAll(chain);
   }
+  s.recordSearch(search.record(), /*withTried=*/true);
   return search.takeBest();
 }
 
-/// memfit's last phase, on the fastest plan of whole rounds and on the
-/// fastest in chunks: the bound's relaxation at its order and sub-batch (or
-/// chunk), rounded into drop and offload sets and scheduled; kept when
-/// strictly faster. `g`, `tb`, `fn`, `gOrder` and `gr` are the graph, tables
-/// and request the plan was made with (a chunked graph's at the chunk
-/// size). The bound is the one the summary reports when the plan wins, so
-/// there this phase costs only its schedules.
-llvm::Error guideByBound(const TaskGraph &g, const Tables &tb,
-                         const CostTableFn &fn,
-                         const std::vector<TaskId> &gOrder,
-                         const PlanRequest &req, const PlanRequest &gr,
-                         PlanOutcome &out, Candidate &best,
-                         std::optional<Candidate> *lost = nullptr) {
-  if (g.tasks.size() > kBoundGuided)
-    return llvm::Error::success();
-  std::shared_ptr<const KnownBound> known = proveBound(g, best.plan, tb);
-  best.bound = known;
-  if (!known->bound)
-    return llvm::Error::success();
-  PlanOutcome scratch;
-  CandidateSearch search(g, fn, gOrder, req, gr, scratch, std::nullopt);
-  if (!lost) {
-    llvm::Expected<Candidate> seed = best;
-    search.merge(Variant{best.plan.subBatch}, seed);
-  }
+} // namespace
+
+llvm::Expected<Guided> guideByBound(const PlanSpace &sp, const Tables &tb,
+                                    const Candidate &best) {
+  Guided out;
+  if (sp.g.tasks.size() > kBoundGuided)
+    return out;
+  out.bound = proveBound(sp.g, best.plan, tb);
+  if (!out.bound->bound)
+    return out;
   std::vector<Variant> guided =
-      boundPhaseVariants(g, *known->bound, best.plan.subBatch);
-  if (lost && guided.empty())
-    return llvm::Error::success(); // no guided plan to compare or keep
+      boundPhaseVariants(sp.g, *out.bound->bound, best.plan.subBatch);
+  if (guided.empty())
+    return out; // no guided plan to compare or keep
+  CandidateSearch search(sp, std::nullopt);
   search.runAll(guided);
-  out.abandoned += scratch.abandoned;
+  out.abandoned = search.record().abandoned;
   auto c = search.takeBest();
   if (!c) {
-    if (!lost)
-      return c.takeError();
     // No guided plan fits: best stays. Any other error surfaces.
-    return dropInfeasible(c.takeError());
+    if (llvm::Error err = dropInfeasible(c.takeError()))
+      return std::move(err);
+    return out;
   }
+  c->plan.batch = best.plan.batch;
+  c->plan.chunks = best.plan.chunks;
   if (c->sim.iterationSeconds < best.sim.iterationSeconds) {
-    c->plan.batch = best.plan.batch;
-    c->plan.chunks = best.plan.chunks;
-    c->bound = known->holdsFor(c->plan) ? known : nullptr;
-    best = std::move(*c);
-  } else if (lost) {
-    c->plan.batch = best.plan.batch;
-    c->plan.chunks = best.plan.chunks;
-    *lost = std::move(*c);
+    c->bound = out.bound->holdsFor(c->plan) ? out.bound : nullptr;
+    out.faster = std::move(*c);
+  } else {
+    out.lost = std::move(*c);
   }
-  return llvm::Error::success();
+  return out;
 }
+
+namespace {
 
 /// The optimal policy: the integral program at the order and sub-batch of
 /// memfit's own plan `memfit`, scheduled with its decisions.
@@ -254,49 +238,6 @@ llvm::Error tryOptimal(const TaskGraph &g, const Tables &tb,
   return llvm::Error::success();
 }
 
-/// What the phases of one search share. The request as asked (`req`, the
-/// optimal policy searching under memfit's rules) and as resolved (`r`:
-/// the plan's share of the budget, no reserve), the best plan so far, or
-/// why there is none, and the outcome's search record (tried, abandoned,
-/// chunks tried, ...). The outcome's plan is built once, by finish().
-struct SearchState {
-  SearchState(const TaskGraph &tg, const CostTableFn &tableAt,
-              const PlanRequest &asked)
-      : tg(tg), tableAt(tableAt), req(asked), r(asked) {}
-  ~SearchState() { llvm::consumeError(std::move(noBest)); }
-
-  const TaskGraph &tg;
-  const CostTableFn &tableAt;
-  PlanRequest req;
-  PlanRequest r;
-  bool optimal = false;     // the optimal policy was asked for
-  bool coupled = false;     // statistics over the batch (statisticsOverBatch)
-  bool chunking = false;    // the batch may go in chunks inside the round
-  bool forceChunks = false; // --chunks
-  std::vector<TaskId> order;
-  size_t roundTasks = 0;
-  std::optional<Candidate> ideal;
-  /// memfit's fastest whole-round plan before the chain program's
-  /// candidates (where the integral program solves).
-  std::optional<Candidate> beforeChain;
-  std::optional<Candidate> best;
-  llvm::Error noBest = llvm::Error::success(); // why `best` is empty
-  PlanOutcome out;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-
-  /// memfit's own search (not the optimal policy searching as memfit).
-  bool ownSearch() const { return req.policy == Policy::Memfit && !optimal; }
-  void setBest(llvm::Expected<Candidate> c) {
-    if (c) {
-      best = std::move(*c);
-      llvm::consumeError(std::move(noBest));
-    } else {
-      best.reset();
-      noBest = c.takeError();
-    }
-  }
-};
-
 /// One step of the search: true when it applied to the request (ran).
 using Phase = llvm::Expected<bool> (*)(SearchState &);
 
@@ -312,19 +253,19 @@ llvm::Expected<bool> checkRequest(SearchState &s) {
                       req.libraryReserve);
   // The optimal policy solves at the order and sub-batch memfit's own
   // search picks: the search runs under memfit's rules.
-  s.optimal = req.policy == Policy::Optimal;
-  if (s.optimal)
-    req.policy = Policy::Memfit;
+  s.policy = &policyDef(req.policy);
+  if (s.policy->searchesAs)
+    req.policy = *s.policy->searchesAs;
   // Exact by default: whole batches where sub-batches would change
   // statistics over the batch.
   s.coupled = statisticsOverBatch(s.tg);
-  // Whole batches, or (memfit's own plans, sub-batch not forced) the batch
-  // in chunks inside the round.
+  // Whole batches, or (a policy with the phase, sub-batch not forced) the
+  // batch in chunks inside the round.
   s.chunking = s.coupled && !req.subBatchStatistics && req.chunking &&
-               req.policy == Policy::Memfit && req.forcedSubBatch == 0;
+               s.policy->phases.chunks && req.forcedSubBatch == 0;
   s.forceChunks = req.forcedChunks > 1;
   if (s.forceChunks) {
-    if (req.policy == Policy::Ideal)
+    if (s.policy->rules.unbounded)
       return makeError("--chunks plans under a budget; the ideal policy has "
                        "none");
     if (req.forcedSubBatch > 0 && req.forcedSubBatch < req.batch)
@@ -346,7 +287,7 @@ llvm::Expected<bool> checkRequest(SearchState &s) {
   }
   s.order = taskOrder(s.tg, req.order);
   s.roundTasks = roundTaskCount(s.tg, s.order);
-  if (s.optimal && s.roundTasks > OptimalOptions{}.maxTasks)
+  if (s.policy->phases.optimal && s.roundTasks > OptimalOptions{}.maxTasks)
     return makeErrorF("--policy optimal solves graphs of up to {0} tasks "
                       "per round (forward and backward); this one has {1}: "
                       "use --policy memfit",
@@ -359,27 +300,26 @@ llvm::Expected<bool> checkRequest(SearchState &s) {
 /// and the arena in what is left.
 llvm::Expected<bool> resolveIdealAndBudget(SearchState &s) {
   const PlanRequest &req = s.req;
-  PlanOutcome &out = s.out;
   // The smallest sub-batch a plan may use sets the floor.
   if (s.forceChunks)
-    out.lowerBound = computeLowerBound(s.tg, req.batch / req.forcedChunks);
+    s.lowerBound = computeLowerBound(s.tg, req.batch / req.forcedChunks);
   else if (!s.coupled || req.subBatchStatistics)
-    out.lowerBound = computeLowerBound(s.tg, 1);
+    s.lowerBound = computeLowerBound(s.tg, 1);
   else
-    out.lowerBound = s.chunking ? exactLowerBound(s.tg, req.batch)
-                                : computeLowerBound(s.tg, req.batch);
+    s.lowerBound = s.chunking ? exactLowerBound(s.tg, req.batch)
+                              : computeLowerBound(s.tg, req.batch);
   auto ideal = planIdeal(s.tg, s.tableAt, s.order, req);
   if (!ideal)
     return ideal.takeError();
-  out.idealSeconds = ideal->sim.iterationSeconds;
-  out.idealPeakBytes = ideal->plan.totalBytes();
+  s.idealSeconds = ideal->sim.iterationSeconds;
+  s.idealPeakBytes = ideal->plan.totalBytes();
   s.ideal = std::move(*ideal);
-  auto budget = resolveBudget(s.tg, req, out.lowerBound, out.idealPeakBytes);
+  auto budget = budgetFor(s.tg, req, s.lowerBound, s.idealPeakBytes);
   if (!budget)
     return budget.takeError();
-  out.budget = *budget;
+  s.budget = *budget;
   s.r = req;
-  s.r.budget = planShare(req, *budget);
+  s.r.budget = budget->plan();
   s.r.libraryReserve = 0;
   return true;
 }
@@ -391,8 +331,7 @@ llvm::Expected<bool> wholeRounds(SearchState &s) {
     return false;
   }
   s.setBest(searchWholeRounds(
-      s.tg, s.tableAt, s.order, s.req, s.r, s.out, std::move(*s.ideal),
-      s.roundTasks <= kOptimalInSearch ? &s.beforeChain : nullptr));
+      s, s.roundTasks <= kOptimalInSearch ? &s.beforeChain : nullptr));
   return true;
 }
 
@@ -400,7 +339,7 @@ llvm::Expected<bool> wholeRounds(SearchState &s) {
 /// graphs, at the sub-batch it picked: kept when strictly faster. Before
 /// the chunks, which the program does not solve, are compared.
 llvm::Expected<bool> optimalInSearch(SearchState &s) {
-  if (!s.best || !s.ownSearch() || s.roundTasks > kOptimalInSearch)
+  if (!s.best || !s.policy->phases.polish || s.roundTasks > kOptimalInSearch)
     return false;
   const Candidate &at = s.beforeChain ? *s.beforeChain : *s.best;
   if (auto err =
@@ -410,19 +349,47 @@ llvm::Expected<bool> optimalInSearch(SearchState &s) {
   return true;
 }
 
+/// The bound-guided phase on `best`, a plan of `sp`: `best` replaced by a
+/// strictly faster guided plan, `lost` the guided plan that lost to it.
+llvm::Error guide(SearchState &s, const PlanSpace &sp, const Tables &tb,
+                  Candidate &best, std::optional<Candidate> &lost) {
+  auto g = guideByBound(sp, tb, best);
+  if (!g)
+    return g.takeError();
+  s.record.abandoned += g->abandoned;
+  if (g->bound)
+    best.bound = std::move(g->bound);
+  if (g->faster)
+    best = std::move(*g->faster);
+  lost = std::move(g->lost);
+  return llvm::Error::success();
+}
+
+/// The refinement phase on `best`, a plan of `sp` (and from `lost` too,
+/// where the bound-guided phase left one): `best` replaced when it found a
+/// faster plan.
+llvm::Error refine(SearchState &s, const PlanSpace &sp, const Tables &tb,
+                   Candidate &best, const std::optional<Candidate> &lost) {
+  auto refined = refineDecisions(sp, tb, best, lost ? &*lost : nullptr);
+  if (!refined)
+    return refined.takeError();
+  s.record.refineTries += refined->tries;
+  s.record.refineChanged += refined->changed;
+  if (refined->faster)
+    best = std::move(*refined->faster);
+  return llvm::Error::success();
+}
+
 /// memfit's last phases on the whole-round plan: guided by the bound, then
 /// refined (from the guided plan that lost too, where one did).
 llvm::Expected<bool> guideAndRefine(SearchState &s) {
-  if (!s.best || !s.ownSearch())
+  if (!s.best || !s.policy->phases.polish)
     return false;
   Tables tb = tablesFor(s.tableAt, s.r.batch, s.best->plan.subBatch);
-  std::optional<Candidate> lost;
-  if (auto err = guideByBound(s.tg, tb, s.tableAt, s.order, s.req, s.r, s.out,
-                              *s.best, &lost))
+  if (auto err = guide(s, s.space(), tb, *s.best, s.lost))
     return err;
   if (s.req.refine)
-    if (auto err = refineDecisions(s.tg, tb, s.order, s.r, s.out, *s.best,
-                                   lost ? &*lost : nullptr))
+    if (auto err = refine(s, s.space(), tb, *s.best, s.lost))
       return err;
   return true;
 }
@@ -436,8 +403,9 @@ llvm::Error polishChunks(SearchState &s, const ChunkedGraph &cg, Candidate &c,
   Tables tb = chunkedTables(cg, s.tableAt, s.req.batch);
   CostTableFn fn = [&tb](int64_t) -> const CostTable & { return *tb.full; };
   PlanRequest gr = chunkRequest(s.r, c.plan.subBatch);
+  PlanSpace sp{cg.tg, fn, cg.order, gr, gr};
   std::optional<Candidate> lost;
-  if (auto err = guideByBound(cg.tg, tb, fn, cg.order, gr, gr, s.out, c, &lost))
+  if (auto err = guide(s, sp, tb, c, lost))
     return err;
   // The integral program's decisions on a small split graph, as on small
   // whole rounds, where the chunks are ahead: kept when strictly faster.
@@ -452,8 +420,7 @@ llvm::Error polishChunks(SearchState &s, const ChunkedGraph &cg, Candidate &c,
   bool close = !whole || c.sim.iterationSeconds <
                              whole->sim.iterationSeconds * (1 + kRefineWithin);
   if (close && s.req.refine)
-    return refineDecisions(cg.tg, tb, cg.order, gr, s.out, c,
-                           lost ? &*lost : nullptr);
+    return refine(s, sp, tb, c, lost);
   return llvm::Error::success();
 }
 
@@ -462,25 +429,24 @@ llvm::Error polishChunks(SearchState &s, const ChunkedGraph &cg, Candidate &c,
 /// from the ideal time where the batch must stay whole; kept when faster.
 llvm::Expected<bool> chunks(SearchState &s) {
   bool far = !s.best || s.best->sim.iterationSeconds >
-                            s.out.idealSeconds * (1 + kChunkWhenOver);
+                            s.idealSeconds * (1 + kChunkWhenOver);
   if (!s.forceChunks && !(s.chunking && far))
     return false;
   std::vector<int32_t> counts =
       s.forceChunks ? std::vector<int32_t>{s.req.forcedChunks}
                     : chunkCounts(s.req.batch, s.tg.tasks.size());
-  auto split =
-      searchChunks(s.tg, s.tableAt, s.order, s.r, counts, s.forceChunks, s.out);
+  auto split = searchChunks(s, counts);
   if (!split)
     return split.takeError();
   if (!*split)
     return true;
-  if (s.ownSearch())
+  if (s.policy->phases.polish)
     if (auto err = polishChunks(s, *(*split)->graph, (*split)->c, s.best))
       return err;
   if (!s.best ||
       (*split)->c.sim.iterationSeconds < s.best->sim.iterationSeconds) {
     s.setBest(std::move((*split)->c));
-    s.out.chunked = std::move((*split)->graph);
+    s.chunked = std::move((*split)->graph);
   }
   return true;
 }
@@ -489,22 +455,20 @@ llvm::Expected<bool> chunks(SearchState &s) {
 /// chunks) of memfit's plan; a chunked graph is one more task graph to the
 /// program.
 llvm::Expected<bool> optimalPolicy(SearchState &s) {
-  if (!s.optimal || !s.best)
+  if (!s.policy->phases.optimal || !s.best)
     return false;
-  PlanOutcome &out = s.out;
   Candidate &best = *s.best;
-  const TaskGraph &g = out.scheduledGraph(s.tg);
-  const std::vector<TaskId> &gOrder =
-      out.chunked ? out.chunked->order : s.order;
+  const TaskGraph &g = s.chunked ? s.chunked->tg : s.tg;
+  const std::vector<TaskId> &gOrder = s.chunked ? s.chunked->order : s.order;
   size_t tasks = roundTaskCount(g, gOrder);
   if (tasks > OptimalOptions{}.maxTasks)
     return makeErrorF("--policy optimal solves graphs of up to {0} tasks per "
                       "round (forward and backward); the batch in {1} chunks "
                       "has {2}: use --policy memfit",
                       OptimalOptions{}.maxTasks, best.plan.chunks, tasks);
-  Tables tb = out.chunked ? chunkedTables(*out.chunked, s.tableAt, s.req.batch)
-                          : tablesFor(s.tableAt, s.r.batch, best.plan.subBatch);
-  PlanRequest rr = out.chunked ? chunkRequest(s.r, best.plan.subBatch) : s.r;
+  Tables tb = s.chunked ? chunkedTables(*s.chunked, s.tableAt, s.req.batch)
+                        : tablesFor(s.tableAt, s.r.batch, best.plan.subBatch);
+  PlanRequest rr = s.chunked ? chunkRequest(s.r, best.plan.subBatch) : s.r;
   OptimalOutcome o;
   auto solved = planOptimal(g, tb, gOrder, rr, best, o);
   if (!solved)
@@ -512,30 +476,42 @@ llvm::Expected<bool> optimalPolicy(SearchState &s) {
   solved->plan.batch = best.plan.batch;
   solved->plan.chunks = best.plan.chunks;
   best = std::move(*solved);
-  out.optimal = o;
+  s.optimalOutcome = o;
   return true;
 }
 
 /// The search, in order. Each phase reads what the ones before it left in
-/// the state; none but finish() writes the outcome's plan.
+/// the state; none writes the outcome, which finish() builds.
 constexpr Phase kPhases[] = {checkRequest,   resolveIdealAndBudget,
                              wholeRounds,    optimalInSearch,
                              guideAndRefine, chunks,
                              optimalPolicy};
 
-/// The outcome, built once from the search's best: verified, summarised,
-/// and with the proven bound where asked for.
+/// The outcome, built once from the search's state: the best plan
+/// verified, summarised, and with the proven bound where asked for.
 llvm::Expected<PlanOutcome> finish(SearchState &s) {
   if (!s.best)
     return std::move(s.noBest);
-  PlanOutcome &out = s.out;
+  PlanOutcome out;
+  out.budget = s.budget.device;
+  out.lowerBound = s.lowerBound;
+  out.idealSeconds = s.idealSeconds;
+  out.idealPeakBytes = s.idealPeakBytes;
+  out.eq3SubBatch = s.eq3SubBatch;
+  out.chunked = std::move(s.chunked);
+  out.optimal = s.optimalOutcome;
+  out.tried = std::move(s.record.tried);
+  out.abandoned = s.record.abandoned;
+  out.chunksTried = std::move(s.record.chunksTried);
+  out.refineTries = s.record.refineTries;
+  out.refineChanged = s.record.refineChanged;
   Candidate &best = *s.best;
   const TaskGraph &planned = out.scheduledGraph(s.tg);
   std::shared_ptr<const KnownBound> known = best.bound;
   // The schedule was made for the plan's share; the plan states the device
   // budget and the reserve, whose difference is that share.
-  best.plan.budget = out.budget;
-  best.plan.libraryReserve = s.req.libraryReserve;
+  best.plan.budget = s.budget.device;
+  best.plan.libraryReserve = s.budget.reserve;
   if (auto err = verifyPlan(planned, best.plan))
     return err;
   out.plan = std::move(best.plan);
@@ -570,6 +546,20 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     if (auto ran = phase(s); !ran)
       return ran.takeError();
   return pipeline::finish(s);
+}
+
+llvm::Expected<PlanOrReason> planOrReason(const TaskGraph &tg,
+                                          const CostTableFn &tableAt,
+                                          const PlanRequest &req) {
+  auto o = planTraining(tg, tableAt, req);
+  if (o)
+    return PlanOrReason{.outcome = std::move(*o)};
+  llvm::Error err = o.takeError();
+  if (llvm::Error internal = takeInternalErrors(err)) {
+    llvm::consumeError(std::move(err));
+    return std::move(internal);
+  }
+  return PlanOrReason{.reason = llvm::toString(std::move(err))};
 }
 
 } // namespace memfit

@@ -132,26 +132,50 @@ struct PlanOutcome {
   }
 };
 
-/// The device budget `req` asks for, given the ideal peak and the lower
-/// bound (both the plan's own: weight side + arena): its bytes as given;
-/// or a fraction of the ideal peak or the lower bound, each plus the
-/// library reserve (whatever the policy; planTraining gives the ideal
-/// policy its peak plus the reserve). Percentages thus
-/// measure the pressure on the plan; the reserve is a fixed cost no plan
-/// can save.
-int64_t deviceBudget(const PlanRequest &req, int64_t idealPeakBytes,
-                     int64_t lowerBoundBytes);
-/// What the plan (weight side + arena) may use of `deviceBudget`: the one
-/// place the library reserve is taken off.
-inline int64_t planShare(const PlanRequest &req, int64_t deviceBudget) {
-  return deviceBudget - req.libraryReserve;
-}
+/// A budget resolved into bytes, the one form every consumer reads (the
+/// search, the graph-variant search, memfit compare): the device budget
+/// and the library reserve inside it.
+struct ResolvedBudget {
+  int64_t device = 0;  // everything the trainer allocates on the device
+  int64_t reserve = 0; // cuDNN's and cuBLAS's handles and workspace
+  /// What the plan (weight side + arena) may use: the one place the
+  /// library reserve is taken off.
+  int64_t plan() const { return device - reserve; }
+};
+
+/// The budget `req` asks for, given the ideal peak and the lower bound
+/// (both the plan's own: weight side + arena): its bytes as given; or a
+/// fraction of the ideal peak or the lower bound, each plus the library
+/// reserve (whatever the policy; planTraining gives the ideal policy its
+/// peak plus the reserve). Percentages thus measure the pressure on the
+/// plan; the reserve is a fixed cost no plan can save.
+ResolvedBudget resolveBudget(const PlanRequest &req, int64_t idealPeakBytes,
+                             int64_t lowerBoundBytes);
+
+/// `req` with the budget `b` in bytes in place of what it asked for (a
+/// percentage, the lower bound): several plans under the same bytes.
+PlanRequest withBudget(PlanRequest req, const ResolvedBudget &b);
 
 /// Errors: a budget under the lower bound (the message prints Mmin and the
 /// task that sets it), a budget the policy cannot meet, a verifier failure.
 llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
                                          const CostTableFn &tableAt,
                                          const PlanRequest &req);
+
+/// A plan, or why the request has none for the user's reasons (a budget
+/// below the floor or one the policy cannot meet, a policy's limits, a
+/// flag that cannot apply): what a table of many plans shows in a cell.
+struct PlanOrReason {
+  std::optional<PlanOutcome> outcome;
+  std::string reason; // when there is no outcome
+};
+
+/// planTraining for a caller that shows the user's reasons beside other
+/// plans (memfit compare). Errors: memfit's own faults alone, never
+/// dropped for a reason beside them.
+llvm::Expected<PlanOrReason> planOrReason(const TaskGraph &tg,
+                                          const CostTableFn &tableAt,
+                                          const PlanRequest &req);
 
 } // namespace memfit
 

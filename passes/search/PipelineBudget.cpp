@@ -1,36 +1,48 @@
 //===- PipelineBudget.cpp - The budget a request asks for -----------------===//
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/PolicyRules.h"
 #include "passes/search/PipelineSteps.h"
 
 namespace memfit {
 
-int64_t deviceBudget(const PlanRequest &req, int64_t idealPeakBytes,
-                     int64_t lowerBoundBytes) {
+ResolvedBudget resolveBudget(const PlanRequest &req, int64_t idealPeakBytes,
+                             int64_t lowerBoundBytes) {
+  ResolvedBudget b{.device = req.budget, .reserve = req.libraryReserve};
   if (req.budgetIsLowerBound)
-    return lowerBoundBytes + req.libraryReserve;
-  if (req.budgetFraction > 0)
-    return static_cast<int64_t>(req.budgetFraction *
-                                static_cast<double>(idealPeakBytes)) +
-           req.libraryReserve;
-  return req.budget;
+    b.device = lowerBoundBytes + req.libraryReserve;
+  else if (req.budgetFraction > 0)
+    b.device = static_cast<int64_t>(req.budgetFraction *
+                                    static_cast<double>(idealPeakBytes)) +
+               req.libraryReserve;
+  return b;
+}
+
+PlanRequest withBudget(PlanRequest req, const ResolvedBudget &b) {
+  req.budget = b.device;
+  req.libraryReserve = b.reserve;
+  req.budgetFraction = 0;
+  req.budgetIsLowerBound = false;
+  return req;
 }
 
 } // namespace memfit
 
 namespace memfit::pipeline {
 
-llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
-                                      const PlanRequest &req,
-                                      const LowerBound &lb,
-                                      int64_t idealPeakBytes) {
+llvm::Expected<ResolvedBudget> budgetFor(const TaskGraph &tg,
+                                         const PlanRequest &req,
+                                         const LowerBound &lb,
+                                         int64_t idealPeakBytes) {
   // The ideal policy has no budget: it gets its own peak.
-  int64_t budget = req.policy == Policy::Ideal
-                       ? idealPeakBytes + req.libraryReserve
-                       : deviceBudget(req, idealPeakBytes, lb.bytes);
-  int64_t share = planShare(req, budget);
+  ResolvedBudget resolved =
+      policyDef(req.policy).rules.unbounded
+          ? ResolvedBudget{.device = idealPeakBytes + req.libraryReserve,
+                           .reserve = req.libraryReserve}
+          : resolveBudget(req, idealPeakBytes, lb.bytes);
+  const int64_t budget = resolved.device, share = resolved.plan();
   if (share >= lb.bytes)
-    return budget;
+    return resolved;
   // Say what would help: below sub-batch 1 a smaller batch changes nothing,
   // so only the weight side or the largest task can give.
   std::string help =

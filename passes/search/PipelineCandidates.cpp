@@ -1,11 +1,14 @@
 //===- PipelineCandidates.cpp - The schedules a policy tries --------------===//
 #include "compiler/support/Diagnostics.h"
+#include "passes/schedule/PolicyRules.h"
 #include "passes/schedule/Recompute.h"
 #include "passes/search/ChainDP.h"
 #include "passes/search/PipelineSteps.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <iterator>
 #include <set>
 
 namespace memfit::pipeline {
@@ -72,6 +75,60 @@ std::vector<Variant> memfitVariants(const TaskGraph &tg,
   return variants;
 }
 
+/// What a generator of first candidates reads: `whole` is the batch, or
+/// the sub-batch forced; the generators that consult Eq. 3 set
+/// `eq3SubBatch`.
+struct FirstPhase {
+  const TaskGraph &tg;
+  const CostTableFn &tableAt;
+  const std::vector<TaskId> &order;
+  const PlanRequest &req;
+  int64_t budget, whole;
+  int64_t &eq3SubBatch;
+};
+
+// Neither the ideal case nor vDNN splits the batch or drops anything.
+std::vector<Variant> wholeBatch(const FirstPhase &in) {
+  return {{.subBatch = in.whole}};
+}
+
+std::vector<Variant> chenSegments(const FirstPhase &in) {
+  std::vector<Variant> variants;
+  for (auto &drop : chenCandidates(in.tg, in.order, in.whole))
+    variants.push_back({.subBatch = in.whole, .drop = std::move(drop)});
+  return variants;
+}
+
+std::vector<Variant> superNeurons(const FirstPhase &in) {
+  return {{.subBatch = in.whole, .drop = superNeuronsDropSet(in.tg)}};
+}
+
+std::vector<Variant> eq3(const FirstPhase &in) {
+  in.eq3SubBatch = selectSubBatch(in.tg, in.tableAt, in.req.batch, in.budget);
+  return {{.subBatch =
+               in.req.forcedSubBatch ? in.req.forcedSubBatch : in.eq3SubBatch,
+           .allowRecompute = false}};
+}
+
+std::vector<Variant> joint(const FirstPhase &in) {
+  in.eq3SubBatch = selectSubBatch(in.tg, in.tableAt, in.req.batch, in.budget);
+  return memfitVariants(in.tg, in.tableAt, in.order, in.req, in.budget,
+                        in.eq3SubBatch);
+}
+
+/// The generator of each kind of first candidates (PolicyDef::candidates).
+struct Generator {
+  FirstCandidates kind;
+  std::vector<Variant> (*make)(const FirstPhase &);
+};
+constexpr Generator kGenerators[] = {
+    {FirstCandidates::WholeBatch, wholeBatch},
+    {FirstCandidates::ChenSegments, chenSegments},
+    {FirstCandidates::SuperNeurons, superNeurons},
+    {FirstCandidates::Eq3, eq3},
+    {FirstCandidates::Joint, joint},
+};
+
 } // namespace
 
 llvm::Expected<std::vector<Variant>>
@@ -81,35 +138,18 @@ firstPhaseVariants(const TaskGraph &tg, const CostTableFn &tableAt,
   if (req.forcedSubBatch > 0 && req.forcedSubBatch > req.batch)
     return makeErrorF("--sub-batch {0} is larger than the batch {1}",
                       req.forcedSubBatch, req.batch);
-  const int64_t whole = req.forcedSubBatch ? req.forcedSubBatch : req.batch;
-  std::vector<Variant> variants;
-  switch (req.policy) {
-  case Policy::Ideal:
-  case Policy::VdnnAll:
-  case Policy::VdnnConv:
-    // Neither the ideal case nor vDNN splits the batch.
-    variants.push_back({.subBatch = whole});
-    break;
-  case Policy::ChenSqrt:
-    for (auto &drop : chenCandidates(tg, order, whole))
-      variants.push_back({.subBatch = whole, .drop = std::move(drop)});
-    break;
-  case Policy::SuperNeurons:
-    variants.push_back({.subBatch = whole, .drop = superNeuronsDropSet(tg)});
-    break;
-  case Policy::Modnn:
-    eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, budget);
-    variants.push_back(
-        {.subBatch = req.forcedSubBatch ? req.forcedSubBatch : eq3SubBatch,
-         .allowRecompute = false});
-    break;
-  case Policy::Memfit:
-  case Policy::Optimal: // solves at the sub-batch memfit's search picks
-    eq3SubBatch = selectSubBatch(tg, tableAt, req.batch, budget);
-    variants = memfitVariants(tg, tableAt, order, req, budget, eq3SubBatch);
-    break;
-  }
-  return variants;
+  const FirstCandidates kind = policyDef(req.policy).candidates;
+  const Generator *g =
+      std::find_if(std::begin(kGenerators), std::end(kGenerators),
+                   [&](const Generator &x) { return x.kind == kind; });
+  assert(g != std::end(kGenerators) && "a generator for every kind");
+  return g->make({.tg = tg,
+                  .tableAt = tableAt,
+                  .order = order,
+                  .req = req,
+                  .budget = budget,
+                  .whole = req.forcedSubBatch ? req.forcedSubBatch : req.batch,
+                  .eq3SubBatch = eq3SubBatch});
 }
 
 std::vector<Variant> chenPhaseVariants(const TaskGraph &tg,

@@ -32,17 +32,16 @@ PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk) {
 }
 
 llvm::Expected<std::optional<ChunkedCandidate>>
-searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
-             const std::vector<TaskId> &order, const PlanRequest &resolved,
-             const std::vector<int32_t> &counts, bool forced,
-             PlanOutcome &out) {
+searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
+  const PlanRequest &resolved = s.r;
+  const bool forced = s.forceChunks;
   std::optional<ChunkedCandidate> best;
   for (int32_t k : counts) {
     int64_t b = resolved.batch / k;
-    LowerBound floor = computeLowerBound(tg, b);
+    LowerBound floor = computeLowerBound(s.tg, b);
     if (floor.bytes > resolved.budget && !forced)
       continue; // the split graph's floor is at least this
-    auto split = splitAlongBatch(tg, order, k);
+    auto split = splitAlongBatch(s.tg, s.order, k);
     if (!split) {
       if (forced)
         return split.takeError();
@@ -51,14 +50,14 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
       return best; // the model cannot be split (a frozen BatchNorm)
     }
     auto cg = std::make_shared<const ChunkedGraph>(std::move(*split));
-    Tables tables = chunkedTables(*cg, tableAt, resolved.batch);
+    Tables tables = chunkedTables(*cg, s.tableAt, resolved.batch);
     CostTableFn fn = [&tables](int64_t) -> const CostTable & {
       return *tables.full;
     };
     PlanRequest cr = chunkRequest(resolved, b);
-    PlanOutcome scratch;
-    auto variants = firstPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget,
-                                       scratch.eq3SubBatch);
+    int64_t eq3 = 0; // the split graph's: not the outcome's
+    auto variants =
+        firstPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget, eq3);
     if (!variants) {
       if (forced)
         return variants.takeError();
@@ -66,8 +65,7 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
         return std::move(e);
       continue;
     }
-    CandidateSearch search(cg->tg, fn, cg->order, cr, cr, scratch,
-                           std::nullopt);
+    CandidateSearch search({cg->tg, fn, cg->order, cr, cr}, std::nullopt);
     search.runAll(*variants);
     if (search.best()) {
       std::vector<Variant> chen = chenPhaseVariants(cg->tg, cg->order, cr, b);
@@ -76,7 +74,7 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
           chainPhaseVariants(cg->tg, fn, cg->order, cr, cr.budget, b);
       search.runAll(chain);
     }
-    out.abandoned += scratch.abandoned;
+    s.recordSearch(search.record(), /*withTried=*/false);
     auto c = search.takeBest();
     if (!c) {
       if (forced)
@@ -90,11 +88,11 @@ searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
     c->plan.batch = resolved.batch;
     c->plan.chunks = k;
     double t = c->sim.iterationSeconds;
-    out.chunksTried.push_back({k, t});
+    s.record.chunksTried.push_back({k, t});
     if (best && t >= best->c.sim.iterationSeconds)
       break; // more chunks stopped helping
     best = ChunkedCandidate{cg, std::move(*c)};
-    if (t <= out.idealSeconds * (1 + kCloseEnough))
+    if (t <= s.idealSeconds * (1 + kCloseEnough))
       break;
   }
   return best;

@@ -322,12 +322,13 @@ namespace {
 struct ClimbEnd {
   Decisions start, end;
   double endT = -1;
+  int64_t tries = 0; // moves scheduled
 };
 
 llvm::Expected<std::optional<ClimbEnd>>
 climbFrom(const Refiner &r, const TaskGraph &g, const Tables &tb,
           const Movable &m, const Candidate &from, double floorT,
-          int64_t maxTries, PlanOutcome &out) {
+          int64_t maxTries) {
   std::vector<Move> moves = movesFor(g, m, from, *tb.full);
   // The start: what the plan did, looking past idle tasks or not (its own
   // rules may differ, so this can be slower than the plan).
@@ -347,57 +348,60 @@ climbFrom(const Refiner &r, const TaskGraph &g, const Tables &tb,
   }
   if (curT < 0)
     return std::nullopt;
-  ClimbEnd e{cur, cur, curT};
+  ClimbEnd e{.start = cur, .end = cur, .endT = curT};
   Climber search(r, moves, floorT, maxTries);
   if (llvm::Error err = search.climb(e.end, e.endT))
     return std::move(err);
   if (llvm::Error err = search.kick(e.end, e.endT))
     return std::move(err);
-  out.refineTries += search.tries;
+  e.tries = search.tries;
   return e;
 }
 
 } // namespace
 
-llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
-                            const std::vector<TaskId> &gOrder,
-                            const PlanRequest &gr, PlanOutcome &out,
-                            Candidate &best, const Candidate *other) {
+llvm::Expected<Refined> refineDecisions(const PlanSpace &sp, const Tables &tb,
+                                        const Candidate &best,
+                                        const Candidate *other) {
+  const TaskGraph &g = sp.g;
+  Refined out;
   if (g.tasks.size() > kRefineTasks)
-    return llvm::Error::success();
+    return out;
   const double startT = best.sim.iterationSeconds;
   double floorT = 0;
   if (best.bound && best.bound->bound && best.bound->holdsFor(best.plan))
     floorT = best.bound->bound->seconds * (1 + kNearBound);
   if (startT <= floorT)
-    return llvm::Error::success();
+    return out;
   Movable m = movableBlocks(g);
   if (std::none_of(m.any.begin(), m.any.end(), [](bool x) { return x; }))
-    return llvm::Error::success();
+    return out;
 
-  Refiner r(g, tb, gOrder, gr);
+  Refiner r(g, tb, sp.order, sp.r);
   const int64_t maxTries =
       std::clamp<int64_t>(kRefineWork / (int64_t)g.tasks.size(), 1, kMaxTries);
-  auto e = climbFrom(r, g, tb, m, best, floorT, maxTries, out);
+  auto e = climbFrom(r, g, tb, m, best, floorT, maxTries);
   if (!e)
     return e.takeError();
   std::optional<ClimbEnd> won = std::move(*e);
+  out.tries += won ? won->tries : 0;
   // A second start, as much work again: the winner's climb ends where it
   // ends either way, so the plan is never slower than with one start.
   if (other) {
-    auto o = climbFrom(r, g, tb, m, *other, floorT, maxTries, out);
+    auto o = climbFrom(r, g, tb, m, *other, floorT, maxTries);
     if (!o)
       return o.takeError();
+    out.tries += *o ? (*o)->tries : 0;
     if (*o && (*o)->endT > 0 && (!won || (*o)->endT < won->endT))
       won = std::move(*o);
   }
   if (!won || !(won->endT < startT))
-    return llvm::Error::success();
+    return out;
   const Decisions &cur = won->end, &start = won->start;
   for (size_t b = 0; b < cur.way.size(); ++b)
-    out.refineChanged += cur.way[b] != start.way[b];
+    out.changed += cur.way[b] != start.way[b];
   for (size_t t = 0; t < cur.fast.size(); ++t)
-    out.refineChanged += cur.fast[t] != start.fast[t];
+    out.changed += cur.fast[t] != start.fast[t];
   auto c = r.schedule(cur, 0);
   if (!c)
     return c.takeError();
@@ -405,8 +409,8 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
   c->plan.batch = best.plan.batch;
   c->plan.chunks = best.plan.chunks;
   c->bound = best.bound && best.bound->holdsFor(c->plan) ? best.bound : nullptr;
-  best = std::move(*c);
-  return llvm::Error::success();
+  out.faster = std::move(*c);
+  return out;
 }
 
 } // namespace memfit::pipeline

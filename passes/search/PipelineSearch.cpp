@@ -2,6 +2,7 @@
 #include "passes/search/PipelineSteps.h"
 
 #include "compiler/support/Diagnostics.h"
+#include "passes/schedule/PolicyRules.h"
 
 #include <thread>
 
@@ -35,36 +36,33 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
   };
   std::vector<Job> jobs;
   for (Variant &v : wave) {
-    PlanRequest rv = resolved;
+    PlanRequest rv = sp.r;
     if (v.as)
       rv.policy = *v.as;
-    rv.inPlace = resolved.inPlace && v.inPlace;
+    rv.inPlace = sp.r.inPlace && v.inPlace;
     jobs.push_back(
-        {rv, tablesFor(tableAt, req.batch, v.subBatch), std::nullopt});
+        {rv, tablesFor(sp.tableAt, sp.req.batch, v.subBatch), std::nullopt});
   }
-  // The look-ahead past idle tasks is memfit's own search's; the published
-  // policies keep the look-ahead they were measured with.
-  const bool ownSearch =
-      req.policy == Policy::Memfit || req.policy == Policy::Optimal;
+  const PolicyDef &policy = policyDef(sp.req.policy);
   auto work = [&](size_t k) {
     Job &j = jobs[k];
-    if (req.policy == Policy::Ideal && wave[k].subBatch == req.batch && ideal)
+    if (policy.rules.unbounded && wave[k].subBatch == sp.req.batch && ideal)
       j.result.emplace(std::move(*ideal));
     else
-      j.result.emplace(
-          planWith(tg, *j.tables.full, j.tables.last, order,
-                   {.policy = j.rv.policy,
-                    .budget = j.rv.budget,
-                    .batch = j.rv.batch,
-                    .dropAfterForward = std::move(wave[k].drop),
-                    .allowRecompute = wave[k].allowRecompute,
-                    .cutoffSeconds = cutoff,
-                    .inPlace = j.rv.inPlace,
-                    .offloadAfterForward = std::move(wave[k].offload),
-                    .lookPastIdle = wave[k].lookPastIdle && ownSearch}));
+      j.result.emplace(planWith(
+          sp.g, *j.tables.full, j.tables.last, sp.order,
+          {.policy = j.rv.policy,
+           .budget = j.rv.budget,
+           .batch = j.rv.batch,
+           .dropAfterForward = std::move(wave[k].drop),
+           .allowRecompute = wave[k].allowRecompute,
+           .cutoffSeconds = cutoff,
+           .inPlace = j.rv.inPlace,
+           .offloadAfterForward = std::move(wave[k].offload),
+           .lookPastIdle = wave[k].lookPastIdle && policy.looksPastIdle}));
   };
   if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
-      req.policy != Policy::Ideal) {
+      !policy.rules.unbounded) {
     std::vector<std::thread> helpers;
     for (size_t k = 1; k < jobs.size(); ++k)
       helpers.emplace_back(work, k);
@@ -81,17 +79,17 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
 
 void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
   if (c && v.as)
-    c->plan.policy = std::string(policyName(req.policy)) + " (as " +
+    c->plan.policy = std::string(policyName(sp.req.policy)) + " (as " +
                      std::string(policyName(*v.as)) + ")";
   if (c && v.chain)
-    c->plan.policy = std::string(policyName(req.policy)) +
+    c->plan.policy = std::string(policyName(sp.req.policy)) +
                      (v.guided ? " (as bound-guided)" : " (as chain-dp)");
   if (!c) {
     // A schedule abandoned because it could not beat the best so far; a
     // variant with no plan, the reason kept for when none has one; any
     // other error ends the search.
     llvm::Error rest = llvm::handleErrors(
-        c.takeError(), [&](const CutoffError &) { ++out.abandoned; },
+        c.takeError(), [&](const CutoffError &) { ++rec.abandoned; },
         [&](std::unique_ptr<Infeasible> e) {
           if (!firstErr)
             firstErr = llvm::Error(std::move(e));
@@ -100,7 +98,7 @@ void CandidateSearch::merge(const Variant &v, llvm::Expected<Candidate> &c) {
       fatalErr = llvm::joinErrors(std::move(fatalErr), std::move(rest));
     return;
   }
-  out.tried.push_back({v.subBatch, c->sim.iterationSeconds});
+  rec.tried.push_back({v.subBatch, c->sim.iterationSeconds});
   // Faster wins; on a tie the larger sub-batch, then the policy's own
   // rules over another policy's, then the later variant.
   bool wins = !bestSoFar;

@@ -12,9 +12,11 @@
 #ifndef MEMFIT_PASSES_PIPELINESTEPS_H
 #define MEMFIT_PASSES_PIPELINESTEPS_H
 
+#include "passes/schedule/PolicyRules.h"
 #include "passes/search/Pipeline.h"
 #include "passes/solve/TimeBound.h"
 
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -58,13 +60,13 @@ llvm::Expected<Candidate> planWith(const TaskGraph &tg, const CostTable &full,
 
 // --- budget resolution (PipelineBudget.cpp) ---
 
-/// The device budget `req` asks for in bytes (deviceBudget, Pipeline.h);
-/// an error when what it leaves the plan after the library reserve is
-/// below the lower bound.
-llvm::Expected<int64_t> resolveBudget(const TaskGraph &tg,
-                                      const PlanRequest &req,
-                                      const LowerBound &lb,
-                                      int64_t idealPeakBytes);
+/// The budget `req` asks for in bytes (resolveBudget, Pipeline.h); an
+/// error when what it leaves the plan after the library reserve is below
+/// the lower bound.
+llvm::Expected<ResolvedBudget> budgetFor(const TaskGraph &tg,
+                                         const PlanRequest &req,
+                                         const LowerBound &lb,
+                                         int64_t idealPeakBytes);
 
 // --- candidate generation (PipelineCandidates.cpp) ---
 
@@ -120,21 +122,39 @@ constexpr size_t kBoundGuided = 8000;
 std::shared_ptr<const KnownBound>
 proveBound(const TaskGraph &tg, const Plan &plan, const Tables &tb);
 
-/// The variants of memfit's bound phase (guideByBound in Pipeline.cpp):
-/// `bound`'s fractional shares (at the step most over the budget, and on
-/// average) rounded into drop and offload sets, scheduled as the chain
-/// program's are. Distinct ones only.
+/// The variants of memfit's bound phase (guideByBound): `bound`'s
+/// fractional shares (at the step most over the budget, and on average)
+/// rounded into drop and offload sets, scheduled as the chain program's
+/// are. Distinct ones only.
 std::vector<Variant> boundPhaseVariants(const TaskGraph &tg,
                                         const IterationBound &bound,
                                         int64_t subBatch);
 
-/// memfit's refinement phase (PipelineRefine.cpp): a local search over
-/// `best`'s keep / recompute / offload decisions, each move rescheduled;
-/// `best` is replaced when a move makes it strictly faster.
-llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
-                            const std::vector<TaskId> &gOrder,
-                            const PlanRequest &gr, PlanOutcome &out,
-                            Candidate &best, const Candidate *other = nullptr);
+// --- what a search plans, and what it records ---
+
+/// The graph a search plans and what it plans it with: the model's task
+/// graph, or a graph with the batch in chunks (then `tableAt` gives the
+/// split graph's one table, whatever size it is asked for). `req` is the
+/// request as asked (its policy picks the rules and names the plans), `r`
+/// the same resolved (the plan's share of the budget, no reserve).
+struct PlanSpace {
+  const TaskGraph &g;
+  const CostTableFn &tableAt;
+  const std::vector<TaskId> &order;
+  const PlanRequest &req;
+  const PlanRequest &r;
+};
+
+/// What a search tried, for the outcome (PlanOutcome's fields of the same
+/// names). Each search keeps its own; the phase that ran it merges what the
+/// outcome reports into the SearchState's.
+struct SearchRecord {
+  std::vector<std::pair<int64_t, double>> tried; // sub-batch, seconds
+  int abandoned = 0;
+  std::vector<std::pair<int32_t, double>> chunksTried; // chunks, seconds
+  int64_t refineTries = 0;
+  int refineChanged = 0;
+};
 
 // --- the search (PipelineSearch.cpp) ---
 
@@ -142,14 +162,10 @@ llvm::Error refineDecisions(const TaskGraph &g, const Tables &tb,
 /// the best time before its wave, and keeps the fastest.
 class CandidateSearch {
 public:
-  /// `resolved` is `req` with its budget resolved; `ideal`, when given, is
-  /// the ideal plan at the whole batch, reused for the ideal policy.
-  CandidateSearch(const TaskGraph &tg, const CostTableFn &tableAt,
-                  const std::vector<TaskId> &order, const PlanRequest &req,
-                  const PlanRequest &resolved, PlanOutcome &out,
-                  std::optional<Candidate> ideal)
-      : tg(tg), tableAt(tableAt), order(order), req(req), resolved(resolved),
-        out(out), ideal(std::move(ideal)) {}
+  /// `ideal`, when given, is the ideal plan at the whole batch, reused for
+  /// the ideal policy.
+  CandidateSearch(const PlanSpace &space, std::optional<Candidate> ideal)
+      : sp(space), ideal(std::move(ideal)) {}
 
   void runAll(std::vector<Variant> &variants);
   /// The fastest so far, or null.
@@ -161,25 +177,126 @@ public:
   /// schedule that failed for the user's reasons (too little room) is
   /// dropped when another succeeds, an internal error never is.
   void merge(const Variant &v, llvm::Expected<Candidate> &c);
+  /// The sub-batches scheduled and the schedules abandoned so far.
+  const SearchRecord &record() const { return rec; }
 
 private:
   void runWave(std::vector<Variant> &wave);
 
-  const TaskGraph &tg;
-  const CostTableFn &tableAt;
-  const std::vector<TaskId> &order;
-  const PlanRequest &req;
-  const PlanRequest &resolved;
-  PlanOutcome &out;
+  PlanSpace sp;
   std::optional<Candidate> ideal;
   std::optional<Candidate> bestSoFar;
   bool bestAs = false; // the best was scheduled under another policy's rules
+  SearchRecord rec;
   /// The first candidate's Infeasible error: the reason when none wins.
   llvm::Error firstErr = llvm::Error::success();
   /// Errors of any candidate other than Infeasible ones (memfit's own
   /// faults): never dropped for a winner.
   llvm::Error fatalErr = llvm::Error::success();
 };
+
+// --- the state the phases share (Pipeline.cpp) ---
+
+/// What the phases of one search share: the request as asked (`req`, the
+/// optimal policy searching under memfit's rules) and as resolved (`r`:
+/// the plan's share of the budget, no reserve); what the floor, the ideal
+/// plan and the budget came to; the best plan so far, or why there is
+/// none, and the plan that lost to it in the bound-guided phase; and the
+/// search's record. The outcome is built from it once, by finish().
+struct SearchState {
+  SearchState(const TaskGraph &tg, const CostTableFn &tableAt,
+              const PlanRequest &asked)
+      : tg(tg), tableAt(tableAt), req(asked), r(asked) {}
+  ~SearchState() { llvm::consumeError(std::move(noBest)); }
+
+  const TaskGraph &tg;
+  const CostTableFn &tableAt;
+  PlanRequest req;
+  PlanRequest r;
+  /// The policy asked for: its phases run (the search's candidates are
+  /// scheduled as its `searchesAs` where it has one).
+  const PolicyDef *policy = nullptr;
+  bool coupled = false;     // statistics over the batch (statisticsOverBatch)
+  bool chunking = false;    // the batch may go in chunks inside the round
+  bool forceChunks = false; // --chunks
+  std::vector<TaskId> order;
+  size_t roundTasks = 0;
+
+  LowerBound lowerBound;
+  double idealSeconds = 0;
+  int64_t idealPeakBytes = 0;
+  ResolvedBudget budget;
+  int64_t eq3SubBatch = 0;
+
+  std::optional<Candidate> ideal;
+  /// memfit's fastest whole-round plan before the chain program's
+  /// candidates (where the integral program solves).
+  std::optional<Candidate> beforeChain;
+  std::optional<Candidate> best;
+  llvm::Error noBest = llvm::Error::success(); // why `best` is empty
+  /// The bound-guided phase's fastest plan when it lost to `best`: the
+  /// refinement's second start.
+  std::optional<Candidate> lost;
+  /// The split graph `best` plans, when it has the batch in chunks.
+  std::shared_ptr<const ChunkedGraph> chunked;
+  /// The optimal policy's program, when that policy planned.
+  std::optional<OptimalOutcome> optimalOutcome;
+  SearchRecord record;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  /// The model's graph as this search plans it.
+  PlanSpace space() const { return {tg, tableAt, order, req, r}; }
+  void setBest(llvm::Expected<Candidate> c) {
+    if (c) {
+      best = std::move(*c);
+      llvm::consumeError(std::move(noBest));
+    } else {
+      best.reset();
+      noBest = c.takeError();
+    }
+  }
+  /// Adds what a search tried to the record.
+  void recordSearch(const SearchRecord &s, bool withTried) {
+    record.abandoned += s.abandoned;
+    if (withTried)
+      record.tried.insert(record.tried.end(), s.tried.begin(), s.tried.end());
+  }
+};
+
+// --- memfit's last phases (Pipeline.cpp, PipelineRefine.cpp) ---
+
+/// What the bound-guided phase found for a plan: the bound of its space
+/// (none when the graph is too large to prove it), and the fastest guided
+/// plan, as `faster` when strictly faster than the plan, else as `lost`.
+struct Guided {
+  std::shared_ptr<const KnownBound> bound;
+  std::optional<Candidate> faster, lost;
+  int abandoned = 0;
+};
+
+/// memfit's bound-guided phase on `best`, a plan of `sp` with the tables
+/// `tb`: the bound's relaxation at its order and sub-batch (or chunk),
+/// rounded into drop and offload sets and scheduled. Errors: memfit's own
+/// faults, and user errors other than Infeasible.
+llvm::Expected<Guided> guideByBound(const PlanSpace &sp, const Tables &tb,
+                                    const Candidate &best);
+
+/// What the refinement phase found: a plan strictly faster than the one
+/// it started from, if any, the moves it scheduled and the decisions the
+/// faster plan changed.
+struct Refined {
+  std::optional<Candidate> faster;
+  int64_t tries = 0;
+  int changed = 0;
+};
+
+/// memfit's refinement phase (PipelineRefine.cpp): a local search over
+/// `best`'s keep / recompute / offload decisions (and from `other`'s too,
+/// a second start, when given), each move rescheduled on `sp` with the
+/// tables `tb`.
+llvm::Expected<Refined> refineDecisions(const PlanSpace &sp, const Tables &tb,
+                                        const Candidate &best,
+                                        const Candidate *other = nullptr);
 
 // --- the batch split into chunks (PipelineChunks.cpp) ---
 
@@ -190,14 +307,13 @@ struct ChunkedCandidate {
 
 /// Plans with the batch split into chunks inside the round, for a model
 /// that needs whole batches to stay exact: the chunk counts given (fewest
-/// first) whose floor fits `resolved.budget`, until more chunks stop
-/// helping. The fastest (its plan's batch and chunks set), or none; errors
-/// for memfit's own faults, and when `forced`, for why the one count given
-/// has no plan. Records what it tried.
+/// first) whose floor fits the state's resolved budget, until more chunks
+/// stop helping. The fastest (its plan's batch and chunks set), or none;
+/// errors for memfit's own faults, and under --chunks for why the one
+/// count given has no plan. Records the counts tried and the schedules
+/// abandoned in `s`.
 llvm::Expected<std::optional<ChunkedCandidate>>
-searchChunks(const TaskGraph &tg, const CostTableFn &tableAt,
-             const std::vector<TaskId> &order, const PlanRequest &resolved,
-             const std::vector<int32_t> &counts, bool forced, PlanOutcome &out);
+searchChunks(SearchState &s, const std::vector<int32_t> &counts);
 
 /// The request a split graph is planned with: the chunk is its batch and
 /// its sub-batch; no bound and no further split.

@@ -143,18 +143,16 @@ int run() {
   bool large = s.tg.tasks.size() > kLargeTaskCount;
   for (size_t bi = 0; bi < budgetReqs.size(); ++bi) {
     // Every policy plans the same device budget in bytes.
-    PlanRequest r = budgetReqs[bi];
-    r.budget = deviceBudget(r, c.idealPeakBytes, c.lowerBoundBytes);
-    r.budgetFraction = 0;
-    r.budgetIsLowerBound = false;
+    ResolvedBudget resolved =
+        resolveBudget(budgetReqs[bi], c.idealPeakBytes, c.lowerBoundBytes);
+    PlanRequest r = withBudget(budgetReqs[bi], resolved);
     CompareBudget b;
     b.label = StringRef(budgetTexts[bi]).trim().str();
-    b.bytes = r.budget;
+    b.bytes = resolved.device;
     // The fraction is the plan's share (the reserve taken off), as a
     // percentage budget means it.
-    b.fraction = c.idealPeakBytes > 0
-                     ? double(planShare(r, r.budget)) / c.idealPeakBytes
-                     : 0;
+    b.fraction =
+        c.idealPeakBytes > 0 ? double(resolved.plan()) / c.idealPeakBytes : 0;
     c.budgets.push_back(b);
     std::vector<CompareCell> row;
     for (size_t pi = 0; pi < policies.size(); ++pi) {
@@ -163,20 +161,17 @@ int run() {
                              b.label, bi * policies.size() + pi + 1,
                              budgetReqs.size() * policies.size()),
                      large);
-      auto o = planTraining(s.tg, s.tableFn(), r);
+      // An internal error is memfit's bug: the comparison stops there.
+      auto planned = planOrReason(s.tg, s.tableFn(), r);
       progress.done();
+      if (!planned)
+        return reportError(
+            withContext(planned.takeError(), s.modelPath + ": "));
+      const std::optional<PlanOutcome> &o = planned->outcome;
       CompareCell x;
       if (!o) {
-        Error err = o.takeError();
-        // An internal error is memfit's bug: the comparison stops there.
-        if (Error internal = takeInternalErrors(err)) {
-          consumeError(std::move(err));
-          return reportError(
-              withContext(std::move(internal), s.modelPath + ": "));
-        }
-        std::string msg = toString(std::move(err));
-        x.reason = msg;
-        progress.info(c.policies[pi] + " at " + b.label + ": " + msg);
+        x.reason = planned->reason;
+        progress.info(c.policies[pi] + " at " + b.label + ": " + x.reason);
       } else {
         x.feasible = true;
         x.plannedSeconds = o->plan.summary.plannedSeconds;
