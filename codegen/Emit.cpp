@@ -131,11 +131,12 @@ std::string Emitter::mainFile() const {
        << ", .dataName = " << dataName << ", .data = " << data
        << ", .count = " << v.elementsPerSample() << ", .fanIn = " << fanIn
        << ", .fanOut = " << fanOut << ", .init = Init::" << init
-       << ", .trainable = " << (v.trainable ? "true" : "false")
+       << ", .trainable = "
+       << (v.trainable && !tg.isFrozen(w) ? "true" : "false")
        << (tg.weightCopyBlock.empty() || tg.weightCopyBlock[w] < 0
                ? ""
                : ", .workingCopy = true")
-       << "},\n";
+       << (tg.isFrozen(w) ? ", .frozen = true" : "") << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";

@@ -210,6 +210,11 @@ std::string planToJson(const PlanReport &r) {
         {"exposed_collective_seconds", d.exposedSeconds},
         {"collectives", std::move(cs)}};
   }
+  if (const ReportFrozen &f = r.frozen; f.weights > 0) // as chunks
+    j["frozen"] = {{"weights", f.weights},
+                   {"bytes", f.bytes},
+                   {"trained_weights", f.trainedWeights},
+                   {"trained_bytes", f.trainedBytes}};
   j["budget_bytes"] = r.budgetBytes;
   j["library_reserve_bytes"] = r.libraryReserveBytes;
   j["exact"] = r.exact;
@@ -345,6 +350,13 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
   r.subBatch = rd.integer(root, "", "sub_batch", 1);
   r.numSubBatches = rd.integer(root, "", "sub_batches", 1);
   r.chunks = static_cast<int32_t>(rd.integer(root, "", "chunks", 1, false));
+  if (const json *fj = rd.field(root, "", "frozen", false)) {
+    ReportFrozen &f = r.frozen;
+    f.weights = rd.integer(*fj, "frozen", "weights", 0);
+    f.bytes = rd.integer(*fj, "frozen", "bytes", 0);
+    f.trainedWeights = rd.integer(*fj, "frozen", "trained_weights", 0);
+    f.trainedBytes = rd.integer(*fj, "frozen", "trained_bytes", 0);
+  }
   if (const json *dj = rd.field(root, "", "data_parallel", false)) {
     const json &o = *dj;
     const std::string w = "data_parallel";

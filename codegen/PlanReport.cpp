@@ -4,6 +4,7 @@
 #include "compiler/ir/Buckets.h"
 
 #include "compiler/support/Diagnostics.h"
+#include "compiler/support/Units.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -310,6 +311,29 @@ void fillBlocks(PlanReport &r, const TaskGraph &tg, const Plan &plan,
 
 } // namespace
 
+std::string describeFrozen(const ReportFrozen &f) {
+  return llvm::formatv("restricted: {0} of {1} weights train ({2}); {3} "
+                       "frozen ({4}): no gradient, optimizer state or update",
+                       f.trainedWeights, f.trainedWeights + f.weights,
+                       formatBytes(f.trainedBytes), f.weights,
+                       formatBytes(f.bytes))
+      .str();
+}
+
+std::string describeRestriction(const ReportFrozen &f) {
+  std::string flags;
+  if (!f.trainOnly.empty())
+    flags += " --train-only '" + f.trainOnly + "'";
+  if (!f.freeze.empty())
+    flags += " --freeze '" + f.freeze + "'";
+  return llvm::formatv("restricted by{0}: {1} of {2} weights train ({3}); {4} "
+                       "frozen ({5}) get no gradient, optimizer state or "
+                       "update",
+                       flags, f.trainedWeights, f.trainedWeights + f.weights,
+                       formatBytes(f.trainedBytes), f.weights,
+                       formatBytes(f.bytes));
+}
+
 std::string inexactNote(const PlanReport &r) {
   return llvm::formatv("not exact: BatchNorm statistics are computed per "
                        "sub-batch of {0}, not over the batch of {1} "
@@ -342,6 +366,13 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
   r.libraryReserveBytes = plan.libraryReserve;
   if (tg.dp.active())
     fillDataParallel(r.dataParallel, tg, plan, sim, ctx);
+  if (FrozenCount f = countFrozen(tg); f.frozen > 0)
+    r.frozen = {.weights = f.frozen,
+                .bytes = f.frozenBytes,
+                .trainedWeights = f.trained,
+                .trainedBytes = f.trainedBytes,
+                .trainOnly = ctx.trainOnly,
+                .freeze = ctx.freeze};
   r.exact = ctx.exact;
   r.attention = ctx.attention;
   if (!r.exact)

@@ -169,6 +169,23 @@ struct ReportDataParallel {
   double collectiveSeconds = 0, exposedSeconds = 0; // per iteration
   std::vector<ReportCollective> collectives;        // in stream order
 };
+/// Training restricted to some weights (--freeze, --train-only): how many
+/// trainable weights train and how many are frozen, and their bytes (fp32
+/// masters). All zero when every weight trains.
+struct ReportFrozen {
+  int64_t weights = 0, bytes = 0;
+  int64_t trainedWeights = 0, trainedBytes = 0;
+  /// The --train-only and --freeze expressions that chose them, as given
+  /// (not in plan.json).
+  std::string trainOnly, freeze;
+};
+/// "restricted: 3 of 9 weights train (1.5 KiB); 6 frozen (40 KiB): no
+/// gradient, optimizer state or update", for every report.
+std::string describeFrozen(const ReportFrozen &f);
+/// The same, naming the flags: "restricted by --freeze 'x': 3 of 9 weights
+/// train (1.5 KiB); 6 frozen (40 KiB) get no gradient, optimizer state or
+/// update", what `memfit plan` and `memfit compare` print.
+std::string describeRestriction(const ReportFrozen &f);
 struct ReportProfile {
   bool used = false;
   std::string file;
@@ -196,6 +213,7 @@ struct PlanReport {
   /// of the notes too.
   std::string attention;
   ReportDataParallel dataParallel;
+  ReportFrozen frozen;
   ReportSummary summary;
   std::vector<std::string> notes;
   std::vector<ReportTask> tasks; // the round in issue order, then the update
@@ -217,11 +235,12 @@ struct PlanContext {
   std::vector<std::pair<int64_t, double>> chunksTried;
   int64_t refineTries = 0, refineChanged = 0; // ReportSummary's
   ReportProfile profile;
-  std::string attention;   // PlanReport::attention
-  bool exact = true;       // PlanReport::exact
-  double boundSeconds = 0; // ReportSummary::boundSeconds
-  std::string boundWhy;    // ReportSummary::boundWhy
-  double planSeconds = 0;  // ReportSummary::planSeconds
+  std::string attention;         // PlanReport::attention
+  std::string trainOnly, freeze; // ReportFrozen's
+  bool exact = true;             // PlanReport::exact
+  double boundSeconds = 0;       // ReportSummary::boundSeconds
+  std::string boundWhy;          // ReportSummary::boundWhy
+  double planSeconds = 0;        // ReportSummary::planSeconds
   std::optional<ReportOptimal> optimal;
   /// What carries data-parallel training's collectives, resolved from the
   /// device ("" names the TaskGraph's link setting).

@@ -196,6 +196,9 @@ std::string planToHtml(const PlanReport &r) {
         llvm::formatv("recompute: {0} blocks", counts.recomputedBlocks).str());
   h += card("sub-batch", sub);
   h += "</div>\n";
+  if (r.frozen.weights > 0)
+    h += "<p class=\"note\">training " + htmlEscape(describeFrozen(r.frozen)) +
+         "</p>\n";
   for (const std::string &n : r.notes)
     h += "<p class=\"note\">" + htmlEscape(n) + "</p>\n";
   h += "<h2>Device memory over one round</h2>\n"

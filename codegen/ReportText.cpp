@@ -125,6 +125,8 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
         formatBytes(d.weightSideBytes),
         formatBytes(d.replicatedWeightSideBytes), d.buckets,
         formatSeconds(d.collectiveSeconds), formatSeconds(d.exposedSeconds));
+  if (const ReportFrozen &f = r.frozen; f.weights > 0)
+    os << "training   " << describeFrozen(f) << "\n";
   if (s.boundSeconds > 0)
     os << llvm::formatv("bound      {0} per iteration, proven for this order "
                         "and sub-batch: the plan is {1} above it\n",

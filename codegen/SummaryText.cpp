@@ -148,6 +148,8 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
       r.precision == "fp32" ? std::string() : ", precision " + r.precision);
   printProfileLine(os, r.profile);
   os << "feasible: yes (verified)\n";
+  if (r.frozen.weights > 0)
+    os << "training " << describeRestriction(r.frozen) << "\n";
   os << llvm::formatv("memory   budget {0}, planned {1} (library reserve {2} "
                       "+ resident {3} + arena {4})\n",
                       formatBytes(r.budgetBytes),
@@ -206,6 +208,11 @@ std::string planSummaryJson(const PlanReport &r) {
     j["chunks"] = r.chunks;
   if (r.dataParallel.ranks > 1)
     j["data_parallel"] = dataParallelJson(r);
+  if (const ReportFrozen &f = r.frozen; f.weights > 0) // as plan.json
+    j["frozen"] = {{"weights", f.weights},
+                   {"bytes", f.bytes},
+                   {"trained_weights", f.trainedWeights},
+                   {"trained_bytes", f.trainedBytes}};
   j["exact"] = r.exact;
   j["bound_seconds"] =
       s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr);

@@ -37,6 +37,29 @@ std::array<int64_t, 4> preActStageUnits(int64_t units);
 Val buildGoogLeNet(GraphBuilder &b);
 Val buildDenseNet121(GraphBuilder &b);
 
+// Transformers.cpp: decoders over GraphBuilder::seqLen() tokens; the
+// output is the logits [N, T, vocab].
+struct Gpt2Config {
+  int64_t layers, width, heads;
+  int64_t vocab = 50257;
+  int64_t positions = 1024; // rows of the position embedding
+};
+/// GPT-2 (Radford et al. 2019, Hugging Face's GPT2LMHeadModel):
+/// pre-LayerNorm blocks, causal self-attention, gelu_new MLP of 4x width,
+/// learned positions, LM head tied to the token embedding.
+Val buildGpt2(GraphBuilder &b, const Gpt2Config &c);
+
+struct LlamaConfig {
+  int64_t layers, width, heads, kvHeads, ffn;
+  int64_t vocab = 32000;
+  float ropeTheta = 10000.0f;
+  float rmsEps = 1e-5f;
+};
+/// Llama (Hugging Face's LlamaForCausalLM): RMSNorm, rotary position
+/// embeddings, grouped-query causal attention, SwiGLU MLP, no biases,
+/// untied LM head.
+Val buildLlama(GraphBuilder &b, const LlamaConfig &c);
+
 // TinyModels.cpp
 Val buildMlp(GraphBuilder &b);
 Val buildTinyCnn(GraphBuilder &b);

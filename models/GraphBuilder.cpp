@@ -45,9 +45,10 @@ void setFloat(onnx::NodeProto &node, StringRef name, float val) {
 } // namespace
 
 GraphBuilder::GraphBuilder(std::string modelName, int64_t batch,
-                           int64_t numClasses, int64_t imageSize)
+                           int64_t numClasses, int64_t imageSize,
+                           int64_t seqLen)
     : modelName_(std::move(modelName)), batch_(batch), numClasses_(numClasses),
-      imageSize_(imageSize) {
+      imageSize_(imageSize), seqLen_(seqLen) {
   graph_.set_name(modelName_);
 }
 
@@ -62,9 +63,10 @@ const std::vector<int64_t> &GraphBuilder::shape(Val v) const {
 }
 
 void GraphBuilder::setTensorType(onnx::ValueInfoProto &info,
-                                 ArrayRef<int64_t> dims, bool batched) const {
+                                 ArrayRef<int64_t> dims, bool batched,
+                                 int32_t elemType) const {
   auto *tensor = info.mutable_type()->mutable_tensor_type();
-  tensor->set_elem_type(onnx::TensorProto::FLOAT);
+  tensor->set_elem_type(elemType);
   auto *shape = tensor->mutable_shape();
   if (batched) {
     auto *d = shape->add_dim();
@@ -139,6 +141,72 @@ Val GraphBuilder::vectorInput(int64_t features) {
   setTensorType(*graph_.add_input(), shape(v), true);
   graph_.mutable_input(0)->set_name("input");
   return v;
+}
+
+Val GraphBuilder::tokenInput() {
+  assert(values_.empty() && "the input comes first");
+  assert(seqLen_ > 0 && "a token model needs a sequence length");
+  Val v = addValue("input", {seqLen_}, -1);
+  setTensorType(*graph_.add_input(), shape(v), true, onnx::TensorProto::INT64);
+  graph_.mutable_input(0)->set_name("input");
+  return v;
+}
+
+Val GraphBuilder::param(StringRef name, std::vector<int64_t> dims,
+                        WeightFill fill, int64_t fanIn, int64_t fanOut) {
+  Val v = addValue(name, dims, -2);
+  weights_.push_back({name.str(), std::move(dims), fill, fanIn, fanOut});
+  return v;
+}
+
+onnx::TensorProto &GraphBuilder::addConstantNode(StringRef name,
+                                                 ArrayRef<int64_t> dims) {
+  auto &node = addNode("Constant", name, {});
+  auto *a = node.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto &t = *a->mutable_t();
+  for (int64_t d : dims)
+    t.add_dims(d);
+  return t;
+}
+
+Val GraphBuilder::constFloats(StringRef name, std::vector<int64_t> dims,
+                              std::vector<float> values) {
+  onnx::TensorProto &t = addConstantNode(name, dims);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  for (float v : values)
+    t.add_float_data(v);
+  return addValue(name, std::move(dims), graph_.node_size() - 1);
+}
+
+Val GraphBuilder::constInts(StringRef name, std::vector<int64_t> dims,
+                            std::vector<int64_t> values) {
+  onnx::TensorProto &t = addConstantNode(name, dims);
+  t.set_data_type(onnx::TensorProto::INT64);
+  for (int64_t v : values)
+    t.add_int64_data(v);
+  return addValue(name, std::move(dims), graph_.node_size() - 1);
+}
+
+Val GraphBuilder::node(StringRef opType, StringRef name, ArrayRef<Val> inputs,
+                       std::vector<int64_t> outShape,
+                       ArrayRef<NodeAttr> attrs) {
+  auto &n = addNode(opType, name, inputs);
+  for (const NodeAttr &a : attrs) {
+    switch (a.kind) {
+    case NodeAttr::Int:
+      setInt(n, a.name, a.ints[0]);
+      break;
+    case NodeAttr::Ints:
+      setInts(n, a.name, a.ints);
+      break;
+    case NodeAttr::Float:
+      setFloat(n, a.name, a.f);
+      break;
+    }
+  }
+  return addValue(name, std::move(outShape), graph_.node_size() - 1);
 }
 
 Val GraphBuilder::conv(StringRef name, Val x, const ConvSpec &s) {
@@ -342,7 +410,7 @@ llvm::Expected<std::string> GraphBuilder::finish(Val output, bool withWeights,
   model.set_doc_string(docString.str());
   auto *opset = model.add_opset_import();
   opset->set_domain("");
-  opset->set_version(13);
+  opset->set_version(opset_);
   model.mutable_graph()->Swap(&graph_);
 
   if (model.ByteSizeLong() >= static_cast<size_t>(kMaxModelBytes))

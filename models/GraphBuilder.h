@@ -9,6 +9,9 @@
 //
 // Weights are recorded as specifications and materialised only in finish():
 // as initializers with deterministic values, or as graph inputs without data.
+// Constants of the model (reshape targets, masks, rotary frequencies) are
+// Constant nodes, written either way. Families written operator by operator
+// (the transformers) use the generic node(), param() and const*() blocks.
 // A shape error is sticky: later operators still build (with placeholder
 // sizes) and finish() reports the first error.
 //
@@ -50,18 +53,61 @@ struct PoolSpec {
   int64_t pad = 0;
 };
 
+/// An attribute of a node built with GraphBuilder::node().
+struct NodeAttr {
+  enum Kind : uint8_t { Int, Ints, Float } kind = Int;
+  std::string name;
+  std::vector<int64_t> ints;
+  float f = 0;
+
+  static NodeAttr i(llvm::StringRef name, int64_t v) {
+    return {Int, name.str(), {v}, 0};
+  }
+  static NodeAttr is(llvm::StringRef name, std::vector<int64_t> v) {
+    return {Ints, name.str(), std::move(v), 0};
+  }
+  static NodeAttr fl(llvm::StringRef name, float v) {
+    return {Float, name.str(), {}, v};
+  }
+};
+
 class GraphBuilder {
 public:
   GraphBuilder(std::string modelName, int64_t batch, int64_t numClasses,
-               int64_t imageSize);
+               int64_t imageSize, int64_t seqLen = 0);
 
   int64_t numClasses() const { return numClasses_; }
   int64_t imageSize() const { return imageSize_; }
+  int64_t seqLen() const { return seqLen_; }
+  /// The opset the model imports (13 unless a family needs newer
+  /// operators, such as LayerNormalization of opset 17).
+  void setOpset(int64_t opset) { opset_ = opset; }
 
   /// The model input "input": [N, channels, imageSize, imageSize].
   Val imageInput(int64_t channels);
   /// The model input "input": [N, features].
   Val vectorInput(int64_t features);
+  /// The model input "input": int64 token ids [N, seqLen].
+  Val tokenInput();
+
+  // Building blocks for families written operator by operator (the
+  // transformers). A value's shape excludes the batch axis when it is
+  // computed from the input, and is the full shape of a weight or constant.
+
+  /// A trainable weight named `name` (the full name), as an operand.
+  Val param(llvm::StringRef name, std::vector<int64_t> dims, WeightFill fill,
+            int64_t fanIn = 0, int64_t fanOut = 0);
+  /// A constant of the model (a Constant node, written with or without
+  /// weights): float or int64 contents of the given dims.
+  Val constFloats(llvm::StringRef name, std::vector<int64_t> dims,
+                  std::vector<float> values);
+  Val constInts(llvm::StringRef name, std::vector<int64_t> dims,
+                std::vector<int64_t> values);
+  /// A node of any type; its output has `shape` (without the batch axis
+  /// when computed from the input).
+  Val node(llvm::StringRef opType, llvm::StringRef name,
+           llvm::ArrayRef<Val> inputs, std::vector<int64_t> shape,
+           llvm::ArrayRef<NodeAttr> attrs = {});
 
   Val conv(llvm::StringRef name, Val x, const ConvSpec &spec);
   Val relu(llvm::StringRef name, Val x);
@@ -94,7 +140,7 @@ private:
   struct ValueRec {
     std::string name;
     std::vector<int64_t> shape; // without the batch axis
-    int32_t producer = -1;      // node index, -1 for the model input
+    int32_t producer = -1; // node index; -1 for the model input, -2 weights
   };
 
   onnx::NodeProto &addNode(llvm::StringRef opType, llvm::StringRef name,
@@ -110,12 +156,17 @@ private:
                     int64_t stride, int64_t pad);
   void fail(std::string msg);
   void setTensorType(onnx::ValueInfoProto &info, llvm::ArrayRef<int64_t> dims,
-                     bool batched) const;
+                     bool batched,
+                     int32_t elemType = onnx::TensorProto::FLOAT) const;
+  onnx::TensorProto &addConstantNode(llvm::StringRef name,
+                                     llvm::ArrayRef<int64_t> dims);
 
   std::string modelName_;
   int64_t batch_;
   int64_t numClasses_;
   int64_t imageSize_;
+  int64_t seqLen_;
+  int64_t opset_ = 13;
   onnx::GraphProto graph_;
   std::vector<ValueRec> values_;
   std::vector<WeightSpec> weights_;

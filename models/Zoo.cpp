@@ -29,6 +29,7 @@ constexpr int64_t kTinyClasses = 10;
 constexpr int64_t kTinyImage = 8;
 constexpr int64_t kMaxClasses = int64_t(1) << 24;
 constexpr int64_t kMaxImageSize = 16384;
+constexpr int64_t kMaxSeqLen = int64_t(1) << 20;
 // Parametric depths up to this many layers (10x the deepest networks of the
 // papers); beyond it the graph itself would take gigabytes.
 constexpr int64_t kMaxDepth = 100000;
@@ -37,9 +38,84 @@ struct Model {
   std::string name;
   std::string description;
   bool tiny = false;
-  int64_t defaultImage = 224; // 0: the input is a feature vector
+  int64_t defaultImage = 224; // 0: the input is a feature vector or tokens
   std::function<Val(GraphBuilder &)> build;
+  /// Language models: the default and the longest sequence (the context
+  /// length); 0 for the others.
+  int64_t defaultSeqLen = 0;
+  int64_t maxSeqLen = 0;
 };
+
+/// The decoders: GPT-2 at the OpenAI/Hugging Face configurations, Llama-2
+/// 7B/13B/70B, TinyLlama-1.1B as llama-1b, and two tiny ones for tests.
+void addLanguageModels(std::vector<Model> &m) {
+  struct Gpt2 {
+    const char *name, *description;
+    zoo::Gpt2Config config;
+  };
+  for (const Gpt2 &g : {Gpt2{"gpt2",
+                             "GPT-2 (124M): 12 layers, width 768, 12 heads",
+                             {12, 768, 12}},
+                        Gpt2{"gpt2-medium",
+                             "GPT-2 medium (355M): 24 layers, width 1024, 16 "
+                             "heads",
+                             {24, 1024, 16}},
+                        Gpt2{"gpt2-large",
+                             "GPT-2 large (774M): 36 layers, width 1280, 20 "
+                             "heads",
+                             {36, 1280, 20}},
+                        Gpt2{"gpt2-xl",
+                             "GPT-2 XL (1.5B): 48 layers, width 1600, 25 heads",
+                             {48, 1600, 25}}}) {
+    zoo::Gpt2Config c = g.config;
+    m.push_back({g.name, g.description, false, 0,
+                 [c](GraphBuilder &b) { return zoo::buildGpt2(b, c); }, 1024,
+                 c.positions});
+  }
+  struct Llama {
+    const char *name, *description;
+    zoo::LlamaConfig config;
+    int64_t context;
+  };
+  for (const Llama &l :
+       {Llama{"llama-1b",
+              "TinyLlama-1.1B (Llama-2 architecture): 22 layers, width 2048, "
+              "32 heads, 4 key/value heads, MLP 5632",
+              {22, 2048, 32, 4, 5632},
+              2048},
+        Llama{"llama-7b",
+              "Llama-2-7B: 32 layers, width 4096, 32 heads, MLP 11008",
+              {32, 4096, 32, 32, 11008},
+              4096},
+        Llama{"llama-13b",
+              "Llama-2-13B: 40 layers, width 5120, 40 heads, MLP 13824",
+              {40, 5120, 40, 40, 13824},
+              4096},
+        Llama{"llama-70b",
+              "Llama-2-70B: 80 layers, width 8192, 64 heads, 8 key/value "
+              "heads, MLP 28672",
+              {80, 8192, 64, 8, 28672},
+              4096}}) {
+    zoo::LlamaConfig c = l.config;
+    m.push_back({l.name, l.description, false, 0,
+                 [c](GraphBuilder &b) { return zoo::buildLlama(b, c); },
+                 l.context, l.context});
+  }
+  zoo::Gpt2Config tinyGpt{2, 32, 4, 61, 16};
+  m.push_back(
+      {"gpt2-tiny",
+       "tiny: GPT-2 of 2 layers, width 32, 4 heads, 61 tokens, T 16", true, 0,
+       [tinyGpt](GraphBuilder &b) { return zoo::buildGpt2(b, tinyGpt); }, 16,
+       16});
+  zoo::LlamaConfig tinyLlama{2, 32, 4, 2, 64, 61};
+  m.push_back(
+      {"llama-tiny",
+       "tiny: Llama of 2 layers, width 32, 4 heads, 2 key/value heads, MLP "
+       "64, 61 tokens, T 16",
+       true, 0,
+       [tinyLlama](GraphBuilder &b) { return zoo::buildLlama(b, tinyLlama); },
+       16, 16});
+}
 
 const std::vector<Model> &fixedModels() {
   static const std::vector<Model> models = [] {
@@ -112,6 +188,7 @@ const std::vector<Model> &fixedModels() {
                  kTinyImage, zoo::buildTinyBn});
     m.push_back({"tiny-dropout", "tiny: Gemm-Relu-Dropout-Gemm on 16 features",
                  true, 0, zoo::buildTinyDropout});
+    addLanguageModels(m);
     return m;
   }();
   return models;
@@ -249,20 +326,42 @@ llvm::Expected<std::string> buildZooModel(const std::string &name,
     return makeErrorF("image size must be between 1 and {0} (0 for the "
                       "model's default); got {1}",
                       kMaxImageSize, opts.imageSize);
+  if (opts.seqLen < 0 || opts.seqLen > kMaxSeqLen)
+    return makeErrorF("sequence length must be between 1 and {0} (0 for "
+                      "the model's default); got {1}",
+                      kMaxSeqLen, opts.seqLen);
+  bool language = model->defaultSeqLen != 0;
   if (model->defaultImage == 0 && opts.imageSize != 0)
-    return makeErrorF("model {0} takes a feature vector, not an image; "
-                      "an image size does not apply",
+    return makeErrorF("model {0} takes {1}, not an image; an image size does "
+                      "not apply",
+                      quoteName(model->name),
+                      language ? "token ids" : "a feature vector");
+  if (!language && opts.seqLen != 0)
+    return makeErrorF("model {0} is not a language model; a sequence length "
+                      "does not apply",
                       quoteName(model->name));
+  if (language && opts.numClasses != 0)
+    return makeErrorF("model {0} predicts tokens of its own vocabulary; a "
+                      "number of classes does not apply",
+                      quoteName(model->name));
+  if (language && opts.seqLen > model->maxSeqLen)
+    return makeErrorF("model {0} takes sequences of up to {1} tokens (its "
+                      "context length); got {2}",
+                      quoteName(model->name), model->maxSeqLen, opts.seqLen);
 
   int64_t classes = opts.numClasses != 0
                         ? opts.numClasses
                         : (model->tiny ? kTinyClasses : kImageNetClasses);
   int64_t image = opts.imageSize != 0 ? opts.imageSize : model->defaultImage;
-  GraphBuilder builder(model->name, opts.batch, classes, image);
+  int64_t seqLen = opts.seqLen != 0 ? opts.seqLen : model->defaultSeqLen;
+  GraphBuilder builder(model->name, opts.batch, classes, image, seqLen);
   Val out = model->build(builder);
-  std::string doc = model->name + ": " + model->description +
-                    ". Written by memfit zoo with " + std::to_string(classes) +
-                    " classes";
+  std::string doc =
+      model->name + ": " + model->description + ". Written by memfit zoo";
+  if (language)
+    doc += " for sequences of " + std::to_string(seqLen) + " tokens";
+  else
+    doc += " with " + std::to_string(classes) + " classes";
   if (image != 0)
     doc +=
         ", " + std::to_string(image) + "x" + std::to_string(image) + " images";

@@ -1,10 +1,12 @@
 //===- Zoo.h - Model zoo generator ------------------------------*- C++ -*-===//
 //
 // Writes the networks of the papers memfit reproduces (AlexNet, VGG and its
-// deep variants, ResNets of any depth, GoogLeNet, DenseNet-121, an FCN) and
-// tiny test models as ONNX ModelProto bytes: opset 13, IR version 8, valid
-// for the ONNX checker and shape inference. The output depends only on the
-// name and the options: building twice gives identical bytes.
+// deep variants, ResNets of any depth, GoogLeNet, DenseNet-121, an FCN),
+// the decoders people fine-tune today (GPT-2, Llama-2 7B to 70B) and tiny
+// test models as ONNX ModelProto bytes: opset 13 (17 where LayerNormalization
+// is used), IR version 8, valid for the ONNX checker and shape inference. The
+// output depends only on the name and the options: building twice gives
+// identical bytes.
 //
 // docs/model-zoo.md describes every model, its source and its parameter
 // count.
@@ -37,6 +39,11 @@ struct ZooOptions {
   /// alexnet, 224 for the ImageNet models, 8 for tiny image models). Models
   /// with a feature-vector input reject any other value.
   int64_t imageSize = 0;
+  /// Tokens per sequence of a language model; 0 = its default, the context
+  /// length (1024 for GPT-2, 4096 for Llama-2, 2048 for llama-1b, 16 for
+  /// the tiny ones), which is also the longest it takes. Other models
+  /// reject any other value, and language models reject numClasses.
+  int64_t seqLen = 0;
 };
 
 struct ZooEntry {

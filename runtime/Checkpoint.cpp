@@ -20,6 +20,32 @@ bool hasLossScale(const Exec &x) {
   return x.info().precision == Precision::FP16;
 }
 
+/// Frozen weights the model file holds: the trainer reads them at every
+/// start, so the checkpoint keeps their hash instead of their values.
+bool fromModelFrozen(const WeightInfo &w) {
+  return w.frozen && w.init == Init::FromModel && !w.data;
+}
+
+/// FNV-1a over the values of the weights left out of checkpoints; 0 when
+/// there are none (the checkpoint then holds no hash).
+uint64_t frozenHash(Exec &x) {
+  uint64_t h = 14695981039346656037ull;
+  bool any = false;
+  std::vector<float> buf;
+  for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
+    const WeightInfo &w = x.weightInfo()[id];
+    if (!fromModelFrozen(w))
+      continue;
+    any = true;
+    buf.resize(w.count);
+    x.readWeight(id, buf.data());
+    const auto *c = reinterpret_cast<const unsigned char *>(buf.data());
+    for (size_t i = 0; i < buf.size() * sizeof(float); ++i)
+      h = (h ^ c[i]) * 1099511628211ull;
+  }
+  return any ? h : 0;
+}
+
 struct ScalerRecord {
   uint64_t appliedSteps;
   double scale;
@@ -42,9 +68,13 @@ bool saveCheckpoint(Exec &x, const std::string &dir, const LoopState &s,
     uint64_t head[4] = {s.iteration, s.sampleCursor, s.epoch,
                         (uint64_t)x.weightInfo().size()};
     f.write(head, sizeof head);
+    if (uint64_t h = frozenHash(x))
+      f.write(&h, sizeof h);
     std::vector<float> buf;
     for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
       const WeightInfo &w = x.weightInfo()[id];
+      if (fromModelFrozen(w))
+        continue;
       buf.resize(w.count);
       x.readWeight(id, buf.data());
       f.write(buf.data(), w.count * 4);
@@ -94,9 +124,20 @@ bool loadCheckpoint(Exec &x, const std::string &dir, LoopState &s,
   s.sampleCursor = head[1];
   s.epoch = head[2];
   s.appliedSteps = s.iteration;
+  if (uint64_t h = frozenHash(x)) {
+    uint64_t saved = 0;
+    f.read(reinterpret_cast<char *>(&saved), sizeof saved);
+    if (f && saved != h) {
+      err = path + ": written with other values of the frozen weights (the "
+                   "trainer reads them from the model: another --model?)";
+      return false;
+    }
+  }
   std::vector<float> buf;
   for (int32_t id = 0; id < (int32_t)x.weightInfo().size(); ++id) {
     const WeightInfo &w = x.weightInfo()[id];
+    if (fromModelFrozen(w))
+      continue;
     buf.resize(w.count);
     f.read(reinterpret_cast<char *>(buf.data()), w.count * 4);
     x.writeWeight(id, buf.data());

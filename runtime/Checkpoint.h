@@ -8,6 +8,13 @@
 // scaler's state and the count of updates applied (skipped ones are not),
 // so a resumed run continues exactly as an uninterrupted one.
 //
+// Frozen weights (WeightInfo::frozen) whose starting values the model
+// holds are left out: they never change, the trainer reads them from the
+// model at every start, and a LoRA fine-tuning's checkpoint then holds the
+// adapters, not the base model. In their place the checkpoint holds an
+// FNV-1a hash of their values, and a resume whose model gives them other
+// values (another --model) is refused.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_CHECKPOINT_H
 #define MEMFIT_RUNTIME_CHECKPOINT_H

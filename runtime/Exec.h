@@ -95,10 +95,13 @@ struct WeightInfo {
   int64_t count;        // floats
   int64_t fanIn, fanOut;
   Init init;
-  bool trainable; // false: BatchNorm running statistics
+  bool trainable; // false: BatchNorm running statistics, frozen weights
   /// A 16-bit working copy is read by tensor-core operators (weightCopy)
   /// and refreshed from the master by every update and weight write.
   bool workingCopy = false;
+  /// A parameter the plan keeps fixed (memfit's --freeze, --train-only):
+  /// not trainable, and never written after start-up.
+  bool frozen = false;
 };
 
 /// torch.cuda.amp.GradScaler's dynamic loss scale (fp16 programs): the

@@ -425,3 +425,36 @@ TEST_CASE("A declared weight transposed other than as a 2-D matrix",
              Contains("transposes the weight (a graph input without data) "
                       "'w'; memfit supports transposing a 2-D weight only"));
 }
+
+TEST_CASE("Slice reads its operands alike folded and translated",
+          "[onnx][import][fold]") {
+  // The same operands slice a constant shape vector (folded) and an
+  // activation (translated): axis -1 from 1 to 3 of [N, 6, 4, 5] keeps
+  // [N, 6, 4, 2] one way and the elements [6, 4] of Shape the other.
+  auto model = [](bool folded, std::vector<int64_t> axes) {
+    OnnxBuilder b;
+    b.input("x", {-1, 6, 4, 5})
+        .constInt64("st", {1}, {1})
+        .constInt64("en", {1}, {3})
+        .constInt64("ax", {static_cast<int64_t>(axes.size())}, axes);
+    if (folded)
+      b.node("Shape", {"x"}, {"s"})
+          .node("Slice", {"s", "st", "en", "ax"}, {"s2"}, {}, "sl")
+          .constInt64("m1", {2}, {0, -1})
+          .node("Concat", {"m1", "s2"}, {"shape"}, {attrInt("axis", 0)})
+          .node("Reshape", {"x", "shape"}, {"y"})
+          .output("y", 4);
+    else
+      b.node("Slice", {"x", "st", "en", "ax"}, {"y"}, {}, "sl").output("y", 4);
+    return b;
+  };
+  Graph folded = importOk(model(true, {-1}), batchOf(2));
+  CHECK(folded.ops.back().attrs.shape == std::vector<int64_t>{2, 5, 6, 4});
+  Graph translated = importOk(model(false, {-1}), batchOf(2));
+  CHECK(valueNamed(translated, "y").dims == std::vector<int64_t>{2, 6, 4, 2});
+  // Two axes for one start and end: the same error either way.
+  for (bool f : {true, false})
+    CHECK_THAT(errorText(model(f, {0, 1}).import(batchOf(2))),
+               Contains("'sl' (Slice)") &&
+                   Contains("starts, ends, axes and steps differ in length"));
+}

@@ -261,3 +261,28 @@ TEST_CASE("report text: every section a person looks for", "[report]") {
   for (const char *node : {"conv0", "relu5", "gap", "flat", "fc"})
     CHECK(text.find(std::string("\n  ") + node + " ") != std::string::npos);
 }
+
+TEST_CASE("plan.json and report text: training restricted to some weights",
+          "[report]") {
+  const auto &f = reportFixture();
+  // Every weight trains: no field, no line (older plans read the same).
+  CHECK(planToJson(f.report).find("\"frozen\"") == std::string::npos);
+  PlanReport r = f.report;
+  r.frozen = {
+      .weights = 3, .bytes = 3072, .trainedWeights = 2, .trainedBytes = 64};
+  std::string json = planToJson(r);
+  auto back = parsePlanJson(json, "plan.json");
+  REQUIRE(static_cast<bool>(back));
+  CHECK(back->frozen.weights == 3);
+  CHECK(back->frozen.bytes == 3072);
+  CHECK(back->frozen.trainedWeights == 2);
+  CHECK(back->frozen.trainedBytes == 64);
+  CHECK(planToJson(*back) == json);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printReportText(os, *back, {});
+  os.flush();
+  CHECK(text.find("training   restricted: 2 of 5 weights train (64 B); 3 "
+                  "frozen (3.00 KiB): no gradient, optimizer state or "
+                  "update\n") != std::string::npos);
+}

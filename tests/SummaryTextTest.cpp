@@ -246,8 +246,17 @@ TEST_CASE("summary: notes and the lines only some plans have", "[summary]") {
                                     .memfitSeconds = 0.025,
                                     .solveSeconds = 0.5,
                                     .realization = 1};
+  r.frozen = {.weights = 6,
+              .bytes = 40960,
+              .trainedWeights = 3,
+              .trainedBytes = 1536,
+              .trainOnly = "fc",
+              .freeze = ""};
   std::string text = summaryText(r);
   INFO(text);
+  CHECK(contains(text, "training restricted by --train-only 'fc': 3 of 9 "
+                       "weights train (1.50 KiB); 6 frozen (40.00 KiB) get "
+                       "no gradient, optimizer state or update\n"));
   CHECK(contains(text, "batch    3 sub-batches of 4 (the last of 2)\n"));
   CHECK(contains(text, "note     " + inexactNote(r) + "\n"));
   CHECK(contains(inexactNote(r), "sub-batch of 4, not over the batch of 10"));
@@ -264,6 +273,8 @@ TEST_CASE("summary: notes and the lines only some plans have", "[summary]") {
   CHECK(j["exact"] == false);
   CHECK(j["optimal"]["blocks"] == 9);
   CHECK(j["optimal"]["realization"] == 1);
+  CHECK(j["frozen"]["weights"] == 6);
+  CHECK(j["frozen"]["trained_bytes"] == 1536);
 
   r.chunks = 2;
   r.batch = 8;

@@ -196,3 +196,42 @@ TEST_CASE("weights beyond one onnx file are refused early", "[zoo]") {
   std::string err = buildError("vgg16", opts);
   CHECK(err.find("2 GiB") != std::string::npos);
 }
+
+TEST_CASE("language models take a sequence length up to their context",
+          "[zoo]") {
+  ZooOptions opts;
+  opts.seqLen = 8;
+  opts.batch = 3;
+  InspectedModel m = buildAndInspect("llama-tiny", opts);
+  CHECK(m.shapes["input"] == std::vector<int64_t>{3, 8});
+  CHECK(m.shapes["output"] == std::vector<int64_t>{3, 8, 61});
+  CHECK(m.shapes["model.layers.1.self_attn.probs"] ==
+        std::vector<int64_t>{3, 4, 8, 8});
+  // The default is the context length.
+  CHECK(buildAndInspect("gpt2-tiny").shapes["input"] ==
+        std::vector<int64_t>{-1, 16});
+  ZooOptions with;
+  with.withWeights = true;
+  CHECK(build("llama-tiny", with) == build("llama-tiny", with));
+  CHECK(build("gpt2-xl") == build("gpt2-xl"));
+
+  ZooOptions longer;
+  longer.seqLen = 1025;
+  std::string err = buildError("gpt2", longer);
+  CHECK(err.find("up to 1024 tokens") != std::string::npos);
+  longer.seqLen = 4097;
+  CHECK(buildError("llama-70b", longer).find("up to 4096") !=
+        std::string::npos);
+  ZooOptions seq;
+  seq.seqLen = 16;
+  CHECK(buildError("resnet18", seq).find("not a language model") !=
+        std::string::npos);
+  ZooOptions classes;
+  classes.numClasses = 10;
+  CHECK(buildError("gpt2", classes).find("vocabulary") != std::string::npos);
+  ZooOptions image;
+  image.imageSize = 32;
+  CHECK(buildError("llama-7b", image).find("token ids") != std::string::npos);
+  // Every decoder is refused with weights past one file; the tiny ones fit.
+  CHECK(buildError("gpt2-xl", with).find("2 GiB") != std::string::npos);
+}

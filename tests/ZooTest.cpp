@@ -53,22 +53,36 @@ TEST_CASE("every zoo model passes the onnx checker and shape inference",
       names.push_back(e.name);
     }
   }
-  REQUIRE(names.size() == 18 + 2 + 4);
+  REQUIRE(names.size() == 28 + 2 + 4);
   for (const std::string &name : names) {
     INFO("model " << name);
     InspectedModel m = buildAndInspect(name);
     bool tiny = isTinyZooModel(name);
     // The first graph input is the data; the declared output is [N, classes]
-    // and agrees with the inferred one (strict inference merges the two).
+    // (the logits [N, T, vocab] of a language model, whose input is token
+    // ids) and agrees with the inferred one (strict inference merges the
+    // two).
     REQUIRE(m.graph().input(0).name() == "input");
     REQUIRE(m.graph().output_size() == 1);
     CHECK(m.graph().output(0).name() == "output");
-    CHECK(m.shapes["output"] == std::vector<int64_t>{N, tiny ? 10 : 1000});
+    bool tokens = m.graph().input(0).type().tensor_type().elem_type() ==
+                  onnx::TensorProto::INT64;
+    if (tokens) {
+      int64_t t = m.shapes["input"].at(1);
+      int64_t vocab = tiny                                       ? 61
+                      : llvm::StringRef(name).startswith("gpt2") ? 50257
+                                                                 : 32000;
+      CHECK(m.shapes["output"] == std::vector<int64_t>{N, t, vocab});
+    } else {
+      CHECK(m.shapes["output"] == std::vector<int64_t>{N, tiny ? 10 : 1000});
+    }
     CHECK(m.graph().input(0).type().tensor_type().shape().dim(0).dim_param() ==
           "N");
     CHECK(m.proto.ir_version() == 8);
     REQUIRE(m.proto.opset_import_size() == 1);
-    CHECK(m.proto.opset_import(0).version() == 13);
+    // LayerNormalization is an opset-17 operator.
+    CHECK(m.proto.opset_import(0).version() ==
+          (m.countOps("LayerNormalization") ? 17 : 13));
     // Node names are present and unique.
     std::set<std::string> nodeNames;
     for (const auto &node : m.graph().node()) {
@@ -323,4 +337,89 @@ TEST_CASE("tiny models are small and have the stated structure", "[zoo]") {
         std::vector<int64_t>{N, 7, 8, 8});
   CHECK_FALSE(isTinyZooModel("alexnet"));
   CHECK_FALSE(isTinyZooModel("no-such-model"));
+}
+
+TEST_CASE("gpt2 and llama-2 have the published parameter counts", "[zoo]") {
+  struct Case {
+    const char *name;
+    int64_t params;
+    int64_t seqLen;
+  };
+  // Hugging Face's num_parameters() (the tied GPT-2 head once), from the
+  // declared weights alone. GPT-2, width d, L layers, V 50257, 1024
+  // positions: (V + 1024) d + L (12 d^2 + 13 d) + 2 d. Llama-2, width d,
+  // MLP f, key/value width k, V 32000: 2 V d + L (2 d^2 + 2 d k + 3 d f +
+  // 2 d) + d.
+  for (Case c :
+       {Case{"gpt2", 124439808, 1024}, Case{"gpt2-medium", 354823168, 1024},
+        Case{"gpt2-large", 774030080, 1024}, Case{"gpt2-xl", 1557611200, 1024},
+        Case{"llama-1b", 1100048384, 2048}, // TinyLlama-1.1B
+        Case{"llama-7b", 6738415616, 4096},
+        Case{"llama-13b", 13015864320, 4096},
+        Case{"llama-70b", 68976648192, 4096},
+        // (61 + 16) 32 + 2 (12 32^2 + 13 32) + 2 32
+        Case{"gpt2-tiny", 27936, 16},
+        // 2 61 32 + 2 (2 32^2 + 2 32 16 + 3 32 64 + 2 32) + 32
+        Case{"llama-tiny", 22496, 16}}) {
+    INFO(c.name);
+    auto bytes = buildZooModel(c.name, {});
+    REQUIRE(static_cast<bool>(bytes));
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    const auto &g = proto.graph();
+    CHECK(g.initializer_size() == 0);
+    int64_t params = 0;
+    for (int i = 1; i < g.input_size(); ++i) {
+      int64_t n = 1;
+      for (int64_t d : memfit::test::dimsOf(g.input(i).type()))
+        n *= d;
+      params += n;
+    }
+    CHECK(params == c.params);
+    CHECK(memfit::test::dimsOf(g.input(0).type()) ==
+          std::vector<int64_t>{N, c.seqLen});
+    // Small files: no tables of T x T or T x d are stored.
+    CHECK(bytes->size() < 2000000);
+  }
+}
+
+TEST_CASE("the decoders have their layers, heads and tied or untied heads",
+          "[zoo]") {
+  ZooOptions short_;
+  short_.seqLen = 64;
+  InspectedModel gpt = buildAndInspect("gpt2", short_);
+  CHECK(gpt.countOps("LayerNormalization") == 2 * 12 + 1);
+  CHECK(gpt.countOps("Softmax") == 12);
+  // Per layer c_attn, c_proj, c_fc, mlp.c_proj, scores, context; the head.
+  CHECK(gpt.countOps("MatMul") == 6 * 12 + 1);
+  CHECK(gpt.countOps("Tanh") == 12);
+  CHECK(gpt.shapes["transformer.h.11.attn.probs"] ==
+        std::vector<int64_t>{N, 12, 64, 64});
+  CHECK(gpt.weightDims("transformer.h.0.attn.c_attn.weight") ==
+        std::vector<int64_t>{768, 2304});
+  // Tied: the head reads the token embedding; there is no lm_head.weight.
+  REQUIRE(gpt.node("lm_head.weight_t") != nullptr);
+  CHECK(gpt.node("lm_head.weight_t")->input(0) == "transformer.wte.weight");
+  for (const auto &in : gpt.graph().input())
+    CHECK(in.name() != "lm_head.weight");
+
+  InspectedModel llama = buildAndInspect("llama-70b", short_);
+  CHECK(llama.countOps("Softmax") == 80);
+  CHECK(llama.countOps("LayerNormalization") == 0);
+  CHECK(llama.countOps("Sigmoid") == 80);
+  // Grouped-query attention: 8 key/value heads of 128 shared by 64 query
+  // heads, expanded as Hugging Face's repeat_kv does.
+  CHECK(llama.weightDims("model.layers.0.self_attn.k_proj.weight") ==
+        std::vector<int64_t>{1024, 8192});
+  CHECK(llama.countOps("Expand") == 2 * 80);
+  CHECK(llama.shapes["model.layers.0.self_attn.k.expand"] ==
+        std::vector<int64_t>{N, 8, 8, 64, 128});
+  CHECK(llama.shapes["model.layers.79.self_attn.probs"] ==
+        std::vector<int64_t>{N, 64, 64, 64});
+  CHECK(llama.weightDims("lm_head.weight") ==
+        std::vector<int64_t>{32000, 8192});
+  CHECK(llama.weightDims("model.layers.3.mlp.down_proj.weight") ==
+        std::vector<int64_t>{8192, 28672});
+  // Llama-2-7B has as many key/value heads as heads: nothing to repeat.
+  CHECK(buildAndInspect("llama-7b", short_).countOps("Expand") == 0);
 }

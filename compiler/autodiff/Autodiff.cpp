@@ -64,6 +64,11 @@ private:
   BlockId operandBlock(const Op &op, ValueId v);
   TaskId addTask(TaskKind kind, OpId op, std::vector<BlockId> reads,
                  std::vector<BlockId> writes, bool inPlace = false);
+  /// A weight that gets a gradient and an update: trainable and not frozen.
+  bool trains(ValueId v) const {
+    return g.values[v].kind == ValueKind::Weight && g.values[v].trainable &&
+           !tg.isFrozen(v);
+  }
   void computeGradFlow();
   void emitForward(OpId id);
   void emitBackward(OpId id);
@@ -139,12 +144,12 @@ TaskId Builder::addTask(TaskKind kind, OpId op, std::vector<BlockId> reads,
 }
 
 void Builder::computeGradFlow() {
-  // A value needs a gradient when a trainable weight lies upstream of it and
-  // it influences the loss.
+  // A value needs a gradient when a weight that trains lies upstream of it
+  // and it influences the loss: with frozen weights, no BP-data runs below
+  // the first weight that trains.
   std::vector<bool> fromWeight(g.values.size(), false);
   for (ValueId v = 0; v < (ValueId)g.values.size(); ++v)
-    fromWeight[v] =
-        g.values[v].kind == ValueKind::Weight && g.values[v].trainable;
+    fromWeight[v] = trains(v);
   for (const Op &op : g.ops) {
     bool any = false;
     for (ValueId in : op.inputs)
@@ -251,7 +256,7 @@ void Builder::emitBackward(OpId id) {
 
   // BP-weight: gradients of the trainable weights.
   for (ValueId in : op.inputs)
-    if (g.values[in].kind == ValueKind::Weight && g.values[in].trainable &&
+    if (trains(in) &&
         std::find(operands.gradWeights.begin(), operands.gradWeights.end(),
                   in) == operands.gradWeights.end()) {
       operands.gradWeights.push_back(in);
@@ -333,6 +338,11 @@ llvm::Expected<TaskGraph> Builder::build() {
                                       classAxis + 1 == in.dims.size()))
       headOp = g.values[g.output].producer;
   }
+  auto frozen = frozenWeights(g, cfg.freeze);
+  if (!frozen)
+    return frozen.takeError();
+  if (!cfg.freeze.empty())
+    tg.frozen = std::move(*frozen);
   statsOf.assign(g.ops.size(), -1);
   computeGradFlow();
   tg.inputBlock = valueBlock(g.input);
@@ -359,7 +369,7 @@ llvm::Expected<TaskGraph> Builder::build() {
   // sub-batches it runs once per batch).
   for (ValueId w : g.weights()) {
     const Value &wv = g.values[w];
-    if (!wv.trainable)
+    if (!trains(w))
       continue;
     if (tg.gradBlock[w] < 0)
       continue; // the weight does not influence the loss

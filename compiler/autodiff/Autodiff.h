@@ -15,12 +15,17 @@
 // state, saved statistics, labels and the loss 4, and each weight that a
 // lower-precision operator (OpDef::lowerPrecision) reads gets a resident
 // 16-bit working copy, read in its place by the forward and BP-data tasks
-// and refreshed by its update.
+// and refreshed by its update. A frozen weight (TrainingConfig::freeze) is
+// a constant to the backward pass: no gradient block, no optimizer state,
+// no BP-weight or update task, and BP-data runs only where a gradient
+// reaches a weight that trains (its working copy is made once and never
+// refreshed).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_COMPILER_AUTODIFF_AUTODIFF_H
 #define MEMFIT_COMPILER_AUTODIFF_AUTODIFF_H
 
+#include "compiler/autodiff/Freeze.h"
 #include "compiler/ir/TaskGraph.h"
 
 #include "llvm/Support/Error.h"
@@ -38,6 +43,8 @@ struct TrainingConfig {
   /// Data parallelism: the graph is built for one rank (the model imported
   /// at its slice of the batch); sharding sizes its weight-side blocks.
   DataParallel dp;
+  /// The weights kept fixed (--freeze, --train-only); none by default.
+  FreezeSpec freeze;
 };
 
 /// The axis of the model output that cross-entropy reads the classes from.

@@ -200,6 +200,18 @@ std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
   return std::nullopt;
 }
 
+FrozenCount countFrozen(const TaskGraph &tg) {
+  FrozenCount c;
+  for (const Block &b : tg.blocks) {
+    if (b.kind != BlockKind::Weight || !tg.graph->values[b.value].trainable)
+      continue;
+    bool f = tg.isFrozen(b.value);
+    (f ? c.frozen : c.trained) += 1;
+    (f ? c.frozenBytes : c.trainedBytes) += b.bytesAt(1);
+  }
+  return c;
+}
+
 std::vector<TaskId> builtOrder(const TaskGraph &tg) {
   std::vector<TaskId> order(tg.tasks.size());
   std::iota(order.begin(), order.end(), 0);

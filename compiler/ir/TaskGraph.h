@@ -213,6 +213,11 @@ struct TaskGraph {
   std::vector<BlockId> valueBlock, gradBlock;
   /// Per graph value: the 16-bit working copy of a weight (-1 when none).
   std::vector<BlockId> weightCopyBlock;
+  /// Per graph value: a trainable weight kept fixed (--freeze,
+  /// --train-only). It has its Weight block (and working copy) but no
+  /// gradient, optimizer state or update. Empty when nothing is frozen.
+  std::vector<bool> frozen;
+  bool isFrozen(ValueId v) const { return !frozen.empty() && frozen[v]; }
   /// The batch runs as `chunks` chunks of samples in one round, every task
   /// of a per-sample operator once per chunk, so that operators computing
   /// statistics over the batch (BatchNorm) still see the whole batch
@@ -256,6 +261,14 @@ struct TaskGraph {
 };
 
 // --- Queries every stage asks of the TDFG ---
+
+/// Trained and frozen weights (trainable ones: BatchNorm's running
+/// statistics are neither), counted and in bytes of their Weight blocks.
+struct FrozenCount {
+  int64_t frozen = 0, frozenBytes = 0, trained = 0, trainedBytes = 0;
+};
+/// Reads `tg.graph`: for reports, not for passes.
+FrozenCount countFrozen(const TaskGraph &tg);
 
 /// The order the task graph was built in (forward, loss, backward, update).
 std::vector<TaskId> builtOrder(const TaskGraph &tg);

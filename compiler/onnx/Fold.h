@@ -1,15 +1,20 @@
 //===- Fold.h - Shared pieces of the constant folds -------------*- C++ -*-===//
 //
-// FoldShapes.cpp folds shape arithmetic (following the symbolic batch);
-// FoldLiterals.cpp folds the literal, mask and position arithmetic
-// exporters leave in graphs (comparisons, Trilu, rotary tables). Both
-// build ConstTensors with these helpers.
+// Which ONNX op types fold, and how, is one table (FoldTable.cpp) joined
+// from a part per file: FoldShapes.cpp folds shape arithmetic (following
+// the symbolic batch), FoldArith.cpp the arithmetic, comparisons and casts
+// on shape vectors, FoldLiterals.cpp the literal, mask and position
+// arithmetic exporters leave in graphs (comparisons, Trilu, rotary
+// tables). All build ConstTensors with these helpers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_COMPILER_ONNX_FOLD_H
 #define MEMFIT_COMPILER_ONNX_FOLD_H
 
 #include "compiler/onnx/Importer.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <algorithm>
 #include <optional>
@@ -114,10 +119,35 @@ private:
   std::vector<int64_t> da, db; // operand dims padded to the result's rank
 };
 
-/// The literal folds of FoldLiterals.cpp; nullopt when `n`'s op is not
-/// one of them.
-std::optional<llvm::Expected<ConstTensor>> foldLiteral(Importer &im,
-                                                       const pb::NodeProto &n);
+/// One node being folded: its operands as constants, errors naming it.
+class FoldBase {
+public:
+  FoldBase(Importer &im, const pb::NodeProto &n) : im(im), n(n) {}
+
+protected:
+  Importer &im;
+  const pb::NodeProto &n;
+
+  llvm::Expected<ConstTensor> input(int i) { return foldInput(im, n, i); }
+  llvm::Error checkSize(const std::vector<int64_t> &dims) {
+    return checkFoldSize(im, n, dims);
+  }
+};
+
+/// How one ONNX op type folds.
+struct FoldRule {
+  llvm::StringLiteral opType;
+  /// Always folded: every operand must be a constant (Shape reads only its
+  /// operand's dims). Otherwise the op folds when all its operands are
+  /// constants and is translated as an operator when not.
+  bool onlyFolds;
+  llvm::Expected<ConstTensor> (*fold)(Importer &, const pb::NodeProto &);
+};
+
+/// Each file's part of the fold table.
+llvm::ArrayRef<FoldRule> shapeFoldRules();   // FoldShapes.cpp
+llvm::ArrayRef<FoldRule> arithFoldRules();   // FoldArith.cpp
+llvm::ArrayRef<FoldRule> literalFoldRules(); // FoldLiterals.cpp
 
 } // namespace memfit::onnximport
 

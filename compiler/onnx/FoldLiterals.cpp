@@ -11,7 +11,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
-#include <map>
 
 namespace memfit::onnximport {
 namespace {
@@ -19,63 +18,11 @@ namespace {
 using llvm::Error;
 using llvm::Expected;
 
-class LiteralFolder {
+class LiteralFolder : FoldBase {
 public:
-  LiteralFolder(Importer &im, const pb::NodeProto &n) : im(im), n(n) {}
-
-  std::optional<Expected<ConstTensor>> dispatch() {
-    const std::string &op = n.op_type();
-    if (op == "Sqrt" || op == "Reciprocal" || op == "Cos" || op == "Sin")
-      return floatUnary(op);
-    if (op == "CumSum")
-      return cumSum();
-    if (op == "GatherND")
-      return gatherND();
-    if (op == "Trilu")
-      return trilu();
-    if (op == "GatherElements")
-      return gatherElements();
-    if (op == "ScatterND")
-      return scatterND();
-    if (op == "Transpose")
-      return transpose();
-    if (auto f = elementwiseFn(op))
-      return elementwise(*f, op == "Neg" || op == "Abs" || op == "Min" ||
-                                 op == "Max" || op == "Pow");
-    return std::nullopt;
-  }
-
-private:
-  Importer &im;
-  const pb::NodeProto &n;
-
-  Expected<ConstTensor> input(int i) { return foldInput(im, n, i); }
-  Error checkSize(const std::vector<int64_t> &dims) {
-    return checkFoldSize(im, n, dims);
-  }
+  using FoldBase::FoldBase;
 
   using Fn = double (*)(double, double);
-  static std::optional<Fn> elementwiseFn(const std::string &op) {
-    static const std::map<std::string, Fn> fns = {
-        {"Less", [](double a, double b) { return double(a < b); }},
-        {"LessOrEqual", [](double a, double b) { return double(a <= b); }},
-        {"Greater", [](double a, double b) { return double(a > b); }},
-        {"GreaterOrEqual", [](double a, double b) { return double(a >= b); }},
-        {"And", [](double a, double b) { return double(a != 0 && b != 0); }},
-        {"Or", [](double a, double b) { return double(a != 0 || b != 0); }},
-        {"Xor",
-         [](double a, double b) { return double((a != 0) != (b != 0)); }},
-        {"Neg", [](double a, double) { return -a; }},
-        {"Abs", [](double a, double) { return a < 0 ? -a : a; }},
-        {"Min", [](double a, double b) { return a < b ? a : b; }},
-        {"Max", [](double a, double b) { return a < b ? b : a; }},
-        {"Pow", [](double a, double b) { return std::pow(a, b); }},
-    };
-    auto it = fns.find(op);
-    if (it == fns.end())
-      return std::nullopt;
-    return it->second;
-  }
 
   /// One or two operands broadcast numpy style (Min and Max take any number,
   /// folded pairwise); comparisons and logic give bools, the others the
@@ -382,11 +329,68 @@ private:
   }
 };
 
+double less(double a, double b) { return a < b; }
+double lessOrEqual(double a, double b) { return a <= b; }
+double greater(double a, double b) { return a > b; }
+double greaterOrEqual(double a, double b) { return a >= b; }
+double logicalAnd(double a, double b) { return a != 0 && b != 0; }
+double logicalOr(double a, double b) { return a != 0 || b != 0; }
+double logicalXor(double a, double b) { return (a != 0) != (b != 0); }
+double negate(double a, double) { return -a; }
+double absolute(double a, double) { return a < 0 ? -a : a; }
+double minimum(double a, double b) { return a < b ? a : b; }
+double maximum(double a, double b) { return a < b ? b : a; }
+double power(double a, double b) { return std::pow(a, b); }
+
+/// Comparisons and logic give bools (`KeepType` false), the others the
+/// operands' type.
+template <LiteralFolder::Fn F, bool KeepType>
+Expected<ConstTensor> foldElementwise(Importer &im, const pb::NodeProto &n) {
+  return LiteralFolder(im, n).elementwise(F, KeepType);
+}
+
+template <Expected<ConstTensor> (LiteralFolder::*Fold)()>
+Expected<ConstTensor> viaLiteralFolder(Importer &im, const pb::NodeProto &n) {
+  return (LiteralFolder(im, n).*Fold)();
+}
+
+template <const char *Op>
+Expected<ConstTensor> foldFloatUnary(Importer &im, const pb::NodeProto &n) {
+  return LiteralFolder(im, n).floatUnary(Op);
+}
+
+constexpr char kSqrt[] = "Sqrt", kReciprocal[] = "Reciprocal", kCos[] = "Cos",
+               kSin[] = "Sin";
+
 } // namespace
 
-std::optional<Expected<ConstTensor>> foldLiteral(Importer &im,
-                                                 const pb::NodeProto &n) {
-  return LiteralFolder(im, n).dispatch();
+llvm::ArrayRef<FoldRule> literalFoldRules() {
+  static const FoldRule rules[] = {
+      {"Less", true, foldElementwise<less, false>},
+      {"LessOrEqual", true, foldElementwise<lessOrEqual, false>},
+      {"Greater", true, foldElementwise<greater, false>},
+      {"GreaterOrEqual", true, foldElementwise<greaterOrEqual, false>},
+      {"And", true, foldElementwise<logicalAnd, false>},
+      {"Or", true, foldElementwise<logicalOr, false>},
+      {"Xor", true, foldElementwise<logicalXor, false>},
+      {"Abs", true, foldElementwise<absolute, true>},
+      {"Min", true, foldElementwise<minimum, true>},
+      {"Max", true, foldElementwise<maximum, true>},
+      {"Trilu", true, viaLiteralFolder<&LiteralFolder::trilu>},
+      {"GatherElements", true,
+       viaLiteralFolder<&LiteralFolder::gatherElements>},
+      {"ScatterND", true, viaLiteralFolder<&LiteralFolder::scatterND>},
+      {"Sqrt", false, foldFloatUnary<kSqrt>},
+      {"Neg", false, foldElementwise<negate, true>},
+      {"Reciprocal", false, foldFloatUnary<kReciprocal>},
+      {"Cos", false, foldFloatUnary<kCos>},
+      {"Sin", false, foldFloatUnary<kSin>},
+      {"CumSum", false, viaLiteralFolder<&LiteralFolder::cumSum>},
+      {"GatherND", false, viaLiteralFolder<&LiteralFolder::gatherND>},
+      {"Pow", false, foldElementwise<power, true>},
+      {"Transpose", false, viaLiteralFolder<&LiteralFolder::transpose>},
+  };
+  return rules;
 }
 
 } // namespace memfit::onnximport

@@ -8,7 +8,8 @@
 // number it has today), so a reshape target built from it still follows the
 // batch when a later pass evaluates the graph at another sub-batch.
 // Arithmetic that would combine the batch with other numbers is refused
-// rather than folded into a number that is wrong at any other batch.
+// (FoldArith.cpp) rather than folded into a number that is wrong at any
+// other batch.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Fold.h"
@@ -16,44 +17,12 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
-#include <map>
 #include <optional>
 
 namespace memfit::onnximport {
 
 using llvm::Error;
 using llvm::Expected;
-
-static const char *const kFoldOnly[] = {"Constant", "Shape",
-                                        "Range",    "Equal",
-                                        "Not",      "ConstantOfShape",
-                                        "Less",     "LessOrEqual",
-                                        "Greater",  "GreaterOrEqual",
-                                        "And",      "Or",
-                                        "Xor",      "Abs",
-                                        "Min",      "Max",
-                                        "Trilu",    "GatherElements",
-                                        "ScatterND"};
-
-bool isFoldOnlyOp(llvm::StringRef opType) {
-  return llvm::is_contained(kFoldOnly, opType);
-}
-
-const std::vector<std::string> &foldOpTypes() {
-  static const std::vector<std::string> ops = [] {
-    std::vector<std::string> v(std::begin(kFoldOnly), std::end(kFoldOnly));
-    for (const char *op :
-         {"Concat", "Reshape",   "Add",     "Sub",      "Mul", "Cast",
-          "Gather", "Unsqueeze", "Squeeze", "Slice",    "Div", "Mod",
-          "Where",  "Expand",    "Sqrt",    "CastLike", "Neg", "Reciprocal",
-          "Cos",    "Sin",       "CumSum",  "GatherND", "Pow", "Transpose"})
-      v.push_back(op);
-    return v;
-  }();
-  return ops;
-}
 
 namespace {
 
@@ -64,70 +33,9 @@ bool normAxis(int64_t &axis, int64_t rank) {
   return axis >= 0 && axis < rank;
 }
 
-class Folder {
+class ShapeFolder : FoldBase {
 public:
-  Folder(Importer &im, const pb::NodeProto &n) : im(im), n(n) {}
-
-  Error run() {
-    Expected<ConstTensor> out = dispatch(n.op_type());
-    if (!out)
-      return out.takeError();
-    if (out->numel() > kMaxFoldElements)
-      return im.fail(n, llvm::formatv("folds into {0} elements; memfit folds "
-                                      "constants of at most {1}",
-                                      out->numel(), kMaxFoldElements));
-    finish(*out);
-    im.bindConstant(n.output(0), std::move(*out));
-    return Error::success();
-  }
-
-private:
-  Importer &im;
-  const pb::NodeProto &n;
-  bool fmod = false; // Mod: C's remainder (else the divisor's sign)
-
-  Expected<ConstTensor> dispatch(const std::string &op) {
-    if (op == "Constant")
-      return constantNode();
-    if (op == "Shape")
-      return shape();
-    if (op == "Gather")
-      return gather();
-    if (op == "Unsqueeze" || op == "Squeeze")
-      return squeezeOrUnsqueeze(op == "Unsqueeze");
-    if (op == "Concat")
-      return concat();
-    if (op == "Cast")
-      return cast();
-    if (op == "Slice")
-      return slice();
-    if (op == "Reshape")
-      return reshape();
-    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod")
-      return binary(op);
-    if (op == "Range")
-      return range();
-    if (op == "Equal")
-      return equal();
-    if (op == "Not")
-      return logicalNot();
-    if (op == "ConstantOfShape")
-      return constantOfShape();
-    if (op == "Where")
-      return where();
-    if (op == "Expand")
-      return expand();
-    if (auto r = foldLiteral(im, n))
-      return std::move(*r);
-    if (op == "CastLike")
-      return castLike();
-    return im.fail(n, "cannot be folded");
-  }
-
-  Expected<ConstTensor> input(int i) { return foldInput(im, n, i); }
-  Error checkSize(const std::vector<int64_t> &dims) {
-    return checkFoldSize(im, n, dims);
-  }
+  using FoldBase::FoldBase;
 
   Expected<ConstTensor> constantNode() {
     for (const pb::AttributeProto &a : n.attribute()) {
@@ -230,6 +138,10 @@ private:
     return std::optional<std::vector<int64_t>>(std::move(*v));
   }
 
+  Expected<ConstTensor> squeeze() { return squeezeOrUnsqueeze(false); }
+  Expected<ConstTensor> unsqueeze() { return squeezeOrUnsqueeze(true); }
+
+private:
   Expected<ConstTensor> squeezeOrUnsqueeze(bool unsqueeze) {
     auto t = input(0);
     if (!t)
@@ -276,6 +188,7 @@ private:
     return std::move(*t);
   }
 
+public:
   Expected<ConstTensor> concat() {
     std::vector<ConstTensor> ins;
     for (int i = 0; i < n.input_size(); ++i) {
@@ -358,41 +271,6 @@ private:
     return out;
   }
 
-  /// Elementwise a == b as BOOL, b of a's shape or a scalar.
-  Expected<ConstTensor> equal() {
-    auto a = input(0), b = input(1);
-    if (!a || !b)
-      return llvm::joinErrors(a.takeError(), b.takeError());
-    if (b->numel() != 1 && b->dims != a->dims)
-      return im.fail(n, "folds only operands of one shape or a scalar second "
-                        "operand");
-    ConstTensor out;
-    out.type = pb::TensorProto::BOOL;
-    out.dims = a->dims;
-    for (int64_t k = 0; k < a->numel(); ++k) {
-      int64_t kb = b->numel() == 1 ? 0 : k;
-      if (a->isBatch(k) || b->isBatch(kb)) {
-        // The batch is positive: it differs from any number <= 0 (shape
-        // arithmetic compares with -1), and a comparison with a positive
-        // number would hold at some batch sizes only.
-        if (a->isBatch(k) && b->isBatch(kb)) {
-          out.ints.push_back(a->ints[k] == b->ints[kb] ? 1 : 0);
-          continue;
-        }
-        const ConstTensor &o = a->isBatch(k) ? *b : *a;
-        int64_t ok = a->isBatch(k) ? kb : k;
-        if (o.isFloat() || o.ints[ok] > 0)
-          return im.fail(n, "compares the batch size with a number");
-        out.ints.push_back(0);
-        continue;
-      }
-      double x = a->isFloat() ? a->floats[k] : double(a->ints[k]);
-      double y = b->isFloat() ? b->floats[kb] : double(b->ints[kb]);
-      out.ints.push_back(x == y ? 1 : 0);
-    }
-    return out;
-  }
-
   /// A tensor of the given shape filled with the `value` attribute (0.0f).
   Expected<ConstTensor> constantOfShape() {
     auto shape = im.intVector(n, 0);
@@ -424,39 +302,6 @@ private:
       out.floats.assign(numel, fv);
     else
       out.ints.assign(numel, iv);
-    return out;
-  }
-
-  /// cond ? a : b elementwise (operands of one shape or scalars), the batch
-  /// marks following the chosen element.
-  Expected<ConstTensor> where() {
-    auto c = input(0), a = input(1), b = input(2);
-    if (!c || !a || !b)
-      return llvm::joinErrors(
-          llvm::joinErrors(c ? Error::success() : c.takeError(),
-                           a ? Error::success() : a.takeError()),
-          b ? Error::success() : b.takeError());
-    if (a->type != b->type || c->isFloat())
-      return im.fail(n, "operands have unexpected element types");
-    std::vector<int64_t> dims = c->dims;
-    for (const ConstTensor *t : {&*a, &*b})
-      if (t->numel() != 1 && t->dims != dims) {
-        if (c->numel() == 1)
-          dims = t->dims;
-        else
-          return im.fail(n, "folds only operands of one shape or scalars");
-      }
-    ConstTensor out;
-    out.type = a->type;
-    out.dims = dims;
-    int64_t numel = prod(dims, 0, dims.size());
-    auto at = [](const ConstTensor &t, int64_t k) {
-      return t.numel() == 1 ? 0 : k;
-    };
-    for (int64_t k = 0; k < numel; ++k) {
-      const ConstTensor &src = c->ints[at(*c, k)] ? *a : *b;
-      appendElem(out, src, at(src, k));
-    }
     return out;
   }
 
@@ -514,126 +359,19 @@ private:
     return out;
   }
 
-  Expected<ConstTensor> logicalNot() {
-    auto a = input(0);
-    if (!a)
-      return a.takeError();
-    if (a->type != pb::TensorProto::BOOL)
-      return im.fail(n, "negates a non-boolean constant");
-    ConstTensor out = *a;
-    for (int64_t &v : out.ints)
-      v = v ? 0 : 1;
-    return out;
-  }
-
-  Expected<ConstTensor> cast() {
-    auto to = im.attrInt(n, "to", 0);
-    if (!to)
-      return to.takeError();
-    return castTo(*to);
-  }
-
-  /// A constant cast to the type of operand 1 (torch.export graphs cast
-  /// their literals like the data they meet).
-  Expected<ConstTensor> castLike() {
-    if (im.isConstant(n.input(1))) {
-      auto like = input(1);
-      if (!like)
-        return like.takeError();
-      return castTo(like->type);
-    }
-    return castTo(im.isIntegerActivation(n.input(1)) ? pb::TensorProto::INT64
-                                                     : pb::TensorProto::FLOAT);
-  }
-
-  Expected<ConstTensor> castTo(int64_t toType) {
-    auto t = input(0);
-    if (!t)
-      return t.takeError();
-    // Double literals fold as float32 (readConstant reads them so).
-    const int64_t to =
-        toType == pb::TensorProto::DOUBLE ? pb::TensorProto::FLOAT : toType;
-    ConstTensor out;
-    out.type = static_cast<int32_t>(to);
-    out.dims = t->dims;
-    if (to == pb::TensorProto::FLOAT) {
-      if (t->isFloat())
-        return std::move(*t);
-      for (int64_t k = 0; k < t->numel(); ++k) {
-        if (t->isBatch(k))
-          return im.fail(n, "casts the batch size to a float");
-        out.floats.push_back(static_cast<float>(t->ints[k]));
-      }
-      return out;
-    }
-    if (to != pb::TensorProto::INT64 && to != pb::TensorProto::INT32 &&
-        to != pb::TensorProto::BOOL)
-      return im.fail(n, "casts a constant to " +
-                            dataTypeName(static_cast<int32_t>(to)) +
-                            ", which memfit does not fold");
-    for (int64_t k = 0; k < t->numel(); ++k) {
-      int64_t v = 0;
-      if (t->isFloat()) {
-        float f = t->floats[k];
-        if (!std::isfinite(f) || std::fabs(f) >= 9.2e18f)
-          return im.fail(n, "casts a float that does not fit an integer");
-        v = static_cast<int64_t>(f);
-      } else {
-        v = t->ints[k];
-      }
-      if (to == pb::TensorProto::BOOL) {
-        if (t->isBatch(k))
-          return im.fail(n, "casts the batch size to a bool");
-        v = v != 0;
-      } else if (to == pb::TensorProto::INT32) {
-        v = static_cast<int32_t>(v);
-      }
-      out.ints.push_back(v);
-      out.batch.push_back(t->isBatch(k));
-    }
-    return out;
-  }
-
   Expected<ConstTensor> slice() {
     auto t = input(0);
     if (!t)
       return t.takeError();
     auto rank = static_cast<int64_t>(t->dims.size());
-    std::vector<int64_t> starts, ends, axes, steps;
-    if (im.opset >= 10) {
-      auto s = im.intVector(n, 1);
-      auto e = im.intVector(n, 2);
-      if (!s || !e)
-        return llvm::joinErrors(s.takeError(), e.takeError());
-      starts = std::move(*s);
-      ends = std::move(*e);
-      for (int i : {3, 4}) {
-        if (!im.hasInput(n, i))
-          continue;
-        auto v = im.intVector(n, i);
-        if (!v)
-          return v.takeError();
-        (i == 3 ? axes : steps) = std::move(*v);
-      }
-    } else {
-      auto s = im.attrInts(n, "starts");
-      auto e = im.attrInts(n, "ends");
-      auto a = im.attrInts(n, "axes");
-      if (!s || !e || !a)
-        return llvm::joinErrors(llvm::joinErrors(s.takeError(), e.takeError()),
-                                a.takeError());
-      starts = s->value_or(std::vector<int64_t>());
-      ends = e->value_or(std::vector<int64_t>());
-      axes = a->value_or(std::vector<int64_t>());
-    }
-    if (axes.empty())
-      for (size_t i = 0; i < starts.size(); ++i)
-        axes.push_back(static_cast<int64_t>(i));
-    if (steps.empty())
-      steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() ||
-        steps.size() != starts.size())
-      return im.fail(n, "starts, ends, axes and steps differ in length");
+    auto args = sliceArgsOf(im, n);
+    if (!args)
+      return args.takeError();
+    if (args->batchBound)
+      return im.fail(n, "slices a constant at the batch size; memfit keeps "
+                        "the batch symbolic and cannot fold this");
+    const std::vector<int64_t> &starts = args->starts, &ends = args->ends,
+                               &axes = args->axes, &steps = args->steps;
     std::vector<int64_t> first(rank, 0), step(rank, 1), dims = t->dims;
     std::vector<bool> seen(rank, false);
     for (size_t j = 0; j < starts.size(); ++j) {
@@ -727,98 +465,30 @@ private:
     t->dims = std::move(dims);
     return std::move(*t);
   }
-
-  /// One integer element of a binary op, following the batch: an element
-  /// marked as the batch stands for a multiple of it (N, or N * heads as
-  /// nn.MultiheadAttention computes), so B+0, B-0, B*k, k*B and B/k (where
-  /// k divides the multiple) keep it.
-  Expected<std::pair<int64_t, bool>>
-  intOp(const std::string &op, int64_t a, bool aBatch, int64_t b, bool bBatch) {
-    if (aBatch || bBatch) {
-      bool divides =
-          op == "Div" && b > 0 && a % b == 0 && (a / b) % im.g.batch == 0;
-      bool keeps = (aBatch && !bBatch &&
-                    (((op == "Add" || op == "Sub") && b == 0) ||
-                     (op == "Mul" && b > 0) || divides)) ||
-                   (bBatch && !aBatch &&
-                    ((op == "Add" && a == 0) || (op == "Mul" && a > 0)));
-      if (!keeps)
-        return im.fail(n, "computes with the batch size; memfit keeps the "
-                          "batch symbolic and cannot fold this arithmetic");
-      if (op == "Mul")
-        return std::make_pair(a * b, true);
-      if (op == "Div")
-        return std::make_pair(a / b, true);
-      return std::make_pair(aBatch ? a : b, true);
-    }
-    int64_t r = 0;
-    bool overflow = false;
-    if (op == "Add")
-      overflow = __builtin_add_overflow(a, b, &r);
-    else if (op == "Sub")
-      overflow = __builtin_sub_overflow(a, b, &r);
-    else if (op == "Mul")
-      overflow = __builtin_mul_overflow(a, b, &r);
-    else if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1))
-      return im.fail(n, "divides by zero or overflows");
-    else if (op == "Div")
-      r = a / b;
-    else // Mod: the sign of the divisor unless fmod (C's %)
-      r = a % b != 0 && !fmod && ((a % b < 0) != (b < 0)) ? a % b + b : a % b;
-    if (overflow)
-      return im.fail(n, "overflows");
-    return std::make_pair(r, false);
-  }
-
-  Expected<ConstTensor> binary(const std::string &op) {
-    auto a = input(0);
-    auto b = input(1);
-    if (!a || !b)
-      return llvm::joinErrors(a.takeError(), b.takeError());
-    if (op == "Mod") {
-      auto f = im.attrInt(n, "fmod", 0);
-      if (!f)
-        return f.takeError();
-      fmod = *f != 0;
-      if (a->isFloat() && !fmod)
-        return im.fail(n, "Mod of floats needs fmod=1");
-    }
-    if (a->type != b->type)
-      return im.fail(n, "operands have different element types");
-    auto shape = Broadcast::of(im, n, a->dims, b->dims);
-    if (!shape)
-      return shape.takeError();
-    ConstTensor out;
-    out.type = a->type;
-    out.dims = shape->dims;
-    Error e = shape->forEach([&](int64_t ia, int64_t ib) -> Error {
-      if (out.isFloat()) {
-        float x = a->floats[ia], y = b->floats[ib];
-        out.floats.push_back(op == "Add"   ? x + y
-                             : op == "Sub" ? x - y
-                             : op == "Mul" ? x * y
-                             : op == "Div" ? x / y
-                                           : std::fmod(x, y));
-        return Error::success();
-      }
-      auto r =
-          intOp(op, a->ints[ia], a->isBatch(ia), b->ints[ib], b->isBatch(ib));
-      if (!r)
-        return r.takeError();
-      out.ints.push_back(r->first);
-      out.batch.push_back(r->second);
-      return Error::success();
-    });
-    if (e)
-      return std::move(e);
-    return out;
-  }
 };
+
+template <Expected<ConstTensor> (ShapeFolder::*Fold)()>
+Expected<ConstTensor> viaShapeFolder(Importer &im, const pb::NodeProto &n) {
+  return (ShapeFolder(im, n).*Fold)();
+}
 
 } // namespace
 
-Error foldNode(Importer &im, const pb::NodeProto &n) {
-  return Folder(im, n).run();
+llvm::ArrayRef<FoldRule> shapeFoldRules() {
+  static const FoldRule rules[] = {
+      {"Constant", true, viaShapeFolder<&ShapeFolder::constantNode>},
+      {"Shape", true, viaShapeFolder<&ShapeFolder::shape>},
+      {"Range", true, viaShapeFolder<&ShapeFolder::range>},
+      {"ConstantOfShape", true, viaShapeFolder<&ShapeFolder::constantOfShape>},
+      {"Concat", false, viaShapeFolder<&ShapeFolder::concat>},
+      {"Reshape", false, viaShapeFolder<&ShapeFolder::reshape>},
+      {"Gather", false, viaShapeFolder<&ShapeFolder::gather>},
+      {"Unsqueeze", false, viaShapeFolder<&ShapeFolder::unsqueeze>},
+      {"Squeeze", false, viaShapeFolder<&ShapeFolder::squeeze>},
+      {"Slice", false, viaShapeFolder<&ShapeFolder::slice>},
+      {"Expand", false, viaShapeFolder<&ShapeFolder::expand>},
+  };
+  return rules;
 }
 
 } // namespace memfit::onnximport

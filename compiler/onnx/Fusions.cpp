@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <unordered_set>
 
 namespace memfit::onnximport {
 
@@ -36,6 +37,16 @@ public:
         producer[o] = k;
     for (const pb::TensorProto &t : g.initializer())
       inits[t.name()] = &t;
+    // Graph inputs without data after the data input (the first) are
+    // weights too (export_params=False).
+    bool data = true;
+    for (const pb::ValueInfoProto &vi : g.input()) {
+      if (inits.count(vi.name()))
+        continue;
+      if (!data)
+        declared.insert(vi.name());
+      data = false;
+    }
   }
 
   const pb::NodeProto &node(int k) const { return g.node(k); }
@@ -96,7 +107,10 @@ public:
       return n.input(0);
     return {};
   }
-  bool isInit(const std::string &name) const { return inits.count(name); }
+  /// A stored weight, or one declared as a graph input without data.
+  bool isWeight(const std::string &name) const {
+    return inits.count(name) || declared.count(name);
+  }
   const std::vector<int> &readersOf(const std::string &name) const {
     static const std::vector<int> none;
     auto it = readers.find(name);
@@ -109,6 +123,7 @@ private:
   const std::vector<bool> &live;
   std::unordered_map<std::string, int> producer;
   std::unordered_map<std::string, const pb::TensorProto *> inits;
+  std::unordered_set<std::string> declared;
 };
 
 /// 0.5 * x * (1 + erf(x / sqrt(2))) around the Erf node `e`.
@@ -245,10 +260,10 @@ std::optional<Fusion> layerNorm(const Matcher &m, int r1,
     return std::nullopt;
   std::string w = m.other(mu, m.node(dv).output(0));
   int ab = m.soleReader(m.node(mu).output(0));
-  if (!m.isInit(w) || !m.is(ab, "Add"))
+  if (!m.isWeight(w) || !m.is(ab, "Add"))
     return std::nullopt;
   std::string b = m.other(ab, m.node(mu).output(0));
-  if (!m.isInit(b))
+  if (!m.isWeight(b))
     return std::nullopt;
   nodes = {r1, s, pw, r2, ad, sq, dv, mu, ab};
   return Fusion{.kind = OpKind::LayerNorm,

@@ -425,10 +425,7 @@ Error Importer::translate(const pb::NodeProto &n) {
   for (int i = 0; i < (op == "CastLike" ? 1 : n.input_size()); ++i)
     if (hasInput(n, i) && !isConstant(n.input(i)))
       allConstant = false;
-  const auto &foldable = foldOpTypes();
-  bool fold = isFoldOnlyOp(op) ||
-              (allConstant && std::find(foldable.begin(), foldable.end(), op) !=
-                                  foldable.end());
+  bool fold = isFoldOnlyOp(op) || (allConstant && isFoldableOp(op));
   if (fold) {
     // A float initializer is a parameter: folding it would freeze it,
     // unless all it computes ends in a mask (a registered buffer). Shape
@@ -510,9 +507,7 @@ bool Importer::feedsOnlyMasks(int k, int depth) const {
     if (*to != pb::TensorProto::FLOAT)
       return true;
   }
-  const auto &foldable = foldOpTypes();
-  if (depth > 16 ||
-      std::find(foldable.begin(), foldable.end(), op) == foldable.end())
+  if (depth > 16 || !isFoldableOp(op))
     return false;
   bool any = false;
   for (const std::string &out : n.output()) {

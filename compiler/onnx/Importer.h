@@ -21,6 +21,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/ops/OnnxNode.h"
+#include "compiler/ops/SliceArgs.h"
 #include "compiler/support/Diagnostics.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -333,13 +334,18 @@ private:
   std::string dataInputName;
 };
 
-//===-- FoldShapes.cpp ----------------------------------------------------===//
+//===-- FoldTable.cpp -----------------------------------------------------===//
 
 /// Op types that only ever fold (their operands must be constants).
 bool isFoldOnlyOp(llvm::StringRef opType);
+/// Op types that fold when their operands are constants (the fold-only
+/// ones among them).
+bool isFoldableOp(llvm::StringRef opType);
 /// Folds `n` into constants bound to its outputs. All inputs must be
 /// constants, except Shape's, whose dims are known for any input.
 llvm::Error foldNode(Importer &im, const pb::NodeProto &n);
+/// The op types foldNode handles.
+const std::vector<std::string> &foldOpTypes();
 
 //===-- NodeAdapter.cpp ---------------------------------------------------===//
 
@@ -348,9 +354,9 @@ llvm::Error foldNode(Importer &im, const pb::NodeProto &n);
 /// takes its op type.
 llvm::Error translateThroughRegistry(Importer &im, const pb::NodeProto &n,
                                      bool &found);
-
-/// The op types foldNode handles.
-const std::vector<std::string> &foldOpTypes();
+/// Slice's operands through the definition the operator reads them with,
+/// for the constant folder.
+llvm::Expected<SliceArgs> sliceArgsOf(Importer &im, const pb::NodeProto &n);
 
 } // namespace memfit::onnximport
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
 #include "compiler/ops/OpDef.h"
+#include "compiler/ops/SliceArgs.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -145,6 +146,11 @@ llvm::Error translateThroughRegistry(Importer &im, const pb::NodeProto &n,
     return llvm::Error::success();
   ImporterNode node(im, n);
   return def->importOnnx(node);
+}
+
+llvm::Expected<SliceArgs> sliceArgsOf(Importer &im, const pb::NodeProto &n) {
+  ImporterNode node(im, n);
+  return sliceArgs(node);
 }
 
 /// Activations are float32 throughout; casting one to float32 is the

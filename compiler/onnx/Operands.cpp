@@ -67,10 +67,17 @@ bool Importer::isDeclaredInput(const std::string &name) const {
 
 Error Importer::extraDataInput(const pb::NodeProto &n,
                                const std::string &name) const {
+  // export_params=False declares buffers too (a causal mask, a rotary
+  // table): what is computed from them at import needs their values.
   return fail(n, llvm::formatv("uses graph input {0} as data; memfit takes "
                                "exactly one data input ({1}, the first graph "
                                "input without an initializer); labels are not "
-                               "part of the model",
+                               "part of the model; a weight declared without "
+                               "data is read only as the weight operand of "
+                               "its operator, and a buffer such as a mask or "
+                               "a table needs its values in the file (export "
+                               "it as an initializer or compute it in the "
+                               "graph)",
                                quoteName(name), quoteName(dataInputName)));
 }
 

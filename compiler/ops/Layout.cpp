@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
+#include "compiler/ops/SliceArgs.h"
 
 namespace memfit::ops {
 
@@ -139,37 +140,11 @@ llvm::Error importSlice(OnnxNode &node) {
     return x.takeError();
   std::vector<int64_t> xd = dimsOfValue(node, *x);
   auto rank = static_cast<int64_t>(xd.size());
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (node.opset() >= 10) {
-    auto s = node.intConstant(1), e = node.intConstant(2);
-    if (llvm::Error err = firstError(s, e))
-      return err;
-    starts = s->ints;
-    ends = e->ints;
-    for (int i : {3, 4})
-      if (node.hasInput(i)) {
-        auto v = node.intVector(i);
-        if (!v)
-          return v.takeError();
-        (i == 3 ? axes : steps) = *v;
-      }
-  } else {
-    auto s = node.attrInts("starts"), e = node.attrInts("ends"),
-         a = node.attrInts("axes");
-    if (llvm::Error err = firstError(s, e, a))
-      return err;
-    starts = s->value_or(std::vector<int64_t>());
-    ends = e->value_or(std::vector<int64_t>());
-    axes = a->value_or(std::vector<int64_t>());
-  }
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i)
-      axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty())
-    steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
-    return node.fail("starts, ends, axes and steps differ in length");
+  auto args = sliceArgs(node);
+  if (!args)
+    return args.takeError();
+  const std::vector<int64_t> &starts = args->starts, &ends = args->ends,
+                             &axes = args->axes, &steps = args->steps;
   if (llvm::Error e = checkRank(node, xd))
     return e;
   std::vector<int64_t> first(rank, 0), extents = xd, stepOf(rank, 1);
@@ -428,3 +403,54 @@ void registerLayout(std::vector<OpDef> &defs) {
 }
 
 } // namespace memfit::ops
+
+namespace memfit {
+
+llvm::Expected<SliceArgs> sliceArgs(OnnxNode &node) {
+  SliceArgs a;
+  // A bound as an integer list, noting elements that are the batch.
+  auto bound = [&](int i, std::vector<int64_t> &out) -> llvm::Error {
+    auto c = node.intConstant(i);
+    if (!c)
+      return c.takeError();
+    if (c->isFloat || c->dims.size() > 1)
+      return node.fail("operand " + std::to_string(i) +
+                       " must be a 1-D integer tensor");
+    for (int64_t k = 0; k < c->numel(); ++k)
+      a.batchBound |= c->isBatch(k);
+    out = c->ints;
+    return llvm::Error::success();
+  };
+  if (node.opset() >= 10) {
+    if (llvm::Error e = bound(1, a.starts))
+      return std::move(e);
+    if (llvm::Error e = bound(2, a.ends))
+      return std::move(e);
+    for (int i : {3, 4})
+      if (node.hasInput(i)) {
+        auto v = node.intVector(i);
+        if (!v)
+          return v.takeError();
+        (i == 3 ? a.axes : a.steps) = *v;
+      }
+  } else {
+    auto s = node.attrInts("starts"), e = node.attrInts("ends"),
+         x = node.attrInts("axes");
+    if (llvm::Error err = ops::firstError(s, e, x))
+      return std::move(err);
+    a.starts = s->value_or(std::vector<int64_t>());
+    a.ends = e->value_or(std::vector<int64_t>());
+    a.axes = x->value_or(std::vector<int64_t>());
+  }
+  if (a.axes.empty())
+    for (size_t i = 0; i < a.starts.size(); ++i)
+      a.axes.push_back(static_cast<int64_t>(i));
+  if (a.steps.empty())
+    a.steps.assign(a.starts.size(), 1);
+  if (a.ends.size() != a.starts.size() || a.axes.size() != a.starts.size() ||
+      a.steps.size() != a.starts.size())
+    return node.fail("starts, ends, axes and steps differ in length");
+  return a;
+}
+
+} // namespace memfit

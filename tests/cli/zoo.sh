@@ -10,7 +10,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$MEMFIT" zoo --list >list.txt 2>err.txt || fail "--list exited $?"
 for name in alexnet vgg16 vgg101 vgg-N resnet50 resnet-N googlenet \
-            densenet121 fcn mlp tiny-cnn tiny-dropout; do
+            densenet121 fcn mlp tiny-cnn tiny-dropout gpt2 gpt2-xl llama-1b \
+            llama-70b gpt2-tiny llama-tiny; do
   grep -q "^  $name " list.txt || fail "--list lacks $name"
 done
 
@@ -53,6 +54,17 @@ grep -q "resnet-N" err.txt || fail "message does not list the models"
 "$MEMFIT" zoo mlp >/dev/null 2>err.txt && fail "missing -o accepted"
 grep -q "no output file" err.txt || fail "no missing-output message"
 
+# Language models: --seq-len sets T up to the context; a 70B model's file
+# without weights is small.
+"$MEMFIT" zoo llama-70b -o l.onnx --seq-len 2048 --batch 2 >/dev/null 2>err.txt \
+  || fail "llama-70b exited $?: $(cat err.txt)"
+[ "$(stat -c %s l.onnx)" -lt 2000000 ] || fail "llama-70b's file is $(stat -c %s l.onnx) bytes"
+"$MEMFIT" zoo gpt2 -o g.onnx --seq-len 2048 >/dev/null 2>err.txt && fail "gpt2 took T past 1024"
+grep -q "up to 1024 tokens" err.txt || fail "no context message: $(cat err.txt)"
+"$MEMFIT" zoo resnet18 -o g.onnx --seq-len 16 >/dev/null 2>err.txt && fail "seq-len accepted for resnet18"
+"$MEMFIT" zoo gpt2-xl -o g.onnx --weights >/dev/null 2>err.txt && fail "gpt2-xl written with weights"
+grep -q "2 GiB" err.txt || fail "no file-size message: $(cat err.txt)"
+
 # Checked by ONNX itself where Debian's python has it.
 if /usr/bin/python3 -c 'import onnx' 2>/dev/null; then
   /usr/bin/python3 - <<'PY' || fail "onnx python rejected the files"
@@ -66,6 +78,10 @@ for f, shape in (("r.onnx", [8, 3, 64, 64]), ("bare.onnx", ["N", 3, 8, 8])):
     assert got == shape, (f, got)
 out = onnx.load("r.onnx").graph.output[0].type.tensor_type.shape.dim
 assert [x.dim_value for x in out] == [8, 7]
+m = onnx.load("l.onnx")
+onnx.checker.check_model(m)
+out = m.graph.output[0].type.tensor_type.shape.dim
+assert [x.dim_value for x in out] == [2, 2048, 32000], out
 PY
 fi
 echo "zoo CLI: ok"

@@ -7,7 +7,7 @@ usage: torch_reference.py MODEL.onnx X.npy Y.npy --batch B --iterations N
          --lr F --momentum F --weight-decay F [--optimizer sgd|adam|adamw
          --beta1 F --beta2 F --eps F]
          --losses TRAINER_LOG --trained TRAINED.onnx [--rtol R]
-         [--autocast bf16] [--update-tol T]
+         [--autocast bf16] [--update-tol T] [--freeze RE] [--train-only RE]
 Exit 0 when both agree within tolerance, 1 with a message when not.
 
 By default the reference computes in float64. --autocast bf16 trains in
@@ -15,7 +15,10 @@ float32 under torch.autocast("cpu", dtype=torch.bfloat16), as a mixed
 precision framework does. --update-tol compares what training changed
 instead of the weights: for every weight, the norm of the difference of the
 two updates (trained minus initial) over the norm of torch's update must be
-at most T, and losses must agree within --rtol.
+at most T, and losses must agree within --rtol. --freeze and --train-only
+choose the parameters that train as memfit's flags do (re.search in the
+name; --train-only first, then --freeze takes out): the others get
+requires_grad=False and stay out of the optimizer.
 """
 import argparse
 import re
@@ -355,6 +358,8 @@ def main():
     ap.add_argument("--rtol", type=float, default=2e-4)
     ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
     ap.add_argument("--update-tol", type=float, default=None)
+    ap.add_argument("--freeze", default=None)
+    ap.add_argument("--train-only", default=None)
     args = ap.parse_args()
     global FLOAT
     if args.autocast != "none":
@@ -389,16 +394,21 @@ def main():
             consts[n.output[0]] = src.detach().clone()
         else:
             params[n.output[0]] = src.detach().clone().requires_grad_(True)
+    for name, p in params.items():
+        if ((args.train_only and not re.search(args.train_only, name)) or
+                (args.freeze and re.search(args.freeze, name))):
+            p.requires_grad_(False)
+    trained_params = [p for p in params.values() if p.requires_grad]
     X = torch.tensor(np.load(args.x))
     X = X.long() if X.dtype in (torch.int64, torch.int32) else X.to(FLOAT)
     Y = torch.tensor(np.load(args.y))
     if args.optimizer == "sgd":
-        opt = torch.optim.SGD(list(params.values()), lr=args.lr,
+        opt = torch.optim.SGD(trained_params, lr=args.lr,
                               momentum=args.momentum,
                               weight_decay=args.weight_decay)
     else:
         cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
-        opt = cls(list(params.values()), lr=args.lr,
+        opt = cls(trained_params, lr=args.lr,
                   betas=(args.beta1, args.beta2), eps=args.eps,
                   weight_decay=args.weight_decay)
     losses = []

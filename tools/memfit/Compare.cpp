@@ -224,6 +224,8 @@ int run() {
   outs() << formatv("model {0} ({1}), batch {2}, device {3}{4}\n",
                     quoteName(c.model), c.modelFile, c.batch, c.device,
                     c.precision == "fp32" ? "" : ", precision " + c.precision);
+  if (std::string r = trainingRestriction(s.tg); !r.empty())
+    outs() << "training " << r << "\n";
   outs() << formatv("ideal plan: peak {0}, {1:F3} ms per iteration; lower "
                     "bound Mmin {2}\n",
                     formatBytes(c.idealPeakBytes), c.idealSeconds * 1e3,

@@ -15,6 +15,7 @@
 #include "passes/search/Chunk.h"
 #include "passes/search/SubBatch.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/FreezeOption.h"
 #include "tools/memfit/NumericOptions.h"
 #include "tools/memfit/Planning.h"
 #include "tools/memfit/PrecisionOption.h"
@@ -78,6 +79,13 @@ cl::opt<Precision> PrecisionOpt("precision", cl::desc(kPrecisionHelp),
                                 cl::init(Precision::FP32), precisionValues(),
                                 cl::sub(Cmd));
 
+cl::opt<std::string> Freeze("freeze", cl::desc(kFreezeHelp),
+                            cl::value_desc("regex"), cl::init(""),
+                            cl::sub(Cmd));
+cl::opt<std::string> TrainOnly("train-only", cl::desc(kTrainOnlyHelp),
+                               cl::value_desc("regex"), cl::init(""),
+                               cl::sub(Cmd));
+
 std::string shapeString(const Value &v) {
   std::string s = "[";
   for (size_t i = 0; i < v.dims.size(); ++i) {
@@ -120,6 +128,7 @@ int run() {
   tc.optimizer = Optimizer;
   tc.precision = PrecisionOpt;
   tc.dp = *dp;
+  tc.freeze = {Freeze, TrainOnly};
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
     return reportError(withContext(
@@ -132,6 +141,7 @@ int run() {
   for (ValueId w : graph->weights())
     if (graph->values[w].trainable)
       params += graph->values[w].elementsPerSample();
+  FrozenCount frozen = countFrozen(*tg);
   std::array<int, 5> byKind{};
   for (const Task &t : tg->tasks)
     ++byKind[static_cast<int>(t.kind)];
@@ -164,6 +174,11 @@ int run() {
                         {"update", byKind[4]}};
     j["blocks"] = tg->blocks.size();
     j["parameters"] = params;
+    if (frozen.frozen > 0)
+      j["frozen"] = {{"weights", frozen.frozen},
+                     {"bytes", frozen.frozenBytes},
+                     {"trained_weights", frozen.trained},
+                     {"trained_bytes", frozen.trainedBytes}};
     j["weight_bytes"] = graph->weightBytes();
     j["weight_side_bytes"] = tg->weightSideBytes();
     if (tg->dp.active()) {
@@ -215,6 +230,12 @@ int run() {
   os << formatv("parameters           {0}\n", params);
   os << formatv("weight bytes         {0}\n",
                 formatBytes(graph->weightBytes()));
+  if (frozen.frozen > 0)
+    os << formatv("frozen weights       {0} of {1} ({2}): no gradient, "
+                  "optimizer state or update; {3} train ({4})\n",
+                  frozen.frozen, frozen.frozen + frozen.trained,
+                  formatBytes(frozen.frozenBytes), frozen.trained,
+                  formatBytes(frozen.trainedBytes));
   if (tg->dp.active())
     os << formatv("data parallel        {0} ranks, global batch {1}, {2} per "
                   "rank; the figures below are one rank's\n",

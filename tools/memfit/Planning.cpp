@@ -1,6 +1,7 @@
 //===- Planning.cpp - What plan, compile and compare share ----------------===//
 #include "tools/memfit/Planning.h"
 #include "tools/memfit/Command.h"
+#include "tools/memfit/FreezeOption.h"
 #include "tools/memfit/NumericOptions.h"
 #include "tools/memfit/PrecisionOption.h"
 
@@ -166,6 +167,10 @@ Shared<OptimizerKind> Optimizer(
                           "weight decay)")));
 Shared<Precision> PrecisionOpt("precision", cl::desc(kPrecisionHelp),
                                cl::init(Precision::FP32), precisionValues());
+Shared<std::string> Freeze("freeze", cl::desc(kFreezeHelp),
+                           cl::value_desc("regex"), cl::init(""));
+Shared<std::string> TrainOnly("train-only", cl::desc(kTrainOnlyHelp),
+                              cl::value_desc("regex"), cl::init(""));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -296,6 +301,8 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.momentum = Momentum;
   tc.precision = PrecisionOpt;
   tc.dp = cantFail(dataParallelFlags());
+  tc.freeze = {Freeze, TrainOnly};
+  s.freeze = tc.freeze;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
     return withContext(tg.takeError(),
@@ -422,6 +429,18 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     if (&t != &chosen && !t.outcome)
       consumeError(t.outcome.takeError());
   return out;
+}
+
+std::string trainingRestriction(const TaskGraph &tg) {
+  FrozenCount f = countFrozen(tg);
+  if (f.frozen == 0)
+    return "";
+  return describeRestriction({.weights = f.frozen,
+                              .bytes = f.frozenBytes,
+                              .trainedWeights = f.trained,
+                              .trainedBytes = f.trainedBytes,
+                              .trainOnly = TrainOnly,
+                              .freeze = Freeze});
 }
 
 constexpr double kMaxBudgetPercent = 100000;

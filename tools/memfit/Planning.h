@@ -9,6 +9,7 @@
 #define MEMFIT_TOOLS_PLANNING_H
 
 #include "codegen/PlanReport.h"
+#include "compiler/autodiff/Freeze.h"
 #include "compiler/cost/CostModel.h"
 #include "compiler/ir/Graph.h"
 #include "compiler/ir/TaskGraph.h"
@@ -36,6 +37,7 @@ llvm::cl::SubCommand &compareCommand();
 struct PlanningSession {
   std::string modelPath;
   std::string profilePath; // --profile ("" for none)
+  FreezeSpec freeze;       // --freeze and --train-only as given
   /// Which form attention takes and why (empty: the model has none, or
   /// it is kept as written on request).
   std::string attentionNote;
@@ -122,6 +124,10 @@ llvm::Expected<int64_t> libraryReserve(const PlanningSession &s);
 /// into `r`; `flag` names the option in messages.
 llvm::Error parseBudget(llvm::StringRef text, llvm::StringRef flag,
                         PlanRequest &r);
+
+/// "restricted by --freeze '...': 3 of 9 weights train ...", naming the
+/// flags that chose them; empty when every weight trains.
+std::string trainingRestriction(const TaskGraph &tg);
 
 } // namespace memfit::tool
 

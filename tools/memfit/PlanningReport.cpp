@@ -44,6 +44,8 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
     c.profile.estimatedExamples = u.missingExamples;
   }
   c.attention = s.attentionNote;
+  c.trainOnly = s.freeze.trainOnly;
+  c.freeze = s.freeze.freeze;
   c.exact = o.exact;
   c.boundSeconds = o.bound ? o.bound->seconds : 0;
   c.boundWhy = o.boundWhy;

@@ -1,7 +1,7 @@
 //===- Zoo.cpp - memfit zoo: write a model of the zoo as ONNX -------------===//
 //
 //   memfit zoo NAME -o FILE [--batch N] [--weights|--no-weights]
-//              [--classes N] [--image-size N] [--force]
+//              [--classes N] [--image-size N] [--seq-len T] [--force]
 //   memfit zoo --list
 //
 // Tiny models are written with weights by default, others without (their
@@ -55,6 +55,11 @@ cl::opt<PositiveCount>
               cl::desc("Input height and width (default: the "
                        "model's)"),
               cl::init(0), cl::sub(ZooCmd));
+cl::opt<PositiveCount>
+    SeqLen("seq-len",
+           cl::desc("Tokens per sequence of a language model (default: "
+                    "its context length)"),
+           cl::value_desc("T"), cl::init(0), cl::sub(ZooCmd));
 cl::opt<bool> Force("force", cl::desc("Overwrite an existing output file"),
                     cl::sub(ZooCmd));
 
@@ -90,6 +95,7 @@ int run() {
   opts.batch = Batch;
   opts.numClasses = Classes;
   opts.imageSize = ImageSize;
+  opts.seqLen = SeqLen;
   opts.withWeights =
       Weights || (!NoWeights && memfit::isTinyZooModel(ModelName));
 

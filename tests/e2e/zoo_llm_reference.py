@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""Independent reference for the zoo's decoders (tests/cli/zoo_gpt2.sh,
+zoo_llama.sh): GPT-2 and Llama written by hand in PyTorch, the way Hugging
+Face's GPT2LMHeadModel and LlamaForCausalLM compute, loaded with the weights
+of the zoo's ONNX file by name, trained in float64 with SGD, and compared
+with a memfit trainer's losses and trained weights.
+
+usage: zoo_llm_reference.py gpt2|llama MODEL.onnx X.npy Y.npy --heads H
+         [--kv-heads K] --batch B --iterations N --lr F --momentum F
+         --weight-decay F --losses TRAINER_LOG --trained TRAINED.onnx
+         [--tol T]
+Exit 0 when the losses and every weight agree within T (relative to the
+weight's largest magnitude) and training moved the weights; 1 otherwise.
+
+Nothing here reads the ONNX graph's nodes: only the initializers' names and
+shapes, which must be exactly the module's parameters.
+"""
+import argparse
+import math
+import re
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import numpy_helper
+
+FLOAT = torch.float64
+
+
+def causal(T):
+    return torch.tril(torch.ones(T, T, dtype=torch.bool))
+
+
+def attend(q, k, v):
+    """softmax(q k^T / sqrt(d) masked causally) v, heads merged."""
+    B, H, T, d = q.shape
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+    att = att.masked_fill(~causal(T), float("-inf"))
+    y = F.softmax(att, dim=-1) @ v
+    return y.transpose(1, 2).reshape(B, T, H * d)
+
+
+def gpt2_names(layers):
+    names = ["transformer.wte.weight", "transformer.wpe.weight",
+             "transformer.ln_f.weight", "transformer.ln_f.bias"]
+    for i in range(layers):
+        p = f"transformer.h.{i}."
+        for m in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc",
+                  "mlp.c_proj"):
+            names += [p + m + ".weight", p + m + ".bias"]
+    return names
+
+
+def gpt2(W, idx, heads):
+    """Hugging Face's GPT2LMHeadModel without dropout: Conv1D weights are
+    [in, out], gelu_new, the head tied to the token embedding."""
+    B, T = idx.shape
+    d = W["transformer.wte.weight"].shape[1]
+    x = W["transformer.wte.weight"][idx] + W["transformer.wpe.weight"][:T]
+    layers = sum(1 for n in W if n.endswith(".ln_1.weight"))
+
+    def ln(name, x):
+        return F.layer_norm(x, (d,), W[name + ".weight"], W[name + ".bias"],
+                            1e-5)
+
+    def conv1d(name, x):
+        return x @ W[name + ".weight"] + W[name + ".bias"]
+
+    for i in range(layers):
+        p = f"transformer.h.{i}."
+        q, k, v = conv1d(p + "attn.c_attn", ln(p + "ln_1", x)).split(d, dim=2)
+        q, k, v = (t.view(B, T, heads, d // heads).transpose(1, 2)
+                   for t in (q, k, v))
+        x = x + conv1d(p + "attn.c_proj", attend(q, k, v))
+        h = F.gelu(conv1d(p + "mlp.c_fc", ln(p + "ln_2", x)),
+                   approximate="tanh")
+        x = x + conv1d(p + "mlp.c_proj", h)
+    return ln("transformer.ln_f", x) @ W["transformer.wte.weight"].t()
+
+
+def llama_names(layers):
+    names = ["model.embed_tokens.weight", "model.norm.weight",
+             "lm_head.weight"]
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        names += [p + "input_layernorm.weight",
+                  p + "post_attention_layernorm.weight"]
+        names += [p + f"self_attn.{m}_proj.weight" for m in "qkvo"]
+        names += [p + f"mlp.{m}_proj.weight" for m in ("gate", "up", "down")]
+    return names
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def llama(W, idx, heads, kv_heads, theta=10000.0, eps=1e-5):
+    """Hugging Face's LlamaForCausalLM: RMSNorm, rotary embeddings (tables
+    in float32 as its rotary module computes them), grouped-query attention
+    by repeat_kv, SwiGLU, untied head."""
+    B, T = idx.shape
+    d = W["model.embed_tokens.weight"].shape[1]
+    hd = d // heads
+    layers = sum(1 for n in W if n.endswith(".input_layernorm.weight"))
+
+    def rms(name, x):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return W[name] * (x * torch.rsqrt(var + eps))
+
+    def lin(name, x):
+        return x @ W[name].t()
+
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    freqs = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(FLOAT), emb.sin().to(FLOAT)
+    x = W["model.embed_tokens.weight"][idx]
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        h = rms(p + "input_layernorm.weight", x)
+        q = lin(p + "self_attn.q_proj.weight", h).view(B, T, heads, hd)
+        k = lin(p + "self_attn.k_proj.weight", h).view(B, T, kv_heads, hd)
+        v = lin(p + "self_attn.v_proj.weight", h).view(B, T, kv_heads, hd)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(heads // kv_heads, dim=1)
+        v = v.repeat_interleave(heads // kv_heads, dim=1)
+        x = x + lin(p + "self_attn.o_proj.weight", attend(q, k, v))
+        h = rms(p + "post_attention_layernorm.weight", x)
+        g = F.silu(lin(p + "mlp.gate_proj.weight", h))
+        x = x + lin(p + "mlp.down_proj.weight",
+                    g * lin(p + "mlp.up_proj.weight", h))
+    return lin("lm_head.weight", rms("model.norm.weight", x))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("arch", choices=["gpt2", "llama"])
+    ap.add_argument("model")
+    ap.add_argument("x")
+    ap.add_argument("y")
+    ap.add_argument("--heads", type=int, required=True)
+    ap.add_argument("--kv-heads", type=int, default=0)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--iterations", type=int, required=True)
+    ap.add_argument("--lr", type=float, required=True)
+    ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--losses", required=True)
+    ap.add_argument("--trained", required=True)
+    ap.add_argument("--tol", type=float, default=1e-5)
+    args = ap.parse_args()
+
+    init = {t.name: numpy_helper.to_array(t)
+            for t in onnx.load(args.model).graph.initializer}
+    layers = sum(1 for n in init
+                 if n.endswith(".ln_1.weight" if args.arch == "gpt2"
+                               else ".input_layernorm.weight"))
+    want = (gpt2_names if args.arch == "gpt2" else llama_names)(layers)
+    if sorted(want) != sorted(init):
+        print(f"the model's weights are not {args.arch}'s parameters: "
+              f"missing {sorted(set(want) - set(init))}, "
+              f"extra {sorted(set(init) - set(want))}")
+        return 1
+    W = {n: torch.tensor(init[n].copy()).to(FLOAT).requires_grad_(True)
+         for n in want}
+    X = torch.tensor(np.load(args.x)).long()
+    Y = torch.tensor(np.load(args.y)).long()
+    opt = torch.optim.SGD(list(W.values()), lr=args.lr,
+                          momentum=args.momentum,
+                          weight_decay=args.weight_decay)
+    losses = []
+    for it in range(args.iterations):
+        s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
+        xb, yb = X[s:s + args.batch], Y[s:s + args.batch]
+        opt.zero_grad()
+        if args.arch == "gpt2":
+            logits = gpt2(W, xb, args.heads)
+        else:
+            logits = llama(W, xb, args.heads, args.kv_heads or args.heads)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               yb.reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+
+    got = [float(m.group(1)) for m in
+           re.finditer(r"^iteration \d+\s+loss (\S+)",
+                       open(args.losses).read(), re.M)]
+    if len(got) != len(losses):
+        print(f"trainer printed {len(got)} losses, expected {len(losses)}")
+        return 1
+    for k, (a, b) in enumerate(zip(got, losses)):
+        if abs(a - b) > args.tol * max(1.0, abs(b)):
+            print(f"loss {k + 1}: trainer {a!r}, torch {b!r}")
+            return 1
+    trained = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(args.trained).graph.initializer}
+    worst, worst_name, moved = 0.0, "", 0.0
+    for name, p in W.items():
+        ref = p.detach().numpy()
+        if name not in trained:
+            print(f"trained model lacks {name}")
+            return 1
+        err = np.max(np.abs(trained[name] - ref)) / max(1e-3,
+                                                       np.max(np.abs(ref)))
+        moved = max(moved, float(np.max(np.abs(ref - init[name]))))
+        if err > worst:
+            worst, worst_name = err, name
+    if worst > args.tol:
+        print(f"weight {worst_name}: relative difference {worst:.3g} "
+              f"(tolerance {args.tol})")
+        return 1
+    if moved < 1e-4:
+        print(f"training moved no weight (at most {moved:.2e})")
+        return 1
+    print(f"agree with torch: {len(losses)} losses "
+          f"({', '.join('%.6f' % v for v in losses)}), worst weight "
+          f"difference {worst:.2e} ({worst_name}), weights moved up to "
+          f"{moved:.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
