@@ -5,6 +5,7 @@
 
 #include "compiler/support/Diagnostics.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <nlohmann/json.hpp>
@@ -554,6 +555,10 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     }
   if (rd.failed())
     return rd.error();
+  // The counts the printed summary shows, as buildPlanSummary makes them.
+  r.summary.blocks = static_cast<int64_t>(r.blocks.size());
+  r.summary.offloadedBlocks = llvm::count_if(
+      r.blocks, [](const ReportBlock &b) { return b.decision == "offload"; });
   return r;
 }
 

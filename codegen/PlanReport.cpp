@@ -57,65 +57,35 @@ std::string defaultWhy(const TaskGraph &tg, const Block &blk,
   return "stays on the device from its first write to its last use";
 }
 
-} // namespace
-
-std::string describeFrozen(const ReportFrozen &f) {
-  return llvm::formatv("restricted: {0} of {1} weights train ({2}); {3} "
-                       "frozen ({4}): no gradient, optimizer state or update",
-                       f.trainedWeights, f.trainedWeights + f.weights,
-                       formatBytes(f.trainedBytes), f.weights,
-                       formatBytes(f.bytes))
-      .str();
+void fillDataParallel(ReportDataParallel &d, const TaskGraph &tg,
+                      const Plan &plan, const Simulation &sim,
+                      const PlanContext &ctx) {
+  d.ranks = tg.dp.ranks;
+  d.shard = tg.dp.shard;
+  d.link = ctx.collectiveLink.empty() ? std::string(linkName(tg.dp.link))
+                                      : ctx.collectiveLink;
+  std::vector<GradientBucket> buckets = gradientBuckets(tg, plan);
+  d.buckets = static_cast<int32_t>(buckets.size());
+  d.bucketBytes = tg.dp.bucketBytes;
+  int64_t weights = 0;
+  for (const GradientBucket &b : buckets)
+    weights += b.bytes;
+  for (const Simulation::Collective &c : sim.collectives)
+    d.collectives.push_back({c.bucket < 0       ? "all-gather"
+                             : tg.dp.shard == 0 ? "all-reduce"
+                                                : "reduce-scatter",
+                             c.bucket, c.round,
+                             c.bucket < 0 ? weights : buckets[c.bucket].bytes,
+                             c.start, c.end});
+  d.weightSideBytes = tg.weightSideBytes();
+  d.replicatedWeightSideBytes = tg.replicatedWeightSideBytes;
+  d.collectiveBufferBytes = tg.collectiveBufferBytes;
+  d.collectiveSeconds = sim.collectiveSeconds;
+  d.exposedSeconds = sim.exposedCollectiveSeconds;
 }
 
-PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
-                           const Simulation &sim, const PlanContext &ctx) {
-  assert(sim.start.size() == plan.round.size() && "simulation of another plan");
-  const Graph &g = *tg.graph;
-  PlanReport r;
-  r.model = g.name;
-  r.modelFile = ctx.modelFile;
-  r.device = ctx.device;
-  r.policy = plan.policy;
-  r.precision = precisionName(tg.precision);
-  r.profile = ctx.profile;
-  r.batch = plan.batch;
-  r.subBatch = plan.subBatch;
-  r.numSubBatches = plan.numSubBatches;
-  r.chunks = plan.chunks;
-  r.budgetBytes = plan.budget;
-  r.libraryReserveBytes = plan.libraryReserve;
-  if (tg.dp.active()) {
-    ReportDataParallel &d = r.dataParallel;
-    d.ranks = tg.dp.ranks;
-    d.shard = tg.dp.shard;
-    d.link = ctx.costs ? ctx.costs->collective.link
-                       : std::string(linkName(tg.dp.link));
-    std::vector<GradientBucket> buckets = gradientBuckets(tg, plan);
-    d.buckets = static_cast<int32_t>(buckets.size());
-    int64_t weights = 0;
-    for (const GradientBucket &b : buckets)
-      weights += b.bytes;
-    for (const Simulation::Collective &c : sim.collectives)
-      d.collectives.push_back({c.bucket < 0       ? "all-gather"
-                               : tg.dp.shard == 0 ? "all-reduce"
-                                                  : "reduce-scatter",
-                               c.bucket, c.round,
-                               c.bucket < 0 ? weights : buckets[c.bucket].bytes,
-                               c.start, c.end});
-    d.weightSideBytes = tg.weightSideBytes();
-    d.replicatedWeightSideBytes = tg.replicatedWeightSideBytes;
-    d.collectiveBufferBytes = tg.collectiveBufferBytes;
-    d.collectiveSeconds = sim.collectiveSeconds;
-    d.exposedSeconds = sim.exposedCollectiveSeconds;
-  }
-  if (FrozenCount f = countFrozen(tg); f.frozen > 0)
-    r.frozen = {f.frozen, f.frozenBytes, f.trained, f.trainedBytes};
-  r.notes = ctx.notes;
-  r.exact = ctx.exact;
-  r.events = plan.numEvents;
-
-  ReportSummary &s = r.summary;
+void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
+                 const Simulation &sim, const PlanContext &ctx) {
   s.plannedBytes = plan.totalBytes();
   s.residentBytes = plan.residentBytes;
   s.arenaBytes = plan.arenaBytes;
@@ -138,20 +108,20 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
   s.bytesToDevice = sim.bytesToDevice;
   s.eq3SubBatch = ctx.eq3SubBatch;
   s.boundSeconds = ctx.boundSeconds;
+  s.boundWhy = ctx.boundWhy;
   s.subBatchesTried = ctx.subBatchesTried;
   s.chunksTried = ctx.chunksTried;
   s.refineTries = ctx.refineTries;
   s.refineChanged = ctx.refineChanged;
+  s.planSeconds = ctx.planSeconds;
+  s.optimal = ctx.optimal;
+  s.blocks = static_cast<int64_t>(tg.blocks.size());
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
+    s.offloadedBlocks += blockDecision(tg, plan, b) == "offload";
+}
 
-  auto nodeOf = [&](OpId op) { return op >= 0 ? g.ops[op].name : ""; };
-  auto opOf = [&](OpId op) { return op >= 0 ? g.ops[op].onnxOp : ""; };
-  auto algoName = [&](TaskId t, int32_t algo) -> std::string {
-    if (ctx.costs && t < (TaskId)ctx.costs->tasks.size())
-      if (const AlgoCost *a = ctx.costs->find(t, algo))
-        return a->name;
-    return "";
-  };
-
+/// The plan's instructions as the generated program issues them.
+void fillSchedule(PlanReport &r, const TaskGraph &tg, const Plan &plan) {
   for (const auto *list : {&plan.round, &plan.update})
     for (const Instr &in : *list) {
       ReportInstr x;
@@ -180,10 +150,33 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
       }
       r.schedule.push_back(std::move(x));
     }
+}
 
-  // Tasks, transfers and stall causes in one walk of the round. An event's
-  // source is the last instruction on its stream before the record; a
-  // task's stall ends with the wait whose source finished last.
+/// A task as the report lists it, without its times.
+ReportTask reportTask(const TaskGraph &tg, const Instr &in,
+                      const PlanContext &ctx, const char *section) {
+  const Graph &g = *tg.graph;
+  const Task &t = tg.tasks[in.task];
+  ReportTask e;
+  e.name = t.name;
+  e.kind = std::string(taskKindName(t.kind));
+  e.node = t.op >= 0 ? g.ops[t.op].name : "";
+  e.op = t.op >= 0 ? g.ops[t.op].onnxOp : "";
+  e.section = section;
+  e.algo = in.algo;
+  if (ctx.costs && in.task < (TaskId)ctx.costs->tasks.size())
+    if (const AlgoCost *a = ctx.costs->find(in.task, in.algo))
+      e.algoName = a->name;
+  e.stream = std::string(streamName(in.stream));
+  return e;
+}
+
+/// Tasks, transfers and stall causes in one walk of the round, then the
+/// update's tasks. An event's source is the last instruction on its stream
+/// before the record; a task's stall ends with the wait whose source
+/// finished last.
+void fillTasks(PlanReport &r, const TaskGraph &tg, const Plan &plan,
+               const Simulation &sim, const PlanContext &ctx) {
   std::vector<int32_t> eventSource(plan.numEvents, -1);
   std::array<int32_t, kNumStreams> lastOn{-1, -1, -1};
   double computeEnd = 0;
@@ -222,18 +215,9 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
       break;
     }
     lastOn[s] = static_cast<int32_t>(i);
-    const Task &t = tg.tasks[in.task];
-    ReportTask e;
-    e.name = t.name;
-    e.kind = std::string(taskKindName(t.kind));
-    e.node = nodeOf(t.op);
-    e.op = opOf(t.op);
-    e.section = "round";
-    e.algo = in.algo;
-    e.algoName = algoName(in.task, in.algo);
+    ReportTask e = reportTask(tg, in, ctx, "round");
     e.workspaceBytes = in.workspaceBytes;
     e.workspaceOffset = in.workspaceOffset;
-    e.stream = std::string(streamName(in.stream));
     e.recompute = in.recompute;
     e.start = sim.start[i];
     e.end = sim.end[i];
@@ -257,23 +241,19 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
     const Instr &in = plan.update[i];
     if (in.kind != InstrKind::Run)
       continue;
-    const Task &t = tg.tasks[in.task];
-    ReportTask e;
-    e.name = t.name;
-    e.kind = std::string(taskKindName(t.kind));
-    e.node = nodeOf(t.op);
-    e.op = opOf(t.op);
-    e.section = "update";
-    e.algo = in.algo;
-    e.algoName = algoName(in.task, in.algo);
-    e.stream = std::string(streamName(in.stream));
+    ReportTask e = reportTask(tg, in, ctx, "update");
     if (i < sim.updateStart.size()) {
       e.start = sim.updateStart[i];
       e.end = sim.updateEnd[i];
     }
     r.tasks.push_back(std::move(e));
   }
+}
 
+void fillBlocks(PlanReport &r, const TaskGraph &tg, const Plan &plan,
+                const Simulation &sim) {
+  const Graph &g = *tg.graph;
+  auto nodeOf = [&](OpId op) { return op >= 0 ? g.ops[op].name : ""; };
   std::vector<std::vector<ReportResidency>> byBlock(tg.blocks.size());
   for (ResidencyId id = 0; id < (ResidencyId)plan.residencies.size(); ++id) {
     const Residency &res = plan.residencies[id];
@@ -327,6 +307,97 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
     e.residencies = std::move(byBlock[b]);
     r.blocks.push_back(std::move(e));
   }
+}
+
+} // namespace
+
+std::string describeFrozen(const ReportFrozen &f) {
+  return llvm::formatv("restricted: {0} of {1} weights train ({2}); {3} "
+                       "frozen ({4}): no gradient, optimizer state or update",
+                       f.trainedWeights, f.trainedWeights + f.weights,
+                       formatBytes(f.trainedBytes), f.weights,
+                       formatBytes(f.bytes))
+      .str();
+}
+
+std::string describeRestriction(const ReportFrozen &f) {
+  std::string flags;
+  if (!f.trainOnly.empty())
+    flags += " --train-only '" + f.trainOnly + "'";
+  if (!f.freeze.empty())
+    flags += " --freeze '" + f.freeze + "'";
+  return llvm::formatv("restricted by{0}: {1} of {2} weights train ({3}); {4} "
+                       "frozen ({5}) get no gradient, optimizer state or "
+                       "update",
+                       flags, f.trainedWeights, f.trainedWeights + f.weights,
+                       formatBytes(f.trainedBytes), f.weights,
+                       formatBytes(f.bytes));
+}
+
+std::string inexactNote(const PlanReport &r) {
+  return llvm::formatv("not exact: BatchNorm statistics are computed per "
+                       "sub-batch of {0}, not over the batch of {1} "
+                       "(--sub-batch-statistics)",
+                       r.subBatch, r.batch);
+}
+
+std::string chunkNote(const PlanReport &r) {
+  return llvm::formatv("exact in chunks: the batch of {0} runs as {1} chunks "
+                       "of {2} inside one round, BatchNorm statistics "
+                       "gathered over the whole batch",
+                       r.batch, r.chunks, r.subBatch);
+}
+
+PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
+                            const Simulation &sim, const PlanContext &ctx) {
+  assert(sim.start.size() == plan.round.size() && "simulation of another plan");
+  PlanReport r;
+  r.model = tg.graph->name;
+  r.modelFile = ctx.modelFile;
+  r.device = ctx.device;
+  r.policy = plan.policy;
+  r.precision = precisionName(tg.precision);
+  r.profile = ctx.profile;
+  r.batch = plan.batch;
+  r.subBatch = plan.subBatch;
+  r.numSubBatches = plan.numSubBatches;
+  r.chunks = plan.chunks;
+  r.budgetBytes = plan.budget;
+  r.libraryReserveBytes = plan.libraryReserve;
+  if (tg.dp.active())
+    fillDataParallel(r.dataParallel, tg, plan, sim, ctx);
+  if (FrozenCount f = countFrozen(tg); f.frozen > 0)
+    r.frozen = {.weights = f.frozen,
+                .bytes = f.frozenBytes,
+                .trainedWeights = f.trained,
+                .trainedBytes = f.trainedBytes,
+                .trainOnly = ctx.trainOnly,
+                .freeze = ctx.freeze};
+  r.exact = ctx.exact;
+  r.attention = ctx.attention;
+  if (!r.exact)
+    r.notes.push_back(inexactNote(r));
+  if (r.chunks > 1)
+    r.notes.push_back(chunkNote(r));
+  if (!r.attention.empty())
+    r.notes.push_back(r.attention);
+  if (tg.dp.active())
+    r.notes.push_back(llvm::formatv("data-parallel over {0} ranks, {1} "
+                                    "samples each: BatchNorm statistics, if "
+                                    "any, are per rank, as DDP without "
+                                    "SyncBatchNorm",
+                                    tg.dp.ranks, plan.batch));
+  r.events = plan.numEvents;
+  fillSummary(r.summary, tg, plan, sim, ctx);
+  return r;
+}
+
+PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
+                           const Simulation &sim, const PlanContext &ctx) {
+  PlanReport r = buildPlanSummary(tg, plan, sim, ctx);
+  fillSchedule(r, tg, plan);
+  fillTasks(r, tg, plan, sim, ctx);
+  fillBlocks(r, tg, plan, sim);
   return r;
 }
 

@@ -1,11 +1,17 @@
 //===- PlanReport.h - What a plan says, for people and tools ----*- C++ -*-===//
 //
-// The content of plan.json as a plain structure. It is built from a Plan,
-// its TaskGraph and Simulation when a plan is made (buildPlanReport), or read
-// back from plan.json (PlanJson.h), so the text report, the Chrome trace and
-// the HTML page come out the same at compile time and later from the file
-// alone. The views every output needs (arena bytes over time, the per-layer
-// table, the stall causes) are derived here, once, from this structure only.
+// The one summary of a plan, as a plain structure, from which every output
+// is rendered: the summary `memfit plan` and `memfit compile` print (text
+// and --json, SummaryText.h), plan.json (PlanJson.h), report.txt and
+// `memfit report` (ReportText.h), the trace and the HTML page. It is built
+// once from a Plan, its TaskGraph and Simulation and what the planner knew
+// beside them (PlanContext) when a plan is made, or read back from
+// plan.json, so every output says the same thing at compile time and later
+// from the file alone. The views every output needs (arena bytes over time,
+// the per-layer table, the stall causes) are derived here, once, from this
+// structure only. A few fields only the planner knows (the wall time it
+// took, the optimal policy's program, why no bound was computed) are not
+// written to plan.json, and are empty when read back.
 //
 // Times are seconds from the start of a task's section: one full sub-batch
 // round, or the weight update that follows the last round.
@@ -19,6 +25,7 @@
 #include "compiler/ir/Simulation.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +95,26 @@ struct ReportBlock {
   std::vector<ReportResidency> residencies;
 };
 
+/// What `--policy optimal`'s integral program found, beside the plan the
+/// scheduler made of it (the planner's OptimalOutcome).
+struct ReportOptimal {
+  /// The program's round time at its solution (one round at the plan's
+  /// sub-batch, no input load, no update).
+  double objectiveSeconds = 0;
+  bool proven = false; // optimal for the program within the node limit
+  int64_t nodes = 0;   // branch-and-bound nodes explored
+  int64_t maxNodes = 0;
+  int64_t blocks = 0, offloaded = 0, recomputed = 0; // the program's
+  int64_t rows = 0, columns = 0;
+  /// memfit's own plan at the same order and sub-batch.
+  double memfitSeconds = 0;
+  double solveSeconds = 0; // wall time of the solve
+  /// How the decisions became the plan: 0, offloads leave after their
+  /// last forward use; 1, they leave when room is needed; 2, recompute
+  /// choices only, memfit's early offload for the rest.
+  int32_t realization = 0;
+};
+
 struct ReportSummary {
   bool feasible = true;
   int64_t plannedBytes = 0, residentBytes = 0, arenaBytes = 0;
@@ -112,6 +139,14 @@ struct ReportSummary {
   /// A proven lower bound on the iteration time of the plans with this
   /// order and sub-batch (passes/solve/TimeBound.h); 0 when none was computed.
   double boundSeconds = 0;
+  /// Why none was, when the planner tried ("" otherwise; not in plan.json).
+  std::string boundWhy;
+  /// The plan's blocks, and those it offloads (decision "offload").
+  int64_t blocks = 0, offloadedBlocks = 0;
+  /// Wall time the planner took (not in plan.json: it differs run to run).
+  double planSeconds = 0;
+  /// The optimal policy's program (not in plan.json).
+  std::optional<ReportOptimal> optimal;
 };
 
 /// One collective of data-parallel training: a gradient bucket's
@@ -128,6 +163,7 @@ struct ReportDataParallel {
   int32_t ranks = 1, shard = 0;
   std::string link; // what carries the collectives
   int32_t buckets = 0;
+  int64_t bucketBytes = 0; // the bucket size asked for (not in plan.json)
   int64_t weightSideBytes = 0, replicatedWeightSideBytes = 0;
   int64_t collectiveBufferBytes = 0;
   double collectiveSeconds = 0, exposedSeconds = 0; // per iteration
@@ -139,14 +175,23 @@ struct ReportDataParallel {
 struct ReportFrozen {
   int64_t weights = 0, bytes = 0;
   int64_t trainedWeights = 0, trainedBytes = 0;
+  /// The --train-only and --freeze expressions that chose them, as given
+  /// (not in plan.json).
+  std::string trainOnly, freeze;
 };
 /// "restricted: 3 of 9 weights train (1.5 KiB); 6 frozen (40 KiB): no
 /// gradient, optimizer state or update", for every report.
 std::string describeFrozen(const ReportFrozen &f);
+/// The same, naming the flags: "restricted by --freeze 'x': 3 of 9 weights
+/// train (1.5 KiB); 6 frozen (40 KiB) get no gradient, optimizer state or
+/// update", what `memfit plan` and `memfit compare` print.
+std::string describeRestriction(const ReportFrozen &f);
 struct ReportProfile {
   bool used = false;
   std::string file;
   int64_t measured = 0, interpolated = 0, estimated = 0;
+  /// A few of the estimated task costs, named (not in plan.json).
+  std::vector<std::string> estimatedExamples;
 };
 
 struct PlanReport {
@@ -164,6 +209,9 @@ struct PlanReport {
   /// The plan computes what the model computes at the batch (up to the
   /// order of float sums); a note says why not when false.
   bool exact = true;
+  /// Which form attention takes and why ("" when the model has none); one
+  /// of the notes too.
+  std::string attention;
   ReportDataParallel dataParallel;
   ReportFrozen frozen;
   ReportSummary summary;
@@ -176,7 +224,7 @@ struct PlanReport {
   std::vector<ReportInstr> schedule;
 };
 
-/// What the plan alone does not know.
+/// What the plan alone does not know: what the planner found beside it.
 struct PlanContext {
   std::string modelFile, device;
   int64_t lowerBoundBytes = 0, idealPeakBytes = 0;
@@ -187,15 +235,35 @@ struct PlanContext {
   std::vector<std::pair<int64_t, double>> chunksTried;
   int64_t refineTries = 0, refineChanged = 0; // ReportSummary's
   ReportProfile profile;
-  std::vector<std::string> notes;
-  bool exact = true;       // PlanReport::exact
-  double boundSeconds = 0; // ReportSummary::boundSeconds
+  std::string attention;         // PlanReport::attention
+  std::string trainOnly, freeze; // ReportFrozen's
+  bool exact = true;             // PlanReport::exact
+  double boundSeconds = 0;       // ReportSummary::boundSeconds
+  std::string boundWhy;          // ReportSummary::boundWhy
+  double planSeconds = 0;        // ReportSummary::planSeconds
+  std::optional<ReportOptimal> optimal;
+  /// What carries data-parallel training's collectives, resolved from the
+  /// device ("" names the TaskGraph's link setting).
+  std::string collectiveLink;
   /// The full sub-batch's cost table, for algorithm names (optional).
   const CostTable *costs = nullptr;
 };
 
+/// The whole report: the summary and every task, transfer, instruction and
+/// block (what plan.json, report.txt and the trace need).
 PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
                            const Simulation &sim, const PlanContext &ctx);
+/// The run's parameters, the summary, the data-parallel figures and the
+/// notes alone: the same values buildPlanReport gives them, without the
+/// per-task lists (what the printed summary needs, cheap for huge plans).
+PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
+                            const Simulation &sim, const PlanContext &ctx);
+
+/// The notes a plan carries (PlanReport::notes), worded once for every
+/// output: why it is not exact, and how it keeps exact batch statistics in
+/// chunks.
+std::string inexactNote(const PlanReport &r);
+std::string chunkNote(const PlanReport &r);
 
 /// Arena bytes in use over one round, as a step function: each point holds
 /// from its time until the next. A residency holds its bytes over its span,

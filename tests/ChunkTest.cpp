@@ -127,9 +127,18 @@ TEST_CASE("splitting tiny-bn into three chunks", "[chunk]") {
   // Chunk 0 runs up to the BatchNorm barrier before chunk 1 starts.
   CHECK(tg.tasks[order[0]].chunk == 0);
 
-  // Costs follow the unsplit task each part comes from.
-  const CostTable &base = m.table(4);
+  // Costs follow the unsplit task each part comes from; the collectives
+  // of data-parallel training are priced as before the split.
+  CostTable base = m.table(4);
+  base.collective = {.ranks = 4,
+                     .bytesPerSecond = 1e11,
+                     .stepLatencySeconds = 1e-5,
+                     .link = "nvlink"};
   CostTable costs = chunkedCosts(*split, base);
+  CHECK(costs.collective.ranks == 4);
+  CHECK(costs.collective.bytesPerSecond == 1e11);
+  CHECK(costs.collective.stepLatencySeconds == 1e-5);
+  CHECK(costs.collective.link == "nvlink");
   REQUIRE(costs.tasks.size() == tg.tasks.size());
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t)
     CHECK(costs.fastest(t).seconds ==

@@ -28,6 +28,7 @@ struct ReportFixture {
   CostTable costs;
   Plan plan;
   Simulation sim;
+  PlanContext ctx;
   PlanReport report;
 
   ReportFixture() {
@@ -83,14 +84,13 @@ struct ReportFixture {
     Simulation idealSim = simulate(tg, *ideal, costs);
     summarize(plan, sim, idealSim.iterationSeconds);
 
-    PlanContext ctx;
     ctx.modelFile = "chain.onnx";
     ctx.device = "test-device";
     ctx.idealSeconds = idealSim.iterationSeconds;
     ctx.idealPeakBytes = ideal->totalBytes();
     ctx.lowerBoundBytes = 1234;
     ctx.lowerBoundTask = "BP-data(conv0)";
-    ctx.notes = {"a note"};
+    ctx.attention = "a note";
     ctx.costs = &costs;
     report = buildPlanReport(tg, plan, sim, ctx);
   }

@@ -291,19 +291,4 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
   return table;
 }
 
-void printProfileUsage(llvm::raw_ostream &os, const ProfileUsage &u) {
-  if (!u.hasProfile)
-    return;
-  os << "profile  " << u.exact + u.interpolated << " task measurements used";
-  if (u.interpolated)
-    os << " (" << u.interpolated << " interpolated between sub-batches)";
-  os << "; " << u.missing
-     << " not in the profile, estimated by the analytic model";
-  for (size_t i = 0; i < u.missingExamples.size(); ++i)
-    os << (i ? "; " : ", e.g. ") << u.missingExamples[i];
-  if (u.missing > u.missingExamples.size())
-    os << "; ...";
-  os << "\n";
-}
-
 } // namespace memfit

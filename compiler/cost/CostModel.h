@@ -115,12 +115,6 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b);
 /// NVLink where the device has it, else PCIe, unless `dp` names one).
 CollectiveCost collectiveCost(const DeviceSpec &d, const DataParallel &dp);
 
-/// Prints one line on how much of the profile was used, e.g. "profile  40
-/// task measurements used (2 interpolated between sub-batches); 3 not in the
-/// profile, estimated by the analytic model, e.g. ...". Prints nothing
-/// without a profile.
-void printProfileUsage(llvm::raw_ostream &os, const ProfileUsage &u);
-
 /// One copy engine per direction: copies on the same engine run one after
 /// another in issue order, the two directions overlap each other and
 /// compute. Host memory is pinned, so a copy's time is transferSeconds.

@@ -402,6 +402,9 @@ CostTable chunkedCosts(const ChunkedGraph &cg, const CostTable &base) {
   t.d2hBytesPerSecond = base.d2hBytesPerSecond;
   t.h2dBytesPerSecond = base.h2dBytesPerSecond;
   t.copyLatencySeconds = base.copyLatencySeconds;
+  // Splitting the batch leaves the gradients, and so their collectives,
+  // as they were.
+  t.collective = base.collective;
   t.tasks.reserve(cg.tg.tasks.size());
   for (size_t i = 0; i < cg.tg.tasks.size(); ++i) {
     std::vector<AlgoCost> algos = base.tasks[cg.origin[i]];

@@ -9,6 +9,7 @@
 #include "codegen/Emit.h"
 #include "codegen/PlanReport.h"
 #include "codegen/ReportText.h"
+#include "codegen/SummaryText.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/OutputDir.h"
 #include "passes/search/Pipeline.h"
@@ -73,9 +74,7 @@ int run() {
   }
   progress.done();
   progress.start("writing the reports", large);
-  PlanReport report =
-      buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan,
-                      outcome->sim, planContext(s, *outcome));
+  PlanReport report = planReport(s, *outcome, ReportDetail::Full);
   if (auto err = writePlanReports(*out, report))
     return reportError(std::move(err));
   std::string text;
@@ -90,9 +89,9 @@ int run() {
     return reportError(std::move(err));
   progress.done();
   if (Json) {
-    outs() << summaryJson(s, *outcome) << "\n";
+    outs() << planSummaryJson(report) << "\n";
   } else if (!quietFlag()) {
-    printSummary(outs(), s, *outcome);
+    printPlanSummary(outs(), report);
     outs() << "wrote " << OutDir << " (build: cmake -S " << OutDir << " -B "
            << OutDir << "/build -DMEMFIT_BACKEND=cuda|cpu && cmake --build "
            << OutDir << "/build; inspect: memfit report " << OutDir

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/PlanReport.h"
+#include "codegen/SummaryText.h"
 #include "compiler/support/OutputDir.h"
 #include "passes/search/Pipeline.h"
 #include "tools/memfit/Command.h"
@@ -44,12 +45,12 @@ int run() {
   if (!outcome)
     return reportError(outcome.takeError());
   PlanningSession &s = *session;
+  // The files need the whole report; the printed summary its summary.
+  if (out)
+    progress.start("writing " + OutDir, s.tg.tasks.size() > kLargeTaskCount);
+  PlanReport report =
+      planReport(s, *outcome, out ? ReportDetail::Full : ReportDetail::Summary);
   if (out) {
-    bool large = s.tg.tasks.size() > kLargeTaskCount;
-    progress.start("writing " + OutDir, large);
-    PlanReport report =
-        buildPlanReport(outcome->scheduledGraph(s.tg), outcome->plan,
-                        outcome->sim, planContext(s, *outcome));
     if (auto err = writePlanReports(*out, report))
       return reportError(std::move(err));
     if (auto err = out->commit())
@@ -57,9 +58,9 @@ int run() {
     progress.done();
   }
   if (Json)
-    outs() << summaryJson(s, *outcome) << "\n";
+    outs() << planSummaryJson(report) << "\n";
   else if (!quietFlag())
-    printSummary(outs(), s, *outcome);
+    printPlanSummary(outs(), report);
   return ExitOk;
 }
 

@@ -5,9 +5,6 @@
 #include "tools/memfit/NumericOptions.h"
 #include "tools/memfit/PrecisionOption.h"
 
-#include "codegen/PlanJson.h"
-#include "codegen/ReportHtml.h"
-#include "codegen/Trace.h"
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/Diagnostics.h"
@@ -17,8 +14,6 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FormatVariadic.h"
-
-#include <nlohmann/json.hpp>
 
 #include <map>
 
@@ -307,6 +302,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.precision = PrecisionOpt;
   tc.dp = cantFail(dataParallelFlags());
   tc.freeze = {Freeze, TrainOnly};
+  s.freeze = tc.freeze;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
     return withContext(tg.takeError(),
@@ -322,6 +318,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   if (!cm)
     return cm.takeError();
   s.costs = std::move(*cm);
+  s.profilePath = ProfilePath;
   if (s.tg.dp.active()) {
     CollectiveCost c = collectiveCost(s.costs->device(), s.tg.dp);
     if (!(c.bytesPerSecond > 0))
@@ -438,85 +435,12 @@ std::string trainingRestriction(const TaskGraph &tg) {
   FrozenCount f = countFrozen(tg);
   if (f.frozen == 0)
     return "";
-  std::string flags;
-  if (!StringRef(TrainOnly).empty())
-    flags += " --train-only '" + TrainOnly + "'";
-  if (!StringRef(Freeze).empty())
-    flags += " --freeze '" + Freeze + "'";
-  return formatv("restricted by{0}: {1} of {2} weights train ({3}); {4} "
-                 "frozen ({5}) get no gradient, optimizer state or update",
-                 flags, f.trained, f.trained + f.frozen,
-                 formatBytes(f.trainedBytes), f.frozen,
-                 formatBytes(f.frozenBytes));
-}
-
-/// How an exact plan keeps whole-batch statistics in chunks.
-static std::string chunkNote(const Plan &p) {
-  return formatv("exact in chunks: the batch of {0} runs as {1} chunks of {2} "
-                 "inside one round, BatchNorm statistics gathered over the "
-                 "whole batch",
-                 p.batch, p.chunks, p.subBatch);
-}
-
-/// Why a plan is not exact (PlanOutcome::exact).
-static std::string inexactNote(const Plan &p) {
-  return formatv("not exact: BatchNorm statistics are computed per "
-                 "sub-batch of {0}, not over the batch of {1} "
-                 "(--sub-batch-statistics)",
-                 p.subBatch, p.batch);
-}
-
-PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
-  PlanContext c;
-  c.modelFile = s.modelPath;
-  c.device = s.costs->device().name;
-  c.lowerBoundBytes = o.lowerBound.bytes;
-  c.lowerBoundTask =
-      o.lowerBound.task >= 0 ? s.tg.tasks[o.lowerBound.task].name : "";
-  c.idealPeakBytes = o.idealPeakBytes;
-  c.idealSeconds = o.idealSeconds;
-  c.eq3SubBatch = o.eq3SubBatch;
-  c.subBatchesTried = o.tried;
-  for (auto [k, t] : o.chunksTried)
-    c.chunksTried.push_back({k, t});
-  c.refineTries = o.refineTries;
-  c.refineChanged = o.refineChanged;
-  ProfileUsage u = s.costs->profileUsage();
-  if (u.hasProfile) {
-    c.profile.used = true;
-    c.profile.file = ProfilePath;
-    c.profile.measured = static_cast<int64_t>(u.exact);
-    c.profile.interpolated = static_cast<int64_t>(u.interpolated);
-    c.profile.estimated = static_cast<int64_t>(u.missing);
-  }
-  c.exact = o.exact;
-  c.boundSeconds = o.bound ? o.bound->seconds : 0;
-  if (!o.exact)
-    c.notes.push_back(inexactNote(o.plan));
-  if (o.chunked)
-    c.notes.push_back(chunkNote(o.plan));
-  if (!s.attentionNote.empty())
-    c.notes.push_back(s.attentionNote);
-  if (s.tg.dp.active())
-    c.notes.push_back(formatv("data-parallel over {0} ranks, {1} samples "
-                              "each: BatchNorm statistics, if any, are per "
-                              "rank, as DDP without SyncBatchNorm",
-                              s.tg.dp.ranks, o.plan.batch));
-  if (o.chunked) {
-    s.chunkedTable = chunkedCosts(*o.chunked, s.tableAt(o.plan.subBatch));
-    c.costs = &*s.chunkedTable;
-  } else {
-    c.costs = &s.tableAt(o.plan.subBatch);
-  }
-  return c;
-}
-
-Error writePlanReports(OutputDir &out, const PlanReport &r) {
-  if (auto err = out.write("plan.json", planToJson(r) + "\n"))
-    return err;
-  if (auto err = out.write("trace.json", planToTrace(r)))
-    return err;
-  return out.write("report.html", planToHtml(r));
+  return describeRestriction({.weights = f.frozen,
+                              .bytes = f.frozenBytes,
+                              .trainedWeights = f.trained,
+                              .trainedBytes = f.trainedBytes,
+                              .trainOnly = TrainOnly,
+                              .freeze = Freeze});
 }
 
 constexpr double kMaxBudgetPercent = 100000;
@@ -624,211 +548,6 @@ Expected<PlanRequest> compareRequest(const PlanningSession &s) {
   r.bound = false; // one table of many plans: not worth the solver
   r.refine = Refine;
   return r;
-}
-
-void printSummary(raw_ostream &os, const PlanningSession &s,
-                  const PlanOutcome &o) {
-  const Plan &p = o.plan;
-  const PlanSummary &m = p.summary;
-  auto ms = [](double sec) { return formatv("{0:F2} ms", sec * 1e3).str(); };
-  os << formatv("model {0} ({1}), batch {2}, device {3}, policy {4}{5}\n",
-                quoteName(s.graph.name), s.modelPath, p.batch,
-                s.costs->device().name, p.policy,
-                s.tg.precision == Precision::FP32
-                    ? std::string()
-                    : ", precision " +
-                          std::string(precisionName(s.tg.precision)));
-  printProfileUsage(os, s.costs->profileUsage());
-  os << formatv("feasible: yes (verified)\n");
-  if (std::string r = trainingRestriction(s.tg); !r.empty())
-    os << "training " << r << "\n";
-  os << formatv("memory   budget {0}, planned {1} (library reserve {2} + "
-                "resident {3} + arena {4})\n",
-                formatBytes(o.budget), formatBytes(p.deviceBytes()),
-                formatBytes(p.libraryReserve), formatBytes(p.residentBytes),
-                formatBytes(p.arenaBytes));
-  os << formatv("         lower bound {0}, ideal peak {1}, allocation "
-                "efficiency {2:P1}\n",
-                formatBytes(o.lowerBound.bytes), formatBytes(o.idealPeakBytes),
-                o.sim.allocationEfficiency);
-  os << "         the CUDA context is not in the budget: the trainer "
-        "measures it and reports it beside the budget\n";
-  os << formatv("time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
-                ms(o.idealSeconds), ms(m.plannedSeconds), o.overhead(),
-                ms(m.stallSeconds));
-  if (o.bound)
-    os << formatv("bound    {0} per iteration, proven for this order and "
-                  "sub-batch: the plan is {1:P1} above it\n",
-                  ms(o.bound->seconds),
-                  m.plannedSeconds / o.bound->seconds - 1);
-  else if (!o.boundWhy.empty())
-    os << "bound    none: " << o.boundWhy << "\n";
-  if (const auto &opt = o.optimal) {
-    os << formatv(
-        "optimal  integral program over {0} blocks ({1} rows, {2} "
-        "columns): {3} per round, {4} after {5} nodes (limit "
-        "{6}), solved in {7:F2} s; chose {8} offloads, {9} "
-        "recomputes\n",
-        opt->candidates, opt->rows, opt->columns, ms(opt->objectiveSeconds),
-        opt->proven ? "proven optimal" : "not proven optimal", opt->nodes,
-        opt->maxNodes, opt->solveSeconds, opt->offloaded, opt->recomputed);
-    double d = m.plannedSeconds / opt->memfitSeconds - 1;
-    os << formatv("         memfit's own plan {0}: the solver's plan is "
-                  "{1:P1} {2} it ({3})\n",
-                  ms(opt->memfitSeconds), std::abs(d),
-                  d > 0 ? "slower than" : "faster than or as fast as",
-                  opt->realization == 0   ? "offloads leave after their "
-                                            "last forward use"
-                  : opt->realization == 1 ? "offloads leave when room is "
-                                            "needed"
-                                          : "its recomputes, memfit's "
-                                            "offloads");
-  }
-  os << formatv("traffic  to host {0}, to device {1} per iteration\n",
-                formatBytes(m.bytesToHost), formatBytes(m.bytesToDevice));
-  if (p.chunks > 1) {
-    os << formatv("batch    {0} chunks of {1} in one round\n", p.chunks,
-                  p.subBatch);
-    os << "note     " << chunkNote(p) << "\n";
-  } else {
-    os << formatv("batch    {0} sub-batches of {1}", p.numSubBatches,
-                  p.subBatch);
-    if (p.batch % p.subBatch)
-      os << formatv(" (the last of {0})", p.batch % p.subBatch);
-    os << "\n";
-  }
-  if (!o.exact)
-    os << "note     " << inexactNote(p) << "\n";
-  if (!s.attentionNote.empty())
-    os << "note     " << s.attentionNote << "\n";
-  if (s.tg.dp.active()) {
-    const DataParallel &dp = s.tg.dp;
-    os << formatv(
-        "ranks    {0} data-parallel over {1}, global batch {2} "
-        "({3} per rank); weight side {4} per rank{5}\n",
-        dp.ranks, collectiveCost(s.costs->device(), s.tg.dp).link,
-        p.batch * dp.ranks, p.batch, formatBytes(s.tg.weightSideBytes()),
-        dp.shard == 0 ? std::string(", replicated")
-                      : formatv(" (replicated {0}; {1} sharded over the ranks)",
-                                formatBytes(s.tg.replicatedWeightSideBytes),
-                                dp.shard == 1 ? "optimizer state"
-                                              : "optimizer state and "
-                                                "gradients")
-                            .str());
-    os << formatv("         collectives {0} per iteration on their own "
-                  "stream, {1} of it not hidden behind compute\n",
-                  ms(o.sim.collectiveSeconds),
-                  ms(o.sim.exposedCollectiveSeconds));
-    os << "note     BatchNorm statistics are per rank, as DDP without "
-          "SyncBatchNorm\n";
-  }
-  int offloaded = 0;
-  for (BlockDecision d : p.decisions)
-    offloaded += d == BlockDecision::Offload;
-  os << formatv("blocks   {0} offloaded of {1}; {2} tasks run in place\n",
-                offloaded, o.scheduledGraph(s.tg).blocks.size(), m.inPlaceRuns);
-}
-
-std::string summaryJson(const PlanningSession &s, const PlanOutcome &o) {
-  const Plan &p = o.plan;
-  const PlanSummary &m = p.summary;
-  nlohmann::ordered_json j;
-  j["model"] = s.graph.name;
-  j["file"] = s.modelPath;
-  j["device"] = s.costs->device().name;
-  ProfileUsage u = s.costs->profileUsage();
-  if (u.hasProfile)
-    j["profile"] = {{"measured", u.exact},
-                    {"interpolated", u.interpolated},
-                    {"estimated", u.missing}};
-  j["policy"] = p.policy;
-  if (s.tg.precision != Precision::FP32) // as plan.json
-    j["precision"] = std::string(precisionName(s.tg.precision));
-  j["feasible"] = true;
-  j["batch"] = p.batch;
-  j["sub_batch"] = p.subBatch;
-  j["sub_batches"] = p.numSubBatches;
-  if (p.chunks > 1) // as plan.json
-    j["chunks"] = p.chunks;
-  if (s.tg.dp.active()) {
-    const DataParallel &dp = s.tg.dp;
-    CollectiveCost c = collectiveCost(s.costs->device(), dp);
-    j["data_parallel"] = {
-        {"ranks", dp.ranks},
-        {"shard", dp.shard},
-        {"link", c.link},
-        {"global_batch", p.batch * dp.ranks},
-        {"bucket_bytes", dp.bucketBytes},
-        {"weight_side_bytes", s.tg.weightSideBytes()},
-        {"replicated_weight_side_bytes", s.tg.replicatedWeightSideBytes},
-        {"collective_buffer_bytes", s.tg.collectiveBufferBytes},
-        {"collective_seconds", o.sim.collectiveSeconds},
-        {"exposed_collective_seconds", o.sim.exposedCollectiveSeconds}};
-  }
-  if (FrozenCount f = countFrozen(s.tg); f.frozen > 0) // as plan.json
-    j["frozen"] = {{"weights", f.frozen},
-                   {"bytes", f.frozenBytes},
-                   {"trained_weights", f.trained},
-                   {"trained_bytes", f.trainedBytes}};
-  j["exact"] = o.exact;
-  if (o.bound)
-    j["bound_seconds"] = o.bound->seconds;
-  else
-    j["bound_seconds"] = nullptr;
-  if (const auto &opt = o.optimal)
-    j["optimal"] = {{"round_objective_seconds", opt->objectiveSeconds},
-                    {"proven", opt->proven},
-                    {"nodes", opt->nodes},
-                    {"max_nodes", opt->maxNodes},
-                    {"blocks", opt->candidates},
-                    {"offloaded", opt->offloaded},
-                    {"recomputed", opt->recomputed},
-                    {"memfit_seconds", opt->memfitSeconds},
-                    {"realization", opt->realization},
-                    {"solve_seconds", opt->solveSeconds}};
-  j["budget_bytes"] = o.budget;
-  j["library_reserve_bytes"] = p.libraryReserve;
-  j["planned_bytes"] = p.totalBytes();
-  j["resident_bytes"] = p.residentBytes;
-  j["arena_bytes"] = p.arenaBytes;
-  j["lower_bound_bytes"] = o.lowerBound.bytes;
-  j["ideal_peak_bytes"] = o.idealPeakBytes;
-  j["max_live_bytes"] = m.maxLiveBytes;
-  j["allocation_efficiency"] = o.sim.allocationEfficiency;
-  j["ideal_seconds"] = o.idealSeconds;
-  j["planned_seconds"] = m.plannedSeconds;
-  j["overhead"] = o.overhead();
-  j["stall_seconds"] = m.stallSeconds;
-  j["bytes_to_host"] = m.bytesToHost;
-  j["bytes_to_device"] = m.bytesToDevice;
-  // The same figures under the names scripts expect (docs/user-guide.md).
-  j["peak_bytes"] = p.totalBytes();
-  j["ideal_time_ms"] = o.idealSeconds * 1e3;
-  j["planned_time_ms"] = m.plannedSeconds * 1e3;
-  j["offload_bytes"] = m.bytesToHost;
-  j["prefetch_bytes"] = m.bytesToDevice;
-  j["recompute_ms"] = o.sim.recomputeSeconds * 1e3;
-  j["recomputed_tasks"] = m.recomputes;
-  j["in_place_runs"] = m.inPlaceRuns;
-  j["stall_ms"] = m.stallSeconds * 1e3;
-  j["verified"] = true; // planTraining returns verified plans only
-  j["plan_seconds"] = o.planSeconds;
-  if (!s.attentionNote.empty())
-    j["attention"] = s.attentionNote;
-  nlohmann::ordered_json tried = nlohmann::ordered_json::array();
-  for (auto [b, t] : o.tried)
-    tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
-  j["sub_batches_tried"] = tried;
-  if (!o.chunksTried.empty()) { // as plan.json
-    nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
-    for (auto [k, t] : o.chunksTried)
-      chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
-    j["chunks_tried"] = chunks;
-  }
-  if (o.refineTries > 0) // memfit's refinement phase
-    j["refine"] = {{"moves_tried", o.refineTries},
-                   {"decisions_changed", o.refineChanged}};
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 } // namespace memfit::tool

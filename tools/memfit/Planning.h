@@ -9,6 +9,7 @@
 #define MEMFIT_TOOLS_PLANNING_H
 
 #include "codegen/PlanReport.h"
+#include "compiler/autodiff/Freeze.h"
 #include "compiler/cost/CostModel.h"
 #include "compiler/ir/Graph.h"
 #include "compiler/ir/TaskGraph.h"
@@ -35,6 +36,8 @@ llvm::cl::SubCommand &compareCommand();
 /// points into, so it is not movable once built.
 struct PlanningSession {
   std::string modelPath;
+  std::string profilePath; // --profile ("" for none)
+  FreezeSpec freeze;       // --freeze and --train-only as given
   /// Which form attention takes and why (empty: the model has none, or
   /// it is kept as written on request).
   std::string attentionNote;
@@ -95,9 +98,15 @@ llvm::Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
 llvm::Expected<PlanOutcome>
 runPlanner(PlanningSession &s, const PlanRequest &req, Progress &progress);
 
-/// What plan.json needs beyond the plan: file names, the lower bound, the
-/// ideal yardstick, the sub-batch search, the profile, notes.
-PlanContext planContext(PlanningSession &s, const PlanOutcome &o);
+/// How much of the report a command needs.
+enum class ReportDetail {
+  Summary, // what the printed summary shows (buildPlanSummary)
+  Full     // every task, transfer and block too, for the files
+};
+/// The one summary of the outcome (codegen/PlanReport.h), built once; the
+/// printed summary (SummaryText.h), plan.json and report.txt render it.
+PlanReport planReport(PlanningSession &s, const PlanOutcome &o,
+                      ReportDetail detail);
 
 /// Writes plan.json, trace.json and report.html into `out`.
 llvm::Error writePlanReports(OutputDir &out, const PlanReport &r);
@@ -119,12 +128,6 @@ llvm::Error parseBudget(llvm::StringRef text, llvm::StringRef flag,
 /// "restricted by --freeze '...': 3 of 9 weights train ...", naming the
 /// flags that chose them; empty when every weight trains.
 std::string trainingRestriction(const TaskGraph &tg);
-
-/// Prints the human summary of an outcome.
-void printSummary(llvm::raw_ostream &os, const PlanningSession &s,
-                  const PlanOutcome &o);
-/// The summary as JSON (the fields of `memfit plan --json`).
-std::string summaryJson(const PlanningSession &s, const PlanOutcome &o);
 
 } // namespace memfit::tool
 

@@ -1,0 +1,30 @@
+//===- SummaryText.h - What plan and compile print --------------*- C++ -*-===//
+//
+// The summary `memfit plan` and `memfit compile` print once a plan is made:
+// a dozen lines for a terminal, or one JSON object (--json) whose fields
+// scripts read (docs/user-guide.md). Both are rendered from the PlanReport
+// that plan.json and report.txt are written from, and read nothing else, so
+// the printed figures are the files' figures.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_CODEGEN_SUMMARYTEXT_H
+#define MEMFIT_CODEGEN_SUMMARYTEXT_H
+
+#include "codegen/PlanReport.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace memfit {
+
+void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r);
+std::string planSummaryJson(const PlanReport &r);
+
+/// The profile line of the summary: how many task costs a measured profile
+/// gave and which it did not have (nothing without a profile).
+void printProfileLine(llvm::raw_ostream &os, const ReportProfile &p);
+
+} // namespace memfit
+
+#endif
