@@ -1,7 +1,9 @@
 //===- FreezeTest.cpp - Frozen weights in the TDFG ------------------------===//
 #include "compiler/autodiff/Freeze.h"
 #include "compiler/autodiff/Autodiff.h"
+#include "passes/analysis/Verify.h"
 #include "tests/GraphLiteral.h"
+#include "tests/PlanTestUtil.h"
 
 #include <catch2/catch.hpp>
 
@@ -242,4 +244,72 @@ TEST_CASE("state is never a candidate: running statistics stay as they are",
   REQUIRE(static_cast<bool>(frozen));
   CHECK_FALSE((*frozen)[state]);
   CHECK_FALSE((*frozen)[W]);
+}
+
+TEST_CASE("a frozen part runs no backward, so nothing there is recomputable",
+          "[freeze][recompute]") {
+  // conv -> bn -> relu -> gap -> flat -> fc. A recompute reads its task's
+  // operands again: bn's saved statistics and its input live on only while
+  // a backward task reads them, which a frozen part never runs.
+  GraphLiteral L(2);
+  ValueId x = L.input("x", {3, 4, 4});
+  OpAttrs conv;
+  conv.kernel = {1, 1};
+  conv.pads = {0, 0, 0, 0};
+  ValueId c = L.op(OpKind::Conv, "conv", {x, L.weight("k", {6, 3, 1, 1})},
+                   {6, 4, 4}, conv);
+  ValueId bn = L.op(OpKind::BatchNorm, "bn",
+                    {c, L.weight("gamma", {6}), L.weight("beta", {6}),
+                     L.weight("mean", {6}, false), L.weight("var", {6}, false)},
+                    {6, 4, 4});
+  ValueId r = L.op(OpKind::Relu, "relu", {bn}, {6, 4, 4});
+  ValueId p = L.op(OpKind::GlobalAveragePool, "gap", {r}, {6, 1, 1});
+  ValueId f = L.op(OpKind::Flatten, "flat", {p}, {6});
+  OpAttrs gemm;
+  gemm.transB = true;
+  L.op(OpKind::Gemm, "fc", {f, L.weight("fc.w", {3, 6})}, {3}, gemm);
+  auto recomputable = [&](const TaskGraph &tg) {
+    std::vector<bool> r = recomputableBlocks(tg);
+    std::set<std::string> out;
+    for (BlockId b = 0; b < (BlockId)r.size(); ++b)
+      if (r[b])
+        out.insert(tg.blocks[b].name);
+    return out;
+  };
+  TrainingConfig all;
+  all.loss = LossKind::MSE;
+  // Trained throughout, every forward output but the views regenerates.
+  CHECK(recomputable(build(L.g, all)) ==
+        std::set<std::string>{"conv_out", "bn_out", "relu_out", "gap_out",
+                              "fc_out"});
+  TrainingConfig head = all;
+  head.freeze = spec("", "fc");
+  // Only fc trains: bn's statistics and conv's output die with the
+  // forward pass, so bn's output cannot be made again, nor relu's from it,
+  // nor gap's from relu's. conv reads only the batch and its weight; fc's
+  // input stays for fc's weight gradient.
+  CHECK(recomputable(build(L.g, head)) ==
+        std::set<std::string>{"conv_out", "fc_out"});
+}
+
+TEST_CASE("a network with frozen BatchNorm layers plans at every budget",
+          "[freeze][pipeline]") {
+  // ResNet-18 fine-tuning its classifier only: the memfit policy's drops
+  // once asked to recompute a frozen BatchNorm whose statistics were gone.
+  TrainingConfig cfg;
+  cfg.freeze = spec("", "^fc\\.");
+  test::Planned p("resnet18", 4, "k40m", cfg);
+  for (double fraction : {1.0, 0.7, 0.5, 0.35}) {
+    INFO("budget " << fraction);
+    auto out = p.plan(fraction, /*statistics=*/false);
+    if (!out) {
+      // Below the lower bound is a user's error, never an internal one.
+      std::string why = llvm::toString(out.takeError());
+      CHECK_THAT(why, Catch::Contains("lower bound"));
+      continue;
+    }
+    llvm::Error err = verifyPlan(out->scheduledGraph(p.tg), out->plan);
+    CHECK_FALSE(static_cast<bool>(err));
+    llvm::consumeError(std::move(err));
+  }
 }

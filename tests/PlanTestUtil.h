@@ -21,7 +21,7 @@ struct Planned {
   std::unique_ptr<CostModel> model;
   std::map<int64_t, CostTable> tables;
   Planned(const std::string &name, int64_t batch,
-          const std::string &device = "k40m") {
+          const std::string &device = "k40m", TrainingConfig cfg = {}) {
     auto bytes = buildZooModel(name, {});
     REQUIRE(static_cast<bool>(bytes));
     ImportOptions io;
@@ -30,7 +30,7 @@ struct Planned {
     auto g = importOnnxBytes(*bytes, name + ".onnx", io);
     REQUIRE(static_cast<bool>(g));
     graph = std::move(*g);
-    auto t = buildTaskGraph(graph);
+    auto t = buildTaskGraph(graph, cfg);
     REQUIRE(static_cast<bool>(t));
     tg = std::move(*t);
     auto m = makeCostModel(device, "");

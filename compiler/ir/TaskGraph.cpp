@@ -1,6 +1,7 @@
 //===- TaskGraph.cpp - Task and data flow graph of one iteration ----------===//
 #include "compiler/ir/TaskGraph.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -253,6 +254,34 @@ std::vector<bool> recomputableBlocks(const TaskGraph &tg) {
     out[b] = blk.kind == BlockKind::Activation && blk.viewOf < 0 &&
              blk.writers.size() == 1 &&
              tg.tasks[blk.writers[0]].kind == TaskKind::Forward;
+  }
+  // A recompute reads its task's operands again. Statistics, and forward
+  // values that cannot be recomputed themselves, are there only while a
+  // backward task still reads them: in a frozen part of the network, which
+  // runs no backward, they are gone after the forward pass. Forward tasks
+  // come in topological order, so one pass settles every chain.
+  std::vector<bool> backwardReads(tg.blocks.size(), false);
+  for (const Task &t : tg.tasks)
+    if (t.kind == TaskKind::BackwardData || t.kind == TaskKind::BackwardWeight)
+      for (BlockId x : t.reads)
+        backwardReads[storageOf(tg, x)] = true;
+  for (const Task &t : tg.tasks) {
+    if (t.kind != TaskKind::Forward)
+      continue;
+    bool operandsStay = true;
+    for (const auto *list : {&t.reads, &t.writes})
+      for (BlockId x : *list) {
+        BlockId s = storageOf(tg, x);
+        const Block &sb = tg.blocks[s];
+        bool own = list == &t.writes && sb.kind == BlockKind::Activation;
+        bool rereadable = isWeightSide(sb.kind) || isBatchData(sb.kind) ||
+                          (list == &t.reads && out[s]) || backwardReads[s];
+        if (!own && !rereadable)
+          operandsStay = false;
+      }
+    if (!operandsStay)
+      for (BlockId x : t.writes)
+        out[x] = false;
   }
   return out;
 }

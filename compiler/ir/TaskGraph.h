@@ -297,6 +297,10 @@ void setAccumulateFlags(TaskGraph &tg);
 
 /// Blocks a recompute can regenerate: forward outputs written by exactly
 /// one forward task (not the data input, gradients or saved statistics).
+/// A normalization's recompute reads the statistics its forward saved (or,
+/// split along the batch, the batch's), so its outputs are recomputable
+/// only when a backward task keeps those statistics alive (not in a frozen
+/// part of the network, which runs no backward).
 std::vector<bool> recomputableBlocks(const TaskGraph &tg);
 
 /// Checks the TDFG's invariants: ids in range, every read block written by an
