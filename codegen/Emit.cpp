@@ -8,6 +8,7 @@
 #include "compiler/ir/TaskGraph.h"
 #include "compiler/ops/OpSignature.h"
 #include "compiler/support/Diagnostics.h"
+#include "compiler/support/Units.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -498,6 +499,13 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
 
 llvm::Expected<std::vector<GeneratedFile>>
 emitTrainer(const TaskGraph &tg, const Plan &plan, const EmitOptions &opts) {
+  if (plan.hostHomeBytes > 0)
+    return makeErrorF(
+        "the plan homes {0} of weights, gradients and optimizer state in "
+        "host memory, which the generated trainer does not realize yet: "
+        "`memfit plan` shows such plans; give a budget that holds the "
+        "weights, or drop --host-budget, to compile",
+        formatBytes(plan.hostHomeBytes));
   return emit::Emitter(tg, plan, opts).run();
 }
 

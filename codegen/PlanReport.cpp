@@ -18,6 +18,8 @@ namespace {
 
 std::string blockDecision(const TaskGraph &tg, const Plan &plan, BlockId b) {
   const Block &blk = tg.blocks[b];
+  if (tg.homeOf(b) == Tier::Host)
+    return "host";
   if (isWeightSide(blk.kind))
     return "resident";
   if (blk.viewOf >= 0)
@@ -45,6 +47,12 @@ std::string defaultWhy(const TaskGraph &tg, const Block &blk,
                ? "the loss accumulates over the sub-batches on the device"
                : "weights, their gradients and optimizer state stay on the "
                  "device for the whole run";
+  if (decision == "host")
+    return blk.kind == BlockKind::WeightGrad
+               ? "homed in pinned host memory: copied there once final in "
+                 "each round, for the update the host's cores run"
+               : "homed in pinned host memory: copied to the device for the "
+                 "tasks that read it; the host's cores update it";
   if (decision == "view")
     return "a view of " + quoteName(tg.blocks[blk.viewOf].name) +
            ": shares its storage";
@@ -88,6 +96,10 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
                  const Simulation &sim, const PlanContext &ctx) {
   s.plannedBytes = plan.totalBytes();
   s.residentBytes = plan.residentBytes;
+  s.hostHomeBytes = plan.hostHomeBytes;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+    s.hostHomedWeights += tg.homes[b] == Tier::Host &&
+                          tg.blocks[b].kind == BlockKind::Weight;
   s.arenaBytes = plan.arenaBytes;
   s.lowerBoundBytes = ctx.lowerBoundBytes;
   s.lowerBoundTask = ctx.lowerBoundTask;

@@ -84,7 +84,8 @@ struct ReportBlock {
   std::string value; // the ONNX tensor it holds (or is the gradient of)
   std::string node;  // the ONNX node that produces that tensor
   int64_t bytes = 0; // at the planned sub-batch
-  /// keep, offload, recompute, view, resident, or load (the data batch and
+  /// keep, offload, recompute, view, resident, host (homed in pinned host
+  /// memory), or load (the data batch and
   /// labels, copied in every sub-batch).
   std::string decision;
   std::string why;
@@ -118,6 +119,9 @@ struct ReportOptimal {
 struct ReportSummary {
   bool feasible = true;
   int64_t plannedBytes = 0, residentBytes = 0, arenaBytes = 0;
+  /// Weights homed in pinned host memory (Tiers.h), and the bytes of their
+  /// blocks there (gradients and optimizer state included); 0 without.
+  int64_t hostHomeBytes = 0, hostHomedWeights = 0;
   int64_t lowerBoundBytes = 0;
   std::string lowerBoundTask;
   int64_t idealPeakBytes = 0, maxLiveBytes = 0;

@@ -162,6 +162,12 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
                       formatBytes(s.idealPeakBytes), s.allocationEfficiency);
   os << "         the CUDA context is not in the budget: the trainer "
         "measures it and reports it beside the budget\n";
+  if (s.hostHomedWeights > 0)
+    os << llvm::formatv("host     {0} weights homed in pinned host memory, "
+                        "{1} with their gradients and optimizer state: "
+                        "copied in for the tasks that read them, updated by "
+                        "the host's cores\n",
+                        s.hostHomedWeights, formatBytes(s.hostHomeBytes));
   os << llvm::formatv(
       "time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
       ms(s.idealSeconds), ms(s.plannedSeconds), s.overhead, ms(s.stallSeconds));
@@ -222,6 +228,10 @@ std::string planSummaryJson(const PlanReport &r) {
   j["library_reserve_bytes"] = r.libraryReserveBytes;
   j["planned_bytes"] = s.plannedBytes;
   j["resident_bytes"] = s.residentBytes;
+  if (s.hostHomedWeights > 0) { // absent without tiers: plans stay as before
+    j["host_home_bytes"] = s.hostHomeBytes;
+    j["host_homed_weights"] = s.hostHomedWeights;
+  }
   j["arena_bytes"] = s.arenaBytes;
   j["lower_bound_bytes"] = s.lowerBoundBytes;
   j["ideal_peak_bytes"] = s.idealPeakBytes;

@@ -57,12 +57,19 @@ struct CostTable {
   std::vector<std::vector<AlgoCost>> tasks; // per TaskId, fastest first
   double d2hBytesPerSecond = 12e9, h2dBytesPerSecond = 12e9;
   double copyLatencySeconds = 10e-6; // per transfer
+  /// The host optimizer's rate (the updates of weights homed on the host,
+  /// run by its cores): parameters per second; 0 where the device states
+  /// no host, and then nothing may be homed there.
+  double hostUpdateParamsPerSecond = 0;
 
   double copyOutSeconds(int64_t bytes) const {
     return copyLatencySeconds + static_cast<double>(bytes) / d2hBytesPerSecond;
   }
   double copyInSeconds(int64_t bytes) const {
     return copyLatencySeconds + static_cast<double>(bytes) / h2dBytesPerSecond;
+  }
+  double hostUpdateSeconds(int64_t params) const {
+    return static_cast<double>(params) / hostUpdateParamsPerSecond;
   }
   const AlgoCost &fastest(TaskId t) const { return tasks[t].front(); }
   const AlgoCost &baseline(TaskId t) const {

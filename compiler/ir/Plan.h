@@ -57,6 +57,10 @@ struct Instr {
   TaskId task = -1;       // Run
   int32_t algo = 0;       // Run: algorithm id (cost model's numbering)
   bool recompute = false; // Run: a forward task run again to regenerate Y
+  /// Run, in the update only: the host's cores run it on the blocks' host
+  /// homes (their weight's home is Tier::Host), beside the GPU's updates;
+  /// the iteration ends when both are done.
+  bool onHost = false;
   int64_t workspaceOffset = 0, workspaceBytes = 0; // Run
   /// Run: the residency of each block in task.reads then task.writes.
   std::vector<ResidencyId> operands;
@@ -99,6 +103,9 @@ struct Plan {
   /// cuBLAS's workspace): set aside before planning, never in the arena.
   int64_t libraryReserve = 0;
   int64_t residentBytes = 0; // weights, gradients, optimizer state
+  /// Pinned host memory the weight side homed there takes
+  /// (TaskGraph::homedBytes(Tier::Host)); 0 without tiers.
+  int64_t hostHomeBytes = 0;
   int64_t arenaBytes = 0;    // the one region activations etc. live in
   std::vector<Residency> residencies;
   int32_t numEvents = 0;

@@ -110,12 +110,39 @@ std::string_view linkName(DataParallel::Link l) {
   return "?";
 }
 
+std::string_view tierName(Tier t) {
+  switch (t) {
+  case Tier::Gpu:
+    return "gpu";
+  case Tier::Host:
+    return "host";
+  }
+  return "?";
+}
+
 int64_t TaskGraph::weightSideBytes() const {
   int64_t total = collectiveBufferBytes;
-  for (const Block &b : blocks)
-    if (isWeightSide(b.kind))
-      total += b.bytesAt(1);
+  for (BlockId b = 0; b < (BlockId)blocks.size(); ++b)
+    if (isResident(b))
+      total += blocks[b].bytesAt(1);
   return total;
+}
+
+int64_t TaskGraph::homedBytes(Tier t) const {
+  int64_t total = 0;
+  if (t != Tier::Gpu)
+    for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
+      if (homes[b] == t)
+        total += blocks[b].bytesAt(1);
+  return total;
+}
+
+int64_t updatedParams(const TaskGraph &tg, const Task &update) {
+  int64_t params = 0;
+  for (BlockId id : update.reads)
+    if (tg.blocks[id].kind == BlockKind::Weight)
+      params += tg.blocks[id].bytesAt(1) / dtypeBytes(tg.blocks[id].dtype);
+  return params;
 }
 
 int64_t TaskGraph::keepAllBytes(int64_t b) const {
@@ -131,7 +158,7 @@ int64_t TaskGraph::taskFootprint(TaskId t, int64_t b) const {
   auto add = [&](BlockId id) {
     while (blocks[id].viewOf >= 0)
       id = blocks[id].viewOf;
-    if (!isWeightSide(blocks[id].kind))
+    if (!isResident(id))
       ids.push_back(id);
   };
   for (BlockId id : tasks[t].reads)
@@ -148,6 +175,16 @@ int64_t TaskGraph::taskFootprint(TaskId t, int64_t b) const {
 
 std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
   auto nb = static_cast<BlockId>(tg.blocks.size());
+  if (!tg.homes.empty() && tg.homes.size() != tg.blocks.size())
+    return llvm::formatv("{0} homes for {1} blocks", tg.homes.size(), nb).str();
+  for (BlockId id = 0; id < (BlockId)tg.homes.size(); ++id)
+    if (tg.homes[id] != Tier::Gpu &&
+        (!isWeightSide(tg.blocks[id].kind) ||
+         tg.blocks[id].kind == BlockKind::LossValue))
+      return llvm::formatv("block {0} is homed in {1} but only a weight's "
+                           "blocks live off the GPU",
+                           tg.blocks[id].name, tierName(tg.homes[id]))
+          .str();
   std::vector<bool> written(tg.blocks.size(), false);
   for (BlockId id = 0; id < nb; ++id) {
     BlockKind k = tg.blocks[id].kind;

@@ -59,6 +59,14 @@ enum class BlockKind : uint8_t {
 };
 std::string_view blockKindName(BlockKind k);
 
+/// Where a weight-side block lives between the tasks that use it
+/// (docs/memory.md, "Memory tiers"): on the GPU for the whole run, outside
+/// the arena (the default), or in pinned host memory, copied into the arena
+/// for the tasks of a round that read or write it, like a prefetched
+/// activation, and updated there by the host's cores.
+enum class Tier : uint8_t { Gpu, Host };
+std::string_view tierName(Tier t); // "gpu", "host"
+
 /// Weights, their gradients and optimizer state do not scale with the
 /// sub-batch and stay resident for the whole run (moDNN does the same). The
 /// scalar loss is resident too: it accumulates over the sub-batches like a
@@ -234,6 +242,11 @@ struct TaskGraph {
   /// When chunks > 1: per chunk c and value v, at [c * values + v], its Y
   /// and gradient blocks (shared blocks appear under every chunk).
   std::vector<BlockId> chunkValueBlock, chunkGradBlock;
+  /// Per block, its home (Tier); empty when every block's is the GPU. Only
+  /// the blocks of a trained or frozen weight (Weight, WeightCopy,
+  /// WeightGrad, Momentum, SecondMoment) may live off the GPU, and all of
+  /// one weight's together (passes/schedule/Tiers.h).
+  std::vector<Tier> homes;
 
   const Block &block(BlockId id) const { return blocks[id]; }
   /// The Y (gradient) block of value `v` that a task of chunk `chunk`
@@ -249,14 +262,30 @@ struct TaskGraph {
                : gradBlock[v];
   }
   const Task &task(TaskId id) const { return tasks[id]; }
+  Tier homeOf(BlockId b) const { return homes.empty() ? Tier::Gpu : homes[b]; }
+  /// A weight-side block on the device for the whole run, outside the
+  /// arena: every weight-side block whose home is the GPU.
+  bool isResident(BlockId b) const {
+    return isWeightSide(blocks[b].kind) && homeOf(b) == Tier::Gpu;
+  }
 
-  /// Bytes of weights, weight gradients and optimizer state (this rank's
-  /// share when sharded), and the collective buffers.
+  /// The update of a weight homed on the host, which the host's cores run
+  /// (a weight's blocks share a home, so its first read says which).
+  bool runsOnHost(const Task &t) const {
+    return t.kind == TaskKind::Update && !t.reads.empty() &&
+           homeOf(t.reads.front()) == Tier::Host;
+  }
+
+  /// Bytes of the resident blocks (weights, weight gradients and optimizer
+  /// state homed on the GPU; this rank's share when sharded), and the
+  /// collective buffers.
   int64_t weightSideBytes() const;
+  /// Bytes of the weight-side blocks homed in tier `t` (off the GPU).
+  int64_t homedBytes(Tier t) const;
   /// Sum of every forward intermediate (non-view activation) at batch b.
   int64_t keepAllBytes(int64_t b) const;
-  /// Bytes of the non-weight-side blocks a task touches at batch b (views
-  /// counted once with their base).
+  /// Bytes of the blocks a task touches in the arena at batch b: all but
+  /// the resident ones (views counted once with their base).
   int64_t taskFootprint(TaskId t, int64_t b) const;
 };
 
@@ -269,6 +298,10 @@ struct FrozenCount {
 };
 /// Reads `tg.graph`: for reports, not for passes.
 FrozenCount countFrozen(const TaskGraph &tg);
+
+/// The parameters an update task updates (the elements of the weights it
+/// reads).
+int64_t updatedParams(const TaskGraph &tg, const Task &update);
 
 /// The order the task graph was built in (forward, loss, backward, update).
 std::vector<TaskId> builtOrder(const TaskGraph &tg);

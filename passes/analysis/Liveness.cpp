@@ -25,6 +25,10 @@ Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
   };
   for (int32_t s = 0; s < (int32_t)lv.order.size(); ++s) {
     const Task &t = tg.tasks[lv.order[s]];
+    // A weight homed off the device is updated there: its update touches
+    // no device memory.
+    if (tg.runsOnHost(t))
+      continue;
     for (BlockId b : t.reads)
       touch(b, s);
     for (BlockId b : t.writes)
@@ -52,7 +56,7 @@ Liveness computeLiveness(const TaskGraph &tg, std::vector<TaskId> order,
   lv.weightSideBytes += tg.collectiveBufferBytes;
   for (BlockId b = 0; b < (BlockId)nb; ++b) {
     const Block &blk = tg.blocks[b];
-    if (isWeightSide(blk.kind)) {
+    if (tg.isResident(b)) {
       lv.weightSideBytes += blk.bytesAt(subBatch);
       continue;
     }

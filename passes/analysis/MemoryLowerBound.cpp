@@ -9,6 +9,8 @@ LowerBound computeLowerBound(const TaskGraph &tg, int64_t subBatch) {
   lb.subBatch = subBatch;
   lb.weightSideBytes = tg.weightSideBytes();
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
+    if (tg.runsOnHost(tg.tasks[t]))
+      continue; // no device memory
     // A 16-bit convolution's backward-filter needs its staging room even
     // with the zero-workspace algorithm.
     int64_t fp = tg.taskFootprint(t, subBatch) + convGradStagingBytes(tg, t);

@@ -22,10 +22,18 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
   RoundTimes rt;
   std::array<double, kNumStreams> free{};
   std::vector<double> eventTime(plan.numEvents, 0);
-  double computeEnd = 0;
+  double computeEnd = 0, hostFree = 0;
   for (const Instr &in : instrs) {
     int s = static_cast<int>(in.stream);
     double start = free[s], dur = 0;
+    if (in.onHost) {
+      // The host's cores, beside the streams, one tensor after another.
+      dur = costs.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+      rt.start.push_back(hostFree);
+      rt.end.push_back(hostFree + dur);
+      hostFree += dur;
+      continue;
+    }
     switch (in.kind) {
     case InstrKind::Run: {
       const AlgoCost *a = costs.find(in.task, in.algo);
@@ -59,7 +67,10 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
     rt.end.push_back(start + dur);
     free[s] = start + dur;
   }
-  rt.seconds = instrs.empty() ? 0 : *std::max_element(free.begin(), free.end());
+  rt.seconds = instrs.empty()
+                   ? 0
+                   : std::max(hostFree,
+                              *std::max_element(free.begin(), free.end()));
   return rt;
 }
 

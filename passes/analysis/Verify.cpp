@@ -56,6 +56,9 @@ private:
   llvm::Error checkStatic();
   llvm::Error walkSection(const Section &s, int copy);
   llvm::Error runTask(const Instr &in, int32_t g, int copy);
+  llvm::Error runOnHost(const Instr &in, const Task &t);
+  void startRound();
+  llvm::Error endRound();
   llvm::Expected<int32_t> operandInstance(const Instr &in, size_t i,
                                           BlockId blk, int32_t g, int copy);
   llvm::Error checkContent(int32_t inst, BlockId blk, int32_t g);
@@ -117,6 +120,12 @@ llvm::Error Verifier::checkStatic() {
                               "weight side {1}",
                               plan.residentBytes, tg.weightSideBytes())
                     .str());
+  if (plan.hostHomeBytes != tg.homedBytes(Tier::Host))
+    return fail("home", llvm::formatv("host home bytes {0} differ from the "
+                                      "graph's {1}",
+                                      plan.hostHomeBytes,
+                                      tg.homedBytes(Tier::Host))
+                            .str());
   if (plan.libraryReserve < 0)
     return fail("budget", llvm::formatv("the library reserve {0} bytes is "
                                         "negative",
@@ -135,7 +144,7 @@ llvm::Error Verifier::checkStatic() {
     if (res.block < 0 || res.block >= (BlockId)tg.blocks.size())
       return fail("structure", "block id out of range");
     const Block &b = tg.blocks[res.block];
-    if (b.viewOf >= 0 || isWeightSide(b.kind))
+    if (b.viewOf >= 0 || tg.isResident(res.block))
       return fail("structure", "residency of " + blockName(res.block) +
                                    ", which is a view or resident");
     if (res.bytes < b.bytesAt(plan.subBatch))
@@ -155,6 +164,8 @@ llvm::Error Verifier::runTask(const Instr &in, int32_t g, int copy) {
     return fail("structure", "task id out of range");
   const Task &t = tg.tasks[in.task];
   where += " " + quoteName(t.name);
+  if (in.onHost || tg.runsOnHost(t))
+    return runOnHost(in, t);
   if (in.stream != Stream::Compute)
     return fail("structure", "tasks run on the compute stream");
   if (in.recompute && t.kind != TaskKind::Forward)
@@ -180,7 +191,7 @@ llvm::Error Verifier::runTask(const Instr &in, int32_t g, int copy) {
   // Reads.
   for (size_t i = 0; i < t.reads.size(); ++i) {
     BlockId b = t.reads[i];
-    if (isWeightSide(tg.blocks[b].kind)) {
+    if (tg.isResident(b)) {
       if (!hb(residentWrite[b], g))
         return fail("resident", blockName(b) + " is read before its last "
                                                "write is complete");
@@ -241,7 +252,7 @@ llvm::Error Verifier::runWrites(const Instr &in, const Task &t, int32_t g,
   std::vector<std::pair<BlockId, int32_t>> written;
   for (size_t i = 0; i < t.writes.size(); ++i) {
     BlockId b = t.writes[i];
-    bool resident = isWeightSide(tg.blocks[b].kind);
+    bool resident = tg.isResident(b);
     // A recompute leaves resident state alone (BatchNorm's running
     // statistics are updated once) and reads the saved statistics back.
     if (resident && in.recompute)
@@ -267,7 +278,8 @@ llvm::Error Verifier::runWrites(const Instr &in, const Task &t, int32_t g,
         return err;
       continue;
     }
-    bool needsContent = t.accumulates[i] && version[s] > 0 && !in.recompute;
+    bool needsContent = (t.accumulates[i] || tg.homeOf(s) != Tier::Gpu) &&
+                        version[s] > 0 && !in.recompute;
     if (needsContent)
       if (auto err = checkContent(*inst, b, g))
         return err;
@@ -290,16 +302,8 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
   size_t nb = tg.blocks.size(), nres = plan.residencies.size();
   std::fill(eventRecorded.begin(), eventRecorded.end(), false);
   std::fill(runs.begin(), runs.end(), 0);
-  if (sec.isRound) {
-    version.assign(nb, 0);
-    hostVersion.assign(nb, -1);
-    hostCopy.assign(nb, -1);
-    for (BlockId b = 0; b < (BlockId)nb; ++b)
-      if (isInput[b]) {
-        version[b] = 1; // the data loader's batch, on the host
-        hostVersion[b] = 1;
-      }
-  }
+  if (sec.isRound)
+    startRound();
   for (size_t i = 0; i < sec.instrs->size(); ++i) {
     const Instr &in = (*sec.instrs)[i];
     auto g = static_cast<int32_t>(info.size());
@@ -372,6 +376,9 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
     }
   }
   where = sec.name;
+  if (sec.isRound)
+    if (auto err = endRound())
+      return err;
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
     bool isUpdate = tg.tasks[t].kind == TaskKind::Update;
     int expected = (isUpdate != sec.isRound) ? 1 : 0;
@@ -381,6 +388,70 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
                                 "{2}",
                                 quoteName(tg.tasks[t].name), runs[t], expected)
                       .str());
+  }
+  return llvm::Error::success();
+}
+
+// Blocks of the device start each round with no content; the batch is on
+// the host. A weight's blocks homed on the host keep theirs across rounds
+// and iterations (their first round finds them there): a gradient adds to
+// its earlier sub-batches' when there are several, else starts anew.
+void Verifier::startRound() {
+  size_t nb = tg.blocks.size();
+  bool first = version.empty();
+  bool carries = plan.numSubBatches > 1;
+  if (first) {
+    version.assign(nb, 0);
+    hostVersion.assign(nb, -1);
+    hostCopy.assign(nb, -1);
+  }
+  for (BlockId b = 0; b < (BlockId)nb; ++b) {
+    bool home = tg.homeOf(b) != Tier::Gpu;
+    bool fresh = isInput[b] ||
+                 (home && first &&
+                  (tg.blocks[b].kind != BlockKind::WeightGrad || carries));
+    if (fresh) {
+      version[b] = 1; // the data loader's batch, or the host home's content
+      hostVersion[b] = 1;
+      hostCopy[b] = -1;
+    } else if (!home || (tg.blocks[b].kind == BlockKind::WeightGrad &&
+                         !carries)) {
+      version[b] = 0;
+      hostVersion[b] = -1;
+      hostCopy[b] = -1;
+    }
+  }
+}
+
+// What a round wrote of a weight homed on the host has gone home.
+llvm::Error Verifier::endRound() {
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
+    if (tg.homeOf(b) != Tier::Gpu && version[b] > 0 &&
+        hostVersion[b] != version[b])
+      return fail("home", blockName(b) + " ends the round without a copy of "
+                                         "its latest content at home");
+  return llvm::Error::success();
+}
+
+// An update of a weight homed on the host: the host's cores run it on host
+// memory once the rounds are over (the host joins the copy streams before
+// it starts, and the next iteration's copies after it ends).
+llvm::Error Verifier::runOnHost(const Instr &in, const Task &t) {
+  if (!in.onHost || t.kind != TaskKind::Update)
+    return fail("home", "only the update of a weight homed on the host runs "
+                        "there, and it does");
+  ++runs[in.task];
+  for (const auto *list : {&t.reads, &t.writes})
+    for (BlockId b : *list)
+      if (tg.homeOf(b) != Tier::Host)
+        return fail("home", blockName(b) + " is not homed on the host");
+  for (BlockId b : t.reads)
+    if (version[b] == 0 || hostVersion[b] != version[b])
+      return fail("home", blockName(b) + " is not at home with its latest "
+                                         "content");
+  for (BlockId b : t.writes) {
+    hostVersion[b] = ++version[b];
+    hostCopy[b] = -1;
   }
   return llvm::Error::success();
 }

@@ -25,6 +25,10 @@
 //               its output).
 //  resident     weights and optimizer state are read after their last write
 //               and written after every earlier read.
+//  home         a weight homed on the host is updated there, by the host,
+//               from the content its round sent home: its gradient leaves
+//               every round with a copy-out of its latest content, and the
+//               update reads and writes host memory alone.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_VERIFY_H

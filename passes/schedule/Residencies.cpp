@@ -19,14 +19,16 @@ RoundCursor::RoundCursor(const TaskGraph &tg, const CostTable &costs,
 }
 
 Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
-                         int64_t subBatch) {
+                         int64_t subBatch, bool gradientsCarry) {
   size_t nb = tg.blocks.size();
   storage.resize(nb);
-  weightSide.resize(nb);
+  resident.resize(nb);
+  homedOff.resize(nb);
   bytes.resize(nb);
   for (BlockId b = 0; b < (BlockId)nb; ++b) {
     storage[b] = memfit::storageOf(tg, b);
-    weightSide[b] = memfit::isWeightSide(tg.blocks[b].kind);
+    resident[b] = tg.isResident(b);
+    homedOff[b] = tg.homeOf(b) != Tier::Gpu;
     bytes[b] = tg.blocks[b].bytesAt(subBatch);
   }
   state.assign(nb, BlockState{});
@@ -38,7 +40,9 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
         recomputable[b] &&
         isConvolution(tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind);
   for (BlockId b = 0; b < (BlockId)nb; ++b)
-    if (isBatchData(tg.blocks[b].kind)) {
+    if (isBatchData(tg.blocks[b].kind) ||
+        (homedOff[b] && (tg.blocks[b].kind != BlockKind::WeightGrad ||
+                         gradientsCarry))) {
       state[b].hasContent = true;
       state[b].hostValid = true;
     }
@@ -55,7 +59,7 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
         BlockId sb = storage[b];
-        if (weightSide[sb])
+        if (resident[sb])
           continue;
         if (list == &task.reads)
           stepReads.push_back(sb);

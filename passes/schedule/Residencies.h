@@ -60,20 +60,28 @@ struct BlockState {
 class Residencies {
 public:
   /// Blocks of `tg` at sub-batch `subBatch`, used by the tasks of `order`.
+  /// A block homed on the host starts there with its content, as the batch
+  /// does; a weight gradient homed there only when `gradientsCarry` (the
+  /// sum of the earlier sub-batches' gradients, which this round adds to).
   Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
-              int64_t subBatch);
+              int64_t subBatch, bool gradientsCarry);
 
   // --- static facts, per block ---
   /// storageOf(), looked up.
   BlockId storageOf(BlockId b) const { return storage[b]; }
-  bool isWeightSide(BlockId b) const { return weightSide[b]; }
+  /// TaskGraph::isResident(): outside the arena for the whole run, never
+  /// scheduled here.
+  bool isResident(BlockId b) const { return resident[b]; }
+  /// Homed off the GPU: its content lives on the host between rounds, and
+  /// a round that writes it leaves it there.
+  bool isHomedOffDevice(BlockId b) const { return homedOff[b]; }
   int64_t bytesOf(BlockId b) const { return bytes[b]; }
   /// recomputableBlocks().
   bool isRecomputable(BlockId b) const { return recomputable[b]; }
   /// A recomputable convolution output (SuperNeurons' checkpoints).
   bool isConvOutput(BlockId b) const { return convOutput[b]; }
   /// The storage blocks step `s` reads, one entry per read (a block read
-  /// twice is listed twice), the weight side left out.
+  /// twice is listed twice), the resident blocks left out.
   std::span<const BlockId> readsAt(int32_t s) const {
     return {stepReads.data() + readStart[s],
             stepReads.data() + readStart[s + 1]};
@@ -117,7 +125,7 @@ public:
 
 private:
   std::vector<BlockId> storage;
-  std::vector<bool> weightSide, recomputable, convOutput;
+  std::vector<bool> resident, homedOff, recomputable, convOutput;
   std::vector<int64_t> bytes;
   /// usesOf(b) is useSteps[useStart[b], useStart[b + 1]): one array for
   /// every block, not a vector per block (a deep network has hundreds of

@@ -53,7 +53,9 @@ Scheduler::Scheduler(const TaskGraph &tg, const CostTable &costs,
     : tg(tg), costs(costs), order(order), opts(opts),
       rules(rulesFor(opts.policy)), subBatch_(costs.subBatch),
       arena(rules.unbounded ? (int64_t(1) << 50) : arenaBytes(tg, opts.budget)),
-      cursor(tg, costs, order), blocks(tg, order, subBatch_),
+      cursor(tg, costs, order),
+      blocks(tg, order, subBatch_,
+             /*gradientsCarry=*/opts.batch > subBatch_),
       pricer(tg, costs, rules, opts.allowRecompute, blocks, timeline, arena,
              cursor) {}
 
@@ -63,6 +65,7 @@ llvm::Expected<Plan> Scheduler::run() {
   plan.subBatch = subBatch_;
   plan.numSubBatches = (opts.batch + subBatch_ - 1) / subBatch_;
   plan.residentBytes = tg.weightSideBytes();
+  plan.hostHomeBytes = tg.homedBytes(Tier::Host);
   if (!rules.unbounded && arena.size() <= 0)
     return fail(llvm::formatv("the budget of {0} bytes does not even hold the "
                               "weights, gradients and optimizer state ({1} "
@@ -118,7 +121,7 @@ llvm::Error Scheduler::checkEachTaskFits() const {
     for (const auto *list : {&task.reads, &task.writes})
       for (BlockId b : *list) {
         BlockId sb = blocks.storageOf(b);
-        if (blocks.isWeightSide(sb) ||
+        if (blocks.isResident(sb) ||
             std::find(seen.begin(), seen.end(), sb) != seen.end())
           continue;
         seen.push_back(sb);
@@ -151,7 +154,7 @@ llvm::Error Scheduler::scheduleStep() {
   for (const auto *list : {&task.reads, &task.writes})
     for (BlockId b : *list) {
       BlockId sb = blocks.storageOf(b);
-      if (!blocks.isWeightSide(sb)) {
+      if (!blocks.isResident(sb)) {
         blocks.pin(sb);
         touched.push_back(sb);
       }
@@ -174,7 +177,7 @@ llvm::Error Scheduler::prepareOperands(const Task &task,
   deps.clear();
   for (BlockId b : task.reads) {
     BlockId sb = blocks.storageOf(b);
-    if (!blocks.isWeightSide(sb))
+    if (!blocks.isResident(sb))
       if (auto err = prepare(sb, true, deps))
         return err;
   }
@@ -184,13 +187,15 @@ llvm::Error Scheduler::prepareOperands(const Task &task,
     size_t i = task.mayRunInPlace ? (k + 1) % task.writes.size() : k;
     BlockId b = task.writes[i];
     BlockId sb = blocks.storageOf(b);
-    if (blocks.isWeightSide(sb))
+    if (blocks.isResident(sb))
       continue;
     if (i == 0 && runInPlace(task, deps))
       continue;
     // Only an accumulation needs what is there; a view's bytes come with
-    // the read of its base.
-    bool needs = task.accumulates[i] && blocks[sb].hasContent;
+    // the read of its base. A weight gradient homed off the device adds to
+    // what it holds (the earlier writers', or the earlier sub-batches').
+    bool needs = (task.accumulates[i] || blocks.isHomedOffDevice(sb)) &&
+                 blocks[sb].hasContent;
     if (auto err = prepare(sb, needs, deps))
       return err;
   }
@@ -325,7 +330,7 @@ void Scheduler::finishStep(TaskId t, int32_t i,
     blocks[blocks.storageOf(b)].usedSinceArrival = true;
   for (BlockId b : task.writes) {
     BlockId sb = blocks.storageOf(b);
-    if (blocks.isWeightSide(sb))
+    if (blocks.isResident(sb))
       continue;
     BlockState &bs = blocks[sb];
     bs.ready = i;
@@ -352,8 +357,12 @@ void Scheduler::finishStep(TaskId t, int32_t i,
   dropForwardDone(t);
   leaveAfterStep(touched);
   for (BlockId sb : touched)
-    if (blocks.nextUseStep(sb) < 0)
+    if (blocks.nextUseStep(sb) < 0) {
+      // A gradient homed off the device goes home once final in this round.
+      if (blocks.isHomedOffDevice(sb) && !blocks[sb].hostValid)
+        copyOut(blocks[sb].res);
       release(sb); // dead: its last reader ran
+    }
 }
 
 void Scheduler::finishRound() {
@@ -371,6 +380,7 @@ void Scheduler::finishRound() {
     run.task = t;
     run.algo = costs.fastest(t).algo;
     run.operands.assign(task.reads.size() + task.writes.size(), -1);
+    run.onHost = tg.runsOnHost(task);
     plan.update.push_back(std::move(run));
   }
   plan.numEvents = timeline.numEvents();

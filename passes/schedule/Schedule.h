@@ -91,10 +91,10 @@ public:
   void log(llvm::raw_ostream &os) const override;
 };
 
-/// The bytes of `budget` left to the arena: the budget less the weight side
-/// (weights, their gradients, the optimizer state, the collective buffers),
-/// which stays resident outside it. Every step that sizes the arena from a
-/// budget asks this one function.
+/// The bytes of `budget` left to the arena: the budget less the resident
+/// weight side (weights, their gradients, the optimizer state homed on the
+/// GPU, the collective buffers), which stays outside it. Every step that
+/// sizes the arena from a budget asks this one function.
 int64_t arenaBytes(const TaskGraph &tg, int64_t budget);
 
 /// The arena a plan without offload or recomputation needs at the cost

@@ -106,7 +106,7 @@ void Scheduler::prefetchAhead(double taskEnd) {
     while (!stack.empty()) {
       BlockId sb = blocks.storageOf(stack.back());
       stack.pop_back();
-      if (blocks.isWeightSide(sb) || blocks[sb].res >= 0)
+      if (blocks.isResident(sb) || blocks[sb].res >= 0)
         continue;
       if (!blocks[sb].hostValid) {
         if (blocks[sb].dropped && walkSeen[sb] != walkStamp &&
@@ -210,7 +210,7 @@ void Scheduler::offloadAhead(TaskId t) {
   for (BlockId b : cands) {
     const BlockState &bs = blocks[b];
     const Block &blk = tg.blocks[b];
-    if (isWeightSide(blk.kind) || bs.res < 0 || bs.hostValid ||
+    if (blocks.isResident(b) || bs.res < 0 || bs.hostValid ||
         blk.kind == BlockKind::Stats)
       continue;
     int32_t next = blocks.nextUseStep(b);

@@ -223,7 +223,7 @@ int32_t Scheduler::emitRun(Instr run, double seconds,
   for (const auto *list : {&t.reads, &t.writes})
     for (BlockId x : *list) {
       BlockId sb = blocks.storageOf(x);
-      run.operands.push_back(blocks.isWeightSide(sb) ? -1 : blocks[sb].res);
+      run.operands.push_back(blocks.isResident(sb) ? -1 : blocks[sb].res);
     }
   std::vector<ResidencyId> ops = run.operands;
   int64_t wsBytes = run.workspaceBytes;
@@ -246,7 +246,7 @@ llvm::Error Scheduler::prepareRecomputeOperands(TaskId t,
   const Task &producer = tg.tasks[t];
   for (BlockId x : producer.reads) {
     BlockId sb = blocks.storageOf(x);
-    if (blocks.isWeightSide(sb))
+    if (blocks.isResident(sb))
       continue;
     llvm::Error err = blocks[sb].res < 0 && blocks[sb].dropped
                           ? recompute(sb, deps, depth + 1)
@@ -257,7 +257,7 @@ llvm::Error Scheduler::prepareRecomputeOperands(TaskId t,
   // Saved statistics are read again; the output gets a fresh residency.
   for (BlockId x : producer.writes) {
     BlockId sb = blocks.storageOf(x);
-    if (blocks.isWeightSide(sb))
+    if (blocks.isResident(sb))
       continue;
     bool isStats = tg.blocks[sb].kind == BlockKind::Stats;
     if (!isStats && blocks[sb].res >= 0) {
@@ -287,7 +287,7 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   for (const auto *list : {&task.reads, &task.writes})
     for (BlockId x : *list) {
       BlockId sb = blocks.storageOf(x);
-      if (!blocks.isWeightSide(sb)) {
+      if (!blocks.isResident(sb)) {
         blocks.pin(sb);
         pins.push_back(sb);
       }
@@ -321,7 +321,7 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   int32_t i = emitRun(std::move(run), ac->seconds, runDeps);
   for (BlockId x : task.writes) {
     BlockId sb = blocks.storageOf(x);
-    if (blocks.isWeightSide(sb) || tg.blocks[sb].kind == BlockKind::Stats)
+    if (blocks.isResident(sb) || tg.blocks[sb].kind == BlockKind::Stats)
       continue;
     BlockState &bs = blocks[sb];
     bs.ready = i;
@@ -338,7 +338,7 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   // eviction prices them out.
   for (BlockId x : task.reads) {
     BlockId sb = blocks.storageOf(x);
-    if (!blocks.isWeightSide(sb) && blocks[sb].res >= 0 &&
+    if (!blocks.isResident(sb) && blocks[sb].res >= 0 &&
         !blocks.isPinned(sb) && blocks.nextUseStep(sb) < 0 &&
         !feedsPendingRecompute(sb))
       release(sb);
@@ -356,7 +356,7 @@ bool Scheduler::feedsPendingRecompute(BlockId b, TaskId except) const {
       continue;
     for (BlockId y : tg.tasks[r].writes) {
       BlockId sy = blocks.storageOf(y);
-      if (sy != b && !blocks.isWeightSide(sy) && blocks[sy].res < 0 &&
+      if (sy != b && !blocks.isResident(sy) && blocks[sy].res < 0 &&
           blocks[sy].dropped && blocks.nextUseStep(sy) >= 0)
         return true;
     }
@@ -369,7 +369,7 @@ void Scheduler::offloadForced(TaskId t) {
     return;
   for (BlockId x : tg.tasks[t].writes) {
     BlockId sb = blocks.storageOf(x);
-    if (blocks.isWeightSide(sb) || !opts.offloadAfterForward[sb])
+    if (blocks.isResident(sb) || !opts.offloadAfterForward[sb])
       continue;
     const BlockState &bs = blocks[sb];
     // As soon as it is made, even where later forward tasks still read it:

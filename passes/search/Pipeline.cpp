@@ -10,6 +10,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "passes/analysis/Verify.h"
 #include "passes/search/PipelineSteps.h"
+#include "passes/search/Tiers.h"
 
 #include <chrono>
 
@@ -538,7 +539,10 @@ llvm::Expected<PlanOutcome> finish(SearchState &s) {
 } // namespace
 } // namespace pipeline
 
-llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
+namespace {
+
+/// The search on one graph, its homes fixed.
+llvm::Expected<PlanOutcome> planOneGraph(const TaskGraph &tg,
                                          const CostTableFn &tableAt,
                                          const PlanRequest &asked) {
   pipeline::SearchState s(tg, tableAt, asked);
@@ -546,6 +550,16 @@ llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
     if (auto ran = phase(s); !ran)
       return ran.takeError();
   return pipeline::finish(s);
+}
+
+} // namespace
+
+llvm::Expected<PlanOutcome> planTraining(const TaskGraph &tg,
+                                         const CostTableFn &tableAt,
+                                         const PlanRequest &asked) {
+  if (asked.hostBudget > 0)
+    return planAcrossTiers(tg, tableAt, asked, planOneGraph);
+  return planOneGraph(tg, tableAt, asked);
 }
 
 llvm::Expected<PlanOrReason> planOrReason(const TaskGraph &tg,

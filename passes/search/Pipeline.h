@@ -65,6 +65,9 @@ struct PlanRequest {
   /// When > 1: plan the batch in exactly this many chunks (it must divide
   /// the batch), for any policy but the ideal.
   int32_t forcedChunks = 0;
+  /// > 0: weights may live in pinned host memory, this many bytes at most
+  /// (Tiers.h); 0: every weight stays on the GPU, as without tiers.
+  int64_t hostBudget = 0;
 };
 
 /// What `--policy optimal`'s integral program (Optimal.h) found, beside the
@@ -104,9 +107,13 @@ struct PlanOutcome {
   std::shared_ptr<const ChunkedGraph> chunked;
   /// Chunk counts tried and their predicted iteration time.
   std::vector<std::pair<int32_t, double>> chunksTried;
-  /// The task graph `plan` schedules: the split one, or the model's.
+  /// When the plan homes weights on the host (Tiers.h): the model's graph
+  /// with those homes.
+  std::shared_ptr<const TaskGraph> homed;
+  /// The task graph `plan` schedules: the split one, the homed one, or the
+  /// model's.
   const TaskGraph &scheduledGraph(const TaskGraph &model) const {
-    return chunked ? chunked->tg : model;
+    return chunked ? chunked->tg : homed ? *homed : model;
   }
   /// A proven lower bound on the iteration time of every plan with this
   /// plan's order and sub-batch under its budget; none when not asked for

@@ -48,8 +48,9 @@ llvm::Expected<ResolvedBudget> budgetFor(const TaskGraph &tg,
   std::string help =
       lb.weightSideBytes >= lb.taskBytes
           ? "the weights, their gradients and the optimizer state dominate: "
-            "train without momentum (--momentum 0; Adam keeps two buffers "
-            "per weight) or a smaller model"
+            "home them in host memory (--host-budget), train without "
+            "momentum (--momentum 0; Adam keeps two buffers per weight) or "
+            "a smaller model"
       : lb.subBatch > 1
           ? llvm::formatv(
                 "that task dominates, and BatchNorm's statistics over the "
@@ -68,7 +69,8 @@ llvm::Expected<ResolvedBudget> budgetFor(const TaskGraph &tg,
             "activations";
   if (share < lb.weightSideBytes)
     help = "the budget does not even hold the weights, their gradients "
-           "and the optimizer state";
+           "and the optimizer state (--host-budget homes them in host "
+           "memory)";
   // When the budget alone would hold Mmin, the reserve is what does not fit.
   std::string what =
       req.libraryReserve > 0 && budget >= lb.bytes

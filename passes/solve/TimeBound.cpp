@@ -427,11 +427,37 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
       return std::nullopt;
     rounds += double(k - 2) * *middle;
   }
-  double update = 0;
+  // The relaxation leaves the blocks homed on the host out (as it does the
+  // resident ones: neither their bytes nor their copies), which only
+  // weakens it; each round copies in every such block it uses and copies
+  // out every one it writes at least once, so a round takes no less than
+  // either copy stream's share of them.
+  double homeIn = 0, homeOut = 0;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    const Block &blk = tg.blocks[b];
+    if (tg.homeOf(b) == Tier::Gpu)
+      continue;
+    bool read = false, written = false;
+    for (TaskId t : blk.readers)
+      read |= tg.tasks[t].kind != TaskKind::Update;
+    for (TaskId t : blk.writers)
+      written |= tg.tasks[t].kind != TaskKind::Update;
+    int64_t bytes = blk.bytesAt(1);
+    if (read || (written && k > 1))
+      homeIn += full.copyInSeconds(bytes);
+    if (written)
+      homeOut += full.copyOutSeconds(bytes);
+  }
+  rounds = std::max(rounds, double(k) * std::max(homeIn, homeOut));
+  // The host's updates run beside the GPU's.
+  double update = 0, hostUpdate = 0;
   for (const Instr &in : plan.update)
-    if (in.kind == InstrKind::Run)
+    if (in.kind == InstrKind::Run && in.onHost)
+      hostUpdate +=
+          full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+    else if (in.kind == InstrKind::Run)
       update += full.fastest(in.task).seconds;
-  out.seconds = rounds + update;
+  out.seconds = rounds + std::max(update, hostUpdate);
   return out;
 }
 

@@ -78,6 +78,14 @@ Shared<std::string> LibraryReserve(
              "(144MiB, 0) (default: the device's, 144 MiB unless its file "
              "says otherwise)"),
     cl::init(""));
+Shared<std::string> HostBudget(
+    "host-budget",
+    cl::desc("Pinned host memory that weights, their gradients and "
+             "optimizer state may live in (a size: 64GiB): weights that do "
+             "not fit the device budget are homed there, copied in for the "
+             "tasks that read them and updated by the host's cores. Default: "
+             "none, every weight stays on the GPU"),
+    cl::init(""));
 Shared<std::string>
     Device("device",
            cl::desc("Device model: k40m, titanx-maxwell, "
@@ -492,12 +500,31 @@ Expected<int64_t> libraryReserve(const PlanningSession &s) {
   return *bytes;
 }
 
+Expected<int64_t> hostBudget() {
+  StringRef text = StringRef(HostBudget).trim();
+  if (text.empty())
+    return 0;
+  auto bytes = parseSize(text.str());
+  if (!bytes)
+    return makeErrorF("invalid --host-budget '{0}': {1}", text,
+                      toString(bytes.takeError()));
+  if (*bytes <= 0)
+    return makeErrorF("invalid --host-budget '{0}': the budget must be "
+                      "positive",
+                      text);
+  return *bytes;
+}
+
 Expected<PlanRequest> planRequest(const PlanningSession &s) {
   PlanRequest r;
   auto reserve = libraryReserve(s);
   if (!reserve)
     return reserve.takeError();
   r.libraryReserve = *reserve;
+  auto host = hostBudget();
+  if (!host)
+    return host.takeError();
+  r.hostBudget = *host;
   if (!parsePolicy(std::string(PolicyName), r.policy))
     return makeErrorF("unknown --policy '{0}': expected ideal, vdnn-all, "
                       "vdnn-conv, modnn, chen-sqrt, superneurons, memfit or "
@@ -538,6 +565,10 @@ Expected<PlanRequest> compareRequest(const PlanningSession &s) {
   if (!reserve)
     return reserve.takeError();
   r.libraryReserve = *reserve;
+  auto host = hostBudget();
+  if (!host)
+    return host.takeError();
+  r.hostBudget = *host;
   r.policy = Policy::Ideal;
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;

@@ -1,0 +1,204 @@
+//===- Tiers.cpp - Where each weight lives: GPU or host memory ------------===//
+//
+// planAcrossTiers (Tiers.h): the budget in bytes, then a handful of homes,
+// each moving more weights to the host, each planned in full; the fastest
+// feasible plan wins.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/search/Tiers.h"
+
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Units.h"
+#include "passes/schedule/PolicyRules.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+namespace memfit {
+
+std::vector<WeightBlocks> homeableWeights(const TaskGraph &tg) {
+  std::vector<WeightBlocks> ws;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    const Block &blk = tg.blocks[b];
+    if (blk.kind != BlockKind::Weight || blk.viewOf >= 0)
+      continue;
+    WeightBlocks w{.weight = b, .blocks = {b}};
+    bool roundWrites = false;
+    for (TaskId t : blk.writers) {
+      const Task &task = tg.tasks[t];
+      if (task.kind != TaskKind::Update) {
+        roundWrites = true;
+        continue;
+      }
+      for (const auto *list : {&task.reads, &task.writes})
+        for (BlockId x : *list)
+          if (isWeightSide(tg.blocks[x].kind) &&
+              tg.blocks[x].kind != BlockKind::LossValue)
+            w.blocks.push_back(x);
+    }
+    if (roundWrites)
+      continue;
+    if (blk.value != kNoId && blk.value < (ValueId)tg.weightCopyBlock.size() &&
+        tg.weightCopyBlock[blk.value] >= 0)
+      w.blocks.push_back(tg.weightCopyBlock[blk.value]);
+    std::sort(w.blocks.begin(), w.blocks.end());
+    w.blocks.erase(std::unique(w.blocks.begin(), w.blocks.end()),
+                   w.blocks.end());
+    for (BlockId x : w.blocks)
+      w.bytes += tg.blocks[x].bytesAt(1);
+    ws.push_back(std::move(w));
+  }
+  std::stable_sort(ws.begin(), ws.end(),
+                   [](const WeightBlocks &a, const WeightBlocks &b) {
+                     return a.bytes > b.bytes;
+                   });
+  return ws;
+}
+
+std::vector<Tier> homesMoving(const TaskGraph &tg,
+                              std::span<const WeightBlocks> ws,
+                              int64_t bytes) {
+  std::vector<Tier> homes(tg.blocks.size(), Tier::Gpu);
+  int64_t moved = 0;
+  for (const WeightBlocks &w : ws) {
+    if (moved >= bytes)
+      break;
+    for (BlockId b : w.blocks)
+      homes[b] = Tier::Host;
+    moved += w.bytes;
+  }
+  return homes;
+}
+
+namespace {
+
+/// What the host tier cannot serve yet; success when it can.
+llvm::Error checkServable(const TaskGraph &tg, const CostTableFn &tableAt,
+                          const PlanRequest &req) {
+  if (tg.dp.active())
+    return makeError("--host-budget: weights homed on the host are not "
+                     "supported with data parallelism yet");
+  if (req.forcedChunks > 1)
+    return makeError("--host-budget: weights homed on the host are not "
+                     "supported with --chunks yet");
+  if (req.policy == Policy::Optimal)
+    return makeError("--host-budget: the optimal policy's program does not "
+                     "model weights homed on the host yet; use another "
+                     "policy");
+  if (tableAt(1).hostUpdateParamsPerSecond <= 0)
+    return makeError("--host-budget: the device states no host optimizer "
+                     "rate (host_adam_mparams_per_s or host_memory_gbps in "
+                     "its file), so no update on the host can be priced");
+  return llvm::Error::success();
+}
+
+/// The model with every weight on the GPU and no budget: the yardstick of
+/// every homing (its ideal time and peak) and what a percentage of the
+/// ideal peak (or the lower bound) is of, so every homing plans under the
+/// same bytes.
+llvm::Expected<PlanOutcome> yardstick(const TaskGraph &tg,
+                                      const CostTableFn &tableAt,
+                                      const PlanRequest &req,
+                                      const PlanOneGraph &planOne) {
+  PlanRequest ideal = req;
+  ideal.policy = Policy::Ideal;
+  ideal.budgetFraction = 0;
+  ideal.budgetIsLowerBound = false;
+  ideal.bound = false;
+  return planOne(tg, tableAt, ideal);
+}
+
+/// The bytes to move off the GPU for each homing tried, ascending: none;
+/// enough to leave the arena a quarter, a half and three quarters of the
+/// plan's share; every homeable weight.
+std::vector<int64_t> movesToTry(int64_t resident, int64_t share,
+                                int64_t homeable) {
+  std::vector<int64_t> moves = {0};
+  for (int q = 1; q <= 3; ++q) {
+    int64_t arena = share / 4 * q;
+    moves.push_back(std::clamp<int64_t>(resident - (share - arena), 0,
+                                        homeable));
+  }
+  moves.push_back(homeable);
+  std::sort(moves.begin(), moves.end());
+  moves.erase(std::unique(moves.begin(), moves.end()), moves.end());
+  return moves;
+}
+
+} // namespace
+
+llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
+                                            const CostTableFn &tableAt,
+                                            const PlanRequest &req,
+                                            const PlanOneGraph &planOne) {
+  if (policyDef(req.policy).rules.unbounded)
+    return planOne(tg, tableAt, req); // no budget: nothing to move
+  if (auto err = checkServable(tg, tableAt, req))
+    return std::move(err);
+  auto yard = yardstick(tg, tableAt, req, planOne);
+  if (!yard)
+    return yard.takeError();
+  const PlanRequest bytesReq = withBudget(
+      req, resolveBudget(req, yard->idealPeakBytes, yard->lowerBound.bytes));
+  const std::vector<WeightBlocks> ws = homeableWeights(tg);
+  int64_t homeable = 0;
+  for (const WeightBlocks &w : ws)
+    homeable += w.bytes;
+  const int64_t share = bytesReq.budget - bytesReq.libraryReserve;
+  std::optional<PlanOutcome> best;
+  llvm::Error lastReason = llvm::Error::success();
+  size_t lastCount = ~size_t(0);
+  for (int64_t move : movesToTry(tg.weightSideBytes(), share, homeable)) {
+    std::shared_ptr<TaskGraph> homed;
+    PlanRequest r = bytesReq;
+    if (move > 0) {
+      homed = std::make_shared<TaskGraph>(tg);
+      homed->homes = homesMoving(tg, ws, move);
+      // Two targets may round up to the same weights.
+      size_t count = static_cast<size_t>(
+          std::count(homed->homes.begin(), homed->homes.end(), Tier::Host));
+      if (count == lastCount)
+        continue;
+      lastCount = count;
+      if (int64_t host = homed->homedBytes(Tier::Host); host > req.hostBudget) {
+        llvm::consumeError(std::move(lastReason));
+        lastReason = makeInfeasibleF(
+            "homing {0} of weights on the host would exceed --host-budget "
+            "{1}",
+            formatBytes(host), formatBytes(req.hostBudget));
+        continue;
+      }
+      // A split batch's graph is built from the model's blocks, which the
+      // homes would not follow.
+      r.chunking = false;
+    }
+    auto out = planOne(homed ? *homed : tg, tableAt, r);
+    if (!out) {
+      if (!out.errorIsA<Infeasible>()) {
+        llvm::consumeError(std::move(lastReason));
+        return out.takeError();
+      }
+      llvm::consumeError(std::move(lastReason));
+      lastReason = out.takeError();
+      continue;
+    }
+    out->homed = homed;
+    if (homed) {
+      // Overhead is over the model's ideal, every weight on the GPU.
+      out->idealSeconds = yard->idealSeconds;
+      out->idealPeakBytes = yard->idealPeakBytes;
+      out->plan.summary.idealSeconds = yard->idealSeconds;
+    }
+    // The fastest; on a tie, the fewer bytes moved (tried first).
+    if (!best || out->plan.summary.plannedSeconds <
+                     best->plan.summary.plannedSeconds)
+      best = std::move(*out);
+  }
+  if (!best)
+    return std::move(lastReason);
+  llvm::consumeError(std::move(lastReason));
+  return std::move(*best);
+}
+
+} // namespace memfit

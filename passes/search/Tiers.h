@@ -1,0 +1,63 @@
+//===- Tiers.h - Where each weight lives: GPU or host memory ----*- C++ -*-===//
+//
+// The memory tiers (docs/memory.md, "Memory tiers"): a weight's blocks (its
+// fp32 weight, 16-bit working copy, gradient and optimizer state) live on
+// the GPU for the whole run, or in pinned host memory, from where each
+// round copies the weight in for the tasks that read it and its gradient
+// out once final, and the host's cores run its update. A weight is the
+// unit: its blocks share one home.
+//
+// planAcrossTiers plans a graph with the weights homed where the request's
+// host budget allows and keeps the fastest plan. Guarantees: the plan with
+// every weight on the GPU is among those tried whenever it is feasible, so
+// allowing the host tier never gives a slower plan; no plan homes more
+// bytes on the host than the host budget; the graph of the plan returned
+// carries its homes (PlanOutcome::scheduledGraph).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_PASSES_SEARCH_TIERS_H
+#define MEMFIT_PASSES_SEARCH_TIERS_H
+
+#include "passes/search/Pipeline.h"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace memfit {
+
+/// One weight's blocks and their bytes: the unit a home is chosen for.
+struct WeightBlocks {
+  BlockId weight = -1;
+  std::vector<BlockId> blocks;
+  int64_t bytes = 0;
+};
+
+/// The weights whose blocks may live on the host, largest first (ties in
+/// block order): every weight no task of a round writes. BatchNorm's
+/// running statistics, which its forward updates, stay on the GPU.
+std::vector<WeightBlocks> homeableWeights(const TaskGraph &tg);
+
+/// Homes for `tg` with the first weights of `ws` on the host, as many as it
+/// takes to move at least `bytes` off the GPU (all of them at most).
+std::vector<Tier> homesMoving(const TaskGraph &tg,
+                              std::span<const WeightBlocks> ws, int64_t bytes);
+
+/// How planTraining plans one graph with its homes fixed.
+using PlanOneGraph = std::function<llvm::Expected<PlanOutcome>(
+    const TaskGraph &, const CostTableFn &, const PlanRequest &)>;
+
+/// The search over homes (`req.hostBudget` > 0). Errors: a request the
+/// host tier cannot serve (data parallelism, forced chunks, the optimal
+/// policy, a device that states no host optimizer rate), no feasible plan
+/// (the reason of the plan that homes the most on the host), or any
+/// non-Infeasible error of a plan.
+llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
+                                            const CostTableFn &tableAt,
+                                            const PlanRequest &req,
+                                            const PlanOneGraph &planOne);
+
+} // namespace memfit
+
+#endif

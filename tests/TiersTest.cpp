@@ -1,0 +1,228 @@
+//===- TiersTest.cpp - Weights homed in host memory -----------------------===//
+#include "PlanTestUtil.h"
+
+#include "codegen/Emit.h"
+#include "compiler/support/Diagnostics.h"
+#include "passes/analysis/Verify.h"
+#include "passes/search/Tiers.h"
+
+#include <algorithm>
+
+using namespace memfit;
+
+namespace {
+
+TrainingConfig adamw() {
+  TrainingConfig cfg;
+  cfg.optimizer = OptimizerKind::AdamW;
+  return cfg;
+}
+
+/// A zoo model with the host's optimizer priced (the K40m's file states no
+/// host: the rate is the test's).
+struct HostPlanned : test::Planned {
+  using Planned::Planned;
+  llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
+                                        int64_t forced = 0) {
+    PlanRequest req;
+    req.batch = graph.batch;
+    req.budget = budget;
+    req.hostBudget = hostBudget;
+    req.forcedSubBatch = forced;
+    return planTraining(
+        tg,
+        [&](int64_t b) -> const CostTable & {
+          CostTable &t = const_cast<CostTable &>(table(b));
+          t.hostUpdateParamsPerSecond = 1e9;
+          return t;
+        },
+        req);
+  }
+};
+
+int64_t count(const Plan &plan, InstrKind k, bool onHost) {
+  return std::count_if(plan.update.begin(), plan.update.end(),
+                       [&](const Instr &in) {
+                         return in.kind == k && in.onHost == onHost;
+                       });
+}
+
+} // namespace
+
+TEST_CASE("a weight's blocks share a home; BatchNorm's running statistics "
+          "stay on the GPU",
+          "[tiers]") {
+  HostPlanned p("resnet18", 2, "k40m", adamw());
+  std::vector<WeightBlocks> ws = homeableWeights(p.tg);
+  REQUIRE(!ws.empty());
+  for (size_t i = 1; i < ws.size(); ++i)
+    CHECK(ws[i - 1].bytes >= ws[i].bytes); // largest first
+  for (const WeightBlocks &w : ws) {
+    INFO(p.tg.blocks[w.weight].name);
+    // AdamW: the weight, its gradient and two moments.
+    int64_t kinds[4] = {};
+    for (BlockId b : w.blocks)
+      switch (p.tg.blocks[b].kind) {
+      case BlockKind::Weight:
+        ++kinds[0];
+        break;
+      case BlockKind::WeightGrad:
+        ++kinds[1];
+        break;
+      case BlockKind::Momentum:
+        ++kinds[2];
+        break;
+      case BlockKind::SecondMoment:
+        ++kinds[3];
+        break;
+      default:
+        FAIL("a block of another kind: " << p.tg.blocks[b].name);
+      }
+    CHECK((kinds[0] == 1 && kinds[1] == 1 && kinds[2] == 1 && kinds[3] == 1));
+    for (TaskId t : p.tg.blocks[w.weight].writers)
+      CHECK(p.tg.tasks[t].kind == TaskKind::Update);
+  }
+  // Every BatchNorm's running mean and variance (written by its forward)
+  // is left out: 20 BatchNorms with 4 trained weights and 2 statistics
+  // each, 20 convolutions and the classifier's weight and bias.
+  int64_t weights = 0;
+  for (const Block &b : p.tg.blocks)
+    weights += b.kind == BlockKind::Weight;
+  CHECK(weights - static_cast<int64_t>(ws.size()) == 2 * 20);
+}
+
+TEST_CASE("homesMoving moves whole weights, largest first, until the bytes "
+          "have left",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 2, "k40m", adamw());
+  std::vector<WeightBlocks> ws = homeableWeights(p.tg);
+  REQUIRE(ws.size() >= 3);
+  CHECK(std::count(p.tg.homes.begin(), p.tg.homes.end(), Tier::Host) == 0);
+  std::vector<Tier> homes = homesMoving(p.tg, ws, ws[0].bytes + 1);
+  TaskGraph homed = p.tg;
+  homed.homes = homes;
+  CHECK(homed.homedBytes(Tier::Host) == ws[0].bytes + ws[1].bytes);
+  CHECK(homed.weightSideBytes() ==
+        p.tg.weightSideBytes() - ws[0].bytes - ws[1].bytes);
+  CHECK_FALSE(verifyTaskGraph(homed).has_value());
+  // Only a weight's blocks may leave.
+  homed.homes[homed.lossBlock] = Tier::Host;
+  CHECK(verifyTaskGraph(homed).has_value());
+}
+
+TEST_CASE("a budget below the weight side plans with weights homed on the "
+          "host",
+          "[tiers][pipeline]") {
+  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  const int64_t weightSide = p.tg.weightSideBytes();
+  // Without the host tier the budget is refused.
+  auto gpuOnly = p.planBytes(weightSide / 2, 0);
+  REQUIRE_FALSE(static_cast<bool>(gpuOnly));
+  CHECK_THAT(llvm::toString(gpuOnly.takeError()),
+             Catch::Contains("--host-budget"));
+
+  auto out = p.planBytes(weightSide / 2, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const Plan &plan = out->plan;
+  CHECK(plan.hostHomeBytes > 0);
+  CHECK(plan.hostHomeBytes == tg.homedBytes(Tier::Host));
+  CHECK(plan.deviceBytes() <= plan.budget);
+  CHECK(plan.residentBytes + plan.hostHomeBytes == weightSide);
+  // One update on the host per weight homed there, the rest on the GPU.
+  int64_t homedWeights = 0;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
+    homedWeights += tg.homeOf(b) == Tier::Host &&
+                    tg.blocks[b].kind == BlockKind::Weight;
+  CHECK(count(plan, InstrKind::Run, true) == homedWeights);
+  // Each round copies every homed weight in and every homed gradient out.
+  int64_t copiedOut = 0;
+  for (const Instr &in : plan.round)
+    if (in.kind == InstrKind::CopyOut &&
+        tg.blocks[plan.residencies[in.residency].block].kind ==
+            BlockKind::WeightGrad)
+      ++copiedOut;
+  CHECK(copiedOut >= homedWeights);
+  CHECK(out->sim.bytesToDevice >= plan.hostHomeBytes / 4);
+  // The overhead is over the model's own ideal, every weight on the GPU.
+  auto ideal = p.planBytes(weightSide * 10, 0);
+  REQUIRE(static_cast<bool>(ideal));
+  CHECK(out->idealSeconds == Approx(ideal->idealSeconds));
+  CHECK_FALSE(static_cast<bool>(verifyPlan(tg, plan)));
+}
+
+TEST_CASE("allowing the host tier never gives a slower plan", "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  const int64_t weightSide = p.tg.weightSideBytes();
+  auto plain = p.planBytes(weightSide * 3, 0);
+  auto tiered = p.planBytes(weightSide * 3, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(plain));
+  REQUIRE(static_cast<bool>(tiered));
+  CHECK(tiered->plan.summary.plannedSeconds <=
+        plain->plan.summary.plannedSeconds);
+}
+
+TEST_CASE("the host budget bounds what is homed there", "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  const int64_t weightSide = p.tg.weightSideBytes();
+  auto out = p.planBytes(weightSide / 2, weightSide / 100);
+  REQUIRE_FALSE(static_cast<bool>(out));
+  llvm::Error err = out.takeError();
+  CHECK(err.isA<Infeasible>());
+  CHECK_THAT(llvm::toString(std::move(err)), Catch::Contains("--host-budget"));
+}
+
+TEST_CASE("a homed gradient adds to its earlier sub-batches' and goes home "
+          "every round",
+          "[tiers][verify]") {
+  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  const int64_t weightSide = p.tg.weightSideBytes();
+  auto out = p.planBytes(weightSide / 2, int64_t(1) << 30, /*forced=*/2);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->plan.numSubBatches == 2);
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  Plan plan = out->plan;
+  REQUIRE_FALSE(static_cast<bool>(verifyPlan(tg, plan)));
+  // With two sub-batches each round brings the sum so far in before it
+  // adds to it.
+  auto isGradCopy = [&](const Instr &in, InstrKind k) {
+    return in.kind == k && tg.blocks[plan.residencies[in.residency].block]
+                                   .kind == BlockKind::WeightGrad;
+  };
+  CHECK(std::any_of(plan.round.begin(), plan.round.end(), [&](auto &in) {
+    return isGradCopy(in, InstrKind::CopyIn);
+  }));
+  // A plan that leaves one gradient on the device is caught.
+  auto it = std::find_if(plan.round.begin(), plan.round.end(), [&](auto &in) {
+    return isGradCopy(in, InstrKind::CopyOut);
+  });
+  REQUIRE(it != plan.round.end());
+  plan.round.erase(it);
+  llvm::Error err = verifyPlan(tg, plan);
+  REQUIRE(static_cast<bool>(err));
+  CHECK_THAT(llvm::toString(std::move(err)), Catch::Contains("[home]"));
+  // An update of a homed weight run on the GPU is caught.
+  plan = out->plan;
+  for (Instr &in : plan.update)
+    if (in.onHost) {
+      in.onHost = false;
+      break;
+    }
+  err = verifyPlan(tg, plan);
+  REQUIRE(static_cast<bool>(err));
+  CHECK_THAT(llvm::toString(std::move(err)), Catch::Contains("[home]"));
+}
+
+TEST_CASE("code generation refuses a plan with weights homed on the host "
+          "until the trainer realizes it",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(out));
+  CHECK(p.tg.homes.empty()); // the model's graph is left as it was
+  auto files = emitTrainer(out->scheduledGraph(p.tg), out->plan, {});
+  REQUIRE_FALSE(static_cast<bool>(files));
+  CHECK_THAT(llvm::toString(files.takeError()),
+             Catch::Contains("host memory"));
+}
