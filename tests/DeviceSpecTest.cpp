@@ -31,8 +31,8 @@ const char *kMinimal = R"({
 TEST_CASE("built-in devices carry their datasheet numbers", "[device]") {
   CHECK(builtinDeviceNames() ==
         std::vector<std::string>{"k40m", "titanx-maxwell", "p100", "v100",
-                                 "a100-40g", "a100-80g", "h100-pcie",
-                                 "h100-sxm", "h200"});
+                                 "v100-32g-pcie", "a100-40g", "a100-80g",
+                                 "h100-pcie", "h100-sxm", "h200", "rtx-4090"});
   DeviceSpec h100 = *builtinDevice("h100-sxm");
   CHECK(h100.fp32Flops == 67e12);
   CHECK(h100.memoryBandwidth == 3350e9);
@@ -58,8 +58,8 @@ TEST_CASE("built-in devices carry their datasheet numbers", "[device]") {
   }
   CHECK(errorOf(builtinDevice("h300")) ==
         "unknown device 'h300' (built-in: k40m, titanx-maxwell, p100, v100, "
-        "a100-40g, a100-80g, h100-pcie, h100-sxm, h200; or give a .json "
-        "file describing the device)");
+        "v100-32g-pcie, a100-40g, a100-80g, h100-pcie, h100-sxm, h200, "
+        "rtx-4090; or give a .json file describing the device)");
 }
 
 TEST_CASE("device JSON: a minimal file, defaults, round trip", "[device]") {
@@ -300,4 +300,156 @@ TEST_CASE("a device file states its compute capability as MAJOR.MINOR",
               .find("l4.json: field 'compute_capability' must be a string "
                     "MAJOR.MINOR") == 0);
   }
+}
+
+TEST_CASE("the GPUs issue 33's benchmarks need, from their datasheets",
+          "[device]") {
+  DeviceSpec v = *builtinDevice("v100-32g-pcie");
+  CHECK(v.computeCapability == 70);
+  CHECK(v.fp32Flops == 14e12);
+  CHECK(v.fp16Flops == 112e12);
+  CHECK(v.bf16Flops == 0);
+  CHECK(v.memoryBandwidth == 900e9);
+  CHECK(v.memoryBytes == int64_t(32) << 30);
+  CHECK(v.h2dBandwidth == 15.75e9);
+  CHECK(v.smCount == 80);
+  CHECK(v.nvlinkBandwidth == 0);
+  DeviceSpec r = *builtinDevice("rtx-4090");
+  CHECK(r.computeCapability == 89);
+  CHECK(r.fp32Flops == Approx(82.6e12));
+  CHECK(r.tf32Flops == Approx(82.6e12));
+  CHECK(r.bf16Flops == Approx(165.2e12));
+  CHECK(r.memoryBandwidth == 1008e9);
+  CHECK(r.memoryBytes == int64_t(24) << 30);
+  CHECK(r.h2dBandwidth == 31.5e9);
+  CHECK(r.smCount == 128);
+}
+
+TEST_CASE("built-in hosts: the node's figures per GPU, as cited",
+          "[device][host]") {
+  constexpr int64_t GiB = int64_t(1) << 30;
+  // DGX H100 and H200: 112 cores, 16 channels of DDR5-4800, 2 TB and
+  // 8 x 3.84 TB NVMe for 8 GPUs.
+  for (const char *name : {"h100-sxm", "h200"}) {
+    INFO(name);
+    DeviceSpec s = *builtinDevice(name);
+    CHECK(s.hostCores == 14);
+    CHECK(s.hostMemoryBandwidth == Approx(76.8e9));
+    CHECK(s.hostMemoryBytes == 256 * GiB);
+    CHECK(s.nvmeBytes == int64_t(3840) * 1000 * 1000 * 1000);
+    CHECK(s.nvmeReadBandwidth == 0); // no source states the drives' rates
+    CHECK(s.hostAdamRate() == Approx(76.8e9 / 28));
+    CHECK(s.hostSgdRate() == Approx(76.8e9 / 20));
+    CHECK_FALSE(s.hostAdamRateMeasured());
+  }
+  // DGX A100: 128 cores, 16 channels of DDR4-3200; 1 TB and 15 TB NVMe
+  // (320GB system), 2 TB and 30 TB (640GB system).
+  DeviceSpec a40 = *builtinDevice("a100-40g"), a80 = *builtinDevice("a100-80g");
+  CHECK(a40.hostCores == 16);
+  CHECK(a40.hostMemoryBandwidth == Approx(51.2e9));
+  CHECK(a40.hostMemoryBytes == 128 * GiB);
+  CHECK(a40.nvmeBytes == int64_t(1920) * 1000 * 1000 * 1000);
+  CHECK(a80.hostMemoryBytes == 256 * GiB);
+  CHECK(a80.nvmeBytes == int64_t(3840) * 1000 * 1000 * 1000);
+  // DGX-1: 40 cores, 8 channels of DDR4-2133, 512 GB for 8 GPUs.
+  DeviceSpec v100 = *builtinDevice("v100");
+  CHECK(v100.hostCores == 5);
+  CHECK(v100.hostMemoryBandwidth == Approx(17.0664e9));
+  CHECK(v100.hostMemoryBytes == 64 * GiB);
+  CHECK_FALSE(v100.hasNvme());
+  // LoHan's RTX 4090 machine: 256 GB of main memory, nothing else stated.
+  DeviceSpec rtx = *builtinDevice("rtx-4090");
+  CHECK(rtx.hostMemoryBytes == 256 * GiB);
+  CHECK(rtx.hostCores == 0);
+  CHECK(rtx.hostAdamRate() == 0); // neither measured nor derivable
+  // No documented host: none.
+  for (const char *name :
+       {"k40m", "titanx-maxwell", "p100", "v100-32g-pcie", "h100-pcie"}) {
+    INFO(name);
+    DeviceSpec s = *builtinDevice(name);
+    CHECK_FALSE(s.hasHost());
+    CHECK_FALSE(s.hasNvme());
+    CHECK(deviceToJson(s).find("host_") == std::string::npos);
+    CHECK(deviceToJson(s).find("nvme_") == std::string::npos);
+  }
+}
+
+TEST_CASE("device JSON: the host's figures parse, round-trip, and are "
+          "optional",
+          "[device][host]") {
+  // A file without them is what it was: no host, nothing written.
+  DeviceSpec plain = *parseDeviceJson(kMinimal, "lab.json");
+  CHECK_FALSE(plain.hasHost());
+  CHECK_FALSE(plain.hasNvme());
+  CHECK(plain.hostAdamRate() == 0);
+  CHECK(deviceToJson(plain).find("host_") == std::string::npos);
+
+  std::string text = kMinimal;
+  text.insert(text.rfind('}'), R"(, "host_cores": 32,
+    "host_memory_gbps": 204.8, "host_memory_gib": 512,
+    "host_adam_mparams_per_s": 1500, "nvme_read_gbps": 6.8,
+    "nvme_write_gbps": 4.2, "nvme_gib": 7000)");
+  auto d = parseDeviceJson(text, "lab.json");
+  REQUIRE(static_cast<bool>(d));
+  CHECK(d->hostCores == 32);
+  CHECK(d->hostMemoryBandwidth == Approx(204.8e9));
+  CHECK(d->hostMemoryBytes == int64_t(512) << 30);
+  CHECK(d->nvmeReadBandwidth == Approx(6.8e9));
+  CHECK(d->nvmeWriteBandwidth == Approx(4.2e9));
+  CHECK(d->nvmeBytes == int64_t(7000) << 30);
+  // Adam measured, SGD derived from the bandwidth.
+  CHECK(d->hostAdamRate() == Approx(1.5e9));
+  CHECK(d->hostAdamRateMeasured());
+  CHECK(d->hostSgdRate() == Approx(204.8e9 / 20));
+  CHECK_FALSE(d->hostSgdRateMeasured());
+
+  std::string json = deviceToJson(*d);
+  CHECK(json.find("\"host_sgd_mparams_per_s\"") == std::string::npos);
+  auto back = parseDeviceJson(json, "dump.json");
+  REQUIRE(static_cast<bool>(back));
+  CHECK(back->hostCores == 32);
+  CHECK(back->hostMemoryBytes == d->hostMemoryBytes);
+  CHECK(back->nvmeBytes == d->nvmeBytes);
+  CHECK(back->hostAdamParamsPerSecond == Approx(1.5e9).epsilon(1e-15));
+  CHECK(deviceToJson(*back) == json);
+  for (const std::string &name : builtinDeviceNames()) {
+    INFO(name);
+    DeviceSpec s = *builtinDevice(name);
+    DeviceSpec again = *parseDeviceJson(deviceToJson(s), "dump.json");
+    CHECK(again.hostCores == s.hostCores);
+    CHECK(again.hostMemoryBytes == s.hostMemoryBytes);
+    CHECK(again.nvmeBytes == s.nvmeBytes);
+    CHECK(again.hostMemoryBandwidth ==
+          Approx(s.hostMemoryBandwidth).epsilon(1e-15));
+  }
+}
+
+TEST_CASE("device JSON: bad host figures name the file and the field",
+          "[device][host]") {
+  auto withField = [](const std::string &extra) {
+    std::string text = kMinimal;
+    text.insert(text.rfind('}'), "," + extra);
+    return text;
+  };
+  CHECK(
+      errorOf(parseDeviceJson(withField(R"("host_cores": 2.5)"), "gpu.json")) ==
+      "gpu.json: field 'host_cores' must be an integer, not a number");
+  CHECK(errorOf(parseDeviceJson(withField(R"("host_cores": 0)"), "gpu.json")) ==
+        "gpu.json: field 'host_cores' must be positive, got 0");
+  CHECK(errorOf(parseDeviceJson(withField(R"("host_memory_gib": "lots")"),
+                                "gpu.json")) ==
+        "gpu.json: field 'host_memory_gib' must be a number, not a string");
+  CHECK(errorOf(parseDeviceJson(withField(R"("nvme_gib": -1)"), "gpu.json")) ==
+        "gpu.json: field 'nvme_gib' must be positive, got -1");
+  CHECK(errorOf(parseDeviceJson(withField(R"("host_memory_gbps": 0)"),
+                                "gpu.json")) ==
+        "gpu.json: field 'host_memory_gbps' must be positive, got 0");
+  CHECK(errorOf(parseDeviceJson(
+            withField(R"("host_adam_mparams_per_s": "fast")"), "gpu.json")) ==
+        "gpu.json: field 'host_adam_mparams_per_s' must be a number, not a "
+        "string");
+  CHECK(errorOf(
+            parseDeviceJson(withField(R"("nvme_read_gbs": 3)"), "gpu.json")) ==
+        "gpu.json: unknown field 'nvme_read_gbs' (see docs/cost-model.md for "
+        "the device fields)");
 }

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Kernels.h"
+#include "runtime/host/HostOptimizer.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -276,40 +277,63 @@ void runMse(const Case &c) {
   c.expect("dy", dy);
 }
 
+/// The host optimizer (runtime/host) runs the same steps on two threads in
+/// chunks of three elements, so that a tensor spans several chunks.
+constexpr int kHostThreads = 2;
+constexpr int64_t kHostChunk = 3;
+
 void runSgd(const Case &c) {
   int64_t count = c.i("count"), steps = c.i("steps");
   float momentum = c.f("momentum");
-  Vec w = c.load("w0"), grads = c.load("grads"), after;
-  Vec buf(momentum != 0 ? count : 0);
-  for (int64_t s = 0; s < steps; ++s) {
-    sgdUpdate(count, c.f("lr"), momentum, c.f("weightDecay"), s == 0, w.data(),
-              grads.data() + s * count, buf.empty() ? nullptr : buf.data());
-    after.insert(after.end(), w.begin(), w.end());
+  for (bool onHost : {false, true}) {
+    INFO((onHost ? "host optimizer" : "emulation"));
+    host::HostOptimizer opt(kHostThreads, kHostChunk);
+    Vec w = c.load("w0"), grads = c.load("grads"), after;
+    Vec buf(momentum != 0 ? count : 0);
+    float *b = buf.empty() ? nullptr : buf.data();
+    for (int64_t s = 0; s < steps; ++s) {
+      const float *g = grads.data() + s * count;
+      if (onHost)
+        opt.wait(
+            opt.submitSgd({c.f("lr"), momentum, c.f("weightDecay"), s == 0},
+                          count, w.data(), g, b));
+      else
+        sgdUpdate(count, c.f("lr"), momentum, c.f("weightDecay"), s == 0,
+                  w.data(), g, b);
+      after.insert(after.end(), w.begin(), w.end());
+    }
+    c.expect("w", after);
+    if (momentum != 0)
+      c.expect("buf", buf);
   }
-  c.expect("w", after);
-  if (momentum != 0)
-    c.expect("buf", buf);
 }
 
 void runAdam(const Case &c) {
   int64_t count = c.i("count"), steps = c.i("steps");
-  Vec w = c.load("w0"), grads = c.load("grads"), after, m(count, 0.0f),
-      v(count, 0.0f);
-  for (int64_t s = 0; s < steps; ++s) {
-    AdamParams p{c.f("lr"),
-                 0.9f,
-                 0.999f,
-                 1e-8f,
-                 c.f("weightDecay"),
-                 static_cast<uint64_t>(s + 1),
-                 c.b("decoupled")};
-    adamUpdate(p, count, w.data(), grads.data() + s * count, m.data(),
-               v.data());
-    after.insert(after.end(), w.begin(), w.end());
+  for (bool onHost : {false, true}) {
+    INFO((onHost ? "host optimizer" : "emulation"));
+    host::HostOptimizer opt(kHostThreads, kHostChunk);
+    Vec w = c.load("w0"), grads = c.load("grads"), after, m(count, 0.0f),
+        v(count, 0.0f);
+    for (int64_t s = 0; s < steps; ++s) {
+      AdamParams p{c.f("lr"),
+                   0.9f,
+                   0.999f,
+                   1e-8f,
+                   c.f("weightDecay"),
+                   static_cast<uint64_t>(s + 1),
+                   c.b("decoupled")};
+      const float *g = grads.data() + s * count;
+      if (onHost)
+        opt.wait(opt.submitAdam(p, count, w.data(), g, m.data(), v.data()));
+      else
+        adamUpdate(p, count, w.data(), g, m.data(), v.data());
+      after.insert(after.end(), w.begin(), w.end());
+    }
+    c.expect("w", after);
+    c.expect("m", m);
+    c.expect("v", v);
   }
-  c.expect("w", after);
-  c.expect("m", m);
-  c.expect("v", v);
 }
 
 } // namespace

@@ -175,6 +175,9 @@ struct NumberField {
   bool required;
   bool fraction; // must lie in (0, 1] rather than merely be positive
   bool allowZero;
+  /// Written only when stated (non-zero): the host's figures, which a
+  /// device without a host lacks, so its JSON stays what it was.
+  bool omitZero = false;
 };
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -206,9 +209,34 @@ const NumberField kNumberFields[] = {
      false},
     {"collective_step_latency_us", &DeviceSpec::collectiveStepLatency, 1e-6,
      false, false, true},
+    {"host_memory_gbps", &DeviceSpec::hostMemoryBandwidth, 1e9, false, false,
+     false, true},
+    {"host_adam_mparams_per_s", &DeviceSpec::hostAdamParamsPerSecond, 1e6,
+     false, false, false, true},
+    {"host_sgd_mparams_per_s", &DeviceSpec::hostSgdParamsPerSecond, 1e6, false,
+     false, false, true},
+    {"nvme_read_gbps", &DeviceSpec::nvmeReadBandwidth, 1e9, false, false, false,
+     true},
+    {"nvme_write_gbps", &DeviceSpec::nvmeWriteBandwidth, 1e9, false, false,
+     false, true},
 };
 // Fields handled outside the table: name, description, compute_capability,
-// memory_gib, library_reserve_mib, sm_count, efficiency.
+// memory_gib, library_reserve_mib, sm_count, efficiency, and the host's
+// sizes (kHostSizeFields).
+
+/// The host's sizes: optional, positive when present, written only when
+/// stated.
+struct HostSizeField {
+  const char *key;
+  int64_t DeviceSpec::*member;
+  double scale; // JSON value times this is the struct's value
+  bool integer; // a count, not a size in GiB
+};
+const HostSizeField kHostSizeFields[] = {
+    {"host_cores", &DeviceSpec::hostCores, 1, true},
+    {"host_memory_gib", &DeviceSpec::hostMemoryBytes, kGiB, false},
+    {"nvme_gib", &DeviceSpec::nvmeBytes, kGiB, false},
+};
 
 struct Builtin {
   const char *name, *description;
@@ -234,6 +262,8 @@ const Builtin kBuiltins[] = {
      0, 80, 12.5},
     {"v100", "NVIDIA Tesla V100 SXM2 32GB", 70, 15.7, 900, 32, 15.75, 80, 0, 0,
      125, 150, 12.5},
+    {"v100-32g-pcie", "NVIDIA Tesla V100 PCIe 32GB", 70, 14, 900, 32, 15.75, 80,
+     0, 0, 112, 0, 0},
     {"a100-40g", "NVIDIA A100 SXM4 40GB", 80, 19.5, 1555, 40, 31.5, 108, 156,
      312, 312, 300, 25},
     {"a100-80g", "NVIDIA A100 SXM4 80GB", 80, 19.5, 2039, 80, 31.5, 108, 156,
@@ -244,6 +274,41 @@ const Builtin kBuiltins[] = {
      989.4, 989.4, 450, 50},
     {"h200", "NVIDIA H200 SXM 141GB", 90, 67, 4800, 141, 63, 132, 494.7, 989.4,
      989.4, 450, 50},
+    // GeForce tensor-core rates with FP32 accumulation, as training uses.
+    {"rtx-4090", "NVIDIA GeForce RTX 4090 24GB", 89, 82.6, 1008, 24, 31.5, 128,
+     82.6, 165.2, 165.2, 0, 0},
+};
+
+/// The host a built-in GPU's figures come with: the machine it ships in
+/// (or the paper's), divided per GPU where GPUs share the node; 0 where no
+/// source states a figure. docs/cost-model.md cites each.
+struct BuiltinHost {
+  const char *name;
+  int64_t cores;
+  double memGBps, memGiB, nvmeTB; // nvmeTB in 1e12 bytes, as drives are sold
+};
+
+// DGX H100 and H200: 2 x Xeon Platinum 8480C (56 cores, 8 channels of
+// DDR5-4800 each), 2 TB, 8 x 3.84 TB NVMe U.2 data drives, for 8 GPUs.
+// DGX A100 320GB / 640GB: 2 x EPYC 7742 (64 cores, 8 channels of
+// DDR4-3200 each), 1 TB / 2 TB, 15 TB / 30 TB NVMe (4 / 8 x 3.84 TB), for 8
+// GPUs. DGX-1 (V100): 2 x Xeon E5-2698 v4 (20 cores, 4 channels each) with
+// DDR4-2133, 512 GB, for 8 GPUs (its SSDs are not NVMe: left out). The
+// LoHan/Fuyou machine: one RTX 4090 and 256 GB of main memory (the paper's
+// CPU and SSDs are not stated in a source found: left out).
+constexpr double kDdr5x4800Channel = 4.8e9 * 8 / 1e9;    // GB/s
+constexpr double kDdr4x3200Channel = 3.2e9 * 8 / 1e9;    // GB/s
+constexpr double kDdr4x2133Channel = 2.1333e9 * 8 / 1e9; // GB/s
+const BuiltinHost kBuiltinHosts[] = {
+    {"v100", 40 / 8, 2 * 4 * kDdr4x2133Channel / 8, 512.0 / 8, 0},
+    {"a100-40g", 128 / 8, 2 * 8 * kDdr4x3200Channel / 8, 1024.0 / 8,
+     4 * 3.84 / 8},
+    {"a100-80g", 128 / 8, 2 * 8 * kDdr4x3200Channel / 8, 2048.0 / 8,
+     8 * 3.84 / 8},
+    {"h100-sxm", 112 / 8, 2 * 8 * kDdr5x4800Channel / 8, 2048.0 / 8,
+     8 * 3.84 / 8},
+    {"h200", 112 / 8, 2 * 8 * kDdr5x4800Channel / 8, 2048.0 / 8, 8 * 3.84 / 8},
+    {"rtx-4090", 0, 0, 256, 0},
 };
 
 DeviceSpec fromBuiltin(const Builtin &b) {
@@ -264,7 +329,38 @@ DeviceSpec fromBuiltin(const Builtin &b) {
   // Every GPU takes the same calibration: it was fitted to predict GPUs
   // from their datasheet numbers (docs/benchmarks/cost-model.md).
   applyCalibration(s, calibratedDefaults());
+  for (const BuiltinHost &h : kBuiltinHosts)
+    if (std::string_view(h.name) == b.name) {
+      s.hostCores = h.cores;
+      s.hostMemoryBandwidth = h.memGBps * 1e9;
+      s.hostMemoryBytes = static_cast<int64_t>(std::llround(h.memGiB * kGiB));
+      s.nvmeBytes = static_cast<int64_t>(std::llround(h.nvmeTB * 1e12));
+    }
   return s;
+}
+
+/// The host's sizes of `obj` into `spec` (kHostSizeFields).
+llvm::Error readHostSizes(DeviceSpec &spec, const json &obj,
+                          llvm::StringRef file) {
+  for (const HostSizeField &f : kHostSizeFields) {
+    if (!obj.contains(f.key))
+      continue;
+    const json &v = obj.at(f.key);
+    auto fieldErr = [&](const llvm::Twine &what) {
+      return makeError(file + ": field '" + f.key + "' " + what);
+    };
+    if (f.integer ? !v.is_number_integer() : !v.is_number())
+      return fieldErr(llvm::Twine("must be ") +
+                      (f.integer ? "an integer" : "a number") + ", not " +
+                      jsonTypeName(v));
+    double x = v.get<double>();
+    if (!std::isfinite(x))
+      return fieldErr("must be finite");
+    if (!(x > 0))
+      return fieldErr("must be positive, got " + numberText(x));
+    spec.*f.member = static_cast<int64_t>(std::llround(x * f.scale));
+  }
+  return llvm::Error::success();
 }
 
 /// Reads one JSON object into `spec`. With `requireAll`, every required
@@ -296,6 +392,8 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
                  key == "library_reserve_mib" || key == "sm_count" ||
                  key == "efficiency";
     for (const NumberField &f : kNumberFields)
+      known |= key == f.key;
+    for (const HostSizeField &f : kHostSizeFields)
       known |= key == f.key;
     if (!known)
       return makeError(file + ": unknown field " + quoteName(key) +
@@ -332,6 +430,9 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
                                  ", got " + numberText(v));
     spec.*f.member = v * f.scale;
   }
+
+  if (auto err = readHostSizes(spec, obj, file))
+    return err;
 
   if (obj.contains("compute_capability")) {
     // "8.6", as nvidia-smi and cudaDeviceProp state it.
@@ -432,6 +533,18 @@ llvm::Expected<json> parseJsonText(llvm::StringRef text, llvm::StringRef file) {
 
 } // namespace
 
+double DeviceSpec::hostAdamRate() const {
+  return hostAdamParamsPerSecond > 0
+             ? hostAdamParamsPerSecond
+             : hostMemoryBandwidth / kHostAdamBytesPerParameter;
+}
+
+double DeviceSpec::hostSgdRate() const {
+  return hostSgdParamsPerSecond > 0
+             ? hostSgdParamsPerSecond
+             : hostMemoryBandwidth / kHostSgdBytesPerParameter;
+}
+
 std::vector<std::string> builtinDeviceNames() {
   std::vector<std::string> out;
   for (const Builtin &b : kBuiltins)
@@ -498,8 +611,24 @@ std::string deviceToJson(const DeviceSpec &spec) {
   out["description"] = spec.description;
   if (spec.computeCapability > 0)
     out["compute_capability"] = computeCapabilityText(spec.computeCapability);
+  auto hostSize = [&](std::string_view key) {
+    for (const HostSizeField &f : kHostSizeFields)
+      if (key == f.key && spec.*f.member > 0) {
+        if (f.integer)
+          out[f.key] = spec.*f.member;
+        else
+          out[f.key] = static_cast<double>(spec.*f.member) / f.scale;
+      }
+  };
   for (const NumberField &f : kNumberFields) {
-    out[f.key] = spec.*f.member / f.scale;
+    if (std::string_view(f.key) == "host_memory_gbps")
+      hostSize("host_cores");
+    if (!(f.omitZero && spec.*f.member == 0))
+      out[f.key] = spec.*f.member / f.scale;
+    if (std::string_view(f.key) == "host_memory_gbps")
+      hostSize("host_memory_gib");
+    if (std::string_view(f.key) == "nvme_write_gbps")
+      hostSize("nvme_gib");
     if (std::string_view(f.key) == "memory_gbps") {
       out["memory_gib"] = static_cast<double>(spec.memoryBytes) / kGiB;
       out["library_reserve_mib"] =

@@ -55,6 +55,15 @@ std::string efficiencySlotName(int slot);
 /// (docs/memory.md, "The library reserve").
 constexpr int64_t kDefaultLibraryReserveBytes = int64_t(144) << 20;
 
+/// Bytes of host memory one fp32 parameter's update moves, which bound the
+/// host optimizer where it is memory-bound, as it is on every core count
+/// the built-in hosts have: Adam/AdamW reads the weight, its gradient and
+/// both moments and writes the weight and both moments (4 x 4 + 3 x 4);
+/// SGD with momentum reads the weight, the gradient and the momentum buffer
+/// and writes the weight and the buffer (3 x 4 + 2 x 4).
+constexpr double kHostAdamBytesPerParameter = 28;
+constexpr double kHostSgdBytesPerParameter = 20;
+
 struct DeviceSpec {
   std::string name;        // "h100-sxm"
   std::string description; // "NVIDIA H100 SXM5 80GB"
@@ -102,6 +111,39 @@ struct DeviceSpec {
   /// stride_w) to this power times its FLOPs' time (AnalyticCost.h).
   double stridePenaltyExponent = 1;
   std::array<Efficiency, kNumEfficiencySlots> efficiency{};
+
+  /// The host of this GPU, for weight-side tensors homed off the GPU: its
+  /// share of the machine's CPU cores, memory and local NVMe where several
+  /// GPUs share a node (docs/cost-model.md states each built-in's
+  /// division). 0 means not stated; a device without them plans as if the
+  /// GPU were the only tier.
+  int64_t hostCores = 0;
+  double hostMemoryBandwidth = 0; // bytes/s, the host's DRAM
+  int64_t hostMemoryBytes = 0;
+  /// The host optimizer's rate, parameters/s, where measured; 0 derives it
+  /// from hostMemoryBandwidth (hostAdamRate, hostSgdRate).
+  double hostAdamParamsPerSecond = 0;
+  double hostSgdParamsPerSecond = 0;
+  double nvmeReadBandwidth = 0, nvmeWriteBandwidth = 0; // bytes/s
+  int64_t nvmeBytes = 0;
+
+  bool hasHost() const {
+    return hostCores > 0 || hostMemoryBandwidth > 0 || hostMemoryBytes > 0 ||
+           hostAdamParamsPerSecond > 0 || hostSgdParamsPerSecond > 0;
+  }
+  bool hasNvme() const {
+    return nvmeReadBandwidth > 0 || nvmeWriteBandwidth > 0 || nvmeBytes > 0;
+  }
+  /// Parameters/s of the host's Adam/AdamW: the measured figure, else the
+  /// host memory bandwidth over the bytes one update moves
+  /// (kHostAdamBytesPerParameter); 0 where neither is known.
+  double hostAdamRate() const;
+  /// The same for SGD with momentum (kHostSgdBytesPerParameter).
+  double hostSgdRate() const;
+  /// Whether hostAdamRate/hostSgdRate come from a measurement rather than
+  /// from the bandwidth.
+  bool hostAdamRateMeasured() const { return hostAdamParamsPerSecond > 0; }
+  bool hostSgdRateMeasured() const { return hostSgdParamsPerSecond > 0; }
 
   const Efficiency &convEfficiency(ConvDirection d, int algo) const {
     return efficiency[efficiencySlot(d, algo)];

@@ -10,9 +10,15 @@ rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$MEMFIT" device >list.txt 2>err.txt || fail "listing exited $?"
-for name in k40m titanx-maxwell v100 a100-40g a100-80g h100-pcie h100-sxm h200; do
+for name in k40m titanx-maxwell v100 v100-32g-pcie a100-40g a100-80g h100-pcie h100-sxm h200 rtx-4090; do
   grep -q "^  $name " list.txt || fail "the list lacks $name"
 done
+# The hosts, per GPU: a DGX H100's share, its Adam rate derived (76.8 GB/s
+# over 28 B); no host row for a GPU without a documented machine.
+grep -q "^hosts, per GPU" list.txt || fail "the list lacks the hosts"
+grep -Eq "^  h100-sxm +14 +76\.8 +256 +2743 +3840 +- +3576$" list.txt ||
+  fail "h100-sxm's host is not listed as cited"
+[ "$(grep -c "^  h100-pcie " list.txt)" = 1 ] || fail "h100-pcie got a host row"
 
 "$MEMFIT" device h100-sxm >h100.json 2>err.txt || fail "h100-sxm exited $?"
 grep -q '"fp32_tflops": 67.0' h100.json || fail "h100-sxm lacks its FP32 rate"

@@ -30,6 +30,42 @@ cl::opt<bool> Json("json",
                             "device objects"),
                    cl::sub(Cmd));
 
+/// The hosts the built-in GPUs come with, per GPU (docs/cost-model.md
+/// states each division); "-" where no source states a figure. Optimizer
+/// rates are the host memory bandwidth over the bytes an update moves
+/// unless measured ("m").
+void printHosts() {
+  outs() << "\nhosts, per GPU (optimizer rates derived from the host memory "
+            "bandwidth unless marked m, measured):\n";
+  outs() << "  name            cores  mem GB/s  mem GiB  Adam Mparam/s  "
+            "SGD Mparam/s  NVMe rd/wr GB/s  NVMe GiB\n";
+  auto num = [](double v, const char *fmt) {
+    return v > 0 ? formatv(fmt, v).str() : std::string("-");
+  };
+  auto rate = [&](double v, bool measured) {
+    return v > 0 ? formatv("{0:F0}{1}", v / 1e6, measured ? " m" : "").str()
+                 : std::string("-");
+  };
+  for (const std::string &name : builtinDeviceNames()) {
+    DeviceSpec s = cantFail(builtinDevice(name));
+    if (!s.hasHost() && !s.hasNvme())
+      continue;
+    std::string nvme = s.nvmeReadBandwidth > 0 || s.nvmeWriteBandwidth > 0
+                           ? num(s.nvmeReadBandwidth / 1e9, "{0:F1}") + "/" +
+                                 num(s.nvmeWriteBandwidth / 1e9, "{0:F1}")
+                           : std::string("-");
+    outs() << format(
+        "  %-15s %5s %9s %8s %14s %13s %16s %9s\n", name.c_str(),
+        num(double(s.hostCores), "{0:F0}").c_str(),
+        num(s.hostMemoryBandwidth / 1e9, "{0:F1}").c_str(),
+        num(double(s.hostMemoryBytes) / (1024.0 * 1024 * 1024), "{0:F0}")
+            .c_str(),
+        rate(s.hostAdamRate(), s.hostAdamRateMeasured()).c_str(),
+        rate(s.hostSgdRate(), s.hostSgdRateMeasured()).c_str(), nvme.c_str(),
+        num(double(s.nvmeBytes) / (1024.0 * 1024 * 1024), "{0:F0}").c_str());
+  }
+}
+
 int run() {
   if (DeviceArg.empty() && Json) {
     outs() << "[";
@@ -62,6 +98,7 @@ int run() {
           static_cast<double>(s.memoryBytes) / (1024.0 * 1024.0 * 1024.0),
           s.h2dBandwidth / 1e9, s.description.c_str());
     }
+    printHosts();
     return ExitOk;
   }
   auto spec = resolveDevice(DeviceArg);

@@ -1,0 +1,63 @@
+//===- HostOptimizer.cpp - Adam/AdamW/SGD on host memory ------------------===//
+//
+// Built with -O3 -fno-math-errno -ffp-contract=off (runtime/CMakeLists.txt):
+// the two loops below vectorize (GCC's -fopt-info-vec-optimized reports
+// both; docs/benchmarks/offload.md, "Host optimizer").
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/host/HostOptimizer.h"
+
+#include "runtime/kernels/Elementwise.h"
+
+#include <cassert>
+
+namespace memfit::rt::host {
+
+// The element function is the emulation's; `restrict` tells the compiler
+// that the operands do not overlap, which a tensor's weight, gradient and
+// state never do, so it may load and store whole vectors. Not inlined into
+// the jobs' lambdas: GCC 12 inlined there keeps the step's two pow calls
+// inside a scalar loop (40 times slower), while this body hoists them and
+// vectorizes.
+[[gnu::noinline]] void adamRange(const AdamParams &p, int64_t lo, int64_t hi,
+                                 float *__restrict w,
+                                 const float *__restrict dw,
+                                 float *__restrict m, float *__restrict v) {
+  for (int64_t i = lo; i < hi; ++i)
+    kernels::adamAt(p, i, w, dw, m, v);
+}
+
+[[gnu::noinline]] void sgdRange(const SgdParams &p, int64_t lo, int64_t hi,
+                                float *__restrict w, const float *__restrict dw,
+                                float *__restrict buf) {
+  if (buf) {
+    for (int64_t i = lo; i < hi; ++i)
+      kernels::sgdAt(i, p.lr, p.momentum, p.weightDecay, p.first, w, dw, buf);
+  } else {
+    for (int64_t i = lo; i < hi; ++i)
+      kernels::sgdAt(i, p.lr, p.momentum, p.weightDecay, p.first, w, dw,
+                     nullptr);
+  }
+}
+
+HostOptimizer::HostOptimizer(int threads, int64_t chunkElements)
+    : pool(threads), chunk(chunkElements) {
+  assert(chunkElements >= 1 && "a chunk holds elements");
+}
+
+JobId HostOptimizer::submitAdam(const AdamParams &p, int64_t count, float *w,
+                                const float *dw, float *m, float *v) {
+  return pool.submit(count, chunk, [p, w, dw, m, v](int64_t lo, int64_t hi) {
+    adamRange(p, lo, hi, w, dw, m, v);
+  });
+}
+
+JobId HostOptimizer::submitSgd(const SgdParams &p, int64_t count, float *w,
+                               const float *dw, float *buf) {
+  assert((buf || p.momentum == 0.0f) && "momentum needs a buffer");
+  return pool.submit(count, chunk, [p, w, dw, buf](int64_t lo, int64_t hi) {
+    sgdRange(p, lo, hi, w, dw, buf);
+  });
+}
+
+} // namespace memfit::rt::host

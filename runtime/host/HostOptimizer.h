@@ -1,0 +1,82 @@
+//===- HostOptimizer.h - Adam/AdamW/SGD on host memory ----------*- C++ -*-===//
+//
+// The optimizer step of weight-side tensors homed in host memory, run on
+// the host's cores while the GPU goes on with the backward pass (the way
+// ZeRO-Offload and Fuyou/LoHan do it, with no delayed update: each tensor
+// is updated exactly as torch.optim updates it).
+//
+// Each element runs kernels::adamAt / kernels::sgdAt, the function the CPU
+// emulation and the CUDA multi-tensor kernel run, so a tensor updated here
+// is bit-identical to the emulation's update of the same inputs, whatever
+// the number of threads: elements are independent, and each element's
+// float operations are the same in the same order. The loops are
+// contiguous over restrict pointers so that the compiler vectorizes them
+// (runtime/CMakeLists.txt builds this file with -fno-math-errno, which lets
+// sqrt and the step's pow be vector instructions and hoisted, and
+// -ffp-contract=off, which keeps every multiply and add apart as the
+// emulation and the CUDA backend (--fmad=false) do).
+//
+// Updates are submitted per tensor as soon as its gradient is final and
+// split into chunks that a fixed pool of threads takes in submission
+// order, so one large tensor uses every core and a tensor submitted first
+// finishes first. The caller waits for one tensor (before its weight is
+// read again) or for all (before the iteration ends). The buffers of a
+// submitted update belong to the optimizer until that wait returns.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_HOST_HOSTOPTIMIZER_H
+#define MEMFIT_RUNTIME_HOST_HOSTOPTIMIZER_H
+
+#include "runtime/Kernels.h"
+#include "runtime/host/ThreadPool.h"
+
+#include <cstdint>
+
+namespace memfit::rt::host {
+
+/// torch.optim.SGD's settings for one step (dampening 0, no Nesterov);
+/// `first` on the first step with momentum, which sets the buffer to the
+/// gradient.
+struct SgdParams {
+  float lr, momentum, weightDecay;
+  bool first;
+};
+
+/// The element loops a chunk runs, exposed for the tests and the
+/// benchmark: elements [lo, hi) of one tensor.
+void adamRange(const AdamParams &p, int64_t lo, int64_t hi, float *w,
+               const float *dw, float *m, float *v);
+void sgdRange(const SgdParams &p, int64_t lo, int64_t hi, float *w,
+              const float *dw, float *buf);
+
+class HostOptimizer {
+public:
+  /// Elements per chunk: 64K floats (256 KiB per operand) is large enough
+  /// that taking a chunk costs nothing beside its update and small enough
+  /// that a 1M-parameter tensor spreads over 16 cores.
+  static constexpr int64_t kDefaultChunk = int64_t(1) << 16;
+
+  explicit HostOptimizer(int threads, int64_t chunkElements = kDefaultChunk);
+  /// Waits for every submitted update.
+  ~HostOptimizer() = default;
+
+  /// Adam/AdamW on `count` elements; `m` and `v` are the moments.
+  JobId submitAdam(const AdamParams &p, int64_t count, float *w,
+                   const float *dw, float *m, float *v);
+  /// SGD on `count` elements; `buf` the momentum buffer, null without
+  /// momentum.
+  JobId submitSgd(const SgdParams &p, int64_t count, float *w, const float *dw,
+                  float *buf);
+
+  void wait(JobId id) { pool.wait(id); }
+  void waitAll() { pool.waitAll(); }
+  int threads() const { return pool.threads(); }
+
+private:
+  ThreadPool pool;
+  int64_t chunk;
+};
+
+} // namespace memfit::rt::host
+
+#endif
