@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 using namespace memfit;
 
 namespace {
@@ -338,7 +340,9 @@ TEST_CASE("built-in hosts: the node's figures per GPU, as cited",
     CHECK(s.hostMemoryBytes == 256 * GiB);
     CHECK(s.nvmeBytes == int64_t(3840) * 1000 * 1000 * 1000);
     CHECK(s.nvmeReadBandwidth == 0); // no source states the drives' rates
-    CHECK(s.hostAdamRate() == Approx(76.8e9 / 28));
+    // Adam: the 14 cores' arithmetic (below the bandwidth's 2.7e9/s);
+    // SGD: the bandwidth (below the cores' 4.3e9/s).
+    CHECK(s.hostAdamRate() == Approx(14 * kHostAdamParamsPerCoreSecond));
     CHECK(s.hostSgdRate() == Approx(76.8e9 / 20));
     CHECK_FALSE(s.hostAdamRateMeasured());
   }
@@ -400,7 +404,8 @@ TEST_CASE("device JSON: the host's figures parse, round-trip, and are "
   // Adam measured, SGD derived from the bandwidth.
   CHECK(d->hostAdamRate() == Approx(1.5e9));
   CHECK(d->hostAdamRateMeasured());
-  CHECK(d->hostSgdRate() == Approx(204.8e9 / 20));
+  CHECK(d->hostSgdRate() ==
+        Approx(std::min(204.8e9 / 20, 32 * kHostSgdParamsPerCoreSecond)));
   CHECK_FALSE(d->hostSgdRateMeasured());
 
   std::string json = deviceToJson(*d);

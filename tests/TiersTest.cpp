@@ -18,10 +18,12 @@ TrainingConfig adamw() {
   return cfg;
 }
 
-/// A zoo model with the host's optimizer priced (the K40m's file states no
-/// host: the rate is the test's).
+/// A zoo model planned under budgets in bytes, on a device whose host is
+/// stated (the H100 SXM's: a DGX H100's share per GPU).
 struct HostPlanned : test::Planned {
-  using Planned::Planned;
+  HostPlanned(const std::string &name, int64_t batch,
+              const std::string &device = "h100-sxm")
+      : Planned(name, batch, device, adamw()) {}
   llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
                                         int64_t forced = 0) {
     PlanRequest req;
@@ -30,13 +32,7 @@ struct HostPlanned : test::Planned {
     req.hostBudget = hostBudget;
     req.forcedSubBatch = forced;
     return planTraining(
-        tg,
-        [&](int64_t b) -> const CostTable & {
-          CostTable &t = const_cast<CostTable &>(table(b));
-          t.hostUpdateParamsPerSecond = 1e9;
-          return t;
-        },
-        req);
+        tg, [&](int64_t b) -> const CostTable & { return table(b); }, req);
   }
 };
 
@@ -52,7 +48,7 @@ int64_t count(const Plan &plan, InstrKind k, bool onHost) {
 TEST_CASE("a weight's blocks share a home; BatchNorm's running statistics "
           "stay on the GPU",
           "[tiers]") {
-  HostPlanned p("resnet18", 2, "k40m", adamw());
+  HostPlanned p("resnet18", 2);
   std::vector<WeightBlocks> ws = homeableWeights(p.tg);
   REQUIRE(!ws.empty());
   for (size_t i = 1; i < ws.size(); ++i)
@@ -94,7 +90,7 @@ TEST_CASE("a weight's blocks share a home; BatchNorm's running statistics "
 TEST_CASE("homesMoving moves whole weights, largest first, until the bytes "
           "have left",
           "[tiers]") {
-  HostPlanned p("gpt2-tiny", 2, "k40m", adamw());
+  HostPlanned p("gpt2-tiny", 2);
   std::vector<WeightBlocks> ws = homeableWeights(p.tg);
   REQUIRE(ws.size() >= 3);
   CHECK(std::count(p.tg.homes.begin(), p.tg.homes.end(), Tier::Host) == 0);
@@ -113,7 +109,7 @@ TEST_CASE("homesMoving moves whole weights, largest first, until the bytes "
 TEST_CASE("a budget below the weight side plans with weights homed on the "
           "host",
           "[tiers][pipeline]") {
-  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  HostPlanned p("gpt2-tiny", 4);
   const int64_t weightSide = p.tg.weightSideBytes();
   // Without the host tier the budget is refused.
   auto gpuOnly = p.planBytes(weightSide / 2, 0);
@@ -153,7 +149,7 @@ TEST_CASE("a budget below the weight side plans with weights homed on the "
 }
 
 TEST_CASE("allowing the host tier never gives a slower plan", "[tiers]") {
-  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  HostPlanned p("gpt2-tiny", 4);
   const int64_t weightSide = p.tg.weightSideBytes();
   auto plain = p.planBytes(weightSide * 3, 0);
   auto tiered = p.planBytes(weightSide * 3, int64_t(1) << 30);
@@ -164,7 +160,7 @@ TEST_CASE("allowing the host tier never gives a slower plan", "[tiers]") {
 }
 
 TEST_CASE("the host budget bounds what is homed there", "[tiers]") {
-  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  HostPlanned p("gpt2-tiny", 4);
   const int64_t weightSide = p.tg.weightSideBytes();
   auto out = p.planBytes(weightSide / 2, weightSide / 100);
   REQUIRE_FALSE(static_cast<bool>(out));
@@ -176,7 +172,7 @@ TEST_CASE("the host budget bounds what is homed there", "[tiers]") {
 TEST_CASE("a homed gradient adds to its earlier sub-batches' and goes home "
           "every round",
           "[tiers][verify]") {
-  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  HostPlanned p("gpt2-tiny", 4);
   const int64_t weightSide = p.tg.weightSideBytes();
   auto out = p.planBytes(weightSide / 2, int64_t(1) << 30, /*forced=*/2);
   REQUIRE(static_cast<bool>(out));
@@ -217,7 +213,7 @@ TEST_CASE("a homed gradient adds to its earlier sub-batches' and goes home "
 TEST_CASE("code generation refuses a plan with weights homed on the host "
           "until the trainer realizes it",
           "[tiers]") {
-  HostPlanned p("gpt2-tiny", 4, "k40m", adamw());
+  HostPlanned p("gpt2-tiny", 4);
   auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30);
   REQUIRE(static_cast<bool>(out));
   CHECK(p.tg.homes.empty()); // the model's graph is left as it was
@@ -225,4 +221,33 @@ TEST_CASE("code generation refuses a plan with weights homed on the host "
   REQUIRE_FALSE(static_cast<bool>(files));
   CHECK_THAT(llvm::toString(files.takeError()),
              Catch::Contains("host memory"));
+}
+
+TEST_CASE("a device that states no host cannot home weights there",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "k40m");
+  CHECK(p.table(4).hostUpdateParamsPerSecond == 0);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30);
+  REQUIRE_FALSE(static_cast<bool>(out));
+  CHECK_THAT(llvm::toString(out.takeError()),
+             Catch::Contains("states no host optimizer rate"));
+}
+
+TEST_CASE("the host's update is priced at the device's host rate",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4);
+  const CostTable &t = p.table(4);
+  // AdamW: the DGX H100 share's 14 cores (DeviceSpec::hostAdamRate).
+  CHECK(t.hostUpdateParamsPerSecond ==
+        Approx(14 * kHostAdamParamsPerCoreSecond));
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(out));
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  double host = 0;
+  for (const Instr &in : out->plan.update)
+    if (in.onHost)
+      host += static_cast<double>(updatedParams(tg, tg.tasks[in.task])) /
+              t.hostUpdateParamsPerSecond;
+  REQUIRE(host > 0);
+  CHECK(out->sim.updateSeconds >= host * (1 - 1e-9));
 }

@@ -274,6 +274,9 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
   table.h2dBytesPerSecond = rates.h2dBytesPerSecond;
   table.d2hBytesPerSecond = rates.d2hBytesPerSecond;
   table.copyLatencySeconds = rates.latencySeconds;
+  table.hostUpdateParamsPerSecond = tg.optimizer == OptimizerKind::SGD
+                                        ? m.device().hostSgdRate()
+                                        : m.device().hostAdamRate();
   table.collective = collectiveCost(m.device(), tg.dp);
   table.tasks.resize(tg.tasks.size());
   for (TaskId t = 0; t < static_cast<TaskId>(tg.tasks.size()); ++t) {

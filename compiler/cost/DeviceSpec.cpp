@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -533,16 +534,30 @@ llvm::Expected<json> parseJsonText(llvm::StringRef text, llvm::StringRef file) {
 
 } // namespace
 
+namespace {
+/// The bandwidth's rate, capped by the cores' where they are stated.
+double derivedRate(double bandwidth, double bytesPerParameter, int64_t cores,
+                   double perCore) {
+  double rate = bandwidth / bytesPerParameter;
+  if (cores > 0)
+    rate = rate > 0 ? std::min(rate, static_cast<double>(cores) * perCore)
+                    : 0;
+  return rate;
+}
+} // namespace
+
 double DeviceSpec::hostAdamRate() const {
   return hostAdamParamsPerSecond > 0
              ? hostAdamParamsPerSecond
-             : hostMemoryBandwidth / kHostAdamBytesPerParameter;
+             : derivedRate(hostMemoryBandwidth, kHostAdamBytesPerParameter,
+                           hostCores, kHostAdamParamsPerCoreSecond);
 }
 
 double DeviceSpec::hostSgdRate() const {
   return hostSgdParamsPerSecond > 0
              ? hostSgdParamsPerSecond
-             : hostMemoryBandwidth / kHostSgdBytesPerParameter;
+             : derivedRate(hostMemoryBandwidth, kHostSgdBytesPerParameter,
+                           hostCores, kHostSgdParamsPerCoreSecond);
 }
 
 std::vector<std::string> builtinDeviceNames() {

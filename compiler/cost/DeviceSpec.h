@@ -63,6 +63,14 @@ constexpr int64_t kDefaultLibraryReserveBytes = int64_t(144) << 20;
 /// and writes the weight and the buffer (3 x 4 + 2 x 4).
 constexpr double kHostAdamBytesPerParameter = 28;
 constexpr double kHostSgdBytesPerParameter = 20;
+/// What one core of the host optimizer updates per second where the
+/// arithmetic, not the memory, limits it (Adam's square root and division
+/// are in double): measured single-threaded on 64M parameters
+/// (docs/benchmarks/offload.md, "Host optimizer"; a loaded 2-core machine,
+/// so a floor rather than a peak). The derived rate is the smaller of this
+/// times the cores and the bandwidth's.
+constexpr double kHostAdamParamsPerCoreSecond = 80e6;
+constexpr double kHostSgdParamsPerCoreSecond = 310e6;
 
 struct DeviceSpec {
   std::string name;        // "h100-sxm"
@@ -136,7 +144,9 @@ struct DeviceSpec {
   }
   /// Parameters/s of the host's Adam/AdamW: the measured figure, else the
   /// host memory bandwidth over the bytes one update moves
-  /// (kHostAdamBytesPerParameter); 0 where neither is known.
+  /// (kHostAdamBytesPerParameter), capped by the cores' arithmetic where
+  /// the core count is stated (kHostAdamParamsPerCoreSecond); 0 where
+  /// neither is known.
   double hostAdamRate() const;
   /// The same for SGD with momentum (kHostSgdBytesPerParameter).
   double hostSgdRate() const;
