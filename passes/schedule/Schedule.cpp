@@ -367,7 +367,7 @@ void Scheduler::finishStep(TaskId t, int32_t i,
 
 void Scheduler::finishRound() {
   // Join the streams so the next round starts after everything in this one.
-  timeline.join();
+  timeline.join(/*copies=*/!tg.homes.empty());
   plan.round = timeline.round();
   plan.residencies = blocks.take();
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {

@@ -31,9 +31,14 @@ public:
   /// Issues `in` on its stream once the instructions `deps` (indices; < 0
   /// for none) are done; returns its index.
   int32_t emit(Instr in, double duration, const std::vector<int32_t> &deps);
-  /// Joins the streams: each waits for the last instruction of the others,
-  /// so whatever follows the round starts after everything in it.
-  void join();
+  /// Joins the streams so that what follows the round starts after
+  /// everything in it: the compute stream waits for the last copy of each
+  /// copy stream, each copy stream for the last task. With `copies` the
+  /// copy streams also wait for each other's last copy, which a round
+  /// needs when a copy-out comes after its last task (a gradient homed on
+  /// the host goes home): the next round's first copy-in may reuse those
+  /// bytes.
+  void join(bool copies = false);
 
   /// When stream `s` has finished everything issued on it.
   double freeAt(Stream s) const { return streamFree[streamIndex(s)]; }

@@ -26,7 +26,7 @@ refused() { # option suggestion command...
   echo "ok: $*: $(head -1 err.txt)"
 }
 M=$MEMFIT
-refused --host-budget --budget $M compile mlp.onnx --host-budget 4GiB -o c1
+refused --host-budgt --host-budget $M compile mlp.onnx --host-budgt 4GiB -o c1
 refused --hxyz --help $M compile mlp.onnx --hxyz -o c2
 [ -e c1 ] || [ -e c2 ] && fail "a refused compile wrote its directory"
 refused --polcy --policy $M plan mlp.onnx --batch 4 --polcy vdnn-all
