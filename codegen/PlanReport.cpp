@@ -98,8 +98,8 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   s.residentBytes = plan.residentBytes;
   s.hostHomeBytes = plan.hostHomeBytes;
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
-    s.hostHomedWeights += tg.homes[b] == Tier::Host &&
-                          tg.blocks[b].kind == BlockKind::Weight;
+    s.hostHomedWeights +=
+        tg.homes[b] == Tier::Host && tg.blocks[b].kind == BlockKind::Weight;
   s.arenaBytes = plan.arenaBytes;
   s.lowerBoundBytes = ctx.lowerBoundBytes;
   s.lowerBoundTask = ctx.lowerBoundTask;

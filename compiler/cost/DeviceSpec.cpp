@@ -540,8 +540,7 @@ double derivedRate(double bandwidth, double bytesPerParameter, int64_t cores,
                    double perCore) {
   double rate = bandwidth / bytesPerParameter;
   if (cores > 0)
-    rate = rate > 0 ? std::min(rate, static_cast<double>(cores) * perCore)
-                    : 0;
+    rate = rate > 0 ? std::min(rate, static_cast<double>(cores) * perCore) : 0;
   return rate;
 }
 } // namespace

@@ -106,7 +106,7 @@ struct Plan {
   /// Pinned host memory the weight side homed there takes
   /// (TaskGraph::homedBytes(Tier::Host)); 0 without tiers.
   int64_t hostHomeBytes = 0;
-  int64_t arenaBytes = 0;    // the one region activations etc. live in
+  int64_t arenaBytes = 0; // the one region activations etc. live in
   std::vector<Residency> residencies;
   int32_t numEvents = 0;
   std::vector<Instr> round;             // one sub-batch

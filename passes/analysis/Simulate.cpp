@@ -67,10 +67,10 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
     rt.end.push_back(start + dur);
     free[s] = start + dur;
   }
-  rt.seconds = instrs.empty()
-                   ? 0
-                   : std::max(hostFree,
-                              *std::max_element(free.begin(), free.end()));
+  rt.seconds =
+      instrs.empty()
+          ? 0
+          : std::max(hostFree, *std::max_element(free.begin(), free.end()));
   return rt;
 }
 

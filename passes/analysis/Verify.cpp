@@ -121,11 +121,11 @@ llvm::Error Verifier::checkStatic() {
                               plan.residentBytes, tg.weightSideBytes())
                     .str());
   if (plan.hostHomeBytes != tg.homedBytes(Tier::Host))
-    return fail("home", llvm::formatv("host home bytes {0} differ from the "
-                                      "graph's {1}",
-                                      plan.hostHomeBytes,
-                                      tg.homedBytes(Tier::Host))
-                            .str());
+    return fail("home",
+                llvm::formatv("host home bytes {0} differ from the "
+                              "graph's {1}",
+                              plan.hostHomeBytes, tg.homedBytes(Tier::Host))
+                    .str());
   if (plan.libraryReserve < 0)
     return fail("budget", llvm::formatv("the library reserve {0} bytes is "
                                         "negative",
@@ -407,15 +407,15 @@ void Verifier::startRound() {
   }
   for (BlockId b = 0; b < (BlockId)nb; ++b) {
     bool home = tg.homeOf(b) != Tier::Gpu;
-    bool fresh = isInput[b] ||
-                 (home && first &&
-                  (tg.blocks[b].kind != BlockKind::WeightGrad || carries));
+    bool fresh =
+        isInput[b] || (home && first &&
+                       (tg.blocks[b].kind != BlockKind::WeightGrad || carries));
     if (fresh) {
       version[b] = 1; // the data loader's batch, or the host home's content
       hostVersion[b] = 1;
       hostCopy[b] = -1;
-    } else if (!home || (tg.blocks[b].kind == BlockKind::WeightGrad &&
-                         !carries)) {
+    } else if (!home ||
+               (tg.blocks[b].kind == BlockKind::WeightGrad && !carries)) {
       version[b] = 0;
       hostVersion[b] = -1;
       hostCopy[b] = -1;

@@ -41,8 +41,8 @@ Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,
         isConvolution(tg.layers[tg.tasks[tg.blocks[b].writers[0]].op].kind);
   for (BlockId b = 0; b < (BlockId)nb; ++b)
     if (isBatchData(tg.blocks[b].kind) ||
-        (homedOff[b] && (tg.blocks[b].kind != BlockKind::WeightGrad ||
-                         gradientsCarry))) {
+        (homedOff[b] &&
+         (tg.blocks[b].kind != BlockKind::WeightGrad || gradientsCarry))) {
       state[b].hasContent = true;
       state[b].hostValid = true;
     }

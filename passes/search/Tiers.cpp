@@ -57,8 +57,7 @@ std::vector<WeightBlocks> homeableWeights(const TaskGraph &tg) {
 }
 
 std::vector<Tier> homesMoving(const TaskGraph &tg,
-                              std::span<const WeightBlocks> ws,
-                              int64_t bytes) {
+                              std::span<const WeightBlocks> ws, int64_t bytes) {
   std::vector<Tier> homes(tg.blocks.size(), Tier::Gpu);
   int64_t moved = 0;
   for (const WeightBlocks &w : ws) {
@@ -117,8 +116,8 @@ std::vector<int64_t> movesToTry(int64_t resident, int64_t share,
   std::vector<int64_t> moves = {0};
   for (int q = 1; q <= 3; ++q) {
     int64_t arena = share / 4 * q;
-    moves.push_back(std::clamp<int64_t>(resident - (share - arena), 0,
-                                        homeable));
+    moves.push_back(
+        std::clamp<int64_t>(resident - (share - arena), 0, homeable));
   }
   moves.push_back(homeable);
   std::sort(moves.begin(), moves.end());
@@ -191,8 +190,8 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
       out->plan.summary.idealSeconds = yard->idealSeconds;
     }
     // The fastest; on a tie, the fewer bytes moved (tried first).
-    if (!best || out->plan.summary.plannedSeconds <
-                     best->plan.summary.plannedSeconds)
+    if (!best ||
+        out->plan.summary.plannedSeconds < best->plan.summary.plannedSeconds)
       best = std::move(*out);
   }
   if (!best)

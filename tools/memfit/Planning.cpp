@@ -6,12 +6,14 @@
 #include "tools/memfit/PrecisionOption.h"
 
 #include "compiler/autodiff/Autodiff.h"
+#include "compiler/cost/DeviceSpec.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/MemoryLimit.h"
 #include "compiler/support/Units.h"
 #include "passes/search/GraphVariants.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -86,12 +88,13 @@ Shared<std::string> HostBudget(
              "tasks that read them and updated by the host's cores. Default: "
              "none, every weight stays on the GPU"),
     cl::init(""));
-Shared<std::string>
-    Device("device",
-           cl::desc("Device model: k40m, titanx-maxwell, "
-                    "p100, v100, a100-40g, a100-80g, h100-pcie, "
-                    "h100-sxm, h200, or a JSON file"),
-           cl::init("h100-sxm"));
+// cl::desc keeps a reference: the text lives as long as the option. The
+// built-in table is constant-initialized, so it is there to read.
+const std::string DeviceHelp =
+    "Device model: " + llvm::join(builtinDeviceNames(), ", ") +
+    ", or a JSON file";
+Shared<std::string> Device("device", cl::desc(DeviceHelp),
+                           cl::init("h100-sxm"));
 Shared<std::string> ProfilePath("profile",
                                 cl::desc("Measured profile (memfit profile) "
                                          "to use before the analytic model"),
