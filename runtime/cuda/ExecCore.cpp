@@ -622,4 +622,19 @@ void Exec::copy(int64_t perSample, const float *x, float *y) {
   impl->done(*this, "copy");
 }
 
+// Here, not in Homes.cpp: the trainer calls it, and this object is the one
+// its link always has (see the top of this file).
+int64_t Exec::hostHomeBytes() const {
+  int64_t total = 0;
+  for (const WeightInfo &wi : wInfo) {
+    if (wi.home != Home::Host)
+      continue;
+    int64_t copies = 1 + (wi.trainable ? 1 : 0) +
+                     (wi.trainable && prog.hasMomentum ? 1 : 0) +
+                     (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
+    total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
+  }
+  return total;
+}
+
 } // namespace memfit::rt

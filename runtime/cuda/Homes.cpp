@@ -143,17 +143,4 @@ void cuda::runHostUpdates(Exec &x, Exec::Impl &im) {
       refreshHomeCopy(x, im, id);
 }
 
-int64_t Exec::hostHomeBytes() const {
-  int64_t total = 0;
-  for (const WeightInfo &wi : wInfo) {
-    if (wi.home != Home::Host)
-      continue;
-    int64_t copies = 1 + (wi.trainable ? 1 : 0) +
-                     (wi.trainable && prog.hasMomentum ? 1 : 0) +
-                     (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
-    total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
-  }
-  return total;
-}
-
 } // namespace memfit::rt

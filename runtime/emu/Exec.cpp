@@ -402,4 +402,16 @@ void Exec::gatherOptimizerState() {
         comm->allGather(buf->data(), static_cast<int64_t>(buf->size()));
 }
 
+// Here, not in Homes.cpp: the trainer calls it, and this object is the one
+// its link always has (see the top of this file).
+int64_t Exec::hostHomeBytes() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < wInfo.size(); ++i)
+    if (wInfo[i].home == Home::Host)
+      total += 4 * static_cast<int64_t>(impl->w[i].size() + impl->g[i].size() +
+                                        impl->m[i].size() + impl->v[i].size()) +
+               2 * static_cast<int64_t>(impl->wCopy[i].size());
+  return total;
+}
+
 } // namespace memfit::rt

@@ -115,14 +115,4 @@ void Exec::joinHost() {
   }
 }
 
-int64_t Exec::hostHomeBytes() const {
-  int64_t total = 0;
-  for (size_t i = 0; i < wInfo.size(); ++i)
-    if (wInfo[i].home == Home::Host)
-      total += 4 * static_cast<int64_t>(impl->w[i].size() + impl->g[i].size() +
-                                        impl->m[i].size() + impl->v[i].size()) +
-               2 * static_cast<int64_t>(impl->wCopy[i].size());
-  return total;
-}
-
 } // namespace memfit::rt
