@@ -29,7 +29,10 @@ llvm::Error Emitter::prepare() {
   for (const Instr &in : plan.round)
     if (in.kind == InstrKind::CopyOut || in.kind == InstrKind::CopyIn) {
       BlockId b = plan.residencies[in.residency].block;
-      if (isBatchData(tg.blocks[b].kind) || slotOf[b] >= 0)
+      // Batch data and blocks homed on the host are copied from where
+      // they live, not through a slot.
+      if (isBatchData(tg.blocks[b].kind) || tg.homeOf(b) == Tier::Host ||
+          slotOf[b] >= 0)
         continue;
       slotOf[b] = static_cast<int32_t>(slots.size());
       slots.push_back(b);
@@ -91,7 +94,11 @@ std::string Emitter::mainFile() const {
     os << plan.numSubBatches << " sub-batches of " << plan.subBatch;
   os << ", arena " << plan.arenaBytes << " bytes + resident "
      << plan.residentBytes << " bytes + library reserve " << plan.libraryReserve
-     << " bytes (budget " << plan.budget << ").\n";
+     << " bytes (budget " << plan.budget << ")";
+  if (plan.hostHomeBytes > 0)
+    os << ";\n// weights homed in host memory: " << plan.hostHomeBytes
+       << " bytes";
+  os << ".\n";
   os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
   os << "#ifndef MEMFIT_MODEL_PATH\n#define MEMFIT_MODEL_PATH \"model.onnx\"\n"
         "#endif\n\n";
@@ -137,7 +144,10 @@ std::string Emitter::mainFile() const {
        << (tg.weightCopyBlock.empty() || tg.weightCopyBlock[w] < 0
                ? ""
                : ", .workingCopy = true")
-       << (tg.isFrozen(w) ? ", .frozen = true" : "") << "},\n";
+       << (tg.isFrozen(w) ? ", .frozen = true" : "")
+       << (tg.homeOf(tg.valueBlock[w]) == Tier::Host ? ", .home = Home::Host"
+                                                     : "")
+       << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";
@@ -375,6 +385,14 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
     }
     case InstrKind::CopyOut: {
       BlockId b = plan.residencies[in.residency].block;
+      if (tg.homeOf(b) == Tier::Host) {
+        cur += llvm::formatv("  x.copyOutHome({0}, {1}, {2}); // home: {3}\n",
+                             useRes(in.residency), homeTensor(b),
+                             weightId[tg.blocks[b].value],
+                             commentText(tg.blocks[b].name))
+                   .str();
+        break;
+      }
       cur += llvm::formatv("  x.copyOut({0}, {1}); // offload {2}\n",
                            useRes(in.residency), slotOf[b],
                            commentText(tg.blocks[b].name))
@@ -389,6 +407,13 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
         cur += "  x.loadInput(" + useRes(in.residency) + ");\n";
       else if (tg.blocks[b].kind == BlockKind::Label)
         cur += "  x.loadLabels(" + useRes(in.residency) + ");\n";
+      else if (tg.homeOf(b) == Tier::Host)
+        cur +=
+            llvm::formatv("  x.copyInHome({0}, {1}, {2}); // from home: "
+                          "{3}\n",
+                          homeTensor(b), weightId[tg.blocks[b].value],
+                          useRes(in.residency), commentText(tg.blocks[b].name))
+                .str();
       else
         cur +=
             llvm::formatv("  x.copyIn({0}, {1}); // prefetch {2}\n", slotOf[b],
@@ -474,7 +499,9 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
     os << "  memfit_round_" << f << "(x);\n";
   os << "}\n\n// Once per batch, after every sub-batch.\n";
   os << "void memfit_update(Exec &x) {\n";
+  bool onHost = false;
   for (size_t i = 0; i < plan.update.size(); ++i) {
+    onHost = onHost || plan.update[i].onHost;
     // Consecutive updates are one multi-tensor launch (Exec::sgdGroup).
     if (size_t run = updateRun(plan.update, i); run > 1) {
       os << emitUpdateGroup(plan.update, i, run);
@@ -486,6 +513,9 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
       return line.takeError();
     os << *line;
   }
+  if (onHost)
+    os << "  // The host's updates are done before their weights are read "
+          "again.\n  x.joinHost();\n";
   os << "}\n";
   files.push_back({"src/schedule.cpp", os.str()});
   if (!internalError.empty())
@@ -499,13 +529,6 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
 
 llvm::Expected<std::vector<GeneratedFile>>
 emitTrainer(const TaskGraph &tg, const Plan &plan, const EmitOptions &opts) {
-  if (plan.hostHomeBytes > 0)
-    return makeErrorF(
-        "the plan homes {0} of weights, gradients and optimizer state in "
-        "host memory, which the generated trainer does not realize yet: "
-        "`memfit plan` shows such plans; give a budget that holds the "
-        "weights, or drop --host-budget, to compile",
-        formatBytes(plan.hostHomeBytes));
   return emit::Emitter(tg, plan, opts).run();
 }
 

@@ -15,22 +15,25 @@ namespace memfit::emit {
 
 std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
   const Block &blk = tg.blocks[b];
-  switch (blk.kind) {
-  case BlockKind::Weight:
-    return llvm::formatv("x.weight({0})", weightId[blk.value]).str();
-  case BlockKind::WeightGrad:
-    return llvm::formatv("x.grad({0})", weightId[blk.value]).str();
-  case BlockKind::Momentum:
-    return llvm::formatv("x.momentumBuf({0})", weightId[blk.value]).str();
-  case BlockKind::SecondMoment:
-    return llvm::formatv("x.secondMomentBuf({0})", weightId[blk.value]).str();
-  case BlockKind::LossValue:
-    return "x.lossValue()";
-  case BlockKind::WeightCopy:
-    return llvm::formatv("x.weightCopy({0})", weightId[blk.value]).str();
-  default:
-    break;
-  }
+  // A block homed on the host is read and written in the arena, where the
+  // plan copied it.
+  if (tg.homeOf(b) != Tier::Host)
+    switch (blk.kind) {
+    case BlockKind::Weight:
+      return llvm::formatv("x.weight({0})", weightId[blk.value]).str();
+    case BlockKind::WeightGrad:
+      return llvm::formatv("x.grad({0})", weightId[blk.value]).str();
+    case BlockKind::Momentum:
+      return llvm::formatv("x.momentumBuf({0})", weightId[blk.value]).str();
+    case BlockKind::SecondMoment:
+      return llvm::formatv("x.secondMomentBuf({0})", weightId[blk.value]).str();
+    case BlockKind::LossValue:
+      return "x.lossValue()";
+    case BlockKind::WeightCopy:
+      return llvm::formatv("x.weightCopy({0})", weightId[blk.value]).str();
+    default:
+      break;
+    }
   auto it = res.find(storageOf(tg, b));
   if (it == res.end()) {
     // Codegen asked for a block the task does not list: a bug here, not in
@@ -52,6 +55,23 @@ std::string Emitter::ptr(BlockId b, const std::map<BlockId, ResidencyId> &res) {
   if (ints)
     p = "x.arenaInt(" + resName(it->second) + ")";
   return p;
+}
+
+std::string Emitter::homeTensor(BlockId b) {
+  switch (tg.blocks[b].kind) {
+  case BlockKind::Weight:
+    return "HomeTensor::Weight";
+  case BlockKind::WeightCopy:
+    return "HomeTensor::WorkingCopy";
+  case BlockKind::WeightGrad:
+    return "HomeTensor::Grad";
+  default:
+    // The optimizer state is updated at home and never copied.
+    if (internalError.empty())
+      internalError = "the plan copies " + quoteName(tg.blocks[b].name) +
+                      ", which never leaves its host home";
+    return "HomeTensor::Weight";
+  }
 }
 
 std::string Emitter::accFlag(const Task &t, BlockId b, size_t index) const {
@@ -78,8 +98,7 @@ public:
   std::string value(ValueId v) override { return e.ptr(blockOf(v), res); }
   std::string valueIfRead(ValueId v) override {
     BlockId b = blockOf(v);
-    bool read = b >= 0 && (isWeightSide(tg.blocks[b].kind) ||
-                           res.count(storageOf(tg, b)));
+    bool read = b >= 0 && (tg.isResident(b) || res.count(storageOf(tg, b)));
     return read ? e.ptr(b, res) : std::string("nullptr");
   }
   std::string grad(ValueId v) override {
@@ -121,7 +140,8 @@ private:
 size_t Emitter::updateRun(const std::vector<Instr> &list, size_t begin) const {
   size_t end = begin;
   while (end < list.size() && list[end].kind == InstrKind::Run &&
-         list[end].stream == Stream::Compute && list[end].task >= 0 &&
+         !list[end].onHost && list[end].stream == Stream::Compute &&
+         list[end].task >= 0 &&
          tg.tasks[list[end].task].kind == TaskKind::Update)
     ++end;
   return end - begin;
@@ -161,6 +181,13 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
         res[storageOf(tg, b)] = in.operands[k];
       ++k;
     }
+  if (in.onHost)
+    // Not a device task: no setTask, so the dumped iteration graph holds
+    // what a CUDA graph of the update holds.
+    return llvm::formatv("  x.hostUpdate({0}); // {1}\n",
+                         weightId[tg.blocks[t.reads[0]].value],
+                         commentText(t.name))
+        .str();
   std::string out = "  x.setTask(" + stringLiteral(t.name) + ");\n";
   if (t.kind == TaskKind::Update) {
     BlockId w = t.reads[0];

@@ -46,6 +46,8 @@ private:
   std::string emitUpdateGroup(const std::vector<Instr> &list, size_t begin,
                               size_t count) const;
   std::string resName(ResidencyId r) const { return resNames[r]; }
+  /// The HomeTensor a copy of homed block `b` names.
+  std::string homeTensor(BlockId b);
   std::string params(OpId op) const { return "P" + std::to_string(op); }
   std::string header() const;
   std::string mainFile() const;

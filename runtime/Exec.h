@@ -88,6 +88,16 @@ struct ProgramInfo {
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
 
+/// Where a weight's tensors (master, working copy, gradient, optimizer
+/// state) live between rounds: resident on the device, or in host memory
+/// (pinned on CUDA), copied into the arena where the plan reads them and
+/// updated by the host's cores (docs/passes/tiers.md).
+enum class Home : uint8_t { Gpu, Host };
+
+/// Which tensor of a weight homed on the host a copy moves between its
+/// home and the arena. The optimizer state never enters the device.
+enum class HomeTensor : uint8_t { Weight, WorkingCopy, Grad };
+
 struct WeightInfo {
   const char *onnxName; // the weight's name in the model's graph
   const char *dataName; // initializer with its starting values (null: same)
@@ -102,6 +112,7 @@ struct WeightInfo {
   /// A parameter the plan keeps fixed (memfit's --freeze, --train-only):
   /// not trainable, and never written after start-up.
   bool frozen = false;
+  Home home = Home::Gpu;
 };
 
 /// torch.cuda.amp.GradScaler's dynamic loss scale (fp16 programs): the
@@ -221,6 +232,12 @@ public:
   // --- streams ---
   void copyOut(int64_t offset, int32_t slot);
   void copyIn(int32_t slot, int64_t offset);
+  /// A weight homed on the host (WeightInfo::home): tensor `what` of
+  /// weight `weightId` between its host home and the arena at `offset`,
+  /// on the copy streams like copyIn and copyOut. A gradient copied in
+  /// holds the sum of the batch's earlier sub-batches.
+  void copyInHome(HomeTensor what, int32_t weightId, int64_t offset);
+  void copyOutHome(int64_t offset, HomeTensor what, int32_t weightId);
   void loadInput(int64_t offset);  // copy-in of this sub-batch's inputs
   void loadLabels(int64_t offset); // copy-in of this sub-batch's labels
   void record(StreamId s, int32_t event);
@@ -369,6 +386,16 @@ public:
   /// start-up chunk table (docs/cuda-backend.md, "Multi-tensor updates").
   void sgdGroup(std::initializer_list<int32_t> weightIds);
   void adamGroup(std::initializer_list<int32_t> weightIds);
+  /// The update of weight `weightId`, homed on the host, by the host's
+  /// cores on its host memory (runtime/host's HostOptimizer: the update
+  /// sgd/adam compute, bit for bit), once this iteration's copy-outs of
+  /// its gradient are complete; a working copy is refreshed on the host.
+  /// It runs beside the device's updates (CUDA: after the update's issue,
+  /// outside any graph) and is done when joinHost returns.
+  void hostUpdate(int32_t weightId);
+  /// The update section's end: the host updates are done before anything
+  /// reads their weights again.
+  void joinHost();
   /// Before the update of a program with a loss scale: divides every
   /// gradient by lossScale and says whether all of them are finite (on
   /// every rank); the update is skipped when not, as GradScaler.step does.
@@ -396,15 +423,20 @@ public:
   // --- driver ---
   const ProgramInfo &info() const { return prog; }
   const std::vector<WeightInfo> &weightInfo() const { return wInfo; }
-  /// Host copies of weights (for init, save and checkpoints).
+  /// Host copies of weights (for init, save and checkpoints); a weight
+  /// homed on the host is read and written in place there.
   void readWeight(int32_t id, float *out);
   void writeWeight(int32_t id, const float *in);
   void readMomentum(int32_t id, float *out);
   void writeMomentum(int32_t id, const float *in);
   void readSecondMoment(int32_t id, float *out);
   void writeSecondMoment(int32_t id, const float *in);
-  /// Bytes the trainer holds on the device (arena + resident).
+  /// Bytes the trainer holds on the device (arena + resident); weights
+  /// homed on the host are not among them.
   int64_t deviceBytes() const;
+  /// Host memory (pinned on CUDA) the weights homed there take: their
+  /// masters, working copies, gradients and optimizer state.
+  int64_t hostHomeBytes() const;
   /// Device memory actually in use for this trainer, as the device reports
   /// it: on CUDA, total - free (cudaMemGetInfo) now, minus the same taken
   /// right after the CUDA context was created, so it counts the arena, the

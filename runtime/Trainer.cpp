@@ -236,6 +236,10 @@ bool reportMemory(Exec &x, bool quiet) {
   if (within) {
     if (!quiet)
       std::printf("%s\n", line);
+    if (!quiet && x.hostHomeBytes() > 0)
+      std::printf("host memory: %.2f MiB for the weights homed there "
+                  "(pinned), not in the device budget\n",
+                  mibOf(x.hostHomeBytes()));
     return true;
   }
   std::fflush(stdout);

@@ -14,6 +14,8 @@
 #include "runtime/cuda/Impl.h"
 #include "runtime/kernels/Elementwise.h"
 
+#include <cmath>
+
 namespace memfit::rt {
 
 using cuda::gridFor;
@@ -754,7 +756,7 @@ bool Exec::unscaleGradients() {
   MEMFIT_CHECK(cudaMemsetAsync(impl->nonFinite, 0, sizeof(int), s));
   const float inv = static_cast<float>(1.0 / double(lossScale));
   for (size_t id = 0; id < wInfo.size(); ++id) {
-    if (!impl->g[id])
+    if (!impl->g[id] || wInfo[id].home == Home::Host)
       continue;
     auto [lo, hi] = prog.shard >= 1
                         ? comm->mySlice(wInfo[id].count)
@@ -768,6 +770,17 @@ bool Exec::unscaleGradients() {
   MEMFIT_CHECK(cudaMemcpyAsync(&flag, impl->nonFinite, sizeof flag,
                                cudaMemcpyDeviceToHost, s));
   MEMFIT_CHECK(cudaStreamSynchronize(s));
+  // Gradients homed on the host, unscaled there by the same fp32 multiply:
+  // the rounds, their copy-outs joined into the compute stream, are done.
+  for (size_t id = 0; id < wInfo.size(); ++id) {
+    if (!impl->g[id] || wInfo[id].home != Home::Host)
+      continue;
+    float *g = impl->g[id];
+    for (int64_t i = 0; i < wInfo[id].count; ++i) {
+      g[i] *= inv;
+      flag = flag || !std::isfinite(g[i]);
+    }
+  }
   // Every rank skips the same steps.
   float bad = flag ? 1.0f : 0.0f;
   if (prog.ranks > 1)

@@ -216,25 +216,24 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     std::string name = std::string("weight '") + wi.onnxName + "'";
     // NCCL's reduce-scatter and all-gather move equal slices.
     int64_t bytes = paddedCount(wi.count) * 4;
-    im.w.push_back(
-        static_cast<float *>(deviceAlloc(bytes, name.c_str(), planned)));
-    im.g.push_back(wi.trainable ? static_cast<float *>(
-                                      deviceAlloc(bytes, name.c_str(), planned))
-                                : nullptr);
-    im.m.push_back(
-        wi.trainable && info.hasMomentum
-            ? static_cast<float *>(deviceAlloc(bytes, name.c_str(), planned))
-            : nullptr);
-    im.v.push_back(
-        wi.trainable && info.optimizer != Optimizer::SGD
-            ? static_cast<float *>(deviceAlloc(bytes, name.c_str(), planned))
-            : nullptr);
+    // A weight homed on the host has every tensor in pinned host memory
+    // and none on the device.
+    auto alloc = [&](int64_t b) {
+      return wi.home == Home::Host ? hostAlloc(*this, b)
+                                   : deviceAlloc(b, name.c_str(), planned);
+    };
+    im.w.push_back(static_cast<float *>(alloc(bytes)));
+    im.g.push_back(wi.trainable ? static_cast<float *>(alloc(bytes)) : nullptr);
+    im.m.push_back(wi.trainable && info.hasMomentum
+                       ? static_cast<float *>(alloc(bytes))
+                       : nullptr);
+    im.v.push_back(wi.trainable && info.optimizer != Optimizer::SGD
+                       ? static_cast<float *>(alloc(bytes))
+                       : nullptr);
     // The 16-bit working copy: rounded from the master before its first
-    // reader after every change (weightCopy).
-    im.wCopy.push_back(wi.workingCopy
-                           ? static_cast<char *>(deviceAlloc(
-                                 wi.count * 2, name.c_str(), planned))
-                           : nullptr);
+    // reader after every change (weightCopy; at home, refreshHomeCopy).
+    im.wCopy.push_back(wi.workingCopy ? static_cast<char *>(alloc(wi.count * 2))
+                                      : nullptr);
     im.copyStale.push_back(true);
     im.gSlice.push_back(wi.trainable && info.shard >= 2
                             ? static_cast<float *>(deviceAlloc(
@@ -270,6 +269,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   // What replayed graphs read per iteration (Graph.cu): 24 bytes the plan
   // does not count, as it does not count the loss scale's flag.
   MEMFIT_CHECK(cudaMalloc(&im.stateDev, sizeof(cuda::IterationState)));
+  MEMFIT_CHECK(
+      cudaEventCreateWithFlags(&im.roundsDone, cudaEventDisableTiming));
+  if (hostHomeBytes() > 0)
+    im.hostOpt =
+        std::make_unique<host::HostOptimizer>(host::defaultHostThreads());
   cuda::initGraphs(*this, im);
   cuda::initUpdateTable(*this, im);
   // The zero fills ran on the legacy stream, which the non-blocking
@@ -281,6 +285,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
 Exec::~Exec() {
   Impl &im = *impl;
   cudaDeviceSynchronize();
+  if (im.hostOpt)
+    im.hostOpt->waitAll();
+  if (im.roundsDone)
+    cudaEventDestroy(im.roundsDone);
   cuda::destroyConvs(im);
   for (void *p : im.slots)
     cudaFreeHost(p);
@@ -299,13 +307,19 @@ Exec::~Exec() {
       cudaEventDestroy(ev);
   if (im.nonFinite)
     cudaFree(im.nonFinite);
-  for (char *p : im.wCopy)
-    if (p)
+  auto release = [&](size_t id, void *p) {
+    if (!p)
+      return;
+    if (id < wInfo.size() && wInfo[id].home == Home::Host)
+      cudaFreeHost(p);
+    else
       cudaFree(p);
+  };
+  for (size_t id = 0; id < im.wCopy.size(); ++id)
+    release(id, im.wCopy[id]);
   for (auto *list : {&im.w, &im.g, &im.m, &im.v, &im.gSlice})
-    for (float *p : *list)
-      if (p)
-        cudaFree(p);
+    for (size_t id = 0; id < list->size(); ++id)
+      release(id, (*list)[id]);
   cuda::destroyCollectives(im);
   if (im.loss)
     cudaFree(im.loss);
@@ -398,6 +412,8 @@ int64_t Exec::deviceBytes() const {
   int64_t total = prog.arenaBytes + cuda::kLossBytes + impl->updateTableBytes +
                   (prog.precision == Precision::FP16 ? 4 : 0);
   for (const WeightInfo &wi : wInfo) {
+    if (wi.home == Home::Host)
+      continue; // pinned host memory: hostHomeBytes
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
                      (wi.trainable && prog.hasMomentum ? 1 : 0) +
                      (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
@@ -426,6 +442,10 @@ void toHost(const Exec &x, const Exec::Impl &im, float *out, const float *dev,
             int64_t count) {
   if (count <= 0)
     return;
+  if (cuda::atHome(x, im, dev)) {
+    std::memcpy(out, dev, count * 4);
+    return;
+  }
   check(x,
         cudaMemcpyAsync(out, dev, count * 4, cudaMemcpyDeviceToHost,
                         im.compute()),
@@ -436,6 +456,10 @@ void toDevice(const Exec &x, const Exec::Impl &im, float *dev, const float *in,
               int64_t count) {
   if (count <= 0)
     return;
+  if (cuda::atHome(x, im, dev)) {
+    std::memcpy(dev, in, count * 4);
+    return;
+  }
   check(
       x,
       cudaMemcpyAsync(dev, in, count * 4, cudaMemcpyHostToDevice, im.compute()),
@@ -450,6 +474,8 @@ void Exec::readWeight(int32_t id, float *out) {
 void Exec::writeWeight(int32_t id, const float *in) {
   toDevice(*this, *impl, impl->w[id], in, wInfo[id].count);
   impl->copyStale[id] = true;
+  if (wInfo[id].home == Home::Host && impl->wCopy[id])
+    cuda::refreshHomeCopy(*this, *impl, id);
 }
 void Exec::readMomentum(int32_t id, float *out) {
   if (!impl->m[id])
@@ -594,6 +620,21 @@ void Exec::copy(int64_t perSample, const float *x, float *y) {
   MEMFIT_CHECK(cudaMemcpyAsync(vy.p, vx.p, bytes, cudaMemcpyDeviceToDevice,
                                impl->compute()));
   impl->done(*this, "copy");
+}
+
+// Here, not in Homes.cpp: the trainer calls it, and this object is the one
+// its link always has (see the top of this file).
+int64_t Exec::hostHomeBytes() const {
+  int64_t total = 0;
+  for (const WeightInfo &wi : wInfo) {
+    if (wi.home != Home::Host)
+      continue;
+    int64_t copies = 1 + (wi.trainable ? 1 : 0) +
+                     (wi.trainable && prog.hasMomentum ? 1 : 0) +
+                     (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
+    total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
+  }
+  return total;
 }
 
 } // namespace memfit::rt

@@ -154,28 +154,49 @@ cudaGraphExec_t capture(Exec &x, Exec::Impl &im, void (*fn)(Exec &)) {
   return exec;
 }
 
-} // namespace
-
-void Exec::issue(int32_t part, void (*fn)(Exec &)) {
-  Impl &im = *impl;
+/// Issues part `part` eagerly, as a new capture or as a replay.
+void issuePart(Exec &x, Exec::Impl &im, int32_t part, void (*fn)(Exec &)) {
+  // The update's host updates are queued anew whenever fn runs (a replay
+  // does not run it and keeps the queue).
+  auto run = [&]() {
+    if (part < 0)
+      im.hostQueue.clear();
+    fn(x);
+  };
   // The first issue of each part is the warm-up; the first iteration's
   // update reads firstIteration (SGD's momentum buffer starts as the
   // gradient), which no replay may repeat.
-  if (!im.eagerWhy.empty() || im.warmed.insert(part).second || firstIteration) {
-    fn(*this);
+  if (!im.eagerWhy.empty() || im.warmed.insert(part).second ||
+      x.firstIteration) {
+    run();
     return;
   }
   const int64_t key = part < 0 ? -1 : int64_t(part) * kBatchBuffers + im.batch;
   auto it = im.graphs.find(key);
   if (it == im.graphs.end()) {
-    cudaGraphExec_t exec = capture(*this, im, fn);
+    if (part < 0)
+      im.hostQueue.clear();
+    cudaGraphExec_t exec = capture(x, im, fn);
     if (!exec) {
-      fn(*this); // nothing of the dropped capture ran
+      run(); // nothing of the dropped capture ran
       return;
     }
     it = im.graphs.emplace(key, exec).first;
   }
-  MEMFIT_CHECK(cudaGraphLaunch(it->second, im.compute()));
+  cuda::check(x, cudaGraphLaunch(it->second, im.compute()), "cudaGraphLaunch");
+}
+
+} // namespace
+
+void Exec::issue(int32_t part, void (*fn)(Exec &)) {
+  Impl &im = *impl;
+  // Before the update: the rounds issued so far, copy-outs included, are
+  // done when this fires (the host updates wait for it).
+  if (part < 0)
+    MEMFIT_CHECK(cudaEventRecord(im.roundsDone, im.compute()));
+  issuePart(*this, im, part, fn);
+  if (part < 0)
+    cuda::runHostUpdates(*this, im);
 }
 
 } // namespace memfit::rt

@@ -24,6 +24,7 @@
 
 #include "runtime/Exec.h"
 #include "runtime/cuda/View.h"
+#include "runtime/host/HostOptimizer.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Norm.h"
 
@@ -87,6 +88,15 @@ void initGraphs(const Exec &x, Exec::Impl &im);
 /// Builds the multi-tensor update table (MultiTensor.cu) once the
 /// weights are allocated; destroyUpdateTable frees it.
 void initUpdateTable(const Exec &x, Exec::Impl &im);
+/// Runs the host updates of the update just issued (Exec::hostUpdate):
+/// after the rounds' copy-outs, on the host's cores, joined before it
+/// returns; the working copies of their weights are refreshed on the host.
+void runHostUpdates(Exec &x, Exec::Impl &im);
+/// Whether p is a tensor of a weight homed on the host, whose updates
+/// (if any run) are then joined: the caller reads or writes it in place.
+bool atHome(const Exec &x, const Exec::Impl &im, const void *p);
+/// Weight `id`'s 16-bit working copy at home, from its master.
+void refreshHomeCopy(const Exec &x, Exec::Impl &im, int32_t id);
 void destroyUpdateTable(Exec::Impl &im);
 void check(const Exec &x, cudnnStatus_t s, const char *call);
 void check(const Exec &x, cublasStatus_t s, const char *call);
@@ -289,6 +299,18 @@ struct Exec::Impl {
   uint16_t *input16[kBatchBuffers] = {nullptr, nullptr};
   /// fp16 loss scaling: one flag set by any non-finite unscaled gradient.
   int *nonFinite = nullptr;
+
+  // --- weights homed on the host (Homes.cpp) ---
+  /// Made when a weight is homed on the host: its w, g, m, v and wCopy are
+  /// then pinned host memory, which the copy streams move and the host's
+  /// cores update.
+  std::unique_ptr<host::HostOptimizer> hostOpt;
+  /// The host updates the update part asked for (Exec::hostUpdate), in
+  /// order; kept across replays of its graph, which do not call it.
+  std::vector<int32_t> hostQueue;
+  /// Recorded on the compute stream before the update is issued: once it
+  /// has fired the rounds' copy-outs of the homed gradients are complete.
+  cudaEvent_t roundsDone = nullptr;
 
   // --- multi-tensor updates (MultiTensor.cu) ---
   /// Device: every trainable weight's chunks, weights in id order, built

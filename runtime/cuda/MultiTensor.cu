@@ -96,7 +96,8 @@ void cuda::initUpdateTable(const Exec &x, Exec::Impl &im) {
   std::vector<UpdateChunk> table;
   for (size_t id = 0; id < weights.size(); ++id) {
     im.updateFirst[id] = static_cast<int32_t>(table.size());
-    if (im.g[id])
+    // A weight homed on the host is updated there (Homes.cpp).
+    if (im.g[id] && weights[id].home == Home::Gpu)
       for (int64_t at = 0; at < weights[id].count; at += kUpdateChunk)
         table.push_back({im.w[id] + at, im.g[id] + at,
                          im.m[id] ? im.m[id] + at : nullptr,

@@ -17,9 +17,11 @@
 #define MEMFIT_RUNTIME_EMU_EMUIMPL_H
 
 #include "runtime/Exec.h"
+#include "runtime/host/HostOptimizer.h"
 
 #include <deque>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -35,9 +37,10 @@ struct Pending {
   // Out: ranges released on another stream while this copy was pending;
   // poisoned once it has read them.
   std::vector<std::pair<int64_t, int64_t>> thenPoison = {};
-  // In: real bytes to copy when the host source is smaller than the
-  // planned range's real bytes (4-byte host values into 16-bit slots of
-  // the input, ids and labels); 0: the range's.
+  // Real bytes to copy when the host side is smaller than the planned
+  // range's real bytes (4-byte host values into 16-bit slots of the input,
+  // ids and labels; a homed fp32 tensor in a 16-bit program, which fills
+  // the first half of its slots); 0: the range's.
   int64_t realBytes = 0;
 };
 
@@ -60,6 +63,13 @@ struct Exec::Impl {
   std::vector<std::pair<int, int64_t>> events;
   std::vector<bool> recorded;
 
+  // --- weights homed on the host (Homes.cpp) ---
+  /// Made when a weight is homed on the host; w, g, m, v and wCopy of such
+  /// a weight are its host memory.
+  std::unique_ptr<host::HostOptimizer> hostOpt;
+  /// Per weight: a host update submitted and not yet joined.
+  std::vector<bool> hostPending;
+
   // --- precision (Precision.cpp) ---
   Precision precision = Precision::FP32;
   /// 16-bit working copies; stale after the master changed.
@@ -81,6 +91,8 @@ struct Exec::Impl {
 };
 
 void poison(Exec::Impl &im, int64_t offset, int64_t bytes);
+/// Issues a copy or a poisoning on copy stream s (Exec.cpp).
+void enqueue(Exec::Impl &im, int s, Pending p);
 /// Rounds `count` values to the program's 16-bit format.
 void roundTo16Bit(Precision p, float *values, int64_t count);
 /// The loss gradient times the loss scale (fp16), before it is stored.

@@ -42,6 +42,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     impl->wCopy.emplace_back(wi.workingCopy ? wi.count : 0, 0.0f);
   }
   impl->copyStale.assign(wInfo.size(), true);
+  impl->hostPending.assign(wInfo.size(), false);
+  if (std::any_of(wInfo.begin(), wInfo.end(),
+                  [](const WeightInfo &wi) { return wi.home == Home::Host; }))
+    impl->hostOpt =
+        std::make_unique<host::HostOptimizer>(host::defaultHostThreads());
   for (const HostSlot &s : slotInfo)
     impl->slots.emplace_back(impl->real(s.perSample * info.subBatch + s.fixed));
   for (int32_t b = 0; b < kBatchBuffers; ++b) {
@@ -52,7 +57,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   impl->recorded.assign(info.numEvents, false);
 }
 
-Exec::~Exec() = default;
+// Host updates still running read the buffers freed below.
+Exec::~Exec() {
+  if (impl->hostOpt)
+    impl->hostOpt->waitAll();
+}
 
 void Exec::fatal(const std::string &what) const {
   std::fprintf(stderr, "trainer: error in %s: %s\n", task, what.c_str());
@@ -101,7 +110,8 @@ static void complete(Exec::Impl &im, int s, int64_t upTo) {
     // Copies move the emulation's real bytes of the planned range.
     char *a = reinterpret_cast<char *>(im.arena.data()) + im.real(p.offset);
     if (p.kind == Pending::Out) {
-      std::memcpy(p.dst, a, im.real(p.bytes)); // read as late as allowed
+      // Read as late as allowed.
+      std::memcpy(p.dst, a, p.realBytes ? p.realBytes : im.real(p.bytes));
       for (auto [offset, bytes] : p.thenPoison)
         poison(im, offset, bytes);
     } else if (p.kind == Pending::In)
@@ -112,7 +122,7 @@ static void complete(Exec::Impl &im, int s, int64_t upTo) {
   }
 }
 
-static void enqueue(Exec::Impl &im, int s, Pending p) {
+void enqueue(Exec::Impl &im, int s, Pending p) {
   im.settle();
   if (p.kind == Pending::In)
     poison(im, p.offset, p.bytes); // NaN until waited for
@@ -242,11 +252,12 @@ int64_t Exec::deviceBytes() const {
   };
   int64_t total = prog.arenaBytes + 4;
   for (size_t i = 0; i < wInfo.size(); ++i)
-    total += 4 * (held(impl->w[i].size(), false) +
-                  held(impl->g[i].size(), prog.shard >= 2) +
-                  held(impl->m[i].size(), prog.shard >= 1) +
-                  held(impl->v[i].size(), prog.shard >= 1)) +
-             2 * impl->wCopy[i].size();
+    if (wInfo[i].home == Home::Gpu)
+      total += 4 * (held(impl->w[i].size(), false) +
+                    held(impl->g[i].size(), prog.shard >= 2) +
+                    held(impl->m[i].size(), prog.shard >= 1) +
+                    held(impl->v[i].size(), prog.shard >= 1)) +
+               2 * impl->wCopy[i].size();
   return total;
 }
 
@@ -389,6 +400,18 @@ void Exec::gatherOptimizerState() {
     for (auto *buf : {&impl->m[id], &impl->v[id]})
       if (!buf->empty())
         comm->allGather(buf->data(), static_cast<int64_t>(buf->size()));
+}
+
+// Here, not in Homes.cpp: the trainer calls it, and this object is the one
+// its link always has (see the top of this file).
+int64_t Exec::hostHomeBytes() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < wInfo.size(); ++i)
+    if (wInfo[i].home == Home::Host)
+      total += 4 * static_cast<int64_t>(impl->w[i].size() + impl->g[i].size() +
+                                        impl->m[i].size() + impl->v[i].size()) +
+               2 * static_cast<int64_t>(impl->wCopy[i].size());
+  return total;
 }
 
 } // namespace memfit::rt

@@ -9,7 +9,10 @@
 
 #include "runtime/kernels/Elementwise.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cstdlib>
+#include <thread>
 
 namespace memfit::rt::host {
 
@@ -38,6 +41,15 @@ namespace memfit::rt::host {
       kernels::sgdAt(i, p.lr, p.momentum, p.weightDecay, p.first, w, dw,
                      nullptr);
   }
+}
+
+int defaultHostThreads() {
+  if (const char *v = std::getenv("MEMFIT_HOST_THREADS"); v && *v) {
+    int n = std::atoi(v);
+    if (n >= 1)
+      return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 HostOptimizer::HostOptimizer(int threads, int64_t chunkElements)

@@ -49,6 +49,10 @@ void adamRange(const AdamParams &p, int64_t lo, int64_t hi, float *w,
 void sgdRange(const SgdParams &p, int64_t lo, int64_t hi, float *w,
               const float *dw, float *buf);
 
+/// Threads for a trainer's host updates: MEMFIT_HOST_THREADS when set (a
+/// positive count), else every core the process may use.
+int defaultHostThreads();
+
 class HostOptimizer {
 public:
   /// Elements per chunk: 64K floats (256 KiB per operand) is large enough

@@ -2,13 +2,14 @@
 """Independent reference for the zoo's decoders (tests/cli/zoo_gpt2.sh,
 zoo_llama.sh): GPT-2 and Llama written by hand in PyTorch, the way Hugging
 Face's GPT2LMHeadModel and LlamaForCausalLM compute, loaded with the weights
-of the zoo's ONNX file by name, trained in float64 with SGD, and compared
+of the zoo's ONNX file by name, trained in float64 with SGD (or AdamW),
+and compared
 with a memfit trainer's losses and trained weights.
 
 usage: zoo_llm_reference.py gpt2|llama MODEL.onnx X.npy Y.npy --heads H
          [--kv-heads K] --batch B --iterations N --lr F --momentum F
          --weight-decay F --losses TRAINER_LOG --trained TRAINED.onnx
-         [--tol T]
+         [--tol T] [--optimizer sgd|adamw] [--beta1 F] [--beta2 F] [--eps F]
 Exit 0 when the losses and every weight agree within T (relative to the
 weight's largest magnitude) and training moved the weights; 1 otherwise.
 
@@ -153,6 +154,10 @@ def main():
     ap.add_argument("--losses", required=True)
     ap.add_argument("--trained", required=True)
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
     args = ap.parse_args()
 
     init = {t.name: numpy_helper.to_array(t)
@@ -170,9 +175,14 @@ def main():
          for n in want}
     X = torch.tensor(np.load(args.x)).long()
     Y = torch.tensor(np.load(args.y)).long()
-    opt = torch.optim.SGD(list(W.values()), lr=args.lr,
-                          momentum=args.momentum,
-                          weight_decay=args.weight_decay)
+    if args.optimizer == "adamw":
+        opt = torch.optim.AdamW(list(W.values()), lr=args.lr,
+                                betas=(args.beta1, args.beta2), eps=args.eps,
+                                weight_decay=args.weight_decay)
+    else:
+        opt = torch.optim.SGD(list(W.values()), lr=args.lr,
+                              momentum=args.momentum,
+                              weight_decay=args.weight_decay)
     losses = []
     for it in range(args.iterations):
         s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)

@@ -1,0 +1,146 @@
+//===- Homes.cpp - CUDA backend: weights homed on the host ----------------===//
+//
+// A weight homed on the host (WeightInfo::home) has its master, working
+// copy, gradient and optimizer state in pinned host memory (ExecCore.cpp
+// allocates them there), none on the device. The plan copies the master
+// and the working copy into the arena, and the gradient out of it (with
+// several sub-batches, in again), on the copy streams like any offloaded
+// block: cudaMemcpyAsync from and to fixed pinned addresses, which a CUDA
+// graph of a round captures as copy nodes.
+//
+// The update cannot be in a graph: the host's cores run it. The update
+// part's graph (or its eager issue) holds the device's updates only;
+// Exec::hostUpdate queues a weight, and after the part is issued
+// runHostUpdates waits for an event recorded on the compute stream before
+// it (every round joins its copy streams into the compute stream, and a
+// replayed round is a graph launched there, so the event covers every
+// copy-out of the rounds), then runs the queued updates on the host
+// optimizer's threads while the device runs its own, and joins them before
+// Exec::issue returns: the next iteration's first copy-in of a homed
+// weight is issued after that. Nothing here has run on a GPU yet.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Impl.h"
+
+#include <string>
+
+namespace memfit::rt {
+
+using cuda::check;
+
+namespace {
+
+/// Weight `id`, checked to be homed on the host.
+void checkHomed(const Exec &x, int32_t id) {
+  if (id < 0 || id >= (int32_t)x.weightInfo().size() ||
+      x.weightInfo()[id].home != Home::Host)
+    x.fatal("weight " + std::to_string(id) + " is not homed on the host");
+}
+
+/// Host address and bytes of `what` at weight `id`'s home.
+std::pair<char *, int64_t> homeRange(const Exec &x, const Exec::Impl &im,
+                                     HomeTensor what, int32_t id) {
+  checkHomed(x, id);
+  const int64_t count = x.weightInfo()[id].count;
+  char *p = what == HomeTensor::Weight ? reinterpret_cast<char *>(im.w[id])
+            : what == HomeTensor::WorkingCopy
+                ? im.wCopy[id]
+                : reinterpret_cast<char *>(im.g[id]);
+  if (!p)
+    x.fatal(std::string("weight '") + x.weightInfo()[id].onnxName +
+            "' has no such tensor at home");
+  return {p, count * (what == HomeTensor::WorkingCopy ? 2 : 4)};
+}
+
+void checkArena(const Exec &x, int64_t offset, int64_t bytes) {
+  if (offset < 0 || offset + bytes > x.info().arenaBytes)
+    x.fatal("a copy of " + std::to_string(bytes) + " bytes at arena offset " +
+            std::to_string(offset) + " leaves the arena");
+}
+
+} // namespace
+
+bool cuda::atHome(const Exec &x, const Exec::Impl &im, const void *p) {
+  for (size_t id = 0; id < x.weightInfo().size(); ++id) {
+    if (x.weightInfo()[id].home != Home::Host)
+      continue;
+    for (const void *q : {static_cast<const void *>(im.w[id]),
+                          static_cast<const void *>(im.g[id]),
+                          static_cast<const void *>(im.m[id]),
+                          static_cast<const void *>(im.v[id])})
+      if (q && q == p) {
+        if (im.hostOpt)
+          im.hostOpt->waitAll();
+        return true;
+      }
+  }
+  return false;
+}
+
+void cuda::refreshHomeCopy(const Exec &x, Exec::Impl &im, int32_t id) {
+  uint16_t *c = reinterpret_cast<uint16_t *>(im.wCopy[id]);
+  const float *w = im.w[id];
+  const int64_t count = x.weightInfo()[id].count;
+  for (int64_t i = 0; i < count; ++i)
+    c[i] = cuda::narrowBits(im.narrow, w[i]);
+  im.copyStale[id] = false;
+}
+
+void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
+  auto [src, bytes] = homeRange(*this, *impl, what, id);
+  checkArena(*this, offset, bytes);
+  if (graph)
+    graph->copy(IterationGraph::Kind::CopyIn, CopyIn, -1, offset, bytes);
+  MEMFIT_CHECK(cudaMemcpyAsync(impl->arena + offset, src, bytes,
+                               cudaMemcpyHostToDevice, impl->stream[CopyIn]));
+}
+
+void Exec::copyOutHome(int64_t offset, HomeTensor what, int32_t id) {
+  if (what != HomeTensor::Grad)
+    fatal("only a gradient is copied home: the weight changes at home");
+  auto [dst, bytes] = homeRange(*this, *impl, what, id);
+  checkArena(*this, offset, bytes);
+  if (graph)
+    graph->copy(IterationGraph::Kind::CopyOut, CopyOut, -1, offset, bytes);
+  MEMFIT_CHECK(cudaMemcpyAsync(dst, impl->arena + offset, bytes,
+                               cudaMemcpyDeviceToHost, impl->stream[CopyOut]));
+}
+
+void Exec::hostUpdate(int32_t id) {
+  checkHomed(*this, id);
+  if (!wInfo[id].trainable)
+    fatal(std::string("a host update of '") + wInfo[id].onnxName +
+          "', which is not trained");
+  impl->hostQueue.push_back(id);
+}
+
+// The host updates run, and are joined, when the update part has been
+// issued (runHostUpdates); nothing is left to join here.
+void Exec::joinHost() {}
+
+void cuda::runHostUpdates(Exec &x, Exec::Impl &im) {
+  if (im.hostQueue.empty())
+    return;
+  check(x, cudaEventSynchronize(im.roundsDone),
+        "cudaEventSynchronize (the rounds' copy-outs)");
+  const ProgramInfo &p = x.info();
+  const AdamParams adam = x.adamParams();
+  const bool useBuf = p.hasMomentum && x.momentum != 0;
+  const host::SgdParams sgd{x.lr, useBuf ? x.momentum : 0.0f, x.weightDecay,
+                            x.firstIteration};
+  for (int32_t id : im.hostQueue) {
+    const int64_t count = x.weightInfo()[id].count;
+    if (p.optimizer == Optimizer::SGD)
+      im.hostOpt->submitSgd(sgd, count, im.w[id], im.g[id],
+                            useBuf ? im.m[id] : nullptr);
+    else
+      im.hostOpt->submitAdam(adam, count, im.w[id], im.g[id], im.m[id],
+                             im.v[id]);
+  }
+  im.hostOpt->waitAll();
+  for (int32_t id : im.hostQueue)
+    if (im.wCopy[id])
+      refreshHomeCopy(x, im, id);
+}
+
+} // namespace memfit::rt
