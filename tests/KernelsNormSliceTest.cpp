@@ -145,3 +145,66 @@ TEST_CASE("BatchNorm's sliced float statistics and sums match the double "
     REQUIRE(std::abs(g.dd.value() - ds[ch]) <= 1e-6 * mag);
   }
 }
+
+namespace {
+
+/// A row's partial as a warp of the CUDA backend forms it
+/// (runtime/cuda/LayerNorm.cu, rows not whole packs): lane l sums
+/// elements l, l + 32, ..., then the lanes combine in the shuffle-down
+/// tree (lane l adds lane l + o for o = 16, 8, 4, 2, 1).
+template <typename F> BnPartial warpRowSum(int64_t d, F f) {
+  BnPartial lane[32];
+  for (int64_t j = 0; j < d; ++j)
+    f(lane[j % 32], j);
+  for (int o = 16; o > 0; o >>= 1)
+    for (int l = 0; l < o; ++l)
+      lane[l].add(lane[l + o]);
+  return lane[0];
+}
+
+} // namespace
+
+TEST_CASE("LayerNorm's float warp rows match the double reference",
+          "[kernels][layernorm]") {
+  std::mt19937 rng(9);
+  // A centred row and one offset by 10 with unit spread; a width that is
+  // not a multiple of the warp.
+  for (float offset : {0.0f, 10.0f})
+    for (int64_t d : {45, 768}) {
+      INFO("d " << d << ", offset " << offset);
+      const LayerNormParams p{1, d, 1e-5f};
+      std::vector<float> x = randomVector(rng, d, -1, 1),
+                         dy = randomVector(rng, d, -1, 1),
+                         scale = randomVector(rng, d, -2, 2),
+                         bias = randomVector(rng, d, -1, 1), y(d), dx(d);
+      for (float &v : x)
+        v += offset;
+      layerNormForward(p, 1, x.data(), scale.data(), bias.data(), y.data());
+      layerNormBackwardData(p, 1, x.data(), scale.data(), dy.data(), dx.data(),
+                            false);
+      const float shift = x[0];
+      float mean, invStd, meanG, meanGX;
+      kernels::lnMomentsF(
+          warpRowSum(d,
+                     [&](BnPartial &s, int64_t j) { s.addValue(x[j], shift); }),
+          shift, d, p.epsilon, mean, invStd);
+      kernels::lnGradMeans(warpRowSum(d,
+                                      [&](BnPartial &s, int64_t j) {
+                                        kernels::lnAddGrad(s, x[j], dy[j],
+                                                           scale[j], shift);
+                                      }),
+                           shift, d, mean, invStd, meanG, meanGX);
+      // The float row differs from the double one by the rounding of the
+      // mean (about ulp(offset) / spread) and of each term: 1e-5 relative
+      // to 1 + |value|, as the selfcheck states.
+      for (int64_t j = 0; j < d; ++j) {
+        INFO("feature " << j);
+        const float gy =
+            kernels::lnNormalizeF(x[j], mean, invStd, scale[j], bias[j]);
+        const float gdx = kernels::lnGradF(x[j], dy[j], scale[j], mean, invStd,
+                                           meanG, meanGX);
+        REQUIRE(std::abs(gy - y[j]) <= 1e-5 * (1 + std::abs(y[j])));
+        REQUIRE(std::abs(gdx - dx[j]) <= 1e-5 * (1 + std::abs(dx[j])));
+      }
+    }
+}

@@ -1,7 +1,7 @@
 //===- Elementwise.cu - CUDA backend: element-wise operations -------------===//
 //
-// Activations, binary operations with broadcast, concatenation, padding,
-// dropout, gradient accumulation and the SGD update: grid-stride kernels
+// Activations, binary operations with broadcast, gradient accumulation,
+// the 16-bit convolutions' bias and the SGD update: grid-stride kernels
 // over the element functions of runtime/kernels/Elementwise.h, the source
 // the CPU emulation runs too (so its masks and roundings are the
 // emulation's, bit for bit; the backend compiles with --fmad=false).
@@ -22,6 +22,7 @@ using cuda::gridFor;
 using cuda::kThreads;
 using cuda::put;
 using cuda::Store;
+using cuda::typedGrid;
 using cuda::View;
 
 namespace {
@@ -263,72 +264,7 @@ struct BinaryGradBBlockKernel {
   }
 };
 
-// --- concat, pad ---
-
-/// Up to kConcatChunk inputs of a concatenation, handled by one launch:
-/// columns [begin, begin + width) of each sample's `total`.
-constexpr int kConcatChunk = 16;
-struct ConcatChunk {
-  int count = 0;
-  int64_t begin = 0, width = 0;
-  int64_t offset[kConcatChunk]; // first column of input k
-  int64_t part[kConcatChunk];   // its columns per sample
-  View ptr[kConcatChunk];       // the input (forward) or its gradient
-  bool acc[kConcatChunk];
-};
-
-/// Forward: y[s, col] = input_k[s, col - offset_k]. Backward: the same
-/// element of dy goes (put) into gradient k, unless that is null.
-struct ConcatKernel {
-  static constexpr int threads = kThreads;
-  __device__ static void run(ConcatChunk c, int64_t n, int64_t total, View y,
-                             View dy, bool backward) {
-    MEMFIT_GRID_LOOP(t, n * c.width) {
-      int64_t s = t / c.width, col = c.begin + (t - s * c.width);
-      int k = 0;
-      while (k + 1 < c.count && col >= c.offset[k + 1])
-        ++k;
-      int64_t at = s * c.part[k] + (col - c.offset[k]);
-      if (!backward)
-        y[s * total + col] = c.ptr[k][at];
-      else if (c.ptr[k])
-        put(c.ptr[k][at], dy[s * total + col], c.acc[k]);
-    }
-  }
-};
-
-struct PadForwardKernel {
-  static constexpr int threads = kThreads;
-  __device__ static void run(PadParams p, int64_t n, View x, View y) {
-    MEMFIT_GRID_LOOP(t, n * p.c * p.hout * p.wout) {
-      y[t] = kernels::padAt(p, x, t);
-    }
-  }
-};
-
-struct PadBackwardKernel {
-  static constexpr int threads = kThreads;
-  __device__ static void run(PadParams p, int64_t n, View dy, View dx,
-                             bool acc) {
-    MEMFIT_GRID_LOOP(t, n * p.c * p.hin * p.win) {
-      put(dx[t], kernels::padGradAt(p, dy, t), acc);
-    }
-  }
-};
-
-// --- dropout, accumulation, SGD ---
-
-/// y = the kept and scaled x (forward), or dx (put) the kept and scaled dy.
-struct DropoutKernel {
-  static constexpr int threads = kThreads;
-  __device__ static void run(DropoutParams p, int64_t count, cuda::DropoutKey k,
-                             int64_t firstSample, View in, View out, bool acc) {
-    const uint64_t key = k.get();
-    MEMFIT_GRID_LOOP(at, count) {
-      put(out[at], kernels::dropoutAt(p, key, firstSample, at, in[at]), acc);
-    }
-  }
-};
+// --- accumulation ---
 
 struct AccumulateKernel {
   static constexpr int threads = kThreads;
@@ -458,12 +394,6 @@ struct SgdKernel {
     }
   }
 };
-
-/// Blocks for a typed kernel: one thread per pack, or per element past the
-/// packs, whichever is more.
-unsigned typedGrid(int64_t count, int64_t packs, int width) {
-  return gridFor(std::max<int64_t>(packs, count - packs * width));
-}
 
 } // namespace
 
@@ -622,87 +552,6 @@ void Exec::binaryBackward(const BinaryParams &p, const float *a, const float *b,
                                            p.kind, sh, as, bs, dys, dbs, accB);
   }
   impl->done(*this, "binary backward kernel (second operand)");
-}
-
-namespace {
-/// Launches concatKernel over the inputs in chunks of kConcatChunk.
-void concat(const Exec::Impl &im, int64_t n, int64_t numInputs,
-            const int64_t *parts, float *const *ptrs, const bool *acc, View y,
-            View dy) {
-  int64_t total = 0;
-  for (int64_t k = 0; k < numInputs; ++k)
-    total += parts[k];
-  int64_t column = 0;
-  for (int64_t first = 0; first < numInputs; first += kConcatChunk) {
-    ConcatChunk c;
-    c.begin = column;
-    for (int64_t k = first; k < numInputs && c.count < kConcatChunk; ++k) {
-      c.offset[c.count] = column;
-      c.part[c.count] = parts[k];
-      c.ptr[c.count] = im.view(ptrs[k]);
-      c.acc[c.count] = acc ? acc[k] : false;
-      column += parts[k];
-      ++c.count;
-    }
-    c.width = column - c.begin;
-    if (c.width > 0)
-      cuda::launch<ConcatKernel>(gridFor(n * c.width), im.compute(), c, n,
-                                 total, y, dy, bool(dy));
-  }
-}
-} // namespace
-
-void Exec::concatForward(int64_t numInputs, const int64_t *parts,
-                         const float *const *inputs, float *y, int64_t rows) {
-  // The kernel only reads inputs in the forward direction.
-  concat(*impl, n * rows, numInputs, parts, const_cast<float *const *>(inputs),
-         nullptr, impl->view(y), View{});
-  impl->done(*this, "concat forward kernel");
-}
-
-void Exec::concatBackward(int64_t numInputs, const int64_t *parts,
-                          const float *dy, float *const *dInputs,
-                          const bool *acc, int64_t rows) {
-  concat(*impl, n * rows, numInputs, parts, dInputs, acc, View{},
-         impl->view(dy));
-  impl->done(*this, "concat backward kernel");
-}
-
-void Exec::padForward(const PadParams &p, const float *x, float *y) {
-  cuda::launch<PadForwardKernel>(gridFor(n * p.c * p.hout * p.wout),
-                                 impl->compute(), p, n, impl->view(x),
-                                 impl->view(y));
-  impl->done(*this, "pad forward kernel");
-}
-
-void Exec::padBackward(const PadParams &p, const float *dy, float *dx,
-                       bool acc) {
-  if (!dx)
-    return;
-  cuda::launch<PadBackwardKernel>(gridFor(n * p.c * p.hin * p.win),
-                                  impl->compute(), p, n, impl->view(dy),
-                                  impl->view(dx), acc);
-  impl->done(*this, "pad backward kernel");
-}
-
-void Exec::dropoutForward(const DropoutParams &p, uint64_t taskKey,
-                          const float *x, float *y) {
-  int64_t count = p.perSample * n;
-  cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
-                              impl->dropoutKey(*this, taskKey), firstSample,
-                              impl->view(x), impl->view(y), false);
-  impl->done(*this, "dropout forward kernel");
-}
-
-void Exec::dropoutBackward(const DropoutParams &p, uint64_t taskKey,
-                           const float *dy, float *dx, bool acc) {
-  if (!dx)
-    return;
-  int64_t count = p.perSample * n;
-  cuda::launch<DropoutKernel>(gridFor(count), impl->compute(), p, count,
-                              impl->dropoutKey(*this, taskKey), firstSample,
-                              impl->view(dy), impl->view(dx), acc);
-  impl->done(*this, "dropout backward kernel");
 }
 
 void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {

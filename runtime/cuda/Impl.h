@@ -199,6 +199,12 @@ inline unsigned gridFor(int64_t count, int threads = kThreads) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 1 << 16));
 }
 
+/// Blocks for a typed kernel (Device.cuh's packsFor): one thread per pack
+/// of `width` elements, or per element past the packs, whichever is more.
+inline unsigned typedGrid(int64_t count, int64_t packs, int width) {
+  return gridFor(std::max<int64_t>(packs, count - packs * width));
+}
+
 } // namespace cuda
 
 struct Exec::Impl {

@@ -1,17 +1,19 @@
 //===- Layout.cu - CUDA backend: transformer layers and layout changes ----===//
 //
-// Transposes, slices, masked fills, embeddings, layer normalization and
-// batched matrix products. The element arithmetic is runtime/kernels (the
-// emulation's source); the products are cuBLAS's strided batched GEMM.
-// Layer normalization takes one thread per row (its reductions run in
-// double in row order, as on the CPU). Embedding gradients add with
-// atomics, so their rounding order may differ between runs.
+// Transposes, slices, broadcasts, masked fills, embeddings and batched
+// matrix products (layer normalization is LayerNorm.cu). The element
+// arithmetic is runtime/kernels (the emulation's source); on operands of
+// one storage the gathers run as GatherTyped (Gather.cuh: 16-byte stores,
+// one index computation per pack inside an innermost run), otherwise on
+// Views. The products are cuBLAS's strided batched GEMM. Embedding
+// gradients add with atomics, so their rounding order may differ between
+// runs.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
+#include "runtime/cuda/Gather.cuh"
 #include "runtime/cuda/Impl.h"
 #include "runtime/kernels/Elementwise.h"
-#include "runtime/kernels/Norm.h"
 
 #include <climits>
 
@@ -105,6 +107,89 @@ struct WhereGradKernel {
   }
 };
 
+/// The layout kernels as GatherTyped's functions (runtime/cuda/Gather.cuh).
+/// The index gathers carry their innermost run: `inner` outputs whose
+/// sources lie `step` apart.
+struct TransposeAt {
+  TransposeParams p;
+  int64_t n, inner, step;
+  __device__ int64_t source(int64_t t) const {
+    return kernels::transposeSource(p, n, t);
+  }
+  __device__ float operator()(auto x, int64_t t) const { return x[source(t)]; }
+};
+struct TransposeGradAt {
+  TransposeParams p;
+  int64_t n, inner, step;
+  __device__ int64_t source(int64_t t) const {
+    return kernels::transposeTarget(p, n, t);
+  }
+  __device__ float operator()(auto dy, int64_t t) const {
+    return dy[source(t)];
+  }
+};
+struct SliceAt {
+  SliceParams p;
+  int64_t n, inner, step;
+  __device__ int64_t source(int64_t t) const {
+    return kernels::sliceSource(p, n, t);
+  }
+  __device__ float operator()(auto x, int64_t t) const { return x[source(t)]; }
+};
+struct ExpandAt {
+  ExpandParams p;
+  int64_t n, inner, step;
+  __device__ int64_t source(int64_t t) const {
+    return kernels::expandSource(p, n, t);
+  }
+  __device__ float operator()(auto x, int64_t t) const { return x[source(t)]; }
+};
+struct SliceGradAt {
+  SliceParams p;
+  int64_t n;
+  __device__ float operator()(auto dy, int64_t t) const {
+    return kernels::sliceGradAt(p, n, dy, t);
+  }
+};
+struct ExpandGradAt {
+  ExpandParams p;
+  int64_t n;
+  __device__ float operator()(auto dy, int64_t t) const {
+    return kernels::expandGradAt(p, n, dy, t);
+  }
+};
+/// The mask keeps its View: it is broadcast (read per row, not per
+/// element) and may be stored unlike the data.
+struct WhereAt {
+  WhereParams p;
+  View mask;
+  __device__ float operator()(auto x, int64_t t) const {
+    return kernels::whereFilled(p, mask, t) ? p.value : x[t];
+  }
+};
+struct WhereGradAt {
+  WhereParams p;
+  View mask;
+  __device__ float operator()(auto dy, int64_t t) const {
+    return kernels::whereFilled(p, mask, t) ? 0.0f : dy[t];
+  }
+};
+
+/// An axis's extent over n samples.
+int64_t extent(const int64_t *dims, int batchAxis, int64_t n, int axis) {
+  return dims[axis] * (axis == batchAxis ? n : 1);
+}
+
+/// Stride of each axis of a row-major tensor over n samples.
+void stridesOf(const int64_t *dims, int rank, int batchAxis, int64_t n,
+               int64_t *stride) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    stride[i] = s;
+    s *= extent(dims, batchAxis, n, i);
+  }
+}
+
 __device__ int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
                         const float *fixedIds, int64_t r) {
   return ids        ? ids[r]
@@ -139,49 +224,6 @@ struct EmbeddingGradKernel {
   }
 };
 
-struct LayerNormKernel {
-  static constexpr int threads = kThreads;
-  __device__ static void run(LayerNormParams p, int64_t rows, View x,
-                             const float *scale, const float *bias, View y) {
-    MEMFIT_GRID_LOOP(r, rows) {
-      kernels::lnForwardRow(p, x + r * p.d, scale, bias, y + r * p.d);
-    }
-  }
-};
-
-struct LayerNormGradKernel {
-  static constexpr int threads = kThreads;
-  __device__ static void run(LayerNormParams p, int64_t rows, View x,
-                             const float *scale, View dy, View dx, bool acc) {
-    MEMFIT_GRID_LOOP(r, rows) {
-      kernels::lnBackwardRow(p, x + r * p.d, scale, dy + r * p.d, dx + r * p.d,
-                             acc);
-    }
-  }
-};
-
-/// One thread per feature, over the rows in order.
-struct LayerNormWeightGradKernel {
-  static constexpr int threads = kThreads;
-  __device__ static void run(LayerNormParams p, int64_t rows, View x, View dy,
-                             float *dscale, float *dbias, bool acc) {
-    MEMFIT_GRID_LOOP(j, p.d) {
-      double ds = 0, dbs = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        double mean, invStd;
-        kernels::lnRowStats(p, x + r * p.d, mean, invStd);
-        double g = dy[r * p.d + j];
-        ds += g * ((double(x[r * p.d + j]) - mean) * invStd);
-        dbs += g;
-      }
-      if (dscale)
-        put(dscale[j], float(ds), acc);
-      if (dbias)
-        put(dbias[j], float(dbs), acc);
-    }
-  }
-};
-
 int dim(const Exec &x, int64_t v) {
   if (v <= 0 || v > INT_MAX)
     x.fatal("matrix dimension " + std::to_string(v) + " does not fit cuBLAS");
@@ -193,8 +235,16 @@ int dim(const Exec &x, int64_t v) {
 void Exec::transposeForward(const TransposeParams &p, const float *x,
                             float *y) {
   int64_t count = n * perSample(p.dims, p.rank);
-  cuda::launch<TransposeKernel>(gridFor(count), impl->compute(), p, n, count,
-                                impl->view(x), impl->view(y));
+  // y's innermost axis is x's axis perm[rank - 1].
+  const int last = p.perm[p.rank - 1];
+  int64_t xStride[kMaxRank];
+  stridesOf(p.dims, p.rank, p.batchAxis, n, xStride);
+  const TransposeAt f{p, n, extent(p.dims, p.batchAxis, n, last),
+                      xStride[last]};
+  const View vx = impl->view(x), vy = impl->view(y);
+  if (!cuda::gatherTyped(impl->compute(), f, count, vx, vy, false))
+    cuda::launch<TransposeKernel>(gridFor(count), impl->compute(), p, n, count,
+                                  vx, vy);
   impl->done(*this, "transpose kernel");
 }
 
@@ -203,15 +253,34 @@ void Exec::transposeBackward(const TransposeParams &p, const float *dy,
   if (!dx)
     return;
   int64_t count = n * perSample(p.dims, p.rank);
-  cuda::launch<TransposeGradKernel>(gridFor(count), impl->compute(), p, n,
-                                    count, impl->view(dy), impl->view(dx), acc);
+  // x's innermost axis is y's axis i with perm[i] == rank - 1.
+  int64_t yDims[kMaxRank], yStride[kMaxRank];
+  int yBatch = -1, at = 0;
+  for (int i = 0; i < p.rank; ++i) {
+    yDims[i] = p.dims[p.perm[i]];
+    if (p.perm[i] == p.batchAxis)
+      yBatch = i;
+    if (p.perm[i] == p.rank - 1)
+      at = i;
+  }
+  stridesOf(yDims, p.rank, yBatch, n, yStride);
+  const TransposeGradAt f{p, n, extent(p.dims, p.batchAxis, n, p.rank - 1),
+                          yStride[at]};
+  const View vdy = impl->view(dy), vdx = impl->view(dx);
+  if (!cuda::gatherTyped(impl->compute(), f, count, vdy, vdx, acc))
+    cuda::launch<TransposeGradKernel>(gridFor(count), impl->compute(), p, n,
+                                      count, vdy, vdx, acc);
   impl->done(*this, "transpose backward kernel");
 }
 
 void Exec::sliceForward(const SliceParams &p, const float *x, float *y) {
   int64_t count = n * perSample(p.ydims, p.rank);
-  cuda::launch<SliceKernel>(gridFor(count), impl->compute(), p, n, count,
-                            impl->view(x), impl->view(y));
+  const int last = p.rank - 1;
+  const SliceAt f{p, n, extent(p.ydims, p.batchAxis, n, last), p.steps[last]};
+  const View vx = impl->view(x), vy = impl->view(y);
+  if (!cuda::gatherTyped(impl->compute(), f, count, vx, vy, false))
+    cuda::launch<SliceKernel>(gridFor(count), impl->compute(), p, n, count, vx,
+                              vy);
   impl->done(*this, "slice kernel");
 }
 
@@ -220,15 +289,24 @@ void Exec::sliceBackward(const SliceParams &p, const float *dy, float *dx,
   if (!dx)
     return;
   int64_t count = n * perSample(p.xdims, p.rank);
-  cuda::launch<SliceGradKernel>(gridFor(count), impl->compute(), p, n, count,
-                                impl->view(dy), impl->view(dx), acc);
+  const View vdy = impl->view(dy), vdx = impl->view(dx);
+  if (!cuda::gatherTyped(impl->compute(), SliceGradAt{p, n}, count, vdy, vdx,
+                         acc))
+    cuda::launch<SliceGradKernel>(gridFor(count), impl->compute(), p, n, count,
+                                  vdy, vdx, acc);
   impl->done(*this, "slice backward kernel");
 }
 
 void Exec::expandForward(const ExpandParams &p, const float *x, float *y) {
   int64_t count = n * perSample(p.ydims, p.rank);
-  cuda::launch<ExpandKernel>(gridFor(count), impl->compute(), p, n, count,
-                             impl->view(x), impl->view(y));
+  // Along a broadcast innermost axis every output of a run reads one x.
+  const int last = p.rank - 1;
+  const ExpandAt f{p, n, extent(p.ydims, p.batchAxis, n, last),
+                   p.xdims[last] == p.ydims[last] ? 1 : 0};
+  const View vx = impl->view(x), vy = impl->view(y);
+  if (!cuda::gatherTyped(impl->compute(), f, count, vx, vy, false))
+    cuda::launch<ExpandKernel>(gridFor(count), impl->compute(), p, n, count, vx,
+                               vy);
   impl->done(*this, "expand kernel");
 }
 
@@ -237,16 +315,21 @@ void Exec::expandBackward(const ExpandParams &p, const float *dy, float *dx,
   if (!dx)
     return;
   int64_t count = n * perSample(p.xdims, p.rank);
-  cuda::launch<ExpandGradKernel>(gridFor(count), impl->compute(), p, n, count,
-                                 impl->view(dy), impl->view(dx), acc);
+  const View vdy = impl->view(dy), vdx = impl->view(dx);
+  if (!cuda::gatherTyped(impl->compute(), ExpandGradAt{p, n}, count, vdy, vdx,
+                         acc))
+    cuda::launch<ExpandGradKernel>(gridFor(count), impl->compute(), p, n, count,
+                                   vdy, vdx, acc);
   impl->done(*this, "expand backward kernel");
 }
 
 void Exec::whereForward(const WhereParams &p, const float *mask, const float *x,
                         float *y) {
   int64_t count = n * p.perSample;
-  cuda::launch<WhereKernel>(gridFor(count), impl->compute(), p, count,
-                            impl->view(mask), impl->view(x), impl->view(y));
+  const View vm = impl->view(mask), vx = impl->view(x), vy = impl->view(y);
+  if (!cuda::gatherTyped(impl->compute(), WhereAt{p, vm}, count, vx, vy, false))
+    cuda::launch<WhereKernel>(gridFor(count), impl->compute(), p, count, vm, vx,
+                              vy);
   impl->done(*this, "masked fill kernel");
 }
 
@@ -255,9 +338,11 @@ void Exec::whereBackward(const WhereParams &p, const float *mask,
   if (!dx)
     return;
   int64_t count = n * p.perSample;
-  cuda::launch<WhereGradKernel>(gridFor(count), impl->compute(), p, count,
-                                impl->view(mask), impl->view(dy),
-                                impl->view(dx), acc);
+  const View vm = impl->view(mask), vdy = impl->view(dy), vdx = impl->view(dx);
+  if (!cuda::gatherTyped(impl->compute(), WhereGradAt{p, vm}, count, vdy, vdx,
+                         acc))
+    cuda::launch<WhereGradKernel>(gridFor(count), impl->compute(), p, count, vm,
+                                  vdy, vdx, acc);
   impl->done(*this, "masked fill backward kernel");
 }
 
@@ -282,35 +367,6 @@ void Exec::embeddingBackward(const EmbeddingParams &p, const int32_t *ids,
   cuda::launch<EmbeddingGradKernel>(gridFor(count), impl->compute(), p, count,
                                     ids, fixedIds, impl->view(dy), dtable);
   impl->done(*this, "embedding backward kernel");
-}
-
-void Exec::layerNormForward(const LayerNormParams &p, const float *x,
-                            const float *scale, const float *bias, float *y) {
-  int64_t rows = n * p.rows;
-  cuda::launch<LayerNormKernel>(gridFor(rows), impl->compute(), p, rows,
-                                impl->view(x), scale, bias, impl->view(y));
-  impl->done(*this, "layer norm kernel");
-}
-
-void Exec::layerNormBackwardData(const LayerNormParams &p, const float *x,
-                                 const float *scale, const float *dy, float *dx,
-                                 bool acc) {
-  if (!dx)
-    return;
-  int64_t rows = n * p.rows;
-  cuda::launch<LayerNormGradKernel>(gridFor(rows), impl->compute(), p, rows,
-                                    impl->view(x), scale, impl->view(dy),
-                                    impl->view(dx), acc);
-  impl->done(*this, "layer norm backward kernel");
-}
-
-void Exec::layerNormBackwardWeight(const LayerNormParams &p, const float *x,
-                                   const float *dy, float *dscale, float *dbias,
-                                   bool acc) {
-  cuda::launch<LayerNormWeightGradKernel>(gridFor(p.d), impl->compute(), p,
-                                          n * p.rows, impl->view(x),
-                                          impl->view(dy), dscale, dbias, acc);
-  impl->done(*this, "layer norm weight gradient kernel");
 }
 
 // Column-major cuBLAS sees each row-major [r, c] matrix as its transpose:

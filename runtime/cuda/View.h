@@ -81,6 +81,19 @@ template <Store S> struct Typed {
   }
 };
 
+/// A read-only operand of storage S that indexes as a float pointer does:
+/// the runtime/kernels functions taking `auto` operands (padAt,
+/// sliceGradAt, ...) run on it with no per-element switch.
+template <Store S> struct TypedIn {
+  const char *p;
+  MEMFIT_VIEW_D float operator[](int64_t i) const {
+    return Typed<S>::load(p, i);
+  }
+  MEMFIT_VIEW_D TypedIn operator+(int64_t i) const {
+    return {p + i * Typed<S>::bytes};
+  }
+};
+
 /// 16 bytes of storage S, moved by one vector load or store: `width`
 /// elements (4 fp32, 8 16-bit), element k at the k-th lowest address. Its
 /// elements convert as Typed's do, so a packed kernel computes what the

@@ -517,14 +517,27 @@ MEMFIT_HD float uniformOf(uint64_t sampleKey, uint64_t element) {
   return float(uint32_t(h >> 40)) * 0x1.0p-24f;
 }
 
+/// The key of sample s (counted from `firstSample`) of a task's masks.
+MEMFIT_HD uint64_t dropoutSampleKey(uint64_t key, int64_t firstSample,
+                                    int64_t s) {
+  return step64(key + uint64_t(firstSample + s));
+}
+
+/// Element i of a sample whose key is sampleKey, scaled and kept, or
+/// dropped. Split from dropoutAt so that a kernel over a run of one
+/// sample's elements derives the sample's key once.
+MEMFIT_HD float dropoutKept(const DropoutParams &p, uint64_t sampleKey,
+                            int64_t i, float in) {
+  const float scale = 1.0f / (1.0f - p.ratio);
+  return uniformOf(sampleKey, uint64_t(i)) >= p.ratio ? in * scale : 0.0f;
+}
+
 /// Element `at` (of samples starting at `firstSample`) scaled and kept, or
 /// dropped: the same for the forward, its recompute and the backward.
 MEMFIT_HD float dropoutAt(const DropoutParams &p, uint64_t key,
                           int64_t firstSample, int64_t at, float in) {
   int64_t s = at / p.perSample, i = at - s * p.perSample;
-  uint64_t sampleKey = step64(key + uint64_t(firstSample + s));
-  const float scale = 1.0f / (1.0f - p.ratio);
-  return uniformOf(sampleKey, uint64_t(i)) >= p.ratio ? in * scale : 0.0f;
+  return dropoutKept(p, dropoutSampleKey(key, firstSample, s), i, in);
 }
 
 // --- dense layers' bias ---

@@ -257,6 +257,52 @@ MEMFIT_HD void lnBackwardRow(const LayerNormParams &p, auto xr, auto scale,
   }
 }
 
+// --- LayerNorm on the GPU: float, compensated ---
+//
+// The CUDA backend reduces each row in float over a warp (the CPU in
+// double, in order): a row's sums are BnPartials, shifted by the row's
+// first value, combined in a tree fixed by the launch shape. Results agree
+// with the CPU's to float rounding (about 1e-6 relative), not bit for bit.
+
+/// A row's mean and 1/sqrt(biased var + eps) from its combined partial.
+MEMFIT_HD void lnMomentsF(const BnPartial &all, float shift, int64_t d,
+                          float epsilon, float &mean, float &invStd) {
+  float m2;
+  bnMoments(all, shift, float(d), mean, m2);
+  invStd = 1.0f / sqrtf(m2 / float(d) + epsilon);
+}
+
+MEMFIT_HD float lnNormalizeF(float x, float mean, float invStd, float scale,
+                             float bias) {
+  return (x - mean) * invStd * scale + bias;
+}
+
+/// The backward's row sums: of g = dy * scale (d) and of g * (x - shift)
+/// (dd), in BnPartial's layout.
+MEMFIT_HD void lnAddGrad(BnPartial &s, float x, float dy, float scale,
+                         float shift) {
+  const float g = dy * scale;
+  s.d.add(g);
+  s.dd.add(g * (x - shift));
+}
+
+/// mean(g) and mean(g * xhat) of a row from its combined grad partial:
+/// sum g * xhat = invStd * (sum g * (x - shift) - (mean - shift) * sum g).
+MEMFIT_HD void lnGradMeans(const BnPartial &g, float shift, int64_t d,
+                           float mean, float invStd, float &meanG,
+                           float &meanGX) {
+  const float sumG = g.d.value();
+  meanG = sumG / float(d);
+  meanGX = invStd * (g.dd.value() - (mean - shift) * sumG) / float(d);
+}
+
+/// dx = invStd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
+MEMFIT_HD float lnGradF(float x, float dy, float scale, float mean,
+                        float invStd, float meanG, float meanGX) {
+  const float xhat = (x - mean) * invStd;
+  return invStd * ((dy * scale - meanG) - xhat * meanGX);
+}
+
 } // namespace memfit::rt::kernels
 
 #endif

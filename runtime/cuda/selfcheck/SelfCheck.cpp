@@ -755,6 +755,8 @@ int main() {
   checkUpdateAndCopies(b);
   checkNarrow(Precision::BF16);
   checkNarrow(Precision::FP16);
+  for (Precision p : {Precision::FP32, Precision::BF16, Precision::FP16})
+    checkVectorPaths(p);
   std::printf("selfcheck: %d checks, %d mismatches; measured device memory "
               "%.2f MiB (planned %.2f MiB)\n",
               checks, failures, b.x.measuredDeviceBytes() / 1048576.0,

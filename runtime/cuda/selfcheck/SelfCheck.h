@@ -1,8 +1,9 @@
 //===- SelfCheck.h - Shared pieces of the CUDA self-check -------*- C++ -*-===//
 //
 // Random data, uploads and the comparison every check of
-// memfit_cuda_selfcheck uses (SelfCheck.cpp), and the 16-bit programs'
-// checks (SelfCheckNarrow.cpp).
+// memfit_cuda_selfcheck uses (SelfCheck.cpp), the 16-bit programs'
+// checks (SelfCheckNarrow.cpp) and those of the typed vector paths
+// (SelfCheckVector.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_CUDA_SELFCHECK_SELFCHECK_H
@@ -37,6 +38,10 @@ void expect(const std::string &what, const Vec &got, const Vec &want,
 /// A bf16 or fp16 program's operations against the reference kernels run
 /// as the CPU emulation runs them.
 void checkNarrow(Precision p);
+
+/// The typed vector paths of dropout, concatenation, padding, the layout
+/// gathers and LayerNorm in storage p's format (SelfCheckVector.cpp).
+void checkVectorPaths(Precision p);
 
 } // namespace memfit::rt::selfcheck
 
