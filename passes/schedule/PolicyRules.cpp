@@ -3,6 +3,8 @@
 
 #include <cassert>
 #include <iterator>
+#include <string>
+#include <vector>
 
 namespace memfit {
 namespace {
@@ -18,6 +20,7 @@ constexpr PolicyDef kPolicies[] = {
      .candidates = FirstCandidates::WholeBatch},
     {.policy = Policy::VdnnAll,
      .name = "vdnn-all",
+     .comparedByDefault = true,
      .rules = {.algo = PolicyRules::AlgoChoice::FastestThatFits,
                .layerOffload = PolicyRules::LayerOffload::AllLayers,
                .evicts = false,
@@ -25,6 +28,7 @@ constexpr PolicyDef kPolicies[] = {
      .candidates = FirstCandidates::WholeBatch},
     {.policy = Policy::VdnnConv,
      .name = "vdnn-conv",
+     .comparedByDefault = true,
      .rules = {.algo = PolicyRules::AlgoChoice::FastestThatFits,
                .layerOffload = PolicyRules::LayerOffload::ConvLayers,
                .evicts = false,
@@ -32,26 +36,30 @@ constexpr PolicyDef kPolicies[] = {
      .candidates = FirstCandidates::WholeBatch},
     {.policy = Policy::Modnn,
      .name = "modnn",
+     .comparedByDefault = true,
      .rules = {.keepsNextTaskBlocks = true},
      .candidates = FirstCandidates::Eq3},
+    {.policy = Policy::ChenSqrt,
+     .name = "chen-sqrt",
+     .comparedByDefault = true,
+     .rules = {.evictsRecomputableOrCopiedOnly = true,
+               .drop = PolicyRules::Drop::Always},
+     .candidates = FirstCandidates::ChenSegments},
+    {.policy = Policy::SuperNeurons,
+     .name = "superneurons",
+     .comparedByDefault = true,
+     .rules = {.evictsRecomputableOrCopiedOnly = true,
+               .drop = PolicyRules::Drop::NonConv},
+     .candidates = FirstCandidates::SuperNeurons},
     {.policy = Policy::Memfit,
      .name = "memfit",
+     .comparedByDefault = true,
      .rules = {.pricesLatePrefetch = true,
                .drop = PolicyRules::Drop::WhenCheaper,
                .offloadsEarly = true},
      .candidates = FirstCandidates::Joint,
      .phases = {.chenAndChain = true, .polish = true, .chunks = true},
      .looksPastIdle = true},
-    {.policy = Policy::ChenSqrt,
-     .name = "chen-sqrt",
-     .rules = {.evictsRecomputableOrCopiedOnly = true,
-               .drop = PolicyRules::Drop::Always},
-     .candidates = FirstCandidates::ChenSegments},
-    {.policy = Policy::SuperNeurons,
-     .name = "superneurons",
-     .rules = {.evictsRecomputableOrCopiedOnly = true,
-               .drop = PolicyRules::Drop::NonConv},
-     .candidates = FirstCandidates::SuperNeurons},
     // The solver's offloads replace memfit's early ones; evictions stay
     // memfit's, for what the program leaves out (fragmentation,
     // workspaces). It solves at the order and sub-batch (or chunks) of
@@ -80,6 +88,28 @@ static_assert(inEnumOrder() && std::size(kPolicies) ==
 } // namespace
 
 llvm::ArrayRef<PolicyDef> policies() { return kPolicies; }
+
+std::string policyNamesText(bool withIdeal) {
+  std::vector<std::string_view> names;
+  for (const PolicyDef &def : kPolicies)
+    if (withIdeal || def.policy != Policy::Ideal)
+      names.push_back(def.name);
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0)
+      text += i + 1 == names.size() ? " or " : ", ";
+    text += names[i];
+  }
+  return text;
+}
+
+std::vector<std::string> policiesComparedByDefault() {
+  std::vector<std::string> names;
+  for (const PolicyDef &def : kPolicies)
+    if (def.comparedByDefault)
+      names.emplace_back(def.name);
+  return names;
+}
 
 const PolicyDef &policyDef(Policy p) {
   const PolicyDef &def = kPolicies[static_cast<size_t>(p)];

@@ -23,7 +23,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace memfit {
 namespace sched {
@@ -108,6 +110,9 @@ struct PolicyPhases {
 struct PolicyDef {
   Policy policy;
   std::string_view name; // --policy, and the plan's policy
+  /// In `memfit compare`'s default columns (the optimal policy is not: it
+  /// runs the integral program, minutes on large models).
+  bool comparedByDefault = false;
   sched::PolicyRules rules;
   FirstCandidates candidates;
   PolicyPhases phases = {};
@@ -125,6 +130,12 @@ struct PolicyDef {
 llvm::ArrayRef<PolicyDef> policies();
 /// The entry of policy `p`.
 const PolicyDef &policyDef(Policy p);
+/// The names in table order as a sentence ("ideal, vdnn-all, ... or
+/// optimal"), for help and error texts; without the ideal plan where it is
+/// not a choice (compare's yardstick).
+std::string policyNamesText(bool withIdeal);
+/// `memfit compare`'s default policies, in table order.
+std::vector<std::string> policiesComparedByDefault();
 
 namespace sched {
 /// The rules of policy `p` (its entry's).

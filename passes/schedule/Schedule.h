@@ -32,9 +32,9 @@ enum class Policy : uint8_t {
   VdnnAll,      // vDNN: offload every layer's input, per-layer synchronisation
   VdnnConv,     // vDNN: offload convolution inputs only
   Modnn,        // moDNN as published
-  Memfit,       // the default: joint offload, recompute, sub-batch, algorithms
   ChenSqrt,     // Chen et al.: drop segment interiors, recompute; no offload
   SuperNeurons, // recompute non-convolution outputs, offload conv outputs
+  Memfit,       // the default: joint offload, recompute, sub-batch, algorithms
   Optimal,      // an integral program's keep/recompute/offload (Optimal.h)
 };
 std::string_view policyName(Policy p);

@@ -10,10 +10,12 @@
 #include "codegen/CompareReport.h"
 #include "codegen/ReportHtml.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/PolicyRules.h"
 #include "passes/search/Pipeline.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/Planning.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -29,12 +31,13 @@ cl::list<std::string>
                      "100%,75%,50%,25%,10%)"),
             cl::CommaSeparated, cl::value_desc("b1,b2,..."),
             cl::sub(compareCommand()));
-cl::list<std::string>
-    Policies("policies",
-             cl::desc("Policies to compare (default: vdnn-all,vdnn-conv,"
-                      "modnn,chen-sqrt,superneurons,memfit)"),
-             cl::CommaSeparated, cl::value_desc("p1,p2,..."),
-             cl::sub(compareCommand()));
+// cl::desc keeps a reference: the text lives as long as the option.
+const std::string PoliciesHelp =
+    "Policies to compare (default: " + join(policiesComparedByDefault(), ",") +
+    ")";
+cl::list<std::string> Policies("policies", cl::desc(PoliciesHelp),
+                               cl::CommaSeparated, cl::value_desc("p1,p2,..."),
+                               cl::sub(compareCommand()));
 cl::opt<bool> Json("json", cl::desc("Print one JSON object"),
                    cl::sub(compareCommand()));
 cl::opt<bool> Csv("csv", cl::desc("Print one CSV row per budget and policy"),
@@ -74,18 +77,15 @@ int run() {
   CompareReport c;
   std::vector<std::string> policyNames(Policies.begin(), Policies.end());
   if (policyNames.empty())
-    policyNames = {"vdnn-all",  "vdnn-conv",    "modnn",
-                   "chen-sqrt", "superneurons", "memfit"};
+    policyNames = policiesComparedByDefault();
   std::vector<Policy> policies;
   for (const std::string &name : policyNames) {
     Policy p;
     if (!parsePolicy(name, p) || p == Policy::Ideal)
       return reportError(makeErrorF(
-          "unknown policy '{0}' in --policies: expected vdnn-all, vdnn-conv, "
-          "modnn, chen-sqrt, superneurons, memfit or optimal (the ideal plan "
-          "is the "
-          "yardstick of every row)",
-          name));
+          "unknown policy '{0}' in --policies: expected {1} (the ideal plan "
+          "is the yardstick of every row)",
+          name, policyNamesText(/*withIdeal=*/false)));
     if (std::find(policies.begin(), policies.end(), p) != policies.end())
       return reportError(
           makeErrorF("policy '{0}' is listed twice in --policies", name));

@@ -11,6 +11,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/MemoryLimit.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/PolicyRules.h"
 #include "passes/search/GraphVariants.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -99,10 +100,9 @@ Shared<std::string> ProfilePath("profile",
                                 cl::desc("Measured profile (memfit profile) "
                                          "to use before the analytic model"),
                                 cl::init(""));
-Shared<std::string> PolicyName("policy",
-                               cl::desc("ideal, vdnn-all, vdnn-conv, modnn, "
-                                        "chen-sqrt, superneurons, memfit or "
-                                        "optimal"),
+// cl::desc keeps a reference: the text lives as long as the option.
+const std::string PolicyHelp = policyNamesText(/*withIdeal=*/true);
+Shared<std::string> PolicyName("policy", cl::desc(PolicyHelp),
                                cl::init("memfit"));
 Shared<PositiveCount>
     SubBatch("sub-batch",
@@ -529,10 +529,8 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
     return host.takeError();
   r.hostBudget = *host;
   if (!parsePolicy(std::string(PolicyName), r.policy))
-    return makeErrorF("unknown --policy '{0}': expected ideal, vdnn-all, "
-                      "vdnn-conv, modnn, chen-sqrt, superneurons, memfit or "
-                      "optimal",
-                      std::string(PolicyName));
+    return makeErrorF("unknown --policy '{0}': expected {1}",
+                      std::string(PolicyName), PolicyHelp);
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;
   r.forcedChunks = static_cast<int32_t>(Chunks);
