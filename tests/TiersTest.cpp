@@ -125,12 +125,19 @@ TEST_CASE("a budget below the weight side plans with weights homed on the "
   CHECK(plan.hostHomeBytes == tg.homedBytes(Tier::Host));
   CHECK(plan.deviceBytes() <= plan.budget);
   CHECK(plan.residentBytes + plan.hostHomeBytes == weightSide);
-  // One update on the host per weight homed there, the rest on the GPU.
-  int64_t homedWeights = 0;
+  // One update on the host per trained weight homed there (the model's
+  // constants are weights without gradient or update), none on the GPU.
+  int64_t homedWeights = 0, homedTrained = 0;
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
-    homedWeights +=
-        tg.homeOf(b) == Tier::Host && tg.blocks[b].kind == BlockKind::Weight;
-  CHECK(count(plan, InstrKind::Run, true) == homedWeights);
+    if (tg.homeOf(b) == Tier::Host) {
+      homedWeights += tg.blocks[b].kind == BlockKind::Weight;
+      homedTrained += tg.blocks[b].kind == BlockKind::WeightGrad;
+    }
+  CHECK(homedTrained > 0);
+  CHECK(homedWeights >= homedTrained);
+  CHECK(count(plan, InstrKind::Run, true) == homedTrained);
+  for (const Instr &in : plan.update)
+    CHECK(in.onHost == tg.runsOnHost(tg.tasks[in.task]));
   // Each round copies every homed weight in and every homed gradient out.
   int64_t copiedOut = 0;
   for (const Instr &in : plan.round)
@@ -138,7 +145,7 @@ TEST_CASE("a budget below the weight side plans with weights homed on the "
         tg.blocks[plan.residencies[in.residency].block].kind ==
             BlockKind::WeightGrad)
       ++copiedOut;
-  CHECK(copiedOut >= homedWeights);
+  CHECK(copiedOut >= homedTrained);
   CHECK(out->sim.bytesToDevice >= plan.hostHomeBytes / 4);
   // The overhead is over the model's own ideal, every weight on the GPU.
   auto ideal = p.planBytes(weightSide * 10, 0);

@@ -13,10 +13,12 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 for name in k40m titanx-maxwell v100 v100-32g-pcie a100-40g a100-80g h100-pcie h100-sxm h200 rtx-4090; do
   grep -q "^  $name " list.txt || fail "the list lacks $name"
 done
-# The hosts, per GPU: a DGX H100's share, its Adam rate derived (76.8 GB/s
-# over 28 B); no host row for a GPU without a documented machine.
+# The hosts, per GPU: a DGX H100's share, its Adam rate derived (14 cores
+# at 80 M parameters/s each, below 76.8 GB/s over 28 B), its SGD rate the
+# bandwidth's (76.8 GB/s over 20 B, below 14 x 310 M); no host row for a
+# GPU without a documented machine.
 grep -q "^hosts, per GPU" list.txt || fail "the list lacks the hosts"
-grep -Eq "^  h100-sxm +14 +76\.8 +256 +2743 +3840 +- +3576$" list.txt ||
+grep -Eq "^  h100-sxm +14 +76\.8 +256 +1120 +3840 +- +3576$" list.txt ||
   fail "h100-sxm's host is not listed as cited"
 [ "$(grep -c "^  h100-pcie " list.txt)" = 1 ] || fail "h100-pcie got a host row"
 

@@ -32,11 +32,11 @@ cl::opt<bool> Json("json",
 
 /// The hosts the built-in GPUs come with, per GPU (docs/cost-model.md
 /// states each division); "-" where no source states a figure. Optimizer
-/// rates are the host memory bandwidth over the bytes an update moves
-/// unless measured ("m").
+/// rates are the host memory bandwidth over the bytes an update moves,
+/// capped by the cores' arithmetic, unless measured ("m").
 void printHosts() {
   outs() << "\nhosts, per GPU (optimizer rates derived from the host memory "
-            "bandwidth unless marked m, measured):\n";
+            "bandwidth and cores unless marked m, measured):\n";
   outs() << "  name            cores  mem GB/s  mem GiB  Adam Mparam/s  "
             "SGD Mparam/s  NVMe rd/wr GB/s  NVMe GiB\n";
   auto num = [](double v, const char *fmt) {
