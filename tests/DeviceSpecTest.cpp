@@ -446,6 +446,14 @@ TEST_CASE("device JSON: bad host figures name the file and the field",
         "gpu.json: field 'host_memory_gib' must be a number, not a string");
   CHECK(errorOf(parseDeviceJson(withField(R"("nvme_gib": -1)"), "gpu.json")) ==
         "gpu.json: field 'nvme_gib' must be positive, got -1");
+  // Sizes past 2^62 bytes do not fit the integer that holds them.
+  CHECK_THAT(
+      errorOf(parseDeviceJson(withField(R"("nvme_gib": 1e300)"), "gpu.json")),
+      Catch::StartsWith("gpu.json: field 'nvme_gib' is too large"));
+  CHECK_THAT(
+      errorOf(parseDeviceJson(withField(R"("host_cores": 9000000000000000000)"),
+                              "gpu.json")),
+      Catch::StartsWith("gpu.json: field 'host_cores' is too large"));
   CHECK(errorOf(parseDeviceJson(withField(R"("host_memory_gbps": 0)"),
                                 "gpu.json")) ==
         "gpu.json: field 'host_memory_gbps' must be positive, got 0");

@@ -359,6 +359,10 @@ llvm::Error readHostSizes(DeviceSpec &spec, const json &obj,
       return fieldErr("must be finite");
     if (!(x > 0))
       return fieldErr("must be positive, got " + numberText(x));
+    // Past 2^62 bytes (or cores) a figure means nothing and would not fit
+    // the integer it is kept in.
+    if (!(x * f.scale < 0x1p62))
+      return fieldErr("is too large, got " + numberText(x));
     spec.*f.member = static_cast<int64_t>(std::llround(x * f.scale));
   }
   return llvm::Error::success();
