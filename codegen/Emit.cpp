@@ -423,6 +423,14 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
     }
     case InstrKind::Record:
       cur += llvm::formatv("  x.record({0}, {1});\n", s, in.event).str();
+      // The host updates this event starts, in the last round.
+      for (const Instr &up : plan.update)
+        if (up.onHost && up.event == in.event)
+          cur += llvm::formatv(
+                     "  x.hostReady({0}, {1}); // {2}\n", s,
+                     weightId[tg.blocks[tg.tasks[up.task].reads[0]].value],
+                     commentText(tg.tasks[up.task].name))
+                     .str();
       break;
     case InstrKind::Wait:
       cur += llvm::formatv("  x.wait({0}, {1});\n", s, in.event).str();
@@ -508,6 +516,8 @@ llvm::Expected<std::vector<GeneratedFile>> Emitter::run() {
       i += run - 1;
       continue;
     }
+    if (plan.update[i].onHost && plan.update[i].event >= 0)
+      continue; // started by x.hostReady in the last round
     auto line = emitRun(plan.update[i], i);
     if (!line)
       return line.takeError();

@@ -279,9 +279,11 @@ std::string planToJson(const PlanReport &r) {
   json schedule = json::array();
   for (const ReportInstr &x : r.schedule) {
     json o = {{"section", x.section}, {"op", x.op}, {"stream", x.stream}};
-    if (x.op == "run")
+    if (x.op == "run") {
       o["task"] = x.task;
-    else if (x.op == "record" || x.op == "wait")
+      if (x.afterEvent >= 0)
+        o["after_event"] = x.afterEvent;
+    } else if (x.op == "record" || x.op == "wait")
       o["event"] = x.event;
     else
       o.update({{"block", x.block},
@@ -512,6 +514,8 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       x.stream = rd.str(o, w, "stream");
       if (x.op == "run") {
         x.task = rd.str(o, w, "task");
+        if (o.contains("after_event"))
+          x.afterEvent = static_cast<int32_t>(rd.integer(o, w, "after_event"));
       } else if (x.op == "record" || x.op == "wait") {
         x.event = static_cast<int32_t>(rd.integer(o, w, "event"));
       } else if (x.op == "copy_out" || x.op == "copy_in") {

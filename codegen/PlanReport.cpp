@@ -100,6 +100,11 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
     s.hostHomedWeights +=
         tg.homes[b] == Tier::Host && tg.blocks[b].kind == BlockKind::Weight;
+  for (const Instr &in : plan.update)
+    if (in.onHost) {
+      ++s.hostUpdates;
+      s.hostUpdatesOverlapped += in.event >= 0;
+    }
   s.arenaBytes = plan.arenaBytes;
   s.lowerBoundBytes = ctx.lowerBoundBytes;
   s.lowerBoundTask = ctx.lowerBoundTask;
@@ -143,6 +148,10 @@ void fillSchedule(PlanReport &r, const TaskGraph &tg, const Plan &plan) {
       case InstrKind::Run:
         x.op = "run";
         x.task = tg.tasks[in.task].name;
+        if (in.onHost) {
+          x.stream = "host";
+          x.afterEvent = in.event;
+        }
         break;
       case InstrKind::CopyOut:
       case InstrKind::CopyIn: {

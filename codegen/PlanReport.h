@@ -70,6 +70,9 @@ struct ReportInstr {
   std::string blockKind;
   int64_t offset = 0, bytes = 0; // copies: the residency
   int32_t event = -1;            // record, wait
+  /// A run on the host that starts after this event of the last round
+  /// (-1: after the rounds).
+  int32_t afterEvent = -1;
 };
 
 /// One stay of a block in the arena: where, and when its bytes are held in
@@ -122,6 +125,9 @@ struct ReportSummary {
   /// Weights homed in pinned host memory (Tiers.h), and the bytes of their
   /// blocks there (gradients and optimizer state included); 0 without.
   int64_t hostHomeBytes = 0, hostHomedWeights = 0;
+  /// Host updates that start inside the last round, beside the rest of its
+  /// backward pass (HostOverlap.h), and all host updates.
+  int64_t hostUpdatesOverlapped = 0, hostUpdates = 0;
   int64_t lowerBoundBytes = 0;
   std::string lowerBoundTask;
   int64_t idealPeakBytes = 0, maxLiveBytes = 0;

@@ -166,8 +166,16 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
     os << llvm::formatv("host     {0} weights homed in pinned host memory, "
                         "{1} with their gradients and optimizer state: "
                         "copied in for the tasks that read them, updated by "
-                        "the host's cores\n",
-                        s.hostHomedWeights, formatBytes(s.hostHomeBytes));
+                        "the host's cores{2}\n",
+                        s.hostHomedWeights, formatBytes(s.hostHomeBytes),
+                        s.hostUpdatesOverlapped > 0
+                            ? llvm::formatv(" ({0} of {1} updates start inside "
+                                            "the last round, beside its "
+                                            "backward pass)",
+                                            s.hostUpdatesOverlapped,
+                                            s.hostUpdates)
+                                  .str()
+                            : std::string());
   os << llvm::formatv(
       "time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
       ms(s.idealSeconds), ms(s.plannedSeconds), s.overhead, ms(s.stallSeconds));
@@ -231,6 +239,8 @@ std::string planSummaryJson(const PlanReport &r) {
   if (s.hostHomedWeights > 0) { // absent without tiers: plans stay as before
     j["host_home_bytes"] = s.hostHomeBytes;
     j["host_homed_weights"] = s.hostHomedWeights;
+    j["host_updates"] = s.hostUpdates;
+    j["host_updates_overlapped"] = s.hostUpdatesOverlapped;
   }
   j["arena_bytes"] = s.arenaBytes;
   j["lower_bound_bytes"] = s.lowerBoundBytes;

@@ -393,6 +393,11 @@ public:
   /// It runs beside the device's updates (CUDA: after the update's issue,
   /// outside any graph) and is done when joinHost returns.
   void hostUpdate(int32_t weightId);
+  /// In the round, after the copy of weight `weightId`'s final gradient
+  /// home on stream s: in the iteration's last round, once that stream's
+  /// work so far is done, its host update starts (as hostUpdate's), beside
+  /// the rest of the round; joinHost waits for it. Earlier rounds pass.
+  void hostReady(StreamId s, int32_t weightId);
   /// The update section's end: the host updates are done before anything
   /// reads their weights again.
   void joinHost();

@@ -3,6 +3,7 @@
 
 #include "codegen/Emit.h"
 #include "compiler/support/Diagnostics.h"
+#include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
 #include "passes/search/Tiers.h"
 
@@ -12,9 +13,10 @@ using namespace memfit;
 
 namespace {
 
-TrainingConfig adamw() {
+TrainingConfig adamw(Precision precision = Precision::FP32) {
   TrainingConfig cfg;
   cfg.optimizer = OptimizerKind::AdamW;
+  cfg.precision = precision;
   return cfg;
 }
 
@@ -22,8 +24,9 @@ TrainingConfig adamw() {
 /// stated (the H100 SXM's: a DGX H100's share per GPU).
 struct HostPlanned : test::Planned {
   HostPlanned(const std::string &name, int64_t batch,
-              const std::string &device = "h100-sxm")
-      : Planned(name, batch, device, adamw()) {}
+              const std::string &device = "h100-sxm",
+              Precision precision = Precision::FP32)
+      : Planned(name, batch, device, adamw(precision)) {}
   llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
                                         int64_t forced = 0) {
     PlanRequest req;
@@ -257,7 +260,11 @@ TEST_CASE("the generated trainer copies homed weights through the arena and "
       // Several sub-batches: the sum so far comes back in.
       CHECK(all.find("x.copyInHome(HomeTensor::Grad, " + ids + ", ") !=
             std::string::npos);
-      CHECK(update.find("x.hostUpdate(" + ids + ")") != std::string::npos);
+      // Started in the last round once its gradient is home, or by the
+      // update after the rounds.
+      CHECK(
+          (update.find("x.hostUpdate(" + ids + ")") != std::string::npos) !=
+          (all.find("x.hostReady(CopyOut, " + ids + ")") != std::string::npos));
       ++hostUpdates;
     }
   }
@@ -266,7 +273,8 @@ TEST_CASE("the generated trainer copies homed weights through the arena and "
   // The host's updates are joined at the update's end, after every one.
   size_t join = update.find("x.joinHost();");
   REQUIRE(join != std::string::npos);
-  CHECK(update.rfind("x.hostUpdate(") < join);
+  size_t lastUpdate = update.rfind("x.hostUpdate(");
+  CHECK((lastUpdate == std::string::npos || lastUpdate < join));
   CHECK(mainCpp.find(".home = Home::Host") != std::string::npos);
 }
 
@@ -294,5 +302,116 @@ TEST_CASE("the host's update is priced at the device's host rate", "[tiers]") {
       host += static_cast<double>(updatedParams(tg, tg.tasks[in.task])) /
               t.hostUpdateParamsPerSecond;
   REQUIRE(host > 0);
-  CHECK(out->sim.updateSeconds >= host * (1 - 1e-9));
+  // The host runs one update after another: busy for their sum, inside the
+  // iteration.
+  double busy = 0;
+  for (size_t i = 0; i < out->plan.update.size(); ++i)
+    if (out->plan.update[i].onHost) {
+      busy += out->sim.updateEnd[i] - out->sim.updateStart[i];
+      CHECK(out->sim.updateEnd[i] <= out->sim.updateSeconds * (1 + 1e-9));
+    }
+  CHECK(busy == Approx(host));
+  CHECK(out->sim.iterationSeconds >= host * (1 - 1e-9));
+}
+
+namespace {
+
+/// The round instruction that records event e.
+size_t recordOf(const Plan &plan, EventId e) {
+  for (size_t i = 0; i < plan.round.size(); ++i)
+    if (plan.round[i].kind == InstrKind::Record && plan.round[i].event == e)
+      return i;
+  return plan.round.size();
+}
+
+} // namespace
+
+TEST_CASE("a host update starts inside the last round once its weight's "
+          "copies there are done",
+          "[tiers][verify]") {
+  HostPlanned p("gpt2-tiny", 4);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 2);
+  REQUIRE(static_cast<bool>(out));
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const Plan &plan = out->plan;
+  REQUIRE(plan.numSubBatches == 2);
+  int64_t overlapped = 0;
+  bool gpuSeen = false, hostSeen = false;
+  for (const Instr &in : plan.update) {
+    // The device's updates first, then the host's.
+    CHECK_FALSE((!in.onHost && hostSeen));
+    gpuSeen |= !in.onHost;
+    hostSeen |= in.onHost;
+    if (!in.onHost || in.event < 0)
+      continue;
+    ++overlapped;
+    INFO(tg.tasks[in.task].name);
+    // The event is recorded on the copy-out stream right after the copy of
+    // this weight's gradient home.
+    size_t r = recordOf(plan, in.event);
+    REQUIRE(r < plan.round.size());
+    REQUIRE(r > 0);
+    CHECK(plan.round[r].stream == Stream::CopyOut);
+    const Instr &copy = plan.round[r - 1];
+    REQUIRE(copy.kind == InstrKind::CopyOut);
+    BlockId b = plan.residencies[copy.residency].block;
+    std::vector<BlockId> mine = hostUpdateBlocks(tg, tg.tasks[in.task]);
+    CHECK(std::binary_search(mine.begin(), mine.end(), b));
+    CHECK(tg.blocks[b].kind == BlockKind::WeightGrad);
+  }
+  CHECK(overlapped > 0);
+  REQUIRE_FALSE(static_cast<bool>(verifyPlan(tg, plan)));
+
+  // Started after the rounds instead, the iteration takes no less, and the
+  // overlapped host starts before the rounds end.
+  Plan after = plan;
+  for (Instr &in : after.update)
+    in.event = -1;
+  REQUIRE_FALSE(static_cast<bool>(verifyPlan(tg, after)));
+  const CostTable &full = p.table(plan.subBatch);
+  Simulation serial = simulate(tg, after, full, nullptr);
+  Simulation overlappedSim = simulate(tg, plan, full, nullptr);
+  CHECK(overlappedSim.iterationSeconds <= serial.iterationSeconds);
+  CHECK(std::any_of(overlappedSim.updateStart.begin(),
+                    overlappedSim.updateStart.end(),
+                    [](double t) { return t < 0; }));
+  CHECK(std::all_of(serial.updateStart.begin(), serial.updateStart.end(),
+                    [](double t) { return t >= 0; }));
+
+  // An update started before its gradient's copy home is caught.
+  Plan early = plan;
+  for (const Instr &in : early.update)
+    if (in.onHost && in.event >= 0) {
+      size_t r = recordOf(early, in.event);
+      std::swap(early.round[r - 1], early.round[r]);
+      break;
+    }
+  llvm::Error err = verifyPlan(tg, early);
+  REQUIRE(static_cast<bool>(err));
+  CHECK_THAT(llvm::toString(std::move(err)), Catch::Contains("[home]"));
+  // As is one that waits for an event the round never records.
+  Plan unrecorded = plan;
+  for (Instr &in : unrecorded.update)
+    if (in.onHost) {
+      in.event = unrecorded.numEvents++;
+      break;
+    }
+  err = verifyPlan(tg, unrecorded);
+  REQUIRE(static_cast<bool>(err));
+  CHECK_THAT(llvm::toString(std::move(err)), Catch::Contains("[home]"));
+}
+
+TEST_CASE("fp16's host updates wait for the rounds: the loss scale decides "
+          "after the backward pass whether any update runs",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::FP16);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(out));
+  int64_t host = 0;
+  for (const Instr &in : out->plan.update)
+    if (in.onHost) {
+      ++host;
+      CHECK(in.event == -1);
+    }
+  CHECK(host > 0);
 }

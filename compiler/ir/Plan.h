@@ -65,7 +65,10 @@ struct Instr {
   /// Run: the residency of each block in task.reads then task.writes.
   std::vector<ResidencyId> operands;
   ResidencyId residency = -1; // CopyOut/CopyIn
-  EventId event = -1;         // Record/Wait
+  /// Record/Wait: the event. A Run on the host: -1 to start once the rounds
+  /// are over, else the event of the last round after which it may start
+  /// (its weight's final gradient is home; passes/schedule/HostOverlap.h).
+  EventId event = -1;
 };
 
 /// Why a block got the treatment it did (for the report).

@@ -145,6 +145,21 @@ int64_t updatedParams(const TaskGraph &tg, const Task &update) {
   return params;
 }
 
+std::vector<BlockId> hostUpdateBlocks(const TaskGraph &tg, const Task &update) {
+  std::vector<BlockId> bs;
+  for (const auto *list : {&update.reads, &update.writes})
+    bs.insert(bs.end(), list->begin(), list->end());
+  if (!update.reads.empty()) {
+    ValueId v = tg.blocks[update.reads.front()].value;
+    if (v >= 0 && v < (ValueId)tg.weightCopyBlock.size() &&
+        tg.weightCopyBlock[v] >= 0)
+      bs.push_back(tg.weightCopyBlock[v]);
+  }
+  std::sort(bs.begin(), bs.end());
+  bs.erase(std::unique(bs.begin(), bs.end()), bs.end());
+  return bs;
+}
+
 int64_t TaskGraph::keepAllBytes(int64_t b) const {
   int64_t total = 0;
   for (const Block &blk : blocks)

@@ -303,6 +303,11 @@ FrozenCount countFrozen(const TaskGraph &tg);
 /// reads).
 int64_t updatedParams(const TaskGraph &tg, const Task &update);
 
+/// The blocks an update reads or writes where its weight is homed: the
+/// weight, its 16-bit working copy (which the update refreshes), gradient
+/// and moments; sorted.
+std::vector<BlockId> hostUpdateBlocks(const TaskGraph &tg, const Task &update);
+
 /// The order the task graph was built in (forward, loss, backward, update).
 std::vector<TaskId> builtOrder(const TaskGraph &tg);
 

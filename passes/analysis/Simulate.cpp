@@ -15,6 +15,7 @@ struct RoundTimes {
   double seconds = 0, stall = 0, compute = 0, recompute = 0;
   int64_t toHost = 0, toDevice = 0;
   std::vector<double> start, end;
+  std::vector<double> eventTime; // when each event's Record fired
 };
 
 RoundTimes replay(const TaskGraph &tg, const Plan &plan,
@@ -22,16 +23,14 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
   RoundTimes rt;
   std::array<double, kNumStreams> free{};
   std::vector<double> eventTime(plan.numEvents, 0);
-  double computeEnd = 0, hostFree = 0;
+  double computeEnd = 0;
   for (const Instr &in : instrs) {
     int s = static_cast<int>(in.stream);
     double start = free[s], dur = 0;
     if (in.onHost) {
-      // The host's cores, beside the streams, one tensor after another.
-      dur = costs.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
-      rt.start.push_back(hostFree);
-      rt.end.push_back(hostFree + dur);
-      hostFree += dur;
+      // The host's cores: timed by hostTimes, beside the streams.
+      rt.start.push_back(0);
+      rt.end.push_back(0);
       continue;
     }
     switch (in.kind) {
@@ -67,11 +66,36 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
     rt.end.push_back(start + dur);
     free[s] = start + dur;
   }
-  rt.seconds =
-      instrs.empty()
-          ? 0
-          : std::max(hostFree, *std::max_element(free.begin(), free.end()));
+  rt.seconds = instrs.empty() ? 0 : *std::max_element(free.begin(), free.end());
+  rt.eventTime = std::move(eventTime);
   return rt;
+}
+
+/// The host's updates, one tensor after another on its cores, each from
+/// when it may start: its ready event in the last round (which starts at
+/// `lastStart` into the iteration), else the end of the rounds at
+/// `roundsEnd`. Fills their start and end in `upd` (relative to the
+/// rounds' end) and returns when the host is done, from the iteration's
+/// start.
+double hostTimes(const TaskGraph &tg, const Plan &plan, const CostTable &costs,
+                 const RoundTimes &lastRound, double lastStart,
+                 double roundsEnd, RoundTimes &upd) {
+  double hostFree = 0;
+  for (size_t i = 0; i < plan.update.size(); ++i) {
+    const Instr &in = plan.update[i];
+    if (!in.onHost)
+      continue;
+    double ready =
+        in.event >= 0 && in.event < (EventId)lastRound.eventTime.size()
+            ? lastStart + lastRound.eventTime[in.event]
+            : roundsEnd;
+    double start = std::max(hostFree, ready);
+    hostFree =
+        start + costs.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+    upd.start[i] = start - roundsEnd;
+    upd.end[i] = hostFree - roundsEnd;
+  }
+  return hostFree;
 }
 
 } // namespace
@@ -86,11 +110,14 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   RoundTimes lastRound = last ? roundAt(*last) : fullRound;
   RoundTimes upd = replay(tg, plan, plan.update, full);
   int64_t k = plan.numSubBatches;
+  const double lastStart = (k - 1) * fullRound.seconds;
+  const double roundsEnd = lastStart + lastRound.seconds;
+  const double hostEnd =
+      hostTimes(tg, plan, full, lastRound, lastStart, roundsEnd, upd);
   sim.roundSeconds = fullRound.seconds;
   sim.lastRoundSeconds = lastRound.seconds;
-  sim.updateSeconds = upd.seconds;
-  sim.iterationSeconds =
-      (k - 1) * fullRound.seconds + lastRound.seconds + upd.seconds;
+  sim.updateSeconds = std::max(upd.seconds, hostEnd - roundsEnd);
+  sim.iterationSeconds = roundsEnd + sim.updateSeconds;
   sim.stallSeconds = (k - 1) * fullRound.stall + lastRound.stall;
   sim.computeSeconds =
       (k - 1) * fullRound.compute + lastRound.compute + upd.compute;

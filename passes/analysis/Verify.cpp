@@ -73,6 +73,12 @@ private:
   std::array<Clock, kNumStreams> streamClock{};
   std::vector<Clock> eventClock;
   std::vector<bool> eventRecorded;
+  // The last round's events, which a host update may start after.
+  std::vector<Clock> roundEventClock;
+  std::vector<bool> roundEventRecorded;
+  // Per block, this round's last copy of it on each copy stream (global
+  // index, -1 for none).
+  std::vector<std::array<int32_t, kNumStreams>> lastCopy;
 
   // Content state, per storage block, reset at each round.
   std::vector<int32_t> version, hostVersion, hostCopy;
@@ -332,6 +338,7 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
       BlockId b = plan.residencies[in.residency].block;
       int32_t inst = copy * nres + in.residency;
       access(copy, in.residency, g, in.stream);
+      lastCopy[b][st] = g;
       if (out) {
         if (version[b] == 0 || resVersion[inst] != version[b])
           return fail("copy-out",
@@ -376,9 +383,12 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
     }
   }
   where = sec.name;
-  if (sec.isRound)
+  if (sec.isRound) {
     if (auto err = endRound())
       return err;
+    roundEventClock = eventClock;
+    roundEventRecorded = eventRecorded;
+  }
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {
     bool isUpdate = tg.tasks[t].kind == TaskKind::Update;
     int expected = (isUpdate != sec.isRound) ? 1 : 0;
@@ -405,6 +415,7 @@ void Verifier::startRound() {
     hostVersion.assign(nb, -1);
     hostCopy.assign(nb, -1);
   }
+  lastCopy.assign(nb, {-1, -1, -1});
   for (BlockId b = 0; b < (BlockId)nb; ++b) {
     bool home = tg.homeOf(b) != Tier::Gpu;
     bool fresh =
@@ -449,6 +460,24 @@ llvm::Error Verifier::runOnHost(const Instr &in, const Task &t) {
     if (version[b] == 0 || hostVersion[b] != version[b])
       return fail("home", blockName(b) + " is not at home with its latest "
                                          "content");
+  if (in.event < -1)
+    return fail("structure", "a host update's event is out of range");
+  if (in.event >= 0) {
+    // Started inside the last round: after every copy of the weight's
+    // blocks there, the final gradient's copy home among them.
+    if (in.event >= (EventId)roundEventRecorded.size() ||
+        !roundEventRecorded[in.event])
+      return fail("home", llvm::formatv("starts after event {0}, which the "
+                                        "round does not record",
+                                        in.event)
+                              .str());
+    const Clock &at = roundEventClock[in.event];
+    for (BlockId b : hostUpdateBlocks(tg, t))
+      for (int32_t c : lastCopy[b])
+        if (c >= 0 && at[static_cast<int>(info[c].stream)] < info[c].seq)
+          return fail("home", "starts before the round's copy of " +
+                                  blockName(b) + " is complete");
+  }
   for (BlockId b : t.writes) {
     hostVersion[b] = ++version[b];
     hostCopy[b] = -1;

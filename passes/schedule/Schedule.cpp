@@ -3,6 +3,7 @@
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/HostOverlap.h"
 #include "passes/schedule/PolicyRules.h"
 #include "passes/schedule/Scheduler.h"
 
@@ -406,7 +407,10 @@ llvm::Expected<Plan> schedule(const TaskGraph &tg, const CostTable &costs,
   ScheduleOptions o = opts;
   if (o.batch <= 0)
     o.batch = costs.subBatch;
-  return sched::Scheduler(tg, costs, round, o).run();
+  auto plan = sched::Scheduler(tg, costs, round, o).run();
+  if (plan)
+    overlapHostUpdates(tg, *plan);
+  return plan;
 }
 
 } // namespace memfit

@@ -415,6 +415,8 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   if (!firstRound)
     return std::nullopt;
   double rounds = *firstRound;
+  // The rounds before the last: the host's updates start no earlier.
+  double beforeLast = k > 1 ? *firstRound : 0;
   if (k > 1) {
     auto lastRound = one(lastTable, false);
     if (!lastRound)
@@ -426,6 +428,7 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
     if (!middle)
       return std::nullopt;
     rounds += double(k - 2) * *middle;
+    beforeLast += double(k - 2) * *middle;
   }
   // The relaxation leaves the blocks homed on the host out (as it does the
   // resident ones: neither their bytes nor their copies), which only
@@ -449,7 +452,9 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
       homeOut += full.copyOutSeconds(bytes);
   }
   rounds = std::max(rounds, double(k) * std::max(homeIn, homeOut));
-  // The host's updates run beside the GPU's.
+  beforeLast = std::max(beforeLast, double(k - 1) * std::max(homeIn, homeOut));
+  // The host's updates run beside the GPU's, and may start inside the last
+  // round (HostOverlap.h).
   double update = 0, hostUpdate = 0;
   for (const Instr &in : plan.update)
     if (in.kind == InstrKind::Run && in.onHost)
@@ -457,7 +462,7 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
           full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
     else if (in.kind == InstrKind::Run)
       update += full.fastest(in.task).seconds;
-  out.seconds = rounds + std::max(update, hostUpdate);
+  out.seconds = std::max(rounds + update, beforeLast + hostUpdate);
   return out;
 }
 

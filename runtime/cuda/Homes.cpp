@@ -8,8 +8,14 @@
 // block: cudaMemcpyAsync from and to fixed pinned addresses, which a CUDA
 // graph of a round captures as copy nodes.
 //
-// The update cannot be in a graph: the host's cores run it. The update
-// part's graph (or its eager issue) holds the device's updates only;
+// A weight whose update the plan starts inside the last round
+// (Exec::hostReady) has a host function after its final gradient's copy
+// on the copy stream, a host node of the round's graph: at the
+// iteration's last round it submits the update to the host optimizer's
+// threads, which run it beside the rest of the backward pass.
+//
+// Otherwise the update cannot be in a graph: the host's cores run it. The
+// update part's graph (or its eager issue) holds the device's updates only;
 // Exec::hostUpdate queues a weight, and after the part is issued
 // runHostUpdates waits for an event recorded on the compute stream before
 // it (every round joins its copy streams into the compute stream, and a
@@ -114,33 +120,83 @@ void Exec::hostUpdate(int32_t id) {
   impl->hostQueue.push_back(id);
 }
 
+namespace {
+
+/// Submits weight id's update to the host optimizer, with this iteration's
+/// settings (which the issuing thread leaves alone until the iteration's
+/// updates are joined).
+void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
+  const ProgramInfo &p = x.info();
+  const int64_t count = x.weightInfo()[id].count;
+  if (p.optimizer == Optimizer::SGD) {
+    const bool useBuf = p.hasMomentum && x.momentum != 0;
+    const host::SgdParams sgd{x.lr, useBuf ? x.momentum : 0.0f, x.weightDecay,
+                              x.firstIteration};
+    im.hostOpt->submitSgd(sgd, count, im.w[id], im.g[id],
+                          useBuf ? im.m[id] : nullptr);
+  } else {
+    im.hostOpt->submitAdam(x.adamParams(), count, im.w[id], im.g[id], im.m[id],
+                           im.v[id]);
+  }
+}
+
+/// The host function Exec::hostReady enqueues (no CUDA call in it).
+void CUDART_CB onHostReady(void *arg) {
+  auto *r = static_cast<cuda::HostReady *>(arg);
+  if (++r->seen < r->x->info().numSubBatches)
+    return;
+  submitHostUpdate(*r->x, *r->im, r->id);
+  r->started = true;
+}
+
+} // namespace
+
+void Exec::hostReady(StreamId s, int32_t id) {
+  checkHomed(*this, id);
+  if (!wInfo[id].trainable)
+    fatal(std::string("a host update of '") + wInfo[id].onnxName +
+          "', which is not trained");
+  if (s != CopyOut && s != CopyIn)
+    fatal("a host update starts after a copy stream's work");
+  Impl &im = *impl;
+  if (im.hostReady.size() < wInfo.size())
+    im.hostReady.resize(wInfo.size());
+  if (!im.hostReady[id])
+    im.hostReady[id] = std::make_unique<cuda::HostReady>(
+        cuda::HostReady{this, impl.get(), id});
+  // A host node when captured: every replay of the round runs it.
+  MEMFIT_CHECK(
+      cudaLaunchHostFunc(im.stream[s], onHostReady, im.hostReady[id].get()));
+}
+
 // The host updates run, and are joined, when the update part has been
 // issued (runHostUpdates); nothing is left to join here.
 void Exec::joinHost() {}
 
 void cuda::runHostUpdates(Exec &x, Exec::Impl &im) {
-  if (im.hostQueue.empty())
+  bool started = false;
+  for (const auto &r : im.hostReady)
+    started = started || (r && r->seen > 0);
+  if (im.hostQueue.empty() && !started)
     return;
+  // Every round's host functions have run once this has fired (a round
+  // joins its copy streams into the compute stream).
   check(x, cudaEventSynchronize(im.roundsDone),
         "cudaEventSynchronize (the rounds' copy-outs)");
-  const ProgramInfo &p = x.info();
-  const AdamParams adam = x.adamParams();
-  const bool useBuf = p.hasMomentum && x.momentum != 0;
-  const host::SgdParams sgd{x.lr, useBuf ? x.momentum : 0.0f, x.weightDecay,
-                            x.firstIteration};
-  for (int32_t id : im.hostQueue) {
-    const int64_t count = x.weightInfo()[id].count;
-    if (p.optimizer == Optimizer::SGD)
-      im.hostOpt->submitSgd(sgd, count, im.w[id], im.g[id],
-                            useBuf ? im.m[id] : nullptr);
-    else
-      im.hostOpt->submitAdam(adam, count, im.w[id], im.g[id], im.m[id],
-                             im.v[id]);
-  }
+  for (int32_t id : im.hostQueue)
+    submitHostUpdate(x, im, id);
   im.hostOpt->waitAll();
   for (int32_t id : im.hostQueue)
     if (im.wCopy[id])
       refreshHomeCopy(x, im, id);
+  for (const auto &r : im.hostReady) {
+    if (!r)
+      continue;
+    if (r->started && im.wCopy[r->id])
+      refreshHomeCopy(x, im, r->id);
+    r->seen = 0;
+    r->started = false;
+  }
 }
 
 } // namespace memfit::rt

@@ -92,6 +92,17 @@ void initUpdateTable(const Exec &x, Exec::Impl &im);
 /// after the rounds' copy-outs, on the host's cores, joined before it
 /// returns; the working copies of their weights are refreshed on the host.
 void runHostUpdates(Exec &x, Exec::Impl &im);
+/// What the host function of Exec::hostReady needs: it counts the rounds
+/// that reached the weight's ready point and, at the iteration's last,
+/// submits its update to the host optimizer. Written by that function's
+/// thread only, read by the issuing thread after the rounds are done.
+struct HostReady {
+  Exec *x = nullptr;
+  Exec::Impl *im = nullptr;
+  int32_t id = -1;
+  int64_t seen = 0;     // rounds this iteration
+  bool started = false; // the update was submitted this iteration
+};
 /// Whether p is a tensor of a weight homed on the host, whose updates
 /// (if any run) are then joined: the caller reads or writes it in place.
 bool atHome(const Exec &x, const Exec::Impl &im, const void *p);
@@ -317,6 +328,9 @@ struct Exec::Impl {
   /// Recorded on the compute stream before the update is issued: once it
   /// has fired the rounds' copy-outs of the homed gradients are complete.
   cudaEvent_t roundsDone = nullptr;
+  /// Per weight started inside the last round (Exec::hostReady): the host
+  /// function's argument, at a fixed address a captured graph keeps.
+  std::vector<std::unique_ptr<cuda::HostReady>> hostReady;
 
   // --- multi-tensor updates (MultiTensor.cu) ---
   /// Device: every trainable weight's chunks, weights in id order, built

@@ -93,6 +93,8 @@ struct Exec::Impl {
 void poison(Exec::Impl &im, int64_t offset, int64_t bytes);
 /// Issues a copy or a poisoning on copy stream s (Exec.cpp).
 void enqueue(Exec::Impl &im, int s, Pending p);
+/// Completes everything issued on copy stream s so far (Exec.cpp).
+void completeStream(Exec::Impl &im, int s);
 /// Rounds `count` values to the program's 16-bit format.
 void roundTo16Bit(Precision p, float *values, int64_t count);
 /// The loss gradient times the loss scale (fp16), before it is stored.

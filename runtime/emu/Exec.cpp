@@ -122,6 +122,8 @@ static void complete(Exec::Impl &im, int s, int64_t upTo) {
   }
 }
 
+void completeStream(Exec::Impl &im, int s) { complete(im, s, im.issued[s]); }
+
 void enqueue(Exec::Impl &im, int s, Pending p) {
   im.settle();
   if (p.kind == Pending::In)

@@ -6,12 +6,14 @@
 // and the arena on the copy streams, with the emulation's adversarial
 // copies (an arena destination is NaN until its copy is waited for, a
 // copy-out reads its source as late as the plan allows), and the host's
-// cores update it (runtime/host's HostOptimizer, on real threads).
+// cores update it (runtime/host's HostOptimizer, on real threads), after
+// the rounds (hostUpdate) or from inside the last one (hostReady) while
+// the emulation goes on with the round.
 //
-// Two checks of the host side: a copy of a weight whose host update was
-// not joined is an error, and a homed gradient is NaN once its update has
-// read it, so a round that added to last iteration's gradient instead of
-// overwriting it computes NaN.
+// Two checks of the host side: a copy of a weight whose host update is
+// running (started too early, or not joined) is an error, and a homed gradient
+// is NaN once its update has read it, so a round that added to last iteration's
+// gradient instead of overwriting it computes NaN.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/emu/EmuImpl.h"
@@ -30,8 +32,9 @@ std::vector<float> &homeOf(Exec &x, Exec::Impl &im, HomeTensor what,
     x.fatal("weight " + std::to_string(id) + " is not homed on the host");
   if (im.hostPending[id])
     x.fatal(std::string("weight '") + x.weightInfo()[id].onnxName +
-            "' is copied while its host update runs: the update section "
-            "did not join the host's updates");
+            "' is copied while its host update runs: the plan started the "
+            "update before the round's last copy of it, or did not join the "
+            "host's updates");
   std::vector<float> &v = what == HomeTensor::Weight        ? im.w[id]
                           : what == HomeTensor::WorkingCopy ? im.wCopy[id]
                                                             : im.g[id];
@@ -78,15 +81,22 @@ void Exec::copyOutHome(int64_t offset, HomeTensor what, int32_t id) {
   enqueue(*impl, CopyOut, p);
 }
 
-void Exec::hostUpdate(int32_t id) {
-  impl->settle();
+namespace {
+
+/// Submits weight id's update to the host optimizer: its gradient at home
+/// is the batch's.
+void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
+  const ProgramInfo &prog = x.info();
+  const std::vector<WeightInfo> &wInfo = x.weightInfo();
   if (id < 0 || id >= (int32_t)wInfo.size() || wInfo[id].home != Home::Host ||
       !wInfo[id].trainable)
-    fatal("a host update of weight " + std::to_string(id) +
-          ", which is not a trained weight homed on the host");
-  // The rounds ended with every copy complete (endRound), so the gradient
-  // at home is the batch's.
-  Impl &im = *impl;
+    x.fatal("a host update of weight " + std::to_string(id) +
+            ", which is not a trained weight homed on the host");
+  if (im.hostPending[id])
+    x.fatal(std::string("weight '") + wInfo[id].onnxName +
+            "' is updated twice in one iteration");
+  const float lr = x.lr, momentum = x.momentum, weightDecay = x.weightDecay;
+  const bool firstIteration = x.firstIteration;
   const int64_t count = wInfo[id].count;
   if (prog.optimizer == Optimizer::SGD) {
     const bool useBuf = prog.hasMomentum && momentum != 0;
@@ -95,10 +105,31 @@ void Exec::hostUpdate(int32_t id) {
     im.hostOpt->submitSgd(p, count, im.w[id].data(), im.g[id].data(),
                           useBuf ? im.m[id].data() : nullptr);
   } else {
-    im.hostOpt->submitAdam(adamParams(), count, im.w[id].data(),
+    im.hostOpt->submitAdam(x.adamParams(), count, im.w[id].data(),
                            im.g[id].data(), im.m[id].data(), im.v[id].data());
   }
   im.hostPending[id] = true;
+}
+
+} // namespace
+
+void Exec::hostUpdate(int32_t id) {
+  impl->settle();
+  // The rounds ended with every copy complete (endRound).
+  submitHostUpdate(*this, *impl, id);
+}
+
+void Exec::hostReady(StreamId s, int32_t id) {
+  impl->settle();
+  if (s != CopyOut && s != CopyIn)
+    fatal("a host update starts after a copy stream's work");
+  if (subBatchIndex != prog.numSubBatches - 1)
+    return;
+  // The stream's copies so far are done, the gradient's copy home among
+  // them; the update then runs on the host's threads beside the round, and
+  // a later copy of this weight in the round is an error (homeOf).
+  completeStream(*impl, s);
+  submitHostUpdate(*this, *impl, id);
 }
 
 void Exec::joinHost() {

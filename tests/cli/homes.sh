@@ -3,7 +3,8 @@
 # CPU emulation: gpt2-tiny compiled for the H100 SXM (it states a host)
 # under a budget below its weight side with --host-budget 1GiB, so that
 # weights, gradients and optimizer state live on the host, are copied
-# through the arena and updated by the host optimizer's threads. With
+# through the arena and updated by the host optimizer's threads, each
+# update started inside the last round once its gradient is home. With
 # two sub-batches (the gradient comes back in for the second), it trains
 # as PyTorch does (AdamW and SGD, float64, within 1e-5), bit for bit as
 # the plan that keeps every weight on the GPU (fp32 and bf16), and resumes
@@ -47,7 +48,10 @@ compile_homed() {
   done
   grep -q "Home::Host" "$d/src/main.cpp" 2>/dev/null ||
     fail "$d: no budget homes weights on the host"
-  grep -q "x.hostUpdate(" "$d/src/schedule.cpp" || fail "$d: no host update"
+  # Host updates start in the last round once their gradients are home
+  # (x.hostReady), beside the rest of the backward pass.
+  cat "$d"/src/round_*.cpp | grep -q "x.hostReady(CopyOut, " ||
+    fail "$d: no host update starts inside the round"
   grep -q "x.copyInHome(HomeTensor::Grad" "$d/src/round_0.cpp" ||
     fail "$d: the gradient is not copied back in for the second sub-batch"
   echo "$d: budget $budget homes $(grep -c 'Home::Host' "$d/src/main.cpp") weights on the host"
