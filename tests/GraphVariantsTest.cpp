@@ -105,3 +105,29 @@ TEST_CASE("an error other than Infeasible in any graph ends the search",
   CHECK(err.isA<InternalError>());
   llvm::consumeError(std::move(err));
 }
+
+TEST_CASE("with the host tier the most fused graph chooses the homing and "
+          "the others start from it",
+          "[pipeline][tiers]") {
+  Fake f;
+  f.seconds = {{0, 3.0}, {1, 2.0}, {2, 2.0}, {4, 2.5}}; // 3 does not fit
+  PlanRequest req;
+  req.budget = 5000;
+  req.hostBudget = 1 << 20;
+  auto c = chooseAttention(f.variants(4), req);
+  REQUIRE(static_cast<bool>(c));
+  // Most fused first: 4 fused plans and homes nothing (no homed graph),
+  // so the rest try homings from 0 bytes on.
+  REQUIRE(f.asked.size() == 5);
+  CHECK(f.asked[0].first == 4);
+  CHECK(f.asked[0].second.homeBytesAtLeast == -1);
+  for (size_t i = 1; i < f.asked.size(); ++i) {
+    CHECK(f.asked[i].first == int64_t(4 - i));
+    CHECK(f.asked[i].second.homeBytesAtLeast == 0);
+  }
+  // The fastest, a tie to the more fused, whatever the order tried.
+  CHECK(c->tried[c->chosen].fused == 2);
+  for (VariantOutcome &t : c->tried)
+    if (!t.outcome)
+      llvm::consumeError(t.outcome.takeError());
+}

@@ -415,3 +415,45 @@ TEST_CASE("fp16's host updates wait for the rounds: the loss scale decides "
     }
   CHECK(host > 0);
 }
+
+TEST_CASE("a homing chosen by another graph of the model is tried first, "
+          "and only larger ones after it",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4);
+  const int64_t budget = p.tg.weightSideBytes() / 2;
+  auto full = p.planBytes(budget, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(full));
+  REQUIRE(full->homed);
+  const int64_t chosen = full->homed->homedBytes(Tier::Host);
+  auto planFrom = [&](int64_t atLeast) {
+    PlanRequest req;
+    req.batch = p.graph.batch;
+    req.budget = budget;
+    req.hostBudget = int64_t(1) << 30;
+    req.homeBytesAtLeast = atLeast;
+    return planTraining(
+        p.tg, [&](int64_t b) -> const CostTable & { return p.table(b); }, req);
+  };
+  // The same homing gives the same plan.
+  auto same = planFrom(chosen);
+  REQUIRE(static_cast<bool>(same));
+  REQUIRE(same->homed);
+  CHECK(same->homed->homedBytes(Tier::Host) == chosen);
+  CHECK(same->plan.summary.plannedSeconds ==
+        Approx(full->plan.summary.plannedSeconds));
+  // From 0 bytes: none fits under this budget, so the first that plans is
+  // at least the one the full search chose (which is the fastest).
+  auto from0 = planFrom(0);
+  REQUIRE(static_cast<bool>(from0));
+  REQUIRE(from0->homed);
+  CHECK(from0->plan.summary.plannedSeconds >=
+        full->plan.summary.plannedSeconds * (1 - 1e-9));
+  // Every homeable weight: all of them are homed.
+  int64_t homeable = 0;
+  for (const WeightBlocks &w : homeableWeights(p.tg))
+    homeable += w.bytes;
+  auto all = planFrom(homeable);
+  REQUIRE(static_cast<bool>(all));
+  REQUIRE(all->homed);
+  CHECK(all->homed->homedBytes(Tier::Host) == homeable);
+}

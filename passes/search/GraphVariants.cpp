@@ -8,6 +8,7 @@
 
 #include "compiler/support/Diagnostics.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace memfit {
@@ -56,19 +57,31 @@ llvm::Expected<VariantChoice> chooseAttention(const AttentionVariants &v,
   std::vector<int64_t> counts = fusionCounts(v.subgraphs);
   if (req.budgetIsLowerBound)
     counts = {v.subgraphs};
+  // With the host tier the most fused graph goes first and chooses the
+  // homing (every homing is a whole search); the others start from its
+  // choice and home more only where they need it.
+  PlanRequest r = *same;
+  if (r.hostBudget > 0)
+    std::reverse(counts.begin(), counts.end());
   VariantChoice choice;
   std::optional<size_t> best;
   for (int64_t k : counts) {
-    auto outcome = v.plan(k, *same);
+    auto outcome = v.plan(k, r);
     if (!outcome && !outcome.errorIsA<Infeasible>()) {
       dropOutcomes(choice.tried);
       return outcome.takeError();
     }
+    if (outcome && r.hostBudget > 0 && r.homeBytesAtLeast < 0)
+      r.homeBytesAtLeast =
+          outcome->homed ? outcome->homed->homedBytes(Tier::Host) : 0;
     // The fastest feasible plan; on a tie the one with more fused.
-    if (outcome &&
-        (!best || outcome->plan.summary.plannedSeconds <=
-                      choice.tried[*best].outcome->plan.summary.plannedSeconds))
-      best = choice.tried.size();
+    if (outcome) {
+      const VariantOutcome *b = best ? &choice.tried[*best] : nullptr;
+      double t = outcome->plan.summary.plannedSeconds;
+      double bt = b ? b->outcome->plan.summary.plannedSeconds : 0;
+      if (!b || t < bt || (t == bt && k > b->fused))
+        best = choice.tried.size();
+    }
     choice.tried.push_back({k, std::move(outcome)});
   }
   if (!best) {

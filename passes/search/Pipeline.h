@@ -68,6 +68,11 @@ struct PlanRequest {
   /// > 0: weights may live in pinned host memory, this many bytes at most
   /// (Tiers.h); 0: every weight stays on the GPU, as without tiers.
   int64_t hostBudget = 0;
+  /// With hostBudget: -1 tries every homing (Tiers.h) and keeps the
+  /// fastest; >= 0 tries only those moving at least this many bytes, in
+  /// ascending order, and keeps the first that plans (the graph-variant
+  /// search passes its first graph's choice to the others).
+  int64_t homeBytesAtLeast = -1;
 };
 
 /// What `--policy optimal`'s integral program (Optimal.h) found, beside the

@@ -148,7 +148,18 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
   std::optional<PlanOutcome> best;
   llvm::Error lastReason = llvm::Error::success();
   size_t lastCount = ~size_t(0);
-  for (int64_t move : movesToTry(tg.weightSideBytes(), share, homeable)) {
+  std::vector<int64_t> moves =
+      movesToTry(tg.weightSideBytes(), share, homeable);
+  if (req.homeBytesAtLeast >= 0) {
+    // Another graph of the model chose already: its homing first, then
+    // the larger ones this graph may need.
+    std::erase_if(moves, [&](int64_t m) { return m < req.homeBytesAtLeast; });
+    moves.insert(moves.begin(), std::min(req.homeBytesAtLeast, homeable));
+    moves.erase(std::unique(moves.begin(), moves.end()), moves.end());
+  }
+  for (int64_t move : moves) {
+    if (best && req.homeBytesAtLeast >= 0)
+      break;
     std::shared_ptr<TaskGraph> homed;
     PlanRequest r = bytesReq;
     if (move > 0) {
