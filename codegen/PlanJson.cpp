@@ -253,6 +253,12 @@ std::string planToJson(const PlanReport &r) {
                   {"in_place_runs", s.inPlaceRuns},
                   {"stall_ms", s.stallSeconds * 1e3},
                   {"verified", true}};
+  if (s.hostHomedWeights > 0) { // written only with weights homed there
+    j["summary"]["host_home_bytes"] = s.hostHomeBytes;
+    j["summary"]["host_homed_weights"] = s.hostHomedWeights;
+    j["summary"]["host_updates"] = s.hostUpdates;
+    j["summary"]["host_updates_overlapped"] = s.hostUpdatesOverlapped;
+  }
   if (!s.chunksTried.empty()) { // written only when chunks were planned
     json chunks = json::array();
     for (auto [k, t] : s.chunksTried)
