@@ -32,6 +32,20 @@ np.save("img.npy", r.standard_normal((4, 3, 64, 64)).astype(np.float32))
 np.save("lab.npy", r.integers(0, 10, (4,)).astype(np.int64))
 PYEOF
 
+# --host-budget is at most the device's host memory ('host': all of it).
+out=$("$MEMFIT" plan g.onnx --batch 4 --device h100-sxm --budget 40% \
+  --host-budget 300GiB -o p1 2>&1) && fail "300GiB on a 256 GiB host plans"
+echo "$out" | grep -q "more than device h100-sxm's host memory, 256.00 GiB" ||
+  fail "no clear error for a host budget past the host: $out"
+[ -e p1 ] && fail "a refused plan wrote p1"
+"$MEMFIT" plan g.onnx --batch 4 --device h100-sxm --budget 40% \
+  --host-budget host -o p2 | grep -q "^host .* weights homed" ||
+  fail "--host-budget host homes nothing"
+out=$("$MEMFIT" plan g.onnx --batch 4 --device k40m --budget 40% \
+  --host-budget host -o p3 2>&1) && fail "--host-budget host on k40m plans"
+echo "$out" | grep -q "device k40m states no host memory" ||
+  fail "no clear error for a device without a host: $out"
+
 # compile dir model budget args...: the plan, checked to home at least ten
 # times its budget.
 compile() {

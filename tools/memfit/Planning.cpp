@@ -84,7 +84,8 @@ Shared<std::string> LibraryReserve(
 Shared<std::string> HostBudget(
     "host-budget",
     cl::desc("Pinned host memory that weights, their gradients and "
-             "optimizer state may live in (a size: 64GiB): weights that do "
+             "optimizer state may live in (a size: 64GiB, at most the "
+             "device's host memory; or 'host': all of it): weights that do "
              "not fit the device budget are homed there, copied in for the "
              "tasks that read them and updated by the host's cores. Default: "
              "none, every weight stays on the GPU"),
@@ -503,10 +504,19 @@ Expected<int64_t> libraryReserve(const PlanningSession &s) {
   return *bytes;
 }
 
-Expected<int64_t> hostBudget() {
+Expected<int64_t> hostBudget(const PlanningSession &s) {
   StringRef text = StringRef(HostBudget).trim();
   if (text.empty())
     return 0;
+  const DeviceSpec &dev = s.costs->device();
+  if (text == "host") {
+    if (dev.hostMemoryBytes <= 0)
+      return makeErrorF("--host-budget host: device {0} states no host "
+                        "memory (host_memory_gib in a device file); give a "
+                        "size",
+                        dev.name);
+    return dev.hostMemoryBytes;
+  }
   auto bytes = parseSize(text.str());
   if (!bytes)
     return makeErrorF("invalid --host-budget '{0}': {1}", text,
@@ -515,6 +525,14 @@ Expected<int64_t> hostBudget() {
     return makeErrorF("invalid --host-budget '{0}': the budget must be "
                       "positive",
                       text);
+  // Pinned memory the host does not have would fail at the trainer's
+  // start, or page the machine to a halt.
+  if (dev.hostMemoryBytes > 0 && *bytes > dev.hostMemoryBytes)
+    return makeErrorF("--host-budget {0} is more than device {1}'s host "
+                      "memory, {2} (host_memory_gib in its file; give a "
+                      "device file that describes your host)",
+                      formatBytes(*bytes), dev.name,
+                      formatBytes(dev.hostMemoryBytes));
   return *bytes;
 }
 
@@ -524,7 +542,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   if (!reserve)
     return reserve.takeError();
   r.libraryReserve = *reserve;
-  auto host = hostBudget();
+  auto host = hostBudget(s);
   if (!host)
     return host.takeError();
   r.hostBudget = *host;
@@ -566,7 +584,7 @@ Expected<PlanRequest> compareRequest(const PlanningSession &s) {
   if (!reserve)
     return reserve.takeError();
   r.libraryReserve = *reserve;
-  auto host = hostBudget();
+  auto host = hostBudget(s);
   if (!host)
     return host.takeError();
   r.hostBudget = *host;
