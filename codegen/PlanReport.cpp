@@ -188,7 +188,7 @@ ReportTask reportTask(const TaskGraph &tg, const Instr &in,
   if (ctx.costs && in.task < (TaskId)ctx.costs->tasks.size())
     if (const AlgoCost *a = ctx.costs->find(in.task, in.algo))
       e.algoName = a->name;
-  e.stream = std::string(streamName(in.stream));
+  e.stream = in.onHost ? "host" : std::string(streamName(in.stream));
   return e;
 }
 

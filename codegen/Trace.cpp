@@ -21,6 +21,8 @@ int traceTrackOf(const std::string &stream) {
     return 2;
   if (stream == "copy-in")
     return 3;
+  if (stream == "host")
+    return 4;
   return 1;
 }
 
@@ -35,8 +37,14 @@ std::string planToTrace(const PlanReport &r) {
                       std::to_string(r.batch) + ", sub-batch " +
                       std::to_string(r.subBatch) + ")"}}}});
   const char *tracks[] = {"compute stream", "copy-out stream (device to host)",
-                          "copy-in stream (host to device)"};
-  for (int i = 0; i < 3; ++i) {
+                          "copy-in stream (host to device)",
+                          "host's cores (updates of weights homed there)"};
+  // The host's track only where it runs updates: plans without tiers keep
+  // their three.
+  bool host =
+      std::any_of(r.tasks.begin(), r.tasks.end(),
+                  [](const ReportTask &t) { return t.stream == "host"; });
+  for (int i = 0; i < (host ? 4 : 3); ++i) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", kPid},

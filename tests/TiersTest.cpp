@@ -2,6 +2,9 @@
 #include "PlanTestUtil.h"
 
 #include "codegen/Emit.h"
+#include "codegen/PlanJson.h"
+#include "codegen/PlanReport.h"
+#include "codegen/Trace.h"
 #include "compiler/support/Diagnostics.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
@@ -456,4 +459,38 @@ TEST_CASE("a homing chosen by another graph of the model is tried first, "
   REQUIRE(static_cast<bool>(all));
   REQUIRE(all->homed);
   CHECK(all->homed->homedBytes(Tier::Host) == homeable);
+}
+
+TEST_CASE("the report, plan.json and the trace show the host's updates",
+          "[tiers][report]") {
+  HostPlanned p("gpt2-tiny", 4);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 2);
+  REQUIRE(static_cast<bool>(out));
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  PlanContext ctx;
+  PlanReport r = buildPlanReport(tg, out->plan, out->sim, ctx);
+  int64_t host = 0;
+  for (const Instr &in : out->plan.update)
+    host += in.onHost;
+  REQUIRE(host > 0);
+  CHECK(r.summary.hostUpdates == host);
+  CHECK(r.summary.hostUpdatesOverlapped > 0);
+  CHECK(r.summary.hostUpdatesOverlapped <= host);
+  int64_t onHostTrack = 0;
+  for (const ReportTask &t : r.tasks)
+    onHostTrack += t.stream == "host";
+  CHECK(onHostTrack == host);
+  std::string trace = planToTrace(r);
+  CHECK(trace.find("host's cores") != std::string::npos);
+  CHECK(trace.find("\"tid\":4") != std::string::npos);
+  std::string json = planToJson(r);
+  CHECK(json.find("\"host_updates_overlapped\"") != std::string::npos);
+  CHECK(json.find("\"after_event\"") != std::string::npos);
+
+  // Without tiers: three tracks, no host fields.
+  auto plain = p.planBytes(p.tg.weightSideBytes() * 3, 0);
+  REQUIRE(static_cast<bool>(plain));
+  PlanReport rp = buildPlanReport(p.tg, plain->plan, plain->sim, ctx);
+  CHECK(planToTrace(rp).find("host's cores") == std::string::npos);
+  CHECK(planToJson(rp).find("host_updates") == std::string::npos);
 }
