@@ -494,3 +494,35 @@ TEST_CASE("the report, plan.json and the trace show the host's updates",
   CHECK(planToTrace(rp).find("host's cores") == std::string::npos);
   CHECK(planToJson(rp).find("host_updates") == std::string::npos);
 }
+
+TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
+          "and the host's updates take their time",
+          "[tiers][bound]") {
+  HostPlanned p("gpt2-tiny", 4);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  REQUIRE(out->plan.numSubBatches == 1);
+  INFO(out->boundWhy);
+  REQUIRE(out->bound.has_value());
+  const double bound = out->bound->seconds;
+  CHECK(bound > 0);
+  CHECK(bound <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+  // One round: no host update starts before its forward pass and loss
+  // have run, so the bound is at least those and every host update one
+  // after another.
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const CostTable &t = p.table(4);
+  double host = 0, forward = 0;
+  for (const Instr &in : out->plan.update)
+    if (in.onHost)
+      host += t.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+  for (const Instr &in : out->plan.round)
+    if (in.kind == InstrKind::Run && !in.recompute &&
+        (tg.tasks[in.task].kind == TaskKind::Forward ||
+         tg.tasks[in.task].kind == TaskKind::Loss))
+      forward += t.fastest(in.task).seconds;
+  REQUIRE(host > 0);
+  REQUIRE(forward > 0);
+  CHECK(bound >= (forward + host) * (1 - 1e-9));
+}

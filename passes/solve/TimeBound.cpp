@@ -349,6 +349,47 @@ std::optional<double> Relaxation::solve(BoundHints *hints) const {
   return sol->objective;
 }
 
+/// A weight-side block homed off the device leaves for free after each use
+/// (its home keeps it), so the relaxation, which cannot move weight-side
+/// blocks, counts its bytes only at the steps that read or write it:
+/// counted from first to last use, a weight read in the forward and again
+/// in the backward would fill the arena in between and leave no program.
+void onlyWhereUsed(const TaskGraph &tg, int64_t subBatch, Liveness &lv) {
+  if (tg.homes.empty())
+    return;
+  const size_t steps = lv.order.size();
+  std::vector<int64_t> unused(steps + 1, 0);
+  std::vector<std::vector<int32_t>> usedAt(tg.blocks.size());
+  for (int32_t s = 0; s < (int32_t)steps; ++s) {
+    const Task &t = tg.tasks[lv.order[s]];
+    for (const auto *list : {&t.reads, &t.writes})
+      for (BlockId b : *list)
+        usedAt[storageOf(tg, b)].push_back(s);
+  }
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    const Block &blk = tg.blocks[b];
+    if (tg.homeOf(b) == Tier::Gpu || !isWeightSide(blk.kind) ||
+        blk.viewOf >= 0 || lv.start[b] < 0)
+      continue;
+    // Every step of [start, end] but those that touch it.
+    const int64_t bytes = blk.bytesAt(subBatch);
+    unused[lv.start[b]] += bytes;
+    unused[lv.end[b] + 1] -= bytes;
+    std::vector<int32_t> &at = usedAt[b];
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end()), at.end());
+    for (int32_t s : at) {
+      unused[s] -= bytes;
+      unused[s + 1] += bytes;
+    }
+  }
+  int64_t off = 0;
+  for (size_t s = 0; s < steps; ++s) {
+    off += unused[s];
+    lv.liveBytes[s] -= off;
+  }
+}
+
 /// The round's bound in seconds, or none.
 /// `first`: the iteration's first round, which cannot start before its
 /// input and labels are on the device.
@@ -358,6 +399,7 @@ std::optional<double> roundBound(const TaskGraph &tg,
                                  bool first, const BoundOptions &opts,
                                  std::string *why, BoundHints *hints) {
   Liveness lv = computeLiveness(tg, order, costs.subBatch, /*inPlace=*/true);
+  onlyWhereUsed(tg, costs.subBatch, lv);
   StepTimes times = stepTimes(tg, order, costs, first);
   // What a step needs at its fastest: the live bytes and the fastest
   // algorithm's workspace. A plan runs a step either with some algorithm's
@@ -462,7 +504,16 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
           full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
     else if (in.kind == InstrKind::Run)
       update += full.fastest(in.task).seconds;
-  out.seconds = std::max(rounds + update, beforeLast + hostUpdate);
+  // No gradient is final before the last round's forward pass and loss
+  // have run (every gradient depends on the loss), one task after another
+  // on the compute stream: the host's first update starts no earlier.
+  double forward = 0;
+  if (hostUpdate > 0)
+    for (TaskId t : order)
+      if (tg.tasks[t].kind == TaskKind::Forward ||
+          tg.tasks[t].kind == TaskKind::Loss)
+        forward += lastTable.fastest(t).seconds;
+  out.seconds = std::max(rounds + update, beforeLast + forward + hostUpdate);
   return out;
 }
 
