@@ -11,6 +11,7 @@
 #include "passes/search/Tiers.h"
 
 #include <algorithm>
+#include <set>
 
 using namespace memfit;
 
@@ -525,4 +526,45 @@ TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
   REQUIRE(host > 0);
   REQUIRE(forward > 0);
   CHECK(bound >= (forward + host) * (1 - 1e-9));
+}
+
+TEST_CASE("offloaded activations' host slots count against the host budget",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4);
+  const int64_t budget = p.tg.weightSideBytes() / 2;
+  auto hostUse = [&](const PlanOutcome &o) {
+    const TaskGraph &tg = o.scheduledGraph(p.tg);
+    std::set<BlockId> slots;
+    for (const Instr &in : o.plan.round)
+      if (in.kind == InstrKind::CopyOut || in.kind == InstrKind::CopyIn) {
+        BlockId b = o.plan.residencies[in.residency].block;
+        if (!isBatchData(tg.blocks[b].kind) && tg.homeOf(b) == Tier::Gpu)
+          slots.insert(b);
+      }
+    int64_t bytes = tg.homedBytes(Tier::Host);
+    for (BlockId b : slots)
+      bytes += tg.blocks[b].bytesAt(o.plan.subBatch);
+    return bytes;
+  };
+  auto roomy = p.planBytes(budget, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(roomy));
+  const int64_t used = hostUse(*roomy);
+  REQUIRE(used > 0);
+  // Just enough for what the roomy plan uses plans; below it, whatever
+  // plans stays within the host budget, or none does and says why.
+  auto exact = p.planBytes(budget, used);
+  REQUIRE(static_cast<bool>(exact));
+  CHECK(hostUse(*exact) <= used);
+  for (int64_t host : {used - 1, used / 2, used / 4}) {
+    INFO("host budget " << host);
+    auto out = p.planBytes(budget, host);
+    if (out) {
+      CHECK(hostUse(*out) <= host);
+      continue;
+    }
+    llvm::Error err = out.takeError();
+    CHECK(err.isA<Infeasible>());
+    CHECK_THAT(llvm::toString(std::move(err)),
+               Catch::Contains("--host-budget"));
+  }
 }

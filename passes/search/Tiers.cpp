@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace memfit {
 
@@ -71,6 +72,24 @@ std::vector<Tier> homesMoving(const TaskGraph &tg,
 }
 
 namespace {
+
+/// Pinned host memory the trainer keeps for the blocks the plan offloads:
+/// a slot per block copied out and back, at the plan's sub-batch, as
+/// codegen makes them. Batch data and homed blocks are copied from where
+/// they live and take none.
+int64_t offloadSlotBytes(const TaskGraph &tg, const Plan &plan) {
+  std::set<BlockId> slots;
+  for (const Instr &in : plan.round)
+    if (in.kind == InstrKind::CopyOut || in.kind == InstrKind::CopyIn) {
+      BlockId b = plan.residencies[in.residency].block;
+      if (!isBatchData(tg.blocks[b].kind) && tg.homeOf(b) == Tier::Gpu)
+        slots.insert(b);
+    }
+  int64_t bytes = 0;
+  for (BlockId b : slots)
+    bytes += tg.blocks[b].bytesAt(plan.subBatch);
+  return bytes;
+}
 
 /// What the host tier cannot serve yet; success when it can.
 llvm::Error checkServable(const TaskGraph &tg, const CostTableFn &tableAt,
@@ -191,6 +210,20 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
       }
       llvm::consumeError(std::move(lastReason));
       lastReason = out.takeError();
+      continue;
+    }
+    // Offloaded activations' slots are pinned host memory too.
+    const TaskGraph &planned = homed ? *homed : tg;
+    if (int64_t host = planned.homedBytes(Tier::Host) +
+                       offloadSlotBytes(planned, out->plan);
+        host > req.hostBudget) {
+      llvm::consumeError(std::move(lastReason));
+      lastReason = makeInfeasibleF(
+          "homing {0} of weights and offloading {1} of activations would "
+          "exceed --host-budget {2}",
+          formatBytes(planned.homedBytes(Tier::Host)),
+          formatBytes(offloadSlotBytes(planned, out->plan)),
+          formatBytes(req.hostBudget));
       continue;
     }
     out->homed = homed;
