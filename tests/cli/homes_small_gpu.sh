@@ -46,6 +46,20 @@ out=$("$MEMFIT" plan g.onnx --batch 4 --device k40m --budget 40% \
 echo "$out" | grep -q "device k40m states no host memory" ||
   fail "no clear error for a device without a host: $out"
 
+# inspect --host-budget: the lower bound once the weights are homed, below
+# the 40 KiB budget planned next (the weight side alone is 437.6 KiB).
+"$MEMFIT" inspect g.onnx --batch 4 --optimizer adamw --host-budget 1GiB \
+  --json >inspect.json || fail "inspect --host-budget"
+"$PY" - <<'PYEOF' || fail "inspect --host-budget: Mmin does not fall below the budget"
+import json
+j = json.load(open("inspect.json"))
+h = j["host_budget"]
+print(f"inspect: Mmin {j['lower_bound_bytes']} bytes, {h['lower_bound_bytes']} "
+      f"with {h['homed_weights']} weights ({h['homed_bytes']} bytes) homed")
+assert h["homed_bytes"] <= h["bytes"]
+assert h["lower_bound_bytes"] < 40 * 1024 < j["weight_side_bytes"]
+PYEOF
+
 # compile dir model budget args...: the plan, checked to home at least ten
 # times its budget.
 compile() {

@@ -14,6 +14,7 @@
 #include "passes/analysis/MemoryLowerBound.h"
 #include "passes/search/Chunk.h"
 #include "passes/search/SubBatch.h"
+#include "passes/search/Tiers.h"
 #include "tools/memfit/Command.h"
 #include "tools/memfit/FreezeOption.h"
 #include "tools/memfit/NumericOptions.h"
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <optional>
 
 using namespace llvm;
 
@@ -111,7 +113,52 @@ cl::opt<int> Shard("shard",
                             "the gradients too (default 0)"),
                    cl::init(0), cl::sub(Cmd));
 
+cl::opt<std::string> HostBudget(
+    "host-budget",
+    cl::desc("Also show the lower bound with the largest weights, their "
+             "gradients and optimizer state homed in this much pinned host "
+             "memory (a size: 64GiB), as plan --host-budget may home them"),
+    cl::init(""), cl::sub(Cmd));
+
+/// What homing the largest weights that fit `budget` in host memory leaves
+/// on the device: the weights homed, their bytes, and Mmin then.
+struct HostedBound {
+  int64_t weights = 0, bytes = 0;
+  LowerBound lb;
+  std::string task;
+};
+
+HostedBound boundWithHomes(const TaskGraph &tg, int64_t budget) {
+  HostedBound h;
+  TaskGraph homed = tg;
+  homed.homes.assign(tg.blocks.size(), Tier::Gpu);
+  for (const WeightBlocks &w : homeableWeights(tg)) {
+    if (h.bytes + w.bytes > budget)
+      continue;
+    for (BlockId b : w.blocks)
+      homed.homes[b] = Tier::Host;
+    h.bytes += w.bytes;
+    ++h.weights;
+  }
+  h.lb = computeLowerBound(homed, 1);
+  h.task = h.lb.task >= 0 ? homed.tasks[h.lb.task].name : "";
+  return h;
+}
+
 int run() {
+  int64_t hostBudget = 0;
+  if (!StringRef(HostBudget).trim().empty()) {
+    auto bytes = parseSize(StringRef(HostBudget).trim().str());
+    if (!bytes)
+      return reportError(makeErrorF("invalid --host-budget '{0}': {1}",
+                                    std::string(HostBudget),
+                                    toString(bytes.takeError())));
+    if (*bytes <= 0)
+      return reportError(makeErrorF("invalid --host-budget '{0}': the "
+                                    "budget must be positive",
+                                    std::string(HostBudget)));
+    hostBudget = *bytes;
+  }
   auto dp = checkDataParallel(Ranks, Shard, DataParallel::Link::Auto, Batch);
   if (!dp)
     return reportError(dp.takeError());
@@ -149,6 +196,9 @@ int run() {
   // An exact plan of a model with BatchNorm runs whole batches.
   bool coupled = statisticsOverBatch(*tg);
   LowerBound exactLb = coupled ? exactLowerBound(*tg, b) : lb;
+  std::optional<HostedBound> hosted;
+  if (hostBudget > 0)
+    hosted = boundWithHomes(*tg, hostBudget);
 
   if (Json) {
     nlohmann::ordered_json j;
@@ -196,6 +246,12 @@ int run() {
       j["exact_lower_bound_bytes"] = exactLb.bytes;
       j["exact_lower_bound_task"] = tg->tasks[exactLb.task].name;
     }
+    if (hosted)
+      j["host_budget"] = {{"bytes", hostBudget},
+                          {"homed_weights", hosted->weights},
+                          {"homed_bytes", hosted->bytes},
+                          {"lower_bound_bytes", hosted->lb.bytes},
+                          {"lower_bound_task", hosted->task}};
     // Names come from the model: invalid UTF-8 is replaced, never thrown on.
     outs() << j.dump(2, ' ', false,
                      nlohmann::ordered_json::error_handler_t::replace)
@@ -277,6 +333,13 @@ int run() {
                     formatBytes(exactLb.bytes),
                     quoteName(tg->tasks[exactLb.task].name),
                     formatBytes(exactLb.taskBytes), b);
+  if (hosted)
+    os << formatv("with --host-budget {0}: {1} weights homed in host memory "
+                  "({2} with their gradients and optimizer state), lower "
+                  "bound Mmin {3} (set by {4})\n",
+                  formatBytes(hostBudget), hosted->weights,
+                  formatBytes(hosted->bytes), formatBytes(hosted->lb.bytes),
+                  quoteName(hosted->task));
   return ExitOk;
 }
 
