@@ -32,12 +32,14 @@ struct HostPlanned : test::Planned {
               Precision precision = Precision::FP32)
       : Planned(name, batch, device, adamw(precision)) {}
   llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
-                                        int64_t forced = 0) {
+                                        int64_t forced = 0,
+                                        int64_t homeBytesAtLeast = -1) {
     PlanRequest req;
     req.batch = graph.batch;
     req.budget = budget;
     req.hostBudget = hostBudget;
     req.forcedSubBatch = forced;
+    req.homeBytesAtLeast = homeBytesAtLeast;
     return planTraining(
         tg, [&](int64_t b) -> const CostTable & { return table(b); }, req);
   }
@@ -430,13 +432,7 @@ TEST_CASE("a homing chosen by another graph of the model is tried first, "
   REQUIRE(full->homed);
   const int64_t chosen = full->homed->homedBytes(Tier::Host);
   auto planFrom = [&](int64_t atLeast) {
-    PlanRequest req;
-    req.batch = p.graph.batch;
-    req.budget = budget;
-    req.hostBudget = int64_t(1) << 30;
-    req.homeBytesAtLeast = atLeast;
-    return planTraining(
-        p.tg, [&](int64_t b) -> const CostTable & { return p.table(b); }, req);
+    return p.planBytes(budget, int64_t(1) << 30, 0, atLeast);
   };
   // The same homing gives the same plan.
   auto same = planFrom(chosen);
