@@ -5,6 +5,7 @@
 
 #include "codegen/Emitter.h"
 #include "codegen/Names.h"
+#include "compiler/ir/OffloadSlots.h"
 #include "compiler/ir/TaskGraph.h"
 #include "compiler/ops/OpSignature.h"
 #include "compiler/support/Diagnostics.h"
@@ -26,17 +27,9 @@ llvm::Error Emitter::prepare() {
     weights.push_back(w);
   }
   slotOf.assign(tg.blocks.size(), -1);
-  for (const Instr &in : plan.round)
-    if (in.kind == InstrKind::CopyOut || in.kind == InstrKind::CopyIn) {
-      BlockId b = plan.residencies[in.residency].block;
-      // Batch data and blocks homed on the host are copied from where
-      // they live, not through a slot.
-      if (isBatchData(tg.blocks[b].kind) || tg.homeOf(b) == Tier::Host ||
-          slotOf[b] >= 0)
-        continue;
-      slotOf[b] = static_cast<int32_t>(slots.size());
-      slots.push_back(b);
-    }
+  slots = offloadSlotBlocks(tg, plan);
+  for (size_t i = 0; i < slots.size(); ++i)
+    slotOf[slots[i]] = static_cast<int32_t>(i);
   for (ResidencyId r = 0; r < (ResidencyId)plan.residencies.size(); ++r)
     resNames.push_back(identifierFrom("r" + std::to_string(r) + "_",
                                       tg.blocks[plan.residencies[r].block].name,
@@ -98,6 +91,9 @@ std::string Emitter::mainFile() const {
   if (plan.hostHomeBytes > 0)
     os << ";\n// weights homed in host memory: " << plan.hostHomeBytes
        << " bytes";
+  if (plan.nvmeHomeBytes > 0)
+    os << ";\n// optimizer state homed on NVMe: " << plan.nvmeHomeBytes
+       << " bytes";
   os << ".\n";
   os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
   os << "#ifndef MEMFIT_MODEL_PATH\n#define MEMFIT_MODEL_PATH \"model.onnx\"\n"
@@ -111,6 +107,11 @@ std::string Emitter::mainFile() const {
       os << (e ? ", " : "") << f32(v.data[e]);
     os << "};\n";
   }
+  // Weights whose optimizer state the plan keeps on NVMe.
+  std::set<ValueId> nvmeWeights;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+    if (tg.homes[b] == Tier::Nvme)
+      nvmeWeights.insert(tg.blocks[b].value);
   os << "static const WeightInfo kWeights[] = {\n";
   for (const ValueId &w : weights) {
     const Value &v = g.values[w];
@@ -147,7 +148,7 @@ std::string Emitter::mainFile() const {
        << (tg.isFrozen(w) ? ", .frozen = true" : "")
        << (tg.homeOf(tg.valueBlock[w]) == Tier::Host ? ", .home = Home::Host"
                                                      : "")
-       << "},\n";
+       << (nvmeWeights.count(w) ? ", .stateOnNvme = true" : "") << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";
@@ -184,11 +185,12 @@ std::string Emitter::mainFile() const {
     extra += ",\n             .intInput = true,\n             .inputVocab = " +
              std::to_string(vocab);
   }
-  if (tg.chunks > 1)
-    extra += ",\n             .chunks = " + std::to_string(tg.chunks);
+  // In ProgramInfo's order: designated initializers must follow it.
   if (tg.optimizer != OptimizerKind::SGD)
     extra += std::string(",\n             .optimizer = Optimizer::") +
              (tg.optimizer == OptimizerKind::Adam ? "Adam" : "AdamW");
+  if (tg.chunks > 1)
+    extra += ",\n             .chunks = " + std::to_string(tg.chunks);
   if (tg.dp.active())
     extra += ",\n             .ranks = " + std::to_string(tg.dp.ranks) +
              ",\n             .shard = " + std::to_string(tg.dp.shard);
@@ -252,6 +254,9 @@ std::string Emitter::mainFile() const {
      << ",\n             .budgetBytes = " << plan.budget
      << ",\n             .libraryReserveBytes = " << plan.libraryReserve
      << ",\n             .blasWorkspaceBytes = " << plan.blasWorkspaceBytes()
+     << (nvmeWeights.empty()
+             ? std::string()
+             : ",\n             .nvmeDir = " + stringLiteral(opts.nvmeDir))
      << "},\n"
      << "    .modelPath = MEMFIT_MODEL_PATH,\n"
      << "    .weights = kWeights,\n"

@@ -26,6 +26,9 @@ namespace memfit {
 struct EmitOptions {
   std::string modelFile = "model.onnx"; // beside the sources, in OUTDIR
   std::string memfitBuildDir;           // where memfit-runtime.cmake lives
+  /// Where the trainer keeps optimizer state the plan homes on NVMe (the
+  /// trainer's --nvme overrides it).
+  std::string nvmeDir;
   int instrsPerFunction = 300;
   int functionsPerFile = 16;
 };

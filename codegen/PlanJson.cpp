@@ -19,21 +19,24 @@ json taskJson(const ReportTask &t) {
   json waited = nullptr;
   if (!t.waitedFor.empty())
     waited = {{"block", t.waitedFor}, {"direction", t.waitedDirection}};
-  return {{"task", t.name},
-          {"kind", t.kind},
-          {"node", t.node},
-          {"op", t.op},
-          {"section", t.section},
-          {"algo", t.algo},
-          {"algo_name", t.algoName},
-          {"workspace_bytes", t.workspaceBytes},
-          {"workspace_offset", t.workspaceOffset},
-          {"stream", t.stream},
-          {"recompute", t.recompute},
-          {"start", t.start},
-          {"end", t.end},
-          {"stall_seconds", t.stallSeconds},
-          {"waited_for", waited}};
+  json j = {{"task", t.name},
+            {"kind", t.kind},
+            {"node", t.node},
+            {"op", t.op},
+            {"section", t.section},
+            {"algo", t.algo},
+            {"algo_name", t.algoName},
+            {"workspace_bytes", t.workspaceBytes},
+            {"workspace_offset", t.workspaceOffset},
+            {"stream", t.stream},
+            {"recompute", t.recompute},
+            {"start", t.start},
+            {"end", t.end},
+            {"stall_seconds", t.stallSeconds},
+            {"waited_for", waited}};
+  if (t.nvmeBytes > 0) // written only with state on NVMe
+    j["nvme_bytes"] = t.nvmeBytes;
+  return j;
 }
 
 json blockJson(const ReportBlock &b, bool withDtype) {
@@ -258,6 +261,10 @@ std::string planToJson(const PlanReport &r) {
     j["summary"]["host_homed_weights"] = s.hostHomedWeights;
     j["summary"]["host_updates"] = s.hostUpdates;
     j["summary"]["host_updates_overlapped"] = s.hostUpdatesOverlapped;
+    if (s.nvmeHomedWeights > 0) {
+      j["summary"]["nvme_home_bytes"] = s.nvmeHomeBytes;
+      j["summary"]["nvme_homed_weights"] = s.nvmeHomedWeights;
+    }
   }
   if (!s.chunksTried.empty()) { // written only when chunks were planned
     json chunks = json::array();
@@ -486,6 +493,7 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       t.start = rd.number(o, w, "start");
       t.end = rd.number(o, w, "end", true, t.start);
       t.stallSeconds = rd.number(o, w, "stall_seconds", false);
+      t.nvmeBytes = rd.integer(o, w, "nvme_bytes", 0, false);
       if (const json *wf = rd.field(o, w, "waited_for", false);
           wf && !wf->is_null()) {
         t.waitedFor = rd.str(*wf, w + ".waited_for", "block");

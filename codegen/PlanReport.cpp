@@ -12,6 +12,7 @@
 #include <array>
 #include <cassert>
 #include <map>
+#include <set>
 
 namespace memfit {
 namespace {
@@ -20,6 +21,8 @@ std::string blockDecision(const TaskGraph &tg, const Plan &plan, BlockId b) {
   const Block &blk = tg.blocks[b];
   if (tg.homeOf(b) == Tier::Host)
     return "host";
+  if (tg.homeOf(b) == Tier::Nvme)
+    return "nvme";
   if (isWeightSide(blk.kind))
     return "resident";
   if (blk.viewOf >= 0)
@@ -100,6 +103,14 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
     s.hostHomedWeights +=
         tg.homes[b] == Tier::Host && tg.blocks[b].kind == BlockKind::Weight;
+  s.nvmeHomeBytes = plan.nvmeHomeBytes;
+  {
+    std::set<ValueId> nvmeWeights;
+    for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+      if (tg.homes[b] == Tier::Nvme)
+        nvmeWeights.insert(tg.blocks[b].value);
+    s.nvmeHomedWeights = static_cast<int64_t>(nvmeWeights.size());
+  }
   for (const Instr &in : plan.update)
     if (in.onHost) {
       ++s.hostUpdates;
@@ -189,6 +200,8 @@ ReportTask reportTask(const TaskGraph &tg, const Instr &in,
     if (const AlgoCost *a = ctx.costs->find(in.task, in.algo))
       e.algoName = a->name;
   e.stream = in.onHost ? "host" : std::string(streamName(in.stream));
+  if (in.onHost)
+    e.nvmeBytes = nvmeUpdateBytes(tg, t);
   return e;
 }
 

@@ -50,6 +50,8 @@ struct ReportTask {
   /// whose transfer it waited for ("" when no transfer ended the wait).
   double stallSeconds = 0;
   std::string waitedFor, waitedDirection;
+  /// A host update's optimizer state read from NVMe and written back.
+  int64_t nvmeBytes = 0;
 };
 
 struct ReportTransfer {
@@ -128,6 +130,9 @@ struct ReportSummary {
   /// Host updates that start inside the last round, beside the rest of its
   /// backward pass (HostOverlap.h), and all host updates.
   int64_t hostUpdatesOverlapped = 0, hostUpdates = 0;
+  /// Optimizer state homed on NVMe: its bytes and the weights it is of;
+  /// 0 without that tier.
+  int64_t nvmeHomeBytes = 0, nvmeHomedWeights = 0;
   int64_t lowerBoundBytes = 0;
   std::string lowerBoundTask;
   int64_t idealPeakBytes = 0, maxLiveBytes = 0;

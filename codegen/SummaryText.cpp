@@ -176,6 +176,11 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
                                             s.hostUpdates)
                                   .str()
                             : std::string());
+  if (s.nvmeHomedWeights > 0)
+    os << llvm::formatv("nvme     the optimizer state of {0} of them, {1}, "
+                        "in a file of the --nvme directory: the host's "
+                        "update streams it from the drive and back\n",
+                        s.nvmeHomedWeights, formatBytes(s.nvmeHomeBytes));
   os << llvm::formatv(
       "time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
       ms(s.idealSeconds), ms(s.plannedSeconds), s.overhead, ms(s.stallSeconds));
@@ -241,6 +246,10 @@ std::string planSummaryJson(const PlanReport &r) {
     j["host_homed_weights"] = s.hostHomedWeights;
     j["host_updates"] = s.hostUpdates;
     j["host_updates_overlapped"] = s.hostUpdatesOverlapped;
+    if (s.nvmeHomedWeights > 0) {
+      j["nvme_home_bytes"] = s.nvmeHomeBytes;
+      j["nvme_homed_weights"] = s.nvmeHomedWeights;
+    }
   }
   j["arena_bytes"] = s.arenaBytes;
   j["lower_bound_bytes"] = s.lowerBoundBytes;

@@ -14,6 +14,10 @@ constexpr int kPid = 1;
 
 double us(double seconds) { return seconds * 1e6; }
 
+/// After the collective stream's track (4 with data parallelism, which
+/// homes refuse) and the host's.
+constexpr int kNvmeTrack = 5;
+
 } // namespace
 
 int traceTrackOf(const std::string &stream) {
@@ -57,6 +61,19 @@ std::string planToTrace(const PlanReport &r) {
                       {"args", {{"sort_index", i}}}});
   }
 
+  // The NVMe tier's track: each host update that streams its optimizer
+  // state from the drive and back, over the update's span.
+  bool nvme = std::any_of(r.tasks.begin(), r.tasks.end(),
+                          [](const ReportTask &t) { return t.nvmeBytes > 0; });
+  if (nvme)
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", kPid},
+                      {"tid", kNvmeTrack},
+                      {"args",
+                       {{"name", "NVMe (optimizer state read and written "
+                                 "back by host updates)"}}}});
+
   // The update runs after the last round; the trace shows it after this
   // one, which is what each round's tail looks like in the last sub-batch.
   double roundEnd = r.summary.roundSeconds;
@@ -89,6 +106,17 @@ std::string planToTrace(const PlanReport &r) {
                       {"ts", us(base + t.start)},
                       {"dur", us(t.end - t.start)},
                       {"args", std::move(args)}});
+    if (t.nvmeBytes > 0)
+      events.push_back(
+          {{"name", "state of " + t.name},
+           {"cat", "nvme"},
+           {"ph", "X"},
+           {"pid", kPid},
+           {"tid", kNvmeTrack},
+           {"ts", us(base + t.start)},
+           {"dur", us(t.end - t.start)},
+           {"args",
+            {{"read_bytes", t.nvmeBytes}, {"written_bytes", t.nvmeBytes}}}});
   }
 
   std::map<std::string, bool> isLoad;

@@ -84,6 +84,9 @@ struct ProgramInfo {
   int64_t budgetBytes = 0;
   int64_t libraryReserveBytes = 0;
   int64_t blasWorkspaceBytes = 0;
+  /// Where the plan keeps optimizer state on NVMe (memfit's --nvme DIR);
+  /// the trainer's --nvme overrides it. Null when nothing lives there.
+  const char *nvmeDir = nullptr;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -113,6 +116,10 @@ struct WeightInfo {
   /// not trainable, and never written after start-up.
   bool frozen = false;
   Home home = Home::Gpu;
+  /// Homed on the host with its optimizer state (momentum, second moment)
+  /// on NVMe: the host's update streams it from the file and back
+  /// (runtime/host/NvmeState.h), and it takes no memory.
+  bool stateOnNvme = false;
 };
 
 /// torch.cuda.amp.GradScaler's dynamic loss scale (fp16 programs): the
@@ -436,12 +443,19 @@ public:
   void writeMomentum(int32_t id, const float *in);
   void readSecondMoment(int32_t id, float *out);
   void writeSecondMoment(int32_t id, const float *in);
+  /// Opens the NVMe tier's file in `dir` (every weight's state there
+  /// zero) when the program keeps optimizer state on NVMe, before the
+  /// weights are written; a clear error and exit where it cannot.
+  void openNvme(const std::string &dir);
   /// Bytes the trainer holds on the device (arena + resident); weights
   /// homed on the host are not among them.
   int64_t deviceBytes() const;
   /// Host memory (pinned on CUDA) the weights homed there take: their
   /// masters, working copies, gradients and optimizer state.
   int64_t hostHomeBytes() const;
+  /// The NVMe tier's file: the optimizer state homed there (0 when none,
+  /// or before openNvme).
+  int64_t nvmeHomeBytes() const;
   /// Device memory actually in use for this trainer, as the device reports
   /// it: on CUDA, total - free (cudaMemGetInfo) now, minus the same taken
   /// right after the CUDA context was created, so it counts the arena, the

@@ -240,6 +240,10 @@ bool reportMemory(Exec &x, bool quiet) {
       std::printf("host memory: %.2f MiB for the weights homed there "
                   "(pinned), not in the device budget\n",
                   mibOf(x.hostHomeBytes()));
+    if (!quiet && x.nvmeHomeBytes() > 0)
+      std::printf("NVMe: %.2f MiB of optimizer state, in an unnamed file "
+                  "of the --nvme directory\n",
+                  mibOf(x.nvmeHomeBytes()));
     return true;
   }
   std::fflush(stdout);
@@ -356,6 +360,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   x.eps = o.eps;
   x.seed = o.seed;
   Dataset data = loadData(o, p);
+  x.openNvme(o.nvme);
   initWeights(x, o, *model);
   // Once, before the first iteration: the convolutions run what cuDNN runs.
   ConvCheckResult convs = x.checkConvolutions(program.convs, program.numConvs);

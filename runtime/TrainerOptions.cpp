@@ -49,7 +49,7 @@ const char *kUsage =
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
     "               [--model model.onnx] [--log-every N] [--quiet]\n"
-    "               [--dump-graph FILE] [--conv-algos FILE]\n"
+    "               [--dump-graph FILE] [--conv-algos FILE] [--nvme DIR]\n"
     "               fp16 only: [--loss-scale F] "
     "[--loss-scale-growth-interval N]\n";
 
@@ -197,6 +197,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.save = value();
     else if (a == "--checkpoint")
       o.checkpoint = value();
+    else if (a == "--nvme")
+      o.nvme = value();
     else if (a == "--checkpoint-every")
       o.checkpointEvery = parseNumber<int64_t>(a, value());
     else if (a == "--resume")
@@ -234,6 +236,11 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
 }
 
 void checkAgainstProgram(Options &o, const ProgramInfo &p) {
+  if (!o.nvme.empty() && !p.nvmeDir)
+    die("--nvme: this trainer's plan keeps no optimizer state on NVMe "
+        "(compile with memfit's --nvme DIR for one that does)");
+  if (o.nvme.empty() && p.nvmeDir)
+    o.nvme = p.nvmeDir;
   bool adam = p.optimizer != Optimizer::SGD;
   if (!adam && !p.hasMomentum && o.momentum != 0)
     die("this trainer was compiled without momentum buffers (--momentum=0); "

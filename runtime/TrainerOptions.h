@@ -17,6 +17,8 @@ namespace memfit::rt {
 
 struct Options {
   std::string data, labels, model, save, checkpoint, dumpGraph, convAlgos;
+  /// The NVMe tier's directory: the plan's (memfit --nvme) unless given.
+  std::string nvme;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;

@@ -5,6 +5,7 @@
 #include "codegen/PlanJson.h"
 #include "codegen/PlanReport.h"
 #include "codegen/Trace.h"
+#include "compiler/ir/OffloadSlots.h"
 #include "compiler/support/Diagnostics.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
@@ -33,15 +34,27 @@ struct HostPlanned : test::Planned {
       : Planned(name, batch, device, adamw(precision)) {}
   llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
                                         int64_t forced = 0,
-                                        int64_t homeBytesAtLeast = -1) {
+                                        int64_t homeBytesAtLeast = -1,
+                                        int64_t nvmeBudget = 0) {
     PlanRequest req;
     req.batch = graph.batch;
     req.budget = budget;
     req.hostBudget = hostBudget;
+    req.nvmeBudget = nvmeBudget;
     req.forcedSubBatch = forced;
     req.homeBytesAtLeast = homeBytesAtLeast;
     return planTraining(
-        tg, [&](int64_t b) -> const CostTable & { return table(b); }, req);
+        tg, [&](int64_t b) -> const CostTable & { return nvmeTable(b); }, req);
+  }
+  /// The device's tables with an NVMe drive of these rates (bytes/s; the
+  /// built-in devices state none).
+  double nvmeRead = 0, nvmeWrite = 0;
+  const CostTable &nvmeTable(int64_t b) {
+    table(b);
+    CostTable &t = tables[b];
+    t.nvmeReadBytesPerSecond = nvmeRead;
+    t.nvmeWriteBytesPerSecond = nvmeWrite;
+    return t;
   }
 };
 
@@ -530,17 +543,7 @@ TEST_CASE("offloaded activations' host slots count against the host budget",
   const int64_t budget = p.tg.weightSideBytes() / 2;
   auto hostUse = [&](const PlanOutcome &o) {
     const TaskGraph &tg = o.scheduledGraph(p.tg);
-    std::set<BlockId> slots;
-    for (const Instr &in : o.plan.round)
-      if (in.kind == InstrKind::CopyOut || in.kind == InstrKind::CopyIn) {
-        BlockId b = o.plan.residencies[in.residency].block;
-        if (!isBatchData(tg.blocks[b].kind) && tg.homeOf(b) == Tier::Gpu)
-          slots.insert(b);
-      }
-    int64_t bytes = tg.homedBytes(Tier::Host);
-    for (BlockId b : slots)
-      bytes += tg.blocks[b].bytesAt(o.plan.subBatch);
-    return bytes;
+    return tg.homedBytes(Tier::Host) + offloadSlotBytes(tg, o.plan);
   };
   auto roomy = p.planBytes(budget, int64_t(1) << 30);
   REQUIRE(static_cast<bool>(roomy));
@@ -563,4 +566,117 @@ TEST_CASE("offloaded activations' host slots count against the host budget",
     CHECK_THAT(llvm::toString(std::move(err)),
                Catch::Contains("--host-budget"));
   }
+}
+
+TEST_CASE("optimizer state goes to NVMe only where the host budget cannot "
+          "hold it",
+          "[tiers][nvme]") {
+  HostPlanned p("gpt2-tiny", 4);
+  p.nvmeRead = 6e9;
+  p.nvmeWrite = 4e9;
+  const int64_t weightSide = p.tg.weightSideBytes();
+  // Room on the host: nothing on NVMe, whatever its budget.
+  auto roomy =
+      p.planBytes(weightSide / 2, int64_t(1) << 30, 0, -1, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(roomy));
+  CHECK(roomy->plan.nvmeHomeBytes == 0);
+  // A host budget of 70% of the weight side: with AdamW half of a homed
+  // weight's bytes are its moments, so the plan needs NVMe for some.
+  const int64_t host = weightSide * 70 / 100;
+  auto out = p.planBytes(weightSide / 10, host, 0, -1, int64_t(1) << 30);
+  if (!out)
+    FAIL(llvm::toString(out.takeError()));
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  CHECK(out->plan.nvmeHomeBytes > 0);
+  CHECK(out->plan.nvmeHomeBytes == tg.homedBytes(Tier::Nvme));
+  CHECK(out->plan.hostHomeBytes <= host);
+  // Only moments, and only of weights homed on the host.
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b) {
+    if (tg.homes[b] != Tier::Nvme)
+      continue;
+    INFO(tg.blocks[b].name);
+    BlockKind k = tg.blocks[b].kind;
+    CHECK((k == BlockKind::Momentum || k == BlockKind::SecondMoment));
+    CHECK(tg.homeOf(tg.valueBlock[tg.blocks[b].value]) == Tier::Host);
+  }
+  if (auto err = verifyPlan(tg, out->plan))
+    FAIL(llvm::toString(std::move(err)));
+  // Each host update streaming state is priced as the slower of its
+  // arithmetic and the drive's read and write of that state.
+  const CostTable &t = p.nvmeTable(out->plan.subBatch);
+  double busy = 0, want = 0;
+  int nvmeUpdates = 0;
+  for (size_t i = 0; i < out->plan.update.size(); ++i) {
+    const Instr &in = out->plan.update[i];
+    if (!in.onHost)
+      continue;
+    const int64_t params = updatedParams(tg, tg.tasks[in.task]);
+    const int64_t state = nvmeUpdateBytes(tg, tg.tasks[in.task]);
+    nvmeUpdates += state > 0;
+    want += std::max(double(params) / t.hostUpdateParamsPerSecond,
+                     double(state) / p.nvmeRead + double(state) / p.nvmeWrite);
+    busy += out->sim.updateEnd[i] - out->sim.updateStart[i];
+  }
+  CHECK(nvmeUpdates > 0);
+  CHECK(busy == Approx(want));
+  // The same homing without NVMe's budget: refused, naming the host's.
+  auto noNvme = p.planBytes(weightSide / 10, host);
+  REQUIRE_FALSE(static_cast<bool>(noNvme));
+  CHECK_THAT(llvm::toString(noNvme.takeError()),
+             Catch::Contains("--host-budget"));
+  // An NVMe budget too small for the state the host cannot hold.
+  auto small = p.planBytes(weightSide / 10, host, 0, -1, 1024);
+  REQUIRE_FALSE(static_cast<bool>(small));
+  CHECK_THAT(llvm::toString(small.takeError()),
+             Catch::Contains("--nvme-budget"));
+
+  // The verifier: only optimizer state lives on NVMe.
+  TaskGraph bad = tg;
+  Plan plan = out->plan;
+  for (BlockId b = 0; b < (BlockId)bad.homes.size(); ++b)
+    if (bad.homes[b] == Tier::Host &&
+        bad.blocks[b].kind == BlockKind::WeightGrad) {
+      bad.homes[b] = Tier::Nvme;
+      break;
+    }
+  plan.nvmeHomeBytes = bad.homedBytes(Tier::Nvme);
+  plan.hostHomeBytes = bad.homedBytes(Tier::Host);
+  llvm::Error err = verifyPlan(bad, plan);
+  REQUIRE(static_cast<bool>(err));
+  CHECK_THAT(llvm::toString(std::move(err)),
+             Catch::Contains("which holds only optimizer state"));
+}
+
+TEST_CASE("a device that states no NVMe rates cannot home state there",
+          "[tiers][nvme]") {
+  HostPlanned p("gpt2-tiny", 4);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 0, -1,
+                         int64_t(1) << 30);
+  REQUIRE_FALSE(static_cast<bool>(out));
+  CHECK_THAT(llvm::toString(out.takeError()),
+             Catch::Contains("states no NVMe read and write rates"));
+}
+
+TEST_CASE("the generated trainer names the state on NVMe and its directory",
+          "[tiers][nvme]") {
+  HostPlanned p("gpt2-tiny", 4);
+  p.nvmeRead = 6e9;
+  p.nvmeWrite = 4e9;
+  const int64_t weightSide = p.tg.weightSideBytes();
+  auto out = p.planBytes(weightSide / 10, weightSide * 70 / 100, 0, -1,
+                         int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(out));
+  EmitOptions eo;
+  eo.nvmeDir = "/mnt/nvme \"x\"";
+  auto files = emitTrainer(out->scheduledGraph(p.tg), out->plan, eo);
+  REQUIRE(static_cast<bool>(files));
+  std::string mainCpp;
+  for (const GeneratedFile &f : *files)
+    if (f.path == "src/main.cpp")
+      mainCpp = f.contents;
+  CHECK(mainCpp.find(".home = Home::Host, .stateOnNvme = true") !=
+        std::string::npos);
+  // The directory as an escaped literal: a quote cannot end it.
+  CHECK(mainCpp.find(".nvmeDir = \"/mnt/nvme \\042x\\042\"") !=
+        std::string::npos);
 }

@@ -277,6 +277,8 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
   table.hostUpdateParamsPerSecond = tg.optimizer == OptimizerKind::SGD
                                         ? m.device().hostSgdRate()
                                         : m.device().hostAdamRate();
+  table.nvmeReadBytesPerSecond = m.device().nvmeReadBandwidth;
+  table.nvmeWriteBytesPerSecond = m.device().nvmeWriteBandwidth;
   table.collective = collectiveCost(m.device(), tg.dp);
   table.tasks.resize(tg.tasks.size());
   for (TaskId t = 0; t < static_cast<TaskId>(tg.tasks.size()); ++t) {

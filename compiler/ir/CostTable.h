@@ -12,6 +12,7 @@
 
 #include "compiler/ir/TaskGraph.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ struct CostTable {
   /// run by its cores): parameters per second; 0 where the device states
   /// no host, and then nothing may be homed there.
   double hostUpdateParamsPerSecond = 0;
+  /// The NVMe drive's rates (bytes/s) for optimizer state homed there; 0
+  /// where the device states none, and then nothing may be homed there.
+  double nvmeReadBytesPerSecond = 0, nvmeWriteBytesPerSecond = 0;
 
   double copyOutSeconds(int64_t bytes) const {
     return copyLatencySeconds + static_cast<double>(bytes) / d2hBytesPerSecond;
@@ -68,8 +72,17 @@ struct CostTable {
   double copyInSeconds(int64_t bytes) const {
     return copyLatencySeconds + static_cast<double>(bytes) / h2dBytesPerSecond;
   }
-  double hostUpdateSeconds(int64_t params) const {
-    return static_cast<double>(params) / hostUpdateParamsPerSecond;
+  /// A host update of `params` parameters whose optimizer state, `nvme`
+  /// bytes of it, lives on NVMe: the host optimizer streams it through in
+  /// chunks on every thread, so the drive's read and write of the state
+  /// overlap the arithmetic of other chunks but not each other (one drive).
+  double hostUpdateSeconds(int64_t params, int64_t nvme = 0) const {
+    double compute = static_cast<double>(params) / hostUpdateParamsPerSecond;
+    if (nvme <= 0)
+      return compute;
+    double io = static_cast<double>(nvme) / nvmeReadBytesPerSecond +
+                static_cast<double>(nvme) / nvmeWriteBytesPerSecond;
+    return std::max(compute, io);
   }
   const AlgoCost &fastest(TaskId t) const { return tasks[t].front(); }
   const AlgoCost &baseline(TaskId t) const {

@@ -109,6 +109,9 @@ struct Plan {
   /// Pinned host memory the weight side homed there takes
   /// (TaskGraph::homedBytes(Tier::Host)); 0 without tiers.
   int64_t hostHomeBytes = 0;
+  /// NVMe bytes the optimizer state homed there takes
+  /// (TaskGraph::homedBytes(Tier::Nvme)); 0 without that tier.
+  int64_t nvmeHomeBytes = 0;
   int64_t arenaBytes = 0; // the one region activations etc. live in
   std::vector<Residency> residencies;
   int32_t numEvents = 0;

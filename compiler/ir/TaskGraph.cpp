@@ -116,6 +116,8 @@ std::string_view tierName(Tier t) {
     return "gpu";
   case Tier::Host:
     return "host";
+  case Tier::Nvme:
+    return "nvme";
   }
   return "?";
 }
@@ -158,6 +160,15 @@ std::vector<BlockId> hostUpdateBlocks(const TaskGraph &tg, const Task &update) {
   std::sort(bs.begin(), bs.end());
   bs.erase(std::unique(bs.begin(), bs.end()), bs.end());
   return bs;
+}
+
+int64_t nvmeUpdateBytes(const TaskGraph &tg, const Task &update) {
+  int64_t bytes = 0;
+  if (update.kind == TaskKind::Update)
+    for (BlockId b : update.writes)
+      if (tg.homeOf(b) == Tier::Nvme)
+        bytes += tg.blocks[b].bytesAt(1);
+  return bytes;
 }
 
 int64_t TaskGraph::keepAllBytes(int64_t b) const {

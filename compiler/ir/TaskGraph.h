@@ -64,8 +64,12 @@ std::string_view blockKindName(BlockKind k);
 /// the arena (the default), or in pinned host memory, copied into the arena
 /// for the tasks of a round that read or write it, like a prefetched
 /// activation, and updated there by the host's cores.
-enum class Tier : uint8_t { Gpu, Host };
-std::string_view tierName(Tier t); // "gpu", "host"
+/// Where a weight-side block lives between rounds. Nvme holds only the
+/// optimizer state (momentum, second moment) of a weight homed on the host:
+/// the host's update reads it from files and writes it back, and no round
+/// copies it (docs/memory.md, "NVMe").
+enum class Tier : uint8_t { Gpu, Host, Nvme };
+std::string_view tierName(Tier t); // "gpu", "host", "nvme"
 
 /// Weights, their gradients and optimizer state do not scale with the
 /// sub-batch and stay resident for the whole run (moDNN does the same). The
@@ -245,7 +249,8 @@ struct TaskGraph {
   /// Per block, its home (Tier); empty when every block's is the GPU. Only
   /// the blocks of a trained or frozen weight (Weight, WeightCopy,
   /// WeightGrad, Momentum, SecondMoment) may live off the GPU, and all of
-  /// one weight's together (passes/schedule/Tiers.h).
+  /// one weight's together (passes/schedule/Tiers.h), its optimizer state
+  /// possibly on NVMe.
   std::vector<Tier> homes;
 
   const Block &block(BlockId id) const { return blocks[id]; }
@@ -307,6 +312,10 @@ int64_t updatedParams(const TaskGraph &tg, const Task &update);
 /// weight, its 16-bit working copy (which the update refreshes), gradient
 /// and moments; sorted.
 std::vector<BlockId> hostUpdateBlocks(const TaskGraph &tg, const Task &update);
+
+/// Bytes of the optimizer state a host update reads from NVMe and writes
+/// back (its blocks homed on Tier::Nvme); 0 for any other task.
+int64_t nvmeUpdateBytes(const TaskGraph &tg, const Task &update);
 
 /// The order the task graph was built in (forward, loss, backward, update).
 std::vector<TaskId> builtOrder(const TaskGraph &tg);

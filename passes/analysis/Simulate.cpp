@@ -90,8 +90,9 @@ double hostTimes(const TaskGraph &tg, const Plan &plan, const CostTable &costs,
             ? lastStart + lastRound.eventTime[in.event]
             : roundsEnd;
     double start = std::max(hostFree, ready);
-    hostFree =
-        start + costs.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+    const Task &t = tg.tasks[in.task];
+    hostFree = start + costs.hostUpdateSeconds(updatedParams(tg, t),
+                                               nvmeUpdateBytes(tg, t));
     upd.start[i] = start - roundsEnd;
     upd.end[i] = hostFree - roundsEnd;
   }

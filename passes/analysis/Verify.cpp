@@ -132,6 +132,25 @@ llvm::Error Verifier::checkStatic() {
                               "graph's {1}",
                               plan.hostHomeBytes, tg.homedBytes(Tier::Host))
                     .str());
+  if (plan.nvmeHomeBytes != tg.homedBytes(Tier::Nvme))
+    return fail("home",
+                llvm::formatv("NVMe home bytes {0} differ from the graph's {1}",
+                              plan.nvmeHomeBytes, tg.homedBytes(Tier::Nvme))
+                    .str());
+  // Only optimizer state lives on NVMe, and only a host update reads it:
+  // no round copies it and the GPU never updates it.
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b) {
+    if (tg.homes[b] != Tier::Nvme)
+      continue;
+    BlockKind k = tg.blocks[b].kind;
+    if (k != BlockKind::Momentum && k != BlockKind::SecondMoment)
+      return fail("home", blockName(b) + " is homed on NVMe, which holds "
+                                         "only optimizer state");
+    for (TaskId t : tg.blocks[b].readers)
+      if (!tg.runsOnHost(tg.tasks[t]))
+        return fail("home", blockName(b) + " is homed on NVMe but read by " +
+                                "a task the host does not run");
+  }
   if (plan.libraryReserve < 0)
     return fail("budget", llvm::formatv("the library reserve {0} bytes is "
                                         "negative",
@@ -305,7 +324,7 @@ llvm::Error Verifier::runWrites(const Instr &in, const Task &t, int32_t g,
 }
 
 llvm::Error Verifier::walkSection(const Section &sec, int copy) {
-  size_t nb = tg.blocks.size(), nres = plan.residencies.size();
+  size_t nres = plan.residencies.size();
   std::fill(eventRecorded.begin(), eventRecorded.end(), false);
   std::fill(runs.begin(), runs.end(), 0);
   if (sec.isRound)
@@ -454,7 +473,7 @@ llvm::Error Verifier::runOnHost(const Instr &in, const Task &t) {
   ++runs[in.task];
   for (const auto *list : {&t.reads, &t.writes})
     for (BlockId b : *list)
-      if (tg.homeOf(b) != Tier::Host)
+      if (tg.homeOf(b) == Tier::Gpu)
         return fail("home", blockName(b) + " is not homed on the host");
   for (BlockId b : t.reads)
     if (version[b] == 0 || hostVersion[b] != version[b])

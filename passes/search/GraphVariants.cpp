@@ -72,8 +72,10 @@ llvm::Expected<VariantChoice> chooseAttention(const AttentionVariants &v,
       return outcome.takeError();
     }
     if (outcome && r.hostBudget > 0 && r.homeBytesAtLeast < 0)
-      r.homeBytesAtLeast =
-          outcome->homed ? outcome->homed->homedBytes(Tier::Host) : 0;
+      r.homeBytesAtLeast = outcome->homed
+                               ? outcome->homed->homedBytes(Tier::Host) +
+                                     outcome->homed->homedBytes(Tier::Nvme)
+                               : 0;
     // The fastest feasible plan; on a tie the one with more fused.
     if (outcome) {
       const VariantOutcome *b = best ? &choice.tried[*best] : nullptr;

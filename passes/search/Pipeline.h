@@ -68,6 +68,10 @@ struct PlanRequest {
   /// > 0: weights may live in pinned host memory, this many bytes at most
   /// (Tiers.h); 0: every weight stays on the GPU, as without tiers.
   int64_t hostBudget = 0;
+  /// > 0 (with hostBudget): the optimizer state of weights homed on the
+  /// host may live on NVMe, this many bytes at most, where the host budget
+  /// would not hold it (Tiers.h); 0: none does.
+  int64_t nvmeBudget = 0;
   /// With hostBudget: -1 tries every homing (Tiers.h) and keeps the
   /// fastest; >= 0 tries only those moving at least this many bytes, in
   /// ascending order, and keeps the first that plans (the graph-variant

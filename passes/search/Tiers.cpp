@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/search/Tiers.h"
 
+#include "compiler/ir/OffloadSlots.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
 #include "passes/schedule/PolicyRules.h"
@@ -14,7 +15,6 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <set>
 
 namespace memfit {
 
@@ -71,24 +71,51 @@ std::vector<Tier> homesMoving(const TaskGraph &tg,
   return homes;
 }
 
+int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
+                         std::vector<Tier> &homes, int64_t bytes) {
+  int64_t moved = 0;
+  for (const WeightBlocks &w : ws) {
+    if (moved >= bytes)
+      break;
+    if (homes[w.weight] != Tier::Host)
+      continue;
+    for (BlockId b : w.blocks) {
+      BlockKind k = tg.blocks[b].kind;
+      if ((k == BlockKind::Momentum || k == BlockKind::SecondMoment) &&
+          homes[b] == Tier::Host) {
+        homes[b] = Tier::Nvme;
+        moved += tg.blocks[b].bytesAt(1);
+      }
+    }
+  }
+  return moved;
+}
+
 namespace {
 
-/// Pinned host memory the trainer keeps for the blocks the plan offloads:
-/// a slot per block copied out and back, at the plan's sub-batch, as
-/// codegen makes them. Batch data and homed blocks are copied from where
-/// they live and take none.
-int64_t offloadSlotBytes(const TaskGraph &tg, const Plan &plan) {
-  std::set<BlockId> slots;
-  for (const Instr &in : plan.round)
-    if (in.kind == InstrKind::CopyOut || in.kind == InstrKind::CopyIn) {
-      BlockId b = plan.residencies[in.residency].block;
-      if (!isBatchData(tg.blocks[b].kind) && tg.homeOf(b) == Tier::Gpu)
-        slots.insert(b);
-    }
-  int64_t bytes = 0;
-  for (BlockId b : slots)
-    bytes += tg.blocks[b].bytesAt(plan.subBatch);
-  return bytes;
+/// Why `tg`'s homes, with `slots` bytes of offload slots in pinned memory,
+/// break the request's host or NVMe budget (Infeasible); success when they
+/// do not.
+llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t slots,
+                           const PlanRequest &req) {
+  const int64_t host = tg.homedBytes(Tier::Host);
+  if (host + slots > req.hostBudget) {
+    if (slots == 0)
+      return makeInfeasibleF(
+          "homing {0} of weights on the host would "
+          "exceed --host-budget {1}{2}",
+          formatBytes(host), formatBytes(req.hostBudget),
+          req.nvmeBudget > 0 ? " with their optimizer state on NVMe" : "");
+    return makeInfeasibleF("homing {0} of weights and offloading {1} of "
+                           "activations would exceed --host-budget {2}",
+                           formatBytes(host), formatBytes(slots),
+                           formatBytes(req.hostBudget));
+  }
+  if (int64_t nvme = tg.homedBytes(Tier::Nvme); nvme > req.nvmeBudget)
+    return makeInfeasibleF("homing {0} of optimizer state on NVMe would "
+                           "exceed --nvme-budget {1}",
+                           formatBytes(nvme), formatBytes(req.nvmeBudget));
+  return llvm::Error::success();
 }
 
 /// What the host tier cannot serve yet; success when it can.
@@ -104,6 +131,11 @@ llvm::Error checkServable(const TaskGraph &tg, const CostTableFn &tableAt,
     return makeError("--host-budget: the optimal policy's program does not "
                      "model weights homed on the host yet; use another "
                      "policy");
+  if (req.nvmeBudget > 0 && (tableAt(1).nvmeReadBytesPerSecond <= 0 ||
+                             tableAt(1).nvmeWriteBytesPerSecond <= 0))
+    return makeError("--nvme: the device states no NVMe read and write "
+                     "rates (nvme_read_gbps and nvme_write_gbps in its "
+                     "file), so no optimizer state there can be priced");
   if (tableAt(1).hostUpdateParamsPerSecond <= 0)
     return makeError("--host-budget: the device states no host optimizer "
                      "rate (host_adam_mparams_per_s or host_memory_gbps in "
@@ -190,12 +222,13 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
       if (count == lastCount)
         continue;
       lastCount = count;
-      if (int64_t host = homed->homedBytes(Tier::Host); host > req.hostBudget) {
+      // What the host budget cannot hold of the state goes to NVMe.
+      if (int64_t host = homed->homedBytes(Tier::Host);
+          host > req.hostBudget && req.nvmeBudget > 0)
+        spillStateToNvme(tg, ws, homed->homes, host - req.hostBudget);
+      if (auto why = exceedsBudgets(*homed, 0, req)) {
         llvm::consumeError(std::move(lastReason));
-        lastReason = makeInfeasibleF(
-            "homing {0} of weights on the host would exceed --host-budget "
-            "{1}",
-            formatBytes(host), formatBytes(req.hostBudget));
+        lastReason = std::move(why);
         continue;
       }
       // A split batch's graph is built from the model's blocks, which the
@@ -212,18 +245,39 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
       lastReason = out.takeError();
       continue;
     }
-    // Offloaded activations' slots are pinned host memory too.
-    const TaskGraph &planned = homed ? *homed : tg;
-    if (int64_t host = planned.homedBytes(Tier::Host) +
-                       offloadSlotBytes(planned, out->plan);
-        host > req.hostBudget) {
+    // Offloaded activations' slots are pinned host memory too; where they
+    // push the host past its budget, more state goes to NVMe and the
+    // homing is planned again (once: the slots hardly change).
+    const TaskGraph *planned = homed ? homed.get() : &tg;
+    int64_t slots = offloadSlotBytes(*planned, out->plan);
+    if (homed && req.nvmeBudget > 0 &&
+        homed->homedBytes(Tier::Host) + slots > req.hostBudget) {
+      auto again = std::make_shared<TaskGraph>(*homed);
+      bool moved = spillStateToNvme(tg, ws, again->homes,
+                                    homed->homedBytes(Tier::Host) + slots -
+                                        req.hostBudget) > 0;
+      llvm::Error over = exceedsBudgets(*again, 0, req);
+      bool fits = !over;
+      llvm::consumeError(std::move(over));
+      if (moved && fits) {
+        auto replanned = planOne(*again, tableAt, r);
+        if (!replanned && !replanned.errorIsA<Infeasible>()) {
+          llvm::consumeError(std::move(lastReason));
+          return replanned.takeError();
+        }
+        if (replanned) {
+          homed = again;
+          planned = homed.get();
+          out = std::move(replanned);
+          slots = offloadSlotBytes(*planned, out->plan);
+        } else {
+          llvm::consumeError(replanned.takeError());
+        }
+      }
+    }
+    if (auto why = exceedsBudgets(*planned, slots, req)) {
       llvm::consumeError(std::move(lastReason));
-      lastReason = makeInfeasibleF(
-          "homing {0} of weights and offloading {1} of activations would "
-          "exceed --host-budget {2}",
-          formatBytes(planned.homedBytes(Tier::Host)),
-          formatBytes(offloadSlotBytes(planned, out->plan)),
-          formatBytes(req.hostBudget));
+      lastReason = std::move(why);
       continue;
     }
     out->homed = homed;

@@ -5,14 +5,19 @@
 // the GPU for the whole run, or in pinned host memory, from where each
 // round copies the weight in for the tasks that read it and its gradient
 // out once final, and the host's cores run its update. A weight is the
-// unit: its blocks share one home.
+// unit: its blocks share one home, except that with an NVMe budget the
+// optimizer state (momentum, second moment) of a weight homed on the host
+// may live on NVMe, where the host budget would not hold it; the host's
+// update then streams that state from the drive and back.
 //
 // planAcrossTiers plans a graph with the weights homed where the request's
-// host budget allows and keeps the fastest plan. Guarantees: the plan with
+// budgets allow and keeps the fastest plan. Guarantees: the plan with
 // every weight on the GPU is among those tried whenever it is feasible, so
 // allowing the host tier never gives a slower plan; no plan homes more
-// bytes on the host than the host budget; the graph of the plan returned
-// carries its homes (PlanOutcome::scheduledGraph).
+// bytes on the host than the host budget, nor on NVMe than the NVMe
+// budget; a homing puts state on NVMe only where the host budget cannot
+// hold it; the graph of the plan returned carries its homes
+// (PlanOutcome::scheduledGraph).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_SEARCH_TIERS_H
@@ -43,6 +48,12 @@ std::vector<WeightBlocks> homeableWeights(const TaskGraph &tg);
 /// takes to move at least `bytes` off the GPU (all of them at most).
 std::vector<Tier> homesMoving(const TaskGraph &tg,
                               std::span<const WeightBlocks> ws, int64_t bytes);
+
+/// Moves the optimizer state of weights homed on the host (`homes`) to
+/// NVMe, the largest first, until at least `bytes` have moved (or every
+/// such weight's). Returns the bytes moved.
+int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
+                         std::vector<Tier> &homes, int64_t bytes);
 
 /// How planTraining plans one graph with its homes fixed.
 using PlanOneGraph = std::function<llvm::Expected<PlanOutcome>(

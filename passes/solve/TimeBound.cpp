@@ -501,7 +501,8 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   for (const Instr &in : plan.update)
     if (in.kind == InstrKind::Run && in.onHost)
       hostUpdate +=
-          full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+          full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]),
+                                 nvmeUpdateBytes(tg, tg.tasks[in.task]));
     else if (in.kind == InstrKind::Run)
       update += full.fastest(in.task).seconds;
   // No gradient is final before the last round's forward pass and loss

@@ -224,10 +224,12 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     };
     im.w.push_back(static_cast<float *>(alloc(bytes)));
     im.g.push_back(wi.trainable ? static_cast<float *>(alloc(bytes)) : nullptr);
-    im.m.push_back(wi.trainable && info.hasMomentum
+    // State on NVMe lives in the tier's file (openNvme), not here.
+    const bool inMemory = wi.trainable && !wi.stateOnNvme;
+    im.m.push_back(inMemory && info.hasMomentum
                        ? static_cast<float *>(alloc(bytes))
                        : nullptr);
-    im.v.push_back(wi.trainable && info.optimizer != Optimizer::SGD
+    im.v.push_back(inMemory && info.optimizer != Optimizer::SGD
                        ? static_cast<float *>(alloc(bytes))
                        : nullptr);
     // The 16-bit working copy: rounded from the master before its first
@@ -414,9 +416,10 @@ int64_t Exec::deviceBytes() const {
   for (const WeightInfo &wi : wInfo) {
     if (wi.home == Home::Host)
       continue; // pinned host memory: hostHomeBytes
+    const bool state = wi.trainable && !wi.stateOnNvme; // else on NVMe
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
-                     (wi.trainable && prog.hasMomentum ? 1 : 0) +
-                     (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
+                     (state && prog.hasMomentum ? 1 : 0) +
+                     (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
     total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
   }
   return total;
@@ -477,22 +480,54 @@ void Exec::writeWeight(int32_t id, const float *in) {
   if (wInfo[id].home == Home::Host && impl->wCopy[id])
     cuda::refreshHomeCopy(*this, *impl, id);
 }
+/// Reads (`out`) or writes (`in`) weight id's moment whose offsets are
+/// `at` in the NVMe tier's file (host memory: no device copy).
+static void nvmeTensor(Exec &x, host::NvmeState &nv,
+                       const std::vector<int64_t> &at, int32_t id, float *out,
+                       const float *in) {
+  if (!nv.opened() || at[id] < 0)
+    x.fatal("weight " + std::to_string(id) +
+            " has no optimizer state on NVMe (Exec::openNvme not called?)");
+  const int64_t count = x.weightInfo()[id].count;
+  if (!(out ? nv.readTensor(at[id], count, out)
+            : nv.writeTensor(at[id], count, in)))
+    x.fatal(nv.store->error());
+}
+
+void Exec::openNvme(const std::string &dir) {
+  std::string err;
+  if (host::hasNvmeState(wInfo) && !impl->nvme.open(prog, wInfo, dir, err))
+    fatal(err);
+}
+
+int64_t Exec::nvmeHomeBytes() const {
+  return impl->nvme.opened() ? impl->nvme.store->size() : 0;
+}
+
 void Exec::readMomentum(int32_t id, float *out) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.m, id, out, nullptr);
   if (!impl->m[id])
     fatal("weight " + std::to_string(id) + " has no momentum buffer");
   toHost(*this, *impl, out, impl->m[id], wInfo[id].count);
 }
 void Exec::readSecondMoment(int32_t id, float *out) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.v, id, out, nullptr);
   if (!impl->v[id])
     fatal("weight " + std::to_string(id) + " has no second-moment buffer");
   toHost(*this, *impl, out, impl->v[id], wInfo[id].count);
 }
 void Exec::writeSecondMoment(int32_t id, const float *in) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.v, id, nullptr, in);
   if (!impl->v[id])
     fatal("weight " + std::to_string(id) + " has no second-moment buffer");
   toDevice(*this, *impl, impl->v[id], in, wInfo[id].count);
 }
 void Exec::writeMomentum(int32_t id, const float *in) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.m, id, nullptr, in);
   if (!impl->m[id])
     fatal("weight " + std::to_string(id) + " has no momentum buffer");
   toDevice(*this, *impl, impl->m[id], in, wInfo[id].count);
@@ -629,9 +664,10 @@ int64_t Exec::hostHomeBytes() const {
   for (const WeightInfo &wi : wInfo) {
     if (wi.home != Home::Host)
       continue;
+    const bool state = wi.trainable && !wi.stateOnNvme; // else on NVMe
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
-                     (wi.trainable && prog.hasMomentum ? 1 : 0) +
-                     (wi.trainable && prog.optimizer != Optimizer::SGD ? 1 : 0);
+                     (state && prog.hasMomentum ? 1 : 0) +
+                     (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
     total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
   }
   return total;

@@ -112,8 +112,16 @@ void Exec::copyOutHome(int64_t offset, HomeTensor what, int32_t id) {
                                cudaMemcpyDeviceToHost, impl->stream[CopyOut]));
 }
 
+/// A weight whose state is on NVMe needs the tier's file open.
+static void checkNvme(Exec &x, Exec::Impl &im, int32_t id) {
+  if (x.weightInfo()[id].stateOnNvme && !im.nvme.opened())
+    x.fatal("the plan keeps optimizer state on NVMe and the trainer opened "
+            "no NVMe directory (Exec::openNvme)");
+}
+
 void Exec::hostUpdate(int32_t id) {
   checkHomed(*this, id);
+  checkNvme(*this, *impl, id);
   if (!wInfo[id].trainable)
     fatal(std::string("a host update of '") + wInfo[id].onnxName +
           "', which is not trained");
@@ -128,12 +136,22 @@ namespace {
 void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   const ProgramInfo &p = x.info();
   const int64_t count = x.weightInfo()[id].count;
+  // Checked where the update is asked for (hostUpdate, hostReady): this
+  // runs on a CUDA host function, where fatal must not be called.
+  const bool nvme = x.weightInfo()[id].stateOnNvme;
   if (p.optimizer == Optimizer::SGD) {
     const bool useBuf = p.hasMomentum && x.momentum != 0;
     const host::SgdParams sgd{x.lr, useBuf ? x.momentum : 0.0f, x.weightDecay,
                               x.firstIteration};
-    im.hostOpt->submitSgd(sgd, count, im.w[id], im.g[id],
-                          useBuf ? im.m[id] : nullptr);
+    if (nvme && useBuf)
+      im.hostOpt->submitSgdNvme(sgd, count, im.w[id], im.g[id], *im.nvme.store,
+                                im.nvme.m[id]);
+    else
+      im.hostOpt->submitSgd(sgd, count, im.w[id], im.g[id],
+                            useBuf ? im.m[id] : nullptr);
+  } else if (nvme) {
+    im.hostOpt->submitAdamNvme(x.adamParams(), count, im.w[id], im.g[id],
+                               *im.nvme.store, im.nvme.m[id], im.nvme.v[id]);
   } else {
     im.hostOpt->submitAdam(x.adamParams(), count, im.w[id], im.g[id], im.m[id],
                            im.v[id]);
@@ -153,6 +171,7 @@ void CUDART_CB onHostReady(void *arg) {
 
 void Exec::hostReady(StreamId s, int32_t id) {
   checkHomed(*this, id);
+  checkNvme(*this, *impl, id);
   if (!wInfo[id].trainable)
     fatal(std::string("a host update of '") + wInfo[id].onnxName +
           "', which is not trained");
@@ -186,6 +205,9 @@ void cuda::runHostUpdates(Exec &x, Exec::Impl &im) {
   for (int32_t id : im.hostQueue)
     submitHostUpdate(x, im, id);
   im.hostOpt->waitAll();
+  if (im.nvme.opened() && im.nvme.store->failed())
+    x.fatal(im.nvme.store->error() +
+            "; the last checkpoint, if any, is intact");
   for (int32_t id : im.hostQueue)
     if (im.wCopy[id])
       refreshHomeCopy(x, im, id);

@@ -25,6 +25,7 @@
 #include "runtime/Exec.h"
 #include "runtime/cuda/View.h"
 #include "runtime/host/HostOptimizer.h"
+#include "runtime/host/NvmeState.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Norm.h"
 
@@ -322,6 +323,9 @@ struct Exec::Impl {
   /// then pinned host memory, which the copy streams move and the host's
   /// cores update.
   std::unique_ptr<host::HostOptimizer> hostOpt;
+  /// The optimizer state homed on NVMe (Exec::openNvme); m and v of such a
+  /// weight are null.
+  host::NvmeState nvme;
   /// The host updates the update part asked for (Exec::hostUpdate), in
   /// order; kept across replays of its graph, which do not call it.
   std::vector<int32_t> hostQueue;

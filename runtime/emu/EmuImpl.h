@@ -18,6 +18,7 @@
 
 #include "runtime/Exec.h"
 #include "runtime/host/HostOptimizer.h"
+#include "runtime/host/NvmeState.h"
 
 #include <deque>
 #include <limits>
@@ -69,6 +70,9 @@ struct Exec::Impl {
   std::unique_ptr<host::HostOptimizer> hostOpt;
   /// Per weight: a host update submitted and not yet joined.
   std::vector<bool> hostPending;
+  /// The optimizer state homed on NVMe (Exec::openNvme); m and v of such a
+  /// weight are empty.
+  host::NvmeState nvme;
 
   // --- precision (Precision.cpp) ---
   Precision precision = Precision::FP32;

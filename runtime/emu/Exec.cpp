@@ -32,9 +32,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   for (const WeightInfo &wi : wInfo) {
     impl->w.emplace_back(wi.count, 0.0f);
     impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
-    impl->m.emplace_back(wi.trainable && info.hasMomentum ? wi.count : 0, 0.0f);
+    // State on NVMe lives in the tier's file (openNvme), not here.
+    const bool inMemory = wi.trainable && !wi.stateOnNvme;
+    impl->m.emplace_back(inMemory && info.hasMomentum ? wi.count : 0, 0.0f);
     impl->v.emplace_back(
-        wi.trainable && info.optimizer != Optimizer::SGD ? wi.count : 0, 0.0f);
+        inMemory && info.optimizer != Optimizer::SGD ? wi.count : 0, 0.0f);
     impl->gSlice.emplace_back(wi.trainable && info.shard >= 2
                                   ? (wi.count + info.ranks - 1) / info.ranks
                                   : 0,
@@ -292,6 +294,20 @@ int64_t Exec::peakDeviceBytes() const {
   return measuredLibraryBytes() + deviceBytes();
 }
 
+/// Reads (`out`) or writes (`in`) weight id's moment whose offsets are
+/// `at` in the NVMe tier's file.
+static void nvmeTensor(Exec &x, host::NvmeState &nv,
+                       const std::vector<int64_t> &at, int32_t id, float *out,
+                       const float *in) {
+  if (!nv.opened() || at[id] < 0)
+    x.fatal("weight " + std::to_string(id) +
+            " has no optimizer state on NVMe (Exec::openNvme not called?)");
+  const int64_t count = x.weightInfo()[id].count;
+  if (!(out ? nv.readTensor(at[id], count, out)
+            : nv.writeTensor(at[id], count, in)))
+    x.fatal(nv.store->error());
+}
+
 void Exec::readWeight(int32_t id, float *out) {
   std::memcpy(out, impl->w[id].data(), impl->w[id].size() * 4);
 }
@@ -300,16 +316,29 @@ void Exec::writeWeight(int32_t id, const float *in) {
   impl->copyStale[id] = true;
 }
 void Exec::readMomentum(int32_t id, float *out) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.m, id, out, nullptr);
   std::memcpy(out, impl->m[id].data(), impl->m[id].size() * 4);
 }
 void Exec::writeMomentum(int32_t id, const float *in) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.m, id, nullptr, in);
   std::memcpy(impl->m[id].data(), in, impl->m[id].size() * 4);
 }
 void Exec::readSecondMoment(int32_t id, float *out) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.v, id, out, nullptr);
   std::memcpy(out, impl->v[id].data(), impl->v[id].size() * 4);
 }
 void Exec::writeSecondMoment(int32_t id, const float *in) {
+  if (wInfo[id].stateOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.v, id, nullptr, in);
   std::memcpy(impl->v[id].data(), in, impl->v[id].size() * 4);
+}
+void Exec::openNvme(const std::string &dir) {
+  std::string err;
+  if (host::hasNvmeState(wInfo) && !impl->nvme.open(prog, wInfo, dir, err))
+    fatal(err);
 }
 
 /// The elements of weight `id` this rank updates: all, or its slice when
@@ -406,6 +435,10 @@ void Exec::gatherOptimizerState() {
 
 // Here, not in Homes.cpp: the trainer calls it, and this object is the one
 // its link always has (see the top of this file).
+int64_t Exec::nvmeHomeBytes() const {
+  return impl->nvme.opened() ? impl->nvme.store->size() : 0;
+}
+
 int64_t Exec::hostHomeBytes() const {
   int64_t total = 0;
   for (size_t i = 0; i < wInfo.size(); ++i)

@@ -8,7 +8,9 @@
 // copy-out reads its source as late as the plan allows), and the host's
 // cores update it (runtime/host's HostOptimizer, on real threads), after
 // the rounds (hostUpdate) or from inside the last one (hostReady) while
-// the emulation goes on with the round.
+// the emulation goes on with the round. A weight whose optimizer state is
+// homed on NVMe keeps it in the tier's file, which its update streams
+// through (HostOptimizer::submitAdamNvme).
 //
 // Two checks of the host side: a copy of a weight whose host update is
 // running (started too early, or not joined) is an error, and a homed gradient
@@ -98,12 +100,24 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   const float lr = x.lr, momentum = x.momentum, weightDecay = x.weightDecay;
   const bool firstIteration = x.firstIteration;
   const int64_t count = wInfo[id].count;
+  const bool nvme = wInfo[id].stateOnNvme;
+  if (nvme && !im.nvme.opened())
+    x.fatal("the plan keeps optimizer state on NVMe and the trainer opened "
+            "no NVMe directory (Exec::openNvme)");
   if (prog.optimizer == Optimizer::SGD) {
     const bool useBuf = prog.hasMomentum && momentum != 0;
     host::SgdParams p{lr, useBuf ? momentum : 0.0f, weightDecay,
                       firstIteration};
-    im.hostOpt->submitSgd(p, count, im.w[id].data(), im.g[id].data(),
-                          useBuf ? im.m[id].data() : nullptr);
+    if (nvme && useBuf)
+      im.hostOpt->submitSgdNvme(p, count, im.w[id].data(), im.g[id].data(),
+                                *im.nvme.store, im.nvme.m[id]);
+    else
+      im.hostOpt->submitSgd(p, count, im.w[id].data(), im.g[id].data(),
+                            useBuf ? im.m[id].data() : nullptr);
+  } else if (nvme) {
+    im.hostOpt->submitAdamNvme(x.adamParams(), count, im.w[id].data(),
+                               im.g[id].data(), *im.nvme.store, im.nvme.m[id],
+                               im.nvme.v[id]);
   } else {
     im.hostOpt->submitAdam(x.adamParams(), count, im.w[id].data(),
                            im.g[id].data(), im.m[id].data(), im.v[id].data());
@@ -137,6 +151,8 @@ void Exec::joinHost() {
   if (!im.hostOpt)
     return;
   im.hostOpt->waitAll();
+  if (im.nvme.opened() && im.nvme.store->failed())
+    fatal(im.nvme.store->error() + "; the last checkpoint, if any, is intact");
   for (size_t id = 0; id < wInfo.size(); ++id) {
     if (!im.hostPending[id])
       continue;

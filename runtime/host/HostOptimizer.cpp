@@ -52,8 +52,30 @@ int defaultHostThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+namespace {
+
+constexpr int64_t kFloatsPerBlock = NvmeStore::kAlign / 4;
+
+/// A thread's staging for NVMe chunks: two operands of `elements` floats,
+/// kept across chunks and jobs (the pool's threads live as long as the
+/// optimizer).
+float *staging(int which, int64_t elements) {
+  thread_local AlignedBuffer bufs[2];
+  thread_local int64_t size = 0;
+  if (size < elements) {
+    bufs[0] = alignedFloats(elements);
+    bufs[1] = alignedFloats(elements);
+    size = elements;
+  }
+  return bufs[which].get();
+}
+
+} // namespace
+
 HostOptimizer::HostOptimizer(int threads, int64_t chunkElements)
-    : pool(threads), chunk(chunkElements) {
+    : pool(threads), chunk(chunkElements),
+      nvmeChunk((chunkElements + kFloatsPerBlock - 1) / kFloatsPerBlock *
+                kFloatsPerBlock) {
   assert(chunkElements >= 1 && "a chunk holds elements");
 }
 
@@ -70,6 +92,39 @@ JobId HostOptimizer::submitSgd(const SgdParams &p, int64_t count, float *w,
   return pool.submit(count, chunk, [p, w, dw, buf](int64_t lo, int64_t hi) {
     sgdRange(p, lo, hi, w, dw, buf);
   });
+}
+
+JobId HostOptimizer::submitAdamNvme(const AdamParams &p, int64_t count,
+                                    float *w, const float *dw, NvmeStore &store,
+                                    int64_t m, int64_t v) {
+  const int64_t cap = nvmeChunk;
+  return pool.submit(
+      count, cap, [p, w, dw, &store, m, v, cap](int64_t lo, int64_t hi) {
+        const int64_t bytes = NvmeStore::regionBytes((hi - lo) * 4);
+        float *mb = staging(0, cap), *vb = staging(1, cap);
+        if (!store.read(m + lo * 4, mb, bytes) ||
+            !store.read(v + lo * 4, vb, bytes))
+          return; // the trainer reports store.error() when it joins
+        adamRange(p, 0, hi - lo, w + lo, dw + lo, mb, vb);
+        store.write(m + lo * 4, mb, bytes);
+        store.write(v + lo * 4, vb, bytes);
+      });
+}
+
+JobId HostOptimizer::submitSgdNvme(const SgdParams &p, int64_t count, float *w,
+                                   const float *dw, NvmeStore &store,
+                                   int64_t buf) {
+  assert(buf >= 0 && "only a momentum buffer lives on NVMe");
+  const int64_t cap = nvmeChunk;
+  return pool.submit(
+      count, cap, [p, w, dw, &store, buf, cap](int64_t lo, int64_t hi) {
+        const int64_t bytes = NvmeStore::regionBytes((hi - lo) * 4);
+        float *b = staging(0, cap);
+        if (!store.read(buf + lo * 4, b, bytes))
+          return;
+        sgdRange(p, 0, hi - lo, w + lo, dw + lo, b);
+        store.write(buf + lo * 4, b, bytes);
+      });
 }
 
 } // namespace memfit::rt::host

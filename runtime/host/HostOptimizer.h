@@ -28,6 +28,7 @@
 #define MEMFIT_RUNTIME_HOST_HOSTOPTIMIZER_H
 
 #include "runtime/Kernels.h"
+#include "runtime/host/NvmeStore.h"
 #include "runtime/host/ThreadPool.h"
 
 #include <cstdint>
@@ -72,6 +73,18 @@ public:
   JobId submitSgd(const SgdParams &p, int64_t count, float *w, const float *dw,
                   float *buf);
 
+  /// The same with the optimizer state in `store` (the NVMe tier): the
+  /// moments at byte offsets `m` and `v` (kAlign-aligned regions of
+  /// NvmeStore::regionBytes(count * 4)), `v` unused by SGD and `m` by SGD
+  /// without momentum (-1). Each chunk reads its slice of the state into a
+  /// buffer of its thread, updates it with the same element function, and
+  /// writes it back, so threads overlap one chunk's transfer with another's
+  /// arithmetic and the results are bit-identical to the in-memory updates.
+  JobId submitAdamNvme(const AdamParams &p, int64_t count, float *w,
+                       const float *dw, NvmeStore &store, int64_t m, int64_t v);
+  JobId submitSgdNvme(const SgdParams &p, int64_t count, float *w,
+                      const float *dw, NvmeStore &store, int64_t buf);
+
   void wait(JobId id) { pool.wait(id); }
   void waitAll() { pool.waitAll(); }
   int threads() const { return pool.threads(); }
@@ -79,6 +92,9 @@ public:
 private:
   ThreadPool pool;
   int64_t chunk;
+  /// Chunks of NVMe jobs: `chunk` rounded up to whole kAlign blocks of
+  /// floats, so every chunk's slice starts on an aligned offset.
+  int64_t nvmeChunk;
 };
 
 } // namespace memfit::rt::host

@@ -52,6 +52,10 @@ int run() {
   progress.start("generating the trainer", large);
   EmitOptions eo;
   eo.memfitBuildDir = RuntimeDir;
+  auto nvmeDir = nvmeDirectory();
+  if (!nvmeDir)
+    return reportError(nvmeDir.takeError());
+  eo.nvmeDir = *nvmeDir;
   auto files = emitTrainer(outcome->scheduledGraph(s.tg), outcome->plan, eo);
   if (!files)
     return reportError(files.takeError());

@@ -21,6 +21,7 @@
 #include "tools/memfit/Planning.h"
 #include "tools/memfit/PrecisionOption.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -120,24 +121,55 @@ cl::opt<std::string> HostBudget(
              "memory (a size: 64GiB), as plan --host-budget may home them"),
     cl::init(""), cl::sub(Cmd));
 
-/// What homing the largest weights that fit `budget` in host memory leaves
-/// on the device: the weights homed, their bytes, and Mmin then.
+cl::opt<std::string> NvmeBudget(
+    "nvme-budget",
+    cl::desc("With --host-budget: the optimizer state of weights homed on "
+             "the host may also take this much NVMe (a size: 500GiB), as "
+             "plan --nvme may put it there"),
+    cl::init(""), cl::sub(Cmd));
+
+cl::opt<std::string> NvmeDir(
+    "nvme",
+    cl::desc("With --host-budget: a directory on NVMe whose free space "
+             "(or --nvme-budget) the optimizer state of homed weights may "
+             "take, as plan --nvme may put it there"),
+    cl::init(""), cl::sub(Cmd));
+
+/// What homing the largest weights that fit `budget` in host memory (their
+/// optimizer state in `nvme` bytes of NVMe while it has room)
+/// leaves on the device: the weights homed, their bytes in each tier, and
+/// Mmin then.
 struct HostedBound {
-  int64_t weights = 0, bytes = 0;
+  int64_t weights = 0, bytes = 0, nvmeBytes = 0;
   LowerBound lb;
   std::string task;
 };
 
-HostedBound boundWithHomes(const TaskGraph &tg, int64_t budget) {
+HostedBound boundWithHomes(const TaskGraph &tg, int64_t budget, int64_t nvme) {
   HostedBound h;
   TaskGraph homed = tg;
   homed.homes.assign(tg.blocks.size(), Tier::Gpu);
   for (const WeightBlocks &w : homeableWeights(tg)) {
-    if (h.bytes + w.bytes > budget)
-      continue;
+    int64_t state = 0;
     for (BlockId b : w.blocks)
-      homed.homes[b] = Tier::Host;
-    h.bytes += w.bytes;
+      if (tg.blocks[b].kind == BlockKind::Momentum ||
+          tg.blocks[b].kind == BlockKind::SecondMoment)
+        state += tg.blocks[b].bytesAt(1);
+    // The state on NVMe while it has room: the host then holds more
+    // weights, which is what lowers Mmin.
+    bool stateOnNvme = state > 0 && h.nvmeBytes + state <= nvme &&
+                       h.bytes + w.bytes - state <= budget;
+    if (!stateOnNvme && h.bytes + w.bytes > budget)
+      continue;
+    for (BlockId b : w.blocks) {
+      BlockKind k = tg.blocks[b].kind;
+      homed.homes[b] = stateOnNvme && (k == BlockKind::Momentum ||
+                                       k == BlockKind::SecondMoment)
+                           ? Tier::Nvme
+                           : Tier::Host;
+    }
+    h.bytes += stateOnNvme ? w.bytes - state : w.bytes;
+    h.nvmeBytes += stateOnNvme ? state : 0;
     ++h.weights;
   }
   h.lb = computeLowerBound(homed, 1);
@@ -158,6 +190,39 @@ int run() {
                                     "budget must be positive",
                                     std::string(HostBudget)));
     hostBudget = *bytes;
+  }
+  int64_t nvmeBudget = 0;
+  if (!StringRef(NvmeBudget).trim().empty()) {
+    auto bytes = parseSize(StringRef(NvmeBudget).trim().str());
+    if (!bytes)
+      return reportError(makeErrorF("invalid --nvme-budget '{0}': {1}",
+                                    std::string(NvmeBudget),
+                                    toString(bytes.takeError())));
+    if (*bytes <= 0 || hostBudget <= 0)
+      return reportError(makeErrorF(
+          "invalid --nvme-budget '{0}': {1}", std::string(NvmeBudget),
+          *bytes <= 0 ? "the budget must be positive"
+                      : "it holds state of weights homed on the host: give "
+                        "--host-budget too"));
+    nvmeBudget = *bytes;
+  }
+  if (StringRef dir = StringRef(NvmeDir).trim(); !dir.empty()) {
+    auto space = sys::fs::disk_space(dir);
+    if (!sys::fs::is_directory(dir) || !space)
+      return reportError(makeErrorF("--nvme {0}: not a directory", dir));
+    if (hostBudget <= 0)
+      return reportError(makeErrorF("--nvme {0}: it holds state of weights "
+                                    "homed on the host: give --host-budget "
+                                    "too",
+                                    dir));
+    const int64_t avail = static_cast<int64_t>(space->available);
+    if (nvmeBudget > avail)
+      return reportError(makeErrorF("--nvme-budget {0} is more than the {1} "
+                                    "free in {2}",
+                                    formatBytes(nvmeBudget), formatBytes(avail),
+                                    dir));
+    if (nvmeBudget == 0)
+      nvmeBudget = avail;
   }
   auto dp = checkDataParallel(Ranks, Shard, DataParallel::Link::Auto, Batch);
   if (!dp)
@@ -198,7 +263,7 @@ int run() {
   LowerBound exactLb = coupled ? exactLowerBound(*tg, b) : lb;
   std::optional<HostedBound> hosted;
   if (hostBudget > 0)
-    hosted = boundWithHomes(*tg, hostBudget);
+    hosted = boundWithHomes(*tg, hostBudget, nvmeBudget);
 
   if (Json) {
     nlohmann::ordered_json j;
@@ -250,6 +315,8 @@ int run() {
       j["host_budget"] = {{"bytes", hostBudget},
                           {"homed_weights", hosted->weights},
                           {"homed_bytes", hosted->bytes},
+                          {"nvme_budget_bytes", nvmeBudget},
+                          {"nvme_bytes", hosted->nvmeBytes},
                           {"lower_bound_bytes", hosted->lb.bytes},
                           {"lower_bound_task", hosted->task}};
     // Names come from the model: invalid UTF-8 is replaced, never thrown on.
@@ -334,12 +401,15 @@ int run() {
                     quoteName(tg->tasks[exactLb.task].name),
                     formatBytes(exactLb.taskBytes), b);
   if (hosted)
-    os << formatv("with --host-budget {0}: {1} weights homed in host memory "
-                  "({2} with their gradients and optimizer state), lower "
-                  "bound Mmin {3} (set by {4})\n",
-                  formatBytes(hostBudget), hosted->weights,
-                  formatBytes(hosted->bytes), formatBytes(hosted->lb.bytes),
-                  quoteName(hosted->task));
+    os << formatv(
+        "with --host-budget {0}: {1} weights homed in host memory "
+        "({2} with their gradients and optimizer state{5}), "
+        "lower bound Mmin {3} (set by {4})\n",
+        formatBytes(hostBudget), hosted->weights, formatBytes(hosted->bytes),
+        formatBytes(hosted->lb.bytes), quoteName(hosted->task),
+        hosted->nvmeBytes > 0 ? ", and " + formatBytes(hosted->nvmeBytes) +
+                                    " of optimizer state on NVMe"
+                              : std::string());
   return ExitOk;
 }
 

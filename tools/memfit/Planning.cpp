@@ -16,7 +16,9 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <map>
 
@@ -89,6 +91,22 @@ Shared<std::string> HostBudget(
              "not fit the device budget are homed there, copied in for the "
              "tasks that read them and updated by the host's cores. Default: "
              "none, every weight stays on the GPU"),
+    cl::init(""));
+Shared<std::string>
+    Nvme("nvme",
+         cl::desc("A directory on an NVMe drive where the optimizer state "
+                  "(momentum, second moment) of weights homed on the host may "
+                  "live when --host-budget does not hold it: the host's update "
+                  "streams it from a file there and back. Needs a device file "
+                  "with nvme_read_gbps and nvme_write_gbps. Default: none"),
+         cl::init(""));
+Shared<std::string> NvmeBudget(
+    "nvme-budget",
+    cl::desc("Bytes of optimizer state --nvme's directory may hold (a "
+             "size: 500GiB). Default: the device's NVMe size where its file "
+             "states one, else the directory's free space; never more than "
+             "that free space. Without --nvme: plan for a drive on another "
+             "machine (the trainer then needs its own --nvme DIR)"),
     cl::init(""));
 // cl::desc keeps a reference: the text lives as long as the option. The
 // built-in table is constant-initialized, so it is there to read.
@@ -536,6 +554,82 @@ Expected<int64_t> hostBudget(const PlanningSession &s) {
   return *bytes;
 }
 
+namespace {
+
+/// Free bytes for an unprivileged writer in `dir`; -1 where unknown.
+int64_t freeBytes(const std::string &dir) {
+  auto info = sys::fs::disk_space(dir);
+  if (!info)
+    return -1;
+  return static_cast<int64_t>(info->available);
+}
+
+/// --nvme and --nvme-budget into `r` (after --host-budget). With a
+/// directory: checked, the budget at most its free space. --nvme-budget
+/// alone plans for a drive elsewhere (the machine the trainer will run
+/// on): nothing here is checked, and the trainer needs its own --nvme.
+/// Neither: --host-budget alone decides.
+Error nvmeRequest(const PlanningSession &s, PlanRequest &r) {
+  StringRef dir = StringRef(Nvme).trim();
+  StringRef text = StringRef(NvmeBudget).trim();
+  if (dir.empty() && text.empty())
+    return Error::success();
+  const char *flag = dir.empty() ? "--nvme-budget" : "--nvme";
+  const DeviceSpec &dev = s.costs->device();
+  if (r.hostBudget <= 0) {
+    // The NVMe tier backs the host's: without --host-budget, all of the
+    // host's memory.
+    if (dev.hostMemoryBytes <= 0)
+      return makeErrorF("{0}: device {1} states no host memory "
+                        "(host_memory_gib in a device file); give "
+                        "--host-budget",
+                        flag, dev.name);
+    r.hostBudget = dev.hostMemoryBytes;
+  }
+  int64_t avail = -1;
+  if (!dir.empty()) {
+    if (!sys::fs::is_directory(dir))
+      return makeErrorF("--nvme {0}: not a directory (create it first)", dir);
+    if (sys::fs::access(dir, sys::fs::AccessMode::Write))
+      return makeErrorF("--nvme {0}: the directory is not writable", dir);
+    avail = freeBytes(dir.str());
+  }
+  if (text.empty()) {
+    r.nvmeBudget = dev.nvmeBytes > 0 ? dev.nvmeBytes : avail;
+    if (avail >= 0)
+      r.nvmeBudget = std::min(r.nvmeBudget, avail);
+  } else {
+    auto bytes = parseSize(text.str());
+    if (!bytes)
+      return makeErrorF("invalid --nvme-budget '{0}': {1}", text,
+                        toString(bytes.takeError()));
+    if (*bytes <= 0)
+      return makeErrorF("invalid --nvme-budget '{0}': the budget must be "
+                        "positive",
+                        text);
+    if (avail >= 0 && *bytes > avail)
+      return makeErrorF("--nvme-budget {0} is more than the {1} free in {2}",
+                        formatBytes(*bytes), formatBytes(avail), dir);
+    r.nvmeBudget = *bytes;
+  }
+  if (r.nvmeBudget <= 0)
+    return makeErrorF("--nvme {0}: no space is free there", dir);
+  return Error::success();
+}
+
+} // namespace
+
+Expected<std::string> nvmeDirectory() {
+  StringRef dir = StringRef(Nvme).trim();
+  if (dir.empty())
+    return std::string();
+  SmallString<256> abs(dir);
+  if (auto ec = sys::fs::make_absolute(abs))
+    return makeErrorF("--nvme {0}: {1}", dir, ec.message());
+  sys::path::remove_dots(abs, /*remove_dot_dot=*/true);
+  return abs.str().str();
+}
+
 Expected<PlanRequest> planRequest(const PlanningSession &s) {
   PlanRequest r;
   auto reserve = libraryReserve(s);
@@ -546,6 +640,8 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   if (!host)
     return host.takeError();
   r.hostBudget = *host;
+  if (auto err = nvmeRequest(s, r))
+    return std::move(err);
   if (!parsePolicy(std::string(PolicyName), r.policy))
     return makeErrorF("unknown --policy '{0}': expected {1}",
                       std::string(PolicyName), PolicyHelp);
@@ -588,6 +684,8 @@ Expected<PlanRequest> compareRequest(const PlanningSession &s) {
   if (!host)
     return host.takeError();
   r.hostBudget = *host;
+  if (auto err = nvmeRequest(s, r))
+    return std::move(err);
   r.policy = Policy::Ideal;
   r.batch = s.graph.batch;
   r.forcedSubBatch = SubBatch;

@@ -118,6 +118,9 @@ llvm::Error checkCompareFlags();
 /// For `memfit compare`: the shared flags' request with the ideal policy
 /// and no budget.
 llvm::Expected<PlanRequest> compareRequest(const PlanningSession &s);
+/// --nvme's directory as an absolute path ("" without --nvme): what the
+/// generated trainer opens unless its own --nvme says otherwise.
+llvm::Expected<std::string> nvmeDirectory();
 /// --library-reserve, or the device's reserve when not given.
 llvm::Expected<int64_t> libraryReserve(const PlanningSession &s);
 /// Parses a budget (a size with units, or a percentage of the ideal peak)

@@ -1,0 +1,59 @@
+//===- NvmeState.cpp - Where each weight's state lies in the NVMe file ----===//
+#include "runtime/host/NvmeState.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace memfit::rt::host {
+
+bool hasNvmeState(const std::vector<WeightInfo> &weights) {
+  return std::any_of(weights.begin(), weights.end(),
+                     [](const WeightInfo &w) { return w.stateOnNvme; });
+}
+
+bool NvmeState::open(const ProgramInfo &p,
+                     const std::vector<WeightInfo> &weights,
+                     const std::string &dir, std::string &err) {
+  if (dir.empty()) {
+    err = "the plan keeps optimizer state on NVMe and no directory was "
+          "named: give --nvme DIR";
+    return false;
+  }
+  m.assign(weights.size(), -1);
+  v.assign(weights.size(), -1);
+  int64_t end = 0;
+  for (size_t id = 0; id < weights.size(); ++id) {
+    const WeightInfo &w = weights[id];
+    if (!w.stateOnNvme || !w.trainable)
+      continue;
+    const int64_t region = NvmeStore::regionBytes(w.count * 4);
+    if (p.hasMomentum) {
+      m[id] = end;
+      end += region;
+    }
+    if (p.optimizer != Optimizer::SGD) {
+      v[id] = end;
+      end += region;
+    }
+  }
+  store = NvmeStore::open(dir, end, err);
+  return store != nullptr;
+}
+
+bool NvmeState::readTensor(int64_t offset, int64_t count, float *out) {
+  AlignedBuffer buf = alignedFloats(count);
+  if (!store->read(offset, buf.get(), NvmeStore::regionBytes(count * 4)))
+    return false;
+  std::memcpy(out, buf.get(), static_cast<size_t>(count) * 4);
+  return true;
+}
+
+bool NvmeState::writeTensor(int64_t offset, int64_t count, const float *in) {
+  const int64_t bytes = NvmeStore::regionBytes(count * 4);
+  AlignedBuffer buf = alignedFloats(count);
+  std::memset(buf.get(), 0, static_cast<size_t>(bytes));
+  std::memcpy(buf.get(), in, static_cast<size_t>(count) * 4);
+  return store->write(offset, buf.get(), bytes);
+}
+
+} // namespace memfit::rt::host
