@@ -15,6 +15,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
@@ -276,6 +277,50 @@ Error Importer::compareWithInference(const Graph &graph) {
   return Error::success();
 }
 
+// --constants: the user's word that these initializers (and weights
+// declared as graph inputs) are buffers. Checked here, where the names are
+// the file's, so that a pattern matching nothing is an error naming some.
+Error Importer::markConstants() {
+  if (opts.constants.empty())
+    return Error::success();
+  llvm::Regex re(opts.constants, llvm::Regex::NoFlags);
+  std::string why;
+  if (!re.isValid(why))
+    return failFile(llvm::formatv("invalid --constants '{0}': {1} (a POSIX "
+                                  "extended regular expression, as grep -E "
+                                  "reads)",
+                                  opts.constants, why));
+  const pb::GraphProto &graph = model.graph();
+  std::vector<std::string> names;
+  for (const pb::TensorProto &t : graph.initializer())
+    names.push_back(t.name());
+  // Graph inputs without data but the first (the data input) are weights.
+  bool data = false;
+  for (const pb::ValueInfoProto &vi : graph.input()) {
+    if (sources.count(vi.name()))
+      continue;
+    if (data)
+      names.push_back(vi.name());
+    data = true;
+  }
+  int64_t hits = 0;
+  for (const std::string &name : names)
+    if (re.match(name)) {
+      buffers.insert(name);
+      ++hits;
+    }
+  if (hits > 0)
+    return Error::success();
+  std::string some;
+  for (size_t i = 0; i < std::min<size_t>(names.size(), 4); ++i)
+    some += (i ? ", " : "") + quoteName(names[i]);
+  return failFile(llvm::formatv("--constants '{0}' matches no initializer of "
+                                "the model (its {1} initializers and "
+                                "declared weights are named {2}{3})",
+                                opts.constants, names.size(), some,
+                                names.size() > 4 ? ", ..." : ""));
+}
+
 Error Importer::setUpInputs() {
   const pb::GraphProto &graph = model.graph();
   buffers = torchBuffers(graph);
@@ -284,6 +329,8 @@ Error Importer::setUpInputs() {
     sources[t.name()].init = &t;
     initNames.insert(t.name());
   }
+  if (Error err = markConstants())
+    return err;
   const pb::ValueInfoProto *data = nullptr;
   for (const pb::ValueInfoProto &vi : graph.input()) {
     if (initNames.count(vi.name()))
@@ -449,6 +496,17 @@ Error Importer::translate(const pb::NodeProto &n) {
     return foldNode(*this, n);
   if (op == "Cast")
     return translateCast(n);
+  if (op == "BatchNormalization" && opts.notes) {
+    int64_t trainingMode = 0;
+    for (const pb::AttributeProto &a : n.attribute())
+      if (a.name() == "training_mode")
+        trainingMode = a.i();
+    // Before opset 14 the training form is the one with the statistics'
+    // outputs; from 14 on, training_mode says.
+    if (trainingMode == 0 && n.output_size() == 1)
+      opts.notes->inferenceBatchNorms.push_back(n.name().empty() ? n.output(0)
+                                                                 : n.name());
+  }
   bool found = false;
   if (Error err = translateThroughRegistry(*this, n, found))
     return err;
@@ -563,6 +621,10 @@ Expected<Graph> Importer::run() {
           quoteName(vi.name()), quoteName(dataInputName)));
   }
   g.name = graph.name();
+  if (opts.notes)
+    for (uint64_t h : contentOrder)
+      if (weightsByContent[h].size() > 1)
+        opts.notes->identicalWeights.push_back(weightsByContent[h]);
   if (auto bad = verifyGraph(g))
     return makeInternalError("'" + llvm::Twine(file) +
                              "': the imported graph is invalid: " + *bad);

@@ -178,6 +178,8 @@ public:
   std::string label(const pb::NodeProto &n) const;
   llvm::Error fail(const pb::NodeProto &n, const llvm::Twine &msg) const;
   llvm::Error failFile(const llvm::Twine &msg) const;
+  /// Adds the names --constants matches to `buffers` (ImportOptions).
+  llvm::Error markConstants();
 
   //===-- Operands (Operands.cpp) -----------------------------------------===//
   /// Whether operand `i` is given (present and not the empty name).
@@ -323,6 +325,10 @@ private:
   std::unordered_map<uint64_t, std::vector<ValueId>> constantsByContent;
   /// Initializers torch marks as buffers (torchBuffers): constants.
   std::unordered_set<std::string> buffers;
+  /// Trainable float initializers by a hash of their shape and bytes, in
+  /// the order read (ImportNotes::identicalWeights).
+  std::map<uint64_t, std::vector<std::string>> weightsByContent;
+  std::vector<uint64_t> contentOrder;
   /// Graph inputs without data that some weight operand uses (directly or
   /// through Identity).
   std::unordered_set<const pb::ValueInfoProto *> usedDeclared;

@@ -23,6 +23,21 @@
 
 namespace memfit {
 
+/// What the importer noticed about a model that imports but may not be
+/// what its author trains (memfit inspect prints it as warnings).
+struct ImportNotes {
+  /// Groups of trainable float initializers holding the same values, in
+  /// any order (a transposed copy too), each group in the file's order:
+  /// most likely copies of one tied or shared weight that an exporter's
+  /// constant folding duplicated, which would then train apart. Tensors of
+  /// one repeated value are left out (alike by initialization).
+  std::vector<std::vector<std::string>> identicalWeights;
+  /// BatchNormalization nodes written in inference form (training_mode 0,
+  /// or one output before opset 14), which memfit trains with batch
+  /// statistics as model.train() does.
+  std::vector<std::string> inferenceBatchNorms;
+};
+
 struct ImportOptions {
   /// Batch size to resolve the batch dimension with. 0 keeps the model's
   /// fixed first input dimension; a symbolic one then is an error.
@@ -33,6 +48,15 @@ struct ImportOptions {
   /// Plan scaled dot-product attention as one memory-efficient operator
   /// (fuseAttention).
   bool fuseAttention = false;
+  /// A POSIX extended regular expression (searched in the name, as grep -E
+  /// does): the initializers it matches are buffers, not parameters
+  /// (memfit's --constants): constants with no gradient and no optimizer
+  /// state, which the importer may fold. Empty: none beyond those the
+  /// exporter marks. Must match at least one initializer or declared
+  /// weight.
+  std::string constants;
+  /// Filled with what the importer noticed, where given.
+  ImportNotes *notes = nullptr;
 };
 
 /// `g` with every scaled dot-product attention subgraph replaced by one

@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/Hashing.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "llvm/Support/FormatVariadic.h"
@@ -261,6 +262,27 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
     auto data = readFloats(t, ext, file);
     if (!data)
       return data.takeError();
+    if (opts.notes && v.trainable && data->size() > 1) {
+      // FNV-1a over the sorted values: a copy hashes alike even when
+      // folding transposed or reshaped it (a tied output projection).
+      // Tensors of one repeated value (zero biases, unit norm scales) are
+      // alike by initialization, not by copying, and are left out.
+      std::vector<float> sorted(*data);
+      std::sort(sorted.begin(), sorted.end());
+      if (sorted.front() != sorted.back()) {
+        uint64_t h = 1469598103934665603ull;
+        const auto *bytes =
+            reinterpret_cast<const unsigned char *>(sorted.data());
+        for (size_t k = 0; k < sorted.size() * sizeof(float); ++k) {
+          h ^= bytes[k];
+          h *= 1099511628211ull;
+        }
+        auto &group = weightsByContent[h];
+        if (group.empty())
+          contentOrder.push_back(h);
+        group.push_back(name);
+      }
+    }
     if (opts.keepWeightData)
       v.data = std::move(*data);
   } else if (src != sources.end() && src->second.declared) {

@@ -85,6 +85,9 @@ cl::opt<Precision> PrecisionOpt("precision", cl::desc(kPrecisionHelp),
 cl::opt<std::string> Freeze("freeze", cl::desc(kFreezeHelp),
                             cl::value_desc("regex"), cl::init(""),
                             cl::sub(Cmd));
+cl::opt<std::string> Constants("constants", cl::desc(kConstantsHelp),
+                               cl::value_desc("regex"), cl::init(""),
+                               cl::sub(Cmd));
 cl::opt<std::string> TrainOnly("train-only", cl::desc(kTrainOnlyHelp),
                                cl::value_desc("regex"), cl::init(""),
                                cl::sub(Cmd));
@@ -177,6 +180,40 @@ HostedBound boundWithHomes(const TaskGraph &tg, int64_t budget, int64_t nvme) {
   return h;
 }
 
+/// What the importer noticed, as sentences that say what to do.
+std::vector<std::string> importWarnings(const ImportNotes &notes) {
+  std::vector<std::string> out;
+  for (const std::vector<std::string> &group : notes.identicalWeights) {
+    std::string names;
+    for (size_t i = 0; i < group.size(); ++i)
+      names += (i ? i + 1 == group.size() ? " and " : ", " : "") +
+               quoteName(group[i]);
+    out.push_back(
+        "weights " + names +
+        " hold the same values (in some order): most likely one tied or "
+        "shared weight "
+        "that the exporter's constant folding copied, which memfit would "
+        "train as separate parameters (PyTorch trains one). Export with "
+        "torch.onnx.export(..., do_constant_folding=False); if they are "
+        "meant to be apart, ignore this");
+  }
+  if (size_t n = notes.inferenceBatchNorms.size(); n > 0)
+    out.push_back(formatv("{0} BatchNormalization node{1} ({2}{3}) {4} in "
+                          "inference form (exported in eval mode): memfit "
+                          "trains {5} with batch statistics and updates the "
+                          "running statistics, as model.train() does. To "
+                          "say so in the file, export with "
+                          "training=torch.onnx.TrainingMode.TRAINING; a "
+                          "training run that keeps BatchNorm in eval mode "
+                          "is not one memfit reproduces",
+                          n, n > 1 ? "s" : "",
+                          quoteName(notes.inferenceBatchNorms[0]),
+                          n > 1 ? ", ..." : "", n > 1 ? "are" : "is",
+                          n > 1 ? "them" : "it")
+                      .str());
+  return out;
+}
+
 int run() {
   int64_t hostBudget = 0;
   if (!StringRef(HostBudget).trim().empty()) {
@@ -231,9 +268,15 @@ int run() {
   io.batch = Batch / dp->ranks;
   io.keepWeightData = false;
   io.fuseAttention = FuseAttention;
+  io.constants = Constants;
+  ImportNotes notes;
+  io.notes = &notes;
   auto graph = importOnnxFile(ModelPath, io);
   if (!graph)
     return reportError(graph.takeError());
+  const std::vector<std::string> warnings = importWarnings(notes);
+  for (const std::string &w : warnings)
+    errs() << "memfit: warning: " << w << "\n";
   TrainingConfig tc;
   tc.loss = Loss;
   tc.classAxis = ClassAxisOpt;
@@ -289,6 +332,7 @@ int run() {
                         {"update", byKind[4]}};
     j["blocks"] = tg->blocks.size();
     j["parameters"] = params;
+    j["warnings"] = warnings;
     if (frozen.frozen > 0)
       j["frozen"] = {{"weights", frozen.frozen},
                      {"bytes", frozen.frozenBytes},
@@ -350,7 +394,9 @@ int run() {
                 "loss {4}, update {5})\n",
                 tg->tasks.size(), byKind[0], byKind[1], byKind[2], byKind[3],
                 byKind[4]);
-  os << formatv("parameters           {0}\n", params);
+  os << formatv("parameters           {0} (as sum(p.numel() for p in "
+                "model.parameters()) counts them)\n",
+                params);
   os << formatv("weight bytes         {0}\n",
                 formatBytes(graph->weightBytes()));
   if (frozen.frozen > 0)

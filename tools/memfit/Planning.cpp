@@ -201,6 +201,8 @@ Shared<std::string> Freeze("freeze", cl::desc(kFreezeHelp),
                            cl::value_desc("regex"), cl::init(""));
 Shared<std::string> TrainOnly("train-only", cl::desc(kTrainOnlyHelp),
                               cl::value_desc("regex"), cl::init(""));
+Shared<std::string> Constants("constants", cl::desc(kConstantsHelp),
+                              cl::value_desc("regex"), cl::init(""));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -292,6 +294,7 @@ Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
   io.batch = Batch / dp->ranks;
   io.keepWeightData = keepWeightData;
   io.fuseAttention = fuse;
+  io.constants = Constants;
   p.start("importing " + s.modelPath);
   auto g = importOnnxFile(ModelPath, io);
   if (!g)
