@@ -92,6 +92,56 @@ TEST_CASE("unsupported operator", "[onnx][errors]") {
                       Contains("unsupported operator") && Contains(list));
 }
 
+TEST_CASE("every unsupported operator at once, with its PyTorch idiom",
+          "[onnx][errors]") {
+  OnnxBuilder b;
+  b.input("x", {2, 3})
+      .node("Hardmax", {"x"}, {"h"}, {}, "hm")
+      .node("TopK", {"h", "k"}, {"c", "ci"}, {}, "tk")
+      .node("ReduceL2", {"c"}, {"y"}, {attrInt("keepdims", 1)}, "l2")
+      .output("y", 2);
+  b.constInt64("k", {1}, {3});
+  std::string err = errorText(b.import());
+  CHECK_THAT(err, Contains("'test.onnx': 3 nodes use operators memfit does "
+                           "not support:\n  node 'hm' (Hardmax): "
+                           "unsupported operator Hardmax\n  node 'tk' "
+                           "(TopK): unsupported operator TopK "
+                           "(torch.topk") &&
+                      Contains("node 'l2' (ReduceL2): unsupported operator "
+                               "ReduceL2 (x.norm(dim=...)") &&
+                      Contains("\nmemfit supports "));
+}
+
+TEST_CASE("every node that cannot be imported at once, not what reads it",
+          "[onnx][errors]") {
+  // Two computations on weights (pos sliced, table scaled), each read by
+  // an Add that would fail only because of them.
+  OnnxBuilder b;
+  b.input("x", {2, 4})
+      .init("pos", {8, 4})
+      .init("table", {2, 4})
+      .node("Slice", {"pos", "s0", "s2", "ax0"}, {"p"}, {}, "slice_pos")
+      .node("Add", {"x", "p"}, {"a"}, {}, "add_pos")
+      .node("Mul", {"table", "two"}, {"t"}, {}, "scale_table")
+      .node("Add", {"a", "t"}, {"y"}, {}, "add_table")
+      .output("y", 2);
+  b.constInt64("s0", {1}, {0})
+      .constInt64("s2", {1}, {2})
+      .constInt64("ax0", {1}, {0})
+      .constFloat("two", 2.0f);
+  // Constants first, as exporters write them.
+  auto *nodes = b.model.mutable_graph()->mutable_node();
+  std::rotate(nodes->begin(), nodes->end() - 4, nodes->end());
+  std::string err = errorText(b.import());
+  CHECK_THAT(err, Contains("'test.onnx': 2 nodes cannot be imported") &&
+                      Contains("\n  node 'slice_pos' (Slice): computes on "
+                               "the initializer 'pos'") &&
+                      Contains("\n  node 'scale_table' (Mul): computes on "
+                               "the initializer 'table'") &&
+                      Contains("--constants makes it a constant"));
+  CHECK_THAT(err, !Contains("add_pos") && !Contains("add_table"));
+}
+
 TEST_CASE("operator from another domain", "[onnx][errors]") {
   OnnxBuilder b;
   b.input("x", {2, 3}).node("Relu", {"x"}, {"y"}, {}, "r").output("y", 2);

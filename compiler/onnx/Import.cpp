@@ -110,10 +110,40 @@ static void findLive(const pb::GraphProto &graph, std::vector<bool> &live,
   }
 }
 
+/// The PyTorch code that usually writes `op`, for messages about it: ", as
+/// ... writes" or "".
+static std::string_view pytorchIdiom(std::string_view op) {
+  static const std::pair<std::string_view, std::string_view> kIdioms[] = {
+      {"CumSum", " (torch.cumsum: position ids from token ids, as RoBERTa "
+                 "computes them)"},
+      {"Einsum", " (torch.einsum)"},
+      {"GridSample", " (F.grid_sample)"},
+      {"GroupNormalization", " (nn.GroupNorm)"},
+      {"If", " (Python control flow that torch.jit.script kept)"},
+      {"InstanceNormalization", " (nn.InstanceNorm2d)"},
+      {"Loop", " (a Python loop that torch.jit.script kept)"},
+      {"NonZero", " (boolean-mask indexing, x[mask], or torch.nonzero)"},
+      {"ReduceL2", " (x.norm(dim=...) or F.normalize: ConvNeXt V2's global "
+                   "response norm, Swin V2's cosine attention)"},
+      {"Resize", " (F.interpolate or nn.Upsample)"},
+      {"Scan", " (a recurrent loop that torch.jit.script kept)"},
+      {"ScatterElements", " (in-place index assignment, x[idx] = v, or "
+                          "torch.scatter)"},
+      {"ScatterND", " (in-place index assignment, x[idx] = v)"},
+      {"TopK", " (torch.topk: mixture-of-experts routing, sampling)"},
+      {"Unique", " (torch.unique)"},
+  };
+  for (const auto &[name, idiom] : kIdioms)
+    if (name == op)
+      return idiom;
+  return "";
+}
+
 static Error checkSupported(const pb::GraphProto &graph,
                             const std::vector<bool> &live,
                             const std::string &file) {
   const auto &supported = supportedOnnxOps();
+  std::vector<std::string> nodes;
   for (int k = 0; k < graph.node_size(); ++k) {
     if (!live[k])
       continue;
@@ -127,11 +157,23 @@ static Error checkSupported(const pb::GraphProto &graph,
     std::string op = escapeName(n.op_type());
     if (!defaultDomain)
       op = escapeName(n.domain()) + "::" + op;
-    return makeErrorF("'{0}': node {1} ({2}): unsupported operator {2}; "
-                      "memfit supports {3}",
-                      file, name, op, joinNames(supported));
+    nodes.push_back(
+        llvm::formatv("node {0} ({1}): unsupported operator "
+                      "{1}{2}",
+                      name, op, defaultDomain ? pytorchIdiom(n.op_type()) : "")
+            .str());
   }
-  return Error::success();
+  if (nodes.empty())
+    return Error::success();
+  if (nodes.size() == 1)
+    return makeErrorF("'{0}': {1}; memfit supports {2}", file, nodes[0],
+                      joinNames(supported));
+  std::string list;
+  for (const std::string &n : nodes)
+    list += "\n  " + n;
+  return makeErrorF("'{0}': {1} nodes use operators memfit does not "
+                    "support:{2}\nmemfit supports {3}",
+                    file, nodes.size(), list, joinNames(supported));
 }
 
 static Expected<Graph> importModel(pb::ModelProto &model,
@@ -488,7 +530,12 @@ Error Importer::translate(const pb::NodeProto &n) {
       if ((op != "Gather" && op != "Expand") || i != 0)
         return fail(n, "computes on the initializer " + quoteName(n.input(i)) +
                            " at import time; memfit supports weights only as "
-                           "direct operands of the ops that use them");
+                           "direct operands of the ops that use them (PyTorch "
+                           "writes this for a table sliced to the sequence "
+                           "length, pos[:, :T], or a weight scaled, "
+                           "normalized or cast before use); if it is a "
+                           "buffer, not a parameter, --constants makes it a "
+                           "constant");
       fold = false;
     }
   }
@@ -590,13 +637,44 @@ Expected<Graph> Importer::run() {
       for (const std::string &in : graph.node(k).input())
         readers[in].push_back(k);
   findFusions();
+  // Every node that cannot be imported is reported at once; a node that
+  // reads what one of them would have computed is left out of the list
+  // (its failure would only echo the first).
+  std::unordered_set<std::string> failedValues;
+  std::vector<std::string> failures;
   for (int k = 0; k < graph.node_size(); ++k) {
     if (!live[k] || fusedAway[k])
       continue;
-    auto f = fusions.find(k);
-    if (Error e = f != fusions.end() ? translateFusion(graph.node(k), f->second)
-                                     : translate(graph.node(k)))
-      return e;
+    const pb::NodeProto &n = graph.node(k);
+    bool downstream = llvm::any_of(n.input(), [&](const std::string &in) {
+      return failedValues.count(in) > 0;
+    });
+    Error e = Error::success();
+    if (!downstream) {
+      auto f = fusions.find(k);
+      e = f != fusions.end() ? translateFusion(n, f->second) : translate(n);
+    }
+    if (!downstream && !e)
+      continue;
+    if (e)
+      failures.push_back(toString(std::move(e)) +
+                         std::string(pytorchIdiom(n.op_type())));
+    for (const std::string &out : n.output())
+      failedValues.insert(out);
+  }
+  if (failures.size() == 1)
+    return makeError(failures[0]);
+  if (!failures.empty()) {
+    // Each failure starts with the file's name; it is said once.
+    const std::string prefix = "'" + file + "': ";
+    std::string list;
+    for (const std::string &f : failures)
+      list +=
+          "\n  " +
+          (llvm::StringRef(f).startswith(prefix) ? f.substr(prefix.size()) : f);
+    return failFile(llvm::formatv("{0} nodes cannot be imported (nodes that "
+                                  "read their results are left out):{1}",
+                                  failures.size(), list));
   }
 
   const std::string &outName = graph.output(0).name();
