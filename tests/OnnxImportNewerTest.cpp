@@ -352,6 +352,51 @@ TEST_CASE("rotary tables fold: float Range, Cos, Sin, CumSum, GatherND",
   CHECK(operandData(gp) == std::vector<float>{4, 1});
 }
 
+TEST_CASE("relative position buckets fold: Sign, Abs, Log, Exp, Floor, Ceil",
+          "[onnx][import][fold]") {
+  // DeBERTa's log-bucket position: sign(r) * ceil(log(|r| / 2) / log(4) *
+  // 3 + 2) for |r| > 2, as exporters write it with constants; Exp and
+  // Floor alike.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 4})
+      .node("Constant", {}, {"r"}, {[] {
+              pb::AttributeProto a;
+              a.set_name("value");
+              a.set_type(pb::AttributeProto::TENSOR);
+              *a.mutable_t() = floatTensor({4}, {-9.0f, -3.0f, 5.0f, 20.0f});
+              return a;
+            }()})
+      .constFloat("two", 2.0f)
+      .constFloat("four", 4.0f)
+      .constFloat("three", 3.0f)
+      .node("Sign", {"r"}, {"sg"})
+      .node("Abs", {"r"}, {"ab"})
+      .node("Div", {"ab", "two"}, {"q"})
+      .node("Log", {"q"}, {"lq"})
+      .node("Log", {"four"}, {"l4"})
+      .node("Div", {"lq", "l4"}, {"f"})
+      .node("Mul", {"f", "three"}, {"f3"})
+      .node("Add", {"f3", "two"}, {"f32"})
+      .node("Ceil", {"f32"}, {"c"})
+      .node("Mul", {"sg", "c"}, {"bucket"})
+      .node("Exp", {"q"}, {"e"})
+      .node("Floor", {"e"}, {"fe"})
+      .node("Add", {"bucket", "fe"}, {"cs"})
+      .node("Mul", {"x", "cs"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const std::vector<float> &w = operandData(g);
+  REQUIRE(w.size() == 4);
+  const float r[] = {-9.0f, -3.0f, 5.0f, 20.0f};
+  for (int i = 0; i < 4; ++i) {
+    float q = std::fabs(r[i]) / 2.0f;
+    float bucket = (r[i] > 0 ? 1.0f : -1.0f) *
+                   std::ceil(std::log(q) / std::log(4.0f) * 3.0f + 2.0f);
+    CHECK(w[i] == bucket + std::floor(std::exp(q)));
+  }
+}
+
 TEST_CASE("Swin's shifted-window mask folds and repeats over the heads",
           "[onnx][import][fold]") {
   // mask[w] is T x T (windows w = 2, T = 2), built by ScatterND into zeros

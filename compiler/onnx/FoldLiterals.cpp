@@ -160,10 +160,14 @@ public:
     if (!a->isFloat())
       return im.fail(n, "computes on an integer constant");
     ConstTensor out = *a;
+    // In float, as the exporting framework computed them (T5's and
+    // DeBERTa's position buckets truncate a log to an integer).
     for (float &v : out.floats)
       v = op == "Sqrt"  ? std::sqrt(v)
           : op == "Cos" ? std::cos(v)
           : op == "Sin" ? std::sin(v)
+          : op == "Log" ? std::log(v)
+          : op == "Exp" ? std::exp(v)
                         : 1.0f / v;
     return out;
   }
@@ -341,6 +345,9 @@ double absolute(double a, double) { return a < 0 ? -a : a; }
 double minimum(double a, double b) { return a < b ? a : b; }
 double maximum(double a, double b) { return a < b ? b : a; }
 double power(double a, double b) { return std::pow(a, b); }
+double sign(double a, double) { return (a > 0) - (a < 0); }
+double ceiling(double a, double) { return std::ceil(a); }
+double flooring(double a, double) { return std::floor(a); }
 
 /// Comparisons and logic give bools (`KeepType` false), the others the
 /// operands' type.
@@ -360,7 +367,7 @@ Expected<ConstTensor> foldFloatUnary(Importer &im, const pb::NodeProto &n) {
 }
 
 constexpr char kSqrt[] = "Sqrt", kReciprocal[] = "Reciprocal", kCos[] = "Cos",
-               kSin[] = "Sin";
+               kSin[] = "Sin", kLog[] = "Log", kExp[] = "Exp";
 
 } // namespace
 
@@ -385,6 +392,11 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"Reciprocal", false, foldFloatUnary<kReciprocal>},
       {"Cos", false, foldFloatUnary<kCos>},
       {"Sin", false, foldFloatUnary<kSin>},
+      {"Log", false, foldFloatUnary<kLog>},
+      {"Exp", false, foldFloatUnary<kExp>},
+      {"Sign", true, foldElementwise<sign, true>},
+      {"Ceil", true, foldElementwise<ceiling, true>},
+      {"Floor", true, foldElementwise<flooring, true>},
       {"CumSum", false, viaLiteralFolder<&LiteralFolder::cumSum>},
       {"GatherND", false, viaLiteralFolder<&LiteralFolder::gatherND>},
       {"Pow", false, foldElementwise<power, true>},
