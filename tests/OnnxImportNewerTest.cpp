@@ -606,3 +606,38 @@ TEST_CASE("equal constants are one value; different ones are not",
   CHECK(g.values[mask(0)].data == std::vector<float>{1, 0, 1, 1});
   CHECK(g.values[mask(2)].data == std::vector<float>{1, 1, 1, 1});
 }
+
+TEST_CASE("an empty slice joined by Concat adds nothing; another reader is "
+          "an error",
+          "[onnx][import]") {
+  // A rotary embedding over every channel: h[..., :4] rotated, h[..., 4:]
+  // (empty) passed through, concatenated back.
+  auto model = [](bool readEmpty) {
+    OnnxBuilder b(18);
+    b.input("x", {-1, 4})
+        .constInt64("s0", {1}, {0})
+        .constInt64("s4", {1}, {4})
+        .constInt64("big", {1}, {1 << 30})
+        .constInt64("ax", {1}, {1})
+        .constFloat("two", 2.0f)
+        .node("Slice", {"x", "s0", "s4", "ax"}, {"rot"})
+        .node("Slice", {"x", "s4", "big", "ax"}, {"rest"}, {}, "rest")
+        .node("Mul", {"rot", "two"}, {"r2"});
+    if (readEmpty)
+      b.node("Relu", {"rest"}, {"rr"}, {}, "reads_rest")
+          .node("Concat", {"r2", "rr"}, {"y"}, {attrInt("axis", 1)});
+    else
+      b.node("Concat", {"r2", "rest"}, {"y"}, {attrInt("axis", 1)});
+    b.output("y", 2);
+    return b;
+  };
+  Graph g = importOk(model(false), batchOf(2));
+  for (const Op &op : g.ops)
+    CHECK(op.kind != OpKind::Concat); // one operand left: an alias
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 4});
+  auto bad = model(true).import(batchOf(2));
+  REQUIRE_FALSE(static_cast<bool>(bad));
+  CHECK_THAT(llvm::toString(bad.takeError()),
+             Contains("'reads_rest' (Relu)") &&
+                 Contains("is an empty tensor (a slice to nothing)"));
+}

@@ -234,6 +234,8 @@ public:
   /// Binds `out` to whatever `in` is bound to (Identity and no-op nodes).
   /// A weight source stays a source: its alias becomes a weight of its own.
   void alias(const std::string &out, const std::string &in);
+  /// Values that are empty tensors (OnnxNode::markEmpty).
+  std::unordered_set<std::string> emptyValues;
   void bindConstant(const std::string &name, ConstTensor t);
 
   //===-- Attributes (Operands.cpp) ---------------------------------------===//

@@ -130,6 +130,12 @@ public:
   void alias(const std::string &out, const std::string &in) override {
     im.alias(out, in);
   }
+  void markEmpty(const std::string &out) override {
+    im.emptyValues.insert(out);
+  }
+  bool isEmpty(int i) const override {
+    return im.hasInput(n, i) && im.emptyValues.count(n.input(i)) > 0;
+  }
 
 private:
   Importer &im;

@@ -121,6 +121,11 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
   }
   if (isDeclaredInput(name))
     return extraDataInput(n, name);
+  if (emptyValues.count(name))
+    return fail(n, operand(n, i) +
+                       " is an empty tensor (a slice to nothing); memfit "
+                       "leaves one out where Concat joins it, and supports "
+                       "no other reader of it");
   if (isConstant(name) || weights.count(name))
     return fail(n, operand(n, i) +
                        " must be computed from the data input; it is a "

@@ -8,20 +8,28 @@ namespace {
 
 llvm::Error importConcat(OnnxNode &node) {
   std::vector<ValueId> inputs;
+  int lastKept = -1;
   for (int i = 0; i < node.numInputs(); ++i) {
+    if (node.isEmpty(i)) // adds nothing
+      continue;
     auto x = node.activation(i);
     if (!x)
       return x.takeError();
     inputs.push_back(*x);
+    lastKept = i;
   }
   auto axisAttr = node.attrInt("axis", 1);
   if (!axisAttr)
     return axisAttr.takeError();
+  if (inputs.empty() && node.numInputs() > 0) {
+    node.markEmpty(node.outputName(0));
+    return llvm::Error::success();
+  }
   if (inputs.empty())
     return node.fail("has no operands");
   // torch.cat of one tensor (a key/value cache that starts empty).
   if (inputs.size() == 1) {
-    node.alias(node.outputName(0), node.inputName(0));
+    node.alias(node.outputName(0), node.inputName(lastKept));
     return llvm::Error::success();
   }
   std::vector<int64_t> out = dimsOfValue(node, inputs[0]);

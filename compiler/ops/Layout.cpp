@@ -157,8 +157,13 @@ llvm::Error importSlice(OnnxNode &node) {
                                      "supports positive steps",
                                      axes[j], steps[j]));
     int64_t s = starts[j], e = ends[j];
-    if (!window(xd[a], s, e))
-      return node.fail(llvm::formatv("slices axis {0} to nothing", axes[j]));
+    if (!window(xd[a], s, e)) {
+      // An empty part (x[..., 8:] of 8 channels) that a Concat joins back.
+      if (a == batchAxisOf(node, *x))
+        return node.fail("slices the batch to nothing");
+      node.markEmpty(node.outputName(0));
+      return llvm::Error::success();
+    }
     if (a == batchAxisOf(node, *x) && (s != 0 || e != xd[a] || steps[j] != 1))
       return node.fail("slices the batch (axis " + std::to_string(a) +
                        "); memfit keeps every sample");

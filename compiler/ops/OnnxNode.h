@@ -132,6 +132,11 @@ public:
                                     std::string opName = {}) = 0;
   /// Binds `out` to whatever `in` is bound to (a no-op node).
   virtual void alias(const std::string &out, const std::string &in) = 0;
+  /// Records `out` as an empty tensor (a slice to nothing: a partial rotary
+  /// embedding whose pass-through part is empty). Only Concat reads one,
+  /// by leaving it out; any other reader is an error.
+  virtual void markEmpty(const std::string &out) = 0;
+  virtual bool isEmpty(int i) const = 0;
 };
 
 /// "[1, 2, N]"-style dims for messages.
