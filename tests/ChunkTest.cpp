@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/search/Chunk.h"
+#include "codegen/Emit.h"
 #include "passes/analysis/Order.h"
+#include "passes/search/Pipeline.h"
 #include "tests/PlanTestUtil.h"
 
 #include <catch2/catch.hpp>
@@ -168,4 +170,33 @@ TEST_CASE("the exact floor is at the smallest chunk", "[chunk]") {
   auto split = splitAlongBatch(m.tg, joinAwareOrder(m.tg), 16);
   REQUIRE(static_cast<bool>(split));
   CHECK(computeLowerBound(split->tg, 1).bytes == exact.bytes);
+}
+
+TEST_CASE("a chunked AdamW trainer lists ProgramInfo's fields in their "
+          "declared order",
+          "[chunk][codegen]") {
+  // C++20 designated initializers must follow declaration order: .optimizer
+  // before .chunks, or the generated main.cpp does not compile.
+  TrainingConfig cfg;
+  cfg.optimizer = OptimizerKind::AdamW;
+  Planned m("tiny-bn", 12, "k40m", cfg);
+  PlanRequest req;
+  req.batch = 12;
+  req.budgetFraction = 0.8;
+  req.forcedChunks = 3;
+  auto out = planTraining(
+      m.tg, [&](int64_t b) -> const CostTable & { return m.table(b); }, req);
+  REQUIRE(static_cast<bool>(out));
+  const TaskGraph &tg = out->scheduledGraph(m.tg);
+  REQUIRE(tg.chunks == 3);
+  auto files = emitTrainer(tg, out->plan, {});
+  REQUIRE(static_cast<bool>(files));
+  for (const GeneratedFile &f : *files)
+    if (f.path == "src/main.cpp") {
+      size_t opt = f.contents.find(".optimizer = Optimizer::AdamW");
+      size_t chunks = f.contents.find(".chunks = 3");
+      REQUIRE(opt != std::string::npos);
+      REQUIRE(chunks != std::string::npos);
+      CHECK(opt < chunks);
+    }
 }

@@ -543,7 +543,8 @@ TEST_CASE("offloaded activations' host slots count against the host budget",
   const int64_t budget = p.tg.weightSideBytes() / 2;
   auto hostUse = [&](const PlanOutcome &o) {
     const TaskGraph &tg = o.scheduledGraph(p.tg);
-    return tg.homedBytes(Tier::Host) + offloadSlotBytes(tg, o.plan);
+    return tg.homedBytes(Tier::Host) + offloadSlotBytes(tg, o.plan) +
+           batchBufferBytes(tg, o.plan.batch);
   };
   auto roomy = p.planBytes(budget, int64_t(1) << 30);
   REQUIRE(static_cast<bool>(roomy));

@@ -25,4 +25,18 @@ int64_t offloadSlotBytes(const TaskGraph &tg, const Plan &plan) {
   return bytes;
 }
 
+int64_t batchBufferBytes(const TaskGraph &tg, int64_t batch) {
+  constexpr int64_t kBuffers = 2; // runtime/Exec.h's kBatchBuffers
+  int64_t bytes = 0;
+  for (BlockId b : {tg.inputBlock, tg.labelBlock}) {
+    if (b < 0)
+      continue;
+    const Block &blk = tg.blocks[b];
+    const int64_t elements = blk.perSampleBytes / dtypeBytes(blk.dtype);
+    const bool copy16 = b == tg.inputBlock && dtypeBytes(blk.dtype) == 2;
+    bytes += elements * batch * (4 + (copy16 ? 2 : 0));
+  }
+  return kBuffers * bytes;
+}
+
 } // namespace memfit

@@ -26,6 +26,12 @@ std::vector<BlockId> offloadSlotBlocks(const TaskGraph &tg, const Plan &plan);
 /// allocates beside the homes.
 int64_t offloadSlotBytes(const TaskGraph &tg, const Plan &plan);
 
+/// The trainer's pinned batch buffers (runtime/Exec.h, kBatchBuffers): two
+/// of the whole batch's input (fp32 or int32 token ids, with a 16-bit copy
+/// where the input block is 16-bit) and labels (4 bytes an element), one
+/// filled while the other is read.
+int64_t batchBufferBytes(const TaskGraph &tg, int64_t batch);
+
 } // namespace memfit
 
 #endif

@@ -93,22 +93,22 @@ int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
 
 namespace {
 
-/// Why `tg`'s homes, with `slots` bytes of offload slots in pinned memory,
-/// break the request's host or NVMe budget (Infeasible); success when they
-/// do not.
+/// Why `tg`'s homes, with `slots` bytes of offload slots and the trainer's
+/// pinned batch buffers beside them, break the request's host or NVMe
+/// budget (Infeasible); success when they do not.
 llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t slots,
                            const PlanRequest &req) {
   const int64_t host = tg.homedBytes(Tier::Host);
-  if (host + slots > req.hostBudget) {
-    if (slots == 0)
-      return makeInfeasibleF(
-          "homing {0} of weights on the host would "
-          "exceed --host-budget {1}{2}",
-          formatBytes(host), formatBytes(req.hostBudget),
-          req.nvmeBudget > 0 ? " with their optimizer state on NVMe" : "");
-    return makeInfeasibleF("homing {0} of weights and offloading {1} of "
-                           "activations would exceed --host-budget {2}",
-                           formatBytes(host), formatBytes(slots),
+  const int64_t buffers = batchBufferBytes(tg, req.batch);
+  if (host + slots + buffers > req.hostBudget) {
+    std::string what = formatBytes(host) + " of weights";
+    if (req.nvmeBudget > 0)
+      what += " (their optimizer state on NVMe where it can be)";
+    if (slots > 0)
+      what += ", offloading " + formatBytes(slots) + " of activations";
+    return makeInfeasibleF("homing {0} and the batch buffers' {1} would "
+                           "exceed --host-budget {2}",
+                           what, formatBytes(buffers),
                            formatBytes(req.hostBudget));
   }
   if (int64_t nvme = tg.homedBytes(Tier::Nvme); nvme > req.nvmeBudget)
@@ -223,7 +223,8 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
         continue;
       lastCount = count;
       // What the host budget cannot hold of the state goes to NVMe.
-      if (int64_t host = homed->homedBytes(Tier::Host);
+      if (int64_t host = homed->homedBytes(Tier::Host) +
+                         batchBufferBytes(tg, req.batch);
           host > req.hostBudget && req.nvmeBudget > 0)
         spillStateToNvme(tg, ws, homed->homes, host - req.hostBudget);
       if (auto why = exceedsBudgets(*homed, 0, req)) {
@@ -250,12 +251,13 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
     // homing is planned again (once: the slots hardly change).
     const TaskGraph *planned = homed ? homed.get() : &tg;
     int64_t slots = offloadSlotBytes(*planned, out->plan);
+    const int64_t buffers = batchBufferBytes(tg, req.batch);
     if (homed && req.nvmeBudget > 0 &&
-        homed->homedBytes(Tier::Host) + slots > req.hostBudget) {
+        homed->homedBytes(Tier::Host) + slots + buffers > req.hostBudget) {
       auto again = std::make_shared<TaskGraph>(*homed);
       bool moved = spillStateToNvme(tg, ws, again->homes,
-                                    homed->homedBytes(Tier::Host) + slots -
-                                        req.hostBudget) > 0;
+                                    homed->homedBytes(Tier::Host) + slots +
+                                        buffers - req.hostBudget) > 0;
       llvm::Error over = exceedsBudgets(*again, 0, req);
       bool fits = !over;
       llvm::consumeError(std::move(over));
