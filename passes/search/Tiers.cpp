@@ -223,8 +223,8 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
         continue;
       lastCount = count;
       // What the host budget cannot hold of the state goes to NVMe.
-      if (int64_t host = homed->homedBytes(Tier::Host) +
-                         batchBufferBytes(tg, req.batch);
+      if (int64_t host =
+              homed->homedBytes(Tier::Host) + batchBufferBytes(tg, req.batch);
           host > req.hostBudget && req.nvmeBudget > 0)
         spillStateToNvme(tg, ws, homed->homes, host - req.hostBudget);
       if (auto why = exceedsBudgets(*homed, 0, req)) {
