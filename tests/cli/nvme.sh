@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The NVMe tier end to end on the CPU emulation: gpt2-tiny (437.6 KiB of
-# weight side under a 40 KiB GPU budget, AdamW) with a host budget that
-# holds its weights and gradients but not all of their optimizer state, the
-# rest in a file of the --nvme directory. Checked: the plan puts moments on
+# weight side under a 40 KiB GPU budget, AdamW) with a host budget (320 KiB)
+# that holds its weights and gradients but not all of their optimizer
+# state, the rest in a file of the --nvme directory. Checked: the plan puts moments on
 # NVMe; 3 steps against PyTorch (fp32, float64 reference, within 1e-5);
 # bit for bit the plan with everything on the host; a SIGKILL in the middle
 # of an NVMe write, then --resume, bit for bit the uninterrupted run; the
 # trainer's --nvme override; and clear errors for a directory that is
 # missing, not writable or without the space, leaving the checkpoint as it
-# was.
+# was. A CNN with BatchNorm is nvme_cnn.sh's.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -39,7 +39,9 @@ d["nvme_write_gbps"] = 4.0
 json.dump(d, open("dev.json", "w"))
 PYEOF
 
-ARGS="--batch 4 --budget 40KiB --library-reserve 0 --sub-batch 1 --optimizer adamw"
+# --refine=false: the refinement phase takes 40 s a plan under the
+# sanitizers and changes nothing checked here.
+ARGS="--batch 4 --budget 40KiB --library-reserve 0 --sub-batch 1 --optimizer adamw --refine=false"
 # Errors: no directory, a file, an unwritable one, a budget past its space,
 # a device without the drive's rates, a budget without a directory.
 expect_error() { # what pattern memfit-args...
@@ -104,18 +106,18 @@ TRAIN="--data tok.npy --labels next.npy --iterations 3 --lr 0.01 --weight-decay 
 
 # The host holds the weights and gradients (218.8 KiB) but not every
 # moment: the plan puts the rest on NVMe.
-compile tiered --host-budget 300KiB --nvme nvme
+compile tiered --host-budget 320KiB --nvme nvme
 "$PY" - tiered/plan.json <<'PYEOF' || fail "the plan keeps no state on NVMe"
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
 print(f"plan: {s['host_home_bytes']} bytes on the host, "
       f"{s['nvme_home_bytes']} on NVMe ({s['nvme_homed_weights']} weights' "
       "moments)")
-assert s["nvme_home_bytes"] > 0 and s["host_home_bytes"] <= 300 * 1024
+assert s["nvme_home_bytes"] > 0 and s["host_home_bytes"] <= 320 * 1024
 PYEOF
 grep -q "stateOnNvme = true" tiered/src/main.cpp || fail "no weight's state on NVMe"
 grep -q "^nvme " <("$MEMFIT" plan g.onnx $ARGS --device dev.json \
-  --host-budget 300KiB --nvme nvme) || fail "the summary shows no NVMe line"
+  --host-budget 320KiB --nvme nvme) || fail "the summary shows no NVMe line"
 grep -q '"cat":"nvme"\|"cat": "nvme"' tiered/trace.json ||
   fail "the trace shows no NVMe track"
 
@@ -150,7 +152,7 @@ echo "$out" | grep -q "cannot create the NVMe state file in $WORK/none" ||
   fail "unclear error for a missing trainer --nvme: $out"
 # --nvme-budget alone plans for a drive elsewhere: the trainer is told
 # where at its start, and refuses to start without it.
-compile remote --host-budget 300KiB --nvme-budget 1GiB
+compile remote --host-budget 320KiB --nvme-budget 1GiB
 out=$(./remote/build/trainer $TRAIN 2>&1) && fail "remote trains without --nvme"
 echo "$out" | grep -q "no directory was named: give --nvme DIR" ||
   fail "unclear error for a trainer without its NVMe directory: $out"
@@ -189,32 +191,4 @@ out=$(ulimit -f 8; ./tiered/build/trainer $TRAIN --checkpoint ck \
 echo "$out" | grep -q "lacks the space for .* of optimizer state the plan keeps on NVMe" ||
   fail "unclear error for a full NVMe directory: $out"
 cmp -s ck/checkpoint.bin ck.before || fail "the failed start changed the checkpoint"
-# A CNN with BatchNorm, SGD with momentum: ResNet-18 at 64x64 (128 MiB of
-# weight side under a 12 MiB GPU budget) with part of its momentum on NVMe,
-# bit for bit the plan that keeps it all on the host.
-"$MEMFIT" zoo resnet18 --image-size 64 --classes 10 --weights -o r.onnx \
-  >/dev/null || fail "zoo resnet18"
-"$PY" - <<'PYEOF' || fail "cannot write images"
-import numpy as np
-r = np.random.default_rng(5)
-np.save("img.npy", r.standard_normal((4, 3, 64, 64)).astype(np.float32))
-np.save("lab.npy", r.integers(0, 10, (4,)).astype(np.int64))
-PYEOF
-RARGS="--batch 4 --sub-batch 4 --budget 12MiB --library-reserve 0 --optimizer sgd"
-SGD="--data img.npy --labels lab.npy --iterations 3 --lr 0.01 --momentum 0.9 --weight-decay 0.001 --log-every 1"
-compile_model rtiered r.onnx $RARGS --host-budget 110MiB --nvme nvme
-"$PY" - <<'PYEOF' || fail "resnet18 keeps no momentum on NVMe"
-import json
-s = json.load(open("rtiered/plan.json"))["summary"]
-print(f"resnet18: {s['host_home_bytes']} bytes on the host, "
-      f"{s['nvme_home_bytes']} on NVMe")
-assert s["nvme_home_bytes"] > 0
-PYEOF
-compile_model rhost r.onnx $RARGS --host-budget 1GiB
-for d in rtiered rhost; do
-  ./$d/build/trainer $SGD --save $d/trained.onnx >$d/train.log 2>&1 ||
-    { cat $d/train.log; fail "train $d"; }
-done
-cmp -s rtiered/trained.onnx rhost/trained.onnx ||
-  fail "resnet18: momentum on NVMe trains other weights than on the host"
 echo "nvme: optimizer state on NVMe trains as torch does and resumes exactly"
