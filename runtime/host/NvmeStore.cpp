@@ -80,6 +80,19 @@ std::unique_ptr<NvmeStore> NvmeStore::open(const std::string &dir,
 
 NvmeStore::~NvmeStore() { close(fd_); }
 
+bool NvmeStore::dropDirect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!direct_)
+    return true; // another thread did
+#ifdef O_DIRECT
+  int flags = fcntl(fd_, F_GETFL);
+  if (flags < 0 || fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0)
+    return false;
+#endif
+  direct_ = false;
+  return true;
+}
+
 void NvmeStore::fail(const std::string &what) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!failed_.exchange(true))
@@ -99,7 +112,8 @@ bool NvmeStore::read(int64_t offset, void *dst, int64_t bytes) {
   char *p = static_cast<char *>(dst);
   while (bytes > 0 && !failed_) {
     ssize_t n = pread(fd_, p, static_cast<size_t>(bytes), offset);
-    if (n < 0 && errno == EINTR)
+    if (n < 0 &&
+        (errno == EINTR || (errno == EINVAL && direct_ && dropDirect())))
       continue;
     if (n <= 0) {
       fail("reading optimizer state from " + dir_ + ": " +
@@ -129,7 +143,8 @@ bool NvmeStore::write(int64_t offset, const void *src, int64_t bytes) {
   const char *p = static_cast<const char *>(src);
   while (bytes > 0 && !failed_) {
     ssize_t n = pwrite(fd_, p, static_cast<size_t>(bytes), offset);
-    if (n < 0 && errno == EINTR)
+    if (n < 0 &&
+        (errno == EINTR || (errno == EINVAL && direct_ && dropDirect())))
       continue;
     if (n <= 0) {
       fail("writing optimizer state to " + dir_ + ": " +

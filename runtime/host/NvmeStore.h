@@ -18,8 +18,8 @@
 // allows it, as state that is read once an iteration gains nothing from it
 // and would evict what does; transfers are then multiples of kAlign at
 // offsets and addresses aligned to it, which regionBytes and the host
-// optimizer's chunking keep. Where O_DIRECT is refused (tmpfs) the file is
-// used through the page cache.
+// optimizer's chunking keep. Where O_DIRECT is refused (tmpfs), at open or
+// at the first transfer, the file is used through the page cache.
 //
 // Thread-safe: positioned reads and writes of disjoint ranges. An I/O
 // error does not throw (the optimizer's threads must not): the first one
@@ -65,7 +65,7 @@ public:
   bool failed() const { return failed_.load(); }
   /// The first failure, naming the directory and the system's reason.
   std::string error() const;
-  bool direct() const { return direct_; }
+  bool direct() const { return direct_.load(); }
   int64_t size() const { return size_; }
   const std::string &directory() const { return dir_; }
 
@@ -73,9 +73,12 @@ private:
   NvmeStore(int fd, bool direct, int64_t size, std::string dir)
       : fd_(fd), direct_(direct), size_(size), dir_(std::move(dir)) {}
   void fail(const std::string &what);
+  /// A file system that took O_DIRECT but refuses a direct transfer
+  /// (EINVAL): the file goes through the page cache from then on.
+  bool dropDirect();
 
   int fd_;
-  bool direct_;
+  std::atomic<bool> direct_;
   int64_t size_;
   std::string dir_;
   std::atomic<bool> failed_{false};
