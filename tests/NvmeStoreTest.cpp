@@ -181,7 +181,14 @@ TEST_CASE("nvme state: Adam and SGD through the file match in-memory updates "
         CHECK(sameBits(fromFile, v[i]));
       } else {
         CHECK(nv.v[i] == -1);
+        CHECK_THAT(nv.transferMoment(nv.v, static_cast<int32_t>(i), counts[i],
+                                     fromFile.data(), nullptr),
+                   Catch::Contains("has no optimizer state on NVMe"));
       }
+      CHECK(nv.transferMoment(nv.m, static_cast<int32_t>(i), counts[i],
+                              fromFile.data(), nullptr)
+                .empty());
+      CHECK(sameBits(fromFile, m[i]));
     }
     // A checkpoint's write lands where the next update reads it.
     std::vector<float> mine = randomVec(counts[1], 99, 0.01f), back(counts[1]);

@@ -480,18 +480,15 @@ void Exec::writeWeight(int32_t id, const float *in) {
   if (wInfo[id].home == Home::Host && impl->wCopy[id])
     cuda::refreshHomeCopy(*this, *impl, id);
 }
-/// Reads (`out`) or writes (`in`) weight id's moment whose offsets are
-/// `at` in the NVMe tier's file (host memory: no device copy).
+/// Weight id's moment at offsets `at` of the NVMe tier's file, read into
+/// `out` or written from `in` (host::NvmeState::transferMoment).
 static void nvmeTensor(Exec &x, host::NvmeState &nv,
                        const std::vector<int64_t> &at, int32_t id, float *out,
                        const float *in) {
-  if (!nv.opened() || at[id] < 0)
-    x.fatal("weight " + std::to_string(id) +
-            " has no optimizer state on NVMe (Exec::openNvme not called?)");
-  const int64_t count = x.weightInfo()[id].count;
-  if (!(out ? nv.readTensor(at[id], count, out)
-            : nv.writeTensor(at[id], count, in)))
-    x.fatal(nv.store->error());
+  std::string err =
+      nv.transferMoment(at, id, x.weightInfo()[id].count, out, in);
+  if (!err.empty())
+    x.fatal(err);
 }
 
 void Exec::openNvme(const std::string &dir) {

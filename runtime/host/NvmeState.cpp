@@ -56,4 +56,15 @@ bool NvmeState::writeTensor(int64_t offset, int64_t count, const float *in) {
   return store->write(offset, buf.get(), bytes);
 }
 
+std::string NvmeState::transferMoment(const std::vector<int64_t> &at,
+                                      int32_t id, int64_t count, float *out,
+                                      const float *in) {
+  if (!opened() || id < 0 || id >= (int32_t)at.size() || at[id] < 0)
+    return "weight " + std::to_string(id) +
+           " has no optimizer state on NVMe (Exec::openNvme not called?)";
+  bool ok =
+      out ? readTensor(at[id], count, out) : writeTensor(at[id], count, in);
+  return ok ? std::string() : store->error();
+}
+
 } // namespace memfit::rt::host

@@ -38,6 +38,12 @@ struct NvmeState {
   /// false on an I/O error (store->error() says which).
   bool readTensor(int64_t offset, int64_t count, float *out);
   bool writeTensor(int64_t offset, int64_t count, const float *in);
+  /// Reads (`out`) or writes (`in`) the whole moment of weight `id` of
+  /// `count` floats whose offsets are `at` (m or v), for start-up and
+  /// checkpoints. "" on success, else what went wrong (no such state, or
+  /// the store's I/O error).
+  std::string transferMoment(const std::vector<int64_t> &at, int32_t id,
+                             int64_t count, float *out, const float *in);
 };
 
 } // namespace memfit::rt::host

@@ -15,6 +15,8 @@ WORK=$2
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=lib/nvme.bash
+source "$SRC/tests/cli/lib/nvme.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "nvme: SKIPPED: $PY cannot import torch and onnx"
   exit 0
@@ -28,16 +30,7 @@ r = np.random.default_rng(5)
 np.save("tok.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
 np.save("next.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
 PYEOF
-# The H100 SXM's figures with a drive's rates (the built-in states none).
-"$MEMFIT" device h100-sxm --json >dev0.json || fail "memfit device --json"
-"$PY" - <<'PYEOF' || fail "cannot write the device file"
-import json
-d = json.load(open("dev0.json"))
-d["name"] = "h100-sxm-nvme"
-d["nvme_read_gbps"] = 6.0
-d["nvme_write_gbps"] = 4.0
-json.dump(d, open("dev.json", "w"))
-PYEOF
+write_nvme_device
 
 # --refine=false: the refinement phase takes 40 s a plan under the
 # sanitizers and changes nothing checked here.
@@ -89,16 +82,6 @@ compile() { # dir extra-memfit-args...
   local d=$1
   shift
   compile_model "$d" g.onnx $ARGS "$@"
-}
-compile_model() { # dir model memfit-args...
-  local d=$1 model=$2
-  shift 2
-  "$MEMFIT" compile "$model" --device dev.json -o "$d" --quiet "$@" ||
-    fail "compile $d"
-  cmake -S "$d" -B "$d/build" -DMEMFIT_BACKEND=cpu >"$d/cmake.log" 2>&1 ||
-    { cat "$d/cmake.log"; fail "configure $d"; }
-  cmake --build "$d/build" -j 2 >"$d/build.log" 2>&1 ||
-    { tail -30 "$d/build.log"; fail "build $d"; }
 }
 # Adam's eps at 1e-3: gpt2's attention key bias has a zero true gradient,
 # whose rounding noise eps 1e-8 would scale to whole steps.

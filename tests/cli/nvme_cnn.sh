@@ -7,33 +7,18 @@
 set -u
 MEMFIT=$1
 WORK=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=lib/nvme.bash
+source "$SRC/tests/cli/lib/nvme.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "nvme_cnn: SKIPPED: $PY cannot import torch and onnx"
   exit 0
 fi
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
 mkdir nvme
-"$MEMFIT" device h100-sxm --json >dev0.json || fail "memfit device --json"
-"$PY" - <<'PYEOF' || fail "cannot write the device file"
-import json
-d = json.load(open("dev0.json"))
-d["name"] = "h100-sxm-nvme"
-d["nvme_read_gbps"] = 6.0
-d["nvme_write_gbps"] = 4.0
-json.dump(d, open("dev.json", "w"))
-PYEOF
-compile_model() { # dir model memfit-args...
-  local d=$1 model=$2
-  shift 2
-  "$MEMFIT" compile "$model" --device dev.json -o "$d" --quiet "$@" ||
-    fail "compile $d"
-  cmake -S "$d" -B "$d/build" -DMEMFIT_BACKEND=cpu >"$d/cmake.log" 2>&1 ||
-    { cat "$d/cmake.log"; fail "configure $d"; }
-  cmake --build "$d/build" -j 2 >"$d/build.log" 2>&1 ||
-    { tail -30 "$d/build.log"; fail "build $d"; }
-}
+write_nvme_device
 
 "$MEMFIT" zoo resnet18 --image-size 64 --classes 10 --weights -o r.onnx \
   >/dev/null || fail "zoo resnet18"
