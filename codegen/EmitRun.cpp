@@ -213,6 +213,8 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
     return call.takeError();
   if (call->comment)
     return out + "  " + call->code + "\n";
+  if (!g.ops[t.op].batched(g))
+    return out + "  {\n    OneSample one(x);\n    " + call->code + ";\n  }\n";
   return out + "  " + call->code + ";\n";
 }
 

@@ -515,6 +515,21 @@ struct Program {
   int32_t numConvs = 0;
 };
 
+/// The calls in its scope run on one sample: an op on values without a
+/// batch (a computation on weights, compiler/ir/Graph.h) is the same at
+/// every sub-batch size, and its kernels see one leading sample.
+class OneSample {
+public:
+  explicit OneSample(Exec &x) : x(x), n(x.n) { x.n = 1; }
+  ~OneSample() { x.n = n; }
+  OneSample(const OneSample &) = delete;
+  OneSample &operator=(const OneSample &) = delete;
+
+private:
+  Exec &x;
+  int64_t n;
+};
+
 /// The trainer's main: flags, data, weights, the iteration loop, progress,
 /// checkpoints and --save. Returns the process exit code.
 int trainerMain(int argc, char **argv, const Program &program);

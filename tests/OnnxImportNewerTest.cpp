@@ -548,7 +548,8 @@ TEST_CASE("a buffer torch.export marks folds; a parameter does not",
   CHECK(c.data == std::vector<float>{std::cos(2.0f), std::cos(1.0f),
                                      std::cos(0.5f), std::cos(0.25f)});
   CHECK_THAT(errorText(model(false).import(batchOf(2))),
-             Contains("computes on the initializer 'inv_freq'"));
+             Contains("'f') is computed from the weight 'inv_freq'") &&
+                 Contains("--constants makes it a constant"));
 }
 
 TEST_CASE("torch.export's NaN guard on a softmax is one operator",

@@ -109,6 +109,13 @@ std::vector<ValueId> Graph::dataInputs(OpId id) const {
   return out;
 }
 
+bool Op::batched(const Graph &g) const {
+  for (ValueId out : outputs)
+    if (g.values[out].batched)
+      return true;
+  return false;
+}
+
 std::optional<std::string> verifyGraph(const Graph &g) {
   auto nv = static_cast<ValueId>(g.values.size());
   if (g.input < 0 || g.input >= nv)

@@ -191,6 +191,8 @@ struct OpAttrs {
   bool nanToZero = false;
 };
 
+struct Graph;
+
 struct Op {
   OpKind kind;
   std::string name;   // ONNX node name (untrusted), or a generated one
@@ -198,6 +200,10 @@ struct Op {
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
   OpAttrs attrs;
+  /// Whether the op works on the batch: some output is batched. Ops on
+  /// weights and on values computed from them (a sliced position table,
+  /// 1 + w) are not: they compute the same at every sub-batch size.
+  bool batched(const Graph &g) const;
 };
 
 struct Graph {

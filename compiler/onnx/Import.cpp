@@ -492,15 +492,20 @@ Error Importer::translate(const pb::NodeProto &n) {
                    ? src.declared->type().tensor_type().shape().dim_size()
                    : -1;
     bool swap2d = rank == 2 && (!*perm || **perm == std::vector<int64_t>{1, 0});
-    if (!swap2d)
-      return fail(n, std::string("transposes the ") +
-                         (src.declared ? "weight (a graph input without data) "
-                                       : "initializer ") +
-                         quoteName(n.input(0)) +
-                         "; memfit supports transposing a 2-D weight only");
-    transposedWeights[n.output(0)] = n.input(0);
-    return Error::success();
+    // Any other permutation (a relative position table moved to heads
+    // first) computes on the weight as a value.
+    if (swap2d) {
+      transposedWeights[n.output(0)] = n.input(0);
+      return Error::success();
+    }
+    if (src.declared)
+      return translateOnWeights(n);
   }
+  for (int i = 0; i < n.input_size(); ++i)
+    if (hasInput(n, i) && isActivation(n.input(i)) &&
+        !g.values[values.at(n.input(i))].batched && !computesOnWeights(op) &&
+        op != "Shape")
+      return weightValueError(n, i);
   if (isFoldOnlyOp(op) && op != "Shape" && op != "Constant")
     for (int i = 0; i < n.input_size(); ++i)
       if (hasInput(n, i) && isActivation(n.input(i)))
@@ -526,21 +531,17 @@ Error Importer::translate(const pb::NodeProto &n) {
           src->second.init->data_type() != pb::TensorProto::FLOAT ||
           buffers.count(n.input(i)) || feedsOnlyMasks(nodeIndex.at(&n)))
         continue;
-      // Only a lookup in an embedding table computes on a weight here.
+      // A lookup in an embedding table translates as one; any other
+      // computation on a parameter is a value that trains it.
       if ((op != "Gather" && op != "Expand") || i != 0)
-        return fail(n, "computes on the initializer " + quoteName(n.input(i)) +
-                           " at import time; memfit supports weights only as "
-                           "direct operands of the ops that use them (PyTorch "
-                           "writes this for a table sliced to the sequence "
-                           "length, pos[:, :T], or a weight scaled, "
-                           "normalized or cast before use); if it is a "
-                           "buffer, not a parameter, --constants makes it a "
-                           "constant");
+        return translateOnWeights(n);
       fold = false;
     }
   }
   if (fold)
     return foldNode(*this, n);
+  if (readsDeclaredWeightAsValue(n))
+    return translateOnWeights(n);
   if (op == "Cast")
     return translateCast(n);
   if (op == "BatchNormalization" && opts.notes) {
@@ -560,6 +561,57 @@ Error Importer::translate(const pb::NodeProto &n) {
   if (!found)
     return fail(n, "operates only on constants here, which memfit does not "
                    "fold for this operator");
+  return Error::success();
+}
+
+bool Importer::readsDeclaredWeightAsValue(const pb::NodeProto &n) const {
+  // A weight declared without data (export_params=False) is no constant:
+  // an op that has no weight operand of its own, or one of Add, Sub, Mul
+  // and Div that reads no activation (1 + w), computes on it.
+  llvm::StringRef op = n.op_type();
+  if (!computesOnWeights(op) || op == "Gather")
+    return false;
+  bool declared = false, activations = false;
+  for (int i = 0; i < n.input_size(); ++i) {
+    declared = declared || (hasInput(n, i) && isDeclaredInput(n.input(i)));
+    activations = activations || (hasInput(n, i) && isActivation(n.input(i)));
+  }
+  bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
+  return declared && (!binary || !activations);
+}
+
+Error Importer::translateOnWeights(const pb::NodeProto &n) {
+  const std::string &op = n.op_type();
+  if (!computesOnWeights(op))
+    return fail(n, "computes on a weight; memfit computes on weights with " +
+                       weightValueOps() +
+                       " (a table sliced to the sequence length, 1 + w, a "
+                       "table transposed or reshaped); if it is a buffer, not "
+                       "a parameter, --constants makes it a constant");
+  // The node, reading each float parameter through its lifted value.
+  pb::NodeProto &copy = liftedNodes.emplace_back(n);
+  nodeIndex[&copy] = nodeIndex.at(&n);
+  for (int i = 0; i < copy.input_size(); ++i) {
+    if (!hasInput(n, i) || buffers.count(n.input(i)))
+      continue;
+    auto src = sources.find(n.input(i));
+    bool param = src != sources.end() &&
+                 (src->second.declared ||
+                  (src->second.init &&
+                   src->second.init->data_type() == pb::TensorProto::FLOAT));
+    if (!param)
+      continue;
+    auto v = liftWeight(n, n.input(i));
+    if (!v)
+      return v.takeError();
+    copy.set_input(i, g.values[*v].name);
+  }
+  if (op == "Cast")
+    return translateCast(copy);
+  bool found = false;
+  if (Error err = translateThroughRegistry(*this, copy, found))
+    return err;
+  assert(found && "every op that computes on weights has a definition");
   return Error::success();
 }
 

@@ -31,6 +31,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -205,6 +206,15 @@ public:
   /// statistics. Float constants become non-trainable weights.
   llvm::Expected<ValueId> weight(const pb::NodeProto &n, int i,
                                  WeightInit declaredInit, bool trainable);
+  /// Weight `name` read as a value, created on first use: an op (an
+  /// Embedding of the whole weight, without a batch) that copies it into an
+  /// unbatched activation, whose gradient it adds into the weight's. Ops on
+  /// weights (computesOnWeights) then compute on that value.
+  llvm::Expected<ValueId> liftWeight(const pb::NodeProto &n,
+                                     const std::string &name);
+  /// The error for operand `i`, a value computed from weights, read by an
+  /// op that does not compute on them: which weights, what memfit supports.
+  llvm::Error weightValueError(const pb::NodeProto &n, int i) const;
   /// Operand `i` as a constant known at import time.
   llvm::Expected<const ConstTensor *> constant(const pb::NodeProto &n, int i);
   /// Operand `i` as a float scalar constant (Clip bounds, Dropout ratio, Pad
@@ -313,6 +323,11 @@ public:
   std::unordered_map<std::string, std::string> transposedWeights;
 
 private:
+  /// Nodes that compute on weights, rewritten to read the lifted values
+  /// (stable addresses: nodeIndex keys them).
+  std::deque<pb::NodeProto> liftedNodes;
+  llvm::Error translateOnWeights(const pb::NodeProto &n);
+  bool readsDeclaredWeightAsValue(const pb::NodeProto &n) const;
   /// Per value name, the live nodes that read it.
   std::unordered_map<std::string, std::vector<int>> readers;
 
@@ -341,6 +356,13 @@ private:
   bool batchComparable = false; // inference's axis 0 is our batch
   std::string dataInputName;
 };
+
+//===-- Operands.cpp ------------------------------------------------------===//
+
+/// Op types that compute on weights (Importer::liftWeight) and on values
+/// computed from them, and the list of them for messages.
+bool computesOnWeights(llvm::StringRef opType);
+std::string weightValueOps();
 
 //===-- FoldTable.cpp -----------------------------------------------------===//
 

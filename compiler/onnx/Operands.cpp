@@ -11,6 +11,7 @@
 #include "compiler/ops/OpDef.h"
 
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 #include <cstring>
@@ -117,6 +118,9 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
       return fail(n, operand(n, i) +
                          " holds integer token ids; memfit reads them only "
                          "as the indices of an embedding (Gather)");
+    if (v.kind == ValueKind::Activation && !v.batched &&
+        !computesOnWeights(n.op_type()))
+      return weightValueError(n, i);
     return it->second;
   }
   if (isDeclaredInput(name))
@@ -131,6 +135,76 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
                        " must be computed from the data input; it is a "
                        "constant or an initializer");
   return fail(n, operand(n, i) + " is not defined");
+}
+
+static constexpr llvm::StringRef kWeightValueOps[] = {
+    "Slice", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Add",
+    "Sub",   "Mul",       "Div",     "Neg",     "Cast",      "Gather"};
+
+bool computesOnWeights(llvm::StringRef opType) {
+  return llvm::is_contained(kWeightValueOps, opType);
+}
+
+std::string weightValueOps() {
+  std::string s;
+  for (llvm::StringRef op : kWeightValueOps)
+    s += (s.empty() ? "" : ", ") + op.str();
+  return s;
+}
+
+Error Importer::weightValueError(const pb::NodeProto &n, int i) const {
+  // The weights the value is computed from: the lifts' operands upstream.
+  std::vector<std::string> roots;
+  bool declared = false;
+  std::vector<ValueId> work{values.at(n.input(i))};
+  std::vector<bool> seen(g.values.size(), false);
+  while (!work.empty()) {
+    ValueId v = work.back();
+    work.pop_back();
+    if (seen[v])
+      continue;
+    seen[v] = true;
+    const Value &val = g.values[v];
+    if (val.kind == ValueKind::Weight) {
+      if (val.trainable) {
+        roots.push_back(quoteName(val.name));
+        declared = declared || isDeclaredInput(val.name);
+      }
+      continue;
+    }
+    if (val.producer != kNoId)
+      for (ValueId in : g.ops[val.producer].inputs)
+        work.push_back(in);
+  }
+  std::sort(roots.begin(), roots.end());
+  std::string from = roots.size() == 1
+                         ? "the weight " + roots[0]
+                         : "the weights " + llvm::join(roots, ", ");
+  return fail(
+      n, operand(n, i) + " is computed from " + from + "; memfit computes on " +
+             "weights with " + weightValueOps() +
+             " and reads the result as an operand of Add, Sub, Mul or Div" +
+             (declared ? "; a buffer such as a mask or a table needs its "
+                         "values in the file (export it as an initializer)"
+                       : "; if it is a buffer, not a parameter, --constants "
+                         "makes it a constant"));
+}
+
+Expected<ValueId> Importer::liftWeight(const pb::NodeProto &n,
+                                       const std::string &name) {
+  std::string lifted = name + " (as a value)";
+  if (auto it = values.find(lifted); it != values.end())
+    return it->second;
+  auto w = materialize(n, name, WeightInit::HeNormal, true);
+  if (!w)
+    return w.takeError();
+  OutSpec o{lifted, g.values[*w].dims};
+  o.unbatched = true;
+  auto op =
+      emit(n, OpKind::Embedding, {*w}, {o}, {}, true, "value(" + name + ")");
+  if (!op)
+    return op.takeError();
+  return g.ops[*op].outputs[0];
 }
 
 Expected<ValueId> Importer::weight(const pb::NodeProto &n, int i,
@@ -227,10 +301,15 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
                                       "is a trainable weight elsewhere"));
     return done->second;
   }
-  if (values.count(name))
-    return fail(n, qname + " must be a weight (an initializer); it is computed "
-                           "from the data input, which memfit does not support "
-                           "in this operand");
+  if (auto it = values.find(name); it != values.end())
+    return fail(n, qname +
+                       " must be a weight (an initializer); it is computed "
+                       "from " +
+                       (g.values[it->second].batched
+                            ? "the data input, which memfit does not support "
+                              "in this operand"
+                            : "weights, which memfit reads as an operand of "
+                              "Add, Sub, Mul or Div only"));
   Value v;
   v.name = name;
   v.kind = ValueKind::Weight;
@@ -495,8 +574,18 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
     layout = layout ? layout : &v;
   }
   const Value *first = layout;
+  // Computations on weights (a sliced position table, 1 + w) have no batch:
+  // an op reading a weight-derived value and nothing batched computes one.
+  bool derived = false;
+  for (ValueId in : op.inputs)
+    derived = derived || (g.values[in].kind == ValueKind::Activation &&
+                          !g.values[in].batched);
   for (OutSpec &o : outputs) {
-    if (o.batchAxis < 0) {
+    bool batched = !o.unbatched && !(derived && !layout);
+    if (!batched) {
+      o.batchAxis = 0;
+      o.batchOuter = o.batchInner = 1;
+    } else if (o.batchAxis < 0) {
       // As the first batched operand where its batch axis survives, else
       // axis 0.
       o.batchAxis = 0;
@@ -508,8 +597,9 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
         o.batchInner = first->batchInner;
       }
     }
-    if (o.batchAxis >= (int32_t)o.dims.size() ||
-        o.dims[o.batchAxis] != o.batchOuter * g.batch * o.batchInner)
+    if (batched &&
+        (o.batchAxis >= (int32_t)o.dims.size() ||
+         o.dims[o.batchAxis] != o.batchOuter * g.batch * o.batchInner))
       return fail(n, "output " + quoteName(o.name) + " of shape " +
                          dimsStr(o.dims) +
                          " would not keep the batch on axis 0");
@@ -527,7 +617,7 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
     v.name = o.name;
     v.kind = ValueKind::Activation;
     v.dims = std::move(o.dims);
-    v.batched = true;
+    v.batched = batched;
     v.batchAxis = o.batchAxis;
     v.batchOuter = o.batchOuter;
     v.batchInner = o.batchInner;

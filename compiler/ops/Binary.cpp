@@ -86,7 +86,13 @@ llvm::Error importBinary(OnnxNode &node) {
   bool act0 = node.isActivation(node.inputName(0)),
        act1 = node.isActivation(node.inputName(1));
   OpKind kind = binaryKind(node.opType());
-  if (act0 && act1) {
+  const Graph &g = node.graph();
+  auto batched = [&](int i) {
+    return node.isActivation(node.inputName(i)) && node.activation(i) &&
+           g.values[*node.activation(i)].batched;
+  };
+  bool batched0 = act0 && batched(0), batched1 = act1 && batched(1);
+  if (batched0 && batched1) {
     auto x = node.activation(0), y = node.activation(1);
     if (llvm::Error e = firstError(x, y))
       return e;
@@ -94,30 +100,53 @@ llvm::Error importBinary(OnnxNode &node) {
   }
   if (!act0 && !act1)
     return node.activation(0).takeError();
-  int xi = act0 ? 0 : 1;
+  // x: the operand of the output's shape, batched where one is; the other
+  // broadcasts. A value computed from weights (unbatched) broadcasts like
+  // a weight over a batched operand, and over one of its kind is either.
+  int xi = batched0 ? 0 : batched1 ? 1 : act0 ? 0 : 1;
+  if (!batched0 && !batched1 && act0 && act1) {
+    auto a = node.activation(0), b = node.activation(1);
+    if (llvm::Error e = firstError(a, b))
+      return e;
+    xi = g.values[*a].elementsPerSample() >= g.values[*b].elementsPerSample()
+             ? 0
+             : 1;
+  }
   auto x = node.activation(xi);
   if (!x)
     return x.takeError();
   WeightInit init = kind == OpKind::Mul || kind == OpKind::Div
                         ? WeightInit::Ones
                         : WeightInit::Zeros;
-  auto w = node.weight(1 - xi, init, true);
+  auto w = node.isActivation(node.inputName(1 - xi))
+               ? node.activation(1 - xi)
+               : node.weight(1 - xi, init, true);
   if (!w)
     return w.takeError();
   std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
+  const bool xBatched = g.values[*x].batched;
   // numpy broadcasting that leaves the batch alone: the weight varies along
   // one contiguous run of the per-sample axes (a bias, a per-channel scale,
-  // a position table).
+  // a position table). Without a batch every axis is the value's own.
   int64_t bSize, inner;
   std::vector<int64_t> padded = wd;
   while (padded.size() > xd.size() && padded.front() == 1)
     padded.erase(padded.begin());
-  bool ok =
-      padded.size() <= xd.size() &&
-      (padded.size() < xd.size() || padded[0] == 1) &&
-      broadcastRun(perSampleDims(xd),
-                   padded.size() == xd.size() ? perSampleDims(padded) : padded,
-                   bSize, inner);
+  bool ok = padded.size() <= xd.size() &&
+            (!xBatched ? broadcastRun(xd, padded, bSize, inner)
+                       : (padded.size() < xd.size() || padded[0] == 1) &&
+                             broadcastRun(perSampleDims(xd),
+                                          padded.size() == xd.size()
+                                              ? perSampleDims(padded)
+                                              : padded,
+                                          bSize, inner));
+  if (!ok && !xBatched)
+    return node.fail("combines values of shapes " + dimsStr(xd) + " and " +
+                     dimsStr(wd) +
+                     " computed from weights; memfit supports one that "
+                     "broadcasts into the other along one contiguous run of "
+                     "its axes, the larger one computed (not a weight "
+                     "itself)");
   const Value &wv = node.graph().values[*w];
   if (!ok && !wv.trainable && !wv.data.empty() && padded.size() == xd.size() &&
       padded[0] == 1) {
@@ -208,8 +237,14 @@ RtBinary runtimeBinary(OpKind kind, bool reversed) {
 /// kernel's terms; the other is broadcast (b). Sub and Div with the
 /// broadcast operand first run reversed (RSub, RDiv).
 size_t primaryOperand(const Graph &g, const Op &op) {
-  const Value &v0 = g.value(op.inputs[0]);
-  return v0.batched && v0.dims == g.value(op.outputs[0]).dims ? 0 : 1;
+  const Value &v0 = g.value(op.inputs[0]), &y = g.value(op.outputs[0]);
+  return v0.batched == y.batched && v0.dims == y.dims ? 0 : 1;
+}
+
+/// The axes broadcasting works on: a batched value's per-sample ones, all
+/// of a value computed from weights (or a weight).
+std::vector<int64_t> broadcastDims(const Value &v) {
+  return v.batched ? perSampleDims(v.dims) : v.dims;
 }
 
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
@@ -218,7 +253,8 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   size_t pa = primaryOperand(g, op);
   const Value &va = g.value(op.inputs[pa]);
   const Value &vb = g.value(op.inputs[1 - pa]);
-  if (!va.batched)
+  if (va.batched != g.value(op.outputs[0]).batched ||
+      va.kind == ValueKind::Weight)
     return unsupportedByRuntime(op, "one operand must be an activation of the "
                                     "output's shape");
   const char *k = runtimeKind(runtimeBinary(op.kind, pa == 1)).name;
@@ -252,9 +288,7 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
                       k, per)
             .str()};
   int64_t bSize, inner;
-  if (!broadcastRun(perSampleDims(va.dims),
-                    vb.batched ? perSampleDims(vb.dims) : vb.dims, bSize,
-                    inner))
+  if (!broadcastRun(broadcastDims(va), broadcastDims(vb), bSize, inner))
     return unsupportedByRuntime(op, "the operand shapes do not broadcast "
                                     "along one contiguous run of axes");
   return OpParamsText{

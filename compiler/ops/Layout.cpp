@@ -39,16 +39,20 @@ llvm::Error emitSlice(OnnxNode &node, ValueId x, const std::string &out,
       .takeError();
 }
 
-llvm::Error checkRank(OnnxNode &node, const std::vector<int64_t> &xd) {
-  if (xd.size() > static_cast<size_t>(7))
+llvm::Error checkRank(OnnxNode &node, const std::vector<int64_t> &xd,
+                      bool batched = true) {
+  // The kernels see a value without a batch with a batch axis of 1 first.
+  if (xd.size() + (batched ? 0 : 1) > static_cast<size_t>(7))
     return node.fail("operates on " + std::to_string(xd.size()) +
                      " axes; memfit supports at most 7 (the batch's "
                      "included)");
   return llvm::Error::success();
 }
 
+/// -1 for a value computed from weights: every axis is its own.
 int32_t batchAxisOf(OnnxNode &node, ValueId x) {
-  return node.graph().values[x].batchAxis;
+  const Value &v = node.graph().values[x];
+  return v.batched ? v.batchAxis : -1;
 }
 
 } // namespace
@@ -68,7 +72,7 @@ llvm::Error importIndexSelect(OnnxNode &node) {
     return node.fail("memfit supports Gather of an activation only as an "
                      "index selection (x[:, i]): a scalar constant index on "
                      "an axis other than the batch's");
-  if (llvm::Error e = checkRank(node, xd))
+  if (llvm::Error e = checkRank(node, xd, node.graph().values[*x].batched))
     return e;
   int64_t i = idx->ints[0] < 0 ? idx->ints[0] + xd[axis] : idx->ints[0];
   if (i < 0 || i >= xd[axis])
@@ -107,7 +111,7 @@ llvm::Error importTranspose(OnnxNode &node) {
   if (!ok)
     return node.fail("perm " + dimsStr(perm) + " is not a permutation of " +
                      std::to_string(rank) + " axes");
-  if (llvm::Error e = checkRank(node, xd))
+  if (llvm::Error e = checkRank(node, xd, node.graph().values[*x].batched))
     return e;
   // The batch moves with its axis (nn.MultiheadAttention's [N, T, E] to
   // [T, N, E] and back).
@@ -145,7 +149,7 @@ llvm::Error importSlice(OnnxNode &node) {
     return args.takeError();
   const std::vector<int64_t> &starts = args->starts, &ends = args->ends,
                              &axes = args->axes, &steps = args->steps;
-  if (llvm::Error e = checkRank(node, xd))
+  if (llvm::Error e = checkRank(node, xd, node.graph().values[*x].batched))
     return e;
   std::vector<int64_t> first(rank, 0), extents = xd, stepOf(rank, 1);
   for (size_t j = 0; j < starts.size(); ++j) {
@@ -188,7 +192,7 @@ llvm::Error importSplit(OnnxNode &node) {
     return node.fail(llvm::formatv("splits axis {0}, the batch's or none; "
                                    "memfit splits the other axes",
                                    *axisAttr));
-  if (llvm::Error e = checkRank(node, xd))
+  if (llvm::Error e = checkRank(node, xd, node.graph().values[*x].batched))
     return e;
   std::vector<int64_t> sizes;
   if (node.opset() >= 13 && node.hasInput(1)) {
@@ -256,9 +260,38 @@ OpWork copyWork(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
 }
 
 /// Dims with the batch's axis holding only the factor the samples multiply.
+/// A value without a batch runs with one sample (EmitRun.cpp) on a leading
+/// batch axis of extent 1 that `unbatched` adds to every per-axis list.
 std::vector<int64_t> perSample(const Value &v, std::vector<int64_t> dims) {
+  if (!v.batched) {
+    dims.insert(dims.begin(), 1);
+    return dims;
+  }
   dims[v.batchAxis] = v.batchOuter * v.batchInner;
   return dims;
+}
+
+/// A per-axis list of `v`'s axes for the kernels: `first` prepended for the
+/// leading batch axis of a value without a batch.
+std::vector<int64_t> axesList(const Value &v, std::vector<int64_t> l,
+                              int64_t first) {
+  if (!v.batched)
+    l.insert(l.begin(), first);
+  return l;
+}
+
+/// A permutation for the kernels: the leading batch axis stays first.
+std::vector<int64_t> permList(const Value &v, std::vector<int64_t> perm) {
+  if (v.batched)
+    return perm;
+  for (int64_t &p : perm)
+    ++p;
+  perm.insert(perm.begin(), 0);
+  return perm;
+}
+
+size_t kernelRank(const Value &v) {
+  return v.dims.size() + (v.batched ? 0 : 1);
 }
 
 llvm::Expected<OpParamsText> transposeParams(const Graph &g, const Op &op) {
@@ -268,8 +301,9 @@ llvm::Expected<OpParamsText> transposeParams(const Graph &g, const Op &op) {
   return OpParamsText{"TransposeParams",
                       llvm::formatv("{{.rank = {0}, .dims = {1}, .perm = {2}, "
                                     ".batchAxis = {3}}",
-                                    x.dims.size(), list(perSample(x, x.dims)),
-                                    list(op.attrs.perm), x.batchAxis)
+                                    kernelRank(x), list(perSample(x, x.dims)),
+                                    list(permList(x, op.attrs.perm)),
+                                    x.batchAxis)
                           .str()};
 }
 
@@ -277,14 +311,17 @@ llvm::Expected<OpParamsText> sliceParams(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
   // Steps are emitted only when strided: the struct defaults them to 1.
   std::string steps =
-      op.attrs.steps.empty() ? "" : ", .steps = " + list(op.attrs.steps);
+      op.attrs.steps.empty()
+          ? ""
+          : ", .steps = " + list(axesList(x, op.attrs.steps, 1));
   return OpParamsText{
-      "SliceParams", llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
-                                   ".starts = {3}, .batchAxis = {4}{5}}",
-                                   x.dims.size(), list(perSample(x, x.dims)),
-                                   list(perSample(x, op.attrs.extents)),
-                                   list(op.attrs.starts), x.batchAxis, steps)
-                         .str()};
+      "SliceParams",
+      llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
+                    ".starts = {3}, .batchAxis = {4}{5}}",
+                    kernelRank(x), list(perSample(x, x.dims)),
+                    list(perSample(x, op.attrs.extents)),
+                    list(axesList(x, op.attrs.starts, 0)), x.batchAxis, steps)
+          .str()};
 }
 
 llvm::Expected<EmittedCall> layoutEmit(EmitContext &x) {
@@ -349,7 +386,7 @@ llvm::Error importExpand(OnnxNode &node) {
                      s.str() +
                      "; memfit supports Expand of an activation to its own "
                      "rank, along axes of extent 1 other than the batch's");
-  if (llvm::Error e = checkRank(node, xd))
+  if (llvm::Error e = checkRank(node, xd, node.graph().values[*x].batched))
     return e;
   if (out == xd) {
     node.alias(node.outputName(0), node.inputName(0));
@@ -365,7 +402,7 @@ llvm::Expected<OpParamsText> expandParams(const Graph &g, const Op &op) {
       "ExpandParams",
       llvm::formatv("{{.rank = {0}, .xdims = {1}, .ydims = {2}, "
                     ".batchAxis = {3}}",
-                    x.dims.size(), list(perSample(x, x.dims)),
+                    kernelRank(x), list(perSample(x, x.dims)),
                     list(perSample(x, y.dims)), x.batchAxis)
           .str()};
 }

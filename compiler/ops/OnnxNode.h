@@ -34,6 +34,10 @@ struct OutSpec {
   /// when that has the output's rank and extent there, else axis 0.
   int32_t batchAxis = -1;
   int64_t batchOuter = 1, batchInner = 1;
+  /// A value without a batch, whatever the operands: a weight read as a
+  /// value (Importer::liftWeight). An op whose operands include such a
+  /// value and no batched one has unbatched outputs without saying so.
+  bool unbatched = false;
 };
 
 /// A 1-D integer constant whose elements may be the symbolic batch (a

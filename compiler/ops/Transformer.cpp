@@ -470,24 +470,14 @@ llvm::Error importGather(OnnxNode &node) {
   auto idx = ids ? node.indices(1) : node.constantWeight(1);
   if (!idx)
     return idx.takeError();
-  std::vector<int64_t> id = dimsOfValue(node, *idx), out;
-  bool diverges = false;
-  if (ids) {
-    out = id;
-  } else {
-    // Fixed positions: the same rows for every sample, materialized per
-    // sample (an exact broadcast over the batch).
-    if (!id.empty() && id[0] == 1)
-      id.erase(id.begin());
-    out = {node.graph().batch};
-    out.insert(out.end(), id.begin(), id.end());
-    diverges = true;
-  }
+  // Fixed positions (a position table, a relative position bias gathered
+  // by a constant index) are a value computed from the weight, without a
+  // batch: the rows once, whatever the sub-batch.
+  std::vector<int64_t> out = dimsOfValue(node, *idx);
   out.push_back(td[1]);
-  return node
-      .emit(OpKind::Embedding, {*table, *idx}, {{node.outputName(0), out}}, {},
-            diverges)
-      .takeError();
+  OutSpec o{node.outputName(0), out};
+  o.unbatched = !ids;
+  return node.emit(OpKind::Embedding, {*table, *idx}, {o}).takeError();
 }
 
 void embeddingReads(const GradOperands &o, std::vector<BlockId> &reads) {
@@ -502,6 +492,11 @@ OpWork embeddingWork(const Graph &g, const Op &op, TaskKind kind, int,
 
 llvm::Expected<OpParamsText> embeddingParams(const Graph &g, const Op &op) {
   const Value &t = g.value(op.inputs[0]), &y = g.value(op.outputs[0]);
+  if (!y.batched && op.inputs.size() == 1) // a weight read as a value
+    return OpParamsText{"EmbeddingParams",
+                        llvm::formatv("{{.rows = 1, .d = {0}, .vocab = 1}",
+                                      t.elementsPerSample())
+                            .str()};
   int64_t d = t.elementsPerSample() / t.dims[0];
   return OpParamsText{"EmbeddingParams",
                       llvm::formatv("{{.rows = {0}, .d = {1}, .vocab = {2}}",

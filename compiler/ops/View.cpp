@@ -120,6 +120,52 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
   return node.emit(OpKind::Reshape, {x}, {o}, a).takeError();
 }
 
+/// A value computed from weights has no batch to follow: any target of
+/// the same size.
+llvm::Error importReshapeUnbatched(OnnxNode &node, ValueId x,
+                                   const IntConstant &t, bool allowZero) {
+  const std::vector<int64_t> &xd = node.graph().values[x].dims;
+  if (t.isFloat || t.dims.size() != 1)
+    return node.fail("target shape must be a 1-D integer tensor");
+  int64_t total = 1, known = 1, inferAt = -1;
+  for (int64_t d : xd)
+    total *= d;
+  std::vector<int64_t> out(t.ints.size());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t d = t.ints[i];
+    if (t.isBatch(i))
+      return node.fail("target shape " + t.str() +
+                       " holds the batch; the input " + dimsStr(xd) +
+                       " is computed from weights and has none");
+    if (d == 0 && !allowZero) {
+      if (i >= static_cast<int64_t>(xd.size()))
+        return node.fail("target shape " + t.str() +
+                         " copies an axis the input lacks");
+      d = xd[i];
+    } else if (d == -1 && inferAt < 0) {
+      inferAt = i;
+      continue;
+    } else if (d <= 0) {
+      return node.fail("target shape " + t.str() + " is invalid");
+    }
+    out[i] = d;
+    if (__builtin_mul_overflow(known, d, &known))
+      return node.fail("target shape " + t.str() + " overflows");
+  }
+  if (inferAt >= 0) {
+    if (known <= 0 || total % known)
+      return node.fail("cannot reshape " + dimsStr(xd) + " to " + t.str());
+    out[inferAt] = total / known;
+    known = total;
+  }
+  if (known != total)
+    return node.fail("cannot reshape " + dimsStr(xd) + " to " + t.str());
+  OpAttrs a;
+  a.shape = out;
+  return node.emit(OpKind::Reshape, {x}, {{node.outputName(0), out}}, a)
+      .takeError();
+}
+
 llvm::Error importReshape(OnnxNode &node) {
   auto x = node.activation(0);
   auto target = node.intConstant(1);
@@ -128,6 +174,8 @@ llvm::Error importReshape(OnnxNode &node) {
     return llvm::joinErrors(llvm::joinErrors(x.takeError(), target.takeError()),
                             allowZero.takeError());
   const Value &v = node.graph().values[*x];
+  if (!v.batched)
+    return importReshapeUnbatched(node, *x, *target, *allowZero != 0);
   bool moving = !v.canonical();
   for (int64_t i = 0; i < target->numel() && !moving; ++i)
     moving =
@@ -163,23 +211,10 @@ llvm::Error importReshapeCanonical(OnnxNode &node) {
   if (t.isFloat || t.dims.size() != 1 || t.numel() == 0)
     return node.fail("target shape must be a non-empty 1-D integer tensor");
   auto moves = [&] {
-    // A table looked up at fixed positions is materialized per sample; one
-    // reshaped as a whole (a relative position bias) has no batch to keep.
-    const Graph &g = node.graph();
-    OpId p = g.values[*x].producer;
-    bool positions = p != kNoId && g.ops[p].kind == OpKind::Embedding &&
-                     g.values[g.ops[p].inputs[1]].kind == ValueKind::Weight;
-    std::string hint =
-        positions ? "; it is a weight table looked up at fixed positions, "
-                    "which memfit supports only as a per-sample embedding "
-                    "(a relative position bias is not: torch's eval-mode "
-                    "export folds it into one bias per block)"
-                  : "";
     return node.fail("target shape " + t.str() + " for input of shape " +
                      dimsStr(xd) +
                      " would move the batch off axis 0; memfit keeps "
-                     "the batch on axis 0 of every value" +
-                     hint);
+                     "the batch on axis 0 of every value");
   };
   int64_t perSample = 1;
   for (size_t i = 1; i < xd.size(); ++i)
@@ -242,7 +277,7 @@ llvm::Error importSqueeze(OnnxNode &node) {
   if (!x)
     return x.takeError();
   const Value &v = node.graph().values[*x];
-  const int64_t batchAt = v.batchAxis;
+  const int64_t batchAt = v.batched ? v.batchAxis : -1;
   std::vector<int64_t> xd = dimsOfValue(node, *x), axes;
   if (node.opset() >= 13) {
     if (node.hasInput(1)) {
@@ -266,7 +301,7 @@ llvm::Error importSqueeze(OnnxNode &node) {
     if (ax < 0 || ax >= r || marked[ax])
       return node.fail(
           llvm::formatv("axis {0} is invalid for shape {1}", a, dimsStr(xd)));
-    if (ax == 0 && v.canonical())
+    if (ax == 0 && v.batched && v.canonical())
       return node.fail("would move the batch off axis 0; memfit keeps the "
                        "batch on axis 0 of every value");
     if (!unsqueeze && ax == batchAt)

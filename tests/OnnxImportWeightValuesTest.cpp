@@ -1,0 +1,148 @@
+//===- OnnxImportWeightValuesTest.cpp - Computations on weights -----------===//
+//
+// A weight that an op computes on (a position table sliced to the sequence
+// length, Gemma's 1 + w, a table permuted to heads first) is read as a
+// value: one lift per weight, the computation on values without a batch,
+// and the gradient of every use summed into the one weight.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxBuilder.h"
+
+#include "compiler/autodiff/Autodiff.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using namespace memfit::test;
+using Catch::Contains;
+
+namespace {
+
+/// x [N, 3, 4] + pos[:, :3] (pos [1, 5, 4]), times (1 + w) (w [4]).
+OnnxBuilder positionsAndScale() {
+  OnnxBuilder b;
+  b.input("x", {-1, 3, 4})
+      .init("pos", {1, 5, 4})
+      .init("w", {4})
+      .constInt64("s", {1}, {0})
+      .constInt64("e", {1}, {3})
+      .constInt64("ax", {1}, {1})
+      .constFloat("one", 1.0f)
+      .node("Slice", {"pos", "s", "e", "ax"}, {"p"})
+      .node("Add", {"x", "p"}, {"h"})
+      .node("Add", {"w", "one"}, {"g"})
+      .node("Mul", {"h", "g"}, {"y"})
+      .output("y", 3);
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("a weight computed on is a value without a batch",
+          "[onnx][import][weights]") {
+  Graph g = importOk(positionsAndScale(), batchOf(2));
+  // value(pos), Slice, Add, value(w), Add (1 + w), Mul.
+  CHECK(opKinds(g) == std::vector<OpKind>{OpKind::Embedding, OpKind::Slice,
+                                          OpKind::Add, OpKind::Embedding,
+                                          OpKind::Add, OpKind::Mul});
+  const Value &p = valueNamed(g, "p");
+  CHECK(!p.batched);
+  CHECK(p.dims == std::vector<int64_t>{1, 3, 4});
+  CHECK(!valueNamed(g, "g").batched);
+  CHECK(valueNamed(g, "h").batched);
+  CHECK(valueNamed(g, "y").dims == std::vector<int64_t>{2, 3, 4});
+  // The parameters are the model's own, trainable, once each.
+  std::vector<std::string> names;
+  for (ValueId w : g.weights())
+    if (g.values[w].trainable)
+      names.push_back(g.values[w].name);
+  CHECK(names == std::vector<std::string>{"pos", "w"});
+  CHECK(!g.ops[0].batched(g));
+  CHECK(!g.ops[1].batched(g));
+  CHECK(g.ops[2].batched(g));
+}
+
+TEST_CASE("the gradient of a value computed from a weight reaches the weight",
+          "[onnx][import][weights]") {
+  Graph g = importOk(positionsAndScale(), batchOf(2));
+  TrainingConfig cfg;
+  cfg.loss = LossKind::MSE;
+  auto tg = buildTaskGraph(g, cfg);
+  REQUIRE(static_cast<bool>(tg));
+  ValueId pos = kNoId, p = kNoId;
+  for (ValueId v = 0; v < (ValueId)g.values.size(); ++v) {
+    pos = g.values[v].name == "pos" ? v : pos;
+    p = g.values[v].name == "p" ? v : p;
+  }
+  // p's gradient is one sample's size whatever the sub-batch; pos has a
+  // weight gradient, written by the lift's BP-weight and updated.
+  const Block &dp = tg->blocks[tg->gradBlock[p]];
+  CHECK(dp.kind == BlockKind::Gradient);
+  CHECK(dp.perSampleBytes == 0);
+  CHECK(dp.fixedBytes == 3 * 4 * 4);
+  REQUIRE(tg->gradBlock[pos] >= 0);
+  const Block &dpos = tg->blocks[tg->gradBlock[pos]];
+  CHECK(dpos.kind == BlockKind::WeightGrad);
+  REQUIRE(dpos.writers.size() == 1);
+  const Task &bw = tg->tasks[dpos.writers[0]];
+  CHECK(bw.kind == TaskKind::BackwardWeight);
+  CHECK(g.ops[bw.op].kind == OpKind::Embedding);
+  int updates = 0;
+  for (const Task &t : tg->tasks)
+    updates += t.kind == TaskKind::Update;
+  CHECK(updates == 2);
+}
+
+TEST_CASE("a weight used directly and as a value is one parameter",
+          "[onnx][import][weights]") {
+  // y = x @ W + W[:1]: W [4, 4] read by MatMul and, sliced, added as a
+  // bias row.
+  OnnxBuilder b;
+  b.input("x", {-1, 4})
+      .init("W", {4, 4})
+      .constInt64("s", {1}, {0})
+      .constInt64("e", {1}, {1})
+      .constInt64("ax", {1}, {0})
+      .node("MatMul", {"x", "W"}, {"m"})
+      .node("Slice", {"W", "s", "e", "ax"}, {"row"})
+      .node("Add", {"m", "row"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  int trainable = 0;
+  for (ValueId w : g.weights())
+    trainable += g.values[w].trainable;
+  CHECK(trainable == 1);
+  TrainingConfig cfg;
+  cfg.loss = LossKind::MSE;
+  auto tg = buildTaskGraph(g, cfg);
+  REQUIRE(static_cast<bool>(tg));
+  // MatMul's BP-weight and the lift's both add into dW.
+  ValueId w = g.weights()[0];
+  CHECK(tg->blocks[tg->gradBlock[w]].writers.size() == 2);
+}
+
+TEST_CASE("computations on weights memfit does not run are named",
+          "[onnx][import][weights]") {
+  OnnxBuilder b;
+  b.input("x", {-1, 4})
+      .init("w", {4})
+      .node("Cos", {"w"}, {"c"}, {}, "cosine")
+      .node("Mul", {"x", "c"}, {"y"})
+      .output("y", 2);
+  std::string err = errorText(b.import(batchOf(2)));
+  CHECK_THAT(err, Contains("'cosine'"));
+  CHECK_THAT(err, Contains("computes on a weight"));
+  CHECK_THAT(err, Contains("Slice, Transpose"));
+  CHECK_THAT(err, Contains("--constants"));
+  // A value computed from weights is no operand of a weight slot.
+  OnnxBuilder m;
+  m.input("x", {-1, 4})
+      .init("w", {4, 4})
+      .constFloat("two", 2.0f)
+      .node("Mul", {"w", "two"}, {"w2"})
+      .node("Gemm", {"x", "w2"}, {"y"}, {}, "gemm")
+      .output("y", 2);
+  err = errorText(m.import(batchOf(2)));
+  CHECK_THAT(err, Contains("'gemm'"));
+  CHECK_THAT(err, Contains("('w2') is computed from the weight 'w'"));
+}

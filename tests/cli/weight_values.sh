@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Weights are values: a decoder that computes on its weights the way real
+# models do (a position table sliced to the sequence length, Gemma's
+# RMSNorm scale 1 + w, a relative position table permuted to heads first,
+# an output projection tied to the embedding through a Transpose), exported
+# by torch, compiled under budgets from the whole batch to one sample per
+# sub-batch and with the weights homed on the host, trained with AdamW on
+# the CPU emulation and compared with the torch module itself (float64).
+set -u
+MEMFIT=$1
+WORK=$2
+PY=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+  echo "weight_values: SKIPPED: $PY cannot import torch and onnx"
+  exit 0
+fi
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+
+cat >model.py <<'PYEOF'
+import math
+import torch
+import torch.nn as nn
+
+V, D, H, T, MAXT = 50, 16, 2, 8, 12
+
+
+class RMSNorm(nn.Module):  # Gemma's: the scale is stored as w, used as 1 + w
+    def __init__(s):
+        super().__init__()
+        s.w = nn.Parameter(0.1 * torch.randn(D))
+
+    def forward(s, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1 + s.w)
+
+
+class Decoder(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb = nn.Embedding(V, D)
+        s.pos = nn.Parameter(0.1 * torch.randn(1, MAXT, D))
+        s.rel = nn.Parameter(0.1 * torch.randn(T, T, H))
+        s.n1, s.n2 = RMSNorm(), RMSNorm()
+        s.qkv, s.o = nn.Linear(D, 3 * D), nn.Linear(D, D)
+
+    def forward(s, x):
+        B, t = x.shape
+        h = s.emb(x) + s.pos[:, :t]
+        q, k, v = s.qkv(s.n1(h)).split(D, dim=2)
+        q, k, v = (z.view(B, t, H, D // H).transpose(1, 2) for z in (q, k, v))
+        att = q @ k.transpose(-2, -1) / math.sqrt(D // H)
+        att = att + s.rel.permute(2, 0, 1)
+        y = (torch.softmax(att, -1) @ v).transpose(1, 2).reshape(B, t, D)
+        h = h + s.o(y)
+        return s.n2(h) @ s.emb.weight.t()
+PYEOF
+
+"$PY" - <<'PYEOF' >export.log 2>&1 || { cat export.log; fail "export"; }
+import numpy as np, torch
+from model import *
+torch.manual_seed(0)
+m = Decoder().train()
+torch.onnx.export(m, (torch.randint(0, V, (4, T)),), "m.onnx",
+                  opset_version=14, training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False, input_names=["tokens"])
+r = np.random.default_rng(1)
+t = r.integers(0, V, (8, T + 1))
+np.save("tok.npy", t[:, :T].astype(np.int64))
+np.save("next.npy", t[:, 1:].astype(np.int64))
+open("params.txt", "w").write(str(sum(p.numel() for p in m.parameters())))
+PYEOF
+
+# One parameter per module parameter (the tied one once), and the
+# computations on them in the op list without a batch.
+"$MEMFIT" inspect m.onnx --batch 4 --json >inspect.json 2>inspect.err ||
+  { cat inspect.err; fail "inspect"; }
+"$PY" - "$(cat params.txt)" <<'PYEOF' || fail "inspect counts other parameters"
+import json, sys
+n = json.load(open("inspect.json"))
+print(f"weight_values: {n['parameters']} parameters, torch counts {sys.argv[1]}")
+assert n["parameters"] == int(sys.argv[1]) and n["warnings"] == []
+PYEOF
+
+ARGS="--batch 4 --optimizer adamw --library-reserve 0"
+TRAIN="--data tok.npy --labels next.npy --iterations 2 --lr 0.01 --weight-decay 0.01 --eps 1e-3 --log-every 1"
+run() { # dir memfit-args...
+  local d=$1
+  shift
+  "$MEMFIT" compile m.onnx $ARGS -o "$d" --quiet "$@" || fail "compile $d"
+  cmake -S "$d" -B "$d/build" -DMEMFIT_BACKEND=cpu >"$d/cmake.log" 2>&1 ||
+    { cat "$d/cmake.log"; fail "configure $d"; }
+  cmake --build "$d/build" -j 2 >"$d/build.log" 2>&1 ||
+    { tail -30 "$d/build.log"; fail "build $d"; }
+  "$d/build/trainer" $TRAIN --save "$d/trained.onnx" >"$d/train.log" 2>&1 ||
+    { cat "$d/train.log"; fail "train $d"; }
+  "$PY" - "$d" <<'PYEOF' || fail "$d disagrees with torch"
+import json, re, sys
+import numpy as np, onnx, torch, torch.nn.functional as F
+from onnx import numpy_helper
+from model import *
+d = sys.argv[1]
+plan = json.load(open(f"{d}/plan.json"))
+m = Decoder().double()
+init = {t.name: numpy_helper.to_array(t)
+        for t in onnx.load("m.onnx").graph.initializer}
+with torch.no_grad():
+    for n, p in m.named_parameters():
+        p.copy_(torch.tensor(init[n]))
+opt = torch.optim.AdamW(m.parameters(), lr=0.01, eps=1e-3, weight_decay=0.01)
+X, Y = torch.tensor(np.load("tok.npy")), torch.tensor(np.load("next.npy"))
+losses = []
+for it in range(2):
+    opt.zero_grad()
+    out = m(X[it * 4:it * 4 + 4])
+    loss = F.cross_entropy(out.reshape(-1, V), Y[it * 4:it * 4 + 4].reshape(-1))
+    loss.backward()
+    opt.step()
+    losses.append(float(loss))
+got = [float(v) for v in re.findall(r"^iteration \d+\s+loss (\S+)",
+                                    open(f"{d}/train.log").read(), re.M)]
+trained = {t.name: numpy_helper.to_array(t)
+           for t in onnx.load(f"{d}/trained.onnx").graph.initializer}
+worst, name = max((np.max(np.abs(trained[n] - p.detach().numpy())) /
+                   max(1e-3, np.max(np.abs(p.detach().numpy()))), n)
+                  for n, p in m.named_parameters())
+moved = max(np.max(np.abs(p.detach().numpy() - init[n]))
+            for n, p in m.named_parameters())
+print(f"{d}: sub-batch {plan['sub_batch']}, losses {got} (torch "
+      f"{[round(v, 7) for v in losses]}), worst weight {worst:.2e} ({name})")
+assert len(got) == 2 and moved > 1e-3
+assert all(abs(a - b) <= 1e-5 * max(1, abs(b)) for a, b in zip(got, losses))
+assert worst <= 1e-5
+PYEOF
+}
+run whole --budget 1GiB
+run tight --budget 40KiB
+grep -q "OneSample one(x);" tight/src/round_0.cpp ||
+  fail "the computations on weights do not run on one sample"
+run homed --budget 30KiB --host-budget 64KiB
+echo "weight_values: computations on weights train as torch does"
