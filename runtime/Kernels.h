@@ -401,6 +401,9 @@ void whereBackward(const WhereParams &p, int64_t n, const float *mask,
 /// broadcast over the batch). The ids are checked beforehand.
 struct EmbeddingParams {
   int64_t rows, d, vocab;
+  /// The row whose lookups add nothing to dtable (nn.Embedding's
+  /// padding_idx); -1 for none.
+  int64_t frozenRow = -1;
 };
 void embeddingForward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
                       const float *fixedIds, const float *table, float *y);

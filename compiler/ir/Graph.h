@@ -189,6 +189,9 @@ struct OpAttrs {
   /// fused and materialized plans drop the same probabilities.
   int64_t dropoutKey = -1;
   bool nanToZero = false;
+  /// Embedding: the table row whose lookups add no gradient (--freeze-rows,
+  /// nn.Embedding's padding_idx); -1 for none.
+  int64_t frozenRow = -1;
 };
 
 struct Graph;

@@ -156,9 +156,19 @@ private:
       int64_t v = 0;
       if (t->isFloat()) {
         float f = t->floats[k];
-        if (!std::isfinite(f) || std::fabs(f) >= 9.2e18f)
-          return im.fail(n, "casts a float that does not fit an integer");
-        v = static_cast<int64_t>(f);
+        // A float no integer holds (T5's log of a zero distance, -inf, is
+        // cast and then discarded by a Where) becomes what torch gives on
+        // x86: the integer's minimum; to bool it is true.
+        bool fits = std::isfinite(f) && std::fabs(f) < 2.1e9f;
+        bool fits64 = std::isfinite(f) && std::fabs(f) < 9.2e18f;
+        if (to == pb::TensorProto::BOOL)
+          v = f != 0.0f;
+        else if (to == pb::TensorProto::INT32)
+          v = fits ? static_cast<int64_t>(f)
+                   : std::numeric_limits<int32_t>::min();
+        else
+          v = fits64 ? static_cast<int64_t>(f)
+                     : std::numeric_limits<int64_t>::min();
       } else {
         v = t->ints[k];
       }
@@ -166,7 +176,7 @@ private:
         if (t->isBatch(k))
           return im.fail(n, "casts the batch size to a bool");
         v = v != 0;
-      } else if (to == pb::TensorProto::INT32) {
+      } else if (to == pb::TensorProto::INT32 && !t->isFloat()) {
         v = static_cast<int32_t>(v);
       }
       out.ints.push_back(v);

@@ -242,6 +242,51 @@ public:
     return out;
   }
 
+  /// Matrix products of float constants, numpy style for rank >= 2 (the
+  /// leading axes broadcast): a rotary table's inv_freq times the
+  /// positions.
+  Expected<ConstTensor> matMul() {
+    auto a = input(0);
+    auto b = input(1);
+    if (!a || !b)
+      return llvm::joinErrors(a ? Error::success() : a.takeError(),
+                              b ? Error::success() : b.takeError());
+    size_t ra = a->dims.size(), rb = b->dims.size();
+    if (!a->isFloat() || !b->isFloat() || ra < 2 || rb < 2 ||
+        a->dims[ra - 1] != b->dims[rb - 2])
+      return im.fail(n, "folds a matrix product of constants of shapes " +
+                            dimsStr(a->dims) + " and " + dimsStr(b->dims) +
+                            "; memfit folds float ones of rank 2 and up");
+    int64_t m = a->dims[ra - 2], k = a->dims[ra - 1], p = b->dims[rb - 1];
+    std::vector<int64_t> la(a->dims.begin(), a->dims.end() - 2),
+        lb(b->dims.begin(), b->dims.end() - 2);
+    auto lead = Broadcast::of(im, n, la, lb);
+    if (!lead)
+      return lead.takeError();
+    std::vector<int64_t> dims = lead->dims;
+    dims.push_back(m);
+    dims.push_back(p);
+    if (Error e = checkFoldSize(im, n, dims))
+      return std::move(e);
+    ConstTensor out;
+    out.type = pb::TensorProto::FLOAT;
+    out.dims = dims;
+    if (Error e = lead->forEach([&](int64_t ia, int64_t ib) {
+          const float *x = a->floats.data() + ia * m * k;
+          const float *y = b->floats.data() + ib * k * p;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < p; ++j) {
+              double acc = 0;
+              for (int64_t t = 0; t < k; ++t)
+                acc += double(x[i * k + t]) * double(y[t * p + j]);
+              out.floats.push_back(static_cast<float>(acc));
+            }
+          return Error::success();
+        }))
+      return std::move(e);
+    return out;
+  }
+
   /// Permutes axes (F.pad's pad list is reordered this way in the graph).
   Expected<ConstTensor> transpose() {
     auto t = input(0);
@@ -381,8 +426,8 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"Or", true, foldElementwise<logicalOr, false>},
       {"Xor", true, foldElementwise<logicalXor, false>},
       {"Abs", true, foldElementwise<absolute, true>},
-      {"Min", true, foldElementwise<minimum, true>},
-      {"Max", true, foldElementwise<maximum, true>},
+      {"Min", false, foldElementwise<minimum, true>},
+      {"Max", false, foldElementwise<maximum, true>},
       {"Trilu", true, viaLiteralFolder<&LiteralFolder::trilu>},
       {"GatherElements", true,
        viaLiteralFolder<&LiteralFolder::gatherElements>},
@@ -401,6 +446,7 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"GatherND", false, viaLiteralFolder<&LiteralFolder::gatherND>},
       {"Pow", false, foldElementwise<power, true>},
       {"Transpose", false, viaLiteralFolder<&LiteralFolder::transpose>},
+      {"MatMul", false, viaLiteralFolder<&LiteralFolder::matMul>},
   };
   return rules;
 }

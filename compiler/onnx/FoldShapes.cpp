@@ -80,9 +80,13 @@ public:
     };
     int64_t s = clampAxis(*start), e = clampAxis(*end);
     ConstTensor t;
+    // A constant filled over the batch stores extent 1 there.
+    int32_t filled = im.constBatchAxis(n.input(0));
     for (int64_t i = s; i < e; ++i) {
-      t.ints.push_back((*dims)[i]);
-      t.batch.push_back(batched && i == im.batchAxisOf(n.input(0)));
+      bool isBatch =
+          (batched && i == im.batchAxisOf(n.input(0))) || i == filled;
+      t.ints.push_back(i == filled ? im.g.batch : (*dims)[i]);
+      t.batch.push_back(isBatch);
     }
     t.dims = {static_cast<int64_t>(t.ints.size())};
     return t;
@@ -273,14 +277,29 @@ public:
 
   /// A tensor of the given shape filled with the `value` attribute (0.0f).
   Expected<ConstTensor> constantOfShape() {
-    auto shape = im.intVector(n, 0);
-    if (!shape)
-      return shape.takeError();
-    if (Error e = checkSize(*shape))
-      return std::move(e);
+    auto c = im.constant(n, 0);
+    if (!c)
+      return c.takeError();
+    const ConstTensor &sv = **c;
+    if (sv.isFloat() || sv.dims.size() > 1)
+      return im.fail(n, "operand 0 must be a 1-D integer tensor");
+    // A shape that holds the batch (ones(N, T), the attention mask of a
+    // model called without one) is filled the same along it: stored with
+    // extent 1 there, which broadcasts over the batch as it is used.
     ConstTensor out;
+    std::vector<int64_t> shape = sv.ints;
+    for (int64_t k = 0; k < sv.numel(); ++k)
+      if (sv.isBatch(k)) {
+        if (out.batchAxis >= 0)
+          return im.fail(n, "fills a shape " + sv.str() +
+                                " that holds the batch on two axes");
+        out.batchAxis = static_cast<int32_t>(k);
+        shape[k] = 1;
+      }
+    if (Error e = checkSize(shape))
+      return std::move(e);
     out.type = pb::TensorProto::FLOAT;
-    out.dims = *shape;
+    out.dims = shape;
     float fv = 0;
     int64_t iv = 0;
     if (const pb::AttributeProto *a = im.attr(n, "value")) {
@@ -297,7 +316,7 @@ public:
       else
         iv = t->ints[0];
     }
-    int64_t numel = prod(*shape, 0, shape->size());
+    int64_t numel = prod(shape, 0, shape.size());
     if (out.isFloat())
       out.floats.assign(numel, fv);
     else
@@ -318,6 +337,8 @@ public:
     if (target->isFloat() || target->dims.size() > 1)
       return im.fail(n, "the shape must be a 1-D integer tensor");
     std::optional<std::vector<int64_t>> shape = target->ints;
+    // Expanded over the batch: filled over it (ConstTensor::batchAxis).
+    int32_t filled = -1;
     for (int64_t k = 0; k < target->numel(); ++k) {
       if (!target->isBatch(k))
         continue;
@@ -326,6 +347,9 @@ public:
         return im.fail(n, "expands a constant along the batch's axis where "
                           "it is not 1");
       (*shape)[k] = 1;
+      filled = static_cast<int32_t>(
+          k + std::max<int64_t>(0, static_cast<int64_t>(t->dims.size()) -
+                                       target->numel()));
     }
     size_t rank = std::max(t->dims.size(), shape->size());
     std::vector<int64_t> td(rank - t->dims.size(), 1), dims;
@@ -343,6 +367,7 @@ public:
     ConstTensor out;
     out.type = t->type;
     out.dims = dims;
+    out.batchAxis = filled;
     int64_t numel = prod(dims, 0, rank);
     std::vector<int64_t> idx(rank, 0);
     for (int64_t k = 0; k < numel; ++k) {
@@ -354,6 +379,57 @@ public:
       }
       for (size_t i = 0; i < rank; ++i)
         src = src * td[i] + idx[i];
+      appendElem(out, *t, src);
+    }
+    return out;
+  }
+
+  /// Tile of a constant (a causal mask repeated for each sample). A repeat
+  /// that is the batch over an axis of extent 1 leaves it 1: the constant
+  /// is then filled over the batch there (ConstTensor::batchAxis).
+  Expected<ConstTensor> tile() {
+    auto t = input(0);
+    auto reps = input(1);
+    if (!t || !reps)
+      return llvm::joinErrors(t ? Error::success() : t.takeError(),
+                              reps ? Error::success() : reps.takeError());
+    auto rank = static_cast<int64_t>(t->dims.size());
+    if (reps->isFloat() || reps->dims.size() != 1 || reps->numel() != rank)
+      return im.fail(n, "repeats must be a 1-D integer tensor with one "
+                        "element per axis");
+    std::vector<int64_t> dims(rank);
+    int32_t filled = -1;
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t r = reps->ints[i];
+      if (reps->isBatch(i)) {
+        if (t->dims[i] != 1 || filled >= 0)
+          return im.fail(n, "repeats a constant the batch's number of times "
+                            "along an axis of extent " +
+                                std::to_string(t->dims[i]) +
+                                "; memfit supports that only along one "
+                                "axis of extent 1");
+        filled = static_cast<int32_t>(i);
+        r = 1;
+      }
+      if (r < 1)
+        return im.fail(n, "repeats must be positive");
+      dims[i] = t->dims[i] * r;
+    }
+    if (Error e = checkSize(dims))
+      return std::move(e);
+    ConstTensor out;
+    out.type = t->type;
+    out.dims = dims;
+    out.batchAxis = filled;
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t k = 0, numel = prod(dims, 0, rank); k < numel; ++k) {
+      int64_t src = 0, rem = k;
+      for (int64_t i = rank; i-- > 0;) {
+        idx[i] = (rem % dims[i]) % t->dims[i];
+        rem /= dims[i];
+      }
+      for (int64_t i = 0; i < rank; ++i)
+        src = src * t->dims[i] + idx[i];
       appendElem(out, *t, src);
     }
     return out;
@@ -487,6 +563,7 @@ llvm::ArrayRef<FoldRule> shapeFoldRules() {
       {"Squeeze", false, viaShapeFolder<&ShapeFolder::squeeze>},
       {"Slice", false, viaShapeFolder<&ShapeFolder::slice>},
       {"Expand", false, viaShapeFolder<&ShapeFolder::expand>},
+      {"Tile", true, viaShapeFolder<&ShapeFolder::tile>},
   };
   return rules;
 }

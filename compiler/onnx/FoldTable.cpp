@@ -9,6 +9,7 @@
 #include "compiler/onnx/Fold.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cassert>
@@ -57,6 +58,134 @@ const std::vector<std::string> &foldOpTypes() {
   return ops;
 }
 
+/// Where the batch axis of a constant filled over the batch
+/// (ConstTensor::batchAxis) lands in what `n` folds from it: elementwise
+/// ops and Expand keep it (aligned from the right, extent 1 still), a
+/// CumSum along another axis too, Unsqueeze and
+/// Squeeze move it, Shape reads it (ShapeFolder::shape). Anything else
+/// would compute over the batch that is not stored: an error.
+static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
+                                  ConstTensor &out) {
+  static const llvm::StringSet<> elementwise = {"Equal",      "Not",
+                                                "Add",        "Sub",
+                                                "Mul",        "Div",
+                                                "Mod",        "Cast",
+                                                "CastLike",   "Where",
+                                                "Less",       "LessOrEqual",
+                                                "Greater",    "GreaterOrEqual",
+                                                "And",        "Or",
+                                                "Xor",        "Abs",
+                                                "Min",        "Max",
+                                                "Sqrt",       "Neg",
+                                                "Reciprocal", "Cos",
+                                                "Sin",        "Log",
+                                                "Exp",        "Sign",
+                                                "Ceil",       "Floor",
+                                                "Pow",        "Identity"};
+  llvm::StringRef op = n.op_type();
+  int32_t axis = -1;
+  for (int i = 0; i < n.input_size(); ++i) {
+    int32_t a = im.hasInput(n, i) ? im.constBatchAxis(n.input(i)) : -1;
+    if (a < 0 || op == "Shape" || (op == "CastLike" && i == 1))
+      continue;
+    bool batched = false;
+    auto dims = im.dimsOf(n, n.input(i), batched);
+    if (!dims)
+      return dims.takeError();
+    int64_t at = -1;
+    if (elementwise.contains(op) || op == "Expand" || op == "MatMul") {
+      // Expand's shape holds the batch where the constant does (stored 1).
+      at = a + static_cast<int64_t>(out.dims.size()) -
+           static_cast<int64_t>(dims->size());
+    } else if (op == "Slice" && i == 0) {
+      // A window on other axes is the same for every sample; one that
+      // keeps every sample (start 0, an end past the batch) too.
+      auto args = sliceArgsOf(im, n);
+      if (!args)
+        return args.takeError();
+      at = a;
+      for (size_t j = 0; j < args->axes.size(); ++j) {
+        int64_t x = args->axes[j] + (args->axes[j] < 0 ? dims->size() : 0);
+        bool whole = args->starts[j] == 0 && args->steps[j] == 1 &&
+                     (args->batchBound || args->ends[j] >= (int64_t(1) << 30));
+        if (x == a && !whole)
+          at = -1;
+      }
+    } else if (op == "Gather") {
+      // Rows looked up by indices filled over the batch (positions of
+      // each sample), or other axes of a table filled over it.
+      auto ax = im.attrInt(n, "axis", 0);
+      bool dataBatched = false;
+      auto data = im.dimsOf(n, n.input(0), dataBatched);
+      auto idx = im.dimsOf(n, n.input(1), dataBatched);
+      if (!ax || !data || !idx)
+        return llvm::joinErrors(
+            llvm::joinErrors(ax.takeError(), data.takeError()),
+            idx.takeError());
+      int64_t g = *ax + (*ax < 0 ? static_cast<int64_t>(data->size()) : 0);
+      auto ri = static_cast<int64_t>(idx->size());
+      at = i == 1 ? g + a : a < g ? a : a > g ? a - 1 + ri : -1;
+    } else if (op == "CumSum" && i == 0) {
+      // Sums along another axis are the same for every sample.
+      auto c = im.constant(n, 1);
+      if (!c)
+        return c.takeError();
+      int64_t x = (*c)->numel() == 1 && !(*c)->isFloat() ? (*c)->ints[0] : a;
+      x += x < 0 ? static_cast<int64_t>(dims->size()) : 0;
+      at = x == a ? -1 : a;
+    } else if (op == "Unsqueeze" || op == "Squeeze") {
+      std::vector<int64_t> axes;
+      if (im.opset >= 13 && im.hasInput(n, 1)) {
+        auto v = im.intVector(n, 1);
+        if (!v)
+          return v.takeError();
+        axes = *v;
+      } else if (auto attr = im.attrInts(n, "axes"); !attr) {
+        return attr.takeError();
+      } else {
+        axes = attr->value_or(std::vector<int64_t>());
+      }
+      bool unsq = op == "Unsqueeze";
+      auto rank = static_cast<int64_t>(unsq ? out.dims.size() : dims->size());
+      std::vector<bool> marked(rank, false);
+      for (int64_t x : axes)
+        if (x + (x < 0 ? rank : 0) >= 0 && x + (x < 0 ? rank : 0) < rank)
+          marked[x + (x < 0 ? rank : 0)] = true;
+      if (!unsq && (axes.empty() || marked[a]))
+        return im.fail(n, "squeezes the batch's axis of a constant filled "
+                          "over the batch");
+      // The k-th kept axis of the input is the k-th unmarked one of the
+      // output (Unsqueeze), or of the input (Squeeze) counted in order.
+      int64_t k = 0;
+      for (int64_t j = 0; j < rank; ++j) {
+        if (marked[j])
+          continue;
+        if (unsq ? k == a : j == a) {
+          at = unsq ? j : k;
+          break;
+        }
+        ++k;
+      }
+    }
+    // A matrix product keeps it only among the axes it broadcasts.
+    if (op == "MatMul" && at >= static_cast<int64_t>(out.dims.size()) - 2)
+      at = -1;
+    if (at < 0 || at >= static_cast<int64_t>(out.dims.size()) ||
+        out.dims[at] != 1 || (axis >= 0 && axis != at))
+      return im.fail(n, "computes " + escapeName(op.str()) +
+                            " on a constant filled over the batch (" +
+                            quoteName(n.input(i)) +
+                            "); memfit follows such a constant through "
+                            "elementwise ops, Expand, Slice, Gather, "
+                            "Unsqueeze, "
+                            "Squeeze, MatMul, "
+                            "CumSum along another axis and Shape");
+    axis = static_cast<int32_t>(at);
+  }
+  out.batchAxis = axis >= 0 ? axis : out.batchAxis;
+  return llvm::Error::success();
+}
+
 llvm::Error foldNode(Importer &im, const pb::NodeProto &n) {
   const FoldRule *rule = foldRule(n.op_type());
   if (!rule)
@@ -64,6 +193,8 @@ llvm::Error foldNode(Importer &im, const pb::NodeProto &n) {
   llvm::Expected<ConstTensor> out = rule->fold(im, n);
   if (!out)
     return out.takeError();
+  if (llvm::Error e = placeBatchAxis(im, n, *out))
+    return e;
   if (out->numel() > kMaxFoldElements)
     return im.fail(n, llvm::formatv("folds into {0} elements; memfit folds "
                                     "constants of at most {1}",

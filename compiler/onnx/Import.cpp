@@ -763,10 +763,41 @@ Expected<Graph> Importer::run() {
 
 } // namespace onnximport
 
-/// The graph-level fusions the options ask for.
-static Expected<Graph> withFusions(Expected<Graph> g,
+/// ImportOptions::frozenRows on the embedding lookups of `g`.
+static Error freezeRows(Graph &g, const std::string &file,
+                        const ImportOptions &opts) {
+  for (const auto &[name, row] : opts.frozenRows) {
+    int lookups = 0;
+    for (Op &op : g.ops) {
+      const Value &table = g.values[op.inputs[0]];
+      if (op.kind != OpKind::Embedding || op.inputs.size() < 2 ||
+          table.kind != ValueKind::Weight || table.name != name)
+        continue;
+      if (row < 0 || row >= table.dims[0])
+        return makeError(llvm::formatv("'{0}': --freeze-rows {1}:{2}: the "
+                                       "table has rows 0 to {3}",
+                                       file, quoteName(name), row,
+                                       table.dims[0] - 1));
+      op.attrs.frozenRow = row;
+      ++lookups;
+    }
+    if (lookups == 0)
+      return makeError(llvm::formatv(
+          "'{0}': --freeze-rows {1}:{2}: no Gather looks up rows of a "
+          "weight of that name",
+          file, quoteName(name), row));
+  }
+  return Error::success();
+}
+
+/// The graph-level changes the options ask for: fusions, frozen rows.
+static Expected<Graph> withFusions(Expected<Graph> g, const std::string &file,
                                    const ImportOptions &opts) {
-  if (g && opts.fuseAttention)
+  if (!g)
+    return g;
+  if (Error e = freezeRows(*g, file, opts))
+    return std::move(e);
+  if (opts.fuseAttention)
     *g = fuseAttention(*g);
   return g;
 }
@@ -779,7 +810,8 @@ Expected<Graph> importOnnxFile(const std::string &path,
   std::string dir = std::string(llvm::sys::path::parent_path(path));
   if (dir.empty())
     dir = ".";
-  return withFusions(onnximport::importModel(*model, path, dir, opts), opts);
+  return withFusions(onnximport::importModel(*model, path, dir, opts), path,
+                     opts);
 }
 
 Expected<Graph> importOnnxBytes(const std::string &bytes,
@@ -789,7 +821,7 @@ Expected<Graph> importOnnxBytes(const std::string &bytes,
   if (Error e = onnximport::parseModelBytes(bytes, displayName, *model))
     return e;
   return withFusions(onnximport::importModel(*model, displayName, "", opts),
-                     opts);
+                     displayName, opts);
 }
 
 } // namespace memfit

@@ -76,6 +76,10 @@ struct ConstTensor {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::vector<uint8_t> batch; // parallel to ints; empty when none is the batch
+  /// An axis stored with extent 1 that stands for the batch: a constant
+  /// filled over a shape that holds the batch (ConstantOfShape of [N, T],
+  /// an attention mask of ones), the same along it. -1 when none.
+  int32_t batchAxis = -1;
 
   bool isFloat() const { return type == pb::TensorProto::FLOAT; }
   int64_t numel() const;
@@ -215,6 +219,11 @@ public:
   /// The error for operand `i`, a value computed from weights, read by an
   /// op that does not compute on them: which weights, what memfit supports.
   llvm::Error weightValueError(const pb::NodeProto &n, int i) const;
+  /// ConstTensor::batchAxis of constant `name`, -1 for anything else.
+  int32_t constBatchAxis(const std::string &name) const {
+    auto it = consts.find(name);
+    return it == consts.end() ? -1 : it->second->batchAxis;
+  }
   /// Operand `i` as a constant known at import time.
   llvm::Expected<const ConstTensor *> constant(const pb::NodeProto &n, int i);
   /// Operand `i` as a float scalar constant (Clip bounds, Dropout ratio, Pad

@@ -55,6 +55,11 @@ struct ImportOptions {
   /// exporter marks. Must match at least one initializer or declared
   /// weight.
   std::string constants;
+  /// Rows of embedding tables whose lookups add no gradient (memfit's
+  /// --freeze-rows NAME:ROW; nn.Embedding's padding_idx, which the file
+  /// does not record): the table's name and the row. Each must name a
+  /// table a Gather looks up, and a row inside it.
+  std::vector<std::pair<std::string, int64_t>> frozenRows;
   /// Filled with what the importer noticed, where given.
   ImportNotes *notes = nullptr;
 };

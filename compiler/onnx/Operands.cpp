@@ -123,6 +123,22 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
       return weightValueError(n, i);
     return it->second;
   }
+  if (auto t = transposedWeights.find(name); t != transposedWeights.end()) {
+    // W^T read other than as MatMul's weight (MobileBERT's output layer
+    // joins it with another table): the transposed value of W.
+    auto w = liftWeight(n, t->second);
+    if (!w)
+      return w.takeError();
+    std::vector<int64_t> dims = g.values[*w].dims;
+    std::swap(dims[0], dims[1]);
+    OpAttrs a;
+    a.perm = {1, 0};
+    auto op = emit(n, OpKind::Transpose, {*w}, {{name, dims}}, a, true,
+                   "transpose(" + t->second + ")");
+    if (!op)
+      return op.takeError();
+    return g.ops[*op].outputs[0];
+  }
   if (isDeclaredInput(name))
     return extraDataInput(n, name);
   if (emptyValues.count(name))
@@ -310,6 +326,13 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
                               "in this operand"
                             : "weights, which memfit reads as an operand of "
                               "Add, Sub, Mul or Div only"));
+  if (int32_t a = constBatchAxis(name); a > 0)
+    return fail(n, "reads " + qname +
+                       llvm::formatv(", a constant filled over the batch on "
+                                     "its axis {0}; memfit reads such a "
+                                     "constant with the batch on axis 0",
+                                     a)
+                           .str());
   Value v;
   v.name = name;
   v.kind = ValueKind::Weight;

@@ -72,11 +72,31 @@ llvm::Error celuAttrs(OnnxNode &node, OpAttrs &a) {
 }
 
 llvm::Error importClip(OnnxNode &node) {
+  float lo = std::numeric_limits<float>::lowest();
+  float hi = std::numeric_limits<float>::max();
+  if (node.opType() == "Max" || node.opType() == "Min") {
+    // max(x, c) and min(x, c) with a scalar constant clip x on one side
+    // (OPT's scores clamped to the float minimum, torch.max(s, min)).
+    int xi = node.numInputs() == 2 && node.isActivation(node.inputName(1));
+    if (node.numInputs() != 2 || node.isActivation(node.inputName(1 - xi)))
+      return node.fail("memfit supports " + node.opType().str() +
+                       " of an activation and a scalar constant");
+    auto x = node.activation(xi);
+    auto c = node.scalarFloat(1 - xi);
+    if (llvm::Error e = firstError(x, c))
+      return e;
+    (node.opType() == "Max" ? lo : hi) = *c;
+    OpAttrs a;
+    a.minValue = lo;
+    a.maxValue = hi;
+    return node
+        .emit(OpKind::Clip, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}},
+              a)
+        .takeError();
+  }
   auto x = node.activation(0);
   if (!x)
     return x.takeError();
-  float lo = std::numeric_limits<float>::lowest();
-  float hi = std::numeric_limits<float>::max();
   if (node.opset() >= 11) {
     for (int i : {1, 2}) {
       if (!node.hasInput(i))
@@ -302,6 +322,7 @@ void registerActivation(std::vector<OpDef> &defs) {
       // Clip(0, max) runs as a clipped ReLU, other bounds as a generic
       // kernel.
       d.importOnnx = importClip;
+      d.onnxTypes = {"Clip", "Max", "Min"};
       d.signatureAttrs = [](llvm::raw_ostream &os, const Op &op) {
         printFloat(os, "min", op.attrs.minValue);
       };

@@ -498,9 +498,14 @@ llvm::Expected<OpParamsText> embeddingParams(const Graph &g, const Op &op) {
                                       t.elementsPerSample())
                             .str()};
   int64_t d = t.elementsPerSample() / t.dims[0];
+  std::string frozen =
+      op.attrs.frozenRow >= 0
+          ? llvm::formatv(", .frozenRow = {0}", op.attrs.frozenRow).str()
+          : "";
   return OpParamsText{"EmbeddingParams",
-                      llvm::formatv("{{.rows = {0}, .d = {1}, .vocab = {2}}",
-                                    y.elementsPerSample() / d, d, t.dims[0])
+                      llvm::formatv("{{.rows = {0}, .d = {1}, .vocab = {2}{3}}",
+                                    y.elementsPerSample() / d, d, t.dims[0],
+                                    frozen)
                           .str()};
 }
 

@@ -218,6 +218,8 @@ void embeddingBackward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
   clearUnlessAccumulating(dtable, p.vocab * p.d, accumulate);
   for (int64_t r = 0; r < n * p.rows; ++r) {
     int64_t id = idAt(p, ids, fixedIds, r);
+    if (id == p.frozenRow)
+      continue;
     for (int64_t j = 0; j < p.d; ++j)
       dtable[id * p.d + j] += dy[r * p.d + j];
   }

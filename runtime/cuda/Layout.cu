@@ -218,7 +218,7 @@ struct EmbeddingGradKernel {
                              float *dtable) {
     MEMFIT_GRID_LOOP(t, count) {
       int64_t r = t / p.d, j = t - r * p.d, id = idAt(p, ids, fixedIds, r);
-      if (id >= 0 && id < p.vocab)
+      if (id >= 0 && id < p.vocab && id != p.frozenRow)
         atomicAdd(&dtable[id * p.d + j], dy[t]);
     }
   }

@@ -88,6 +88,8 @@ cl::opt<std::string> Freeze("freeze", cl::desc(kFreezeHelp),
 cl::opt<std::string> Constants("constants", cl::desc(kConstantsHelp),
                                cl::value_desc("regex"), cl::init(""),
                                cl::sub(Cmd));
+cl::list<std::string> FreezeRows("freeze-rows", cl::desc(kFreezeRowsHelp),
+                                 cl::value_desc("NAME:ROW"), cl::sub(Cmd));
 cl::opt<std::string> TrainOnly("train-only", cl::desc(kTrainOnlyHelp),
                                cl::value_desc("regex"), cl::init(""),
                                cl::sub(Cmd));
@@ -269,6 +271,10 @@ int run() {
   io.keepWeightData = false;
   io.fuseAttention = FuseAttention;
   io.constants = Constants;
+  auto frozenRows = parseFrozenRows(FreezeRows);
+  if (!frozenRows)
+    return reportError(frozenRows.takeError());
+  io.frozenRows = std::move(*frozenRows);
   ImportNotes notes;
   io.notes = &notes;
   auto graph = importOnnxFile(ModelPath, io);

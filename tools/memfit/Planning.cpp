@@ -203,6 +203,11 @@ Shared<std::string> TrainOnly("train-only", cl::desc(kTrainOnlyHelp),
                               cl::value_desc("regex"), cl::init(""));
 Shared<std::string> Constants("constants", cl::desc(kConstantsHelp),
                               cl::value_desc("regex"), cl::init(""));
+cl::list<std::string> FreezeRows("freeze-rows", cl::desc(kFreezeRowsHelp),
+                                 cl::value_desc("NAME:ROW"), cl::cat(Cat),
+                                 cl::sub(planCommand()),
+                                 cl::sub(compileCommand()),
+                                 cl::sub(compareCommand()));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -295,6 +300,10 @@ Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
   io.keepWeightData = keepWeightData;
   io.fuseAttention = fuse;
   io.constants = Constants;
+  auto frozenRows = parseFrozenRows(FreezeRows);
+  if (!frozenRows)
+    return frozenRows.takeError();
+  io.frozenRows = std::move(*frozenRows);
   p.start("importing " + s.modelPath);
   auto g = importOnnxFile(ModelPath, io);
   if (!g)

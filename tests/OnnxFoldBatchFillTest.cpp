@@ -1,0 +1,138 @@
+//===- OnnxFoldBatchFillTest.cpp - Constants filled over the batch --------===//
+//
+// A model called without an attention mask builds one of ones the size of
+// the batch (ConstantOfShape of [N, T]), tiles a causal mask over it, or
+// expands its positions over it. Such a constant is stored with extent 1 on
+// the batch's axis and followed through elementwise ops, Unsqueeze,
+// Expand, Slice, Gather and MatMul; anything that would compute across
+// the batch is an error. max(x, c) is a one-sided Clip.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxBuilder.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using namespace memfit::test;
+using Catch::Contains;
+
+TEST_CASE("an attention mask of ones over the batch folds to one row",
+          "[onnx][fold]") {
+  // mask = ones(N, 3); y = x + (1 - mask[:, None, :]) * -100, x [N, 2, 3].
+  OnnxBuilder b;
+  b.input("x", {-1, 2, 3})
+      .node("Shape", {"x"}, {"s"})
+      .constInt64("i0", {1}, {0})
+      .node("Gather", {"s", "i0"}, {"n"})
+      .constInt64("three", {1}, {3})
+      .node("Concat", {"n", "three"}, {"shape"}, {attrInt("axis", 0)})
+      .node("ConstantOfShape", {"shape"}, {"mask"}, {[] {
+              pb::AttributeProto a;
+              a.set_name("value");
+              a.set_type(pb::AttributeProto::TENSOR);
+              *a.mutable_t() = floatTensor({1}, {1.0f});
+              return a;
+            }()})
+      .constInt64("ax1", {1}, {1})
+      .node("Unsqueeze", {"mask", "ax1"}, {"m3"})
+      .constFloat("one", 1.0f)
+      .node("Sub", {"one", "m3"}, {"inv"})
+      .constFloat("big", -100.0f)
+      .node("Mul", {"inv", "big"}, {"bias"})
+      .node("Add", {"x", "bias"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(4));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::Add);
+  const Value &bias = g.values[g.ops[0].inputs[1]];
+  CHECK(bias.dims == std::vector<int64_t>{1, 1, 3});
+  CHECK(bias.data == std::vector<float>{0.0f, 0.0f, 0.0f});
+}
+
+TEST_CASE("a constant filled over the batch is refused where the batch "
+          "would count",
+          "[onnx][fold]") {
+  // CumSum along the batch's own axis would sum N ones: not stored.
+  OnnxBuilder b;
+  b.input("x", {-1, 3})
+      .node("Shape", {"x"}, {"s"})
+      .node("ConstantOfShape", {"s"}, {"ones"})
+      .constInt64("ax0", {}, {0})
+      .node("CumSum", {"ones", "ax0"}, {"c"}, {}, "sum_over_batch")
+      .node("Add", {"x", "c"}, {"y"})
+      .output("y", 2);
+  CHECK_THAT(errorText(b.import(batchOf(4))),
+             Contains("'sum_over_batch'") &&
+                 Contains("on a constant filled over the batch"));
+}
+
+TEST_CASE("Tile of a causal mask over the batch, MatMul of constants",
+          "[onnx][fold]") {
+  // tri [1, 1, 2, 2] tiled [N, 1, 1, 1]; pos [1, 2, 1] @ f [1, 1, 2].
+  OnnxBuilder b;
+  b.input("x", {-1, 1, 2, 2})
+      .node("Shape", {"x"}, {"s"})
+      .constInt64("i0", {1}, {0})
+      .node("Gather", {"s", "i0"}, {"n"})
+      .constInt64("ones3", {3}, {1, 1, 1})
+      .node("Concat", {"n", "ones3"}, {"reps"}, {attrInt("axis", 0)})
+      .node("Constant", {}, {"tri"}, {[] {
+              pb::AttributeProto a;
+              a.set_name("value");
+              a.set_type(pb::AttributeProto::TENSOR);
+              *a.mutable_t() = floatTensor({1, 1, 2, 2}, {0, -9, 0, 0});
+              return a;
+            }()})
+      .node("Tile", {"tri", "reps"}, {"mask"})
+      .node("Add", {"x", "mask"}, {"y"})
+      .output("y", 4);
+  Graph g = importOk(b, batchOf(3));
+  REQUIRE(g.ops.size() == 1);
+  const Value &mask = g.values[g.ops[0].inputs[1]];
+  CHECK(mask.dims == std::vector<int64_t>{1, 1, 2, 2});
+  CHECK(mask.data == std::vector<float>{0, -9, 0, 0});
+
+  OnnxBuilder m;
+  m.input("x", {-1, 2, 2})
+      .node("Constant", {}, {"p"}, {[] {
+              pb::AttributeProto a;
+              a.set_name("value");
+              a.set_type(pb::AttributeProto::TENSOR);
+              *a.mutable_t() = floatTensor({1, 2, 1}, {1, 2});
+              return a;
+            }()})
+      .node("Constant", {}, {"f"}, {[] {
+              pb::AttributeProto a;
+              a.set_name("value");
+              a.set_type(pb::AttributeProto::TENSOR);
+              *a.mutable_t() = floatTensor({1, 1, 2}, {3, 5});
+              return a;
+            }()})
+      .node("MatMul", {"p", "f"}, {"pf"})
+      .node("Mul", {"x", "pf"}, {"y"})
+      .output("y", 3);
+  Graph gm = importOk(m, batchOf(2));
+  REQUIRE(gm.ops.size() == 1);
+  CHECK(gm.values[gm.ops[0].inputs[1]].data == std::vector<float>{3, 5, 6, 10});
+}
+
+TEST_CASE("max of scores and a constant clips them", "[onnx][import]") {
+  OnnxBuilder b;
+  b.input("x", {-1, 4})
+      .constFloat("lo", -3.0f)
+      .node("Max", {"x", "lo"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::Clip);
+  CHECK(g.ops[0].attrs.minValue == -3.0f);
+  CHECK(g.ops[0].attrs.maxValue > 1e38f);
+  OnnxBuilder two;
+  two.input("x", {-1, 4})
+      .node("Relu", {"x"}, {"r"})
+      .node("Min", {"x", "r"}, {"y"}, {}, "min2")
+      .output("y", 2);
+  CHECK_THAT(errorText(two.import(batchOf(2))),
+             Contains("'min2'") && Contains("of an activation and a scalar "
+                                            "constant"));
+}

@@ -1,0 +1,46 @@
+"""Tiny Hugging Face models without dropout, built alike by the export and
+by the reference (tests/cli/hf_models.sh): random weights from a config,
+no download."""
+import torch
+import transformers as tf
+
+V, T = 96, 8
+
+
+def build(name):
+    torch.manual_seed(0)
+    common = dict(vocab_size=V, hidden_size=32, intermediate_size=64,
+                  num_hidden_layers=2, num_attention_heads=2,
+                  max_position_embeddings=64)
+    if name == "gemma":  # 1 + w norms, tied embedding, rotary, one kv head
+        m = tf.GemmaForCausalLM(tf.GemmaConfig(
+            **common, num_key_value_heads=1, head_dim=16, use_cache=False,
+            attention_dropout=0.0))
+    elif name == "llama":  # rotary, causal mask from the batch, tied here
+        m = tf.LlamaForCausalLM(tf.LlamaConfig(
+            **common, num_key_value_heads=2, use_cache=False,
+            tie_word_embeddings=True))
+    elif name == "t5":  # relative position buckets, a tied embedding
+        m = tf.T5ForConditionalGeneration(tf.T5Config(
+            vocab_size=V, d_model=32, d_kv=16, d_ff=64, num_layers=1,
+            num_heads=2, dropout_rate=0.0, use_cache=False,
+            decoder_start_token_id=0))
+    elif name == "bert":  # an attention mask of ones over the batch
+        m = tf.BertForMaskedLM(tf.BertConfig(
+            **common, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0))
+    else:
+        raise ValueError(name)
+    return m.train()
+
+
+class Logits(torch.nn.Module):
+    def __init__(s, m):
+        super().__init__()
+        s.m = m
+
+    def forward(s, x):
+        # An encoder-decoder reads the tokens on both sides.
+        if isinstance(s.m, tf.T5ForConditionalGeneration):
+            return s.m(input_ids=x, decoder_input_ids=x).logits
+        return s.m(input_ids=x).logits
