@@ -213,11 +213,15 @@ def memfit(binary, path, params):
 
 
 def first_error(text):
+    """The first reason memfit gives, without the file's path."""
     lines = [l for l in text.splitlines() if l.strip()]
     if len(lines) > 1 and ("cannot be imported" in lines[0] or
                            lines[0].rstrip().endswith(":")):
         return lines[1].strip()
-    return lines[0].replace("memfit: error: ", "") if lines else "(no message)"
+    if not lines:
+        return "(no message)"
+    line = lines[0].replace("memfit: error: ", "")
+    return re.sub(r"^'[^']*': |^[^ ]*\.onnx: ", "", line)
 
 
 def main():
