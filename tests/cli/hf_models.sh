@@ -7,8 +7,9 @@
 # exporter as the user guide says, compiled to a tight budget, trained
 # two AdamW steps on the CPU emulation and compared with the transformers
 # module itself in float64. Then tools/model-suite.py on a few families
-# more: each must import, plan and verify. Skipped where transformers is
-# missing.
+# more: each must import, plan and verify; and ALBERT's copies of shared
+# weights named when torch's constant folding made them. Skipped where
+# transformers is missing.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -135,4 +136,36 @@ bad = [r for r in rows if r["status"] != "plans and verifies"]
 print(f"hf_models: {len(rows) - len(bad)} of {len(rows)} families plan and verify")
 assert len(rows) == 8 and not bad, bad
 PYEOF
+# ALBERT shares one layer's weights across its layers and ties its output
+# to the embedding: torch's constant folding copies them, and inspect says
+# so; without folding, one parameter each and torch's count.
+"$PY" - <<'PYEOF' >albert.log 2>&1 || { cat albert.log; fail "export albert"; }
+import warnings
+import torch, transformers as tf
+warnings.filterwarnings("ignore")
+from hf_models import Logits
+torch.manual_seed(0)
+m = tf.AlbertForMaskedLM(tf.AlbertConfig(
+    vocab_size=96, embedding_size=16, hidden_size=32, num_hidden_layers=3,
+    num_attention_heads=2, intermediate_size=64,
+    max_position_embeddings=64)).train()
+for fold in (True, False):
+    torch.onnx.export(Logits(m), (torch.randint(3, 96, (3, 8)),),
+                      f"albert{int(fold)}.onnx", opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=fold, input_names=["x"],
+                      output_names=["y"],
+                      dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+open("albert.params", "w").write(str(sum(p.numel() for p in m.parameters())))
+PYEOF
+"$MEMFIT" inspect albert1.onnx --batch 2 >albert1.txt 2>albert1.err ||
+  { cat albert1.err; fail "inspect albert1"; }
+[ "$(grep -c "warning: weights .* hold the same values" albert1.err)" -ge 2 ] ||
+  { cat albert1.err; fail "no warning for ALBERT's folded copies"; }
+"$MEMFIT" inspect albert0.onnx --batch 2 >albert0.txt 2>albert0.err ||
+  { cat albert0.err; fail "inspect albert0"; }
+grep -q warning albert0.err && { cat albert0.err; fail "a warning unfolded"; }
+grep -q "^parameters *$(cat albert.params) " albert0.txt ||
+  fail "ALBERT unfolded: $(grep ^parameters albert0.txt), torch $(cat albert.params)"
+echo "hf_models: ALBERT folded: $(grep -c warning albert1.err) copies named; unfolded: $(cat albert.params) parameters as torch"
 echo "hf_models: transformers' models train as transformers does"
