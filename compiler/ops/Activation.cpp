@@ -71,6 +71,15 @@ llvm::Error celuAttrs(OnnxNode &node, OpAttrs &a) {
   return llvm::Error::success();
 }
 
+llvm::Error emitClip(OnnxNode &node, ValueId x, float lo, float hi) {
+  OpAttrs a;
+  a.minValue = lo;
+  a.maxValue = hi;
+  return node
+      .emit(OpKind::Clip, {x}, {{node.outputName(0), dimsOfValue(node, x)}}, a)
+      .takeError();
+}
+
 llvm::Error importClip(OnnxNode &node) {
   float lo = std::numeric_limits<float>::lowest();
   float hi = std::numeric_limits<float>::max();
@@ -86,13 +95,7 @@ llvm::Error importClip(OnnxNode &node) {
     if (llvm::Error e = firstError(x, c))
       return e;
     (node.opType() == "Max" ? lo : hi) = *c;
-    OpAttrs a;
-    a.minValue = lo;
-    a.maxValue = hi;
-    return node
-        .emit(OpKind::Clip, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}},
-              a)
-        .takeError();
+    return emitClip(node, *x, lo, hi);
   }
   auto x = node.activation(0);
   if (!x)
@@ -114,13 +117,7 @@ llvm::Error importClip(OnnxNode &node) {
     lo = *mn;
     hi = *mx;
   }
-  OpAttrs a;
-  a.minValue = lo;
-  a.maxValue = hi;
-  return node
-      .emit(OpKind::Clip, {*x}, {{node.outputName(0), dimsOfValue(node, *x)}},
-            a)
-      .takeError();
+  return emitClip(node, *x, lo, hi);
 }
 
 /// Opset 20's Gelu: exact (erf) or its tanh approximation.
