@@ -374,6 +374,10 @@ public:
                     float *y);
   void whereBackward(const WhereParams &p, const float *mask, const float *dy,
                      float *dx, bool acc);
+  /// An integer program over the data input's token ids (index arithmetic
+  /// such as position ids); exactly one of yInt and yFloat is non-null.
+  void intProgram(const IntProgramParams &p, const int32_t *ids, int32_t *yInt,
+                  float *yFloat);
   /// `ids` (int32, checked against the vocabulary) or `fixedIds` (the same
   /// for every sample), the other null.
   void embeddingForward(const EmbeddingParams &p, const int32_t *ids,

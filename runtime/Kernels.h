@@ -414,6 +414,35 @@ void embeddingBackward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
 /// Whether every id is in [0, vocab).
 bool validateIds(int64_t count, int64_t vocab, const int32_t *ids);
 
+/// The instructions of an integer program: runtime/kernels/IntOps.def.
+enum class IntOpKind : uint8_t {
+#define MEMFIT_INT_OP(kind, operands, onnx) kind,
+#include "runtime/kernels/IntOps.def"
+};
+/// One instruction: its result is register k (its index in the program);
+/// a, b and c name earlier registers (-1 unused).
+struct IntInstr {
+  IntOpKind kind;
+  int8_t a = -1, b = -1, c = -1;
+  int64_t imm = 0;
+};
+/// The longest program a kernel runs (its registers live in the thread).
+constexpr int kMaxIntInstrs = 32;
+/// A forward-only integer program over the token ids, evaluated per
+/// position in 64-bit integers: each sample's `perSample` ids form rows of
+/// `inner` positions, along which CumSum runs (from the row's end when
+/// `reverse`); the last instruction's result is the output, int32 or, when
+/// the model casts it to float, a float.
+struct IntProgramParams {
+  int64_t perSample, inner;
+  bool reverse = false;
+  int32_t count = 0;
+  IntInstr code[kMaxIntInstrs] = {};
+};
+/// Exactly one of yInt and yFloat is non-null.
+void intProgram(const IntProgramParams &p, int64_t n, const int32_t *ids,
+                int32_t *yInt, float *yFloat);
+
 /// torch.optim.SGD (dampening 0, no Nesterov): g = dw + wd * w;
 /// buf = first ? g : momentum * buf + g; w -= lr * buf. With momentum 0,
 /// `buf` may be null and w -= lr * g.

@@ -133,7 +133,10 @@ enum class OpKind : uint8_t {
   Softplus,
   Mish,
   Celu,
-  LogSigmoid, // the last kind (OpRegistryTest counts them to it)
+  LogSigmoid,
+  /// Forward-only index arithmetic on the token ids (position ids from
+  /// cumsum(ids != pad)); its steps are OpAttrs::program.
+  IntProgram, // the last kind (OpRegistryTest counts them to it)
 };
 /// Names, rules and costs of each kind: compiler/ops/OpDef.h.
 
@@ -143,6 +146,22 @@ enum class OpKind : uint8_t {
 inline bool isConvolution(OpKind k) {
   return k == OpKind::Conv || k == OpKind::ConvTranspose;
 }
+
+/// The longest integer program the runtime runs (runtime/Kernels.h's
+/// kMaxIntInstrs: its registers live in one thread).
+constexpr int kMaxIntSteps = 32;
+
+/// One step of an integer program: `kind` is an entry of
+/// runtime/kernels/IntOps.def (ops::RtIntOp), a, b and c earlier steps
+/// (-1 unused), `imm` the step's constant.
+struct IntStep {
+  uint8_t kind = 0;
+  int8_t a = -1, b = -1, c = -1;
+  int64_t imm = 0;
+  bool operator==(const IntStep &o) const {
+    return kind == o.kind && a == o.a && b == o.b && c == o.c && imm == o.imm;
+  }
+};
 
 /// Attributes of all supported ops in one plain struct; each op reads the
 /// fields that concern it. Spatial vectors have one entry per spatial axis;
@@ -192,6 +211,12 @@ struct OpAttrs {
   /// Embedding: the table row whose lookups add no gradient (--freeze-rows,
   /// nn.Embedding's padding_idx); -1 for none.
   int64_t frozenRow = -1;
+  /// IntProgram: its steps (the output is the last one's), the row its
+  /// CumSums run along (the last axis' extent), and whether they run from
+  /// the row's end.
+  std::vector<IntStep> program;
+  int64_t programRow = 0;
+  bool programReverse = false;
 };
 
 struct Graph;

@@ -446,36 +446,23 @@ Error Importer::setUpInputs() {
   return Error::success();
 }
 
-/// Token ids reshaped to their own shape (Hugging Face's
-/// `input_ids.view(-1, T)`) are the ids themselves; any other reshape of
-/// them is refused.
-Error Importer::reshapeIds(const pb::NodeProto &n) {
-  auto target = constant(n, 1);
-  if (!target)
-    return target.takeError();
-  const ConstTensor &t = **target;
-  const Value &ids = g.values[values.at(n.input(0))];
-  bool same = !t.isFloat() && t.dims.size() == 1 &&
-              t.numel() == static_cast<int64_t>(ids.dims.size());
-  for (int64_t i = 0; same && i < t.numel(); ++i)
-    same = i == 0 ? (t.isBatch(0) || t.ints[0] == -1 || t.ints[0] == 0)
-                  : !t.isBatch(i) && t.ints[i] == ids.dims[i];
-  if (!same)
-    return fail(n, "reshapes the token ids " + quoteName(n.input(0)) + " to " +
-                       t.str() +
-                       "; memfit reads token ids only in their own shape");
-  alias(n.output(0), n.input(0));
-  return Error::success();
-}
-
 Error Importer::translate(const pb::NodeProto &n) {
   const std::string &op = n.op_type();
   if (op == "Identity") {
     alias(n.output(0), n.input(0));
     return Error::success();
   }
-  if (op == "Reshape" && n.input_size() == 2 && isIntegerActivation(n.input(0)))
-    return reshapeIds(n);
+  // Index arithmetic on the token ids is an integer program; a node that
+  // reads one reads its op's value.
+  if (computesOnIds(n))
+    return translateOnIds(n);
+  if (op != "Shape") {
+    auto done = translateReadingIds(n);
+    if (!done)
+      return done.takeError();
+    if (*done)
+      return Error::success();
+  }
   if (op == "Transpose" && n.input_size() == 1 && isWeightSource(n.input(0)) &&
       !isActivation(n.input(0))) {
     // x @ W^T as PyTorch exports Linear on 3-D inputs in training mode:
@@ -501,6 +488,9 @@ Error Importer::translate(const pb::NodeProto &n) {
     if (src.declared)
       return translateOnWeights(n);
   }
+  if (op == "Expand" && isActivation(n.input(0)) &&
+      !g.values[values.at(n.input(0))].batched && expandsOverBatch(n))
+    return Error::success();
   for (int i = 0; i < n.input_size(); ++i)
     if (hasInput(n, i) && isActivation(n.input(i)) &&
         !g.values[values.at(n.input(i))].batched && !computesOnWeights(op) &&
@@ -562,6 +552,26 @@ Error Importer::translate(const pb::NodeProto &n) {
     return fail(n, "operates only on constants here, which memfit does not "
                    "fold for this operator");
   return Error::success();
+}
+
+bool Importer::expandsOverBatch(const pb::NodeProto &n) {
+  // A value computed from weights expanded over the batch alone
+  // (MPNet's relative position bias, bias.expand(N, -1, T, T)): the ops
+  // that read it broadcast it, so the name is the value itself.
+  const Value &v = g.values[values.at(n.input(0))];
+  auto it = consts.find(n.input(1));
+  if (it == consts.end() || it->second->isFloat())
+    return false;
+  const ConstTensor &t = *it->second;
+  if (t.numel() != static_cast<int64_t>(v.dims.size()) || v.dims.empty() ||
+      v.dims[0] != 1 || !t.isBatch(0))
+    return false;
+  for (int64_t i = 1; i < t.numel(); ++i)
+    if (t.isBatch(i) ||
+        (t.ints[i] != v.dims[i] && t.ints[i] != -1 && t.ints[i] != 1))
+      return false;
+  alias(n.output(0), n.input(0));
+  return true;
 }
 
 bool Importer::readsDeclaredWeightAsValue(const pb::NodeProto &n) const {

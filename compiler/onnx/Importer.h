@@ -100,6 +100,18 @@ struct Fusion {
   bool tanhApprox = false; // Gelu
 };
 
+/// An integer program on the token ids (IntPrograms.cpp): the steps from
+/// the ids to a value, its dims (batch on axis 0), and what its CumSums
+/// share.
+struct IntProgramExpr {
+  std::vector<IntStep> steps;
+  std::vector<int64_t> dims;
+  /// The model cast it to a float type: a float op reads it as floats.
+  bool isFloat = false;
+  int64_t row = 0; // the CumSums' row (last axis' extent); 0 without one
+  bool reverse = false;
+};
+
 /// Data files that external tensors point into, opened once. After
 /// resolveExternalData() every external location is the validated absolute
 /// path of a file held here.
@@ -192,7 +204,6 @@ public:
   bool isActivation(const std::string &name) const;
   /// Whether the activation `name` holds integers (token ids).
   bool isIntegerActivation(const std::string &name) const;
-  llvm::Error reshapeIds(const pb::NodeProto &n);
   bool isWeightSource(const std::string &name) const;
   /// A graph input without data other than the data input.
   bool isDeclaredInput(const std::string &name) const;
@@ -328,15 +339,38 @@ public:
     auto it = values.find(name);
     return it != values.end() && g.values[it->second].dtype != DType::F32;
   }
+  //===-- Integer programs on the token ids (IntPrograms.cpp) ------------===//
+  /// Whether `name` is the integer data input or a program on it.
+  bool isIdsOperand(const std::string &name) const;
+  /// Whether `n` is index arithmetic on the token ids: an integer step (or
+  /// Cast, or a reshape) whose operands are ids, programs on them and
+  /// constants.
+  bool computesOnIds(const pb::NodeProto &n) const;
+  llvm::Error translateOnIds(const pb::NodeProto &n);
+  /// Translates a node that reads programs through their ops' values;
+  /// false when the node reads them by their own names (translate goes on).
+  llvm::Expected<bool> translateReadingIds(const pb::NodeProto &n);
+  /// Programs by the name they define.
+  std::unordered_map<std::string, IntProgramExpr> intExprs;
+
   /// Transpose nodes of a 2-D weight: their output names and the weight's.
   std::unordered_map<std::string, std::string> transposedWeights;
 
 private:
+  IntProgramExpr idsExpr(const std::string &name) const;
+  llvm::Error bindIntExpr(const pb::NodeProto &n, IntProgramExpr e);
+  /// The name of the value holding program `name` (its op emitted on first
+  /// use): int32 indices, or floats for a float op.
+  llvm::Expected<std::string> idsValue(const pb::NodeProto &n,
+                                       const std::string &name, bool asInt);
   /// Nodes that compute on weights, rewritten to read the lifted values
   /// (stable addresses: nodeIndex keys them).
   std::deque<pb::NodeProto> liftedNodes;
   llvm::Error translateOnWeights(const pb::NodeProto &n);
   bool readsDeclaredWeightAsValue(const pb::NodeProto &n) const;
+  /// Expand of a value without a batch over the batch alone: bound to the
+  /// value itself (true), which its readers broadcast.
+  bool expandsOverBatch(const pb::NodeProto &n);
   /// Per value name, the live nodes that read it.
   std::unordered_map<std::string, std::vector<int>> readers;
 

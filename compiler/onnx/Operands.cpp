@@ -519,6 +519,10 @@ Expected<std::vector<int64_t>> Importer::dimsOf(const pb::NodeProto &n,
   }
   if (auto it = weights.find(name); it != weights.end())
     return g.values[it->second].dims;
+  if (auto it = intExprs.find(name); it != intExprs.end()) {
+    batched = true;
+    return it->second.dims;
+  }
   if (auto it = consts.find(name); it != consts.end())
     return it->second->dims;
   if (auto it = sources.find(name); it != sources.end()) {
@@ -653,6 +657,8 @@ Expected<OpId> Importer::emit(const pb::NodeProto &n, OpKind kind,
 }
 
 void Importer::alias(const std::string &out, const std::string &in) {
+  if (auto it = intExprs.find(in); it != intExprs.end())
+    intExprs[out] = it->second;
   if (auto it = values.find(in); it != values.end())
     values[out] = it->second;
   if (auto it = sources.find(in); it != sources.end())

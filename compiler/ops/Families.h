@@ -37,6 +37,7 @@ void registerTransformer(std::vector<OpDef> &defs);
 void registerLayout(std::vector<OpDef> &defs);
 void registerResize(std::vector<OpDef> &defs);
 void registerAttention(std::vector<OpDef> &defs);
+void registerIntProgram(std::vector<OpDef> &defs);
 
 /// MatMul of two activations (Transformer.cpp).
 llvm::Error importBatchMatMul(OnnxNode &node);

@@ -30,6 +30,7 @@ std::vector<OpDef> build() {
   ops::registerLayout(defs);
   ops::registerResize(defs);
   ops::registerAttention(defs);
+  ops::registerIntProgram(defs);
   // Indexed by kind: a kind defined twice or not at all is a bug caught
   // here, on the first lookup, in every build.
   std::vector<OpDef> byKind;

@@ -31,6 +31,29 @@ enum class RtBinary : uint8_t {
 #include "runtime/kernels/Binary.def"
 };
 
+/// runtime::IntOpKind, entry for entry.
+enum class RtIntOp : uint8_t {
+#define MEMFIT_INT_OP(kind, operands, onnx) kind,
+#include "runtime/kernels/IntOps.def"
+};
+
+/// An integer instruction as generated code spells it, how many operands
+/// it reads, and the ONNX op type it evaluates ("" for none).
+struct RtIntOpInfo {
+  const char *name;
+  int operands;
+  const char *onnx;
+};
+constexpr RtIntOpInfo runtimeKind(RtIntOp k) {
+  switch (k) {
+#define MEMFIT_INT_OP(kind, operands, onnx)                                    \
+  case RtIntOp::kind:                                                          \
+    return {#kind, operands, onnx};
+#include "runtime/kernels/IntOps.def"
+  }
+  return {"", 0, ""};
+}
+
 struct RtKindInfo {
   const char *name; // as generated code spells the enumerator
   GradReads reads;

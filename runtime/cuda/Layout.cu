@@ -14,6 +14,7 @@
 #include "runtime/cuda/Gather.cuh"
 #include "runtime/cuda/Impl.h"
 #include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/IntProgram.h"
 
 #include <climits>
 
@@ -199,6 +200,26 @@ __device__ int64_t idAt(const EmbeddingParams &p, const int32_t *ids,
 
 /// A row id outside the vocabulary writes NaN rather than read outside the
 /// table (the driver checks the ids it loads).
+// One thread per row: a CumSum runs along it in order. The programs are a
+// few instructions over the token ids, far from the cost of what reads
+// them.
+struct IntProgramKernel {
+  static constexpr int threads = kThreads;
+  __device__ static void run(IntProgramParams p, int64_t rows,
+                             const int32_t *ids, int32_t *yInt, View yFloat) {
+    MEMFIT_GRID_LOOP(r, rows) {
+      if (yInt)
+        kernels::intProgramRow(p, ids, r, [&](int64_t at, int64_t v) {
+          yInt[at] = static_cast<int32_t>(v);
+        });
+      else
+        kernels::intProgramRow(p, ids, r, [&](int64_t at, int64_t v) {
+          yFloat[at] = static_cast<float>(v);
+        });
+    }
+  }
+};
+
 struct EmbeddingKernel {
   static constexpr int threads = kThreads;
   __device__ static void run(EmbeddingParams p, int64_t count,
@@ -344,6 +365,14 @@ void Exec::whereBackward(const WhereParams &p, const float *mask,
     cuda::launch<WhereGradKernel>(gridFor(count), impl->compute(), p, count, vm,
                                   vdy, vdx, acc);
   impl->done(*this, "masked fill backward kernel");
+}
+
+void Exec::intProgram(const IntProgramParams &p, const int32_t *ids,
+                      int32_t *yInt, float *yFloat) {
+  int64_t rows = n * p.perSample / p.inner;
+  cuda::launch<IntProgramKernel>(gridFor(rows), impl->compute(), p, rows, ids,
+                                 yInt, impl->view(yFloat));
+  impl->done(*this, "integer program kernel");
 }
 
 void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,

@@ -311,6 +311,10 @@ void Exec::whereBackward(const WhereParams &p, const float *mask,
                          const float *dy, float *dx, bool acc) {
   rt::whereBackward(p, n, mask, dy, dx, acc);
 }
+void Exec::intProgram(const IntProgramParams &p, const int32_t *ids,
+                      int32_t *yInt, float *yFloat) {
+  rt::intProgram(p, n, ids, yInt, yFloat);
+}
 void Exec::embeddingForward(const EmbeddingParams &p, const int32_t *ids,
                             const float *fixedIds, const float *table,
                             float *y) {

@@ -29,6 +29,10 @@ def build(name):
         m = tf.BertForMaskedLM(tf.BertConfig(
             **common, hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0))
+    elif name == "roberta":  # position ids from cumsum(ids != pad)
+        m = tf.RobertaForMaskedLM(tf.RobertaConfig(
+            **common, pad_token_id=0, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0))
     else:
         raise ValueError(name)
     return m.train()

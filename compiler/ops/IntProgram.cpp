@@ -1,0 +1,77 @@
+//===- IntProgram.cpp - Index arithmetic on the token ids -----------------===//
+//
+// The importer (compiler/onnx/IntPrograms.cpp) gathers the integer nodes
+// that compute on the token ids (Equal, Not, Cast, CumSum, Add, Mul, ...)
+// into one program per value a float op or an embedding reads; this is its
+// operator: a forward task per sub-batch, no gradient (token ids have
+// none), its output planned like any activation. Its steps are spelled in
+// generated code from runtime/kernels/IntOps.def.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/ops/Families.h"
+#include "compiler/ops/RuntimeKinds.h"
+
+namespace memfit::ops {
+namespace {
+
+OpWork work(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
+  return {elems(g.value(op.outputs[0]), b) * double(op.attrs.program.size())};
+}
+
+void signature(llvm::raw_ostream &os, const Op &op) {
+  std::vector<int64_t> kinds;
+  for (const IntStep &s : op.attrs.program)
+    kinds.push_back(s.kind);
+  printList(os, "program", kinds);
+}
+
+llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
+  const Value &y = g.value(op.outputs[0]);
+  const OpAttrs &a = op.attrs;
+  // The importer bounds the length; a longer program is a bug there.
+  if (a.program.empty() || a.program.size() > 32)
+    return unsupportedByRuntime(op, "an integer program of " +
+                                        std::to_string(a.program.size()) +
+                                        " steps (the runtime runs 1 to 32)");
+  std::string code;
+  for (const IntStep &s : a.program) {
+    auto kind = static_cast<RtIntOp>(s.kind);
+    code += llvm::formatv("{0}{{IntOpKind::{1}, {2}, {3}, {4}, {5}}",
+                          code.empty() ? "" : ", ", runtimeKind(kind).name,
+                          int(s.a), int(s.b), int(s.c), s.imm)
+                .str();
+  }
+  int64_t row = a.programRow > 0 ? a.programRow : y.elementsPerSample();
+  return OpParamsText{
+      "IntProgramParams",
+      llvm::formatv("{{.perSample = {0}, .inner = {1}, .reverse = {2}, "
+                    ".count = {3}, .code = {{{4}}}",
+                    y.elementsPerSample(), row,
+                    a.programReverse ? "true" : "false", a.program.size(), code)
+          .str()};
+}
+
+llvm::Expected<EmittedCall> emit(EmitContext &x) {
+  ValueId ids = x.op.inputs[0], y = x.op.outputs[0];
+  if (x.task.kind != TaskKind::Forward)
+    return unsupportedByRuntime(x.op, "token ids have no gradient");
+  bool ints = x.graph.value(y).dtype != DType::F32;
+  return EmittedCall{llvm::formatv("x.intProgram({0}, {1}, {2}, {3})", x.params,
+                                   x.value(ids), ints ? x.value(y) : "nullptr",
+                                   ints ? "nullptr" : x.value(y))
+                         .str()};
+}
+
+} // namespace
+
+void registerIntProgram(std::vector<OpDef> &defs) {
+  // No ONNX op type of its own: the importer builds it from several.
+  defs.push_back({.kind = OpKind::IntProgram,
+                  .name = "IntProgram",
+                  .work = work,
+                  .signatureAttrs = signature,
+                  .params = params,
+                  .emit = emit});
+}
+
+} // namespace memfit::ops

@@ -1,0 +1,74 @@
+//===- KernelsIntProgramTest.cpp - Integer programs on the CPU ------------===//
+//
+// RoBERTa's position ids on two padded rows, stated; the edges of integer
+// arithmetic (division by zero, Mod's sign, exclusive and reversed sums)
+// and a float output.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+using namespace memfit::rt;
+
+namespace {
+
+IntInstr in(IntOpKind k, int a = -1, int b = -1, int64_t imm = 0) {
+  return IntInstr{k, static_cast<int8_t>(a), static_cast<int8_t>(b), -1, imm};
+}
+
+IntProgramParams program(std::vector<IntInstr> code, int64_t perSample,
+                         int64_t inner, bool reverse = false) {
+  IntProgramParams p{.perSample = perSample,
+                     .inner = inner,
+                     .reverse = reverse,
+                     .count = static_cast<int32_t>(code.size())};
+  for (size_t k = 0; k < code.size(); ++k)
+    p.code[k] = code[k];
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("position ids skip the padding, per row", "[kernels][ids]") {
+  // cumsum(x != 1) * (x != 1) + 1, pad 1.
+  auto p = program({in(IntOpKind::Ids), in(IntOpKind::Imm, -1, -1, 1),
+                    in(IntOpKind::Equal, 0, 1), in(IntOpKind::Not, 2),
+                    in(IntOpKind::CumSum, 3), in(IntOpKind::Mul, 4, 3),
+                    in(IntOpKind::Add, 5, 1)},
+                   4, 4);
+  std::vector<int32_t> ids{5, 7, 1, 1, 1, 9, 9, 1}, y(8, -7);
+  intProgram(p, 2, ids.data(), y.data(), nullptr);
+  CHECK(y == std::vector<int32_t>{2, 3, 1, 1, 1, 2, 3, 1});
+}
+
+TEST_CASE("integer steps at their edges", "[kernels][ids]") {
+  std::vector<int32_t> ids{7, -7, 0, 3};
+  auto run = [&](std::vector<IntInstr> code, bool reverse = false) {
+    std::vector<int32_t> y(4, -99);
+    intProgram(program(code, 4, 4, reverse), 1, ids.data(), y.data(), nullptr);
+    return y;
+  };
+  auto by = [](IntOpKind k, int64_t imm) {
+    return std::vector<IntInstr>{in(IntOpKind::Ids),
+                                 in(IntOpKind::Imm, -1, -1, imm), in(k, 0, 1)};
+  };
+  // Toward zero; nothing traps on a zero divisor.
+  CHECK(run(by(IntOpKind::Div, 2)) == std::vector<int32_t>{3, -3, 0, 1});
+  CHECK(run(by(IntOpKind::Div, 0)) == std::vector<int32_t>{0, 0, 0, 0});
+  // The sign of the divisor, as ONNX's Mod (fmod 0) and Python.
+  CHECK(run(by(IntOpKind::Mod, 3)) == std::vector<int32_t>{1, 2, 0, 0});
+  CHECK(run(by(IntOpKind::Mod, -3)) == std::vector<int32_t>{-2, -1, 0, 0});
+  std::vector<IntInstr> sum{in(IntOpKind::Ids), in(IntOpKind::CumSum, 0)};
+  CHECK(run(sum) == std::vector<int32_t>{7, 0, 0, 3});
+  CHECK(run(sum, true) == std::vector<int32_t>{3, -4, 3, 3});
+  std::vector<IntInstr> before{in(IntOpKind::Ids),
+                               in(IntOpKind::CumSumExclusive, 0)};
+  CHECK(run(before) == std::vector<int32_t>{0, 7, 0, 0});
+  std::vector<float> f(4);
+  intProgram(program({in(IntOpKind::Ids), in(IntOpKind::Neg, 0)}, 4, 4), 1,
+             ids.data(), nullptr, f.data());
+  CHECK(f == std::vector<float>{-7, 7, 0, -3});
+}
