@@ -319,6 +319,8 @@ public:
   /// Operand `i` as a non-trainable float weight holding a constant of any
   /// element type (a mask, fixed indices).
   llvm::Expected<ValueId> constantWeight(const pb::NodeProto &n, int i);
+  /// See OnnxNode::scalarConstant.
+  ValueId scalarConstant(float v);
   /// See OnnxNode::expandedConstant.
   ValueId expandedConstant(ValueId w, const std::vector<int64_t> &dims);
   /// Operand `i` as an integer activation (the token ids).

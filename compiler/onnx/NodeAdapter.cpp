@@ -61,6 +61,7 @@ public:
   llvm::Expected<ValueId> constantWeight(int i) override {
     return im.constantWeight(n, i);
   }
+  ValueId scalarConstant(float v) override { return im.scalarConstant(v); }
   ValueId expandedConstant(ValueId w,
                            const std::vector<int64_t> &dims) override {
     return im.expandedConstant(w, dims);

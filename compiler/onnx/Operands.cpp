@@ -248,6 +248,22 @@ Expected<ValueId> Importer::constantWeight(const pb::NodeProto &n, int i) {
   return materialize(n, n.input(i), WeightInit::Zeros, false, true);
 }
 
+ValueId Importer::scalarConstant(float v) {
+  std::string name = llvm::formatv("constant {0:e}", v).str();
+  if (auto it = weights.find(name); it != weights.end())
+    return it->second;
+  Value c;
+  c.name = name;
+  c.kind = ValueKind::Weight;
+  c.trainable = false;
+  c.dims = {1};
+  c.data = {v};
+  ValueId id = g.addValue(std::move(c));
+  inferenceDiverged.push_back(false);
+  weights[name] = id;
+  return id;
+}
+
 ValueId Importer::expandedConstant(ValueId w,
                                    const std::vector<int64_t> &dims) {
   const Value &src = g.values[w];

@@ -92,6 +92,9 @@ public:
   /// A constant of any element type as a non-trainable float weight (a
   /// mask, fixed indices).
   virtual llvm::Expected<ValueId> constantWeight(int i) = 0;
+  /// A non-trainable [1] weight holding `v` (a factor an import
+  /// introduces: ReduceSum as a mean times the count), one per value.
+  virtual ValueId scalarConstant(float v) = 0;
   /// Constant `w` (non-trainable, with data) repeated numpy style to
   /// `dims` (as many axes), reused when asked twice: a constant whose
   /// broadcast a kernel cannot express made one it can.

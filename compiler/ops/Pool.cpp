@@ -64,16 +64,22 @@ llvm::Error importGlobalAveragePool(OnnxNode &node) {
       .takeError();
 }
 
-/// ReduceMean over exactly the spatial axes is a global average pool; with
-/// keepdims=0 the pooled N x C x 1 x ... is then reshaped to N x C.
-llvm::Error importReduceMean(OnnxNode &node) {
+/// ReduceMean, ReduceSum, ReduceSumSquare and ReduceL2 over any axes but
+/// the batch's, as the ops memfit has: the reduced axes moved last
+/// (Transpose, when they are not; ConvNeXt's channels-first LayerNorm,
+/// ConvNeXt V2's norm over H and W of NHWC), squared (Pow 2) for the sums
+/// of squares, a global average pool over them, times their count for the
+/// sums, Sqrt for L2 (x.norm(dim=...), F.normalize), and a view to the
+/// ONNX shape (keepdims or not). Each step has its own backward.
+llvm::Error importReduce(OnnxNode &node) {
+  llvm::StringRef op = node.opType();
   auto x = node.activation(0);
   auto axes = node.attrInts("axes");
   auto keep = node.attrInt("keepdims", 1);
   auto noop = node.attrInt("noop_with_empty_axes", 0);
   if (llvm::Error e = firstError(x, axes, keep, noop))
     return e;
-  if (node.hasInput(1)) { // opset 18: axes as an input
+  if (node.hasInput(1)) { // axes as an input (ReduceSum 13, the rest 18)
     auto v = node.intVector(1);
     if (!v)
       return v.takeError();
@@ -81,59 +87,103 @@ llvm::Error importReduceMean(OnnxNode &node) {
   }
   if (*noop && (!*axes || (*axes)->empty()))
     return node.fail("reduces no axis (noop_with_empty_axes); memfit "
-                     "supports ReduceMean only over all spatial axes");
+                     "supports " +
+                     op.str() + " over axes other than the batch's");
   std::vector<int64_t> xd = dimsOfValue(node, *x);
   auto rank = static_cast<int64_t>(xd.size());
   std::vector<int64_t> norm;
   for (int64_t a : axes->value_or(std::vector<int64_t>()))
     norm.push_back(a < 0 ? a + rank : a);
-  std::sort(norm.begin(), norm.end());
-  norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
-  // The reduced axes must be the last ones, not the batch's: each sample's
-  // rows are averaged over their trailing elements (all spatial axes of an
-  // image: a global average pool; the features of a token: RMSNorm's mean
-  // square).
-  if (!*axes) // every axis, the batch's included
+  if (!*axes || axes->value().empty()) // every axis, the batch's included
     for (int64_t a = 0; a < rank; ++a)
       norm.push_back(a);
-  bool suffix =
-      !norm.empty() && norm.front() >= 1 && norm.back() == rank - 1 &&
-      norm.back() - norm.front() + 1 == static_cast<int64_t>(norm.size());
-  if (!suffix)
+  std::sort(norm.begin(), norm.end());
+  norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
+  if (norm.empty() || norm.front() < 1 || norm.back() >= rank)
     return node.fail("reduces over axes " +
                      (*axes ? dimsStr(**axes) : std::string("(all)")) +
-                     " of shape " + dimsStr(xd) +
-                     "; memfit supports ReduceMean over the last axes (not "
-                     "the batch's)");
-  std::vector<int64_t> pooled = xd, kept;
+                     " of shape " + dimsStr(xd) + "; memfit supports " +
+                     op.str() + " over axes other than the batch's");
+  std::vector<int64_t> perm, out;
+  for (int64_t a = 0; a < rank; ++a)
+    if (!std::binary_search(norm.begin(), norm.end(), a))
+      perm.push_back(a);
+  size_t keptAxes = perm.size();
+  perm.insert(perm.end(), norm.begin(), norm.end());
   for (int64_t a = 0; a < rank; ++a) {
-    if (a >= norm.front())
-      pooled[a] = 1;
-    else
-      kept.push_back(xd[a]);
+    bool reduced = std::binary_search(norm.begin(), norm.end(), a);
+    if (!reduced || *keep)
+      out.push_back(reduced ? 1 : xd[a]);
   }
-  if (*keep)
-    return node
-        .emit(OpKind::GlobalAveragePool, {*x}, {{node.outputName(0), pooled}})
-        .takeError();
-  std::string mid = node.outputName(0) + "#pooled";
-  auto gap = node.emit(OpKind::GlobalAveragePool, {*x}, {{mid, pooled}});
-  if (!gap)
-    return gap.takeError();
+  int64_t count = 1;
+  for (int64_t a : norm)
+    count *= xd[a];
+  bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
+  bool sums = op != "ReduceMean";
+  std::string name = node.outputName(0);
+  // The steps still to emit after the one at hand: the last takes the
+  // node's output name, the others the name with the step's.
+  std::vector<int64_t> dims = xd;
+  ValueId v = *x;
+  auto step = [&](OpKind kind, std::vector<ValueId> in, std::vector<int64_t> d,
+                  OpAttrs a, bool last, const char *what) -> llvm::Error {
+    std::string out = last ? name : name + "#" + what;
+    // The pool is the node's op; the other steps are named after it.
+    std::string opName =
+        node.name().empty() || kind == OpKind::GlobalAveragePool
+            ? std::string()
+            : node.name() + "#" + what;
+    auto id = node.emit(kind, std::move(in), {{out, d}}, a, false, opName);
+    if (!id)
+      return id.takeError();
+    v = node.graph().ops[*id].outputs[0];
+    dims = std::move(d);
+    return llvm::Error::success();
+  };
+  bool moved = !std::is_sorted(perm.begin(), perm.end());
+  bool view = moved || !*keep;
+  if (moved) {
+    OpAttrs a;
+    a.perm = perm;
+    std::vector<int64_t> d;
+    for (int64_t p : perm)
+      d.push_back(xd[p]);
+    if (llvm::Error e = step(OpKind::Transpose, {v}, d, a, false, "moved"))
+      return e;
+  }
+  if (squares) {
+    OpAttrs a;
+    a.alpha = 2.0f;
+    if (llvm::Error e = step(OpKind::Pow, {v}, dims, a, false, "squared"))
+      return e;
+  }
+  std::vector<int64_t> pooled = dims;
+  for (size_t i = keptAxes; i < pooled.size(); ++i)
+    pooled[i] = 1;
+  bool tail = !sums && !view;
+  if (llvm::Error e =
+          step(OpKind::GlobalAveragePool, {v}, pooled, {}, tail, "mean"))
+    return e;
+  if (sums) {
+    tail = op != "ReduceL2" && !view;
+    ValueId c = node.scalarConstant(static_cast<float>(count));
+    if (llvm::Error e = step(OpKind::Mul, {v, c}, dims, {}, tail, "sum"))
+      return e;
+  }
+  if (op == "ReduceL2")
+    if (llvm::Error e = step(OpKind::Sqrt, {v}, dims, {}, !view, "norm"))
+      return e;
+  if (!view)
+    return llvm::Error::success();
   OpAttrs a;
-  a.shape = kept;
-  std::string name =
-      node.name().empty() ? std::string() : node.name() + "#flatten";
-  return node
-      .emit(OpKind::Reshape, {node.graph().ops[*gap].outputs[0]},
-            {{node.outputName(0), a.shape}}, a, false, name)
-      .takeError();
+  a.shape = out;
+  return step(OpKind::Reshape, {v}, out, a, true, "view");
 }
 
-/// GlobalAveragePool, or ReduceMean over every spatial axis.
+/// GlobalAveragePool, or a reduction over axes other than the batch's.
 llvm::Error importGlobal(OnnxNode &node) {
-  return node.opType() == "ReduceMean" ? importReduceMean(node)
-                                       : importGlobalAveragePool(node);
+  return node.opType() == "GlobalAveragePool" ? importGlobalAveragePool(node)
+                                              : importReduce(node);
 }
 
 void signature(llvm::raw_ostream &os, const Op &op) {
@@ -250,10 +300,11 @@ void registerPool(std::vector<OpDef> &defs) {
                   .signatureAttrs = signature,
                   .params = params,
                   .emit = emitPool});
-  // ReduceMean over all spatial axes imports as this kind too.
+  // Reductions over axes other than the batch's import through it.
   defs.push_back({.kind = OpKind::GlobalAveragePool,
                   .name = "GlobalAveragePool",
-                  .onnxTypes = {"GlobalAveragePool", "ReduceMean"},
+                  .onnxTypes = {"GlobalAveragePool", "ReduceMean", "ReduceSum",
+                                "ReduceSumSquare", "ReduceL2"},
                   .importOnnx = importGlobal,
                   .costClass = CostClass::Pooling,
                   .work = globalWork,

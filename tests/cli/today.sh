@@ -41,6 +41,8 @@ done
 COMPILE_ARGS=()
 check tv-vit 55% 60% 65% 70%
 check convnext 50% 55% 60% 65% 70%
+# Reductions over the channels, over H and W of NHWC, L2 norms and sums.
+check norms 50% 55% 60% 65% 70%
 check mobilenetv3 50% 55% 60% 65% 70%
 check efficientnet 50% 55% 60% 65% 70%
 # Exported as model zoos ship them (eval mode, torch's constant folding):

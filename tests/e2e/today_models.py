@@ -92,6 +92,46 @@ class ConvNeXt(nn.Module):
         return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
 
 
+class NormBlock(nn.Module):
+    """ConvNeXt V2's reductions: a channels-first LayerNorm written with
+    mean(1) (ReduceMean over the channels of NCHW), global response
+    normalization (torch.norm over H and W of NHWC: ReduceL2 over middle
+    axes), Swin V2's cosine similarity (F.normalize over the last axis) and
+    a sum over the channels."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.w = nn.Parameter(0.5 + torch.rand(c))
+        self.b = nn.Parameter(0.1 * torch.randn(c))
+        self.gamma = nn.Parameter(0.3 * torch.rand(c))
+        self.beta = nn.Parameter(0.1 * torch.randn(c))
+        self.fc = nn.Linear(c, c)
+
+    def forward(self, x):
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(s + 1e-6)
+        x = self.w[:, None, None] * x + self.b[:, None, None]
+        y = x.permute(0, 2, 3, 1)
+        g = torch.norm(y, p=2, dim=(1, 2), keepdim=True)
+        n = g / (g.mean(dim=-1, keepdim=True) + 1e-6)
+        y = self.gamma * (y * n) + self.beta + y
+        q = F.normalize(self.fc(y), dim=-1)
+        y = y + q * y.sum(dim=-1, keepdim=True)
+        return y.permute(0, 3, 1, 2)
+
+
+class NormNet(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 2, stride=2)
+        self.blocks = nn.Sequential(NormBlock(16), NormBlock(16))
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+
+
 class SE(nn.Module):
     def __init__(self, c, act):
         super().__init__()
@@ -341,6 +381,7 @@ MODELS = {
     "bert-base": (lambda: BERT(30522, 512, 768, 12, 12, ffn=3072), "tokens"),
     "bert": (lambda: BERT(), "tokens"),
     "convnext": (lambda: ConvNeXt(), "image"),
+    "norms": (lambda: NormNet(), "image"),
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),

@@ -96,7 +96,7 @@ def run_graph(model, params, consts, x):
         elif op == "Clip":
             lo = float(i[1]) if len(i) > 1 and i[1] is not None else a.get("min")
             hi = float(i[2]) if len(i) > 2 and i[2] is not None else a.get("max")
-            y = F.hardtanh(i[0], lo, hi)
+            y = torch.clamp(i[0], lo, hi)
         elif op in ("MaxPool", "AveragePool"):
             pads = a.get("pads", [0, 0, 0, 0])
             assert pads[0] == pads[2] and pads[1] == pads[3], "asymmetric pads"
@@ -281,9 +281,18 @@ def run_graph(model, params, consts, x):
                             0, 1)
         elif op == "HardSwish":
             y = F.hardswish(i[0])
-        elif op == "ReduceMean":
+        elif op in ("ReduceMean", "ReduceSum", "ReduceSumSquare",
+                    "ReduceL2"):
             axes = a.get("axes") or [int(v) for v in i[1]]
-            y = i[0].mean(dim=axes, keepdim=bool(a.get("keepdims", 1)))
+            keep = bool(a.get("keepdims", 1))
+            if op == "ReduceMean":
+                y = i[0].mean(dim=axes, keepdim=keep)
+            elif op == "ReduceSum":
+                y = i[0].sum(dim=axes, keepdim=keep)
+            elif op == "ReduceSumSquare":
+                y = (i[0] * i[0]).sum(dim=axes, keepdim=keep)
+            else:
+                y = torch.linalg.vector_norm(i[0], 2, dim=axes, keepdim=keep)
         elif op == "LayerNormalization":
             ax = a.get("axis", -1) % i[0].dim()
             y = F.layer_norm(i[0], i[0].shape[ax:], i[1],

@@ -1,0 +1,73 @@
+//===- OnnxImportReduceTest.cpp - Reductions over axes but the batch's ----===//
+//
+// ReduceMean, ReduceSum, ReduceSumSquare and ReduceL2 over any axes other
+// than the batch's import as the ops memfit has: the axes moved last, a
+// global average pool, the count as a factor, Sqrt, a view to ONNX's shape.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxBuilder.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using namespace memfit::test;
+using Catch::Contains;
+
+namespace {
+
+OnnxBuilder reduce(const std::string &op, std::vector<int64_t> axes,
+                   int64_t keep) {
+  // ReduceSum takes its axes as an operand from opset 13 on.
+  OnnxBuilder b(op == "ReduceSum" ? 11 : 13);
+  b.input("x", {-1, 2, 3, 5})
+      .node(op, {"x"}, {"y"},
+            {attrInts("axes", axes), attrInt("keepdims", keep)})
+      .output("y", keep ? 4 : 4 - static_cast<int>(axes.size()));
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("ReduceL2 over middle axes: moved last, squared, pooled, summed, "
+          "rooted, viewed",
+          "[onnx][import][reduce]") {
+  // torch.norm(x, dim=(1, 2), keepdim=True) of NHWC: ConvNeXt V2's GRN.
+  Graph g = importOk(reduce("ReduceL2", {1, 2}, 1), batchOf(2));
+  CHECK(opKinds(g) == std::vector<OpKind>{OpKind::Transpose, OpKind::Pow,
+                                          OpKind::GlobalAveragePool,
+                                          OpKind::Mul, OpKind::Sqrt,
+                                          OpKind::Reshape});
+  CHECK(g.ops[0].attrs.perm == std::vector<int64_t>{0, 3, 1, 2});
+  CHECK(g.ops[1].attrs.alpha == 2.0f);
+  CHECK(valueNamed(g, "y#mean").dims == std::vector<int64_t>{2, 5, 1, 1});
+  // The mean times the 2 x 3 elements it averaged.
+  const Value &count = g.values[g.ops[3].inputs[1]];
+  CHECK(count.kind == ValueKind::Weight);
+  CHECK(!count.trainable);
+  CHECK(count.data == std::vector<float>{6.0f});
+  CHECK(valueNamed(g, "y").dims == std::vector<int64_t>{2, 1, 1, 5});
+}
+
+TEST_CASE("ReduceMean over the last axes stays one pool; over the channels it "
+          "moves them",
+          "[onnx][import][reduce]") {
+  Graph last = importOk(reduce("ReduceMean", {-1}, 1), batchOf(2));
+  CHECK(opKinds(last) == std::vector<OpKind>{OpKind::GlobalAveragePool});
+  // x.mean(1, keepdim=True) of NCHW: ConvNeXt's channels-first LayerNorm.
+  Graph chan = importOk(reduce("ReduceMean", {1}, 1), batchOf(2));
+  CHECK(opKinds(chan) == std::vector<OpKind>{OpKind::Transpose,
+                                             OpKind::GlobalAveragePool,
+                                             OpKind::Reshape});
+  CHECK(valueNamed(chan, "y").dims == std::vector<int64_t>{2, 1, 3, 5});
+  Graph sum = importOk(reduce("ReduceSum", {2, 3}, 0), batchOf(2));
+  CHECK(opKinds(sum) == std::vector<OpKind>{OpKind::GlobalAveragePool,
+                                            OpKind::Mul, OpKind::Reshape});
+  CHECK(valueNamed(sum, "y").dims == std::vector<int64_t>{2, 2});
+}
+
+TEST_CASE("a reduction over the batch is refused, named",
+          "[onnx][import][reduce]") {
+  std::string err =
+      errorText(reduce("ReduceSum", {0, 1}, 1).import(batchOf(2)));
+  CHECK_THAT(err, Contains("ReduceSum over axes other than the batch's"));
+}
