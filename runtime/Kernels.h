@@ -168,9 +168,13 @@ void lrnBackward(const LRNParams &p, int64_t n, const float *x, const float *y,
 /// iteration and the task, and `firstSample` is the sub-batch's offset in
 /// the batch. The same key gives the same mask, so a recomputed forward and
 /// the backward see exactly the forward's mask.
+/// With `wholeSample` one draw (element 0's) keeps or drops the whole
+/// sample: stochastic depth (drop path), as Hugging Face's and timm's
+/// drop_path compute it.
 struct DropoutParams {
   int64_t perSample;
   float ratio;
+  bool wholeSample = false;
 };
 uint64_t dropoutKey(uint64_t seed, uint64_t iteration, uint64_t task);
 float dropoutUniform(uint64_t key, uint64_t sample, uint64_t element);

@@ -513,3 +513,27 @@ TEST_CASE("NaN replaced by a constant, and its gradient", "[kernels]") {
   activationBackward(p, 3, x.data(), dy.data(), dx.data(), false);
   CHECK(dx == std::vector<float>{1, 0, 3});
 }
+
+TEST_CASE("drop path keeps or drops whole samples", "[kernels]") {
+  // One draw per sample (element 0's): every element of a sample is kept
+  // and scaled by 1 / keep, or every one is zero.
+  const int64_t n = 400, perSample = 6;
+  DropoutParams p{.perSample = perSample, .ratio = 0.25f, .wholeSample = true};
+  std::vector<float> x(n * perSample, 2.0f), y(x.size());
+  uint64_t key = dropoutKey(7, 3, 11);
+  dropoutForward(p, n, key, 0, x.data(), y.data());
+  int64_t kept = 0;
+  for (int64_t s = 0; s < n; ++s) {
+    float first = y[s * perSample];
+    CHECK((first == 0.0f || first == 2.0f / 0.75f));
+    for (int64_t i = 1; i < perSample; ++i)
+      CHECK(y[s * perSample + i] == first);
+    kept += first != 0.0f;
+  }
+  // 300 expected of 400; 5 standard deviations is about 43.
+  CHECK(std::abs(kept - 300) < 45);
+  // The backward drops the same samples.
+  std::vector<float> dx(x.size());
+  dropoutBackward(p, n, key, 0, x.data(), dx.data(), false);
+  CHECK(dx == y);
+}

@@ -203,7 +203,7 @@ def memfit(binary, path, params):
         return "import fails", first_error(r.stderr), None
     counted = json.loads(r.stdout)["parameters"]
     r = subprocess.run([binary, "plan", path, "--batch", "2", "--budget",
-                        "100%", "-o", path + ".plan"],
+                        "100%", "-o", path + ".plan", "--force"],
                        capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         return "plan fails", first_error(r.stderr), counted

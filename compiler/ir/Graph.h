@@ -178,10 +178,11 @@ struct OpAttrs {
   bool countIncludePad = false;           // AveragePool
   bool ceilMode = false;                  // pools
   float ratio = 0.5f;                     // Dropout
-  int64_t axis = 1;                       // Concat, Flatten, Softmax
-  float padValue = 0.0f;                  // Pad (constant mode)
-  std::vector<int64_t> shape;             // Reshape target (batch at axis 0)
-  std::vector<int64_t> perm;              // Transpose (axis 0 stays first)
+  bool wholeSample = false;   // Dropout: one draw per sample (drop path)
+  int64_t axis = 1;           // Concat, Flatten, Softmax
+  float padValue = 0.0f;      // Pad (constant mode)
+  std::vector<int64_t> shape; // Reshape target (batch at axis 0)
+  std::vector<int64_t> perm;  // Transpose (axis 0 stays first)
   /// Slice: the window's start on each axis of the input (the batch's 0
   /// included) and its extents (an index selection keeps extent 1 there
   /// and drops the axis from the output's dims).

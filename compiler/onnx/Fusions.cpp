@@ -317,6 +317,39 @@ std::optional<Fusion> logSigmoid(const Matcher &m, int k,
   return Fusion{.kind = OpKind::LogSigmoid, .x = s.input(0)};
 }
 
+/// x / keep * floor(keep + rand_like(m)) around the RandomUniformLike node
+/// `k`: with m one element per sample ([N, 1, ...]) Hugging Face's
+/// drop_path (stochastic depth, BEiT, Swin, ConvNeXt), a dropout whose one
+/// draw keeps or drops the whole sample; with m of x's shape, dropout
+/// (translateFusion tells them apart by m's dims). memfit draws its own
+/// numbers, as for Dropout: the same distribution, not torch's generator.
+std::optional<Fusion> dropPath(const Matcher &m, int k,
+                               std::vector<int> &nodes) {
+  const pb::NodeProto &r = m.node(k);
+  int a = m.soleReader(r.output(0));
+  if (!m.is(a, "Add"))
+    return std::nullopt;
+  auto keep = m.scalar(m.other(a, r.output(0)));
+  if (!keep || !(*keep > 0.0f && *keep <= 1.0f))
+    return std::nullopt;
+  int f = m.soleReader(m.node(a).output(0));
+  if (!m.is(f, "Floor"))
+    return std::nullopt;
+  int mul = m.soleReader(m.node(f).output(0));
+  if (!m.is(mul, "Mul"))
+    return std::nullopt;
+  std::string scaled = m.other(mul, m.node(f).output(0));
+  int d = m.producerOf(scaled);
+  if (!m.is(d, "Div") || m.soleReader(scaled) != mul ||
+      !m.isScalar(m.node(d).input(1), *keep))
+    return std::nullopt;
+  nodes = {k, a, f, d, mul};
+  return Fusion{.kind = OpKind::Dropout,
+                .x = m.node(d).input(0),
+                .ratio = 1.0f - *keep,
+                .like = r.input(0)};
+}
+
 } // namespace
 
 void Importer::findFusions() {
@@ -341,6 +374,8 @@ void Importer::findFusions() {
       f = mish(m, k, nodes);
     else if (op == "Sigmoid")
       f = logSigmoid(m, k, nodes);
+    else if (op == "RandomUniformLike")
+      f = dropPath(m, k, nodes);
     if (!f)
       continue;
     for (int n : nodes)

@@ -38,6 +38,9 @@ const std::vector<std::string> &supportedOnnxOps() {
         all.push_back(std::string(t));
     all.push_back("Identity");
     all.push_back("Cast");
+    // In stochastic depth only (Fusions.cpp's dropPath); elsewhere its node
+    // fails, saying so.
+    all.push_back("RandomUniformLike");
     std::sort(all.begin(), all.end());
     all.erase(std::unique(all.begin(), all.end()), all.end());
     return all;
@@ -452,6 +455,10 @@ Error Importer::translate(const pb::NodeProto &n) {
     alias(n.output(0), n.input(0));
     return Error::success();
   }
+  if (op == "RandomUniformLike")
+    return fail(n, "draws random numbers other than as drop path (x / keep "
+                   "* floor(keep + rand), stochastic depth); memfit draws "
+                   "them only for Dropout and drop path");
   // Index arithmetic on the token ids is an integer program; a node that
   // reads one reads its op's value.
   if (computesOnIds(n))
@@ -640,6 +647,26 @@ Error Importer::translateFusion(const pb::NodeProto &n, const Fusion &f) {
   if (f.kind != OpKind::LayerNorm) { // one operand, the attributes below
     a.alpha = f.kind == OpKind::NanTo ? f.epsilon : a.alpha;
     a.tanhApprox = f.tanhApprox;
+    a.ratio = f.ratio;
+    if (f.kind == OpKind::Dropout) {
+      bool batched = false;
+      auto like = dimsOf(n, f.like, batched);
+      if (!like)
+        return like.takeError();
+      // A constant filled over the batch stores extent 1 there.
+      if (int32_t axis = constBatchAxis(f.like); axis >= 0)
+        (*like)[axis] = g.batch;
+      int64_t per = 1;
+      for (size_t i = 1; i < like->size(); ++i)
+        per *= (*like)[i];
+      a.wholeSample = per == 1 && like->size() == dims.size();
+      if (!a.wholeSample && *like != dims)
+        return fail(n, "multiplies " + quoteName(f.x) + " of shape " +
+                           dimsStr(dims) + " by random numbers of shape " +
+                           dimsStr(*like) +
+                           "; memfit supports them as dropout (x's shape) "
+                           "or drop path (one per sample)");
+    }
     return emit(n, f.kind, {x->second}, {{n.output(0), dims}}, a, false, name)
         .takeError();
   }

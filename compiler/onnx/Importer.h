@@ -98,6 +98,10 @@ struct Fusion {
   std::string scale = {}, bias = {};
   float epsilon = 0;       // LayerNorm; NanTo: the fill
   bool tanhApprox = false; // Gelu
+  float ratio = 0;         // Dropout
+  /// Dropout: the tensor whose shape the random numbers take, one element
+  /// per sample (drop path) or x's own (dropout).
+  std::string like = {};
 };
 
 /// An integer program on the token ids (IntPrograms.cpp): the steps from

@@ -49,6 +49,10 @@ public:
                                  bool trainable) override {
     return im.weight(n, i, declaredInit, trainable);
   }
+  bool isLiteral(int i) const override {
+    return im.hasInput(n, i) && im.isConstant(n.input(i)) &&
+           !im.isWeightSource(n.input(i));
+  }
   llvm::Expected<std::vector<float>> floatVector(int i) override {
     auto t = im.constant(n, i);
     if (!t)

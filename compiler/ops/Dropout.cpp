@@ -68,10 +68,12 @@ OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
 
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
-  return OpParamsText{"DropoutParams",
-                      llvm::formatv("{{.perSample = {0}, .ratio = {1}}",
-                                    x.elementsPerSample(), f32(op.attrs.ratio))
-                          .str()};
+  return OpParamsText{
+      "DropoutParams",
+      llvm::formatv("{{.perSample = {0}, .ratio = {1}{2}}",
+                    x.elementsPerSample(), f32(op.attrs.ratio),
+                    op.attrs.wholeSample ? ", .wholeSample = true" : "")
+          .str()};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {
@@ -96,6 +98,11 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
 
 } // namespace
 
+void signature(llvm::raw_ostream &os, const Op &op) {
+  if (op.attrs.wholeSample)
+    os << " whole_sample";
+}
+
 void registerDropout(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Dropout,
                   .name = "Dropout",
@@ -104,6 +111,7 @@ void registerDropout(std::vector<OpDef> &defs) {
                   .batchLayout = OpDef::BatchLayout::SampleMajor,
                   .mayRunInPlace = true,
                   .work = work,
+                  .signatureAttrs = signature,
                   .params = params,
                   .emit = emit});
 }

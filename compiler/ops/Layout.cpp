@@ -438,6 +438,10 @@ void registerLayout(std::vector<OpDef> &defs) {
                   .name = "Expand",
                   .onnxTypes = {"Expand"},
                   .importOnnx = importExpand,
+                  // The batch's axis is never expanded: its extent, n times
+                  // the factors beside the batch, maps the same on any
+                  // layout.
+                  .batchLayout = OpDef::BatchLayout::Any,
                   .costClass = CostClass::Copy,
                   .work = copyWork,
                   .params = expandParams,

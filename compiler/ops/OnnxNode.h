@@ -111,6 +111,9 @@ public:
   /// An integer constant operand.
   virtual llvm::Expected<IntConstant> intConstant(int i) = 0;
   virtual llvm::Expected<float> scalarFloat(int i) = 0;
+  /// Whether operand `i` is a constant that is no initializer (a Constant
+  /// node, a fold): never a parameter.
+  virtual bool isLiteral(int i) const = 0;
   /// A float32 vector constant (Resize's scales).
   virtual llvm::Expected<std::vector<float>> floatVector(int i) = 0;
   /// An integer vector constant that holds no batch symbol.

@@ -180,8 +180,104 @@ llvm::Error importReduce(OnnxNode &node) {
   return step(OpKind::Reshape, {v}, out, a, true, "view");
 }
 
-/// GlobalAveragePool, or a reduction over axes other than the batch's.
+/// InstanceNormalization (nn.InstanceNorm, and nn.GroupNorm as torch
+/// exports it: a reshape to [N, groups, -1] around it) as the ops memfit
+/// has, per sample and channel over the trailing axes: mean (a pool),
+/// x - mean, the pooled square, + eps, Sqrt, the division, then the scale
+/// and bias when they are not ones and zeros. The scale and bias are
+/// constants there (torch writes them so for GroupNorm, whose affine
+/// parameters follow as Mul and Add).
+llvm::Error importInstanceNorm(OnnxNode &node) {
+  auto x = node.activation(0);
+  auto eps = node.attrFloat("epsilon", 1e-5f);
+  if (llvm::Error e = firstError(x, eps))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  if (xd.size() < 3)
+    return node.fail("normalizes a value of shape " + dimsStr(xd) +
+                     "; InstanceNormalization needs [N, C, ...]");
+  std::vector<float> affine[2];
+  for (int i = 1; i <= 2; ++i) {
+    if (!node.isLiteral(i))
+      return node.fail(
+          llvm::formatv("operand {0} ({1}) is a parameter; memfit supports "
+                        "InstanceNormalization with constant scale and bias "
+                        "(nn.GroupNorm as torch exports it, "
+                        "nn.InstanceNorm2d without affine)",
+                        i, quoteName(node.inputName(i))));
+    auto v = node.floatVector(i);
+    if (!v)
+      return v.takeError();
+    if (static_cast<int64_t>(v->size()) != xd[1])
+      return node.fail(llvm::formatv("operand {0} has {1} elements for {2} "
+                                     "channels",
+                                     i, v->size(), xd[1]));
+    affine[i - 1] = std::move(*v);
+  }
+  std::vector<int64_t> pooled(xd.size(), 1);
+  pooled[0] = xd[0];
+  pooled[1] = xd[1];
+  std::string out = node.outputName(0);
+  bool scaled = llvm::any_of(affine[0], [](float s) { return s != 1.0f; });
+  bool shifted = llvm::any_of(affine[1], [](float b) { return b != 0.0f; });
+  ValueId v = *x;
+  auto step = [&](OpKind kind, std::vector<ValueId> in,
+                  const std::vector<int64_t> &d, OpAttrs a,
+                  const char *what) -> llvm::Error {
+    bool last = llvm::StringRef(what) == (shifted  ? "shifted"
+                                          : scaled ? "scaled"
+                                                   : "normalized");
+    std::string opName = node.name().empty() || kind == OpKind::Div
+                             ? std::string()
+                             : node.name() + "#" + what;
+    auto id = node.emit(kind, std::move(in),
+                        {{last ? out : out + "#" + what, d}}, a, false, opName);
+    if (!id)
+      return id.takeError();
+    v = node.graph().ops[*id].outputs[0];
+    return llvm::Error::success();
+  };
+  OpAttrs square;
+  square.alpha = 2.0f;
+  if (llvm::Error e = step(OpKind::GlobalAveragePool, {*x}, pooled, {}, "mean"))
+    return e;
+  ValueId mean = v;
+  if (llvm::Error e = step(OpKind::Sub, {*x, mean}, xd, {}, "centered"))
+    return e;
+  ValueId centered = v;
+  if (llvm::Error e = step(OpKind::Pow, {centered}, xd, square, "squared"))
+    return e;
+  if (llvm::Error e = step(OpKind::GlobalAveragePool, {v}, pooled, {}, "var"))
+    return e;
+  if (llvm::Error e =
+          step(OpKind::Add, {v, node.scalarConstant(*eps)}, pooled, {}, "eps"))
+    return e;
+  if (llvm::Error e = step(OpKind::Sqrt, {v}, pooled, {}, "std"))
+    return e;
+  if (llvm::Error e = step(OpKind::Div, {centered, v}, xd, {}, "normalized"))
+    return e;
+  // Per channel: [C, 1, ...] against the per-sample [C, ...].
+  std::vector<int64_t> perChannel(xd.begin() + 1, xd.end());
+  std::fill(perChannel.begin() + 1, perChannel.end(), 1);
+  for (int i = 0; i < 2; ++i) {
+    if (!(i == 0 ? scaled : shifted))
+      continue;
+    auto c = node.constantWeight(i + 1);
+    if (!c)
+      return c.takeError();
+    ValueId w = node.expandedConstant(*c, perChannel);
+    if (llvm::Error e = step(i == 0 ? OpKind::Mul : OpKind::Add, {v, w}, xd, {},
+                             i == 0 ? "scaled" : "shifted"))
+      return e;
+  }
+  return llvm::Error::success();
+}
+
+/// GlobalAveragePool, a reduction over axes other than the batch's, or
+/// InstanceNormalization, built on the pool.
 llvm::Error importGlobal(OnnxNode &node) {
+  if (node.opType() == "InstanceNormalization")
+    return importInstanceNorm(node);
   return node.opType() == "GlobalAveragePool" ? importGlobalAveragePool(node)
                                               : importReduce(node);
 }
@@ -301,14 +397,18 @@ void registerPool(std::vector<OpDef> &defs) {
                   .params = params,
                   .emit = emitPool});
   // Reductions over axes other than the batch's import through it.
-  defs.push_back({.kind = OpKind::GlobalAveragePool,
-                  .name = "GlobalAveragePool",
-                  .onnxTypes = {"GlobalAveragePool", "ReduceMean", "ReduceSum",
-                                "ReduceSumSquare", "ReduceL2"},
-                  .importOnnx = importGlobal,
-                  .costClass = CostClass::Pooling,
-                  .work = globalWork,
-                  .emit = emitGlobal});
+  defs.push_back(
+      {.kind = OpKind::GlobalAveragePool,
+       .name = "GlobalAveragePool",
+       .onnxTypes = {"GlobalAveragePool", "ReduceMean", "ReduceSum",
+                     "ReduceSumSquare", "ReduceL2", "InstanceNormalization"},
+       .importOnnx = importGlobal,
+       // Rows of trailing elements, wherever the batch lies
+       // before them (Swin V2's windows x batch on axis 0).
+       .batchLayout = OpDef::BatchLayout::Any,
+       .costClass = CostClass::Pooling,
+       .work = globalWork,
+       .emit = emitGlobal});
 }
 
 } // namespace memfit::ops

@@ -529,7 +529,8 @@ MEMFIT_HD uint64_t dropoutSampleKey(uint64_t key, int64_t firstSample,
 MEMFIT_HD float dropoutKept(const DropoutParams &p, uint64_t sampleKey,
                             int64_t i, float in) {
   const float scale = 1.0f / (1.0f - p.ratio);
-  return uniformOf(sampleKey, uint64_t(i)) >= p.ratio ? in * scale : 0.0f;
+  uint64_t element = p.wholeSample ? 0 : uint64_t(i);
+  return uniformOf(sampleKey, element) >= p.ratio ? in * scale : 0.0f;
 }
 
 /// Element `at` (of samples starting at `firstSample`) scaled and kept, or

@@ -93,7 +93,8 @@ class ConvNeXt(nn.Module):
 
 
 class NormBlock(nn.Module):
-    """ConvNeXt V2's reductions: a channels-first LayerNorm written with
+    """GroupNorm and InstanceNorm, then ConvNeXt V2's reductions: a
+    channels-first LayerNorm written with
     mean(1) (ReduceMean over the channels of NCHW), global response
     normalization (torch.norm over H and W of NHWC: ReduceL2 over middle
     axes), Swin V2's cosine similarity (F.normalize over the last axis) and
@@ -106,8 +107,12 @@ class NormBlock(nn.Module):
         self.gamma = nn.Parameter(0.3 * torch.rand(c))
         self.beta = nn.Parameter(0.1 * torch.randn(c))
         self.fc = nn.Linear(c, c)
+        # Exported as InstanceNormalization between reshapes, the affine
+        # parameters after it.
+        self.gn = nn.GroupNorm(4, c)
 
     def forward(self, x):
+        x = self.gn(x)
         u = x.mean(1, keepdim=True)
         s = (x - u).pow(2).mean(1, keepdim=True)
         x = (x - u) / torch.sqrt(s + 1e-6)
@@ -126,10 +131,12 @@ class NormNet(nn.Module):
         super().__init__()
         self.stem = nn.Conv2d(3, 16, 2, stride=2)
         self.blocks = nn.Sequential(NormBlock(16), NormBlock(16))
+        self.inorm = nn.InstanceNorm2d(16)
         self.head = nn.Linear(16, classes)
 
     def forward(self, x):
-        return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+        x = self.blocks(self.inorm(self.stem(x)))
+        return self.head(x.mean(dim=(2, 3)))
 
 
 class SE(nn.Module):

@@ -293,6 +293,9 @@ def run_graph(model, params, consts, x):
                 y = (i[0] * i[0]).sum(dim=axes, keepdim=keep)
             else:
                 y = torch.linalg.vector_norm(i[0], 2, dim=axes, keepdim=keep)
+        elif op == "InstanceNormalization":
+            y = F.instance_norm(i[0], weight=i[1], bias=i[2],
+                                eps=a.get("epsilon", 1e-5))
         elif op == "LayerNormalization":
             ax = a.get("axis", -1) % i[0].dim()
             y = F.layer_norm(i[0], i[0].shape[ax:], i[1],
