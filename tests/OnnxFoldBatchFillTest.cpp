@@ -136,3 +136,48 @@ TEST_CASE("max of scores and a constant clips them", "[onnx][import]") {
              Contains("'min2'") && Contains("of an activation and a scalar "
                                             "constant"));
 }
+
+TEST_CASE("a mask filled over the batch reshaped to [N, 1, 1, T] keeps it "
+          "on axis 0",
+          "[onnx][fold]") {
+  // DistilBERT: mask = ones(N, 3); (mask == 0).view(N, 1, 1, 3) fills
+  // scores x [N, 2, 3, 3] where true; a target that moves the batch fails.
+  auto build = [](bool moveBatch) {
+    OnnxBuilder b;
+    b.input("x", {-1, 2, 3, 3})
+        .node("Shape", {"x"}, {"s"})
+        .constInt64("i0", {1}, {0})
+        .node("Gather", {"s", "i0"}, {"n"})
+        .constInt64("three", {1}, {3})
+        .node("Concat", {"n", "three"}, {"shape"}, {attrInt("axis", 0)})
+        .node("ConstantOfShape", {"shape"}, {"mask"}, {[] {
+                pb::AttributeProto a;
+                a.set_name("value");
+                a.set_type(pb::AttributeProto::TENSOR);
+                *a.mutable_t() = floatTensor({1}, {1.0f});
+                return a;
+              }()})
+        .constFloat("zero", 0.0f)
+        .node("Equal", {"mask", "zero"}, {"pad"})
+        .constInt64("ones", {2}, {1, 1})
+        .node("Concat", {"n", moveBatch ? "three" : "ones", "three"},
+              {"target"}, {attrInt("axis", 0)});
+    if (moveBatch)
+      b.constInt64("last", {1}, {1})
+          .node("Concat", {"last", "target"}, {"t4"}, {attrInt("axis", 0)});
+    b.node("Reshape", {"pad", moveBatch ? "t4" : "target"}, {"m4"})
+        .constFloat("fill", -5.0f)
+        .node("Where", {"m4", "fill", "x"}, {"y"})
+        .output("y", 4);
+    return b;
+  };
+  Graph g = importOk(build(false), batchOf(4));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(g.ops[0].kind == OpKind::Where);
+  const Value &mask = g.values[g.ops[0].inputs[1]];
+  CHECK(mask.dims == std::vector<int64_t>{1, 1, 1, 3});
+  CHECK(mask.data == std::vector<float>{0.0f, 0.0f, 0.0f});
+  std::string err = errorText(build(true).import(batchOf(4)));
+  CHECK_THAT(err, Contains("(Reshape)") &&
+                      Contains("keep the batch alone on axis 0"));
+}

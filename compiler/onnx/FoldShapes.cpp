@@ -507,6 +507,8 @@ public:
 
   Expected<ConstTensor> reshape() {
     auto t = input(0);
+    if (t && t->batchAxis == 0)
+      return reshapeFilled(std::move(*t));
     auto shapeOp = im.intVector(n, 1);
     auto allowZero = im.attrInt(n, "allowzero", 0);
     if (!t || !shapeOp || !allowZero)
@@ -540,6 +542,46 @@ public:
                             dimsStr(*shapeOp));
     t->dims = std::move(dims);
     return std::move(*t);
+  }
+
+  /// A constant filled over the batch on axis 0 (DistilBERT's mask of
+  /// ones, mask.view(N, 1, 1, T)) reshaped to a target that keeps the batch
+  /// alone on axis 0: the stored extent 1 stays there.
+  Expected<ConstTensor> reshapeFilled(ConstTensor t) {
+    auto target = im.constant(n, 1);
+    if (!target)
+      return target.takeError();
+    const ConstTensor &s = **target;
+    std::vector<int64_t> dims;
+    int64_t known = 1, inferAt = -1;
+    bool ok = !s.isFloat() && s.dims.size() == 1 && s.numel() >= 1 &&
+              (s.isBatch(0) || s.ints[0] == 0);
+    for (int64_t i = 0; ok && i < s.numel(); ++i) {
+      int64_t d = i == 0 ? 1 : s.ints[i];
+      if (i > 0 && d == 0 && i < static_cast<int64_t>(t.dims.size()))
+        d = t.dims[i];
+      ok = i == 0 || !s.isBatch(i);
+      if (d == -1 && inferAt < 0)
+        inferAt = i;
+      else if (d <= 0)
+        ok = false;
+      else
+        known *= d;
+      dims.push_back(d);
+    }
+    if (ok && inferAt >= 0) {
+      ok = t.numel() % known == 0;
+      dims[inferAt] = ok ? t.numel() / known : 1;
+    }
+    auto total = checkedProduct(dims);
+    if (!ok || !total || *total != t.numel())
+      return im.fail(n, "reshapes a constant filled over the batch of shape " +
+                            dimsStr(t.dims) + " (the batch stored as 1) to " +
+                            s.str() +
+                            "; memfit supports such reshapes that keep the "
+                            "batch alone on axis 0");
+    t.dims = std::move(dims);
+    return t;
   }
 };
 

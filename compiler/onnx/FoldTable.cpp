@@ -61,7 +61,8 @@ const std::vector<std::string> &foldOpTypes() {
 /// Where the batch axis of a constant filled over the batch
 /// (ConstTensor::batchAxis) lands in what `n` folds from it: elementwise
 /// ops and Expand keep it (aligned from the right, extent 1 still), a
-/// CumSum along another axis too, Unsqueeze and
+/// CumSum along another axis and a Reshape keeping it on axis 0 too,
+/// Unsqueeze and
 /// Squeeze move it, Shape reads it (ShapeFolder::shape). Anything else
 /// would compute over the batch that is not stored: an error.
 static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
@@ -125,6 +126,8 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
       int64_t g = *ax + (*ax < 0 ? static_cast<int64_t>(data->size()) : 0);
       auto ri = static_cast<int64_t>(idx->size());
       at = i == 1 ? g + a : a < g ? a : a > g ? a - 1 + ri : -1;
+    } else if (op == "Reshape" && i == 0) {
+      at = out.batchAxis; // ShapeFolder::reshapeFilled kept it on axis 0
     } else if (op == "CumSum" && i == 0) {
       // Sums along another axis are the same for every sample.
       auto c = im.constant(n, 1);
@@ -178,7 +181,7 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
                             "); memfit follows such a constant through "
                             "elementwise ops, Expand, Slice, Gather, "
                             "Unsqueeze, "
-                            "Squeeze, MatMul, "
+                            "Squeeze, MatMul, Reshape keeping it on axis 0, "
                             "CumSum along another axis and Shape");
     axis = static_cast<int32_t>(at);
   }
