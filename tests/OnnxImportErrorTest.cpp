@@ -114,22 +114,22 @@ TEST_CASE("every unsupported operator at once, with its PyTorch idiom",
 
 TEST_CASE("every node that cannot be imported at once, not what reads it",
           "[onnx][errors]") {
-  // Two computations on weights memfit does not run (a cosine, an
-  // exponential), each read by an Add that would fail only because of them.
+  // Two computations on weights memfit does not run (a cosine, a sine),
+  // each read by an Add that would fail only because of them.
   OnnxBuilder b;
   b.input("x", {2, 4})
       .init("pos", {4})
       .init("table", {4})
       .node("Cos", {"pos"}, {"p"}, {}, "cos_pos")
       .node("Add", {"x", "p"}, {"a"}, {}, "add_pos")
-      .node("Exp", {"table"}, {"t"}, {}, "exp_table")
+      .node("Sin", {"table"}, {"t"}, {}, "sin_table")
       .node("Add", {"a", "t"}, {"y"}, {}, "add_table")
       .output("y", 2);
   std::string err = errorText(b.import());
   CHECK_THAT(err, Contains("'test.onnx': 2 nodes cannot be imported") &&
                       Contains("\n  node 'cos_pos' (Cos): computes on a "
                                "weight") &&
-                      Contains("\n  node 'exp_table' (Exp): computes on a "
+                      Contains("\n  node 'sin_table' (Sin): computes on a "
                                "weight") &&
                       Contains("--constants makes it a constant"));
   CHECK_THAT(err, !Contains("add_pos") && !Contains("add_table"));

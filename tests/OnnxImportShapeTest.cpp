@@ -421,9 +421,11 @@ TEST_CASE("A declared weight transposed other than as a 2-D matrix",
       .node("Transpose", {"w"}, {"wt"}, {attrInts("perm", {2, 1, 0})}, "t")
       .node("MatMul", {"x", "wt"}, {"y"})
       .output("y", 3);
-  // Permuted as a value, it is no MatMul weight operand.
+  // Permuted as a value, it is no MatMul weight operand, and it has no
+  // batch to multiply the activation's by.
   CHECK_THAT(errorText(b.import(batchOf(2))),
-             Contains("('wt') is computed from the weight 'w'"));
+             Contains("by 'wt' of shape [3, 3, 3]") &&
+                 Contains("computed from weights"));
 }
 
 TEST_CASE("Slice reads its operands alike folded and translated",

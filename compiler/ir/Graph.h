@@ -134,6 +134,7 @@ enum class OpKind : uint8_t {
   Mish,
   Celu,
   LogSigmoid,
+  Exp,
   /// Forward-only index arithmetic on the token ids (position ids from
   /// cumsum(ids != pad)); its steps are OpAttrs::program.
   IntProgram, // the last kind (OpRegistryTest counts them to it)

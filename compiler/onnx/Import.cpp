@@ -13,6 +13,7 @@
 #include "compiler/ops/OpDef.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
@@ -495,6 +496,34 @@ Error Importer::translate(const pb::NodeProto &n) {
     if (src.declared)
       return translateOnWeights(n);
   }
+  // An activation function of a parameter (Swin V2's
+  // clamp(logit_scale).exp()) computes on its value.
+  static const llvm::StringSet<> kUnaryOnWeights = {
+      "Clip", "Max",  "Min", "Exp", "Relu",   "Sigmoid",
+      "Tanh", "Sqrt", "Pow", "Neg", "Softmax"};
+  if (kUnaryOnWeights.contains(op) && hasInput(n, 0) &&
+      !isActivation(n.input(0)) && !buffers.count(n.input(0))) {
+    auto src = sources.find(n.input(0));
+    if (src != sources.end() &&
+        (src->second.declared ||
+         (src->second.init &&
+          src->second.init->data_type() == pb::TensorProto::FLOAT)))
+      return translateOnWeights(n);
+  }
+  // A constant table through a layer (Swin V2's relative coordinates
+  // through its position-bias MLP): the table is a value without a batch.
+  if ((op == "MatMul" || op == "Gemm") && n.input_size() >= 2 &&
+      !isActivation(n.input(0)) && consts.count(n.input(0)) &&
+      consts.at(n.input(0))->isFloat() && !sources.count(n.input(0)) &&
+      (isWeightSource(n.input(1)) || transposedWeights.count(n.input(1)))) {
+    auto v = liftWeight(n, n.input(0));
+    if (!v)
+      return v.takeError();
+    pb::NodeProto &copy = liftedNodes.emplace_back(n);
+    nodeIndex[&copy] = nodeIndex.at(&n);
+    copy.set_input(0, g.values[*v].name);
+    return translate(copy);
+  }
   if (op == "Expand" && isActivation(n.input(0)) &&
       !g.values[values.at(n.input(0))].batched && expandsOverBatch(n))
     return Error::success();
@@ -586,7 +615,9 @@ bool Importer::readsDeclaredWeightAsValue(const pb::NodeProto &n) const {
   // an op that has no weight operand of its own, or one of Add, Sub, Mul
   // and Div that reads no activation (1 + w), computes on it.
   llvm::StringRef op = n.op_type();
-  if (!computesOnWeights(op) || op == "Gather")
+  // Gather, MatMul and Gemm read a weight in their weight slots.
+  if (!computesOnWeights(op) || op == "Gather" || op == "MatMul" ||
+      op == "Gemm")
     return false;
   bool declared = false, activations = false;
   for (int i = 0; i < n.input_size(); ++i) {

@@ -155,7 +155,9 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
 
 static constexpr llvm::StringRef kWeightValueOps[] = {
     "Slice", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Add",
-    "Sub",   "Mul",       "Div",     "Neg",     "Cast",      "Gather"};
+    "Sub",   "Mul",       "Div",     "Neg",     "Cast",      "Gather",
+    "Clip",  "Max",       "Min",     "Exp",     "Relu",      "Sigmoid",
+    "Tanh",  "Sqrt",      "Pow",     "MatMul",  "Gemm",      "Softmax"};
 
 bool computesOnWeights(llvm::StringRef opType) {
   return llvm::is_contained(kWeightValueOps, opType);
@@ -199,7 +201,8 @@ Error Importer::weightValueError(const pb::NodeProto &n, int i) const {
   return fail(
       n, operand(n, i) + " is computed from " + from + "; memfit computes on " +
              "weights with " + weightValueOps() +
-             " and reads the result as an operand of Add, Sub, Mul or Div" +
+             " and reads the result as the data operand of an op (not in a "
+             "weight slot: a Conv's or Gemm's weight, an embedding table)" +
              (declared ? "; a buffer such as a mask or a table needs its "
                          "values in the file (export it as an initializer)"
                        : "; if it is a buffer, not a parameter, --constants "
@@ -333,6 +336,11 @@ Expected<ValueId> Importer::materialize(const pb::NodeProto &n,
                                       "is a trainable weight elsewhere"));
     return done->second;
   }
+  if (auto it = values.find(name);
+      it != values.end() && !g.values[it->second].batched)
+    for (int i = 0; i < n.input_size(); ++i)
+      if (n.input(i) == name)
+        return weightValueError(n, i);
   if (auto it = values.find(name); it != values.end())
     return fail(n, qname +
                        " must be a weight (an initializer); it is computed "

@@ -201,6 +201,7 @@ constexpr Activation kActivations[] = {
     {OpKind::Mish, RtAct::Mish, transcendental},
     {OpKind::Celu, RtAct::Celu, transcendental},
     {OpKind::LogSigmoid, RtAct::LogSigmoid, transcendental},
+    {OpKind::Exp, RtAct::Exp, transcendental},
 };
 // One autodiff rule serves both forms of Gelu.
 static_assert(runtimeKind(RtAct::Gelu).reads ==

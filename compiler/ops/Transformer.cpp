@@ -46,6 +46,15 @@ llvm::Error emitBatchMatMul(OnnxNode &node, ValueId a, ValueId b,
     ok = std::equal(ad.begin() + 1, ad.end() - 2, bd.begin() + 1);
   }
   const Value &va = node.graph().values[a], &vb = node.graph().values[b];
+  // A value computed from weights has no batch axis to pair with the
+  // other's: its products would read past it at the second sample.
+  if (va.batched != vb.batched)
+    return node.fail("multiplies " + quoteName(va.name) + " of shape " +
+                     dimsStr(ad) + " by " + quoteName(vb.name) + " of shape " +
+                     dimsStr(bd) + ", " +
+                     (va.batched ? "the second" : "the first") +
+                     " computed from weights; memfit multiplies such a value "
+                     "only by another one (or as a Gemm's weight)");
   // The products of a sample must be contiguous: the batch outermost.
   ok = ok && va.batchAxis == 0 && vb.batchAxis == 0 && va.batchOuter == 1 &&
        vb.batchOuter == 1;
@@ -455,9 +464,38 @@ llvm::Expected<EmittedCall> whereEmit(EmitContext &x) {
 
 // --- Embedding: Gather of a weight table ---
 
+/// Rows of a value without a batch looked up at constant indices (Swin
+/// V2's position-bias table, computed by an MLP, gathered by the relative
+/// position index): a lookup in that value, whose gradient adds the rows
+/// back (BP-data).
+llvm::Error importGatherOfValue(OnnxNode &node, ValueId table) {
+  auto axis = node.attrInt("axis", 0);
+  if (!axis)
+    return axis.takeError();
+  std::vector<int64_t> td = dimsOfValue(node, table);
+  if (*axis != 0 || td.size() != 2)
+    return node.fail("memfit supports Gather of a value computed from "
+                     "weights as a lookup of rows (axis 0) of a 2-D value");
+  auto idx = node.constantWeight(1);
+  if (!idx)
+    return idx.takeError();
+  std::vector<int64_t> out = dimsOfValue(node, *idx);
+  out.push_back(td[1]);
+  OutSpec o{node.outputName(0), out};
+  o.unbatched = true;
+  return node.emit(OpKind::Embedding, {table, *idx}, {o}).takeError();
+}
+
 llvm::Error importGather(OnnxNode &node) {
-  if (node.isActivation(node.inputName(0)))
+  if (node.isActivation(node.inputName(0))) {
+    auto x = node.activation(0);
+    if (!x)
+      return x.takeError();
+    if (!node.graph().values[*x].batched && !node.isIndices(1) &&
+        !node.isActivation(node.inputName(1)))
+      return importGatherOfValue(node, *x);
     return importIndexSelect(node);
+  }
   auto table = node.weight(0, WeightInit::HeNormal, true);
   auto axis = node.attrInt("axis", 0);
   if (llvm::Error e = firstError(table, axis))
@@ -524,6 +562,12 @@ llvm::Expected<EmittedCall> embeddingEmit(EmitContext &x) {
                                x.value(y))
                            .str()};
   case TaskKind::BackwardWeight:
+    return EmittedCall{
+        formatv("x.embeddingBackward({0}, {1}, {2}, {3}, {4}, {5})", x.params,
+                ids, fixedIds, x.grad(y), x.gradIfWritten(table),
+                x.accumulates(table))
+            .str()};
+  case TaskKind::BackwardData: // a lookup in a value (importGatherOfValue)
     return EmittedCall{
         formatv("x.embeddingBackward({0}, {1}, {2}, {3}, {4}, {5})", x.params,
                 ids, fixedIds, x.grad(y), x.gradIfWritten(table),
@@ -606,6 +650,7 @@ void registerTransformer(std::vector<OpDef> &defs) {
                   // embedding's own operands (a table, ids) have no batch
                   // axis to move.
                   .batchLayout = OpDef::BatchLayout::Any,
+                  .dataGradReads = embeddingReads,
                   .weightGradReads = embeddingReads,
                   .costClass = CostClass::Copy,
                   .work = embeddingWork,

@@ -102,6 +102,8 @@ MEMFIT_HD float activation(const ActParams &p, float v) {
     return v > 0 ? v : (::expf(v * (1.0f / p.alpha)) - 1.0f) * p.alpha;
   case ActKind::LogSigmoid:
     return (v < 0 ? v : 0.0f) - ::log1pf(::expf(-::fabsf(v)));
+  case ActKind::Exp:
+    return float(::exp(double(v)));
   }
   return 0;
 }
@@ -171,6 +173,8 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
     float maxDeriv = x < 0 ? 1.0f : 0.0f, sign = x < 0 ? 1.0f : -1.0f;
     return dy * (maxDeriv - sign * (z / (1.0f + z)));
   }
+  case ActKind::Exp:
+    return dy * y;
   }
   return 0;
 }

@@ -2,7 +2,10 @@
 # Weights are values: a decoder that computes on its weights the way real
 # models do (a position table sliced to the sequence length, Gemma's
 # RMSNorm scale 1 + w, a relative position table permuted to heads first,
-# an output projection tied to the embedding through a Transpose), exported
+# an output projection tied to the embedding through a Transpose; Swin V2's
+# cosine attention scaled by clamp(logit_scale).exp() and its position bias,
+# an MLP over a constant coordinate table gathered by a relative index,
+# 16 * sigmoid of it), exported
 # by torch, compiled under budgets from the whole batch to one sample per
 # sub-batch and with the weights homed on the host, trained with AdamW on
 # the CPU emulation and compared with the torch module itself (float64).
@@ -21,6 +24,7 @@ cat >model.py <<'PYEOF'
 import math
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 V, D, H, T, MAXT = 50, 16, 2, 8, 12
 
@@ -42,14 +46,22 @@ class Decoder(nn.Module):
         s.rel = nn.Parameter(0.1 * torch.randn(T, T, H))
         s.n1, s.n2 = RMSNorm(), RMSNorm()
         s.qkv, s.o = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        s.logit = nn.Parameter(torch.log(10 * torch.ones(H, 1, 1)))
+        s.cpb = nn.Sequential(nn.Linear(1, 16), nn.ReLU(),
+                              nn.Linear(16, H, bias=False))
 
     def forward(s, x):
         B, t = x.shape
         h = s.emb(x) + s.pos[:, :t]
         q, k, v = s.qkv(s.n1(h)).split(D, dim=2)
         q, k, v = (z.view(B, t, H, D // H).transpose(1, 2) for z in (q, k, v))
-        att = q @ k.transpose(-2, -1) / math.sqrt(D // H)
+        att = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        att = att * torch.clamp(s.logit, max=math.log(100)).exp()
         att = att + s.rel.permute(2, 0, 1)
+        coords = torch.arange(-(t - 1), t, dtype=s.logit.dtype)[:, None] / t
+        idx = torch.arange(t)[:, None] - torch.arange(t)[None, :] + t - 1
+        bias = s.cpb(coords)[idx.reshape(-1)].view(t, t, H).permute(2, 0, 1)
+        att = att + 16 * torch.sigmoid(bias)
         y = (torch.softmax(att, -1) @ v).transpose(1, 2).reshape(B, t, D)
         h = h + s.o(y)
         return s.n2(h) @ s.emb.weight.t()
@@ -133,7 +145,7 @@ assert worst <= 1e-5
 PYEOF
 }
 run whole --budget 1GiB
-run tight --budget 40KiB
+run tight --budget 42KiB
 grep -q "OneSample one(x);" tight/src/round_0.cpp ||
   fail "the computations on weights do not run on one sample"
 run homed --budget 30KiB --host-budget 64KiB
