@@ -146,3 +146,26 @@ TEST_CASE("computations on weights memfit does not run are named",
   CHECK_THAT(err, Contains("'gemm'"));
   CHECK_THAT(err, Contains("('w2') is computed from the weight 'w'"));
 }
+
+TEST_CASE("a value varying along two runs of axes is expanded between them",
+          "[onnx][import][weights]") {
+  // DeBERTa's query bias: b [4] viewed [1, 1, 2, 2], moved to [1, 2, 1, 2]
+  // over q [N, 2, 3, 2]; expanded to [1, 2, 3, 2] it varies along one run.
+  OnnxBuilder b;
+  b.input("q", {-1, 2, 3, 2})
+      .init("b", {4})
+      .constInt64("shape", {4}, {1, 1, 2, 2})
+      .node("Reshape", {"b", "shape"}, {"b4"})
+      .node("Transpose", {"b4"}, {"bt"}, {attrInts("perm", {0, 2, 1, 3})})
+      .node("Add", {"q", "bt"}, {"y"}, {}, "add")
+      .output("y", 4);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 5);
+  CHECK(g.ops[3].kind == OpKind::Expand);
+  CHECK(g.ops[3].name == "add#tiled");
+  const Value &tiled = g.values[g.ops[3].outputs[0]];
+  CHECK(!tiled.batched);
+  CHECK(tiled.dims == std::vector<int64_t>{1, 2, 3, 2});
+  CHECK(g.ops[4].kind == OpKind::Add);
+  CHECK(g.ops[4].inputs[1] == g.ops[3].outputs[0]);
+}

@@ -148,6 +148,10 @@ llvm::Error importBinary(OnnxNode &node) {
                      "its axes, the larger one computed (not a weight "
                      "itself)");
   const Value &wv = node.graph().values[*w];
+  // The broadcast operand's dims aligned to x's rank, numpy style (ALiBi's
+  // [heads, 1, T] over [N, heads, T, T]).
+  if (!ok && padded.size() < xd.size())
+    padded.insert(padded.begin(), xd.size() - padded.size(), 1);
   if (!ok && !wv.trainable && !wv.data.empty() && padded.size() == xd.size() &&
       padded[0] == 1) {
     // A constant varying along separate runs of axes (Swin's window mask
@@ -168,6 +172,35 @@ llvm::Error importBinary(OnnxNode &node) {
     }
     if (fits && first > 0) {
       w = node.expandedConstant(*w, tiled);
+      wd = tiled;
+      ok = true;
+    }
+  } else if (!ok && wv.kind == ValueKind::Activation && !wv.batched &&
+             padded.size() == xd.size() && padded[0] == 1) {
+    // A value computed from weights that way (DeBERTa's query bias
+    // [1, heads, 1, d] over [N, heads, T, d]): expanded over the axes
+    // between (its gradient sums them back), it varies along one run.
+    std::vector<int64_t> tiled = padded;
+    int first = -1, last = -1;
+    for (int i = 1; i < (int)padded.size(); ++i)
+      if (padded[i] != 1) {
+        first = first < 0 ? i : first;
+        last = i;
+      }
+    bool fits = first > 0;
+    for (int i = 1; i < (int)padded.size(); ++i) {
+      fits = fits && (padded[i] == 1 || padded[i] == xd[i]);
+      if (i > first && i < last)
+        tiled[i] = xd[i];
+    }
+    if (fits && wd.size() == tiled.size()) {
+      std::string name = node.outputName(0) + "#tiled";
+      std::string opName = node.name().empty() ? "" : node.name() + "#tiled";
+      auto e =
+          node.emit(OpKind::Expand, {*w}, {{name, tiled}}, {}, false, opName);
+      if (!e)
+        return e.takeError();
+      w = node.graph().ops[*e].outputs[0];
       wd = tiled;
       ok = true;
     }

@@ -5,7 +5,8 @@
 # an output projection tied to the embedding through a Transpose; Swin V2's
 # cosine attention scaled by clamp(logit_scale).exp() and its position bias,
 # an MLP over a constant coordinate table gathered by a relative index,
-# 16 * sigmoid of it), exported
+# 16 * sigmoid of it; DeBERTa's query bias [1, heads, 1, d] added over
+# [N, heads, T, d]), exported
 # by torch, compiled under budgets from the whole batch to one sample per
 # sub-batch and with the weights homed on the host, trained with AdamW on
 # the CPU emulation and compared with the torch module itself (float64).
@@ -47,6 +48,7 @@ class Decoder(nn.Module):
         s.n1, s.n2 = RMSNorm(), RMSNorm()
         s.qkv, s.o = nn.Linear(D, 3 * D), nn.Linear(D, D)
         s.logit = nn.Parameter(torch.log(10 * torch.ones(H, 1, 1)))
+        s.qb = nn.Parameter(0.1 * torch.randn(D))  # DeBERTa's query bias
         s.cpb = nn.Sequential(nn.Linear(1, 16), nn.ReLU(),
                               nn.Linear(16, H, bias=False))
 
@@ -55,6 +57,7 @@ class Decoder(nn.Module):
         h = s.emb(x) + s.pos[:, :t]
         q, k, v = s.qkv(s.n1(h)).split(D, dim=2)
         q, k, v = (z.view(B, t, H, D // H).transpose(1, 2) for z in (q, k, v))
+        q = q + s.qb.view(1, 1, H, D // H).transpose(1, 2)
         att = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
         att = att * torch.clamp(s.logit, max=math.log(100)).exp()
         att = att + s.rel.permute(2, 0, 1)
