@@ -501,9 +501,13 @@ Error Importer::translate(const pb::NodeProto &n) {
   static const llvm::StringSet<> kUnaryOnWeights = {
       "Clip", "Max",  "Min", "Exp", "Relu",   "Sigmoid",
       "Tanh", "Sqrt", "Pow", "Neg", "Softmax"};
-  if (kUnaryOnWeights.contains(op) && hasInput(n, 0) &&
-      !isActivation(n.input(0)) && !buffers.count(n.input(0))) {
-    auto src = sources.find(n.input(0));
+  // So does a Concat of parameters (MobileBERT's output table, the
+  // embedding transposed beside a dense weight).
+  for (int i = 0; i < (op == "Concat" ? n.input_size() : 1); ++i) {
+    if (!(kUnaryOnWeights.contains(op) || op == "Concat") || !hasInput(n, i) ||
+        isActivation(n.input(i)) || buffers.count(n.input(i)))
+      continue;
+    auto src = sources.find(n.input(i));
     if (src != sources.end() &&
         (src->second.declared ||
          (src->second.init &&

@@ -154,10 +154,10 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
 }
 
 static constexpr llvm::StringRef kWeightValueOps[] = {
-    "Slice", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Add",
-    "Sub",   "Mul",       "Div",     "Neg",     "Cast",      "Gather",
-    "Clip",  "Max",       "Min",     "Exp",     "Relu",      "Sigmoid",
-    "Tanh",  "Sqrt",      "Pow",     "MatMul",  "Gemm",      "Softmax"};
+    "Slice",  "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Add",  "Sub",
+    "Mul",    "Div",       "Neg",     "Cast",    "Gather",    "Clip", "Max",
+    "Min",    "Exp",       "Relu",    "Sigmoid", "Tanh",      "Sqrt", "Pow",
+    "MatMul", "Gemm",      "Softmax", "Concat"};
 
 bool computesOnWeights(llvm::StringRef opType) {
   return llvm::is_contained(kWeightValueOps, opType);

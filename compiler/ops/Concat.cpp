@@ -38,7 +38,19 @@ llvm::Error importConcat(OnnxNode &node) {
   if (axis < 0 || axis >= rank)
     return node.fail(llvm::formatv("axis {0} is out of range for rank {1}",
                                    *axisAttr, rank));
-  if (axis == 0)
+  // Values computed from weights join among themselves only: one without
+  // a batch has none to pair with a batched one's samples.
+  const Graph &g = node.graph();
+  bool anyBatched = false, allBatched = true;
+  for (ValueId v : inputs) {
+    anyBatched = anyBatched || g.values[v].batched;
+    allBatched = allBatched && g.values[v].batched;
+  }
+  if (anyBatched && !allBatched)
+    return node.fail("concatenates values computed from the data input with "
+                     "values computed from weights only; memfit concatenates "
+                     "values of one kind");
+  if (axis == 0 && anyBatched)
     return node.fail("concatenates along axis 0, which would move the batch "
                      "off axis 0");
   out[axis] = 0;
@@ -76,17 +88,19 @@ void signature(llvm::raw_ostream &os, const Op &op) {
 }
 
 /// Rows per sample: the elements of the axes between the batch and the
-/// concatenated one (1 along axis 1).
+/// concatenated one (1 along axis 1); without a batch, of the axes before
+/// it (the whole value is the one sample).
 int64_t rowsOf(const Graph &g, const Op &op) {
   const Value &y = g.value(op.outputs[0]);
   int64_t rows = 1;
-  for (int64_t i = 1; i < op.attrs.axis; ++i)
+  for (int64_t i = y.batched ? 1 : 0; i < op.attrs.axis; ++i)
     rows *= y.dims[i];
   return rows;
 }
 
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
-  if (!g.value(op.outputs[0]).canonical() || op.attrs.axis < 1)
+  const Value &y = g.value(op.outputs[0]);
+  if (!y.canonical() || (op.attrs.axis < 1 && y.batched))
     return unsupportedByRuntime(op, "concatenation needs the batch alone on "
                                     "axis 0");
   return OpParamsText{};

@@ -6,7 +6,7 @@
 # cosine attention scaled by clamp(logit_scale).exp() and its position bias,
 # an MLP over a constant coordinate table gathered by a relative index,
 # 16 * sigmoid of it; DeBERTa's query bias [1, heads, 1, d] added over
-# [N, heads, T, d]), exported
+# [N, heads, T, d]; halves of a table joined by a Concat), exported
 # by torch, compiled under budgets from the whole batch to one sample per
 # sub-batch and with the weights homed on the host, trained with AdamW on
 # the CPU emulation and compared with the torch module itself (float64).
@@ -54,13 +54,15 @@ class Decoder(nn.Module):
 
     def forward(s, x):
         B, t = x.shape
-        h = s.emb(x) + s.pos[:, :t]
+        p = s.pos[:, :t]  # joined again, RoFormer's sin/cos interleave
+        h = s.emb(x) + torch.cat([p[..., :D // 2], 2 * p[..., D // 2:]], -1)
         q, k, v = s.qkv(s.n1(h)).split(D, dim=2)
         q, k, v = (z.view(B, t, H, D // H).transpose(1, 2) for z in (q, k, v))
         q = q + s.qb.view(1, 1, H, D // H).transpose(1, 2)
         att = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
         att = att * torch.clamp(s.logit, max=math.log(100)).exp()
-        att = att + s.rel.permute(2, 0, 1)
+        rel = torch.cat([s.rel[..., :1], 1.5 * s.rel[..., 1:]], -1)
+        att = att + rel.permute(2, 0, 1)
         coords = torch.arange(-(t - 1), t, dtype=s.logit.dtype)[:, None] / t
         idx = torch.arange(t)[:, None] - torch.arange(t)[None, :] + t - 1
         bias = s.cpb(coords)[idx.reshape(-1)].view(t, t, H).permute(2, 0, 1)
