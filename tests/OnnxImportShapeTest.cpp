@@ -460,3 +460,18 @@ TEST_CASE("Slice reads its operands alike folded and translated",
                Contains("'sl' (Slice)") &&
                    Contains("starts, ends, axes and steps differ in length"));
 }
+
+TEST_CASE("Gather of an activation by a one-element index keeps the axis",
+          "[onnx][import]") {
+  // Falcon's fused_qkv[..., [-2], :]: x [N, 2, 3, 4] at index [-2] on axis 2.
+  OnnxBuilder b;
+  b.input("x", {-1, 2, 3, 4})
+      .constInt64("i", {1}, {-2})
+      .node("Gather", {"x", "i"}, {"y"}, {attrInt("axis", 2)})
+      .output("y", 4);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Slice});
+  CHECK(g.ops[0].attrs.starts == std::vector<int64_t>{0, 0, 1, 0});
+  CHECK(g.ops[0].attrs.extents == std::vector<int64_t>{2, 2, 1, 4});
+  CHECK(valueNamed(g, "y").dims == std::vector<int64_t>{2, 2, 1, 4});
+}

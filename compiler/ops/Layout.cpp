@@ -66,12 +66,15 @@ llvm::Error importIndexSelect(OnnxNode &node) {
   std::vector<int64_t> xd = dimsOfValue(node, *x);
   auto rank = static_cast<int64_t>(xd.size());
   int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
-  if (idx->isFloat || idx->numel() != 1 || !idx->dims.empty() ||
+  // A one-element index keeps the axis (x[..., [i], :], Falcon's fused
+  // query-key-value split); a scalar drops it.
+  bool keep = idx->dims == std::vector<int64_t>{1};
+  if (idx->isFloat || idx->numel() != 1 || (!idx->dims.empty() && !keep) ||
       idx->isBatch(0) || axis < 0 || axis >= rank ||
       axis == batchAxisOf(node, *x))
     return node.fail("memfit supports Gather of an activation only as an "
-                     "index selection (x[:, i]): a scalar constant index on "
-                     "an axis other than the batch's");
+                     "index selection (x[:, i]): a scalar (or one-element) "
+                     "constant index on an axis other than the batch's");
   if (llvm::Error e = checkRank(node, xd, node.graph().values[*x].batched))
     return e;
   int64_t i = idx->ints[0] < 0 ? idx->ints[0] + xd[axis] : idx->ints[0];
@@ -83,10 +86,10 @@ llvm::Error importIndexSelect(OnnxNode &node) {
   starts[axis] = i;
   extents[axis] = 1;
   for (int64_t k = 0; k < rank; ++k)
-    if (k != axis)
-      out.push_back(xd[k]);
+    if (k != axis || keep)
+      out.push_back(k == axis ? 1 : xd[k]);
   return emitSlice(node, *x, node.outputName(0), starts, extents, out, {},
-                   axis);
+                   keep ? -1 : axis);
 }
 
 namespace {

@@ -130,14 +130,14 @@ echo "$out" | grep -q "the table has rows 0 to 95" ||
   fail "unclear --freeze-rows error: $out"
 
 "$PY" "$SRC/tools/model-suite.py" "$MEMFIT" suite \
-  --families "BERT,DeBERTa-v2,ALBERT,OPT,Mistral,Phi,ViT,MobileViT,MPNet,XLM-RoBERTa,DistilBERT,Swin V2,BEiT,ConvNeXt V2,PoolFormer" \
+  --families "BERT,DeBERTa-v2,ALBERT,OPT,Mistral,Phi,ViT,MobileViT,MPNet,XLM-RoBERTa,DistilBERT,Swin V2,BEiT,ConvNeXt V2,PoolFormer,DeBERTa,MPT,RoFormer,Falcon" \
   --json suite.json >suite.log 2>&1 || { cat suite.log; fail "model-suite"; }
 "$PY" - <<'PYEOF' || { cat suite.log; fail "a family no longer plans"; }
 import json
 rows = json.load(open("suite.json"))["rows"]
 bad = [r for r in rows if r["status"] != "plans and verifies"]
 print(f"hf_models: {len(rows) - len(bad)} of {len(rows)} families plan and verify")
-assert len(rows) == 15 and not bad, bad
+assert len(rows) == 19 and not bad, bad
 PYEOF
 # ALBERT shares one layer's weights across its layers and ties its output
 # to the embedding: torch's constant folding copies them, and inspect says
