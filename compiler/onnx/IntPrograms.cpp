@@ -109,6 +109,13 @@ bool Importer::computesOnIds(const pb::NodeProto &n) const {
         return false;
     } else if (!isConstant(name)) {
       return false; // a float operand: the program is read by a float op
+    } else if (auto c = consts.find(name);
+               c != consts.end() && c->second->isFloat()) {
+      // A float that is no integer ((1 - mask) * float.min): the float op
+      // computes it on the program's value.
+      for (float v : c->second->floats)
+        if (!(std::nearbyint(v) == v && std::abs(v) < 1e15f))
+          return false;
     }
   }
   return ids;

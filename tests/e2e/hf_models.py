@@ -47,4 +47,8 @@ class Logits(torch.nn.Module):
         # An encoder-decoder reads the tokens on both sides.
         if isinstance(s.m, tf.T5ForConditionalGeneration):
             return s.m(input_ids=x, decoder_input_ids=x).logits
+        # Padding masked as users do, from the ids (an integer program
+        # with a float output).
+        if isinstance(s.m, tf.RobertaForMaskedLM):
+            return s.m(input_ids=x, attention_mask=(x != 0).long()).logits
         return s.m(input_ids=x).logits
