@@ -82,7 +82,7 @@ struct ActParams {
   ActKind kind;
   float alpha = 0; // LeakyRelu slope; HardSigmoid alpha; Pow exponent; NanTo
                    // fill; Celu alpha
-  float lo = 0, hi = 0; // Clip bounds
+  float lo = 0, hi = 0; // Clip bounds; Sqrt: lo != 0, a norm's (0 at 0)
   float beta = 0;       // HardSigmoid beta
 };
 /// What the derivative of `k` reads: y (Output), x (Input) or neither.

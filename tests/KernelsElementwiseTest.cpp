@@ -537,3 +537,19 @@ TEST_CASE("drop path keeps or drops whole samples", "[kernels]") {
   dropoutBackward(p, n, key, 0, x.data(), dx.data(), false);
   CHECK(dx == y);
 }
+
+TEST_CASE("a norm's square root has derivative 0 at zero", "[kernels]") {
+  // ReduceL2 of a zero vector: torch.norm's subgradient, not 0 * inf. A
+  // plain Sqrt keeps its infinite derivative there.
+  ActParams norm{ActKind::Sqrt};
+  norm.lo = 1.0f;
+  float y = 0.0f, dy = 3.0f, dx = -1.0f;
+  activationBackward(norm, 1, &y, &dy, &dx, false);
+  CHECK(dx == 0.0f);
+  ActParams plain{ActKind::Sqrt};
+  activationBackward(plain, 1, &y, &dy, &dx, false);
+  CHECK(std::isinf(dx));
+  float y4 = 2.0f;
+  activationBackward(norm, 1, &y4, &dy, &dx, false);
+  CHECK(dx == 0.75f);
+}

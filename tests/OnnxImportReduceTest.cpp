@@ -45,6 +45,8 @@ TEST_CASE("ReduceL2 over middle axes: moved last, squared, pooled, summed, "
   CHECK(count.kind == ValueKind::Weight);
   CHECK(!count.trainable);
   CHECK(count.data == std::vector<float>{6.0f});
+  // The root's derivative is 0 at a zero norm (ActParams::lo).
+  CHECK(g.ops[4].attrs.minValue == 1.0f);
   CHECK(valueNamed(g, "y").dims == std::vector<int64_t>{2, 1, 1, 5});
 }
 

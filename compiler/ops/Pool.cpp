@@ -170,9 +170,12 @@ llvm::Error importReduce(OnnxNode &node) {
     if (llvm::Error e = step(OpKind::Mul, {v, c}, dims, {}, tail, "sum"))
       return e;
   }
-  if (op == "ReduceL2")
-    if (llvm::Error e = step(OpKind::Sqrt, {v}, dims, {}, !view, "norm"))
+  if (op == "ReduceL2") {
+    OpAttrs root;
+    root.minValue = 1.0f; // the derivative at a zero norm is 0 (ActParams)
+    if (llvm::Error e = step(OpKind::Sqrt, {v}, dims, root, !view, "norm"))
       return e;
+  }
   if (!view)
     return llvm::Error::success();
   OpAttrs a;

@@ -125,7 +125,9 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
   case ActKind::Clip:
     return y > p.lo && y < p.hi ? dy : 0.0f;
   case ActKind::Sqrt:
-    return dy / (2.0f * y);
+    // A norm's root (ReduceL2) takes torch.norm's subgradient 0 at a zero
+    // vector, where x / sqrt(...) would give 0 * inf.
+    return p.lo != 0 && y == 0 ? 0.0f : dy / (2.0f * y);
   case ActKind::Erf:
     return float(double(dy) * M_2_SQRTPI * ::exp(-double(x) * double(x)));
   case ActKind::HardSigmoid: {
