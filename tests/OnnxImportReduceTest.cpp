@@ -73,3 +73,26 @@ TEST_CASE("a reduction over the batch is refused, named",
       errorText(reduce("ReduceSum", {0, 1}, 1).import(batchOf(2)));
   CHECK_THAT(err, Contains("ReduceSum over axes other than the batch's"));
 }
+
+TEST_CASE("reductions of constants fold", "[onnx][import][reduce]") {
+  // x [N, 2] * ReduceSum(c, axes=[1], keepdims=0) + ReduceMax(c, axes=[0]),
+  // c = [[1, 2], [3, 4]]: x * [3, 7] + [3, 4].
+  OnnxBuilder b(11);
+  pb::AttributeProto value;
+  value.set_name("value");
+  value.set_type(pb::AttributeProto::TENSOR);
+  *value.mutable_t() = floatTensor({2, 2}, {1, 2, 3, 4});
+  b.input("x", {-1, 2})
+      .node("Constant", {}, {"c"}, {value})
+      .node("ReduceSum", {"c"}, {"s"},
+            {attrInts("axes", {1}), attrInt("keepdims", 0)})
+      .node("ReduceMax", {"c"}, {"m"},
+            {attrInts("axes", {0}), attrInt("keepdims", 0)})
+      .node("Mul", {"x", "s"}, {"xs"})
+      .node("Add", {"xs", "m"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Mul, OpKind::Add});
+  CHECK(g.values[g.ops[0].inputs[1]].data == std::vector<float>{3, 7});
+  CHECK(g.values[g.ops[1].inputs[1]].data == std::vector<float>{3, 4});
+}

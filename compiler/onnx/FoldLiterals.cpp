@@ -172,6 +172,87 @@ public:
     return out;
   }
 
+  /// ReduceSum, ReduceMean, ReduceMax, ReduceMin and ReduceProd of a
+  /// constant (a mask's row counts, a table's norm), in double, in the
+  /// constant's type (integers: an integer mean truncates, as ONNX's).
+  Expected<ConstTensor> reduce() {
+    auto t = input(0);
+    if (!t)
+      return t.takeError();
+    llvm::StringRef op = n.op_type();
+    auto keep = im.attrInt(n, "keepdims", 1);
+    auto noop = im.attrInt(n, "noop_with_empty_axes", 0);
+    auto axesAttr = im.attrInts(n, "axes");
+    if (!keep || !noop || !axesAttr)
+      return llvm::joinErrors(
+          llvm::joinErrors(keep ? Error::success() : keep.takeError(),
+                           noop ? Error::success() : noop.takeError()),
+          axesAttr ? Error::success() : axesAttr.takeError());
+    std::vector<int64_t> axes = axesAttr->value_or(std::vector<int64_t>());
+    if (im.hasInput(n, 1)) {
+      auto v = im.intVector(n, 1);
+      if (!v)
+        return v.takeError();
+      axes = *v;
+    }
+    auto rank = static_cast<int64_t>(t->dims.size());
+    if (!t->batch.empty() || t->batchAxis >= 0)
+      return im.fail(n, "reduces a constant that holds the batch");
+    if (axes.empty() && *noop)
+      return std::move(*t);
+    std::vector<bool> reduced(rank, axes.empty());
+    for (int64_t a : axes) {
+      int64_t x = a < 0 ? a + rank : a;
+      if (x < 0 || x >= rank)
+        return im.fail(n, "axis " + std::to_string(a) + " is out of range");
+      reduced[x] = true;
+    }
+    ConstTensor out;
+    out.type = t->type;
+    std::vector<int64_t> kept(rank);
+    for (int64_t i = 0; i < rank; ++i) {
+      kept[i] = reduced[i] ? 1 : t->dims[i];
+      if (!reduced[i] || *keep)
+        out.dims.push_back(kept[i]);
+    }
+    int64_t count = prod(kept, 0, rank),
+            per = t->numel() / std::max<int64_t>(count, 1);
+    std::vector<double> acc(count, op == "ReduceProd" ? 1.0 : 0.0);
+    std::vector<bool> seen(count, false);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t e = 0; e < t->numel(); ++e) {
+      int64_t k = 0;
+      for (int64_t i = 0; i < rank; ++i)
+        k = k * kept[i] + (reduced[i] ? 0 : idx[i]);
+      double v = t->isFloat() ? double(t->floats[e]) : double(t->ints[e]);
+      double &a = acc[k];
+      if (op == "ReduceMax")
+        a = seen[k] ? std::max(a, v) : v;
+      else if (op == "ReduceMin")
+        a = seen[k] ? std::min(a, v) : v;
+      else if (op == "ReduceProd")
+        a *= v;
+      else
+        a += v;
+      seen[k] = true;
+      for (int64_t i = rank; i-- > 0;) {
+        if (++idx[i] < t->dims[i])
+          break;
+        idx[i] = 0;
+      }
+    }
+    for (double &a : acc)
+      if (op == "ReduceMean")
+        a /= double(per);
+    for (double a : acc) {
+      if (out.isFloat())
+        out.floats.push_back(float(a));
+      else
+        out.ints.push_back(int64_t(a));
+    }
+    return out;
+  }
+
   /// Running sums along `axis` (positions from an attention mask).
   Expected<ConstTensor> cumSum() {
     auto t = input(0);
@@ -443,6 +524,11 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"Ceil", true, foldElementwise<ceiling, true>},
       {"Floor", true, foldElementwise<flooring, true>},
       {"CumSum", false, viaLiteralFolder<&LiteralFolder::cumSum>},
+      {"ReduceSum", false, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceMean", false, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceMax", true, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceMin", true, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceProd", true, viaLiteralFolder<&LiteralFolder::reduce>},
       {"GatherND", false, viaLiteralFolder<&LiteralFolder::gatherND>},
       {"Pow", false, foldElementwise<power, true>},
       {"Transpose", false, viaLiteralFolder<&LiteralFolder::transpose>},
