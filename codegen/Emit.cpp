@@ -13,6 +13,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -182,6 +183,10 @@ std::string Emitter::mainFile() const {
         vocab = vocab == 0 ? v : std::min(vocab, v);
       }
     }
+    // Ids read only through integer programs (hashed into a table) are
+    // bounded by the lookups of what the programs compute, at run time.
+    if (vocab == 0)
+      vocab = std::numeric_limits<int32_t>::max();
     extra += ",\n             .intInput = true,\n             .inputVocab = " +
              std::to_string(vocab);
   }
