@@ -374,6 +374,10 @@ private:
   std::deque<pb::NodeProto> liftedNodes;
   llvm::Error translateOnWeights(const pb::NodeProto &n);
   bool readsDeclaredWeightAsValue(const pb::NodeProto &n) const;
+  /// The forms of weights a node may take (a Linear's W^T, a computation
+  /// on parameters, a constant table through a layer, a value expanded over
+  /// the batch): true when it translated `n` so.
+  llvm::Expected<bool> translateWeightForms(const pb::NodeProto &n);
   /// Expand of a value without a batch over the batch alone: bound to the
   /// value itself (true), which its readers broadcast.
   bool expandsOverBatch(const pb::NodeProto &n);
