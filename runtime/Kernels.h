@@ -389,10 +389,13 @@ void layerNormBackwardWeight(const LayerNormParams &p, int64_t n,
 
 /// y = mask == fillWhere ? value : x, the mask (0/1 floats, `maskSize`
 /// values) broadcast as in BinaryParams: a masked fill.
+/// With `maskBatched` the mask holds maskSize values per sample (a padding
+/// mask computed from the token ids), else one set for every sample.
 struct WhereParams {
   int64_t perSample, maskSize, inner;
   float value;
   bool fillWhere;
+  bool maskBatched = false;
 };
 void whereForward(const WhereParams &p, int64_t n, const float *mask,
                   const float *x, float *y);

@@ -72,3 +72,20 @@ TEST_CASE("integer steps at their edges", "[kernels][ids]") {
              ids.data(), nullptr, f.data());
   CHECK(f == std::vector<float>{-7, 7, 0, -3});
 }
+
+TEST_CASE("a masked fill by a mask per sample", "[kernels][ids]") {
+  // Two samples of two elements; each sample's own mask (padding computed
+  // from its ids), not one mask for all.
+  WhereParams p{.perSample = 2,
+                .maskSize = 2,
+                .inner = 1,
+                .value = 9.0f,
+                .fillWhere = true,
+                .maskBatched = true};
+  std::vector<float> mask{1, 0, 0, 1}, x{1, 2, 3, 4}, y(4);
+  whereForward(p, 2, mask.data(), x.data(), y.data());
+  CHECK(y == std::vector<float>{9, 2, 3, 9});
+  std::vector<float> dy{1, 1, 1, 1}, dx(4);
+  whereBackward(p, 2, mask.data(), dy.data(), dx.data(), false);
+  CHECK(dx == std::vector<float>{0, 1, 1, 0});
+}

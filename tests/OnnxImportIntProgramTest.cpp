@@ -8,6 +8,7 @@
 #include "OnnxBuilder.h"
 
 #include "compiler/autodiff/Autodiff.h"
+#include "compiler/ops/OpDef.h"
 #include "compiler/ops/RuntimeKinds.h"
 #include "runtime/Kernels.h"
 
@@ -108,4 +109,32 @@ TEST_CASE("integer programs the runtime cannot run are refused, named",
   err = errorText(b.import(batchOf(2)));
   CHECK_THAT(err, Contains("'offs'"));
   CHECK_THAT(err, Contains("not one integer everywhere"));
+}
+
+TEST_CASE("a masked fill by a condition computed from the ids",
+          "[onnx][import][ids]") {
+  // masked_fill(ids == 0, 0.5) on word[ids]: the condition is a float
+  // program per sample, read by Where.
+  OnnxBuilder b;
+  b.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("word", {10, 4})
+      .constInt64("zero", {}, {0})
+      .constInt64("last", {1}, {-1})
+      .constFloat("fill", 0.5f)
+      .node("Gather", {"word", "x"}, {"h"})
+      .node("Equal", {"x", "zero"}, {"pad"})
+      .node("Unsqueeze", {"pad", "last"}, {"pad3"})
+      .node("Where", {"pad3", "fill", "h"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(3));
+  REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Embedding,
+                                            OpKind::IntProgram, OpKind::Where});
+  const Value &mask = g.values[g.ops[1].outputs[0]];
+  CHECK(mask.dtype == DType::F32);
+  CHECK(mask.batched);
+  CHECK(mask.dims == std::vector<int64_t>{3, 5, 1});
+  CHECK(g.ops[2].inputs[1] == g.ops[1].outputs[0]);
+  auto params = opDef(OpKind::Where).params(g, g.ops[2]);
+  REQUIRE(static_cast<bool>(params));
+  CHECK_THAT(params->init, Contains(".maskBatched = true"));
 }

@@ -386,22 +386,34 @@ llvm::Expected<EmittedCall> lnEmit(EmitContext &x) {
 llvm::Error importWhere(OnnxNode &node) {
   bool act1 = node.isActivation(node.inputName(1)),
        act2 = node.isActivation(node.inputName(2));
-  if (node.isActivation(node.inputName(0)) || act1 == act2)
+  // The condition is a constant, or a mask per sample computed from the
+  // token ids (masked_fill(ids == pad, ...): an integer program's value).
+  bool perSample = node.isActivation(node.inputName(0));
+  if (act1 == act2)
     return node.fail("memfit supports Where only as a masked fill: a "
-                     "constant condition choosing between an activation and "
-                     "a scalar constant");
+                     "condition (a constant, or computed from the token ids) "
+                     "choosing between an activation and a scalar constant");
   int xi = act1 ? 1 : 2;
   auto x = node.activation(xi);
   auto value = node.scalarFloat(xi == 1 ? 2 : 1);
-  auto mask = node.constantWeight(0);
+  auto mask = perSample ? node.activation(0) : node.constantWeight(0);
   if (llvm::Error e = firstError(x, value, mask))
     return e;
   std::vector<int64_t> xd = dimsOfValue(node, *x),
                        md = dimsOfValue(node, *mask);
+  if (perSample &&
+      (!node.graph().values[*mask].batched || md.size() != xd.size()))
+    return node.fail("the condition " + quoteName(node.inputName(0)) +
+                     " of shape " + dimsStr(md) +
+                     " is computed, but not per sample of " + dimsStr(xd) +
+                     "; memfit supports a computed condition with the "
+                     "batch's axis and the activation's rank");
   int64_t bSize, inner;
   std::vector<int64_t> per(xd.begin() + 1, xd.end());
   std::vector<int64_t> mper = md;
-  if (mper.size() == xd.size()) {
+  if (perSample) {
+    mper.erase(mper.begin());
+  } else if (mper.size() == xd.size()) {
     if (mper[0] != 1)
       return node.fail("the condition varies along the batch; memfit supports "
                        "a mask shared by all samples");
@@ -429,7 +441,8 @@ OpWork oneFlop(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
 llvm::Expected<OpParamsText> whereParams(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
   std::vector<int64_t> per(x.dims.begin() + 1, x.dims.end());
-  std::vector<int64_t> md = g.value(op.inputs[1]).dims;
+  const Value &m = g.value(op.inputs[1]);
+  std::vector<int64_t> md = m.dims;
   if (md.size() == x.dims.size())
     md.erase(md.begin());
   int64_t bSize, inner;
@@ -438,9 +451,10 @@ llvm::Expected<OpParamsText> whereParams(const Graph &g, const Op &op) {
   return OpParamsText{
       "WhereParams",
       llvm::formatv("{{.perSample = {0}, .maskSize = {1}, .inner = {2}, "
-                    ".value = {3}, .fillWhere = {4}}",
+                    ".value = {3}, .fillWhere = {4}{5}}",
                     x.elementsPerSample(), bSize, inner, f32(op.attrs.padValue),
-                    op.attrs.fillWhere ? "true" : "false")
+                    op.attrs.fillWhere ? "true" : "false",
+                    m.batched ? ", .maskBatched = true" : "")
           .str()};
 }
 

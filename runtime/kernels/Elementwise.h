@@ -465,8 +465,9 @@ MEMFIT_HD float resizeAt(const ResizeParams &p, auto x, int64_t t) {
 // --- masked fill ---
 
 MEMFIT_HD bool whereFilled(const WhereParams &p, auto mask, int64_t at) {
-  int64_t i = at % p.perSample;
-  return (mask[(i / p.inner) % p.maskSize] != 0.0f) == p.fillWhere;
+  int64_t s = at / p.perSample, i = at - s * p.perSample;
+  int64_t m = (i / p.inner) % p.maskSize + (p.maskBatched ? s * p.maskSize : 0);
+  return (mask[m] != 0.0f) == p.fillWhere;
 }
 
 // --- padding ---

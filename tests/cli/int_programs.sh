@@ -2,7 +2,7 @@
 # Integer programs on the token ids: a model whose table lookups all go
 # through index arithmetic (ids hashed by Mod into a small table, positions
 # that skip padding by a running sum minus the mask, a mask cast to float
-# and scaled), so no embedding reads the ids themselves. Exported by torch,
+# and scaled, a masked_fill of the padding: a condition per sample), so no embedding reads the ids themselves. Exported by torch,
 # compiled, trained two SGD steps (momentum 0.9, the trainer's default) on the CPU emulation and compared with
 # the torch module (float64); the synthetic-data path runs too, with the
 # ids bounded only by what the programs compute.
@@ -37,6 +37,7 @@ class Hashed(nn.Module):
         before = keep.cumsum(1) - keep
         h = s.word(x % 7) + s.pos(before * keep)
         h = h * (1.0 + 0.5 * keep.unsqueeze(-1).float())
+        h = h.masked_fill((x == 0).unsqueeze(-1), 0.25)
         return s.head(torch.tanh(h))
 PYEOF
 
