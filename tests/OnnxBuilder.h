@@ -91,6 +91,16 @@ inline pb::TensorProto floatTensor(const std::vector<int64_t> &dims,
   return t;
 }
 
+/// A float tensor attribute named "value" (Constant, ConstantOfShape).
+inline pb::AttributeProto floatValue(const std::vector<int64_t> &dims,
+                                     const std::vector<float> &values) {
+  pb::AttributeProto a;
+  a.set_name("value");
+  a.set_type(pb::AttributeProto::TENSOR);
+  *a.mutable_t() = floatTensor(dims, values);
+  return a;
+}
+
 /// Deterministic distinct values 0.5, 0.51, 0.52, ... for `dims`.
 inline std::vector<float> ramp(const std::vector<int64_t> &dims) {
   int64_t n = 1;

@@ -26,13 +26,7 @@ TEST_CASE("an attention mask of ones over the batch folds to one row",
       .node("Gather", {"s", "i0"}, {"n"})
       .constInt64("three", {1}, {3})
       .node("Concat", {"n", "three"}, {"shape"}, {attrInt("axis", 0)})
-      .node("ConstantOfShape", {"shape"}, {"mask"}, {[] {
-              pb::AttributeProto a;
-              a.set_name("value");
-              a.set_type(pb::AttributeProto::TENSOR);
-              *a.mutable_t() = floatTensor({1}, {1.0f});
-              return a;
-            }()})
+      .node("ConstantOfShape", {"shape"}, {"mask"}, {floatValue({1}, {1.0f})})
       .constInt64("ax1", {1}, {1})
       .node("Unsqueeze", {"mask", "ax1"}, {"m3"})
       .constFloat("one", 1.0f)
@@ -76,13 +70,7 @@ TEST_CASE("Tile of a causal mask over the batch, MatMul of constants",
       .node("Gather", {"s", "i0"}, {"n"})
       .constInt64("ones3", {3}, {1, 1, 1})
       .node("Concat", {"n", "ones3"}, {"reps"}, {attrInt("axis", 0)})
-      .node("Constant", {}, {"tri"}, {[] {
-              pb::AttributeProto a;
-              a.set_name("value");
-              a.set_type(pb::AttributeProto::TENSOR);
-              *a.mutable_t() = floatTensor({1, 1, 2, 2}, {0, -9, 0, 0});
-              return a;
-            }()})
+      .node("Constant", {}, {"tri"}, {floatValue({1, 1, 2, 2}, {0, -9, 0, 0})})
       .node("Tile", {"tri", "reps"}, {"mask"})
       .node("Add", {"x", "mask"}, {"y"})
       .output("y", 4);
@@ -94,20 +82,8 @@ TEST_CASE("Tile of a causal mask over the batch, MatMul of constants",
 
   OnnxBuilder m;
   m.input("x", {-1, 2, 2})
-      .node("Constant", {}, {"p"}, {[] {
-              pb::AttributeProto a;
-              a.set_name("value");
-              a.set_type(pb::AttributeProto::TENSOR);
-              *a.mutable_t() = floatTensor({1, 2, 1}, {1, 2});
-              return a;
-            }()})
-      .node("Constant", {}, {"f"}, {[] {
-              pb::AttributeProto a;
-              a.set_name("value");
-              a.set_type(pb::AttributeProto::TENSOR);
-              *a.mutable_t() = floatTensor({1, 1, 2}, {3, 5});
-              return a;
-            }()})
+      .node("Constant", {}, {"p"}, {floatValue({1, 2, 1}, {1, 2})})
+      .node("Constant", {}, {"f"}, {floatValue({1, 1, 2}, {3, 5})})
       .node("MatMul", {"p", "f"}, {"pf"})
       .node("Mul", {"x", "pf"}, {"y"})
       .output("y", 3);
@@ -150,13 +126,7 @@ TEST_CASE("a mask filled over the batch reshaped to [N, 1, 1, T] keeps it "
         .node("Gather", {"s", "i0"}, {"n"})
         .constInt64("three", {1}, {3})
         .node("Concat", {"n", "three"}, {"shape"}, {attrInt("axis", 0)})
-        .node("ConstantOfShape", {"shape"}, {"mask"}, {[] {
-                pb::AttributeProto a;
-                a.set_name("value");
-                a.set_type(pb::AttributeProto::TENSOR);
-                *a.mutable_t() = floatTensor({1}, {1.0f});
-                return a;
-              }()})
+        .node("ConstantOfShape", {"shape"}, {"mask"}, {floatValue({1}, {1.0f})})
         .constFloat("zero", 0.0f)
         .node("Equal", {"mask", "zero"}, {"pad"})
         .constInt64("ones", {2}, {1, 1})

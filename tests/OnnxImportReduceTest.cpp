@@ -78,12 +78,8 @@ TEST_CASE("reductions of constants fold", "[onnx][import][reduce]") {
   // x [N, 2] * ReduceSum(c, axes=[1], keepdims=0) + ReduceMax(c, axes=[0]),
   // c = [[1, 2], [3, 4]]: x * [3, 7] + [3, 4].
   OnnxBuilder b(11);
-  pb::AttributeProto value;
-  value.set_name("value");
-  value.set_type(pb::AttributeProto::TENSOR);
-  *value.mutable_t() = floatTensor({2, 2}, {1, 2, 3, 4});
   b.input("x", {-1, 2})
-      .node("Constant", {}, {"c"}, {value})
+      .node("Constant", {}, {"c"}, {floatValue({2, 2}, {1, 2, 3, 4})})
       .node("ReduceSum", {"c"}, {"s"},
             {attrInts("axes", {1}), attrInt("keepdims", 0)})
       .node("ReduceMax", {"c"}, {"m"},

@@ -80,6 +80,28 @@ llvm::Error importActivations(OnnxNode &node, OpKind kind) {
                    "broadcast along one contiguous run of the other's axes");
 }
 
+/// `small` (x's rank, 1 on the batch's axis) varying along separate runs
+/// of x's axes, made to vary along one: `tiled` holds x's extents on the
+/// axes between its first and last varying ones. False when it varies
+/// nowhere or does not broadcast into x.
+bool tiledRun(const std::vector<int64_t> &small, const std::vector<int64_t> &xd,
+              std::vector<int64_t> &tiled) {
+  tiled = small;
+  int first = -1, last = -1;
+  for (int i = 1; i < (int)small.size(); ++i)
+    if (small[i] != 1) {
+      first = first < 0 ? i : first;
+      last = i;
+    }
+  bool fits = first > 0;
+  for (int i = 1; i < (int)small.size(); ++i) {
+    fits = fits && (small[i] == 1 || small[i] == xd[i]);
+    if (i > first && i < last)
+      tiled[i] = xd[i];
+  }
+  return fits;
+}
+
 llvm::Error importBinary(OnnxNode &node) {
   if (node.numInputs() != 2)
     return node.fail("must have two operands");
@@ -157,20 +179,9 @@ llvm::Error importBinary(OnnxNode &node) {
     // A constant varying along separate runs of axes (Swin's window mask
     // [1, windows, 1, T, T] over [N, windows, heads, T, T]): repeated over
     // the axes between, it varies along one run.
-    std::vector<int64_t> tiled = padded;
-    int first = -1, last = -1;
-    for (int i = 1; i < (int)padded.size(); ++i)
-      if (padded[i] != 1) {
-        first = first < 0 ? i : first;
-        last = i;
-      }
-    bool fits = true;
-    for (int i = 1; i < (int)padded.size(); ++i) {
-      fits = fits && (padded[i] == 1 || padded[i] == xd[i]);
-      if (i > first && i < last)
-        tiled[i] = xd[i];
-    }
-    if (fits && first > 0) {
+    std::vector<int64_t> tiled;
+    bool fits = tiledRun(padded, xd, tiled);
+    if (fits) {
       w = node.expandedConstant(*w, tiled);
       wd = tiled;
       ok = true;
@@ -180,19 +191,8 @@ llvm::Error importBinary(OnnxNode &node) {
     // A value computed from weights that way (DeBERTa's query bias
     // [1, heads, 1, d] over [N, heads, T, d]): expanded over the axes
     // between (its gradient sums them back), it varies along one run.
-    std::vector<int64_t> tiled = padded;
-    int first = -1, last = -1;
-    for (int i = 1; i < (int)padded.size(); ++i)
-      if (padded[i] != 1) {
-        first = first < 0 ? i : first;
-        last = i;
-      }
-    bool fits = first > 0;
-    for (int i = 1; i < (int)padded.size(); ++i) {
-      fits = fits && (padded[i] == 1 || padded[i] == xd[i]);
-      if (i > first && i < last)
-        tiled[i] = xd[i];
-    }
+    std::vector<int64_t> tiled;
+    bool fits = tiledRun(padded, xd, tiled);
     if (fits && wd.size() == tiled.size()) {
       std::string name = node.outputName(0) + "#tiled";
       std::string opName = node.name().empty() ? "" : node.name() + "#tiled";

@@ -30,15 +30,10 @@
 #define MEMFIT_RUNTIME_KERNELS_ELEMENTWISE_H
 
 #include "runtime/Kernels.h"
+#include "runtime/kernels/HostDevice.h"
 
 #include <cmath>
 #include <cstdint>
-
-#ifdef __CUDACC__
-#define MEMFIT_HD __host__ __device__ __forceinline__
-#else
-#define MEMFIT_HD inline
-#endif
 
 namespace memfit::rt::kernels {
 

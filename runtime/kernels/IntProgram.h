@@ -16,14 +16,9 @@
 #define MEMFIT_RUNTIME_KERNELS_INTPROGRAM_H
 
 #include "runtime/Kernels.h"
+#include "runtime/kernels/HostDevice.h"
 
 #include <cstdint>
-
-#ifdef __CUDACC__
-#define MEMFIT_HD __host__ __device__ __forceinline__
-#else
-#define MEMFIT_HD inline
-#endif
 
 namespace memfit::rt::kernels {
 
