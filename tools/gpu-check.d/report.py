@@ -1,7 +1,10 @@
 """Writes docs/benchmarks/gpu.md from a tools/gpu-check results.json.
 Standard library only (it runs here, on results brought back).
 
-usage: report.py RESULTS.json OUT.md
+usage: report.py RESULTS.json... OUT.md
+
+Several results files (one pack run in parts with --models) make one page:
+their models and trainers together, the first file's selfcheck and header.
 
 The checks are the issue's: the selfcheck finds no mismatch and no
 algorithm it could not run; every trainer runs; fp32 losses within 1e-5
@@ -234,15 +237,40 @@ def render(res):
     return "\n".join(o)
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    with open(sys.argv[1]) as fh:
+def load(path):
+    with open(path) as fh:
         res = json.load(fh)
     if res.get("schema") != 1:
         sys.exit("report.py: %s: not a gpu-check results file (schema 1)" %
-                 sys.argv[1])
-    with open(sys.argv[2], "w") as fh:
+                 path)
+    return res
+
+
+def merge(parts):
+    """One results object from runs of one pack's parts. Runs of different
+    packs or GPUs are not comparable side by side, so they are refused."""
+    res = parts[0]
+    for path, other in zip(sys.argv[2:-1], parts[1:]):
+        if other.get("pack") != res.get("pack"):
+            sys.exit("report.py: %s: another pack than the first file's" %
+                     path)
+        if other["gpu"].get("name") != res["gpu"].get("name"):
+            sys.exit("report.py: %s: another GPU than the first file's" %
+                     path)
+        twice = set(other["models"]) & set(res["models"])
+        if twice:
+            sys.exit("report.py: %s: %s measured in an earlier file too" %
+                     (path, ", ".join(sorted(twice))))
+        res["models"].update(other["models"])
+        res["trainers"] += other["trainers"]
+    return res
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    res = merge([load(p) for p in sys.argv[1:-1]])
+    with open(sys.argv[-1], "w") as fh:
         fh.write(render(res))
 
 

@@ -2,6 +2,12 @@
 results.json (report.py turns it into docs/benchmarks/gpu.md).
 
 usage: runner.py PACK_DIR OUT_DIR [--iterations N] [--log-every N]
+                 [--models A,B] [--timeout S]
+
+--models runs only those models of the pack (a lease too short for the
+whole matrix takes it in parts; report.py merges the results files).
+--timeout bounds each trainer process, so one that hangs costs S seconds,
+not the lease.
 
 Needs the NVIDIA driver, and a Python with torch (CUDA), numpy and onnx.
 cuDNN, cuBLAS and NCCL come from PyTorch's nvidia wheels; the pack's lib/
@@ -150,6 +156,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--iterations", type=int, default=60)
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--models", default="")
+    ap.add_argument("--timeout", type=int, default=900)
     a = ap.parse_args()
     import numpy as np
     import torch
@@ -159,6 +167,16 @@ def main():
         os.makedirs(os.path.join(out, d), exist_ok=True)
     with open(os.path.join(pack, "matrix.json")) as f:
         matrix = json.load(f)
+    if a.models:
+        keep = a.models.split(",")
+        unknown = [m for m in keep if m not in matrix["models"]]
+        if unknown:
+            sys.exit("runner: --models: %s not in the pack (it has %s)" %
+                     (", ".join(unknown), ", ".join(matrix["models"])))
+        matrix["models"] = {k: v for k, v in matrix["models"].items()
+                            if k in keep}
+        matrix["trainers"] = [t for t in matrix["trainers"]
+                              if t["model"] in keep]
     env = dict(os.environ, LD_LIBRARY_PATH=library_path(pack))
     steps, lr = matrix["steps"], matrix["lr"]
     res = {"schema": 1, "date": datetime.date.today().isoformat(),
@@ -240,7 +258,7 @@ def main():
                              "--iterations", str(steps), "--log-every", "1",
                              "--lr", str(lr), "--momentum", "0.9",
                              "--save", trained], env=env,
-                            log=log(tid + "-ref"))
+                            log=log(tid + "-ref"), timeout=a.timeout)
         got = parse.trainer(so, se)
         row["losses"] = [w["loss"] for w in got["windows"]]
         row["ref_rc"] = rc
@@ -254,7 +272,8 @@ def main():
         rc2, so, se, peak = run([exe, "--model", m["filled"], "--synthetic",
                                  "--iterations", str(a.iterations),
                                  "--log-every", str(a.log_every)], env=env,
-                                log=log(tid + "-speed"), watch=True)
+                                log=log(tid + "-speed"), watch=True,
+                                timeout=a.timeout)
         got = parse.trainer(so, se)
         row.update(rc=rc2, nvidia_smi_mib=peak,
                    samples_s=parse.steady_rate(got["windows"]),
