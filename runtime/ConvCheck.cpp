@@ -1,6 +1,8 @@
 //===- ConvCheck.cpp - Planned convolutions against what cuDNN runs -------===//
 #include "runtime/ConvCheck.h"
 
+#include <sys/stat.h>
+
 #include "runtime/AtomicFile.h"
 
 #include <algorithm>
@@ -116,9 +118,14 @@ bool writeConvSubstitutions(const ConvCheckResult &r, const std::string &path,
 
 std::string convAlgosPathBeside(const std::string &modelPath) {
   size_t slash = modelPath.find_last_of('/');
-  return (slash == std::string::npos ? std::string()
-                                     : modelPath.substr(0, slash + 1)) +
-         "conv-algos.json";
+  std::string dir =
+      slash == std::string::npos ? std::string() : modelPath.substr(0, slash);
+  // A trainer copied to another machine no longer finds the directory it
+  // was generated in: the file goes to the working directory there.
+  struct stat st;
+  if (dir.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "conv-algos.json";
+  return dir + "/conv-algos.json";
 }
 
 std::string convCheckSummary(const ConvCheckResult &r,

@@ -102,7 +102,9 @@ bool writeConvSubstitutions(const ConvCheckResult &r, const std::string &path,
                             std::string &err);
 
 /// "conv-algos.json" in the directory of `modelPath` (the generated
-/// trainer's directory, where its model copy lies).
+/// trainer's directory, where its model copy lies), or in the working
+/// directory where that directory does not exist (a trainer carried to
+/// another machine).
 std::string convAlgosPathBeside(const std::string &modelPath);
 /// One line for the trainer's summary, e.g. "convolutions: 3 of 53 tasks
 /// changed algorithm (cuDNN 9.19.0, NVIDIA H200, sm_90), written to F;

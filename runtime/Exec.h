@@ -476,6 +476,12 @@ public:
   /// is what the plan set aside for them). The emulation takes the reserve,
   /// or MEMFIT_EMU_LIBRARY_BYTES when set (to test the report).
   int64_t measuredLibraryBytes() const;
+  /// measuredDeviceBytes() at the end of construction, once every
+  /// allocation was made and before the first iteration: against the
+  /// libraries and deviceBytes() it shows allocation rounding, and the
+  /// peak against it what the first iterations added (kernel images the
+  /// libraries load on first use, graphs). The emulation's is the peak.
+  int64_t measuredSetupBytes() const;
   /// Records measuredDeviceBytes() when it is the highest so far; called
   /// where the trainer already waits for the device, never inside an
   /// iteration.

@@ -233,9 +233,19 @@ bool reportMemory(Exec &x, bool quiet) {
                 mibOf(peak), mibOf(lib), mibOf(p.libraryReserveBytes),
                 mibOf(peak - lib), mibOf(p.budgetBytes),
                 within ? "within" : "OVER", mibOf(x.contextBytes()));
+  // Where the bytes went: what allocation added over the plan, and what
+  // the iterations added after it (the libraries' kernel images loaded on
+  // first use, graphs), which a reserve must cover.
+  const int64_t setup = x.measuredSetupBytes();
+  char where[256];
+  std::snprintf(where, sizeof where,
+                "memory at start-up: libraries %.2f MiB, the plan's %.2f MiB "
+                "allocated as %.2f MiB; the iterations added %.2f MiB",
+                mibOf(lib), mibOf(x.deviceBytes()), mibOf(setup - lib),
+                mibOf(peak - setup));
   if (within) {
     if (!quiet)
-      std::printf("%s\n", line);
+      std::printf("%s\n%s\n", line, where);
     if (!quiet && x.hostHomeBytes() > 0)
       std::printf("host memory: %.2f MiB for the weights homed there "
                   "(pinned), not in the device budget\n",
@@ -246,6 +256,8 @@ bool reportMemory(Exec &x, bool quiet) {
                   mibOf(x.nvmeHomeBytes()));
     return true;
   }
+  if (!quiet)
+    std::printf("%s\n", where);
   std::fflush(stdout);
   std::fprintf(stderr,
                "trainer: error: %s by %.2f MiB; recompile with a larger "

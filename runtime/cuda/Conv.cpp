@@ -180,6 +180,10 @@ cudnnStatus_t workspaceOf(const Exec::Impl &im, const ConvEntry &e, int dir,
 
 /// cuDNN's ranked answer for the convolution (best first), with each
 /// algorithm's status and workspace: host-side heuristics, no device memory.
+/// The workspace is what cudnnGetConvolution*WorkspaceSize says, the
+/// figure the call itself is held to: on an H200 (cuDNN 9.19, bf16) the
+/// ranking's own `memory` was smaller for backward-data algorithms, and the
+/// call then failed with "workSpaceSizeInBytes < requiredWorkspace".
 std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
                                   const ConvEntry &e, int dir) {
   std::vector<ConvCandidate> out;
@@ -224,6 +228,15 @@ std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
     add(perf);
     break;
   }
+  }
+  for (ConvCandidate &c : out) {
+    size_t bytes = 0;
+    if (!c.runs)
+      continue;
+    if (workspaceOf(im, e, dir, c.algo, bytes) != CUDNN_STATUS_SUCCESS)
+      c.runs = false;
+    else
+      c.bytes = std::max(c.bytes, static_cast<int64_t>(bytes));
   }
   return out;
 }

@@ -74,10 +74,56 @@ ConvEntry::~ConvEntry() {
 
 using cuda::check;
 
+namespace {
+double secondsNow() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+} // namespace
+
 void Exec::Impl::done(const Exec &x, const char *what) const {
   check(x, cudaGetLastError(), what);
-  if (syncEachOp)
-    check(x, cudaStreamSynchronize(stream[Compute]), what);
+  if (!syncEachOp)
+    return;
+  // Profiling waits for every stream: a copy is an operation too.
+  check(x,
+        profile ? cudaDeviceSynchronize()
+                : cudaStreamSynchronize(stream[Compute]),
+        what);
+  if (profile) {
+    const double now = secondsNow();
+    OpTime &t = opTimes[what];
+    ++t.calls;
+    t.seconds += now - lastMark;
+    lastMark = now;
+  }
+}
+
+/// The profile, slowest operation first, on stderr.
+static void printProfile(const Exec::Impl &im) {
+  if (!im.profile || im.opTimes.empty())
+    return;
+  std::vector<std::pair<std::string, Exec::Impl::OpTime>> rows(
+      im.opTimes.begin(), im.opTimes.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.seconds != b.second.seconds
+               ? a.second.seconds > b.second.seconds
+               : a.first < b.first;
+  });
+  double total = 0;
+  for (const auto &r : rows)
+    total += r.second.seconds;
+  std::fprintf(stderr,
+               "profile (MEMFIT_CUDA_PROFILE: each operation waited for, its "
+               "launch included; every iteration summed):\n"
+               "  %-36s %8s %12s %10s %6s\n",
+               "operation", "calls", "total ms", "mean us", "share");
+  for (const auto &[name, t] : rows)
+    std::fprintf(stderr, "  %-36s %8lld %12.3f %10.1f %5.1f%%\n", name.c_str(),
+                 static_cast<long long>(t.calls), t.seconds * 1e3,
+                 t.seconds * 1e6 / std::max<int64_t>(t.calls, 1),
+                 total > 0 ? 100 * t.seconds / total : 0.0);
 }
 
 namespace {
@@ -180,7 +226,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   MEMFIT_CHECK(cudaMemGetInfo(&freeB, &totalB));
   im.usedAtStart = static_cast<int64_t>(totalB - freeB);
   const char *sync = std::getenv("MEMFIT_CUDA_SYNC");
-  im.syncEachOp = sync && *sync && std::strcmp(sync, "0") != 0;
+  const char *prof = std::getenv("MEMFIT_CUDA_PROFILE");
+  im.profile = prof && *prof && std::strcmp(prof, "0") != 0;
+  im.syncEachOp = im.profile || (sync && *sync && std::strcmp(sync, "0") != 0);
+  im.lastMark = secondsNow();
 
   for (cudaStream_t &s : im.stream)
     MEMFIT_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -212,39 +261,64 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     int64_t r = std::max<int64_t>(1, info.ranks);
     return (c + r - 1) / r * r;
   };
-  for (const WeightInfo &wi : wInfo) {
-    std::string name = std::string("weight '") + wi.onnxName + "'";
-    // NCCL's reduce-scatter and all-gather move equal slices.
-    int64_t bytes = paddedCount(wi.count) * 4;
-    // A weight homed on the host has every tensor in pinned host memory
-    // and none on the device.
-    auto alloc = [&](int64_t b) {
-      return wi.home == Home::Host ? hostAlloc(*this, b)
-                                   : deviceAlloc(b, name.c_str(), planned);
-    };
-    im.w.push_back(static_cast<float *>(alloc(bytes)));
-    im.g.push_back(wi.trainable ? static_cast<float *>(alloc(bytes)) : nullptr);
-    // State on NVMe lives in the tier's file (openNvme), not here.
-    const bool inMemory = wi.trainable && !wi.stateOnNvme;
-    im.m.push_back(inMemory && info.hasMomentum
-                       ? static_cast<float *>(alloc(bytes))
-                       : nullptr);
-    im.v.push_back(inMemory && info.optimizer != Optimizer::SGD
-                       ? static_cast<float *>(alloc(bytes))
-                       : nullptr);
-    // The 16-bit working copy: rounded from the master before its first
-    // reader after every change (weightCopy; at home, refreshHomeCopy).
-    im.wCopy.push_back(wi.workingCopy ? static_cast<char *>(alloc(wi.count * 2))
-                                      : nullptr);
-    im.copyStale.push_back(true);
-    im.gSlice.push_back(wi.trainable && info.shard >= 2
-                            ? static_cast<float *>(deviceAlloc(
-                                  bytes / info.ranks, name.c_str(), planned))
-                            : nullptr);
-  }
-  char *lossBytes = static_cast<char *>(deviceAlloc(
-      cuda::kLossBytes,
-      "the loss and the partial sums of the loss and BatchNorm", planned));
+  // Two passes over the same walk: the first sizes the pool, the second
+  // carves it. Each piece starts on a 256-byte boundary, as cudaMalloc's
+  // would (vector loads want 16); the padding, under 256 bytes a tensor,
+  // is within the reserve's margin.
+  int64_t poolBytes = 0;
+  char *pool = nullptr;
+  bool carving = false; // the second walk: pieces and host memory are real
+  auto carve = [&](int64_t b) -> void * {
+    if (b <= 0)
+      return nullptr;
+    void *p = carving ? pool + poolBytes : nullptr;
+    poolBytes += (b + 255) / 256 * 256;
+    return p;
+  };
+  auto walk = [&]() {
+    im.w.clear(), im.g.clear(), im.m.clear(), im.v.clear();
+    im.wCopy.clear(), im.copyStale.clear(), im.gSlice.clear();
+    for (const WeightInfo &wi : wInfo) {
+      // NCCL's reduce-scatter and all-gather move equal slices.
+      int64_t bytes = paddedCount(wi.count) * 4;
+      // A weight homed on the host has every tensor in pinned host memory
+      // and none on the device.
+      const bool host = wi.home == Home::Host;
+      auto alloc = [&](int64_t b) {
+        return host ? (carving ? hostAlloc(*this, b) : nullptr) : carve(b);
+      };
+      im.w.push_back(static_cast<float *>(alloc(bytes)));
+      im.g.push_back(wi.trainable ? static_cast<float *>(alloc(bytes))
+                                  : nullptr);
+      // State on NVMe lives in the tier's file (openNvme), not here.
+      const bool inMemory = wi.trainable && !wi.stateOnNvme;
+      im.m.push_back(inMemory && info.hasMomentum
+                         ? static_cast<float *>(alloc(bytes))
+                         : nullptr);
+      im.v.push_back(inMemory && info.optimizer != Optimizer::SGD
+                         ? static_cast<float *>(alloc(bytes))
+                         : nullptr);
+      // The 16-bit working copy: rounded from the master before its first
+      // reader after every change (weightCopy; at home, refreshHomeCopy).
+      im.wCopy.push_back(
+          wi.workingCopy ? static_cast<char *>(alloc(wi.count * 2)) : nullptr);
+      im.copyStale.push_back(true);
+      im.gSlice.push_back(wi.trainable && info.shard >= 2
+                              ? static_cast<float *>(carve(bytes / info.ranks))
+                              : nullptr);
+    }
+    return static_cast<char *>(carve(cuda::kLossBytes));
+  };
+  walk();
+  const int64_t sized = poolBytes;
+  im.weightPool = static_cast<char *>(deviceAlloc(
+      sized, "the weights, their gradients and optimizer state", planned));
+  pool = im.weightPool;
+  poolBytes = 0;
+  carving = true;
+  char *lossBytes = walk();
+  assert(poolBytes == sized && "the pool's two walks carve alike");
+  (void)sized;
   im.loss = reinterpret_cast<float *>(lossBytes);
   im.lossPartials =
       reinterpret_cast<float *>(lossBytes + cuda::kLossPartialsOffset);
@@ -281,12 +355,14 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   // The zero fills ran on the legacy stream, which the non-blocking
   // streams do not wait for.
   MEMFIT_CHECK(cudaDeviceSynchronize());
+  im.setupBytes = measuredDeviceBytes();
   setTask("");
 }
 
 Exec::~Exec() {
   Impl &im = *impl;
   cudaDeviceSynchronize();
+  printProfile(im);
   if (im.hostOpt)
     im.hostOpt->waitAll();
   if (im.roundsDone)
@@ -309,22 +385,19 @@ Exec::~Exec() {
       cudaEventDestroy(ev);
   if (im.nonFinite)
     cudaFree(im.nonFinite);
+  // Device tensors are pieces of the pool; host-homed ones are their own.
   auto release = [&](size_t id, void *p) {
-    if (!p)
-      return;
-    if (id < wInfo.size() && wInfo[id].home == Home::Host)
+    if (p && id < wInfo.size() && wInfo[id].home == Home::Host)
       cudaFreeHost(p);
-    else
-      cudaFree(p);
   };
   for (size_t id = 0; id < im.wCopy.size(); ++id)
     release(id, im.wCopy[id]);
-  for (auto *list : {&im.w, &im.g, &im.m, &im.v, &im.gSlice})
+  for (auto *list : {&im.w, &im.g, &im.m, &im.v})
     for (size_t id = 0; id < list->size(); ++id)
       release(id, (*list)[id]);
   cuda::destroyCollectives(im);
-  if (im.loss)
-    cudaFree(im.loss);
+  if (im.weightPool)
+    cudaFree(im.weightPool);
   if (im.arena)
     cudaFree(im.arena);
   if (im.cublas)
@@ -431,6 +504,7 @@ int64_t Exec::measuredDeviceBytes() const {
 
 int64_t Exec::contextBytes() const { return impl->usedAtStart; }
 int64_t Exec::measuredLibraryBytes() const { return impl->libraryBytes; }
+int64_t Exec::measuredSetupBytes() const { return impl->setupBytes; }
 
 void Exec::sampleDeviceMemory() {
   impl->peakBytes = std::max(impl->peakBytes, measuredDeviceBytes());

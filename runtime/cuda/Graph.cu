@@ -98,6 +98,12 @@ void Exec::waitBatchFree(int32_t b) {
 }
 
 void Exec::beginIteration() {
+  // The profile leaves the first iteration out: cuDNN's and cuBLAS's
+  // start-up and the kernels loaded on first use are not an iteration's.
+  if (impl->profile && iteration == 1) {
+    cudaDeviceSynchronize();
+    impl->opTimes.clear();
+  }
   cuda::IterationState now;
   now.step = step;
   now.iteration = iteration;

@@ -3,7 +3,8 @@
 // Internal to runtime/cuda. Exec::Impl holds everything the CUDA backend
 // owns: the three streams and the plan's events, the cuDNN and cuBLAS
 // handles (both bound to the compute stream), the one arena allocation, one
-// allocation per resident tensor, pinned host memory, and the cuDNN
+// pool for the device-resident weight side (every resident tensor and the
+// loss block carved from it), pinned host memory, and the cuDNN
 // convolution descriptors, created on first use and cached by the call's
 // ConvParams and `n` (host memory only).
 // Every device allocation happens in the constructor; an iteration only
@@ -234,7 +235,12 @@ struct Exec::Impl {
   cublasHandle_t cublas = nullptr;
 
   char *arena = nullptr;
-  // Device; g, m and v null where not planned.
+  /// The device weight side in one allocation: the driver rounds each
+  /// allocation up to its page size, which over hundreds of tensors came to
+  /// tens of MiB the plan never counted (ResNet-50 on an H200).
+  char *weightPool = nullptr;
+  // Device (out of weightPool) or, homed on the host, pinned host memory;
+  // g, m and v null where not planned.
   std::vector<float *> w, g, m, v;
   float *loss = nullptr;
   /// The losses' partial sums (cuda::kLossBlocks pairs of floats), inside
@@ -288,9 +294,21 @@ struct Exec::Impl {
   /// library reserve; and what the handles and it measured to take.
   void *blasWorkspace = nullptr;
   int64_t libraryBytes = 0;
+  /// In use at the constructor's end (Exec::measuredSetupBytes).
+  int64_t setupBytes = 0;
   /// The most device bytes in use (minus usedAtStart) at any sample.
   int64_t peakBytes = 0;
   bool syncEachOp = false;
+  /// MEMFIT_CUDA_PROFILE: every operation waited for (as MEMFIT_CUDA_SYNC)
+  /// and its time, launch included, summed by operation; printed when the
+  /// trainer ends. A breakdown for a person, not the trainer's speed.
+  bool profile = false;
+  struct OpTime {
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  mutable std::map<std::string, OpTime> opTimes;
+  mutable double lastMark = 0;
 
   std::unordered_map<cuda::ConvKey, std::unique_ptr<cuda::ConvEntry>,
                      cuda::ConvKeyHash>

@@ -293,6 +293,7 @@ void Exec::sampleDeviceMemory() {}
 int64_t Exec::peakDeviceBytes() const {
   return measuredLibraryBytes() + deviceBytes();
 }
+int64_t Exec::measuredSetupBytes() const { return peakDeviceBytes(); }
 
 /// Weight id's moment at offsets `at` of the NVMe tier's file, read into
 /// `out` or written from `in` (host::NvmeState::transferMoment).

@@ -76,6 +76,8 @@ echo "$got" | grep -q '"library_mib": 121.5' || fail "libraries: $got"
 echo "$got" | grep -q '"budget_mib": 3044.0' || fail "budget: $got"
 echo "$got" | grep -q '"within_budget": true' || fail "within: $got"
 echo "$got" | grep -q '"context_mib": 523.0' || fail "context: $got"
+echo "$got" | grep -q '"allocated_mib": 2900.25' || fail "allocated: $got"
+echo "$got" | grep -q '"iterations_added_mib": 0.5' || fail "added: $got"
 got=$($PY "$SRC/tools/gpu-check.d/parse.py" selfcheck "$DATA/selfcheck.log") || fail "parse selfcheck"
 echo "$got" | grep -q '"algorithm_fallbacks": 1, "checks": 412, "mismatches": 0' || fail "selfcheck: $got"
 

@@ -10,6 +10,8 @@ A trainer prints (runtime/Trainer.cpp)
   memory: measured peak P MiB (libraries L MiB of a R MiB reserve, trainer
           T MiB) against the budget B MiB: within|OVER; the CUDA context
           (X MiB) is not in the budget          (stdout, or stderr when over)
+  memory at start-up: libraries L MiB, the plan's D MiB allocated as A MiB;
+          the iterations added G MiB                (stdout)
 Trainers of older versions warned on stderr once per convolution and
 direction ("cuDNN cannot run the planned DIR convolution algorithm K"):
 those are counted too, so a pack of either kind reads.
@@ -33,13 +35,17 @@ MEMORY = re.compile(r"memory: measured peak " + NUM + r" MiB \(libraries " +
                     NUM + r" MiB\) against the budget " + NUM +
                     r" MiB: (within|OVER); the CUDA context \(" + NUM +
                     r" MiB\)")
+SETUP = re.compile(r"memory at start-up: libraries " + NUM + r" MiB, the "
+                   r"plan's " + NUM + r" MiB allocated as " + NUM +
+                   r" MiB; the iterations added " + NUM + r" MiB")
 PEAK = re.compile(r"\bpeak\b[^\n]*?" + NUM + r" MiB", re.I)
 SELF = re.compile(r"selfcheck: (\d+) checks, (\d+) mismatches")
 
 
 def trainer(out, err=""):
     """windows: [{iteration, loss, samples_s}]; measured_mib, planned_mib,
-    peak_mib where printed; algorithm_changes; error (the first error)."""
+    peak_mib, allocated_mib, iterations_added_mib where printed;
+    algorithm_changes; error (the first error)."""
     r = {"windows": [], "algorithm_changes": 0}
     for line in out.splitlines():
         m = ITER.match(line)
@@ -52,6 +58,11 @@ def trainer(out, err=""):
         if m:
             r["planned_mib"] = float(m.group(4))
             r["measured_mib"] = float(m.group(5))
+            continue
+        m = SETUP.search(line)
+        if m:
+            r["allocated_mib"] = float(m.group(3))
+            r["iterations_added_mib"] = float(m.group(4))
             continue
         m = MEMORY.search(line)
         if m:

@@ -195,19 +195,25 @@ def render(res):
     o.append("MiB. *measured* is what the trainer says it allocated after "
              "its CUDA context; *nvidia-smi* is the process as the driver "
              "sees it, its context included. PyTorch's is its allocator's "
-             "peak at the same precision.\n")
+             "peak at the same precision. *allocated* is what the plan's "
+             "allocations took, the libraries' handles left out; *added* "
+             "what the iterations took after them (kernel images the "
+             "libraries load on first use, graphs), which the library "
+             "reserve must cover beside the handles.\n")
     body = []
     for t in rows:
         ts = res["models"][t["model"]].get("torch", {}).get(t["precision"], {})
         mm, budget = measured_memory(t), t["plan"]["budget_bytes"] / MIB
         body.append((t["model"], t["precision"], "%d%%" % t["budget_pct"],
                      f(budget), f(t["plan"]["planned_bytes"] / MIB), f(mm),
+                     f(t.get("allocated_mib")), f(t.get("library_mib")),
+                     f(t.get("iterations_added_mib")),
                      f(t.get("nvidia_smi_mib"), "%.0f"),
                      yes(mm <= budget if mm is not None else None),
                      f(ts.get("max_alloc_mib"))))
     o.append(table(["model", "precision", "budget", "budget MiB", "planned",
-                    "measured", "nvidia-smi", "within budget",
-                    "PyTorch peak"], body))
+                    "measured", "allocated", "libraries", "added",
+                    "nvidia-smi", "within budget", "PyTorch peak"], body))
     o.append("## Overheads: planned against measured\n")
     o.append("The iteration time over the same model and precision's at "
              "100%, less 1, in percent; *points* is measured less planned.\n")
