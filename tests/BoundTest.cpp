@@ -62,7 +62,9 @@ TEST_CASE("with room for everything the bound is the tasks and the first load",
 TEST_CASE("memory pressure raises the bound", "[bound]") {
   // The same order and sub-batch with less room: blocks must leave at the
   // peak and come back, which costs copies or forward runs the bound sees.
-  Planned m("googlenet", 32, "h100-sxm");
+  // A V100: on sm_80 and later a tight fp32 plan gives up ALGO_1's large
+  // workspaces for ALGO_0 at no predicted cost, so room buys no time there.
+  Planned m("googlenet", 32, "v100");
   auto roomy = m.plan(1.0, false, 32);
   auto tight = m.plan(0.41, false, 32);
   REQUIRE(static_cast<bool>(roomy));
@@ -112,7 +114,7 @@ TEST_CASE("the bound's hints are its relaxation's point", "[bound]") {
   // At a tight budget blocks must leave at the peak: the hints say how much
   // of each, by copy or by recompute, as fractions, recompute only for
   // what forward tasks alone make.
-  Planned m("googlenet", 32, "h100-sxm");
+  Planned m("googlenet", 32, "v100");
   auto tight = m.plan(0.41, false, 32);
   REQUIRE(static_cast<bool>(tight));
   REQUIRE(tight->bound);

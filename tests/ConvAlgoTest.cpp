@@ -11,6 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 using namespace memfit;
 using memfit::test::GraphLiteral;
 
@@ -277,6 +281,52 @@ TEST_CASE("workspace formulas cover what cuDNN 9 asked on an H200", "[conv]") {
   CHECK(workspace >= planned * 192.0 / 138.0);
 }
 
+TEST_CASE("the sm_90 ALGO_1 workspace covers every request cuDNN 9 made on "
+          "an H200",
+          "[conv]") {
+  using D = ConvDirection;
+  std::ifstream in(std::string(MEMFIT_SOURCE_DIR) +
+                   "/docs/benchmarks/data/cudnn9-h200-workspace.csv");
+  REQUIRE(in);
+  std::string line;
+  int rows = 0;
+  double asked = 0, planned = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("precision", 0) == 0)
+      continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');)
+      f.push_back(cell);
+    REQUIRE(f.size() == 12);
+    auto num = [&](int i) { return std::stoll(f[i]); };
+    OneConv conv(num(3), num(4), num(5), num(6), num(7), num(8));
+    ConvShape s = conv.shape(num(2));
+    REQUIRE(s.out[0] == num(9));
+    D dir = f[1] == "forward"         ? D::Forward
+            : f[1] == "backward_data" ? D::BackwardData
+                                      : D::BackwardFilter;
+    const bool half = f[0] == "bf16";
+    const int64_t ws = convWorkspaceBytes(s, dir, static_cast<int>(num(10)),
+                                          half ? 2 : 4, half, 90);
+    INFO(line);
+    CHECK(ws >= num(11));
+    // What the algorithm was planned with before: at most the index table.
+    CHECK(convWorkspaceBytes(s, dir, static_cast<int>(num(10)), half ? 2 : 4,
+                             half) < num(11));
+    asked += static_cast<double>(num(11));
+    planned += static_cast<double>(ws);
+    ++rows;
+  }
+  CHECK(rows == 189);
+  // An upper bound, not a blanket: the table's total within a factor.
+  CHECK(planned <= 2.5 * asked);
+  // Older GPUs keep the legacy formulas.
+  OneConv c3(64, 56, 64, 3, 1, 1);
+  CHECK(convWorkspaceBytes(c3.shape(64), D::BackwardFilter, 1, 2, true, 75) ==
+        0);
+}
+
 TEST_CASE("an sm_90 plan's cost table holds no refused algorithm and a "
           "zero-workspace baseline",
           "[conv]") {
@@ -301,8 +351,8 @@ TEST_CASE("an sm_90 plan's cost table holds no refused algorithm and a "
         conv1Baseline = table.baseline(t).algo;
     }
     CHECK(convTasks > 100);
-    // Under TF32 ALGO_1 copies conv1's operands, so the zero-workspace
-    // ALGO_0 is its baseline; under FP32 ALGO_1 needs none.
-    CHECK(conv1Baseline == (prec == Precision::TF32 ? 0 : 1));
+    // On sm_90 cuDNN 9's ALGO_1 copies the operands under either math
+    // (convEngineBytes), so the zero-workspace ALGO_0 is the baseline.
+    CHECK(conv1Baseline == 0);
   }
 }

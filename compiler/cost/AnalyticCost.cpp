@@ -155,10 +155,42 @@ int64_t convLayoutCopyBytes(const ConvShape &s, ConvDirection dir, int algo,
   return static_cast<int64_t>(d(dataBytes) * (x + dy));
 }
 
+int64_t convEngineBytes(const ConvShape &s, ConvDirection dir, int algo,
+                        int64_t dataBytes, bool tensorOps, int cc) {
+  if (cc < 80 || algo != 1)
+    return 0;
+  const int64_t c = channelsPerGroup(s), rs = s.kernelSpatial();
+  const double x = d(dataBytes) * d(s.batch) * d(s.c) * d(s.inSpatial());
+  const double y = d(dataBytes) * d(s.batch) * d(s.k) * d(s.outSpatial());
+  const double w = d(dataBytes) * d(s.k) * d(c) * d(rs);
+  // A 1x1 filter is the same in KCRS and KRSC: no copy.
+  const double wCopy = rs > 1 ? w : 0;
+  auto bytes = [](double v) { return static_cast<int64_t>(std::ceil(v)); };
+  switch (dir) {
+  case ConvDirection::Forward:
+    // Under FMA math only an index table, twice the precomputed one's
+    // (measured 16 bytes per reduction index, at least 1 KiB).
+    if (!tensorOps)
+      return std::max<int64_t>(1024, 16 * c * rs);
+    return bytes(x + y + wCopy) + 1024;
+  case ConvDirection::BackwardData:
+    return tensorOps ? bytes(x + y + wCopy) + 1024 : 0;
+  case ConvDirection::BackwardFilter:
+    // The copies, and split-K partial sums of the filter gradient in fp32:
+    // up to 13.5 fp32 filters measured, and up to 3.7 MiB for a 1x1
+    // filter of 8192 weights.
+    return bytes(x + y + w + 16 * kF32 * d(s.k) * d(c) * d(rs)) + (4 << 20);
+  }
+  return 0;
+}
+
 int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection dir, int algo,
-                           int64_t dataBytes, bool tensorOps) {
+                           int64_t dataBytes, bool tensorOps, int cc) {
+  int64_t engine = convEngineBytes(s, dir, algo, dataBytes, tensorOps, cc);
   if (int64_t copies = convLayoutCopyBytes(s, dir, algo, dataBytes, tensorOps))
-    return copies;
+    return std::max(copies, engine);
+  if (engine > 0)
+    return engine;
   ConvMethod m = methodOf(dir, algo);
   int64_t b = s.batch, c = channelsPerGroup(s), k = s.k;
   auto bytes = [](double x) { return static_cast<int64_t>(std::ceil(x)); };
@@ -223,9 +255,14 @@ int convLaunches(ConvDirection dir, int algo) {
 // and read by the next cross DRAM twice; index tables and transformed
 // filters are read once.
 double convWorkspaceTraffic(const ConvShape &s, ConvDirection dir, int algo,
-                            int64_t dataBytes, bool tensorOps) {
+                            int64_t dataBytes, bool tensorOps, int cc) {
   ConvMethod m = methodOf(dir, algo);
-  int64_t ws = convWorkspaceBytes(s, dir, algo, dataBytes, tensorOps);
+  int64_t ws = convWorkspaceBytes(s, dir, algo, dataBytes, tensorOps, cc);
+  // Operand copies are written once and read once; the FMA forward's index
+  // table is read.
+  if (int64_t engine = convEngineBytes(s, dir, algo, dataBytes, tensorOps, cc))
+    return dir == ConvDirection::Forward && !tensorOps ? d(engine)
+                                                       : 2.0 * d(engine);
   // The non-fused Winograd's slack is room cuDNN asks for, not bytes its
   // kernels move.
   if (m == ConvMethod::WinogradNonfused)
@@ -402,9 +439,9 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
   if (auto dir = convDirectionOf(tg, t)) {
     ConvShape s = convShape(g, task.op, b);
     w.flops = convFlops(s, *dir, algo);
-    w.bytes += convWorkspaceTraffic(s, *dir, algo,
-                                    dtypeBytes(activationType(tg.precision)),
-                                    usesTensorCores(tg.precision));
+    w.bytes += convWorkspaceTraffic(
+        s, *dir, algo, dtypeBytes(activationType(tg.precision)),
+        usesTensorCores(tg.precision), spec.computeCapability);
     w.launches = convLaunches(*dir, algo);
     w.efficiency = spec.convEfficiency(*dir, algo);
     w.reduction = convReductionDepth(s, *dir);
@@ -465,12 +502,11 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
 namespace {
 
 /// Tensor cores run the GEMM-shaped arithmetic of convolutions and matrix
-/// products (OpDef::tensorCores) under TF32, BF16 and FP16; cuDNN's FFT and
-/// Winograd convolutions keep their FP32 transforms, so they stay at the
-/// FP32 rate. Everything else (fused attention, whose kernel is memfit's
-/// own and multiplies in FP32; normalization, softmax, reductions,
-/// elementwise, the loss and the update) computes in FP32 under every
-/// precision: only its memory traffic follows the 16-bit blocks.
+/// products (OpDef::tensorCores) under TF32, BF16 and FP16, convolutions
+/// only by ALGO_1 of each direction (below). Everything else (fused attention,
+/// whose kernel is memfit's own and multiplies in FP32; normalization, softmax,
+/// reductions, elementwise, the loss and the update) computes in FP32 under
+/// every precision: only its memory traffic follows the 16-bit blocks.
 double productPeak(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
                    int algo) {
   const Task &task = tg.task(t);
@@ -479,14 +515,14 @@ double productPeak(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
        task.kind != TaskKind::BackwardWeight) ||
       !opDef(tg.graph->op(task.op).kind).tensorCores)
     return 0;
-  if (auto dir = convDirectionOf(tg, t)) {
-    const ConvAlgoInfo *info = findConvAlgo(*dir, algo);
-    if (!info || info->method == ConvMethod::Fft ||
-        info->method == ConvMethod::FftTiling ||
-        info->method == ConvMethod::Winograd ||
-        info->method == ConvMethod::WinogradNonfused)
-      return 0;
-  }
+  // cuDNN runs tensor-core math in the implicit-precomputed-GEMM forward
+  // and ALGO_1 of the backward directions only (its developer guide's
+  // tensor-core list; the non-fused Winograd keeps FP32 transforms): the
+  // other algorithms compute at the FP32 rate whatever the math type. On an
+  // H200 ResNet-50's bf16 convolutions ran by ALGO_0 took 465-923 us a
+  // call, ten times their tensor-core pricing.
+  if (convDirectionOf(tg, t) && algo != 1)
+    return 0;
   return spec.productFlops(tg.precision);
 }
 
@@ -601,7 +637,8 @@ int64_t AnalyticCostModel::workspaceBytes(const TaskGraph &tg, TaskId t,
   }
   return convWorkspaceBytes(convShape(*tg.graph, tg.task(t).op, b), *dir, algo,
                             dtypeBytes(activationType(tg.precision)),
-                            usesTensorCores(tg.precision));
+                            usesTensorCores(tg.precision),
+                            spec.computeCapability);
 }
 
 CopyRates AnalyticCostModel::copyRates() const {

@@ -86,8 +86,22 @@ double convFlops(const ConvShape &s, ConvDirection d, int algo);
 /// under tensor-core math (TF32, BF16, FP16), where cuDNN copies NCHW
 /// operands whose channels do not fill its tensor-core tiles into padded
 /// NHWC ones (convLayoutCopyBytes).
+/// `cc`, the GPU's compute capability (major * 10 + minor; 0 unknown),
+/// selects cuDNN 9's engines on sm_80 and later (convEngineBytes).
 int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection d, int algo,
-                           int64_t dataBytes = 4, bool tensorOps = false);
+                           int64_t dataBytes = 4, bool tensorOps = false,
+                           int cc = 0);
+/// What cuDNN 9 asks for ALGO_1 on sm_80 and later, where every direction
+/// runs through engines that copy NCHW operands to NHWC: under tensor-core
+/// math X, Y and (for filters larger than 1x1) W in the data type; the
+/// backward-filter under either math also, plus split-K partial sums of
+/// the filter gradient; the FMA forward only an index table. An upper
+/// bound of what an H200 with cuDNN 9.19 asked for 189 convolutions of
+/// ResNet-18, ResNet-50 and VGG-16 (tests/data/cudnn9-h200-workspace.csv):
+/// cuDNN's heuristics pick the engine per shape, and some ask far less.
+/// 0 for other algorithms or older GPUs.
+int64_t convEngineBytes(const ConvShape &s, ConvDirection d, int algo,
+                        int64_t dataBytes, bool tensorOps, int cc);
 /// The padded NHWC copies of X and dY a deterministic implicit-GEMM
 /// backward-filter (ALGO_1) makes under tensor-core math when the channels
 /// per group or the output channels are not multiples of 8: both tensors
@@ -101,7 +115,8 @@ int convLaunches(ConvDirection d, int algo);
 /// DRAM traffic of `algo`'s workspace: buffers one kernel writes and the
 /// next reads count twice, index tables and transformed filters once.
 double convWorkspaceTraffic(const ConvShape &s, ConvDirection d, int algo,
-                            int64_t dataBytes = 4, bool tensorOps = false);
+                            int64_t dataBytes = 4, bool tensorOps = false,
+                            int cc = 0);
 /// Implicit-GEMM backward-data kernels can run over every input position,
 /// each gathering its filter taps from dY, as a stride-1 convolution over a
 /// zero-filled dY would: stride_h * stride_w times the forward's work. How

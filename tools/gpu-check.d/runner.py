@@ -2,10 +2,11 @@
 results.json (report.py turns it into docs/benchmarks/gpu.md).
 
 usage: runner.py PACK_DIR OUT_DIR [--iterations N] [--log-every N]
-                 [--models A,B] [--timeout S]
+                 [--models A,B] [--precisions P,Q] [--timeout S]
 
---models runs only those models of the pack (a lease too short for the
-whole matrix takes it in parts; report.py merges the results files).
+--models and --precisions run only those trainers of the pack (a lease
+too short for the whole matrix takes it in parts; report.py merges the
+results files of different models).
 --timeout bounds each trainer process, so one that hangs costs S seconds,
 not the lease.
 
@@ -157,6 +158,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=60)
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--models", default="")
+    ap.add_argument("--precisions", default="")
     ap.add_argument("--timeout", type=int, default=900)
     a = ap.parse_args()
     import numpy as np
@@ -177,6 +179,13 @@ def main():
                             if k in keep}
         matrix["trainers"] = [t for t in matrix["trainers"]
                               if t["model"] in keep]
+    if a.precisions:
+        keep = a.precisions.split(",")
+        matrix["trainers"] = [t for t in matrix["trainers"]
+                              if t["precision"] in keep]
+        if not matrix["trainers"]:
+            sys.exit("runner: --precisions: no trainer of the pack is in %s"
+                     % a.precisions)
     env = dict(os.environ, LD_LIBRARY_PATH=library_path(pack))
     steps, lr = matrix["steps"], matrix["lr"]
     res = {"schema": 1, "date": datetime.date.today().isoformat(),
