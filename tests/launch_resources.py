@@ -17,15 +17,21 @@ against that architecture's limits. A kernel fails when:
   - its static shared memory exceeds 48 KiB;
   - ptxas spilled registers (spill stores or loads above 0) while using
     every register its bound allows (64K / threads, whole warps, in steps
-    of 8, at most 255). Once a bound is declared ptxas fits the registers
-    to it by spilling to local memory, so a launch size raised past what
-    the kernel's live values allow shows up as exactly that: lower that
-    kernel's `threads`.
+    of 8), where that is below the 255 a thread may have. Once a bound is
+    declared ptxas fits the registers to it by spilling to local memory, so
+    a launch size raised past what the kernel's live values allow shows up
+    as exactly that: lower that kernel's `threads`;
+  - its stack (ptxas's cumulative stack size: spills and arrays indexed at
+    run time) exceeds the 1 KiB a thread that the CUDA context reserves:
+    the driver then reserves the larger size for every thread the GPU can
+    hold, once, for the rest of the process, memory no plan counts (4 KiB
+    in attention's backward took 794 MiB on an H200). WIDE_STATE names the
+    kernels allowed more, as notes with what they reserve.
 
 Spills below that cap are ptxas's own trade (it spills a few bytes around
-a slow path at 48 of 255 registers, and not at all with a smaller bound):
-no block size causes them, so they are listed as notes, not failures. A
-stack frame without spills (an array indexed at run time) is allowed.
+a slow path at 48 of 255 registers, and not at all with a smaller bound),
+and spills at 255 registers are the kernel's state, which no block size
+changes: both are listed as notes, within the stack rule.
 
 The fixture file (--fixtures) holds kernels with a known verdict: the test
 also fails unless the checker rejects `unboundedFixture` (no bound) and
@@ -54,10 +60,26 @@ LIMITS = {
 }
 REG_UNIT = 256  # registers are allocated to a warp in units of this many
 
+# Bytes of local memory a thread that the CUDA context sets aside
+# (cudaLimitStackSize's default).
+LOCAL_DEFAULT = 1024
+# Kernels whose per-thread state exceeds it, with the reason: attention's
+# rows wider than 128 (heads of 129-256 values) keep their state in local
+# memory (runtime/kernels/HostDevice.h, forLanes).
+WIDE_STATE = {
+    "AttentionKernel<256>": "heads wider than 128",
+    "AttentionGradQKernel<256>": "heads wider than 128",
+    "AttentionGradKVKernel<256>": "heads wider than 128",
+}
+# Threads an SM holds at most and SMs of the largest GPU the notes size the
+# reservation for (an H200).
+NOTE_THREADS_PER_SM, NOTE_SMS = 2048, 132
+
 FIXTURE_VERDICTS = {
     # demangled-name fragment: the reason the checker must give, or None
     "unboundedFixture": "no launch bound",
     "HungryFixture<1024>": "spill",
+    "LocalArrayFixture": "local memory",
     "HungryFixture<256>": None,
 }
 
@@ -65,6 +87,7 @@ ENTRY = re.compile(r"Compiling entry function '([^']+)' for 'sm_(\d+)'")
 SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers")
 SMEM = re.compile(r"(\d+) bytes smem")
+STACK = re.compile(r"(\d+) bytes cumulative stack size")
 PTX_ENTRY = re.compile(r"\.entry\s+(\S+?)\s*\((.*?)\)([^{]*)\{", re.S)
 MAXNTID = re.compile(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
 
@@ -130,7 +153,7 @@ def parse_ptxas(report):
         m = ENTRY.search(line)
         if m:
             cur = (m.group(1), int(m.group(2)))
-            out[cur] = {"regs": 0, "smem": 0, "spills": 0}
+            out[cur] = {"regs": 0, "smem": 0, "spills": 0, "stack": 0}
             continue
         if cur is None:
             continue
@@ -147,6 +170,8 @@ def parse_ptxas(report):
             out[cur]["regs"] = int(m.group(1))
             s = SMEM.search(line)
             out[cur]["smem"] = int(s.group(1)) if s else 0
+            s = STACK.search(line)
+            out[cur]["stack"] = int(s.group(1)) if s else 0
     return out
 
 
@@ -176,7 +201,7 @@ def short(name):
     return name.replace("(anonymous namespace)::", "").split("::")[-1]
 
 
-def verdict(res, threads, sm):
+def verdict(res, threads, sm, name=""):
     """The first rule the kernel breaks, or None."""
     lim = LIMITS.get(sm)
     if lim is None:
@@ -194,11 +219,24 @@ def verdict(res, threads, sm):
                 f"registers a block, over the SM's {lim['regs']}")
     if res["smem"] > lim["smem"]:
         return f"{res['smem']} bytes of static shared memory, over {lim['smem']}"
-    if res["spills"] and res["regs"] >= register_cap(threads, lim):
+    cap = register_cap(threads, lim)
+    if res["spills"] and res["regs"] >= cap and cap < lim["regs_thread"]:
         return (f"spills {res['spills']} bytes at {threads} threads with "
                 f"all {res['regs']} registers its bound allows: its block "
                 f"size is more than its registers allow")
+    if res["stack"] > LOCAL_DEFAULT and name not in WIDE_STATE:
+        return (f"{res['stack']} bytes of local memory a thread, over the "
+                f"{LOCAL_DEFAULT} the context reserves: the driver would "
+                f"reserve {reserved_mib(res['stack']):.0f} MiB more on an "
+                f"H200; keep its state in registers (forLanes) or name it "
+                f"in WIDE_STATE")
     return None
+
+
+def reserved_mib(stack):
+    """What a kernel with `stack` bytes a thread adds on an H200."""
+    return ((stack - LOCAL_DEFAULT) * NOTE_THREADS_PER_SM * NOTE_SMS /
+            1048576.0)
 
 
 def register_cap(threads, lim):
@@ -238,8 +276,8 @@ def main():
         seen = set()
         for (name, sm), res in sorted(usage.items()):
             kernels += not fixture
-            why = verdict(res, bounds.get((name, sm)), sm)
             pretty = short(names.get(name, name))
+            why = verdict(res, bounds.get((name, sm)), sm, pretty)
             if args.list:
                 print(f"{os.path.basename(source)}: {pretty} sm_{sm}: "
                       f"{res['regs']} registers x {bounds.get((name, sm))} "
@@ -249,11 +287,19 @@ def main():
                 if why:
                     problems.append(f"{os.path.basename(source)}: {pretty} "
                                     f"on sm_{sm}: {why}")
+                elif res["stack"] > LOCAL_DEFAULT:
+                    notes.append(f"note: {os.path.basename(source)}: "
+                                 f"{pretty} on sm_{sm}: {res['stack']} bytes "
+                                 f"of local memory a thread "
+                                 f"({WIDE_STATE[pretty]}): "
+                                 f"{reserved_mib(res['stack']):.0f} MiB more "
+                                 f"on an H200 when it runs")
                 elif res["spills"]:
                     notes.append(f"note: {os.path.basename(source)}: "
                                  f"{pretty} on sm_{sm}: ptxas spills "
                                  f"{res['spills']} bytes at {res['regs']} "
-                                 f"registers (below its cap)")
+                                 f"registers (its state, not its block "
+                                 f"size)")
                 continue
             for frag, want in FIXTURE_VERDICTS.items():
                 if frag not in pretty:

@@ -48,7 +48,7 @@ void attentionForward(const AttentionParams &p, int64_t n, uint64_t key,
                       int64_t firstSample, const float *q, const float *k,
                       const float *v, const float *mask, float *o, float *lse) {
   KeyTiles tiles(p);
-  std::vector<kernels::AttnRow> rows(kernels::kAttnQueryTile);
+  std::vector<kernels::AttnRow<>> rows(kernels::kAttnQueryTile);
   for (int64_t i = 0; i < n; ++i) {
     AttnSample a = sampleOf(p, i, q, k, v, mask);
     for (int64_t h = 0; h < p.heads; ++h)
@@ -75,12 +75,12 @@ void attentionBackward(const AttentionParams &p, int64_t n, uint64_t key,
                        const float *lse, const float *dO, float *dq, float *dk,
                        float *dv, bool accQ, bool accK, bool accV) {
   KeyTiles tiles(p);
-  std::vector<kernels::AttnQGrad> rows(kernels::kAttnQueryTile);
+  std::vector<kernels::AttnQGrad<>> rows(kernels::kAttnQueryTile);
   int64_t qt = kernels::attnQueryTileOfKV(p);
   std::vector<float> qTile(qt * p.d), dOTile(qt * p.dv), lseTile(qt),
       dDotTile(qt);
   // Key rows per tile of dK and dV (the CUDA block size there too).
-  std::vector<kernels::AttnKVGrad> kv(kernels::kAttnQueryTile);
+  std::vector<kernels::AttnKVGrad<>> kv(kernels::kAttnQueryTile);
   for (int64_t i = 0; i < n; ++i) {
     AttnSample a = sampleOf(p, i, q, k, v, mask);
     const float *oS = o + i * p.heads * p.t * p.dv;
@@ -119,7 +119,7 @@ void attentionBackward(const AttentionParams &p, int64_t n, uint64_t key,
       for (int64_t s0 = 0; s0 < p.s; s0 += kernels::kAttnQueryTile) {
         int64_t sc = std::min(kernels::kAttnQueryTile, p.s - s0);
         for (int64_t r = 0; r < sc; ++r)
-          kernels::attnGradKVBegin(p, a, hk, s0 + r, kv[r]);
+          kernels::attnGradKVBegin(p, kv[r]);
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t t0 = 0; t0 < p.t; t0 += qt) {
             int64_t tc = std::min(qt, p.t - t0);

@@ -50,8 +50,9 @@ __device__ void walkKeyTiles(const AttentionParams &p, const AttnSample &a,
   }
 }
 
-/// Block: kAttnQueryTile query rows of one sample and head.
-struct AttentionKernel {
+/// Block: kAttnQueryTile query rows of one sample and head; W bounds the
+/// head widths (widthOf).
+template <int W> struct AttentionKernel {
   static constexpr int threads = kAttnQueryTile;
   __device__ static void run(AttentionParams p, int64_t n,
                              cuda::DropoutKey dropKey, int64_t firstSample,
@@ -67,7 +68,7 @@ struct AttentionKernel {
       int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
       int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
       AttnSample a = sampleOf(p, i, q, k, v, mask);
-      kernels::AttnRow row;
+      kernels::AttnRow<W> row;
       kernels::attnRowBegin(p, row);
       walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
         if (t < p.t)
@@ -83,7 +84,7 @@ struct AttentionKernel {
 };
 
 /// Block: kAttnQueryTile query rows of one sample and head.
-struct AttentionGradQKernel {
+template <int W> struct AttentionGradQKernel {
   static constexpr int threads = kAttnQueryTile;
   __device__ static void run(AttentionParams p, int64_t n,
                              cuda::DropoutKey dropKey, int64_t firstSample,
@@ -100,7 +101,7 @@ struct AttentionGradQKernel {
       int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
       int64_t r = (i * p.heads + h) * p.t + t;
       AttnSample a = sampleOf(p, i, q, k, v, mask);
-      kernels::AttnQGrad grad;
+      kernels::AttnQGrad<W> grad;
       if (t < p.t)
         kernels::attnGradQBegin(p, o + r * p.dv, dO + r * p.dv, grad);
       walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
@@ -116,7 +117,7 @@ struct AttentionGradQKernel {
 
 /// Block: kAttnQueryTile key rows of one sample and K/V head, against every
 /// query tile of the heads that read them, in head order.
-struct AttentionGradKVKernel {
+template <int W> struct AttentionGradKVKernel {
   static constexpr int threads = kAttnQueryTile;
   __device__ static void run(AttentionParams p, int64_t n,
                              cuda::DropoutKey dropKey, int64_t firstSample,
@@ -138,9 +139,9 @@ struct AttentionGradKVKernel {
       const View oS = o + i * rowsPerSample * p.dv;
       const View dOS = dO + i * rowsPerSample * p.dv;
       const View lseS = lse + i * rowsPerSample;
-      kernels::AttnKVGrad grad;
+      kernels::AttnKVGrad<W> grad;
       if (s < p.s)
-        kernels::attnGradKVBegin(p, a, hk, s, grad);
+        kernels::attnGradKVBegin(p, grad);
       int64_t h0 = p.kvHeads == 1 ? 0 : hk;
       int64_t h1 = p.kvHeads == 1 ? p.heads : hk + 1;
       for (int64_t h = h0; h < h1; ++h)
@@ -164,14 +165,39 @@ struct AttentionGradKVKernel {
   }
 };
 
+/// The smallest of 64, 128 and 256 that bounds both head widths: a row's
+/// state of 64 floats stays in registers, of 256 in local memory, whose
+/// size the driver reserves for every thread the GPU can hold.
+int widthOf(const AttentionParams &p) {
+  const int64_t w = p.d > p.dv ? p.d : p.dv;
+  return w <= 64 ? 64 : w <= 128 ? 128 : 256;
+}
+static_assert(kMaxAttentionWidth == 256, "widthOf's largest bucket");
+
+/// Launches K<64>, K<128> or K<256> for the widths of p.
+template <template <int> class K, class... Args>
+void launchWidth(const AttentionParams &p, unsigned blocks, cudaStream_t st,
+                 Args &&...args) {
+  switch (widthOf(p)) {
+  case 64:
+    cuda::launch<K<64>>(blocks, st, p, std::forward<Args>(args)...);
+    break;
+  case 128:
+    cuda::launch<K<128>>(blocks, st, p, std::forward<Args>(args)...);
+    break;
+  default:
+    cuda::launch<K<256>>(blocks, st, p, std::forward<Args>(args)...);
+  }
+}
+
 } // namespace
 
 void Exec::attentionForward(const AttentionParams &p, uint64_t taskKey,
                             const float *q, const float *k, const float *v,
                             const float *mask, float *o, float *lse) {
   int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
-  cuda::launch<AttentionKernel>(
-      blocksFor(tiles), impl->compute(), p, n, impl->dropoutKey(*this, taskKey),
+  launchWidth<AttentionKernel>(
+      p, blocksFor(tiles), impl->compute(), n, impl->dropoutKey(*this, taskKey),
       firstSample, impl->view(q), impl->view(k), impl->view(v),
       impl->view(mask), impl->view(o), impl->view(lse));
   impl->done(*this, "attention kernel");
@@ -186,16 +212,16 @@ void Exec::attentionBackward(const AttentionParams &p, uint64_t taskKey,
   const cuda::DropoutKey key = impl->dropoutKey(*this, taskKey);
   if (dq) {
     int64_t tiles = n * p.heads * kernels::attnTiles(p.t);
-    cuda::launch<AttentionGradQKernel>(
-        blocksFor(tiles), impl->compute(), p, n, key, firstSample,
+    launchWidth<AttentionGradQKernel>(
+        p, blocksFor(tiles), impl->compute(), n, key, firstSample,
         impl->view(q), impl->view(k), impl->view(v), impl->view(mask),
         impl->view(o), impl->view(lse), impl->view(dO), impl->view(dq), accQ);
     impl->done(*this, "attention dQ kernel");
   }
   if (dk || dv) {
     int64_t tiles = n * p.kvHeads * kernels::attnTiles(p.s);
-    cuda::launch<AttentionGradKVKernel>(
-        blocksFor(tiles), impl->compute(), p, n, key, firstSample,
+    launchWidth<AttentionGradKVKernel>(
+        p, blocksFor(tiles), impl->compute(), n, key, firstSample,
         impl->view(q), impl->view(k), impl->view(v), impl->view(mask),
         impl->view(o), impl->view(lse), impl->view(dO), impl->view(dk),
         impl->view(dv), accK, accV);

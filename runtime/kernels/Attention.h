@@ -129,24 +129,28 @@ MEMFIT_HD float attnKeep(const AttentionParams &p, uint64_t key,
 
 // --- forward ----------------------------------------------------------------
 
-/// One query row's online softmax: running maximum, sum and output.
-struct AttnRow {
+/// One query row's online softmax: running maximum, sum and output. W, a
+/// bound of the head widths (kMaxAttentionWidth on the host; the CUDA
+/// kernels take the smallest of 64, 128 and 256 that holds them, so that
+/// the row's state fits its registers or the default local memory).
+template <int W = kMaxAttentionWidth> struct AttnRow {
   float m, l;
-  float acc[kMaxAttentionWidth];
+  float acc[W];
 };
 
-MEMFIT_HD void attnRowBegin(const AttentionParams &p, AttnRow &r) {
+template <int W>
+MEMFIT_HD void attnRowBegin(const AttentionParams &p, AttnRow<W> &r) {
   r.m = -INFINITY;
   r.l = 0;
-  for (int64_t j = 0; j < p.dv; ++j)
-    r.acc[j] = 0;
+  forLanes<W>(p.dv, [&](int64_t j) { r.acc[j] = 0; });
 }
 
 /// Advances row t of head h over the key tile [s0, s0 + count).
+template <int W>
 MEMFIT_HD void attnForwardKeys(const AttentionParams &p, const auto &a,
                                uint64_t key, int64_t firstSample, int64_t h,
                                int64_t t, int64_t s0, int64_t count, auto kTile,
-                               auto vTile, AttnRow &r) {
+                               auto vTile, AttnRow<W> &r) {
   auto q = attnQ(p, a, h, t);
   for (int64_t i = 0; i < count; ++i) {
     int64_t s = s0 + i;
@@ -157,27 +161,26 @@ MEMFIT_HD void attnForwardKeys(const AttentionParams &p, const auto &a,
     if (sc > r.m) {
       float corr = ::expf(r.m - sc);
       r.l *= corr;
-      for (int64_t j = 0; j < p.dv; ++j)
-        r.acc[j] *= corr;
+      forLanes<W>(p.dv, [&](int64_t j) { r.acc[j] *= corr; });
       r.m = sc;
     }
     float e = ::expf(sc - r.m);
     r.l += e;
     float w = e * attnKeep(p, key, firstSample, attnAt(p, a, h, t, s));
     auto v = vTile + i * p.dv;
-    for (int64_t j = 0; j < p.dv; ++j)
-      r.acc[j] += w * v[j];
+    forLanes<W>(p.dv, [&](int64_t j) { r.acc[j] += w * v[j]; });
   }
 }
 
 /// The output row and its log-sum-exp.
-MEMFIT_HD void attnRowEnd(const AttentionParams &p, const AttnRow &r, auto o,
+template <int W>
+MEMFIT_HD void attnRowEnd(const AttentionParams &p, const AttnRow<W> &r, auto o,
                           auto lse) {
   // A row without a finite score: softmax's 0/0 (NaN), or 0 where the
   // model guards it (torch.export's Where(IsNaN(p), 0, p)).
   float empty = p.nanToZero ? 0.0f : NAN;
-  for (int64_t j = 0; j < p.dv; ++j)
-    o[j] = r.l > 0 ? r.acc[j] / r.l : empty;
+  forLanes<W>(p.dv,
+              [&](int64_t j) { o[j] = r.l > 0 ? r.acc[j] / r.l : empty; });
   lse[0] = r.l > 0 ? r.m + ::logf(r.l) : -INFINITY;
 }
 
@@ -213,25 +216,26 @@ MEMFIT_HD float attnDot(auto x, auto y, int64_t n) {
   return d;
 }
 
-/// One query row's dQ and its D = dO . O.
-struct AttnQGrad {
+/// One query row's dQ and its D = dO . O (W as for AttnRow).
+template <int W = kMaxAttentionWidth> struct AttnQGrad {
   float dDot;
-  float acc[kMaxAttentionWidth];
+  float acc[W];
 };
 
+template <int W>
 MEMFIT_HD void attnGradQBegin(const AttentionParams &p, auto o, auto dO,
-                              AttnQGrad &r) {
+                              AttnQGrad<W> &r) {
   r.dDot = attnDot(dO, o, p.dv);
-  for (int64_t j = 0; j < p.d; ++j)
-    r.acc[j] = 0;
+  forLanes<W>(p.d, [&](int64_t j) { r.acc[j] = 0; });
 }
 
 /// Advances dQ of row t of head h over the key tile [s0, s0 + count).
+template <int W>
 MEMFIT_HD void attnGradQKeys(const AttentionParams &p, const auto &a,
                              uint64_t key, int64_t firstSample, int64_t h,
                              int64_t t, auto dO, float lse, int64_t s0,
                              int64_t count, auto kTile, auto vTile,
-                             AttnQGrad &r) {
+                             AttnQGrad<W> &r) {
   auto q = attnQ(p, a, h, t);
   for (int64_t i = 0; i < count; ++i) {
     auto k = kTile + i * p.d;
@@ -240,15 +244,15 @@ MEMFIT_HD void attnGradQKeys(const AttentionParams &p, const auto &a,
                              vTile + i * p.dv, dO, lse, r.dDot, prob);
     if (ds == 0)
       continue;
-    for (int64_t j = 0; j < p.d; ++j)
-      r.acc[j] += ds * k[j];
+    forLanes<W>(p.d, [&](int64_t j) { r.acc[j] += ds * k[j]; });
   }
 }
 
-MEMFIT_HD void attnGradQEnd(const AttentionParams &p, const AttnQGrad &r,
+template <int W>
+MEMFIT_HD void attnGradQEnd(const AttentionParams &p, const AttnQGrad<W> &r,
                             auto dq, bool accumulate) {
-  for (int64_t j = 0; j < p.d; ++j)
-    put(dq[j], r.acc[j] * p.scale, accumulate);
+  forLanes<W>(p.d,
+              [&](int64_t j) { put(dq[j], r.acc[j] * p.scale, accumulate); });
 }
 
 /// Copies query rows [t0, t0 + count) of head h for dK and dV: Q into
@@ -272,57 +276,64 @@ MEMFIT_HD void attnLoadQueries(const AttentionParams &p, const auto &a, auto o,
   }
 }
 
-/// One key row's dK and dV, with its own K and V rows.
-struct AttnKVGrad {
-  float k[kMaxAttentionWidth], v[kMaxAttentionWidth];
-  float gk[kMaxAttentionWidth], gv[kMaxAttentionWidth];
+/// Key row s of K/V head hk, indexable by j in either layout.
+template <class P> struct AttnKRow {
+  P base;
+  int64_t stride;
+  MEMFIT_HD float operator[](int64_t j) const { return base[j * stride]; }
 };
 
-MEMFIT_HD void attnGradKVBegin(const AttentionParams &p, const auto &a,
-                               int64_t hk, int64_t s, AttnKVGrad &r) {
-  for (int64_t j = 0; j < p.d; ++j) {
-    r.k[j] = attnKAt(p, a, hk, s, j);
-    r.gk[j] = 0;
-  }
-  auto v = a.v + (hk * p.s + s) * p.dv;
-  for (int64_t j = 0; j < p.dv; ++j) {
-    r.v[j] = v[j];
-    r.gv[j] = 0;
-  }
+MEMFIT_HD auto attnKRow(const AttentionParams &p, const auto &a, int64_t hk,
+                        int64_t s) {
+  auto k = a.k + hk * p.s * p.d;
+  using P = decltype(k);
+  return p.kTransposed ? AttnKRow<P>{k + s, p.s} : AttnKRow<P>{k + s * p.d, 1};
+}
+
+/// One key row's dK and dV (W as for AttnRow). Its K and V rows are read
+/// where they lie: a copy would double the thread's state.
+template <int W = kMaxAttentionWidth> struct AttnKVGrad { float gk[W], gv[W]; };
+
+template <int W>
+MEMFIT_HD void attnGradKVBegin(const AttentionParams &p, AttnKVGrad<W> &r) {
+  forLanes<W>(p.d, [&](int64_t j) { r.gk[j] = 0; });
+  forLanes<W>(p.dv, [&](int64_t j) { r.gv[j] = 0; });
 }
 
 /// Advances dK and dV of key row s over the query tile [t0, t0 + count) of
 /// head h.
+template <int W>
 MEMFIT_HD void attnGradKVQueries(const AttentionParams &p, const auto &a,
                                  uint64_t key, int64_t firstSample, int64_t h,
                                  int64_t s, int64_t t0, int64_t count,
                                  auto qTile, auto dOTile, auto lseTile,
-                                 auto dDotTile, AttnKVGrad &r) {
+                                 auto dDotTile, AttnKVGrad<W> &r) {
+  const int64_t hk = attnKVHead(p, h);
+  const auto k = attnKRow(p, a, hk, s);
+  const auto v = a.v + (hk * p.s + s) * p.dv;
   for (int64_t i = 0; i < count; ++i) {
     auto q = qTile + i * p.d, dO = dOTile + i * p.dv;
     float prob;
-    float ds = attnScoreGrad(p, a, key, firstSample, h, t0 + i, s, q, r.k, r.v,
-                             dO, lseTile[i], dDotTile[i], prob);
-    for (int64_t j = 0; j < p.dv; ++j)
-      r.gv[j] += prob * dO[j];
-    for (int64_t j = 0; j < p.d; ++j)
-      r.gk[j] += ds * q[j];
+    float ds = attnScoreGrad(p, a, key, firstSample, h, t0 + i, s, q, k, v, dO,
+                             lseTile[i], dDotTile[i], prob);
+    forLanes<W>(p.dv, [&](int64_t j) { r.gv[j] += prob * dO[j]; });
+    forLanes<W>(p.d, [&](int64_t j) { r.gk[j] += ds * q[j]; });
   }
 }
 
 /// Writes dK and dV of key row s (the head's blocks).
+template <int W>
 MEMFIT_HD void attnGradKVEnd(const AttentionParams &p, int64_t s,
-                             const AttnKVGrad &r, auto dk, auto dv, bool accK,
-                             bool accV) {
+                             const AttnKVGrad<W> &r, auto dk, auto dv,
+                             bool accK, bool accV) {
   if (dk)
-    for (int64_t j = 0; j < p.d; ++j) {
+    forLanes<W>(p.d, [&](int64_t j) {
       // K read transposed ([d, S]) takes its gradient in the same layout.
       auto at = p.kTransposed ? dk + j * p.s + s : dk + s * p.d + j;
       put(at[0], r.gk[j] * p.scale, accK);
-    }
+    });
   if (dv)
-    for (int64_t j = 0; j < p.dv; ++j)
-      put(dv[s * p.dv + j], r.gv[j], accV);
+    forLanes<W>(p.dv, [&](int64_t j) { put(dv[s * p.dv + j], r.gv[j], accV); });
 }
 
 } // namespace memfit::rt::kernels

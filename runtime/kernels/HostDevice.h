@@ -8,10 +8,36 @@
 #ifndef MEMFIT_RUNTIME_KERNELS_HOSTDEVICE_H
 #define MEMFIT_RUNTIME_KERNELS_HOSTDEVICE_H
 
+#include <cstdint>
+
 #ifdef __CUDACC__
 #define MEMFIT_HD __host__ __device__ __forceinline__
 #else
 #define MEMFIT_HD inline
 #endif
+
+namespace memfit::rt::kernels {
+
+/// f(j) for every j in [0, n), n <= W. On the device, for W up to 128, the
+/// loop runs to the constant W with a guard and is unrolled, so that a
+/// per-thread array indexed by j lives in registers: an array in local
+/// memory makes the driver reserve its size for every thread the GPU can
+/// hold (794 MiB for the 4 KiB of attention's backward on an H200). Wider
+/// state cannot fit 255 registers and stays a loop. The host loops to n.
+template <int W, class F> MEMFIT_HD void forLanes(int64_t n, F &&f) {
+#ifdef __CUDA_ARCH__
+  if constexpr (W <= 128) {
+#pragma unroll
+    for (int j = 0; j < W; ++j)
+      if (j < n)
+        f(j);
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j)
+    f(j);
+}
+
+} // namespace memfit::rt::kernels
 
 #endif

@@ -1,13 +1,15 @@
 //===- Fixtures.cu - Kernels tests/launch_resources.py must judge right ---===//
 //
 // Compiled by the launch-resource test only, never linked. The checker
-// must reject the first two and accept the third; the test fails if its
-// verdict on any of them is another, or if one of them is missing:
+// must reject the first, second and fourth and accept the third; the test
+// fails if its verdict on any of them is another, or if one is missing:
 //  - a kernel with no launch bound (launched at any size, ptxas does not
 //    know how many registers a thread may have);
 //  - a kernel that keeps ~100 values live per thread, bounded at 1024
 //    threads: 64K registers / 1024 = 64 a thread, so ptxas spills the rest;
-//  - the same kernel bounded at 256 threads: 255 a thread, no spill.
+//  - the same kernel bounded at 256 threads: 255 a thread, no spill;
+//  - a kernel with a 2 KiB array indexed at run time: local memory over the
+//    1 KiB a thread the context reserves (rejected).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
@@ -43,11 +45,24 @@ template <int Threads> struct HungryFixture {
   }
 };
 
+/// A per-thread array indexed by a value known only at run time: local
+/// memory, 2 KiB a thread.
+struct LocalArrayFixture {
+  static constexpr int threads = 64;
+  __device__ static void run(const float *x, float *y, int n) {
+    float a[512];
+    for (int i = 0; i < n && i < 512; ++i)
+      a[i] = x[i * threads + threadIdx.x];
+    y[threadIdx.x] = a[(n * 7 + threadIdx.x) % 512];
+  }
+};
+
 // Never called: instantiates the kernels through the launch helper the
 // backend uses.
 void instantiate(const float *x, float *y, cudaStream_t s) {
   rt::cuda::launch<HungryFixture<1024>>(1, s, x, y, 4);
   rt::cuda::launch<HungryFixture<256>>(1, s, x, y, 4);
+  rt::cuda::launch<LocalArrayFixture>(1, s, x, y, 4);
   unboundedFixture<<<1, 32, 0, s>>>(x, y);
 }
 
