@@ -472,17 +472,18 @@ void checkDense(Bench &b) {
 }
 
 /// Fused attention across tiles (query and key rows past one 64-row tile),
-/// with a causal fill, shared key/value heads, K read transposed and
-/// dropout at a sub-batch offset.
-void checkAttention(Bench &b) {
+/// with a causal fill and dropout at a sub-batch offset, at head widths
+/// that take each of the kernels' widths (64, 128, 256): shared key/value
+/// heads and K read transposed at 128, one K/V head per head at 64 and 256.
+void checkAttention(Bench &b, int64_t d, int64_t dv, bool shared) {
   const int64_t n = 2;
   AttentionParams p{.heads = 2,
-                    .kvHeads = 1,
+                    .kvHeads = shared ? 1 : 2,
                     .t = 150,
                     .s = 133,
-                    .d = 96,
-                    .dv = 64,
-                    .kTransposed = true,
+                    .d = d,
+                    .dv = dv,
+                    .kTransposed = shared,
                     .scale = 0.125f,
                     .maskMode = 2,
                     .maskSize = 150 * 133,
@@ -499,16 +500,19 @@ void checkAttention(Bench &b) {
   b.x.iteration = 3;
   b.x.firstSample = 4;
   uint64_t key = dropoutKey(7, 3, 21);
-  Vec q = random(n * p.heads * p.t * p.d), k = random(n * p.s * p.d),
-      v = random(n * p.s * p.dv), dO = random(n * p.heads * p.t * p.dv);
+  Vec q = random(n * p.heads * p.t * p.d),
+      k = random(n * p.kvHeads * p.s * p.d),
+      v = random(n * p.kvHeads * p.s * p.dv),
+      dO = random(n * p.heads * p.t * p.dv);
   Vec o(n * p.heads * p.t * p.dv), lse(n * p.heads * p.t);
   attentionForward(p, n, key, 4, q.data(), k.data(), v.data(), mask.data(),
                    o.data(), lse.data());
   float *gq = b.put(q), *gk = b.put(k), *gv = b.put(v), *gm = b.put(mask);
   float *go = b.zeros(o.size()), *gl = b.zeros(lse.size());
   b.x.attentionForward(p, 21, gq, gk, gv, gm, go, gl);
-  expect("attention forward", b.get(go, o.size()), o, kTol);
-  expect("attention log-sum-exp", b.get(gl, lse.size()), lse, kTol);
+  const std::string w = " d=" + std::to_string(d) + " dv=" + std::to_string(dv);
+  expect("attention forward" + w, b.get(go, o.size()), o, kTol);
+  expect("attention log-sum-exp" + w, b.get(gl, lse.size()), lse, kTol);
   for (bool acc : {false, true}) {
     Vec dq = random(q.size()), dk = random(k.size()), dv = random(v.size());
     Vec wq = dq, wk = dk, wv = dv;
@@ -518,7 +522,7 @@ void checkAttention(Bench &b) {
     float *g1 = b.put(dq), *g2 = b.put(dk), *g3 = b.put(dv);
     b.x.attentionBackward(p, 21, gq, gk, gv, gm, b.put(o), b.put(lse),
                           b.put(dO), g1, g2, g3, acc, acc, acc);
-    std::string tag = acc ? " (accumulating)" : "";
+    std::string tag = w + (acc ? " (accumulating)" : "");
     expect("attention dQ" + tag, b.get(g1, dq.size()), wq, kTol);
     expect("attention dK" + tag, b.get(g2, dk.size()), wk, kTol);
     expect("attention dV" + tag, b.get(g3, dv.size()), wv, kTol);
@@ -749,7 +753,9 @@ int main() {
   checkActivations(b);
   checkNorm(b);
   checkDense(b);
-  checkAttention(b);
+  checkAttention(b, 96, 64, true);
+  checkAttention(b, 64, 64, false);
+  checkAttention(b, 160, 144, false);
   checkLosses(b);
   checkElementwise(b);
   checkUpdateAndCopies(b);
