@@ -1,9 +1,9 @@
 //===- ExecCore.cpp - CUDA backend: device, memory, streams, events -------===//
 //
 // Construction does every device allocation the trainer makes: the arena
-// (exactly ProgramInfo::arenaBytes), one buffer per resident tensor
-// (weights, their gradients, momentum buffers when planned) and the loss
-// scalar; host slots, the batch's inputs and labels are pinned so copies
+// (exactly ProgramInfo::arenaBytes) and one pool for the resident tensors
+// (weights, their gradients, optimizer state when planned) and the loss
+// block; host slots, the batch's inputs and labels are pinned so copies
 // are truly asynchronous. Streams are created non-blocking, so nothing
 // orders them but the plan's events.
 //
