@@ -1,5 +1,7 @@
 //===- AttentionFusionTest.cpp - Which subgraphs become one Attention op --===//
+#include "compiler/cost/DeviceSpec.h"
 #include "compiler/onnx/OnnxImport.h"
+#include "compiler/ops/OpDef.h"
 #include "tests/GraphLiteral.h"
 
 #include <catch2/catch.hpp>
@@ -147,4 +149,32 @@ TEST_CASE("what only resembles attention is left alone", "[fusion]") {
     Graph in = a.build(a.mask, 3, true);
     CHECK(kinds(fuseAttention(in)) == kinds(in));
   }
+}
+
+TEST_CASE("heads wider than 128 plan their kernels' local memory",
+          "[fusion][attention]") {
+  // Q, K, V [2 heads, 4 rows, width]: the CUDA kernels keep a row's state
+  // in registers up to 128 and in 2 KiB of local memory a thread above,
+  // which the driver reserves for every thread the GPU holds.
+  auto localOf = [](int64_t d, int64_t dv) {
+    GraphLiteral l{3};
+    ValueId q = l.input("q", {2, 4, d}), k = l.input("k", {2, 4, d});
+    ValueId v = l.input("v", {2, 4, dv});
+    OpAttrs a;
+    a.alpha = 0.5f;
+    l.op(OpKind::Attention, "att", {q, k, v}, {2, 4, dv}, a);
+    const Op &op = l.g.ops.back();
+    return attentionLocalBytes(l.g, op);
+  };
+  CHECK(localOf(64, 64) == 0);
+  CHECK(localOf(128, 96) == 0);
+  CHECK(localOf(160, 64) == 2048);
+  CHECK(localOf(64, 256) == 2048);
+  // On an H200 (132 SMs of 2048 threads) that is 264 MiB beyond the
+  // context's 1 KiB a thread; nothing on a device without SMs stated.
+  DeviceSpec h200 = llvm::cantFail(builtinDevice("h200"));
+  CHECK(h200.localMemoryReserveBytes(2048) == int64_t(264) << 20);
+  CHECK(h200.localMemoryReserveBytes(1024) == 0);
+  DeviceSpec bare;
+  CHECK(bare.localMemoryReserveBytes(2048) == 0);
 }

@@ -615,6 +615,20 @@ llvm::Error applyDeviceOverrides(DeviceSpec &spec, llvm::StringRef jsonText,
   return readFields(spec, *obj, displayName, /*requireAll=*/false);
 }
 
+int64_t DeviceSpec::localMemoryReserveBytes(int64_t perThread) const {
+  if (smCount <= 0 || perThread <= kContextLocalBytes)
+    return 0;
+  // Resident threads an SM holds (CUDA C++ Programming Guide, "Compute
+  // capabilities"); 2048 where the capability is not stated.
+  const int64_t threads = computeCapability == 75 ? 1024
+                          : computeCapability == 86 ||
+                                  computeCapability == 87 ||
+                                  computeCapability == 89
+                              ? 1536
+                              : 2048;
+  return (perThread - kContextLocalBytes) * threads * smCount;
+}
+
 std::string computeCapabilityText(int cc) {
   if (cc <= 0)
     return "";

@@ -54,6 +54,9 @@ std::string efficiencySlotName(int slot);
 /// workspace then included), with room for the spread
 /// (docs/memory.md, "The library reserve").
 constexpr int64_t kDefaultLibraryReserveBytes = int64_t(144) << 20;
+/// Local memory a thread that the CUDA context sets aside
+/// (cudaLimitStackSize's default).
+constexpr int64_t kContextLocalBytes = 1024;
 
 /// Bytes of host memory one fp32 parameter's update moves, which bound the
 /// host optimizer where it is memory-bound, as it is on every core count
@@ -134,6 +137,13 @@ struct DeviceSpec {
   double hostSgdParamsPerSecond = 0;
   double nvmeReadBandwidth = 0, nvmeWriteBandwidth = 0; // bytes/s
   int64_t nvmeBytes = 0;
+
+  /// Device bytes the driver reserves beyond the CUDA context's own when a
+  /// kernel needs `perThread` bytes of local memory a thread: the excess
+  /// over kContextLocalBytes for every thread the GPU can hold (threads
+  /// an SM holds at the compute capability, times smCount). 0 for a
+  /// device without an SM count or a need within the context's.
+  int64_t localMemoryReserveBytes(int64_t perThread) const;
 
   bool hasHost() const {
     return hostCores > 0 || hostMemoryBandwidth > 0 || hostMemoryBytes > 0 ||

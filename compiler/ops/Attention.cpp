@@ -101,6 +101,22 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
 
 } // namespace
 
+} // namespace memfit::ops
+
+namespace memfit {
+
+int64_t attentionLocalBytes(const Graph &g, const Op &op) {
+  if (op.kind != OpKind::Attention)
+    return 0;
+  ops::Shape s = ops::shapeOf(g, op);
+  // The row state of kernels wider than 128: dK and dV of 256 floats.
+  return std::max(s.d, s.dv) > 128 ? 2 * 256 * 4 : 0;
+}
+
+} // namespace memfit
+
+namespace memfit::ops {
+
 void registerAttention(std::vector<OpDef> &defs) {
   defs.push_back({.kind = OpKind::Attention,
                   .name = "Attention",

@@ -197,6 +197,13 @@ struct OpDef {
 
 /// The definition of `kind`; every OpKind has exactly one.
 const OpDef &opDef(OpKind kind);
+
+/// Bytes of local memory a thread that the CUDA kernels of fused attention
+/// op `op` need: heads wider than 128 keep their backward's dK and dV rows
+/// there (runtime/kernels/HostDevice.h, forLanes), 2 KiB, which
+/// tests/launch_resources.py holds ptxas to; narrower heads keep them in
+/// registers (0). 0 for any other op.
+int64_t attentionLocalBytes(const Graph &g, const Op &op);
 /// The definition that imports ONNX op type `onnxType`, or null.
 const OpDef *opDefForOnnx(llvm::StringRef onnxType);
 /// Every definition, in OpKind order.

@@ -294,6 +294,10 @@ MEMFIT_HD auto attnKRow(const AttentionParams &p, const auto &a, int64_t hk,
 /// where they lie: a copy would double the thread's state.
 template <int W = kMaxAttentionWidth> struct AttnKVGrad { float gk[W], gv[W]; };
 
+// compiler/ops/Attention.cpp (attentionLocalBytes) plans this much local
+// memory a thread for heads wider than 128.
+static_assert(sizeof(AttnKVGrad<256>) == 2048);
+
 template <int W>
 MEMFIT_HD void attnGradKVBegin(const AttentionParams &p, AttnKVGrad<W> &r) {
   forLanes<W>(p.d, [&](int64_t j) { r.gk[j] = 0; });

@@ -8,6 +8,7 @@
 #include "compiler/autodiff/Autodiff.h"
 #include "compiler/cost/DeviceSpec.h"
 #include "compiler/onnx/OnnxImport.h"
+#include "compiler/ops/OpDef.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/MemoryLimit.h"
 #include "compiler/support/Units.h"
@@ -81,7 +82,8 @@ Shared<std::string> LibraryReserve(
     cl::desc("Device memory cuDNN's and cuBLAS's handles and cuBLAS's "
              "workspace keep, inside the budget and outside the plan: a size "
              "(144MiB, 0) (default: the device's, 144 MiB unless its file "
-             "says otherwise)"),
+             "says otherwise, plus the local memory of fused attention "
+             "with heads wider than 128 on a GPU)"),
     cl::init(""));
 Shared<std::string> HostBudget(
     "host-budget",
@@ -521,8 +523,16 @@ Error parseBudget(StringRef text, StringRef flag, PlanRequest &r) {
 
 Expected<int64_t> libraryReserve(const PlanningSession &s) {
   StringRef text = StringRef(LibraryReserve).trim();
-  if (text.empty())
-    return s.costs->device().libraryReserveBytes;
+  if (text.empty()) {
+    // A kernel that needs more local memory a thread than the context's
+    // makes the driver reserve it for every thread the GPU holds, for the
+    // rest of the process: fused attention with heads wider than 128.
+    int64_t local = 0;
+    for (const Op &op : s.graph.ops)
+      local = std::max(local, attentionLocalBytes(s.graph, op));
+    const DeviceSpec &dev = s.costs->device();
+    return dev.libraryReserveBytes + dev.localMemoryReserveBytes(local);
+  }
   auto bytes = parseSize(text.str());
   if (!bytes)
     return makeErrorF("invalid --library-reserve '{0}': {1}", text,
