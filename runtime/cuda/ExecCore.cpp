@@ -80,6 +80,12 @@ double secondsNow() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+/// An environment switch: set, and not "0".
+bool envOn(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
 } // namespace
 
 void Exec::Impl::done(const Exec &x, const char *what) const {
@@ -225,10 +231,8 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   size_t freeB = 0, totalB = 0;
   MEMFIT_CHECK(cudaMemGetInfo(&freeB, &totalB));
   im.usedAtStart = static_cast<int64_t>(totalB - freeB);
-  const char *sync = std::getenv("MEMFIT_CUDA_SYNC");
-  const char *prof = std::getenv("MEMFIT_CUDA_PROFILE");
-  im.profile = prof && *prof && std::strcmp(prof, "0") != 0;
-  im.syncEachOp = im.profile || (sync && *sync && std::strcmp(sync, "0") != 0);
+  im.profile = envOn("MEMFIT_CUDA_PROFILE");
+  im.syncEachOp = im.profile || envOn("MEMFIT_CUDA_SYNC");
   im.lastMark = secondsNow();
 
   for (cudaStream_t &s : im.stream)

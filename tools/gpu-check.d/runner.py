@@ -245,7 +245,7 @@ def main():
         # Each model's trainers right after its PyTorch runs: a lease that
         # ends early loses the last models whole, not every trainer.
         for t in [t for t in matrix["trainers"] if t["model"] == name]:
-            tid, name = t["id"], t["model"]
+            tid = t["id"]
             print("== %s" % tid, flush=True)
             row = {k: t[k] for k in ("id", "model", "precision", "budget_pct",
                                      "batch", "plan")}
@@ -254,7 +254,6 @@ def main():
                 res["trainers"].append(row)
                 continue
             exe = os.path.join(pack, t["dir"], "trainer")
-            m = res["models"][name]
             missing = parse.missing_libraries(
                 subprocess.run(["ldd", exe], capture_output=True, text=True,
                                env=env).stdout)
@@ -263,8 +262,8 @@ def main():
                 res["trainers"].append(row)
                 continue
             trained = os.path.join(out, "trained", tid + ".onnx")
-            rc, so, se, _ = run([exe, "--model", m["filled"], "--data",
-                                 m["data"][0], "--labels", m["data"][1],
+            rc, so, se, _ = run([exe, "--model", r["filled"], "--data",
+                                 r["data"][0], "--labels", r["data"][1],
                                  "--iterations", str(steps), "--log-every", "1",
                                  "--lr", str(lr), "--momentum", "0.9",
                                  "--save", trained, "--conv-algos",
@@ -274,14 +273,14 @@ def main():
             got = parse.trainer(so, se)
             row["losses"] = [w["loss"] for w in got["windows"]]
             row["ref_rc"] = rc
-            ref = m["ref"].get(t["precision"], {})
+            ref = r["ref"].get(t["precision"], {})
             if rc == 0 and "losses" in ref:
                 row["loss_rel_diff"] = parse.rel_diff(row["losses"][:2],
                                                       ref["losses"][:2])
                 n = names[name]
                 row["weight_diff"] = distance(weights_of(trained, n),
                                               weights_of(ref["npz"], n))
-            rc2, so, se, peak = run([exe, "--model", m["filled"], "--synthetic",
+            rc2, so, se, peak = run([exe, "--model", r["filled"], "--synthetic",
                                      "--iterations", str(a.iterations),
                                      "--log-every", str(a.log_every)], env=env,
                                     log=log(tid + "-speed"), watch=True,
