@@ -6,7 +6,9 @@
 // at o * stride - padBegin and cover `kernel` positions. Max pooling takes
 // the first maximum in row-major window order over the real input positions
 // only (padding never wins; a NaN counts as larger than any number, as in
-// PyTorch); its backward finds the same position again from x. Average
+// PyTorch); its backward finds the same position again from x (per
+// position, or per tile of positions with each window's maximum found once).
+// Average
 // pooling divides by the real positions, or with countIncludePad by the
 // window clipped to the model's end pads (PyTorch's divisor, which differs
 // from the full kernel only for ceil-mode windows). A gradient adds its
@@ -86,6 +88,35 @@ MEMFIT_HD int64_t floorDiv(int64_t a, int64_t b) {
 }
 MEMFIT_HD int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 
+/// Outputs [lo, hi] of one axis whose kernel extent covers input positions
+/// [first, last] of that axis (none when hi < lo); windowAt decides which
+/// of them really hold a position.
+struct Cover {
+  int64_t lo, hi;
+};
+MEMFIT_HD Cover coverOf(int64_t first, int64_t last, int64_t pad, int64_t k,
+                        int64_t s, int64_t out) {
+  return {maxOf(ceilDiv(first + pad - k + 1, s), 0),
+          minOf(floorDiv(last + pad, s), out - 1)};
+}
+
+/// Max pooling's input gradient at (ih, iw) of one plane, added onto
+/// `start`, given argOf(oh, ow): the plane index of window (oh, ow)'s first
+/// maximum (-1 for none). A window whose maximum is the position holds it,
+/// so no other test is needed; contributions add in row-major output order.
+MEMFIT_HD float maxPoolGradFrom(const PoolParams &p, auto dyPlane, int64_t ih,
+                                int64_t iw, auto argOf, float start) {
+  const int64_t q = ih * p.win + iw;
+  const Cover rows = coverOf(ih, ih, p.padTop, p.kh, p.sh, p.hout);
+  const Cover cols = coverOf(iw, iw, p.padLeft, p.kw, p.sw, p.wout);
+  float v = start;
+  for (int64_t oh = rows.lo; oh <= rows.hi; ++oh)
+    for (int64_t ow = cols.lo; ow <= cols.hi; ++ow)
+      if (argOf(oh, ow) == q)
+        v += float(dyPlane[oh * p.wout + ow]);
+  return v;
+}
+
 /// Input gradient element t, added onto `start` (the gradient there when
 /// accumulating, else 0). x is read by max pooling only, so average
 /// pooling may be called with x null.
@@ -95,26 +126,110 @@ MEMFIT_HD float poolGradAt(const PoolParams &p, auto x, auto dy, int64_t t,
   int64_t pl = t / inPlane, q = t - pl * inPlane;
   int64_t ih = q / p.win, iw = q - ih * p.win;
   auto dyPlane = dy + pl * outPlane;
-  // Outputs whose kernel extent covers (ih, iw); windowAt decides.
-  int64_t ohLo = maxOf(ceilDiv(ih + p.padTop - p.kh + 1, p.sh), 0);
-  int64_t ohHi = minOf(floorDiv(ih + p.padTop, p.sh), p.hout - 1);
-  int64_t owLo = maxOf(ceilDiv(iw + p.padLeft - p.kw + 1, p.sw), 0);
-  int64_t owHi = minOf(floorDiv(iw + p.padLeft, p.sw), p.wout - 1);
+  if (p.kind == PoolKind::Max) {
+    auto plane = x + pl * inPlane;
+    return maxPoolGradFrom(
+        p, dyPlane, ih, iw,
+        [&](int64_t oh, int64_t ow) {
+          return argmaxOf(p, windowAt(p, oh, ow), plane);
+        },
+        start);
+  }
+  const Cover rows = coverOf(ih, ih, p.padTop, p.kh, p.sh, p.hout);
+  const Cover cols = coverOf(iw, iw, p.padLeft, p.kw, p.sw, p.wout);
   float v = start;
-  for (int64_t oh = ohLo; oh <= ohHi; ++oh)
-    for (int64_t ow = owLo; ow <= owHi; ++ow) {
+  for (int64_t oh = rows.lo; oh <= rows.hi; ++oh)
+    for (int64_t ow = cols.lo; ow <= cols.hi; ++ow) {
       Window win = windowAt(p, oh, ow);
       if (ih < win.h0 || ih >= win.h1 || iw < win.w0 || iw >= win.w1)
         continue;
-      float g = dyPlane[oh * p.wout + ow];
-      if (p.kind == PoolKind::Max) {
-        if (argmaxOf(p, win, x + pl * inPlane) == q)
-          v += g;
-      } else if (win.divisor > 0) {
-        v += g / float(win.divisor);
-      }
+      if (win.divisor > 0)
+        v += float(dyPlane[oh * p.wout + ow]) / float(win.divisor);
     }
   return v;
+}
+
+/// Max pooling's backward by tiles, so that each window's maximum is found
+/// once rather than once per position it covers (up to kh x kw times): a
+/// tile is kMaxPoolTile x kMaxPoolTile input positions of one plane; the
+/// argmax of every window covering it is found first (maxPoolTileArg, into
+/// a scratch of at most kMaxPoolTileArgs), then each position's gradient
+/// gathers from them (maxPoolTileGrad) in poolGradAt's order, so the
+/// result is poolGradAt's bit for bit.
+constexpr int64_t kMaxPoolTile = 32;
+constexpr int64_t kMaxPoolTileCover = 48; // outputs per axis of one tile
+constexpr int64_t kMaxPoolTileArgs = kMaxPoolTileCover * kMaxPoolTileCover;
+
+struct MaxPoolTile {
+  int64_t plane;    // which of the n * c planes
+  int64_t ih, iw;   // the tile's first input row and column
+  Cover rows, cols; // the outputs covering it
+  MEMFIT_HD int64_t coverCols() const { return cols.hi - cols.lo + 1; }
+  MEMFIT_HD int64_t args() const {
+    return rows.hi < rows.lo || cols.hi < cols.lo
+               ? 0
+               : (rows.hi - rows.lo + 1) * coverCols();
+  }
+};
+
+MEMFIT_HD int64_t maxPoolTilesPerPlane(const PoolParams &p) {
+  return ceilDiv(p.hin, kMaxPoolTile) * ceilDiv(p.win, kMaxPoolTile);
+}
+
+/// Whether every tile's covering outputs fit the scratch (kernels up to
+/// kMaxPoolTileCover - kMaxPoolTile + 1 wide at stride 1, wider at larger
+/// strides) and plane indices fit 32 bits; else the per-position kernel.
+MEMFIT_HD bool maxPoolTiled(const PoolParams &p) {
+  auto fits = [](int64_t k, int64_t s) {
+    return (kMaxPoolTile - 1 + k - 1) / s + 1 <= kMaxPoolTileCover;
+  };
+  return p.kind == PoolKind::Max && fits(p.kh, p.sh) && fits(p.kw, p.sw) &&
+         p.hin * p.win < (int64_t(1) << 31);
+}
+
+MEMFIT_HD MaxPoolTile maxPoolTileAt(const PoolParams &p, int64_t tile) {
+  const int64_t perPlane = maxPoolTilesPerPlane(p);
+  const int64_t across = ceilDiv(p.win, kMaxPoolTile);
+  MaxPoolTile t;
+  t.plane = tile / perPlane;
+  const int64_t r = tile - t.plane * perPlane;
+  t.ih = (r / across) * kMaxPoolTile;
+  t.iw = (r - (r / across) * across) * kMaxPoolTile;
+  const int64_t lastH = minOf(t.ih + kMaxPoolTile, p.hin) - 1;
+  const int64_t lastW = minOf(t.iw + kMaxPoolTile, p.win) - 1;
+  t.rows = coverOf(t.ih, lastH, p.padTop, p.kh, p.sh, p.hout);
+  t.cols = coverOf(t.iw, lastW, p.padLeft, p.kw, p.sw, p.wout);
+  return t;
+}
+
+/// The i-th covering window's first maximum (plane index, -1 for none),
+/// for i < t.args(): x is the tile's plane.
+MEMFIT_HD int32_t maxPoolTileArg(const PoolParams &p, const MaxPoolTile &t,
+                                 auto plane, int64_t i) {
+  const int64_t oh = t.rows.lo + i / t.coverCols();
+  const int64_t ow = t.cols.lo + i % t.coverCols();
+  return int32_t(argmaxOf(p, windowAt(p, oh, ow), plane));
+}
+
+/// The gradient of the tile's i-th position (i < kMaxPoolTile^2; false when
+/// it lies past the plane's edge), added onto *start* as poolGradAt does.
+/// `args` holds maxPoolTileArg for every i < t.args().
+MEMFIT_HD bool maxPoolTilePos(const PoolParams &p, const MaxPoolTile &t,
+                              int64_t i, int64_t &ih, int64_t &iw) {
+  ih = t.ih + i / kMaxPoolTile;
+  iw = t.iw + i % kMaxPoolTile;
+  return ih < p.hin && iw < p.win;
+}
+MEMFIT_HD float maxPoolTileGrad(const PoolParams &p, const MaxPoolTile &t,
+                                auto dyPlane, const int32_t *args, int64_t ih,
+                                int64_t iw, float start) {
+  return maxPoolGradFrom(
+      p, dyPlane, ih, iw,
+      [&](int64_t oh, int64_t ow) {
+        return int64_t(
+            args[(oh - t.rows.lo) * t.coverCols() + (ow - t.cols.lo)]);
+      },
+      start);
 }
 
 /// Global average pooling's input gradient element t.

@@ -245,10 +245,14 @@ void checkConv(Bench &b) {
 
 void checkPool(Bench &b) {
   // Ceil-mode 3x3/2 max with an end pad; 2x2/2 average with and without
-  // counting the pad; integer inputs make ties.
+  // counting the pad; integer inputs make ties. The 70 x 45 max pool spans
+  // six of the tiled backward's 32 x 32 tiles, ragged at two edges; the
+  // 18-wide stride-1 one is past what a tile's scratch holds (per position).
   static const PoolParams pools[] = {
       {PoolKind::Max, 3, 9, 8, 5, 4, 3, 3, 2, 2, 1, 0, 1, 1, false},
       {PoolKind::Max, 2, 7, 7, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false},
+      {PoolKind::Max, 2, 70, 45, 35, 23, 3, 3, 2, 2, 1, 1, 1, 1, false},
+      {PoolKind::Max, 1, 40, 36, 39, 35, 18, 18, 1, 1, 8, 8, 8, 8, false},
       {PoolKind::Average, 3, 7, 7, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, true},
       {PoolKind::Average, 3, 7, 7, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false},
   };
