@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# memfit never loses to itself with a flag forced (tools/bench/forced.py):
+# on the zoo's tiny models at three budgets, exact and with
+# --sub-batch-statistics, the default plan is within 0.5% of the best plan
+# made with a forced sub-batch, order or chunk count. The bigger models'
+# sweep is docs/benchmarks/planner.md ("Never worse than a forced flag").
+set -u
+MEMFIT=$1
+WORK=$2
+PY=/usr/bin/python3
+FORCED="$(cd "$(dirname "$0")/../../tools/bench" && pwd)/forced.py"
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# No library reserve: 144 MiB would leave these models' budgets empty.
+ARGS=(--memfit "$MEMFIT" --batch 16 --budgets 75,50,25 --statistics
+      --max-sub-batches 8 --plan-flags "--library-reserve 0")
+"$PY" "$FORCED" "${ARGS[@]}" --out sweep.md \
+  --models tiny-bn,tiny-cnn,tiny-residual,tiny-inception,gpt2-tiny \
+  >out.txt 2>&1 || fail "the default lost to a forced flag: $(cat out.txt)"
+# Every model planned at some budget, exact and (tiny-bn) with statistics.
+for m in tiny-bn tiny-cnn tiny-residual tiny-inception gpt2-tiny; do
+  grep -q "^| $m | 16 | [0-9]*% | exact | [0-9.]* | [0-9.]* " sweep.md ||
+    fail "$m: no feasible exact row: $(cat sweep.md)"
+done
+grep -q "^| tiny-bn | 16 | [0-9]*% | statistics | [0-9.]* " sweep.md ||
+  fail "tiny-bn: no row with --sub-batch-statistics: $(cat sweep.md)"
+# The check fails where it should: with a negative tolerance every case
+# with a forced plan is a loss.
+"$PY" "$FORCED" "${ARGS[@]}" --models tiny-cnn --budgets 75 \
+  --tolerance -1 >neg.txt 2>&1 && fail "a negative tolerance passed"
+grep -q "^FAIL: tiny-cnn at 75% (exact): the default loses to" neg.txt ||
+  fail "the failure does not name the case: $(cat neg.txt)"
+echo "PASS"
