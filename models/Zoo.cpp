@@ -46,7 +46,8 @@ struct Model {
   int64_t maxSeqLen = 0;
 };
 
-/// The decoders: GPT-2 at the OpenAI/Hugging Face configurations, Llama-2
+/// The decoders: GPT-2 at the OpenAI/Hugging Face configurations, GPT-3's
+/// 13B and 175B (the offload papers' models), Llama-2
 /// 7B/13B/70B, TinyLlama-1.1B as llama-1b, and two tiny ones for tests.
 void addLanguageModels(std::vector<Model> &m) {
   struct Gpt2 {
@@ -66,11 +67,23 @@ void addLanguageModels(std::vector<Model> &m) {
                              {36, 1280, 20}},
                         Gpt2{"gpt2-xl",
                              "GPT-2 XL (1.5B): 48 layers, width 1600, 25 heads",
-                             {48, 1600, 25}}}) {
+                             {48, 1600, 25}},
+                        // GPT-3's sizes (Brown et al. 2020, Table 2.1) as
+                        // GPT-2 blocks with dense attention throughout;
+                        // 13B's width is its heads x 128 (the table's
+                        // 5140 is not a multiple of 40).
+                        Gpt2{"gpt3-13b",
+                             "GPT-3 13B: 40 layers, width 5120, 40 heads, "
+                             "context 2048",
+                             {40, 5120, 40, 50257, 2048}},
+                        Gpt2{"gpt3-175b",
+                             "GPT-3 175B: 96 layers, width 12288, 96 heads, "
+                             "context 2048",
+                             {96, 12288, 96, 50257, 2048}}}) {
     zoo::Gpt2Config c = g.config;
     m.push_back({g.name, g.description, false, 0,
-                 [c](GraphBuilder &b) { return zoo::buildGpt2(b, c); }, 1024,
-                 c.positions});
+                 [c](GraphBuilder &b) { return zoo::buildGpt2(b, c); },
+                 c.positions, c.positions});
   }
   struct Llama {
     const char *name, *description;

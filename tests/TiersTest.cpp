@@ -537,6 +537,32 @@ TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
   CHECK(bound >= (forward + host) * (1 - 1e-9));
 }
 
+TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
+          "[tiers][bound]") {
+  // Its loss scale decides after the backward pass whether any update
+  // runs, so no host update overlaps a round: the iteration takes at
+  // least the round's tasks and every host update, one after the other.
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::FP16);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  REQUIRE(out->plan.numSubBatches == 1);
+  INFO(out->boundWhy);
+  REQUIRE(out->bound.has_value());
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const CostTable &t = p.table(4);
+  double host = 0, round = 0;
+  for (const Instr &in : out->plan.update)
+    if (in.onHost)
+      host += t.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+  for (const Instr &in : out->plan.round)
+    if (in.kind == InstrKind::Run && !in.recompute)
+      round += t.fastest(in.task).seconds;
+  REQUIRE(host > 0);
+  CHECK(out->bound->seconds >= (round + host) * (1 - 1e-9));
+  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+}
+
 TEST_CASE("offloaded activations' host slots count against the host budget",
           "[tiers]") {
   HostPlanned p("gpt2-tiny", 4);

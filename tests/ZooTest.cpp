@@ -353,6 +353,9 @@ TEST_CASE("gpt2 and llama-2 have the published parameter counts", "[zoo]") {
   for (Case c :
        {Case{"gpt2", 124439808, 1024}, Case{"gpt2-medium", 354823168, 1024},
         Case{"gpt2-large", 774030080, 1024}, Case{"gpt2-xl", 1557611200, 1024},
+        // GPT-3, 2048 positions: (V + 2048) d + L (12 d^2 + 13 d) + 2 d.
+        Case{"gpt3-13b", 12853386240, 2048},
+        Case{"gpt3-175b", 174604259328, 2048},
         Case{"llama-1b", 1100048384, 2048}, // TinyLlama-1.1B
         Case{"llama-7b", 6738415616, 4096},
         Case{"llama-13b", 13015864320, 4096},

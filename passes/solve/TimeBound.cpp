@@ -515,6 +515,11 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
           tg.tasks[t].kind == TaskKind::Loss)
         forward += lastTable.fastest(t).seconds;
   out.seconds = std::max(rounds + update, beforeLast + forward + hostUpdate);
+  // An fp16 program's loss scale decides only after the last round whether
+  // any update runs, so no host update starts before the rounds end
+  // (HostOverlap.h leaves such programs alone).
+  if (tg.precision == Precision::FP16)
+    out.seconds = std::max(out.seconds, rounds + hostUpdate);
   return out;
 }
 
