@@ -244,6 +244,9 @@ std::string planToJson(const PlanReport &r) {
                   {"eq3_sub_batch", s.eq3SubBatch},
                   {"bound_seconds",
                    s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr)},
+                  {"space_bound_seconds", s.spaceBoundSeconds > 0
+                                              ? json(s.spaceBoundSeconds)
+                                              : json(nullptr)},
                   {"sub_batches_tried", tried},
                   // The names of `memfit plan --json`, derived.
                   {"peak_bytes", s.plannedBytes},
@@ -433,6 +436,9 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.eq3SubBatch = rd.integer(o, w, "eq3_sub_batch", 0, false);
     if (o.contains("bound_seconds") && !o["bound_seconds"].is_null())
       s.boundSeconds = rd.number(o, w, "bound_seconds");
+    if (o.contains("space_bound_seconds") &&
+        !o["space_bound_seconds"].is_null())
+      s.spaceBoundSeconds = rd.number(o, w, "space_bound_seconds");
     if (const json *tried = rd.array(o, w, "sub_batches_tried", false))
       for (size_t i = 0; i < tried->size(); ++i) {
         std::string tw = std::string(w) + "." + at("sub_batches_tried", i);

@@ -136,6 +136,7 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   s.bytesToDevice = sim.bytesToDevice;
   s.eq3SubBatch = ctx.eq3SubBatch;
   s.boundSeconds = ctx.boundSeconds;
+  s.spaceBoundSeconds = ctx.spaceBoundSeconds;
   s.boundWhy = ctx.boundWhy;
   s.subBatchesTried = ctx.subBatchesTried;
   s.chunksTried = ctx.chunksTried;

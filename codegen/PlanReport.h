@@ -154,6 +154,11 @@ struct ReportSummary {
   /// A proven lower bound on the iteration time of the plans with this
   /// order and sub-batch (passes/solve/TimeBound.h); 0 when none was computed.
   double boundSeconds = 0;
+  /// A proven lower bound on the iteration time of every plan with this
+  /// order and any sub-batch the search allows; 0 where none covers them
+  /// all (a model that keeps whole batches, a sub-batch forced, a graph
+  /// past the bound's size, a solve that failed).
+  double spaceBoundSeconds = 0;
   /// Why none was, when the planner tried ("" otherwise; not in plan.json).
   std::string boundWhy;
   /// The plan's blocks, and those it offloads (decision "offload").
@@ -254,6 +259,7 @@ struct PlanContext {
   std::string trainOnly, freeze; // ReportFrozen's
   bool exact = true;             // PlanReport::exact
   double boundSeconds = 0;       // ReportSummary::boundSeconds
+  double spaceBoundSeconds = 0;  // ReportSummary::spaceBoundSeconds
   std::string boundWhy;          // ReportSummary::boundWhy
   double planSeconds = 0;        // ReportSummary::planSeconds
   std::optional<ReportOptimal> optimal;

@@ -127,12 +127,18 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
         formatSeconds(d.collectiveSeconds), formatSeconds(d.exposedSeconds));
   if (const ReportFrozen &f = r.frozen; f.weights > 0)
     os << "training   " << describeFrozen(f) << "\n";
-  if (s.boundSeconds > 0)
+  if (s.boundSeconds > 0) {
     os << llvm::formatv("bound      {0} per iteration, proven for this order "
                         "and sub-batch: the plan is {1} above it\n",
                         formatSeconds(s.boundSeconds),
                         pct(s.plannedSeconds / s.boundSeconds - 1));
-  else
+    if (s.spaceBoundSeconds > 0)
+      os << llvm::formatv("           {0} over every sub-batch of this order: "
+                          "no plan of any sub-batch is faster; this one is {1} "
+                          "above it\n",
+                          formatSeconds(s.spaceBoundSeconds),
+                          pct(s.plannedSeconds / s.spaceBoundSeconds - 1));
+  } else
     os << "bound      none computed\n";
   os << llvm::formatv("traffic    to host {0}, to device {1} per iteration; "
                       "each round {2} offloads, {3} prefetches, {4} loads\n",
@@ -288,7 +294,10 @@ std::string reportToJson(const PlanReport &r, const ReportTextOptions &opts) {
                {"overhead", s.overhead},
                {"stall_seconds", s.stallSeconds},
                {"bound_seconds",
-                s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr)}};
+                s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr)},
+               {"space_bound_seconds", s.spaceBoundSeconds > 0
+                                           ? json(s.spaceBoundSeconds)
+                                           : json(nullptr)}};
   j["traffic"] = {{"bytes_to_host", s.bytesToHost},
                   {"bytes_to_device", s.bytesToDevice},
                   {"offloads_per_round", c.offloads},

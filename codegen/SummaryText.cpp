@@ -184,12 +184,18 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
   os << llvm::formatv(
       "time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
       ms(s.idealSeconds), ms(s.plannedSeconds), s.overhead, ms(s.stallSeconds));
-  if (s.boundSeconds > 0)
+  if (s.boundSeconds > 0) {
     os << llvm::formatv("bound    {0} per iteration, proven for this order "
                         "and sub-batch: the plan is {1:P1} above it\n",
                         ms(s.boundSeconds),
                         s.plannedSeconds / s.boundSeconds - 1);
-  else if (!s.boundWhy.empty())
+    if (s.spaceBoundSeconds > 0)
+      os << llvm::formatv("         {0} over every sub-batch of this order: no "
+                          "plan of any sub-batch is faster; this one is {1:P1} "
+                          "above it\n",
+                          ms(s.spaceBoundSeconds),
+                          s.plannedSeconds / s.spaceBoundSeconds - 1);
+  } else if (!s.boundWhy.empty())
     os << "bound    none: " << s.boundWhy << "\n";
   if (s.optimal)
     printOptimal(os, s);
@@ -235,6 +241,8 @@ std::string planSummaryJson(const PlanReport &r) {
   j["exact"] = r.exact;
   j["bound_seconds"] =
       s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr);
+  j["space_bound_seconds"] =
+      s.spaceBoundSeconds > 0 ? json(s.spaceBoundSeconds) : json(nullptr);
   if (s.optimal)
     j["optimal"] = optimalJson(*s.optimal);
   j["budget_bytes"] = r.budgetBytes;

@@ -227,3 +227,37 @@ TEST_CASE("a step waits for the batch data it reads to come in", "[bound]") {
   CHECK(bound->seconds >= 2 * 0.05 + fromSecond + update - 1e-12);
   CHECK(bound->seconds > 0.05 + all + update + 1e-3);
 }
+
+TEST_CASE("the bound over every sub-batch is below every forced sub-batch's "
+          "plan and the plan's own bound",
+          "[bound]") {
+  // tiny-residual has no BatchNorm: every sub-batch is allowed, and the
+  // search looks at each (otherSubBatches), keeping their bounds.
+  Planned m("tiny-residual", 16);
+  auto out = m.plan(0.5, false);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->bound);
+  const double space = out->spaceBoundSeconds;
+  REQUIRE(space > 0);
+  CHECK(space <= out->bound->seconds);
+  CHECK(space <= out->plan.summary.plannedSeconds);
+  int forcedPlans = 0;
+  for (int64_t sb : {1, 2, 3, 4, 6, 8, 11, 16}) {
+    auto forced = m.plan(0.5, false, sb);
+    if (!forced) {
+      llvm::consumeError(forced.takeError());
+      continue;
+    }
+    ++forcedPlans;
+    INFO("sub-batch " << sb);
+    CHECK(forced->plan.summary.plannedSeconds >= space * (1 - 1e-9));
+    // memfit's default is never slower than a forced sub-batch.
+    CHECK(out->plan.summary.plannedSeconds <=
+          forced->plan.summary.plannedSeconds * (1 + 1e-9));
+  }
+  CHECK(forcedPlans >= 3);
+  // A forced sub-batch searches one: its bound covers only that.
+  auto one = m.plan(0.5, false, 8);
+  REQUIRE(static_cast<bool>(one));
+  CHECK(one->spaceBoundSeconds == 0);
+}

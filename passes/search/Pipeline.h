@@ -52,6 +52,10 @@ struct PlanRequest {
   /// computes. Off, such a model runs whole batches and its plans are exact.
   bool subBatchStatistics = false;
   OrderKind order = OrderKind::JoinAware;
+  /// The order was asked for (--order): the search keeps it. Otherwise it
+  /// also tries the other order where a bound says it may win
+  /// (otherOrder, docs/passes/search.md).
+  bool forcedOrder = false;
   bool inPlace = true; // ScheduleOptions::inPlace, for every plan tried
   /// Prove a lower bound on the iteration time of the plans with the
   /// winner's order and sub-batch (Bound.h).
@@ -129,6 +133,10 @@ struct PlanOutcome {
   /// or not computed (`boundWhy` says why).
   std::optional<IterationBound> bound;
   std::string boundWhy;
+  /// A proven lower bound on every plan of this order at any sub-batch the
+  /// search allows, when one covers them all (0 otherwise): the least of
+  /// each sub-batch's bound.
+  double spaceBoundSeconds = 0;
   /// The optimal policy's program, when that policy planned.
   std::optional<OptimalOutcome> optimal;
   double planSeconds = 0; // wall time the pipeline took

@@ -9,6 +9,8 @@
 #include "compiler/support/Diagnostics.h"
 #include "passes/search/PipelineSteps.h"
 
+#include <algorithm>
+
 namespace memfit::pipeline {
 namespace {
 
@@ -31,11 +33,12 @@ PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk) {
   return cr;
 }
 
-llvm::Expected<std::optional<ChunkedCandidate>>
+llvm::Expected<std::vector<ChunkedCandidate>>
 searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
   const PlanRequest &resolved = s.r;
   const bool forced = s.forceChunks;
-  std::optional<ChunkedCandidate> best;
+  std::vector<ChunkedCandidate> found;
+  double bestSeconds = 0;
   for (int32_t k : counts) {
     int64_t b = resolved.batch / k;
     LowerBound floor = computeLowerBound(s.tg, b);
@@ -47,7 +50,7 @@ searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
         return split.takeError();
       if (llvm::Error e = dropInfeasible(split.takeError()))
         return std::move(e);
-      return best; // the model cannot be split (a frozen BatchNorm)
+      return found; // the model cannot be split (a frozen BatchNorm)
     }
     auto cg = std::make_shared<const ChunkedGraph>(std::move(*split));
     Tables tables = chunkedTables(*cg, s.tableAt, resolved.batch);
@@ -81,7 +84,7 @@ searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
         return c.takeError();
       if (llvm::Error e = dropInfeasible(c.takeError()))
         return std::move(e);
-      if (best)
+      if (!found.empty())
         break;
       continue;
     }
@@ -89,13 +92,20 @@ searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
     c->plan.chunks = k;
     double t = c->sim.iterationSeconds;
     s.record.chunksTried.push_back({k, t});
-    if (best && t >= best->c.sim.iterationSeconds)
+    const bool slower = !found.empty() && t >= bestSeconds;
+    found.push_back(ChunkedCandidate{cg, std::move(*c)});
+    if (slower)
       break; // more chunks stopped helping
-    best = ChunkedCandidate{cg, std::move(*c)};
+    bestSeconds = t;
     if (t <= s.idealSeconds * (1 + kCloseEnough))
       break;
   }
-  return best;
+  // Fastest first; on a tie the fewer chunks (tried first).
+  std::stable_sort(found.begin(), found.end(),
+                   [](const ChunkedCandidate &a, const ChunkedCandidate &b) {
+                     return a.c.sim.iterationSeconds < b.c.sim.iterationSeconds;
+                   });
+  return found;
 }
 
 } // namespace memfit::pipeline

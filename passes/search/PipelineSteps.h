@@ -17,6 +17,7 @@
 #include "passes/solve/TimeBound.h"
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -154,6 +155,15 @@ struct SearchRecord {
   std::vector<std::pair<int32_t, double>> chunksTried; // chunks, seconds
   int64_t refineTries = 0;
   int refineChanged = 0;
+  /// Sub-batches other than the first phase's winner searched on their
+  /// own, and those their proven bound ruled out (otherSubBatches).
+  int subBatchesPolished = 0, subBatchesPruned = 0;
+  /// Chunk counts past the fastest whose proven bound ruled them out.
+  int chunkCountsPruned = 0;
+  /// Each sub-batch otherSubBatches looked at: its proven bound at the
+  /// search's order, or none where the relaxation had none. Empty when the
+  /// phase did not run.
+  std::map<int64_t, std::optional<double>> subBatchBounds;
 };
 
 // --- the search (PipelineSearch.cpp) ---
@@ -308,11 +318,12 @@ struct ChunkedCandidate {
 /// Plans with the batch split into chunks inside the round, for a model
 /// that needs whole batches to stay exact: the chunk counts given (fewest
 /// first) whose floor fits the state's resolved budget, until more chunks
-/// stop helping. The fastest (its plan's batch and chunks set), or none;
+/// stop helping. Every count that planned (each plan's batch and chunks
+/// set), fastest first, or none;
 /// errors for memfit's own faults, and under --chunks for why the one
 /// count given has no plan. Records the counts tried and the schedules
 /// abandoned in `s`.
-llvm::Expected<std::optional<ChunkedCandidate>>
+llvm::Expected<std::vector<ChunkedCandidate>>
 searchChunks(SearchState &s, const std::vector<int32_t> &counts);
 
 /// The request a split graph is planned with: the chunk is its batch and

@@ -674,6 +674,7 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   r.bound = Bound;
   r.refine = Refine;
   r.order = Order;
+  r.forcedOrder = Order.getNumOccurrences() > 0;
   r.inPlace = InPlace;
   StringRef text = StringRef(Budget).trim();
   if (text.empty()) {
@@ -714,6 +715,7 @@ Expected<PlanRequest> compareRequest(const PlanningSession &s) {
   r.forcedChunks = static_cast<int32_t>(Chunks);
   r.subBatchStatistics = SubBatchStatistics;
   r.order = Order;
+  r.forcedOrder = Order.getNumOccurrences() > 0;
   r.inPlace = InPlace;
   r.bound = false; // one table of many plans: not worth the solver
   r.refine = Refine;

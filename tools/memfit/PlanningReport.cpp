@@ -48,6 +48,7 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   c.freeze = s.freeze.freeze;
   c.exact = o.exact;
   c.boundSeconds = o.bound ? o.bound->seconds : 0;
+  c.spaceBoundSeconds = o.spaceBoundSeconds;
   c.boundWhy = o.boundWhy;
   c.planSeconds = o.planSeconds;
   if (const std::optional<OptimalOutcome> &opt = o.optimal)
