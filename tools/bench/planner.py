@@ -85,6 +85,13 @@ def main():
         say(f"| resnet-{depth} | {tasks} | {user:.1f} s | "
             f"{statistics.median(walls):.1f} s | "
             f"{1e6 * user / tasks:.0f} us | {100 * j['overhead']:.1f}% |")
+    say()
+    say("## Never worse than a forced flag")
+    say()
+    say("docs/benchmarks/forced.md (`tools/bench/forced.py`): memfit's "
+        "default plan against the best plan made with each forced "
+        "sub-batch, chunk count and order; `cli_forced` runs the same check "
+        "on the zoo's tiny models in the test command.")
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
