@@ -13,7 +13,6 @@
 #include "passes/search/Tiers.h"
 
 #include <chrono>
-#include <limits>
 
 namespace memfit {
 namespace pipeline {
@@ -240,9 +239,6 @@ llvm::Error tryOptimal(const TaskGraph &g, const Tables &tb,
   return llvm::Error::success();
 }
 
-/// One step of the search: true when it applied to the request (ran).
-using Phase = llvm::Expected<bool> (*)(SearchState &);
-
 /// The flags and their combinations refused before any schedule is made;
 /// the order and what the request's flags imply for the search.
 llvm::Expected<bool> checkRequest(SearchState &s) {
@@ -329,6 +325,8 @@ llvm::Expected<bool> resolveIdealAndBudget(SearchState &s) {
   return true;
 }
 
+} // namespace
+
 /// The policy's candidates in whole (sub-)batches (searchWholeRounds).
 llvm::Expected<bool> wholeRounds(SearchState &s) {
   if (s.forceChunks) {
@@ -353,6 +351,8 @@ llvm::Expected<bool> optimalInSearch(SearchState &s) {
     return err;
   return true;
 }
+
+namespace {
 
 /// The bound-guided phase on `best`, a plan of `sp`: `best` replaced by a
 /// strictly faster guided plan, `lost` the guided plan that lost to it.
@@ -385,6 +385,8 @@ llvm::Error refine(SearchState &s, const PlanSpace &sp, const Tables &tb,
   return llvm::Error::success();
 }
 
+} // namespace
+
 /// memfit's last phases on the whole-round plan: guided by the bound, then
 /// refined (from the guided plan that lost too, where one did).
 llvm::Expected<bool> guideAndRefine(SearchState &s) {
@@ -399,125 +401,7 @@ llvm::Expected<bool> guideAndRefine(SearchState &s) {
   return true;
 }
 
-/// The other sub-batches. The first phase ranks sub-batches by their
-/// unpolished schedules and the later phases polish the winner alone, so a
-/// sub-batch whose polished plan would have won could lose there
-/// (tools/bench/forced.py: SqueezeNet b64 at 50% on the H100 model, 20.27
-/// ms at 2 x 32 where the whole batch polishes to 19.40). Each other
-/// sub-batch is searched and polished on its own, as if forced, unless its
-/// proven bound (this order, this sub-batch) is no faster than the best
-/// plan: then no plan there can win. Kept when strictly faster.
-llvm::Expected<bool> otherSubBatches(SearchState &s) {
-  if (!s.best || !s.policy->phases.polish || s.req.forcedSubBatch != 0 ||
-      s.tg.tasks.size() > kBoundGuided)
-    return false;
-  for (int64_t sb : subBatchCandidates(s.eq3SubBatch, s.req.batch)) {
-    if (sb == s.best->plan.subBatch)
-      continue;
-    // Below its memory floor no plan exists at this sub-batch.
-    if (computeLowerBound(s.tg, sb).bytes > s.r.budget) {
-      s.record.subBatchBounds[sb] = std::numeric_limits<double>::infinity();
-      continue;
-    }
-    Tables tb = tablesFor(s.tableAt, s.r.batch, sb);
-    Plan probe = s.best->plan;
-    probe.subBatch = sb;
-    probe.numSubBatches = (s.r.batch + sb - 1) / sb;
-    auto bound = iterationBound(s.tg, probe, *tb.full, tb.last, {});
-    s.record.subBatchBounds[sb] =
-        bound ? std::optional<double>(bound->seconds) : std::nullopt;
-    if (bound && bound->seconds >= s.best->sim.iterationSeconds) {
-      ++s.record.subBatchesPruned;
-      continue;
-    }
-    SearchState sub(s.tg, s.tableAt, s.req);
-    sub.req.forcedSubBatch = sb;
-    sub.r = s.r;
-    sub.r.forcedSubBatch = sb;
-    sub.policy = s.policy;
-    sub.coupled = s.coupled;
-    sub.order = s.order;
-    sub.roundTasks = s.roundTasks;
-    sub.lowerBound = s.lowerBound;
-    sub.idealSeconds = s.idealSeconds;
-    sub.idealPeakBytes = s.idealPeakBytes;
-    sub.budget = s.budget;
-    sub.eq3SubBatch = s.eq3SubBatch;
-    for (Phase phase : {wholeRounds, optimalInSearch, guideAndRefine})
-      if (auto ran = phase(sub); !ran)
-        return ran.takeError();
-    ++s.record.subBatchesPolished;
-    s.record.abandoned += sub.record.abandoned;
-    s.record.refineTries += sub.record.refineTries;
-    if (sub.best &&
-        sub.best->sim.iterationSeconds < s.best->sim.iterationSeconds) {
-      s.record.refineChanged += sub.record.refineChanged;
-      s.best = std::move(sub.best);
-      s.lost = std::move(sub.lost);
-    }
-  }
-  return true;
-}
-
-/// The other task order (join-aware or the model's), unless --order named
-/// one: where the proven bound of the best plan's sub-batch in that order
-/// is below the best plan, the search runs again in it (its whole rounds,
-/// polish and other sub-batches) and is kept when faster. GoogLeNet b64 at
-/// 50% on the H100 model plans 0.7% faster in the model's order.
-llvm::Expected<bool> otherOrder(SearchState &s) {
-  if (!s.best || !s.policy->phases.polish || s.req.forcedOrder ||
-      s.tg.tasks.size() > kBoundGuided)
-    return false;
-  const OrderKind kind = s.req.order == OrderKind::JoinAware
-                             ? OrderKind::Built
-                             : OrderKind::JoinAware;
-  std::vector<TaskId> order = taskOrder(s.tg, kind);
-  if (order == s.order)
-    return false;
-  Plan probe = s.best->plan;
-  probe.round.clear();
-  for (TaskId t : order)
-    if (s.tg.tasks[t].kind != TaskKind::Update) {
-      Instr run;
-      run.kind = InstrKind::Run;
-      run.task = t;
-      probe.round.push_back(run);
-    }
-  Tables tb = tablesFor(s.tableAt, s.r.batch, probe.subBatch);
-  auto bound = iterationBound(s.tg, probe, *tb.full, tb.last, {});
-  if (bound && bound->seconds >= s.best->sim.iterationSeconds)
-    return true;
-  SearchState sub(s.tg, s.tableAt, s.req);
-  sub.req.order = kind;
-  sub.req.forcedOrder = true;
-  sub.r = s.r;
-  sub.r.order = kind;
-  sub.policy = s.policy;
-  sub.coupled = s.coupled;
-  sub.order = std::move(order);
-  sub.roundTasks = s.roundTasks;
-  sub.lowerBound = s.lowerBound;
-  sub.idealSeconds = s.idealSeconds;
-  sub.idealPeakBytes = s.idealPeakBytes;
-  sub.budget = s.budget;
-  sub.eq3SubBatch = s.eq3SubBatch;
-  for (Phase phase :
-       {wholeRounds, optimalInSearch, guideAndRefine, otherSubBatches})
-    if (auto ran = phase(sub); !ran)
-      return ran.takeError();
-  s.record.abandoned += sub.record.abandoned;
-  s.record.refineTries += sub.record.refineTries;
-  if (sub.best &&
-      sub.best->sim.iterationSeconds < s.best->sim.iterationSeconds) {
-    s.record.refineChanged += sub.record.refineChanged;
-    s.record.subBatchBounds = std::move(sub.record.subBatchBounds);
-    s.best = std::move(sub.best);
-    s.lost = std::move(sub.lost);
-    s.order = std::move(sub.order);
-    s.req.order = s.r.order = kind;
-  }
-  return true;
-}
+namespace {
 
 /// The bound-guided phase, the integral program and the refinement on the
 /// fastest plan in chunks (memfit's own search), each where it can help
@@ -629,38 +513,6 @@ constexpr Phase kPhases[] = {
     checkRequest,   resolveIdealAndBudget, wholeRounds, optimalInSearch,
     guideAndRefine, otherSubBatches,       otherOrder,  chunks,
     optimalPolicy};
-
-/// The least bound over every sub-batch the search allows, in its order, or
-/// 0 where some sub-batch has none (or the search did not look at them all:
-/// otherSubBatches did not run, or the plan is in chunks). `plan` is the
-/// outcome's, `own` its bound.
-double spaceBound(SearchState &s, const Plan &plan, double own) {
-  if (s.record.subBatchBounds.empty() || plan.chunks > 1)
-    return 0;
-  double least = own;
-  for (int64_t sb : subBatchCandidates(s.eq3SubBatch, s.req.batch)) {
-    if (sb == plan.subBatch)
-      continue;
-    auto it = s.record.subBatchBounds.find(sb);
-    std::optional<double> b;
-    if (it != s.record.subBatchBounds.end()) {
-      b = it->second;
-    } else {
-      // The first phase's winner, which the phase skipped (it planned, so
-      // its floor fits).
-      Tables tb = tablesFor(s.tableAt, s.r.batch, sb);
-      Plan probe = plan;
-      probe.subBatch = sb;
-      probe.numSubBatches = (s.r.batch + sb - 1) / sb;
-      if (auto ib = iterationBound(s.tg, probe, *tb.full, tb.last, {}))
-        b = ib->seconds;
-    }
-    if (!b)
-      return 0;
-    least = std::min(least, *b);
-  }
-  return least;
-}
 
 /// The outcome, built once from the search's state: the best plan
 /// verified, summarised, and with the proven bound where asked for.

@@ -273,6 +273,25 @@ struct SearchState {
   }
 };
 
+// --- the phases of the search (Pipeline.cpp, PipelineOthers.cpp) ---
+
+/// One step of the search: true when it applied to the request (ran).
+using Phase = llvm::Expected<bool> (*)(SearchState &);
+
+/// The policy's candidates in whole (sub-)batches.
+llvm::Expected<bool> wholeRounds(SearchState &s);
+/// The integral program's decisions on small graphs, kept when faster.
+llvm::Expected<bool> optimalInSearch(SearchState &s);
+/// The bound-guided phase, then the refinement, on the best plan.
+llvm::Expected<bool> guideAndRefine(SearchState &s);
+/// Every other sub-batch a bound cannot rule out, searched and polished.
+llvm::Expected<bool> otherSubBatches(SearchState &s);
+/// The other task order, where a bound says it may win.
+llvm::Expected<bool> otherOrder(SearchState &s);
+/// The least bound over every sub-batch the search allows in its order, or
+/// 0 where none covers them all; `plan` is the outcome's, `own` its bound.
+double spaceBound(const SearchState &s, const Plan &plan, double own);
+
 // --- memfit's last phases (Pipeline.cpp, PipelineRefine.cpp) ---
 
 /// What the bound-guided phase found for a plan: the bound of its space

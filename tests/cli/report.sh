@@ -177,7 +177,7 @@ assert j["exact_lower_bound_bytes"] > j["lower_bound_bytes"], j' ||
 "$MEMFIT" inspect tiny.onnx --batch 8 | grep -q "^exact lower bound" &&
   fail "inspect shows an exact floor for a model without BatchNorm"
 "$MEMFIT" plan $BN --budget 90% -o bn-exact --quiet || fail "plan bn exact"
-"$MEMFIT" plan $BN --budget 70% --sub-batch-statistics -o bn-split \
+"$MEMFIT" plan $BN --budget 70% --sub-batch-statistics --sub-batch 8 -o bn-split \
   >bn-split.txt || fail "plan bn split"
 "$PY" - <<'PYEOF' || fail "exact in plan.json"
 import json
