@@ -453,13 +453,13 @@ llvm::Expected<bool> chunks(SearchState &s) {
   // bound is no faster than the best plan so far. Graphs too large for the
   // bound polish the fastest count alone, where it can help against `best`.
   for (size_t i = 0; i < split->size(); ++i) {
-    ChunkedCandidate &cand = (*split)[i];
-    const bool bounded = cand.graph->tg.tasks.size() <= kBoundGuided;
+    auto &[cg, c] = (*split)[i];
+    const bool bounded = cg->tg.tasks.size() <= kBoundGuided;
     if (!bounded && i > 0)
       break;
     if (bounded && s.best && s.policy->phases.polish) {
-      Tables tb = chunkedTables(*cand.graph, s.tableAt, s.req.batch);
-      auto known = proveBound(cand.graph->tg, cand.c.plan, tb);
+      Tables tb = chunkedTables(*cg, s.tableAt, s.req.batch);
+      auto known = proveBound(cg->tg, c.plan, tb);
       if (known->bound &&
           known->bound->seconds >= s.best->sim.iterationSeconds) {
         ++s.record.chunkCountsPruned;
@@ -467,12 +467,11 @@ llvm::Expected<bool> chunks(SearchState &s) {
       }
     }
     if (s.policy->phases.polish)
-      if (auto err = polishChunks(s, *cand.graph, cand.c,
-                                  bounded ? std::nullopt : s.best))
+      if (auto err = polishChunks(s, *cg, c, bounded ? std::nullopt : s.best))
         return err;
-    if (!s.best || cand.c.sim.iterationSeconds < s.best->sim.iterationSeconds) {
-      s.setBest(std::move(cand.c));
-      s.chunked = std::move(cand.graph);
+    if (!s.best || c.sim.iterationSeconds < s.best->sim.iterationSeconds) {
+      s.setBest(std::move(c));
+      s.chunked = std::move(cg);
     }
   }
   return true;
