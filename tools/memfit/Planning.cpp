@@ -158,9 +158,12 @@ Shared<bool> SubBatchStatistics(
              "model computes (default false: such models run whole batches)"),
     cl::init(false));
 Shared<OrderKind> Order(
-    "order", cl::desc("Task order"), cl::init(OrderKind::JoinAware),
+    "order",
+    cl::desc("Task order, kept as given (default: join-aware, or the "
+             "model's where it plans faster)"),
+    cl::init(OrderKind::JoinAware),
     cl::values(clEnumValN(OrderKind::JoinAware, "join-aware",
-                          "depth-first, heavier branch first (default)"),
+                          "depth-first, heavier branch first"),
                clEnumValN(OrderKind::Built, "model", "the model's op order")));
 Shared<bool> InPlace("in-place",
                      cl::desc("Run ReLU, dropout and other elementwise ops "
