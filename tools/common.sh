@@ -72,7 +72,7 @@ MEMFIT_SANITIZE_BUILD=${MEMFIT_SANITIZE_BUILD:-$MEMFIT_ROOT/build-sanitize}
 # data_parallel runs trainers under mpirun, and Open MPI leaves memory
 # allocated at exit, which LeakSanitizer reports; nvme_cnn trains ResNet-18
 # twice (minutes sanitized; cli_nvme runs the same NVMe code there).
-MEMFIT_SANITIZE_EXCLUDE=${MEMFIT_SANITIZE_EXCLUDE:-^cli_(memory_limit|deep|today|data_parallel|nvme_cnn)$}
+MEMFIT_SANITIZE_EXCLUDE=${MEMFIT_SANITIZE_EXCLUDE:-^cli_(memory_limit|deep|today|data_parallel|nvme_cnn|forced)$}
 memfit_build_sanitize() {
   MEMFIT_BUILD=$MEMFIT_SANITIZE_BUILD MEMFIT_BUILD_TYPE=Debug \
     MEMFIT_CMAKE_ARGS="-DMEMFIT_SANITIZE=ON -DMEMFIT_WITH_CUDA=OFF" memfit_build
