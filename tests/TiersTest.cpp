@@ -58,6 +58,16 @@ struct HostPlanned : test::Planned {
   }
 };
 
+/// The host's updates of `plan`, one after another, at `t`'s host rate.
+double hostUpdateSeconds(const Plan &plan, const TaskGraph &tg,
+                         const CostTable &t) {
+  double host = 0;
+  for (const Instr &in : plan.update)
+    if (in.onHost)
+      host += t.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+  return host;
+}
+
 int64_t count(const Plan &plan, InstrKind k, bool onHost) {
   return std::count_if(
       plan.update.begin(), plan.update.end(),
@@ -523,10 +533,8 @@ TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
   // after another.
   const TaskGraph &tg = out->scheduledGraph(p.tg);
   const CostTable &t = p.table(4);
-  double host = 0, forward = 0;
-  for (const Instr &in : out->plan.update)
-    if (in.onHost)
-      host += t.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+  const double host = hostUpdateSeconds(out->plan, tg, t);
+  double forward = 0;
   for (const Instr &in : out->plan.round)
     if (in.kind == InstrKind::Run && !in.recompute &&
         (tg.tasks[in.task].kind == TaskKind::Forward ||
@@ -551,10 +559,8 @@ TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
   REQUIRE(out->bound.has_value());
   const TaskGraph &tg = out->scheduledGraph(p.tg);
   const CostTable &t = p.table(4);
-  double host = 0, round = 0;
-  for (const Instr &in : out->plan.update)
-    if (in.onHost)
-      host += t.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]));
+  const double host = hostUpdateSeconds(out->plan, tg, t);
+  double round = 0;
   for (const Instr &in : out->plan.round)
     if (in.kind == InstrKind::Run && !in.recompute)
       round += t.fastest(in.task).seconds;
