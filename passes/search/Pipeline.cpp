@@ -460,11 +460,8 @@ llvm::Expected<bool> chunks(SearchState &s) {
     if (bounded && s.best && s.policy->phases.polish) {
       Tables tb = chunkedTables(*cg, s.tableAt, s.req.batch);
       auto known = proveBound(cg->tg, c.plan, tb);
-      if (known->bound &&
-          known->bound->seconds >= s.best->sim.iterationSeconds) {
-        ++s.record.chunkCountsPruned;
+      if (known->bound && known->bound->seconds >= s.best->sim.iterationSeconds)
         continue;
-      }
     }
     if (s.policy->phases.polish)
       if (auto err = polishChunks(s, *cg, c, bounded ? std::nullopt : s.best))

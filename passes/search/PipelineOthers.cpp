@@ -73,17 +73,14 @@ llvm::Expected<bool> otherSubBatches(SearchState &s) {
     auto bound = boundAt(s, s.best->plan, sb);
     s.record.subBatchBounds[sb] =
         bound ? std::optional<double>(bound->seconds) : std::nullopt;
-    if (bound && bound->seconds >= s.best->sim.iterationSeconds) {
-      ++s.record.subBatchesPruned;
+    if (bound && bound->seconds >= s.best->sim.iterationSeconds)
       continue;
-    }
     SearchState sub(s.tg, s.tableAt, s.req);
     fork(s, sub);
     sub.req.forcedSubBatch = sub.r.forcedSubBatch = sb;
     for (Phase phase : {wholeRounds, optimalInSearch, guideAndRefine})
       if (auto ran = phase(sub); !ran)
         return ran.takeError();
-    ++s.record.subBatchesPolished;
     s.record.abandoned += sub.record.abandoned;
     s.record.refineTries += sub.record.refineTries;
     if (sub.best &&

@@ -155,11 +155,6 @@ struct SearchRecord {
   std::vector<std::pair<int32_t, double>> chunksTried; // chunks, seconds
   int64_t refineTries = 0;
   int refineChanged = 0;
-  /// Sub-batches other than the first phase's winner searched on their
-  /// own, and those their proven bound ruled out (otherSubBatches).
-  int subBatchesPolished = 0, subBatchesPruned = 0;
-  /// Chunk counts past the fastest whose proven bound ruled them out.
-  int chunkCountsPruned = 0;
   /// Each sub-batch otherSubBatches looked at: its proven bound at the
   /// search's order, or none where the relaxation had none. Empty when the
   /// phase did not run.
