@@ -108,11 +108,12 @@ std::string Emitter::mainFile() const {
       os << (e ? ", " : "") << f32(v.data[e]);
     os << "};\n";
   }
-  // Weights whose optimizer state the plan keeps on NVMe.
-  std::set<ValueId> nvmeWeights;
+  // Weights whose optimizer state, or fp32 master, the plan keeps on NVMe.
+  std::set<ValueId> nvmeWeights, nvmeMasters;
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
     if (tg.homes[b] == Tier::Nvme)
-      nvmeWeights.insert(tg.blocks[b].value);
+      (tg.blocks[b].kind == BlockKind::Weight ? nvmeMasters : nvmeWeights)
+          .insert(tg.blocks[b].value);
   os << "static const WeightInfo kWeights[] = {\n";
   for (const ValueId &w : weights) {
     const Value &v = g.values[w];
@@ -147,9 +148,10 @@ std::string Emitter::mainFile() const {
                ? ""
                : ", .workingCopy = true")
        << (tg.isFrozen(w) ? ", .frozen = true" : "")
-       << (tg.homeOf(tg.valueBlock[w]) == Tier::Host ? ", .home = Home::Host"
-                                                     : "")
-       << (nvmeWeights.count(w) ? ", .stateOnNvme = true" : "") << "},\n";
+       << (tg.homeOf(tg.valueBlock[w]) != Tier::Gpu ? ", .home = Home::Host"
+                                                    : "")
+       << (nvmeWeights.count(w) ? ", .stateOnNvme = true" : "")
+       << (nvmeMasters.count(w) ? ", .masterOnNvme = true" : "") << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";
@@ -259,7 +261,7 @@ std::string Emitter::mainFile() const {
      << ",\n             .budgetBytes = " << plan.budget
      << ",\n             .libraryReserveBytes = " << plan.libraryReserve
      << ",\n             .blasWorkspaceBytes = " << plan.blasWorkspaceBytes()
-     << (nvmeWeights.empty()
+     << (nvmeWeights.empty() && nvmeMasters.empty()
              ? std::string()
              : ",\n             .nvmeDir = " + stringLiteral(opts.nvmeDir))
      << "},\n"

@@ -8,6 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace memfit {
@@ -267,6 +268,8 @@ std::string planToJson(const PlanReport &r) {
     if (s.nvmeHomedWeights > 0) {
       j["summary"]["nvme_home_bytes"] = s.nvmeHomeBytes;
       j["summary"]["nvme_homed_weights"] = s.nvmeHomedWeights;
+      j["summary"]["nvme_state_weights"] = s.nvmeStateWeights;
+      j["summary"]["nvme_master_weights"] = s.nvmeMasterWeights;
     }
   }
   if (!s.chunksTried.empty()) { // written only when chunks were planned
@@ -439,6 +442,18 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     if (o.contains("space_bound_seconds") &&
         !o["space_bound_seconds"].is_null())
       s.spaceBoundSeconds = rd.number(o, w, "space_bound_seconds");
+    // Written only with weights homed off the GPU.
+    s.hostHomeBytes = rd.integer(o, w, "host_home_bytes", 0, false);
+    s.hostHomedWeights = rd.integer(o, w, "host_homed_weights", 0, false);
+    s.hostUpdates = rd.integer(o, w, "host_updates", 0, false);
+    s.hostUpdatesOverlapped =
+        rd.integer(o, w, "host_updates_overlapped", 0, false);
+    s.nvmeHomeBytes = rd.integer(o, w, "nvme_home_bytes", 0, false);
+    s.nvmeHomedWeights = rd.integer(o, w, "nvme_homed_weights", 0, false);
+    s.nvmeStateWeights = rd.integer(o, w, "nvme_state_weights", 0, false);
+    s.nvmeMasterWeights = rd.integer(o, w, "nvme_master_weights", 0, false);
+    if (s.nvmeStateWeights == 0 && s.nvmeMasterWeights == 0)
+      s.nvmeStateWeights = s.nvmeHomedWeights; // written before masters moved
     if (const json *tried = rd.array(o, w, "sub_batches_tried", false))
       for (size_t i = 0; i < tried->size(); ++i) {
         std::string tw = std::string(w) + "." + at("sub_batches_tried", i);
@@ -496,7 +511,11 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
       t.workspaceOffset = rd.integer(o, w, "workspace_offset", 0, false);
       t.stream = rd.str(o, w, "stream");
       t.recompute = rd.boolean(o, w, "recompute");
-      t.start = rd.number(o, w, "start");
+      // The update section's times count from its start; a host update
+      // the plan starts inside the last round begins before it.
+      t.start = rd.number(
+          o, w, "start", true,
+          t.section == "update" ? -std::numeric_limits<double>::max() : 0.0);
       t.end = rd.number(o, w, "end", true, t.start);
       t.stallSeconds = rd.number(o, w, "stall_seconds", false);
       t.nvmeBytes = rd.integer(o, w, "nvme_bytes", 0, false);

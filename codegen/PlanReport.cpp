@@ -102,14 +102,20 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   s.hostHomeBytes = plan.hostHomeBytes;
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
     s.hostHomedWeights +=
-        tg.homes[b] == Tier::Host && tg.blocks[b].kind == BlockKind::Weight;
+        tg.homes[b] != Tier::Gpu && tg.blocks[b].kind == BlockKind::Weight;
   s.nvmeHomeBytes = plan.nvmeHomeBytes;
   {
-    std::set<ValueId> nvmeWeights;
+    std::set<ValueId> nvmeWeights, stateWeights;
     for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
-      if (tg.homes[b] == Tier::Nvme)
+      if (tg.homes[b] == Tier::Nvme) {
         nvmeWeights.insert(tg.blocks[b].value);
+        if (tg.blocks[b].kind == BlockKind::Weight)
+          ++s.nvmeMasterWeights;
+        else
+          stateWeights.insert(tg.blocks[b].value);
+      }
     s.nvmeHomedWeights = static_cast<int64_t>(nvmeWeights.size());
+    s.nvmeStateWeights = static_cast<int64_t>(stateWeights.size());
   }
   for (const Instr &in : plan.update)
     if (in.onHost) {

@@ -133,6 +133,9 @@ struct ReportSummary {
   /// Optimizer state homed on NVMe: its bytes and the weights it is of;
   /// 0 without that tier.
   int64_t nvmeHomeBytes = 0, nvmeHomedWeights = 0;
+  /// Of those, the weights whose optimizer state is on NVMe, and those
+  /// whose fp32 master is (16-bit plans).
+  int64_t nvmeStateWeights = 0, nvmeMasterWeights = 0;
   int64_t lowerBoundBytes = 0;
   std::string lowerBoundTask;
   int64_t idealPeakBytes = 0, maxLiveBytes = 0;

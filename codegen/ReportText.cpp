@@ -1,6 +1,8 @@
 //===- ReportText.cpp - The plan summary a person reads -------------------===//
 #include "codegen/ReportText.h"
 
+#include "codegen/SummaryText.h"
+
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
 
@@ -127,6 +129,7 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
         formatSeconds(d.collectiveSeconds), formatSeconds(d.exposedSeconds));
   if (const ReportFrozen &f = r.frozen; f.weights > 0)
     os << "training   " << describeFrozen(f) << "\n";
+  printTierLines(os, s, 11);
   if (s.boundSeconds > 0) {
     os << llvm::formatv("bound      {0} per iteration, proven for this order "
                         "and sub-batch: the plan is {1} above it\n",

@@ -140,6 +140,45 @@ void printProfileLine(llvm::raw_ostream &os, const ReportProfile &p) {
   os << "\n";
 }
 
+void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width) {
+  auto label = [&](llvm::StringRef l) {
+    os << l;
+    os.indent(std::max<int>(1, width - static_cast<int>(l.size())));
+  };
+  if (s.hostHomedWeights > 0) {
+    label("host");
+    os << llvm::formatv("{0} weights homed in pinned host memory, "
+                        "{1} with their gradients and optimizer state: "
+                        "copied in for the tasks that read them, updated by "
+                        "the host's cores{2}\n",
+                        s.hostHomedWeights, formatBytes(s.hostHomeBytes),
+                        s.hostUpdatesOverlapped > 0
+                            ? llvm::formatv(" ({0} of {1} updates start inside "
+                                            "the last round, beside its "
+                                            "backward pass)",
+                                            s.hostUpdatesOverlapped,
+                                            s.hostUpdates)
+                                  .str()
+                            : std::string());
+  }
+  if (s.nvmeHomedWeights > 0) {
+    label("nvme");
+    os << llvm::formatv(
+        "{0}{1}{2} of them, {3}, in a file of the "
+        "--nvme directory: the host's update streams it from "
+        "the drive and back\n",
+        s.nvmeStateWeights > 0
+            ? llvm::formatv("the optimizer state of {0}", s.nvmeStateWeights)
+                  .str()
+            : std::string(),
+        s.nvmeStateWeights > 0 && s.nvmeMasterWeights > 0 ? " and " : "",
+        s.nvmeMasterWeights > 0
+            ? llvm::formatv("the fp32 master of {0}", s.nvmeMasterWeights).str()
+            : std::string(),
+        formatBytes(s.nvmeHomeBytes));
+  }
+}
+
 void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
   const ReportSummary &s = r.summary;
   os << llvm::formatv(
@@ -162,25 +201,7 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
                       formatBytes(s.idealPeakBytes), s.allocationEfficiency);
   os << "         the CUDA context is not in the budget: the trainer "
         "measures it and reports it beside the budget\n";
-  if (s.hostHomedWeights > 0)
-    os << llvm::formatv("host     {0} weights homed in pinned host memory, "
-                        "{1} with their gradients and optimizer state: "
-                        "copied in for the tasks that read them, updated by "
-                        "the host's cores{2}\n",
-                        s.hostHomedWeights, formatBytes(s.hostHomeBytes),
-                        s.hostUpdatesOverlapped > 0
-                            ? llvm::formatv(" ({0} of {1} updates start inside "
-                                            "the last round, beside its "
-                                            "backward pass)",
-                                            s.hostUpdatesOverlapped,
-                                            s.hostUpdates)
-                                  .str()
-                            : std::string());
-  if (s.nvmeHomedWeights > 0)
-    os << llvm::formatv("nvme     the optimizer state of {0} of them, {1}, "
-                        "in a file of the --nvme directory: the host's "
-                        "update streams it from the drive and back\n",
-                        s.nvmeHomedWeights, formatBytes(s.nvmeHomeBytes));
+  printTierLines(os, s, 9);
   os << llvm::formatv(
       "time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
       ms(s.idealSeconds), ms(s.plannedSeconds), s.overhead, ms(s.stallSeconds));
@@ -257,6 +278,8 @@ std::string planSummaryJson(const PlanReport &r) {
     if (s.nvmeHomedWeights > 0) {
       j["nvme_home_bytes"] = s.nvmeHomeBytes;
       j["nvme_homed_weights"] = s.nvmeHomedWeights;
+      j["nvme_state_weights"] = s.nvmeStateWeights;
+      j["nvme_master_weights"] = s.nvmeMasterWeights;
     }
   }
   j["arena_bytes"] = s.arenaBytes;

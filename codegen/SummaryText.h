@@ -19,6 +19,10 @@
 namespace memfit {
 
 void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r);
+/// The summary's `host` and `nvme` lines (weights homed off the GPU; none
+/// without), labels padded to `width` columns: the plan's summary and
+/// `memfit report` print the same sentences.
+void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width);
 std::string planSummaryJson(const PlanReport &r);
 
 /// The profile line of the summary: how many task costs a measured profile

@@ -120,6 +120,11 @@ struct WeightInfo {
   /// on NVMe: the host's update streams it from the file and back
   /// (runtime/host/NvmeState.h), and it takes no memory.
   bool stateOnNvme = false;
+  /// Homed on the host with its fp32 master on NVMe (16-bit programs,
+  /// where every other task reads the working copy): the host's update
+  /// streams the master from the file and back and rounds the working copy
+  /// at home from it; readWeight and writeWeight go through the file.
+  bool masterOnNvme = false;
 };
 
 /// torch.cuda.amp.GradScaler's dynamic loss scale (fp16 programs): the

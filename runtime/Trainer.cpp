@@ -250,10 +250,15 @@ bool reportMemory(Exec &x, bool quiet) {
       std::printf("host memory: %.2f MiB for the weights homed there "
                   "(pinned), not in the device budget\n",
                   mibOf(x.hostHomeBytes()));
-    if (!quiet && x.nvmeHomeBytes() > 0)
-      std::printf("NVMe: %.2f MiB of optimizer state, in an unnamed file "
+    if (!quiet && x.nvmeHomeBytes() > 0) {
+      const auto &ws = x.weightInfo();
+      const bool masters =
+          std::any_of(ws.begin(), ws.end(),
+                      [](const WeightInfo &w) { return w.masterOnNvme; });
+      std::printf("NVMe: %.2f MiB of optimizer state%s, in an unnamed file "
                   "of the --nvme directory\n",
-                  mibOf(x.nvmeHomeBytes()));
+                  mibOf(x.nvmeHomeBytes()), masters ? " and fp32 masters" : "");
+    }
     return true;
   }
   if (!quiet)

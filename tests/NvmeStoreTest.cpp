@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -115,87 +117,121 @@ TEST_CASE("nvme state: Adam and SGD through the file match in-memory updates "
           "bit for bit",
           "[nvme]") {
   // Two weights, neither a multiple of a chunk nor of a 4 KiB block, with
-  // chunks small enough that several threads share each tensor.
+  // chunks small enough that several threads share each tensor; the master
+  // in memory, then in the file beside the moments (16-bit programs),
+  // where each chunk hands the updated master to the working copy.
   const std::vector<int64_t> counts = {70000, 1537};
-  std::vector<WeightInfo> ws;
-  for (int64_t c : counts) {
-    WeightInfo w{};
-    w.onnxName = "w";
-    w.count = c;
-    w.trainable = true;
-    w.home = Home::Host;
-    w.stateOnNvme = true;
-    ws.push_back(w);
-  }
-  for (Optimizer opt : {Optimizer::AdamW, Optimizer::SGD}) {
-    ProgramInfo p{};
-    p.optimizer = opt;
-    p.hasMomentum = true;
-    TempDir dir;
-    NvmeState nv;
-    std::string err;
-    REQUIRE(nv.open(p, ws, dir.path.string(), err));
-    HostOptimizer viaFile(3, 5000), inMemory(1);
-    std::vector<std::vector<float>> w1, w2, g, m, v;
-    for (size_t i = 0; i < counts.size(); ++i) {
-      w1.push_back(randomVec(counts[i], 1 + i, 1));
-      w2.push_back(w1.back());
-      g.push_back(randomVec(counts[i], 11 + i, 0.1f));
-      m.push_back(std::vector<float>(counts[i], 0.0f));
-      v.push_back(std::vector<float>(counts[i], 0.0f));
-    }
-    for (int step = 1; step <= 3; ++step) {
+  for (bool masterInFile : {false, true})
+    for (Optimizer opt : {Optimizer::AdamW, Optimizer::SGD}) {
+      CAPTURE(masterInFile, opt == Optimizer::SGD);
+      std::vector<WeightInfo> ws;
+      for (int64_t c : counts) {
+        WeightInfo w{};
+        w.onnxName = "w";
+        w.count = c;
+        w.trainable = true;
+        w.home = Home::Host;
+        w.stateOnNvme = true;
+        w.masterOnNvme = masterInFile;
+        ws.push_back(w);
+      }
+      ProgramInfo p{};
+      p.optimizer = opt;
+      p.hasMomentum = true;
+      TempDir dir;
+      NvmeState nv;
+      std::string err;
+      REQUIRE(nv.open(p, ws, dir.path.string(), err));
+      HostOptimizer viaFile(3, 5000), inMemory(1);
+      std::vector<std::vector<float>> w1, w2, g, m, v, copy, handed;
       for (size_t i = 0; i < counts.size(); ++i) {
-        const int64_t n = counts[i];
-        if (opt == Optimizer::SGD) {
-          host::SgdParams sp{0.01f, 0.9f, 1e-3f, step == 1};
-          viaFile.submitSgdNvme(sp, n, w1[i].data(), g[i].data(), *nv.store,
-                                nv.m[i]);
-          inMemory.submitSgd(sp, n, w2[i].data(), g[i].data(), m[i].data());
-        } else {
-          AdamParams ap{};
-          ap.lr = 1e-3f;
-          ap.beta1 = 0.9f;
-          ap.beta2 = 0.999f;
-          ap.eps = 1e-8f;
-          ap.weightDecay = 0.01f;
-          ap.decoupled = true;
-          ap.step = step;
-          viaFile.submitAdamNvme(ap, n, w1[i].data(), g[i].data(), *nv.store,
-                                 nv.m[i], nv.v[i]);
-          inMemory.submitAdam(ap, n, w2[i].data(), g[i].data(), m[i].data(),
-                              v[i].data());
+        w1.push_back(randomVec(counts[i], 1 + i, 1));
+        w2.push_back(w1.back());
+        g.push_back(randomVec(counts[i], 11 + i, 0.1f));
+        m.push_back(std::vector<float>(counts[i], 0.0f));
+        v.push_back(std::vector<float>(counts[i], 0.0f));
+        copy.push_back(std::vector<float>(counts[i], std::nanf("")));
+        handed.push_back(std::vector<float>(counts[i], 0.0f));
+        CHECK((nv.w[i] >= 0) == masterInFile);
+        if (masterInFile)
+          REQUIRE(nv.writeTensor(nv.w[i], counts[i], w1[i].data()));
+      }
+      for (int step = 1; step <= 3; ++step) {
+        for (size_t i = 0; i < counts.size(); ++i) {
+          const int64_t n = counts[i];
+          HostOptimizer::NvmeAt at{.w = nv.w[i], .m = nv.m[i], .v = nv.v[i]};
+          HostOptimizer::MasterOut out;
+          float *w = w1[i].data();
+          if (masterInFile) {
+            w = nullptr;
+            out = [&c = copy[i], &h = handed[i]](int64_t lo, int64_t hi,
+                                                 const float *chunk) {
+              for (int64_t e = lo; e < hi; ++e) {
+                c[e] = chunk[e - lo];
+                h[e] += 1;
+              }
+            };
+          }
+          if (opt == Optimizer::SGD) {
+            host::SgdParams sp{0.01f, 0.9f, 1e-3f, step == 1};
+            viaFile.submitSgdNvme(sp, n, w, g[i].data(), *nv.store, at, out);
+            inMemory.submitSgd(sp, n, w2[i].data(), g[i].data(), m[i].data());
+          } else {
+            AdamParams ap{};
+            ap.lr = 1e-3f;
+            ap.beta1 = 0.9f;
+            ap.beta2 = 0.999f;
+            ap.eps = 1e-8f;
+            ap.weightDecay = 0.01f;
+            ap.decoupled = true;
+            ap.step = step;
+            viaFile.submitAdamNvme(ap, n, w, g[i].data(), *nv.store, at, out);
+            inMemory.submitAdam(ap, n, w2[i].data(), g[i].data(), m[i].data(),
+                                v[i].data());
+          }
         }
+        viaFile.waitAll();
+        inMemory.waitAll();
+        REQUIRE_FALSE(nv.store->failed());
       }
-      viaFile.waitAll();
-      inMemory.waitAll();
-      REQUIRE_FALSE(nv.store->failed());
-    }
-    for (size_t i = 0; i < counts.size(); ++i) {
-      CHECK(sameBits(w1[i], w2[i]));
-      std::vector<float> fromFile(counts[i]);
-      REQUIRE(nv.readTensor(nv.m[i], counts[i], fromFile.data()));
-      CHECK(sameBits(fromFile, m[i]));
-      if (opt != Optimizer::SGD) {
-        REQUIRE(nv.readTensor(nv.v[i], counts[i], fromFile.data()));
-        CHECK(sameBits(fromFile, v[i]));
-      } else {
-        CHECK(nv.v[i] == -1);
-        CHECK_THAT(nv.transferMoment(nv.v, static_cast<int32_t>(i), counts[i],
-                                     fromFile.data(), nullptr),
-                   Catch::Contains("has no optimizer state on NVMe"));
+      for (size_t i = 0; i < counts.size(); ++i) {
+        std::vector<float> fromFile(counts[i]);
+        if (masterInFile) {
+          REQUIRE(nv.readTensor(nv.w[i], counts[i], fromFile.data()));
+          CHECK(sameBits(fromFile, w2[i]));
+          // Every element handed over once a step, the last the update's.
+          CHECK(sameBits(copy[i], w2[i]));
+          CHECK(std::all_of(handed[i].begin(), handed[i].end(),
+                            [](float k) { return k == 3.0f; }));
+        } else {
+          CHECK(sameBits(w1[i], w2[i]));
+          CHECK_THAT(nv.transfer(nv.w, static_cast<int32_t>(i), counts[i],
+                                 fromFile.data(), nullptr),
+                     Catch::Contains("has no such tensor on NVMe"));
+        }
+        REQUIRE(nv.readTensor(nv.m[i], counts[i], fromFile.data()));
+        CHECK(sameBits(fromFile, m[i]));
+        if (opt != Optimizer::SGD) {
+          REQUIRE(nv.readTensor(nv.v[i], counts[i], fromFile.data()));
+          CHECK(sameBits(fromFile, v[i]));
+        } else {
+          CHECK(nv.v[i] == -1);
+          CHECK_THAT(nv.transfer(nv.v, static_cast<int32_t>(i), counts[i],
+                                 fromFile.data(), nullptr),
+                     Catch::Contains("has no such tensor on NVMe"));
+        }
+        CHECK(nv.transfer(nv.m, static_cast<int32_t>(i), counts[i],
+                          fromFile.data(), nullptr)
+                  .empty());
+        CHECK(sameBits(fromFile, m[i]));
       }
-      CHECK(nv.transferMoment(nv.m, static_cast<int32_t>(i), counts[i],
-                              fromFile.data(), nullptr)
-                .empty());
-      CHECK(sameBits(fromFile, m[i]));
+      // A checkpoint's write lands where the next update reads it.
+      std::vector<float> mine = randomVec(counts[1], 99, 0.01f),
+                         back(counts[1]);
+      REQUIRE(nv.writeTensor(nv.m[1], counts[1], mine.data()));
+      REQUIRE(nv.readTensor(nv.m[1], counts[1], back.data()));
+      CHECK(sameBits(mine, back));
     }
-    // A checkpoint's write lands where the next update reads it.
-    std::vector<float> mine = randomVec(counts[1], 99, 0.01f), back(counts[1]);
-    REQUIRE(nv.writeTensor(nv.m[1], counts[1], mine.data()));
-    REQUIRE(nv.readTensor(nv.m[1], counts[1], back.data()));
-    CHECK(sameBits(mine, back));
-  }
 }
 
 TEST_CASE("nvme state: a program keeping state there needs a directory",

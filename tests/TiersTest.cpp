@@ -506,6 +506,16 @@ TEST_CASE("the report, plan.json and the trace show the host's updates",
   std::string json = planToJson(r);
   CHECK(json.find("\"host_updates_overlapped\"") != std::string::npos);
   CHECK(json.find("\"after_event\"") != std::string::npos);
+  // An update started inside the last round begins before the update
+  // section, where its times count from: `memfit report` reads it back.
+  bool early = false;
+  for (const ReportTask &t : r.tasks)
+    early = early || (t.section == "update" && t.start < 0);
+  CHECK(early);
+  auto back = parsePlanJson(json, "plan.json");
+  if (!back)
+    FAIL(llvm::toString(back.takeError()));
+  CHECK(back->tasks.size() == r.tasks.size());
 
   // Without tiers: three tracks, no host fields.
   auto plain = p.planBytes(p.tg.weightSideBytes() * 3, 0);
@@ -678,6 +688,94 @@ TEST_CASE("optimizer state goes to NVMe only where the host budget cannot "
   REQUIRE(static_cast<bool>(err));
   CHECK_THAT(llvm::toString(std::move(err)),
              Catch::Contains("which holds only optimizer state"));
+}
+
+TEST_CASE("in 16-bit plans the fp32 master goes to NVMe beside the state: "
+          "the GPU reads only the working copy",
+          "[tiers][nvme]") {
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::BF16);
+  p.nvmeRead = 6e9;
+  p.nvmeWrite = 4e9;
+  const int64_t weightSide = p.tg.weightSideBytes();
+  // A host budget of 45% of the weight side: with AdamW's moments alone on
+  // NVMe the host would hold 10 of every 18 bytes of a homed weight with a
+  // working copy (56%), and more of the others.
+  const int64_t host = weightSide * 45 / 100;
+  auto out = p.planBytes(weightSide / 10, host, 0, -1, int64_t(1) << 30);
+  if (!out)
+    FAIL(llvm::toString(out.takeError()));
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  CHECK(out->plan.hostHomeBytes <= host);
+  if (auto err = verifyPlan(tg, out->plan))
+    FAIL(llvm::toString(std::move(err)));
+  int masters = 0;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b) {
+    if (tg.homes[b] != Tier::Nvme || tg.blocks[b].kind != BlockKind::Weight)
+      continue;
+    INFO(tg.blocks[b].name);
+    ++masters;
+    // Its working copy and gradient stay on the host for the rounds, and
+    // only the host's update reads the master.
+    const ValueId v = tg.blocks[b].value;
+    REQUIRE(tg.weightCopyBlock[v] >= 0);
+    CHECK(tg.homeOf(tg.weightCopyBlock[v]) == Tier::Host);
+    CHECK(tg.homeOf(tg.gradBlock[v]) == Tier::Host);
+    for (TaskId t : tg.blocks[b].readers)
+      CHECK(tg.runsOnHost(tg.tasks[t]));
+  }
+  CHECK(masters > 0);
+  // Its update streams the master too: read and written beside the state.
+  bool priced = false;
+  for (const Instr &in : out->plan.update)
+    if (in.onHost) {
+      const Task &task = tg.tasks[in.task];
+      int64_t state = 0, master = 0;
+      for (BlockId b : task.writes)
+        if (tg.homeOf(b) == Tier::Nvme)
+          (tg.blocks[b].kind == BlockKind::Weight ? master : state) +=
+              tg.blocks[b].bytesAt(1);
+      if (master > 0) {
+        CHECK(nvmeUpdateBytes(tg, task) == master + state);
+        CHECK(master * 2 == state); // fp32 master, two fp32 moments
+        priced = true;
+      }
+    }
+  CHECK(priced);
+  // The generated trainer says which masters live there.
+  auto files = emitTrainer(tg, out->plan, EmitOptions{});
+  REQUIRE(static_cast<bool>(files));
+  bool named = false;
+  for (const GeneratedFile &f : *files)
+    named = named || f.contents.find(".stateOnNvme = true, .masterOnNvme = "
+                                     "true") != std::string::npos;
+  CHECK(named);
+
+  // The verifier: a master that a GPU task reads cannot live on NVMe. In
+  // an fp32 plan every weight's master is what the GPU reads.
+  HostPlanned q("gpt2-tiny", 4);
+  q.nvmeRead = 6e9;
+  q.nvmeWrite = 4e9;
+  auto fp32 =
+      q.planBytes(q.tg.weightSideBytes() / 10,
+                  q.tg.weightSideBytes() * 70 / 100, 0, -1, int64_t(1) << 30);
+  REQUIRE(static_cast<bool>(fp32));
+  TaskGraph bad = fp32->scheduledGraph(q.tg);
+  for (BlockId b = 0; b < (BlockId)bad.homes.size(); ++b)
+    CHECK_FALSE((bad.homes[b] == Tier::Nvme &&
+                 bad.blocks[b].kind == BlockKind::Weight));
+  Plan plan = fp32->plan;
+  for (BlockId b = 0; b < (BlockId)bad.homes.size(); ++b)
+    if (bad.homes[b] == Tier::Host && bad.blocks[b].kind == BlockKind::Weight) {
+      CHECK_FALSE(bad.nvmeHomeable(b));
+      bad.homes[b] = Tier::Nvme;
+      break;
+    }
+  plan.nvmeHomeBytes = bad.homedBytes(Tier::Nvme);
+  plan.hostHomeBytes = bad.homedBytes(Tier::Host);
+  llvm::Error err = verifyPlan(bad, plan);
+  REQUIRE(static_cast<bool>(err));
+  CHECK_THAT(llvm::toString(std::move(err)),
+             Catch::Contains("masters of 16-bit working copies"));
 }
 
 TEST_CASE("a device that states no NVMe rates cannot home state there",

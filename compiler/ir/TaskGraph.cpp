@@ -139,6 +139,19 @@ int64_t TaskGraph::homedBytes(Tier t) const {
   return total;
 }
 
+bool TaskGraph::nvmeHomeable(BlockId b) const {
+  const Block &blk = blocks[b];
+  if (blk.kind == BlockKind::Momentum || blk.kind == BlockKind::SecondMoment)
+    return true;
+  if (blk.kind != BlockKind::Weight || blk.viewOf >= 0 || blk.value == kNoId ||
+      blk.value >= (ValueId)weightCopyBlock.size() ||
+      weightCopyBlock[blk.value] < 0)
+    return false;
+  return std::all_of(blk.readers.begin(), blk.readers.end(), [&](TaskId t) {
+    return tasks[t].kind == TaskKind::Update;
+  });
+}
+
 int64_t updatedParams(const TaskGraph &tg, const Task &update) {
   int64_t params = 0;
   for (BlockId id : update.reads)

@@ -274,12 +274,18 @@ struct TaskGraph {
     return isWeightSide(blocks[b].kind) && homeOf(b) == Tier::Gpu;
   }
 
-  /// The update of a weight homed on the host, which the host's cores run
-  /// (a weight's blocks share a home, so its first read says which).
+  /// The update of a weight homed off the GPU, which the host's cores run
+  /// (a weight's blocks share a home, or live on NVMe behind it, so its
+  /// first read says which).
   bool runsOnHost(const Task &t) const {
     return t.kind == TaskKind::Update && !t.reads.empty() &&
-           homeOf(t.reads.front()) == Tier::Host;
+           homeOf(t.reads.front()) != Tier::Gpu;
   }
+  /// Whether block `b` may live on NVMe once its weight is homed on the
+  /// host: what only the host's update touches, which is the optimizer
+  /// state (momentum, second moment) and the fp32 master of a weight that
+  /// every other task reads as its 16-bit working copy.
+  bool nvmeHomeable(BlockId b) const;
 
   /// Bytes of the resident blocks (weights, weight gradients and optimizer
   /// state homed on the GPU; this rank's share when sharded), and the

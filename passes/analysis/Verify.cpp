@@ -137,15 +137,16 @@ llvm::Error Verifier::checkStatic() {
                 llvm::formatv("NVMe home bytes {0} differ from the graph's {1}",
                               plan.nvmeHomeBytes, tg.homedBytes(Tier::Nvme))
                     .str());
-  // Only optimizer state lives on NVMe, and only a host update reads it:
-  // no round copies it and the GPU never updates it.
+  // Only what the host's update alone touches lives on NVMe (optimizer
+  // state, a 16-bit plan's fp32 master): no round copies it and the GPU
+  // never reads or updates it.
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b) {
     if (tg.homes[b] != Tier::Nvme)
       continue;
-    BlockKind k = tg.blocks[b].kind;
-    if (k != BlockKind::Momentum && k != BlockKind::SecondMoment)
-      return fail("home", blockName(b) + " is homed on NVMe, which holds "
-                                         "only optimizer state");
+    if (!tg.nvmeHomeable(b))
+      return fail("home", blockName(b) +
+                              " is homed on NVMe, which holds only optimizer "
+                              "state and the masters of 16-bit working copies");
     for (TaskId t : tg.blocks[b].readers)
       if (!tg.runsOnHost(tg.tasks[t]))
         return fail("home", blockName(b) + " is homed on NVMe but read by " +

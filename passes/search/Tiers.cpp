@@ -80,9 +80,7 @@ int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
     if (homes[w.weight] != Tier::Host)
       continue;
     for (BlockId b : w.blocks) {
-      BlockKind k = tg.blocks[b].kind;
-      if ((k == BlockKind::Momentum || k == BlockKind::SecondMoment) &&
-          homes[b] == Tier::Host) {
+      if (tg.nvmeHomeable(b) && homes[b] == Tier::Host) {
         homes[b] = Tier::Nvme;
         moved += tg.blocks[b].bytesAt(1);
       }
@@ -103,7 +101,8 @@ llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t slots,
   if (host + slots + buffers > req.hostBudget) {
     std::string what = formatBytes(host) + " of weights";
     if (req.nvmeBudget > 0)
-      what += " (their optimizer state on NVMe where it can be)";
+      what += " (their optimizer state, and 16-bit plans' fp32 masters, on "
+              "NVMe where they can be)";
     if (slots > 0)
       what += ", offloading " + formatBytes(slots) + " of activations";
     return makeInfeasibleF("homing {0} and the batch buffers' {1} would "
@@ -112,8 +111,8 @@ llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t slots,
                            formatBytes(req.hostBudget));
   }
   if (int64_t nvme = tg.homedBytes(Tier::Nvme); nvme > req.nvmeBudget)
-    return makeInfeasibleF("homing {0} of optimizer state on NVMe would "
-                           "exceed --nvme-budget {1}",
+    return makeInfeasibleF("homing {0} of optimizer state and master weights "
+                           "on NVMe would exceed --nvme-budget {1}",
                            formatBytes(nvme), formatBytes(req.nvmeBudget));
   return llvm::Error::success();
 }

@@ -5,10 +5,11 @@
 // the GPU for the whole run, or in pinned host memory, from where each
 // round copies the weight in for the tasks that read it and its gradient
 // out once final, and the host's cores run its update. A weight is the
-// unit: its blocks share one home, except that with an NVMe budget the
-// optimizer state (momentum, second moment) of a weight homed on the host
-// may live on NVMe, where the host budget would not hold it; the host's
-// update then streams that state from the drive and back.
+// unit: its blocks share one home, except that with an NVMe budget what
+// only the host's update touches (the optimizer state, and in 16-bit plans
+// the fp32 master behind the working copy the GPU reads) may live on NVMe,
+// where the host budget would not hold it; the host's update then streams
+// it from the drive and back.
 //
 // planAcrossTiers plans a graph with the weights homed where the request's
 // budgets allow and keeps the fastest plan. Guarantees: the plan with
@@ -49,9 +50,10 @@ std::vector<WeightBlocks> homeableWeights(const TaskGraph &tg);
 std::vector<Tier> homesMoving(const TaskGraph &tg,
                               std::span<const WeightBlocks> ws, int64_t bytes);
 
-/// Moves the optimizer state of weights homed on the host (`homes`) to
-/// NVMe, the largest first, until at least `bytes` have moved (or every
-/// such weight's). Returns the bytes moved.
+/// Moves what may live on NVMe (TaskGraph::nvmeHomeable: the optimizer
+/// state, a 16-bit plan's fp32 master) of weights homed on the host
+/// (`homes`) there, a weight at a time, the largest first, until at least
+/// `bytes` have moved (or every such weight's). Returns the bytes moved.
 int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
                          std::vector<Tier> &homes, int64_t bytes);
 

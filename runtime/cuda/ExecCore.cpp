@@ -291,7 +291,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
       auto alloc = [&](int64_t b) {
         return host ? (carving ? hostAlloc(*this, b) : nullptr) : carve(b);
       };
-      im.w.push_back(static_cast<float *>(alloc(bytes)));
+      // A master on NVMe lives in the tier's file (openNvme), not here.
+      im.w.push_back(wi.masterOnNvme ? nullptr
+                                     : static_cast<float *>(alloc(bytes)));
       im.g.push_back(wi.trainable ? static_cast<float *>(alloc(bytes))
                                   : nullptr);
       // State on NVMe lives in the tier's file (openNvme), not here.
@@ -306,7 +308,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
       // reader after every change (weightCopy; at home, refreshHomeCopy).
       im.wCopy.push_back(
           wi.workingCopy ? static_cast<char *>(alloc(wi.count * 2)) : nullptr);
-      im.copyStale.push_back(true);
+      // One whose master is on NVMe is rounded by every write and update
+      // of the master (writeWeight, the host's update), never from memory.
+      im.copyStale.push_back(!wi.masterOnNvme);
       im.gSlice.push_back(wi.trainable && info.shard >= 2
                               ? static_cast<float *>(carve(bytes / info.ranks))
                               : nullptr);
@@ -549,24 +553,36 @@ void toDevice(const Exec &x, const Exec::Impl &im, float *dev, const float *in,
 }
 } // namespace
 
+/// Weight id's tensor at offsets `at` of the NVMe tier's file, read into
+/// `out` or written from `in` (host::NvmeState::transfer).
+static void nvmeTensor(Exec &x, host::NvmeState &nv,
+                       const std::vector<int64_t> &at, int32_t id, float *out,
+                       const float *in) {
+  std::string err = nv.transfer(at, id, x.weightInfo()[id].count, out, in);
+  if (!err.empty())
+    x.fatal(err);
+}
+
 void Exec::readWeight(int32_t id, float *out) {
+  if (wInfo[id].masterOnNvme) {
+    if (impl->hostOpt)
+      impl->hostOpt->waitAll();
+    return nvmeTensor(*this, impl->nvme, impl->nvme.w, id, out, nullptr);
+  }
   toHost(*this, *impl, out, impl->w[id], wInfo[id].count);
 }
 void Exec::writeWeight(int32_t id, const float *in) {
+  if (wInfo[id].masterOnNvme) {
+    if (impl->hostOpt)
+      impl->hostOpt->waitAll();
+    nvmeTensor(*this, impl->nvme, impl->nvme.w, id, nullptr, in);
+    cuda::narrowHomeCopy(*impl, id, 0, wInfo[id].count, in);
+    return;
+  }
   toDevice(*this, *impl, impl->w[id], in, wInfo[id].count);
   impl->copyStale[id] = true;
   if (wInfo[id].home == Home::Host && impl->wCopy[id])
     cuda::refreshHomeCopy(*this, *impl, id);
-}
-/// Weight id's moment at offsets `at` of the NVMe tier's file, read into
-/// `out` or written from `in` (host::NvmeState::transferMoment).
-static void nvmeTensor(Exec &x, host::NvmeState &nv,
-                       const std::vector<int64_t> &at, int32_t id, float *out,
-                       const float *in) {
-  std::string err =
-      nv.transferMoment(at, id, x.weightInfo()[id].count, out, in);
-  if (!err.empty())
-    x.fatal(err);
 }
 
 void Exec::openNvme(const std::string &dir) {
@@ -740,7 +756,7 @@ int64_t Exec::hostHomeBytes() const {
     if (wi.home != Home::Host)
       continue;
     const bool state = wi.trainable && !wi.stateOnNvme; // else on NVMe
-    int64_t copies = 1 + (wi.trainable ? 1 : 0) +
+    int64_t copies = (wi.masterOnNvme ? 0 : 1) + (wi.trainable ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
     total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);

@@ -8,6 +8,10 @@
 // block: cudaMemcpyAsync from and to fixed pinned addresses, which a CUDA
 // graph of a round captures as copy nodes.
 //
+// A weight whose fp32 master the plan homes on NVMe (16-bit programs) has
+// none in memory: its update streams it from the tier's file and rounds
+// the working copy at home chunk by chunk (narrowHomeCopy).
+//
 // A weight whose update the plan starts inside the last round
 // (Exec::hostReady) has a host function after its final gradient's copy
 // on the copy stream, a host node of the round's graph: at the
@@ -83,12 +87,15 @@ bool cuda::atHome(const Exec &x, const Exec::Impl &im, const void *p) {
   return false;
 }
 
-void cuda::refreshHomeCopy(const Exec &x, Exec::Impl &im, int32_t id) {
-  uint16_t *c = reinterpret_cast<uint16_t *>(im.wCopy[id]);
-  const float *w = im.w[id];
-  const int64_t count = x.weightInfo()[id].count;
-  for (int64_t i = 0; i < count; ++i)
+void cuda::narrowHomeCopy(Exec::Impl &im, int32_t id, int64_t lo, int64_t hi,
+                          const float *w) {
+  uint16_t *c = reinterpret_cast<uint16_t *>(im.wCopy[id]) + lo;
+  for (int64_t i = 0; i < hi - lo; ++i)
     c[i] = cuda::narrowBits(im.narrow, w[i]);
+}
+
+void cuda::refreshHomeCopy(const Exec &x, Exec::Impl &im, int32_t id) {
+  narrowHomeCopy(im, id, 0, x.weightInfo()[id].count, im.w[id]);
   im.copyStale[id] = false;
 }
 
@@ -112,11 +119,17 @@ void Exec::copyOutHome(int64_t offset, HomeTensor what, int32_t id) {
                                cudaMemcpyDeviceToHost, impl->stream[CopyOut]));
 }
 
-/// A weight whose state is on NVMe needs the tier's file open.
+/// A weight whose state or master is on NVMe needs the tier's file open.
 static void checkNvme(Exec &x, Exec::Impl &im, int32_t id) {
-  if (x.weightInfo()[id].stateOnNvme && !im.nvme.opened())
-    x.fatal("the plan keeps optimizer state on NVMe and the trainer opened "
+  const WeightInfo &wi = x.weightInfo()[id];
+  if ((wi.stateOnNvme || wi.masterOnNvme) && !im.nvme.opened())
+    x.fatal("the plan keeps weights' tensors on NVMe and the trainer opened "
             "no NVMe directory (Exec::openNvme)");
+  if (wi.masterOnNvme && !wi.stateOnNvme &&
+      x.info().optimizer != Optimizer::SGD)
+    x.fatal(std::string("weight '") + wi.onnxName +
+            "' has its master on NVMe and its moments in memory, which the "
+            "plan never does");
 }
 
 void Exec::hostUpdate(int32_t id) {
@@ -138,22 +151,37 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   const int64_t count = x.weightInfo()[id].count;
   // Checked where the update is asked for (hostUpdate, hostReady): this
   // runs on a CUDA host function, where fatal must not be called.
-  const bool nvme = x.weightInfo()[id].stateOnNvme;
+  const WeightInfo &wi = x.weightInfo()[id];
+  host::HostOptimizer::NvmeAt at;
+  host::HostOptimizer::MasterOut out;
+  float *w = im.w[id];
+  if (wi.masterOnNvme) {
+    at.w = im.nvme.w[id];
+    w = nullptr;
+    Exec::Impl *impl = &im;
+    out = [impl, id](int64_t lo, int64_t hi, const float *chunk) {
+      cuda::narrowHomeCopy(*impl, id, lo, hi, chunk);
+    };
+  }
   if (p.optimizer == Optimizer::SGD) {
     const bool useBuf = p.hasMomentum && x.momentum != 0;
     const host::SgdParams sgd{x.lr, useBuf ? x.momentum : 0.0f, x.weightDecay,
                               x.firstIteration};
-    if (nvme && useBuf)
-      im.hostOpt->submitSgdNvme(sgd, count, im.w[id], im.g[id], *im.nvme.store,
-                                im.nvme.m[id]);
+    if (useBuf && wi.stateOnNvme)
+      at.m = im.nvme.m[id];
+    if (at.w >= 0 || at.m >= 0)
+      im.hostOpt->submitSgdNvme(sgd, count, w, im.g[id], *im.nvme.store, at,
+                                out);
     else
-      im.hostOpt->submitSgd(sgd, count, im.w[id], im.g[id],
+      im.hostOpt->submitSgd(sgd, count, w, im.g[id],
                             useBuf ? im.m[id] : nullptr);
-  } else if (nvme) {
-    im.hostOpt->submitAdamNvme(x.adamParams(), count, im.w[id], im.g[id],
-                               *im.nvme.store, im.nvme.m[id], im.nvme.v[id]);
+  } else if (wi.stateOnNvme) {
+    at.m = im.nvme.m[id];
+    at.v = im.nvme.v[id];
+    im.hostOpt->submitAdamNvme(x.adamParams(), count, w, im.g[id],
+                               *im.nvme.store, at, out);
   } else {
-    im.hostOpt->submitAdam(x.adamParams(), count, im.w[id], im.g[id], im.m[id],
+    im.hostOpt->submitAdam(x.adamParams(), count, w, im.g[id], im.m[id],
                            im.v[id]);
   }
 }
@@ -208,14 +236,18 @@ void cuda::runHostUpdates(Exec &x, Exec::Impl &im) {
   if (im.nvme.opened() && im.nvme.store->failed())
     x.fatal(im.nvme.store->error() +
             "; the last checkpoint, if any, is intact");
-  for (int32_t id : im.hostQueue)
-    if (im.wCopy[id])
+  // A master on NVMe had its working copy rounded by its update.
+  auto refresh = [&](int32_t id) {
+    if (im.wCopy[id] && !x.weightInfo()[id].masterOnNvme)
       refreshHomeCopy(x, im, id);
+  };
+  for (int32_t id : im.hostQueue)
+    refresh(id);
   for (const auto &r : im.hostReady) {
     if (!r)
       continue;
-    if (r->started && im.wCopy[r->id])
-      refreshHomeCopy(x, im, r->id);
+    if (r->started)
+      refresh(r->id);
     r->seen = 0;
     r->started = false;
   }

@@ -110,6 +110,11 @@ struct HostReady {
 bool atHome(const Exec &x, const Exec::Impl &im, const void *p);
 /// Weight `id`'s 16-bit working copy at home, from its master.
 void refreshHomeCopy(const Exec &x, Exec::Impl &im, int32_t id);
+/// Rounds elements [lo, hi) of weight id's master (`w` at element lo) into
+/// its 16-bit working copy at home: a master on NVMe, whose update and
+/// writes hand it over chunk by chunk.
+void narrowHomeCopy(Exec::Impl &im, int32_t id, int64_t lo, int64_t hi,
+                    const float *w);
 void destroyUpdateTable(Exec::Impl &im);
 void check(const Exec &x, cudnnStatus_t s, const char *call);
 void check(const Exec &x, cublasStatus_t s, const char *call);

@@ -30,7 +30,8 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   impl->arena.assign(static_cast<size_t>(info.arenaBytes / impl->slotBytes + 1),
                      kPoison);
   for (const WeightInfo &wi : wInfo) {
-    impl->w.emplace_back(wi.count, 0.0f);
+    // A master on NVMe lives in the tier's file (openNvme), not here.
+    impl->w.emplace_back(wi.masterOnNvme ? 0 : wi.count, 0.0f);
     impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
     // State on NVMe lives in the tier's file (openNvme), not here.
     const bool inMemory = wi.trainable && !wi.stateOnNvme;
@@ -43,7 +44,13 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                               0.0f);
     impl->wCopy.emplace_back(wi.workingCopy ? wi.count : 0, 0.0f);
   }
+  // A working copy whose master is on NVMe is written by every write and
+  // update of the master (writeWeight, the host's update), never refreshed
+  // from a master in memory.
   impl->copyStale.assign(wInfo.size(), true);
+  for (size_t id = 0; id < wInfo.size(); ++id)
+    if (wInfo[id].masterOnNvme)
+      impl->copyStale[id] = false;
   impl->hostPending.assign(wInfo.size(), false);
   if (std::any_of(wInfo.begin(), wInfo.end(),
                   [](const WeightInfo &wi) { return wi.home == Home::Host; }))
@@ -295,21 +302,29 @@ int64_t Exec::peakDeviceBytes() const {
 }
 int64_t Exec::measuredSetupBytes() const { return peakDeviceBytes(); }
 
-/// Weight id's moment at offsets `at` of the NVMe tier's file, read into
-/// `out` or written from `in` (host::NvmeState::transferMoment).
+/// Weight id's tensor at offsets `at` of the NVMe tier's file, read into
+/// `out` or written from `in` (host::NvmeState::transfer).
 static void nvmeTensor(Exec &x, host::NvmeState &nv,
                        const std::vector<int64_t> &at, int32_t id, float *out,
                        const float *in) {
-  std::string err =
-      nv.transferMoment(at, id, x.weightInfo()[id].count, out, in);
+  std::string err = nv.transfer(at, id, x.weightInfo()[id].count, out, in);
   if (!err.empty())
     x.fatal(err);
 }
 
 void Exec::readWeight(int32_t id, float *out) {
+  if (wInfo[id].masterOnNvme)
+    return nvmeTensor(*this, impl->nvme, impl->nvme.w, id, out, nullptr);
   std::memcpy(out, impl->w[id].data(), impl->w[id].size() * 4);
 }
 void Exec::writeWeight(int32_t id, const float *in) {
+  if (wInfo[id].masterOnNvme) {
+    nvmeTensor(*this, impl->nvme, impl->nvme.w, id, nullptr, in);
+    std::vector<float> &c = impl->wCopy[id];
+    std::copy(in, in + c.size(), c.begin());
+    roundTo16Bit(prog.precision, c.data(), static_cast<int64_t>(c.size()));
+    return;
+  }
   std::memcpy(impl->w[id].data(), in, impl->w[id].size() * 4);
   impl->copyStale[id] = true;
 }

@@ -8,9 +8,10 @@
 // copy-out reads its source as late as the plan allows), and the host's
 // cores update it (runtime/host's HostOptimizer, on real threads), after
 // the rounds (hostUpdate) or from inside the last one (hostReady) while
-// the emulation goes on with the round. A weight whose optimizer state is
-// homed on NVMe keeps it in the tier's file, which its update streams
-// through (HostOptimizer::submitAdamNvme).
+// the emulation goes on with the round. A weight whose optimizer state or
+// fp32 master is homed on NVMe keeps it in the tier's file, which its
+// update streams through (HostOptimizer::submitAdamNvme); a master there
+// has its working copy rounded by the update, chunk by chunk.
 //
 // Two checks of the host side: a copy of a weight whose host update is
 // running (started too early, or not joined) is an error, and a homed gradient
@@ -100,27 +101,48 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   const float lr = x.lr, momentum = x.momentum, weightDecay = x.weightDecay;
   const bool firstIteration = x.firstIteration;
   const int64_t count = wInfo[id].count;
-  const bool nvme = wInfo[id].stateOnNvme;
+  const WeightInfo &wi = wInfo[id];
+  const bool nvme = wi.stateOnNvme || wi.masterOnNvme;
   if (nvme && !im.nvme.opened())
-    x.fatal("the plan keeps optimizer state on NVMe and the trainer opened "
+    x.fatal("the plan keeps weights' tensors on NVMe and the trainer opened "
             "no NVMe directory (Exec::openNvme)");
+  host::HostOptimizer::NvmeAt at;
+  host::HostOptimizer::MasterOut out;
+  float *w = im.w[id].data();
+  if (wi.masterOnNvme) {
+    at.w = im.nvme.w[id];
+    w = nullptr;
+    const Precision precision = prog.precision;
+    float *copy = im.wCopy[id].data();
+    out = [precision, copy](int64_t lo, int64_t hi, const float *chunk) {
+      std::copy(chunk, chunk + (hi - lo), copy + lo);
+      roundTo16Bit(precision, copy + lo, hi - lo);
+    };
+  }
   if (prog.optimizer == Optimizer::SGD) {
     const bool useBuf = prog.hasMomentum && momentum != 0;
     host::SgdParams p{lr, useBuf ? momentum : 0.0f, weightDecay,
                       firstIteration};
-    if (nvme && useBuf)
-      im.hostOpt->submitSgdNvme(p, count, im.w[id].data(), im.g[id].data(),
-                                *im.nvme.store, im.nvme.m[id]);
+    if (useBuf && wi.stateOnNvme)
+      at.m = im.nvme.m[id];
+    if (at.w >= 0 || at.m >= 0)
+      im.hostOpt->submitSgdNvme(p, count, w, im.g[id].data(), *im.nvme.store,
+                                at, out);
     else
-      im.hostOpt->submitSgd(p, count, im.w[id].data(), im.g[id].data(),
+      im.hostOpt->submitSgd(p, count, w, im.g[id].data(),
                             useBuf ? im.m[id].data() : nullptr);
-  } else if (nvme) {
-    im.hostOpt->submitAdamNvme(x.adamParams(), count, im.w[id].data(),
-                               im.g[id].data(), *im.nvme.store, im.nvme.m[id],
-                               im.nvme.v[id]);
+  } else if (wi.stateOnNvme) {
+    at.m = im.nvme.m[id];
+    at.v = im.nvme.v[id];
+    im.hostOpt->submitAdamNvme(x.adamParams(), count, w, im.g[id].data(),
+                               *im.nvme.store, at, out);
+  } else if (wi.masterOnNvme) {
+    x.fatal(std::string("weight '") + wi.onnxName +
+            "' has its master on NVMe and its moments in memory, which the "
+            "plan never does");
   } else {
-    im.hostOpt->submitAdam(x.adamParams(), count, im.w[id].data(),
-                           im.g[id].data(), im.m[id].data(), im.v[id].data());
+    im.hostOpt->submitAdam(x.adamParams(), count, w, im.g[id].data(),
+                           im.m[id].data(), im.v[id].data());
   }
   im.hostPending[id] = true;
 }
@@ -157,7 +179,8 @@ void Exec::joinHost() {
     if (!im.hostPending[id])
       continue;
     im.hostPending[id] = false;
-    im.copyStale[id] = true;
+    // The update rounded a working copy whose master is on NVMe.
+    im.copyStale[id] = !wInfo[id].masterOnNvme;
     std::fill(im.g[id].begin(), im.g[id].end(), kPoison);
   }
 }

@@ -71,6 +71,9 @@ float *Exec::weightCopy(int32_t id) {
   // Refreshed from the master on first use after it changed: the update,
   // a weight write or a gather of a sharded update.
   if (impl->copyStale[id]) {
+    if (wInfo[id].masterOnNvme)
+      fatal("weight " + std::string(wInfo[id].onnxName) +
+            " has its master on NVMe: its working copy is written with it");
     c = impl->w[id];
     roundTo16Bit(prog.precision, c.data(), static_cast<int64_t>(c.size()));
     impl->copyStale[id] = false;

@@ -56,18 +56,44 @@ namespace {
 
 constexpr int64_t kFloatsPerBlock = NvmeStore::kAlign / 4;
 
-/// A thread's staging for NVMe chunks: two operands of `elements` floats,
-/// kept across chunks and jobs (the pool's threads live as long as the
-/// optimizer).
+/// A thread's staging for NVMe chunks: three operands (master, momentum,
+/// second moment) of `elements` floats, kept across chunks and jobs (the
+/// pool's threads live as long as the optimizer).
 float *staging(int which, int64_t elements) {
-  thread_local AlignedBuffer bufs[2];
+  thread_local AlignedBuffer bufs[3];
   thread_local int64_t size = 0;
   if (size < elements) {
-    bufs[0] = alignedFloats(elements);
-    bufs[1] = alignedFloats(elements);
+    for (AlignedBuffer &b : bufs)
+      b = alignedFloats(elements);
     size = elements;
   }
   return bufs[which].get();
+}
+
+/// One chunk [lo, hi) of an NVMe job: the tensors `at` names in the store
+/// are read into this thread's staging, `step` updates the chunk given the
+/// master, momentum and second moment (null where absent), and what was
+/// read is written back. False on an I/O error (the store keeps it).
+template <typename Step>
+bool streamChunk(NvmeStore &store, const HostOptimizer::NvmeAt &at, int64_t cap,
+                 int64_t lo, int64_t hi, float *w,
+                 const HostOptimizer::MasterOut &out, Step step) {
+  const int64_t bytes = NvmeStore::regionBytes((hi - lo) * 4);
+  const int64_t offs[3] = {at.w, at.m, at.v};
+  float *ops[3] = {w ? w + lo : nullptr, nullptr, nullptr};
+  for (int i = 0; i < 3; ++i)
+    if (offs[i] >= 0) {
+      ops[i] = staging(i, cap);
+      if (!store.read(offs[i] + lo * 4, ops[i], bytes))
+        return false;
+    }
+  step(ops[0], ops[1], ops[2]);
+  for (int i = 0; i < 3; ++i)
+    if (offs[i] >= 0 && !store.write(offs[i] + lo * 4, ops[i], bytes))
+      return false;
+  if (at.w >= 0 && out)
+    out(lo, hi, ops[0]);
+  return true;
 }
 
 } // namespace
@@ -96,35 +122,35 @@ JobId HostOptimizer::submitSgd(const SgdParams &p, int64_t count, float *w,
 
 JobId HostOptimizer::submitAdamNvme(const AdamParams &p, int64_t count,
                                     float *w, const float *dw, NvmeStore &store,
-                                    int64_t m, int64_t v) {
+                                    NvmeAt at, MasterOut out) {
+  assert((w != nullptr) != (at.w >= 0) && "the master is in memory or stored");
+  assert(at.m >= 0 && at.v >= 0 && "Adam's moments share the master's tier");
   const int64_t cap = nvmeChunk;
   return pool.submit(
-      count, cap, [p, w, dw, &store, m, v, cap](int64_t lo, int64_t hi) {
-        const int64_t bytes = NvmeStore::regionBytes((hi - lo) * 4);
-        float *mb = staging(0, cap), *vb = staging(1, cap);
-        if (!store.read(m + lo * 4, mb, bytes) ||
-            !store.read(v + lo * 4, vb, bytes))
-          return; // the trainer reports store.error() when it joins
-        adamRange(p, 0, hi - lo, w + lo, dw + lo, mb, vb);
-        store.write(m + lo * 4, mb, bytes);
-        store.write(v + lo * 4, vb, bytes);
+      count, cap, [p, w, dw, &store, at, cap, out](int64_t lo, int64_t hi) {
+        // An I/O error stops the chunk; the trainer reports
+        // store.error() when it joins.
+        streamChunk(store, at, cap, lo, hi, w, out,
+                    [&](float *wc, float *mc, float *vc) {
+                      adamRange(p, 0, hi - lo, wc, dw + lo, mc, vc);
+                    });
       });
 }
 
 JobId HostOptimizer::submitSgdNvme(const SgdParams &p, int64_t count, float *w,
-                                   const float *dw, NvmeStore &store,
-                                   int64_t buf) {
-  assert(buf >= 0 && "only a momentum buffer lives on NVMe");
+                                   const float *dw, NvmeStore &store, NvmeAt at,
+                                   MasterOut out) {
+  assert((w != nullptr) != (at.w >= 0) && "the master is in memory or stored");
+  assert((at.m >= 0 || p.momentum == 0.0f) && "momentum needs a buffer");
+  assert(at.v < 0 && "SGD keeps no second moment");
   const int64_t cap = nvmeChunk;
-  return pool.submit(
-      count, cap, [p, w, dw, &store, buf, cap](int64_t lo, int64_t hi) {
-        const int64_t bytes = NvmeStore::regionBytes((hi - lo) * 4);
-        float *b = staging(0, cap);
-        if (!store.read(buf + lo * 4, b, bytes))
-          return;
-        sgdRange(p, 0, hi - lo, w + lo, dw + lo, b);
-        store.write(buf + lo * 4, b, bytes);
-      });
+  return pool.submit(count, cap,
+                     [p, w, dw, &store, at, cap, out](int64_t lo, int64_t hi) {
+                       streamChunk(store, at, cap, lo, hi, w, out,
+                                   [&](float *wc, float *bc, float *) {
+                                     sgdRange(p, 0, hi - lo, wc, dw + lo, bc);
+                                   });
+                     });
 }
 
 } // namespace memfit::rt::host

@@ -32,6 +32,7 @@
 #include "runtime/host/ThreadPool.h"
 
 #include <cstdint>
+#include <functional>
 
 namespace memfit::rt::host {
 
@@ -73,17 +74,29 @@ public:
   JobId submitSgd(const SgdParams &p, int64_t count, float *w, const float *dw,
                   float *buf);
 
-  /// The same with the optimizer state in `store` (the NVMe tier): the
-  /// moments at byte offsets `m` and `v` (kAlign-aligned regions of
-  /// NvmeStore::regionBytes(count * 4)), `v` unused by SGD and `m` by SGD
-  /// without momentum (-1). Each chunk reads its slice of the state into a
-  /// buffer of its thread, updates it with the same element function, and
-  /// writes it back, so threads overlap one chunk's transfer with another's
-  /// arithmetic and the results are bit-identical to the in-memory updates.
+  /// Where an NVMe job's tensors lie in the store: byte offsets of the
+  /// fp32 master (-1: in memory, at the job's `w`), the momentum (-1: none,
+  /// as SGD without momentum) and Adam's second moment (-1 for SGD), each a
+  /// kAlign-aligned region of NvmeStore::regionBytes(count * 4).
+  struct NvmeAt {
+    int64_t w = -1, m = -1, v = -1;
+  };
+  /// Called by an NVMe job whose master is in the store with each chunk's
+  /// updated elements [lo, hi) of it (`w` points at element lo), on the
+  /// chunk's thread: the backend rounds them into its 16-bit working copy.
+  using MasterOut = std::function<void(int64_t lo, int64_t hi, const float *w)>;
+
+  /// The same with tensors in `store` (the NVMe tier) where `at` says.
+  /// Each chunk reads its slice of them into buffers of its thread,
+  /// updates them with the same element function, and writes them back, so
+  /// threads overlap one chunk's transfer with another's arithmetic and the
+  /// results are bit-identical to the in-memory updates.
   JobId submitAdamNvme(const AdamParams &p, int64_t count, float *w,
-                       const float *dw, NvmeStore &store, int64_t m, int64_t v);
+                       const float *dw, NvmeStore &store, NvmeAt at,
+                       MasterOut out = {});
   JobId submitSgdNvme(const SgdParams &p, int64_t count, float *w,
-                      const float *dw, NvmeStore &store, int64_t buf);
+                      const float *dw, NvmeStore &store, NvmeAt at,
+                      MasterOut out = {});
 
   void wait(JobId id) { pool.wait(id); }
   void waitAll() { pool.waitAll(); }

@@ -7,26 +7,34 @@
 namespace memfit::rt::host {
 
 bool hasNvmeState(const std::vector<WeightInfo> &weights) {
-  return std::any_of(weights.begin(), weights.end(),
-                     [](const WeightInfo &w) { return w.stateOnNvme; });
+  return std::any_of(weights.begin(), weights.end(), [](const WeightInfo &w) {
+    return w.stateOnNvme || w.masterOnNvme;
+  });
 }
 
 bool NvmeState::open(const ProgramInfo &p,
                      const std::vector<WeightInfo> &weights,
                      const std::string &dir, std::string &err) {
   if (dir.empty()) {
-    err = "the plan keeps optimizer state on NVMe and no directory was "
+    err = "the plan keeps weights' tensors on NVMe and no directory was "
           "named: give --nvme DIR";
     return false;
   }
+  w.assign(weights.size(), -1);
   m.assign(weights.size(), -1);
   v.assign(weights.size(), -1);
   int64_t end = 0;
   for (size_t id = 0; id < weights.size(); ++id) {
-    const WeightInfo &w = weights[id];
-    if (!w.stateOnNvme || !w.trainable)
+    const WeightInfo &wi = weights[id];
+    if (!wi.trainable)
       continue;
-    const int64_t region = NvmeStore::regionBytes(w.count * 4);
+    const int64_t region = NvmeStore::regionBytes(wi.count * 4);
+    if (wi.masterOnNvme) {
+      w[id] = end;
+      end += region;
+    }
+    if (!wi.stateOnNvme)
+      continue;
     if (p.hasMomentum) {
       m[id] = end;
       end += region;
@@ -56,12 +64,11 @@ bool NvmeState::writeTensor(int64_t offset, int64_t count, const float *in) {
   return store->write(offset, buf.get(), bytes);
 }
 
-std::string NvmeState::transferMoment(const std::vector<int64_t> &at,
-                                      int32_t id, int64_t count, float *out,
-                                      const float *in) {
+std::string NvmeState::transfer(const std::vector<int64_t> &at, int32_t id,
+                                int64_t count, float *out, const float *in) {
   if (!opened() || id < 0 || id >= (int32_t)at.size() || at[id] < 0)
     return "weight " + std::to_string(id) +
-           " has no optimizer state on NVMe (Exec::openNvme not called?)";
+           " has no such tensor on NVMe (Exec::openNvme not called?)";
   bool ok =
       out ? readTensor(at[id], count, out) : writeTensor(at[id], count, in);
   return ok ? std::string() : store->error();

@@ -2,10 +2,10 @@
 //-*-===//
 //
 // The layout of the NVMe tier's file (NvmeStore.h): one kAlign-aligned
-// region per moment of every weight whose state the plan homes there
-// (WeightInfo::stateOnNvme), in weight order, and whole-tensor transfers
-// for start-up and checkpoints. Both backends keep one and hand its
-// offsets to the host optimizer.
+// region per tensor the plan homes there (the moments of a weight with
+// WeightInfo::stateOnNvme, the master of one with masterOnNvme), in weight
+// order, and whole-tensor transfers for start-up and checkpoints. Both
+// backends keep one and hand its offsets to the host optimizer.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_HOST_NVMESTATE_H
@@ -20,14 +20,15 @@
 
 namespace memfit::rt::host {
 
-/// Whether the program keeps any optimizer state on NVMe.
+/// Whether the program keeps any tensor (optimizer state, a master) on
+/// NVMe.
 bool hasNvmeState(const std::vector<WeightInfo> &weights);
 
 struct NvmeState {
   std::unique_ptr<NvmeStore> store;
-  /// Per weight, the byte offsets of its momentum and second moment in the
-  /// store; -1 where the weight keeps none there.
-  std::vector<int64_t> m, v;
+  /// Per weight, the byte offsets of its master, momentum and second
+  /// moment in the store; -1 where the weight keeps none there.
+  std::vector<int64_t> w, m, v;
 
   /// Lays the state out and opens the file in `dir` (NvmeStore::open's
   /// errors, and a program without a directory).
@@ -38,12 +39,12 @@ struct NvmeState {
   /// false on an I/O error (store->error() says which).
   bool readTensor(int64_t offset, int64_t count, float *out);
   bool writeTensor(int64_t offset, int64_t count, const float *in);
-  /// Reads (`out`) or writes (`in`) the whole moment of weight `id` of
-  /// `count` floats whose offsets are `at` (m or v), for start-up and
-  /// checkpoints. "" on success, else what went wrong (no such state, or
+  /// Reads (`out`) or writes (`in`) the whole tensor of weight `id` of
+  /// `count` floats whose offsets are `at` (w, m or v), for start-up and
+  /// checkpoints. "" on success, else what went wrong (no such tensor, or
   /// the store's I/O error).
-  std::string transferMoment(const std::vector<int64_t> &at, int32_t id,
-                             int64_t count, float *out, const float *in);
+  std::string transfer(const std::vector<int64_t> &at, int32_t id,
+                       int64_t count, float *out, const float *in);
 };
 
 } // namespace memfit::rt::host

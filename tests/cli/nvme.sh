@@ -5,7 +5,8 @@
 # state, the rest in a file of the --nvme directory. Checked: the plan puts moments on
 # NVMe; 3 steps against PyTorch (fp32, float64 reference, within 1e-5);
 # bit for bit the plan with everything on the host; a SIGKILL in the middle
-# of an NVMe write, then --resume, bit for bit the uninterrupted run; the
+# of an NVMe write, then --resume, bit for bit the uninterrupted run; in
+# bf16 the fp32 masters on NVMe too, bit for bit the host-only plan; the
 # trainer's --nvme override; and clear errors for a directory that is
 # missing, not writable or without the space, leaving the checkpoint as it
 # was. A CNN with BatchNorm is nvme_cnn.sh's.
@@ -146,6 +147,39 @@ out=$(./hostonly/build/trainer $TRAIN --nvme other 2>&1) &&
   fail "--nvme on a plan without NVMe state trains"
 echo "$out" | grep -q "keeps no optimizer state on NVMe" ||
   fail "unclear error for --nvme without NVMe state: $out"
+
+# bf16: the fp32 master of each weight the GPU reads as its working copy
+# goes to NVMe with the moments (220 KiB of host cannot hold master, copy
+# and gradient). Bit for bit the bf16 plan with everything on the host,
+# resumed exactly from a checkpoint, whose masters come from the file; and
+# `memfit report` reads the plan back.
+compile t16 --precision bf16 --host-budget 220KiB --nvme nvme
+compile h16 --precision bf16 --host-budget 1GiB
+"$PY" - t16/plan.json <<'PYEOF' || fail "the bf16 plan keeps no master on NVMe"
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+print(f"bf16 plan: {s['host_home_bytes']} bytes on the host, "
+      f"{s['nvme_home_bytes']} on NVMe, {s['nvme_master_weights']} masters")
+assert s["nvme_master_weights"] > 0 and s["host_home_bytes"] <= 220 * 1024
+PYEOF
+grep -q "masterOnNvme = true" t16/src/main.cpp || fail "no master on NVMe in t16"
+"$MEMFIT" report t16/plan.json --layers 0 >t16/report.txt 2>&1 ||
+  { cat t16/report.txt; fail "memfit report cannot read the bf16 NVMe plan"; }
+grep -q "the fp32 master of" t16/report.txt || fail "the report names no master on NVMe"
+./t16/build/trainer $TRAIN --save t16.onnx >t16/train.log 2>&1 ||
+  { cat t16/train.log; fail "train t16"; }
+grep -q "^NVMe: .* of optimizer state and fp32 masters" t16/train.log ||
+  fail "the trainer does not report its masters on NVMe"
+./h16/build/trainer $TRAIN --save h16.onnx >h16/train.log 2>&1 ||
+  { cat h16/train.log; fail "train h16"; }
+cmp -s t16.onnx h16.onnx ||
+  fail "bf16 masters on NVMe train other weights than on the host"
+./t16/build/trainer $TRAIN --iterations 2 --checkpoint ck16 \
+  --checkpoint-every 1 >t16/first.log 2>&1 || { cat t16/first.log; fail "t16 2 steps"; }
+./t16/build/trainer $TRAIN --checkpoint ck16 --resume --save r16.onnx \
+  >t16/resumed.log 2>&1 || { cat t16/resumed.log; fail "t16 resume"; }
+cmp -s r16.onnx h16.onnx || fail "bf16 masters on NVMe: the resumed run differs"
+echo "nvme bf16: masters on NVMe train and resume bit for bit as on the host"
 
 # SIGKILL half-way through the first NVMe write of iteration 2 (each
 # weight's update writes its two moments once: one chunk each), then a

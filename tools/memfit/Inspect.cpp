@@ -155,10 +155,9 @@ HostedBound boundWithHomes(const TaskGraph &tg, int64_t budget, int64_t nvme) {
   TaskGraph homed = tg;
   homed.homes.assign(tg.blocks.size(), Tier::Gpu);
   for (const WeightBlocks &w : homeableWeights(tg)) {
-    int64_t state = 0;
+    int64_t state = 0; // what may go to NVMe
     for (BlockId b : w.blocks)
-      if (tg.blocks[b].kind == BlockKind::Momentum ||
-          tg.blocks[b].kind == BlockKind::SecondMoment)
+      if (tg.nvmeHomeable(b))
         state += tg.blocks[b].bytesAt(1);
     // The state on NVMe while it has room: the host then holds more
     // weights, which is what lowers Mmin.
@@ -166,13 +165,9 @@ HostedBound boundWithHomes(const TaskGraph &tg, int64_t budget, int64_t nvme) {
                        h.bytes + w.bytes - state <= budget;
     if (!stateOnNvme && h.bytes + w.bytes > budget)
       continue;
-    for (BlockId b : w.blocks) {
-      BlockKind k = tg.blocks[b].kind;
-      homed.homes[b] = stateOnNvme && (k == BlockKind::Momentum ||
-                                       k == BlockKind::SecondMoment)
-                           ? Tier::Nvme
-                           : Tier::Host;
-    }
+    for (BlockId b : w.blocks)
+      homed.homes[b] =
+          stateOnNvme && tg.nvmeHomeable(b) ? Tier::Nvme : Tier::Host;
     h.bytes += stateOnNvme ? w.bytes - state : w.bytes;
     h.nvmeBytes += stateOnNvme ? state : 0;
     ++h.weights;
