@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -404,9 +405,19 @@ int trainerMain(int argc, char **argv, const Program &program) {
   int64_t perEpoch = data.count / global; // the last partial batch is dropped
   uint64_t total =
       o.iterations ? (uint64_t)o.iterations : (uint64_t)(o.epochs * perEpoch);
+  o.schedule.total = static_cast<int64_t>(total);
+  if (std::string why = checkLrSchedule(o.schedule); !why.empty())
+    die(why);
+  const bool scheduled =
+      o.schedule.kind != LrKind::Constant || o.schedule.warmup > 0;
   SampleOrder order(data.count, global, o.shuffle, o.seed, st.sampleCursor,
                     st.epoch);
   IterationGraph dumped;
+  const uint64_t killAfter =
+      std::getenv("MEMFIT_KILL_AFTER_ITERATION")
+          ? std::strtoull(std::getenv("MEMFIT_KILL_AFTER_ITERATION"), nullptr,
+                          10)
+          : 0;
 
   auto t0 = std::chrono::steady_clock::now();
   auto tLog = t0;
@@ -429,6 +440,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
       x.step = st.appliedSteps + 1;
       x.firstIteration = st.appliedSteps == 0;
       x.lossScale = scaled ? st.scaler.scale : 1.0f;
+      // A function of the step alone: a resumed run recomputes it.
+      if (scheduled)
+        x.lr = lrAt(o.schedule, static_cast<int64_t>(iteration));
       const bool dump = done == 0 && !o.dumpGraph.empty();
       const bool apply =
           issueIteration(x, program, scaled, dump ? &dumped : nullptr);
@@ -474,11 +488,14 @@ int trainerMain(int argc, char **argv, const Program &program) {
       if (!o.quiet && logPoint) {
         auto now = std::chrono::steady_clock::now();
         double secs = std::chrono::duration<double>(now - tLog).count();
+        char rate[48] = "";
+        if (scheduled)
+          std::snprintf(rate, sizeof rate, "  lr %.9g", double(x.lr));
         std::printf("iteration %llu  loss %.9g  images/s %.1f  device memory "
-                    "%.2f MiB\n",
+                    "%.2f MiB%s\n",
                     (unsigned long long)(iteration + 1), lastLoss,
                     secs > 0 ? sinceLog * global / secs : 0.0,
-                    x.deviceBytes() / 1048576.0);
+                    x.deviceBytes() / 1048576.0, rate);
         std::fflush(stdout);
         tLog = now;
         sinceLog = 0;
@@ -491,6 +508,11 @@ int trainerMain(int argc, char **argv, const Program &program) {
         if (root && !saveCheckpoint(x, o.checkpoint, next, err))
           die(err);
       }
+      // The crash tests' kill at a known step (as MEMFIT_NVME_KILL_AT_WRITE
+      // inside an NVMe write): nothing after it runs, as after a SIGKILL
+      // from outside.
+      if (killAfter > 0 && iteration + 1 == killAfter)
+        std::raise(SIGKILL);
     }
   }
   x.synchronize();

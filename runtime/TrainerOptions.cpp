@@ -45,6 +45,9 @@ const char *kUsage =
     "usage: trainer [--data X.npy --labels Y.npy | --synthetic]\n"
     "               [--iterations N | --epochs E] [--lr F] [--momentum F]\n"
     "               [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]\n"
+    "               [--lr-schedule constant|step|cosine|linear|onecycle]\n"
+    "               [--warmup-steps W] [--min-lr F] [--lr-step-size N] "
+    "[--lr-gamma F]\n"
     "               [--seed N] [--shuffle]\n"
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
@@ -175,8 +178,30 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.iterations = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--epochs")
       o.epochs = parseNumber<int64_t>(a, value(), 1);
-    else if (a == "--lr")
-      o.lr = parseNumber<float>(a, value());
+    else if (a == "--lr") {
+      // Checked as the float the update uses; a schedule computes from the
+      // double, as PyTorch's schedulers do from a Python float.
+      const char *v = value();
+      o.lr = parseNumber<float>(a, v);
+      o.schedule.lr = std::strtod(v, nullptr);
+    } else if (a == "--lr-schedule") {
+      const std::string name = value();
+      auto k = parseLrKind(name);
+      if (!k)
+        die("invalid value '" + name +
+            "' for --lr-schedule: expected constant, step, cosine, linear "
+            "or onecycle");
+      o.schedule.kind = *k;
+    } else if (a == "--warmup-steps")
+      o.schedule.warmup = parseNumber<int64_t>(a, value());
+    else if (a == "--min-lr") {
+      const char *v = value();
+      parseNumber<float>(a, v);
+      o.schedule.minLr = std::strtod(v, nullptr);
+    } else if (a == "--lr-step-size")
+      o.schedule.stepSize = parseNumber<int64_t>(a, value(), 1);
+    else if (a == "--lr-gamma")
+      o.schedule.gamma = parseNumber<double>(a, value());
     else if (a == "--momentum") {
       o.momentum = parseNumber<float>(a, value(), 0, 1);
       o.momentumSet = true;
@@ -230,6 +255,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     die("give --iterations or --epochs, not both");
   if (!o.iterations && !o.epochs)
     o.iterations = 1;
+  if (o.schedule.minLr >= 0 && o.schedule.kind == LrKind::Constant)
+    die("--min-lr is for --lr-schedule cosine, linear or onecycle");
   if (o.resume && o.checkpoint.empty())
     die("--resume needs --checkpoint DIR");
   return o;

@@ -9,6 +9,7 @@
 #define MEMFIT_RUNTIME_TRAINEROPTIONS_H
 
 #include "runtime/Comm.h"
+#include "runtime/LrSchedule.h"
 
 #include <cstdint>
 #include <string>
@@ -22,6 +23,9 @@ struct Options {
   bool synthetic = false, shuffle = false, resume = false, quiet = false;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
+  /// --lr-schedule and its settings; its `lr` is --lr (as a double) and its
+  /// `total` the run's steps (set once the data says how many an epoch has).
+  LrSchedule schedule;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   bool momentumSet = false, weightDecaySet = false;
   uint64_t seed = 1;

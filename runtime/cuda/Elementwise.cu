@@ -378,17 +378,22 @@ struct AdamKernel {
   __device__ static void run(AdamParams p, const cuda::IterationState *state,
                              int64_t count, float *w, const float *dw, float *m,
                              float *v) {
-    if (state)
+    if (state) {
       p.step = state->step;
+      p.lr = state->lr;
+    }
     MEMFIT_GRID_LOOP(i, count) { kernels::adamAt(p, i, w, dw, m, v); }
   }
 };
 
 struct SgdKernel {
   static constexpr int threads = kThreads;
-  __device__ static void run(int64_t count, float lr, float momentum,
-                             float weightDecay, bool first, float *w,
-                             const float *dw, float *buf) {
+  __device__ static void run(const cuda::IterationState *state, int64_t count,
+                             float lr, float momentum, float weightDecay,
+                             bool first, float *w, const float *dw,
+                             float *buf) {
+    if (state)
+      lr = state->lr;
     MEMFIT_GRID_LOOP(i, count) {
       kernels::sgdAt(i, lr, momentum, weightDecay, first, w, dw, buf);
     }
@@ -590,9 +595,9 @@ void Exec::sgd(int32_t id) {
                       ? comm->mySlice(wInfo[id].count)
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
-  cuda::launch<SgdKernel>(gridFor(count), impl->compute(), count, lr, momentum,
-                          weightDecay, firstIteration, impl->w[id] + lo,
-                          impl->g[id] + lo,
+  cuda::launch<SgdKernel>(gridFor(count), impl->compute(), impl->stateRead(),
+                          count, lr, momentum, weightDecay, firstIteration,
+                          impl->w[id] + lo, impl->g[id] + lo,
                           useBuf ? impl->m[id] + lo : nullptr);
   impl->done(*this, "sgd kernel");
   impl->copyStale[id] = true;

@@ -108,6 +108,7 @@ void Exec::beginIteration() {
   now.step = step;
   now.iteration = iteration;
   now.lossScale = lossScale;
+  now.lr = lr;
   cuda::launch<SetIterationStateKernel>(1, impl->compute(), impl->stateDev,
                                         now);
   impl->done(*this, "iteration state");

@@ -59,6 +59,7 @@ struct IterationState {
   unsigned long long step = 0;      // Adam's step t
   unsigned long long iteration = 0; // dropout's masks follow it
   float lossScale = 1;              // fp16's dynamic loss scale
+  float lr = 0;                     // the step's rate (--lr-schedule)
 };
 
 #ifdef __CUDACC__

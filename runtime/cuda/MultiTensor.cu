@@ -36,9 +36,12 @@ unsigned blocksFor(int64_t chunks) {
 
 struct SgdMultiKernel {
   static constexpr int threads = kThreads;
-  __device__ static void run(const UpdateChunk *table, int64_t chunks, float lr,
+  __device__ static void run(const cuda::IterationState *state,
+                             const UpdateChunk *table, int64_t chunks, float lr,
                              float momentum, float weightDecay, bool first,
                              bool useBuf) {
+    if (state)
+      lr = state->lr;
     for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
       const UpdateChunk k = table[c];
       float *buf = useBuf ? k.m : nullptr;
@@ -55,8 +58,10 @@ struct AdamMultiKernel {
   static constexpr int threads = kThreads;
   __device__ static void run(AdamParams p, const cuda::IterationState *state,
                              const UpdateChunk *table, int64_t chunks) {
-    if (state)
+    if (state) {
       p.step = state->step;
+      p.lr = state->lr;
+    }
     for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
       const UpdateChunk k = table[c];
       for (int64_t i = threadIdx.x; i < k.count; i += blockDim.x)
@@ -133,8 +138,9 @@ void Exec::sgdGroup(std::initializer_list<int32_t> weightIds) {
   bool useBuf = prog.hasMomentum && momentum != 0;
   forEachRun(*this, *impl, weightIds, [&](int32_t first, int32_t chunks) {
     cuda::launch<SgdMultiKernel>(blocksFor(chunks), impl->compute(),
-                                 impl->updateTable + first, int64_t(chunks), lr,
-                                 momentum, weightDecay, firstIteration, useBuf);
+                                 impl->stateRead(), impl->updateTable + first,
+                                 int64_t(chunks), lr, momentum, weightDecay,
+                                 firstIteration, useBuf);
   });
   impl->done(*this, "multi-tensor sgd kernel");
   for (int32_t id : weightIds)

@@ -138,6 +138,45 @@ def llama(W, idx, heads, kv_heads, theta=10000.0, eps=1e-5):
     return lin("lm_head.weight", rms("model.norm.weight", x))
 
 
+def schedule(opt, args):
+    """torch's scheduler for the trainer's --lr-schedule: its own class
+    where one is the same schedule, else LambdaLR with the formula of
+    runtime/LrSchedule.h written out again here."""
+    S, W, LR = args.iterations, args.warmup_steps, args.lr
+    MIN = args.min_lr if args.min_lr is not None else 0.0
+    sch = torch.optim.lr_scheduler
+    if args.lr_schedule == "onecycle":
+        kw = {}
+        if args.min_lr is not None:
+            kw["final_div_factor"] = LR / 25.0 / args.min_lr
+        return sch.OneCycleLR(opt, max_lr=LR, total_steps=S,
+                              pct_start=W / S if W else 0.3,
+                              anneal_strategy="cos", div_factor=25.0,
+                              three_phase=False, cycle_momentum=False, **kw)
+    if args.lr_schedule == "step" and W == 0:
+        return sch.StepLR(opt, step_size=args.lr_step_size,
+                          gamma=args.lr_gamma)
+
+    def rate(s):
+        if s < W:
+            return LR * (s + 1) / W
+        into, span = min(s, S) - W, max(1, S - W)
+        if args.lr_schedule == "step":
+            return LR * args.lr_gamma ** ((s - W) // args.lr_step_size)
+        if args.lr_schedule == "cosine":
+            return MIN + (LR - MIN) * (1 + math.cos(math.pi * into / span)) / 2
+        if args.lr_schedule == "linear":
+            return LR - (LR - MIN) * into / span
+        return LR
+
+    # LambdaLR multiplies its factor by the base rate: set the rate itself.
+    class Exact(sch.LambdaLR):
+        def get_lr(self):
+            return [rate(self.last_epoch) for _ in self.optimizer.param_groups]
+
+    return Exact(opt, lambda s: 1.0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("arch", choices=["gpt2", "llama"])
@@ -158,6 +197,13 @@ def main():
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--lr-schedule", default="constant",
+                    choices=["constant", "step", "cosine", "linear",
+                             "onecycle"])
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--min-lr", type=float, default=None)
+    ap.add_argument("--lr-step-size", type=int, default=0)
+    ap.add_argument("--lr-gamma", type=float, default=0.1)
     args = ap.parse_args()
 
     init = {t.name: numpy_helper.to_array(t)
@@ -183,7 +229,8 @@ def main():
         opt = torch.optim.SGD(list(W.values()), lr=args.lr,
                               momentum=args.momentum,
                               weight_decay=args.weight_decay)
-    losses = []
+    sched = schedule(opt, args)
+    losses, rates = [], []
     for it in range(args.iterations):
         s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
         xb, yb = X[s:s + args.batch], Y[s:s + args.batch]
@@ -195,7 +242,9 @@ def main():
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                yb.reshape(-1))
         loss.backward()
+        rates.append(opt.param_groups[0]["lr"])
         opt.step()
+        sched.step()
         losses.append(float(loss))
 
     got = [float(m.group(1)) for m in
@@ -207,6 +256,15 @@ def main():
     for k, (a, b) in enumerate(zip(got, losses)):
         if abs(a - b) > args.tol * max(1.0, abs(b)):
             print(f"loss {k + 1}: trainer {a!r}, torch {b!r}")
+            return 1
+    if args.lr_schedule != "constant" or args.warmup_steps:
+        # The trainer prints each step's rate as the float it used.
+        printed = [float(np.float32(m.group(1))) for m in
+                   re.finditer(r"^iteration \d+\s.*\blr (\S+)$",
+                               open(args.losses).read(), re.M)]
+        want = [float(np.float32(r)) for r in rates]
+        if printed != want:
+            print(f"learning rates: trainer {printed}, torch {want}")
             return 1
     trained = {t.name: numpy_helper.to_array(t)
                for t in onnx.load(args.trained).graph.initializer}
