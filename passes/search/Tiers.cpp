@@ -73,19 +73,25 @@ std::vector<Tier> homesMoving(const TaskGraph &tg,
 
 int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
                          std::vector<Tier> &homes, int64_t bytes) {
+  // Optimizer state first, masters only where that is not enough: a host
+  // update streams a weight's NVMe bytes while its arithmetic runs, so the
+  // drive's time hides behind more updates when the bytes are spread as
+  // state over many weights than when they are concentrated, with the
+  // masters, on few.
   int64_t moved = 0;
-  for (const WeightBlocks &w : ws) {
-    if (moved >= bytes)
-      break;
-    if (homes[w.weight] != Tier::Host)
-      continue;
-    for (BlockId b : w.blocks) {
-      if (tg.nvmeHomeable(b) && homes[b] == Tier::Host) {
-        homes[b] = Tier::Nvme;
-        moved += tg.blocks[b].bytesAt(1);
-      }
+  for (bool masters : {false, true})
+    for (const WeightBlocks &w : ws) {
+      if (moved >= bytes)
+        return moved;
+      if (homes[w.weight] == Tier::Gpu)
+        continue;
+      for (BlockId b : w.blocks)
+        if (homes[b] == Tier::Host && tg.nvmeHomeable(b) &&
+            (tg.blocks[b].kind == BlockKind::Weight) == masters) {
+          homes[b] = Tier::Nvme;
+          moved += tg.blocks[b].bytesAt(1);
+        }
     }
-  }
   return moved;
 }
 

@@ -50,10 +50,10 @@ std::vector<WeightBlocks> homeableWeights(const TaskGraph &tg);
 std::vector<Tier> homesMoving(const TaskGraph &tg,
                               std::span<const WeightBlocks> ws, int64_t bytes);
 
-/// Moves what may live on NVMe (TaskGraph::nvmeHomeable: the optimizer
-/// state, a 16-bit plan's fp32 master) of weights homed on the host
-/// (`homes`) there, a weight at a time, the largest first, until at least
-/// `bytes` have moved (or every such weight's). Returns the bytes moved.
+/// Moves what may live on NVMe (TaskGraph::nvmeHomeable) of weights homed
+/// on the host (`homes`) there, the largest weights first, until at least
+/// `bytes` have moved (or all of it): the optimizer state of every such
+/// weight before any 16-bit plan's fp32 master. Returns the bytes moved.
 int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
                          std::vector<Tier> &homes, int64_t bytes);
 
