@@ -413,11 +413,8 @@ int trainerMain(int argc, char **argv, const Program &program) {
   SampleOrder order(data.count, global, o.shuffle, o.seed, st.sampleCursor,
                     st.epoch);
   IterationGraph dumped;
-  const uint64_t killAfter =
-      std::getenv("MEMFIT_KILL_AFTER_ITERATION")
-          ? std::strtoull(std::getenv("MEMFIT_KILL_AFTER_ITERATION"), nullptr,
-                          10)
-          : 0;
+  const char *killAt = std::getenv("MEMFIT_KILL_AFTER_ITERATION");
+  const uint64_t killAfter = killAt ? std::strtoull(killAt, nullptr, 10) : 0;
 
   auto t0 = std::chrono::steady_clock::now();
   auto tLog = t0;

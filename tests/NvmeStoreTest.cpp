@@ -247,3 +247,26 @@ TEST_CASE("nvme state: a program keeping state there needs a directory",
   CHECK_FALSE(nv.open(p, {w}, "", err));
   CHECK(err.find("give --nvme DIR") != std::string::npos);
 }
+
+TEST_CASE("nvme state: a stored master streams with stored state", "[nvme]") {
+  WeightInfo w{};
+  w.onnxName = "fc.weight";
+  w.count = 10;
+  w.trainable = true;
+  w.masterOnNvme = true;
+  ProgramInfo p{};
+  p.optimizer = Optimizer::Adam;
+  TempDir dir;
+  NvmeState nv;
+  std::string err;
+  CHECK_FALSE(nv.open(p, {w}, dir.path.string(), err));
+  CHECK(err.find("'fc.weight' has its master on NVMe and its optimizer state "
+                 "in memory") != std::string::npos);
+  // SGD without momentum keeps no state: the master alone is stored.
+  p.optimizer = Optimizer::SGD;
+  p.hasMomentum = false;
+  err.clear();
+  REQUIRE(nv.open(p, {w}, dir.path.string(), err));
+  CHECK(nv.w[0] == 0);
+  CHECK(nv.m[0] == -1);
+}

@@ -125,11 +125,6 @@ static void checkNvme(Exec &x, Exec::Impl &im, int32_t id) {
   if ((wi.stateOnNvme || wi.masterOnNvme) && !im.nvme.opened())
     x.fatal("the plan keeps weights' tensors on NVMe and the trainer opened "
             "no NVMe directory (Exec::openNvme)");
-  if (wi.masterOnNvme && !wi.stateOnNvme &&
-      x.info().optimizer != Optimizer::SGD)
-    x.fatal(std::string("weight '") + wi.onnxName +
-            "' has its master on NVMe and its moments in memory, which the "
-            "plan never does");
 }
 
 void Exec::hostUpdate(int32_t id) {

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/emu/EmuImpl.h"
 
+#include <cassert>
 #include <string>
 
 namespace memfit::rt {
@@ -136,11 +137,9 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
     at.v = im.nvme.v[id];
     im.hostOpt->submitAdamNvme(x.adamParams(), count, w, im.g[id].data(),
                                *im.nvme.store, at, out);
-  } else if (wi.masterOnNvme) {
-    x.fatal(std::string("weight '") + wi.onnxName +
-            "' has its master on NVMe and its moments in memory, which the "
-            "plan never does");
   } else {
+    // NvmeState::open refuses a stored master with state in memory.
+    assert(!wi.masterOnNvme && "a stored master streams with its state");
     im.hostOpt->submitAdam(x.adamParams(), count, w, im.g[id].data(),
                            im.m[id].data(), im.v[id].data());
   }

@@ -20,6 +20,17 @@ bool NvmeState::open(const ProgramInfo &p,
           "named: give --nvme DIR";
     return false;
   }
+  // The search moves every homed weight's state before any master, so
+  // the update streams a stored master with stored state (HostOptimizer's
+  // NVMe jobs take both from the file or neither).
+  const bool hasState = p.hasMomentum || p.optimizer != Optimizer::SGD;
+  for (const WeightInfo &wi : weights)
+    if (wi.masterOnNvme && !wi.stateOnNvme && hasState) {
+      err = std::string("weight '") + wi.onnxName +
+            "' has its master on NVMe and its optimizer state in memory, "
+            "which no plan does";
+      return false;
+    }
   w.assign(weights.size(), -1);
   m.assign(weights.size(), -1);
   v.assign(weights.size(), -1);
