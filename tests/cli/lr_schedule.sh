@@ -14,6 +14,8 @@ WORK=$2
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=lib/trainer.bash
+source "$SRC/tests/cli/lib/trainer.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "lr_schedule: SKIPPED: $PY cannot import torch and onnx"
   exit 0
@@ -27,12 +29,8 @@ np.save("tok.npy", r.integers(0, 61, (8, 16)).astype(np.int64))
 np.save("next.npy", r.integers(0, 61, (8, 16)).astype(np.int64))
 PYEOF
 for opt in adamw sgd; do
-  "$MEMFIT" compile g.onnx --batch 4 --budget 100% --optimizer $opt \
-    --refine=false -o $opt --quiet || fail "compile $opt"
-  cmake -S $opt -B $opt/build -DMEMFIT_BACKEND=cpu >$opt/cmake.log 2>&1 ||
-    { cat $opt/cmake.log; fail "configure $opt"; }
-  cmake --build $opt/build -j 2 >$opt/build.log 2>&1 ||
-    { tail -30 $opt/build.log; fail "build $opt"; }
+  build_trainer $opt g.onnx --batch 4 --budget 100% --optimizer $opt \
+    --refine=false
 done
 
 # Adam's eps at 1e-3: gpt2's attention key bias has a zero true gradient,

@@ -15,15 +15,13 @@ json.dump(d, open("dev.json", "w"))
 PYEOF
 }
 
+# shellcheck source=trainer.bash
+source "$(dirname "${BASH_SOURCE[0]}")/trainer.bash"
+
 # compile_model dir model memfit-args...: compiled on dev.json and built
 # for the CPU emulation.
 compile_model() {
   local d=$1 model=$2
   shift 2
-  "$MEMFIT" compile "$model" --device dev.json -o "$d" --quiet "$@" ||
-    fail "compile $d"
-  cmake -S "$d" -B "$d/build" -DMEMFIT_BACKEND=cpu >"$d/cmake.log" 2>&1 ||
-    { cat "$d/cmake.log"; fail "configure $d"; }
-  cmake --build "$d/build" -j 2 >"$d/build.log" 2>&1 ||
-    { tail -30 "$d/build.log"; fail "build $d"; }
+  build_trainer "$d" "$model" --device dev.json "$@"
 }
