@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 namespace memfit::rt {
@@ -45,11 +47,39 @@ ConvChoice chooseConvAlgo(int32_t planned, bool plannedRuns,
   return {};
 }
 
+ConvChoice chooseMeasured(int32_t planned, int32_t settled,
+                          const std::vector<ConvTiming> &timed) {
+  const ConvTiming *best = nullptr, *kept = nullptr;
+  for (const ConvTiming &t : timed) {
+    if (!best || t.seconds < best->seconds)
+      best = &t;
+    if (t.algo == settled)
+      kept = &t;
+  }
+  int32_t algo = settled;
+  if (best && (!kept || kept->seconds > best->seconds * (1 + kConvTuneSlack)))
+    algo = best->algo;
+  return {algo, algo != planned};
+}
+
 int64_t ConvCheckResult::changedTasks() const {
   std::set<std::string> names;
   for (const ConvSubstitution &s : changed)
     names.insert(s.task);
   return static_cast<int64_t>(names.size());
+}
+
+int64_t ConvCheckResult::changedTasks(bool faster) const {
+  // A task some call of which was refused counts as refused.
+  std::set<std::string> refused, quicker;
+  for (const ConvSubstitution &s : changed)
+    (s.faster ? quicker : refused).insert(s.task);
+  if (!faster)
+    return static_cast<int64_t>(refused.size());
+  int64_t n = 0;
+  for (const std::string &t : quicker)
+    n += !refused.count(t);
+  return n;
 }
 
 namespace {
@@ -87,10 +117,47 @@ std::string convSubstitutionsJson(const ConvCheckResult &r) {
      << " \"device\": {\n  \"name\": " << quoted(r.gpu)
      << ",\n  \"compute_capability\": " << quoted(r.computeCapability)
      << ",\n  \"cudnn\": " << quoted(r.cudnn) << "\n },\n"
-     << " \"entries\": [],\n \"refused\": [";
-  for (size_t i = 0; i < r.changed.size(); ++i) {
-    const ConvSubstitution &s = r.changed[i];
-    os << (i ? ",\n" : "\n") << "  {\"task\": " << quoted(taskKey(s.direction))
+     << " \"entries\": [";
+  // One entry per (direction, signature, sub-batch), its algorithms in
+  // ascending ids, each at the fastest time any call measured.
+  std::map<std::tuple<int32_t, std::string, int64_t>,
+           std::map<int32_t, ConvTiming>>
+      entries;
+  for (const ConvMeasured &m : r.measured)
+    for (const ConvTiming &t : m.timings) {
+      auto &algos = entries[{m.direction, m.signature, m.subBatch}];
+      auto [it, fresh] = algos.emplace(t.algo, t);
+      if (!fresh && t.seconds < it->second.seconds)
+        it->second.seconds = t.seconds;
+      if (!fresh)
+        it->second.bytes = std::max(it->second.bytes, t.bytes);
+    }
+  bool first = true;
+  for (const auto &[key, algos] : entries) {
+    if (algos.empty())
+      continue;
+    os << (first ? "\n" : ",\n") << "  {\"task\": "
+       << quoted(taskKey(std::get<0>(key)))
+       << ", \"signature\": " << quoted(std::get<1>(key))
+       << ", \"sub_batch\": " << std::get<2>(key) << ", \"algorithms\": [";
+    first = false;
+    bool firstAlgo = true;
+    for (const auto &[algo, t] : algos) {
+      char secs[40];
+      std::snprintf(secs, sizeof secs, "%.9g", t.seconds);
+      os << (firstAlgo ? "" : ", ") << "{\"algo\": " << algo
+         << ", \"seconds\": " << secs << ", \"workspace_bytes\": " << t.bytes
+         << "}";
+      firstAlgo = false;
+    }
+    os << "]}";
+  }
+  os << (first ? "],\n" : "\n ],\n") << " \"refused\": [";
+  first = true;
+  for (const ConvSubstitution &s : r.changed) {
+    if (s.faster)
+      continue; // not a refusal: the entries say why
+    os << (first ? "\n" : ",\n") << "  {\"task\": " << quoted(taskKey(s.direction))
        << ", \"signature\": " << quoted(s.signature)
        << ", \"sub_batch\": " << s.subBatch << ", \"algo\": " << s.planned
        << ", \"reason\": "
@@ -99,8 +166,9 @@ std::string convSubstitutionsJson(const ConvCheckResult &r) {
       os << ", \"workspace_bytes\": " << s.askedBytes;
     os << ", \"planned_workspace_bytes\": " << s.plannedBytes
        << ", \"ran\": " << s.ran << "}";
+    first = false;
   }
-  os << (r.changed.empty() ? "]\n}\n" : "\n ]\n}\n");
+  os << (first ? "]\n}\n" : "\n ]\n}\n");
   return os.str();
 }
 
@@ -136,10 +204,19 @@ std::string convCheckSummary(const ConvCheckResult &r,
                     " of " + std::to_string(r.tasks) +
                     " tasks changed algorithm (cuDNN " + r.cudnn + ", " +
                     r.gpu + ", sm_" + cc + ")";
-  if (r.changed.empty())
+  if (!r.changed.empty())
+    out += ": " + std::to_string(r.changedTasks(false)) + " refused, " +
+           std::to_string(r.changedTasks(true)) + " measured faster";
+  if (r.tuned) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", r.tuneSeconds);
+    out += " (cuDNN timed " +
+           std::to_string(r.measured.size()) + " calls in " + secs + " s)";
+  }
+  if (r.changed.empty() && !r.tuned)
     return out + "; the plan's algorithms run as planned";
   return out + ", written to " + file + "; memfit plan --profile " + file +
-         " plans with what runs";
+         " plans with what " + (r.tuned ? "was measured" : "runs");
 }
 
 } // namespace memfit::rt

@@ -72,6 +72,30 @@ ConvChoice chooseConvAlgo(int32_t planned, bool plannedRuns,
                           int64_t plannedBytes, int64_t have,
                           const std::vector<ConvCandidate> &ranked);
 
+/// One algorithm cuDNN timed for a call within its planned workspace.
+struct ConvTiming {
+  int32_t algo = 0;
+  double seconds = 0;
+  int64_t bytes = 0; // the workspace it asks (at most the planned)
+};
+
+/// What runs where cuDNN measured `timed` (algorithms that ran within the
+/// planned workspace): the fastest, unless `settled` (what runs without
+/// measuring: the planned algorithm, or the check's substitute) is within
+/// kConvTuneSlack of it, a difference timing noise can make; `settled`
+/// where nothing was timed. `changed` compares with `planned`.
+constexpr double kConvTuneSlack = 0.03;
+ConvChoice chooseMeasured(int32_t planned, int32_t settled,
+                          const std::vector<ConvTiming> &timed);
+
+/// cuDNN's timings of one convolution call at one sub-batch size.
+struct ConvMeasured {
+  int32_t direction = ConvFwd;
+  std::string signature;
+  int64_t subBatch = 0;
+  std::vector<ConvTiming> timings;
+};
+
 /// A planned algorithm the trainer did not run.
 struct ConvSubstitution {
   int32_t direction = ConvFwd;
@@ -81,6 +105,9 @@ struct ConvSubstitution {
   /// What cuDNN asked for the planned algorithm; -1: it does not run it.
   int64_t askedBytes = -1;
   int64_t plannedBytes = 0;
+  /// Replaced because cuDNN measured `ran` faster, not because it refused
+  /// the planned algorithm.
+  bool faster = false;
 };
 
 /// What the start-up check found.
@@ -89,13 +116,20 @@ struct ConvCheckResult {
   int64_t calls = 0;    // (call, sub-batch) pairs checked
   int64_t tasks = 0;    // distinct task names checked
   std::vector<ConvSubstitution> changed;
+  /// cuDNN's timings, one per (direction, signature, sub-batch); empty
+  /// when not measured.
+  std::vector<ConvMeasured> measured;
+  bool tuned = false;        // the algorithms were measured
+  double tuneSeconds = 0;    // what measuring took
   std::string gpu, computeCapability, cudnn; // "NVIDIA H200", "9.0", "9.19.0"
-  /// Tasks (by name) with at least one changed call.
+  /// Tasks (by name) with at least one changed call; `faster`: changed
+  /// because cuDNN measured another algorithm faster (else refused).
   int64_t changedTasks() const;
+  int64_t changedTasks(bool faster) const;
 };
 
-/// The profile JSON (schema 1, no entries, the "refused" array) that
-/// `memfit plan --profile` reads.
+/// The profile JSON (schema 1: cuDNN's timings as entries, the refusals as
+/// the "refused" array) that `memfit plan --profile` reads.
 std::string convSubstitutionsJson(const ConvCheckResult &r);
 /// Writes it atomically (runtime/AtomicFile.h); false and `err` on failure.
 bool writeConvSubstitutions(const ConvCheckResult &r, const std::string &path,
@@ -107,8 +141,9 @@ bool writeConvSubstitutions(const ConvCheckResult &r, const std::string &path,
 /// another machine).
 std::string convAlgosPathBeside(const std::string &modelPath);
 /// One line for the trainer's summary, e.g. "convolutions: 3 of 53 tasks
-/// changed algorithm (cuDNN 9.19.0, NVIDIA H200, sm_90), written to F;
-/// memfit plan --profile F plans with what runs".
+/// changed algorithm (cuDNN 9.19.0, NVIDIA H200, sm_90): 1 refused, 2
+/// measured faster (cuDNN timed 41 calls in 1.2 s), written to F; memfit plan
+/// --profile F plans with what runs".
 std::string convCheckSummary(const ConvCheckResult &r, const std::string &file);
 
 } // namespace memfit::rt

@@ -497,9 +497,11 @@ public:
   /// Reports a failure with the current task's name and exits.
   [[noreturn]] void fatal(const std::string &what) const;
   /// Before the first iteration: settles the algorithm every planned
-  /// convolution runs at every sub-batch size (runtime/ConvCheck.h). The
+  /// convolution runs at every sub-batch size (runtime/ConvCheck.h); with
+  /// `tune`, the fastest cuDNN measures within the planned workspace. The
   /// CPU emulation runs every algorithm and checks nothing.
-  ConvCheckResult checkConvolutions(const ConvTask *tasks, int32_t count);
+  ConvCheckResult checkConvolutions(const ConvTask *tasks, int32_t count,
+                                    bool tune);
   /// Convolution calls since construction that ran another algorithm than
   /// the one they named (none settled by checkConvolutions).
   int64_t convAlgoChanges() const;

@@ -380,8 +380,11 @@ int trainerMain(int argc, char **argv, const Program &program) {
   Dataset data = loadData(o, p);
   x.openNvme(o.nvme);
   initWeights(x, o, *model);
-  // Once, before the first iteration: the convolutions run what cuDNN runs.
-  ConvCheckResult convs = x.checkConvolutions(program.convs, program.numConvs);
+  // Once, before the first iteration (nothing lives in the arena yet, which
+  // timing uses as scratch): the convolutions run what cuDNN runs, the
+  // fastest it measures unless --no-tune-convs.
+  ConvCheckResult convs =
+      x.checkConvolutions(program.convs, program.numConvs, o.tuneConvs);
   if (o.convAlgos.empty())
     o.convAlgos = convAlgosPathBeside(program.modelPath);
   if (convs.checked && root && !writeConvSubstitutions(convs, o.convAlgos, err))

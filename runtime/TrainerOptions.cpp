@@ -52,7 +52,8 @@ const char *kUsage =
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
     "               [--model model.onnx] [--log-every N] [--quiet]\n"
-    "               [--dump-graph FILE] [--conv-algos FILE] [--nvme DIR]\n"
+    "               [--dump-graph FILE] [--conv-algos FILE] "
+    "[--no-tune-convs] [--nvme DIR]\n"
     "               fp16 only: [--loss-scale F] "
     "[--loss-scale-growth-interval N]\n";
 
@@ -170,6 +171,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.data = value();
     else if (a == "--conv-algos")
       o.convAlgos = value();
+    else if (a == "--no-tune-convs")
+      o.tuneConvs = false;
     else if (a == "--labels")
       o.labels = value();
     else if (a == "--synthetic")

@@ -21,6 +21,9 @@ struct Options {
   /// The NVMe tier's directory: the plan's (memfit --nvme) unless given.
   std::string nvme;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;
+  /// Convolutions run the fastest algorithm cuDNN measures within the
+  /// planned workspace (off: the plan's, where cuDNN runs it).
+  bool tuneConvs = true;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
   /// --lr-schedule and its settings; its `lr` is --lr (as a double) and its

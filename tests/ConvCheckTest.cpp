@@ -237,3 +237,85 @@ TEST_CASE("a workspace refusal prices the algorithm at what cuDNN asked",
     offered |= a.id == gemm;
   CHECK(offered);
 }
+
+TEST_CASE("measured: the fastest cuDNN timed, unless the settled one is "
+          "within noise of it",
+          "[convcheck]") {
+  using rt::ConvTiming;
+  // Planned 1; cuDNN timed 0 at 2 ms, 1 at 1 ms, 6 at 0.5 ms.
+  const std::vector<ConvTiming> timed = {
+      {6, 0.5e-3, 4096}, {1, 1.0e-3, 0}, {0, 2.0e-3, 0}};
+  ConvChoice fast = rt::chooseMeasured(1, 1, timed);
+  CHECK(fast.algo == 6);
+  CHECK(fast.changed);
+  // Within 3% of the fastest: the settled algorithm stays, unchanged.
+  ConvChoice noise = rt::chooseMeasured(1, 1, {{6, 0.99e-3, 0}, {1, 1e-3, 0}});
+  CHECK(noise.algo == 1);
+  CHECK_FALSE(noise.changed);
+  // The settled one was a substitute (the planned 7 refused): the fastest
+  // replaces it, and the change from the plan is reported either way.
+  CHECK(rt::chooseMeasured(7, 0, timed).algo == 6);
+  CHECK(rt::chooseMeasured(7, 0, {{0, 1e-3, 0}}).changed);
+  // Nothing timed (operands too large for the arena): the settled one.
+  ConvChoice none = rt::chooseMeasured(1, 1, {});
+  CHECK(none.algo == 1);
+  CHECK_FALSE(none.changed);
+  // The settled one was not timed (cuDNN's Find skipped it): the fastest.
+  CHECK(rt::chooseMeasured(1, 1, {{0, 2e-3, 0}}).algo == 0);
+}
+
+TEST_CASE("the trainer's timings are profile entries memfit plans with",
+          "[convcheck]") {
+  memfit::test::Planned m("resnet18", 32, "h200");
+  TaskId t = -1;
+  for (TaskId i = 0; i < (TaskId)m.tg.tasks.size(); ++i)
+    if (convDirectionOf(m.tg, i) == ConvDirection::BackwardFilter) {
+      t = i;
+      break;
+    }
+  REQUIRE(t >= 0);
+  const std::string sig = taskSignature(m.tg, t);
+  rt::ConvCheckResult r = sampleResult(sig);
+  r.tuned = true;
+  // Two calls of the same signature and sub-batch: one entry, each
+  // algorithm at its fastest time and largest workspace, ids ascending.
+  r.measured = {{rt::ConvBwdFilter, sig, 32, {{1, 3e-3, 100}, {0, 9e-3, 0}}},
+                {rt::ConvBwdFilter, sig, 32, {{1, 2e-3, 200}}}};
+  // A change for speed is no refusal: only the two of sampleResult are.
+  rt::ConvSubstitution quick = r.changed[0];
+  quick.task = "BP-weight(other)";
+  quick.faster = true;
+  r.changed.push_back(quick);
+  CHECK(r.changedTasks() == 3);
+  CHECK(r.changedTasks(false) == 2);
+  CHECK(r.changedTasks(true) == 1);
+  auto p = parseProfile(rt::convSubstitutionsJson(r), "conv-algos.json");
+  REQUIRE(static_cast<bool>(p));
+  CHECK(p->refusals().size() == 2);
+  std::vector<ProfileEntry> entries = p->entries();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].kind == TaskKind::BackwardWeight);
+  CHECK(entries[0].subBatch == 32);
+  REQUIRE(entries[0].algorithms.size() == 2);
+  CHECK(entries[0].algorithms[0].algo == 0);
+  CHECK(entries[0].algorithms[0].seconds == Approx(9e-3));
+  CHECK(entries[0].algorithms[1].algo == 1);
+  CHECK(entries[0].algorithms[1].seconds == Approx(2e-3));
+  CHECK(entries[0].algorithms[1].workspaceBytes == 200);
+  // A plan made with the file prices the task at what cuDNN measured.
+  auto model = llvm::cantFail(makeProfiledCostModel(
+      llvm::cantFail(builtinDevice("h200")), *p, "conv-algos.json"));
+  bool priced = false;
+  for (const AlgoChoice &a : model->algorithms(m.tg, t))
+    if (a.id == 1) {
+      CHECK(model->taskSeconds(m.tg, t, 1, 32) == Approx(2e-3));
+      priced = true;
+    }
+  CHECK(priced);
+  // The summary line names both reasons and the timing.
+  std::string line = rt::convCheckSummary(r, "ca.json");
+  CHECK(line.find("3 of 6 tasks changed algorithm") != std::string::npos);
+  CHECK(line.find(": 2 refused, 1 measured faster (cuDNN timed 2 calls") !=
+        std::string::npos);
+  CHECK(line.find("plans with what was measured") != std::string::npos);
+}

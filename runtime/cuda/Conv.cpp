@@ -39,9 +39,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Impl.h"
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -160,24 +162,6 @@ ConvEntry &entryFor(const Exec &x, Exec::Impl &im, const ConvParams &p,
   return *im.convs.emplace(key, std::move(e)).first->second;
 }
 
-cudnnStatus_t workspaceOf(const Exec::Impl &im, const ConvEntry &e, int dir,
-                          int32_t algo, size_t &bytes) {
-  switch (dir) {
-  case Fwd:
-    return cudnnGetConvolutionForwardWorkspaceSize(
-        im.cudnn, e.x, e.w, e.conv, e.y,
-        static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes);
-  case BwdData:
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(
-        im.cudnn, e.w, e.y, e.conv, e.x,
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
-  default:
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        im.cudnn, e.x, e.y, e.conv, e.w,
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes);
-  }
-}
-
 /// cuDNN's ranked answer for the convolution (best first), with each
 /// algorithm's status and workspace: host-side heuristics, no device memory.
 /// The workspace is what cudnnGetConvolution*WorkspaceSize says, the
@@ -233,7 +217,7 @@ std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
     size_t bytes = 0;
     if (!c.runs)
       continue;
-    if (workspaceOf(im, e, dir, c.algo, bytes) != CUDNN_STATUS_SUCCESS)
+    if (cuda::convWorkspace(im, e, dir, c.algo, bytes) != CUDNN_STATUS_SUCCESS)
       c.runs = false;
     else
       c.bytes = std::max(c.bytes, static_cast<int64_t>(bytes));
@@ -255,7 +239,7 @@ Settled settle(const Exec &x, const Exec::Impl &im, const ConvEntry &e, int dir,
                int32_t algo, int64_t have) {
   Settled s;
   cudnnStatus_t st = cudnnDefinesConvAlgo(dir, algo)
-                         ? workspaceOf(im, e, dir, algo, s.plannedNeed)
+                         ? cuda::convWorkspace(im, e, dir, algo, s.plannedNeed)
                          : CUDNN_STATUS_BAD_PARAM;
   s.plannedRuns = st == CUDNN_STATUS_SUCCESS;
   const int64_t need = static_cast<int64_t>(s.plannedNeed);
@@ -305,9 +289,17 @@ int32_t algoFor(const Exec &x, Exec::Impl &im, ConvEntry &e, int dir,
 
 } // namespace
 
-ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count) {
+ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
+                                        bool tune) {
   ConvCheckResult r;
   r.checked = true;
+  r.tuned = tune;
+  const auto t0 = std::chrono::steady_clock::now();
+  // cuDNN's timings per (convolution, sub-batch, direction, workspace):
+  // tasks of one shape share them.
+  std::map<std::tuple<const ConvEntry *, int32_t, int64_t>,
+           std::vector<ConvTiming>>
+      timed;
   cudaDeviceProp prop{};
   MEMFIT_CHECK(cudaGetDeviceProperties(&prop, impl->device));
   r.gpu = prop.name;
@@ -339,6 +331,23 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count) {
     for (int64_t n : sizes) {
       ConvEntry &e = entryFor(*this, *impl, t.params, n, impl->narrow);
       Settled s = settle(*this, *impl, e, t.direction, t.algo, have);
+      bool faster = false;
+      if (tune) {
+        auto key = std::make_tuple(&e, t.direction, have);
+        auto it = timed.find(key);
+        if (it == timed.end()) {
+          it = timed
+                   .emplace(key, cuda::timeConvAlgos(*this, *impl, e, t.params,
+                                                     n, impl->narrow,
+                                                     t.direction, have))
+                   .first;
+          if (!it->second.empty())
+            r.measured.push_back({t.direction, t.signature, n, it->second});
+        }
+        ConvChoice m = chooseMeasured(t.algo, s.choice.algo, it->second);
+        faster = m.algo != s.choice.algo;
+        s.choice = m;
+      }
       e.algoUsed[std::make_tuple(int(t.direction), t.algo, have)] =
           s.choice.algo;
       ++r.calls;
@@ -355,10 +364,17 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count) {
       sub.askedBytes =
           s.plannedRuns ? static_cast<int64_t>(s.plannedNeed) : int64_t(-1);
       sub.plannedBytes = have;
+      // Refused or not, it ran what cuDNN measured fastest: a refusal
+      // still tells the next plan what cuDNN will not run.
+      sub.faster = faster && s.plannedRuns &&
+                   static_cast<int64_t>(s.plannedNeed) <= have;
       r.changed.push_back(std::move(sub));
     }
   }
   setTask("");
+  r.tuneSeconds = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
   std::set<std::string> names;
   for (int32_t i = 0; i < count; ++i)
     names.insert(tasks[i].task);

@@ -137,6 +137,22 @@ struct ConvEntry {
   ~ConvEntry();
 };
 
+/// The workspace cuDNN demands of `algo` for the call (the figure the call
+/// itself is held to); not SUCCESS where cuDNN does not run it.
+cudnnStatus_t convWorkspace(const Exec::Impl &im, const ConvEntry &e,
+                            int32_t dir, int32_t algo, size_t &bytes);
+
+/// cuDNN's timings (cudnnFind*AlgorithmEx) of every algorithm of direction
+/// `dir` that runs within `have` bytes of workspace, for the convolution
+/// `p` at sub-batch `n` stored as `store`, fastest first (ConvTune.cpp).
+/// The operands and workspace are scratch carved from the arena's start:
+/// called only before the first iteration, when nothing lives there yet.
+/// Empty where they do not fit in the arena.
+std::vector<ConvTiming> timeConvAlgos(Exec &x, Exec::Impl &im,
+                                      const ConvEntry &e, const ConvParams &p,
+                                      int64_t n, Store store, int32_t dir,
+                                      int64_t have);
+
 /// A convolution at one sub-batch size, keyed by value (ConvParams holds
 /// only int64_t, so it has no padding to compare): identical convolutions
 /// share descriptors, and no address reuse can alias two of them.

@@ -98,6 +98,12 @@ echo "$got" | grep -q '"library_mib": 121.5' || fail "libraries: $got"
 echo "$got" | grep -q '"budget_mib": 3044.0' || fail "budget: $got"
 echo "$got" | grep -q '"within_budget": true' || fail "within: $got"
 echo "$got" | grep -q '"context_mib": 523.0' || fail "context: $got"
+# a trainer that timed cuDNN's algorithms says why each changed
+got=$($PY "$SRC/tools/gpu-check.d/parse.py" trainer "$DATA/trainer-tuned.out") ||
+  fail "parse trainer (tuned)"
+echo "$got" | grep -q '"algorithm_changes": 31' || fail "tuned changes: $got"
+echo "$got" | grep -q '"algorithm_refused": 2' || fail "refused: $got"
+echo "$got" | grep -q '"algorithm_faster": 29' || fail "faster: $got"
 echo "$got" | grep -q '"allocated_mib": 2900.25' || fail "allocated: $got"
 echo "$got" | grep -q '"iterations_added_mib": 0.5' || fail "added: $got"
 got=$($PY "$SRC/tools/gpu-check.d/parse.py" selfcheck "$DATA/selfcheck.log") || fail "parse selfcheck"

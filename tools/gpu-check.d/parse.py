@@ -30,6 +30,9 @@ DONE = re.compile(r"^done: (\d+) iterations, final loss " + NUM + r", " + NUM
                   NUM + r" MiB measured")
 FALLBACK = re.compile(r"cannot run the planned ([\w-]+) convolution algorithm")
 CHANGED = re.compile(r"convolutions: (\d+) of \d+ tasks changed algorithm")
+# Since the trainers time cuDNN's algorithms: why they changed.
+WHY = re.compile(r"tasks changed algorithm \([^)]*\): (\d+) refused, "
+                 r"(\d+) measured faster")
 MEMORY = re.compile(r"memory: measured peak " + NUM + r" MiB \(libraries " +
                     NUM + r" MiB of a " + NUM + r" MiB reserve, trainer " +
                     NUM + r" MiB\) against the budget " + NUM +
@@ -45,7 +48,8 @@ SELF = re.compile(r"selfcheck: (\d+) checks, (\d+) mismatches")
 def trainer(out, err=""):
     """windows: [{iteration, loss, samples_s}]; measured_mib, planned_mib,
     peak_mib, allocated_mib, iterations_added_mib where printed;
-    algorithm_changes; error (the first error)."""
+    algorithm_changes (algorithm_refused and algorithm_faster where the
+    trainer says why); error (the first error)."""
     r = {"windows": [], "algorithm_changes": 0}
     for line in out.splitlines():
         m = ITER.match(line)
@@ -84,6 +88,10 @@ def trainer(out, err=""):
         if m:
             r["algorithm_changes"] = max(r["algorithm_changes"],
                                          int(m.group(1)))
+        m = WHY.search(line)
+        if m:
+            r["algorithm_refused"] = int(m.group(1))
+            r["algorithm_faster"] = int(m.group(2))
         m = MEMORY.search(line)
         if m and "peak_mib" not in r:
             r["peak_mib"] = float(m.group(1))

@@ -228,13 +228,16 @@ def render(res):
     o.append(table(["model", "precision", "budget", "planned %",
                     "measured %", "points"], body))
     o.append("## Convolution algorithms\n")
-    o.append("Convolutions (per direction) that ran another algorithm than "
-             "the plan's, because cuDNN could not run the planned one in the "
-             "workspace the plan gave.\n")
+    o.append("Convolution tasks that ran another algorithm than the plan's: "
+             "*refused*, cuDNN could not run the planned one in the "
+             "workspace the plan gave; *faster*, cuDNN timed another faster "
+             "within that workspace (the trainers' start-up tuning).\n")
     body = [(t["model"], t["precision"], "%d%%" % t["budget_pct"],
-             t.get("algorithm_changes", "-")) for t in rows]
-    o.append(table(["model", "precision", "budget", "another algorithm"],
-                   body))
+             t.get("algorithm_changes", "-"),
+             f(t.get("algorithm_refused"), "%d"),
+             f(t.get("algorithm_faster"), "%d")) for t in rows]
+    o.append(table(["model", "precision", "budget", "another algorithm",
+                    "refused", "faster"], body))
     errs = [(t["id"], t["error"]) for t in res["trainers"] if t.get("error")]
     if errs:
         o.append("## Failures\n")

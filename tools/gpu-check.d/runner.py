@@ -296,7 +296,9 @@ def main():
                        iterations_added_mib=got.get("iterations_added_mib"),
                        context_mib=got.get("context_mib"),
                        trainer_within_budget=got.get("within_budget"),
-                       algorithm_changes=got["algorithm_changes"])
+                       algorithm_changes=got["algorithm_changes"],
+                       algorithm_refused=got.get("algorithm_refused"),
+                       algorithm_faster=got.get("algorithm_faster"))
             if rc or rc2:
                 row["error"] = got.get("error") or "exit status %d" % (rc or rc2)
             res["trainers"].append(row)

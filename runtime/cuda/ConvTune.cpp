@@ -1,0 +1,144 @@
+//===- ConvTune.cpp - CUDA backend: cuDNN's timings of a convolution ------===//
+//
+// What cudnn.benchmark does for PyTorch, held to the plan's memory: cuDNN
+// times every algorithm of a call that runs within the workspace the plan
+// gave it (cudnnFind*AlgorithmEx, on operands and workspace the trainer
+// owns), so the trainer can run the fastest without asking for a byte more.
+// The operands are scratch at the arena's start: the check runs before the
+// first iteration, when nothing the plan placed in the arena is live, and
+// the call itself needs its input, output and workspace in the arena at
+// once (its weight may live in the pool; scratch holds a copy's room too, so
+// a call whose four parts do not fit is not timed and keeps its algorithm).
+// The results are filtered by cudnnGetConvolution*WorkspaceSize, the figure
+// the call is held to when it runs.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Impl.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace memfit::rt {
+
+using cuda::check;
+
+cudnnStatus_t cuda::convWorkspace(const Exec::Impl &im, const ConvEntry &e,
+                                  int32_t dir, int32_t algo, size_t &bytes) {
+  switch (dir) {
+  case ConvFwd:
+    return cudnnGetConvolutionForwardWorkspaceSize(
+        im.cudnn, e.x, e.w, e.conv, e.y,
+        static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes);
+  case ConvBwdData:
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(
+        im.cudnn, e.w, e.y, e.conv, e.x,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
+  default:
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        im.cudnn, e.x, e.y, e.conv, e.w,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes);
+  }
+}
+
+namespace {
+
+constexpr int64_t kAlign = 256;
+
+int64_t aligned(int64_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+
+/// The rows of cuDNN's answer that ran, one per algorithm (the fastest).
+template <typename Perf>
+std::vector<ConvTiming> ranRows(const std::vector<Perf> &perf, int got) {
+  std::vector<ConvTiming> out;
+  for (int i = 0; i < got; ++i) {
+    const Perf &r = perf[i];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.time < 0)
+      continue;
+    const int32_t algo = static_cast<int32_t>(r.algo);
+    auto same = [&](const ConvTiming &t) { return t.algo == algo; };
+    if (std::any_of(out.begin(), out.end(), same))
+      continue;
+    out.push_back({algo, static_cast<double>(r.time) / 1000.0,
+                   static_cast<int64_t>(r.memory)});
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
+                                            const ConvEntry &e,
+                                            const ConvParams &p, int64_t n,
+                                            Store store, int32_t dir,
+                                            int64_t have) {
+  const int64_t elt = store == Store::F32 ? 4 : 2;
+  const int64_t xb = aligned(n * p.cin * p.hin * p.win * elt);
+  const int64_t yb = aligned(n * p.cout * p.hout * p.wout * elt);
+  const int64_t wb = aligned(p.cout * (p.cin / p.group) * p.kh * p.kw * elt);
+  if (have < 0 || xb + yb + wb + have > x.info().arenaBytes)
+    return {};
+  char *base = reinterpret_cast<char *>(x.arena(0));
+  char *xs = base, *ys = base + xb, *ws = ys + yb, *scratch = ws + wb;
+  void *work = have > 0 ? scratch : nullptr;
+  const size_t workBytes = static_cast<size_t>(have);
+  // Defined operands, every byte 0x3f: about 0.75 in fp32 and bf16, 1.8
+  // in fp16. Garbage can hold NaNs, and all zeros make tensor-core products
+  // faster than real data does (an H100's bf16 GEMM: 894 TFLOP/s on zeros,
+  // 788 on random data), which would favour them in the timing.
+  check(x, cudaMemsetAsync(base, 0x3f, xb + yb + wb, im.compute()),
+        "cudaMemsetAsync");
+  check(x, cudaStreamSynchronize(im.compute()), "cudaStreamSynchronize");
+  int max = 0, got = 0;
+  std::vector<ConvTiming> out;
+  switch (dir) {
+  case ConvFwd: {
+    check(x, cudnnGetConvolutionForwardAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionForwardAlgorithmMaxCount");
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max, 1));
+    check(x,
+          cudnnFindConvolutionForwardAlgorithmEx(
+              im.cudnn, e.x, xs, e.w, ws, e.conv, e.y, ys, max, &got,
+              perf.data(), work, workBytes),
+          "cudnnFindConvolutionForwardAlgorithmEx");
+    out = ranRows(perf, got);
+    break;
+  }
+  case ConvBwdData: {
+    check(x, cudnnGetConvolutionBackwardDataAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max, 1));
+    check(x,
+          cudnnFindConvolutionBackwardDataAlgorithmEx(
+              im.cudnn, e.w, ws, e.y, ys, e.conv, e.x, xs, max, &got,
+              perf.data(), work, workBytes),
+          "cudnnFindConvolutionBackwardDataAlgorithmEx");
+    out = ranRows(perf, got);
+    break;
+  }
+  default: {
+    check(x, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
+    check(x,
+          cudnnFindConvolutionBackwardFilterAlgorithmEx(
+              im.cudnn, e.x, xs, e.y, ys, e.conv, e.w, ws, max, &got,
+              perf.data(), work, workBytes),
+          "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+    out = ranRows(perf, got);
+    break;
+  }
+  }
+  // Only what the call, held to the planned bytes, will accept.
+  std::vector<ConvTiming> fits;
+  for (ConvTiming t : out) {
+    size_t need = 0;
+    if (convWorkspace(im, e, dir, t.algo, need) != CUDNN_STATUS_SUCCESS ||
+        static_cast<int64_t>(need) > have)
+      continue;
+    t.bytes = std::max(t.bytes, static_cast<int64_t>(need));
+    fits.push_back(t);
+  }
+  return fits;
+}
+
+} // namespace memfit::rt
