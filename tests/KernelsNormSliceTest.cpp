@@ -80,6 +80,34 @@ TEST_CASE("BatchNorm's slicing covers every value once and fills the GPU",
   REQUIRE(64 * kernels::bnSlices(64, 256 * 112 * 112).slices == 2048);
 }
 
+TEST_CASE("BatchNorm's slices in whole packs cover every value once",
+          "[kernels][batchnorm]") {
+  // (channels, values per channel): ResNet-50's stages at batch 64, and
+  // one channel bnSlices cuts into slices of 4099 values.
+  const int64_t shapes[][2] = {
+      {64, 64 * 56 * 56}, {512, 64 * 28 * 28}, {3, 8 * 24},
+      {2048, 64 * 8},     {1, 4096 * 3 + 8}};
+  for (const auto &sh : shapes) {
+    const int64_t c = sh[0], count = sh[1];
+    INFO("channels " << c << ", values " << count);
+    const BnSlices plain = kernels::bnSlices(c, count);
+    const BnSlices sl = kernels::bnSlicesAligned(c, count, 8);
+    REQUIRE(sl.per % 8 == 0);
+    REQUIRE(sl.slices >= 1);
+    REQUIRE(sl.slices <= plain.slices); // never more partials
+    REQUIRE(sl.slices * sl.per >= count);
+    REQUIRE((sl.slices - 1) * sl.per < count); // no empty slice
+  }
+  REQUIRE(kernels::bnSlices(1, 4096 * 3 + 8).per == 4099);
+  REQUIRE(kernels::bnSlicesAligned(1, 4096 * 3 + 8, 8).per == 4104);
+  // 64 x 56 per channel over 32 slices is 6272, already whole packs.
+  REQUIRE(kernels::bnSlicesAligned(64, 64 * 56 * 56, 8).per ==
+          kernels::bnSlices(64, 64 * 56 * 56).per);
+  // Alignment 1 is bnSlices.
+  REQUIRE(kernels::bnSlicesAligned(3, 100, 1).per ==
+          kernels::bnSlices(3, 100).per);
+}
+
 TEST_CASE("A compensated float sum keeps what a float sum loses",
           "[kernels][batchnorm]") {
   // 1e8 then 4096 ones: each one is half an ulp of 1e8 and rounds away in

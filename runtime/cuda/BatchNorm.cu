@@ -16,7 +16,10 @@
 // channel between them saves the statistics, so y may overwrite x), the
 // backward-data task reads x and dy once for the sums and once for dx, and the
 // order of every sum depends on the launch shape alone: a rerun, and a
-// recomputed forward, give the same bits. No double per element (1/64 of float
+// recomputed forward, give the same bits. Where x, dy and dx share a storage
+// the kernels are templated on it and move 16-byte packs wherever a
+// sample's positions and the slices are whole packs (slices are cut so
+// when the positions are); a mix of storages takes the View kernels. No double per element (1/64 of float
 // on GeForce, L4 and L40S cards); the per-element arithmetic is
 // runtime/kernels/Norm.h, which the CPU emulation runs.
 //
@@ -73,6 +76,56 @@ __device__ void forEachInSlice(const BatchNormParams &p, const BnBlock &b,
     }
   }
 }
+
+/// forEachInSlice over runs of W consecutive values of one sample: f(e)
+/// with e the element index of the run's first value. With W > 1 the
+/// positions of a sample and the slices are whole runs (the caller checks
+/// spatial % W and slices with bnSlicesAligned), so no run crosses a sample.
+template <int W, typename F>
+__device__ void forEachRun(const BatchNormParams &p, const BnBlock &b, F f) {
+  const int64_t step = int64_t(blockDim.x) * W;
+  const int64_t ds = step / p.spatial, dq = step - ds * p.spatial;
+  int64_t j = b.begin + int64_t(threadIdx.x) * W;
+  int64_t s = j / p.spatial, q = j - s * p.spatial;
+  for (; j < b.end; j += step) {
+    f((s * p.c + b.ch) * p.spatial + q);
+    q += dq;
+    s += ds;
+    if (q >= p.spatial) {
+      q -= p.spatial;
+      ++s;
+    }
+  }
+}
+
+/// The typed kernels' access to their operands: storage S fixed at compile
+/// time, by one 16-byte pack of `width` values where Packed, else one value.
+template <cuda::Store S, bool Packed> struct BnIo {
+  using P = cuda::Pack<S>;
+  static constexpr int width = Packed ? P::width : 1;
+  __device__ static void load(const char *base, int64_t e, float (&v)[width]) {
+    if constexpr (Packed) {
+      const P pk = P::load(base, e / width);
+#pragma unroll
+      for (int k = 0; k < width; ++k)
+        v[k] = pk.get(k);
+    } else {
+      v[0] = cuda::Typed<S>::load(base, e);
+    }
+  }
+  __device__ static void store(char *base, int64_t e,
+                               const float (&v)[width]) {
+    if constexpr (Packed) {
+      P pk{};
+#pragma unroll
+      for (int k = 0; k < width; ++k)
+        pk.set(k, v[k]);
+      pk.store(base, e / width);
+    } else {
+      cuda::Typed<S>::store(base, e, v[0]);
+    }
+  }
+};
 
 /// A channel's partials combined in slice order.
 __device__ BnPartial combined(const BnPartial *parts, int64_t slices) {
@@ -214,6 +267,118 @@ struct BnBackwardDataKernel {
   }
 };
 
+// --- The same slices on operands of one storage: no per-element switch,
+// 16-byte loads and stores where the positions are whole packs. The sums
+// are those of the View kernels in another order within a thread.
+
+template <cuda::Store S, bool Packed> struct BnStatsPartialTyped {
+  static constexpr int threads = kBnThreads;
+  using Io = BnIo<S, Packed>;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, const char *x, BnPartial *parts) {
+    const BnBlock b = bnBlock(ch0, sl, count);
+    const float shift = cuda::Typed<S>::load(x, b.ch * p.spatial);
+    BnPartial mine;
+    forEachRun<Io::width>(p, b, [&](int64_t e) {
+      float v[Io::width];
+      Io::load(x, e, v);
+#pragma unroll
+      for (int k = 0; k < Io::width; ++k)
+        mine.addValue(v[k], shift);
+    });
+    mine = cuda::blockSum<threads>(mine);
+    if (threadIdx.x == 0)
+      parts[blockIdx.x] = mine;
+  }
+};
+
+template <cuda::Store S, bool Packed> struct BnApplyTyped {
+  static constexpr int threads = kBnThreads;
+  using Io = BnIo<S, Packed>;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, const char *x, const float *scale,
+                             const float *bias, const float *saved, char *y) {
+    const BnBlock b = bnBlock(ch0, sl, count);
+    const float fm = saved[b.ch], fi = saved[p.c + b.ch], sc = scale[b.ch],
+                bi = bias[b.ch];
+    forEachRun<Io::width>(p, b, [&](int64_t e) {
+      float v[Io::width];
+      Io::load(x, e, v);
+#pragma unroll
+      for (int k = 0; k < Io::width; ++k)
+        v[k] = kernels::bnNormalize(v[k], sc, bi, fm, fi);
+      Io::store(y, e, v);
+    });
+  }
+};
+
+template <cuda::Store S, bool Packed> struct BnGradPartialTyped {
+  static constexpr int threads = kBnThreads;
+  using Io = BnIo<S, Packed>;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, const char *x, const float *saved,
+                             const char *dy, BnPartial *parts) {
+    const BnBlock b = bnBlock(ch0, sl, count);
+    const float mean = saved[b.ch], invStd = saved[p.c + b.ch];
+    BnPartial mine;
+    forEachRun<Io::width>(p, b, [&](int64_t e) {
+      float xv[Io::width], dv[Io::width];
+      Io::load(x, e, xv);
+      Io::load(dy, e, dv);
+#pragma unroll
+      for (int k = 0; k < Io::width; ++k)
+        kernels::bnAddGrad(mine, xv[k], dv[k], mean, invStd);
+    });
+    mine = cuda::blockSum<threads>(mine);
+    if (threadIdx.x == 0)
+      parts[blockIdx.x] = mine;
+  }
+};
+
+template <cuda::Store S, bool Packed> struct BnBackwardDataTyped {
+  static constexpr int threads = kBnThreads;
+  using Io = BnIo<S, Packed>;
+  __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
+                             int64_t count, double batchCount, const char *x,
+                             const float *scale, const float *saved,
+                             const BnPartial *parts, const float *sumDyXhat,
+                             const float *sumDy, const char *dy, char *dx,
+                             bool acc) {
+    __shared__ float means[2];
+    const BnBlock b = bnBlock(ch0, sl, count);
+    if (threadIdx.x == 0) {
+      double d, dd;
+      if (parts) {
+        const BnPartial all = combined(parts + b.local * sl.slices, sl.slices);
+        d = all.d.value();
+        dd = all.dd.value();
+      } else {
+        d = sumDy[b.ch];
+        dd = sumDyXhat[b.ch];
+      }
+      means[0] = float(d / batchCount);
+      means[1] = float(dd / batchCount);
+    }
+    __syncthreads();
+    const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
+                sc = scale[b.ch], meanDy = means[0], meanDyXhat = means[1];
+    forEachRun<Io::width>(p, b, [&](int64_t e) {
+      float xv[Io::width], dv[Io::width], out[Io::width];
+      Io::load(x, e, xv);
+      Io::load(dy, e, dv);
+      if (acc)
+        Io::load(dx, e, out);
+#pragma unroll
+      for (int k = 0; k < Io::width; ++k) {
+        const float g = kernels::bnGrad(xv[k], dv[k], sc, mean, invStd, meanDy,
+                                        meanDyXhat);
+        out[k] = acc ? out[k] + g : g;
+      }
+      Io::store(dx, e, out);
+    });
+  }
+};
+
 // A batch split into chunks: the chunk's float statistics per channel,
 // combined pairwise (Chan et al.) into the stats block's running
 // combination in double, once per channel and chunk, as the CPU emulation
@@ -270,12 +435,97 @@ struct BnFinalizeKernel {
 /// the next group's overwrite them.
 template <typename F>
 void forChannelGroups(const BatchNormParams &p, int64_t count, F f) {
+  // Slices of whole 16-byte packs (8 values cover fp32's 4 and 16 bits' 8)
+  // wherever a sample's positions are.
+  const int64_t align = p.spatial % 8 == 0 ? 8 : 1;
   for (int64_t ch0 = 0; ch0 < p.c; ch0 += kernels::kBnGroupChannels) {
     const int64_t channels =
         std::min<int64_t>(kernels::kBnGroupChannels, p.c - ch0);
-    const BnSlices sl = kernels::bnSlices(channels, count);
+    const BnSlices sl = kernels::bnSlicesAligned(channels, count, align);
     f(ch0, channels, sl, static_cast<unsigned>(channels * sl.slices));
   }
+}
+
+/// Calls f(std::integral_constant<Store, S>, std::bool_constant<Packed>)
+/// where every view shares storage S, Packed when the slices and a sample's
+/// positions are whole packs and every view is 16-byte aligned; false
+/// (nothing called) for mixed storage, which the View kernels take.
+template <typename F>
+bool withTypedBn(const BatchNormParams &p, BnSlices sl,
+                 std::initializer_list<View> vs, F f) {
+  if (!cuda::sameStore(vs))
+    return false;
+  cuda::withStore(vs.begin()->t, [&](auto st) {
+    constexpr cuda::Store S = decltype(st)::value;
+    constexpr int64_t W = cuda::Pack<S>::width;
+    if (p.spatial % W == 0 && sl.per % W == 0 &&
+        cuda::packsFor<S>(W, vs) > 0)
+      f(st, std::true_type{});
+    else
+      f(st, std::false_type{});
+  });
+  return true;
+}
+
+// One launch of a slice kernel: the typed one where the operands share a
+// storage, else the View one.
+
+void statsPartial(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
+                  BnSlices sl, unsigned blocks, int64_t count, View x,
+                  BnPartial *parts) {
+  if (!withTypedBn(p, sl, {x}, [&](auto st, auto packed) {
+        cuda::launch<BnStatsPartialTyped<decltype(st)::value,
+                                         decltype(packed)::value>>(
+            blocks, im.compute(), p, ch0, sl, count,
+            static_cast<const char *>(x.p), parts);
+      }))
+    cuda::launch<BnStatsPartialKernel>(blocks, im.compute(), p, ch0, sl, count,
+                                       x, parts);
+}
+
+void apply(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
+           BnSlices sl, unsigned blocks, int64_t count, View x,
+           const float *scale, const float *bias, const float *saved, View y) {
+  if (!withTypedBn(p, sl, {x, y}, [&](auto st, auto packed) {
+        cuda::launch<
+            BnApplyTyped<decltype(st)::value, decltype(packed)::value>>(
+            blocks, im.compute(), p, ch0, sl, count,
+            static_cast<const char *>(x.p), scale, bias, saved, y.p);
+      }))
+    cuda::launch<BnApplyKernel>(blocks, im.compute(), p, ch0, sl, count, x,
+                                scale, bias, saved, y);
+}
+
+void gradPartial(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
+                 BnSlices sl, unsigned blocks, int64_t count, View x,
+                 const float *saved, View dy, BnPartial *parts) {
+  if (!withTypedBn(p, sl, {x, dy}, [&](auto st, auto packed) {
+        cuda::launch<
+            BnGradPartialTyped<decltype(st)::value, decltype(packed)::value>>(
+            blocks, im.compute(), p, ch0, sl, count,
+            static_cast<const char *>(x.p), saved,
+            static_cast<const char *>(dy.p), parts);
+      }))
+    cuda::launch<BnGradPartialKernel>(blocks, im.compute(), p, ch0, sl, count,
+                                      x, saved, dy, parts);
+}
+
+void backwardData(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
+                  BnSlices sl, unsigned blocks, int64_t count,
+                  double batchCount, View x, const float *scale,
+                  const float *saved, const BnPartial *parts,
+                  const float *sumDyXhat, const float *sumDy, View dy, View dx,
+                  bool acc) {
+  if (!withTypedBn(p, sl, {x, dy, dx}, [&](auto st, auto packed) {
+        cuda::launch<
+            BnBackwardDataTyped<decltype(st)::value, decltype(packed)::value>>(
+            blocks, im.compute(), p, ch0, sl, count, batchCount,
+            static_cast<const char *>(x.p), scale, saved, parts, sumDyXhat,
+            sumDy, static_cast<const char *>(dy.p), dx.p, acc);
+      }))
+    cuda::launch<BnBackwardDataKernel>(blocks, im.compute(), p, ch0, sl, count,
+                                       batchCount, x, scale, saved, parts,
+                                       sumDyXhat, sumDy, dy, dx, acc);
 }
 
 } // namespace
@@ -289,14 +539,12 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
   forChannelGroups(
       p, count,
       [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
-        cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                           count, impl->view(x), parts);
-        cuda::launch<BnSaveKernel>(
-            gridFor(channels), impl->compute(), p, ch0, channels, sl.slices,
-            count, impl->view(x), parts, runMean, runVar, saved, updateRunning);
-        cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, ch0, sl, count,
-                                    impl->view(x), scale, bias, saved,
-                                    impl->view(y));
+        const View vx = impl->view(x), vy = impl->view(y);
+        statsPartial(*impl, p, ch0, sl, blocks, count, vx, parts);
+        cuda::launch<BnSaveKernel>(gridFor(channels), impl->compute(), p, ch0,
+                                   channels, sl.slices, count, vx, parts,
+                                   runMean, runVar, saved, updateRunning);
+        apply(*impl, p, ch0, sl, blocks, count, vx, scale, bias, saved, vy);
       });
   impl->done(*this, "batch normalization forward kernel");
 }
@@ -306,9 +554,8 @@ void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
   const int64_t count = n * p.spatial;
   forChannelGroups(
       p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
-        cuda::launch<BnApplyKernel>(blocks, impl->compute(), p, ch0, sl, count,
-                                    impl->view(x), scale, bias, saved,
-                                    impl->view(y));
+        apply(*impl, p, ch0, sl, blocks, count, impl->view(x), scale, bias,
+              saved, impl->view(y));
       });
   impl->done(*this, "batch normalization apply kernel");
 }
@@ -322,15 +569,11 @@ void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
   auto *parts = impl->bnPartials;
   forChannelGroups(
       p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
-        cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                          count, impl->view(x), saved,
-                                          impl->view(dy), parts);
-        cuda::launch<BnBackwardDataKernel>(
-            blocks, impl->compute(), p, ch0, sl, count, double(count),
-            impl->view(x), scale, saved, static_cast<const BnPartial *>(parts),
-            static_cast<const float *>(nullptr),
-            static_cast<const float *>(nullptr), impl->view(dy), impl->view(dx),
-            acc);
+        gradPartial(*impl, p, ch0, sl, blocks, count, impl->view(x), saved,
+                    impl->view(dy), parts);
+        backwardData(*impl, p, ch0, sl, blocks, count, double(count),
+                     impl->view(x), scale, saved, parts, nullptr, nullptr,
+                     impl->view(dy), impl->view(dx), acc);
       });
   impl->done(*this, "batch normalization backward-data kernel");
 }
@@ -345,9 +588,8 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
   forChannelGroups(
       p, count,
       [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
-        cuda::launch<BnGradPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                          count, impl->view(x), saved,
-                                          impl->view(dy), parts);
+        gradPartial(*impl, p, ch0, sl, blocks, count, impl->view(x), saved,
+                    impl->view(dy), parts);
         cuda::launch<BnWeightKernel>(gridFor(channels), impl->compute(), ch0,
                                      channels, sl.slices, parts, dscale, dbias,
                                      acc);
@@ -362,8 +604,7 @@ void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
   forChannelGroups(
       p, count,
       [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
-        cuda::launch<BnStatsPartialKernel>(blocks, impl->compute(), p, ch0, sl,
-                                           count, impl->view(x), parts);
+        statsPartial(*impl, p, ch0, sl, blocks, count, impl->view(x), parts);
         cuda::launch<BnChunkCombineKernel>(gridFor(channels), impl->compute(),
                                            p, ch0, channels, sl.slices, count,
                                            impl->view(x), parts, stats, acc);
@@ -387,14 +628,13 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
   if (!dx)
     return;
   const int64_t count = n * p.spatial;
-  forChannelGroups(p, count,
-                   [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
-                     cuda::launch<BnBackwardDataKernel>(
-                         blocks, impl->compute(), p, ch0, sl, count,
-                         double(prog.batch * p.spatial), impl->view(x), scale,
-                         saved, static_cast<const BnPartial *>(nullptr), dscale,
-                         dbias, impl->view(dy), impl->view(dx), acc);
-                   });
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        backwardData(*impl, p, ch0, sl, blocks, count,
+                     double(prog.batch * p.spatial), impl->view(x), scale,
+                     saved, nullptr, dscale, dbias, impl->view(dy),
+                     impl->view(dx), acc);
+      });
   impl->done(*this, "batch normalization backward-data kernel");
 }
 

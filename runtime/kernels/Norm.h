@@ -122,6 +122,19 @@ MEMFIT_HD BnSlices bnSlices(int64_t channels, int64_t count) {
   return {(count + per - 1) / per, per};
 }
 
+/// bnSlices with every slice a whole number of `align` values (the CUDA
+/// backend's 16-byte packs, where a sample's positions are whole packs):
+/// the per-slice length rounded up, the slice count recomputed, so still
+/// no empty slice and no more partials.
+MEMFIT_HD BnSlices bnSlicesAligned(int64_t channels, int64_t count,
+                                   int64_t align) {
+  BnSlices sl = bnSlices(channels, count);
+  if (align <= 1)
+    return sl;
+  const int64_t per = (sl.per + align - 1) / align * align;
+  return {(count + per - 1) / per, per};
+}
+
 /// One slice's sums of d = x - shift and of d * d. The shift is the
 /// channel's first value, so the sums stay near the spread of the data
 /// rather than its offset, and the variance from them does not cancel
