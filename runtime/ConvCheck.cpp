@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 namespace memfit::rt {
 
@@ -136,8 +136,8 @@ std::string convSubstitutionsJson(const ConvCheckResult &r) {
   for (const auto &[key, algos] : entries) {
     if (algos.empty())
       continue;
-    os << (first ? "\n" : ",\n") << "  {\"task\": "
-       << quoted(taskKey(std::get<0>(key)))
+    os << (first ? "\n" : ",\n")
+       << "  {\"task\": " << quoted(taskKey(std::get<0>(key)))
        << ", \"signature\": " << quoted(std::get<1>(key))
        << ", \"sub_batch\": " << std::get<2>(key) << ", \"algorithms\": [";
     first = false;
@@ -157,7 +157,8 @@ std::string convSubstitutionsJson(const ConvCheckResult &r) {
   for (const ConvSubstitution &s : r.changed) {
     if (s.faster)
       continue; // not a refusal: the entries say why
-    os << (first ? "\n" : ",\n") << "  {\"task\": " << quoted(taskKey(s.direction))
+    os << (first ? "\n" : ",\n")
+       << "  {\"task\": " << quoted(taskKey(s.direction))
        << ", \"signature\": " << quoted(s.signature)
        << ", \"sub_batch\": " << s.subBatch << ", \"algo\": " << s.planned
        << ", \"reason\": "
@@ -210,8 +211,8 @@ std::string convCheckSummary(const ConvCheckResult &r,
   if (r.tuned) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", r.tuneSeconds);
-    out += " (cuDNN timed " +
-           std::to_string(r.measured.size()) + " calls in " + secs + " s)";
+    out += " (cuDNN timed " + std::to_string(r.measured.size()) + " calls in " +
+           secs + " s)";
   }
   if (r.changed.empty() && !r.tuned)
     return out + "; the plan's algorithms run as planned";

@@ -119,8 +119,8 @@ struct ConvCheckResult {
   /// cuDNN's timings, one per (direction, signature, sub-batch); empty
   /// when not measured.
   std::vector<ConvMeasured> measured;
-  bool tuned = false;        // the algorithms were measured
-  double tuneSeconds = 0;    // what measuring took
+  bool tuned = false;                        // the algorithms were measured
+  double tuneSeconds = 0;                    // what measuring took
   std::string gpu, computeCapability, cudnn; // "NVIDIA H200", "9.0", "9.19.0"
   /// Tasks (by name) with at least one changed call; `faster`: changed
   /// because cuDNN measured another algorithm faster (else refused).

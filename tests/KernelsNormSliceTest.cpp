@@ -84,9 +84,11 @@ TEST_CASE("BatchNorm's slices in whole packs cover every value once",
           "[kernels][batchnorm]") {
   // (channels, values per channel): ResNet-50's stages at batch 64, and
   // one channel bnSlices cuts into slices of 4099 values.
-  const int64_t shapes[][2] = {
-      {64, 64 * 56 * 56}, {512, 64 * 28 * 28}, {3, 8 * 24},
-      {2048, 64 * 8},     {1, 4096 * 3 + 8}};
+  const int64_t shapes[][2] = {{64, 64 * 56 * 56},
+                               {512, 64 * 28 * 28},
+                               {3, 8 * 24},
+                               {2048, 64 * 8},
+                               {1, 4096 * 3 + 8}};
   for (const auto &sh : shapes) {
     const int64_t c = sh[0], count = sh[1];
     INFO("channels " << c << ", values " << count);

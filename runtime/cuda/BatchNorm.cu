@@ -19,9 +19,9 @@
 // recomputed forward, give the same bits. Where x, dy and dx share a storage
 // the kernels are templated on it and move 16-byte packs wherever a
 // sample's positions and the slices are whole packs (slices are cut so
-// when the positions are); a mix of storages takes the View kernels. No double per element (1/64 of float
-// on GeForce, L4 and L40S cards); the per-element arithmetic is
-// runtime/kernels/Norm.h, which the CPU emulation runs.
+// when the positions are); a mix of storages takes the View kernels. No double
+// per element (1/64 of float on GeForce, L4 and L40S cards); the per-element
+// arithmetic is runtime/kernels/Norm.h, which the CPU emulation runs.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
@@ -56,29 +56,10 @@ __device__ BnBlock bnBlock(int64_t ch0, BnSlices sl, int64_t count) {
   return b;
 }
 
-/// Calls f(index) for every value of the block's slice this thread owns:
-/// value j of the channel is sample j / spatial, position j % spatial,
-/// walked without a division per step.
-template <typename F>
-__device__ void forEachInSlice(const BatchNormParams &p, const BnBlock &b,
-                               F f) {
-  const int64_t step = blockDim.x;
-  const int64_t ds = step / p.spatial, dq = step - ds * p.spatial;
-  int64_t j = b.begin + threadIdx.x;
-  int64_t s = j / p.spatial, q = j - s * p.spatial;
-  for (; j < b.end; j += step) {
-    f((s * p.c + b.ch) * p.spatial + q);
-    q += dq;
-    s += ds;
-    if (q >= p.spatial) {
-      q -= p.spatial;
-      ++s;
-    }
-  }
-}
-
-/// forEachInSlice over runs of W consecutive values of one sample: f(e)
-/// with e the element index of the run's first value. With W > 1 the
+/// Calls f(e) for every run of W consecutive values of one sample in the
+/// block's slice that this thread owns, e the element index of the run's
+/// first value (value j of the channel is sample j / spatial, position
+/// j % spatial), walked without a division per step. With W > 1 the
 /// positions of a sample and the slices are whole runs (the caller checks
 /// spatial % W and slices with bnSlicesAligned), so no run crosses a sample.
 template <int W, typename F>
@@ -113,8 +94,7 @@ template <cuda::Store S, bool Packed> struct BnIo {
       v[0] = cuda::Typed<S>::load(base, e);
     }
   }
-  __device__ static void store(char *base, int64_t e,
-                               const float (&v)[width]) {
+  __device__ static void store(char *base, int64_t e, const float (&v)[width]) {
     if constexpr (Packed) {
       P pk{};
 #pragma unroll
@@ -135,6 +115,33 @@ __device__ BnPartial combined(const BnPartial *parts, int64_t slices) {
   return all;
 }
 
+/// The channel means of dy and dy * xhat over `batchCount` values that a
+/// backward-data block uses: from the partials (whole batch) or from the
+/// gradients of scale and bias (a batch in chunks: their sums over the
+/// whole batch). Thread 0 computes them once per block (double costs
+/// nothing there; it divides as the CPU emulation does); every thread
+/// returns after the block's barrier.
+__device__ float2 bnDataMeans(const BnBlock &b, BnSlices sl, double batchCount,
+                              const BnPartial *parts, const float *sumDyXhat,
+                              const float *sumDy) {
+  __shared__ float means[2];
+  if (threadIdx.x == 0) {
+    double d, dd;
+    if (parts) {
+      const BnPartial all = combined(parts + b.local * sl.slices, sl.slices);
+      d = all.d.value();
+      dd = all.dd.value();
+    } else {
+      d = sumDy[b.ch];
+      dd = sumDyXhat[b.ch];
+    }
+    means[0] = float(d / batchCount);
+    means[1] = float(dd / batchCount);
+  }
+  __syncthreads();
+  return make_float2(means[0], means[1]);
+}
+
 /// The shift of channel ch's statistics: its first value.
 __device__ float bnShift(const BatchNormParams &p, View x, int64_t ch) {
   return x[ch * p.spatial];
@@ -148,7 +155,7 @@ struct BnStatsPartialKernel {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float shift = bnShift(p, x, b.ch);
     BnPartial mine;
-    forEachInSlice(p, b, [&](int64_t i) { mine.addValue(x[i], shift); });
+    forEachRun<1>(p, b, [&](int64_t i) { mine.addValue(x[i], shift); });
     mine = cuda::blockSum<threads>(mine);
     if (threadIdx.x == 0)
       parts[blockIdx.x] = mine;
@@ -189,7 +196,7 @@ struct BnApplyKernel {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float fm = saved[b.ch], fi = saved[p.c + b.ch], sc = scale[b.ch],
                 bi = bias[b.ch];
-    forEachInSlice(p, b, [&](int64_t i) {
+    forEachRun<1>(p, b, [&](int64_t i) {
       y[i] = kernels::bnNormalize(x[i], sc, bi, fm, fi);
     });
   }
@@ -204,7 +211,7 @@ struct BnGradPartialKernel {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch];
     BnPartial mine;
-    forEachInSlice(p, b, [&](int64_t i) {
+    forEachRun<1>(p, b, [&](int64_t i) {
       kernels::bnAddGrad(mine, x[i], dy[i], mean, invStd);
     });
     mine = cuda::blockSum<threads>(mine);
@@ -239,27 +246,12 @@ struct BnBackwardDataKernel {
                              const float *scale, const float *saved,
                              const BnPartial *parts, const float *sumDyXhat,
                              const float *sumDy, View dy, View dx, bool acc) {
-    __shared__ float means[2];
     const BnBlock b = bnBlock(ch0, sl, count);
-    if (threadIdx.x == 0) {
-      // Once per block, so double costs nothing here; it divides as the
-      // CPU emulation does.
-      double d, dd;
-      if (parts) {
-        const BnPartial all = combined(parts + b.local * sl.slices, sl.slices);
-        d = all.d.value();
-        dd = all.dd.value();
-      } else {
-        d = sumDy[b.ch];
-        dd = sumDyXhat[b.ch];
-      }
-      means[0] = float(d / batchCount);
-      means[1] = float(dd / batchCount);
-    }
-    __syncthreads();
+    const float2 means =
+        bnDataMeans(b, sl, batchCount, parts, sumDyXhat, sumDy);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
-                sc = scale[b.ch], meanDy = means[0], meanDyXhat = means[1];
-    forEachInSlice(p, b, [&](int64_t i) {
+                sc = scale[b.ch], meanDy = means.x, meanDyXhat = means.y;
+    forEachRun<1>(p, b, [&](int64_t i) {
       put(dx[i],
           kernels::bnGrad(x[i], dy[i], sc, mean, invStd, meanDy, meanDyXhat),
           acc);
@@ -344,24 +336,11 @@ template <cuda::Store S, bool Packed> struct BnBackwardDataTyped {
                              const BnPartial *parts, const float *sumDyXhat,
                              const float *sumDy, const char *dy, char *dx,
                              bool acc) {
-    __shared__ float means[2];
     const BnBlock b = bnBlock(ch0, sl, count);
-    if (threadIdx.x == 0) {
-      double d, dd;
-      if (parts) {
-        const BnPartial all = combined(parts + b.local * sl.slices, sl.slices);
-        d = all.d.value();
-        dd = all.dd.value();
-      } else {
-        d = sumDy[b.ch];
-        dd = sumDyXhat[b.ch];
-      }
-      means[0] = float(d / batchCount);
-      means[1] = float(dd / batchCount);
-    }
-    __syncthreads();
+    const float2 means =
+        bnDataMeans(b, sl, batchCount, parts, sumDyXhat, sumDy);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
-                sc = scale[b.ch], meanDy = means[0], meanDyXhat = means[1];
+                sc = scale[b.ch], meanDy = means.x, meanDyXhat = means.y;
     forEachRun<Io::width>(p, b, [&](int64_t e) {
       float xv[Io::width], dv[Io::width], out[Io::width];
       Io::load(x, e, xv);
@@ -370,8 +349,8 @@ template <cuda::Store S, bool Packed> struct BnBackwardDataTyped {
         Io::load(dx, e, out);
 #pragma unroll
       for (int k = 0; k < Io::width; ++k) {
-        const float g = kernels::bnGrad(xv[k], dv[k], sc, mean, invStd, meanDy,
-                                        meanDyXhat);
+        const float g =
+            kernels::bnGrad(xv[k], dv[k], sc, mean, invStd, meanDy, meanDyXhat);
         out[k] = acc ? out[k] + g : g;
       }
       Io::store(dx, e, out);
@@ -458,8 +437,7 @@ bool withTypedBn(const BatchNormParams &p, BnSlices sl,
   cuda::withStore(vs.begin()->t, [&](auto st) {
     constexpr cuda::Store S = decltype(st)::value;
     constexpr int64_t W = cuda::Pack<S>::width;
-    if (p.spatial % W == 0 && sl.per % W == 0 &&
-        cuda::packsFor<S>(W, vs) > 0)
+    if (p.spatial % W == 0 && sl.per % W == 0 && cuda::packsFor<S>(W, vs) > 0)
       f(st, std::true_type{});
     else
       f(st, std::false_type{});
@@ -474,8 +452,8 @@ void statsPartial(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
                   BnSlices sl, unsigned blocks, int64_t count, View x,
                   BnPartial *parts) {
   if (!withTypedBn(p, sl, {x}, [&](auto st, auto packed) {
-        cuda::launch<BnStatsPartialTyped<decltype(st)::value,
-                                         decltype(packed)::value>>(
+        cuda::launch<
+            BnStatsPartialTyped<decltype(st)::value, decltype(packed)::value>>(
             blocks, im.compute(), p, ch0, sl, count,
             static_cast<const char *>(x.p), parts);
       }))
@@ -552,11 +530,11 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
 void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *saved, float *y) {
   const int64_t count = n * p.spatial;
-  forChannelGroups(
-      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
-        apply(*impl, p, ch0, sl, blocks, count, impl->view(x), scale, bias,
-              saved, impl->view(y));
-      });
+  forChannelGroups(p, count,
+                   [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+                     apply(*impl, p, ch0, sl, blocks, count, impl->view(x),
+                           scale, bias, saved, impl->view(y));
+                   });
   impl->done(*this, "batch normalization apply kernel");
 }
 
@@ -628,13 +606,13 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
   if (!dx)
     return;
   const int64_t count = n * p.spatial;
-  forChannelGroups(
-      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
-        backwardData(*impl, p, ch0, sl, blocks, count,
-                     double(prog.batch * p.spatial), impl->view(x), scale,
-                     saved, nullptr, dscale, dbias, impl->view(dy),
-                     impl->view(dx), acc);
-      });
+  forChannelGroups(p, count,
+                   [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+                     backwardData(*impl, p, ch0, sl, blocks, count,
+                                  double(prog.batch * p.spatial), impl->view(x),
+                                  scale, saved, nullptr, dscale, dbias,
+                                  impl->view(dy), impl->view(dx), acc);
+                   });
   impl->done(*this, "batch normalization backward-data kernel");
 }
 

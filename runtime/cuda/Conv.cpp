@@ -171,7 +171,8 @@ ConvEntry &entryFor(const Exec &x, Exec::Impl &im, const ConvParams &p,
 std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
                                   const ConvEntry &e, int dir) {
   std::vector<ConvCandidate> out;
-  int max = 0, got = 0;
+  const int max = cuda::convAlgoCount(x, im, dir);
+  int got = 0;
   auto add = [&](const auto &perf) {
     for (int i = 0; i < got; ++i)
       out.push_back({static_cast<int32_t>(perf[i].algo),
@@ -180,9 +181,7 @@ std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
   };
   switch (dir) {
   case Fwd: {
-    check(x, cudnnGetConvolutionForwardAlgorithmMaxCount(im.cudnn, &max),
-          "cudnnGetConvolutionForwardAlgorithmMaxCount");
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max, 1));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max);
     check(x,
           cudnnGetConvolutionForwardAlgorithm_v7(im.cudnn, e.x, e.w, e.conv,
                                                  e.y, max, &got, perf.data()),
@@ -191,9 +190,7 @@ std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
     break;
   }
   case BwdData: {
-    check(x, cudnnGetConvolutionBackwardDataAlgorithmMaxCount(im.cudnn, &max),
-          "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max, 1));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max);
     check(x,
           cudnnGetConvolutionBackwardDataAlgorithm_v7(
               im.cudnn, e.w, e.y, e.conv, e.x, max, &got, perf.data()),
@@ -202,9 +199,7 @@ std::vector<ConvCandidate> ranked(const Exec &x, const Exec::Impl &im,
     break;
   }
   default: {
-    check(x, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(im.cudnn, &max),
-          "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max);
     check(x,
           cudnnGetConvolutionBackwardFilterAlgorithm_v7(
               im.cudnn, e.x, e.y, e.conv, e.w, max, &got, perf.data()),
@@ -372,9 +367,9 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
     }
   }
   setTask("");
-  r.tuneSeconds = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - t0)
-                      .count();
+  r.tuneSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   std::set<std::string> names;
   for (int32_t i = 0; i < count; ++i)
     names.insert(tasks[i].task);

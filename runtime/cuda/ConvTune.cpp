@@ -40,6 +40,24 @@ cudnnStatus_t cuda::convWorkspace(const Exec::Impl &im, const ConvEntry &e,
   }
 }
 
+int cuda::convAlgoCount(const Exec &x, const Exec::Impl &im, int32_t dir) {
+  int max = 0;
+  switch (dir) {
+  case ConvFwd:
+    check(x, cudnnGetConvolutionForwardAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionForwardAlgorithmMaxCount");
+    break;
+  case ConvBwdData:
+    check(x, cudnnGetConvolutionBackwardDataAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+    break;
+  default:
+    check(x, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(im.cudnn, &max),
+          "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+  }
+  return std::max(max, 1);
+}
+
 namespace {
 
 constexpr int64_t kAlign = 256;
@@ -88,25 +106,22 @@ std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
   check(x, cudaMemsetAsync(base, 0x3f, xb + yb + wb, im.compute()),
         "cudaMemsetAsync");
   check(x, cudaStreamSynchronize(im.compute()), "cudaStreamSynchronize");
-  int max = 0, got = 0;
+  const int max = convAlgoCount(x, im, dir);
+  int got = 0;
   std::vector<ConvTiming> out;
   switch (dir) {
   case ConvFwd: {
-    check(x, cudnnGetConvolutionForwardAlgorithmMaxCount(im.cudnn, &max),
-          "cudnnGetConvolutionForwardAlgorithmMaxCount");
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max, 1));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max);
     check(x,
-          cudnnFindConvolutionForwardAlgorithmEx(
-              im.cudnn, e.x, xs, e.w, ws, e.conv, e.y, ys, max, &got,
-              perf.data(), work, workBytes),
+          cudnnFindConvolutionForwardAlgorithmEx(im.cudnn, e.x, xs, e.w, ws,
+                                                 e.conv, e.y, ys, max, &got,
+                                                 perf.data(), work, workBytes),
           "cudnnFindConvolutionForwardAlgorithmEx");
     out = ranRows(perf, got);
     break;
   }
   case ConvBwdData: {
-    check(x, cudnnGetConvolutionBackwardDataAlgorithmMaxCount(im.cudnn, &max),
-          "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max, 1));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max);
     check(x,
           cudnnFindConvolutionBackwardDataAlgorithmEx(
               im.cudnn, e.w, ws, e.y, ys, e.conv, e.x, xs, max, &got,
@@ -116,9 +131,7 @@ std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
     break;
   }
   default: {
-    check(x, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(im.cudnn, &max),
-          "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max);
     check(x,
           cudnnFindConvolutionBackwardFilterAlgorithmEx(
               im.cudnn, e.x, xs, e.y, ys, e.conv, e.w, ws, max, &got,

@@ -142,6 +142,10 @@ struct ConvEntry {
 cudnnStatus_t convWorkspace(const Exec::Impl &im, const ConvEntry &e,
                             int32_t dir, int32_t algo, size_t &bytes);
 
+/// How many algorithms cuDNN may list for direction `dir` (its
+/// *AlgorithmMaxCount, at least 1): the size of a ranking or timing answer.
+int convAlgoCount(const Exec &x, const Exec::Impl &im, int32_t dir);
+
 /// cuDNN's timings (cudnnFind*AlgorithmEx) of every algorithm of direction
 /// `dir` that runs within `have` bytes of workspace, for the convolution
 /// `p` at sub-batch `n` stored as `store`, fastest first (ConvTune.cpp).

@@ -221,8 +221,8 @@ template <Store S> struct LayerNormGradTyped {
 /// dbias) per feature and chunk of the group's rows. One thread per feature
 /// alone is d threads (768 for GPT-2: 3 blocks on a 132-SM GPU, 0.7-1.4 ms
 /// a call on an H100); chunks of rows summed side by side fill the GPU.
-constexpr int64_t kLnScratch = cuda::kBnPartialBytes * kernels::kBnMaxPartials /
-                               int64_t(sizeof(float2));
+constexpr int64_t kLnScratch =
+    cuda::kBnPartialBytes * kernels::kBnMaxPartials / int64_t(sizeof(float2));
 constexpr int64_t kLnMaxChunks = 32;
 
 /// Chunks of rows per group: as many as half the scratch holds partials
@@ -254,8 +254,8 @@ template <Store S> struct LayerNormWeightPartialTyped {
   static constexpr int threads = kThreads;
   using T = cuda::Typed<S>;
   __device__ static void run(LayerNormParams p, int64_t rows, int64_t per,
-                             const char *x, const char *dy,
-                             const float2 *stats, float2 *part) {
+                             const char *x, const char *dy, const float2 *stats,
+                             float2 *part) {
     const int64_t featureBlocks = (p.d + threads - 1) / threads;
     const int64_t chunk = blockIdx.x / featureBlocks;
     const int64_t j =
