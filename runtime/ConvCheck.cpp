@@ -62,6 +62,33 @@ ConvChoice chooseMeasured(int32_t planned, int32_t settled,
   return {algo, algo != planned};
 }
 
+int32_t chooseGraphPlan(int32_t legacy, const std::vector<ConvTiming> &timed,
+                        const std::vector<ConvTiming> &graph,
+                        ConvGraphUse use) {
+  if (use == ConvGraphUse::Off)
+    return -1;
+  int32_t best = -1;
+  for (size_t i = 0; i < graph.size(); ++i)
+    if (best < 0 || graph[i].seconds < graph[best].seconds)
+      best = static_cast<int32_t>(i);
+  if (best < 0 || use == ConvGraphUse::Always)
+    return best;
+  const ConvTiming *kept = nullptr;
+  for (const ConvTiming &t : timed)
+    if (t.algo == legacy)
+      kept = &t;
+  if (!kept || graph[best].seconds * (1 + kConvTuneSlack) >= kept->seconds)
+    return -1;
+  return best;
+}
+
+int64_t ConvCheckResult::engineTasks() const {
+  std::set<std::string> names;
+  for (const ConvEngineUse &u : engines)
+    names.insert(u.task);
+  return static_cast<int64_t>(names.size());
+}
+
 int64_t ConvCheckResult::changedTasks() const {
   std::set<std::string> names;
   for (const ConvSubstitution &s : changed)
@@ -169,6 +196,23 @@ std::string convSubstitutionsJson(const ConvCheckResult &r) {
        << ", \"ran\": " << s.ran << "}";
     first = false;
   }
+  os << (first ? "]," : "\n ],") << "\n \"graph_engines\": [";
+  first = true;
+  for (const ConvEngineUse &u : r.engines) {
+    char secs[80];
+    std::snprintf(secs, sizeof secs,
+                  "\"seconds\": %.9g, \"legacy_seconds\": %.9g",
+                  u.engine.seconds, u.legacySeconds);
+    os << (first ? "\n" : ",\n")
+       << "  {\"task\": " << quoted(taskKey(u.direction))
+       << ", \"name\": " << quoted(u.task)
+       << ", \"signature\": " << quoted(u.signature)
+       << ", \"sub_batch\": " << u.subBatch
+       << ", \"engine\": " << quoted(u.engine.engine) << ", " << secs
+       << ", \"legacy_algo\": " << u.legacyAlgo
+       << ", \"workspace_bytes\": " << u.engine.bytes << "}";
+    first = false;
+  }
   os << (first ? "]\n}\n" : "\n ]\n}\n");
   return os.str();
 }
@@ -216,8 +260,24 @@ std::string convCheckSummary(const ConvCheckResult &r,
   }
   if (r.changed.empty() && !r.tuned)
     return out + "; the plan's algorithms run as planned";
-  return out + ", written to " + file + "; memfit plan --profile " + file +
+  out += ", written to " + file + "; memfit plan --profile " + file +
          " plans with what " + (r.tuned ? "was measured" : "runs");
+  if (r.engines.empty())
+    return out;
+  // The graph API's engines are a second line: what they saved, per pass
+  // over the calls that use them.
+  double legacy = 0, engine = 0;
+  for (const ConvEngineUse &u : r.engines) {
+    legacy += u.legacySeconds;
+    engine += u.engine.seconds;
+  }
+  char ms[96];
+  std::snprintf(ms, sizeof ms, "%.2f ms against the legacy API's %.2f ms",
+                engine * 1e3, legacy * 1e3);
+  return out + "\nconvolution engines: " + std::to_string(r.engineTasks()) +
+         " of " + std::to_string(r.tasks) +
+         " tasks run cuDNN graph-API engines, measured faster (" +
+         std::to_string(r.engines.size()) + " calls: " + ms + ")";
 }
 
 } // namespace memfit::rt

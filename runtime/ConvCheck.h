@@ -74,9 +74,10 @@ ConvChoice chooseConvAlgo(int32_t planned, bool plannedRuns,
 
 /// One algorithm cuDNN timed for a call within its planned workspace.
 struct ConvTiming {
-  int32_t algo = 0;
+  int32_t algo = 0; // cuDNN's algorithm id; a graph-API plan's index
   double seconds = 0;
-  int64_t bytes = 0; // the workspace it asks (at most the planned)
+  int64_t bytes = 0;       // the workspace it asks (at most the planned)
+  std::string engine = {}; // a graph-API plan's engine and knobs (cuDNN's tag)
 };
 
 /// What runs where cuDNN measured `timed` (algorithms that ran within the
@@ -89,6 +90,32 @@ ConvChoice chooseMeasured(int32_t planned, int32_t settled,
                           const std::vector<ConvTiming> &timed);
 
 /// cuDNN's timings of one convolution call at one sub-batch size.
+/// Where the start-up tuning runs cuDNN's graph-API plans instead of the
+/// legacy API's algorithm: never; where one measures faster than the legacy
+/// algorithm; wherever one runs (the self-check's way to run them all).
+enum class ConvGraphUse : uint8_t { Off, WhereFaster, Always };
+
+/// The graph-API plan (an index into `graph`, cuDNN's graph-API timings of
+/// the same call within the same workspace) to run instead of the legacy
+/// algorithm `legacy`, or -1: the fastest plan, where it beats the legacy
+/// algorithm's measured time by more than kConvTuneSlack. -1 where the
+/// legacy algorithm was not measured: nothing to compare with. `Always`:
+/// the fastest plan, whatever the legacy API measured; `Off`: -1.
+int32_t chooseGraphPlan(int32_t legacy, const std::vector<ConvTiming> &timed,
+                        const std::vector<ConvTiming> &graph,
+                        ConvGraphUse use = ConvGraphUse::WhereFaster);
+
+/// A call that runs a cuDNN graph-API engine instead of the legacy API's
+/// algorithm (the start-up tuning measured it faster).
+struct ConvEngineUse {
+  int32_t direction = ConvFwd;
+  std::string task, signature;
+  int64_t subBatch = 0;
+  int32_t legacyAlgo = 0;
+  double legacySeconds = 0;
+  ConvTiming engine; // its `algo` is the plan's index
+};
+
 struct ConvMeasured {
   int32_t direction = ConvFwd;
   std::string signature;
@@ -119,6 +146,9 @@ struct ConvCheckResult {
   /// cuDNN's timings, one per (direction, signature, sub-batch); empty
   /// when not measured.
   std::vector<ConvMeasured> measured;
+  /// Calls that run a graph-API engine (measured faster than the legacy
+  /// API's best within the same workspace); empty when not measured.
+  std::vector<ConvEngineUse> engines;
   bool tuned = false;                        // the algorithms were measured
   double tuneSeconds = 0;                    // what measuring took
   std::string gpu, computeCapability, cudnn; // "NVIDIA H200", "9.0", "9.19.0"
@@ -126,6 +156,8 @@ struct ConvCheckResult {
   /// because cuDNN measured another algorithm faster (else refused).
   int64_t changedTasks() const;
   int64_t changedTasks(bool faster) const;
+  /// Tasks (by name) with at least one call on a graph-API engine.
+  int64_t engineTasks() const;
 };
 
 /// The profile JSON (schema 1: cuDNN's timings as entries, the refusals as

@@ -498,10 +498,11 @@ public:
   [[noreturn]] void fatal(const std::string &what) const;
   /// Before the first iteration: settles the algorithm every planned
   /// convolution runs at every sub-batch size (runtime/ConvCheck.h); with
-  /// `tune`, the fastest cuDNN measures within the planned workspace. The
-  /// CPU emulation runs every algorithm and checks nothing.
+  /// `tune`, the fastest cuDNN measures within the planned workspace, and
+  /// cuDNN's graph-API plans as `graph` says. The CPU emulation runs every
+  /// algorithm and checks nothing.
   ConvCheckResult checkConvolutions(const ConvTask *tasks, int32_t count,
-                                    bool tune);
+                                    bool tune, ConvGraphUse graph);
   /// Convolution calls since construction that ran another algorithm than
   /// the one they named (none settled by checkConvolutions).
   int64_t convAlgoChanges() const;

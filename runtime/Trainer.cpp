@@ -382,9 +382,11 @@ int trainerMain(int argc, char **argv, const Program &program) {
   initWeights(x, o, *model);
   // Once, before the first iteration (nothing lives in the arena yet, which
   // timing uses as scratch): the convolutions run what cuDNN runs, the
-  // fastest it measures unless --no-tune-convs.
-  ConvCheckResult convs =
-      x.checkConvolutions(program.convs, program.numConvs, o.tuneConvs);
+  // fastest it measures unless --no-tune-convs, on cuDNN's graph API where
+  // that measures faster unless --no-conv-graph.
+  ConvCheckResult convs = x.checkConvolutions(
+      program.convs, program.numConvs, o.tuneConvs,
+      o.convGraph ? ConvGraphUse::WhereFaster : ConvGraphUse::Off);
   if (o.convAlgos.empty())
     o.convAlgos = convAlgosPathBeside(program.modelPath);
   if (convs.checked && root && !writeConvSubstitutions(convs, o.convAlgos, err))

@@ -53,7 +53,8 @@ const char *kUsage =
     "[--checkpoint-every N]] [--resume]\n"
     "               [--model model.onnx] [--log-every N] [--quiet]\n"
     "               [--dump-graph FILE] [--conv-algos FILE] "
-    "[--no-tune-convs] [--nvme DIR]\n"
+    "[--no-tune-convs] [--no-conv-graph]\n"
+    "               [--nvme DIR]\n"
     "               fp16 only: [--loss-scale F] "
     "[--loss-scale-growth-interval N]\n";
 
@@ -173,6 +174,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.convAlgos = value();
     else if (a == "--no-tune-convs")
       o.tuneConvs = false;
+    else if (a == "--no-conv-graph")
+      o.convGraph = false;
     else if (a == "--labels")
       o.labels = value();
     else if (a == "--synthetic")

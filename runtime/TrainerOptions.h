@@ -24,6 +24,9 @@ struct Options {
   /// Convolutions run the fastest algorithm cuDNN measures within the
   /// planned workspace (off: the plan's, where cuDNN runs it).
   bool tuneConvs = true;
+  /// The tuning also times cuDNN's graph-API plans and runs one where it is
+  /// faster than the legacy API's best (off: the legacy API only).
+  bool convGraph = true;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
   /// --lr-schedule and its settings; its `lr` is --lr (as a double) and its

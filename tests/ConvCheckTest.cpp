@@ -319,3 +319,80 @@ TEST_CASE("the trainer's timings are profile entries memfit plans with",
         std::string::npos);
   CHECK(line.find("plans with what was measured") != std::string::npos);
 }
+
+TEST_CASE("graph API: its fastest plan where it beats the legacy "
+          "algorithm by more than noise",
+          "[convcheck]") {
+  using rt::ConvGraphUse;
+  using rt::ConvTiming;
+  // The tuning settled on legacy algorithm 1 at 1 ms; 0 took 2 ms.
+  const std::vector<ConvTiming> legacy = {{1, 1e-3, 0}, {0, 2e-3, 0}};
+  // Plans 0..2 of the graph at 0.9, 0.25 and 0.5 ms: plan 1.
+  const std::vector<ConvTiming> plans = {
+      {0, 0.9e-3, 0}, {1, 0.25e-3, 512}, {2, 0.5e-3, 0}};
+  CHECK(rt::chooseGraphPlan(1, legacy, plans) == 1);
+  // Compared with the algorithm that runs, not the slowest timed.
+  CHECK(rt::chooseGraphPlan(1, legacy, {{0, 1.5e-3, 0}}) == -1);
+  CHECK(rt::chooseGraphPlan(0, legacy, {{0, 1.5e-3, 0}}) == 0);
+  // Within 3% of the legacy time: the legacy API stays.
+  CHECK(rt::chooseGraphPlan(1, legacy, {{0, 0.98e-3, 0}}) == -1);
+  // The legacy algorithm not timed, or no plan: nothing to choose.
+  CHECK(rt::chooseGraphPlan(6, legacy, plans) == -1);
+  CHECK(rt::chooseGraphPlan(1, legacy, {}) == -1);
+  // Always (the self-check): the fastest plan whatever the legacy API did;
+  // Off: never.
+  CHECK(rt::chooseGraphPlan(1, legacy, {{0, 5e-3, 0}, {1, 4e-3, 0}},
+                            ConvGraphUse::Always) == 1);
+  CHECK(rt::chooseGraphPlan(6, {}, plans, ConvGraphUse::Always) == 1);
+  CHECK(rt::chooseGraphPlan(1, legacy, plans, ConvGraphUse::Off) == -1);
+  CHECK(rt::chooseGraphPlan(1, legacy, {}, ConvGraphUse::Always) == -1);
+}
+
+TEST_CASE("graph-API engines are listed beside the profile, not in it",
+          "[convcheck]") {
+  memfit::test::Planned m("resnet18", 32, "h200");
+  TaskId t = -1;
+  for (TaskId i = 0; i < (TaskId)m.tg.tasks.size(); ++i)
+    if (convDirectionOf(m.tg, i) == ConvDirection::Forward) {
+      t = i;
+      break;
+    }
+  REQUIRE(t >= 0);
+  const std::string sig = taskSignature(m.tg, t);
+  rt::ConvCheckResult r = sampleResult(sig);
+  r.tuned = true;
+  r.measured = {{rt::ConvFwd, sig, 32, {{1, 3e-3, 0}, {0, 4e-3, 0}}}};
+  rt::ConvEngineUse u;
+  u.direction = rt::ConvFwd;
+  u.task = "FP(conv1)";
+  u.signature = sig;
+  u.subBatch = 32;
+  u.legacyAlgo = 1;
+  u.legacySeconds = 3e-3;
+  u.engine = {4, 0.5e-3, 1024, "eng0_k2=3_k3=1\"\\"};
+  r.engines = {u, u};
+  r.engines[1].task = "FP(conv2)";
+  CHECK(r.engineTasks() == 2);
+  const std::string json = rt::convSubstitutionsJson(r);
+  // The engine's name is cuDNN's: quoted like any other string.
+  CHECK(json.find("\"engine\": \"eng0_k2=3_k3=1\\\"\\\\\"") !=
+        std::string::npos);
+  CHECK(json.find("\"legacy_algo\": 1") != std::string::npos);
+  // Still a profile memfit reads: the legacy timings only (a plan names
+  // legacy algorithms; the graph's plans are the trainer's business).
+  auto p = parseProfile(json, "conv-algos.json");
+  REQUIRE(static_cast<bool>(p));
+  std::vector<ProfileEntry> entries = p->entries();
+  REQUIRE(entries.size() == 1);
+  REQUIRE(entries[0].algorithms.size() == 2);
+  CHECK(entries[0].algorithms[0].algo == 0);
+  CHECK(entries[0].algorithms[1].algo == 1);
+  // The summary's second line: the tasks and what the engines saved.
+  std::string line = rt::convCheckSummary(r, "ca.json");
+  CHECK(line.find("\nconvolution engines: 2 of 6 tasks run cuDNN graph-API "
+                  "engines, measured faster (2 calls: 1.00 ms against the "
+                  "legacy API's 6.00 ms)") != std::string::npos);
+  // None used: no second line.
+  r.engines.clear();
+  CHECK(rt::convCheckSummary(r, "ca.json").find('\n') == std::string::npos);
+}

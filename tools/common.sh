@@ -25,8 +25,24 @@ memfit_install_pypi() {
   return 0
 }
 
+# cuDNN's graph API for the CUDA backend's convolutions (runtime/cuda/
+# ConvGraph.cpp): NVIDIA's header-only C++ frontend, from its PyPI wheel
+# (its Python half's dependencies are not needed: --no-deps). Only where
+# CUDA is installed; without it the CUDA backend is built on cuDNN's legacy
+# convolution API alone (CMake says so).
+MEMFIT_CUDNN_FRONTEND=nvidia-cudnn-frontend==1.32.0
+memfit_install_cudnn_frontend() {
+  command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || return 0
+  /usr/bin/python3 -c 'import importlib.metadata as m; m.distribution("nvidia-cudnn-frontend")' 2>/dev/null && return 0
+  echo "memfit: installing $MEMFIT_CUDNN_FRONTEND from PyPI" >&2
+  /usr/bin/python3 -m pip install -q --user --break-system-packages --no-deps \
+    "$MEMFIT_CUDNN_FRONTEND" >&2 ||
+    echo "memfit: could not install $MEMFIT_CUDNN_FRONTEND; convolutions use cuDNN's legacy API only" >&2
+  return 0
+}
+
 memfit_install_missing() {
-  memfit_install_debian && memfit_install_pypi
+  memfit_install_debian && memfit_install_pypi && memfit_install_cudnn_frontend
 }
 
 memfit_install_debian() {

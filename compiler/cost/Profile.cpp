@@ -403,9 +403,12 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef text,
   ObjectReader r(root, file);
   if (auto err = r.checkObject())
     return err;
+  // graph_engines: a trainer's record of the calls it ran on cuDNN's
+  // graph API (runtime/ConvCheck.h); plans name legacy algorithms only, so
+  // it is not read.
   if (auto err =
           r.checkKnown({"schema_version", "generator", "device", "transfer",
-                        "calibration", "entries", "refused"}))
+                        "calibration", "entries", "refused", "graph_engines"}))
     return err;
   int64_t version = 0;
   if (auto err = r.integer("schema_version", version, 0, true))

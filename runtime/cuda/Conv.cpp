@@ -282,10 +282,51 @@ int32_t algoFor(const Exec &x, Exec::Impl &im, ConvEntry &e, int dir,
   return s.choice.algo;
 }
 
+/// Times the graph API's plans of a tuned call and, where one beats the
+/// legacy algorithm the tuning chose, records it for the call's
+/// non-accumulating runs (ConvGraph.cpp). Shapes timed once per
+/// (entry, direction, workspace): their graph keeps the timings.
+void chooseEngine(Exec &x, Exec::Impl &im, const ConvTask &t, ConvEntry &e,
+                  int64_t n, int64_t have, int32_t legacy,
+                  const std::vector<ConvTiming> &timed,
+                  std::map<std::pair<cuda::ConvGraph *, int64_t>,
+                           std::vector<ConvTiming>> &graphTimed,
+                  ConvGraphUse use, ConvCheckResult &r) {
+  cuda::ConvGraph *g = nullptr;
+  std::vector<ConvTiming> plans;
+  auto known = e.graphs.find({t.direction, have});
+  if (known != e.graphs.end() &&
+      graphTimed.count({known->second.get(), have})) {
+    g = known->second.get();
+    plans = graphTimed[{g, have}];
+  } else {
+    plans = cuda::timeConvGraph(x, im, e, t.params, n, im.narrow, t.direction,
+                                have, g);
+    if (g)
+      graphTimed[{g, have}] = plans;
+  }
+  const int32_t pick = chooseGraphPlan(legacy, timed, plans, use);
+  if (!g || pick < 0)
+    return;
+  e.graphUsed[std::make_tuple(int(t.direction), t.algo, have)] = {
+      g, plans[pick].algo};
+  ConvEngineUse u;
+  u.direction = t.direction;
+  u.task = t.task;
+  u.signature = t.signature;
+  u.subBatch = n;
+  u.legacyAlgo = legacy;
+  for (const ConvTiming &l : timed)
+    if (l.algo == legacy)
+      u.legacySeconds = l.seconds;
+  u.engine = plans[pick];
+  r.engines.push_back(std::move(u));
+}
+
 } // namespace
 
 ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
-                                        bool tune) {
+                                        bool tune, ConvGraphUse graph) {
   ConvCheckResult r;
   r.checked = true;
   r.tuned = tune;
@@ -295,6 +336,8 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
   std::map<std::tuple<const ConvEntry *, int32_t, int64_t>,
            std::vector<ConvTiming>>
       timed;
+  std::map<std::pair<cuda::ConvGraph *, int64_t>, std::vector<ConvTiming>>
+      graphTimed;
   cudaDeviceProp prop{};
   MEMFIT_CHECK(cudaGetDeviceProperties(&prop, impl->device));
   r.gpu = prop.name;
@@ -342,6 +385,9 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
         ConvChoice m = chooseMeasured(t.algo, s.choice.algo, it->second);
         faster = m.algo != s.choice.algo;
         s.choice = m;
+        if (graph != ConvGraphUse::Off)
+          chooseEngine(*this, *impl, t, e, n, have, s.choice.algo, it->second,
+                       graphTimed, graph, r);
       }
       e.algoUsed[std::make_tuple(int(t.direction), t.algo, have)] =
           s.choice.algo;
@@ -391,6 +437,14 @@ static void *workspace(Exec &x, int64_t offset, int64_t bytes) {
 }
 
 namespace {
+/// The graph-API plan the start-up tuning chose for a call, if any.
+const std::pair<cuda::ConvGraph *, int32_t> *
+engineFor(const ConvEntry &e, int dir, int32_t algo, int64_t wsBytes) {
+  auto it = e.graphUsed.find(
+      std::make_tuple(dir, algo, std::max<int64_t>(wsBytes, 0)));
+  return it == e.graphUsed.end() ? nullptr : &it->second;
+}
+
 /// The storage every operand of a cuDNN call shares; a mix is refused.
 cuda::Store sharedStore(const Exec &x, std::initializer_list<cuda::View> vs) {
   cuda::Store s = cuda::Store::F32;
@@ -416,10 +470,13 @@ void Exec::convForward(const ConvParams &p, int32_t algo, const float *x,
   int32_t a = algoFor(*this, *impl, e, Fwd, algo, wsBytes);
   void *ws = workspace(*this, wsOff, wsBytes);
   const float one = 1, zero = 0;
-  MEMFIT_CHECK(cudnnConvolutionForward(
-      impl->cudnn, &one, e.x, x, e.w, w, e.conv,
-      static_cast<cudnnConvolutionFwdAlgo_t>(a), ws,
-      static_cast<size_t>(std::max<int64_t>(wsBytes, 0)), &zero, e.y, y));
+  if (auto *g = engineFor(e, Fwd, algo, wsBytes))
+    cuda::runConvGraph(*this, *impl, *g->first, g->second, x, w, y, ws);
+  else
+    MEMFIT_CHECK(cudnnConvolutionForward(
+        impl->cudnn, &one, e.x, x, e.w, w, e.conv,
+        static_cast<cudnnConvolutionFwdAlgo_t>(a), ws,
+        static_cast<size_t>(std::max<int64_t>(wsBytes, 0)), &zero, e.y, y));
   if (b && store == cuda::Store::F32)
     MEMFIT_CHECK(cudnnAddTensor(impl->cudnn, &one, e.bias, b, &one, e.y, y));
   else if (b)
@@ -454,6 +511,12 @@ void Exec::convBackwardData(const ConvParams &p, int32_t algo, const float *w,
   int32_t a = algoFor(*this, *impl, e, BwdData, algo, wsBytes);
   void *ws = workspace(*this, wsOff, wsBytes);
   const float one = 1, zero = 0;
+  if (!acc)
+    if (auto *g = engineFor(e, BwdData, algo, wsBytes)) {
+      cuda::runConvGraph(*this, *impl, *g->first, g->second, dy, w, dx, ws);
+      impl->done(*this, "convBackwardData");
+      return;
+    }
   MEMFIT_CHECK(cudnnConvolutionBackwardData(
       impl->cudnn, &one, e.w, w, e.y, dy, e.conv,
       static_cast<cudnnConvolutionBwdDataAlgo_t>(a), ws,
@@ -480,11 +543,16 @@ void Exec::convBackwardFilter(const ConvParams &p, int32_t algo, const float *x,
     int32_t a = algoFor(*this, *impl, e, BwdFilter, algo, algoBytes);
     void *ws = workspace(*this, wsOff + staging, algoBytes);
     void *out = narrow ? workspace(*this, wsOff, staging) : dw;
-    MEMFIT_CHECK(cudnnConvolutionBackwardFilter(
-        impl->cudnn, &one, e.x, x, e.y, dy, e.conv,
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), ws,
-        static_cast<size_t>(std::max<int64_t>(algoBytes, 0)),
-        narrow || !acc ? &zero : &one, e.w, out));
+    const auto *g =
+        narrow || !acc ? engineFor(e, BwdFilter, algo, algoBytes) : nullptr;
+    if (g)
+      cuda::runConvGraph(*this, *impl, *g->first, g->second, x, dy, out, ws);
+    else
+      MEMFIT_CHECK(cudnnConvolutionBackwardFilter(
+          impl->cudnn, &one, e.x, x, e.y, dy, e.conv,
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), ws,
+          static_cast<size_t>(std::max<int64_t>(algoBytes, 0)),
+          narrow || !acc ? &zero : &one, e.w, out));
     if (narrow)
       cuda::putInto(*impl, count, {static_cast<char *>(out), store},
                     impl->view(dw), acc);

@@ -84,11 +84,9 @@ std::vector<ConvTiming> ranRows(const std::vector<Perf> &perf, int got) {
 
 } // namespace
 
-std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
-                                            const ConvEntry &e,
-                                            const ConvParams &p, int64_t n,
-                                            Store store, int32_t dir,
-                                            int64_t have) {
+cuda::ConvScratch cuda::convScratch(Exec &x, Exec::Impl &im,
+                                    const ConvParams &p, int64_t n, Store store,
+                                    int64_t have) {
   const int64_t elt = store == Store::F32 ? 4 : 2;
   const int64_t xb = aligned(n * p.cin * p.hin * p.win * elt);
   const int64_t yb = aligned(n * p.cout * p.hout * p.wout * elt);
@@ -96,9 +94,11 @@ std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
   if (have < 0 || xb + yb + wb + have > x.info().arenaBytes)
     return {};
   char *base = reinterpret_cast<char *>(x.arena(0));
-  char *xs = base, *ys = base + xb, *ws = ys + yb, *scratch = ws + wb;
-  void *work = have > 0 ? scratch : nullptr;
-  const size_t workBytes = static_cast<size_t>(have);
+  ConvScratch s;
+  s.x = base;
+  s.y = base + xb;
+  s.w = s.y + yb;
+  s.work = have > 0 ? s.w + wb : nullptr;
   // Defined operands, every byte 0x3f: about 0.75 in fp32 and bf16, 1.8
   // in fp16. Garbage can hold NaNs, and all zeros make tensor-core products
   // faster than real data does (an H100's bf16 GEMM: 894 TFLOP/s on zeros,
@@ -106,6 +106,20 @@ std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
   check(x, cudaMemsetAsync(base, 0x3f, xb + yb + wb, im.compute()),
         "cudaMemsetAsync");
   check(x, cudaStreamSynchronize(im.compute()), "cudaStreamSynchronize");
+  return s;
+}
+
+std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
+                                            const ConvEntry &e,
+                                            const ConvParams &p, int64_t n,
+                                            Store store, int32_t dir,
+                                            int64_t have) {
+  const ConvScratch s = convScratch(x, im, p, n, store, have);
+  if (!s)
+    return {};
+  char *xs = s.x, *ys = s.y, *ws = s.w;
+  void *work = s.work;
+  const size_t workBytes = static_cast<size_t>(have);
   const int max = convAlgoCount(x, im, dir);
   int got = 0;
   std::vector<ConvTiming> out;

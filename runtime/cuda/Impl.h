@@ -123,14 +123,29 @@ void check(const Exec &x, cublasStatus_t s, const char *call);
 /// Checks a status inside an Exec member function.
 #define MEMFIT_CHECK(call) ::memfit::rt::cuda::check(*this, (call), #call)
 
+/// One direction of a convolution through cuDNN's graph API, its plans
+/// built for one workspace size (ConvGraph.cpp).
+struct ConvGraph;
+struct ConvGraphDelete {
+  void operator()(ConvGraph *g) const;
+};
+
 /// cuDNN descriptors of one convolution at one sub-batch size, and the
 /// algorithm actually run per (direction, planned algorithm, the
-/// algorithm's workspace bytes), settled before the first iteration.
+/// algorithm's workspace bytes), settled before the first iteration; where
+/// the tuning measured a graph-API plan faster, that plan (for calls that
+/// do not accumulate: the graph's output is written, not blended).
 struct ConvEntry {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   std::map<std::tuple<int, int32_t, int64_t>, int32_t> algoUsed;
+  /// Graph-API plans per (direction, workspace bytes).
+  std::map<std::pair<int, int64_t>, std::unique_ptr<ConvGraph, ConvGraphDelete>>
+      graphs;
+  /// The plan a call runs instead of algoUsed's algorithm, same keys.
+  std::map<std::tuple<int, int32_t, int64_t>, std::pair<ConvGraph *, int32_t>>
+      graphUsed;
   ConvEntry() = default;
   ConvEntry(const ConvEntry &) = delete;
   ConvEntry &operator=(const ConvEntry &) = delete;
@@ -156,6 +171,34 @@ std::vector<ConvTiming> timeConvAlgos(Exec &x, Exec::Impl &im,
                                       const ConvEntry &e, const ConvParams &p,
                                       int64_t n, Store store, int32_t dir,
                                       int64_t have);
+
+/// cuDNN's graph-API plans for direction `dir` of the convolution `p` at
+/// sub-batch `n` that run within `have` bytes of workspace (at most a few,
+/// from cuDNN's heuristics, with the numerics the program's precision
+/// allows), each timed on the scratch timeConvAlgos uses; `algo` is the
+/// plan's index for runConvGraph. Empty where the scratch does not fit or
+/// no plan builds. The graph is kept in `e.graphs`, returned in `graph`.
+std::vector<ConvTiming> timeConvGraph(Exec &x, Exec::Impl &im, ConvEntry &e,
+                                      const ConvParams &p, int64_t n,
+                                      Store store, int32_t dir, int64_t have,
+                                      ConvGraph *&graph);
+
+/// Runs plan `plan` of `g` on the compute stream: forward y = conv(a = x,
+/// b = w); backward-data dx = dgrad(a = dy, b = w); backward-filter dw =
+/// wgrad(a = x, b = dy). The output is written (beta 0).
+void runConvGraph(const Exec &x, const Exec::Impl &im, const ConvGraph &g,
+                  int32_t plan, const void *a, const void *b, void *out,
+                  void *workspace);
+
+/// Scratch operands for timing a convolution, carved from the arena's start
+/// and filled with 0x3f bytes (ConvTune.cpp): input, output, weight, then
+/// `have` bytes of workspace. All null where they do not fit the arena.
+struct ConvScratch {
+  char *x = nullptr, *y = nullptr, *w = nullptr, *work = nullptr;
+  explicit operator bool() const { return x != nullptr; }
+};
+ConvScratch convScratch(Exec &x, Exec::Impl &im, const ConvParams &p, int64_t n,
+                        Store store, int64_t have);
 
 /// A convolution at one sub-batch size, keyed by value (ConvParams holds
 /// only int64_t, so it has no padding to compare): identical convolutions

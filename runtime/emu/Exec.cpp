@@ -275,7 +275,8 @@ int64_t Exec::deviceBytes() const {
 int64_t Exec::measuredDeviceBytes() const { return deviceBytes(); }
 
 // The reference kernels compute every algorithm id alike, in no workspace.
-ConvCheckResult Exec::checkConvolutions(const ConvTask *, int32_t, bool) {
+ConvCheckResult Exec::checkConvolutions(const ConvTask *, int32_t, bool,
+                                        ConvGraphUse) {
   return {};
 }
 int64_t Exec::convAlgoChanges() const { return 0; }

@@ -243,6 +243,73 @@ void checkConv(Bench &b) {
   }
 }
 
+/// Every shape above on cuDNN's graph API, fp32 (FMA engines only, as the
+/// legacy calls): the start-up check told to run the fastest graph-API plan
+/// of each call that has one (trainers run one only where it beats the
+/// legacy API). Not accumulating: an accumulating call stays on the legacy
+/// API.
+void checkConvGraph() {
+  static const ConvParams params[] = {
+      {6, 9, 11, 8, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
+      {4, 8, 8, 6, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {3, 10, 9, 4, 6, 5, 3, 3, 1, 1, 0, 0, 2, 2, 1},
+      {8, 7, 7, 8, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, 8},
+  };
+  const int64_t n = 3, wsBytes = kWorkspace, wsOff = kArena - kWorkspace;
+  ProgramInfo info = programInfo(false, 5);
+  info.batch = info.subBatch = n;
+  Bench b(info);
+  int ran = 0;
+  for (const ConvParams &p : params) {
+    const std::string tag = "graph-API conv " + std::to_string(&p - &params[0]);
+    const ConvTask tasks[] = {
+        {p, ConvFwd, 1, wsBytes, "graph forward", "selfcheck"},
+        {p, ConvBwdData, 1, wsBytes, "graph backward-data", "selfcheck"},
+        {p, ConvBwdFilter, 1, wsBytes, "graph backward-filter", "selfcheck"}};
+    b.reset(n);
+    ConvCheckResult r =
+        b.x.checkConvolutions(tasks, 3, true, ConvGraphUse::Always);
+    bool on[3] = {};
+    for (const ConvEngineUse &u : r.engines)
+      on[u.direction] = true;
+    int64_t xs = n * p.cin * p.hin * p.win, ys = n * p.cout * p.hout * p.wout;
+    int64_t ws = p.cout * p.cin / p.group * p.kh * p.kw;
+    Vec x = random(xs), w = random(ws), dy = random(ys);
+    b.reset(n);
+    float *gx = b.put(x), *gw = b.put(w), *gdy = b.put(dy);
+    if (on[ConvFwd]) {
+      Vec y(ys);
+      convForward(p, n, x.data(), w.data(), nullptr, y.data());
+      float *gy = b.put(random(ys));
+      b.x.setTask("graph forward");
+      b.x.convForward(p, 1, gx, gw, nullptr, gy, wsOff, wsBytes);
+      expect(tag + " forward", b.get(gy, ys), y, kConvTol);
+      ++ran;
+    }
+    if (on[ConvBwdData]) {
+      Vec dx(xs, 0.0f);
+      convBackwardData(p, n, w.data(), dy.data(), dx.data(), false);
+      float *g = b.put(random(xs));
+      b.x.setTask("graph backward-data");
+      b.x.convBackwardData(p, 1, gw, gdy, g, false, wsOff, wsBytes);
+      expect(tag + " backward-data", b.get(g, xs), dx, kConvTol);
+      ++ran;
+    }
+    if (on[ConvBwdFilter]) {
+      Vec dw(ws, 0.0f);
+      convBackwardFilter(p, n, x.data(), dy.data(), dw.data(), nullptr, false);
+      float *g = b.put(random(ws));
+      b.x.setTask("graph backward-filter");
+      b.x.convBackwardFilter(p, 1, gx, gdy, g, nullptr, false, wsOff, wsBytes);
+      expect(tag + " backward-filter", b.get(g, ws), dw, kConvTol);
+      ++ran;
+    }
+  }
+  std::printf("graph-API convolutions: %d of %d calls had a plan and were "
+              "checked\n",
+              ran, static_cast<int>(3 * std::size(params)));
+}
+
 void checkPool(Bench &b) {
   // Ceil-mode 3x3/2 max with an end pad; 2x2/2 average with and without
   // counting the pad; integer inputs make ties. The 70 x 45 max pool spans
@@ -753,6 +820,7 @@ int main() {
   }
   Bench b;
   checkConv(b);
+  checkConvGraph();
   checkPool(b);
   checkActivations(b);
   checkNorm(b);
