@@ -36,7 +36,7 @@ has gpu.md "| resnet50 | fp32 | 50% | 3000.0 | 2990.0 | 2911.5 | 2870.5 | 120.0 
 # overheads: 80 ms against 64 ms at 100% is 25%, planned 22%
 has gpu.md "| resnet50 | fp32 | 50% | 22.0 | 25.0 | +3.0 |"
 has gpu.md "| vgg16 | fp32 | 50% | 10.0 | 25.0 | +15.0 |"
-has gpu.md "| resnet50 | fp32 | 50% | 2 | - | - |"
+has gpu.md "| resnet50 | fp32 | 50% | 2 | - | - | - |"
 has gpu.md "| gpt-bf16-100 | error: cannot allocate the arena (800 bytes) on the device \\| out of memory |"
 has gpu.md "| vgg16-bf16-25 | not planned: memfit: error: vgg16.onnx: budget 1900.00 MiB is below the lower bound Mmin = 2000.00 MiB |"
 grep -q "| vgg16 | bf16 | 25%" gpu.md && fail "a trainer never planned is in the tables"
@@ -106,6 +106,7 @@ got=$($PY "$SRC/tools/gpu-check.d/parse.py" trainer "$DATA/trainer-tuned.out") |
 echo "$got" | grep -q '"algorithm_changes": 31' || fail "tuned changes: $got"
 echo "$got" | grep -q '"algorithm_refused": 2' || fail "refused: $got"
 echo "$got" | grep -q '"algorithm_faster": 29' || fail "faster: $got"
+echo "$got" | grep -q '"graph_engines": 68' || fail "graph engines: $got"
 got=$($PY "$SRC/tools/gpu-check.d/parse.py" selfcheck "$DATA/selfcheck.log") || fail "parse selfcheck"
 echo "$got" | grep -q '"algorithm_fallbacks": 1, "checks": 412, "mismatches": 0' || fail "selfcheck: $got"
 

@@ -33,6 +33,9 @@ CHANGED = re.compile(r"convolutions: (\d+) of \d+ tasks changed algorithm")
 # Since the trainers time cuDNN's algorithms: why they changed.
 WHY = re.compile(r"tasks changed algorithm \([^)]*\): (\d+) refused, "
                  r"(\d+) measured faster")
+# Since the trainers time cuDNN's graph-API engines: tasks that run one.
+ENGINES = re.compile(r"convolution engines: (\d+) of \d+ tasks run cuDNN "
+                     r"graph-API engines")
 MEMORY = re.compile(r"memory: measured peak " + NUM + r" MiB \(libraries " +
                     NUM + r" MiB of a " + NUM + r" MiB reserve, trainer " +
                     NUM + r" MiB\) against the budget " + NUM +
@@ -49,7 +52,8 @@ def trainer(out, err=""):
     """windows: [{iteration, loss, samples_s}]; measured_mib, planned_mib,
     peak_mib, allocated_mib, iterations_added_mib where printed;
     algorithm_changes (algorithm_refused and algorithm_faster where the
-    trainer says why); error (the first error)."""
+    trainer says why); graph_engines (tasks on cuDNN's graph-API engines,
+    where the trainer timed them); error (the first error)."""
     r = {"windows": [], "algorithm_changes": 0}
     for line in out.splitlines():
         m = ITER.match(line)
@@ -92,6 +96,9 @@ def trainer(out, err=""):
         if m:
             r["algorithm_refused"] = int(m.group(1))
             r["algorithm_faster"] = int(m.group(2))
+        m = ENGINES.search(line)
+        if m:
+            r["graph_engines"] = int(m.group(1))
         m = MEMORY.search(line)
         if m and "peak_mib" not in r:
             r["peak_mib"] = float(m.group(1))

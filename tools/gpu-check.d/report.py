@@ -231,13 +231,16 @@ def render(res):
     o.append("Convolution tasks that ran another algorithm than the plan's: "
              "*refused*, cuDNN could not run the planned one in the "
              "workspace the plan gave; *faster*, cuDNN timed another faster "
-             "within that workspace (the trainers' start-up tuning).\n")
+             "within that workspace (the trainers' start-up tuning); "
+             "*graph API*, tasks that run a cuDNN graph-API engine the "
+             "tuning measured faster than every legacy algorithm.\n")
     body = [(t["model"], t["precision"], "%d%%" % t["budget_pct"],
              t.get("algorithm_changes", "-"),
              f(t.get("algorithm_refused"), "%d"),
-             f(t.get("algorithm_faster"), "%d")) for t in rows]
+             f(t.get("algorithm_faster"), "%d"),
+             f(t.get("graph_engines"), "%d")) for t in rows]
     o.append(table(["model", "precision", "budget", "another algorithm",
-                    "refused", "faster"], body))
+                    "refused", "faster", "graph API"], body))
     errs = [(t["id"], t["error"]) for t in res["trainers"] if t.get("error")]
     if errs:
         o.append("## Failures\n")

@@ -298,7 +298,8 @@ def main():
                        trainer_within_budget=got.get("within_budget"),
                        algorithm_changes=got["algorithm_changes"],
                        algorithm_refused=got.get("algorithm_refused"),
-                       algorithm_faster=got.get("algorithm_faster"))
+                       algorithm_faster=got.get("algorithm_faster"),
+                       graph_engines=got.get("graph_engines"))
             if rc or rc2:
                 row["error"] = got.get("error") or "exit status %d" % (rc or rc2)
             res["trainers"].append(row)
