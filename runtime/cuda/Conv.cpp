@@ -34,7 +34,9 @@
 // takes its place, and the change is reported; if none does, the trainer
 // stops naming the task. Same arithmetic up to rounding, never more
 // memory. A call the list lacks (the self-check's) is settled the same
-// way at its first run, with a warning.
+// way at its first run, with a warning. With tuning on, a call that does
+// not accumulate may instead run a cuDNN graph-API plan measured faster
+// within the same workspace (ConvGraph.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Impl.h"
