@@ -348,7 +348,8 @@ TEST_CASE("graph API: its fastest plan where it beats the legacy "
   CHECK(rt::chooseGraphPlan(1, legacy, {}, ConvGraphUse::Always) == -1);
 }
 
-TEST_CASE("graph-API engines are listed beside the profile, not in it",
+TEST_CASE("graph-API engines bound the time of the algorithms with room "
+          "for them",
           "[convcheck]") {
   memfit::test::Planned m("resnet18", 32, "h200");
   TaskId t = -1;
@@ -378,15 +379,39 @@ TEST_CASE("graph-API engines are listed beside the profile, not in it",
   CHECK(json.find("\"engine\": \"eng0_k2=3_k3=1\\\"\\\\\"") !=
         std::string::npos);
   CHECK(json.find("\"legacy_algo\": 1") != std::string::npos);
-  // Still a profile memfit reads: the legacy timings only (a plan names
-  // legacy algorithms; the graph's plans are the trainer's business).
+  // Still a profile memfit reads. The engine needs 1024 bytes and both
+  // legacy algorithms were timed with none: a plan choosing either gives
+  // the trainer no room for it, so their times stand.
   auto p = parseProfile(json, "conv-algos.json");
   REQUIRE(static_cast<bool>(p));
   std::vector<ProfileEntry> entries = p->entries();
   REQUIRE(entries.size() == 1);
   REQUIRE(entries[0].algorithms.size() == 2);
   CHECK(entries[0].algorithms[0].algo == 0);
+  CHECK(entries[0].algorithms[0].seconds == Approx(4e-3));
   CHECK(entries[0].algorithms[1].algo == 1);
+  CHECK(entries[0].algorithms[1].seconds == Approx(3e-3));
+  // An engine that needs no workspace runs in place of either: both cost
+  // at most its time. One of another sub-batch changes nothing here.
+  rt::ConvCheckResult r2 = r;
+  r2.engines[0].engine.bytes = 0;
+  r2.engines[1].engine.bytes = 0;
+  r2.engines[1].subBatch = 16;
+  auto bounded = parseProfile(rt::convSubstitutionsJson(r2), "ca.json");
+  REQUIRE(static_cast<bool>(bounded));
+  entries = bounded->entries();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].algorithms[0].seconds == Approx(0.5e-3));
+  CHECK(entries[0].algorithms[1].seconds == Approx(0.5e-3));
+  // A malformed record is an error naming it.
+  auto bad = parseProfile(
+      "{\"schema_version\": 1, \"entries\": [], \"graph_engines\": "
+      "[{\"task\": \"forward\", \"signature\": \"Conv()\", "
+      "\"sub_batch\": 4, \"seconds\": -1, \"workspace_bytes\": 0}]}",
+      "ca.json");
+  REQUIRE_FALSE(static_cast<bool>(bad));
+  CHECK(llvm::toString(bad.takeError()).find("graph_engines[0]") !=
+        std::string::npos);
   // The summary's second line: the tasks and what the engines saved.
   std::string line = rt::convCheckSummary(r, "ca.json");
   CHECK(line.find("\nconvolution engines: 2 of 6 tasks run cuDNN graph-API "

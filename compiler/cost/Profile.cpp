@@ -327,6 +327,74 @@ llvm::Error readEntry(const json &e, const std::string &where, Profile &p,
   return llvm::Error::success();
 }
 
+/// A call a trainer ran on a cuDNN graph-API engine (runtime/ConvCheck.h):
+/// what it took and the workspace it needed.
+struct GraphEngine {
+  TaskKind kind = TaskKind::Forward;
+  std::string signature;
+  int64_t subBatch = 1;
+  double seconds = 0;
+  int64_t workspaceBytes = 0;
+};
+
+llvm::Error readEngine(const json &e, const std::string &where,
+                       std::vector<GraphEngine> &out) {
+  ObjectReader r(e, where);
+  if (auto err = r.checkObject())
+    return err;
+  if (auto err = r.checkKnown({"task", "name", "signature", "sub_batch",
+                               "engine", "seconds", "legacy_seconds",
+                               "legacy_algo", "workspace_bytes"}))
+    return err;
+  GraphEngine g;
+  std::string task, ignored;
+  if (auto err = r.string("task", task, true))
+    return err;
+  auto kind = parseTaskKindKey(task);
+  if (!kind || !convDirectionOf(*kind))
+    return r.wrong("task", "must name a convolution direction (forward, "
+                           "backward_data or backward_weight), got " +
+                               quoteName(task));
+  g.kind = *kind;
+  if (auto err = r.string("signature", g.signature, true))
+    return err;
+  if (auto err = r.integer("sub_batch", g.subBatch, 1, true))
+    return err;
+  if (auto err = r.number("seconds", g.seconds, true, true))
+    return err;
+  if (auto err = r.integer("workspace_bytes", g.workspaceBytes, 0, true))
+    return err;
+  if (auto err = r.string("name", ignored, false))
+    return err;
+  if (auto err = r.string("engine", ignored, false))
+    return err;
+  out.push_back(std::move(g));
+  return llvm::Error::success();
+}
+
+/// Where a planned algorithm has at least an engine's workspace, the
+/// trainer times that engine too and runs it if faster: the algorithm
+/// costs at most the engine's time. (Less workspace: unknown, unchanged.)
+void boundByEngines(Profile &p, const std::vector<GraphEngine> &engines) {
+  if (engines.empty())
+    return;
+  for (ProfileEntry e : p.entries()) {
+    bool changed = false;
+    for (const GraphEngine &g : engines) {
+      if (g.kind != e.kind || g.signature != e.signature ||
+          g.subBatch != e.subBatch)
+        continue;
+      for (AlgoMeasurement &m : e.algorithms)
+        if (m.workspaceBytes >= g.workspaceBytes && g.seconds < m.seconds) {
+          m.seconds = g.seconds;
+          changed = true;
+        }
+    }
+    if (changed)
+      p.add(std::move(e));
+  }
+}
+
 llvm::Error readRefusal(const json &e, const std::string &where, Profile &p) {
   ObjectReader r(e, where);
   if (auto err = r.checkObject())
@@ -404,8 +472,8 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef text,
   if (auto err = r.checkObject())
     return err;
   // graph_engines: a trainer's record of the calls it ran on cuDNN's
-  // graph API (runtime/ConvCheck.h); plans name legacy algorithms only, so
-  // it is not read.
+  // graph API (runtime/ConvCheck.h). Plans name legacy algorithms only;
+  // the engines bound the time of those with room for them.
   if (auto err =
           r.checkKnown({"schema_version", "generator", "device", "transfer",
                         "calibration", "entries", "refused", "graph_engines"}))
@@ -493,6 +561,19 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef text,
       if (auto err = readRefusal(
               refused[i], file + ": refused[" + std::to_string(i) + "]", p))
         return err;
+  }
+  if (r.has("graph_engines")) {
+    const json &engines = r.at("graph_engines");
+    if (!engines.is_array())
+      return r.wrong("graph_engines",
+                     "must be an array, not " + jsonTypeName(engines));
+    std::vector<GraphEngine> read;
+    for (size_t i = 0; i < engines.size(); ++i)
+      if (auto err = readEngine(
+              engines[i], file + ": graph_engines[" + std::to_string(i) + "]",
+              read))
+        return err;
+    boundByEngines(p, read);
   }
   return p;
 }
