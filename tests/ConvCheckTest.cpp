@@ -79,6 +79,14 @@ rt::ConvCheckResult sampleResult(const std::string &sig) {
   return r;
 }
 
+/// The first convolution task of direction `d`, -1 if none.
+TaskId firstConvTask(const TaskGraph &tg, ConvDirection d) {
+  for (TaskId i = 0; i < (TaskId)tg.tasks.size(); ++i)
+    if (convDirectionOf(tg, i) == d)
+      return i;
+  return -1;
+}
+
 } // namespace
 
 TEST_CASE("the trainer's conv-algos file is a profile memfit reads back",
@@ -214,12 +222,7 @@ TEST_CASE("a plan made with the trainer's file no longer chooses the "
 TEST_CASE("a workspace refusal prices the algorithm at what cuDNN asked",
           "[convcheck]") {
   memfit::test::Planned m("resnet18", 32, "h200");
-  TaskId t = -1;
-  for (TaskId i = 0; i < (TaskId)m.tg.tasks.size(); ++i)
-    if (convDirectionOf(m.tg, i) == ConvDirection::Forward) {
-      t = i;
-      break;
-    }
+  const TaskId t = firstConvTask(m.tg, ConvDirection::Forward);
   REQUIRE(t >= 0);
   const int gemm = (int)FwdAlgo::Gemm;
   const int64_t before = m.model->workspaceBytes(m.tg, t, gemm, 32);
@@ -267,12 +270,7 @@ TEST_CASE("measured: the fastest cuDNN timed, unless the settled one is "
 TEST_CASE("the trainer's timings are profile entries memfit plans with",
           "[convcheck]") {
   memfit::test::Planned m("resnet18", 32, "h200");
-  TaskId t = -1;
-  for (TaskId i = 0; i < (TaskId)m.tg.tasks.size(); ++i)
-    if (convDirectionOf(m.tg, i) == ConvDirection::BackwardFilter) {
-      t = i;
-      break;
-    }
+  const TaskId t = firstConvTask(m.tg, ConvDirection::BackwardFilter);
   REQUIRE(t >= 0);
   const std::string sig = taskSignature(m.tg, t);
   rt::ConvCheckResult r = sampleResult(sig);
@@ -352,12 +350,7 @@ TEST_CASE("graph-API engines bound the time of the algorithms with room "
           "for them",
           "[convcheck]") {
   memfit::test::Planned m("resnet18", 32, "h200");
-  TaskId t = -1;
-  for (TaskId i = 0; i < (TaskId)m.tg.tasks.size(); ++i)
-    if (convDirectionOf(m.tg, i) == ConvDirection::Forward) {
-      t = i;
-      break;
-    }
+  const TaskId t = firstConvTask(m.tg, ConvDirection::Forward);
   REQUIRE(t >= 0);
   const std::string sig = taskSignature(m.tg, t);
   rt::ConvCheckResult r = sampleResult(sig);

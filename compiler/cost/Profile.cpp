@@ -327,6 +327,20 @@ llvm::Error readEntry(const json &e, const std::string &where, Profile &p,
   return llvm::Error::success();
 }
 
+/// A record's "task": a convolution direction's task kind.
+llvm::Error readConvKind(const ObjectReader &r, TaskKind &kind) {
+  std::string task;
+  if (auto err = r.string("task", task, true))
+    return err;
+  auto k = parseTaskKindKey(task);
+  if (!k || !convDirectionOf(*k))
+    return r.wrong("task", "must name a convolution direction (forward, "
+                           "backward_data or backward_weight), got " +
+                               quoteName(task));
+  kind = *k;
+  return llvm::Error::success();
+}
+
 /// A call a trainer ran on a cuDNN graph-API engine (runtime/ConvCheck.h):
 /// what it took and the workspace it needed.
 struct GraphEngine {
@@ -347,15 +361,9 @@ llvm::Error readEngine(const json &e, const std::string &where,
                                "legacy_algo", "workspace_bytes"}))
     return err;
   GraphEngine g;
-  std::string task, ignored;
-  if (auto err = r.string("task", task, true))
+  std::string ignored;
+  if (auto err = readConvKind(r, g.kind))
     return err;
-  auto kind = parseTaskKindKey(task);
-  if (!kind || !convDirectionOf(*kind))
-    return r.wrong("task", "must name a convolution direction (forward, "
-                           "backward_data or backward_weight), got " +
-                               quoteName(task));
-  g.kind = *kind;
   if (auto err = r.string("signature", g.signature, true))
     return err;
   if (auto err = r.integer("sub_batch", g.subBatch, 1, true))
@@ -404,16 +412,10 @@ llvm::Error readRefusal(const json &e, const std::string &where, Profile &p) {
                                "planned_workspace_bytes", "ran"}))
     return err;
   ConvRefusal x;
-  std::string task, reason, name;
-  if (auto err = r.string("task", task, true))
+  std::string reason, name;
+  if (auto err = readConvKind(r, x.kind))
     return err;
-  auto kind = parseTaskKindKey(task);
-  auto dir = kind ? convDirectionOf(*kind) : std::nullopt;
-  if (!dir)
-    return r.wrong("task", "must name a convolution direction (forward, "
-                           "backward_data or backward_weight), got " +
-                               quoteName(task));
-  x.kind = *kind;
+  const auto dir = convDirectionOf(x.kind);
   if (auto err = r.string("signature", x.signature, true))
     return err;
   if (!llvm::StringRef(x.signature).startswith("Conv("))

@@ -290,23 +290,11 @@ int32_t algoFor(const Exec &x, Exec::Impl &im, ConvEntry &e, int dir,
 /// (entry, direction, workspace): their graph keeps the timings.
 void chooseEngine(Exec &x, Exec::Impl &im, const ConvTask &t, ConvEntry &e,
                   int64_t n, int64_t have, int32_t legacy,
-                  const std::vector<ConvTiming> &timed,
-                  std::map<std::pair<cuda::ConvGraph *, int64_t>,
-                           std::vector<ConvTiming>> &graphTimed,
-                  ConvGraphUse use, ConvCheckResult &r) {
+                  const std::vector<ConvTiming> &timed, ConvGraphUse use,
+                  ConvCheckResult &r) {
   cuda::ConvGraph *g = nullptr;
-  std::vector<ConvTiming> plans;
-  auto known = e.graphs.find({t.direction, have});
-  if (known != e.graphs.end() &&
-      graphTimed.count({known->second.get(), have})) {
-    g = known->second.get();
-    plans = graphTimed[{g, have}];
-  } else {
-    plans = cuda::timeConvGraph(x, im, e, t.params, n, im.narrow, t.direction,
-                                have, g);
-    if (g)
-      graphTimed[{g, have}] = plans;
-  }
+  const std::vector<ConvTiming> plans = cuda::timeConvGraph(
+      x, im, e, t.params, n, im.narrow, t.direction, have, g);
   const int32_t pick = chooseGraphPlan(legacy, timed, plans, use);
   if (!g || pick < 0)
     return;
@@ -338,8 +326,6 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
   std::map<std::tuple<const ConvEntry *, int32_t, int64_t>,
            std::vector<ConvTiming>>
       timed;
-  std::map<std::pair<cuda::ConvGraph *, int64_t>, std::vector<ConvTiming>>
-      graphTimed;
   cudaDeviceProp prop{};
   MEMFIT_CHECK(cudaGetDeviceProperties(&prop, impl->device));
   r.gpu = prop.name;
@@ -389,7 +375,7 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
         s.choice = m;
         if (graph != ConvGraphUse::Off)
           chooseEngine(*this, *impl, t, e, n, have, s.choice.algo, it->second,
-                       graphTimed, graph, r);
+                       graph, r);
       }
       e.algoUsed[std::make_tuple(int(t.direction), t.algo, have)] =
           s.choice.algo;

@@ -18,7 +18,8 @@
 // convolution writes its output.
 //
 // Built through cuDNN's frontend headers (nvidia-cudnn-frontend), which call
-// the backend API in libcudnn: nothing more to link.
+// the backend API in libcudnn; their own run-time compiled engines bring
+// in libnvrtc (runtime/CMakeLists.txt).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Impl.h"
@@ -36,6 +37,10 @@ namespace fe = cudnn_frontend;
 struct cuda::ConvGraph {
   fe::graph::Graph graph;
   std::shared_ptr<fe::graph::Tensor_attributes> a, b, out;
+  /// False where cuDNN's graph API has nothing for the call; kept so that
+  /// calls of the same shape do not ask again.
+  bool usable = false;
+  std::vector<ConvTiming> timings;
 };
 
 void cuda::ConvGraphDelete::operator()(ConvGraph *g) const { delete g; }
@@ -74,8 +79,18 @@ input(fe::graph::Graph &g, const char *name, const std::vector<int64_t> &dims) {
           packed(dims)));
 }
 
-/// The graph of one direction, its plans queried and filtered; null where
-/// cuDNN's graph API has nothing for it (the legacy API then runs it).
+/// The three directions' attributes are one set of fields on three types.
+template <typename Attributes>
+Attributes convAttributes(const char *name, const ConvParams &p) {
+  return Attributes()
+      .set_name(name)
+      .set_padding({p.padTop, p.padLeft})
+      .set_stride({p.sh, p.sw})
+      .set_dilation({p.dh, p.dw});
+}
+
+/// The graph of one direction, its plans queried and filtered; not usable
+/// where cuDNN's graph API has nothing for it (the legacy API then runs it).
 std::unique_ptr<cuda::ConvGraph, cuda::ConvGraphDelete>
 buildGraph(const Exec &x, const Exec::Impl &im, const ConvParams &p, int64_t n,
            cuda::Store store, int32_t dir, int64_t have) {
@@ -87,55 +102,41 @@ buildGraph(const Exec &x, const Exec::Impl &im, const ConvParams &p, int64_t n,
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const std::vector<int64_t> xd{n, p.cin, p.hin, p.win},
       yd{n, p.cout, p.hout, p.wout}, wd{p.cout, p.cin / p.group, p.kh, p.kw};
-  const std::vector<int64_t> pad{p.padTop, p.padLeft}, stride{p.sh, p.sw},
-      dilation{p.dh, p.dw};
+  namespace fg = fe::graph;
   switch (dir) {
   case ConvFwd:
     cg->a = input(g, "x", xd);
     cg->b = input(g, "w", wd);
-    cg->out = g.conv_fprop(cg->a, cg->b,
-                           fe::graph::Conv_fprop_attributes()
-                               .set_name("fprop")
-                               .set_padding(pad)
-                               .set_stride(stride)
-                               .set_dilation(dilation));
+    cg->out = g.conv_fprop(
+        cg->a, cg->b, convAttributes<fg::Conv_fprop_attributes>("fprop", p));
     cg->out->set_dim(yd).set_stride(packed(yd));
     break;
   case ConvBwdData:
     cg->a = input(g, "dy", yd);
     cg->b = input(g, "w", wd);
-    cg->out = g.conv_dgrad(cg->a, cg->b,
-                           fe::graph::Conv_dgrad_attributes()
-                               .set_name("dgrad")
-                               .set_padding(pad)
-                               .set_stride(stride)
-                               .set_dilation(dilation));
+    cg->out = g.conv_dgrad(
+        cg->a, cg->b, convAttributes<fg::Conv_dgrad_attributes>("dgrad", p));
     cg->out->set_dim(xd).set_stride(packed(xd));
     break;
   default:
     cg->a = input(g, "x", xd);
     cg->b = input(g, "dy", yd);
-    cg->out = g.conv_wgrad(cg->b, cg->a,
-                           fe::graph::Conv_wgrad_attributes()
-                               .set_name("wgrad")
-                               .set_padding(pad)
-                               .set_stride(stride)
-                               .set_dilation(dilation));
+    cg->out = g.conv_wgrad(
+        cg->b, cg->a, convAttributes<fg::Conv_wgrad_attributes>("wgrad", p));
     cg->out->set_dim(wd).set_stride(packed(wd));
   }
   cg->out->set_output(true);
   if (!g.validate().is_good() || !g.build_operation_graph(im.cudnn).is_good() ||
       !g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})
            .is_good())
-    return nullptr;
+    return cg;
   std::vector<fe::NumericalNote_t> barred{
       fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
       fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
   if (x.info().precision == Precision::FP32)
     barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
   g.deselect_numeric_notes(barred).deselect_workspace_greater_than(have);
-  if (!g.check_support().is_good())
-    return nullptr;
+  cg->usable = g.check_support().is_good();
   return cg;
 }
 
@@ -146,18 +147,22 @@ std::vector<ConvTiming> cuda::timeConvGraph(Exec &x, Exec::Impl &im,
                                             int64_t n, Store store, int32_t dir,
                                             int64_t have, ConvGraph *&graph) {
   graph = nullptr;
+  auto known = e.graphs.find({dir, have});
+  if (known != e.graphs.end()) { // a call of the same shape asked before
+    graph = known->second->usable ? known->second.get() : nullptr;
+    return known->second->timings;
+  }
   const ConvScratch s = convScratch(x, im, p, n, store, have);
   if (!s)
     return {};
   auto &slot = e.graphs[{dir, have}];
-  if (!slot)
-    slot = buildGraph(x, im, p, n, store, dir, have);
-  if (!slot)
+  slot = buildGraph(x, im, p, n, store, dir, have);
+  if (!slot->usable)
     return {};
   graph = slot.get();
   fe::graph::Graph &g = slot->graph;
   void *a = dir == ConvBwdData ? s.y : s.x;
-  void *b = dir == ConvFwd ? s.w : dir == ConvBwdData ? s.w : s.y;
+  void *b = dir == ConvBwdFilter ? s.y : s.w;
   void *o = dir == ConvFwd ? s.y : dir == ConvBwdData ? s.x : s.w;
   std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void *>
       pack{{slot->a, a}, {slot->b, b}, {slot->out, o}};
@@ -201,6 +206,7 @@ std::vector<ConvTiming> cuda::timeConvGraph(Exec &x, Exec::Impl &im,
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  slot->timings = out;
   return out;
 }
 

@@ -177,7 +177,9 @@ std::vector<ConvTiming> timeConvAlgos(Exec &x, Exec::Impl &im,
 /// from cuDNN's heuristics, with the numerics the program's precision
 /// allows), each timed on the scratch timeConvAlgos uses; `algo` is the
 /// plan's index for runConvGraph. Empty where the scratch does not fit or
-/// no plan builds. The graph is kept in `e.graphs`, returned in `graph`.
+/// no plan builds. The graph and its timings are kept in `e.graphs` (a
+/// call of the same shape gets them without asking cuDNN again); the graph
+/// is returned in `graph`, null where it has no plan.
 std::vector<ConvTiming> timeConvGraph(Exec &x, Exec::Impl &im, ConvEntry &e,
                                       const ConvParams &p, int64_t n,
                                       Store store, int32_t dir, int64_t have,

@@ -73,6 +73,20 @@ void expect(const std::string &what, const Vec &got, const Vec &want,
   }
 }
 
+std::array<bool, 3> settleOnGraph(Exec &x, const ConvParams &p,
+                                  int64_t workspaceBytes) {
+  const ConvTask tasks[] = {
+      {p, ConvFwd, 1, workspaceBytes, "graph forward", "selfcheck"},
+      {p, ConvBwdData, 1, workspaceBytes, "graph backward-data", "selfcheck"},
+      {p, ConvBwdFilter, 1, workspaceBytes, "graph backward-filter",
+       "selfcheck"}};
+  ConvCheckResult r = x.checkConvolutions(tasks, 3, true, ConvGraphUse::Always);
+  std::array<bool, 3> on{};
+  for (const ConvEngineUse &u : r.engines)
+    on[u.direction] = true;
+  return on;
+}
+
 } // namespace memfit::rt::selfcheck
 
 namespace {
@@ -174,15 +188,17 @@ void expectRan(Bench &b, int64_t &changes, ConvDir dir, int32_t algo,
   }
 }
 
+/// Grouped and strided with a padded ceil; "same" 3x3; dilated; depthwise
+/// 1x1: on every legacy algorithm and on cuDNN's graph API.
+const ConvParams kConvShapes[] = {
+    {6, 9, 11, 8, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
+    {4, 8, 8, 6, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+    {3, 10, 9, 4, 6, 5, 3, 3, 1, 1, 0, 0, 2, 2, 1},
+    {8, 7, 7, 8, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, 8},
+};
+
 void checkConv(Bench &b) {
-  // Grouped and strided with a padded ceil; "same" 3x3; dilated; depthwise
-  // 1x1.
-  static const ConvParams params[] = {
-      {6, 9, 11, 8, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
-      {4, 8, 8, 6, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},
-      {3, 10, 9, 4, 6, 5, 3, 3, 1, 1, 0, 0, 2, 2, 1},
-      {8, 7, 7, 8, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, 8},
-  };
+  const auto &params = kConvShapes;
   // Only the algorithms the device model offers on this architecture
   // (compiler/cost/ConvAlgo.h, twinned in runtime/ConvCheck.h).
   const int cc = computeCapability();
@@ -249,12 +265,7 @@ void checkConv(Bench &b) {
 /// legacy API). Not accumulating: an accumulating call stays on the legacy
 /// API.
 void checkConvGraph() {
-  static const ConvParams params[] = {
-      {6, 9, 11, 8, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
-      {4, 8, 8, 6, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},
-      {3, 10, 9, 4, 6, 5, 3, 3, 1, 1, 0, 0, 2, 2, 1},
-      {8, 7, 7, 8, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, 8},
-  };
+  const auto &params = kConvShapes;
   const int64_t n = 3, wsBytes = kWorkspace, wsOff = kArena - kWorkspace;
   ProgramInfo info = programInfo(false, 5);
   info.batch = info.subBatch = n;
@@ -262,16 +273,8 @@ void checkConvGraph() {
   int ran = 0;
   for (const ConvParams &p : params) {
     const std::string tag = "graph-API conv " + std::to_string(&p - &params[0]);
-    const ConvTask tasks[] = {
-        {p, ConvFwd, 1, wsBytes, "graph forward", "selfcheck"},
-        {p, ConvBwdData, 1, wsBytes, "graph backward-data", "selfcheck"},
-        {p, ConvBwdFilter, 1, wsBytes, "graph backward-filter", "selfcheck"}};
     b.reset(n);
-    ConvCheckResult r =
-        b.x.checkConvolutions(tasks, 3, true, ConvGraphUse::Always);
-    bool on[3] = {};
-    for (const ConvEngineUse &u : r.engines)
-      on[u.direction] = true;
+    const std::array<bool, 3> on = settleOnGraph(b.x, p, wsBytes);
     int64_t xs = n * p.cin * p.hin * p.win, ys = n * p.cout * p.hout * p.wout;
     int64_t ws = p.cout * p.cin / p.group * p.kh * p.kw;
     Vec x = random(xs), w = random(ws), dy = random(ys);

@@ -11,6 +11,7 @@
 
 #include "runtime/Exec.h"
 
+#include <array>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -34,6 +35,14 @@ void upload(void *dst, const void *src, int64_t bytes);
 /// printed and counted in `failures`.
 void expect(const std::string &what, const Vec &got, const Vec &want,
             double tol);
+
+/// Settles the three directions of convolution `p` at the program's
+/// sub-batch as the trainers' start-up check does, told to run the fastest
+/// cuDNN graph-API plan of each that has one (ConvGraphUse::Always);
+/// which directions got one, indexed by ConvDir. The check uses the arena's
+/// start as scratch: call it before placing operands.
+std::array<bool, 3> settleOnGraph(Exec &x, const ConvParams &p,
+                                  int64_t workspaceBytes);
 
 /// A bf16 or fp16 program's operations against the reference kernels run
 /// as the CPU emulation runs them.

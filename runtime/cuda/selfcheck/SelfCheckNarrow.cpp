@@ -181,20 +181,14 @@ void checkConvGraph(Precision precision) {
                 ws = p.cout * p.cin / p.group * p.kh * p.kw;
   NarrowBench b(precision, n);
   const int64_t wsOff = kArena - kWorkspace;
-  const ConvTask tasks[] = {
-      {p, ConvFwd, 1, kWorkspace, "graph forward", "selfcheck"},
-      {p, ConvBwdData, 1, kWorkspace, "graph backward-data", "selfcheck"},
-      {p, ConvBwdFilter, 1, kWorkspace, "graph backward-filter", "selfcheck"}};
   b.reset(n);
-  ConvCheckResult r =
-      b.x.checkConvolutions(tasks, 3, true, ConvGraphUse::Always);
-  bool on[3] = {};
-  for (const ConvEngineUse &u : r.engines)
-    on[u.direction] = true;
+  const std::array<bool, 3> on = settleOnGraph(b.x, p, kWorkspace);
+  const char *names[] = {"graph forward", "graph backward-data",
+                         "graph backward-filter"};
   for (int d = 0; d < 3; ++d)
     if (!on[d])
       std::printf("note: %s: no graph-API plan runs here\n",
-                  b.tag(tasks[d].task).c_str());
+                  b.tag(names[d]).c_str());
   Vec x = b.rounded(random(xs)), w = b.rounded(random(ws)),
       dy = b.rounded(random(ys));
   b.reset(n);
