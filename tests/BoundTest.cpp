@@ -59,7 +59,7 @@ TEST_CASE("with room for everything the bound is the tasks and the first load",
   CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds);
 }
 
-TEST_CASE("memory pressure raises the bound", "[bound]") {
+TEST_CASE("memory pressure raises the bound", "[bound][slow]") {
   // The same order and sub-batch with less room: blocks must leave at the
   // peak and come back, which costs copies or forward runs the bound sees.
   // A V100: on sm_80 and later a tight fp32 plan gives up ALGO_1's large
@@ -75,7 +75,7 @@ TEST_CASE("memory pressure raises the bound", "[bound]") {
   CHECK(tight->bound->seconds <= tight->plan.summary.plannedSeconds);
 }
 
-TEST_CASE("no plan is faster than its bound", "[bound]") {
+TEST_CASE("no plan is faster than its bound", "[bound][slow]") {
   // Every plan memfit makes lies in its own order-and-sub-batch space, so
   // its predicted time is at least the bound of that space.
   for (const char *name :
@@ -110,7 +110,7 @@ TEST_CASE("the bound is the same every time", "[bound]") {
   CHECK(a->bound->seconds == b->bound->seconds);
 }
 
-TEST_CASE("the bound's hints are its relaxation's point", "[bound]") {
+TEST_CASE("the bound's hints are its relaxation's point", "[bound][slow]") {
   // At a tight budget blocks must leave at the peak: the hints say how much
   // of each, by copy or by recompute, as fractions, recompute only for
   // what forward tasks alone make.

@@ -156,7 +156,7 @@ TEST_CASE("the chain's decisions are the same every time", "[chain]") {
 }
 
 TEST_CASE("memfit's search keeps the chain's plan where it is faster",
-          "[chain]") {
+          "[chain][slow]") {
   // ResNet-18 at batch 32 in 55% of its ideal peak on the H100 model: the
   // chain's drop set under the optimal policy's rules beats every other
   // candidate (14.9% over the ideal). The plan is verified like any other.

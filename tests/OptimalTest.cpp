@@ -154,7 +154,7 @@ llvm::Expected<PlanOutcome> planOptimal(Planned &m, double fraction,
 
 TEST_CASE("the optimal policy's plans pass the verifier and respect the "
           "bound",
-          "[optimal]") {
+          "[optimal][slow]") {
   int planned = 0;
   for (const char *name :
        {"tiny-cnn", "tiny-bn", "tiny-residual", "tiny-inception"})
@@ -223,7 +223,7 @@ TEST_CASE("the optimal policy refuses graphs larger than it solves",
 
 TEST_CASE("memfit's plan is never slower than the optimal policy's on small "
           "graphs",
-          "[optimal]") {
+          "[optimal][slow]") {
   // memfit's search schedules the program's decisions at the sub-batch it
   // picked (rounds of up to 200 tasks) and keeps them when faster; the
   // optimal policy schedules the same decisions at the same sub-batch.
@@ -254,7 +254,7 @@ TEST_CASE("memfit's plan is never slower than the optimal policy's on small "
 
 TEST_CASE("the optimal policy plans the batch in chunks where memfit's plan "
           "does",
-          "[optimal]") {
+          "[optimal][slow]") {
   // ResNet-18 at batch 64 in 40% of its ideal peak: no whole batch fits
   // (BP-data(bn1) alone needs more), so memfit's exact plan runs the batch
   // in chunks, and the program solves that chunked graph (about 420 tasks)

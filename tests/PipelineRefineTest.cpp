@@ -18,7 +18,7 @@ std::vector<std::pair<BlockId, int64_t>> placement(const Plan &p) {
 } // namespace
 
 TEST_CASE("the refinement phase makes a plan faster and keeps it valid",
-          "[refine]") {
+          "[refine][slow]") {
   // ResNet-50 at batch 32 in half its ideal peak on the H100 model: the
   // search's winner (the chain program's decisions) is not a local optimum
   // of single-block changes.
@@ -60,7 +60,8 @@ TEST_CASE("the refinement phase leaves a plan at its bound alone", "[refine]") {
   CHECK(out->plan.policy == "memfit");
 }
 
-TEST_CASE("the refinement phase climbs from the bound's plan too", "[refine]") {
+TEST_CASE("the refinement phase climbs from the bound's plan too",
+          "[refine][slow]") {
   // ResNet-18 at batch 64 on the H100 model, in 2 chunks of 32: at 45% of
   // its ideal peak the winner before refinement recomputes much and
   // offloads little, and single-block changes from it stopped at 28.0% over

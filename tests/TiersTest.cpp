@@ -149,7 +149,7 @@ TEST_CASE("homesMoving moves whole weights, largest first, until the bytes "
 
 TEST_CASE("a budget below the weight side plans with weights homed on the "
           "host",
-          "[tiers][pipeline]") {
+          "[tiers][pipeline][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   const int64_t weightSide = p.tg.weightSideBytes();
   // Without the host tier the budget is refused.
@@ -196,7 +196,7 @@ TEST_CASE("a budget below the weight side plans with weights homed on the "
   CHECK_FALSE(static_cast<bool>(verifyPlan(tg, plan)));
 }
 
-TEST_CASE("allowing the host tier never gives a slower plan", "[tiers]") {
+TEST_CASE("allowing the host tier never gives a slower plan", "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   const int64_t weightSide = p.tg.weightSideBytes();
   auto plain = p.planBytes(weightSide * 3, 0);
@@ -219,7 +219,7 @@ TEST_CASE("the host budget bounds what is homed there", "[tiers]") {
 
 TEST_CASE("a homed gradient adds to its earlier sub-batches' and goes home "
           "every round",
-          "[tiers][verify]") {
+          "[tiers][verify][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   const int64_t weightSide = p.tg.weightSideBytes();
   auto out = p.planBytes(weightSide / 2, int64_t(1) << 30, /*forced=*/2);
@@ -261,7 +261,7 @@ TEST_CASE("a homed gradient adds to its earlier sub-batches' and goes home "
 
 TEST_CASE("the generated trainer copies homed weights through the arena and "
           "updates them on the host",
-          "[tiers]") {
+          "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 2);
   REQUIRE(static_cast<bool>(out));
@@ -326,7 +326,8 @@ TEST_CASE("a device that states no host cannot home weights there", "[tiers]") {
              Catch::Contains("states no host optimizer rate"));
 }
 
-TEST_CASE("the host's update is priced at the device's host rate", "[tiers]") {
+TEST_CASE("the host's update is priced at the device's host rate",
+          "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   const CostTable &t = p.table(4);
   // AdamW: the DGX H100 share's 14 cores (DeviceSpec::hostAdamRate).
@@ -367,7 +368,7 @@ size_t recordOf(const Plan &plan, EventId e) {
 
 TEST_CASE("a host update starts inside the last round once its weight's "
           "copies there are done",
-          "[tiers][verify]") {
+          "[tiers][verify][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 2);
   REQUIRE(static_cast<bool>(out));
@@ -442,7 +443,7 @@ TEST_CASE("a host update starts inside the last round once its weight's "
 
 TEST_CASE("fp16's host updates wait for the rounds: the loss scale decides "
           "after the backward pass whether any update runs",
-          "[tiers]") {
+          "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::FP16);
   auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30);
   REQUIRE(static_cast<bool>(out));
@@ -457,7 +458,7 @@ TEST_CASE("fp16's host updates wait for the rounds: the loss scale decides "
 
 TEST_CASE("a homing chosen by another graph of the model is tried first, "
           "and only larger ones after it",
-          "[tiers]") {
+          "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   const int64_t budget = p.tg.weightSideBytes() / 2;
   auto full = p.planBytes(budget, int64_t(1) << 30);
@@ -492,7 +493,7 @@ TEST_CASE("a homing chosen by another graph of the model is tried first, "
 }
 
 TEST_CASE("the report, plan.json and the trace show the host's updates",
-          "[tiers][report]") {
+          "[tiers][report][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 2);
   REQUIRE(static_cast<bool>(out));
@@ -537,7 +538,7 @@ TEST_CASE("the report, plan.json and the trace show the host's updates",
 
 TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
           "and the host's updates take their time",
-          "[tiers][bound]") {
+          "[tiers][bound][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
   REQUIRE(static_cast<bool>(out));
@@ -566,7 +567,7 @@ TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
 }
 
 TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
-          "[tiers][bound]") {
+          "[tiers][bound][slow]") {
   // Its loss scale decides after the backward pass whether any update
   // runs, so no host update overlaps a round: the iteration takes at
   // least the round's tasks and every host update, one after the other.
@@ -590,7 +591,7 @@ TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
 }
 
 TEST_CASE("offloaded activations' host slots count against the host budget",
-          "[tiers]") {
+          "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   const int64_t budget = p.tg.weightSideBytes() / 2;
   auto hostUse = [&](const PlanOutcome &o) {
@@ -623,7 +624,7 @@ TEST_CASE("offloaded activations' host slots count against the host budget",
 
 TEST_CASE("optimizer state goes to NVMe only where the host budget cannot "
           "hold it",
-          "[tiers][nvme]") {
+          "[tiers][nvme][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   p.nvmeRead = 6e9;
   p.nvmeWrite = 4e9;
@@ -695,7 +696,7 @@ TEST_CASE("optimizer state goes to NVMe only where the host budget cannot "
 
 TEST_CASE("in 16-bit plans the fp32 master goes to NVMe beside the state: "
           "the GPU reads only the working copy",
-          "[tiers][nvme]") {
+          "[tiers][nvme][slow]") {
   HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::BF16);
   p.nvmeRead = 6e9;
   p.nvmeWrite = 4e9;
@@ -777,7 +778,7 @@ TEST_CASE("a device that states no NVMe rates cannot home state there",
 }
 
 TEST_CASE("the generated trainer names the state on NVMe and its directory",
-          "[tiers][nvme]") {
+          "[tiers][nvme][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   p.nvmeRead = 6e9;
   p.nvmeWrite = 4e9;

@@ -6,8 +6,9 @@ Code that compiles is not code that launches: a block of 1024 threads of a
 kernel with 68 registers a thread asks for 69,632 registers, over the 65,536
 of an SM, and fails at its first launch (cudaErrorLaunchOutOfResources). So
 each .cu file given is compiled once for all the architectures, with the
-flags of memfit_runtime_cuda, and what ptxas made of each kernel is judged
-against that architecture's limits. A kernel fails when:
+flags of memfit_runtime_cuda (through ccache where the build uses it), its
+launch bounds are read from the PTX of one, and what ptxas made of each
+kernel is judged against that architecture's limits. A kernel fails when:
 
   - it declares no launch bound (no .maxntid in its PTX): ptxas then does
     not know the block size and may use more registers than it allows;
@@ -39,7 +40,8 @@ also fails unless the checker rejects `unboundedFixture` (no bound) and
 architecture, so a checker that accepts everything cannot pass.
 
 Usage: launch_resources.py --nvcc NVCC --archs "75-real;80;..."
-         [--flag FLAG]... [--include DIR]... --fixtures FILE.cu FILE.cu...
+         [--flag FLAG]... [--include DIR]... [--launcher ccache]
+         --fixtures FILE.cu FILE.cu...
 Exit 1 with one line per violation.
 """
 import argparse
@@ -113,38 +115,38 @@ def archs_of(spec):
 
 
 def compile_one(args, archs, source, workdir):
-    """ptxas's report and the PTX of `source` for every architecture."""
+    """ptxas's report of `source` for every architecture, and its kernels'
+    launch bounds."""
     keep = tempfile.mkdtemp(dir=workdir)
-    cmd = [args.nvcc, "-x", "cu", "--fatbin", "-o",
-           os.path.join(keep, "out.fatbin"), "-Xptxas", "-v", "--keep",
-           "--keep-dir", keep]
-    cmd += [f"-I{d}" for d in args.include] + args.flag
+    common = ["-x", "cu"] + [f"-I{d}" for d in args.include] + args.flag
+    # The report from an object compile, as the build makes it: a compiler
+    # cache (--launcher) keeps its output and replays ptxas's report, so an
+    # unchanged source costs nothing the second time.
+    cmd = args.launcher + [args.nvcc, "-c", "-o", os.path.join(keep, "out.o"),
+                           "-Xptxas", "-v"] + common
     for a in archs:
         cmd.append(f"--generate-code=arch=compute_{a},code=[compute_{a},sm_{a}]")
     cmd.append(source)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return source, None, None, r.stdout + r.stderr
+    # The bounds from the PTX of one architecture: __launch_bounds__ is the
+    # source's, the same .maxntid for every architecture.
+    ptx_path = os.path.join(keep, "out.ptx")
+    p = subprocess.run([args.nvcc, "--ptx", "-o", ptx_path] + common +
+                       [f"-arch=compute_{archs[-1]}", source],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return source, None, None, p.stdout + p.stderr
     bounds = {}
-    for name in os.listdir(keep):
-        if not name.endswith(".ptx"):
-            continue
-        # nvcc names a PTX file by its architecture only when it makes
-        # several.
-        m = re.fullmatch(r".*\.compute_(\d+)\.ptx", name)
-        if m:
-            arch = int(m.group(1))
-        elif len(archs) == 1:
-            arch = archs[0]
-        else:
-            continue
-        with open(os.path.join(keep, name)) as f:
-            ptx = f.read()
-        for e in PTX_ENTRY.finditer(ptx):
-            n = MAXNTID.search(e.group(3))
-            bounds[(e.group(1), arch)] = (
-                int(n.group(1)) * int(n.group(2)) * int(n.group(3))
-                if n else None)
+    with open(ptx_path) as f:
+        ptx = f.read()
+    for e in PTX_ENTRY.finditer(ptx):
+        n = MAXNTID.search(e.group(3))
+        bound = (int(n.group(1)) * int(n.group(2)) * int(n.group(3))
+                 if n else None)
+        for arch in archs:
+            bounds[(e.group(1), arch)] = bound
     return source, r.stdout + r.stderr, bounds, None
 
 
@@ -258,6 +260,8 @@ def main():
     ap.add_argument("--include", action="append", default=[])
     ap.add_argument("--fixtures", required=True)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--launcher", action="append", default=[],
+                    help="a compiler launcher (ccache) for the object compile")
     ap.add_argument("--list", action="store_true",
                     help="print every kernel's registers, bound and spills")
     ap.add_argument("sources", nargs="+")

@@ -360,8 +360,10 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
-    ap.add_argument("--losses", required=True)
-    ap.add_argument("--trained", required=True)
+    # One pair per trainer run to compare: torch trains once for all of
+    # them (the ideal and the tight plan of a model train the same).
+    ap.add_argument("--losses", required=True, action="append")
+    ap.add_argument("--trained", required=True, action="append")
     ap.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
                     default="sgd")
     ap.add_argument("--beta1", type=float, default=0.9)
@@ -450,41 +452,59 @@ def main():
         opt.step()
         losses.append(float(loss))
 
+    if len(args.losses) != len(args.trained):
+        print(f"{len(args.losses)} --losses against {len(args.trained)} "
+              "--trained: give one of each per run")
+        return 2
+    worst_rc = 0
+    for log, trained in zip(args.losses, args.trained):
+        prefix = f"{trained}: " if len(args.losses) > 1 else ""
+        rc = compare_run(args, model, params, consts, bn_stats, losses, log,
+                         trained, prefix)
+        worst_rc = max(worst_rc, rc)
+    return worst_rc
+
+
+def compare_run(args, model, params, consts, bn_stats, losses, log_path,
+                trained_path, prefix):
+    """One trainer run (its log's losses, its saved model) against torch's."""
     got = [float(m.group(1)) for m in
-           re.finditer(r"^iteration \d+\s+loss (\S+)", open(args.losses).read(),
+           re.finditer(r"^iteration \d+\s+loss (\S+)", open(log_path).read(),
                        re.M)]
     if len(got) != len(losses):
-        print(f"trainer printed {len(got)} losses, expected {len(losses)}")
+        print(f"{prefix}trainer printed {len(got)} losses, expected "
+              f"{len(losses)}")
         return 1
     for k, (a, b) in enumerate(zip(got, losses)):
         if abs(a - b) > args.rtol * max(1.0, abs(b)):
-            print(f"loss {k + 1}: trainer {a!r}, torch {b!r}")
+            print(f"{prefix}loss {k + 1}: trainer {a!r}, torch {b!r}")
             return 1
     trained = {t.name: numpy_helper.to_array(t)
-               for t in onnx.load(args.trained).graph.initializer}
+               for t in onnx.load(trained_path).graph.initializer}
     if args.update_tol is not None:
         return compare_updates(model, params, consts, bn_stats, trained,
-                               args.update_tol, len(losses))
+                               args.update_tol, len(losses), prefix)
     worst = 0.0
     for name, p in list(params.items()) + [(n, consts[n]) for n in bn_stats]:
         if p.requires_grad and p.grad is None:
             continue  # a buffer (a causal mask), not a parameter
         ref = p.detach().numpy()
         if name not in trained:
-            print(f"trained model lacks {name}")
+            print(f"{prefix}trained model lacks {name}")
             return 1
         err = np.max(np.abs(trained[name] - ref)) / max(1e-3, np.max(np.abs(ref)))
         worst = max(worst, err)
         if __import__("os").environ.get("REFDEBUG"): print(name, err)
         if err > args.rtol * 10:
-            print(f"weight {name}: relative difference {err:.3g}")
+            print(f"{prefix}weight {name}: relative difference {err:.3g}")
             return 1
-    print(f"agree with torch: {len(losses)} losses, worst weight difference "
-          f"{worst:.2e}")
+    print(f"{prefix}agree with torch: {len(losses)} losses, worst weight "
+          f"difference {worst:.2e}")
     return 0
 
 
-def compare_updates(model, params, consts, bn_stats, trained, tol, steps):
+def compare_updates(model, params, consts, bn_stats, trained, tol, steps,
+                    prefix=""):
     """Each weight's update by the trainer against torch's, relative to
     torch's (running statistics count as weights)."""
     initial = {t.name: numpy_helper.to_array(t).astype(np.float64)
@@ -506,10 +526,10 @@ def compare_updates(model, params, consts, bn_stats, trained, tol, steps):
         if err > worst:
             worst, worst_name = err, name
     if worst > tol:
-        print(f"weight {worst_name}: update differs by {worst:.3g} of "
+        print(f"{prefix}weight {worst_name}: update differs by {worst:.3g} of "
               f"torch's (tolerance {tol})")
         return 1
-    print(f"agree with torch: {steps} losses, worst weight update "
+    print(f"{prefix}agree with torch: {steps} losses, worst weight update "
           f"difference {worst:.2e} ({worst_name})")
     return 0
 
