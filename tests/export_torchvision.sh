@@ -18,16 +18,60 @@ if ! [ -x "$py" ] || ! "$py" -c 'import torch, torchvision, onnx' 2>/dev/null; t
 fi
 mkdir -p "$out"
 
+# Exports outlive a build directory in a cache keyed by the exporter's text
+# and torch's versions (a fresh clone's build, CI's, would otherwise spend
+# six minutes of torch on them again). MEMFIT_TEST_CACHE=off turns it off.
+cache_root=${MEMFIT_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memfit}
+versions=$("$py" -c 'import torch, torchvision; print(torch.__version__, torchvision.__version__)')
+exporter_key=$( { cat "$exporter"; echo "$versions"; } | sha256sum | cut -c1-16)
+
+# Hard links where the cache shares the file system, else copies; either
+# way touched, so that they are newer than the exporter.
+place() { # from to
+  ln -f "$1" "$2" 2>/dev/null || cp -f "$1" "$2" || return 1
+  touch "$2"
+}
+
+# Keeps $out's export of a model in the cache entry $1.
+keep() { # cache file
+  local f
+  mkdir -p "$1.tmp" || return 0
+  for f in "$out/$2" "$out/$2.data" "$out/$2.json"; do
+    if [ -f "$f" ]; then
+      ln -f "$f" "$1.tmp/" 2>/dev/null || cp -f "$f" "$1.tmp/" || true
+    fi
+  done
+  { rm -rf "$1" && mv "$1.tmp" "$1"; } || rm -rf "$1.tmp"
+}
+
 export_model() {
   local name=$1 file=$2
   shift 2
+  local cache=
+  [ "$cache_root" = off ] ||
+    cache=$cache_root/torchvision/$exporter_key-$(echo "$name $*" | sha256sum | cut -c1-16)
   if [ "$out/$file.json" -nt "$exporter" ] && [ "$out/$file" -nt "$exporter" ]; then
     echo "up to date: $file"
+    if [ -n "$cache" ] && ! [ -f "$cache/$file.json" ]; then keep "$cache" "$file"; fi
     return
   fi
   rm -f "$out/$file.json"
+  if [ -n "$cache" ]; then
+    if [ -f "$cache/$file.json" ] && [ -f "$cache/$file" ]; then
+      local f ok=1
+      for f in "$cache"/*; do
+        place "$f" "$out/$(basename "$f")" || ok=
+      done
+      # The sidecar last: its date is what marks the model up to date.
+      [ -n "$ok" ] && touch "$out/$file.json" && { echo "from the cache: $file"; return; }
+    fi
+  fi
   echo "exporting $name -> $file $*"
+  # A new file, never one rewritten in place: it may be a link into the
+  # cache.
+  rm -f "$out/$file" "$out/$file.data"
   "$py" "$exporter" "$name" "$out/$file" "$@"
+  if [ -n "$cache" ]; then keep "$cache" "$file"; fi
 }
 
 # Together these cover: dynamic and fixed batch, opsets 11, 13 and 17,
