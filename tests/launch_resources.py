@@ -93,6 +93,15 @@ USED = re.compile(r"Used (\d+) registers")
 SMEM = re.compile(r"(\d+) bytes smem")
 STACK = re.compile(r"(\d+) bytes cumulative stack size")
 PTX_ENTRY = re.compile(r"\.entry\s+(\S+?)\s*\((.*?)\)([^{]*)\{", re.S)
+# An anonymous namespace's mangled name carries a hash of the compile's path
+# (_GLOBAL__N__9e225349_8_Dense_cu_...): the cached report may come from a
+# clone at another path than the PTX, so both sides drop it (same length,
+# so the name still demangles).
+ANON_HASH = re.compile(r"(_GLOBAL__N__)[0-9a-f]{8}_")
+
+
+def unhashed(name):
+    return ANON_HASH.sub(r"\g<1>00000000_", name)
 MAXNTID = re.compile(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
 
 
@@ -146,7 +155,7 @@ def compile_one(args, archs, source, workdir):
         bound = (int(n.group(1)) * int(n.group(2)) * int(n.group(3))
                  if n else None)
         for arch in archs:
-            bounds[(e.group(1), arch)] = bound
+            bounds[(unhashed(e.group(1)), arch)] = bound
     return source, r.stdout + r.stderr, bounds, None
 
 
@@ -156,7 +165,7 @@ def parse_ptxas(report):
     for line in report.splitlines():
         m = ENTRY.search(line)
         if m:
-            cur = (m.group(1), int(m.group(2)))
+            cur = (unhashed(m.group(1)), int(m.group(2)))
             out[cur] = {"regs": 0, "smem": 0, "spills": 0, "stack": 0}
             continue
         if cur is None:
