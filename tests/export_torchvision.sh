@@ -71,7 +71,12 @@ export_model() {
   # cache.
   rm -f "$out/$file" "$out/$file.data"
   "$py" "$exporter" "$name" "$out/$file" "$@"
-  if [ -n "$cache" ]; then keep "$cache" "$file"; fi
+  if [ -n "$cache" ]; then
+    # Entries of another exporter or torch are stale: 1.2 GB each.
+    find "$cache_root/torchvision" -mindepth 1 -maxdepth 1 \
+      ! -name "$exporter_key-*" -exec rm -rf {} + 2>/dev/null || true
+    keep "$cache" "$file"
+  fi
 }
 
 # Together these cover: dynamic and fixed batch, opsets 11, 13 and 17,
