@@ -89,12 +89,12 @@ MEMFIT_SANITIZE_BUILD=${MEMFIT_SANITIZE_BUILD:-$MEMFIT_ROOT/build-sanitize}
 # plain build, so the sanitized run keeps what exercises memory the most per
 # second: the unit tests but the search's [slow] cases, the tools' error
 # paths, one trainer end to end per backend feature (e2e_cpu, nvme, trainer,
-# lr_schedule, precision, homes' first case) and the parsers' fuzz replays. Left to the plain
-# run: memory_limit sets `ulimit -v`, which ASan's shadow memory cannot live
-# under; data_parallel runs trainers under mpirun, whose Open MPI leaves
-# memory allocated at exit (LeakSanitizer reports it); the rest for time
-# (sanitized, on CI's machine: unit_slow's cases 15 to 190 s each, attention
-# 608 s, golden 455 s, homes_small_gpu 133 s, freeze 131 s,
+# lr_schedule, precision, homes' first case) and the parsers' fuzz replays.
+# Left to the plain run: memory_limit sets `ulimit -v`, which ASan's shadow
+# memory cannot live under; data_parallel runs trainers under mpirun, whose
+# Open MPI leaves memory allocated at exit (LeakSanitizer reports it); the
+# rest for time (sanitized, on CI's machine: unit_slow's cases 15 to 190 s
+# each, attention 608 s, golden 455 s, homes_small_gpu 133 s, freeze 131 s,
 # hf_models with eight families over 10 minutes; deep, today, forced,
 # nvme_cnn, precision_train, weight_values and zoo_llama (206 s) train or
 # plan the same code on larger models than the sanitized tests).
