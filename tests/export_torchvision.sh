@@ -25,11 +25,9 @@ cache_root=${MEMFIT_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memfit}
 versions=$("$py" -c 'import torch, torchvision; print(torch.__version__, torchvision.__version__)')
 exporter_key=$( { cat "$exporter"; echo "$versions"; } | sha256sum | cut -c1-16)
 
-# Hard links where the cache shares the file system, else copies; either
-# way touched, so that they are newer than the exporter.
-place() { # from to
-  ln -f "$1" "$2" 2>/dev/null || cp -f "$1" "$2" || return 1
-  touch "$2"
+# A hard link where the cache shares the file system, else a copy.
+link_or_copy() { # from to
+  ln -f "$1" "$2" 2>/dev/null || cp -f "$1" "$2"
 }
 
 # Keeps $out's export of a model in the cache entry $1.
@@ -38,7 +36,7 @@ keep() { # cache file
   mkdir -p "$1.tmp" || return 0
   for f in "$out/$2" "$out/$2.data" "$out/$2.json"; do
     if [ -f "$f" ]; then
-      ln -f "$f" "$1.tmp/" 2>/dev/null || cp -f "$f" "$1.tmp/" || true
+      link_or_copy "$f" "$1.tmp/" || true
     fi
   done
   { rm -rf "$1" && mv "$1.tmp" "$1"; } || rm -rf "$1.tmp"
@@ -59,8 +57,10 @@ export_model() {
   if [ -n "$cache" ]; then
     if [ -f "$cache/$file.json" ] && [ -f "$cache/$file" ]; then
       local f ok=1
+      # Touched, so that they are newer than the exporter.
       for f in "$cache"/*; do
-        place "$f" "$out/$(basename "$f")" || ok=
+        link_or_copy "$f" "$out/$(basename "$f")" &&
+          touch "$out/$(basename "$f")" || ok=
       done
       # The sidecar last: its date is what marks the model up to date.
       [ -n "$ok" ] && touch "$out/$file.json" && { echo "from the cache: $file"; return; }

@@ -93,6 +93,7 @@ USED = re.compile(r"Used (\d+) registers")
 SMEM = re.compile(r"(\d+) bytes smem")
 STACK = re.compile(r"(\d+) bytes cumulative stack size")
 PTX_ENTRY = re.compile(r"\.entry\s+(\S+?)\s*\((.*?)\)([^{]*)\{", re.S)
+MAXNTID = re.compile(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
 # An anonymous namespace's mangled name carries a hash of the compile's path
 # (_GLOBAL__N__9e225349_8_Dense_cu_...): the cached report may come from a
 # clone at another path than the PTX, so both sides drop it (same length,
@@ -102,7 +103,6 @@ ANON_HASH = re.compile(r"(_GLOBAL__N__)[0-9a-f]{8}_")
 
 def unhashed(name):
     return ANON_HASH.sub(r"\g<1>00000000_", name)
-MAXNTID = re.compile(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
 
 
 def archs_of(spec):
