@@ -151,7 +151,8 @@ std::string Emitter::mainFile() const {
        << (tg.homeOf(tg.valueBlock[w]) != Tier::Gpu ? ", .home = Home::Host"
                                                     : "")
        << (nvmeWeights.count(w) ? ", .stateOnNvme = true" : "")
-       << (nvmeMasters.count(w) ? ", .masterOnNvme = true" : "") << "},\n";
+       << (nvmeMasters.count(w) ? ", .masterOnNvme = true" : "")
+       << ", .rank = " << v.dims.size() << "},\n";
   }
   os << "};\n\n";
   os << "static const HostSlot kSlots[] = {\n";
@@ -206,6 +207,10 @@ std::string Emitter::mainFile() const {
              (tg.precision == Precision::TF32   ? "TF32"
               : tg.precision == Precision::BF16 ? "BF16"
                                                 : "FP16");
+  if (tg.clipGradNorm > 0)
+    extra +=
+        ",\n             .clipGradNorm = " +
+        llvm::formatv("{0:e9}f", static_cast<float>(tg.clipGradNorm)).str();
 
   // Every convolution call of the round, for the start-up check against
   // cuDNN (runtime/ConvCheck.h); identical calls are listed once.

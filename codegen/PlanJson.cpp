@@ -8,6 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -187,7 +188,12 @@ std::string planToJson(const PlanReport &r) {
   bool fp32 = r.precision == "fp32";
   if (!fp32)
     j["precision"] = r.precision;
+  if (r.clipGradNorm > 0) // written only when used: older plans read the same
+    j["clip_grad_norm"] = {{"max_norm", r.clipGradNorm},
+                           {"seconds", r.clipSeconds}};
   j["batch"] = r.batch;
+  if (r.accumulate > 1) // written only when used: older plans read the same
+    j["accumulate"] = r.accumulate;
   j["sub_batch"] = r.subBatch;
   j["sub_batches"] = r.numSubBatches;
   if (r.chunks > 1) // written only when used: older plans read the same
@@ -367,7 +373,15 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
   r.precision = rd.str(root, "", "precision", false);
   if (r.precision.empty())
     r.precision = "fp32";
+  if (const json *c = rd.field(root, "", "clip_grad_norm", false)) {
+    r.clipGradNorm = rd.number(*c, "clip_grad_norm", "max_norm");
+    r.clipSeconds = rd.number(*c, "clip_grad_norm", "seconds");
+    if (!(r.clipGradNorm > 0))
+      rd.fail("clip_grad_norm", "field 'max_norm' must be above 0");
+  }
   r.batch = rd.integer(root, "", "batch", 1);
+  r.accumulate = static_cast<int32_t>(
+      std::max<int64_t>(1, rd.integer(root, "", "accumulate", 1, false)));
   r.subBatch = rd.integer(root, "", "sub_batch", 1);
   r.numSubBatches = rd.integer(root, "", "sub_batches", 1);
   r.chunks = static_cast<int32_t>(rd.integer(root, "", "chunks", 1, false));

@@ -376,10 +376,34 @@ std::string describeRestriction(const ReportFrozen &f) {
 }
 
 std::string inexactNote(const PlanReport &r) {
+  if (r.accumulate > 1)
+    return llvm::formatv("as asked (--accumulate {0}): BatchNorm statistics "
+                         "are computed per micro-batch of {1}, as PyTorch's "
+                         "gradient accumulation computes them, not over the "
+                         "optimizer step's {2} samples",
+                         r.accumulate, r.subBatch, r.batch);
   return llvm::formatv("not exact: BatchNorm statistics are computed per "
                        "sub-batch of {0}, not over the batch of {1} "
                        "(--sub-batch-statistics)",
                        r.subBatch, r.batch);
+}
+
+std::string accumulateNote(const PlanReport &r) {
+  return llvm::formatv("gradient accumulation (--accumulate {0}): each "
+                       "optimizer step takes {0} micro-batches of {1}, one "
+                       "round each, each micro-batch's loss divided by {0}",
+                       r.accumulate, r.batch / r.accumulate);
+}
+
+std::string describeClipping(const PlanReport &r) {
+  if (!(r.clipGradNorm > 0))
+    return "";
+  return llvm::formatv("gradients clipped to global norm {0} before every "
+                       "update (torch's clip_grad_norm_): no update starts "
+                       "before the last gradient; the norm and the scaling "
+                       "take {1:F3} ms of the update (predicted)",
+                       r.clipGradNorm, r.clipSeconds * 1e3)
+      .str();
 }
 
 std::string chunkNote(const PlanReport &r) {
@@ -398,6 +422,8 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
   r.device = ctx.device;
   r.policy = plan.policy;
   r.precision = precisionName(tg.precision);
+  r.clipGradNorm = tg.clipGradNorm;
+  r.clipSeconds = sim.clipSeconds;
   r.profile = ctx.profile;
   r.batch = plan.batch;
   r.subBatch = plan.subBatch;
@@ -415,7 +441,10 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
                 .trainOnly = ctx.trainOnly,
                 .freeze = ctx.freeze};
   r.exact = ctx.exact;
+  r.accumulate = ctx.accumulate;
   r.attention = ctx.attention;
+  if (r.accumulate > 1)
+    r.notes.push_back(accumulateNote(r));
   if (!r.exact)
     r.notes.push_back(inexactNote(r));
   if (r.chunks > 1)

@@ -222,6 +222,12 @@ struct PlanReport {
   std::string model, modelFile, device, policy;
   /// The plan's precision (TaskGraph::precision): fp32, tf32, bf16, fp16.
   std::string precision = "fp32";
+  /// Gradient clipping by global norm (TaskGraph::clipGradNorm; 0: none)
+  /// and what its passes over the gradients add to the update section.
+  double clipGradNorm = 0, clipSeconds = 0;
+  /// Gradient accumulation (--accumulate): the batch is this many
+  /// micro-batches of subBatch, one round each; 1: none.
+  int32_t accumulate = 1;
   ReportProfile profile;
   int64_t batch = 0, subBatch = 0, numSubBatches = 0, budgetBytes = 0;
   /// The part of the budget the libraries keep (Plan::libraryReserve):
@@ -261,6 +267,7 @@ struct PlanContext {
   std::string attention;         // PlanReport::attention
   std::string trainOnly, freeze; // ReportFrozen's
   bool exact = true;             // PlanReport::exact
+  int32_t accumulate = 1;        // PlanReport::accumulate
   double boundSeconds = 0;       // ReportSummary::boundSeconds
   double spaceBoundSeconds = 0;  // ReportSummary::spaceBoundSeconds
   std::string boundWhy;          // ReportSummary::boundWhy
@@ -280,6 +287,9 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
 /// The run's parameters, the summary, the data-parallel figures and the
 /// notes alone: the same values buildPlanReport gives them, without the
 /// per-task lists (what the printed summary needs, cheap for huge plans).
+/// "gradients clipped to global norm 1 before every update: ...", for every
+/// report of a plan that clips ("" otherwise).
+std::string describeClipping(const PlanReport &r);
 PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
                             const Simulation &sim, const PlanContext &ctx);
 
@@ -287,6 +297,8 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
 /// output: why it is not exact, and how it keeps exact batch statistics in
 /// chunks.
 std::string inexactNote(const PlanReport &r);
+/// "gradient accumulation (--accumulate 4): ...", for plans with it.
+std::string accumulateNote(const PlanReport &r);
 std::string chunkNote(const PlanReport &r);
 
 /// Arena bytes in use over one round, as a step function: each point holds

@@ -206,6 +206,8 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
                         "{1} moves tried (keep, recompute or offload of a "
                         "block, or a fastest algorithm, rescheduled)\n",
                         s.refineChanged, s.refineTries);
+  if (r.clipGradNorm > 0)
+    os << "update     " << describeClipping(r) << "\n";
   for (const std::string &n : r.notes)
     os << "note       " << n << "\n";
 

@@ -77,6 +77,8 @@ void printBatch(llvm::raw_ostream &os, const PlanReport &r) {
   if (r.batch % r.subBatch)
     os << llvm::formatv(" (the last of {0})", r.batch % r.subBatch);
   os << "\n";
+  if (r.accumulate > 1)
+    os << "note     " << accumulateNote(r) << "\n";
 }
 
 json dataParallelJson(const PlanReport &r) {
@@ -189,6 +191,8 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
   os << "feasible: yes (verified)\n";
   if (r.frozen.weights > 0)
     os << "training " << describeRestriction(r.frozen) << "\n";
+  if (r.clipGradNorm > 0)
+    os << "update   " << describeClipping(r) << "\n";
   os << llvm::formatv("memory   budget {0}, planned {1} (library reserve {2} "
                       "+ resident {3} + arena {4})\n",
                       formatBytes(r.budgetBytes),

@@ -30,6 +30,22 @@ void BatchFeeder::fill(int32_t b, uint64_t at) {
   float *hx = x.hostInput(b);
   auto *hy = static_cast<char *>(x.hostLabels(b));
   const int64_t labelBytes = p.labelPerSample * 4;
+  if (const TokenStream *t = data.tokens.get()) {
+    // Window i: its T ids as the input, the T after each as the labels.
+    const int64_t T = data.seqLen;
+    auto *labels = reinterpret_cast<int32_t *>(hy);
+    for (int64_t i = 0; i < p.batch; ++i) {
+      const int64_t start =
+          windowStart(order.idx[at + mine + i], order.epoch, t->size(), T,
+                      data.tokenRandom, data.tokenSeed);
+      for (int64_t k = 0; k < T; ++k) {
+        const auto id = static_cast<int32_t>(t->at(start + k));
+        std::memcpy(hx + i * T + k, &id, 4);
+        labels[i * T + k] = static_cast<int32_t>(t->at(start + k + 1));
+      }
+    }
+    return;
+  }
   for (int64_t i = 0; i < p.batch; ++i) {
     int64_t s = order.idx[at + mine + i];
     std::memcpy(hx + i * p.inputPerSample, &data.x[s * p.inputPerSample],

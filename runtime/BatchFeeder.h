@@ -12,9 +12,11 @@
 #define MEMFIT_RUNTIME_BATCHFEEDER_H
 
 #include "runtime/Exec.h"
+#include "runtime/TokenStream.h"
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -30,6 +32,12 @@ struct Dataset {
   std::vector<float> x;
   std::vector<int32_t> y;
   std::vector<float> yf;
+  /// --tokens: `count` windows of seqLen tokens cut from a mapped token
+  /// file as the samples come (x and y stay empty).
+  std::shared_ptr<const TokenStream> tokens;
+  int64_t seqLen = 0;
+  bool tokenRandom = true;
+  uint64_t tokenSeed = 0;
 };
 
 inline std::vector<int64_t> epochOrder(int64_t count, bool shuffle,

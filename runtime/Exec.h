@@ -77,6 +77,10 @@ struct ProgramInfo {
   int32_t ranks = 1;
   int32_t shard = 0;
   Precision precision = Precision::FP32;
+  /// The plan clips gradients to this global norm before every update
+  /// (memfit's --clip-grad-norm; 0: it does not, and no update waits for
+  /// a norm). The trainer's --clip-grad-norm changes the value.
+  float clipGradNorm = 0;
   /// The device budget the plan was made for, and the part of it the
   /// libraries keep (cuDNN's and cuBLAS's handles, and cuBLAS's workspace
   /// of blasWorkspaceBytes, allocated once at start-up). The CUDA context
@@ -125,6 +129,9 @@ struct WeightInfo {
   /// streams the master from the file and back and rounds the working copy
   /// at home from it; readWeight and writeWeight go through the file.
   bool masterOnNvme = false;
+  /// The weight's rank (its shape's length): --no-decay auto exempts those
+  /// below 2; -1 where the program does not say.
+  int32_t rank = -1;
 };
 
 /// torch.cuda.amp.GradScaler's dynamic loss scale (fp16 programs): the
@@ -173,13 +180,24 @@ public:
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   /// Adam's step count t of this iteration's update (1 for the first).
   uint64_t step = 1;
-  /// This update's Adam or AdamW parameters (every backend's one source).
-  AdamParams adamParams() const {
+  /// Per weight, 1 where the trainer's --no-decay exempts it from weight
+  /// decay; empty: every weight decays (torch.optim's default).
+  std::vector<uint8_t> decayOff;
+  /// The weight decay of weight `id`'s update.
+  float weightDecayOf(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < decayOff.size() &&
+                   decayOff[static_cast<size_t>(id)]
+               ? 0.0f
+               : weightDecay;
+  }
+  /// This update's Adam or AdamW parameters (every backend's one source),
+  /// with weight `id`'s decay.
+  AdamParams adamParams(int32_t id) const {
     return {lr,
             beta1,
             beta2,
             eps,
-            weightDecay,
+            weightDecayOf(id),
             step,
             prog.optimizer == Optimizer::AdamW};
   }
@@ -421,6 +439,13 @@ public:
   /// gradient by lossScale and says whether all of them are finite (on
   /// every rank); the update is skipped when not, as GradScaler.step does.
   bool unscaleGradients();
+  /// Before the update of a program that clips (after unscaleGradients):
+  /// the global L2 norm of every gradient, as torch.nn.utils.
+  /// clip_grad_norm_ computes it (each tensor's norm, then the norm of
+  /// those; over every rank's slice when sharded), and every gradient
+  /// multiplied by min(1, maxNorm / (norm + 1e-6)) in fp32. Returns the
+  /// norm before clipping.
+  float clipGradients(float maxNorm);
 
   // --- iteration graphs (docs/cuda-backend.md, "Iteration graphs") ---
   /// Issues fn(*this): round `part` (the sub-batch index) or, part -1, the

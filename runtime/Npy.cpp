@@ -77,13 +77,13 @@ std::optional<NpyArray> readNpy(const std::string &path, std::string &err) {
   return readNpy(f, size, path, err);
 }
 
-std::optional<NpyArray> readNpy(std::istream &f, int64_t size,
-                                const std::string &path, std::string &err) {
+bool readNpyHeader(std::istream &f, int64_t size, const std::string &path,
+                   NpyHeader &out, std::string &err) {
   char magic[8];
   f.read(magic, 8);
   if (!f || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
     err = path + ": not a .npy file";
-    return std::nullopt;
+    return false;
   }
   uint32_t headerLen = 0;
   if (magic[6] == 1) {
@@ -96,39 +96,30 @@ std::optional<NpyArray> readNpy(std::istream &f, int64_t size,
     headerLen = b[0] | (b[1] << 8) | (b[2] << 16) | (uint32_t(b[3]) << 24);
   } else {
     err = path + ": unsupported .npy version";
-    return std::nullopt;
+    return false;
   }
   if (!f || headerLen > (1u << 20)) {
     err = path + ": malformed .npy header";
-    return std::nullopt;
+    return false;
   }
   std::string h(headerLen, '\0');
   f.read(h.data(), headerLen);
   if (!f) {
     err = path + ": truncated .npy header";
-    return std::nullopt;
+    return false;
   }
-  NpyArray a;
   std::string descr = field(h, "descr");
-  if (descr == "'<f4'")
-    a.dtype = NpyDType::F32;
-  else if (descr == "'<i4'")
-    a.dtype = NpyDType::I32;
-  else if (descr == "'<i8'")
-    a.dtype = NpyDType::I64;
-  else {
-    err = path + ": unsupported dtype " + (descr.empty() ? "?" : descr) +
-          " (expected <f4, <i4 or <i8)";
-    return std::nullopt;
-  }
+  out.descr = descr.size() >= 2 && descr.front() == '\''
+                  ? descr.substr(1, descr.size() - 2)
+                  : descr;
   if (field(h, "fortran_order").rfind("True", 0) == 0) {
     err = path + ": Fortran-ordered arrays are not supported";
-    return std::nullopt;
+    return false;
   }
   std::string shape = field(h, "shape");
   if (shape.size() < 2 || shape.front() != '(') {
     err = path + ": malformed shape in .npy header";
-    return std::nullopt;
+    return false;
   }
   int64_t elems = 1;
   for (size_t i = 1; i + 1 < shape.size();) {
@@ -142,29 +133,57 @@ std::optional<NpyArray> readNpy(std::istream &f, int64_t size,
       d = d * 10 + (shape[j] - '0');
       if (d > (int64_t(1) << 40)) {
         err = path + ": dimension too large";
-        return std::nullopt;
+        return false;
       }
       ++j;
     }
     if (j == i) {
       err = path + ": malformed shape in .npy header";
-      return std::nullopt;
+      return false;
     }
-    a.shape.push_back(d);
+    out.shape.push_back(d);
     // Each dimension is at most 2^40, and so is the product so far: checked
     // before it can overflow (fuzz_npy found 2222222222 x 22222222222).
     if (__builtin_mul_overflow(elems, d, &elems) ||
         elems > (int64_t(1) << 40)) {
       err = path + ": array too large";
-      return std::nullopt;
+      return false;
     }
     i = j;
   }
+  out.count = elems;
+  out.dataOffset = static_cast<int64_t>(f.tellg());
+  if (out.dataOffset < 0 || out.dataOffset > size) {
+    err = path + ": truncated .npy header";
+    return false;
+  }
+  return true;
+}
+
+std::optional<NpyArray> readNpy(std::istream &f, int64_t size,
+                                const std::string &path, std::string &err) {
+  NpyHeader h;
+  if (!readNpyHeader(f, size, path, h, err))
+    return std::nullopt;
+  NpyArray a;
+  if (h.descr == "<f4")
+    a.dtype = NpyDType::F32;
+  else if (h.descr == "<i4")
+    a.dtype = NpyDType::I32;
+  else if (h.descr == "<i8")
+    a.dtype = NpyDType::I64;
+  else {
+    err = path + ": unsupported dtype " +
+          (h.descr.empty() ? "?" : "'" + h.descr + "'") +
+          " (expected <f4, <i4 or <i8)";
+    return std::nullopt;
+  }
+  a.shape = std::move(h.shape);
+  const int64_t elems = h.count;
   int64_t width = a.dtype == NpyDType::I64 ? 8 : 4;
   // The data must be there before memory is reserved for it: a header that
   // claims a terabyte is a truncated file, not an allocation to attempt.
-  int64_t dataOffset = static_cast<int64_t>(f.tellg());
-  if (dataOffset < 0 || elems * width > size - dataOffset) {
+  if (elems * width > size - h.dataOffset) {
     err = path + ": truncated data (expected " + std::to_string(elems) +
           " values)";
     return std::nullopt;

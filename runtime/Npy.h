@@ -27,6 +27,19 @@ struct NpyArray {
   std::vector<int32_t> asInt32() const;
 };
 
+/// A .npy file's header: its dtype as numpy writes it ('<u2', '<f4'), its
+/// shape, the element count and where the data starts.
+struct NpyHeader {
+  std::string descr;
+  std::vector<int64_t> shape;
+  int64_t count = 0;
+  int64_t dataOffset = 0;
+};
+/// Reads the header from a stream at the start of `size` bytes of .npy;
+/// false with `err` naming `path` when it is malformed.
+bool readNpyHeader(std::istream &in, int64_t size, const std::string &path,
+                   NpyHeader &out, std::string &err);
+
 std::optional<NpyArray> readNpy(const std::string &path, std::string &err);
 /// The same from a stream positioned at the start of `size` bytes of .npy;
 /// `name` stands for the file in messages.

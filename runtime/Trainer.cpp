@@ -32,6 +32,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,59 @@ float idAsFloat(int32_t id) {
   return f;
 }
 
+/// --tokens: the file mapped and checked whole before the first step (every
+/// id inside the vocabulary and the classes), windows of the model's
+/// sequence length.
+Dataset loadTokens(const Options &o, const ProgramInfo &p) {
+  if (!p.intInput || p.mseLoss || p.labelPerSample != p.inputPerSample)
+    die("--tokens is for language models, whose input is token ids and "
+        "whose labels are one class per position; this trainer's model "
+        "takes " +
+        std::string(p.intInput ? "other labels" : "float inputs") +
+        " (use --data and --labels)");
+  if (o.seqLen != p.inputPerSample)
+    die("--seq-len " + std::to_string(o.seqLen) +
+        ": this trainer's model reads sequences of " +
+        std::to_string(p.inputPerSample) +
+        " tokens (the batch's input it was compiled for)");
+  std::string err;
+  std::shared_ptr<const TokenStream> t =
+      TokenStream::open(o.tokens, o.tokenDtype, err);
+  if (!t)
+    die(err);
+  const int64_t T = o.seqLen;
+  if (t->size() < T + 1)
+    die(o.tokens + ": " + std::to_string(t->size()) +
+        " tokens, fewer than one window of " + std::to_string(T) +
+        " and its next token");
+  const int64_t limit = std::min(p.inputVocab, p.classes);
+  if (int64_t bad = t->firstOutside(limit); bad >= 0)
+    die(o.tokens + ": token id " + std::to_string(t->at(bad)) +
+        " at position " + std::to_string(bad) + " is outside [0, " +
+        std::to_string(limit) +
+        "), the model's vocabulary (is --token-dtype right?)");
+  Dataset d;
+  d.count = (t->size() - 1) / T;
+  if (d.count < p.batch * p.ranks)
+    die(o.tokens + ": " + std::to_string(t->size()) + " tokens make " +
+        std::to_string(d.count) + " windows of " + std::to_string(T) +
+        ", fewer than one batch of " + std::to_string(p.batch * p.ranks));
+  d.tokens = std::move(t);
+  d.seqLen = T;
+  d.tokenRandom = o.tokenOrderRandom;
+  d.tokenSeed = o.seed;
+  if (!o.quiet)
+    std::printf("tokens: %s, %lld %s ids mapped, %s windows of %lld "
+                "(%lld to an epoch)\n",
+                o.tokens.c_str(), (long long)d.tokens->size(),
+                d.tokens->dtypeName(), d.tokenRandom ? "random" : "sequential",
+                (long long)T, (long long)d.count);
+  return d;
+}
+
 Dataset loadData(const Options &o, const ProgramInfo &p) {
+  if (!o.tokens.empty())
+    return loadTokens(o, p);
   Dataset d;
   const int64_t labels = p.mseLoss ? 0 : p.labelPerSample; // per sample
   if (o.synthetic) {
@@ -160,6 +213,46 @@ void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
     }
     x.writeWeight(id, buf.data());
   }
+}
+
+/// --no-decay: the trained weights whose updates take no weight decay, by
+/// name (POSIX extended, searched as memfit's --freeze) or, with auto, by
+/// rank below 2 (biases, norms' scales), as nanoGPT's parameter groups.
+void selectNoDecay(Exec &x, const Options &o) {
+  if (o.noDecay.empty())
+    return;
+  const std::vector<WeightInfo> &ws = x.weightInfo();
+  const bool byRank = o.noDecay == "auto";
+  std::regex re;
+  if (!byRank) {
+    try {
+      re = std::regex(o.noDecay, std::regex::extended);
+    } catch (const std::regex_error &e) {
+      die("--no-decay: '" + o.noDecay +
+          "' is not a regular expression: " + e.what());
+    }
+  }
+  x.decayOff.assign(ws.size(), 0);
+  int64_t off = 0, trained = 0;
+  for (size_t id = 0; id < ws.size(); ++id) {
+    if (!ws[id].trainable)
+      continue;
+    ++trained;
+    if (byRank && ws[id].rank < 0)
+      die("--no-decay auto: this trainer's program does not state its "
+          "weights' ranks; recompile it with this memfit");
+    const bool exempt =
+        byRank ? ws[id].rank < 2 : std::regex_search(ws[id].onnxName, re);
+    x.decayOff[id] = exempt ? 1 : 0;
+    off += exempt;
+  }
+  if (off == 0)
+    die("--no-decay '" + o.noDecay + "' matches none of the " +
+        std::to_string(trained) + " trained weights");
+  if (!o.quiet)
+    std::printf("weight decay: none for %lld of %lld trained weights "
+                "(--no-decay %s)\n",
+                (long long)off, (long long)trained, o.noDecay.c_str());
 }
 
 /// FNV-1a over what every rank of a data-parallel run must hold alike: the
@@ -313,9 +406,10 @@ void finishRun(Exec &x, Comm &comm, const Options &o, const LoopState &st,
 
 /// Issues one iteration: the rounds over the sub-batches, then the update
 /// unless fp16's unscale found a non-finite gradient (returns whether it
-/// ran). With `dump`, what is issued is recorded part by part.
-bool issueIteration(Exec &x, const Program &program, bool scaled,
-                    IterationGraph *dump) {
+/// ran), the gradients clipped first to `clip` (> 0), their norm before
+/// clipping in `norm`. With `dump`, what is issued is recorded part by part.
+bool issueIteration(Exec &x, const Program &program, bool scaled, float clip,
+                    float &norm, IterationGraph *dump) {
   const ProgramInfo &p = program.info;
   x.beginIteration();
   x.graph = dump;
@@ -332,6 +426,8 @@ bool issueIteration(Exec &x, const Program &program, bool scaled,
   }
   x.waitCollectives();
   const bool apply = !scaled || x.unscaleGradients();
+  if (apply && clip > 0)
+    norm = x.clipGradients(clip);
   if (apply) {
     if (dump)
       dump->beginPart(-1, 0);
@@ -377,6 +473,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   x.beta2 = o.beta2;
   x.eps = o.eps;
   x.seed = o.seed;
+  selectNoDecay(x, o);
   Dataset data = loadData(o, p);
   x.openNvme(o.nvme);
   initWeights(x, o, *model);
@@ -424,7 +521,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   auto t0 = std::chrono::steady_clock::now();
   auto tLog = t0;
   uint64_t done = 0, sinceLog = 0;
-  float lastLoss = NAN;
+  float lastLoss = NAN, gradNorm = NAN;
   // Started after every early exit above; stopped (joined) at the end of
   // this scope, before the weights are read for saving.
   {
@@ -446,8 +543,8 @@ int trainerMain(int argc, char **argv, const Program &program) {
       if (scheduled)
         x.lr = lrAt(o.schedule, static_cast<int64_t>(iteration));
       const bool dump = done == 0 && !o.dumpGraph.empty();
-      const bool apply =
-          issueIteration(x, program, scaled, dump ? &dumped : nullptr);
+      const bool apply = issueIteration(x, program, scaled, o.clipGradNorm,
+                                        gradNorm, dump ? &dumped : nullptr);
       if (apply)
         ++st.appliedSteps;
       x.batchIssued();
@@ -490,9 +587,13 @@ int trainerMain(int argc, char **argv, const Program &program) {
       if (!o.quiet && logPoint) {
         auto now = std::chrono::steady_clock::now();
         double secs = std::chrono::duration<double>(now - tLog).count();
-        char rate[48] = "";
+        char rate[96] = "";
+        int at = 0;
+        if (o.clipGradNorm > 0)
+          at = std::snprintf(rate, sizeof rate, "  grad norm %.9g",
+                             double(gradNorm));
         if (scheduled)
-          std::snprintf(rate, sizeof rate, "  lr %.9g", double(x.lr));
+          std::snprintf(rate + at, sizeof rate - at, "  lr %.9g", double(x.lr));
         std::printf("iteration %llu  loss %.9g  images/s %.1f  device memory "
                     "%.2f MiB%s\n",
                     (unsigned long long)(iteration + 1), lastLoss,

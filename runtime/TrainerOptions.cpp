@@ -42,9 +42,13 @@ void sayError(const std::string &msg) {
 namespace {
 
 const char *kUsage =
-    "usage: trainer [--data X.npy --labels Y.npy | --synthetic]\n"
+    "usage: trainer [--data X.npy --labels Y.npy | --tokens FILE --seq-len T\n"
+    "               [--token-order random|sequential] [--token-dtype "
+    "uint16|uint32]\n"
+    "               | --synthetic]\n"
     "               [--iterations N | --epochs E] [--lr F] [--momentum F]\n"
-    "               [--weight-decay F] [--beta1 F] [--beta2 F] [--eps F]\n"
+    "               [--weight-decay F] [--no-decay REGEX|auto] [--beta1 F]\n"
+    "               [--beta2 F] [--eps F] [--clip-grad-norm F]\n"
     "               [--lr-schedule constant|step|cosine|linear|onecycle]\n"
     "               [--warmup-steps W] [--min-lr F] [--lr-step-size N] "
     "[--lr-gamma F]\n"
@@ -214,6 +218,30 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     } else if (a == "--weight-decay") {
       o.weightDecay = parseNumber<float>(a, value());
       o.weightDecaySet = true;
+    } else if (a == "--no-decay") {
+      o.noDecay = value();
+      if (o.noDecay.empty())
+        die("--no-decay needs a regular expression over the weights' names, "
+            "or auto");
+    } else if (a == "--clip-grad-norm")
+      o.clipGradNorm = parseNumber<float>(a, value());
+    else if (a == "--tokens")
+      o.tokens = value();
+    else if (a == "--seq-len")
+      o.seqLen = parseNumber<int64_t>(a, value(), 1);
+    else if (a == "--token-dtype") {
+      o.tokenDtype = value();
+      if (o.tokenDtype != "uint16" && o.tokenDtype != "uint32")
+        die("invalid value '" + o.tokenDtype +
+            "' for --token-dtype: expected uint16 or uint32 (a raw token "
+            "file's ids; a .npy says its own)");
+    } else if (a == "--token-order") {
+      const std::string name = value();
+      if (name != "random" && name != "sequential")
+        die("invalid value '" + name +
+            "' for --token-order: expected random or sequential");
+      o.tokenOrderRandom = name == "random";
+      o.tokenOrderSet = true;
     } else if (a == "--beta1")
       o.beta1 = parseNumber<float>(a, value(), 0, 1);
     else if (a == "--beta2")
@@ -253,8 +281,15 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     } else
       unknownOption(a);
   }
-  if (o.synthetic == !o.data.empty())
-    die("give either --data and --labels, or --synthetic");
+  const int sources =
+      int(o.synthetic) + int(!o.data.empty()) + int(!o.tokens.empty());
+  if (sources != 1)
+    die("give one of --data and --labels, --tokens, or --synthetic");
+  if (!o.tokens.empty() && o.seqLen == 0)
+    die("--tokens needs --seq-len T, the model's sequence length");
+  if (o.tokens.empty() && (o.seqLen || o.tokenOrderSet))
+    die(std::string(o.seqLen ? "--seq-len" : "--token-order") +
+        " is for --tokens");
   if (!o.data.empty() && o.labels.empty())
     die("--data needs --labels");
   if (o.iterations && o.epochs)
@@ -285,6 +320,14 @@ void checkAgainstProgram(Options &o, const ProgramInfo &p) {
   // torch.optim.AdamW's default weight decay.
   if (p.optimizer == Optimizer::AdamW && !o.weightDecaySet)
     o.weightDecay = 0.01f;
+  // The plan decides whether the updates wait for a norm; the trainer may
+  // change the value, or turn clipping off with 0.
+  if (o.clipGradNorm < 0)
+    o.clipGradNorm = p.clipGradNorm;
+  else if (o.clipGradNorm > 0 && !(p.clipGradNorm > 0))
+    die("--clip-grad-norm: this trainer's plan does not clip gradients, so "
+        "its host updates may start before the last gradient; compile with "
+        "memfit's --clip-grad-norm for one that does");
   if (o.lossScaleSet && p.precision != Precision::FP16)
     die("--loss-scale is for fp16 trainers; this one was compiled for " +
         std::string(p.precision == Precision::BF16   ? "bf16"

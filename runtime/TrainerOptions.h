@@ -29,6 +29,21 @@ struct Options {
   bool convGraph = true;
   int64_t iterations = 0, epochs = 0, logEvery = 10, checkpointEvery = 0;
   float lr = 0.01f, momentum = 0.9f, weightDecay = 0;
+  /// Weights without weight decay: a regular expression over their ONNX
+  /// names, or "auto" (every weight of rank below 2: biases, norms' scales,
+  /// as nanoGPT groups them); empty: decay on all, as torch.optim.
+  std::string noDecay;
+  /// Clip the gradients to this global norm before every update (0: no
+  /// clipping; below 0: the plan's --clip-grad-norm).
+  float clipGradNorm = -1;
+  /// A flat token file (nanoGPT's uint16 train.bin, or a 1-D .npy) cut
+  /// into windows of seqLen tokens, the labels the next seqLen; random
+  /// windows (seeded) or the file's consecutive ones.
+  std::string tokens;
+  int64_t seqLen = 0;
+  bool tokenOrderRandom = true, tokenOrderSet = false;
+  /// The ids' type in a raw (headerless) token file.
+  std::string tokenDtype = "uint16";
   /// --lr-schedule and its settings; its `lr` is --lr (as a double) and its
   /// `total` the run's steps (set once the data says how many an epoch has).
   LrSchedule schedule;

@@ -9,6 +9,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
+#include "passes/schedule/HostOverlap.h"
 #include "passes/search/Tiers.h"
 
 #include <algorithm>
@@ -18,10 +19,11 @@ using namespace memfit;
 
 namespace {
 
-TrainingConfig adamw(Precision precision = Precision::FP32) {
+TrainingConfig adamw(Precision precision = Precision::FP32, double clip = 0) {
   TrainingConfig cfg;
   cfg.optimizer = OptimizerKind::AdamW;
   cfg.precision = precision;
+  cfg.clipGradNorm = clip;
   return cfg;
 }
 
@@ -30,8 +32,8 @@ TrainingConfig adamw(Precision precision = Precision::FP32) {
 struct HostPlanned : test::Planned {
   HostPlanned(const std::string &name, int64_t batch,
               const std::string &device = "h100-sxm",
-              Precision precision = Precision::FP32)
-      : Planned(name, batch, device, adamw(precision)) {}
+              Precision precision = Precision::FP32, double clip = 0)
+      : Planned(name, batch, device, adamw(precision, clip)) {}
   llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
                                         int64_t forced = 0,
                                         int64_t homeBytesAtLeast = -1,
@@ -454,6 +456,65 @@ TEST_CASE("fp16's host updates wait for the rounds: the loss scale decides "
       CHECK(in.event == -1);
     }
   CHECK(host > 0);
+}
+
+TEST_CASE("clipping's updates wait for the norm over every gradient, which "
+          "the plan prices and the bound counts",
+          "[tiers][clip][slow]") {
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::FP32, 1.0);
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 2);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const Plan &plan = out->plan;
+  REQUIRE(plan.numSubBatches == 2);
+  int64_t host = 0;
+  for (const Instr &in : plan.update)
+    if (in.onHost) {
+      ++host;
+      CHECK(in.event == -1);
+    }
+  REQUIRE(host > 0);
+  REQUIRE_FALSE(static_cast<bool>(verifyPlan(tg, plan)));
+
+  // Three passes over every gradient's bytes where it lives, two launches
+  // and a copy: no update, the device's or the host's, starts before.
+  const CostTable &full = p.table(plan.subBatch);
+  const double clip = full.gradientClipSeconds(tg);
+  int64_t gpuGrad = 0, hostGrad = 0;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
+    if (tg.blocks[b].kind == BlockKind::WeightGrad)
+      (tg.homeOf(b) == Tier::Gpu ? gpuGrad : hostGrad) +=
+          tg.blocks[b].bytesAt(1);
+  REQUIRE(hostGrad > 0);
+  CHECK(
+      clip ==
+      Approx(3.0 * hostGrad / full.hostBytesPerSecond +
+             (gpuGrad > 0 ? 3.0 * gpuGrad / full.deviceBytesPerSecond +
+                                2 * full.launchSeconds + full.copyLatencySeconds
+                          : 0.0)));
+  Simulation sim = simulate(tg, plan, full, nullptr);
+  CHECK(sim.clipSeconds == Approx(clip));
+  for (double t : sim.updateStart)
+    CHECK(t >= clip * (1 - 1e-9));
+  CHECK(out->bound.has_value());
+  if (out->bound)
+    CHECK(out->bound->seconds >=
+          (clip + hostUpdateSeconds(plan, tg, full)) * (1 - 1e-9));
+
+  // The same plan without clipping lets host updates start in the last
+  // round; with clipping such a start is refused.
+  TaskGraph unclipped = tg;
+  unclipped.clipGradNorm = 0;
+  Plan early = plan;
+  REQUIRE(overlapHostUpdates(unclipped, early) > 0);
+  REQUIRE_FALSE(static_cast<bool>(verifyPlan(unclipped, early)));
+  llvm::Error err = verifyPlan(tg, early);
+  REQUIRE(static_cast<bool>(err));
+  CHECK_THAT(llvm::toString(std::move(err)), Catch::Contains("global norm"));
+  // And the unclipped plan is no slower: nothing waits for a norm.
+  CHECK(simulate(unclipped, early, full, nullptr).iterationSeconds <
+        sim.iterationSeconds);
 }
 
 TEST_CASE("a homing chosen by another graph of the model is tried first, "

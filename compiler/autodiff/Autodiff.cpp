@@ -21,6 +21,7 @@ public:
     tg.useMomentum =
         cfg.optimizer != OptimizerKind::SGD || cfg.momentum != 0.0f;
     tg.precision = cfg.precision;
+    tg.clipGradNorm = cfg.clipGradNorm;
     tg.valueBlock.assign(g.values.size(), -1);
     tg.gradBlock.assign(g.values.size(), -1);
     tg.weightCopyBlock.assign(g.values.size(), -1);

@@ -40,6 +40,8 @@ struct TrainingConfig {
   OptimizerKind optimizer = OptimizerKind::SGD;
   /// The storage and arithmetic of every block (TaskGraph.h).
   Precision precision = Precision::FP32;
+  /// Clip gradients to this global norm before every update (0: never).
+  double clipGradNorm = 0;
   /// Data parallelism: the graph is built for one rank (the model imported
   /// at its slice of the batch); sharding sizes its weight-side blocks.
   DataParallel dp;

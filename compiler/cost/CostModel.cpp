@@ -279,6 +279,9 @@ CostTable buildCostTable(const CostModel &m, const TaskGraph &tg, int64_t b) {
                                         : m.device().hostAdamRate();
   table.nvmeReadBytesPerSecond = m.device().nvmeReadBandwidth;
   table.nvmeWriteBytesPerSecond = m.device().nvmeWriteBandwidth;
+  table.deviceBytesPerSecond = m.device().memoryBandwidth;
+  table.hostBytesPerSecond = m.device().hostMemoryBandwidth;
+  table.launchSeconds = m.device().launchSeconds;
   table.collective = collectiveCost(m.device(), tg.dp);
   table.tasks.resize(tg.tasks.size());
   for (TaskId t = 0; t < static_cast<TaskId>(tg.tasks.size()); ++t) {

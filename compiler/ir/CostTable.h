@@ -65,6 +65,10 @@ struct CostTable {
   /// The NVMe drive's rates (bytes/s) for optimizer state homed there; 0
   /// where the device states none, and then nothing may be homed there.
   double nvmeReadBytesPerSecond = 0, nvmeWriteBytesPerSecond = 0;
+  /// Device memory's and the host's DRAM's rates (bytes/s) and one kernel
+  /// launch, for the passes over every gradient that clipping adds.
+  double deviceBytesPerSecond = 0, hostBytesPerSecond = 0;
+  double launchSeconds = 0;
 
   double copyOutSeconds(int64_t bytes) const {
     return copyLatencySeconds + static_cast<double>(bytes) / d2hBytesPerSecond;
@@ -83,6 +87,28 @@ struct CostTable {
     double io = static_cast<double>(nvme) / nvmeReadBytesPerSecond +
                 static_cast<double>(nvme) / nvmeWriteBytesPerSecond;
     return std::max(compute, io);
+  }
+  /// Gradient clipping by global norm (TaskGraph::clipGradNorm): after
+  /// the rounds every gradient is read once for its norm and scaled in
+  /// place (read and written) where it lives, the GPU's by two multi-tensor
+  /// launches with a copy of the sums between, the host's by its cores; 0
+  /// when the plan does not clip. The parts on the GPU and the host run one
+  /// after the other (the norm joins them).
+  double gradientClipSeconds(const TaskGraph &tg) const {
+    if (!(tg.clipGradNorm > 0))
+      return 0;
+    int64_t gpu = 0, host = 0;
+    for (BlockId b = 0; b < static_cast<BlockId>(tg.blocks.size()); ++b) {
+      if (tg.blocks[b].kind != BlockKind::WeightGrad)
+        continue;
+      (tg.homeOf(b) == Tier::Gpu ? gpu : host) += tg.blocks[b].bytesAt(1);
+    }
+    auto over = [](int64_t bytes, double rate) {
+      return bytes > 0 && rate > 0 ? 3.0 * static_cast<double>(bytes) / rate
+                                   : 0.0;
+    };
+    return over(gpu, deviceBytesPerSecond) + over(host, hostBytesPerSecond) +
+           (gpu > 0 ? 2.0 * launchSeconds + copyLatencySeconds : 0.0);
   }
   const AlgoCost &fastest(TaskId t) const { return tasks[t].front(); }
   const AlgoCost &baseline(TaskId t) const {

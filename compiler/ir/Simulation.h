@@ -19,6 +19,9 @@ struct Simulation {
   double roundSeconds = 0;     // one full sub-batch
   double lastRoundSeconds = 0; // the last, possibly smaller, sub-batch
   double updateSeconds = 0;
+  /// Of the update section: gradient clipping's norm and scaling
+  /// (CostTable::gradientClipSeconds), before any update starts.
+  double clipSeconds = 0;
   double iterationSeconds = 0;
   double stallSeconds = 0;     // per iteration: compute idle, waiting on copies
   double computeSeconds = 0;   // per iteration: compute stream busy

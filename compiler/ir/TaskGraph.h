@@ -217,6 +217,10 @@ struct TaskGraph {
   OptimizerKind optimizer = OptimizerKind::SGD;
   bool useMomentum = true; // a first-moment buffer per weight
   Precision precision = Precision::FP32;
+  /// Gradient clipping by global norm (torch's clip_grad_norm_) at this
+  /// maximum norm; 0 when the plan does not clip. Every update then waits
+  /// for the norm over every gradient, so none starts inside the rounds.
+  double clipGradNorm = 0;
   std::vector<Block> blocks;
   std::vector<Task> tasks;
   BlockId inputBlock = -1, labelBlock = -1, lossBlock = -1;

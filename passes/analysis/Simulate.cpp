@@ -74,12 +74,12 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
 /// The host's updates, one tensor after another on its cores, each from
 /// when it may start: its ready event in the last round (which starts at
 /// `lastStart` into the iteration), else the end of the rounds at
-/// `roundsEnd`. Fills their start and end in `upd` (relative to the
-/// rounds' end) and returns when the host is done, from the iteration's
-/// start.
+/// `roundsEnd` and the gradient clipping's `clip` seconds after it. Fills
+/// their start and end in `upd` (relative to the rounds' end) and returns
+/// when the host is done, from the iteration's start.
 double hostTimes(const TaskGraph &tg, const Plan &plan, const CostTable &costs,
                  const RoundTimes &lastRound, double lastStart,
-                 double roundsEnd, RoundTimes &upd) {
+                 double roundsEnd, double clip, RoundTimes &upd) {
   double hostFree = 0;
   for (size_t i = 0; i < plan.update.size(); ++i) {
     const Instr &in = plan.update[i];
@@ -88,7 +88,7 @@ double hostTimes(const TaskGraph &tg, const Plan &plan, const CostTable &costs,
     double ready =
         in.event >= 0 && in.event < (EventId)lastRound.eventTime.size()
             ? lastStart + lastRound.eventTime[in.event]
-            : roundsEnd;
+            : roundsEnd + clip;
     double start = std::max(hostFree, ready);
     const Task &t = tg.tasks[in.task];
     hostFree = start + costs.hostUpdateSeconds(updatedParams(tg, t),
@@ -110,13 +110,23 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   RoundTimes fullRound = roundAt(full);
   RoundTimes lastRound = last ? roundAt(*last) : fullRound;
   RoundTimes upd = replay(tg, plan, plan.update, full);
+  // Clipping's norm over every gradient comes first: the device's updates
+  // start after it.
+  const double clip = full.gradientClipSeconds(tg);
+  for (size_t i = 0; i < upd.start.size(); ++i)
+    if (!plan.update[i].onHost) {
+      upd.start[i] += clip;
+      upd.end[i] += clip;
+    }
+  upd.seconds += clip;
   int64_t k = plan.numSubBatches;
   const double lastStart = (k - 1) * fullRound.seconds;
   const double roundsEnd = lastStart + lastRound.seconds;
   const double hostEnd =
-      hostTimes(tg, plan, full, lastRound, lastStart, roundsEnd, upd);
+      hostTimes(tg, plan, full, lastRound, lastStart, roundsEnd, clip, upd);
   sim.roundSeconds = fullRound.seconds;
   sim.lastRoundSeconds = lastRound.seconds;
+  sim.clipSeconds = clip;
   sim.updateSeconds = std::max(upd.seconds, hostEnd - roundsEnd);
   sim.iterationSeconds = roundsEnd + sim.updateSeconds;
   sim.stallSeconds = (k - 1) * fullRound.stall + lastRound.stall;

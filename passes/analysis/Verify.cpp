@@ -482,6 +482,13 @@ llvm::Error Verifier::runOnHost(const Instr &in, const Task &t) {
                                          "content");
   if (in.event < -1)
     return fail("structure", "a host update's event is out of range");
+  if (in.event >= 0 && (tg.clipGradNorm > 0 || tg.precision == Precision::FP16))
+    return fail("home", "starts inside the rounds, but every update waits "
+                        "for the gradients' " +
+                            std::string(tg.clipGradNorm > 0
+                                            ? "global norm (clipping)"
+                                            : "check for non-finite values "
+                                              "(fp16)"));
   if (in.event >= 0) {
     // Started inside the last round: after every copy of the weight's
     // blocks there, the final gradient's copy home among them.

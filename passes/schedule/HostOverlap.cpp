@@ -49,7 +49,8 @@ private:
 } // namespace
 
 int32_t overlapHostUpdates(const TaskGraph &tg, Plan &plan) {
-  if (tg.homes.empty() || tg.precision == Precision::FP16)
+  if (tg.homes.empty() || tg.precision == Precision::FP16 ||
+      tg.clipGradNorm > 0)
     return 0;
   const RoundOrder order(plan.round, plan.numEvents);
   // Per block, the round's copies of it, in list order.

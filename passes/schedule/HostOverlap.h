@@ -15,8 +15,10 @@
 // update's Instr::event names the event; every other host update keeps
 // event -1 and starts once the rounds are over. Host updates move to the end
 // of the update list, in the order they become ready. Plans without host
-// homes, and fp16 programs (whose loss scaling decides only after the whole
-// backward pass whether any update runs), are left unchanged.
+// homes, fp16 programs (whose loss scaling decides only after the whole
+// backward pass whether any update runs) and programs that clip gradients
+// (whose every update scales by the norm over all of them) are left
+// unchanged.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_PASSES_SCHEDULE_HOSTOVERLAP_H

@@ -46,6 +46,11 @@ struct PlanRequest {
   int64_t libraryReserve = 0;
   int64_t batch = 0;
   int64_t forcedSubBatch = 0; // 0: the policy chooses
+  /// Gradient accumulation (--accumulate): the batch is this many
+  /// micro-batches of forcedSubBatch samples per optimizer step, each
+  /// normalized by its own statistics, as PyTorch's accumulation computes
+  /// them (subBatchStatistics is then set). 1: none.
+  int32_t accumulate = 1;
   /// Allow sub-batches smaller than the batch in a model whose operators
   /// compute statistics over the batch (BatchNorm): each sub-batch is then
   /// normalized by its own statistics, which is not what the model

@@ -515,6 +515,10 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
           tg.tasks[t].kind == TaskKind::Loss)
         forward += lastTable.fastest(t).seconds;
   out.seconds = std::max(rounds + update, beforeLast + forward + hostUpdate);
+  // Clipping reads every gradient once they are all final, and every
+  // update waits for the norm (HostOverlap.h leaves such programs alone).
+  if (const double clip = full.gradientClipSeconds(tg); clip > 0)
+    out.seconds = rounds + clip + std::max(update, hostUpdate);
   // An fp16 program's loss scale decides only after the last round whether
   // any update runs, so no host update starts before the rounds end
   // (HostOverlap.h leaves such programs alone).

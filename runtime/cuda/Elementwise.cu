@@ -574,7 +574,7 @@ void Exec::adam(int32_t id) {
   if (id < 0 || id >= (int32_t)wInfo.size() || !impl->g[id] || !impl->m[id] ||
       !impl->v[id])
     fatal("weight " + std::to_string(id) + " has no Adam state to update");
-  const AdamParams p = adamParams();
+  const AdamParams p = adamParams(id);
   // Sharded, this rank updates its slice (docs/data-parallel.md).
   auto [lo, hi] = prog.shard >= 1
                       ? comm->mySlice(wInfo[id].count)
@@ -596,8 +596,8 @@ void Exec::sgd(int32_t id) {
                       : std::pair<int64_t, int64_t>{0, wInfo[id].count};
   int64_t count = hi - lo;
   cuda::launch<SgdKernel>(gridFor(count), impl->compute(), impl->stateRead(),
-                          count, lr, momentum, weightDecay, firstIteration,
-                          impl->w[id] + lo, impl->g[id] + lo,
+                          count, lr, momentum, weightDecayOf(id),
+                          firstIteration, impl->w[id] + lo, impl->g[id] + lo,
                           useBuf ? impl->m[id] + lo : nullptr);
   impl->done(*this, "sgd kernel");
   impl->copyStale[id] = true;

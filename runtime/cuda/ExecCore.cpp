@@ -338,6 +338,8 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     // as it does not count cuDNN's handle either.
     MEMFIT_CHECK(cudaMalloc(&im.nonFinite, sizeof(int)));
   }
+  if (info.clipGradNorm > 0 && !wInfo.empty())
+    MEMFIT_CHECK(cudaMalloc(&im.gradNorms, wInfo.size() * sizeof(float)));
   for (const HostSlot &s : slotInfo)
     im.slots.push_back(hostAlloc(*this, slotBytes(s, info.subBatch)));
   // Host memory, not the device's: two of each so that the next batch is
@@ -360,6 +362,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
         std::make_unique<host::HostOptimizer>(host::defaultHostThreads());
   cuda::initGraphs(*this, im);
   cuda::initUpdateTable(*this, im);
+  if (info.clipGradNorm > 0 && im.updateTableBytes > 0)
+    MEMFIT_CHECK(cudaMalloc(&im.chunkSquares, im.updateTableBytes /
+                                                  sizeof(cuda::UpdateChunk) *
+                                                  sizeof(double)));
   // The zero fills ran on the legacy stream, which the non-blocking
   // streams do not wait for.
   MEMFIT_CHECK(cudaDeviceSynchronize());
@@ -393,6 +399,10 @@ Exec::~Exec() {
       cudaEventDestroy(ev);
   if (im.nonFinite)
     cudaFree(im.nonFinite);
+  if (im.gradNorms)
+    cudaFree(im.gradNorms);
+  if (im.chunkSquares)
+    cudaFree(im.chunkSquares);
   // Device tensors are pieces of the pool; host-homed ones are their own.
   auto release = [&](size_t id, void *p) {
     if (p && id < wInfo.size() && wInfo[id].home == Home::Host)

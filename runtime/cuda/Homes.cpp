@@ -160,8 +160,8 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   }
   if (p.optimizer == Optimizer::SGD) {
     const bool useBuf = p.hasMomentum && x.momentum != 0;
-    const host::SgdParams sgd{x.lr, useBuf ? x.momentum : 0.0f, x.weightDecay,
-                              x.firstIteration};
+    const host::SgdParams sgd{x.lr, useBuf ? x.momentum : 0.0f,
+                              x.weightDecayOf(id), x.firstIteration};
     if (useBuf && wi.stateOnNvme)
       at.m = im.nvme.m[id];
     if (at.w >= 0 || at.m >= 0)
@@ -173,10 +173,10 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   } else if (wi.stateOnNvme) {
     at.m = im.nvme.m[id];
     at.v = im.nvme.v[id];
-    im.hostOpt->submitAdamNvme(x.adamParams(), count, w, im.g[id],
+    im.hostOpt->submitAdamNvme(x.adamParams(id), count, w, im.g[id],
                                *im.nvme.store, at, out);
   } else {
-    im.hostOpt->submitAdam(x.adamParams(), count, w, im.g[id], im.m[id],
+    im.hostOpt->submitAdam(x.adamParams(id), count, w, im.g[id], im.m[id],
                            im.v[id]);
   }
 }

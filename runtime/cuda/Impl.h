@@ -268,7 +268,7 @@ static_assert(kBnPartialsOffset % 16 == 0, "partials are 16-byte aligned");
 /// (m and v null where not planned), and how many floats from there.
 struct UpdateChunk {
   float *w;
-  const float *g;
+  float *g; // written only by gradient clipping (ScaleMultiKernel)
   float *m, *v;
   int64_t count;
 };
@@ -406,6 +406,12 @@ struct Exec::Impl {
   uint16_t *input16[kBatchBuffers] = {nullptr, nullptr};
   /// fp16 loss scaling: one flag set by any non-finite unscaled gradient.
   int *nonFinite = nullptr;
+  /// Gradient clipping (MultiTensor.cu): each weight's gradient norm by
+  /// cuBLAS where there is no update table (numWeights floats), else each
+  /// table chunk's sum of squares (a double per chunk); bytes the plan
+  /// does not count, as nonFinite.
+  float *gradNorms = nullptr;
+  double *chunkSquares = nullptr;
 
   // --- weights homed on the host (Homes.cpp) ---
   /// Made when a weight is homed on the host: its w, g, m, v and wCopy are

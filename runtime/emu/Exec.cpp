@@ -363,7 +363,7 @@ static std::pair<int64_t, int64_t> updated(Exec &x, int64_t count) {
 }
 
 void Exec::adam(int32_t id) {
-  const AdamParams p = adamParams();
+  const AdamParams p = adamParams(id);
   auto [lo, hi] = updated(*this, static_cast<int64_t>(impl->w[id].size()));
   rt::adamUpdate(p, hi - lo, impl->w[id].data() + lo, impl->g[id].data() + lo,
                  impl->m[id].data() + lo, impl->v[id].data() + lo);
@@ -372,7 +372,7 @@ void Exec::adam(int32_t id) {
 void Exec::sgd(int32_t id) {
   bool useBuf = prog.hasMomentum && momentum != 0;
   auto [lo, hi] = updated(*this, static_cast<int64_t>(impl->w[id].size()));
-  rt::sgdUpdate(hi - lo, lr, momentum, weightDecay, firstIteration,
+  rt::sgdUpdate(hi - lo, lr, momentum, weightDecayOf(id), firstIteration,
                 impl->w[id].data() + lo, impl->g[id].data() + lo,
                 useBuf ? impl->m[id].data() + lo : nullptr);
   impl->copyStale[id] = true;

@@ -99,7 +99,8 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   if (im.hostPending[id])
     x.fatal(std::string("weight '") + wInfo[id].onnxName +
             "' is updated twice in one iteration");
-  const float lr = x.lr, momentum = x.momentum, weightDecay = x.weightDecay;
+  const float lr = x.lr, momentum = x.momentum,
+              weightDecay = x.weightDecayOf(id);
   const bool firstIteration = x.firstIteration;
   const int64_t count = wInfo[id].count;
   const WeightInfo &wi = wInfo[id];
@@ -135,12 +136,12 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   } else if (wi.stateOnNvme) {
     at.m = im.nvme.m[id];
     at.v = im.nvme.v[id];
-    im.hostOpt->submitAdamNvme(x.adamParams(), count, w, im.g[id].data(),
+    im.hostOpt->submitAdamNvme(x.adamParams(id), count, w, im.g[id].data(),
                                *im.nvme.store, at, out);
   } else {
     // NvmeState::open refuses a stored master with state in memory.
     assert(!wi.masterOnNvme && "a stored master streams with its state");
-    im.hostOpt->submitAdam(x.adamParams(), count, w, im.g[id].data(),
+    im.hostOpt->submitAdam(x.adamParams(id), count, w, im.g[id].data(),
                            im.m[id].data(), im.v[id].data());
   }
   im.hostPending[id] = true;

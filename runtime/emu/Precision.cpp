@@ -10,6 +10,7 @@
 // products are rounded to TF32 first, what a tensor core reads.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/GradClip.h"
 #include "runtime/emu/EmuImpl.h"
 #include "runtime/kernels/Rounding.h"
 
@@ -79,6 +80,32 @@ float *Exec::weightCopy(int32_t id) {
     impl->copyStale[id] = false;
   }
   return c.data();
+}
+
+float Exec::clipGradients(float maxNorm) {
+  impl->settle();
+  auto slice = [&](size_t id) {
+    const auto count = static_cast<int64_t>(impl->g[id].size());
+    return prog.shard >= 1 ? comm->mySlice(count)
+                           : std::pair<int64_t, int64_t>{0, count};
+  };
+  std::vector<float> norms(wInfo.size(), 0.0f);
+  for (size_t id = 0; id < wInfo.size(); ++id)
+    if (!impl->g[id].empty()) {
+      auto [lo, hi] = slice(id);
+      norms[id] = l2Norm(impl->g[id].data() + lo, hi - lo);
+    }
+  const float norm = globalNorm(norms.data(), norms.size(), *comm, prog.shard);
+  const float coef = clipCoefficient(maxNorm, norm);
+  for (size_t id = 0; id < wInfo.size(); ++id) {
+    std::vector<float> &g = impl->g[id];
+    if (g.empty())
+      continue;
+    auto [lo, hi] = slice(id);
+    for (int64_t i = lo; i < hi; ++i)
+      g[i] *= coef;
+  }
+  return norm;
 }
 
 bool Exec::unscaleGradients() {

@@ -6,10 +6,15 @@ of the zoo's ONNX file by name, trained in float64 with SGD (or AdamW),
 and compared
 with a memfit trainer's losses and trained weights.
 
-usage: zoo_llm_reference.py gpt2|llama MODEL.onnx X.npy Y.npy --heads H
+usage: zoo_llm_reference.py gpt2|llama MODEL.onnx [X.npy Y.npy] --heads H
          [--kv-heads K] --batch B --iterations N --lr F --momentum F
          --weight-decay F --losses TRAINER_LOG --trained TRAINED.onnx
          [--tol T] [--optimizer sgd|adamw] [--beta1 F] [--beta2 F] [--eps F]
+         [--clip-grad-norm F] [--no-decay REGEX|auto] [--accumulate N]
+         [--tokens FILE --seq-len T [--token-order random|sequential]
+          [--token-dtype uint16|uint32] [--seed S]]
+With --tokens the batches are the trainer's windows of the token file,
+drawn as runtime/TokenStream.h says, written again here.
 Exit 0 when the losses and every weight agree within T (relative to the
 weight's largest magnitude) and training moved the weights; 1 otherwise.
 
@@ -138,6 +143,66 @@ def llama(W, idx, heads, kv_heads, theta=10000.0, eps=1e-5):
     return lin("lm_head.weight", rms("model.norm.weight", x))
 
 
+M64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def token_batches(args):
+    """The trainer's --tokens batches: windows of T ids (labels the next T)
+    in SampleOrder's order (no shuffle), each starting where
+    runtime/TokenStream.cpp's windowStart says."""
+    if args.tokens.endswith(".npy"):
+        tok = np.load(args.tokens).astype(np.int64)
+    else:
+        tok = np.fromfile(args.tokens, dtype=np.dtype(args.token_dtype))
+        tok = tok.astype(np.int64)
+    n, T, B = len(tok), args.seq_len, args.batch
+    count = (n - 1) // T
+    cursor, epoch = 0, 0
+    for _ in range(args.iterations):
+        if cursor + B > count:
+            cursor, epoch = 0, epoch + 1
+        xs, ys = [], []
+        for s in range(cursor, cursor + B):
+            if args.token_order == "random":
+                h = splitmix64(splitmix64(splitmix64(args.seed) ^ epoch) ^ s)
+                start = h % (n - T)
+            else:
+                start = s * T
+            xs.append(tok[start:start + T])
+            ys.append(tok[start + 1:start + T + 1])
+        cursor += B
+        yield torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
+
+
+def file_batches(args):
+    X = torch.tensor(np.load(args.x)).long()
+    Y = torch.tensor(np.load(args.y)).long()
+    for it in range(args.iterations):
+        s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
+        yield X[s:s + args.batch], Y[s:s + args.batch]
+
+
+def param_groups(W, args):
+    """torch.optim's groups for the trainer's --no-decay: by name (searched
+    as grep -E does), or auto: every parameter of rank below 2."""
+    if not args.no_decay:
+        return [{"params": list(W.values())}]
+    if args.no_decay == "auto":
+        off = {n for n, p in W.items() if p.dim() < 2}
+    else:
+        off = {n for n in W if re.search(args.no_decay, n)}
+    return [{"params": [p for n, p in W.items() if n not in off]},
+            {"params": [p for n, p in W.items() if n in off],
+             "weight_decay": 0.0}]
+
+
 def schedule(opt, args):
     """torch's scheduler for the trainer's --lr-schedule: its own class
     where one is the same schedule, else LambdaLR with the formula of
@@ -181,8 +246,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("arch", choices=["gpt2", "llama"])
     ap.add_argument("model")
-    ap.add_argument("x")
-    ap.add_argument("y")
+    ap.add_argument("x", nargs="?")
+    ap.add_argument("y", nargs="?")
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--kv-heads", type=int, default=0)
     ap.add_argument("--batch", type=int, required=True)
@@ -204,7 +269,18 @@ def main():
     ap.add_argument("--min-lr", type=float, default=None)
     ap.add_argument("--lr-step-size", type=int, default=0)
     ap.add_argument("--lr-gamma", type=float, default=0.1)
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0)
+    ap.add_argument("--no-decay", default="")
+    ap.add_argument("--tokens")
+    ap.add_argument("--seq-len", type=int, default=0)
+    ap.add_argument("--token-order", default="random",
+                    choices=["random", "sequential"])
+    ap.add_argument("--token-dtype", default="uint16")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--accumulate", type=int, default=1)
     args = ap.parse_args()
+    if bool(args.tokens) == bool(args.x and args.y):
+        ap.error("give X.npy and Y.npy, or --tokens")
 
     init = {t.name: numpy_helper.to_array(t)
             for t in onnx.load(args.model).graph.initializer}
@@ -219,29 +295,36 @@ def main():
         return 1
     W = {n: torch.tensor(init[n].copy()).to(FLOAT).requires_grad_(True)
          for n in want}
-    X = torch.tensor(np.load(args.x)).long()
-    Y = torch.tensor(np.load(args.y)).long()
+    groups = param_groups(W, args)
     if args.optimizer == "adamw":
-        opt = torch.optim.AdamW(list(W.values()), lr=args.lr,
+        opt = torch.optim.AdamW(groups, lr=args.lr,
                                 betas=(args.beta1, args.beta2), eps=args.eps,
                                 weight_decay=args.weight_decay)
     else:
-        opt = torch.optim.SGD(list(W.values()), lr=args.lr,
+        opt = torch.optim.SGD(groups, lr=args.lr,
                               momentum=args.momentum,
                               weight_decay=args.weight_decay)
     sched = schedule(opt, args)
-    losses, rates = [], []
-    for it in range(args.iterations):
-        s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
-        xb, yb = X[s:s + args.batch], Y[s:s + args.batch]
+    losses, rates, norms = [], [], []
+    batches = token_batches(args) if args.tokens else file_batches(args)
+    for xb, yb in batches:
         opt.zero_grad()
-        if args.arch == "gpt2":
-            logits = gpt2(W, xb, args.heads)
-        else:
-            logits = llama(W, xb, args.heads, args.kv_heads or args.heads)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                               yb.reshape(-1))
-        loss.backward()
+        # A PyTorch accumulation loop: N micro-batches of the step's batch,
+        # each loss divided by N before its backward pass.
+        N, step_loss = args.accumulate, 0.0
+        for xm, ym in zip(xb.chunk(N), yb.chunk(N)):
+            if args.arch == "gpt2":
+                logits = gpt2(W, xm, args.heads)
+            else:
+                logits = llama(W, xm, args.heads, args.kv_heads or args.heads)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                   ym.reshape(-1)) / N
+            loss.backward()
+            step_loss += float(loss)
+        loss = torch.tensor(step_loss)
+        if args.clip_grad_norm > 0:
+            norms.append(float(torch.nn.utils.clip_grad_norm_(
+                list(W.values()), args.clip_grad_norm)))
         rates.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
@@ -256,6 +339,19 @@ def main():
     for k, (a, b) in enumerate(zip(got, losses)):
         if abs(a - b) > args.tol * max(1.0, abs(b)):
             print(f"loss {k + 1}: trainer {a!r}, torch {b!r}")
+            return 1
+    if args.clip_grad_norm > 0:
+        printed = [float(m.group(1)) for m in
+                   re.finditer(r"^iteration \d+\s.*\bgrad norm (\S+)",
+                               open(args.losses).read(), re.M)]
+        if len(printed) != len(norms) or any(
+                abs(a - b) > args.tol * max(1.0, abs(b))
+                for a, b in zip(printed, norms)):
+            print(f"gradient norms: trainer {printed}, torch {norms}")
+            return 1
+        if not any(v > args.clip_grad_norm for v in norms):
+            print(f"no step clipped: norms {norms} all within "
+                  f"{args.clip_grad_norm}")
             return 1
     if args.lr_schedule != "constant" or args.warmup_steps:
         # The trainer prints each step's rate as the float it used.

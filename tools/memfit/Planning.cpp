@@ -125,6 +125,15 @@ Shared<std::string> ProfilePath("profile",
 const std::string PolicyHelp = policyNamesText(/*withIdeal=*/true);
 Shared<std::string> PolicyName("policy", cl::desc(PolicyHelp),
                                cl::init("memfit"));
+Shared<PositiveCount> Accumulate(
+    "accumulate",
+    cl::desc("Gradient accumulation: each optimizer step takes this many "
+             "micro-batches of --batch samples, each micro-batch's loss "
+             "divided by it, as a PyTorch loop that steps every N "
+             "backward passes (BatchNorm's statistics per micro-batch, as "
+             "there). The trainer's batch is then N x --batch samples and "
+             "its --iterations count optimizer steps. Default 1"),
+    cl::init(0));
 Shared<PositiveCount>
     SubBatch("sub-batch",
              cl::desc("Force the sub-batch size (default: chosen)"),
@@ -213,6 +222,14 @@ cl::list<std::string> FreezeRows("freeze-rows", cl::desc(kFreezeRowsHelp),
                                  cl::sub(planCommand()),
                                  cl::sub(compileCommand()),
                                  cl::sub(compareCommand()));
+Shared<Rate> ClipGradNorm(
+    "clip-grad-norm",
+    cl::desc("Clip the gradients to this global L2 norm before every update, "
+             "as torch.nn.utils.clip_grad_norm_ (the trainer's "
+             "--clip-grad-norm may change the value). Every update then "
+             "waits for the last gradient, and the plan prices the norm. "
+             "Default 0: no clipping"),
+    cl::init(0.0));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -287,6 +304,9 @@ Expected<DataParallel> dataParallelFlags() {
   return checkDataParallel(Ranks, Shard, Link, Batch);
 }
 bool quietFlag() { return Quiet; }
+int32_t accumulateFlag() {
+  return static_cast<int32_t>(std::max<int64_t>(1, Accumulate));
+}
 
 namespace {
 
@@ -300,8 +320,11 @@ Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
   if (!dp)
     return dp.takeError();
   ImportOptions io;
-  // Each rank's graph holds its slice of the global batch.
-  io.batch = Batch / dp->ranks;
+  // Each rank's graph holds its slice of the global batch, all of an
+  // optimizer step's micro-batches.
+  if (Accumulate > 1 && Batch == 0)
+    return makeError("--accumulate needs --batch, the micro-batch's size");
+  io.batch = Batch / dp->ranks * std::max<int64_t>(1, Accumulate);
   io.keepWeightData = keepWeightData;
   io.fuseAttention = fuse;
   io.constants = Constants;
@@ -347,6 +370,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.optimizer = Optimizer;
   tc.momentum = Momentum;
   tc.precision = PrecisionOpt;
+  tc.clipGradNorm = ClipGradNorm;
   tc.dp = cantFail(dataParallelFlags());
   tc.freeze = {Freeze, TrainOnly};
   s.freeze = tc.freeze;
@@ -655,6 +679,20 @@ Expected<std::string> nvmeDirectory() {
   return abs.str().str();
 }
 
+/// --accumulate N: the graph holds the step's N micro-batches; each round
+/// is one of them, normalized by its own statistics (as PyTorch's loop).
+static Error applyAccumulate(const PlanningSession &s, PlanRequest &r) {
+  if (Accumulate <= 1)
+    return Error::success();
+  if (SubBatch || Chunks)
+    return makeError("--accumulate runs each micro-batch of --batch as one "
+                     "round; give --sub-batch or --chunks without it");
+  r.accumulate = static_cast<int32_t>(Accumulate);
+  r.forcedSubBatch = s.graph.batch / r.accumulate;
+  r.subBatchStatistics = true;
+  return Error::success();
+}
+
 Expected<PlanRequest> planRequest(const PlanningSession &s) {
   PlanRequest r;
   auto reserve = libraryReserve(s);
@@ -674,6 +712,8 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
   r.forcedSubBatch = SubBatch;
   r.forcedChunks = static_cast<int32_t>(Chunks);
   r.subBatchStatistics = SubBatchStatistics;
+  if (auto err = applyAccumulate(s, r))
+    return std::move(err);
   r.bound = Bound;
   r.refine = Refine;
   r.order = Order;
@@ -717,6 +757,8 @@ Expected<PlanRequest> compareRequest(const PlanningSession &s) {
   r.forcedSubBatch = SubBatch;
   r.forcedChunks = static_cast<int32_t>(Chunks);
   r.subBatchStatistics = SubBatchStatistics;
+  if (auto err = applyAccumulate(s, r))
+    return std::move(err);
   r.order = Order;
   r.forcedOrder = Order.getNumOccurrences() > 0;
   r.inPlace = InPlace;

@@ -74,6 +74,8 @@ constexpr size_t kLargeTaskCount = 5000;
 Progress makeProgress();
 /// True under --quiet: print nothing but errors (and what --json asks for).
 bool quietFlag();
+/// --accumulate: micro-batches per optimizer step (1 when not given).
+int32_t accumulateFlag();
 
 /// --fuse-attention: choose (plan and compile; compare fuses), always
 /// fused, or as the model writes it.

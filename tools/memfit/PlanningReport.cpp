@@ -47,6 +47,7 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   c.trainOnly = s.freeze.trainOnly;
   c.freeze = s.freeze.freeze;
   c.exact = o.exact;
+  c.accumulate = accumulateFlag();
   c.boundSeconds = o.bound ? o.bound->seconds : 0;
   c.spaceBoundSeconds = o.spaceBoundSeconds;
   c.boundWhy = o.boundWhy;

@@ -1,0 +1,85 @@
+//===- TokenStream.h - A flat token file, memory-mapped ---------*- C++ -*-===//
+//
+// The trainer's --tokens: a language-model corpus as one flat array of
+// token ids, as nanoGPT's prepare scripts write train.bin (raw
+// little-endian uint16, or uint32 with --token-dtype) or a 1-D .npy of
+// uint8, uint16, uint32, int32 or int64. The file is mapped, not read: a
+// corpus far larger than host memory trains with the pages the windows
+// touch. Each sample is a window of T tokens and its labels the next T.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_TOKENSTREAM_H
+#define MEMFIT_RUNTIME_TOKENSTREAM_H
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace memfit::rt {
+
+class TokenStream {
+public:
+  /// Maps `path`; a raw file holds `rawDtype` ("uint16" or "uint32")
+  /// values. Null with `err` naming the file when it cannot be used.
+  static std::unique_ptr<TokenStream>
+  open(const std::string &path, const std::string &rawDtype, std::string &err);
+  ~TokenStream();
+  TokenStream(const TokenStream &) = delete;
+  TokenStream &operator=(const TokenStream &) = delete;
+
+  int64_t size() const { return count; }
+  int64_t at(int64_t i) const {
+    const unsigned char *p = data + i * width;
+    switch (kind) {
+    case Kind::U8:
+      return p[0];
+    case Kind::U16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case Kind::U32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case Kind::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case Kind::I64:
+      break;
+    }
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  /// The first position whose id is outside [0, limit), or -1.
+  int64_t firstOutside(int64_t limit) const;
+  /// The file's values as numpy names them ("uint16").
+  const char *dtypeName() const;
+
+private:
+  enum class Kind { U8, U16, U32, I32, I64 };
+  TokenStream() = default;
+  void *map = nullptr;
+  size_t mapBytes = 0;
+  const unsigned char *data = nullptr;
+  int64_t count = 0;
+  int64_t width = 2;
+  Kind kind = Kind::U16;
+};
+
+/// Where sample window `s` of epoch `epoch` starts in a stream of n
+/// tokens, windows of T (plus the last label): sequential windows are
+/// tokens [s*T, (s+1)*T]; random ones start at a position drawn from a
+/// counter-based hash of (seed, epoch, s) in [0, n - T), so a resumed run
+/// draws the windows an uninterrupted one does without saving any state.
+int64_t windowStart(int64_t s, uint64_t epoch, int64_t n, int64_t T,
+                    bool random, uint64_t seed);
+
+} // namespace memfit::rt
+
+#endif

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The trainer as a language-model recipe uses it, on the CPU emulation:
+# gpt2-tiny trained from a flat token file (nanoGPT's raw uint16 train.bin,
+# random windows; a 1-D .npy, sequential windows), gradients clipped by
+# global norm (memfit's and the trainer's --clip-grad-norm), gradient
+# accumulation over micro-batches (memfit's --accumulate), no weight
+# decay on biases and norms (--no-decay auto, and by name), with a cosine
+# warm-up, against the same in PyTorch (float64, clip_grad_norm_, two
+# parameter groups, the same windows): losses, printed gradient norms and
+# weights within 1e-5. A plan with weights homed on the host clips too
+# (its host updates wait for the norm). A run killed mid-way resumes to
+# the uninterrupted run's weights bit for bit. Bad token files and flags
+# are refused before the first step, naming the file, position or flag.
+set -u
+MEMFIT=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=lib/trainer.bash
+source "$SRC/tests/cli/lib/trainer.bash"
+if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+  echo "train_recipe: SKIPPED: $PY cannot import torch and onnx"
+  exit 0
+fi
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+"$MEMFIT" zoo gpt2-tiny -o g.onnx >/dev/null || fail "zoo gpt2-tiny"
+"$PY" - <<'PYEOF' || fail "cannot write data"
+import numpy as np
+r = np.random.default_rng(11)
+np.array(r.integers(0, 61, 3000), dtype=np.uint16).tofile("train.bin")
+np.save("val.npy", r.integers(0, 61, 700).astype(np.int64))
+bad = r.integers(0, 61, 700).astype(np.uint16)
+bad[517] = 61
+bad.tofile("bad.bin")
+np.save("grid.npy", r.integers(0, 61, (20, 16)).astype(np.uint16))
+PYEOF
+head -c 1001 train.bin >odd.bin
+
+# The plan knows the updates wait for the norm; it says so and prices it.
+"$MEMFIT" plan g.onnx --batch 4 --budget 100% --optimizer adamw \
+  --clip-grad-norm 1 --refine=false -o planned >plan.txt ||
+  fail "plan with clipping"
+grep -q "gradients clipped to global norm 1" plan.txt ||
+  { cat plan.txt; fail "the summary does not say the plan clips"; }
+"$PY" -c "import json,sys; c=json.load(open('planned/plan.json'))['clip_grad_norm']; sys.exit(not (c['max_norm'] == 1 and c['seconds'] > 0))" ||
+  fail "plan.json lacks clip_grad_norm"
+"$MEMFIT" report planned/plan.json --layers 0 | grep -q "clipped to global norm 1" ||
+  fail "memfit report does not read the clipping back"
+
+build_trainer adamw g.onnx --batch 4 --budget 100% --optimizer adamw \
+  --clip-grad-norm 1 --refine=false
+build_trainer sgd g.onnx --batch 4 --budget 100% --optimizer sgd \
+  --clip-grad-norm 0.5 --refine=false
+build_trainer plain g.onnx --batch 4 --budget 100% --optimizer adamw \
+  --refine=false
+# Two micro-batches of 2 per optimizer step: one round each.
+"$MEMFIT" plan g.onnx --batch 2 --accumulate 2 --budget 100% \
+  --optimizer adamw --refine=false >acc_plan.txt || fail "plan --accumulate"
+grep -q "^batch    2 sub-batches of 2" acc_plan.txt &&
+  grep -q "gradient accumulation (--accumulate 2): each optimizer step takes 2 micro-batches of 2" acc_plan.txt ||
+  { cat acc_plan.txt; fail "the plan does not run one round per micro-batch"; }
+build_trainer accumulate g.onnx --batch 2 --accumulate 2 --budget 100% \
+  --optimizer adamw --clip-grad-norm 1 --refine=false
+
+check() { # name optimizer trainer-and-reference-flags...
+  local name=$1 opt=$2
+  shift 2
+  ./$opt/build/trainer --iterations 8 --log-every 1 "$@" \
+    --save $name.onnx >$name.log 2>&1 || { cat $name.log; fail "train $name"; }
+  "$PY" "$SRC/tests/e2e/zoo_llm_reference.py" gpt2 g.onnx --heads 4 \
+    --batch 4 --iterations 8 --optimizer $opt "$@" --losses $name.log \
+    --trained $name.onnx --tol 1e-5 >$name.ref 2>&1 ||
+    { cat $name.ref; fail "$name disagrees with torch"; }
+  echo "$name vs torch: $(cat $name.ref)"
+}
+# Adam's eps at 1e-3: gpt2's attention key bias has a zero true gradient,
+# whose rounding noise eps 1e-8 would scale to whole steps.
+NANO=(--tokens train.bin --seq-len 16 --lr 0.01 --eps 1e-3
+  --weight-decay 0.1 --no-decay auto --lr-schedule cosine --warmup-steps 2
+  --min-lr 0.001)
+check nano adamw "${NANO[@]}" --clip-grad-norm 1
+# The trainer's value overrides the plan's (0.3 clips more steps).
+check tighter adamw "${NANO[@]}" --clip-grad-norm 0.3
+check sequential sgd --tokens val.npy --seq-len 16 --token-order sequential \
+  --lr 0.05 --momentum 0.9 --weight-decay 0.01 --no-decay 'ln_|bias' \
+  --clip-grad-norm 0.5
+# The trainer's batch is the step's 4 samples; torch steps every second
+# backward pass of 2, each loss halved.
+./accumulate/build/trainer --iterations 8 --log-every 1 "${NANO[@]}" \
+  --clip-grad-norm 1 --save acc.onnx >acc.log 2>&1 ||
+  { cat acc.log; fail "train accumulate"; }
+"$PY" "$SRC/tests/e2e/zoo_llm_reference.py" gpt2 g.onnx --heads 4 \
+  --batch 4 --accumulate 2 --iterations 8 --optimizer adamw "${NANO[@]}" \
+  --clip-grad-norm 1 --losses acc.log --trained acc.onnx --tol 1e-5 \
+  >acc.ref 2>&1 || { cat acc.ref; fail "accumulate disagrees with torch"; }
+echo "accumulate vs torch: $(cat acc.ref)"
+grep -q "weight decay: none for 18 of 28 trained weights (--no-decay auto)" \
+  nano.log || fail "nano: the exempt weights are not counted"
+grep -q "tokens: train.bin, 3000 uint16 ids mapped, random windows of 16" \
+  nano.log || fail "nano: the token stream is not described"
+
+# Homed on the host: the host's updates wait for the norm too.
+homed=""
+for budget in 30% 40% 50% 60% 70%; do
+  rm -rf homed
+  "$MEMFIT" compile g.onnx --batch 4 --sub-batch 2 --optimizer adamw \
+    --device h100-sxm --budget $budget --host-budget 1GiB \
+    --clip-grad-norm 1 -o homed --quiet 2>/dev/null || continue
+  grep -q "Home::Host" homed/src/main.cpp && { homed=$budget; break; }
+done
+[ -n "$homed" ] || fail "no budget homes weights on the host"
+cat homed/src/round_*.cpp | grep -q "x.hostReady(" &&
+  fail "homed: a host update starts inside the round of a clipping plan"
+cmake -S homed -B homed/build -DMEMFIT_BACKEND=cpu >homed/cmake.log 2>&1 &&
+  cmake --build homed/build -j 2 >homed/build.log 2>&1 ||
+  { tail -30 homed/build.log; fail "build homed"; }
+./homed/build/trainer --iterations 8 --log-every 1 "${NANO[@]}" \
+  --clip-grad-norm 1 --save homed.onnx >homed.log 2>&1 ||
+  { cat homed.log; fail "train homed"; }
+"$PY" "$SRC/tests/e2e/zoo_llm_reference.py" gpt2 g.onnx --heads 4 \
+  --batch 4 --iterations 8 --optimizer adamw "${NANO[@]}" \
+  --clip-grad-norm 1 --losses homed.log --trained homed.onnx --tol 1e-5 \
+  >homed.ref 2>&1 || { cat homed.ref; fail "homed disagrees with torch"; }
+echo "homed at $homed vs torch: $(cat homed.ref)"
+
+# Killed after step 5 of 8 (its last checkpoint at step 4) and resumed:
+# the random windows, the clipping and the schedule follow the step.
+RUN=(--iterations 8 "${NANO[@]}" --clip-grad-norm 1)
+./adamw/build/trainer "${RUN[@]}" --save whole.onnx >whole.log ||
+  fail "train whole"
+MEMFIT_KILL_AFTER_ITERATION=5 bash -c './adamw/build/trainer "$@"; exit $?' \
+  trainer "${RUN[@]}" --checkpoint ck --checkpoint-every 4 >killed.log 2>&1
+rc=$?
+[ $rc -eq 137 ] || fail "the killed trainer exited $rc, not by SIGKILL"
+./adamw/build/trainer "${RUN[@]}" --checkpoint ck --resume \
+  --save resumed.onnx >resumed.log || fail "resume"
+grep -q "resumed from ck at iteration 4" resumed.log ||
+  { cat resumed.log; fail "not resumed at iteration 4"; }
+cmp -s whole.onnx resumed.onnx || fail "a resumed token run trains otherwise"
+
+# Refused before any step, naming the file, position or flag.
+expect_error() { # trainer pattern trainer-args...
+  local t=$1 pattern=$2
+  shift 2
+  out=$(./$t/build/trainer "$@" 2>&1) && fail "trained with $*"
+  echo "$out" | grep -q -- "$pattern" || fail "unclear error for $*: $out"
+  echo "$out" | grep -q "^iteration" && fail "stepped before refusing $*"
+  return 0
+}
+expect_error adamw "bad.bin: token id 61 at position 517 is outside \[0, 61)" \
+  --tokens bad.bin --seq-len 16
+expect_error adamw "odd.bin: 1001 bytes is no whole number of uint16 tokens" \
+  --tokens odd.bin --seq-len 16
+expect_error adamw "grid.npy: a token file must be one-dimensional" \
+  --tokens grid.npy --seq-len 16
+expect_error adamw "--seq-len 32: this trainer's model reads sequences of 16" \
+  --tokens train.bin --seq-len 32
+expect_error adamw "--tokens needs --seq-len" --tokens train.bin
+expect_error adamw "give one of --data and --labels, --tokens, or --synthetic" \
+  --tokens train.bin --seq-len 16 --synthetic
+expect_error adamw "invalid value 'shuffled' for --token-order" \
+  --tokens train.bin --seq-len 16 --token-order shuffled
+expect_error adamw "--no-decay 'nothing_here' matches none of the 28" \
+  --synthetic --no-decay nothing_here
+expect_error adamw "--no-decay: '(ln' is not a regular expression" \
+  --synthetic --no-decay '(ln'
+expect_error plain "this trainer's plan does not clip gradients" \
+  --synthetic --clip-grad-norm 1
+out=$("$MEMFIT" plan g.onnx --batch 2 --accumulate 2 --sub-batch 1 \
+  --budget 100% 2>&1) && fail "planned --accumulate with --sub-batch"
+echo "$out" | grep -q "give --sub-batch or --chunks without it" ||
+  fail "unclear error for --accumulate with --sub-batch: $out"
+out=$("$MEMFIT" plan g.onnx --accumulate 2 --budget 100% 2>&1) &&
+  fail "planned --accumulate without --batch"
+echo "$out" | grep -q "needs --batch" ||
+  fail "unclear error for --accumulate without --batch: $out"
+echo "train_recipe: token streams, clipping, accumulation and --no-decay train as torch does"
