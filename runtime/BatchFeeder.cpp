@@ -46,6 +46,39 @@ void BatchFeeder::fill(int32_t b, uint64_t at) {
     }
     return;
   }
+  if (data.xs) {
+    const MappedArray &xs = *data.xs, &ys = *data.ys;
+    const int64_t in = p.inputPerSample, out = p.labelPerSample;
+    for (int64_t i = 0; i < p.batch; ++i) {
+      const int64_t s = order.idx[at + mine + i];
+      float *dst = hx + i * in;
+      if (p.intInput) {
+        for (int64_t k = 0; k < in; ++k) {
+          const auto id = static_cast<int32_t>(xs.intAt(s * in + k));
+          std::memcpy(dst + k, &id, 4);
+        }
+      } else if (data.mean.empty()) {
+        for (int64_t k = 0; k < in; ++k)
+          dst[k] = xs.floatAt(s * in + k) * data.scale;
+      } else {
+        for (int64_t k = 0; k < in; ++k) {
+          const size_t c = static_cast<size_t>(k / data.channelSize);
+          dst[k] = (xs.floatAt(s * in + k) * data.scale - data.mean[c]) /
+                   data.std[c];
+        }
+      }
+      if (p.mseLoss) {
+        auto *dy = reinterpret_cast<float *>(hy + i * labelBytes);
+        for (int64_t k = 0; k < out; ++k)
+          dy[k] = ys.floatAt(s * out + k);
+      } else {
+        auto *dy = reinterpret_cast<int32_t *>(hy + i * labelBytes);
+        for (int64_t k = 0; k < out; ++k)
+          dy[k] = static_cast<int32_t>(ys.intAt(s * out + k));
+      }
+    }
+    return;
+  }
   for (int64_t i = 0; i < p.batch; ++i) {
     int64_t s = order.idx[at + mine + i];
     std::memcpy(hx + i * p.inputPerSample, &data.x[s * p.inputPerSample],

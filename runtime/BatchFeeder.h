@@ -12,8 +12,10 @@
 #define MEMFIT_RUNTIME_BATCHFEEDER_H
 
 #include "runtime/Exec.h"
+#include "runtime/MappedArray.h"
 #include "runtime/TokenStream.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -25,13 +27,20 @@
 
 namespace memfit::rt {
 
-/// The whole data set on the host: inputs as float, labels as int32 class
-/// ids (or floats for mse), `count` samples.
+/// The data set: `count` samples, from mapped files (xs, ys: converted as
+/// each batch is filled), a token stream, or held whole (synthetic: inputs
+/// as float, labels as int32 class ids or floats for mse).
 struct Dataset {
   int64_t count = 0;
   std::vector<float> x;
   std::vector<int32_t> y;
   std::vector<float> yf;
+  /// --data and --labels, mapped; float inputs are (v * scale - mean[c]) /
+  /// std[c], c the channel of channelSize values (no mean: v * scale).
+  std::shared_ptr<const MappedArray> xs, ys;
+  float scale = 1.0f;
+  std::vector<float> mean, std;
+  int64_t channelSize = 0;
   /// --tokens: `count` windows of seqLen tokens cut from a mapped token
   /// file as the samples come (x and y stay empty).
   std::shared_ptr<const TokenStream> tokens;
@@ -106,10 +115,19 @@ public:
   int32_t acquire() {
     const int32_t b = static_cast<int32_t>(taken++ % kBatchBuffers);
     std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return state[b] == Full; });
+    if (state[b] != Full) {
+      const auto t0 = std::chrono::steady_clock::now();
+      cv.wait(lock, [&] { return state[b] == Full; });
+      waited +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
+    }
     state[b] = InUse;
     return b;
   }
+  /// Seconds acquire waited for a batch not yet filled (the first's
+  /// included): the time the run was input-bound.
+  double waitedSeconds() const { return waited; }
   /// The iteration reading buffer b is issued.
   void release(int32_t b) {
     {
@@ -131,6 +149,7 @@ private:
   SampleOrder order;
   const uint64_t batches;
   uint64_t taken = 0; // the trainer's thread only
+  double waited = 0;  // the trainer's thread only
   std::mutex mu;
   std::condition_variable cv;
   State state[kBatchBuffers] = {Free, Free};

@@ -1,10 +1,8 @@
 //===- TokenStream.cpp - A flat token file, memory-mapped -----------------===//
 #include "runtime/TokenStream.h"
 
-#include "runtime/Npy.h"
-
+#include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,69 +25,40 @@ std::unique_ptr<TokenStream> TokenStream::open(const std::string &path,
     return nullptr;
   }
   const auto size = static_cast<int64_t>(st.st_size);
-  int64_t offset = 0;
   char magic[6] = {};
   if (size >= 6 && ::pread(fd, magic, 6, 0) == 6 &&
       std::memcmp(magic, "\x93NUMPY", 6) == 0) {
-    std::ifstream f(path, std::ios::binary);
-    NpyHeader h;
-    if (!readNpyHeader(f, size, path, h, err)) {
-      ::close(fd);
+    ::close(fd);
+    t->array = MappedArray::open(path, err);
+    if (!t->array)
       return nullptr;
-    }
-    if (h.shape.size() != 1) {
-      ::close(fd);
+    if (t->array->shape().size() != 1) {
       err = path + ": a token file must be one-dimensional, not of shape " +
-            std::to_string(h.shape.size()) + "-D";
+            std::to_string(t->array->shape().size()) + "-D";
       return nullptr;
     }
-    const std::string &d = h.descr;
-    if (d == "|u1" || d == "<u1")
-      t->kind = Kind::U8, t->width = 1;
-    else if (d == "<u2")
-      t->kind = Kind::U16, t->width = 2;
-    else if (d == "<u4")
-      t->kind = Kind::U32, t->width = 4;
-    else if (d == "<i4")
-      t->kind = Kind::I32, t->width = 4;
-    else if (d == "<i8")
-      t->kind = Kind::I64, t->width = 8;
-    else {
-      ::close(fd);
-      err = path + ": token ids of dtype '" + d +
-            "' (expected uint8, uint16, uint32, int32 or int64)";
+    if (!t->array->isInteger()) {
+      err = path + ": token ids of dtype " + t->array->typeName() +
+            " (expected an integer type)";
       return nullptr;
     }
-    offset = h.dataOffset;
-    t->count = h.count;
-    if (t->count * t->width > size - offset) {
-      ::close(fd);
-      err = path + ": truncated data (its header says " +
-            std::to_string(t->count) + " tokens)";
-      return nullptr;
-    }
-  } else {
-    if (rawDtype == "uint16")
-      t->kind = Kind::U16, t->width = 2;
-    else if (rawDtype == "uint32")
-      t->kind = Kind::U32, t->width = 4;
-    else {
-      ::close(fd);
-      err = "--token-dtype " + rawDtype + ": expected uint16 or uint32";
-      return nullptr;
-    }
-    if (size % t->width) {
-      ::close(fd);
-      err = path + ": " + std::to_string(size) +
-            " bytes is no whole number "
-            "of " +
-            rawDtype +
-            " tokens (truncated, or another dtype: see "
-            "--token-dtype)";
-      return nullptr;
-    }
-    t->count = size / t->width;
+    t->count = t->array->count();
+    return t;
   }
+  // A raw file: nanoGPT's train.bin.
+  if (rawDtype != "uint16" && rawDtype != "uint32") {
+    ::close(fd);
+    err = "--token-dtype " + rawDtype + ": expected uint16 or uint32";
+    return nullptr;
+  }
+  t->width = rawDtype == "uint16" ? 2 : 4;
+  if (size % t->width) {
+    ::close(fd);
+    err = path + ": " + std::to_string(size) + " bytes is no whole number of " +
+          rawDtype + " tokens (truncated, or another dtype: see --token-dtype)";
+    return nullptr;
+  }
+  t->count = size / t->width;
   if (size > 0) {
     t->map =
         mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
@@ -100,9 +69,7 @@ std::unique_ptr<TokenStream> TokenStream::open(const std::string &path,
       return nullptr;
     }
     t->mapBytes = static_cast<size_t>(size);
-    t->data = static_cast<const unsigned char *>(t->map) + offset;
-    // Windows are read in order within each: the kernel reads ahead.
-    madvise(t->map, t->mapBytes, MADV_NORMAL);
+    t->data = static_cast<const unsigned char *>(t->map);
   }
   ::close(fd);
   return t;
@@ -123,19 +90,9 @@ int64_t TokenStream::firstOutside(int64_t limit) const {
 }
 
 const char *TokenStream::dtypeName() const {
-  switch (kind) {
-  case Kind::U8:
-    return "uint8";
-  case Kind::U16:
-    return "uint16";
-  case Kind::U32:
-    return "uint32";
-  case Kind::I32:
-    return "int32";
-  case Kind::I64:
-    break;
-  }
-  return "int64";
+  if (array)
+    return array->typeName();
+  return width == 4 ? "uint32" : "uint16";
 }
 
 namespace {

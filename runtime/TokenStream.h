@@ -3,13 +3,15 @@
 // The trainer's --tokens: a language-model corpus as one flat array of
 // token ids, as nanoGPT's prepare scripts write train.bin (raw
 // little-endian uint16, or uint32 with --token-dtype) or a 1-D .npy of
-// uint8, uint16, uint32, int32 or int64. The file is mapped, not read: a
+// any integer type (MappedArray). The file is mapped, not read: a
 // corpus far larger than host memory trains with the pages the windows
 // touch. Each sample is a window of T tokens and its labels the next T.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_RUNTIME_TOKENSTREAM_H
 #define MEMFIT_RUNTIME_TOKENSTREAM_H
+
+#include "runtime/MappedArray.h"
 
 #include <cstdint>
 #include <cstring>
@@ -30,30 +32,15 @@ public:
 
   int64_t size() const { return count; }
   int64_t at(int64_t i) const {
-    const unsigned char *p = data + i * width;
-    switch (kind) {
-    case Kind::U8:
-      return p[0];
-    case Kind::U16: {
+    if (array)
+      return array->intAt(i);
+    if (width == 2) {
       uint16_t v;
-      std::memcpy(&v, p, 2);
+      std::memcpy(&v, data + i * 2, 2);
       return v;
     }
-    case Kind::U32: {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case Kind::I32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case Kind::I64:
-      break;
-    }
-    int64_t v;
-    std::memcpy(&v, p, 8);
+    uint32_t v;
+    std::memcpy(&v, data + i * 4, 4);
     return v;
   }
   /// The first position whose id is outside [0, limit), or -1.
@@ -62,14 +49,14 @@ public:
   const char *dtypeName() const;
 
 private:
-  enum class Kind { U8, U16, U32, I32, I64 };
   TokenStream() = default;
+  /// A .npy file; else the raw file's own mapping of width-byte ids.
+  std::unique_ptr<MappedArray> array;
   void *map = nullptr;
   size_t mapBytes = 0;
   const unsigned char *data = nullptr;
   int64_t count = 0;
   int64_t width = 2;
-  Kind kind = Kind::U16;
 };
 
 /// Where sample window `s` of epoch `epoch` starts in a stream of n

@@ -15,9 +15,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/BatchFeeder.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/DataLoad.h"
 #include "runtime/Exec.h"
 #include "runtime/Npy.h"
 #include "runtime/OnnxWeights.h"
+#include "runtime/RunLog.h"
 #include "runtime/TrainerOptions.h"
 
 #include <algorithm>
@@ -38,148 +40,6 @@
 
 namespace memfit::rt {
 namespace {
-
-/// Int32 token ids travel in the float input buffers bit for bit.
-float idAsFloat(int32_t id) {
-  float f;
-  std::memcpy(&f, &id, 4);
-  return f;
-}
-
-/// --tokens: the file mapped and checked whole before the first step (every
-/// id inside the vocabulary and the classes), windows of the model's
-/// sequence length.
-Dataset loadTokens(const Options &o, const ProgramInfo &p) {
-  if (!p.intInput || p.mseLoss || p.labelPerSample != p.inputPerSample)
-    die("--tokens is for language models, whose input is token ids and "
-        "whose labels are one class per position; this trainer's model "
-        "takes " +
-        std::string(p.intInput ? "other labels" : "float inputs") +
-        " (use --data and --labels)");
-  if (o.seqLen != p.inputPerSample)
-    die("--seq-len " + std::to_string(o.seqLen) +
-        ": this trainer's model reads sequences of " +
-        std::to_string(p.inputPerSample) +
-        " tokens (the batch's input it was compiled for)");
-  std::string err;
-  std::shared_ptr<const TokenStream> t =
-      TokenStream::open(o.tokens, o.tokenDtype, err);
-  if (!t)
-    die(err);
-  const int64_t T = o.seqLen;
-  if (t->size() < T + 1)
-    die(o.tokens + ": " + std::to_string(t->size()) +
-        " tokens, fewer than one window of " + std::to_string(T) +
-        " and its next token");
-  const int64_t limit = std::min(p.inputVocab, p.classes);
-  if (int64_t bad = t->firstOutside(limit); bad >= 0)
-    die(o.tokens + ": token id " + std::to_string(t->at(bad)) +
-        " at position " + std::to_string(bad) + " is outside [0, " +
-        std::to_string(limit) +
-        "), the model's vocabulary (is --token-dtype right?)");
-  Dataset d;
-  d.count = (t->size() - 1) / T;
-  if (d.count < p.batch * p.ranks)
-    die(o.tokens + ": " + std::to_string(t->size()) + " tokens make " +
-        std::to_string(d.count) + " windows of " + std::to_string(T) +
-        ", fewer than one batch of " + std::to_string(p.batch * p.ranks));
-  d.tokens = std::move(t);
-  d.seqLen = T;
-  d.tokenRandom = o.tokenOrderRandom;
-  d.tokenSeed = o.seed;
-  if (!o.quiet)
-    std::printf("tokens: %s, %lld %s ids mapped, %s windows of %lld "
-                "(%lld to an epoch)\n",
-                o.tokens.c_str(), (long long)d.tokens->size(),
-                d.tokens->dtypeName(), d.tokenRandom ? "random" : "sequential",
-                (long long)T, (long long)d.count);
-  return d;
-}
-
-Dataset loadData(const Options &o, const ProgramInfo &p) {
-  if (!o.tokens.empty())
-    return loadTokens(o, p);
-  Dataset d;
-  const int64_t labels = p.mseLoss ? 0 : p.labelPerSample; // per sample
-  if (o.synthetic) {
-    // One batch's worth of fixed random samples, reused every iteration, so
-    // a falling loss shows the trainer learns.
-    d.count = p.batch * p.ranks;
-    std::mt19937_64 rng(o.seed * 7919 + 17);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    d.x.resize(d.count * p.inputPerSample);
-    for (float &v : d.x)
-      v = p.intInput ? idAsFloat(static_cast<int32_t>(rng() % p.inputVocab))
-                     : nd(rng);
-    if (p.mseLoss) {
-      d.yf.resize(d.count * p.labelPerSample);
-      for (float &v : d.yf)
-        v = nd(rng);
-    } else {
-      d.y.resize(d.count * labels);
-      for (int32_t &v : d.y)
-        v = static_cast<int32_t>(rng() % p.classes);
-    }
-    return d;
-  }
-  std::string err;
-  auto x = readNpy(o.data, err);
-  if (!x)
-    die(err);
-  if (!p.intInput && x->dtype != NpyDType::F32)
-    die(o.data + ": inputs must be float32 ('<f4')");
-  if (p.intInput && x->dtype != NpyDType::I64 && x->dtype != NpyDType::I32)
-    die(o.data + ": inputs must be int64 or int32 token ids");
-  if (x->shape.empty() || x->count() % std::max<int64_t>(1, x->shape[0]) ||
-      x->count() / std::max<int64_t>(1, x->shape[0]) != p.inputPerSample)
-    die(o.data + ": each sample must have " + std::to_string(p.inputPerSample) +
-        " values (the model's input)");
-  d.count = x->shape[0];
-  if (p.intInput) {
-    std::vector<int32_t> ids = x->asInt32();
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] < 0 || ids[i] >= p.inputVocab)
-        die(o.data + ": token id " + std::to_string(ids[i]) + " at index " +
-            std::to_string(i) + " is outside [0, " +
-            std::to_string(p.inputVocab) + "), the embedding's vocabulary");
-    d.x.resize(ids.size());
-    std::transform(ids.begin(), ids.end(), d.x.begin(), idAsFloat);
-  } else {
-    d.x = x->asFloat();
-  }
-  auto y = readNpy(o.labels, err);
-  if (!y)
-    die(err);
-  if (y->shape.empty() || y->shape[0] != d.count)
-    die(o.labels + ": expected " + std::to_string(d.count) +
-        " labels, one per sample of " + o.data);
-  if (p.mseLoss) {
-    if (y->dtype != NpyDType::F32 || y->count() != d.count * p.labelPerSample)
-      die(o.labels + ": mse targets must be float32 with the output's shape");
-    d.yf = y->asFloat();
-  } else {
-    if (y->dtype != NpyDType::I64 && y->dtype != NpyDType::I32)
-      die(o.labels + ": labels must be int64 or int32 class ids");
-    if (y->count() != d.count * labels)
-      die(o.labels + (labels == 1
-                          ? std::string(": labels must be one class "
-                                        "id per sample")
-                          : ": labels must be " + std::to_string(labels) +
-                                " class ids per sample (one per "
-                                "position of the output)"));
-    d.y = y->asInt32();
-    for (int64_t i = 0; i < d.count * labels; ++i)
-      if (d.y[i] < 0 || d.y[i] >= p.classes)
-        die(o.labels + ": label " + std::to_string(d.y[i]) + " of sample " +
-            std::to_string(i / labels) + " is outside [0, " +
-            std::to_string(p.classes) + ")");
-  }
-  if (d.count < p.batch * p.ranks)
-    die(o.data + " has " + std::to_string(d.count) +
-        " samples, fewer than one batch of " +
-        std::to_string(p.batch * p.ranks));
-  return d;
-}
 
 void initWeights(Exec &x, const Options &o, const OnnxWeights &model) {
   std::mt19937_64 rng(o.seed);
@@ -515,6 +375,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
   SampleOrder order(data.count, global, o.shuffle, o.seed, st.sampleCursor,
                     st.epoch);
   IterationGraph dumped;
+  RunLog log;
+  if (!o.log.empty() && root && !log.open(o.log, o.resume, st.iteration, err))
+    die(err);
   const char *killAt = std::getenv("MEMFIT_KILL_AFTER_ITERATION");
   const uint64_t killAfter = killAt ? std::strtoull(killAt, nullptr, 10) : 0;
 
@@ -522,6 +385,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   auto tLog = t0;
   uint64_t done = 0, sinceLog = 0;
   float lastLoss = NAN, gradNorm = NAN;
+  double waitedForData = 0;
   // Started after every early exit above; stopped (joined) at the end of
   // this scope, before the weights are read for saving.
   {
@@ -584,9 +448,21 @@ int trainerMain(int argc, char **argv, const Program &program) {
           die("the loss is not finite at iteration " +
               std::to_string(iteration));
       }
-      if (!o.quiet && logPoint) {
+      if (logPoint && (!o.quiet || log.isOpen())) {
         auto now = std::chrono::steady_clock::now();
         double secs = std::chrono::duration<double>(now - tLog).count();
+        const double perSecond = secs > 0 ? sinceLog * global / secs : 0.0;
+        if (log.isOpen() &&
+            !log.write({.step = iteration + 1,
+                        .loss = lastLoss,
+                        .lr = x.lr,
+                        .gradNorm = o.clipGradNorm > 0 ? gradNorm : NAN,
+                        .samplesPerSecond = perSecond,
+                        .tokensPerSample = data.tokens ? data.seqLen : 0,
+                        .elapsedSeconds =
+                            std::chrono::duration<double>(now - t0).count()},
+                       err))
+          die(err);
         char rate[96] = "";
         int at = 0;
         if (o.clipGradNorm > 0)
@@ -594,12 +470,22 @@ int trainerMain(int argc, char **argv, const Program &program) {
                              double(gradNorm));
         if (scheduled)
           std::snprintf(rate + at, sizeof rate - at, "  lr %.9g", double(x.lr));
-        std::printf("iteration %llu  loss %.9g  images/s %.1f  device memory "
-                    "%.2f MiB%s\n",
-                    (unsigned long long)(iteration + 1), lastLoss,
-                    secs > 0 ? sinceLog * global / secs : 0.0,
-                    x.deviceBytes() / 1048576.0, rate);
-        std::fflush(stdout);
+        // Tokens per second for a token stream; the time left at this rate.
+        char extra[96] = "";
+        int used = 0;
+        if (data.tokens)
+          used = std::snprintf(extra, sizeof extra, "  tokens/s %.0f",
+                               perSecond * double(data.seqLen));
+        if (perSecond > 0 && !last)
+          std::snprintf(extra + used, sizeof extra - used, "  left %.0f s",
+                        double(total - iteration - 1) * global / perSecond);
+        if (!o.quiet) {
+          std::printf("iteration %llu  loss %.9g  images/s %.1f  device "
+                      "memory %.2f MiB%s%s\n",
+                      (unsigned long long)(iteration + 1), lastLoss, perSecond,
+                      x.deviceBytes() / 1048576.0, extra, rate);
+          std::fflush(stdout);
+        }
         tLog = now;
         sinceLog = 0;
       }
@@ -617,6 +503,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
       if (killAfter > 0 && iteration + 1 == killAfter)
         std::raise(SIGKILL);
     }
+    waitedForData = feeder.waitedSeconds();
   }
   x.synchronize();
   finishRun(x, comm, o, st, done);
@@ -633,6 +520,11 @@ int trainerMain(int argc, char **argv, const Program &program) {
                 x.measuredDeviceBytes() / 1048576.0, p.arenaBytes / 1048576.0);
   if (!o.quiet && convs.checked)
     std::printf("%s\n", convCheckSummary(convs, o.convAlgos).c_str());
+  // The feeder fills the next batch beside the running one; where it fell
+  // behind, the run was input-bound for that long.
+  if (!o.quiet && done > 0)
+    std::printf("input: waited %.3g s for batches (%.1f%% of the run)\n",
+                waitedForData, secs > 0 ? 100.0 * waitedForData / secs : 0.0);
   bool within = reportMemory(x, o.quiet || !root);
   comm.finalize();
   return within ? 0 : kOverBudgetExit;

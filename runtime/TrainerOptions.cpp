@@ -42,7 +42,8 @@ void sayError(const std::string &msg) {
 namespace {
 
 const char *kUsage =
-    "usage: trainer [--data X.npy --labels Y.npy | --tokens FILE --seq-len T\n"
+    "usage: trainer [--data X.npy --labels Y.npy [--normalize MEAN/STD]\n"
+    "               | --tokens FILE --seq-len T\n"
     "               [--token-order random|sequential] [--token-dtype "
     "uint16|uint32]\n"
     "               | --synthetic]\n"
@@ -55,7 +56,8 @@ const char *kUsage =
     "               [--seed N] [--shuffle]\n"
     "               [--save trained.onnx] [--checkpoint DIR "
     "[--checkpoint-every N]] [--resume]\n"
-    "               [--model model.onnx] [--log-every N] [--quiet]\n"
+    "               [--model model.onnx] [--log-every N] [--log FILE] "
+    "[--quiet]\n"
     "               [--dump-graph FILE] [--conv-algos FILE] "
     "[--no-tune-convs] [--no-conv-graph]\n"
     "               [--nvme DIR]\n"
@@ -264,6 +266,10 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.resume = true;
     else if (a == "--model")
       o.model = value();
+    else if (a == "--normalize")
+      o.normalize = value();
+    else if (a == "--log")
+      o.log = value();
     else if (a == "--log-every")
       o.logEvery = parseNumber<int64_t>(a, value());
     else if (a == "--quiet")
@@ -287,6 +293,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     die("give one of --data and --labels, --tokens, or --synthetic");
   if (!o.tokens.empty() && o.seqLen == 0)
     die("--tokens needs --seq-len T, the model's sequence length");
+  if (!o.normalize.empty() && o.data.empty())
+    die("--normalize is for --data");
   if (o.tokens.empty() && (o.seqLen || o.tokenOrderSet))
     die(std::string(o.seqLen ? "--seq-len" : "--token-order") +
         " is for --tokens");

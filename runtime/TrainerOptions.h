@@ -18,6 +18,10 @@ namespace memfit::rt {
 
 struct Options {
   std::string data, labels, model, save, checkpoint, dumpGraph, convAlgos;
+  /// --log: the progress as JSON lines (RunLog.h).
+  std::string log;
+  /// --normalize MEAN/STD: per-channel means and stds, comma-separated.
+  std::string normalize;
   /// The NVMe tier's directory: the plan's (memfit --nvme) unless given.
   std::string nvme;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;

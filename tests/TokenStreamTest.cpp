@@ -97,7 +97,8 @@ TEST_CASE("a .npy token file says its dtype; other files are refused "
   refused("odd.bin", std::string(5, '\1'), "no whole number of uint16");
   refused("two.npy", npy("<u2", "(2, 2)", std::string(8, 0)),
           "one-dimensional");
-  refused("float.npy", npy("<f4", "(2,)", std::string(8, 0)), "'<f4'");
+  refused("float.npy", npy("<f4", "(2,)", std::string(8, 0)),
+          "token ids of dtype float32");
   refused("short.npy", npy("<u4", "(4,)", std::string(8, 0)), "truncated");
   CHECK_FALSE(TokenStream::open((d.path / "none.bin").string(), "uint16", err));
   CHECK(err.find("none.bin: cannot open") != std::string::npos);

@@ -8,8 +8,12 @@
 # warm-up, against the same in PyTorch (float64, clip_grad_norm_, two
 # parameter groups, the same windows): losses, printed gradient norms and
 # weights within 1e-5. A plan with weights homed on the host clips too
-# (its host updates wait for the norm). A run killed mid-way resumes to
-# the uninterrupted run's weights bit for bit. Bad token files and flags
+# (its host updates wait for the norm). tiny-cnn trains from mapped .npy
+# images in uint8 with --normalize, float16, bfloat16 and float32 bit for
+# bit as from the float32 array numpy computes the same way (int32 and
+# uint8 labels as int64). A run killed mid-way resumes to
+# the uninterrupted run's weights bit for bit and to its --log (JSON lines:
+# step, loss, rate, gradient norm). Bad token files and flags
 # are refused before the first step, naming the file, position or flag.
 set -u
 MEMFIT=$1
@@ -33,6 +37,9 @@ np.save("val.npy", r.integers(0, 61, 700).astype(np.int64))
 bad = r.integers(0, 61, 700).astype(np.uint16)
 bad[517] = 61
 bad.tofile("bad.bin")
+lab = r.integers(0, 10, 32).astype(np.int64)
+lab[3] = 10
+np.save("lab_bad.npy", lab)
 np.save("grid.npy", r.integers(0, 61, (20, 16)).astype(np.uint16))
 PYEOF
 head -c 1001 train.bin >odd.bin
@@ -126,18 +133,32 @@ echo "homed at $homed vs torch: $(cat homed.ref)"
 
 # Killed after step 5 of 8 (its last checkpoint at step 4) and resumed:
 # the random windows, the clipping and the schedule follow the step.
-RUN=(--iterations 8 "${NANO[@]}" --clip-grad-norm 1)
-./adamw/build/trainer "${RUN[@]}" --save whole.onnx >whole.log ||
-  fail "train whole"
+RUN=(--iterations 8 "${NANO[@]}" --clip-grad-norm 1 --log-every 1)
+./adamw/build/trainer "${RUN[@]}" --save whole.onnx --log whole.jsonl \
+  >whole.log || fail "train whole"
 MEMFIT_KILL_AFTER_ITERATION=5 bash -c './adamw/build/trainer "$@"; exit $?' \
-  trainer "${RUN[@]}" --checkpoint ck --checkpoint-every 4 >killed.log 2>&1
+  trainer "${RUN[@]}" --checkpoint ck --checkpoint-every 4 \
+  --log resumed.jsonl >killed.log 2>&1
 rc=$?
 [ $rc -eq 137 ] || fail "the killed trainer exited $rc, not by SIGKILL"
+[ "$(wc -l <resumed.jsonl)" -eq 5 ] || fail "the killed run logged $(wc -l <resumed.jsonl) steps, not 5"
 ./adamw/build/trainer "${RUN[@]}" --checkpoint ck --resume \
-  --save resumed.onnx >resumed.log || fail "resume"
+  --save resumed.onnx --log resumed.jsonl >resumed.log || fail "resume"
 grep -q "resumed from ck at iteration 4" resumed.log ||
   { cat resumed.log; fail "not resumed at iteration 4"; }
 cmp -s whole.onnx resumed.onnx || fail "a resumed token run trains otherwise"
+"$PY" - <<'PYEOF' || fail "the resumed run's log is not the uninterrupted one's"
+import json
+def fields(name):
+    rows = [json.loads(l) for l in open(name)]
+    return [(r["step"], r["loss"], r["lr"], r["grad_norm"]) for r in rows]
+whole, resumed = fields("whole.jsonl"), fields("resumed.jsonl")
+assert [r[0] for r in whole] == list(range(1, 9)), whole
+assert whole == resumed, (whole, resumed)
+rows = [json.loads(l) for l in open("whole.jsonl")]
+assert all(abs(r["tokens_per_s"] - 16 * r["samples_per_s"])
+           <= 1e-6 * r["tokens_per_s"] for r in rows), rows
+PYEOF
 
 # Refused before any step, naming the file, position or flag.
 expect_error() { # trainer pattern trainer-args...
@@ -175,4 +196,56 @@ out=$("$MEMFIT" plan g.onnx --accumulate 2 --budget 100% 2>&1) &&
   fail "planned --accumulate without --batch"
 echo "$out" | grep -q "needs --batch" ||
   fail "unclear error for --accumulate without --batch: $out"
-echo "train_recipe: token streams, clipping, accumulation and --no-decay train as torch does"
+
+# Mapped --data of every element type: the trainer's conversion and
+# normalization ((v / 255 - mean) / std per channel, in float32, as
+# torchvision's ToTensor and Normalize) against numpy's on the same values.
+"$MEMFIT" zoo tiny-cnn -o cnn.onnx >/dev/null || fail "zoo tiny-cnn"
+build_trainer cnn cnn.onnx --batch 8 --budget 100% --refine=false
+"$PY" - <<'PYEOF' || fail "cannot write image data"
+import numpy as np
+r = np.random.default_rng(5)
+x = r.integers(0, 256, (32, 3, 8, 8)).astype(np.uint8)
+y = r.integers(0, 10, 32)
+np.save("img_u8.npy", x)
+mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
+std = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
+ref = (x.astype(np.float32) * np.float32(1 / 255) - mean) / std
+np.save("img_ref.npy", ref.astype(np.float32))
+h = ref.astype(np.float16)
+np.save("img_f16.npy", h)
+np.save("img_f16_as32.npy", h.astype(np.float32))
+# bfloat16 as ml_dtypes writes it: numpy records a 2-byte void ('<V2').
+bits = (ref.view(np.uint32) >> 16).astype(np.uint16)
+np.save("img_bf16.npy", bits.view(np.dtype("V2")))
+np.save("img_bf16_as32.npy", (bits.astype(np.uint32) << 16).view(np.float32))
+np.save("lab64.npy", y.astype(np.int64))
+np.save("lab32.npy", y.astype(np.int32))
+np.save("lab8.npy", y.astype(np.uint8))
+PYEOF
+cnn() { # name trainer-args...
+  local name=$1
+  shift
+  ./cnn/build/trainer --iterations 6 --lr 0.05 "$@" --save $name.onnx \
+    >$name.log 2>&1 || { cat $name.log; fail "train cnn $name"; }
+}
+IMAGENET=0.485,0.456,0.406/0.229,0.224,0.225
+cnn u8 --data img_u8.npy --labels lab8.npy --normalize $IMAGENET
+cnn ref --data img_ref.npy --labels lab64.npy
+cmp -s u8.onnx ref.onnx ||
+  fail "uint8 images with --normalize train otherwise than numpy's floats"
+cnn f16 --data img_f16.npy --labels lab32.npy
+cnn f16_as32 --data img_f16_as32.npy --labels lab64.npy
+cmp -s f16.onnx f16_as32.onnx || fail "float16 data trains otherwise"
+cnn bf16 --data img_bf16.npy --labels lab64.npy
+cnn bf16_as32 --data img_bf16_as32.npy --labels lab64.npy
+cmp -s bf16.onnx bf16_as32.onnx || fail "bfloat16 data trains otherwise"
+cmp -s ref.onnx f16.onnx && fail "float16 rounding changed nothing: the test cannot tell"
+expect_error cnn "--normalize gives 2 channels; img_u8.npy's samples have 3 on axis 1" \
+  --data img_u8.npy --labels lab64.npy --normalize 0.5,0.5/0.2,0.2
+expect_error cnn "every std must be above 0" \
+  --data img_u8.npy --labels lab64.npy --normalize 0.5,0.5,0.5/0.2,0,0.2
+expect_error cnn "lab_bad.npy: label 10 of sample 3 is outside \[0, 10)" \
+  --data img_u8.npy --labels lab_bad.npy
+expect_error adamw "--normalize is for --data" --synthetic --normalize 0/1
+echo "train_recipe: token streams, clipping, accumulation, --no-decay and mapped data train as torch and numpy do"

@@ -1,0 +1,209 @@
+//===- DataLoad.cpp - The trainer's data, mapped and checked --------------===//
+#include "runtime/DataLoad.h"
+
+#include "runtime/TrainerOptions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace memfit::rt {
+
+namespace {
+
+/// Int32 token ids travel in the float input buffers bit for bit.
+float idAsFloat(int32_t id) {
+  float f;
+  std::memcpy(&f, &id, 4);
+  return f;
+}
+
+/// --tokens: the file mapped and checked whole before the first step (every
+/// id inside the vocabulary and the classes), windows of the model's
+/// sequence length.
+Dataset loadTokens(const Options &o, const ProgramInfo &p) {
+  if (!p.intInput || p.mseLoss || p.labelPerSample != p.inputPerSample)
+    die("--tokens is for language models, whose input is token ids and "
+        "whose labels are one class per position; this trainer's model "
+        "takes " +
+        std::string(p.intInput ? "other labels" : "float inputs") +
+        " (use --data and --labels)");
+  if (o.seqLen != p.inputPerSample)
+    die("--seq-len " + std::to_string(o.seqLen) +
+        ": this trainer's model reads sequences of " +
+        std::to_string(p.inputPerSample) +
+        " tokens (the batch's input it was compiled for)");
+  std::string err;
+  std::shared_ptr<const TokenStream> t =
+      TokenStream::open(o.tokens, o.tokenDtype, err);
+  if (!t)
+    die(err);
+  const int64_t T = o.seqLen;
+  if (t->size() < T + 1)
+    die(o.tokens + ": " + std::to_string(t->size()) +
+        " tokens, fewer than one window of " + std::to_string(T) +
+        " and its next token");
+  const int64_t limit = std::min(p.inputVocab, p.classes);
+  if (int64_t bad = t->firstOutside(limit); bad >= 0)
+    die(o.tokens + ": token id " + std::to_string(t->at(bad)) +
+        " at position " + std::to_string(bad) + " is outside [0, " +
+        std::to_string(limit) +
+        "), the model's vocabulary (is --token-dtype right?)");
+  Dataset d;
+  d.count = (t->size() - 1) / T;
+  if (d.count < p.batch * p.ranks)
+    die(o.tokens + ": " + std::to_string(t->size()) + " tokens make " +
+        std::to_string(d.count) + " windows of " + std::to_string(T) +
+        ", fewer than one batch of " + std::to_string(p.batch * p.ranks));
+  d.tokens = std::move(t);
+  d.seqLen = T;
+  d.tokenRandom = o.tokenOrderRandom;
+  d.tokenSeed = o.seed;
+  if (!o.quiet)
+    std::printf("tokens: %s, %lld %s ids mapped, %s windows of %lld "
+                "(%lld to an epoch)\n",
+                o.tokens.c_str(), (long long)d.tokens->size(),
+                d.tokens->dtypeName(), d.tokenRandom ? "random" : "sequential",
+                (long long)T, (long long)d.count);
+  return d;
+}
+
+/// --normalize MEAN/STD: one mean and one std per channel (the input's
+/// axis 1), as torchvision's Normalize after ToTensor.
+void setNormalization(const Options &o, const MappedArray &x,
+                      const ProgramInfo &p, Dataset &d) {
+  auto numbers = [&](const std::string &text) {
+    std::vector<float> out;
+    size_t at = 0;
+    while (at <= text.size()) {
+      size_t end = text.find(',', at);
+      if (end == std::string::npos)
+        end = text.size();
+      const std::string item = text.substr(at, end - at);
+      char *stop = nullptr;
+      const double v = std::strtod(item.c_str(), &stop);
+      if (item.empty() || *stop || !std::isfinite(v))
+        die("--normalize '" + o.normalize +
+            "': expected MEAN/STD, comma-separated numbers per channel "
+            "(ImageNet's: 0.485,0.456,0.406/0.229,0.224,0.225)");
+      out.push_back(static_cast<float>(v));
+      at = end + 1;
+    }
+    return out;
+  };
+  const size_t slash = o.normalize.find('/');
+  if (slash == std::string::npos)
+    die("--normalize '" + o.normalize + "': expected MEAN/STD");
+  d.mean = numbers(o.normalize.substr(0, slash));
+  d.std = numbers(o.normalize.substr(slash + 1));
+  const auto channels = static_cast<int64_t>(d.mean.size());
+  if (d.std.size() != d.mean.size())
+    die("--normalize '" + o.normalize + "': " + std::to_string(channels) +
+        " means and " + std::to_string(d.std.size()) + " stds");
+  for (float s : d.std)
+    if (!(s > 0))
+      die("--normalize '" + o.normalize + "': every std must be above 0");
+  if (x.shape().size() < 2 || x.shape()[1] != channels ||
+      p.inputPerSample % channels)
+    die("--normalize gives " + std::to_string(channels) + " channels; " +
+        o.data + "'s samples have " +
+        (x.shape().size() < 2 ? std::string("no channel axis")
+                              : std::to_string(x.shape()[1]) + " on axis 1"));
+  d.channelSize = p.inputPerSample / channels;
+}
+
+} // namespace
+
+Dataset loadData(const Options &o, const ProgramInfo &p) {
+  if (!o.tokens.empty())
+    return loadTokens(o, p);
+  Dataset d;
+  const int64_t labels = p.mseLoss ? 0 : p.labelPerSample; // per sample
+  if (o.synthetic) {
+    // One batch's worth of fixed random samples, reused every iteration, so
+    // a falling loss shows the trainer learns.
+    d.count = p.batch * p.ranks;
+    std::mt19937_64 rng(o.seed * 7919 + 17);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    d.x.resize(d.count * p.inputPerSample);
+    for (float &v : d.x)
+      v = p.intInput ? idAsFloat(static_cast<int32_t>(rng() % p.inputVocab))
+                     : nd(rng);
+    if (p.mseLoss) {
+      d.yf.resize(d.count * p.labelPerSample);
+      for (float &v : d.yf)
+        v = nd(rng);
+    } else {
+      d.y.resize(d.count * labels);
+      for (int32_t &v : d.y)
+        v = static_cast<int32_t>(rng() % p.classes);
+    }
+    return d;
+  }
+  std::string err;
+  std::shared_ptr<const MappedArray> x = MappedArray::open(o.data, err);
+  if (!x)
+    die(err);
+  const std::vector<int64_t> &xs = x->shape();
+  if (xs.empty() || xs[0] <= 0 || x->count() % xs[0] ||
+      x->count() / xs[0] != p.inputPerSample)
+    die(o.data + ": each sample must have " + std::to_string(p.inputPerSample) +
+        " values (the model's input)");
+  d.count = xs[0];
+  if (p.intInput) {
+    if (!x->isInteger())
+      die(o.data + ": inputs must be integer token ids, not " + x->typeName());
+    for (int64_t i = 0; i < x->count(); ++i)
+      if (int64_t id = x->intAt(i); id < 0 || id >= p.inputVocab)
+        die(o.data + ": token id " + std::to_string(id) + " at index " +
+            std::to_string(i) + " is outside [0, " +
+            std::to_string(p.inputVocab) + "), the embedding's vocabulary");
+  } else {
+    // uint8 images are scaled to [0, 1] as torchvision's ToTensor does;
+    // --normalize then takes each channel's mean and std.
+    if (x->type() == ElemType::U8)
+      d.scale = 1.0f / 255.0f;
+    if (!o.normalize.empty())
+      setNormalization(o, *x, p, d);
+  }
+  d.xs = std::move(x);
+  std::shared_ptr<const MappedArray> y = MappedArray::open(o.labels, err);
+  if (!y)
+    die(err);
+  if (y->shape().empty() || y->shape()[0] != d.count)
+    die(o.labels + ": expected " + std::to_string(d.count) +
+        " labels, one per sample of " + o.data);
+  if (p.mseLoss) {
+    if (y->isInteger() || y->count() != d.count * p.labelPerSample)
+      die(o.labels + ": mse targets must be floats with the output's shape");
+  } else {
+    if (!y->isInteger())
+      die(o.labels + ": labels must be integer class ids, not " +
+          y->typeName());
+    if (y->count() != d.count * labels)
+      die(o.labels + (labels == 1
+                          ? std::string(": labels must be one class "
+                                        "id per sample")
+                          : ": labels must be " + std::to_string(labels) +
+                                " class ids per sample (one per "
+                                "position of the output)"));
+    for (int64_t i = 0; i < d.count * labels; ++i)
+      if (int64_t c = y->intAt(i); c < 0 || c >= p.classes)
+        die(o.labels + ": label " + std::to_string(c) + " of sample " +
+            std::to_string(i / labels) + " is outside [0, " +
+            std::to_string(p.classes) + ")");
+  }
+  d.ys = std::move(y);
+  if (d.count < p.batch * p.ranks)
+    die(o.data + " has " + std::to_string(d.count) +
+        " samples, fewer than one batch of " +
+        std::to_string(p.batch * p.ranks));
+  return d;
+}
+
+} // namespace memfit::rt

@@ -1,0 +1,75 @@
+//===- MappedArray.h - A .npy file mapped, not read --------------*- C++
+//-*-===//
+//
+// The trainer's --data and --labels: a NumPy array of any size (far larger
+// than host memory) mapped read-only, its samples converted to what the
+// model reads as each batch is filled. Element types: uint8, int8, uint16,
+// int16, uint32, int32, int64, float16, bfloat16 (as ml_dtypes writes it:
+// numpy records its 2-byte type as '<V2') and float32, little-endian, C
+// order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEMFIT_RUNTIME_MAPPEDARRAY_H
+#define MEMFIT_RUNTIME_MAPPEDARRAY_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace memfit::rt {
+
+enum class ElemType : uint8_t {
+  U8,
+  I8,
+  U16,
+  I16,
+  U32,
+  I32,
+  I64,
+  F16,
+  BF16,
+  F32
+};
+
+/// float16 and bfloat16 bit patterns as float (exact).
+float halfToFloat(uint16_t h);
+float bf16ToFloat(uint16_t h);
+
+class MappedArray {
+public:
+  /// Null with `err` naming the file when it is no .npy this reads, or is
+  /// shorter than its header says.
+  static std::unique_ptr<MappedArray> open(const std::string &path,
+                                           std::string &err);
+  ~MappedArray();
+  MappedArray(const MappedArray &) = delete;
+  MappedArray &operator=(const MappedArray &) = delete;
+
+  const std::vector<int64_t> &shape() const { return dims; }
+  int64_t count() const { return elems; }
+  ElemType type() const { return kind; }
+  bool isInteger() const {
+    return kind != ElemType::F16 && kind != ElemType::BF16 &&
+           kind != ElemType::F32;
+  }
+  /// numpy's name of the element type ("uint8", "bfloat16").
+  const char *typeName() const;
+  /// Element i as a float (integers converted, exactly up to 2^24).
+  float floatAt(int64_t i) const;
+  /// Element i of an integer array.
+  int64_t intAt(int64_t i) const;
+
+private:
+  MappedArray() = default;
+  void *map = nullptr;
+  size_t mapBytes = 0;
+  const unsigned char *data = nullptr;
+  std::vector<int64_t> dims;
+  int64_t elems = 0, width = 4;
+  ElemType kind = ElemType::F32;
+};
+
+} // namespace memfit::rt
+
+#endif
