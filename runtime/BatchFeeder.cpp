@@ -5,6 +5,32 @@
 
 namespace memfit::rt {
 
+namespace {
+
+struct Augment {
+  bool on = false, flip = false;
+  int64_t pad = 0, top = 0, left = 0;
+};
+
+/// Sample s's crop offsets in [0, 2 * pad] and flip, from its own draw.
+Augment augmentOf(const Dataset &d, uint64_t epoch, int64_t s) {
+  Augment a;
+  if (d.cropPad < 0 && !d.hflip)
+    return a;
+  const uint64_t h = sampleHash(d.augmentSeed, epoch, s);
+  a.on = true;
+  if (d.cropPad >= 0) {
+    const auto span = static_cast<uint64_t>(2 * d.cropPad + 1);
+    a.pad = d.cropPad;
+    a.top = static_cast<int64_t>((h & 0xffff) % span);
+    a.left = static_cast<int64_t>(((h >> 16) & 0xffff) % span);
+  }
+  a.flip = d.hflip && ((h >> 32) & 1);
+  return a;
+}
+
+} // namespace
+
 void BatchFeeder::run() {
   for (uint64_t k = 0; k < batches; ++k) {
     const auto b = static_cast<int32_t>(k % kBatchBuffers);
@@ -57,14 +83,29 @@ void BatchFeeder::fill(int32_t b, uint64_t at) {
           const auto id = static_cast<int32_t>(xs.intAt(s * in + k));
           std::memcpy(dst + k, &id, 4);
         }
-      } else if (data.mean.empty()) {
-        for (int64_t k = 0; k < in; ++k)
-          dst[k] = xs.floatAt(s * in + k) * data.scale;
       } else {
+        const Augment a = augmentOf(data, order.epoch, s);
+        const int64_t H = data.height, W = data.width;
         for (int64_t k = 0; k < in; ++k) {
-          const size_t c = static_cast<size_t>(k / data.channelSize);
-          dst[k] = (xs.floatAt(s * in + k) * data.scale - data.mean[c]) /
-                   data.std[c];
+          float v;
+          if (a.on) {
+            // Crop from the padded image, then flip the crop.
+            const int64_t c = k / (H * W), yx = k % (H * W);
+            const int64_t col = yx % W;
+            const int64_t sy = yx / W + a.top - a.pad;
+            const int64_t sx = (a.flip ? W - 1 - col : col) + a.left - a.pad;
+            v = sy < 0 || sy >= H || sx < 0 || sx >= W
+                    ? 0.0f
+                    : xs.floatAt(s * in + (c * H + sy) * W + sx);
+          } else {
+            v = xs.floatAt(s * in + k);
+          }
+          v = v / data.divisor;
+          if (!data.mean.empty()) {
+            const size_t c = static_cast<size_t>(k / data.channelSize);
+            v = (v - data.mean[c]) / data.std[c];
+          }
+          dst[k] = v;
         }
       }
       if (p.mseLoss) {

@@ -35,10 +35,18 @@ struct Dataset {
   std::vector<float> x;
   std::vector<int32_t> y;
   std::vector<float> yf;
-  /// --data and --labels, mapped; float inputs are (v * scale - mean[c]) /
-  /// std[c], c the channel of channelSize values (no mean: v * scale).
+  /// --data and --labels, mapped; float inputs are (v / divisor - mean[c])
+  /// / std[c] in float, c the channel of channelSize values (no mean:
+  /// v / divisor), as torchvision's ToTensor and Normalize compute.
   std::shared_ptr<const MappedArray> xs, ys;
-  float scale = 1.0f;
+  float divisor = 1.0f;
+  /// Augmentation of [C, H, W] images, drawn per (seed, epoch, sample):
+  /// torchvision's RandomCrop(padding=cropPad) when cropPad >= 0, then
+  /// RandomHorizontalFlip when hflip; padding reads as 0 before scaling.
+  int64_t cropPad = -1;
+  bool hflip = false;
+  int64_t height = 0, width = 0;
+  uint64_t augmentSeed = 0;
   std::vector<float> mean, std;
   int64_t channelSize = 0;
   /// --tokens: `count` windows of seqLen tokens cut from a mapped token

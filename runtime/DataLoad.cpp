@@ -156,6 +156,9 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
         " values (the model's input)");
   d.count = xs[0];
   if (p.intInput) {
+    if (!o.normalize.empty() || o.cropPad >= 0 || o.hflip)
+      die("--normalize, --random-crop and --hflip are for images; this "
+          "trainer's model reads token ids");
     if (!x->isInteger())
       die(o.data + ": inputs must be integer token ids, not " + x->typeName());
     for (int64_t i = 0; i < x->count(); ++i)
@@ -167,9 +170,21 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
     // uint8 images are scaled to [0, 1] as torchvision's ToTensor does;
     // --normalize then takes each channel's mean and std.
     if (x->type() == ElemType::U8)
-      d.scale = 1.0f / 255.0f;
+      d.divisor = 255.0f;
     if (!o.normalize.empty())
       setNormalization(o, *x, p, d);
+    if (o.cropPad >= 0 || o.hflip) {
+      if (xs.size() != 4)
+        die(std::string(o.hflip ? "--hflip" : "--random-crop") + ": " + o.data +
+            " holds no images (" + std::to_string(xs.size()) +
+            "-D; expected N x C x H x W)");
+      d.height = xs[2];
+      d.width = xs[3];
+      d.cropPad = o.cropPad;
+      d.hflip = o.hflip;
+      // Its own draws, apart from the token windows'.
+      d.augmentSeed = o.seed ^ 0x5851f42d4c957f2dull;
+    }
   }
   d.xs = std::move(x);
   std::shared_ptr<const MappedArray> y = MappedArray::open(o.labels, err);

@@ -104,12 +104,16 @@ uint64_t splitmix64(uint64_t x) {
 }
 } // namespace
 
+uint64_t sampleHash(uint64_t seed, uint64_t epoch, int64_t s) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^
+                    static_cast<uint64_t>(s));
+}
+
 int64_t windowStart(int64_t s, uint64_t epoch, int64_t n, int64_t T,
                     bool random, uint64_t seed) {
   if (!random)
     return s * T;
-  const uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^
-                                static_cast<uint64_t>(s));
+  const uint64_t h = sampleHash(seed, epoch, s);
   return static_cast<int64_t>(h % static_cast<uint64_t>(n - T));
 }
 

@@ -59,6 +59,11 @@ private:
   int64_t width = 2;
 };
 
+/// A counter-based draw for sample `s` of epoch `epoch` under `seed`
+/// (splitmix64 chained over the three): the same numbers in every run, so a
+/// resumed run draws what an uninterrupted one does without saving state.
+uint64_t sampleHash(uint64_t seed, uint64_t epoch, int64_t s);
+
 /// Where sample window `s` of epoch `epoch` starts in a stream of n
 /// tokens, windows of T (plus the last label): sequential windows are
 /// tokens [s*T, (s+1)*T]; random ones start at a position drawn from a

@@ -43,6 +43,7 @@ namespace {
 
 const char *kUsage =
     "usage: trainer [--data X.npy --labels Y.npy [--normalize MEAN/STD]\n"
+    "               [--random-crop PAD] [--hflip]\n"
     "               | --tokens FILE --seq-len T\n"
     "               [--token-order random|sequential] [--token-dtype "
     "uint16|uint32]\n"
@@ -268,6 +269,10 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.model = value();
     else if (a == "--normalize")
       o.normalize = value();
+    else if (a == "--random-crop")
+      o.cropPad = parseNumber<int64_t>(a, value());
+    else if (a == "--hflip")
+      o.hflip = true;
     else if (a == "--log")
       o.log = value();
     else if (a == "--log-every")
@@ -293,8 +298,11 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     die("give one of --data and --labels, --tokens, or --synthetic");
   if (!o.tokens.empty() && o.seqLen == 0)
     die("--tokens needs --seq-len T, the model's sequence length");
-  if (!o.normalize.empty() && o.data.empty())
-    die("--normalize is for --data");
+  if ((!o.normalize.empty() || o.cropPad >= 0 || o.hflip) && o.data.empty())
+    die(std::string(!o.normalize.empty() ? "--normalize"
+                    : o.hflip            ? "--hflip"
+                                         : "--random-crop") +
+        " is for --data");
   if (o.tokens.empty() && (o.seqLen || o.tokenOrderSet))
     die(std::string(o.seqLen ? "--seq-len" : "--token-order") +
         " is for --tokens");

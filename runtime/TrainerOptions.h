@@ -22,6 +22,9 @@ struct Options {
   std::string log;
   /// --normalize MEAN/STD: per-channel means and stds, comma-separated.
   std::string normalize;
+  /// --random-crop PAD (-1: none) and --hflip: image augmentation.
+  int64_t cropPad = -1;
+  bool hflip = false;
   /// The NVMe tier's directory: the plan's (memfit --nvme) unless given.
   std::string nvme;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;

@@ -11,7 +11,8 @@
 # (its host updates wait for the norm). tiny-cnn trains from mapped .npy
 # images in uint8 with --normalize, float16, bfloat16 and float32 bit for
 # bit as from the float32 array numpy computes the same way (int32 and
-# uint8 labels as int64). A run killed mid-way resumes to
+# uint8 labels as int64), and with --random-crop and --hflip bit for bit as
+# from torchvision's transforms fed the same draws. A run killed mid-way resumes to
 # the uninterrupted run's weights bit for bit and to its --log (JSON lines:
 # step, loss, rate, gradient norm). Bad token files and flags
 # are refused before the first step, naming the file, position or flag.
@@ -199,7 +200,8 @@ echo "$out" | grep -q "needs --batch" ||
 
 # Mapped --data of every element type: the trainer's conversion and
 # normalization ((v / 255 - mean) / std per channel, in float32, as
-# torchvision's ToTensor and Normalize) against numpy's on the same values.
+# torchvision's ToTensor and Normalize compute) against numpy's on the same
+# values.
 "$MEMFIT" zoo tiny-cnn -o cnn.onnx >/dev/null || fail "zoo tiny-cnn"
 build_trainer cnn cnn.onnx --batch 8 --budget 100% --refine=false
 "$PY" - <<'PYEOF' || fail "cannot write image data"
@@ -210,7 +212,7 @@ y = r.integers(0, 10, 32)
 np.save("img_u8.npy", x)
 mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
 std = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
-ref = (x.astype(np.float32) * np.float32(1 / 255) - mean) / std
+ref = (x.astype(np.float32) / np.float32(255) - mean) / std
 np.save("img_ref.npy", ref.astype(np.float32))
 h = ref.astype(np.float16)
 np.save("img_f16.npy", h)
@@ -241,6 +243,49 @@ cnn bf16 --data img_bf16.npy --labels lab64.npy
 cnn bf16_as32 --data img_bf16_as32.npy --labels lab64.npy
 cmp -s bf16.onnx bf16_as32.onnx || fail "bfloat16 data trains otherwise"
 cmp -s ref.onnx f16.onnx && fail "float16 rounding changed nothing: the test cannot tell"
+# Augmented: each sample's crop offsets and flip come from its own draw;
+# torchvision's pad, crop, hflip, ToTensor and Normalize on the same draws,
+# written out in the trainer's sample order, train bit for bit alike.
+"$PY" - <<'PYEOF' || fail "cannot augment with torchvision"
+import numpy as np, torch
+import torchvision.transforms.functional as TF
+M = (1 << 64) - 1
+def mix(x):
+    x = (x + 0x9E3779B97F4A7C15) & M
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M
+    return x ^ (x >> 31)
+def draw(seed, epoch, s):
+    return mix(mix(mix(seed) ^ epoch) ^ s)
+x = torch.tensor(np.load("img_u8.npy"))
+y = np.load("lab64.npy")
+P, seed = 2, 1 ^ 0x5851F42D4C957F2D
+mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+rows, labels, cursor, epoch = [], [], 0, 0
+for it in range(6):
+    if cursor + 8 > 32:
+        cursor, epoch = 0, epoch + 1
+    for s in range(cursor, cursor + 8):
+        h = draw(seed, epoch, s)
+        top, left = (h & 0xFFFF) % (2 * P + 1), ((h >> 16) & 0xFFFF) % (2 * P + 1)
+        img = TF.crop(TF.pad(x[s], P), top, left, 8, 8)
+        if (h >> 32) & 1:
+            img = TF.hflip(img)
+        img = TF.normalize(img.to(torch.float32).div(255), mean, std)
+        rows.append(img.numpy())
+        labels.append(y[s])
+    cursor += 8
+np.save("img_aug.npy", np.stack(rows).astype(np.float32))
+np.save("lab_aug.npy", np.array(labels, dtype=np.int64))
+PYEOF
+cnn aug --data img_u8.npy --labels lab64.npy --normalize $IMAGENET \
+  --random-crop 2 --hflip
+cnn aug_ref --data img_aug.npy --labels lab_aug.npy
+cmp -s aug.onnx aug_ref.onnx ||
+  fail "--random-crop and --hflip train otherwise than torchvision's"
+cmp -s aug.onnx u8.onnx && fail "augmentation changed nothing"
+expect_error adamw "are for images; this trainer's model reads token ids" \
+  --data grid.npy --labels grid.npy --hflip
 expect_error cnn "--normalize gives 2 channels; img_u8.npy's samples have 3 on axis 1" \
   --data img_u8.npy --labels lab64.npy --normalize 0.5,0.5/0.2,0.2
 expect_error cnn "every std must be above 0" \
@@ -248,4 +293,4 @@ expect_error cnn "every std must be above 0" \
 expect_error cnn "lab_bad.npy: label 10 of sample 3 is outside \[0, 10)" \
   --data img_u8.npy --labels lab_bad.npy
 expect_error adamw "--normalize is for --data" --synthetic --normalize 0/1
-echo "train_recipe: token streams, clipping, accumulation, --no-decay and mapped data train as torch and numpy do"
+echo "train_recipe: token streams, clipping, accumulation, --no-decay, mapped and augmented data train as torch, numpy and torchvision do"
