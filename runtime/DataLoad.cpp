@@ -187,6 +187,8 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
     }
   }
   d.xs = std::move(x);
+  if (!p.intInput)
+    buildByteTable(d);
   std::shared_ptr<const MappedArray> y = MappedArray::open(o.labels, err);
   if (!y)
     die(err);

@@ -59,6 +59,8 @@ public:
   float floatAt(int64_t i) const;
   /// Element i of an integer array.
   int64_t intAt(int64_t i) const;
+  /// The elements' bytes, little-endian, in C order.
+  const unsigned char *bytes() const { return data; }
 
 private:
   MappedArray() = default;

@@ -390,7 +390,8 @@ int trainerMain(int argc, char **argv, const Program &program) {
   // this scope, before the weights are read for saving.
   {
     BatchFeeder feeder(x, data, mine, order,
-                       total > iteration ? total - iteration : 0);
+                       total > iteration ? total - iteration : 0,
+                       static_cast<int>(o.readerThreads));
     for (; iteration < total; ++iteration, ++done) {
       order.next();
       st.sampleCursor = order.cursor;

@@ -43,7 +43,7 @@ namespace {
 
 const char *kUsage =
     "usage: trainer [--data X.npy --labels Y.npy [--normalize MEAN/STD]\n"
-    "               [--random-crop PAD] [--hflip]\n"
+    "               [--random-crop PAD] [--hflip] [--reader-threads N]\n"
     "               | --tokens FILE --seq-len T\n"
     "               [--token-order random|sequential] [--token-dtype "
     "uint16|uint32]\n"
@@ -273,6 +273,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.cropPad = parseNumber<int64_t>(a, value());
     else if (a == "--hflip")
       o.hflip = true;
+    else if (a == "--reader-threads")
+      o.readerThreads = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--log")
       o.log = value();
     else if (a == "--log-every")

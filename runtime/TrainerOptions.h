@@ -25,6 +25,8 @@ struct Options {
   /// --random-crop PAD (-1: none) and --hflip: image augmentation.
   int64_t cropPad = -1;
   bool hflip = false;
+  /// Threads converting each batch beside the running iteration.
+  int64_t readerThreads = 1;
   /// The NVMe tier's directory: the plan's (memfit --nvme) unless given.
   std::string nvme;
   bool synthetic = false, shuffle = false, resume = false, quiet = false;

@@ -284,6 +284,9 @@ cnn aug_ref --data img_aug.npy --labels lab_aug.npy
 cmp -s aug.onnx aug_ref.onnx ||
   fail "--random-crop and --hflip train otherwise than torchvision's"
 cmp -s aug.onnx u8.onnx && fail "augmentation changed nothing"
+cnn aug3 --data img_u8.npy --labels lab64.npy --normalize $IMAGENET \
+  --random-crop 2 --hflip --reader-threads 3
+cmp -s aug.onnx aug3.onnx || fail "three reader threads fill other batches"
 expect_error adamw "are for images; this trainer's model reads token ids" \
   --data grid.npy --labels grid.npy --hflip
 expect_error cnn "--normalize gives 2 channels; img_u8.npy's samples have 3 on axis 1" \

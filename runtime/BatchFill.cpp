@@ -1,0 +1,185 @@
+//===- BatchFill.cpp - A batch's samples, converted and augmented ---------===//
+#include "runtime/BatchFill.h"
+
+#include <cstring>
+#include <thread>
+
+namespace memfit::rt {
+
+namespace {
+
+struct Augment {
+  bool on = false, flip = false;
+  int64_t pad = 0, top = 0, left = 0;
+};
+
+/// Sample s's crop offsets in [0, 2 * pad] and flip, from its own draw.
+Augment augmentOf(const Dataset &d, uint64_t epoch, int64_t s) {
+  Augment a;
+  if (d.cropPad < 0 && !d.hflip)
+    return a;
+  const uint64_t h = sampleHash(d.augmentSeed, epoch, s);
+  a.on = true;
+  if (d.cropPad >= 0) {
+    const auto span = static_cast<uint64_t>(2 * d.cropPad + 1);
+    a.pad = d.cropPad;
+    a.top = static_cast<int64_t>((h & 0xffff) % span);
+    a.left = static_cast<int64_t>(((h >> 16) & 0xffff) % span);
+  }
+  a.flip = d.hflip && ((h >> 32) & 1);
+  return a;
+}
+
+/// A float image sample: element by element through the element type,
+/// augmented, divided and normalized.
+void imageSample(const Dataset &d, const MappedArray &xs, int64_t in, int64_t s,
+                 const Augment &a, float *dst) {
+  const int64_t H = d.height, W = d.width;
+  for (int64_t k = 0; k < in; ++k) {
+    float v;
+    if (a.on) {
+      // Crop from the padded image, then flip the crop.
+      const int64_t c = k / (H * W), yx = k % (H * W), col = yx % W;
+      const int64_t sy = yx / W + a.top - a.pad;
+      const int64_t sx = (a.flip ? W - 1 - col : col) + a.left - a.pad;
+      v = sy < 0 || sy >= H || sx < 0 || sx >= W
+              ? 0.0f
+              : xs.floatAt(s * in + (c * H + sy) * W + sx);
+    } else {
+      v = xs.floatAt(s * in + k);
+    }
+    v = v / d.divisor;
+    if (!d.mean.empty()) {
+      const size_t c = static_cast<size_t>(k / d.channelSize);
+      v = (v - d.mean[c]) / d.std[c];
+    }
+    dst[k] = v;
+  }
+}
+
+/// The same for uint8 images through Dataset::lut, row by row: what the
+/// element loop computes, bit for bit, at a table lookup an element.
+void byteImageSample(const Dataset &d, const MappedArray &xs, int64_t in,
+                     int64_t s, const Augment &a, float *dst) {
+  const unsigned char *src = xs.bytes() + s * in;
+  if (!a.on) {
+    const int64_t per = d.mean.empty() ? in : d.channelSize;
+    for (int64_t k = 0; k < in; ++k)
+      dst[k] = d.lut[static_cast<size_t>((k / per) * 256 + src[k])];
+    return;
+  }
+  const int64_t H = d.height, W = d.width, C = in / (H * W);
+  for (int64_t c = 0; c < C; ++c) {
+    const float *lut = d.lut.data() + (d.mean.empty() ? 0 : c) * 256;
+    for (int64_t y = 0; y < H; ++y) {
+      float *row = dst + (c * H + y) * W;
+      const int64_t sy = y + a.top - a.pad;
+      if (sy < 0 || sy >= H) {
+        std::fill(row, row + W, lut[0]);
+        continue;
+      }
+      const unsigned char *srow = src + (c * H + sy) * W;
+      for (int64_t x = 0; x < W; ++x) {
+        const int64_t sx = (a.flip ? W - 1 - x : x) + a.left - a.pad;
+        row[x] = sx < 0 || sx >= W ? lut[0] : lut[srow[sx]];
+      }
+    }
+  }
+}
+
+void fillRange(const Dataset &d, const SampleLayout &l, const int64_t *samples,
+               int64_t from, int64_t to, uint64_t epoch, float *hx, char *hy) {
+  const int64_t in = l.inputPerSample, out = l.labelPerSample;
+  const int64_t labelBytes = out * 4;
+  if (const TokenStream *t = d.tokens.get()) {
+    // Window i: its T ids as the input, the T after each as the labels.
+    const int64_t T = d.seqLen;
+    auto *labels = reinterpret_cast<int32_t *>(hy);
+    for (int64_t i = from; i < to; ++i) {
+      const int64_t start = windowStart(samples[i], epoch, t->size(), T,
+                                        d.tokenRandom, d.tokenSeed);
+      for (int64_t k = 0; k < T; ++k) {
+        const auto id = static_cast<int32_t>(t->at(start + k));
+        std::memcpy(hx + i * T + k, &id, 4);
+        labels[i * T + k] = static_cast<int32_t>(t->at(start + k + 1));
+      }
+    }
+    return;
+  }
+  for (int64_t i = from; i < to; ++i) {
+    const int64_t s = samples[i];
+    float *dst = hx + i * in;
+    if (d.xs) {
+      const MappedArray &xs = *d.xs, &ys = *d.ys;
+      if (l.intInput) {
+        for (int64_t k = 0; k < in; ++k) {
+          const auto id = static_cast<int32_t>(xs.intAt(s * in + k));
+          std::memcpy(dst + k, &id, 4);
+        }
+      } else if (!d.lut.empty()) {
+        byteImageSample(d, xs, in, s, augmentOf(d, epoch, s), dst);
+      } else {
+        imageSample(d, xs, in, s, augmentOf(d, epoch, s), dst);
+      }
+      if (l.mseLoss) {
+        auto *dy = reinterpret_cast<float *>(hy + i * labelBytes);
+        for (int64_t k = 0; k < out; ++k)
+          dy[k] = ys.floatAt(s * out + k);
+      } else {
+        auto *dy = reinterpret_cast<int32_t *>(hy + i * labelBytes);
+        for (int64_t k = 0; k < out; ++k)
+          dy[k] = static_cast<int32_t>(ys.intAt(s * out + k));
+      }
+      continue;
+    }
+    std::memcpy(dst, &d.x[s * in], in * 4);
+    const void *src = l.mseLoss ? static_cast<const void *>(&d.yf[s * out])
+                                : static_cast<const void *>(&d.y[s * out]);
+    std::memcpy(hy + i * labelBytes, src, labelBytes);
+  }
+}
+
+} // namespace
+
+void buildByteTable(Dataset &d) {
+  d.lut.clear();
+  if (!d.xs || d.xs->type() != ElemType::U8)
+    return;
+  // Each channel's 256 values through the element loop's float arithmetic
+  // (imageSample), once.
+  const size_t tables = d.mean.empty() ? 1 : d.mean.size();
+  d.lut.resize(tables * 256);
+  for (size_t c = 0; c < tables; ++c)
+    for (int v = 0; v < 256; ++v) {
+      float f = static_cast<float>(v) / d.divisor;
+      if (!d.mean.empty())
+        f = (f - d.mean[c]) / d.std[c];
+      d.lut[c * 256 + static_cast<size_t>(v)] = f;
+    }
+}
+
+void fillBatch(const Dataset &d, const SampleLayout &l, const int64_t *samples,
+               int64_t count, uint64_t epoch, float *hx, char *hy,
+               int threads) {
+  const int64_t n =
+      std::clamp<int64_t>(threads, 1, std::max<int64_t>(1, count));
+  if (n == 1)
+    return fillRange(d, l, samples, 0, count, epoch, hx, hy);
+  // Contiguous ranges, the first on this thread.
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(n - 1));
+  auto range = [&](int64_t k) {
+    return std::pair<int64_t, int64_t>{count * k / n, count * (k + 1) / n};
+  };
+  for (int64_t k = 1; k < n; ++k)
+    pool.emplace_back([&, k] {
+      auto [lo, hi] = range(k);
+      fillRange(d, l, samples, lo, hi, epoch, hx, hy);
+    });
+  auto [lo, hi] = range(0);
+  fillRange(d, l, samples, lo, hi, epoch, hx, hy);
+  for (std::thread &t : pool)
+    t.join();
+}
+
+} // namespace memfit::rt

@@ -1,0 +1,94 @@
+//===- ReaderBench.cpp - Time the trainer's batch reader ------------------===//
+//
+// memfit_reader_bench FILE.npy THREADS BATCH BATCHES [PAD]
+//
+// Fills BATCHES batches of BATCH uint8 images from FILE (N x C x H x W,
+// mapped as the trainer maps --data) the way the trainer's feeder does
+// (runtime/BatchFill.h): random crop with PAD pixels of padding (default
+// 4), horizontal flip and ImageNet's per-channel normalization into the
+// float batch layout, on THREADS reader threads, the samples in a shuffled
+// order. Prints one JSON line: images/s over all batches after a warm-up
+// batch, and the median batch's. tools/bench/reader.py writes the file and
+// the table.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/BatchFill.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace memfit::rt;
+
+int main(int argc, char **argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: memfit_reader_bench FILE.npy THREADS BATCH "
+                         "BATCHES [PAD]\n");
+    return 2;
+  }
+  const std::string file = argv[1];
+  const int threads = std::atoi(argv[2]);
+  const int64_t batch = std::atoll(argv[3]), batches = std::atoll(argv[4]);
+  const int64_t pad = argc > 5 ? std::atoll(argv[5]) : 4;
+  std::string err;
+  Dataset d;
+  d.xs = MappedArray::open(file, err);
+  if (!d.xs) {
+    std::fprintf(stderr, "memfit_reader_bench: %s\n", err.c_str());
+    return 1;
+  }
+  const std::vector<int64_t> &shape = d.xs->shape();
+  if (shape.size() != 4 || d.xs->type() != ElemType::U8 || shape[1] != 3 ||
+      threads < 1 || batch < 1 || batches < 1) {
+    std::fprintf(stderr,
+                 "memfit_reader_bench: %s must hold uint8 images "
+                 "N x 3 x H x W; THREADS, BATCH, BATCHES >= 1\n",
+                 file.c_str());
+    return 2;
+  }
+  d.count = shape[0];
+  d.ys = d.xs; // labels are not timed: read as the images' first bytes
+  d.divisor = 255.0f;
+  d.mean = {0.485f, 0.456f, 0.406f};
+  d.std = {0.229f, 0.224f, 0.225f};
+  d.height = shape[2];
+  d.width = shape[3];
+  d.channelSize = shape[2] * shape[3];
+  d.cropPad = pad;
+  d.hflip = true;
+  d.augmentSeed = 7;
+  buildByteTable(d);
+  const SampleLayout l{3 * d.channelSize, 1, false, false};
+  std::vector<float> hx(static_cast<size_t>(batch * l.inputPerSample));
+  std::vector<char> hy(static_cast<size_t>(batch * 4));
+  const std::vector<int64_t> order = epochOrder(d.count, true, 1, 0);
+  std::vector<int64_t> samples(static_cast<size_t>(batch));
+  std::vector<double> secs;
+  double total = 0;
+  for (int64_t k = 0; k <= batches; ++k) {
+    for (int64_t i = 0; i < batch; ++i)
+      samples[i] = order[static_cast<size_t>((k * batch + i) % d.count)];
+    auto t0 = std::chrono::steady_clock::now();
+    fillBatch(d, l, samples.data(), batch, 0, hx.data(), hy.data(), threads);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (k == 0)
+      continue; // warm-up: the threads' first start, first page touches
+    secs.push_back(s);
+    total += s;
+  }
+  std::sort(secs.begin(), secs.end());
+  std::printf("{\"threads\": %d, \"batch\": %lld, \"batches\": %lld, "
+              "\"height\": %lld, \"width\": %lld, \"pad\": %lld, "
+              "\"images_per_s\": %.1f, \"median_batch_images_per_s\": %.1f}\n",
+              threads, static_cast<long long>(batch),
+              static_cast<long long>(batches), static_cast<long long>(d.height),
+              static_cast<long long>(d.width), static_cast<long long>(pad),
+              double(batch * batches) / total,
+              double(batch) / secs[secs.size() / 2]);
+  return 0;
+}
