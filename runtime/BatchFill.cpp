@@ -109,26 +109,28 @@ void fillRange(const Dataset &d, const SampleLayout &l, const int64_t *samples,
   for (int64_t i = from; i < to; ++i) {
     const int64_t s = samples[i];
     float *dst = hx + i * in;
-    if (d.xs) {
-      const MappedArray &xs = *d.xs, &ys = *d.ys;
+    if (!d.xs.empty()) {
+      const auto [xa, xr] = d.xs.at(s);
+      const auto [ya, yr] = d.ys.at(s);
+      const MappedArray &xs = *xa, &ys = *ya;
       if (l.intInput) {
         for (int64_t k = 0; k < in; ++k) {
-          const auto id = static_cast<int32_t>(xs.intAt(s * in + k));
+          const auto id = static_cast<int32_t>(xs.intAt(xr * in + k));
           std::memcpy(dst + k, &id, 4);
         }
       } else if (!d.lut.empty()) {
-        byteImageSample(d, xs, in, s, augmentOf(d, epoch, s), dst);
+        byteImageSample(d, xs, in, xr, augmentOf(d, epoch, s), dst);
       } else {
-        imageSample(d, xs, in, s, augmentOf(d, epoch, s), dst);
+        imageSample(d, xs, in, xr, augmentOf(d, epoch, s), dst);
       }
       if (l.mseLoss) {
         auto *dy = reinterpret_cast<float *>(hy + i * labelBytes);
         for (int64_t k = 0; k < out; ++k)
-          dy[k] = ys.floatAt(s * out + k);
+          dy[k] = ys.floatAt(yr * out + k);
       } else {
         auto *dy = reinterpret_cast<int32_t *>(hy + i * labelBytes);
         for (int64_t k = 0; k < out; ++k)
-          dy[k] = static_cast<int32_t>(ys.intAt(s * out + k));
+          dy[k] = static_cast<int32_t>(ys.intAt(yr * out + k));
       }
       continue;
     }
@@ -143,7 +145,7 @@ void fillRange(const Dataset &d, const SampleLayout &l, const int64_t *samples,
 
 void buildByteTable(Dataset &d) {
   d.lut.clear();
-  if (!d.xs || d.xs->type() != ElemType::U8)
+  if (d.xs.empty() || d.xs.front().type() != ElemType::U8)
     return;
   // Each channel's 256 values through the element loop's float arithmetic
   // (imageSample), once.

@@ -34,7 +34,7 @@ struct Dataset {
   /// --data and --labels, mapped; float inputs are (v / divisor - mean[c])
   /// / std[c] in float, c the channel of channelSize values (no mean:
   /// v / divisor), as torchvision's ToTensor and Normalize compute.
-  std::shared_ptr<const MappedArray> xs, ys;
+  ShardedArray xs, ys;
   float divisor = 1.0f;
   /// Augmentation of [C, H, W] images, drawn per (seed, epoch, sample):
   /// torchvision's RandomCrop(padding=cropPad) when cropPad >= 0, then

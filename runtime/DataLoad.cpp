@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +74,35 @@ Dataset loadTokens(const Options &o, const ProgramInfo &p) {
                 d.tokens->dtypeName(), d.tokenRandom ? "random" : "sequential",
                 (long long)T, (long long)d.count);
   return d;
+}
+
+/// --data and --labels: one .npy, shards A.npy,B.npy in that order, or a
+/// directory of .npy shards in the order of their names.
+std::vector<std::string> shardPaths(const std::string &arg, const char *flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(arg, ec)) {
+    std::vector<std::string> out;
+    for (const fs::directory_entry &e : fs::directory_iterator(arg, ec))
+      if (e.is_regular_file() && e.path().extension() == ".npy")
+        out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+    if (out.empty())
+      die(std::string(flag) + " " + arg + ": a directory with no .npy file");
+    return out;
+  }
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= arg.size()) {
+    size_t end = arg.find(',', at);
+    if (end == std::string::npos)
+      end = arg.size();
+    if (end == at)
+      die(std::string(flag) + " '" + arg + "': an empty file name");
+    out.push_back(arg.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
 }
 
 /// --normalize MEAN/STD: one mean and one std per channel (the input's
@@ -146,37 +178,43 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
     return d;
   }
   std::string err;
-  std::shared_ptr<const MappedArray> x = MappedArray::open(o.data, err);
-  if (!x)
+  if (!d.xs.open(shardPaths(o.data, "--data"), err))
     die(err);
-  const std::vector<int64_t> &xs = x->shape();
-  if (xs.empty() || xs[0] <= 0 || x->count() % xs[0] ||
-      x->count() / xs[0] != p.inputPerSample)
-    die(o.data + ": each sample must have " + std::to_string(p.inputPerSample) +
-        " values (the model's input)");
-  d.count = xs[0];
+  const MappedArray &x = d.xs.front();
+  const std::vector<int64_t> &xs = x.shape();
+  const int64_t perSample = std::accumulate(xs.begin() + 1, xs.end(),
+                                            int64_t(1), std::multiplies<>());
+  if (perSample != p.inputPerSample)
+    die(d.xs.name(0) + ": each sample must have " +
+        std::to_string(p.inputPerSample) + " values (the model's input), not " +
+        std::to_string(perSample));
+  d.count = d.xs.samples();
   if (p.intInput) {
     if (!o.normalize.empty() || o.cropPad >= 0 || o.hflip)
       die("--normalize, --random-crop and --hflip are for images; this "
           "trainer's model reads token ids");
-    if (!x->isInteger())
-      die(o.data + ": inputs must be integer token ids, not " + x->typeName());
-    for (int64_t i = 0; i < x->count(); ++i)
-      if (int64_t id = x->intAt(i); id < 0 || id >= p.inputVocab)
-        die(o.data + ": token id " + std::to_string(id) + " at index " +
-            std::to_string(i) + " is outside [0, " +
-            std::to_string(p.inputVocab) + "), the embedding's vocabulary");
+    if (!x.isInteger())
+      die(d.xs.name(0) + ": inputs must be integer token ids, not " +
+          x.typeName());
+    for (size_t part = 0; part < d.xs.size(); ++part) {
+      const MappedArray &a = d.xs.part(part);
+      for (int64_t i = 0; i < a.count(); ++i)
+        if (int64_t id = a.intAt(i); id < 0 || id >= p.inputVocab)
+          die(d.xs.name(part) + ": token id " + std::to_string(id) +
+              " at index " + std::to_string(i) + " is outside [0, " +
+              std::to_string(p.inputVocab) + "), the embedding's vocabulary");
+    }
   } else {
     // uint8 images are scaled to [0, 1] as torchvision's ToTensor does;
     // --normalize then takes each channel's mean and std.
-    if (x->type() == ElemType::U8)
+    if (x.type() == ElemType::U8)
       d.divisor = 255.0f;
     if (!o.normalize.empty())
-      setNormalization(o, *x, p, d);
+      setNormalization(o, x, p, d);
     if (o.cropPad >= 0 || o.hflip) {
       if (xs.size() != 4)
-        die(std::string(o.hflip ? "--hflip" : "--random-crop") + ": " + o.data +
-            " holds no images (" + std::to_string(xs.size()) +
+        die(std::string(o.hflip ? "--hflip" : "--random-crop") + ": " +
+            d.xs.name(0) + " holds no images (" + std::to_string(xs.size()) +
             "-D; expected N x C x H x W)");
       d.height = xs[2];
       d.width = xs[3];
@@ -185,37 +223,40 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
       // Its own draws, apart from the token windows'.
       d.augmentSeed = o.seed ^ 0x5851f42d4c957f2dull;
     }
-  }
-  d.xs = std::move(x);
-  if (!p.intInput)
     buildByteTable(d);
-  std::shared_ptr<const MappedArray> y = MappedArray::open(o.labels, err);
-  if (!y)
-    die(err);
-  if (y->shape().empty() || y->shape()[0] != d.count)
-    die(o.labels + ": expected " + std::to_string(d.count) +
-        " labels, one per sample of " + o.data);
-  if (p.mseLoss) {
-    if (y->isInteger() || y->count() != d.count * p.labelPerSample)
-      die(o.labels + ": mse targets must be floats with the output's shape");
-  } else {
-    if (!y->isInteger())
-      die(o.labels + ": labels must be integer class ids, not " +
-          y->typeName());
-    if (y->count() != d.count * labels)
-      die(o.labels + (labels == 1
-                          ? std::string(": labels must be one class "
-                                        "id per sample")
-                          : ": labels must be " + std::to_string(labels) +
-                                " class ids per sample (one per "
-                                "position of the output)"));
-    for (int64_t i = 0; i < d.count * labels; ++i)
-      if (int64_t c = y->intAt(i); c < 0 || c >= p.classes)
-        die(o.labels + ": label " + std::to_string(c) + " of sample " +
-            std::to_string(i / labels) + " is outside [0, " +
-            std::to_string(p.classes) + ")");
   }
-  d.ys = std::move(y);
+  if (!d.ys.open(shardPaths(o.labels, "--labels"), err))
+    die(err);
+  if (d.ys.samples() != d.count)
+    die(o.labels + ": " + std::to_string(d.ys.samples()) + " labels, not " +
+        std::to_string(d.count) + ", one per sample of " + o.data);
+  const MappedArray &y = d.ys.front();
+  const int64_t labelsPer = std::accumulate(
+      y.shape().begin() + 1, y.shape().end(), int64_t(1), std::multiplies<>());
+  if (p.mseLoss) {
+    if (y.isInteger() || labelsPer != p.labelPerSample)
+      die(d.ys.name(0) + ": mse targets must be floats with the output's "
+                         "shape");
+  } else {
+    if (!y.isInteger())
+      die(d.ys.name(0) + ": labels must be integer class ids, not " +
+          y.typeName());
+    if (labelsPer != labels)
+      die(d.ys.name(0) + (labels == 1
+                              ? std::string(": labels must be one class "
+                                            "id per sample")
+                              : ": labels must be " + std::to_string(labels) +
+                                    " class ids per sample (one per "
+                                    "position of the output)"));
+    for (size_t part = 0; part < d.ys.size(); ++part) {
+      const MappedArray &a = d.ys.part(part);
+      for (int64_t i = 0; i < a.count(); ++i)
+        if (int64_t c = a.intAt(i); c < 0 || c >= p.classes)
+          die(d.ys.name(part) + ": label " + std::to_string(c) + " of sample " +
+              std::to_string(i / labels) + " is outside [0, " +
+              std::to_string(p.classes) + ")");
+    }
+  }
   if (d.count < p.batch * p.ranks)
     die(o.data + " has " + std::to_string(d.count) +
         " samples, fewer than one batch of " +

@@ -3,6 +3,7 @@
 
 #include "runtime/Npy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -188,6 +189,63 @@ float MappedArray::floatAt(int64_t i) const {
   default:
     return static_cast<float>(intAt(i));
   }
+}
+
+namespace {
+
+std::string shapeText(const std::vector<int64_t> &s, size_t from) {
+  std::string t = "[";
+  for (size_t i = from; i < s.size(); ++i)
+    t += (i > from ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+} // namespace
+
+void ShardedArray::add(std::shared_ptr<const MappedArray> a) {
+  if (first.empty())
+    first.push_back(0);
+  const int64_t rows = a->shape().empty() ? 0 : a->shape()[0];
+  first.push_back(first.back() + rows);
+  names.emplace_back();
+  parts.push_back(std::move(a));
+}
+
+bool ShardedArray::open(const std::vector<std::string> &paths,
+                        std::string &err) {
+  for (const std::string &p : paths) {
+    std::shared_ptr<const MappedArray> a = MappedArray::open(p, err);
+    if (!a)
+      return false;
+    if (a->shape().empty()) {
+      err = p + ": a 0-D array holds no samples";
+      return false;
+    }
+    if (!parts.empty()) {
+      const MappedArray &f = front();
+      if (a->type() != f.type()) {
+        err = p + ": a shard of " + a->typeName() + ", not " + f.typeName() +
+              " as " + names.front();
+        return false;
+      }
+      if (std::vector<int64_t>(a->shape().begin() + 1, a->shape().end()) !=
+          std::vector<int64_t>(f.shape().begin() + 1, f.shape().end())) {
+        err = p + ": samples of shape " + shapeText(a->shape(), 1) + ", not " +
+              shapeText(f.shape(), 1) + " as " + names.front();
+        return false;
+      }
+    }
+    add(std::move(a));
+    names.back() = p;
+  }
+  return true;
+}
+
+std::pair<const MappedArray *, int64_t> ShardedArray::at(int64_t s) const {
+  // The last shard whose first sample is at or before s.
+  const auto it = std::upper_bound(first.begin(), first.end() - 1, s) - 1;
+  const auto i = static_cast<size_t>(it - first.begin());
+  return {parts[i].get(), s - *it};
 }
 
 } // namespace memfit::rt

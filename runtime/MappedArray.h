@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memfit::rt {
@@ -70,6 +71,31 @@ private:
   std::vector<int64_t> dims;
   int64_t elems = 0, width = 4;
   ElemType kind = ElemType::F32;
+};
+
+/// Shards of one array along axis 0 (--data A.npy,B.npy or a directory),
+/// read as their concatenation: one element type, one shape past axis 0.
+class ShardedArray {
+public:
+  /// Maps each file in order; false with `err` naming the first that
+  /// cannot be read or differs from the first shard in type or shape.
+  bool open(const std::vector<std::string> &paths, std::string &err);
+  /// Appends a mapped shard (no checks: the benchmark's one file).
+  void add(std::shared_ptr<const MappedArray> a);
+  bool empty() const { return parts.empty(); }
+  const MappedArray &front() const { return *parts.front(); }
+  size_t size() const { return parts.size(); }
+  const MappedArray &part(size_t i) const { return *parts[i]; }
+  const std::string &name(size_t i) const { return names[i]; }
+  /// Samples (rows of axis 0) over every shard.
+  int64_t samples() const { return first.empty() ? 0 : first.back(); }
+  /// The shard holding sample s, and s's row in it.
+  std::pair<const MappedArray *, int64_t> at(int64_t s) const;
+
+private:
+  std::vector<std::shared_ptr<const MappedArray>> parts;
+  std::vector<std::string> names;
+  std::vector<int64_t> first; // each shard's first sample, then the total
 };
 
 } // namespace memfit::rt

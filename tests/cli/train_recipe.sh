@@ -278,6 +278,31 @@ for it in range(6):
 np.save("img_aug.npy", np.stack(rows).astype(np.float32))
 np.save("lab_aug.npy", np.array(labels, dtype=np.int64))
 PYEOF
+# Shards: a directory of them in name order, or a list, read as one array.
+"$PY" - <<'PYEOF' || fail "cannot write shards"
+import numpy as np, os
+x, y = np.load("img_u8.npy"), np.load("lab64.npy")
+os.makedirs("shards", exist_ok=True)
+for name, part in (("b", x[10:20]), ("a", x[:10]), ("c", x[20:])):
+    np.save(f"shards/{name}.npy", part)
+np.save("lab_head.npy", y[:13])
+np.save("lab_tail.npy", y[13:])
+os.makedirs("odd_shards", exist_ok=True)
+np.save("odd_shards/a.npy", x[:16])
+np.save("odd_shards/b.npy", x[16:].astype(np.int8))
+os.makedirs("wide_shards", exist_ok=True)
+np.save("wide_shards/a.npy", x[:16])
+np.save("wide_shards/b.npy", np.zeros((16, 3, 8, 9), np.uint8))
+PYEOF
+cnn sharded --data shards --labels lab_head.npy,lab_tail.npy \
+  --normalize $IMAGENET
+cmp -s u8.onnx sharded.onnx || fail "shards train otherwise than one file"
+expect_error cnn "odd_shards/b.npy: a shard of int8, not uint8 as odd_shards/a.npy" \
+  --data odd_shards --labels lab64.npy
+expect_error cnn "wide_shards/b.npy: samples of shape \[3, 8, 9\], not \[3, 8, 8\]" \
+  --data wide_shards --labels lab64.npy
+expect_error cnn "lab_head.npy: 13 labels, not 32" \
+  --data img_u8.npy --labels lab_head.npy
 cnn aug --data img_u8.npy --labels lab64.npy --normalize $IMAGENET \
   --random-crop 2 --hflip
 cnn aug_ref --data img_aug.npy --labels lab_aug.npy

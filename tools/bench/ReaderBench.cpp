@@ -35,14 +35,13 @@ int main(int argc, char **argv) {
   const int64_t pad = argc > 5 ? std::atoll(argv[5]) : 4;
   std::string err;
   Dataset d;
-  d.xs = MappedArray::open(file, err);
-  if (!d.xs) {
+  if (!d.xs.open({file}, err)) {
     std::fprintf(stderr, "memfit_reader_bench: %s\n", err.c_str());
     return 1;
   }
-  const std::vector<int64_t> &shape = d.xs->shape();
-  if (shape.size() != 4 || d.xs->type() != ElemType::U8 || shape[1] != 3 ||
-      threads < 1 || batch < 1 || batches < 1) {
+  const std::vector<int64_t> &shape = d.xs.front().shape();
+  if (shape.size() != 4 || d.xs.front().type() != ElemType::U8 ||
+      shape[1] != 3 || threads < 1 || batch < 1 || batches < 1) {
     std::fprintf(stderr,
                  "memfit_reader_bench: %s must hold uint8 images "
                  "N x 3 x H x W; THREADS, BATCH, BATCHES >= 1\n",
