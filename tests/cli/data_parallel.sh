@@ -258,6 +258,34 @@ PY
   fail "2 ranks forced to overflow end with other weights than one rank"
 echo "forced overflow on 2 ranks (--shard 2, adamw): $skips of $N steps skipped, as on one rank; losses and weights bit for bit equal"
 
+# Clipping over ranks: the norm is the global batch's (each rank's
+# gradient slices' squares summed over the ranks with --shard 2), so two
+# ranks clip as one rank does and stay replicas.
+make_trainer clip-r1 mlp 8 100% --optimizer adamw --clip-grad-norm 0.1
+make_trainer clip-r2 mlp 8 100% --optimizer adamw --clip-grad-norm 0.1 \
+  --ranks 2 --shard 2
+clip-r1/build/trainer --data vec.npy --labels lab.npy --iterations 3 \
+  --log-every 1 --save clip-r1/trained.onnx >clip-r1/train.log 2>&1 ||
+  { cat clip-r1/train.log; fail "train clip-r1"; }
+"${MPIRUN[@]}" -np 2 clip-r2/build/trainer --data vec.npy --labels lab.npy \
+  --iterations 3 --log-every 1 --save clip-r2/trained.onnx \
+  >clip-r2/train.log 2>&1 || { cat clip-r2/train.log; fail "train clip-r2"; }
+grep -q "^ranks: all 2 hold the same weights bit for bit" clip-r2/train.log ||
+  fail "clipping ranks diverged"
+$PY - clip-r1/trained.onnx clip-r2/trained.onnx mlp.onnx <<'PY' ||
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+a, b, init = ({t.name: numpy_helper.to_array(t)
+               for t in onnx.load(f).graph.initializer} for f in sys.argv[1:4])
+moved = max(float(np.max(np.abs(a[n] - init[n]))) for n in a)
+worst = max(float(np.max(np.abs(a[n] - b[n]))) / max(1e-3, float(np.max(np.abs(a[n]))))
+            for n in a)
+print(f"clipped on 2 ranks vs 1: worst relative weight difference {worst:.2e}, moved {moved:.2e}")
+sys.exit(0 if worst <= 1e-5 and moved > 1e-4 else 1)
+PY
+  fail "2 clipping ranks train otherwise than one"
+grep -q "grad norm" clip-r2/train.log || fail "clip-r2 prints no gradient norm"
+
 # A data-parallel trainer started without mpirun says how to start it.
 out=$("cnn-r2-tight/build/trainer" --synthetic 2>&1) && fail "one process ran a 2-rank trainer"
 echo "$out" | grep -q "mpirun -np 2" || fail "no hint to use mpirun: $out"
