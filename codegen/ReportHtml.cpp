@@ -89,7 +89,7 @@ std::string scriptSafeJson(const std::string &j) {
   return out;
 }
 
-std::string planToHtml(const PlanReport &r) {
+std::string planToHtml(const PlanReport &r, const RunLogData *run) {
   const ReportSummary &s = r.summary;
   RoundCounts counts = roundCounts(r);
   double roundSeconds = s.roundSeconds;
@@ -147,6 +147,13 @@ std::string planToHtml(const PlanReport &r) {
                       {"what", what}});
   }
   d["stalls"] = std::move(stalls);
+  if (run) {
+    json points = json::array();
+    for (const RunPoint &p : run->points)
+      points.push_back(
+          {p.step, p.loss, p.gradNorm ? json(*p.gradNorm) : json(nullptr)});
+    d["run"] = std::move(points);
+  }
 
   std::string h = head("memfit plan: " + r.model);
   h += "<h1>memfit plan: " + htmlEscape(r.model) + "</h1>\n";
@@ -201,6 +208,11 @@ std::string planToHtml(const PlanReport &r) {
          "</p>\n";
   for (const std::string &n : r.notes)
     h += "<p class=\"note\">" + htmlEscape(n) + "</p>\n";
+  if (run)
+    h += "<h2>Training run</h2>\n<p class=\"note\">" +
+         htmlEscape(describeRun(r, *run)) +
+         "</p>\n<canvas id=\"run\" width=\"1000\" height=\"300\"></canvas>\n"
+         "<div class=\"legend\" id=\"run-legend\"></div>\n";
   h += "<h2>Device memory over one round</h2>\n"
        "<canvas id=\"memory\" width=\"1000\" height=\"300\"></canvas>\n"
        "<div class=\"legend\" id=\"memory-legend\"></div>\n"

@@ -16,12 +16,15 @@
 
 #include "codegen/CompareReport.h"
 #include "codegen/PlanReport.h"
+#include "codegen/RunReport.h"
 
 #include <string>
 
 namespace memfit {
 
-std::string planToHtml(const PlanReport &r);
+/// With `run`, the page also plots the trainer's logged loss (and gradient
+/// norm) over its steps, and says how its rate compares with the plan's.
+std::string planToHtml(const PlanReport &r, const RunLogData *run = nullptr);
 std::string compareToHtml(const CompareReport &c);
 
 /// Escapes text for HTML element content and attribute values.

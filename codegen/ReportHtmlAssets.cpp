@@ -327,6 +327,44 @@ const char *reportScript() {
     res['chart-ink'] = ink(c);
   }
 
+  function drawRun(D, res) {
+    var c = document.getElementById('run'), ctx = context(c);
+    var box = {x: 90, y: 12, w: c.width - 110, h: c.height - 48};
+    var steps = 1, ymax = 0, norms = 0;
+    D.run.forEach(function (p) {
+      steps = Math.max(steps, p[0]);
+      ymax = Math.max(ymax, p[1]);
+      if (p[2] !== null) { ymax = Math.max(ymax, p[2]); norms++; }
+    });
+    ymax = Math.max(ymax, 1e-9) * 1.08;
+    axes(ctx, box, steps, ymax, function (v) { return v.toFixed(0); },
+         function (v) { return v.toPrecision(3); }, 'optimizer step');
+    function X(s) { return box.x + s / steps * box.w; }
+    function Y(v) { return box.y + box.h - v / ymax * box.h; }
+    function line(k, color) {
+      ctx.strokeStyle = color;
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      var open = false;
+      D.run.forEach(function (p) {
+        if (p[k] === null) { open = false; return; }
+        if (open) ctx.lineTo(X(p[0]), Y(p[k]));
+        else ctx.moveTo(X(p[0]), Y(p[k]));
+        open = true;
+      });
+      ctx.stroke();
+    }
+    line(1, SERIES[0]);
+    var items = [['training loss', SERIES[0]]];
+    if (norms > 0) {
+      line(2, SERIES[1]);
+      items.push(['gradient norm before clipping', SERIES[1]]);
+    }
+    legend(document.getElementById('run-legend'), items);
+    res['run-points'] = D.run.length;
+    res['run-ink'] = ink(c);
+  }
+
   var body = document.body;
   try {
     var D = JSON.parse(document.getElementById('memfit-data').textContent);
@@ -337,6 +375,7 @@ const char *reportScript() {
       drawMemory(D, res);
       drawTimeline(D, res);
       fillLayers(D, res);
+      if (D.run) drawRun(D, res);
     }
     Object.keys(res).forEach(function (k) {
       body.setAttribute('data-' + k, String(res[k]));

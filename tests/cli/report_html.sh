@@ -67,4 +67,28 @@ assert int(attrs["points"]) == feasible, (attrs, feasible)
 assert int(attrs["infeasible"]) == len(c["cells"]) - feasible, attrs
 assert int(attrs["chart-ink"]) > 2000, attrs
 PY
+# A trainer's --log beside the plan: the page plots its loss (and the
+# clipped runs' gradient norm) over the steps.
+$PY - <<'PY' || fail "cannot write a run log"
+import json
+with open("run.jsonl", "w") as f:
+    for s in range(1, 13):
+        f.write(json.dumps({"step": s, "loss": 2.3 / s ** 0.3, "lr": 0.01,
+                            "grad_norm": 1.0 / s, "samples_per_s": 900.0,
+                            "elapsed_s": 0.1 * s}) + "\n")
+PY
+"$MEMFIT" report out/plan.json --run run.jsonl --html run.html >run.txt ||
+  fail "report --run --html exited $?"
+grep -q "^run        12 steps logged in run.jsonl: loss 2.3000 at step 1" run.txt ||
+  { cat run.txt; fail "report --run does not summarize the run"; }
+dump run.html >run.dom || fail "chromium failed on run.html: $(tail -5 chromium.log)"
+$PY - run.dom <<'PY' || fail "run.html did not draw the run"
+import re, sys
+dom = open(sys.argv[1]).read()
+attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', re.search(r"<body([^>]*)>", dom).group(1)))
+assert attrs.get("drawn") == "yes", attrs
+assert int(attrs["run-points"]) == 12, attrs
+assert int(attrs["run-ink"]) > 1000, attrs
+assert "gradient norm before clipping" in dom
+PY
 echo "ok"
