@@ -203,6 +203,36 @@ def param_groups(W, args):
              "weight_decay": 0.0}]
 
 
+def val_loss(args, W):
+    """Mean cross-entropy of weights W over every sequential window of
+    --val-tokens (float64, no gradient)."""
+    tok = np.fromfile(args.val_tokens, dtype=np.dtype(args.token_dtype))
+    T = args.seq_len
+    n = (len(tok) - 1) // T
+    xs = torch.tensor(np.stack([tok[i * T:(i + 1) * T] for i in range(n)])
+                      .astype(np.int64))
+    ys = torch.tensor(np.stack([tok[i * T + 1:(i + 1) * T + 1]
+                                for i in range(n)]).astype(np.int64))
+    with torch.no_grad():
+        logits = gpt2(W, xs, args.heads) if args.arch == "gpt2" else \
+            llama(W, xs, args.heads, args.kv_heads or args.heads)
+        return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                     ys.reshape(-1)))
+
+
+def write_curves(args, W, losses, norms):
+    import json
+    out = {"torch_losses": losses, "torch_grad_norms": norms}
+    if args.val_tokens:
+        out["torch_val_loss"] = val_loss(args, W)
+        trained = {t.name: torch.tensor(numpy_helper.to_array(t).copy())
+                   .to(FLOAT) for t in onnx.load(args.trained).graph.initializer}
+        out["memfit_val_loss"] = val_loss(args, {n: trained[n] for n in W})
+    with open(args.curves_out, "w") as f:
+        json.dump(out, f)
+    return 0
+
+
 def schedule(opt, args):
     """torch's scheduler for the trainer's --lr-schedule: its own class
     where one is the same schedule, else LambdaLR with the formula of
@@ -278,6 +308,10 @@ def main():
     ap.add_argument("--token-dtype", default="uint16")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--accumulate", type=int, default=1)
+    # A benchmark's mode (tools/bench/char_gpt.py): write torch's losses and
+    # the validation loss of both trained models, and check nothing.
+    ap.add_argument("--curves-out")
+    ap.add_argument("--val-tokens")
     args = ap.parse_args()
     if bool(args.tokens) == bool(args.x and args.y):
         ap.error("give X.npy and Y.npy, or --tokens")
@@ -330,6 +364,8 @@ def main():
         sched.step()
         losses.append(float(loss))
 
+    if args.curves_out:
+        return write_curves(args, W, losses, norms)
     got = [float(m.group(1)) for m in
            re.finditer(r"^iteration \d+\s+loss (\S+)",
                        open(args.losses).read(), re.M)]
