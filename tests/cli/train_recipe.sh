@@ -314,6 +314,21 @@ cnn aug3 --data img_u8.npy --labels lab64.npy --normalize $IMAGENET \
 cmp -s aug.onnx aug3.onnx || fail "three reader threads fill other batches"
 expect_error adamw "are for images; this trainer's model reads token ids" \
   --data grid.npy --labels grid.npy --hflip
+# Accumulation with BatchNorm: each micro-batch normalized by its own
+# statistics, as a PyTorch loop that steps every second backward pass.
+"$MEMFIT" zoo tiny-bn -o bn.onnx >/dev/null || fail "zoo tiny-bn"
+build_trainer bn_acc bn.onnx --batch 4 --accumulate 2 --budget 100% \
+  --refine=false
+grep -q "BatchNorm statistics are computed per micro-batch of 4" \
+  bn_acc/report.txt || fail "bn_acc: the report does not say how BatchNorm runs"
+./bn_acc/build/trainer --data img_ref.npy --labels lab64.npy --iterations 4 \
+  --lr 0.05 --log-every 1 --save bn_acc.onnx >bn_acc.log 2>&1 ||
+  { cat bn_acc.log; fail "train bn_acc"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" bn.onnx img_ref.npy lab64.npy \
+  --batch 8 --accumulate 2 --iterations 4 --lr 0.05 --losses bn_acc.log \
+  --trained bn_acc.onnx >bn_acc.ref 2>&1 ||
+  { cat bn_acc.ref; fail "BatchNorm accumulation disagrees with torch"; }
+echo "bn accumulate vs torch: $(cat bn_acc.ref)"
 expect_error cnn "--normalize gives 2 channels; img_u8.npy's samples have 3 on axis 1" \
   --data img_u8.npy --labels lab64.npy --normalize 0.5,0.5/0.2,0.2
 expect_error cnn "every std must be above 0" \

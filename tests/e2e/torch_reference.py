@@ -374,6 +374,9 @@ def main():
     ap.add_argument("--update-tol", type=float, default=None)
     ap.add_argument("--freeze", default=None)
     ap.add_argument("--train-only", default=None)
+    # A PyTorch accumulation loop: each step's batch as N micro-batches,
+    # each loss divided by N (BatchNorm statistics per micro-batch).
+    ap.add_argument("--accumulate", type=int, default=1)
     args = ap.parse_args()
     global FLOAT
     if args.autocast != "none":
@@ -430,27 +433,31 @@ def main():
         s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
         xb, yb = X[s:s + args.batch], Y[s:s + args.batch]
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16,
-                            enabled=args.autocast == "bf16"):
-            out, last = run_graph(model, params, consts, xb)
-        out = out.to(FLOAT)  # the loss in full precision, as autocast does
-        if Y.dtype in (torch.int64, torch.int32):
-            # Classes on the last axis for token-id models, else axis 1
-            # (memfit's default, --class-axis auto).
-            if out.dim() > 2 and X.dtype == torch.int64:
-                out = out.reshape(-1, out.shape[-1])
-                yb = yb.reshape(-1)
-            if last == "Softmax":
-                loss = F.nll_loss(torch.log(out), yb.long())
-            elif last == "LogSoftmax":
-                loss = F.nll_loss(out, yb.long())
+        step_loss = 0.0
+        for xm, ym in zip(xb.chunk(args.accumulate), yb.chunk(args.accumulate)):
+            with torch.autocast("cpu", dtype=torch.bfloat16,
+                                enabled=args.autocast == "bf16"):
+                out, last = run_graph(model, params, consts, xm)
+            out = out.to(FLOAT)  # the loss in full precision, as autocast does
+            if Y.dtype in (torch.int64, torch.int32):
+                # Classes on the last axis for token-id models, else axis 1
+                # (memfit's default, --class-axis auto).
+                if out.dim() > 2 and X.dtype == torch.int64:
+                    out = out.reshape(-1, out.shape[-1])
+                    ym = ym.reshape(-1)
+                if last == "Softmax":
+                    loss = F.nll_loss(torch.log(out), ym.long())
+                elif last == "LogSoftmax":
+                    loss = F.nll_loss(out, ym.long())
+                else:
+                    loss = F.cross_entropy(out, ym.long())
             else:
-                loss = F.cross_entropy(out, yb.long())
-        else:
-            loss = F.mse_loss(out, yb.to(FLOAT))
-        loss.backward()
+                loss = F.mse_loss(out, ym.to(FLOAT))
+            loss = loss / args.accumulate
+            loss.backward()
+            step_loss += float(loss)
         opt.step()
-        losses.append(float(loss))
+        losses.append(step_loss)
 
     if len(args.losses) != len(args.trained):
         print(f"{len(args.losses)} --losses against {len(args.trained)} "
