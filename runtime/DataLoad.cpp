@@ -76,6 +76,24 @@ Dataset loadTokens(const Options &o, const ProgramInfo &p) {
   return d;
 }
 
+/// The items of a comma-separated list, in order; an empty one is refused
+/// with `what` saying what the list is.
+std::vector<std::string> commaItems(const std::string &text,
+                                    const std::string &what) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos)
+      end = text.size();
+    if (end == at)
+      die(what);
+    out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
 /// --data and --labels: one .npy, shards A.npy,B.npy in that order, or a
 /// directory of .npy shards in the order of their names.
 std::vector<std::string> shardPaths(const std::string &arg, const char *flag) {
@@ -91,40 +109,26 @@ std::vector<std::string> shardPaths(const std::string &arg, const char *flag) {
       die(std::string(flag) + " " + arg + ": a directory with no .npy file");
     return out;
   }
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= arg.size()) {
-    size_t end = arg.find(',', at);
-    if (end == std::string::npos)
-      end = arg.size();
-    if (end == at)
-      die(std::string(flag) + " '" + arg + "': an empty file name");
-    out.push_back(arg.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
+  return commaItems(arg,
+                    std::string(flag) + " '" + arg + "': an empty file name");
 }
 
 /// --normalize MEAN/STD: one mean and one std per channel (the input's
 /// axis 1), as torchvision's Normalize after ToTensor.
 void setNormalization(const Options &o, const MappedArray &x,
                       const ProgramInfo &p, Dataset &d) {
+  const std::string bad = "--normalize '" + o.normalize +
+                          "': expected MEAN/STD, comma-separated numbers per "
+                          "channel (ImageNet's: "
+                          "0.485,0.456,0.406/0.229,0.224,0.225)";
   auto numbers = [&](const std::string &text) {
     std::vector<float> out;
-    size_t at = 0;
-    while (at <= text.size()) {
-      size_t end = text.find(',', at);
-      if (end == std::string::npos)
-        end = text.size();
-      const std::string item = text.substr(at, end - at);
+    for (const std::string &item : commaItems(text, bad)) {
       char *stop = nullptr;
       const double v = std::strtod(item.c_str(), &stop);
-      if (item.empty() || *stop || !std::isfinite(v))
-        die("--normalize '" + o.normalize +
-            "': expected MEAN/STD, comma-separated numbers per channel "
-            "(ImageNet's: 0.485,0.456,0.406/0.229,0.224,0.225)");
+      if (*stop || !std::isfinite(v))
+        die(bad);
       out.push_back(static_cast<float>(v));
-      at = end + 1;
     }
     return out;
   };
@@ -198,11 +202,10 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
           x.typeName());
     for (size_t part = 0; part < d.xs.size(); ++part) {
       const MappedArray &a = d.xs.part(part);
-      for (int64_t i = 0; i < a.count(); ++i)
-        if (int64_t id = a.intAt(i); id < 0 || id >= p.inputVocab)
-          die(d.xs.name(part) + ": token id " + std::to_string(id) +
-              " at index " + std::to_string(i) + " is outside [0, " +
-              std::to_string(p.inputVocab) + "), the embedding's vocabulary");
+      if (const int64_t i = a.firstOutside(p.inputVocab); i >= 0)
+        die(d.xs.name(part) + ": token id " + std::to_string(a.intAt(i)) +
+            " at index " + std::to_string(i) + " is outside [0, " +
+            std::to_string(p.inputVocab) + "), the embedding's vocabulary");
     }
   } else {
     // uint8 images are scaled to [0, 1] as torchvision's ToTensor does;
@@ -250,11 +253,10 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
                                     "position of the output)"));
     for (size_t part = 0; part < d.ys.size(); ++part) {
       const MappedArray &a = d.ys.part(part);
-      for (int64_t i = 0; i < a.count(); ++i)
-        if (int64_t c = a.intAt(i); c < 0 || c >= p.classes)
-          die(d.ys.name(part) + ": label " + std::to_string(c) + " of sample " +
-              std::to_string(i / labels) + " is outside [0, " +
-              std::to_string(p.classes) + ")");
+      if (const int64_t i = a.firstOutside(p.classes); i >= 0)
+        die(d.ys.name(part) + ": label " + std::to_string(a.intAt(i)) +
+            " of sample " + std::to_string(i / labels) + " is outside [0, " +
+            std::to_string(p.classes) + ")");
     }
   }
   if (d.count < p.batch * p.ranks)

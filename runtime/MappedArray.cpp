@@ -73,13 +73,16 @@ constexpr TypeName kTypes[] = {
 std::unique_ptr<MappedArray> MappedArray::open(const std::string &path,
                                                std::string &err) {
   std::unique_ptr<MappedArray> a(new MappedArray());
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!a->file.open(path, err))
+    return nullptr;
+  // The header is parsed from the file, its data read through the mapping:
+  // both within the mapped size.
+  const int64_t size = a->file.size();
+  std::ifstream f(path, std::ios::binary);
   if (!f) {
     err = path + ": cannot open";
     return nullptr;
   }
-  const auto size = static_cast<int64_t>(f.tellg());
-  f.seekg(0);
   NpyHeader h;
   if (!readNpyHeader(f, size, path, h, err))
     return nullptr;
@@ -102,30 +105,51 @@ std::unique_ptr<MappedArray> MappedArray::open(const std::string &path,
           std::to_string(a->elems) + " values of " + t->name + ")";
     return nullptr;
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    err = path + ": cannot open";
-    return nullptr;
-  }
-  if (size > 0) {
-    a->map =
-        mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-    if (a->map == MAP_FAILED) {
-      a->map = nullptr;
-      ::close(fd);
-      err = path + ": cannot map the file";
-      return nullptr;
-    }
-    a->mapBytes = static_cast<size_t>(size);
-    a->data = static_cast<const unsigned char *>(a->map) + h.dataOffset;
-  }
-  ::close(fd);
+  a->data = a->file.bytes() + h.dataOffset;
   return a;
 }
 
-MappedArray::~MappedArray() {
+MappedFile::~MappedFile() { close(); }
+
+void MappedFile::close() {
   if (map)
     munmap(map, mapBytes);
+  map = nullptr;
+  mapBytes = 0;
+}
+
+bool MappedFile::open(const std::string &path, std::string &err) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    err = path + ": cannot open";
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    err = path + ": not a regular file";
+    return false;
+  }
+  if (st.st_size > 0) {
+    void *m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                   MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      err = path + ": cannot map the file";
+      return false;
+    }
+    map = m;
+    mapBytes = static_cast<size_t>(st.st_size);
+  }
+  ::close(fd);
+  return true;
+}
+
+int64_t MappedArray::firstOutside(int64_t limit) const {
+  for (int64_t i = 0; i < elems; ++i)
+    if (const int64_t v = intAt(i); v < 0 || v >= limit)
+      return i;
+  return -1;
 }
 
 const char *MappedArray::typeName() const {

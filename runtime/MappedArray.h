@@ -37,13 +37,35 @@ enum class ElemType : uint8_t {
 float halfToFloat(uint16_t h);
 float bf16ToFloat(uint16_t h);
 
+/// A whole regular file mapped read-only, unmapped with this object: what
+/// MappedArray and TokenStream read their elements from.
+class MappedFile {
+public:
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  /// False with `err` naming the file when it cannot be opened, is no
+  /// regular file or cannot be mapped; an empty file maps nothing.
+  bool open(const std::string &path, std::string &err);
+  const unsigned char *bytes() const {
+    return static_cast<const unsigned char *>(map);
+  }
+  int64_t size() const { return static_cast<int64_t>(mapBytes); }
+  /// Unmaps the file (size 0 after).
+  void close();
+
+private:
+  void *map = nullptr;
+  size_t mapBytes = 0;
+};
+
 class MappedArray {
 public:
   /// Null with `err` naming the file when it is no .npy this reads, or is
   /// shorter than its header says.
   static std::unique_ptr<MappedArray> open(const std::string &path,
                                            std::string &err);
-  ~MappedArray();
   MappedArray(const MappedArray &) = delete;
   MappedArray &operator=(const MappedArray &) = delete;
 
@@ -60,14 +82,15 @@ public:
   float floatAt(int64_t i) const;
   /// Element i of an integer array.
   int64_t intAt(int64_t i) const;
+  /// The first element of an integer array outside [0, limit), or -1.
+  int64_t firstOutside(int64_t limit) const;
   /// The elements' bytes, little-endian, in C order.
   const unsigned char *bytes() const { return data; }
 
 private:
   MappedArray() = default;
-  void *map = nullptr;
-  size_t mapBytes = 0;
-  const unsigned char *data = nullptr;
+  MappedFile file;
+  const unsigned char *data = nullptr; // the elements, inside file
   std::vector<int64_t> dims;
   int64_t elems = 0, width = 4;
   ElemType kind = ElemType::F32;

@@ -2,10 +2,6 @@
 #include "runtime/TokenStream.h"
 
 #include <cstring>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace memfit::rt {
 
@@ -13,22 +9,11 @@ std::unique_ptr<TokenStream> TokenStream::open(const std::string &path,
                                                const std::string &rawDtype,
                                                std::string &err) {
   std::unique_ptr<TokenStream> t(new TokenStream());
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    err = path + ": cannot open";
+  if (!t->raw.open(path, err))
     return nullptr;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    err = path + ": not a regular file";
-    return nullptr;
-  }
-  const auto size = static_cast<int64_t>(st.st_size);
-  char magic[6] = {};
-  if (size >= 6 && ::pread(fd, magic, 6, 0) == 6 &&
-      std::memcmp(magic, "\x93NUMPY", 6) == 0) {
-    ::close(fd);
+  const int64_t size = t->raw.size();
+  if (size >= 6 && std::memcmp(t->raw.bytes(), "\x93NUMPY", 6) == 0) {
+    t->raw.close(); // read through the array's own mapping
     t->array = MappedArray::open(path, err);
     if (!t->array)
       return nullptr;
@@ -47,40 +32,22 @@ std::unique_ptr<TokenStream> TokenStream::open(const std::string &path,
   }
   // A raw file: nanoGPT's train.bin.
   if (rawDtype != "uint16" && rawDtype != "uint32") {
-    ::close(fd);
     err = "--token-dtype " + rawDtype + ": expected uint16 or uint32";
     return nullptr;
   }
   t->width = rawDtype == "uint16" ? 2 : 4;
   if (size % t->width) {
-    ::close(fd);
     err = path + ": " + std::to_string(size) + " bytes is no whole number of " +
           rawDtype + " tokens (truncated, or another dtype: see --token-dtype)";
     return nullptr;
   }
   t->count = size / t->width;
-  if (size > 0) {
-    t->map =
-        mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-    if (t->map == MAP_FAILED) {
-      t->map = nullptr;
-      ::close(fd);
-      err = path + ": cannot map the file";
-      return nullptr;
-    }
-    t->mapBytes = static_cast<size_t>(size);
-    t->data = static_cast<const unsigned char *>(t->map);
-  }
-  ::close(fd);
   return t;
 }
 
-TokenStream::~TokenStream() {
-  if (map)
-    munmap(map, mapBytes);
-}
-
 int64_t TokenStream::firstOutside(int64_t limit) const {
+  if (array)
+    return array->firstOutside(limit);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t v = at(i);
     if (v < 0 || v >= limit)

@@ -26,7 +26,6 @@ public:
   /// values. Null with `err` naming the file when it cannot be used.
   static std::unique_ptr<TokenStream>
   open(const std::string &path, const std::string &rawDtype, std::string &err);
-  ~TokenStream();
   TokenStream(const TokenStream &) = delete;
   TokenStream &operator=(const TokenStream &) = delete;
 
@@ -36,11 +35,11 @@ public:
       return array->intAt(i);
     if (width == 2) {
       uint16_t v;
-      std::memcpy(&v, data + i * 2, 2);
+      std::memcpy(&v, raw.bytes() + i * 2, 2);
       return v;
     }
     uint32_t v;
-    std::memcpy(&v, data + i * 4, 4);
+    std::memcpy(&v, raw.bytes() + i * 4, 4);
     return v;
   }
   /// The first position whose id is outside [0, limit), or -1.
@@ -50,11 +49,10 @@ public:
 
 private:
   TokenStream() = default;
-  /// A .npy file; else the raw file's own mapping of width-byte ids.
+  /// A raw file's width-byte ids, mapped; a .npy file's are read through
+  /// `array` (raw is then closed).
+  MappedFile raw;
   std::unique_ptr<MappedArray> array;
-  void *map = nullptr;
-  size_t mapBytes = 0;
-  const unsigned char *data = nullptr;
   int64_t count = 0;
   int64_t width = 2;
 };

@@ -17,7 +17,6 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/DataLoad.h"
 #include "runtime/Exec.h"
-#include "runtime/Npy.h"
 #include "runtime/OnnxWeights.h"
 #include "runtime/RunLog.h"
 #include "runtime/TrainerOptions.h"

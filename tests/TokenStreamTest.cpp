@@ -1,6 +1,7 @@
 //===- TokenStreamTest.cpp - The trainer's --tokens file ------------------===//
 #include "runtime/TokenStream.h"
-#include "runtime/Npy.h"
+
+#include "NpyTestUtil.h"
 
 #include <catch2/catch.hpp>
 
@@ -12,6 +13,8 @@
 #include <vector>
 
 using namespace memfit::rt;
+using memfit::test::npy;
+using memfit::test::raw;
 namespace fs = std::filesystem;
 
 namespace {
@@ -30,25 +33,6 @@ struct TempDir {
     return p;
   }
 };
-
-template <typename T> std::string raw(const std::vector<T> &v) {
-  return std::string(reinterpret_cast<const char *>(v.data()),
-                     v.size() * sizeof(T));
-}
-
-/// A .npy of `descr` and `shape` holding `data`, as numpy.save writes it.
-std::string npy(const std::string &descr, const std::string &shape,
-                const std::string &data) {
-  std::string h = "{'descr': '" + descr +
-                  "', 'fortran_order': False, 'shape': " + shape + ", }";
-  while ((10 + h.size() + 1) % 64)
-    h += ' ';
-  h += '\n';
-  std::string out("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(h.size() & 255);
-  out += static_cast<char>(h.size() >> 8);
-  return out + h + data;
-}
 
 } // namespace
 
