@@ -8,7 +8,9 @@
 //
 // Guarantees: reads only the Plan, the TaskGraph and the Graph; the same
 // inputs give byte-identical files; names from the model appear only as
-// sanitised identifier fragments and comment text (codegen/Names.h).
+// sanitised identifier fragments and comment text (codegen/Names.h). An
+// evaluation plan (EmitOptions::evaluation) becomes a second round,
+// memfit_eval_round, in src/eval_round_*.cpp and src/evaluate.cpp.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_CODEGEN_EMIT_H
@@ -23,12 +25,22 @@
 
 namespace memfit {
 
+/// The evaluation program beside the training one: memfit's forward-only
+/// plan of a batch in the training plan's arena (both graphs of one model),
+/// or, without one, why the trainer has none.
+struct EvaluationPlan {
+  const TaskGraph *tg = nullptr;
+  const Plan *plan = nullptr;
+  std::string why;
+};
+
 struct EmitOptions {
   std::string modelFile = "model.onnx"; // beside the sources, in OUTDIR
   std::string memfitBuildDir;           // where memfit-runtime.cmake lives
   /// Where the trainer keeps optimizer state the plan homes on NVMe (the
   /// trainer's --nvme overrides it).
   std::string nvmeDir;
+  EvaluationPlan evaluation;
   int instrsPerFunction = 300;
   int functionsPerFile = 16;
 };

@@ -197,6 +197,10 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
                          weightId[tg.blocks[w].value])
                .str();
   }
+  if (t.kind == TaskKind::Loss && tg.evaluation)
+    return out + llvm::formatv("  x.evalLoss({0}, {1});\n",
+                               ptr(t.reads[0], res), ptr(t.reads[1], res))
+                     .str();
   if (t.kind == TaskKind::Loss) {
     std::string d = t.writes.size() > 1 ? ptr(t.writes[1], res) : "nullptr";
     return out + llvm::formatv("  x.loss({0}, {1}, x.lossValue(), {2});\n",

@@ -1,9 +1,9 @@
 //===- Emitter.h - The trainer emitter (internal) ---------------*- C++ -*-===//
 //
 // The state behind emitTrainer() (Emit.h), shared by its implementation
-// files: Emit.cpp (the round's functions and files, main, CMakeLists) and
-// EmitRun.cpp (one call per task run, with its operands' pointers). Not a
-// public interface.
+// files: Emit.cpp (main, CMakeLists), EmitRound.cpp (a round's functions
+// and files) and EmitRun.cpp (one call per task run, with its operands'
+// pointers). Not a public interface.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_CODEGEN_EMITTER_H
@@ -38,6 +38,16 @@ public:
 
 private:
   llvm::Error prepare();
+  /// The round as functions `fn`_K in files `filePrefix`N.cpp (EmitRound.cpp),
+  /// appended to `files`; their names to `names`.
+  llvm::Error emitRound(const std::string &fn, const std::string &filePrefix,
+                        std::vector<GeneratedFile> &files,
+                        std::vector<std::string> &names);
+  /// The start-up check's row of every distinct convolution call of the
+  /// round; `subBatch` > 0 states the sizes it runs at (else the
+  /// program's).
+  void convRows(std::vector<std::string> &rows, int64_t subBatch = 0,
+                int64_t lastSubBatch = 0) const;
   llvm::Expected<std::string> emitRun(const Instr &in, size_t index);
   /// Update tasks at [begin, end) of `list` that run back to back on the
   /// compute stream: how many from begin (0: list[begin] is no update).
@@ -66,6 +76,8 @@ private:
   std::vector<int> lastStream;
   std::vector<OpParamsText> opText;
   std::string internalError;
+  /// The evaluation round's convolution rows (convRows), for main.cpp.
+  std::vector<std::string> evalConvRows;
   std::string curTask; // for internal errors
   /// Per round instruction index: for accumulating writes, whether an
   /// earlier task in the round wrote the same block.

@@ -196,6 +196,15 @@ std::string planToJson(const PlanReport &r) {
     j["accumulate"] = r.accumulate;
   j["sub_batch"] = r.subBatch;
   j["sub_batches"] = r.numSubBatches;
+  // Written by memfit compile (plan.json of memfit plan has none).
+  if (const ReportEvaluation &e = r.evaluation; e.planned)
+    j["evaluation"] = {{"sub_batch", e.subBatch},
+                       {"sub_batches", e.numSubBatches},
+                       {"arena_bytes", e.arenaBytes},
+                       {"instructions", e.instructions},
+                       {"predicted_seconds", e.seconds}};
+  else if (!e.why.empty())
+    j["evaluation"] = {{"none", e.why}};
   if (r.chunks > 1) // written only when used: older plans read the same
     j["chunks"] = r.chunks;
   if (const ReportDataParallel &d = r.dataParallel; d.ranks > 1) {
@@ -385,6 +394,18 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
   r.subBatch = rd.integer(root, "", "sub_batch", 1);
   r.numSubBatches = rd.integer(root, "", "sub_batches", 1);
   r.chunks = static_cast<int32_t>(rd.integer(root, "", "chunks", 1, false));
+  if (const json *ej = rd.field(root, "", "evaluation", false)) {
+    ReportEvaluation &e = r.evaluation;
+    e.why = rd.str(*ej, "evaluation", "none", false);
+    if (e.why.empty()) {
+      e.planned = true;
+      e.subBatch = rd.integer(*ej, "evaluation", "sub_batch", 1);
+      e.numSubBatches = rd.integer(*ej, "evaluation", "sub_batches", 1);
+      e.arenaBytes = rd.integer(*ej, "evaluation", "arena_bytes", 0);
+      e.instructions = rd.integer(*ej, "evaluation", "instructions", 0);
+      e.seconds = rd.number(*ej, "evaluation", "predicted_seconds");
+    }
+  }
   if (const json *fj = rd.field(root, "", "frozen", false)) {
     ReportFrozen &f = r.frozen;
     f.weights = rd.integer(*fj, "frozen", "weights", 0);

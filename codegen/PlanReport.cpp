@@ -406,6 +406,20 @@ std::string describeClipping(const PlanReport &r) {
       .str();
 }
 
+std::string describeEvaluation(const PlanReport &r) {
+  const ReportEvaluation &e = r.evaluation;
+  if (!e.planned)
+    return e.why.empty() ? "" : "none (the trainer cannot validate): " + e.why;
+  return llvm::formatv("forward only, batch {0} as {1} sub-batch{2} of {3}, "
+                       "in {4} of the training arena, {5} instructions, "
+                       "{6:F3} ms per batch (predicted)",
+                       r.batch, e.numSubBatches,
+                       e.numSubBatches == 1 ? "" : "es", e.subBatch,
+                       formatBytes(e.arenaBytes), e.instructions,
+                       e.seconds * 1e3)
+      .str();
+}
+
 std::string chunkNote(const PlanReport &r) {
   return llvm::formatv("exact in chunks: the batch of {0} runs as {1} chunks "
                        "of {2} inside one round, BatchNorm statistics "

@@ -217,6 +217,17 @@ struct ReportProfile {
   std::vector<std::string> estimatedExamples;
 };
 
+/// The evaluation program memfit compile plans beside the training one
+/// (passes/search/Evaluation.h): forward only, in the training arena.
+struct ReportEvaluation {
+  bool planned = false;
+  int64_t subBatch = 0, numSubBatches = 0;
+  int64_t arenaBytes = 0;   // of the training plan's arena
+  int64_t instructions = 0; // in its round
+  double seconds = 0;       // predicted, one batch
+  std::string why;          // when not planned: why not ("": not asked)
+};
+
 struct PlanReport {
   int schemaVersion = kPlanSchemaVersion;
   std::string model, modelFile, device, policy;
@@ -251,6 +262,7 @@ struct PlanReport {
   int32_t events = 0;
   /// The round's instructions in issue order, then the update's.
   std::vector<ReportInstr> schedule;
+  ReportEvaluation evaluation;
 };
 
 /// What the plan alone does not know: what the planner found beside it.
@@ -292,6 +304,9 @@ PlanReport buildPlanReport(const TaskGraph &tg, const Plan &plan,
 std::string describeClipping(const PlanReport &r);
 PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
                             const Simulation &sim, const PlanContext &ctx);
+/// "forward only, batch 64 as 1 sub-batch of 64 ...", or why the trainer
+/// cannot validate; "" when no evaluation program was planned.
+std::string describeEvaluation(const PlanReport &r);
 
 /// The notes a plan carries (PlanReport::notes), worded once for every
 /// output: why it is not exact, and how it keeps exact batch statistics in

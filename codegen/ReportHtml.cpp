@@ -153,6 +153,10 @@ std::string planToHtml(const PlanReport &r, const RunLogData *run) {
       points.push_back(
           {p.step, p.loss, p.gradNorm ? json(*p.gradNorm) : json(nullptr)});
     d["run"] = std::move(points);
+    json val = json::array();
+    for (const ValPoint &v : run->validations)
+      val.push_back({v.step, v.loss});
+    d["val"] = std::move(val);
   }
 
   std::string h = head("memfit plan: " + r.model);

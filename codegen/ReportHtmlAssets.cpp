@@ -336,17 +336,22 @@ const char *reportScript() {
       ymax = Math.max(ymax, p[1]);
       if (p[2] !== null) { ymax = Math.max(ymax, p[2]); norms++; }
     });
+    var val = D.val || [];
+    val.forEach(function (p) {
+      steps = Math.max(steps, p[0]);
+      ymax = Math.max(ymax, p[1]);
+    });
     ymax = Math.max(ymax, 1e-9) * 1.08;
     axes(ctx, box, steps, ymax, function (v) { return v.toFixed(0); },
          function (v) { return v.toPrecision(3); }, 'optimizer step');
     function X(s) { return box.x + s / steps * box.w; }
     function Y(v) { return box.y + box.h - v / ymax * box.h; }
-    function line(k, color) {
+    function line(k, color, pts) {
       ctx.strokeStyle = color;
       ctx.lineWidth = 2;
       ctx.beginPath();
       var open = false;
-      D.run.forEach(function (p) {
+      (pts || D.run).forEach(function (p) {
         if (p[k] === null) { open = false; return; }
         if (open) ctx.lineTo(X(p[0]), Y(p[k]));
         else ctx.moveTo(X(p[0]), Y(p[k]));
@@ -360,8 +365,13 @@ const char *reportScript() {
       line(2, SERIES[1]);
       items.push(['gradient norm before clipping', SERIES[1]]);
     }
+    if (val.length > 0) {
+      line(1, SERIES[2], val);
+      items.push(['validation loss', SERIES[2]]);
+    }
     legend(document.getElementById('run-legend'), items);
     res['run-points'] = D.run.length;
+    res['val-points'] = val.length;
     res['run-ink'] = ink(c);
   }
 

@@ -208,6 +208,8 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
                         s.refineChanged, s.refineTries);
   if (r.clipGradNorm > 0)
     os << "update     " << describeClipping(r) << "\n";
+  if (std::string e = describeEvaluation(r); !e.empty())
+    os << "evaluate   " << e << "\n";
   for (const std::string &n : r.notes)
     os << "note       " << n << "\n";
 

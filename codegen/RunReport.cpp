@@ -46,6 +46,12 @@ llvm::Expected<RunLogData> readRunLog(const std::string &path) {
     auto step = number("step"), loss = number("loss");
     if (!step || !(*step >= 1))
       return bad("no step >= 1");
+    if (auto val = number("val_loss")) {
+      out.validations.push_back({static_cast<int64_t>(*step), *val,
+                                 number("val_accuracy"),
+                                 number("val_perplexity")});
+      continue;
+    }
     if (!loss)
       return bad("no loss");
     RunPoint p;
@@ -62,6 +68,9 @@ llvm::Expected<RunLogData> readRunLog(const std::string &path) {
   std::stable_sort(
       out.points.begin(), out.points.end(),
       [](const RunPoint &a, const RunPoint &b) { return a.step < b.step; });
+  std::stable_sort(
+      out.validations.begin(), out.validations.end(),
+      [](const ValPoint &a, const ValPoint &b) { return a.step < b.step; });
   return out;
 }
 
@@ -90,6 +99,18 @@ std::string describeRun(const PlanReport &r, const RunLogData &run) {
       "{5} (lowest {6:F4} at step {7})",
       run.points.size(), run.file, first.loss, first.step, last.loss, last.step,
       low.loss, low.step);
+  if (!run.validations.empty()) {
+    const ValPoint &v = run.validations.back();
+    text +=
+        llvm::formatv("; {0} validation{1}, the last at step {2}: loss "
+                      "{3:F4}",
+                      run.validations.size(),
+                      run.validations.size() == 1 ? "" : "s", v.step, v.loss);
+    if (v.accuracy)
+      text += llvm::formatv(", accuracy {0:F2}%", *v.accuracy * 100);
+    if (v.perplexity)
+      text += llvm::formatv(", perplexity {0:F3}", *v.perplexity);
+  }
   const double predicted = predictedSamplesPerSecond(r);
   if (n > 0 && predicted > 0) {
     const double measured = sum / double(n);

@@ -28,9 +28,17 @@ struct RunPoint {
   double samplesPerSecond = 0, elapsedSeconds = 0;
 };
 
+/// A validation the trainer logged (its val_* fields).
+struct ValPoint {
+  int64_t step = 0;
+  double loss = 0;
+  std::optional<double> accuracy, perplexity;
+};
+
 struct RunLogData {
   std::string file;
-  std::vector<RunPoint> points; // in step order
+  std::vector<RunPoint> points;      // in step order
+  std::vector<ValPoint> validations; // in step order
 };
 
 llvm::Expected<RunLogData> readRunLog(const std::string &path);

@@ -193,6 +193,8 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
     os << "training " << describeRestriction(r.frozen) << "\n";
   if (r.clipGradNorm > 0)
     os << "update   " << describeClipping(r) << "\n";
+  if (std::string e = describeEvaluation(r); !e.empty())
+    os << "evaluate " << e << "\n";
   os << llvm::formatv("memory   budget {0}, planned {1} (library reserve {2} "
                       "+ resident {3} + arena {4})\n",
                       formatBytes(r.budgetBytes),

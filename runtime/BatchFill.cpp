@@ -1,6 +1,7 @@
 //===- BatchFill.cpp - A batch's samples, converted and augmented ---------===//
 #include "runtime/BatchFill.h"
 
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -12,6 +13,28 @@ struct Augment {
   bool on = false, flip = false;
   int64_t pad = 0, top = 0, left = 0;
 };
+
+/// The uniform draws of one sample's resized crop: splitmix64's stream
+/// from the sample's hash, 53 bits a double.
+struct Draws {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform(double lo, double hi) {
+    return lo + (hi - lo) * (double(next() >> 11) * 0x1.0p-53);
+  }
+  /// In [lo, hi].
+  int64_t between(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(next() % uint64_t(hi - lo + 1));
+  }
+};
+
+/// Python's round(): half to even (the default rounding mode's).
+int64_t roundEven(double v) { return static_cast<int64_t>(std::nearbyint(v)); }
 
 /// Sample s's crop offsets in [0, 2 * pad] and flip, from its own draw.
 Augment augmentOf(const Dataset &d, uint64_t epoch, int64_t s) {
@@ -87,6 +110,52 @@ void byteImageSample(const Dataset &d, const MappedArray &xs, int64_t in,
   }
 }
 
+/// A resized crop of image sample s (C x height x width, element type
+/// through `at`) into C x outHeight x outWidth: torch's bilinear
+/// interpolation (align_corners=False, no antialiasing) on v / divisor, in
+/// float in its order of operations, then the flip and the normalization.
+template <typename At>
+void resizedCropSample(const Dataset &d, int64_t channels, const CropBox &b,
+                       bool flip, At at, float *dst) {
+  const int64_t H = d.height, W = d.width, OH = d.outHeight, OW = d.outWidth;
+  struct Tap {
+    int64_t i0, i1;
+    float l0, l1;
+  };
+  auto taps = [](int64_t in, int64_t out, int64_t start) {
+    std::vector<Tap> t(static_cast<size_t>(out));
+    const float scale = float(in) / float(out);
+    for (int64_t o = 0; o < out; ++o) {
+      float src = scale * (float(o) + 0.5f) - 0.5f;
+      src = src < 0 ? 0.0f : src;
+      const auto i0 = static_cast<int64_t>(src);
+      const float l1 = src - float(i0);
+      t[size_t(o)] = {start + i0, start + i0 + (i0 < in - 1 ? 1 : 0), 1.0f - l1,
+                      l1};
+    }
+    return t;
+  };
+  const std::vector<Tap> ty = taps(b.height, OH, b.top);
+  const std::vector<Tap> tx = taps(b.width, OW, b.left);
+  for (int64_t c = 0; c < channels; ++c) {
+    const float mean = d.mean.empty() ? 0.0f : d.mean[size_t(c)];
+    const float stdv = d.mean.empty() ? 1.0f : d.std[size_t(c)];
+    auto v = [&](int64_t y, int64_t x) {
+      return at((c * H + y) * W + x) / d.divisor;
+    };
+    for (int64_t y = 0; y < OH; ++y) {
+      const Tap &ry = ty[size_t(y)];
+      for (int64_t x = 0; x < OW; ++x) {
+        const Tap &rx = tx[size_t(flip ? OW - 1 - x : x)];
+        const float t =
+            ry.l0 * (rx.l0 * v(ry.i0, rx.i0) + rx.l1 * v(ry.i0, rx.i1)) +
+            ry.l1 * (rx.l0 * v(ry.i1, rx.i0) + rx.l1 * v(ry.i1, rx.i1));
+        dst[(c * OH + y) * OW + x] = d.mean.empty() ? t : (t - mean) / stdv;
+      }
+    }
+  }
+}
+
 void fillRange(const Dataset &d, const SampleLayout &l, const int64_t *samples,
                int64_t from, int64_t to, uint64_t epoch, float *hx, char *hy) {
   const int64_t in = l.inputPerSample, out = l.labelPerSample;
@@ -118,6 +187,22 @@ void fillRange(const Dataset &d, const SampleLayout &l, const int64_t *samples,
           const auto id = static_cast<int32_t>(xs.intAt(xr * in + k));
           std::memcpy(dst + k, &id, 4);
         }
+      } else if (d.resizedCrop) {
+        const CropBox b = resizedCropBox(d, epoch, s);
+        const bool flip = flipped(d, epoch, s);
+        const int64_t stored = d.height * d.width;
+        const int64_t channels = in / (d.outHeight * d.outWidth);
+        if (xs.type() == ElemType::U8) {
+          const unsigned char *src = xs.bytes() + xr * channels * stored;
+          resizedCropSample(
+              d, channels, b, flip,
+              [src](int64_t k) { return static_cast<float>(src[k]); }, dst);
+        } else {
+          const int64_t base = xr * channels * stored;
+          resizedCropSample(
+              d, channels, b, flip,
+              [&xs, base](int64_t k) { return xs.floatAt(base + k); }, dst);
+        }
       } else if (!d.lut.empty()) {
         byteImageSample(d, xs, in, xr, augmentOf(d, epoch, s), dst);
       } else {
@@ -142,6 +227,35 @@ void fillRange(const Dataset &d, const SampleLayout &l, const int64_t *samples,
 }
 
 } // namespace
+
+CropBox resizedCropBox(const Dataset &d, uint64_t epoch, int64_t s) {
+  // Its own stream, apart from the flip's bit.
+  Draws r{sampleHash(d.augmentSeed ^ 0x2545f4914f6cdd1dull, epoch, s)};
+  const double area = double(d.height) * double(d.width);
+  const double lo = std::log(3.0 / 4.0), hi = std::log(4.0 / 3.0);
+  for (int k = 0; k < 10; ++k) {
+    const double target = area * r.uniform(d.scaleLo, d.scaleHi);
+    const double aspect = std::exp(r.uniform(lo, hi));
+    const int64_t w = roundEven(std::sqrt(target * aspect));
+    const int64_t h = roundEven(std::sqrt(target / aspect));
+    if (w > 0 && w <= d.width && h > 0 && h <= d.height) {
+      const int64_t top = r.between(0, d.height - h);
+      const int64_t left = r.between(0, d.width - w);
+      return {top, left, h, w};
+    }
+  }
+  const double ratio = double(d.width) / double(d.height);
+  int64_t w = d.width, h = d.height;
+  if (ratio < 3.0 / 4.0)
+    h = roundEven(double(w) / (3.0 / 4.0));
+  else if (ratio > 4.0 / 3.0)
+    w = roundEven(double(h) * (4.0 / 3.0));
+  return {(d.height - h) / 2, (d.width - w) / 2, h, w};
+}
+
+bool flipped(const Dataset &d, uint64_t epoch, int64_t s) {
+  return d.hflip && ((sampleHash(d.augmentSeed, epoch, s) >> 32) & 1);
+}
 
 void buildByteTable(Dataset &d) {
   d.lut.clear();

@@ -42,6 +42,13 @@ struct Dataset {
   int64_t cropPad = -1;
   bool hflip = false;
   int64_t height = 0, width = 0;
+  /// torchvision's RandomResizedCrop(size, scale, ratio=(3/4, 4/3)) on the
+  /// image as ToTensor makes it, bilinear without antialiasing, before the
+  /// flip and Normalize: a box of the stored height x width image resized
+  /// to the model's outHeight x outWidth.
+  bool resizedCrop = false;
+  double scaleLo = 0.08, scaleHi = 1.0;
+  int64_t outHeight = 0, outWidth = 0;
   uint64_t augmentSeed = 0;
   std::vector<float> mean, std;
   int64_t channelSize = 0;
@@ -94,6 +101,19 @@ struct SampleOrder {
     return at;
   }
 };
+
+/// A resized crop's box in the stored image (Dataset::resizedCrop).
+struct CropBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+/// The box of sample `s` of epoch `epoch`: RandomResizedCrop.get_params's
+/// algorithm (ten tries of an area in [scaleLo, scaleHi] of the image and
+/// a log-uniform aspect ratio in [3/4, 4/3], sides rounded half to even as
+/// Python's round, then a uniform position; else the centre crop), its
+/// uniform draws from a counter-based stream of (seed, epoch, sample).
+CropBox resizedCropBox(const Dataset &d, uint64_t epoch, int64_t s);
+/// Whether sample `s` of epoch `epoch` is flipped (Dataset::hflip).
+bool flipped(const Dataset &d, uint64_t epoch, int64_t s);
 
 /// For uint8 inputs (d.xs), fills d.lut from d.divisor, d.mean and d.std;
 /// other inputs keep none.

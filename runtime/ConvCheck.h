@@ -43,6 +43,9 @@ struct ConvTask {
   int64_t workspaceBytes;
   const char *task;      // the task's name
   const char *signature; // the op's signature (compiler/ops/OpSignature.h)
+  /// The sub-batch sizes this call runs at when they are not the training
+  /// round's (the evaluation round's convolutions); 0: the program's.
+  int64_t subBatch = 0, lastSubBatch = 0;
 };
 
 /// Whether cuDNN 9's legacy API runs algorithm `algo` of direction `dir` on

@@ -29,7 +29,8 @@ float idAsFloat(int32_t id) {
 /// --tokens: the file mapped and checked whole before the first step (every
 /// id inside the vocabulary and the classes), windows of the model's
 /// sequence length.
-Dataset loadTokens(const Options &o, const ProgramInfo &p) {
+Dataset loadTokens(const Options &o, const ProgramInfo &p, int64_t least,
+                   const char *role) {
   if (!p.intInput || p.mseLoss || p.labelPerSample != p.inputPerSample)
     die("--tokens is for language models, whose input is token ids and "
         "whose labels are one class per position; this trainer's model "
@@ -59,18 +60,18 @@ Dataset loadTokens(const Options &o, const ProgramInfo &p) {
         "), the model's vocabulary (is --token-dtype right?)");
   Dataset d;
   d.count = (t->size() - 1) / T;
-  if (d.count < p.batch * p.ranks)
+  if (d.count < least)
     die(o.tokens + ": " + std::to_string(t->size()) + " tokens make " +
         std::to_string(d.count) + " windows of " + std::to_string(T) +
-        ", fewer than one batch of " + std::to_string(p.batch * p.ranks));
+        ", fewer than one batch of " + std::to_string(least));
   d.tokens = std::move(t);
   d.seqLen = T;
   d.tokenRandom = o.tokenOrderRandom;
   d.tokenSeed = o.seed;
   if (!o.quiet)
-    std::printf("tokens: %s, %lld %s ids mapped, %s windows of %lld "
+    std::printf("%stokens: %s, %lld %s ids mapped, %s windows of %lld "
                 "(%lld to an epoch)\n",
-                o.tokens.c_str(), (long long)d.tokens->size(),
+                role, o.tokens.c_str(), (long long)d.tokens->size(),
                 d.tokens->dtypeName(), d.tokenRandom ? "random" : "sequential",
                 (long long)T, (long long)d.count);
   return d;
@@ -153,11 +154,31 @@ void setNormalization(const Options &o, const MappedArray &x,
   d.channelSize = p.inputPerSample / channels;
 }
 
-} // namespace
+/// --random-resized-crop: the stored images (N x C x H x W, any size) are
+/// cut to boxes resized to the model's square input of C x S x S.
+void setResizedCrop(Dataset &d, const ProgramInfo &p) {
+  const std::vector<int64_t> &xs = d.xs.front().shape();
+  if (xs.size() != 4)
+    die("--random-resized-crop: " + d.xs.name(0) + " holds no images (" +
+        std::to_string(xs.size()) + "-D; expected N x C x H x W)");
+  const int64_t c = xs[1];
+  const auto side = static_cast<int64_t>(
+      std::llround(std::sqrt(double(p.inputPerSample) / double(c))));
+  if (c <= 0 || side * side * c != p.inputPerSample)
+    die("--random-resized-crop: " + d.xs.name(0) + "'s images have " +
+        std::to_string(c) + " channels; the model's input of " +
+        std::to_string(p.inputPerSample) +
+        " values is no square image of as many (resize to a square input)");
+  d.resizedCrop = true;
+  d.outHeight = d.outWidth = side;
+}
 
-Dataset loadData(const Options &o, const ProgramInfo &p) {
+/// What loadData and loadValidation share: `o`'s data, at least `least`
+/// samples of it; `role` starts the lines it prints.
+Dataset loadDataAs(const Options &o, const ProgramInfo &p, int64_t least,
+                   const char *role) {
   if (!o.tokens.empty())
-    return loadTokens(o, p);
+    return loadTokens(o, p, least, role);
   Dataset d;
   const int64_t labels = p.mseLoss ? 0 : p.labelPerSample; // per sample
   if (o.synthetic) {
@@ -188,15 +209,17 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
   const std::vector<int64_t> &xs = x.shape();
   const int64_t perSample = std::accumulate(xs.begin() + 1, xs.end(),
                                             int64_t(1), std::multiplies<>());
-  if (perSample != p.inputPerSample)
+  if (o.resizedCrop && !p.intInput)
+    setResizedCrop(d, p);
+  else if (perSample != p.inputPerSample)
     die(d.xs.name(0) + ": each sample must have " +
         std::to_string(p.inputPerSample) + " values (the model's input), not " +
         std::to_string(perSample));
   d.count = d.xs.samples();
   if (p.intInput) {
-    if (!o.normalize.empty() || o.cropPad >= 0 || o.hflip)
-      die("--normalize, --random-crop and --hflip are for images; this "
-          "trainer's model reads token ids");
+    if (!o.normalize.empty() || o.cropPad >= 0 || o.hflip || o.resizedCrop)
+      die("--normalize, --random-crop, --random-resized-crop and --hflip are "
+          "for images; this trainer's model reads token ids");
     if (!x.isInteger())
       die(d.xs.name(0) + ": inputs must be integer token ids, not " +
           x.typeName());
@@ -214,7 +237,7 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
       d.divisor = 255.0f;
     if (!o.normalize.empty())
       setNormalization(o, x, p, d);
-    if (o.cropPad >= 0 || o.hflip) {
+    if (o.cropPad >= 0 || o.hflip || o.resizedCrop) {
       if (xs.size() != 4)
         die(std::string(o.hflip ? "--hflip" : "--random-crop") + ": " +
             d.xs.name(0) + " holds no images (" + std::to_string(xs.size()) +
@@ -259,11 +282,31 @@ Dataset loadData(const Options &o, const ProgramInfo &p) {
             std::to_string(p.classes) + ")");
     }
   }
-  if (d.count < p.batch * p.ranks)
+  if (d.count < least)
     die(o.data + " has " + std::to_string(d.count) +
-        " samples, fewer than one batch of " +
-        std::to_string(p.batch * p.ranks));
+        " samples, fewer than one batch of " + std::to_string(least));
   return d;
+}
+
+} // namespace
+
+Dataset loadData(const Options &o, const ProgramInfo &p) {
+  return loadDataAs(o, p, p.batch * p.ranks, "");
+}
+
+Dataset loadValidation(const Options &o, const ProgramInfo &p) {
+  // The training data's normalization, no augmentation, windows in file
+  // order; a last batch short of samples is padded (Exec::evalValidEnd).
+  Options v = o;
+  v.data = o.valData;
+  v.labels = o.valLabels;
+  v.tokens = o.valTokens;
+  v.synthetic = false;
+  v.cropPad = -1;
+  v.hflip = false;
+  v.resizedCrop = false;
+  v.tokenOrderRandom = false;
+  return loadDataAs(v, p, 1, "validation ");
 }
 
 } // namespace memfit::rt

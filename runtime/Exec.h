@@ -91,6 +91,12 @@ struct ProgramInfo {
   /// Where the plan keeps optimizer state on NVMe (memfit's --nvme DIR);
   /// the trainer's --nvme overrides it. Null when nothing lives there.
   const char *nvmeDir = nullptr;
+  /// The evaluation program (Program::evalRound, memfit's forward-only
+  /// plan of a batch of `batch` samples in the same arena): its sub-batch
+  /// and sub-batches per batch; 0 when the trainer has none, evalWhy then
+  /// saying why.
+  int64_t evalSubBatch = 0, evalNumSubBatches = 0;
+  const char *evalWhy = nullptr;
 };
 
 enum class Init : uint8_t { FromModel, HeNormal, GlorotUniform, Zeros, Ones };
@@ -157,6 +163,18 @@ struct LossScaler {
 
 /// Pinned batch buffers: one filled on the host while the other is read.
 constexpr int32_t kBatchBuffers = 2;
+/// A third, for the evaluation batches of a program that has an evaluation
+/// round (allocated only then): evaluation never waits for the feeder.
+constexpr int32_t kEvalBuffer = kBatchBuffers;
+constexpr int32_t kHostBatchBuffers = kBatchBuffers + 1;
+
+/// What the evaluation round adds up over the batches it runs (Exec::
+/// evalLoss): the loss summed over positions (cross-entropy: one per label;
+/// mse: one per element), the positions whose largest logit is the label's
+/// (cross-entropy), and the positions.
+struct EvalSums {
+  double loss = 0, correct = 0, count = 0;
+};
 
 struct HostSlot {
   int64_t perSample, fixed; // bytes: perSample * n + fixed
@@ -311,6 +329,11 @@ public:
   /// and leaves the running statistics alone.
   void bnApply(const BatchNormParams &p, const float *x, const float *scale,
                const float *bias, const float *saved, float *y);
+  /// Evaluation: normalizes with the running statistics, as PyTorch's
+  /// BatchNorm in eval mode.
+  void bnInference(const BatchNormParams &p, const float *x, const float *scale,
+                   const float *bias, const float *runMean, const float *runVar,
+                   float *y);
   void bnBackwardData(const BatchNormParams &p, const float *x,
                       const float *scale, const float *saved, const float *dy,
                       float *dx, bool acc);
@@ -412,6 +435,16 @@ public:
   void accumulateInto(int64_t perSample, const float *x, float *y);
   void loss(const float *logits, const void *labels, float *loss,
             float *dlogits);
+  /// The evaluation round's loss: adds the loss, correct predictions and
+  /// positions of this sub-batch's samples before evalValidEnd (a last
+  /// batch padded to the program's size counts its real samples only) to
+  /// the evaluation sums, in double, in an order fixed per backend
+  /// (deterministic).
+  void evalLoss(const float *logits, const void *labels);
+  int64_t evalValidEnd = 0;
+  void resetEvalSums();
+  /// The sums since resetEvalSums (waits for the device).
+  EvalSums readEvalSums();
   void sgd(int32_t weightId);
   void adam(int32_t weightId); // Adam or AdamW, as the program says
   /// The updates of several weights that the plan runs back to back: the
@@ -550,6 +583,9 @@ struct Program {
   const HostSlot *slots;
   void (*round)(Exec &);
   void (*update)(Exec &);
+  /// One sub-batch of the evaluation program (ProgramInfo::evalSubBatch),
+  /// or null: the forward pass and Exec::evalLoss.
+  void (*evalRound)(Exec &) = nullptr;
   /// The ranks' collectives: mpiComm for a data-parallel program.
   Comm &(*comm)() = serialComm;
   /// Every convolution call of the plan, checked against cuDNN before the

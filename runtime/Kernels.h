@@ -127,6 +127,10 @@ void batchNormForward(const BatchNormParams &p, int64_t n, const float *x,
                       float *savedInvStd, bool updateRunning);
 /// y from statistics saved by batchNormForward: what a recomputed forward
 /// runs. Bit-identical to the y batchNormForward wrote with those statistics.
+/// Evaluation: y normalized with the running statistics (eval mode).
+void batchNormInference(const BatchNormParams &p, int64_t n, const float *x,
+                        const float *scale, const float *bias,
+                        const float *runMean, const float *runVar, float *y);
 void batchNormApply(const BatchNormParams &p, int64_t n, const float *x,
                     const float *scale, const float *bias,
                     const float *savedMean, const float *savedInvStd, float *y);
@@ -274,6 +278,13 @@ void softmaxCrossEntropy(const LossShape &shape, int64_t n, int64_t batch,
                          const float *logits, const int32_t *labels,
                          float *loss, float *dlogits);
 bool validateLabels(int64_t n, int64_t classes, const int32_t *labels);
+/// Evaluation: adds the cross-entropy of n samples' positions (summed, in
+/// double) to `loss` and to `correct` the positions whose first largest
+/// logit is the label's (torch.argmax's choice).
+void crossEntropySums(const LossShape &shape, int64_t n, const float *logits,
+                      const int32_t *labels, double &loss, double &correct);
+/// Evaluation: the sum of (y - target)^2 over `elements`, in double.
+double sumSquaredError(int64_t elements, const float *y, const float *target);
 /// Mean squared error over all batch x features elements.
 void meanSquaredError(int64_t n, int64_t features, int64_t batch,
                       const float *y, const float *target, float *loss,

@@ -48,6 +48,18 @@ std::string RunLog::json(const LogLine &l) {
   return s;
 }
 
+std::string RunLog::json(const ValLogLine &l) {
+  std::string s = "{\"step\": " + std::to_string(l.step) +
+                  ", \"val_loss\": " + number(l.loss);
+  if (!std::isnan(l.accuracy))
+    s += ", \"val_accuracy\": " + number(l.accuracy);
+  if (!std::isnan(l.perplexity))
+    s += ", \"val_perplexity\": " + number(l.perplexity);
+  s += ", \"val_samples\": " + std::to_string(l.samples) +
+       ", \"val_s\": " + number(l.seconds) + "}";
+  return s;
+}
+
 bool RunLog::open(const std::string &p, bool resume, uint64_t resumeAt,
                   std::string &err) {
   path = p;
@@ -77,7 +89,14 @@ bool RunLog::open(const std::string &p, bool resume, uint64_t resumeAt,
 }
 
 bool RunLog::write(const LogLine &l, std::string &err) {
-  const std::string s = json(l) + "\n";
+  return append(json(l) + "\n", err);
+}
+
+bool RunLog::write(const ValLogLine &l, std::string &err) {
+  return append(json(l) + "\n", err);
+}
+
+bool RunLog::append(const std::string &s, std::string &err) {
   if (std::fwrite(s.data(), 1, s.size(), file) != s.size() ||
       std::fflush(file) != 0) {
     err = path + ": cannot write the log (disk full?)";

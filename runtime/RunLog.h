@@ -2,7 +2,8 @@
 //
 // One JSON object a line for each step the progress line reports (step,
 // loss, learning rate, gradient norm where clipped, samples and tokens per
-// second, seconds since the start), flushed as written, for plotting. A
+// second, seconds since the start) and each validation (val_loss,
+// val_accuracy, val_perplexity), flushed as written, for plotting. A
 // resumed run first cuts the file back to the steps its checkpoint holds,
 // so that its log reads as the uninterrupted run's.
 //
@@ -28,6 +29,15 @@ struct LogLine {
   double elapsedSeconds = 0;
 };
 
+/// A validation (the trainer's --val-*): after optimizer step `step`.
+struct ValLogLine {
+  uint64_t step = 0;
+  double loss = 0;
+  double accuracy = 0, perplexity = 0; // NaN where the model has none
+  int64_t samples = 0;
+  double seconds = 0;
+};
+
 class RunLog {
 public:
   RunLog() = default;
@@ -43,10 +53,13 @@ public:
   bool isOpen() const { return file != nullptr; }
   /// Appends one line; false with `err` when the write fails.
   bool write(const LogLine &l, std::string &err);
+  bool write(const ValLogLine &l, std::string &err);
   /// The line `write` appends, without its newline.
   static std::string json(const LogLine &l);
+  static std::string json(const ValLogLine &l);
 
 private:
+  bool append(const std::string &line, std::string &err);
   std::FILE *file = nullptr;
   std::string path;
 };

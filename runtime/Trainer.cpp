@@ -4,7 +4,8 @@
 // model's initializers, or He/Glorot initialisation), the data (NumPy .npy
 // files or synthetic), the iteration loop over sub-batches, progress lines,
 // atomic checkpoints with exact resume, and --save into a copy of the ONNX
-// model. Backend-independent: it talks to the device only through Exec.
+// model, validation between steps (Evaluate.h). Backend-independent: it
+// talks to the device only through Exec.
 //
 // The host never waits for an iteration to finish: a feeder thread fills
 // the next batch into the other of two pinned buffers while the device
@@ -16,6 +17,7 @@
 #include "runtime/BatchFeeder.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/DataLoad.h"
+#include "runtime/Evaluate.h"
 #include "runtime/Exec.h"
 #include "runtime/OnnxWeights.h"
 #include "runtime/RunLog.h"
@@ -32,6 +34,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <regex>
 #include <string>
@@ -334,6 +337,9 @@ int trainerMain(int argc, char **argv, const Program &program) {
   x.seed = o.seed;
   selectNoDecay(x, o);
   Dataset data = loadData(o, p);
+  std::optional<Dataset> val;
+  if (o.validates())
+    val = loadValidation(o, p);
   x.openNvme(o.nvme);
   initWeights(x, o, *model);
   // Once, before the first iteration (nothing lives in the arena yet, which
@@ -488,6 +494,28 @@ int trainerMain(int argc, char **argv, const Program &program) {
         }
         tLog = now;
         sinceLog = 0;
+      }
+      if (val &&
+          ((o.valEvery > 0 && (iteration + 1) % o.valEvery == 0) || last)) {
+        const Validation v = evaluate(x, program, *val, o.valBatches,
+                                      static_cast<int>(o.readerThreads));
+        if (!std::isfinite(v.loss))
+          die("the validation loss is not finite after step " +
+              std::to_string(iteration + 1));
+        if (!o.quiet) {
+          std::printf("validation after step %llu  %s\n",
+                      (unsigned long long)(iteration + 1),
+                      describeValidation(v).c_str());
+          std::fflush(stdout);
+        }
+        if (log.isOpen() && !log.write(ValLogLine{.step = iteration + 1,
+                                                  .loss = v.loss,
+                                                  .accuracy = v.accuracy,
+                                                  .perplexity = v.perplexity,
+                                                  .samples = v.samples,
+                                                  .seconds = v.seconds},
+                                       err))
+          die(err);
       }
       if (checkpointNow) {
         x.synchronize();

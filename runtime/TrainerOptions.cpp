@@ -43,11 +43,15 @@ namespace {
 
 const char *kUsage =
     "usage: trainer [--data X.npy --labels Y.npy [--normalize MEAN/STD]\n"
-    "               [--random-crop PAD] [--hflip] [--reader-threads N]\n"
+    "               [--random-crop PAD | --random-resized-crop] [--hflip]\n"
+    "               [--reader-threads N]\n"
     "               | --tokens FILE --seq-len T\n"
     "               [--token-order random|sequential] [--token-dtype "
     "uint16|uint32]\n"
     "               | --synthetic]\n"
+    "               [--val-data X.npy --val-labels Y.npy | --val-tokens "
+    "FILE]\n"
+    "               [--val-every N] [--val-batches N]\n"
     "               [--iterations N | --epochs E] [--lr F] [--momentum F]\n"
     "               [--weight-decay F] [--no-decay REGEX|auto] [--beta1 F]\n"
     "               [--beta2 F] [--eps F] [--clip-grad-norm F]\n"
@@ -230,6 +234,16 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.clipGradNorm = parseNumber<float>(a, value());
     else if (a == "--tokens")
       o.tokens = value();
+    else if (a == "--val-data")
+      o.valData = value();
+    else if (a == "--val-labels")
+      o.valLabels = value();
+    else if (a == "--val-tokens")
+      o.valTokens = value();
+    else if (a == "--val-every")
+      o.valEvery = parseNumber<int64_t>(a, value(), 1);
+    else if (a == "--val-batches")
+      o.valBatches = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--seq-len")
       o.seqLen = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--token-dtype") {
@@ -273,6 +287,8 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
       o.cropPad = parseNumber<int64_t>(a, value());
     else if (a == "--hflip")
       o.hflip = true;
+    else if (a == "--random-resized-crop")
+      o.resizedCrop = true;
     else if (a == "--reader-threads")
       o.readerThreads = parseNumber<int64_t>(a, value(), 1);
     else if (a == "--log")
@@ -300,16 +316,34 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
     die("give one of --data and --labels, --tokens, or --synthetic");
   if (!o.tokens.empty() && o.seqLen == 0)
     die("--tokens needs --seq-len T, the model's sequence length");
-  if ((!o.normalize.empty() || o.cropPad >= 0 || o.hflip) && o.data.empty())
+  if ((!o.normalize.empty() || o.cropPad >= 0 || o.hflip || o.resizedCrop) &&
+      o.data.empty())
     die(std::string(!o.normalize.empty() ? "--normalize"
                     : o.hflip            ? "--hflip"
+                    : o.resizedCrop      ? "--random-resized-crop"
                                          : "--random-crop") +
         " is for --data");
+  if (o.resizedCrop && o.cropPad >= 0)
+    die("give --random-crop or --random-resized-crop, not both");
   if (o.tokens.empty() && (o.seqLen || o.tokenOrderSet))
     die(std::string(o.seqLen ? "--seq-len" : "--token-order") +
         " is for --tokens");
   if (!o.data.empty() && o.labels.empty())
     die("--data needs --labels");
+  if (!o.valData.empty() && !o.valTokens.empty())
+    die("give --val-data and --val-labels, or --val-tokens, not both");
+  if (!o.valData.empty() != !o.valLabels.empty())
+    die(o.valData.empty() ? "--val-labels needs --val-data"
+                          : "--val-data needs --val-labels");
+  if (!o.valTokens.empty() && o.tokens.empty())
+    die("--val-tokens is for a trainer reading --tokens (windows of its "
+        "--seq-len); use --val-data and --val-labels");
+  if (!o.valData.empty() && !o.tokens.empty())
+    die("--val-data is for a trainer reading --data; with --tokens give "
+        "--val-tokens");
+  if ((o.valEvery || o.valBatches) && !o.validates())
+    die(std::string(o.valEvery ? "--val-every" : "--val-batches") +
+        " needs --val-data and --val-labels, or --val-tokens");
   if (o.iterations && o.epochs)
     die("give --iterations or --epochs, not both");
   if (!o.iterations && !o.epochs)
@@ -346,6 +380,11 @@ void checkAgainstProgram(Options &o, const ProgramInfo &p) {
     die("--clip-grad-norm: this trainer's plan does not clip gradients, so "
         "its host updates may start before the last gradient; compile with "
         "memfit's --clip-grad-norm for one that does");
+  if (o.validates() && p.evalSubBatch <= 0)
+    die(std::string("this trainer cannot validate: ") +
+        (p.evalWhy ? p.evalWhy
+                   : "it was compiled by a memfit without evaluation "
+                     "programs; recompile it"));
   if (o.lossScaleSet && p.precision != Precision::FP16)
     die("--loss-scale is for fp16 trainers; this one was compiled for " +
         std::string(p.precision == Precision::BF16   ? "bf16"

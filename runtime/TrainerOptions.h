@@ -25,6 +25,9 @@ struct Options {
   /// --random-crop PAD (-1: none) and --hflip: image augmentation.
   int64_t cropPad = -1;
   bool hflip = false;
+  /// --random-resized-crop: torchvision's RandomResizedCrop to the model's
+  /// input size (BatchFill.h's Dataset::resizedCrop).
+  bool resizedCrop = false;
   /// Threads converting each batch beside the running iteration.
   int64_t readerThreads = 1;
   /// The NVMe tier's directory: the plan's (memfit --nvme) unless given.
@@ -53,6 +56,13 @@ struct Options {
   bool tokenOrderRandom = true, tokenOrderSet = false;
   /// The ids' type in a raw (headerless) token file.
   std::string tokenDtype = "uint16";
+  /// Validation: --val-data and --val-labels, or --val-tokens (windows of
+  /// --seq-len in file order), evaluated every valEvery steps (0: at the
+  /// end only) and at the end, over the first valBatches batches (0: the
+  /// whole set).
+  std::string valData, valLabels, valTokens;
+  int64_t valEvery = 0, valBatches = 0;
+  bool validates() const { return !valData.empty() || !valTokens.empty(); }
   /// --lr-schedule and its settings; its `lr` is --lr (as a double) and its
   /// `total` the run's steps (set once the data says how many an epoch has).
   LrSchedule schedule;

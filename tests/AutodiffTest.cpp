@@ -357,3 +357,63 @@ TEST_CASE("16-bit precisions: every byte follows the block's type",
     CHECK(tg.blocks[i].bytesAt(3) == fp32.blocks[i].bytesAt(3));
   }
 }
+
+TEST_CASE("evaluation graph: forward and a measuring loss, running statistics "
+          "read only",
+          "[autodiff]") {
+  // x[N,3,4,4] -> conv -> bn -> gap -> flatten -> fc -> dropout
+  GraphLiteral L(2);
+  ValueId x = L.input("x", {3, 4, 4});
+  OpAttrs conv;
+  conv.kernel = {1, 1};
+  conv.pads = {0, 0, 0, 0};
+  ValueId c = L.op(OpKind::Conv, "conv", {x, L.weight("k", {6, 3, 1, 1})},
+                   {6, 4, 4}, conv);
+  ValueId bn = L.op(OpKind::BatchNorm, "bn",
+                    {c, L.weight("gamma", {6}), L.weight("beta", {6}),
+                     L.weight("mean", {6}, false), L.weight("var", {6}, false)},
+                    {6, 4, 4});
+  ValueId p = L.op(OpKind::GlobalAveragePool, "gap", {bn}, {6, 1, 1});
+  ValueId f = L.op(OpKind::Flatten, "flat", {p}, {6});
+  OpAttrs gemm;
+  gemm.transB = true;
+  ValueId h = L.op(OpKind::Gemm, "fc", {f, L.weight("W", {5, 6})}, {5}, gemm);
+  L.op(OpKind::Dropout, "drop", {h}, {5});
+  TrainingConfig cfg;
+  cfg.optimizer = OptimizerKind::AdamW;
+  cfg.clipGradNorm = 1;
+  cfg.evaluation = true;
+  TaskGraph tg = build(L.g, cfg);
+  TaskGraph trained = build(L.g, {});
+
+  // Expected: FP of the 6 ops and the loss, nothing else.
+  CHECK(tg.evaluation);
+  CHECK(tg.clipGradNorm == 0);
+  REQUIRE(tg.tasks.size() == 7);
+  for (const Task &t : tg.tasks)
+    CHECK((t.kind == TaskKind::Forward || t.kind == TaskKind::Loss));
+  // BatchNorm normalizes with the running statistics: no saved statistics,
+  // nothing written but its output.
+  const Task &fp = findTask(tg, "FP(bn)");
+  CHECK(names(tg, fp.writes) == std::set<std::string>{"bn_out"});
+  CHECK(names(tg, fp.reads) ==
+        std::set<std::string>{"conv_out", "gamma", "beta", "mean", "var"});
+  CHECK(names(tg, findTask(tg, "loss(loss)").writes) ==
+        std::set<std::string>{"loss"});
+  // No gradient, optimizer state or statistics block anywhere; the weight
+  // side is the weights alone, under the training graph's names.
+  std::set<std::string> weights;
+  for (const Block &b : tg.blocks) {
+    CHECK(b.kind != BlockKind::Gradient);
+    CHECK(b.kind != BlockKind::WeightGrad);
+    CHECK(b.kind != BlockKind::Momentum);
+    CHECK(b.kind != BlockKind::SecondMoment);
+    CHECK(b.kind != BlockKind::Stats);
+    if (b.kind == BlockKind::Weight)
+      weights.insert(b.name);
+  }
+  CHECK(weights ==
+        std::set<std::string>{"k", "gamma", "beta", "mean", "var", "W"});
+  CHECK(tg.weightSideBytes() == (18 + 6 * 4 + 30) * 4 + 4);
+  CHECK(tg.weightSideBytes() < trained.weightSideBytes());
+}

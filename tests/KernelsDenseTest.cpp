@@ -194,3 +194,35 @@ TEST_CASE("sgd", "[kernels]") {
     CHECK(w[2] == Approx(0.5 - 0.1 * 2.9 * -0.3));
   }
 }
+
+TEST_CASE("evaluation sums: cross-entropy, torch.argmax's ties, squared error",
+          "[kernels]") {
+  // Two samples of 3 classes on axis 1 with 2 inner positions each:
+  // logits [s][class][inner].
+  const float logits[] = {1, 0,  //
+                          3, 0,  //
+                          3, 0,  // sample 0: (3, 3 tie at 1, 2), (0, 0, 0)
+                          0, 5,  //
+                          2, 1,  //
+                          1, 1}; // sample 1: argmax 1, then 0
+  const int32_t labels[] = {2, 0, 1, 0};
+  double loss = 0, correct = 0;
+  crossEntropySums({1, 3, 2}, 2, logits, labels, loss, correct);
+  // Position (0, 0): the tie goes to class 1, not the label 2. Position
+  // (0, 1): all equal, class 0 as the label. (1, 0): class 1 right.
+  // (1, 1): class 0 right.
+  CHECK(correct == 3);
+  auto ce = [](double a, double b, double c, double label) {
+    return std::log(std::exp(a) + std::exp(b) + std::exp(c)) - label;
+  };
+  double want =
+      ce(1, 3, 3, 3) + ce(0, 0, 0, 0) + ce(0, 2, 1, 2) + ce(5, 1, 1, 5);
+  CHECK(loss == Approx(want).epsilon(1e-12));
+  // The first sample alone adds its positions only.
+  double one = 0, right = 0;
+  crossEntropySums({1, 3, 2}, 1, logits, labels, one, right);
+  CHECK(right == 1);
+  CHECK(one == Approx(ce(1, 3, 3, 3) + ce(0, 0, 0, 0)).epsilon(1e-12));
+  const float y[] = {1, 2, 3}, t[] = {1, 0, 5};
+  CHECK(sumSquaredError(3, y, t) == 8.0);
+}

@@ -21,7 +21,8 @@ public:
     tg.useMomentum =
         cfg.optimizer != OptimizerKind::SGD || cfg.momentum != 0.0f;
     tg.precision = cfg.precision;
-    tg.clipGradNorm = cfg.clipGradNorm;
+    tg.clipGradNorm = cfg.evaluation ? 0 : cfg.clipGradNorm;
+    tg.evaluation = cfg.evaluation;
     tg.valueBlock.assign(g.values.size(), -1);
     tg.gradBlock.assign(g.values.size(), -1);
     tg.weightCopyBlock.assign(g.values.size(), -1);
@@ -177,6 +178,8 @@ void Builder::computeGradFlow() {
         toLoss[in] = true;
   }
   needsGrad.assign(g.values.size(), false);
+  if (cfg.evaluation)
+    return; // nothing is differentiated
   for (ValueId v = 0; v < (ValueId)g.values.size(); ++v)
     needsGrad[v] =
         g.values[v].kind == ValueKind::Activation && fromWeight[v] && toLoss[v];
@@ -192,7 +195,8 @@ void Builder::emitForward(OpId id) {
     writes.push_back(valueBlock(out));
   if (def.isView)
     tg.blocks[writes[0]].viewOf = reads[0];
-  if (def.savesStatistics) {
+  // Evaluation normalizes with the running statistics, read only.
+  if (def.savesStatistics && !cfg.evaluation) {
     // Training-mode normalization writes the sub-batch statistics its
     // backward needs and updates the running statistics (operands 3 and
     // up) in place.
@@ -364,6 +368,14 @@ llvm::Expected<TaskGraph> Builder::build() {
   }
   if (auto err = emitLoss())
     return err;
+  if (cfg.evaluation) {
+    setAccumulateFlags(tg);
+    tg.dp = cfg.dp;
+    tg.replicatedWeightSideBytes = tg.weightSideBytes();
+    if (auto err = verifyTaskGraph(tg))
+      return makeInternalErrorF("malformed evaluation graph: {0}", *err);
+    return std::move(tg);
+  }
   for (OpId i = (OpId)g.ops.size() - 1; i >= 0; --i)
     emitBackward(i);
   // One update per trainable weight, after the whole backward pass (with

@@ -19,7 +19,9 @@
 // a constant to the backward pass: no gradient block, no optimizer state,
 // no BP-weight or update task, and BP-data runs only where a gradient
 // reaches a weight that trains (its working copy is made once and never
-// refreshed).
+// refreshed). The evaluation graph of the same model (TrainingConfig::
+// evaluation) has the training graph's weight and working-copy blocks
+// under the same names, so that one plan's homes carry over to the other.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEMFIT_COMPILER_AUTODIFF_AUTODIFF_H
@@ -47,6 +49,10 @@ struct TrainingConfig {
   DataParallel dp;
   /// The weights kept fixed (--freeze, --train-only); none by default.
   FreezeSpec freeze;
+  /// Build the evaluation graph instead (TaskGraph::evaluation): forward
+  /// tasks reading the same blocks, a loss that writes no gradient, no
+  /// backward pass, no optimizer state, no update.
+  bool evaluation = false;
 };
 
 /// The axis of the model output that cross-entropy reads the classes from.

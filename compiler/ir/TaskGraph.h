@@ -221,6 +221,11 @@ struct TaskGraph {
   /// maximum norm; 0 when the plan does not clip. Every update then waits
   /// for the norm over every gradient, so none starts inside the rounds.
   double clipGradNorm = 0;
+  /// The graph of one evaluation batch, not of a training iteration: the
+  /// forward tasks and a loss that measures (no gradient), as PyTorch's
+  /// model.eval() under no_grad computes them: BatchNorm normalizes with
+  /// its running statistics, dropout passes its input through.
+  bool evaluation = false;
   std::vector<Block> blocks;
   std::vector<Task> tasks;
   BlockId inputBlock = -1, labelBlock = -1, lossBlock = -1;

@@ -6,7 +6,8 @@
 // recomputed forward applies the saved statistics instead and leaves the
 // running ones alone. In a batch split into chunks (passes/search/Chunk.h) the
 // forward runs as statistics per chunk, one finalize and normalization per
-// chunk, and BP-data reads the batch's sums from the weight gradients.
+// chunk, and BP-data reads the batch's sums from the weight gradients. In an
+// evaluation graph the forward normalizes with the running statistics.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
@@ -132,6 +133,13 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
     return emitPart(x);
   switch (t.kind) {
   case TaskKind::Forward:
+    if (x.tg.evaluation)
+      return EmittedCall{formatv("x.bnInference({0}, {1}, {2}, {3}, {4}, {5}, "
+                                 "{6})",
+                                 x.params, x.value(in), x.value(op.inputs[1]),
+                                 x.value(op.inputs[2]), x.value(op.inputs[3]),
+                                 x.value(op.inputs[4]), x.value(y))
+                             .str()};
     if (x.recompute) // the saved statistics, running ones untouched
       return EmittedCall{formatv("x.bnApply({0}, {1}, {2}, {3}, {4}, {5})",
                                  x.params, x.value(in), x.value(op.inputs[1]),

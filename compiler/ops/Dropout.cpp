@@ -2,7 +2,7 @@
 //
 // The mask is a function of (seed, iteration, task, sample, element), so
 // the backward and any recomputed forward regenerate it instead of storing
-// it: BP-data reads dY alone.
+// it: BP-data reads dY alone. Evaluation passes the input through.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ops/Families.h"
@@ -83,6 +83,11 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   // and the backward.
   switch (x.task.kind) {
   case TaskKind::Forward:
+    if (x.tg.evaluation) // eval mode: the identity
+      return EmittedCall{formatv("x.copy({0}, {1}, {2})",
+                                 x.graph.values[in].elementsPerSample(),
+                                 x.value(in), x.value(y))
+                             .str()};
     return EmittedCall{formatv("x.dropoutForward({0}, {1}, {2}, {3})", x.params,
                                x.task.op, x.value(in), x.value(y))
                            .str()};

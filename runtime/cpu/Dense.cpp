@@ -124,6 +124,36 @@ void softmaxCrossEntropy(const LossShape &sh, int64_t n, int64_t batch,
   *loss += float(total / double(count));
 }
 
+void crossEntropySums(const LossShape &sh, int64_t n, const float *logits,
+                      const int32_t *labels, double &loss, double &correct) {
+  std::vector<float> row(sh.classes);
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t o = 0; o < sh.outer; ++o)
+      for (int64_t r = 0; r < sh.inner; ++r) {
+        int64_t base = (s * sh.outer + o) * sh.classes * sh.inner + r;
+        int64_t best = 0;
+        for (int64_t j = 0; j < sh.classes; ++j) {
+          row[j] = logits[base + j * sh.inner];
+          if (row[j] > row[best])
+            best = j;
+        }
+        int32_t label = labels[(s * sh.outer + o) * sh.inner + r];
+        double max, logSum;
+        rowLogSumExp(sh.classes, row.data(), max, logSum);
+        loss += kernels::crossEntropyTerm(max, logSum, row[label]);
+        correct += best == label ? 1.0 : 0.0;
+      }
+}
+
+double sumSquaredError(int64_t elements, const float *y, const float *target) {
+  double total = 0;
+  for (int64_t e = 0; e < elements; ++e) {
+    double d = double(y[e]) - target[e];
+    total += d * d;
+  }
+  return total;
+}
+
 bool validateLabels(int64_t n, int64_t classes, const int32_t *labels) {
   for (int64_t s = 0; s < n; ++s)
     if (labels[s] < 0 || labels[s] >= classes)

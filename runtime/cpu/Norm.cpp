@@ -41,6 +41,14 @@ void batchNormApply(const BatchNormParams &p, int64_t n, const float *x,
                      y);
 }
 
+void batchNormInference(const BatchNormParams &p, int64_t n, const float *x,
+                        const float *scale, const float *bias,
+                        const float *runMean, const float *runVar, float *y) {
+  for (int64_t ch = 0; ch < p.c; ++ch)
+    normalizeChannel(p, n, ch, x, scale, bias, runMean[ch],
+                     kernels::bnRunningInvStd(p, runVar[ch]), y);
+}
+
 /// Channel ch's mean and sum of squared deviations over n samples, in two
 /// passes in double.
 static void channelMoments(const BatchNormParams &p, int64_t n, int64_t ch,

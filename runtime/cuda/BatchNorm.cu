@@ -22,6 +22,8 @@
 // when the positions are); a mix of storages takes the View kernels. No double
 // per element (1/64 of float on GeForce, L4 and L40S cards); the per-element
 // arithmetic is runtime/kernels/Norm.h, which the CPU emulation runs.
+// Evaluation (bnInference) reduces nothing: the apply kernels run with the
+// running statistics in place of the saved ones.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
@@ -186,16 +188,32 @@ struct BnSaveKernel {
   }
 };
 
-/// y over the block's slice from the saved (float) statistics: the forward
-/// and a recomputed forward both run this, so a recompute is bit-identical.
-struct BnApplyKernel {
+/// Where the apply kernels take a channel's mean and 1/std from: the
+/// saved (float) batch statistics, which the forward and a recomputed
+/// forward both apply, so a recompute is bit-identical; or the running
+/// statistics (evaluation).
+struct SavedStats {
+  const float *saved;
+  __device__ float2 of(const BatchNormParams &p, int64_t ch) const {
+    return make_float2(saved[ch], saved[p.c + ch]);
+  }
+};
+struct RunningStats {
+  const float *runMean, *runVar;
+  __device__ float2 of(const BatchNormParams &p, int64_t ch) const {
+    return make_float2(runMean[ch], kernels::bnRunningInvStd(p, runVar[ch]));
+  }
+};
+
+/// y over the block's slice, normalized with the statistics of St.
+template <typename St> struct BnApplyKernel {
   static constexpr int threads = kBnThreads;
   __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
                              int64_t count, View x, const float *scale,
-                             const float *bias, const float *saved, View y) {
+                             const float *bias, St stats, View y) {
     const BnBlock b = bnBlock(ch0, sl, count);
-    const float fm = saved[b.ch], fi = saved[p.c + b.ch], sc = scale[b.ch],
-                bi = bias[b.ch];
+    const float2 st = stats.of(p, b.ch);
+    const float fm = st.x, fi = st.y, sc = scale[b.ch], bi = bias[b.ch];
     forEachRun<1>(p, b, [&](int64_t i) {
       y[i] = kernels::bnNormalize(x[i], sc, bi, fm, fi);
     });
@@ -284,15 +302,15 @@ template <cuda::Store S, bool Packed> struct BnStatsPartialTyped {
   }
 };
 
-template <cuda::Store S, bool Packed> struct BnApplyTyped {
+template <cuda::Store S, bool Packed, typename St> struct BnApplyTyped {
   static constexpr int threads = kBnThreads;
   using Io = BnIo<S, Packed>;
   __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
                              int64_t count, const char *x, const float *scale,
-                             const float *bias, const float *saved, char *y) {
+                             const float *bias, St stats, char *y) {
     const BnBlock b = bnBlock(ch0, sl, count);
-    const float fm = saved[b.ch], fi = saved[p.c + b.ch], sc = scale[b.ch],
-                bi = bias[b.ch];
+    const float2 st = stats.of(p, b.ch);
+    const float fm = st.x, fi = st.y, sc = scale[b.ch], bi = bias[b.ch];
     forEachRun<Io::width>(p, b, [&](int64_t e) {
       float v[Io::width];
       Io::load(x, e, v);
@@ -461,17 +479,18 @@ void statsPartial(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
                                        x, parts);
 }
 
+template <typename St>
 void apply(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
            BnSlices sl, unsigned blocks, int64_t count, View x,
-           const float *scale, const float *bias, const float *saved, View y) {
+           const float *scale, const float *bias, St stats, View y) {
   if (!withTypedBn(p, sl, {x, y}, [&](auto st, auto packed) {
         cuda::launch<
-            BnApplyTyped<decltype(st)::value, decltype(packed)::value>>(
+            BnApplyTyped<decltype(st)::value, decltype(packed)::value, St>>(
             blocks, im.compute(), p, ch0, sl, count,
-            static_cast<const char *>(x.p), scale, bias, saved, y.p);
+            static_cast<const char *>(x.p), scale, bias, stats, y.p);
       }))
-    cuda::launch<BnApplyKernel>(blocks, im.compute(), p, ch0, sl, count, x,
-                                scale, bias, saved, y);
+    cuda::launch<BnApplyKernel<St>>(blocks, im.compute(), p, ch0, sl, count, x,
+                                    scale, bias, stats, y);
 }
 
 void gradPartial(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
@@ -522,7 +541,8 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
         cuda::launch<BnSaveKernel>(gridFor(channels), impl->compute(), p, ch0,
                                    channels, sl.slices, count, vx, parts,
                                    runMean, runVar, saved, updateRunning);
-        apply(*impl, p, ch0, sl, blocks, count, vx, scale, bias, saved, vy);
+        apply(*impl, p, ch0, sl, blocks, count, vx, scale, bias,
+              SavedStats{saved}, vy);
       });
   impl->done(*this, "batch normalization forward kernel");
 }
@@ -533,9 +553,21 @@ void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
   forChannelGroups(p, count,
                    [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
                      apply(*impl, p, ch0, sl, blocks, count, impl->view(x),
-                           scale, bias, saved, impl->view(y));
+                           scale, bias, SavedStats{saved}, impl->view(y));
                    });
   impl->done(*this, "batch normalization apply kernel");
+}
+
+void Exec::bnInference(const BatchNormParams &p, const float *x,
+                       const float *scale, const float *bias,
+                       const float *runMean, const float *runVar, float *y) {
+  const int64_t count = n * p.spatial;
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        apply(*impl, p, ch0, sl, blocks, count, impl->view(x), scale, bias,
+              RunningStats{runMean, runVar}, impl->view(y));
+      });
+  impl->done(*this, "batch normalization inference kernel");
 }
 
 void Exec::bnBackwardData(const BatchNormParams &p, const float *x,

@@ -335,15 +335,22 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
   r.cudnn = std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) +
             "." + std::to_string(v % 100);
   // Every sub-batch size the rounds run: the last may be smaller.
-  std::vector<int64_t> sizes{prog.subBatch};
+  std::vector<int64_t> programSizes{prog.subBatch};
   const int64_t last = prog.batch - (prog.numSubBatches - 1) * prog.subBatch;
   if (prog.chunks <= 1 && last > 0 && last != prog.subBatch)
-    sizes.push_back(last);
+    programSizes.push_back(last);
   const bool narrow = impl->narrow != cuda::Store::F32;
   std::set<std::tuple<int32_t, std::string, int64_t, int32_t>> seen;
   for (int32_t i = 0; i < count; ++i) {
     const ConvTask &t = tasks[i];
     setTask(t.task);
+    // A call of another round (the evaluation's) runs at its own sizes.
+    std::vector<int64_t> sizes = programSizes;
+    if (t.subBatch > 0) {
+      sizes = {t.subBatch};
+      if (t.lastSubBatch > 0 && t.lastSubBatch != t.subBatch)
+        sizes.push_back(t.lastSubBatch);
+    }
     int64_t have = std::max<int64_t>(t.workspaceBytes, 0);
     if (t.direction == BwdFilter && narrow) {
       // The call stages the 16-bit gradient at the workspace's start.

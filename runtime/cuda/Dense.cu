@@ -16,6 +16,10 @@
 // validated by the driver when loaded; a label out of range still never reads
 // outside the row: it makes the loss NaN, which the driver reports.
 //
+// The evaluation's loss (Exec::evalLoss) reduces the same way in double, as
+// the emulation sums it, into the device's EvalSums, which stay there over
+// the evaluation's batches until the trainer reads them once.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Device.cuh"
 #include "runtime/cuda/Impl.h"
@@ -220,6 +224,123 @@ struct LossTotalKernel {
   }
 };
 
+/// The evaluation's sums of one block, in double: the loss and the
+/// positions predicted right.
+struct EvalPartial {
+  double loss = 0, correct = 0;
+  __device__ void add(EvalPartial o) {
+    loss += o.loss;
+    correct += o.correct;
+  }
+};
+static_assert(sizeof(EvalPartial) == 2 * sizeof(double),
+              "Exec::Impl::evalPartials holds two doubles a block");
+
+// Found by cuda::blockSum through the argument's namespace.
+__device__ EvalPartial shuffleDown(EvalPartial v, int o) {
+  return {__shfl_down_sync(0xffffffffu, v.loss, o),
+          __shfl_down_sync(0xffffffffu, v.correct, o)};
+}
+
+/// Whether (v, j) comes before (best, bestJ) in torch.argmax's choice: a
+/// larger value, or the same value at a lower index.
+__device__ bool precedes(float v, long long j, float best, long long bestJ) {
+  return v > best || (v == best && j < bestJ);
+}
+
+/// First pass of the evaluation's cross-entropy over the first `valid`
+/// samples: warps take positions as CrossEntropyKernel's do, with the same
+/// max and log-sum-exp, and find the first index of the largest logit;
+/// block b leaves the sum of its positions' losses (NaN for a label out of
+/// range, as the training's loss) and of those whose index is the label in
+/// partials[b].
+struct EvalCrossEntropyKernel {
+  static constexpr int threads = kLossThreads;
+  __device__ static void run(LossShape sh, int64_t valid, View logits,
+                             const int32_t *labels, EvalPartial *partials) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (threads / 32);
+    const int64_t classes = sh.classes, inner = sh.inner;
+    EvalPartial total;
+    for (int64_t q = (blockIdx.x * int64_t(threads) + threadIdx.x) >> 5;
+         q < valid * sh.outer * inner; q += warps) {
+      int64_t so = q / inner, r = q - so * inner;
+      const View xs = logits + so * classes * inner + r;
+      float mx = -INFINITY, best = -INFINITY;
+      long long bestJ = classes; // none yet: any logit precedes it
+      for (int64_t j = lane; j < classes; j += 32) {
+        const float v = xs[j * inner];
+        mx = MaxOp()(mx, v);
+        if (precedes(v, j, best, bestJ)) {
+          best = v;
+          bestJ = j;
+        }
+      }
+      mx = warpAllReduce(mx, MaxOp());
+      for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_down_sync(0xffffffffu, best, o);
+        const long long j = __shfl_down_sync(0xffffffffu, bestJ, o);
+        if (precedes(v, j, best, bestJ)) {
+          best = v;
+          bestJ = j;
+        }
+      }
+      double sum = 0;
+      for (int64_t j = lane; j < classes; j += 32)
+        sum += kernels::expTerm(xs[j * inner], mx);
+      const double logSum = log(warpAllReduce(sum, SumOp()));
+      const int32_t label = labels[q];
+      const bool inRange = label >= 0 && label < classes;
+      if (lane == 0) {
+        total.loss +=
+            inRange ? kernels::crossEntropyTerm(mx, logSum, xs[label * inner])
+                    : double(NAN);
+        total.correct += bestJ == label ? 1.0 : 0.0;
+      }
+    }
+    total = cuda::blockSum<threads>(total);
+    if (threadIdx.x == 0)
+      partials[blockIdx.x] = total;
+  }
+};
+
+/// First pass of the evaluation's squared error over `count` elements:
+/// block b leaves the sum of its (y - target)^2, each in double, in
+/// partials[b].
+struct EvalSquaredErrorKernel {
+  static constexpr int threads = kLossThreads;
+  __device__ static void run(int64_t count, View y, const float *target,
+                             EvalPartial *partials) {
+    EvalPartial total;
+    MEMFIT_GRID_LOOP(e, count) {
+      const double d = double(float(y[e])) - double(target[e]);
+      total.loss += d * d;
+    }
+    total = cuda::blockSum<threads>(total);
+    if (threadIdx.x == 0)
+      partials[blockIdx.x] = total;
+  }
+};
+
+/// Second pass of the evaluation's loss, one block: the `blocks` partials
+/// in index order (thread t takes t, t + threads, ...; then the block's
+/// fixed tree), added with the sub-batch's `count` positions into `sums`.
+struct EvalTotalKernel {
+  static constexpr int threads = kLossThreads;
+  __device__ static void run(const EvalPartial *partials, int blocks,
+                             double count, EvalSums *sums) {
+    EvalPartial total;
+    for (int b = threadIdx.x; b < blocks; b += threads)
+      total.add(partials[b]);
+    total = cuda::blockSum<threads>(total);
+    if (threadIdx.x != 0)
+      return;
+    sums->loss += total.loss;
+    sums->correct += total.correct;
+    sums->count += count;
+  }
+};
+
 } // namespace
 
 namespace {
@@ -375,6 +496,35 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
   cuda::launch<LossTotalKernel>(1, impl->compute(), partials, int(blocks),
                                 count, loss, reset);
   impl->done(*this, "loss kernel");
+}
+
+void Exec::evalLoss(const float *logits, const void *labels) {
+  if (!impl->evalSums)
+    fatal("an evaluation loss in a program without an evaluation round");
+  // The samples that count are the host's to say per batch: a captured
+  // graph would replay this batch's count.
+  impl->readsHostValue("the evaluation's count of real samples");
+  const int64_t valid = std::clamp<int64_t>(evalValidEnd - firstSample, 0, n);
+  if (valid == 0)
+    return; // a sub-batch of padding only: nothing to add
+  auto *partials = reinterpret_cast<EvalPartial *>(impl->evalPartials);
+  const int64_t positions = valid * prog.labelPerSample;
+  unsigned blocks;
+  if (prog.mseLoss) {
+    blocks = lossBlocks(positions, kLossThreads);
+    cuda::launch<EvalSquaredErrorKernel>(
+        blocks, impl->compute(), positions, impl->view(logits),
+        static_cast<const float *>(labels), partials);
+  } else {
+    const LossShape sh{prog.lossOuter, prog.classes, prog.lossInner};
+    blocks = lossBlocks(valid * sh.outer * sh.inner, kLossThreads / 32);
+    cuda::launch<EvalCrossEntropyKernel>(
+        blocks, impl->compute(), sh, valid, impl->view(logits),
+        static_cast<const int32_t *>(labels), partials);
+  }
+  cuda::launch<EvalTotalKernel>(1, impl->compute(), partials, int(blocks),
+                                double(positions), impl->evalSums);
+  impl->done(*this, "evaluation loss kernel");
 }
 
 } // namespace memfit::rt

@@ -237,8 +237,13 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
 
   for (cudaStream_t &s : im.stream)
     MEMFIT_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (cudaEvent_t *ev :
-       {&im.batchFree[0], &im.batchFree[1], &im.fork, &im.join[0], &im.join[1]})
+  // The evaluation's batch buffer exists only with an evaluation round.
+  const int32_t batchBuffers =
+      info.evalSubBatch > 0 ? kHostBatchBuffers : kBatchBuffers;
+  for (int32_t b = 0; b < batchBuffers; ++b)
+    MEMFIT_CHECK(
+        cudaEventCreateWithFlags(&im.batchFree[b], cudaEventDisableTiming));
+  for (cudaEvent_t *ev : {&im.fork, &im.join[0], &im.join[1]})
     MEMFIT_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
   im.events.assign(info.numEvents, nullptr);
   im.recorded.assign(info.numEvents, false);
@@ -340,11 +345,20 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   }
   if (info.clipGradNorm > 0 && !wInfo.empty())
     MEMFIT_CHECK(cudaMalloc(&im.gradNorms, wInfo.size() * sizeof(float)));
+  if (info.evalSubBatch > 0) {
+    // The evaluation's sums and their partials: about 16 KiB the plan
+    // does not count, as it does not count the loss scale's flag.
+    MEMFIT_CHECK(cudaMalloc(&im.evalSums, sizeof(EvalSums)));
+    MEMFIT_CHECK(cudaMemset(im.evalSums, 0, sizeof(EvalSums)));
+    MEMFIT_CHECK(
+        cudaMalloc(&im.evalPartials, cuda::kLossBlocks * 2 * sizeof(double)));
+  }
   for (const HostSlot &s : slotInfo)
     im.slots.push_back(hostAlloc(*this, slotBytes(s, info.subBatch)));
   // Host memory, not the device's: two of each so that the next batch is
-  // filled while the current one is read.
-  for (int32_t b = 0; b < kBatchBuffers; ++b) {
+  // filled while the current one is read, and a third the evaluation
+  // fills without waiting for either.
+  for (int32_t b = 0; b < batchBuffers; ++b) {
     im.input[b] = static_cast<float *>(
         hostAlloc(*this, info.batch * info.inputPerSample * 4));
     im.labels[b] = hostAlloc(*this, info.batch * info.labelPerSample * 4);
@@ -386,7 +400,7 @@ Exec::~Exec() {
     cudaFreeHost(p);
   cuda::destroyGraphs(im);
   cuda::destroyUpdateTable(im);
-  for (int32_t b = 0; b < kBatchBuffers; ++b)
+  for (int32_t b = 0; b < kHostBatchBuffers; ++b)
     for (void *p : {static_cast<void *>(im.input[b]), im.labels[b],
                     static_cast<void *>(im.input16[b])})
       if (p)
@@ -394,7 +408,8 @@ Exec::~Exec() {
   if (im.stateDev)
     cudaFree(im.stateDev);
   for (cudaEvent_t ev :
-       {im.batchFree[0], im.batchFree[1], im.fork, im.join[0], im.join[1]})
+       {im.batchFree[0], im.batchFree[1], im.batchFree[kEvalBuffer], im.fork,
+        im.join[0], im.join[1]})
     if (ev)
       cudaEventDestroy(ev);
   if (im.nonFinite)
@@ -403,6 +418,10 @@ Exec::~Exec() {
     cudaFree(im.gradNorms);
   if (im.chunkSquares)
     cudaFree(im.chunkSquares);
+  if (im.evalSums)
+    cudaFree(im.evalSums);
+  if (im.evalPartials)
+    cudaFree(im.evalPartials);
   // Device tensors are pieces of the pool; host-homed ones are their own.
   auto release = [&](size_t id, void *p) {
     if (p && id < wInfo.size() && wInfo[id].home == Home::Host)
@@ -495,6 +514,24 @@ float Exec::readLoss() {
                                impl->compute()));
   MEMFIT_CHECK(cudaStreamSynchronize(impl->compute()));
   return v;
+}
+
+// Without an evaluation round there is nothing on the device to sum into:
+// the sums stay zero, as the emulation's do when evalLoss never runs.
+void Exec::resetEvalSums() {
+  if (impl->evalSums)
+    MEMFIT_CHECK(
+        cudaMemsetAsync(impl->evalSums, 0, sizeof(EvalSums), impl->compute()));
+}
+
+EvalSums Exec::readEvalSums() {
+  EvalSums s;
+  if (!impl->evalSums)
+    return s;
+  MEMFIT_CHECK(cudaMemcpyAsync(&s, impl->evalSums, sizeof s,
+                               cudaMemcpyDeviceToHost, impl->compute()));
+  MEMFIT_CHECK(cudaStreamSynchronize(impl->compute()));
+  return s;
 }
 
 int64_t Exec::deviceBytes() const {

@@ -172,9 +172,11 @@ void issuePart(Exec &x, Exec::Impl &im, int32_t part, void (*fn)(Exec &)) {
   };
   // The first issue of each part is the warm-up; the first iteration's
   // update reads firstIteration (SGD's momentum buffer starts as the
-  // gradient), which no replay may repeat.
-  if (!im.eagerWhy.empty() || im.warmed.insert(part).second ||
-      x.firstIteration) {
+  // gradient), which no replay may repeat. The evaluation's buffer has no
+  // graphs (the key below numbers the training's two), so what reads it
+  // runs eagerly, before it could count as a part's warm-up.
+  if (!im.eagerWhy.empty() || im.batch >= kBatchBuffers ||
+      im.warmed.insert(part).second || x.firstIteration) {
     run();
     return;
   }

@@ -321,13 +321,15 @@ struct Exec::Impl {
   /// the loss's allocation.
   kernels::BnPartial *bnPartials = nullptr;
   std::vector<void *> slots; // pinned host
-  // The batch in two pinned buffers (Exec::useBatch picks the one read).
-  float *input[kBatchBuffers] = {nullptr, nullptr};
-  void *labels[kBatchBuffers] = {nullptr, nullptr};
+  // The batch in two pinned buffers (Exec::useBatch picks the one read),
+  // and the evaluation's third (kEvalBuffer; null without an evaluation
+  // round).
+  float *input[kHostBatchBuffers] = {nullptr, nullptr, nullptr};
+  void *labels[kHostBatchBuffers] = {nullptr, nullptr, nullptr};
   int32_t batch = 0;
   /// Recorded on the compute stream after the iteration reading the
   /// buffer: the feeder thread waits for it before refilling.
-  cudaEvent_t batchFree[kBatchBuffers] = {nullptr, nullptr};
+  cudaEvent_t batchFree[kHostBatchBuffers] = {nullptr, nullptr, nullptr};
 
   // --- iteration graphs (Graph.cu) ---
   /// Why parts are issued eagerly; empty while graphs are captured.
@@ -403,7 +405,7 @@ struct Exec::Impl {
   /// Pinned host staging of the batch's float inputs in 16 bits, per
   /// buffer: what a 16-bit program's input block is loaded from, converted
   /// by the thread that filled the buffer (Exec::prepareBatch).
-  uint16_t *input16[kBatchBuffers] = {nullptr, nullptr};
+  uint16_t *input16[kHostBatchBuffers] = {nullptr, nullptr, nullptr};
   /// fp16 loss scaling: one flag set by any non-finite unscaled gradient.
   int *nonFinite = nullptr;
   /// Gradient clipping (MultiTensor.cu): each weight's gradient norm by
@@ -412,6 +414,12 @@ struct Exec::Impl {
   /// does not count, as nonFinite.
   float *gradNorms = nullptr;
   double *chunkSquares = nullptr;
+  /// The evaluation round's sums (Exec::evalLoss) and their per-block
+  /// partials (cuda::kLossBlocks pairs of doubles: loss, correct), made
+  /// only for a program with an evaluation round; bytes the plan does not
+  /// count, as nonFinite.
+  EvalSums *evalSums = nullptr;
+  double *evalPartials = nullptr;
 
   // --- weights homed on the host (Homes.cpp) ---
   /// Made when a weight is homed on the host: its w, g, m, v and wCopy are

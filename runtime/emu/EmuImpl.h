@@ -53,10 +53,11 @@ struct Exec::Impl {
   /// accumulated over the sub-batches.
   std::vector<std::vector<float>> gSlice;
   std::vector<std::vector<char>> slots;
-  std::vector<float> input[kBatchBuffers];
-  std::vector<char> labels[kBatchBuffers];
+  std::vector<float> input[kHostBatchBuffers];
+  std::vector<char> labels[kHostBatchBuffers];
   int32_t batch = 0; // the buffer loadInput and loadLabels read
   float loss = 0;
+  EvalSums evalSums;
   // Per copy stream: issued copies, how many are complete.
   std::deque<Pending> queue[3];
   int64_t issued[3] = {0, 0, 0}, done[3] = {0, 0, 0};

@@ -58,7 +58,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
         std::make_unique<host::HostOptimizer>(host::defaultHostThreads());
   for (const HostSlot &s : slotInfo)
     impl->slots.emplace_back(impl->real(s.perSample * info.subBatch + s.fixed));
-  for (int32_t b = 0; b < kBatchBuffers; ++b) {
+  const int32_t buffers =
+      info.evalSubBatch > 0 ? kHostBatchBuffers : kBatchBuffers;
+  for (int32_t b = 0; b < buffers; ++b) {
     impl->input[b].assign(info.batch * info.inputPerSample, 0.0f);
     impl->labels[b].assign(info.batch * info.labelPerSample * 4, 0);
   }
@@ -104,6 +106,8 @@ std::string Exec::eagerReason() const {
 }
 float *Exec::lossValue() { return &impl->loss; }
 float Exec::readLoss() { return impl->loss; }
+void Exec::resetEvalSums() { impl->evalSums = {}; }
+EvalSums Exec::readEvalSums() { return impl->evalSums; }
 
 /// Planned bytes [offset, offset + bytes) turn to NaN.
 void poison(Exec::Impl &im, int64_t offset, int64_t bytes) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/emu/EmuImpl.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -116,6 +117,11 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
                      bool updateRunning) {
   rt::batchNormForward(p, n, x, scale, bias, runMean, runVar, y, saved,
                        saved + p.c, updateRunning);
+}
+void Exec::bnInference(const BatchNormParams &p, const float *x,
+                       const float *scale, const float *bias,
+                       const float *runMean, const float *runVar, float *y) {
+  rt::batchNormInference(p, n, x, scale, bias, runMean, runVar, y);
 }
 void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *saved, float *y) {
@@ -351,5 +357,21 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
                           prog.batch, logits, lab, loss, dlogits);
   scaleLossGradient(dlogits, n * prog.lossOuter * prog.classes * prog.lossInner,
                     lossScale);
+}
+void Exec::evalLoss(const float *logits, const void *labels) {
+  const int64_t valid = std::clamp<int64_t>(evalValidEnd - firstSample, 0, n);
+  EvalSums &s = impl->evalSums;
+  if (prog.mseLoss) {
+    s.loss += rt::sumSquaredError(valid * prog.labelPerSample, logits,
+                                  static_cast<const float *>(labels));
+    s.count += double(valid * prog.labelPerSample);
+    return;
+  }
+  auto *lab = static_cast<const int32_t *>(labels);
+  if (!rt::validateLabels(valid * prog.labelPerSample, prog.classes, lab))
+    fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
+  rt::crossEntropySums({prog.lossOuter, prog.classes, prog.lossInner}, valid,
+                       logits, lab, s.loss, s.correct);
+  s.count += double(valid * prog.labelPerSample);
 }
 } // namespace memfit::rt

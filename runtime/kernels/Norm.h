@@ -30,6 +30,12 @@ MEMFIT_HD float bnNormalize(float x, float scale, float bias, float mean,
   return (x - mean) * a + bias;
 }
 
+/// Evaluation's 1/sqrt(running var + eps), in float as PyTorch's eval-mode
+/// kernels compute it; y is then bnNormalize with the running mean.
+MEMFIT_HD float bnRunningInvStd(const BatchNormParams &p, float runVar) {
+  return 1.0f / ::sqrtf(runVar + p.epsilon);
+}
+
 /// The running statistics after one training step: ONNX's momentum
 /// (running * m + batch * (1 - m)), with the unbiased variance as PyTorch
 /// keeps it (the biased one for a single value per channel, which has no

@@ -264,12 +264,31 @@ echo "forced overflow on 2 ranks (--shard 2, adamw): $skips of $N steps skipped,
 make_trainer clip-r1 mlp 8 100% --optimizer adamw --clip-grad-norm 0.1
 make_trainer clip-r2 mlp 8 100% --optimizer adamw --clip-grad-norm 0.1 \
   --ranks 2 --shard 2
+# With validation over 11 samples: each rank evaluates its slice of every
+# batch (the last padded), the sums added over the ranks.
+$PY -c "import numpy as np; np.save('vval.npy', np.load('vec.npy')[:11]); np.save('lval.npy', np.load('lab.npy')[:11])" ||
+  fail "cannot write the validation set"
+VAL=(--val-data vval.npy --val-labels lval.npy --val-every 2)
 clip-r1/build/trainer --data vec.npy --labels lab.npy --iterations 3 \
-  --log-every 1 --save clip-r1/trained.onnx >clip-r1/train.log 2>&1 ||
-  { cat clip-r1/train.log; fail "train clip-r1"; }
+  --log-every 1 "${VAL[@]}" --save clip-r1/trained.onnx \
+  >clip-r1/train.log 2>&1 || { cat clip-r1/train.log; fail "train clip-r1"; }
 "${MPIRUN[@]}" -np 2 clip-r2/build/trainer --data vec.npy --labels lab.npy \
-  --iterations 3 --log-every 1 --save clip-r2/trained.onnx \
+  --iterations 3 --log-every 1 "${VAL[@]}" --save clip-r2/trained.onnx \
   >clip-r2/train.log 2>&1 || { cat clip-r2/train.log; fail "train clip-r2"; }
+$PY - clip-r1/train.log clip-r2/train.log <<'PY' ||
+import re, sys
+def vals(f):
+    return [(float(l), float(a), int(n)) for l, a, n in re.findall(
+        r"^validation after step \d+\s+val loss (\S+)\s+accuracy (\S+)%\s+\((\d+) samples",
+        open(f).read(), re.M)]
+a, b = vals(sys.argv[1]), vals(sys.argv[2])
+print(f"validation on 1 rank {a}, on 2 ranks {b}")
+sys.exit(0 if len(a) == 2 and len(b) == 2 and all(
+    x[2] == y[2] == 11 and abs(x[0] - y[0]) <= 1e-5 * max(1, abs(x[0])) and
+    abs(x[1] - y[1]) <= 100 / 11 + 1e-9 for x, y in zip(a, b)) else 1)
+PY
+  fail "2 ranks validate otherwise than one"
+
 grep -q "^ranks: all 2 hold the same weights bit for bit" clip-r2/train.log ||
   fail "clipping ranks diverged"
 $PY - clip-r1/trained.onnx clip-r2/trained.onnx mlp.onnx <<'PY' ||

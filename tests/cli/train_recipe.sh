@@ -93,6 +93,29 @@ check tighter adamw "${NANO[@]}" --clip-grad-norm 0.3
 check sequential sgd --tokens val.npy --seq-len 16 --token-order sequential \
   --lr 0.05 --momentum 0.9 --weight-decay 0.01 --no-decay 'ln_|bias' \
   --clip-grad-norm 0.5
+# Validation of a language model over --val-tokens' windows in file order
+# (43 windows of 16: the last batch of 4 padded): the loss torch computes
+# with the trainer's trained weights, and its perplexity.
+"$PY" -c "import numpy as np; np.load('val.npy').astype(np.uint16).tofile('val16.bin')" ||
+  fail "cannot write val16.bin"
+./adamw/build/trainer --iterations 8 --log-every 1 "${NANO[@]}" \
+  --clip-grad-norm 1 --val-tokens val16.bin --val-every 4 --save lmval.onnx \
+  --log lmval.jsonl >lmval.log 2>&1 || { cat lmval.log; fail "train lmval"; }
+"$PY" "$SRC/tests/e2e/zoo_llm_reference.py" gpt2 g.onnx --heads 4 --batch 4 \
+  --iterations 8 --optimizer adamw "${NANO[@]}" --clip-grad-norm 1 \
+  --losses lmval.log --trained lmval.onnx --curves-out lmval.json \
+  --val-tokens val16.bin >lmval.ref 2>&1 || { cat lmval.ref; fail "lmval reference"; }
+"$PY" - <<'PYEOF' || fail "the language model's validation disagrees with torch"
+import json, math
+ref = json.load(open("lmval.json"))["memfit_val_loss"]
+vals = [json.loads(l) for l in open("lmval.jsonl") if "val_loss" in l]
+assert [v["step"] for v in vals] == [4, 8], vals
+v = vals[-1]
+assert v["val_samples"] == 43, v
+assert abs(v["val_loss"] - ref) <= 1e-5 * max(1, abs(ref)), (v, ref)
+assert abs(v["val_perplexity"] - math.exp(v["val_loss"])) <= 1e-6 * v["val_perplexity"], v
+print(f"language model validation: loss {v['val_loss']} against torch {ref}")
+PYEOF
 # The trainer's batch is the step's 4 samples; torch steps every second
 # backward pass of 2, each loss halved.
 ./accumulate/build/trainer --iterations 8 --log-every 1 "${NANO[@]}" \
@@ -133,8 +156,10 @@ cmake -S homed -B homed/build -DMEMFIT_BACKEND=cpu >homed/cmake.log 2>&1 &&
 echo "homed at $homed vs torch: $(cat homed.ref)"
 
 # Killed after step 5 of 8 (its last checkpoint at step 4) and resumed:
-# the random windows, the clipping and the schedule follow the step.
-RUN=(--iterations 8 "${NANO[@]}" --clip-grad-norm 1 --log-every 1)
+# the random windows, the clipping and the schedule follow the step; the
+# validations (after steps 3, 6 and 8) are logged once each.
+RUN=(--iterations 8 "${NANO[@]}" --clip-grad-norm 1 --log-every 1
+  --val-tokens val.npy --val-every 3)
 ./adamw/build/trainer "${RUN[@]}" --save whole.onnx --log whole.jsonl \
   >whole.log || fail "train whole"
 MEMFIT_KILL_AFTER_ITERATION=5 bash -c './adamw/build/trainer "$@"; exit $?' \
@@ -142,7 +167,7 @@ MEMFIT_KILL_AFTER_ITERATION=5 bash -c './adamw/build/trainer "$@"; exit $?' \
   --log resumed.jsonl >killed.log 2>&1
 rc=$?
 [ $rc -eq 137 ] || fail "the killed trainer exited $rc, not by SIGKILL"
-[ "$(wc -l <resumed.jsonl)" -eq 5 ] || fail "the killed run logged $(wc -l <resumed.jsonl) steps, not 5"
+[ "$(wc -l <resumed.jsonl)" -eq 6 ] || fail "the killed run logged $(wc -l <resumed.jsonl) lines, not 5 steps and a validation"
 ./adamw/build/trainer "${RUN[@]}" --checkpoint ck --resume \
   --save resumed.onnx --log resumed.jsonl >resumed.log || fail "resume"
 grep -q "resumed from ck at iteration 4" resumed.log ||
@@ -152,11 +177,14 @@ cmp -s whole.onnx resumed.onnx || fail "a resumed token run trains otherwise"
 import json
 def fields(name):
     rows = [json.loads(l) for l in open(name)]
-    return [(r["step"], r["loss"], r["lr"], r["grad_norm"]) for r in rows]
+    return [(r["step"], "val", r["val_loss"], r["val_samples"])
+            if "val_loss" in r else (r["step"], r["loss"], r["lr"],
+                                     r["grad_norm"]) for r in rows]
 whole, resumed = fields("whole.jsonl"), fields("resumed.jsonl")
-assert [r[0] for r in whole] == list(range(1, 9)), whole
+assert [r[0] for r in whole if r[1] != "val"] == list(range(1, 9)), whole
+assert [r[0] for r in whole if r[1] == "val"] == [3, 6, 8], whole
 assert whole == resumed, (whole, resumed)
-rows = [json.loads(l) for l in open("whole.jsonl")]
+rows = [json.loads(l) for l in open("whole.jsonl") if "val_loss" not in l]
 assert all(abs(r["tokens_per_s"] - 16 * r["samples_per_s"])
            <= 1e-6 * r["tokens_per_s"] for r in rows), rows
 PYEOF
@@ -312,6 +340,54 @@ cmp -s aug.onnx u8.onnx && fail "augmentation changed nothing"
 cnn aug3 --data img_u8.npy --labels lab64.npy --normalize $IMAGENET \
   --random-crop 2 --hflip --reader-threads 3
 cmp -s aug.onnx aug3.onnx || fail "three reader threads fill other batches"
+# Random resized crops of 12 x 12 uint8 images to the model's 8 x 8: the
+# reader's batch against torchvision's resized_crop (bilinear, no
+# antialiasing), hflip and Normalize on the same boxes and flips; the boxes
+# as RandomResizedCrop draws them (area 8-100%, aspect 3/4-4/3, inside).
+BENCH=$(dirname "$MEMFIT")/memfit_reader_bench
+"$PY" -c "import numpy as np; np.save('img12.npy', np.random.default_rng(6).integers(0, 256, (32, 3, 12, 12)).astype(np.uint8))" ||
+  fail "cannot write img12.npy"
+"$BENCH" img12.npy 1 32 1 --resized-crop 8 --dump rrc.npy >/dev/null ||
+  fail "memfit_reader_bench --dump"
+"$PY" - <<'PYEOF' || fail "random resized crops differ from torchvision's"
+import numpy as np, torch
+import torchvision.transforms.functional as TF
+from torchvision.transforms import InterpolationMode
+x, got = np.load("img12.npy"), np.load("rrc.npy")
+boxes = np.loadtxt("rrc.npy.boxes", dtype=np.int64, ndmin=2)
+mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+worst, flips, sizes = 0.0, 0, set()
+for s in range(32):
+    top, left, h, w, flip = (int(v) for v in boxes[s])
+    assert 0 <= top <= 12 - h and 0 <= left <= 12 - w, boxes[s]
+    assert 0.08 * 144 * 0.9 <= h * w <= 144 and 0.5 <= w / h <= 2, boxes[s]
+    t = torch.from_numpy(x[s]).float().div(255)
+    try:
+        r = TF.resized_crop(t, top, left, h, w, [8, 8],
+                            InterpolationMode.BILINEAR, antialias=False)
+    except TypeError:  # torchvision before antialias
+        r = TF.resized_crop(t, top, left, h, w, [8, 8],
+                            InterpolationMode.BILINEAR)
+    if flip:
+        r = TF.hflip(r)
+    r = TF.normalize(r, mean, std).numpy()
+    worst = max(worst, float(np.max(np.abs(r - got[s]))))
+    flips += flip
+    sizes.add((h, w))
+print(f"resized crops vs torchvision: worst difference {worst:.2e}, "
+      f"{flips} of 32 flipped, {len(sizes)} box sizes")
+assert worst <= 2e-6 and 4 <= flips <= 28 and len(sizes) >= 8
+PYEOF
+cnn rrc --data img12.npy --labels lab64.npy --normalize $IMAGENET \
+  --random-resized-crop --hflip --iterations 6
+cnn rrc3 --data img12.npy --labels lab64.npy --normalize $IMAGENET \
+  --random-resized-crop --hflip --iterations 6 --reader-threads 3
+cmp -s rrc.onnx rrc3.onnx || fail "resized crops differ over reader threads"
+cmp -s rrc.onnx u8.onnx && fail "resized crops changed nothing"
+expect_error cnn "give --random-crop or --random-resized-crop, not both" \
+  --data img12.npy --labels lab64.npy --random-crop 2 --random-resized-crop
+expect_error cnn "img12.npy: each sample must have 192 values (the model's input), not 432" \
+  --data img12.npy --labels lab64.npy
 expect_error adamw "are for images; this trainer's model reads token ids" \
   --data grid.npy --labels grid.npy --hflip
 # Accumulation with BatchNorm: each micro-batch normalized by its own
@@ -329,6 +405,66 @@ grep -q "BatchNorm statistics are computed per micro-batch of 4" \
   --trained bn_acc.onnx >bn_acc.ref 2>&1 ||
   { cat bn_acc.ref; fail "BatchNorm accumulation disagrees with torch"; }
 echo "bn accumulate vs torch: $(cat bn_acc.ref)"
+# Validation through the evaluation program: BatchNorm on its running
+# statistics, uint8 images normalized as the training set, 21 samples (the
+# last batch padded), evaluated in two sub-batches of a batch of 16 under a
+# tight budget; against torch's eval mode on the same steps.
+"$PY" - <<'PYEOF' || fail "cannot write validation data"
+import numpy as np
+r = np.random.default_rng(9)
+np.save("val_u8.npy", r.integers(0, 256, (21, 3, 8, 8)).astype(np.uint8))
+np.save("val_lab.npy", r.integers(0, 10, 21).astype(np.int64))
+x = np.load("val_u8.npy")
+mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
+std = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
+np.save("val_ref.npy", (x.astype(np.float32) / np.float32(255) - mean) / std)
+PYEOF
+build_trainer bn_val bn.onnx --batch 16 --budget 70% --refine=false
+grep -q "^evaluate   forward only, batch 16 as 2 sub-batches of 8" \
+  bn_val/report.txt || { cat bn_val/report.txt; fail "bn_val: no evaluation plan in the report"; }
+"$PY" -c "import json,sys; e=json.load(open('bn_val/plan.json'))['evaluation']; sys.exit(not (e['sub_batches'] == 2 and e['arena_bytes'] > 0))" ||
+  fail "plan.json lacks the evaluation plan"
+grep -q "memfit_eval_round" bn_val/src/main.cpp || fail "no evaluation round"
+./bn_val/build/trainer --data img_u8.npy --labels lab64.npy \
+  --normalize $IMAGENET --val-data val_u8.npy --val-labels val_lab.npy \
+  --val-every 2 --iterations 4 --lr 0.05 --log-every 1 --save bn_val.onnx \
+  --log bn_val.jsonl >bn_val.log 2>&1 || { cat bn_val.log; fail "train bn_val"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" bn.onnx img_ref.npy lab64.npy \
+  --batch 16 --iterations 4 --lr 0.05 --losses bn_val.log \
+  --trained bn_val.onnx --val-x val_ref.npy --val-y val_lab.npy \
+  --val-every 2 >bn_val.ref 2>&1 ||
+  { cat bn_val.log bn_val.ref; fail "validation disagrees with torch's eval mode"; }
+echo "validation vs torch: $(cat bn_val.ref | tail -1)"
+[ "$(grep -c '"val_loss"' bn_val.jsonl)" = 2 ] ||
+  fail "--log holds no two validations"
+"$MEMFIT" report bn_val/plan.json --run bn_val.jsonl --layers 0 |
+  grep -q "2 validations, the last at step 4" ||
+  fail "memfit report --run does not read the validations"
+# Dropout passes its input through in evaluation: the trainer's validation
+# against torch's eval mode of the weights it trained (its masks are its
+# own, so nothing else is compared).
+"$MEMFIT" zoo tiny-dropout -o drop.onnx >/dev/null || fail "zoo tiny-dropout"
+build_trainer drop drop.onnx --batch 8 --budget 100% --refine=false
+grep -q "x.copy(" drop/src/eval_round_0.cpp ||
+  fail "evaluation does not pass dropout's input through"
+"$PY" - <<'PYEOF' || fail "cannot write mlp data"
+import numpy as np
+r = np.random.default_rng(3)
+np.save("mlp_x.npy", r.standard_normal((40, 16)).astype(np.float32))
+np.save("mlp_y.npy", r.integers(0, 10, 40))
+np.save("mlp_vx.npy", r.standard_normal((13, 16)).astype(np.float32))
+np.save("mlp_vy.npy", r.integers(0, 10, 13))
+PYEOF
+./drop/build/trainer --data mlp_x.npy --labels mlp_y.npy --val-data mlp_vx.npy \
+  --val-labels mlp_vy.npy --iterations 5 --lr 0.1 --save drop_t.onnx \
+  >drop.log 2>&1 || { cat drop.log; fail "train drop"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" drop.onnx mlp_x.npy mlp_y.npy \
+  --batch 8 --iterations 5 --losses drop.log --trained drop_t.onnx \
+  --val-x mlp_vx.npy --val-y mlp_vy.npy --val-from-trained >drop.ref 2>&1 ||
+  { cat drop.log drop.ref; fail "dropout's evaluation disagrees with torch"; }
+expect_error cnn "--val-data needs --val-labels" --synthetic --val-data val_u8.npy
+expect_error adamw "--val-tokens is for a trainer reading --tokens" \
+  --synthetic --val-tokens val.npy
 expect_error cnn "--normalize gives 2 channels; img_u8.npy's samples have 3 on axis 1" \
   --data img_u8.npy --labels lab64.npy --normalize 0.5,0.5/0.2,0.2
 expect_error cnn "every std must be above 0" \

@@ -8,6 +8,7 @@ usage: torch_reference.py MODEL.onnx X.npy Y.npy --batch B --iterations N
          --beta1 F --beta2 F --eps F]
          --losses TRAINER_LOG --trained TRAINED.onnx [--rtol R]
          [--autocast bf16] [--update-tol T] [--freeze RE] [--train-only RE]
+         [--val-x X --val-y Y [--val-every N] [--val-from-trained]]
 Exit 0 when both agree within tolerance, 1 with a message when not.
 
 By default the reference computes in float64. --autocast bf16 trains in
@@ -18,7 +19,11 @@ two updates (trained minus initial) over the norm of torch's update must be
 at most T, and losses must agree within --rtol. --freeze and --train-only
 choose the parameters that train as memfit's flags do (re.search in the
 name; --train-only first, then --freeze takes out): the others get
-requires_grad=False and stay out of the optimizer.
+requires_grad=False and stay out of the optimizer. --val-x and --val-y
+compare the trainer's "validation after step" lines with torch's eval mode
+(no_grad, running statistics, no dropout) over that set after the same
+steps; --val-from-trained compares only the last, with the weights the
+trainer saved, and trains nothing.
 """
 import argparse
 import re
@@ -54,7 +59,7 @@ def torch_buffers(graph):
     return out
 
 
-def run_graph(model, params, consts, x):
+def run_graph(model, params, consts, x, train=True):
     env = {model.graph.input[0].name: x}
     env.update(params)
     env.update(consts)
@@ -110,7 +115,7 @@ def run_graph(model, params, consts, x):
         elif op == "GlobalAveragePool":
             y = i[0].mean(dim=(2, 3), keepdim=True)
         elif op == "BatchNormalization":
-            y = F.batch_norm(i[0], i[3], i[4], i[1], i[2], training=True,
+            y = F.batch_norm(i[0], i[3], i[4], i[1], i[2], training=train,
                              momentum=1.0 - a.get("momentum", 0.9),
                              eps=a.get("epsilon", 1e-5))
         elif op == "LRN":
@@ -152,7 +157,7 @@ def run_graph(model, params, consts, x):
         elif op == "Dropout":
             ratio = float(i[1]) if len(i) > 1 and i[1] is not None else 0.5
             training = len(i) > 2 and i[2] is not None and bool(i[2])
-            if training and ratio != 0:
+            if training and ratio != 0 and train:
                 raise SystemExit("torch_reference: random dropout cannot be "
                                  "compared")
             y = i[0]
@@ -377,6 +382,10 @@ def main():
     # A PyTorch accumulation loop: each step's batch as N micro-batches,
     # each loss divided by N (BatchNorm statistics per micro-batch).
     ap.add_argument("--accumulate", type=int, default=1)
+    ap.add_argument("--val-x", default=None)
+    ap.add_argument("--val-y", default=None)
+    ap.add_argument("--val-every", type=int, default=0)
+    ap.add_argument("--val-from-trained", action="store_true")
     args = ap.parse_args()
     global FLOAT
     if args.autocast != "none":
@@ -415,6 +424,8 @@ def main():
         if ((args.train_only and not re.search(args.train_only, name)) or
                 (args.freeze and re.search(args.freeze, name))):
             p.requires_grad_(False)
+    if args.val_from_trained:
+        return validate_trained(args, model, params, consts)
     trained_params = [p for p in params.values() if p.requires_grad]
     X = torch.tensor(np.load(args.x))
     X = X.long() if X.dtype in (torch.int64, torch.int32) else X.to(FLOAT)
@@ -428,7 +439,7 @@ def main():
         opt = cls(trained_params, lr=args.lr,
                   betas=(args.beta1, args.beta2), eps=args.eps,
                   weight_decay=args.weight_decay)
-    losses = []
+    losses, validations = [], []
     for it in range(args.iterations):
         s = (it * args.batch) % (X.shape[0] - X.shape[0] % args.batch)
         xb, yb = X[s:s + args.batch], Y[s:s + args.batch]
@@ -458,6 +469,9 @@ def main():
             step_loss += float(loss)
         opt.step()
         losses.append(step_loss)
+        if args.val_x and ((args.val_every and (it + 1) % args.val_every == 0)
+                           or it + 1 == args.iterations):
+            validations.append(validate(args, model, params, consts))
 
     if len(args.losses) != len(args.trained):
         print(f"{len(args.losses)} --losses against {len(args.trained)} "
@@ -468,8 +482,75 @@ def main():
         prefix = f"{trained}: " if len(args.losses) > 1 else ""
         rc = compare_run(args, model, params, consts, bn_stats, losses, log,
                          trained, prefix)
+        if rc == 0 and args.val_x:
+            rc = compare_validations(args, validations, log, prefix)
         worst_rc = max(worst_rc, rc)
     return worst_rc
+
+
+def validate(args, model, params, consts):
+    """Eval mode under no_grad over the whole validation set: the mean loss
+    over every position and the share of positions argmax gets right."""
+    X = torch.tensor(np.load(args.val_x))
+    X = X.long() if X.dtype in (torch.int64, torch.int32) else X.to(FLOAT)
+    Y = torch.tensor(np.load(args.val_y))
+    with torch.no_grad():
+        out, last = run_graph(model, params, consts, X, train=False)
+        out = out.to(FLOAT)
+        if Y.dtype not in (torch.int64, torch.int32):
+            return float(F.mse_loss(out, Y.to(FLOAT))), None
+        if out.dim() > 2 and X.dtype == torch.int64:
+            out = out.reshape(-1, out.shape[-1])
+        Y = Y.reshape(-1).long() if out.dim() == 2 else Y.long()
+        logp = (torch.log(out) if last == "Softmax" else
+                out if last == "LogSoftmax" else F.log_softmax(out, 1))
+        loss = float(F.nll_loss(logp, Y))
+        accuracy = float((out.argmax(1) == Y).to(FLOAT).mean())
+    return loss, accuracy
+
+
+def validate_trained(args, model, params, consts):
+    """--val-from-trained: no training here (a model with dropout draws its
+    own masks); the trainer's last validation against torch's eval mode of
+    the weights the trainer saved."""
+    trained = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(args.trained[0]).graph.initializer}
+    for d in (params, consts):
+        for name in d:
+            if name in trained and trained[name].dtype == np.float32:
+                d[name] = torch.tensor(trained[name].copy()).to(FLOAT)
+    text = open(args.losses[0]).read()
+    last = len(re.findall(r"^validation after step", text, re.M))
+    ref = validate(args, model, params, consts)
+    return compare_validations(args, [None] * (last - 1) + [ref],
+                               args.losses[0], "")
+
+
+def compare_validations(args, validations, log_path, prefix):
+    """The trainer's "validation after step" lines against torch's eval."""
+    got = re.findall(r"^validation after step \d+\s+val loss (\S+)"
+                     r"(?:\s+accuracy (\S+)%)?", open(log_path).read(), re.M)
+    if len(got) != len(validations):
+        print(f"{prefix}trainer printed {len(got)} validations, expected "
+              f"{len(validations)}")
+        return 1
+    n = len(np.load(args.val_y))
+    for k, ((loss, acc), ref) in enumerate(zip(got, validations)):
+        if ref is None:
+            continue  # --val-from-trained: the last one only
+        ref_loss, ref_acc = ref
+        if abs(float(loss) - ref_loss) > args.rtol * max(1.0, abs(ref_loss)):
+            print(f"{prefix}validation {k + 1}: trainer loss {loss}, torch "
+                  f"{ref_loss!r}")
+            return 1
+        # A logit within rounding of another may flip one argmax.
+        if ref_acc is not None and abs(float(acc) / 100 - ref_acc) > 1.01 / n:
+            print(f"{prefix}validation {k + 1}: trainer accuracy {acc}%, "
+                  f"torch {100 * ref_acc:.4f}%")
+            return 1
+    print(f"{prefix}validation agrees with torch's eval mode: "
+          f"{len(validations)} evaluations of {n} samples")
+    return 0
 
 
 def compare_run(args, model, params, consts, bn_stats, losses, log_path,

@@ -220,9 +220,10 @@ def val_loss(args, W):
                                      ys.reshape(-1)))
 
 
-def write_curves(args, W, losses, norms):
+def write_curves(args, W, losses, norms, val_curve):
     import json
-    out = {"torch_losses": losses, "torch_grad_norms": norms}
+    out = {"torch_losses": losses, "torch_grad_norms": norms,
+           "torch_val_curve": val_curve}
     if args.val_tokens:
         out["torch_val_loss"] = val_loss(args, W)
         trained = {t.name: torch.tensor(numpy_helper.to_array(t).copy())
@@ -312,6 +313,7 @@ def main():
     # the validation loss of both trained models, and check nothing.
     ap.add_argument("--curves-out")
     ap.add_argument("--val-tokens")
+    ap.add_argument("--val-every", type=int, default=0)
     args = ap.parse_args()
     if bool(args.tokens) == bool(args.x and args.y):
         ap.error("give X.npy and Y.npy, or --tokens")
@@ -339,7 +341,7 @@ def main():
                               momentum=args.momentum,
                               weight_decay=args.weight_decay)
     sched = schedule(opt, args)
-    losses, rates, norms = [], [], []
+    losses, rates, norms, val_curve = [], [], [], []
     batches = token_batches(args) if args.tokens else file_batches(args)
     for xb, yb in batches:
         opt.zero_grad()
@@ -363,9 +365,13 @@ def main():
         opt.step()
         sched.step()
         losses.append(float(loss))
+        step = len(losses)
+        if args.curves_out and args.val_tokens and args.val_every and (
+                step % args.val_every == 0 or step == args.iterations):
+            val_curve.append([step, val_loss(args, W)])
 
     if args.curves_out:
-        return write_curves(args, W, losses, norms)
+        return write_curves(args, W, losses, norms, val_curve)
     got = [float(m.group(1)) for m in
            re.finditer(r"^iteration \d+\s+loss (\S+)",
                        open(args.losses).read(), re.M)]

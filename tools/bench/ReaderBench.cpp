@@ -1,38 +1,86 @@
 //===- ReaderBench.cpp - Time the trainer's batch reader ------------------===//
 //
 // memfit_reader_bench FILE.npy THREADS BATCH BATCHES [PAD]
+//                     [--resized-crop SIZE] [--dump OUT.npy]
 //
 // Fills BATCHES batches of BATCH uint8 images from FILE (N x C x H x W,
 // mapped as the trainer maps --data) the way the trainer's feeder does
 // (runtime/BatchFill.h): random crop with PAD pixels of padding (default
-// 4), horizontal flip and ImageNet's per-channel normalization into the
-// float batch layout, on THREADS reader threads, the samples in a shuffled
+// 4), or with --resized-crop a random resized crop to SIZE x SIZE,
+// horizontal flip and ImageNet's per-channel normalization into the float
+// batch layout, on THREADS reader threads, the samples in a shuffled
 // order. Prints one JSON line: images/s over all batches after a warm-up
 // batch, and the median batch's. tools/bench/reader.py writes the file and
-// the table.
+// the table. --dump writes the batch of samples 0 .. BATCH-1 (epoch 0)
+// instead, and each sample's box and flip beside it (OUT.npy.boxes: top
+// left height width flip), for tests/cli/augment.sh's torchvision check.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/BatchFill.h"
+#include "runtime/Npy.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <numeric>
 #include <string>
 #include <vector>
 
 using namespace memfit::rt;
 
+namespace {
+
+int dumpBatch(const Dataset &d, const SampleLayout &l, int64_t batch,
+              const std::string &path) {
+  std::vector<float> hx(static_cast<size_t>(batch * l.inputPerSample));
+  std::vector<char> hy(static_cast<size_t>(batch * 4));
+  std::vector<int64_t> samples(static_cast<size_t>(batch));
+  std::iota(samples.begin(), samples.end(), 0);
+  fillBatch(d, l, samples.data(), batch, 0, hx.data(), hy.data(), 1);
+  const int64_t side = d.resizedCrop ? d.outHeight : d.height;
+  NpyArray a{NpyDType::F32, {batch, 3, side, side}, {}};
+  a.bytes.resize(hx.size() * sizeof(float));
+  std::memcpy(a.bytes.data(), hx.data(), a.bytes.size());
+  std::string err;
+  if (!writeNpy(path, a, err)) {
+    std::fprintf(stderr, "memfit_reader_bench: %s\n", err.c_str());
+    return 1;
+  }
+  std::ofstream boxes(path + ".boxes");
+  for (int64_t s = 0; s < batch; ++s) {
+    const CropBox b = d.resizedCrop ? resizedCropBox(d, 0, s) : CropBox{};
+    boxes << b.top << " " << b.left << " " << b.height << " " << b.width << " "
+          << (flipped(d, 0, s) ? 1 : 0) << "\n";
+  }
+  return boxes.good() ? 0 : 1;
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: memfit_reader_bench FILE.npy THREADS BATCH "
-                         "BATCHES [PAD]\n");
+                         "BATCHES [PAD] [--resized-crop SIZE] [--dump "
+                         "OUT.npy]\n");
     return 2;
   }
   const std::string file = argv[1];
   const int threads = std::atoi(argv[2]);
   const int64_t batch = std::atoll(argv[3]), batches = std::atoll(argv[4]);
-  const int64_t pad = argc > 5 ? std::atoll(argv[5]) : 4;
+  int64_t pad = 4, resized = 0;
+  std::string dump;
+  for (int i = 5; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--resized-crop" && i + 1 < argc)
+      resized = std::atoll(argv[++i]);
+    else if (a == "--dump" && i + 1 < argc)
+      dump = argv[++i];
+    else
+      pad = std::atoll(argv[i]);
+  }
   std::string err;
   Dataset d;
   if (!d.xs.open({file}, err)) {
@@ -56,11 +104,16 @@ int main(int argc, char **argv) {
   d.height = shape[2];
   d.width = shape[3];
   d.channelSize = shape[2] * shape[3];
-  d.cropPad = pad;
+  d.cropPad = resized > 0 ? -1 : pad;
   d.hflip = true;
   d.augmentSeed = 7;
+  d.resizedCrop = resized > 0;
+  d.outHeight = d.outWidth = resized;
   buildByteTable(d);
-  const SampleLayout l{3 * d.channelSize, 1, false, false};
+  const SampleLayout l{3 * (resized > 0 ? resized * resized : d.channelSize), 1,
+                       false, false};
+  if (!dump.empty())
+    return dumpBatch(d, l, batch, dump);
   std::vector<float> hx(static_cast<size_t>(batch * l.inputPerSample));
   std::vector<char> hy(static_cast<size_t>(batch * 4));
   const std::vector<int64_t> order = epochOrder(d.count, true, 1, 0);

@@ -1,9 +1,10 @@
 //===- Compile.cpp - memfit compile ---------------------------------------===//
 //
-// Plans training under a budget and writes OUTDIR: the trainer's sources
-// and CMakeLists.txt, a copy of the model (its starting weights), and the
-// reports: plan.json, trace.json, report.html and report.txt (what
-// `memfit report plan.json` prints). OUTDIR appears whole or not at all.
+// Plans training under a budget, and the evaluation program beside it, and
+// writes OUTDIR: the trainer's sources and CMakeLists.txt, a copy of the
+// model (its starting weights), and the reports: plan.json, trace.json,
+// report.html and report.txt (what `memfit report plan.json` prints).
+// OUTDIR appears whole or not at all.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Emit.h"
@@ -48,6 +49,7 @@ int run() {
   if (!outcome)
     return reportError(outcome.takeError());
   PlanningSession &s = *session;
+  planEvaluationFor(s, *outcome, progress);
   bool large = s.tg.tasks.size() > kLargeTaskCount;
   progress.start("generating the trainer", large);
   EmitOptions eo;
@@ -56,6 +58,10 @@ int run() {
   if (!nvmeDir)
     return reportError(nvmeDir.takeError());
   eo.nvmeDir = *nvmeDir;
+  if (s.evalOutcome)
+    eo.evaluation = {&s.evalTg, &s.evalOutcome->plan, ""};
+  else
+    eo.evaluation.why = s.evalWhy;
   auto files = emitTrainer(outcome->scheduledGraph(s.tg), outcome->plan, eo);
   if (!files)
     return reportError(files.takeError());

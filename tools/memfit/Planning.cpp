@@ -374,6 +374,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.dp = cantFail(dataParallelFlags());
   tc.freeze = {Freeze, TrainOnly};
   s.freeze = tc.freeze;
+  s.config = tc;
   auto tg = buildTaskGraph(s.graph, tc);
   if (!tg)
     return withContext(tg.takeError(),

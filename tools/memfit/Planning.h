@@ -9,6 +9,7 @@
 #define MEMFIT_TOOLS_PLANNING_H
 
 #include "codegen/PlanReport.h"
+#include "compiler/autodiff/Autodiff.h"
 #include "compiler/autodiff/Freeze.h"
 #include "compiler/cost/CostModel.h"
 #include "compiler/ir/Graph.h"
@@ -48,6 +49,14 @@ struct PlanningSession {
   /// The cost table of a plan that splits the batch into chunks (its
   /// report's algorithm names).
   std::optional<CostTable> chunkedTable;
+  /// The training configuration the task graph was built with.
+  TrainingConfig config;
+  /// The evaluation program (planEvaluation): its graph, cost tables and
+  /// plan, or why there is none (evalWhy).
+  TaskGraph evalTg;
+  std::map<int64_t, CostTable> evalTables;
+  std::optional<PlanOutcome> evalOutcome;
+  std::string evalWhy;
 
   PlanningSession() = default;
   PlanningSession(const PlanningSession &) = delete;
@@ -95,6 +104,12 @@ llvm::Error buildSession(PlanningSession &s, Progress &progress);
 /// session it was planned in, and its attentionNote says which and why.
 llvm::Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
                                        bool keepWeightData, Progress &progress);
+
+/// Plans the evaluation program beside the training plan `train` into
+/// `s.evalOutcome`, or says why there is none in `s.evalWhy` (a trainer
+/// without one refuses validation with that reason; the compile goes on).
+void planEvaluationFor(PlanningSession &s, const PlanOutcome &train,
+                       Progress &progress);
 
 /// Runs the planner with progress messages; errors name the model file.
 llvm::Expected<PlanOutcome>

@@ -82,8 +82,20 @@ PlanReport planReport(PlanningSession &s, const PlanOutcome &o,
                       ReportDetail detail) {
   PlanContext c = planContext(s, o);
   const TaskGraph &tg = o.scheduledGraph(s.tg);
-  return detail == ReportDetail::Full ? buildPlanReport(tg, o.plan, o.sim, c)
-                                      : buildPlanSummary(tg, o.plan, o.sim, c);
+  PlanReport r = detail == ReportDetail::Full
+                     ? buildPlanReport(tg, o.plan, o.sim, c)
+                     : buildPlanSummary(tg, o.plan, o.sim, c);
+  ReportEvaluation &e = r.evaluation;
+  e.why = s.evalWhy;
+  if (const std::optional<PlanOutcome> &ev = s.evalOutcome) {
+    e.planned = true;
+    e.subBatch = ev->plan.subBatch;
+    e.numSubBatches = ev->plan.numSubBatches;
+    e.arenaBytes = ev->plan.arenaBytes;
+    e.instructions = static_cast<int64_t>(ev->plan.round.size());
+    e.seconds = ev->sim.iterationSeconds;
+  }
+  return r;
 }
 
 Error writePlanReports(OutputDir &out, const PlanReport &r) {
