@@ -76,11 +76,17 @@ with open("run.jsonl", "w") as f:
         f.write(json.dumps({"step": s, "loss": 2.3 / s ** 0.3, "lr": 0.01,
                             "grad_norm": 1.0 / s, "samples_per_s": 900.0,
                             "elapsed_s": 0.1 * s}) + "\n")
+        if s % 4 == 0:  # a validation every 4 steps, as --val-every 4 logs
+            f.write(json.dumps({"step": s, "val_loss": 2.4 / s ** 0.3,
+                                "val_accuracy": 0.1 * s / 4,
+                                "val_samples": 100, "val_s": 0.5}) + "\n")
 PY
 "$MEMFIT" report out/plan.json --run run.jsonl --html run.html >run.txt ||
   fail "report --run --html exited $?"
 grep -q "^run        12 steps logged in run.jsonl: loss 2.3000 at step 1" run.txt ||
   { cat run.txt; fail "report --run does not summarize the run"; }
+grep -q "3 validations, the last at step 12: loss 1.1388, accuracy 30.00%" run.txt ||
+  { cat run.txt; fail "report --run does not summarize the validations"; }
 dump run.html >run.dom || fail "chromium failed on run.html: $(tail -5 chromium.log)"
 $PY - run.dom <<'PY' || fail "run.html did not draw the run"
 import re, sys
@@ -88,6 +94,8 @@ dom = open(sys.argv[1]).read()
 attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', re.search(r"<body([^>]*)>", dom).group(1)))
 assert attrs.get("drawn") == "yes", attrs
 assert int(attrs["run-points"]) == 12, attrs
+assert int(attrs["val-points"]) == 3, attrs
+assert "validation loss" in dom
 assert int(attrs["run-ink"]) > 1000, attrs
 assert "gradient norm before clipping" in dom
 PY
