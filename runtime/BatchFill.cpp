@@ -110,9 +110,9 @@ void byteImageSample(const Dataset &d, const MappedArray &xs, int64_t in,
   }
 }
 
-/// A resized crop of image sample s (C x height x width, element type
-/// through `at`) into C x outHeight x outWidth: torch's bilinear
-/// interpolation (align_corners=False, no antialiasing) on v / divisor, in
+/// A resized crop of image sample s (C x height x width, `at` giving
+/// v / divisor) into C x outHeight x outWidth: torch's bilinear
+/// interpolation (align_corners=False, no antialiasing) on those, in
 /// float in its order of operations, then the flip and the normalization.
 template <typename At>
 void resizedCropSample(const Dataset &d, int64_t channels, const CropBox &b,
@@ -140,9 +140,7 @@ void resizedCropSample(const Dataset &d, int64_t channels, const CropBox &b,
   for (int64_t c = 0; c < channels; ++c) {
     const float mean = d.mean.empty() ? 0.0f : d.mean[size_t(c)];
     const float stdv = d.mean.empty() ? 1.0f : d.std[size_t(c)];
-    auto v = [&](int64_t y, int64_t x) {
-      return at((c * H + y) * W + x) / d.divisor;
-    };
+    auto v = [&](int64_t y, int64_t x) { return at((c * H + y) * W + x); };
     for (int64_t y = 0; y < OH; ++y) {
       const Tap &ry = ty[size_t(y)];
       for (int64_t x = 0; x < OW; ++x) {
@@ -193,15 +191,21 @@ void fillRange(const Dataset &d, const SampleLayout &l, const int64_t *samples,
         const int64_t stored = d.height * d.width;
         const int64_t channels = in / (d.outHeight * d.outWidth);
         if (xs.type() == ElemType::U8) {
+          // v / divisor of each byte, computed once (the same division).
+          const float *scaled = d.scaled.data();
           const unsigned char *src = xs.bytes() + xr * channels * stored;
           resizedCropSample(
               d, channels, b, flip,
-              [src](int64_t k) { return static_cast<float>(src[k]); }, dst);
+              [src, scaled](int64_t k) { return scaled[src[k]]; }, dst);
         } else {
           const int64_t base = xr * channels * stored;
+          const float divisor = d.divisor;
           resizedCropSample(
               d, channels, b, flip,
-              [&xs, base](int64_t k) { return xs.floatAt(base + k); }, dst);
+              [&xs, base, divisor](int64_t k) {
+                return xs.floatAt(base + k) / divisor;
+              },
+              dst);
         }
       } else if (!d.lut.empty()) {
         byteImageSample(d, xs, in, xr, augmentOf(d, epoch, s), dst);
@@ -259,8 +263,12 @@ bool flipped(const Dataset &d, uint64_t epoch, int64_t s) {
 
 void buildByteTable(Dataset &d) {
   d.lut.clear();
+  d.scaled.clear();
   if (d.xs.empty() || d.xs.front().type() != ElemType::U8)
     return;
+  d.scaled.resize(256);
+  for (int v = 0; v < 256; ++v)
+    d.scaled[static_cast<size_t>(v)] = static_cast<float>(v) / d.divisor;
   // Each channel's 256 values through the element loop's float arithmetic
   // (imageSample), once.
   const size_t tables = d.mean.empty() ? 1 : d.mean.size();

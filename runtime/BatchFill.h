@@ -55,6 +55,9 @@ struct Dataset {
   /// uint8 inputs: each channel's 256 possible values already divided and
   /// normalized (the same float arithmetic), channel-major; empty else.
   std::vector<float> lut;
+  /// uint8 inputs: v / divisor for each byte (what a resized crop
+  /// interpolates); empty else.
+  std::vector<float> scaled;
   /// --tokens: `count` windows of seqLen tokens cut from a mapped token
   /// file as the samples come (x and y stay empty).
   std::shared_ptr<const TokenStream> tokens;
@@ -115,7 +118,8 @@ CropBox resizedCropBox(const Dataset &d, uint64_t epoch, int64_t s);
 /// Whether sample `s` of epoch `epoch` is flipped (Dataset::hflip).
 bool flipped(const Dataset &d, uint64_t epoch, int64_t s);
 
-/// For uint8 inputs (d.xs), fills d.lut from d.divisor, d.mean and d.std;
+/// For uint8 inputs (d.xs), fills d.lut from d.divisor, d.mean and d.std,
+/// and d.scaled;
 /// other inputs keep none.
 void buildByteTable(Dataset &d);
 
