@@ -36,6 +36,12 @@ struct Draws {
 /// Python's round(): half to even (the default rounding mode's).
 int64_t roundEven(double v) { return static_cast<int64_t>(std::nearbyint(v)); }
 
+/// The flip of the sample whose draw is h (one bit of it, apart from the
+/// crop offsets' bits).
+bool flipBit(const Dataset &d, uint64_t h) {
+  return d.hflip && ((h >> 32) & 1);
+}
+
 /// Sample s's crop offsets in [0, 2 * pad] and flip, from its own draw.
 Augment augmentOf(const Dataset &d, uint64_t epoch, int64_t s) {
   Augment a;
@@ -49,7 +55,7 @@ Augment augmentOf(const Dataset &d, uint64_t epoch, int64_t s) {
     a.top = static_cast<int64_t>((h & 0xffff) % span);
     a.left = static_cast<int64_t>(((h >> 16) & 0xffff) % span);
   }
-  a.flip = d.hflip && ((h >> 32) & 1);
+  a.flip = flipBit(d, h);
   return a;
 }
 
@@ -258,7 +264,7 @@ CropBox resizedCropBox(const Dataset &d, uint64_t epoch, int64_t s) {
 }
 
 bool flipped(const Dataset &d, uint64_t epoch, int64_t s) {
-  return d.hflip && ((sampleHash(d.augmentSeed, epoch, s) >> 32) & 1);
+  return flipBit(d, sampleHash(d.augmentSeed, epoch, s));
 }
 
 void buildByteTable(Dataset &d) {
