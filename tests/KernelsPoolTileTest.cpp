@@ -102,6 +102,39 @@ void checkTiled(const PoolParams &p, int64_t n, std::mt19937 &rng, bool ties,
   CHECK(differ == 0);
 }
 
+/// Runs the per-window schedule of a disjoint pool over n planes (one call
+/// of maxPoolCellGrad per output window, as the GPU's threads do) and
+/// compares it with poolGradAt bit for bit. Without accumulation dx starts
+/// as a poison no gradient equals, so a position no cell writes shows.
+void checkCells(const PoolParams &p, int64_t n, std::mt19937 &rng, bool acc) {
+  REQUIRE(kernels::maxPoolDisjoint(p));
+  const int64_t inPlane = p.hin * p.win, outPlane = p.hout * p.wout;
+  std::vector<float> x = randomVector(rng, n * p.c * inPlane);
+  for (float &v : x) // ties
+    v = std::round(v * 2);
+  for (size_t i = 0; i < x.size(); i += 29)
+    x[i] = NAN;
+  std::vector<float> dy = randomVector(rng, n * p.c * outPlane);
+  std::vector<float> start = randomVector(rng, x.size());
+  start[1] = -0.0f; // -0 + 0 would be +0: an untouched position keeps -0
+  std::vector<float> dx(x.size(), acc ? 0.0f : -12345.5f);
+  if (acc)
+    dx = start;
+  for (int64_t pl = 0; pl < n * p.c; ++pl)
+    for (int64_t oh = 0; oh < p.hout; ++oh)
+      for (int64_t ow = 0; ow < p.wout; ++ow)
+        kernels::maxPoolCellGrad(p, x.data() + pl * inPlane,
+                                 dy.data() + pl * outPlane,
+                                 dx.data() + pl * inPlane, oh, ow, acc);
+  int64_t differ = 0;
+  for (size_t t = 0; t < x.size(); ++t) {
+    const float ref = kernels::poolGradAt(p, x.data(), dy.data(), int64_t(t),
+                                          acc ? start[t] : 0.0f);
+    differ += std::memcmp(&ref, &dx[t], sizeof(float)) != 0;
+  }
+  CHECK(differ == 0);
+}
+
 } // namespace
 
 TEST_CASE("Max pooling's tiled backward is the per-position one bit for bit",
@@ -135,4 +168,35 @@ TEST_CASE("Max pooling is tiled only where a tile's windows fit the scratch",
   PoolParams avg = maxPool(1, 8, 8, 2, 2, 0);
   avg.kind = PoolKind::Average;
   CHECK_FALSE(kernels::maxPoolTiled(avg));
+}
+
+TEST_CASE("Max pooling's per-window backward is the per-position one bit for "
+          "bit where windows cannot overlap",
+          "[kernels][pool]") {
+  std::mt19937 rng(12);
+  for (bool acc : {false, true}) {
+    // VGG's 2x2/2 over odd planes: a last row and column in no window.
+    checkCells(maxPool(3, 9, 7, 2, 2, 0), 2, rng, acc);
+    // Gaps between windows (2 wide at stride 3), and a 1x1 at stride 2.
+    checkCells(maxPool(2, 11, 10, 2, 3, 0), 1, rng, acc);
+    checkCells(maxPool(2, 8, 9, 1, 2, 0), 1, rng, acc);
+    // 3x3/3 with a pad: the first window half in the padding; ceil mode:
+    // the last windows past the end.
+    checkCells(maxPool(2, 10, 11, 3, 3, 1), 1, rng, acc);
+    checkCells(maxPool(2, 10, 11, 3, 3, 1, true), 1, rng, acc);
+    checkCells(maxPool(2, 13, 9, 2, 2, 1, true), 2, rng, acc);
+  }
+}
+
+TEST_CASE("Max pooling goes per window only where windows are disjoint",
+          "[kernels][pool]") {
+  CHECK(kernels::maxPoolDisjoint(maxPool(64, 224, 224, 2, 2, 0)));
+  CHECK(kernels::maxPoolDisjoint(maxPool(1, 9, 9, 3, 3, 1)));
+  // ResNet's 3x3/2 overlaps; a pad as wide as the stride would put a whole
+  // window in the padding.
+  CHECK_FALSE(kernels::maxPoolDisjoint(maxPool(64, 112, 112, 3, 2, 1)));
+  CHECK_FALSE(kernels::maxPoolDisjoint(maxPool(1, 9, 9, 2, 2, 2)));
+  PoolParams avg = maxPool(1, 8, 8, 2, 2, 0);
+  avg.kind = PoolKind::Average;
+  CHECK_FALSE(kernels::maxPoolDisjoint(avg));
 }

@@ -94,6 +94,28 @@ template <Store S> struct TypedIn {
   }
 };
 
+/// A written operand of storage S that indexes as a float pointer does:
+/// an element reads as fp32 and assigns with Typed's rounding, so the
+/// runtime/kernels functions writing through `auto` operands
+/// (maxPoolCellGrad, ...) run on it with no per-element switch.
+template <Store S> struct TypedOut {
+  char *p;
+  struct Ref {
+    char *p;
+    MEMFIT_VIEW_D operator float() const { return Typed<S>::load(p, 0); }
+    MEMFIT_VIEW_D Ref &operator=(float v) {
+      Typed<S>::store(p, 0, v);
+      return *this;
+    }
+  };
+  MEMFIT_VIEW_D Ref operator[](int64_t i) const {
+    return {p + i * Typed<S>::bytes};
+  }
+  MEMFIT_VIEW_D TypedOut operator+(int64_t i) const {
+    return {p + i * Typed<S>::bytes};
+  }
+};
+
 /// 16 bytes of storage S, moved by one vector load or store: `width`
 /// elements (4 fp32, 8 16-bit), element k at the k-th lowest address. Its
 /// elements convert as Typed's do, so a packed kernel computes what the

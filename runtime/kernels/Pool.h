@@ -31,6 +31,15 @@ struct Window {
 };
 
 MEMFIT_HD int64_t minOf(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/// a / b for a >= 0 and b > 0, in 32 bits where both fit: a GPU divides
+/// 64-bit integers in software, several times the instructions, and the
+/// index arithmetic of a pooling kernel is mostly divisions.
+MEMFIT_HD int64_t divNonNeg(int64_t a, int64_t b) {
+  if (((a | b) >> 31) == 0)
+    return int64_t(uint32_t(a) / uint32_t(b));
+  return a / b;
+}
 MEMFIT_HD int64_t maxOf(int64_t a, int64_t b) { return a > b ? a : b; }
 
 MEMFIT_HD Window windowAt(const PoolParams &p, int64_t oh, int64_t ow) {
@@ -67,8 +76,8 @@ MEMFIT_HD int64_t argmaxOf(const PoolParams &p, const Window &win, auto plane) {
 /// Output element t of n * c planes.
 MEMFIT_HD float poolAt(const PoolParams &p, auto x, int64_t t) {
   const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
-  int64_t pl = t / outPlane, q = t - pl * outPlane;
-  int64_t oh = q / p.wout, ow = q - oh * p.wout;
+  int64_t pl = divNonNeg(t, outPlane), q = t - pl * outPlane;
+  int64_t oh = divNonNeg(q, p.wout), ow = q - oh * p.wout;
   auto plane = x + pl * inPlane;
   Window win = windowAt(p, oh, ow);
   if (p.kind == PoolKind::Max) {
@@ -84,7 +93,7 @@ MEMFIT_HD float poolAt(const PoolParams &p, auto x, int64_t t) {
 }
 
 MEMFIT_HD int64_t floorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
+  return a >= 0 ? divNonNeg(a, b) : -divNonNeg(-a + b - 1, b);
 }
 MEMFIT_HD int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 
@@ -123,8 +132,8 @@ MEMFIT_HD float maxPoolGradFrom(const PoolParams &p, auto dyPlane, int64_t ih,
 MEMFIT_HD float poolGradAt(const PoolParams &p, auto x, auto dy, int64_t t,
                            float start) {
   const int64_t outPlane = p.hout * p.wout, inPlane = p.hin * p.win;
-  int64_t pl = t / inPlane, q = t - pl * inPlane;
-  int64_t ih = q / p.win, iw = q - ih * p.win;
+  int64_t pl = divNonNeg(t, inPlane), q = t - pl * inPlane;
+  int64_t ih = divNonNeg(q, p.win), iw = q - ih * p.win;
   auto dyPlane = dy + pl * outPlane;
   if (p.kind == PoolKind::Max) {
     auto plane = x + pl * inPlane;
@@ -206,8 +215,9 @@ MEMFIT_HD MaxPoolTile maxPoolTileAt(const PoolParams &p, int64_t tile) {
 /// for i < t.args(): x is the tile's plane.
 MEMFIT_HD int32_t maxPoolTileArg(const PoolParams &p, const MaxPoolTile &t,
                                  auto plane, int64_t i) {
-  const int64_t oh = t.rows.lo + i / t.coverCols();
-  const int64_t ow = t.cols.lo + i % t.coverCols();
+  const int64_t across = divNonNeg(i, t.coverCols());
+  const int64_t oh = t.rows.lo + across;
+  const int64_t ow = t.cols.lo + (i - across * t.coverCols());
   return int32_t(argmaxOf(p, windowAt(p, oh, ow), plane));
 }
 
@@ -230,6 +240,51 @@ MEMFIT_HD float maxPoolTileGrad(const PoolParams &p, const MaxPoolTile &t,
             args[(oh - t.rows.lo) * t.coverCols() + (ow - t.cols.lo)]);
       },
       start);
+}
+
+/// Max pooling whose windows cannot overlap: kernel at most the stride on
+/// both axes and the leading pad under it. Every input position then lies
+/// in at most one window, and the backward can go a window at a time, each
+/// writing the cell it owns (maxPoolCellGrad): one read of x and dy, one
+/// write of dx, no gathering (VGG's 2x2/2, most 2x2 and 3x3/3 pools).
+MEMFIT_HD bool maxPoolDisjoint(const PoolParams &p) {
+  return p.kind == PoolKind::Max && p.kh <= p.sh && p.kw <= p.sw &&
+         p.padTop < p.sh && p.padLeft < p.sw && p.hout > 0 && p.wout > 0;
+}
+
+/// The input positions [lo, hi) of one axis that output o's cell owns: its
+/// window and the gap after it up to the next window, the first cell from
+/// the axis' start and the last to its end, so that the cells of a
+/// disjoint pool partition the axis (windowAt's real positions lie inside).
+struct Span {
+  int64_t lo, hi;
+};
+MEMFIT_HD Span cellOf(int64_t o, int64_t pad, int64_t s, int64_t out,
+                      int64_t in) {
+  const int64_t lo = o == 0 ? 0 : o * s - pad;
+  const int64_t hi = o == out - 1 ? in : (o + 1) * s - pad;
+  return {minOf(lo, in), minOf(hi, in)};
+}
+
+/// Max pooling's input gradient over output (oh, ow)'s cell of one plane,
+/// for a disjoint pool (maxPoolDisjoint): the window's first maximum gets
+/// its start plus dy, every other position of the cell its start (the
+/// gradient there when accumulating, else 0). poolGradAt adds the same one
+/// term or none onto the same start, so the bits are its.
+MEMFIT_HD void maxPoolCellGrad(const PoolParams &p, auto xPlane, auto dyPlane,
+                               auto dxPlane, int64_t oh, int64_t ow, bool acc) {
+  const int64_t at = argmaxOf(p, windowAt(p, oh, ow), xPlane);
+  const float g = dyPlane[oh * p.wout + ow];
+  const Span rows = cellOf(oh, p.padTop, p.sh, p.hout, p.hin);
+  const Span cols = cellOf(ow, p.padLeft, p.sw, p.wout, p.win);
+  for (int64_t ih = rows.lo; ih < rows.hi; ++ih)
+    for (int64_t iw = cols.lo; iw < cols.hi; ++iw) {
+      const int64_t q = ih * p.win + iw;
+      float v = acc ? float(dxPlane[q]) : 0.0f;
+      if (q == at)
+        v += g;
+      dxPlane[q] = v;
+    }
 }
 
 /// Global average pooling's input gradient element t.

@@ -318,7 +318,12 @@ void checkPool(Bench &b) {
   // counting the pad; integer inputs make ties. The 70 x 45 max pool spans
   // six of the tiled backward's 32 x 32 tiles, ragged at two edges; the
   // 18-wide stride-1 one is past what a tile's scratch holds (per position).
+  // The 2x2/2, 2x2/3 and ceil-mode 3x3/3 ones have disjoint windows (the
+  // per-window backward), with rows and columns in no window.
   static const PoolParams pools[] = {
+      {PoolKind::Max, 3, 9, 7, 4, 3, 2, 2, 2, 2, 0, 0, 0, 0, false},
+      {PoolKind::Max, 2, 10, 11, 3, 4, 2, 2, 3, 3, 0, 0, 0, 0, false},
+      {PoolKind::Max, 2, 9, 10, 4, 4, 3, 3, 3, 3, 1, 1, 1, 1, false},
       {PoolKind::Max, 3, 9, 8, 5, 4, 3, 3, 2, 2, 1, 0, 1, 1, false},
       {PoolKind::Max, 2, 7, 7, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, false},
       {PoolKind::Max, 2, 70, 45, 35, 23, 3, 3, 2, 2, 1, 1, 1, 1, false},

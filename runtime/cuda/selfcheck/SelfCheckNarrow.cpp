@@ -375,6 +375,41 @@ void checkElementwise16(NarrowBench &b) {
   }
 }
 
+void checkPool16(NarrowBench &b) {
+  // Max pooling on 16-bit blocks (the typed kernels): VGG's disjoint 2x2/2
+  // over odd planes, and ResNet's overlapping 3x3/2 (tiled). Integer inputs
+  // make ties; the maximum is an input, and a gradient one sum rounded once
+  // as it is stored, so both agree exactly.
+  static const PoolParams pools[] = {
+      {PoolKind::Max, 3, 9, 7, 4, 3, 2, 2, 2, 2, 0, 0, 0, 0, false},
+      {PoolKind::Max, 2, 70, 45, 35, 23, 3, 3, 2, 2, 1, 1, 1, 1, false},
+  };
+  const int64_t n = 2;
+  for (const PoolParams &p : pools) {
+    const int64_t xs = n * p.c * p.hin * p.win, ys = n * p.c * p.hout * p.wout;
+    const std::string shape = " " + std::to_string(p.kh) + "x" +
+                              std::to_string(p.kw) + "/" + std::to_string(p.sh);
+    Vec x = b.rounded(random(xs, true)), dy = b.rounded(random(ys));
+    Vec y(ys);
+    poolForward(p, n, x.data(), y.data());
+    b.reset(n);
+    const int64_t ox = b.put16(x), oy = b.put16(Vec(ys)), ody = b.put16(dy);
+    b.x.setTask("pool");
+    b.x.poolForward(p, b.a16(ox, xs), b.a16(oy, ys));
+    expect(b.tag("max pool forward") + shape, b.get16(oy, ys), y, 0);
+    for (bool acc : {false, true}) {
+      Vec start = b.rounded(random(xs)), want = start;
+      poolBackward(p, n, x.data(), y.data(), dy.data(), want.data(), acc);
+      want = b.rounded(want);
+      const int64_t odx = b.put16(start);
+      b.x.poolBackward(p, b.a16(ox, xs), b.a16(oy, ys), b.a16(ody, ys),
+                       b.a16(odx, xs), acc);
+      expect(b.tag("max pool backward") + shape + (acc ? " acc" : ""),
+             b.get16(odx, xs), want, 0);
+    }
+  }
+}
+
 } // namespace
 
 void checkNarrow(Precision p) {
@@ -383,6 +418,7 @@ void checkNarrow(Precision p) {
   checkDense(b);
   checkRows(b);
   checkElementwise16(b);
+  checkPool16(b);
   checkLossScale(b);
   checkConvGraph(p);
 }
