@@ -318,7 +318,7 @@ TEST_CASE("the sm_90 ALGO_1 workspace covers every request cuDNN 9 made on "
     planned += static_cast<double>(ws);
     ++rows;
   }
-  CHECK(rows == 189);
+  CHECK(rows == 190);
   // An upper bound, not a blanket: the table's total within a factor.
   CHECK(planned <= 2.5 * asked);
   // Older GPUs keep the legacy formulas.

@@ -96,7 +96,7 @@ int64_t convWorkspaceBytes(const ConvShape &s, ConvDirection d, int algo,
 /// math X, Y and (for filters larger than 1x1) W in the data type; the
 /// backward-filter under either math also, plus split-K partial sums of
 /// the filter gradient; the FMA forward only an index table. An upper
-/// bound of what an H200 with cuDNN 9.19 asked for 189 convolutions of
+/// bound of what an H200 with cuDNN 9.19 asked for 190 convolutions of
 /// ResNet-18, ResNet-50 and VGG-16 (tests/data/cudnn9-h200-workspace.csv):
 /// cuDNN's heuristics pick the engine per shape, and some ask far less.
 /// 0 for other algorithms or older GPUs.

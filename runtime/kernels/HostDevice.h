@@ -18,6 +18,16 @@
 
 namespace memfit::rt::kernels {
 
+/// a / b for a >= 0 and b > 0, in 32 bits where both fit: a GPU divides
+/// 64-bit integers in software, several times the instructions, and the
+/// index arithmetic of the pooling and reduction kernels is mostly
+/// divisions.
+MEMFIT_HD int64_t divNonNeg(int64_t a, int64_t b) {
+  if (((a | b) >> 31) == 0)
+    return int64_t(uint32_t(a) / uint32_t(b));
+  return a / b;
+}
+
 /// f(j) for every j in [0, n), n <= W. On the device, for W up to 128, the
 /// loop runs to the constant W with a guard and is unrolled, so that a
 /// per-thread array indexed by j lives in registers: an array in local

@@ -32,14 +32,6 @@ struct Window {
 
 MEMFIT_HD int64_t minOf(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/// a / b for a >= 0 and b > 0, in 32 bits where both fit: a GPU divides
-/// 64-bit integers in software, several times the instructions, and the
-/// index arithmetic of a pooling kernel is mostly divisions.
-MEMFIT_HD int64_t divNonNeg(int64_t a, int64_t b) {
-  if (((a | b) >> 31) == 0)
-    return int64_t(uint32_t(a) / uint32_t(b));
-  return a / b;
-}
 MEMFIT_HD int64_t maxOf(int64_t a, int64_t b) { return a > b ? a : b; }
 
 MEMFIT_HD Window windowAt(const PoolParams &p, int64_t oh, int64_t ow) {
