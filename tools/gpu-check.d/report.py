@@ -89,11 +89,19 @@ def checks(res):
                 ("; failed: " + ", ".join(failed) if failed else "")))
     fp32 = [t for t in rows if t["precision"] == "fp32"]
     loss = [t for t in fp32 if t.get("loss_rel_diff") is not None]
-    bad = [t["id"] for t in loss if t["loss_rel_diff"] > LOSS_RTOL]
+    bad = [t for t in loss if t["loss_rel_diff"] > LOSS_RTOL]
+
+    def own(t):
+        # PyTorch's own CPU and GPU runs can differ by more than the
+        # tolerance (ResNet-50: 3.4e-4 at the second step); said beside.
+        tl = res["models"][t["model"]].get("torch_cpu_gpu_losses")
+        return t["id"] + (" (PyTorch's CPU and GPU runs: %s)" % sci(tl)
+                          if tl is not None else "")
     out.append(("fp32 losses within %g relative of PyTorch's over 2 steps" %
                 LOSS_RTOL, not bad if loss else None,
                 "%d compared" % len(loss) +
-                ("; above: " + ", ".join(bad) if bad else "")))
+                ("; above: " + ", ".join(own(t) for t in bad) if bad
+                 else "")))
     wt, bad = 0, []
     for t in fp32:
         tt = res["models"][t["model"]].get("torch_cpu_gpu_weights")
@@ -160,19 +168,24 @@ def render(res):
              "PyTorch's at the same precision on the same GPU; *weights* is "
              "the L2 norm, over all parameters, of the difference from "
              "PyTorch's after %s steps; *PyTorch CPU-GPU* is that norm "
-             "between PyTorch's own CPU and GPU runs (fp32).\n" %
+             "between PyTorch's own CPU and GPU runs (fp32), and *its "
+             "loss* the loss difference between them.\n" %
              res.get("steps"))
     body = []
     for t in rows:
-        tt = res["models"][t["model"]].get("torch_cpu_gpu_weights") \
-            if t["precision"] == "fp32" else None
+        fp32 = t["precision"] == "fp32"
+        m = res["models"][t["model"]]
+        tt = m.get("torch_cpu_gpu_weights") if fp32 else None
+        tl = m.get("torch_cpu_gpu_losses") if fp32 else None
         w = t.get("weight_diff")
         body.append((t["model"], t["precision"], "%d%%" % t["budget_pct"],
                      " ".join("%.6g" % v for v in t.get("losses", [])[:2])
-                     or "-", sci(t.get("loss_rel_diff")), sci(w), sci(tt),
+                     or "-", sci(t.get("loss_rel_diff")), sci(tl), sci(w),
+                     sci(tt),
                      f(w / tt if w is not None and tt else None, "%.2f")))
     o.append(table(["model", "precision", "budget", "memfit losses",
-                    "loss", "weights", "PyTorch CPU-GPU", "ratio"], body))
+                    "loss", "its loss", "weights", "PyTorch CPU-GPU",
+                    "ratio"], body))
     o.append("## Speed\n")
     o.append("PyTorch eager at the same precision, NCHW, cudnn.benchmark on, "
              "the batch on the GPU. *predicted* is the plan's iteration "
