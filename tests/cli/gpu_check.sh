@@ -21,12 +21,13 @@ has() { # file line: the exact line is in the file
 "$TOOL" report "$DATA/results.json" --out gpu.md || fail "report"
 has gpu.md "| selfcheck: no mismatch, no algorithm it could not run | **no** | 412 checks, 0 mismatches, 1 algorithms not run |"
 has gpu.md "| every trainer runs | **no** | 4 of 6 ran; failed: gpt-bf16-100, vgg16-bf16-25 |"
-has gpu.md "| fp32 losses within 1e-05 relative of PyTorch's over 2 steps | **no** | 4 compared; above: vgg16-fp32-50 |"
+# a loss above the tolerance shows PyTorch's own CPU-to-GPU difference
+has gpu.md "| fp32 losses within 1e-05 relative of PyTorch's over 2 steps | **no** | 4 compared; above: vgg16-fp32-50 (PyTorch's CPU and GPU runs: 4.00e-05) |"
 has gpu.md "| fp32 weights after 4 steps within 2x PyTorch's CPU-to-GPU difference | **no** | 4 compared; above: vgg16-fp32-50 |"
 has gpu.md "| measured device memory never above the budget | **no** | 4 measured; above: vgg16-fp32-50 |"
 has gpu.md "| at 50%, measured overhead of resnet50 and vgg16 within 5 points of the plan's | **no** | 2 compared; off: vgg16-fp32-50 |"
 # weights: ratio to PyTorch's own CPU-GPU difference
-has gpu.md "| resnet50 | fp32 | 50% | 6.91235 6.90123 | 3.00e-06 | 1.50e-04 | 1.00e-04 | 1.50 |"
+has gpu.md "| resnet50 | fp32 | 50% | 6.91235 6.90123 | 3.00e-06 | 2.00e-06 | 1.50e-04 | 1.00e-04 | 1.50 |"
 # speed against PyTorch; measured ms from the batch and rate; tokens for GPT
 has gpu.md "| resnet50 | fp32 | 50% | 64 | 800.0 img/s | 1250.0 | 0.64x | 73.20 | 80.00 |"
 has gpu.md "| gpt | bf16 | 100% | 16 | - | 25600.0 | - | 150.00 | - |"
