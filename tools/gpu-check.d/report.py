@@ -11,7 +11,8 @@ algorithm it could not run; every trainer runs; fp32 losses within 1e-5
 relative of PyTorch's on the same GPU over 2 steps, weights after all steps
 within twice PyTorch's own CPU-to-GPU difference; measured device memory
 never above the budget; at 50% the measured overhead of ResNet-50 and
-VGG-16 within 5 points of the plan's.
+VGG-16 within 5 points of the plan's. Beside them, the trainer recipes
+(recipes.py) against the CPU emulation's logs.
 """
 import json
 import sys
@@ -20,6 +21,8 @@ LOSS_RTOL = 1e-5
 WEIGHT_FACTOR = 2.0
 OVERHEAD_POINTS = 5.0
 OVERHEAD_MODELS = ("resnet50", "vgg16")
+# GPU against CPU emulation: the same fp32 arithmetic in another order.
+RECIPE_RTOL = 1e-5
 MIB = 1048576.0
 
 
@@ -137,7 +140,19 @@ def checks(res):
                 not bad if ov else None,
                 "%d compared" % ov + ("; off: " + ", ".join(bad)
                                       if bad else "")))
+    rec = res.get("recipes") or []
+    bad = [r["name"] for r in rec if not recipe_ok(r)]
+    out.append(("trainer recipes run and log within %g of the CPU emulation"
+                % RECIPE_RTOL, not bad if rec else None,
+                "%d ran" % len(rec) + ("; off: " + ", ".join(bad)
+                                       if bad else "")))
     return out
+
+
+def recipe_ok(r):
+    return r.get("rc") == 0 and r.get("complete", False) and all(
+        r.get(k) is None or r[k] <= RECIPE_RTOL
+        for k in ("loss", "grad_norm", "val_loss"))
 
 
 def render(res):
@@ -186,6 +201,19 @@ def render(res):
     o.append(table(["model", "precision", "budget", "memfit losses",
                     "loss", "its loss", "weights", "PyTorch CPU-GPU",
                     "ratio"], body))
+    if res.get("recipes"):
+        o.append("## Trainer recipes against the CPU emulation\n")
+        o.append("Zoo models trained with a recipe's flags "
+                 "(gpu-check.d/recipes.py) by the CUDA trainer and by the "
+                 "CPU emulation's, which tests/cli/train_recipe.sh holds to "
+                 "PyTorch: the largest relative difference over the logged "
+                 "steps.\n")
+        o.append(table(["recipe", "ran", "loss", "gradient norm",
+                        "validation loss", "within"],
+                       [(r["name"], "yes" if r.get("rc") == 0 else
+                         "**no** (exit %s)" % r.get("rc"), sci(r.get("loss")),
+                         sci(r.get("grad_norm")), sci(r.get("val_loss")),
+                         yes(recipe_ok(r))) for r in res["recipes"]]))
     o.append("## Speed\n")
     o.append("PyTorch eager at the same precision, NCHW, cudnn.benchmark on, "
              "the batch on the GPU. *predicted* is the plan's iteration "

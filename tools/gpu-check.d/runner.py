@@ -199,6 +199,10 @@ def main():
     rc, so, se, _ = run([os.path.join(pack, "bin", "memfit_cuda_selfcheck")],
                         env=env, log=log("selfcheck"))
     res["selfcheck"] = dict(parse.selfcheck(so + se), rc=rc)
+    # The recipes take seconds: before the models, so a short lease has them.
+    print("== trainer recipes", flush=True)
+    import recipes
+    res["recipes"] = recipes.run_all(pack, out, env, min(a.timeout, 120))
 
     names = {}
     for name, m in matrix["models"].items():
