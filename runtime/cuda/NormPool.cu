@@ -6,7 +6,8 @@
 //    max pooling's gradient to the FIRST maximum in row-major window order
 //    (NaN wins, padding never does), which cuDNN does not promise. These
 //    are the kernels of runtime/kernels/Pool.h, the emulation's own source;
-//    the backward gathers per input position, so nothing races;
+//    the backward gathers per input position or tile, or writes per window
+//    where windows cannot overlap, so nothing races;
 //  - BatchNorm: BatchNorm.cu;
 //  - LRN: ONNX's channel window for even sizes as well.
 //

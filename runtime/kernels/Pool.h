@@ -7,7 +7,8 @@
 // the first maximum in row-major window order over the real input positions
 // only (padding never wins; a NaN counts as larger than any number, as in
 // PyTorch); its backward finds the same position again from x (per
-// position, or per tile of positions with each window's maximum found once).
+// position, per tile of positions with each window's maximum found once, or,
+// where windows cannot overlap, per window over the cell it owns).
 // Average
 // pooling divides by the real positions, or with countIncludePad by the
 // window clipped to the model's end pads (PyTorch's divisor, which differs
