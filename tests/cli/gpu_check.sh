@@ -42,6 +42,29 @@ assert r['complete'] is False, r  # iteration 2 is missing
 r = recipes.compare(open('cpu.log').read(), open('cpu.log').read())
 assert r['complete'] and r['loss'] == 0, r
 " || fail "recipes.compare"
+# ab: two packs' shared trainers alternately; the rate after the first
+# window; a trainer that fails is "failed", not a rate
+for side in a b; do
+  mkdir -p ab-$side/trainers/m-fp32-100 ab-$side/trainers/m-bf16-100 ab-$side/models
+  echo '{"trainers": [{"id": "m-fp32-100", "model": "m", "dir": "trainers/m-fp32-100"}, {"id": "m-bf16-100", "model": "m", "dir": "trainers/m-bf16-100"}, {"id": "only-'$side'", "model": "m", "dir": "x"}]}' >ab-$side/matrix.json
+  : >ab-$side/models/m.onnx
+done
+fake() { # file rate-after-startup [exit]
+  printf '#!/bin/sh\necho "iteration 10  loss 1.0  images/s 5.0"\necho "iteration 20  loss 0.9  images/s %s"\necho "iteration 30  loss 0.8  images/s %s"\nexit %s\n' "$2" "$2" "${3:-0}" >"$1"
+  chmod +x "$1"
+}
+fake ab-a/trainers/m-fp32-100/trainer 100
+fake ab-b/trainers/m-fp32-100/trainer 125
+fake ab-a/trainers/m-bf16-100/trainer 200
+fake ab-b/trainers/m-bf16-100/trainer 200 1
+"$TOOL" ab ab-a ab-b --out ab-out --repeats 2 >ab.txt 2>&1 || { cat ab.txt; fail "ab"; }
+has ab-out/ab.md "| m-fp32-100 | 100.0 | 125.0 | +25.0% |"
+has ab-out/ab.md "| m-bf16-100 | 200.0 | failed | - |"
+grep -q "only-" ab-out/ab.md && fail "ab ran a trainer one pack lacks"
+[ -f ab-out/logs/b-m-fp32-100-1.log ] || fail "ab keeps no trainer logs"
+"$TOOL" ab ab-a ab-b --out ab-out --trainers only-a >ab.txt 2>&1 &&
+  fail "ab ran a trainer not in both packs"
+grep -q "not in both packs" ab.txt || { cat ab.txt; fail "ab: no reason given"; }
 # weights: ratio to PyTorch's own CPU-GPU difference
 has gpu.md "| resnet50 | fp32 | 50% | 6.91235 6.90123 | 3.00e-06 | 2.00e-06 | 1.50e-04 | 1.00e-04 | 1.50 |"
 # speed against PyTorch; measured ms from the batch and rate; tokens for GPT
