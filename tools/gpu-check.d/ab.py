@@ -61,7 +61,9 @@ def rate(exe, model, a, env, log):
         rc, out, err = 124, "", "timed out"
     with open(log, "w") as f:
         f.write("$ %s\n%s\n--- stderr\n%s" % (" ".join(cmd), out, err))
-    return None if rc else parse.steady_rate(parse.trainer(out, err)["windows"])
+    if rc:
+        return None
+    return parse.steady_rate(parse.trainer(out, err)["windows"])
 
 
 def table(rows):
