@@ -285,7 +285,6 @@ struct ChannelBiasAddKernel {
   }
 };
 
-/// One block per channel.
 /// db[ch] = the sum of dy over the samples and positions of channel ch
 /// (added onto db when accumulating): a convolution's bias gradient in a
 /// 16-bit program, where cuDNN's backward-bias would write db in dy's type.
