@@ -582,3 +582,28 @@ TEST_CASE("only regular files are read", "[onnx][errors][file]") {
   CHECK_THAT(errorText(importOnnxFile(dir.file("m.onnx"))),
              Contains("sub.bin' of tensor 'w' is not a regular file"));
 }
+
+TEST_CASE("a Gemm bias of one element for several features", "[onnx][errors]") {
+  // The kernels read one bias per output feature; a scalar C broadcast over
+  // four would be read past its end.
+  for (std::vector<int64_t> cdims : {std::vector<int64_t>{}, {1}, {1, 1}}) {
+    OnnxBuilder b;
+    b.input("x", {2, 3})
+        .init("w", {4, 3})
+        .init("c", cdims)
+        .node("Gemm", {"x", "w", "c"}, {"y"}, {attrInt("transB", 1)}, "fc")
+        .output("y", 2);
+    CHECK_THAT(errorText(b.import()),
+               Contains("'fc' (Gemm)") &&
+                   Contains("must broadcast per output feature ([4] or "
+                            "[1, 4])"));
+  }
+  // One output feature takes it.
+  OnnxBuilder b;
+  b.input("x", {2, 3})
+      .init("w", {1, 3})
+      .init("c", {1})
+      .node("Gemm", {"x", "w", "c"}, {"y"}, {attrInt("transB", 1)}, "fc")
+      .output("y", 2);
+  CHECK(importOk(b).ops.size() == 1);
+}

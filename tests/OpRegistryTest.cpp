@@ -36,6 +36,17 @@ TEST_CASE("every operator kind has exactly one definition", "[ops]") {
     CHECK((d.work == nullptr) == (d.kind == OpKind::Conv));
 }
 
+TEST_CASE("every operator kind documents its forms and its gradient", "[ops]") {
+  // docs/operators.md prints them as table cells.
+  for (const OpDef &d : allOpDefs()) {
+    INFO(d.name);
+    CHECK(d.forms.size() >= 20);
+    CHECK(!d.gradient.empty());
+    for (std::string_view s : {d.forms, d.gradient})
+      CHECK(s.find_first_of("|\n") == std::string_view::npos);
+  }
+}
+
 TEST_CASE("every ONNX operator the importer computes with has one definition",
           "[ops]") {
   std::set<std::string> claimed;

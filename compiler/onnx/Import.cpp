@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
+#include "compiler/onnx/OperatorTable.h"
 #include "compiler/ops/OpDef.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -36,11 +37,8 @@ const std::vector<std::string> &supportedOnnxOps() {
     for (const OpDef &d : allOpDefs())
       for (std::string_view t : d.onnxTypes)
         all.push_back(std::string(t));
-    all.push_back("Identity");
-    all.push_back("Cast");
-    // In stochastic depth only (Fusions.cpp's dropPath); elsewhere its node
-    // fails, saying so.
-    all.push_back("RandomUniformLike");
+    for (const ImporterOp &op : importerOps())
+      all.push_back(std::string(op.opType));
     std::sort(all.begin(), all.end());
     all.erase(std::unique(all.begin(), all.end()), all.end());
     return all;
@@ -113,32 +111,12 @@ static void findLive(const pb::GraphProto &graph, std::vector<bool> &live,
   }
 }
 
-/// The PyTorch code that usually writes `op`, for messages about it: ", as
-/// ... writes" or "".
+/// The PyTorch code that usually writes `op`, for messages about it: " (...
+/// writes it)" or "".
 static std::string_view pytorchIdiom(std::string_view op) {
-  static const std::pair<std::string_view, std::string_view> kIdioms[] = {
-      {"CumSum", " (torch.cumsum: position ids from token ids, as RoBERTa "
-                 "computes them)"},
-      {"Einsum", " (torch.einsum)"},
-      {"GridSample", " (F.grid_sample)"},
-      {"GroupNormalization", " (nn.GroupNorm)"},
-      {"If", " (Python control flow that torch.jit.script kept)"},
-      {"InstanceNormalization", " (nn.InstanceNorm2d)"},
-      {"Loop", " (a Python loop that torch.jit.script kept)"},
-      {"NonZero", " (boolean-mask indexing, x[mask], or torch.nonzero)"},
-      {"ReduceL2", " (x.norm(dim=...) or F.normalize: ConvNeXt V2's global "
-                   "response norm, Swin V2's cosine attention)"},
-      {"Resize", " (F.interpolate or nn.Upsample)"},
-      {"Scan", " (a recurrent loop that torch.jit.script kept)"},
-      {"ScatterElements", " (in-place index assignment, x[idx] = v, or "
-                          "torch.scatter)"},
-      {"ScatterND", " (in-place index assignment, x[idx] = v)"},
-      {"TopK", " (torch.topk: mixture-of-experts routing, sampling)"},
-      {"Unique", " (torch.unique)"},
-  };
-  for (const auto &[name, idiom] : kIdioms)
-    if (name == op)
-      return idiom;
+  for (const RefusedIdiom &i : refusedIdioms())
+    if (i.opType == op)
+      return i.idiom;
   return "";
 }
 
@@ -168,15 +146,18 @@ static Error checkSupported(const pb::GraphProto &graph,
   }
   if (nodes.empty())
     return Error::success();
+  // The forms each operator takes are too long for a message.
+  constexpr const char *kTable =
+      "(the forms of each: docs/operators.md, or `memfit operators`)";
   if (nodes.size() == 1)
-    return makeErrorF("'{0}': {1}; memfit supports {2}", file, nodes[0],
-                      joinNames(supported));
+    return makeErrorF("'{0}': {1}; memfit supports {2} {3}", file, nodes[0],
+                      joinNames(supported), kTable);
   std::string list;
   for (const std::string &n : nodes)
     list += "\n  " + n;
   return makeErrorF("'{0}': {1} nodes use operators memfit does not "
-                    "support:{2}\nmemfit supports {3}",
-                    file, nodes.size(), list, joinNames(supported));
+                    "support:{2}\nmemfit supports {3} {4}",
+                    file, nodes.size(), list, joinNames(supported), kTable);
 }
 
 static Expected<Graph> importModel(pb::ModelProto &model,

@@ -182,26 +182,105 @@ struct Activation {
   OpKind kind;
   RtAct runtime;
   OpWork (*work)(const Graph &, const Op &, TaskKind, int, int64_t);
+  std::string_view forms;    // OpDef::forms
+  std::string_view gradient; // OpDef::gradient
 };
 constexpr Activation kActivations[] = {
-    {OpKind::Relu, RtAct::Relu, oneFlop},
-    {OpKind::LeakyRelu, RtAct::LeakyRelu, oneFlop},
-    {OpKind::Sigmoid, RtAct::Sigmoid, transcendental},
-    {OpKind::Tanh, RtAct::Tanh, transcendental},
-    {OpKind::Clip, RtAct::Clip, oneFlop},
-    {OpKind::Sqrt, RtAct::Sqrt, transcendental},
-    {OpKind::Erf, RtAct::Erf, transcendental},
-    {OpKind::HardSigmoid, RtAct::HardSigmoid, oneFlop},
-    {OpKind::HardSwish, RtAct::HardSwish, oneFlop},
-    {OpKind::Pow, RtAct::Pow, transcendental},
-    {OpKind::Gelu, RtAct::Gelu, transcendental},
-    {OpKind::Neg, RtAct::Neg, oneFlop},
-    {OpKind::NanTo, RtAct::NanTo, oneFlop},
-    {OpKind::Softplus, RtAct::Softplus, transcendental},
-    {OpKind::Mish, RtAct::Mish, transcendental},
-    {OpKind::Celu, RtAct::Celu, transcendental},
-    {OpKind::LogSigmoid, RtAct::LogSigmoid, transcendental},
-    {OpKind::Exp, RtAct::Exp, transcendental},
+    {OpKind::Relu, RtAct::Relu, oneFlop,
+     "X computed from the data input or from weights (a float parameter is "
+     "read as its value, without a batch), any shape, the batch anywhere; no "
+     "attributes. A constant X is refused (not folded).",
+     "the input"},
+    {OpKind::LeakyRelu, RtAct::LeakyRelu, oneFlop,
+     "X computed from the data input (not from weights), any shape, the batch "
+     "anywhere; `alpha` (default 0.01).",
+     "the input"},
+    {OpKind::Sigmoid, RtAct::Sigmoid, transcendental,
+     "X computed from the data input or from weights (a float parameter is "
+     "read as its value, without a batch), any shape, the batch anywhere. "
+     "Log(Sigmoid(x)), the Sigmoid read by that Log alone, becomes one "
+     "LogSigmoid. A constant X is refused (not folded).",
+     "the input"},
+    {OpKind::Tanh, RtAct::Tanh, transcendental,
+     "X computed from the data input or from weights (a float parameter is "
+     "read as its value, without a batch), any shape, the batch anywhere. "
+     "Inside torch's tanh GELU expansion or Mul(x, Tanh(Softplus(x))) it "
+     "becomes Gelu or Mish. A constant X is refused (not folded).",
+     "the input"},
+    {OpKind::Clip, RtAct::Clip, oneFlop,
+     "Clip: X computed from the data input or from weights, any shape, the "
+     "batch anywhere; bounds from float32 scalar constant inputs (opset 11+) "
+     "or the `min` and `max` attributes (before); an absent bound is the float "
+     "limit. Max and Min of exactly two operands, an activation and a float32 "
+     "scalar constant in either order, are a one-sided Clip; of two "
+     "activations they are refused.",
+     "the input"},
+    {OpKind::Sqrt, RtAct::Sqrt, transcendental,
+     "X computed from the data input or from weights (a float parameter is "
+     "read as its value, without a batch), any shape, the batch anywhere; no "
+     "attributes. Of constants it folds.",
+     "the input"},
+    {OpKind::Erf, RtAct::Erf, transcendental,
+     "X computed from the data input (not from weights), any shape, the batch "
+     "anywhere. Inside torch's erf GELU expansion it becomes one Gelu.",
+     "the input"},
+    {OpKind::HardSigmoid, RtAct::HardSigmoid, oneFlop,
+     "X computed from the data input (not from weights), any shape, the batch "
+     "anywhere; `alpha` (default 0.2) and `beta` (default 0.5).",
+     "the input"},
+    {OpKind::HardSwish, RtAct::HardSwish, oneFlop,
+     "X computed from the data input (not from weights), any shape, the batch "
+     "anywhere; no attributes.",
+     "the input"},
+    {OpKind::Pow, RtAct::Pow, transcendental,
+     "Pow: X computed from the data input or from weights (a float parameter "
+     "is read as its value) to a constant exponent, operand 1 with one element "
+     "(float32 or an integer); an exponent computed at run time is refused. "
+     "Reciprocal is the power -1 of X computed from the data input. Of "
+     "constants both fold.",
+     "the input (not the exponent)"},
+    {OpKind::Gelu, RtAct::Gelu, transcendental,
+     "Opset 20's Gelu of X computed from the data input, any shape, the batch "
+     "anywhere; `approximate` none or tanh. Before opset 20 torch writes it as "
+     "Div or Mul, Erf, Add, Mul, Mul (tanh: eight nodes), recognized as one "
+     "Gelu where the intermediates feed nothing else and the constants are "
+     "torch's.",
+     "the input"},
+    {OpKind::Neg, RtAct::Neg, oneFlop,
+     "X computed from the data input or from weights (a float parameter is "
+     "read as its value, without a batch), any shape, the batch anywhere. Of "
+     "constants it folds; on the token ids it is a step of an integer program.",
+     "the input"},
+    {OpKind::NanTo, RtAct::NanTo, oneFlop,
+     "Only as Where(IsNaN(x), c, x) with c a float32 scalar (a Constant node "
+     "or an initializer) and the IsNaN read by that Where alone: "
+     "torch.export's guard after attention's softmax, one op that replaces the "
+     "NaNs of x by c. IsNaN anywhere else is refused.",
+     "the input (zero where it was NaN)"},
+    {OpKind::Softplus, RtAct::Softplus, transcendental,
+     "X computed from the data input (not from weights), any shape, the batch "
+     "anywhere; PyTorch's form (x itself past 20). In Mul(x, "
+     "Tanh(Softplus(x))) it becomes one Mish.",
+     "the input"},
+    {OpKind::Mish, RtAct::Mish, transcendental,
+     "Opset 18's Mish of X computed from the data input, any shape, the batch "
+     "anywhere. torch.onnx's Mul(x, Tanh(Softplus(x))), its intermediates "
+     "feeding nothing else, is recognized as one Mish.",
+     "the input"},
+    {OpKind::Celu, RtAct::Celu, transcendental,
+     "X computed from the data input (not from weights), any shape, the batch "
+     "anywhere; `alpha` (default 1) finite and nonzero.",
+     "the input"},
+    {OpKind::LogSigmoid, RtAct::LogSigmoid, transcendental,
+     "Only as Log(Sigmoid(x)), the Sigmoid read by that Log alone: "
+     "nn.LogSigmoid as torch.onnx writes it, one op in PyTorch's stable form. "
+     "Log of constants folds; any other Log is refused.",
+     "the input"},
+    {OpKind::Exp, RtAct::Exp, transcendental,
+     "X computed from the data input or from weights (a float parameter is "
+     "read as its value: Swin V2's logit scale), any shape, the batch "
+     "anywhere. Of constants it folds.",
+     "the input"},
 };
 // One autodiff rule serves both forms of Gelu.
 static_assert(runtimeKind(RtAct::Gelu).reads ==
@@ -283,7 +362,9 @@ OpDef activation(const Activation &e) {
           .batchLayout = OpDef::BatchLayout::Any,
           .work = e.work,
           .params = params,
-          .emit = emit};
+          .emit = emit,
+          .forms = e.forms,
+          .gradient = e.gradient};
   switch (rt.reads) {
   case GradReads::Output:
     d.mayRunInPlace = true;

@@ -118,19 +118,30 @@ int64_t attentionLocalBytes(const Graph &g, const Op &op) {
 namespace memfit::ops {
 
 void registerAttention(std::vector<OpDef> &defs) {
-  defs.push_back({.kind = OpKind::Attention,
-                  .name = "Attention",
-                  .dataGradReads = dataReads,
-                  .lowerPrecision = true,
-                  .costClass = CostClass::Gemm,
-                  .work = work,
-                  .signatureAttrs =
-                      [](llvm::raw_ostream &os, const Op &op) {
-                        os << " mask=" << op.attrs.maskMode
-                           << " dropout=" << (op.attrs.attnDropout ? 1 : 0);
-                      },
-                  .params = params,
-                  .emit = emit});
+  defs.push_back(
+      {.kind = OpKind::Attention,
+       .name = "Attention",
+       .dataGradReads = dataReads,
+       .lowerPrecision = true,
+       .costClass = CostClass::Gemm,
+       .work = work,
+       .signatureAttrs =
+           [](llvm::raw_ostream &os, const Op &op) {
+             os << " mask=" << op.attrs.maskMode
+                << " dropout=" << (op.attrs.attnDropout ? 1 : 0);
+           },
+       .params = params,
+       .emit = emit,
+       .forms =
+           "No ONNX op type: where attention is fused (`--fuse-attention`), Q "
+           "times K^T (or a Transpose of K's last two axes), then optionally "
+           "Mul or Div by a constant scalar and Add or Where of a constant "
+           "mask, Softmax over the last axis, optionally Where(IsNaN(p), 0, p) "
+           "and training Dropout, times V, no intermediate read elsewhere. Q, "
+           "K, V: distinct activations of one rank, the batch outermost on "
+           "axis 0, heads up to 256 wide; K and V with Q's heads or one.",
+       .gradient = "Q, K and V (the scores recomputed from Q and K); none for "
+                   "the mask"});
 }
 
 } // namespace memfit::ops

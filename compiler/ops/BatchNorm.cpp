@@ -171,6 +171,18 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
+/// What importBatchNorm accepts and refuses (OpDef::forms).
+constexpr std::string_view kForms =
+    "X [N, C, ...] of rank 2 or more, the batch alone on axis 0, channels on "
+    "axis 1; scale, B, input_mean and input_var float32 weights of shape [C], "
+    "the mean and var running statistics its forward updates. `epsilon`, "
+    "`momentum`; `spatial=0` is refused. `training_mode` is not read: the "
+    "inference form imports as training BatchNorm too. Outputs after Y must "
+    "be unused.";
+/// What its backward differentiates (OpDef::gradient).
+constexpr std::string_view kGradient =
+    "X, scale and B (not the running statistics)";
+
 } // namespace
 
 void registerBatchNorm(std::vector<OpDef> &defs) {
@@ -184,7 +196,9 @@ void registerBatchNorm(std::vector<OpDef> &defs) {
                   .costClass = CostClass::Normalization,
                   .work = work,
                   .params = params,
-                  .emit = emit});
+                  .emit = emit,
+                  .forms = kForms,
+                  .gradient = kGradient});
 }
 
 } // namespace memfit::ops

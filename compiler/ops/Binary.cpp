@@ -365,7 +365,8 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
-OpDef binary(OpKind kind, std::string_view name) {
+OpDef binary(OpKind kind, std::string_view name, std::string_view forms,
+             std::string_view gradient) {
   return {.kind = kind,
           .name = name,
           .onnxTypes = {name},
@@ -373,20 +374,38 @@ OpDef binary(OpKind kind, std::string_view name) {
           .batchLayout = OpDef::BatchLayout::Any,
           .work = addWork,
           .params = params,
-          .emit = emit};
+          .emit = emit,
+          .forms = forms,
+          .gradient = gradient};
 }
+
+/// OpDef::forms of all four: importBinary takes the same for each.
+constexpr std::string_view kForms =
+    "An activation and an activation, weight or float32 constant, either "
+    "order (a bias, a per-channel scale, 1 - x): of one shape, or one "
+    "broadcast into the other along one contiguous run of its per-sample axes "
+    "(two computed from the data input: of one rank); a constant varying "
+    "along separate runs is repeated into one. Where the batch is not alone "
+    "on axis 0 the other operand must match it or vary only after the batch's "
+    "axis. Of constants it folds.";
 
 } // namespace
 
 void registerBinary(std::vector<OpDef> &defs) {
-  defs.push_back(binary(OpKind::Add, "Add"));
-  defs.push_back(binary(OpKind::Sub, "Sub"));
-  OpDef mul = binary(OpKind::Mul, "Mul");
+  defs.push_back(binary(OpKind::Add, "Add", kForms,
+                        "both operands but a constant (a broadcast one sums "
+                        "dY over its repeats)"));
+  defs.push_back(binary(OpKind::Sub, "Sub", kForms,
+                        "both operands but a constant (a broadcast one sums "
+                        "dY over its repeats)"));
+  OpDef mul = binary(OpKind::Mul, "Mul", kForms,
+                     "both operands but a constant (each reads the other)");
   mul.dataGradReads = mulDataReads;
   mul.weightGradReads = mulWeightReads;
   mul.work = mulWork;
   defs.push_back(std::move(mul));
-  OpDef div = binary(OpKind::Div, "Div");
+  OpDef div = binary(OpKind::Div, "Div", kForms,
+                     "both operands but a constant (each reads both)");
   // d(a/b)/da = 1/b and d(a/b)/db = -a/b^2: both read both operands.
   div.dataGradReads = [](const GradOperands &o, std::vector<BlockId> &reads) {
     reads.insert(reads.end(), o.inputs.begin(), o.inputs.end());

@@ -148,6 +148,17 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
+/// What importConcat accepts and refuses (OpDef::forms).
+constexpr std::string_view kForms =
+    "Operands computed from the data input, the batch alone on axis 0, equal "
+    "except on `axis` (negative counts from the end), any axis but 0. Values "
+    "computed from weights (a float parameter operand is read as its value) "
+    "join only each other, on any axis. An empty operand (a Slice to nothing) "
+    "is left out, and a single one is the output. Any other constant operand "
+    "is refused; of constants Concat folds.";
+/// What its backward differentiates (OpDef::gradient).
+constexpr std::string_view kGradient = "every operand";
+
 } // namespace
 
 void registerConcat(std::vector<OpDef> &defs) {
@@ -159,7 +170,9 @@ void registerConcat(std::vector<OpDef> &defs) {
                   .work = work,
                   .signatureAttrs = signature,
                   .params = params,
-                  .emit = emit});
+                  .emit = emit,
+                  .forms = kForms,
+                  .gradient = kGradient});
 }
 
 } // namespace memfit::ops

@@ -314,6 +314,26 @@ llvm::Expected<EmittedCall> transposeEmit(EmitContext &x) {
   }
 }
 
+/// What importConv accepts and refuses (OpDef::forms).
+constexpr std::string_view kConvForms =
+    "X [N, C, D1, ...] with the batch alone on axis 0; W a float32 weight [M, "
+    "C/group, k1, ...] (not a computed value), optional bias B [M]. `group` "
+    "dividing C and M (depthwise too); `strides`, `dilations` at least 1, "
+    "`pads` non-negative; `auto_pad` NOTSET, VALID or SAME_* (those without "
+    "pads); `kernel_shape` must match W. Any number of spatial axes imports; "
+    "generated code runs only 2-D.";
+/// What importConvTranspose accepts and refuses (OpDef::forms).
+constexpr std::string_view kConvTransposeForms =
+    "X [N, C, D1, ...] with the batch alone on axis 0; W a float32 weight [C, "
+    "M/group, k1, ...] (not a computed value), optional bias B [M]. `group` "
+    "dividing C; `strides`, `dilations` at least 1, `pads` non-negative, "
+    "`output_padding` below the stride; `auto_pad` NOTSET only; "
+    "`output_shape` only when it equals what the pads give; `kernel_shape` "
+    "must match W. Any number of spatial axes imports; generated code runs "
+    "only 2-D.";
+/// What the backward of either differentiates (OpDef::gradient).
+constexpr std::string_view kGradient = "X, W and B (not a constant W or B)";
+
 } // namespace
 
 void registerConv(std::vector<OpDef> &defs) {
@@ -329,7 +349,9 @@ void registerConv(std::vector<OpDef> &defs) {
                   .work = transposeWork,
                   .signatureAttrs = signature,
                   .params = transposeParams,
-                  .emit = transposeEmit});
+                  .emit = transposeEmit,
+                  .forms = kConvTransposeForms,
+                  .gradient = kGradient});
   defs.push_back({.kind = OpKind::Conv,
                   .name = "Conv",
                   .onnxTypes = {"Conv"},
@@ -340,7 +362,9 @@ void registerConv(std::vector<OpDef> &defs) {
                   .tensorCores = true,
                   .signatureAttrs = signature,
                   .params = params,
-                  .emit = emit});
+                  .emit = emit,
+                  .forms = kConvForms,
+                  .gradient = kGradient});
 }
 
 } // namespace memfit::ops

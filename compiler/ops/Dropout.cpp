@@ -101,6 +101,18 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
+/// What importDropout accepts and refuses (OpDef::forms).
+constexpr std::string_view kForms =
+    "X with each sample's elements together (the batch outermost). Opset 12+: "
+    "`ratio` a float32 scalar constant input (default 0.5), `training_mode` a "
+    "boolean scalar constant input; absent or false, the node is the identity "
+    "and disappears. Before 12 the node trains with its `ratio` attribute. "
+    "Ratio in [0, 1); 0 disappears. The mask output must be unused. memfit "
+    "draws its own mask, not torch's numbers.";
+/// What its backward differentiates (OpDef::gradient).
+constexpr std::string_view kGradient =
+    "the input (its mask drawn again, not stored)";
+
 } // namespace
 
 void signature(llvm::raw_ostream &os, const Op &op) {
@@ -118,7 +130,9 @@ void registerDropout(std::vector<OpDef> &defs) {
                   .work = work,
                   .signatureAttrs = signature,
                   .params = params,
-                  .emit = emit});
+                  .emit = emit,
+                  .forms = kForms,
+                  .gradient = kGradient});
 }
 
 } // namespace memfit::ops

@@ -42,7 +42,9 @@ llvm::Error importGemm(OnnxNode &node) {
     std::vector<int64_t> cd = dimsOfValue(node, inputs[2]);
     while (!cd.empty() && cd.front() == 1)
       cd.erase(cd.begin());
-    if (cd.size() > 1 || (cd.size() == 1 && cd[0] != cols))
+    // One element broadcast over every feature is not what the kernels
+    // read (a bias per feature), so only one feature may take it.
+    if (cd.size() > 1 || (cd.empty() ? cols != 1 : cd[0] != cols))
       return node.fail("bias C of shape " +
                        dimsStr(dimsOfValue(node, inputs[2])) +
                        llvm::formatv(" must broadcast per output "
@@ -190,15 +192,37 @@ OpDef dense(OpKind kind, std::string_view name) {
           .emit = emit};
 }
 
+/// What importGemm accepts and refuses (OpDef::forms).
+constexpr std::string_view kGemmForms =
+    "A a 2-D activation [rows, K], the batch anywhere in its rows, `transA` 0 "
+    "only; B a 2-D float32 weight (not a computed value) [K, M], or [M, K] "
+    "with `transB`; optional C a weight of shape [M] or [1, M]; `alpha`, "
+    "`beta`. A float constant A that is no initializer (a Constant node, a "
+    "fold) with a weight B is read as a table without a batch (Swin V2's "
+    "position-bias MLP).";
+/// What importMatMul accepts and refuses (OpDef::forms).
+constexpr std::string_view kMatMulForms =
+    "A [..., K] of rank 2 or more (the batch anywhere: one GEMM over all "
+    "rows) times B a 2-D float32 weight [K, M], or Transpose(W) of a 2-D "
+    "weight, read transposed without a copy. Two activations multiply as "
+    "BatchMatMul: of one rank of 3 or more, the batch outermost, [..., M, K] "
+    "x [..., K, P] with equal leading axes or 1s on one side. A float "
+    "constant A (no initializer) with a weight B is read as a table without a "
+    "batch.";
+
 } // namespace
 
 void registerGemm(std::vector<OpDef> &defs) {
   OpDef gemm = dense(OpKind::Gemm, "Gemm");
   gemm.signatureAttrs = gemmSignature;
   gemm.importOnnx = importGemm;
+  gemm.forms = kGemmForms;
+  gemm.gradient = "A, B and C (not a constant B or C)";
   defs.push_back(std::move(gemm));
   OpDef matMul = dense(OpKind::MatMul, "MatMul");
   matMul.importOnnx = importMatMul;
+  matMul.forms = kMatMulForms;
+  matMul.gradient = "A and B (not a constant B); BatchMatMul: both";
   defs.push_back(std::move(matMul));
 }
 

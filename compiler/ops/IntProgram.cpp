@@ -62,6 +62,16 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
                          .str()};
 }
 
+/// What the importer gathers into a program (OpDef::forms).
+constexpr std::string_view kForms =
+    "No ONNX operator of its own: integer nodes on the token ids (Add, Sub, "
+    "Mul, Div, Mod, Min, Max, Neg, Abs, Equal, Less, Greater, LessOrEqual, "
+    "GreaterOrEqual, And, Or, Xor, Not, Where, CumSum, Cast; Reshape, "
+    "Unsqueeze, Squeeze keeping the batch alone on axis 0) with constants "
+    "holding one integer become one program per value a float op or an "
+    "embedding reads: element by element, CumSum along the last axis only, at "
+    "most 32 steps.";
+
 } // namespace
 
 void registerIntProgram(std::vector<OpDef> &defs) {
@@ -71,7 +81,9 @@ void registerIntProgram(std::vector<OpDef> &defs) {
                   .work = work,
                   .signatureAttrs = signature,
                   .params = params,
-                  .emit = emit});
+                  .emit = emit,
+                  .forms = kForms,
+                  .gradient = "none: token ids have no gradient"});
 }
 
 } // namespace memfit::ops

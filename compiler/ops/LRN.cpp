@@ -73,6 +73,14 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
+/// What importLRN accepts and refuses (OpDef::forms).
+constexpr std::string_view kForms =
+    "X [N, C, D1, ...] with at least one spatial axis, the batch alone on "
+    "axis 0, normalized across channels; `size` a positive integer "
+    "(required), `alpha`, `beta`, `bias` (defaults 1e-4, 0.75, 1).";
+/// What its backward differentiates (OpDef::gradient).
+constexpr std::string_view kGradient = "the input";
+
 } // namespace
 
 void registerLRN(std::vector<OpDef> &defs) {
@@ -85,7 +93,9 @@ void registerLRN(std::vector<OpDef> &defs) {
                   .work = work,
                   .signatureAttrs = signature,
                   .params = params,
-                  .emit = emit});
+                  .emit = emit,
+                  .forms = kForms,
+                  .gradient = kGradient});
 }
 
 } // namespace memfit::ops

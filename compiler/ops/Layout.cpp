@@ -417,38 +417,66 @@ llvm::Error importSliceOrSplit(OnnxNode &node) {
 } // namespace
 
 void registerLayout(std::vector<OpDef> &defs) {
-  defs.push_back({.kind = OpKind::Transpose,
-                  .name = "Transpose",
-                  .onnxTypes = {"Transpose"},
-                  .importOnnx = importTranspose,
-                  .batchLayout = OpDef::BatchLayout::Any,
-                  .costClass = CostClass::Copy,
-                  .work = copyWork,
-                  .signatureAttrs = permSignature,
-                  .params = transposeParams,
-                  .emit = layoutEmit});
-  defs.push_back({.kind = OpKind::Slice,
-                  .name = "Slice",
-                  .onnxTypes = {"Slice", "Split"},
-                  .importOnnx = importSliceOrSplit,
-                  .batchLayout = OpDef::BatchLayout::Any,
-                  .costClass = CostClass::Copy,
-                  .work = copyWork,
-                  .signatureAttrs = sliceSignature,
-                  .params = sliceParams,
-                  .emit = layoutEmit});
-  defs.push_back({.kind = OpKind::Expand,
-                  .name = "Expand",
-                  .onnxTypes = {"Expand"},
-                  .importOnnx = importExpand,
-                  // The batch's axis is never expanded: its extent, n times
-                  // the factors beside the batch, maps the same on any
-                  // layout.
-                  .batchLayout = OpDef::BatchLayout::Any,
-                  .costClass = CostClass::Copy,
-                  .work = copyWork,
-                  .params = expandParams,
-                  .emit = layoutEmit});
+  defs.push_back(
+      {.kind = OpKind::Transpose,
+       .name = "Transpose",
+       .onnxTypes = {"Transpose"},
+       .importOnnx = importTranspose,
+       .batchLayout = OpDef::BatchLayout::Any,
+       .costClass = CostClass::Copy,
+       .work = copyWork,
+       .signatureAttrs = permSignature,
+       .params = transposeParams,
+       .emit = layoutEmit,
+       .forms = "Any permutation (`perm`, default reversed) of an activation "
+                "of at most 7 axes; the batch moves with its axis "
+                "(nn.MultiheadAttention's [T, N, E]). A 2-D weight with `perm` "
+                "[1, 0] or none is MatMul's weight read transposed (no copy), "
+                "or a transposed value as a data operand; any other Transpose "
+                "of a weight computes on it as a value without a batch.",
+       .gradient = "the input"});
+  defs.push_back(
+      {.kind = OpKind::Slice,
+       .name = "Slice",
+       .onnxTypes = {"Slice", "Split"},
+       .importOnnx = importSliceOrSplit,
+       .batchLayout = OpDef::BatchLayout::Any,
+       .costClass = CostClass::Copy,
+       .work = copyWork,
+       .signatureAttrs = sliceSignature,
+       .params = sliceParams,
+       .emit = layoutEmit,
+       .forms = "Slice: constant `starts`, `ends` (operands from opset 10, "
+                "attributes before; clamped as ONNX does), `axes` and positive "
+                "`steps`; the batch's axis only whole; a slice to nothing is "
+                "an empty tensor only Concat may read; a sliced weight (a "
+                "position table) is a value without a batch. Split: any axis "
+                "but the batch's; sizes from the `split` input (opset 13) or "
+                "attribute, `num_outputs` (18) or equal parts; one Slice per "
+                "used output. At most 7 axes.",
+       .gradient = "the input (zeros outside the window)"});
+  defs.push_back(
+      {.kind = OpKind::Expand,
+       .name = "Expand",
+       .onnxTypes = {"Expand"},
+       .importOnnx = importExpand,
+       // The batch's axis is never expanded: its extent, n times
+       // the factors beside the batch, maps the same on any
+       // layout.
+       .batchLayout = OpDef::BatchLayout::Any,
+       .costClass = CostClass::Copy,
+       .work = copyWork,
+       .params = expandParams,
+       .emit = layoutEmit,
+       .forms =
+           "An activation to its own rank along axes of extent 1 other than "
+           "the batch's (grouped-query attention repeating key and value "
+           "heads), the shape a constant; to its own shape it is the input. A "
+           "float weight expanded over the batch alone to [N, ...its shape], "
+           "the batch's symbol first (ViT's class token), is a lookup of its "
+           "one row per sample; a value computed from weights expanded so "
+           "passes through; constants fold.",
+       .gradient = "the input (its repeats summed), or the expanded weight"});
 }
 
 } // namespace memfit::ops

@@ -193,6 +193,17 @@ struct OpDef {
   llvm::Expected<OpParamsText> (*params)(const Graph &, const Op &) = nullptr;
   /// The call of a forward, BP-data or BP-weight task.
   llvm::Expected<EmittedCall> (*emit)(EmitContext &) = nullptr;
+
+  // --- documentation (docs/operators.md, `memfit operators`) ---
+  /// What the importer accepts of `onnxTypes` and what it refuses: the
+  /// attribute forms, operand kinds (data, weight, constant), axes and
+  /// element types, in sentences read beside the ONNX specification. Kept
+  /// here, beside the code that decides it, so the table cannot drift from
+  /// the importer unnoticed. Inline Markdown: no '|', no newline.
+  std::string_view forms = {};
+  /// Which operands its backward differentiates ("the input and both
+  /// weights"), or "none" and why; same rules as `forms`.
+  std::string_view gradient = {};
 };
 
 /// The definition of `kind`; every OpKind has exactly one.

@@ -113,15 +113,24 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
 } // namespace
 
 void registerPad(std::vector<OpDef> &defs) {
-  defs.push_back({.kind = OpKind::Pad,
-                  .name = "Pad",
-                  .onnxTypes = {"Pad"},
-                  .importOnnx = importPad,
-                  .costClass = CostClass::Copy,
-                  .work = noFlops,
-                  .signatureAttrs = signature,
-                  .params = params,
-                  .emit = emit});
+  defs.push_back(
+      {.kind = OpKind::Pad,
+       .name = "Pad",
+       .onnxTypes = {"Pad"},
+       .importOnnx = importPad,
+       .costClass = CostClass::Copy,
+       .work = noFlops,
+       .signatureAttrs = signature,
+       .params = params,
+       .emit = emit,
+       .forms = "An activation with the batch alone on axis 0; mode `constant` "
+                "only (edge, reflect and wrap are refused); `pads` from a "
+                "constant input (opset 11) or the attribute, non-negative (no "
+                "cropping), none on axis 0; the value a float32 scalar "
+                "constant input or the `value` attribute; no `axes` input "
+                "(opset 18). All-zero pads pass the input through. Code "
+                "generation pads only H and W of 4-D NCHW values.",
+       .gradient = "the input"});
 }
 
 } // namespace memfit::ops

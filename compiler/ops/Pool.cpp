@@ -380,25 +380,40 @@ void maxReads(const GradOperands &o, std::vector<BlockId> &reads) {
 } // namespace
 
 void registerPool(std::vector<OpDef> &defs) {
-  defs.push_back({.kind = OpKind::MaxPool,
-                  .name = "MaxPool",
-                  .onnxTypes = {"MaxPool"},
-                  .importOnnx = importPool,
-                  .dataGradReads = maxReads,
-                  .costClass = CostClass::Pooling,
-                  .work = windowWork,
-                  .signatureAttrs = signature,
-                  .params = params,
-                  .emit = emitPool});
-  defs.push_back({.kind = OpKind::AveragePool,
-                  .name = "AveragePool",
-                  .onnxTypes = {"AveragePool"},
-                  .importOnnx = importPool,
-                  .costClass = CostClass::Pooling,
-                  .work = windowWork,
-                  .signatureAttrs = signature,
-                  .params = params,
-                  .emit = emitPool});
+  defs.push_back(
+      {.kind = OpKind::MaxPool,
+       .name = "MaxPool",
+       .onnxTypes = {"MaxPool"},
+       .importOnnx = importPool,
+       .dataGradReads = maxReads,
+       .costClass = CostClass::Pooling,
+       .work = windowWork,
+       .signatureAttrs = signature,
+       .params = params,
+       .emit = emitPool,
+       .forms = "An [N, C, D1, ...] activation, the batch alone on axis 0; "
+                "`kernel_shape` (required), `strides`, `pads`, `auto_pad` "
+                "(NOTSET, VALID, SAME_UPPER, SAME_LOWER), `ceil_mode`; "
+                "`dilations` only 1; the Indices output must be unused. Code "
+                "generation pools 2-D (NCHW) only.",
+       .gradient = "the input (dY routed to each window's maximum, located "
+                   "from X and Y)"});
+  defs.push_back(
+      {.kind = OpKind::AveragePool,
+       .name = "AveragePool",
+       .onnxTypes = {"AveragePool"},
+       .importOnnx = importPool,
+       .costClass = CostClass::Pooling,
+       .work = windowWork,
+       .signatureAttrs = signature,
+       .params = params,
+       .emit = emitPool,
+       .forms =
+           "An [N, C, D1, ...] activation, the batch alone on axis 0; "
+           "`kernel_shape` (required), `strides`, `pads`, `auto_pad` (NOTSET, "
+           "VALID, SAME_UPPER, SAME_LOWER), `ceil_mode`, `count_include_pad`; "
+           "`dilations` only 1. Code generation pools 2-D (NCHW) only.",
+       .gradient = "the input (from dY alone)"});
   // Reductions over axes other than the batch's import through it.
   defs.push_back(
       {.kind = OpKind::GlobalAveragePool,
@@ -411,7 +426,21 @@ void registerPool(std::vector<OpDef> &defs) {
        .batchLayout = OpDef::BatchLayout::Any,
        .costClass = CostClass::Pooling,
        .work = globalWork,
-       .emit = emitGlobal});
+       .emit = emitGlobal,
+       .forms =
+           "GlobalAveragePool: an [N, C, D1, ...] activation. ReduceMean, "
+           "ReduceSum, ReduceSumSquare, ReduceL2: over constant `axes` "
+           "(attribute, or input from opset 13 or 18) that leave out axis 0, "
+           "either `keepdims`; all axes (`axes` absent or empty) and none "
+           "(`noop_with_empty_axes`) are refused; built as a Transpose moving "
+           "the axes last, Pow 2, this pool, Mul by the count, Sqrt, Reshape, "
+           "as needed. InstanceNormalization: [N, C, ...], `epsilon`, scale "
+           "and bias of C elements from Constant nodes, not initializers "
+           "(nn.GroupNorm as torch exports it); built as this pool, Sub, Pow, "
+           "Add, Sqrt, Div (Mul, Add).",
+       .gradient = "the input; each step of a reduction or an instance "
+                   "normalization has its own backward "
+                   "(InstanceNormalization's scale and bias are constants)"});
 }
 
 } // namespace memfit::ops

@@ -174,15 +174,25 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
 } // namespace
 
 void registerResize(std::vector<OpDef> &defs) {
-  defs.push_back({.kind = OpKind::Resize,
-                  .name = "Resize",
-                  .onnxTypes = {"Resize", "Upsample"},
-                  .importOnnx = importResize,
-                  .costClass = CostClass::Pooling,
-                  .work = work,
-                  .signatureAttrs = signature,
-                  .params = params,
-                  .emit = emit});
+  defs.push_back(
+      {.kind = OpKind::Resize,
+       .name = "Resize",
+       .onnxTypes = {"Resize", "Upsample"},
+       .importOnnx = importResize,
+       .costClass = CostClass::Pooling,
+       .work = work,
+       .signatureAttrs = signature,
+       .params = params,
+       .emit = emit,
+       .forms =
+           "Resize (opset 10 on) and Upsample (opset 9 on) of a 4-D NCHW "
+           "activation over H and W: `mode` nearest or linear (cubic refused); "
+           "`coordinate_transformation_mode` half_pixel, pytorch_half_pixel, "
+           "align_corners or asymmetric; any `nearest_mode`; constant float32 "
+           "scales of 1 on N and C, or constant sizes (opset 11) keeping N and "
+           "C; `antialias` only without downscaling; `axes` only all four; "
+           "`keep_aspect_ratio_policy` stretch; no `exclude_outside`.",
+       .gradient = "the input"});
 }
 
 } // namespace memfit::ops

@@ -96,7 +96,7 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
   }
 }
 
-OpDef softmax(OpKind kind, std::string_view name) {
+OpDef softmax(OpKind kind, std::string_view name, std::string_view forms) {
   return {.kind = kind,
           .name = name,
           .onnxTypes = {name},
@@ -107,14 +107,30 @@ OpDef softmax(OpKind kind, std::string_view name) {
           .work = work,
           .signatureAttrs = signature,
           .params = params,
-          .emit = emit};
+          .emit = emit,
+          .forms = forms,
+          .gradient = "the input (from Y and dY); where it ends a model "
+                      "trained with softmax cross-entropy over its class axis, "
+                      "the loss takes its place and differentiates the logits"};
 }
 
 } // namespace
 
 void registerSoftmax(std::vector<OpDef> &defs) {
-  defs.push_back(softmax(OpKind::Softmax, "Softmax"));
-  defs.push_back(softmax(OpKind::LogSoftmax, "LogSoftmax"));
+  defs.push_back(softmax(
+      OpKind::Softmax, "Softmax",
+      "An activation; `axis` (default -1 from opset 13, 1 before) must lie "
+      "after the batch's axis. Before opset 13, which normalizes all axes from "
+      "`axis` on, the axes after it must have size 1. Code generation "
+      "normalizes only the last axis (or `axis` followed by axes of size 1). "
+      "On a weight, or a value computed from weights, it gives a value without "
+      "a batch."));
+  defs.push_back(softmax(
+      OpKind::LogSoftmax, "LogSoftmax",
+      "An activation; `axis` (default -1 from opset 13, 1 before) must lie "
+      "after the batch's axis. Before opset 13, which normalizes all axes from "
+      "`axis` on, the axes after it must have size 1. Code generation "
+      "normalizes only the last axis (or `axis` followed by axes of size 1)."));
 }
 
 } // namespace memfit::ops

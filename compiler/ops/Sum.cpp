@@ -78,13 +78,18 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
 } // namespace
 
 void registerSum(std::vector<OpDef> &defs) {
-  defs.push_back({.kind = OpKind::Sum,
-                  .name = "Sum",
-                  .onnxTypes = {"Sum"},
-                  .importOnnx = importSum,
-                  .batchLayout = OpDef::BatchLayout::Any,
-                  .work = work,
-                  .emit = emit});
+  defs.push_back(
+      {.kind = OpKind::Sum,
+       .name = "Sum",
+       .onnxTypes = {"Sum"},
+       .importOnnx = importSum,
+       .batchLayout = OpDef::BatchLayout::Any,
+       .work = work,
+       .emit = emit,
+       .forms = "Activations of one shape (no broadcasting) whose batches lie "
+                "on the same axis; weights and constants are refused. A single "
+                "operand passes through.",
+       .gradient = "every operand"});
 }
 
 } // namespace memfit::ops

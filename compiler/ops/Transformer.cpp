@@ -624,52 +624,95 @@ llvm::Error importExpandWeight(OnnxNode &node) {
 }
 
 void registerTransformer(std::vector<OpDef> &defs) {
-  defs.push_back({.kind = OpKind::BatchMatMul,
-                  .name = "BatchMatMul",
-                  .onnxTypes = {"Einsum"},
-                  .importOnnx = importEinsum,
-                  .batchLayout = OpDef::BatchLayout::Any,
-                  .dataGradReads = bmmDataReads,
-                  .lowerPrecision = true,
-                  .costClass = CostClass::Gemm,
-                  .tensorCores = true,
-                  .work = bmmWork,
-                  .params = bmmParams,
-                  .emit = bmmEmit});
-  defs.push_back({.kind = OpKind::LayerNorm,
-                  .name = "LayerNormalization",
-                  .onnxTypes = {"LayerNormalization"},
-                  .importOnnx = importLayerNorm,
-                  .batchLayout = OpDef::BatchLayout::Any,
-                  .dataGradReads = lnDataReads,
-                  .weightGradReads = lnWeightReads,
-                  .costClass = CostClass::Normalization,
-                  .work = lnWork,
-                  .params = lnParams,
-                  .emit = lnEmit});
-  defs.push_back({.kind = OpKind::Where,
-                  .name = "Where",
-                  .onnxTypes = {"Where"},
-                  .importOnnx = importWhere,
-                  .mayRunInPlace = true,
-                  .dataGradReads = whereReads,
-                  .work = oneFlop,
-                  .params = whereParams,
-                  .emit = whereEmit});
-  defs.push_back({.kind = OpKind::Embedding,
-                  .name = "Gather",
-                  .onnxTypes = {"Gather"},
-                  .importOnnx = importGather,
-                  // Gather of an activation, on any layout, is a Slice; the
-                  // embedding's own operands (a table, ids) have no batch
-                  // axis to move.
-                  .batchLayout = OpDef::BatchLayout::Any,
-                  .dataGradReads = embeddingReads,
-                  .weightGradReads = embeddingReads,
-                  .costClass = CostClass::Copy,
-                  .work = embeddingWork,
-                  .params = embeddingParams,
-                  .emit = embeddingEmit});
+  defs.push_back(
+      {.kind = OpKind::BatchMatMul,
+       .name = "BatchMatMul",
+       .onnxTypes = {"Einsum"},
+       .importOnnx = importEinsum,
+       .batchLayout = OpDef::BatchLayout::Any,
+       .dataGradReads = bmmDataReads,
+       .lowerPrecision = true,
+       .costClass = CostClass::Gemm,
+       .tensorCores = true,
+       .work = bmmWork,
+       .params = bmmParams,
+       .emit = bmmEmit,
+       .forms =
+           "Einsum of two activations, each with the batch outermost on axis "
+           "0, whose equation (with `->`, no ellipsis, no letter twice in a "
+           "term) is a batched matrix product: letters of both operands and "
+           "the output are batch axes, the batch's letter first in both "
+           "operands; one letter summed, one free letter per operand "
+           "(`bhid,bhjd->bhij`); Transposes order the operands and result. "
+           "MatMul of two activations becomes this op too.",
+       .gradient = "both operands"});
+  defs.push_back(
+      {.kind = OpKind::LayerNorm,
+       .name = "LayerNormalization",
+       .onnxTypes = {"LayerNormalization"},
+       .importOnnx = importLayerNorm,
+       .batchLayout = OpDef::BatchLayout::Any,
+       .dataGradReads = lnDataReads,
+       .weightGradReads = lnWeightReads,
+       .costClass = CostClass::Normalization,
+       .work = lnWork,
+       .params = lnParams,
+       .emit = lnEmit,
+       .forms = "X an activation; `axis` (default -1) after the batch's axis; "
+                "`epsilon`; Scale and optional B weights (initializers, graph "
+                "inputs without data, or float constants, then not trained) "
+                "with as many elements as the normalized axes; the Mean and "
+                "InvStdDev outputs must be unused. ReduceMean, Sub, Pow, "
+                "ReduceMean, Add, Sqrt, Div, Mul, Add over the last axis with "
+                "weights as scale and bias (torch's export before opset 17) is "
+                "also recognized as this op.",
+       .gradient = "X, Scale and B (the statistics recomputed from X)"});
+  defs.push_back(
+      {.kind = OpKind::Where,
+       .name = "Where",
+       .onnxTypes = {"Where"},
+       .importOnnx = importWhere,
+       .mayRunInPlace = true,
+       .dataGradReads = whereReads,
+       .work = oneFlop,
+       .params = whereParams,
+       .emit = whereEmit,
+       .forms = "A masked fill: one of X and Y an activation with the batch "
+                "alone on axis 0, the other a float32 scalar constant; the "
+                "condition a constant of any type shared by all samples "
+                "(extent 1 on the batch's axis), or a mask computed from the "
+                "token ids of the activation's rank (`masked_fill(ids == pad, "
+                "...)`), broadcast along one contiguous run of axes. Two "
+                "activations are refused; on constants alone it folds.",
+       .gradient = "the activation (zero where the fill is taken); none for "
+                   "the condition"});
+  defs.push_back(
+      {.kind = OpKind::Embedding,
+       .name = "Gather",
+       .onnxTypes = {"Gather"},
+       .importOnnx = importGather,
+       // Gather of an activation, on any layout, is a Slice; the
+       // embedding's own operands (a table, ids) have no batch
+       // axis to move.
+       .batchLayout = OpDef::BatchLayout::Any,
+       .dataGradReads = embeddingReads,
+       .weightGradReads = embeddingReads,
+       .costClass = CostClass::Copy,
+       .work = embeddingWork,
+       .params = embeddingParams,
+       .emit = embeddingEmit,
+       .forms =
+           "A float32 2-D weight table, `axis` 0, indexed by token ids (or "
+           "integer programs on them, such as position ids): an embedding; or "
+           "by constant indices (a position table): rows looked up once, a "
+           "value without a batch. An activation at a scalar or one-element "
+           "constant index on an axis other than the batch's (`x[:, i]`): a "
+           "Slice. A 2-D value computed from weights at constant indices on "
+           "axis 0: a lookup. Constants fold.",
+       .gradient =
+           "the table (a scatter-add of the rows read; `--freeze-rows` keeps a "
+           "row's gradient zero) or the value computed from weights; an index "
+           "selection: its input; never the indices"});
 }
 
 } // namespace memfit::ops

@@ -386,11 +386,31 @@ void registerView(std::vector<OpDef> &defs) {
   OpDef flatten = view(OpKind::Flatten, "Flatten");
   flatten.signatureAttrs = flattenSignature;
   flatten.importOnnx = importFlatten;
+  flatten.forms =
+      "An activation with the batch alone on axis 0; `axis` (default 1, "
+      "negative counted from the end) at least 1, with the axes between the "
+      "batch and `axis` of size 1, so that the output is [N, the rest]: a view "
+      "of the input (no copy). `axis` 0, or one that would merge the batch "
+      "with other axes, is refused.";
+  flatten.gradient =
+      "the input (the same bytes where it has no other reader, else a copy)";
   defs.push_back(std::move(flatten));
   OpDef reshape = view(OpKind::Reshape, "Reshape");
   reshape.batchLayout = OpDef::BatchLayout::Any;
   reshape.onnxTypes = {"Reshape", "Squeeze", "Unsqueeze"};
   reshape.importOnnx = importReshapeLike;
+  reshape.forms =
+      "Views (no copy). Reshape: a 1-D integer constant target (shape "
+      "arithmetic folded, the batch kept symbolic), `0` copying unless "
+      "`allowzero`, `-1` inferred; axis 0 the batch (its symbol, `0`, the "
+      "model's fixed batch, or `-1` with the rest one sample), or the batch "
+      "moved to one axis that keeps each sample together ([T, N * heads, d]); "
+      "a value computed from weights takes any target. Squeeze, Unsqueeze: "
+      "`axes` attribute (before opset 13) or constant input; Squeeze only of "
+      "size-1 axes other than the batch's (all of them without `axes`); no "
+      "Unsqueeze of a new axis 0 before a batch there.";
+  reshape.gradient =
+      "the input (the same bytes where it has no other reader, else a copy)";
   defs.push_back(std::move(reshape));
 }
 
