@@ -516,6 +516,46 @@ TEST_CASE("Expand of an activation repeats key/value heads", "[onnx][import]") {
                  Contains("along axes of extent 1 other than the batch's"));
 }
 
+TEST_CASE("Tile of an activation is views around an Expand", "[onnx][import]") {
+  // x.repeat(1, 2, 1, 3) of [N, 3, 1, 4]: axis 1 (extent 3) gets an axis
+  // of 2 before it, axis 3 (extent 4) one of 3; axis 2 is not tiled.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 3, 1, 4})
+      .constInt64("r", {4}, {1, 2, 1, 3})
+      .node("Tile", {"x", "r"}, {"y"}, {}, "rep")
+      .output("y", 4);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 3);
+  CHECK(g.ops[0].kind == OpKind::Reshape);
+  CHECK(g.values[g.ops[0].outputs[0]].dims ==
+        std::vector<int64_t>{2, 1, 3, 1, 1, 4});
+  CHECK(g.ops[1].kind == OpKind::Expand);
+  CHECK(g.ops[1].name == "rep");
+  CHECK(g.values[g.ops[1].outputs[0]].dims ==
+        std::vector<int64_t>{2, 2, 3, 1, 3, 4});
+  CHECK(g.ops[2].kind == OpKind::Reshape);
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 6, 1, 12});
+
+  // Along axes of extent 1 alone it is one Expand.
+  OnnxBuilder ones(17);
+  ones.input("x", {-1, 3, 1, 1})
+      .constInt64("r", {4}, {1, 1, 2, 5})
+      .node("Tile", {"x", "r"}, {"y"})
+      .output("y", 4);
+  Graph g1 = importOk(ones, batchOf(2));
+  REQUIRE(g1.ops.size() == 1);
+  CHECK(g1.ops[0].kind == OpKind::Expand);
+  CHECK(g1.values[g1.output].dims == std::vector<int64_t>{2, 3, 2, 5});
+
+  OnnxBuilder batch(17);
+  batch.input("x", {-1, 3})
+      .constInt64("r", {2}, {2, 1})
+      .node("Tile", {"x", "r"}, {"y"}, {}, "t")
+      .output("y", 2);
+  CHECK_THAT(errorText(batch.import(batchOf(2))),
+             Contains("'t' (Tile)") && Contains("repeats the batch"));
+}
+
 TEST_CASE("a buffer torch.export marks folds; a parameter does not",
           "[onnx][import][fold]") {
   // A rotary table computed from inv_freq (Hugging Face's Llama). The

@@ -605,7 +605,7 @@ llvm::ArrayRef<FoldRule> shapeFoldRules() {
       {"Squeeze", false, viaShapeFolder<&ShapeFolder::squeeze>},
       {"Slice", false, viaShapeFolder<&ShapeFolder::slice>},
       {"Expand", false, viaShapeFolder<&ShapeFolder::expand>},
-      {"Tile", true, viaShapeFolder<&ShapeFolder::tile>},
+      {"Tile", false, viaShapeFolder<&ShapeFolder::tile>},
   };
   return rules;
 }

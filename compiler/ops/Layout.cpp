@@ -399,6 +399,86 @@ llvm::Error importExpand(OnnxNode &node) {
   return node.emit(OpKind::Expand, {*x}, {o}).takeError();
 }
 
+/// Tile of an activation (`x.repeat`) as the ops memfit has: an axis of
+/// extent 1 put before each tiled axis (a view), an Expand along it, and a
+/// view folding each repeat into its axis ([N, r, d] -> [N, r * d]), so the
+/// backward sums the repeats as Expand's does. An axis of extent 1 is
+/// expanded as it is.
+llvm::Error importTile(OnnxNode &node) {
+  if (!node.isActivation(node.inputName(0)))
+    return node.fail("tiles a weight; memfit supports Tile of an activation "
+                     "(and folds it on constants)");
+  auto x = node.activation(0);
+  auto reps = node.intConstant(1);
+  if (llvm::Error e = firstError(x, reps))
+    return e;
+  std::vector<int64_t> xd = dimsOfValue(node, *x);
+  const IntConstant &r = *reps;
+  const Value &v = node.graph().values[*x];
+  if (r.isFloat || r.dims.size() != 1 ||
+      r.numel() != static_cast<int64_t>(xd.size()))
+    return node.fail("repeats " + r.str() +
+                     " do not give one count per axis "
+                     "of the input of shape " +
+                     dimsStr(xd));
+  if (!v.canonical())
+    return node.fail("tiles a value whose batch is not alone on axis 0; "
+                     "memfit supports Tile with the batch there");
+  if (r.isBatch(0) || r.ints[0] != 1)
+    return node.fail("repeats the batch (" + r.str() +
+                     "); memfit supports Tile along the other axes");
+  std::vector<int64_t> viewIn, expanded, out;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    if (i > 0 && (r.isBatch(i) || r.ints[i] < 1))
+      return node.fail("repeats " + r.str() + " must be positive counts");
+    int64_t n = r.ints[i];
+    if (n > 1 && xd[i] > 1) {
+      viewIn.push_back(1);
+      expanded.push_back(n);
+    }
+    viewIn.push_back(xd[i]);
+    expanded.push_back(xd[i] == 1 ? n : xd[i]);
+    out.push_back(xd[i] * n);
+  }
+  if (out == xd) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
+  if (llvm::Error e = checkRank(node, expanded))
+    return e;
+  std::string name = node.outputName(0);
+  std::string opName = node.name().empty() ? std::string() : node.name();
+  auto named = [&](const char *step) {
+    return opName.empty() ? opName : opName + "#" + step;
+  };
+  ValueId in = *x;
+  if (viewIn != xd) {
+    OpAttrs a;
+    a.shape = viewIn;
+    auto id = node.emit(OpKind::Reshape, {in}, {{name + "#axes", viewIn}}, a,
+                        false, named("axes"));
+    if (!id)
+      return id.takeError();
+    in = node.graph().ops[*id].outputs[0];
+  }
+  bool last = expanded == out;
+  auto id = node.emit(OpKind::Expand, {in},
+                      {{last ? name : name + "#repeats", expanded}}, {}, false,
+                      opName);
+  if (!id || last)
+    return id.takeError();
+  OpAttrs a;
+  a.shape = out;
+  return node
+      .emit(OpKind::Reshape, {node.graph().ops[*id].outputs[0]}, {{name, out}},
+            a, false, named("view"))
+      .takeError();
+}
+
+llvm::Error importExpandOrTile(OnnxNode &node) {
+  return node.opType() == "Tile" ? importTile(node) : importExpand(node);
+}
+
 llvm::Expected<OpParamsText> expandParams(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]), &y = g.value(op.outputs[0]);
   return OpParamsText{
@@ -458,8 +538,8 @@ void registerLayout(std::vector<OpDef> &defs) {
   defs.push_back(
       {.kind = OpKind::Expand,
        .name = "Expand",
-       .onnxTypes = {"Expand"},
-       .importOnnx = importExpand,
+       .onnxTypes = {"Expand", "Tile"},
+       .importOnnx = importExpandOrTile,
        // The batch's axis is never expanded: its extent, n times
        // the factors beside the batch, maps the same on any
        // layout.
@@ -475,7 +555,11 @@ void registerLayout(std::vector<OpDef> &defs) {
            "float weight expanded over the batch alone to [N, ...its shape], "
            "the batch's symbol first (ViT's class token), is a lookup of its "
            "one row per sample; a value computed from weights expanded so "
-           "passes through; constants fold.",
+           "passes through; constants fold. Tile (`x.repeat`) of an "
+           "activation with the batch alone on axis 0, not repeated there, "
+           "positive constant counts: views around an Expand ([N, d] -> [N, "
+           "1, d] -> [N, r, d] -> [N, r*d]), so the backward sums the "
+           "repeats; Tile of a weight is refused.",
        .gradient = "the input (its repeats summed), or the expanded weight"});
 }
 

@@ -310,6 +310,8 @@ def run_graph(model, params, consts, x, train=True):
             shape = torch.broadcast_shapes(i[0].shape,
                                            tuple(int(v) for v in i[1]))
             y = i[0].expand(shape)
+        elif op == "Tile":
+            y = i[0].repeat(*[int(v) for v in i[1]])
         elif op == "ConstantOfShape":
             v = numpy_helper.to_array(a["value"]) if "value" in a else [0.0]
             y = torch.full([int(d) for d in i[0]], float(v[0]),
