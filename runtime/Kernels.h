@@ -116,6 +116,10 @@ struct BatchNormParams {
   int64_t c, spatial;
   float epsilon;
   float momentum; // ONNX: running = running * momentum + batch * (1 - m)
+  /// Rows per sample: a value whose batch shares axis 0 with other rows
+  /// ([N * T, C], BatchNorm1d over tokens) normalizes n * rows rows of
+  /// [c, spatial] each, every row of every sample counted.
+  int64_t rows = 1;
 };
 /// Training mode: normalizes with the statistics of these n samples, saves
 /// mean and 1/sqrt(var + eps) (biased var) for the backward, and when

@@ -342,13 +342,14 @@ TEST_CASE("the batch must stay on axis 0", "[onnx][errors][batch]") {
     CHECK_THAT(errorText(b.import(batchOf(2))),
                Contains("'double' (Add)") && Contains("batch size"));
   }
-  SECTION("Flatten merging the batch") {
+  SECTION("Flatten of every axis") {
     OnnxBuilder b;
     b.input("x", {-1, 2, 3, 4})
-        .node("Flatten", {"x"}, {"y"}, {attrInt("axis", 2)}, "fl")
+        .node("Flatten", {"x"}, {"y"}, {attrInt("axis", 0)}, "fl")
         .output("y", 2);
     CHECK_THAT(errorText(b.import(batchOf(2))),
-               Contains("'fl' (Flatten)") && Contains("merge the batch"));
+               Contains("'fl' (Flatten)") &&
+                   Contains("would flatten the batch into every other axis"));
   }
   SECTION("Concat along the batch") {
     OnnxBuilder b;

@@ -556,6 +556,30 @@ TEST_CASE("Tile of an activation is views around an Expand", "[onnx][import]") {
              Contains("'t' (Tile)") && Contains("repeats the batch"));
 }
 
+TEST_CASE("Flatten after larger axes merges them with the batch",
+          "[onnx][import]") {
+  // [N, 2, 3, 4] at axis 2 is [N * 2, 12], each sample's two rows
+  // together; a Linear reads the rows and a Reshape restores [N, 2, 5].
+  OnnxBuilder b(17);
+  b.input("x", {-1, 2, 3, 4})
+      .node("Flatten", {"x"}, {"f"}, {attrInt("axis", 2)}, "fl")
+      .init("w", {12, 5})
+      .node("MatMul", {"f", "w"}, {"m"})
+      .constInt64("t", {3}, {-1, 2, 5})
+      .node("Reshape", {"m", "t"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(3));
+  REQUIRE(g.ops.size() == 3);
+  CHECK(g.ops[0].kind == OpKind::Reshape);
+  const Value &f = g.values[g.ops[0].outputs[0]];
+  CHECK(f.dims == std::vector<int64_t>{6, 12});
+  CHECK(f.batchAxis == 0);
+  CHECK(f.batchOuter == 1);
+  CHECK(f.batchInner == 2);
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{3, 2, 5});
+  CHECK(g.values[g.output].canonical());
+}
+
 TEST_CASE("a buffer torch.export marks folds; a parameter does not",
           "[onnx][import][fold]") {
   // A rotary table computed from inv_freq (Hugging Face's Llama). The

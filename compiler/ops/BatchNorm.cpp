@@ -78,13 +78,19 @@ OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   const Value &x = g.value(op.inputs[0]);
   int64_t c = x.dims.size() > 1 ? x.dims[1] : 1;
-  return OpParamsText{
-      "BatchNormParams",
+  // Sample-major (the importer's batchLayout): batchOuter is 1.
+  int64_t rows = x.batched ? x.batchInner : 1;
+  std::string init =
       llvm::formatv("{{.c = {0}, .spatial = {1}, .epsilon = {2}, "
-                    ".momentum = {3}}",
-                    c, x.elementsPerSample() / c, f32(op.attrs.epsilon),
-                    f32(op.attrs.momentum))
-          .str()};
+                    ".momentum = {3}",
+                    c, x.elementsPerSample() / (c * rows),
+                    f32(op.attrs.epsilon), f32(op.attrs.momentum))
+          .str();
+  // The default of 1 is left out, so models without merged rows generate
+  // what they always have.
+  if (rows != 1)
+    init += llvm::formatv(", .rows = {0}", rows).str();
+  return OpParamsText{"BatchNormParams", init + "}"};
 }
 
 /// The tasks of a BatchNorm split over chunks of the batch.
@@ -173,8 +179,10 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
 
 /// What importBatchNorm accepts and refuses (OpDef::forms).
 constexpr std::string_view kForms =
-    "X [N, C, ...] of rank 2 or more, the batch alone on axis 0, channels on "
-    "axis 1; scale, B, input_mean and input_var float32 weights of shape [C], "
+    "X [N, C, ...] of rank 2 or more, channels on axis 1, the batch alone on "
+    "axis 0 or merged into it with each sample's rows together ([N * T, C], "
+    "BatchNorm1d over tokens: statistics over all N * T rows, in chunks "
+    "too); scale, B, input_mean and input_var float32 weights of shape [C], "
     "the mean and var running statistics its forward updates. `epsilon`, "
     "`momentum`; `spatial=0` is refused. `training_mode` is not read: the "
     "inference form imports as training BatchNorm too. Outputs after Y must "
@@ -190,6 +198,9 @@ void registerBatchNorm(std::vector<OpDef> &defs) {
                   .name = "BatchNormalization",
                   .onnxTypes = {"BatchNormalization"},
                   .importOnnx = importBatchNorm,
+                  // [N * T, C] (BatchNorm1d over tokens): each sample's T
+                  // rows are normalized with every other row.
+                  .batchLayout = OpDef::BatchLayout::SampleMajor,
                   .savesStatistics = true,
                   .dataGradReads = dataReads,
                   .weightGradReads = weightReads,

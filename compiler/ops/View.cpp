@@ -27,11 +27,23 @@ llvm::Error importFlatten(OnnxNode &node) {
   int64_t merged = 1, rest = 1;
   for (int64_t i = 1; i < rank; ++i)
     (i < axis ? merged : rest) *= xd[i];
-  if (axis == 0 || merged != 1)
-    return node.fail(llvm::formatv("axis {0} on shape {1} would merge the "
-                                   "batch with other axes; memfit keeps the "
-                                   "batch on axis 0",
+  if (axis == 0)
+    return node.fail(llvm::formatv("axis {0} on shape {1} would flatten the "
+                                   "batch into every other axis; memfit keeps "
+                                   "each sample apart",
                                    *axisAttr, dimsStr(xd)));
+  if (merged != 1) {
+    // [N, T, C] at axis 2: [N * T, C], each sample's T rows together (a
+    // view, as Reshape's, that the ops taking such rows read).
+    if (!node.graph().values[*x].canonical())
+      return node.fail(llvm::formatv("axis {0} merges the batch of a value "
+                                     "whose batch is not alone on axis 0",
+                                     *axisAttr));
+    OpAttrs a;
+    a.shape = {xd[0] * merged, rest};
+    OutSpec o{node.outputName(0), a.shape, 0, 1, merged};
+    return node.emit(OpKind::Reshape, {*x}, {o}, a).takeError();
+  }
   OpAttrs a;
   a.axis = axis;
   return node
@@ -390,8 +402,10 @@ void registerView(std::vector<OpDef> &defs) {
       "An activation with the batch alone on axis 0; `axis` (default 1, "
       "negative counted from the end) at least 1, with the axes between the "
       "batch and `axis` of size 1, so that the output is [N, the rest]: a view "
-      "of the input (no copy). `axis` 0, or one that would merge the batch "
-      "with other axes, is refused.";
+      "of the input (no copy). An `axis` after larger axes merges them with "
+      "the batch, each sample's rows together ([N, T, C] at 2: [N * T, C], a "
+      "Reshape view that row-wise ops and BatchNorm read); `axis` 0 is "
+      "refused.";
   flatten.gradient =
       "the input (the same bytes where it has no other reader, else a copy)";
   defs.push_back(std::move(flatten));

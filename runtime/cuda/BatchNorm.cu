@@ -531,7 +531,7 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
                      const float *scale, const float *bias, float *runMean,
                      float *runVar, float *y, float *saved,
                      bool updateRunning) {
-  const int64_t count = n * p.spatial;
+  const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
       p, count,
@@ -549,7 +549,7 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
 
 void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *saved, float *y) {
-  const int64_t count = n * p.spatial;
+  const int64_t count = n * p.rows * p.spatial;
   forChannelGroups(p, count,
                    [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
                      apply(*impl, p, ch0, sl, blocks, count, impl->view(x),
@@ -561,7 +561,7 @@ void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
 void Exec::bnInference(const BatchNormParams &p, const float *x,
                        const float *scale, const float *bias,
                        const float *runMean, const float *runVar, float *y) {
-  const int64_t count = n * p.spatial;
+  const int64_t count = n * p.rows * p.spatial;
   forChannelGroups(
       p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
         apply(*impl, p, ch0, sl, blocks, count, impl->view(x), scale, bias,
@@ -575,7 +575,7 @@ void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
                           const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  const int64_t count = n * p.spatial;
+  const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
       p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
@@ -593,7 +593,7 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
                             float *dbias, bool acc) {
   if (!dscale && !dbias)
     return;
-  const int64_t count = n * p.spatial;
+  const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
       p, count,
@@ -609,7 +609,7 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
 
 void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
                         bool acc) {
-  const int64_t count = n * p.spatial;
+  const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
       p, count,
@@ -637,13 +637,13 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
                                const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  const int64_t count = n * p.spatial;
+  const int64_t count = n * p.rows * p.spatial;
   forChannelGroups(p, count,
                    [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
                      backwardData(*impl, p, ch0, sl, blocks, count,
-                                  double(prog.batch * p.spatial), impl->view(x),
-                                  scale, saved, nullptr, dscale, dbias,
-                                  impl->view(dy), impl->view(dx), acc);
+                                  double(prog.batch * p.rows * p.spatial),
+                                  impl->view(x), scale, saved, nullptr, dscale,
+                                  dbias, impl->view(dy), impl->view(dx), acc);
                    });
   impl->done(*this, "batch normalization backward-data kernel");
 }

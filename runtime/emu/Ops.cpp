@@ -115,32 +115,33 @@ void Exec::bnForward(const BatchNormParams &p, const float *x,
                      const float *scale, const float *bias, float *runMean,
                      float *runVar, float *y, float *saved,
                      bool updateRunning) {
-  rt::batchNormForward(p, n, x, scale, bias, runMean, runVar, y, saved,
+  rt::batchNormForward(p, n * p.rows, x, scale, bias, runMean, runVar, y, saved,
                        saved + p.c, updateRunning);
 }
 void Exec::bnInference(const BatchNormParams &p, const float *x,
                        const float *scale, const float *bias,
                        const float *runMean, const float *runVar, float *y) {
-  rt::batchNormInference(p, n, x, scale, bias, runMean, runVar, y);
+  rt::batchNormInference(p, n * p.rows, x, scale, bias, runMean, runVar, y);
 }
 void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *saved, float *y) {
-  rt::batchNormApply(p, n, x, scale, bias, saved, saved + p.c, y);
+  rt::batchNormApply(p, n * p.rows, x, scale, bias, saved, saved + p.c, y);
 }
 void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
                           const float *scale, const float *saved,
                           const float *dy, float *dx, bool acc) {
-  rt::batchNormBackwardData(p, n, x, scale, saved, saved + p.c, dy, dx, acc);
+  rt::batchNormBackwardData(p, n * p.rows, x, scale, saved, saved + p.c, dy, dx,
+                            acc);
 }
 void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
                             const float *saved, const float *dy, float *dscale,
                             float *dbias, bool acc) {
-  rt::batchNormBackwardWeight(p, n, x, saved, saved + p.c, dy, dscale, dbias,
-                              acc);
+  rt::batchNormBackwardWeight(p, n * p.rows, x, saved, saved + p.c, dy, dscale,
+                              dbias, acc);
 }
 void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
                         bool acc) {
-  rt::batchNormChunkStatistics(p, n, x, stats, acc);
+  rt::batchNormChunkStatistics(p, n * p.rows, x, stats, acc);
 }
 void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
                       float *runVar) {
@@ -152,8 +153,9 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
                                const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  rt::batchNormBackwardDataBatch(p, n, double(prog.batch * p.spatial), x, scale,
-                                 saved, dscale, dbias, dy, dx, acc);
+  rt::batchNormBackwardDataBatch(p, n * p.rows,
+                                 double(prog.batch * p.rows * p.spatial), x,
+                                 scale, saved, dscale, dbias, dy, dx, acc);
 }
 void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
   rt::lrnForward(p, n, x, y);

@@ -43,6 +43,17 @@ check tv-vit 55% 60% 65% 70%
 check convnext 50% 55% 60% 65% 70%
 # Reductions over the channels, over H and W of NHWC, L2 norms and sums.
 check norms 50% 55% 60% 65% 70%
+# GroupNorm (4 groups and 1), InstanceNorm2d, Tile, a token mixer over axis
+# 1, F.normalize, a sum over the tokens, BatchNorm1d over [N * T, C] and a
+# mean over the tokens: 3 steps, whole and with the batch in two chunks
+# (BatchNorm's statistics over all N * T rows either way).
+ITERATIONS=3
+check vision-ops 50% 55% 60% 65% 70%
+for f in .onnx -x.npy -y.npy; do cp "vision-ops$f" "vision-ops-chunks$f" || fail "copy"; done
+COMPILE_ARGS=(--chunks 2)
+verify vision-ops-chunks 50% 55% 60% 65% 70%
+COMPILE_ARGS=()
+ITERATIONS=2
 check mobilenetv3 50% 55% 60% 65% 70%
 check efficientnet 50% 55% 60% 65% 70%
 # Exported as model zoos ship them (eval mode, torch's constant folding):

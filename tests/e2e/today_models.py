@@ -145,6 +145,34 @@ class NormNet(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
+class VisionOps(nn.Module):
+    """Vision models' operators beyond torchvision's: GroupNorm with 4
+    groups and with 1, InstanceNorm2d, Tile of activations, a token mixer
+    over axis 1 of [N, T, C], F.normalize, a sum over the tokens,
+    BatchNorm1d over the tokens as [N * T, C] (Flatten merging the batch
+    into axis 0) and a mean over the tokens."""
+
+    def __init__(self, c=16, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.gn4, self.gn1 = nn.GroupNorm(4, c), nn.GroupNorm(1, c)
+        self.inorm = nn.InstanceNorm2d(c)
+        self.mix = nn.Linear(16, 16)  # over the 4 x 4 tokens
+        self.bn = nn.BatchNorm1d(c)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.inorm(self.gn1(self.gn4(self.stem(x))))
+        x = x + x[:, :8].repeat(1, 2, 1, 1)
+        y = x.flatten(2).transpose(1, 2)
+        y = y + self.mix(y.transpose(1, 2)).transpose(1, 2)
+        y = F.normalize(y, dim=-1) + 0.1 * y.sum(dim=1, keepdim=True)
+        n, t, c = y.shape
+        # torch.flatten(y, 0, 1) is ONNX's Flatten at axis 2.
+        y = self.bn(torch.flatten(y, 0, 1)).reshape(n, t, c)
+        return self.head(y.mean(dim=1))
+
+
 class SE(nn.Module):
     def __init__(self, c, act):
         super().__init__()
@@ -395,6 +423,7 @@ MODELS = {
     "bert": (lambda: BERT(), "tokens"),
     "convnext": (lambda: ConvNeXt(), "image"),
     "norms": (lambda: NormNet(), "image"),
+    "vision-ops": (lambda: VisionOps(), "image"),
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),

@@ -140,7 +140,10 @@ def run_graph(model, params, consts, x, train=True):
         elif op == "Concat":
             y = torch.cat(i, dim=a["axis"])
         elif op == "Flatten":
-            y = torch.flatten(i[0], a.get("axis", 1))
+            # ONNX's Flatten is 2-D: the axes before `axis`, then the rest.
+            ax = a.get("axis", 1)
+            ax = ax + i[0].dim() if ax < 0 else ax
+            y = i[0].reshape(int(np.prod(i[0].shape[:ax])), -1)
         elif op == "Reshape":
             shape = [int(v) for v in i[1]]
             shape = [x.shape[0] if (k == 0 and v == 0) else v

@@ -408,11 +408,13 @@ void checkActivations(Bench &b) {
 
 /// The program's batch of 8 as two chunks of 4 (passes/search/Chunk.h): the
 /// statistics combined over the chunks, finalized once, normalization and
-/// BP-data per chunk, against the CPU's whole-batch kernels.
-void checkChunkedNorm(Bench &b) {
-  const BatchNormParams p{6, 37, 1e-5f, 0.9f};
-  const int64_t n = 8, half = 4, count = n * p.c * p.spatial,
-                per = half * p.c * p.spatial;
+/// BP-data per chunk, against the CPU's whole-batch kernels. With `rows` > 1
+/// each sample is that many rows ([N * T, C], BatchNorm1d over tokens),
+/// which the CPU's kernels see as n * rows samples.
+void checkChunkedNorm(Bench &b, int64_t rows) {
+  const BatchNormParams p{6, rows > 1 ? 5 : 37, 1e-5f, 0.9f, rows};
+  const int64_t n = 8 * rows, half = 4, count = n * p.c * p.spatial,
+                per = half * rows * p.c * p.spatial;
   Vec x = random(count), scale = random(p.c), bias = random(p.c),
       dy = random(count);
   for (int64_t i = 0; i < per; ++i)
@@ -441,13 +443,16 @@ void checkChunkedNorm(Bench &b) {
   for (int64_t c = 0; c < 2; ++c)
     b.x.bnBackwardDataBatch(p, gx + c * per, gscale, gst, gs, gb, gdy + c * per,
                             gdx + c * per, false);
-  expect("batchnorm chunks forward", b.get(gy, count), y, 1e-5);
-  expect("batchnorm chunks saved", b.get(gst, 2 * p.c), saved, 1e-5);
-  expect("batchnorm chunks running mean", b.get(grm, p.c), rm, 1e-6);
-  expect("batchnorm chunks running var", b.get(grv, p.c), rv, 1e-6);
-  expect("batchnorm chunks backward-weight scale", b.get(gs, p.c), ws, 1e-4);
-  expect("batchnorm chunks backward-weight bias", b.get(gb, p.c), wb, 1e-4);
-  expect("batchnorm chunks backward-data", b.get(gdx, count), dx, 1e-4);
+  const std::string tag =
+      "batchnorm chunks" +
+      (rows > 1 ? " of " + std::to_string(rows) + " rows a sample" : "");
+  expect(tag + " forward", b.get(gy, count), y, 1e-5);
+  expect(tag + " saved", b.get(gst, 2 * p.c), saved, 1e-5);
+  expect(tag + " running mean", b.get(grm, p.c), rm, 1e-6);
+  expect(tag + " running var", b.get(grv, p.c), rv, 1e-6);
+  expect(tag + " backward-weight scale", b.get(gs, p.c), ws, 1e-4);
+  expect(tag + " backward-weight bias", b.get(gb, p.c), wb, 1e-4);
+  expect(tag + " backward-data", b.get(gdx, count), dx, 1e-4);
 }
 
 void checkNorm(Bench &b) {
@@ -487,7 +492,8 @@ void checkNorm(Bench &b) {
       expect(tag + " backward-weight bias", b.get(gb, p.c), wb, 1e-4);
     }
   }
-  checkChunkedNorm(b);
+  checkChunkedNorm(b, 1);
+  checkChunkedNorm(b, 3);
   for (int64_t size : {int64_t(5), int64_t(4)}) {
     const LRNParams p{7, 13, size, 1e-2f, 0.75f, 2.0f};
     const int64_t n = 3, count = n * p.c * p.spatial;
