@@ -397,6 +397,25 @@ TEST_CASE("relative position buckets fold: Sign, Abs, Log, Exp, Floor, Ceil",
   }
 }
 
+TEST_CASE("Round folds halves to even", "[onnx][import][fold]") {
+  OnnxBuilder b(17);
+  b.input("x", {-1, 5})
+      .node(
+          "Constant", {}, {"r"}, {[] {
+            pb::AttributeProto a;
+            a.set_name("value");
+            a.set_type(pb::AttributeProto::TENSOR);
+            *a.mutable_t() = floatTensor({5}, {0.5f, 1.5f, 2.5f, -2.5f, 2.6f});
+            return a;
+          }()})
+      .node("Round", {"r"}, {"rr"})
+      .node("Mul", {"x", "rr"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  CHECK(operandData(g) == std::vector<float>{0.0f, 2.0f, 2.0f, -2.0f, 3.0f});
+}
+
 TEST_CASE("Swin's shifted-window mask folds and repeats over the heads",
           "[onnx][import][fold]") {
   // mask[w] is T x T (windows w = 2, T = 2), built by ScatterND into zeros
@@ -578,6 +597,42 @@ TEST_CASE("Flatten after larger axes merges them with the batch",
   CHECK(f.batchInner == 2);
   CHECK(g.values[g.output].dims == std::vector<int64_t>{3, 2, 5});
   CHECK(g.values[g.output].canonical());
+}
+
+TEST_CASE("ReduceMax and ReduceMin are max pools of one window a row",
+          "[onnx][import]") {
+  // The minimum over axis 1 of [N, 3, 4] without keepdims: axis 1 moved
+  // last, negated, viewed as [N, 4, 1, 3], pooled by [1, 3] windows,
+  // negated back, viewed as [N, 4].
+  OnnxBuilder b(17);
+  b.input("x", {-1, 3, 4})
+      .node("ReduceMin", {"x"}, {"y"},
+            {attrInts("axes", {1}), attrInt("keepdims", 0)}, "mn")
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  std::vector<OpKind> kinds;
+  for (const Op &op : g.ops)
+    kinds.push_back(op.kind);
+  CHECK(kinds == std::vector<OpKind>{OpKind::Transpose, OpKind::Neg,
+                                     OpKind::Reshape, OpKind::MaxPool,
+                                     OpKind::Neg, OpKind::Reshape});
+  const Op &pool = g.ops[3];
+  CHECK(pool.name == "mn");
+  CHECK(pool.attrs.kernel == std::vector<int64_t>{1, 3});
+  CHECK(pool.attrs.strides == std::vector<int64_t>{1, 3});
+  CHECK(g.values[pool.inputs[0]].dims == std::vector<int64_t>{2, 4, 1, 3});
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 4});
+
+  // The maximum over the last axes with keepdims: no move, no negation,
+  // and the pool's [N, 2, 1, 1] is ONNX's shape already.
+  OnnxBuilder mx(17);
+  mx.input("x", {-1, 2, 3, 4})
+      .node("ReduceMax", {"x"}, {"y"}, {attrInts("axes", {2, 3})})
+      .output("y", 4);
+  Graph g2 = importOk(mx, batchOf(2));
+  REQUIRE(g2.ops.size() == 2);
+  CHECK(g2.ops[1].kind == OpKind::MaxPool);
+  CHECK(g2.values[g2.output].dims == std::vector<int64_t>{2, 2, 1, 1});
 }
 
 TEST_CASE("a buffer torch.export marks folds; a parameter does not",

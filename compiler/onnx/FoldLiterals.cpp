@@ -474,6 +474,9 @@ double power(double a, double b) { return std::pow(a, b); }
 double sign(double a, double) { return (a > 0) - (a < 0); }
 double ceiling(double a, double) { return std::ceil(a); }
 double flooring(double a, double) { return std::floor(a); }
+// ONNX's Round takes halves to even, as nearbyint does in the default
+// rounding mode.
+double rounding(double a, double) { return std::nearbyint(a); }
 
 /// Comparisons and logic give bools (`KeepType` false), the others the
 /// operands' type.
@@ -523,11 +526,12 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"Sign", true, foldElementwise<sign, true>},
       {"Ceil", true, foldElementwise<ceiling, true>},
       {"Floor", true, foldElementwise<flooring, true>},
+      {"Round", true, foldElementwise<rounding, true>},
       {"CumSum", false, viaLiteralFolder<&LiteralFolder::cumSum>},
       {"ReduceSum", false, viaLiteralFolder<&LiteralFolder::reduce>},
       {"ReduceMean", false, viaLiteralFolder<&LiteralFolder::reduce>},
-      {"ReduceMax", true, viaLiteralFolder<&LiteralFolder::reduce>},
-      {"ReduceMin", true, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceMax", false, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceMin", false, viaLiteralFolder<&LiteralFolder::reduce>},
       {"ReduceProd", true, viaLiteralFolder<&LiteralFolder::reduce>},
       {"GatherND", false, viaLiteralFolder<&LiteralFolder::gatherND>},
       {"Pow", false, foldElementwise<power, true>},

@@ -64,6 +64,51 @@ llvm::Error importGlobalAveragePool(OnnxNode &node) {
       .takeError();
 }
 
+/// The rest of ReduceMax and ReduceMin once the reduced axes are last in
+/// `dims` (the value `v`): the kept axes and the reduced ones as the rows
+/// and columns of one plane ([N, K, 1, L], a view), a max pool of one
+/// window a row ([1, L]: dY goes to each row's first maximum, as with
+/// torch.max(x, dim)), negated before and after for the minimum, and a
+/// view to ONNX's shape.
+template <typename Step>
+llvm::Error reduceExtreme(OnnxNode &node, bool min, size_t keptAxes,
+                          const std::vector<int64_t> &out, ValueId &v,
+                          std::vector<int64_t> &dims, Step &step) {
+  if (!node.graph().values[v].canonical())
+    return node.fail("reduces a value whose batch is not alone on axis 0; "
+                     "memfit supports " +
+                     node.opType().str() + " with the batch there");
+  int64_t kept = 1, len = 1;
+  for (size_t i = 1; i < dims.size(); ++i)
+    (i < keptAxes ? kept : len) *= dims[i];
+  const std::vector<int64_t> pooled = {dims[0], kept, 1, 1};
+  if (min)
+    if (llvm::Error e = step(OpKind::Neg, {v}, dims, {}, false, "negated"))
+      return e;
+  OpAttrs rows;
+  rows.shape = {dims[0], kept, 1, len};
+  if (llvm::Error e =
+          step(OpKind::Reshape, {v}, rows.shape, rows, false, "rows"))
+    return e;
+  OpAttrs pool;
+  pool.kernel = {1, len};
+  pool.strides = {1, len};
+  pool.pads = {0, 0, 0, 0};
+  pool.dilations = {1, 1};
+  bool view = out != pooled;
+  if (llvm::Error e =
+          step(OpKind::MaxPool, {v}, pooled, pool, !view && !min, "max"))
+    return e;
+  if (min)
+    if (llvm::Error e = step(OpKind::Neg, {v}, dims, {}, !view, "min"))
+      return e;
+  if (!view)
+    return llvm::Error::success();
+  OpAttrs a;
+  a.shape = out;
+  return step(OpKind::Reshape, {v}, out, a, true, "view");
+}
+
 /// ReduceMean, ReduceSum, ReduceSumSquare and ReduceL2 over any axes but
 /// the batch's, as the ops memfit has: the reduced axes moved last
 /// (Transpose, when they are not; ConvNeXt's channels-first LayerNorm,
@@ -129,10 +174,11 @@ llvm::Error importReduce(OnnxNode &node) {
                   OpAttrs a, bool last, const char *what) -> llvm::Error {
     std::string out = last ? name : name + "#" + what;
     // The pool is the node's op; the other steps are named after it.
-    std::string opName =
-        node.name().empty() || kind == OpKind::GlobalAveragePool
-            ? std::string()
-            : node.name() + "#" + what;
+    std::string opName = node.name().empty() ||
+                                 kind == OpKind::GlobalAveragePool ||
+                                 kind == OpKind::MaxPool
+                             ? std::string()
+                             : node.name() + "#" + what;
     auto id = node.emit(kind, std::move(in), {{out, d}}, a, false, opName);
     if (!id)
       return id.takeError();
@@ -151,6 +197,8 @@ llvm::Error importReduce(OnnxNode &node) {
     if (llvm::Error e = step(OpKind::Transpose, {v}, d, a, false, "moved"))
       return e;
   }
+  if (op == "ReduceMax" || op == "ReduceMin")
+    return reduceExtreme(node, op == "ReduceMin", keptAxes, out, v, dims, step);
   if (squares) {
     OpAttrs a;
     a.alpha = 2.0f;
@@ -285,6 +333,11 @@ llvm::Error importGlobal(OnnxNode &node) {
                                               : importReduce(node);
 }
 
+/// MaxPool, or ReduceMax and ReduceMin, built on it.
+llvm::Error importMaxPool(OnnxNode &node) {
+  return node.opType() == "MaxPool" ? importPool(node) : importReduce(node);
+}
+
 void signature(llvm::raw_ostream &os, const Op &op) {
   const OpAttrs &a = op.attrs;
   printList(os, "kernel", a.kernel);
@@ -383,8 +436,8 @@ void registerPool(std::vector<OpDef> &defs) {
   defs.push_back(
       {.kind = OpKind::MaxPool,
        .name = "MaxPool",
-       .onnxTypes = {"MaxPool"},
-       .importOnnx = importPool,
+       .onnxTypes = {"MaxPool", "ReduceMax", "ReduceMin"},
+       .importOnnx = importMaxPool,
        .dataGradReads = maxReads,
        .costClass = CostClass::Pooling,
        .work = windowWork,
@@ -395,9 +448,15 @@ void registerPool(std::vector<OpDef> &defs) {
                 "`kernel_shape` (required), `strides`, `pads`, `auto_pad` "
                 "(NOTSET, VALID, SAME_UPPER, SAME_LOWER), `ceil_mode`; "
                 "`dilations` only 1; the Indices output must be unused. Code "
-                "generation pools 2-D (NCHW) only.",
-       .gradient = "the input (dY routed to each window's maximum, located "
-                   "from X and Y)"});
+                "generation pools 2-D (NCHW) only. ReduceMax and ReduceMin "
+                "(`x.amax`, `torch.max(x, dim)[0]`) over constant `axes` that "
+                "leave out the batch's, either `keepdims`: the axes moved last "
+                "(Transpose), viewed as [N, K, 1, L], a pool of one [1, L] "
+                "window a row, Neg before and after for the minimum, a view to "
+                "ONNX's shape. Of constants they fold.",
+       .gradient = "the input (dY routed to each window's first maximum, "
+                   "located from X and Y: for ReduceMax and ReduceMin, as "
+                   "torch.max(x, dim) routes it; x.amax splits ties)"});
   defs.push_back(
       {.kind = OpKind::AveragePool,
        .name = "AveragePool",

@@ -147,7 +147,8 @@ class NormNet(nn.Module):
 
 class VisionOps(nn.Module):
     """Vision models' operators beyond torchvision's: GroupNorm with 4
-    groups and with 1, InstanceNorm2d, Tile of activations, a token mixer
+    groups and with 1, InstanceNorm2d, Tile of activations, maxima and
+    minima over channels, space and features, a token mixer
     over axis 1 of [N, T, C], F.normalize, a sum over the tokens,
     BatchNorm1d over the tokens as [N * T, C] (Flatten merging the batch
     into axis 0) and a mean over the tokens."""
@@ -164,7 +165,11 @@ class VisionOps(nn.Module):
     def forward(self, x):
         x = self.inorm(self.gn1(self.gn4(self.stem(x))))
         x = x + x[:, :8].repeat(1, 2, 1, 1)
+        # CBAM-style maxima and minima (ReduceMax, ReduceMin).
+        x = x + torch.max(x, dim=1, keepdim=True)[0] - x.amin(dim=(2, 3),
+                                                             keepdim=True)
         y = x.flatten(2).transpose(1, 2)
+        y = y * torch.sigmoid(y.amax(dim=-1, keepdim=True))
         y = y + self.mix(y.transpose(1, 2)).transpose(1, 2)
         y = F.normalize(y, dim=-1) + 0.1 * y.sum(dim=1, keepdim=True)
         n, t, c = y.shape

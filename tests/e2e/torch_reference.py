@@ -290,13 +290,17 @@ def run_graph(model, params, consts, x, train=True):
         elif op == "HardSwish":
             y = F.hardswish(i[0])
         elif op in ("ReduceMean", "ReduceSum", "ReduceSumSquare",
-                    "ReduceL2"):
+                    "ReduceL2", "ReduceMax", "ReduceMin"):
             axes = a.get("axes") or [int(v) for v in i[1]]
             keep = bool(a.get("keepdims", 1))
             if op == "ReduceMean":
                 y = i[0].mean(dim=axes, keepdim=keep)
             elif op == "ReduceSum":
                 y = i[0].sum(dim=axes, keepdim=keep)
+            elif op == "ReduceMax":
+                y = i[0].amax(dim=axes, keepdim=keep)
+            elif op == "ReduceMin":
+                y = i[0].amin(dim=axes, keepdim=keep)
             elif op == "ReduceSumSquare":
                 y = (i[0] * i[0]).sum(dim=axes, keepdim=keep)
             else:
