@@ -250,6 +250,8 @@ std::string Emitter::mainFile() const {
     extra +=
         ",\n             .clipGradNorm = " +
         llvm::formatv("{0:e9}f", static_cast<float>(tg.clipGradNorm)).str();
+  if (!mse && tg.ignoreIndex != -100)
+    extra += ",\n             .ignoreIndex = " + std::to_string(tg.ignoreIndex);
 
   std::vector<std::string> rows;
   convRows(rows);

@@ -276,10 +276,11 @@ Dataset loadDataAs(const Options &o, const ProgramInfo &p, int64_t least,
                                     "position of the output)"));
     for (size_t part = 0; part < d.ys.size(); ++part) {
       const MappedArray &a = d.ys.part(part);
-      if (const int64_t i = a.firstOutside(p.classes); i >= 0)
+      if (const int64_t i = a.firstOutside(p.classes, p.ignoreIndex); i >= 0)
         die(d.ys.name(part) + ": label " + std::to_string(a.intAt(i)) +
             " of sample " + std::to_string(i / labels) + " is outside [0, " +
-            std::to_string(p.classes) + ")");
+            std::to_string(p.classes) + ") and is not the ignored index " +
+            std::to_string(p.ignoreIndex));
     }
   }
   if (d.count < least)

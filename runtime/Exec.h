@@ -81,6 +81,9 @@ struct ProgramInfo {
   /// (memfit's --clip-grad-norm; 0: it does not, and no update waits for
   /// a norm). The trainer's --clip-grad-norm changes the value.
   float clipGradNorm = 0;
+  /// Cross-entropy: labels equal to this count for nothing (torch's
+  /// ignore_index; memfit's --ignore-index).
+  int32_t ignoreIndex = -100;
   /// The device budget the plan was made for, and the part of it the
   /// libraries keep (cuDNN's and cuBLAS's handles, and cuBLAS's workspace
   /// of blasWorkspaceBytes, allocated once at start-up). The CUDA context
@@ -274,6 +277,17 @@ public:
   /// Blocks the calling (filling) thread until no issued copy reads
   /// `buffer` any more.
   void waitBatchFree(int32_t buffer);
+  /// Cross-entropy: the positions of this iteration's batch that count
+  /// (labels other than ProgramInfo::ignoreIndex), over every rank's
+  /// batch and divided by the ranks, which average the gradients; the
+  /// loss is the sum over them by this. The trainer sets it before
+  /// beginIteration (labelCount); 0 reads as every position counting.
+  double lossCount = 0;
+  /// lossCount, or every position of the batch where it is 0.
+  double lossPositions() const {
+    return lossCount > 0 ? lossCount
+                         : double(prog.batch * prog.lossOuter * prog.lossInner);
+  }
   float *lossValue(); // the resident loss, summed over the sub-batches
   float readLoss();   // its value once the iteration is done
 

@@ -273,20 +273,26 @@ void softmaxBackward(int64_t n, int64_t features, bool log, const float *y,
 struct LossShape {
   int64_t outer, classes, inner;
 };
-/// Mean softmax cross-entropy over every labelled position of the whole
-/// batch: adds this sub-batch's share (its sum / (batch * positions)) to
-/// *loss and writes dlogits = (softmax - onehot) / (batch * positions).
+/// Mean softmax cross-entropy over the `count` positions of the whole
+/// batch whose label is not `ignore` (kernels::countsLabel): adds this
+/// sub-batch's share (its sum / count) to *loss and writes dlogits =
+/// (softmax - onehot) / count, zero at ignored positions. With no position
+/// counted (count 0) it adds nothing, where torch's mean would be NaN.
 /// Labels out of range are an error the caller checks beforehand
 /// (validateLabels).
-void softmaxCrossEntropy(const LossShape &shape, int64_t n, int64_t batch,
+void softmaxCrossEntropy(const LossShape &shape, int64_t n, double count,
                          const float *logits, const int32_t *labels,
-                         float *loss, float *dlogits);
-bool validateLabels(int64_t n, int64_t classes, const int32_t *labels);
-/// Evaluation: adds the cross-entropy of n samples' positions (summed, in
-/// double) to `loss` and to `correct` the positions whose first largest
-/// logit is the label's (torch.argmax's choice).
+                         int32_t ignore, float *loss, float *dlogits);
+/// Every label in [0, classes) or `ignore`.
+bool validateLabels(int64_t n, int64_t classes, const int32_t *labels,
+                    int32_t ignore);
+/// Evaluation: adds the cross-entropy of n samples' counted positions
+/// (summed, in double) to `loss`, to `correct` those whose first largest
+/// logit is the label's (torch.argmax's choice), and their number to
+/// `counted`.
 void crossEntropySums(const LossShape &shape, int64_t n, const float *logits,
-                      const int32_t *labels, double &loss, double &correct);
+                      const int32_t *labels, int32_t ignore, double &loss,
+                      double &correct, double &counted);
 /// Evaluation: the sum of (y - target)^2 over `elements`, in double.
 double sumSquaredError(int64_t elements, const float *y, const float *target);
 /// Mean squared error over all batch x features elements.

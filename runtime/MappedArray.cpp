@@ -152,6 +152,13 @@ int64_t MappedArray::firstOutside(int64_t limit) const {
   return -1;
 }
 
+int64_t MappedArray::firstOutside(int64_t limit, int64_t skip) const {
+  for (int64_t i = 0; i < elems; ++i)
+    if (const int64_t v = intAt(i); v != skip && (v < 0 || v >= limit))
+      return i;
+  return -1;
+}
+
 const char *MappedArray::typeName() const {
   for (const TypeName &c : kTypes)
     if (c.type == kind)

@@ -84,6 +84,8 @@ public:
   int64_t intAt(int64_t i) const;
   /// The first element of an integer array outside [0, limit), or -1.
   int64_t firstOutside(int64_t limit) const;
+  /// The same, `skip` allowed too (a loss's ignored label).
+  int64_t firstOutside(int64_t limit, int64_t skip) const;
   /// The elements' bytes, little-endian, in C order.
   const unsigned char *bytes() const { return data; }
 

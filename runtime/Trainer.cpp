@@ -22,6 +22,7 @@
 #include "runtime/OnnxWeights.h"
 #include "runtime/RunLog.h"
 #include "runtime/TrainerOptions.h"
+#include "runtime/kernels/Softmax.h"
 
 #include <algorithm>
 #include <chrono>
@@ -145,6 +146,21 @@ uint64_t replicaFingerprint(Exec &x, const LoopState &st) {
 /// The ranks must end as replicas: a rank that skipped another step than
 /// its peers, or summed its gradients otherwise, would train on silently
 /// while rank 0 alone saves. Returns how many ranks differ from rank 0.
+/// Exec::lossCount for the batch in `buffer`: its labels that count (not
+/// the ignored index), summed over the ranks and shared by them, which
+/// average their gradients. Without an ignored label it is the batch's
+/// positions, as every loss divided by before.
+double labelCount(Exec &x, Comm &comm, int32_t buffer) {
+  const ProgramInfo &p = x.info();
+  if (p.mseLoss)
+    return 0;
+  const int64_t mine = kernels::countedLabels(
+      p.batch * p.labelPerSample,
+      static_cast<const int32_t *>(x.hostLabels(buffer)), p.ignoreIndex);
+  const double all = p.ranks > 1 ? comm.sum(double(mine)) : double(mine);
+  return all / double(p.ranks);
+}
+
 int64_t divergedRanks(Comm &comm, Exec &x, const LoopState &st) {
   uint64_t mine = replicaFingerprint(x, st), first = mine;
   comm.broadcastBytes(&first, sizeof first, 0);
@@ -403,6 +419,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
       st.epoch = order.epoch;
       const int32_t buffer = feeder.acquire();
       x.useBatch(buffer);
+      x.lossCount = labelCount(x, comm, buffer);
       x.iteration = iteration;
       // Updates applied, with this one (a skipped update is not counted,
       // as torch's optimizer state does not see it).

@@ -259,10 +259,10 @@ void runCrossEntropy(const Case &c) {
   int64_t n = c.i("n"), classes = c.i("classes");
   Vec logits = c.load("logits"), labelValues = c.load("labels");
   std::vector<int32_t> labels(labelValues.begin(), labelValues.end());
-  REQUIRE(validateLabels(n, classes, labels.data()));
+  REQUIRE(validateLabels(n, classes, labels.data(), -100));
   Vec loss{0.0f}, d(logits.size());
-  softmaxCrossEntropy({1, classes, 1}, n, n, logits.data(), labels.data(),
-                      &loss[0], d.data());
+  softmaxCrossEntropy({1, classes, 1}, n, double(n), logits.data(),
+                      labels.data(), -100, &loss[0], d.data());
   c.expect("loss", loss);
   c.expect("dlogits", d);
 }

@@ -1,9 +1,11 @@
 //===- KernelsDenseTest.cpp - gemm, softmax, losses and SGD ---------------===//
 #include "runtime/Kernels.h"
+#include "runtime/kernels/Softmax.h"
 #include "tests/KernelTestUtil.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace memfit::rt;
@@ -101,13 +103,13 @@ TEST_CASE("softmax cross-entropy", "[kernels]") {
   std::mt19937 rng(59);
   auto logits = randomVector(rng, n * classes, -2, 2);
   std::vector<int32_t> labels{3, 0, 4, 3};
-  REQUIRE(validateLabels(n, classes, labels.data()));
+  REQUIRE(validateLabels(n, classes, labels.data(), -100));
   auto lossOf = [&](int64_t first, int64_t count) {
     std::vector<float> d(count * classes);
     float loss = 0;
-    softmaxCrossEntropy({1, classes, 1}, count, n,
+    softmaxCrossEntropy({1, classes, 1}, count, double(n),
                         logits.data() + first * classes, labels.data() + first,
-                        &loss, d.data());
+                        -100, &loss, d.data());
     return std::make_pair(loss, d);
   };
   auto [loss, dlogits] = lossOf(0, n);
@@ -139,18 +141,54 @@ TEST_CASE("softmax cross-entropy", "[kernels]") {
   SECTION("sub-batches add up to the batch") {
     float total = 0.25f;
     std::vector<float> d(n * classes);
-    softmaxCrossEntropy({1, classes, 1}, 1, n, logits.data(), labels.data(),
-                        &total, d.data());
-    softmaxCrossEntropy({1, classes, 1}, n - 1, n, logits.data() + classes,
-                        labels.data() + 1, &total, d.data() + classes);
+    softmaxCrossEntropy({1, classes, 1}, 1, double(n), logits.data(),
+                        labels.data(), -100, &total, d.data());
+    softmaxCrossEntropy({1, classes, 1}, n - 1, double(n),
+                        logits.data() + classes, labels.data() + 1, -100,
+                        &total, d.data() + classes);
     CHECK(total == Approx(0.25 + loss));
     CHECK(d == dlogits);
   }
   SECTION("labels out of range") {
     std::vector<int32_t> bad{0, 5};
-    CHECK_FALSE(validateLabels(2, classes, bad.data()));
+    CHECK_FALSE(validateLabels(2, classes, bad.data(), -100));
     bad = {-1, 0};
-    CHECK_FALSE(validateLabels(2, classes, bad.data()));
+    CHECK_FALSE(validateLabels(2, classes, bad.data(), -100));
+    bad = {-100, 0};
+    CHECK(validateLabels(2, classes, bad.data(), -100));
+    CHECK_FALSE(validateLabels(2, classes, bad.data(), -1));
+  }
+  SECTION("ignored labels add nothing; the mean runs over the others") {
+    // torch.nn.functional.cross_entropy(ignore_index=-100): the positions
+    // labelled -100 have no loss and a zero gradient, and the mean divides
+    // by the 2 positions that count, not the 4 of the batch.
+    std::vector<int32_t> some{3, -100, 4, -100};
+    REQUIRE(kernels::countedLabels(n, some.data(), -100) == 2);
+    std::vector<float> d(n * classes, NAN);
+    float got = 0;
+    softmaxCrossEntropy({1, classes, 1}, n, 2.0, logits.data(), some.data(),
+                        -100, &got, d.data());
+    double want = 0;
+    for (int64_t s : {0, 2}) {
+      double sum = 0;
+      for (int64_t j = 0; j < classes; ++j)
+        sum += std::exp(double(logits[s * classes + j]));
+      want += std::log(sum) - logits[s * classes + some[s]];
+    }
+    CHECK(got == Approx(want / 2));
+    for (int64_t j = 0; j < classes; ++j) {
+      CHECK(d[1 * classes + j] == 0.0f);
+      CHECK(d[3 * classes + j] == 0.0f);
+      // Sample 0 counts: twice its share of the 4-position mean.
+      CHECK(d[j] == Approx(2.0 * dlogits[j]));
+    }
+    // Nothing counted: nothing added, no gradient.
+    std::vector<int32_t> none(n, -100);
+    float zero = 0;
+    softmaxCrossEntropy({1, classes, 1}, n, 0.0, logits.data(), none.data(),
+                        -100, &zero, d.data());
+    CHECK(zero == 0.0f);
+    CHECK(std::all_of(d.begin(), d.end(), [](float v) { return v == 0; }));
   }
 }
 
@@ -206,8 +244,9 @@ TEST_CASE("evaluation sums: cross-entropy, torch.argmax's ties, squared error",
                           2, 1,  //
                           1, 1}; // sample 1: argmax 1, then 0
   const int32_t labels[] = {2, 0, 1, 0};
-  double loss = 0, correct = 0;
-  crossEntropySums({1, 3, 2}, 2, logits, labels, loss, correct);
+  double loss = 0, correct = 0, counted = 0;
+  crossEntropySums({1, 3, 2}, 2, logits, labels, -100, loss, correct, counted);
+  CHECK(counted == 4);
   // Position (0, 0): the tie goes to class 1, not the label 2. Position
   // (0, 1): all equal, class 0 as the label. (1, 0): class 1 right.
   // (1, 1): class 0 right.
@@ -219,10 +258,18 @@ TEST_CASE("evaluation sums: cross-entropy, torch.argmax's ties, squared error",
       ce(1, 3, 3, 3) + ce(0, 0, 0, 0) + ce(0, 2, 1, 2) + ce(5, 1, 1, 5);
   CHECK(loss == Approx(want).epsilon(1e-12));
   // The first sample alone adds its positions only.
-  double one = 0, right = 0;
-  crossEntropySums({1, 3, 2}, 1, logits, labels, one, right);
+  double one = 0, right = 0, two = 0;
+  crossEntropySums({1, 3, 2}, 1, logits, labels, -100, one, right, two);
   CHECK(right == 1);
+  CHECK(two == 2);
   CHECK(one == Approx(ce(1, 3, 3, 3) + ce(0, 0, 0, 0)).epsilon(1e-12));
+  // Position (1, 0) ignored: neither its loss nor its right answer counts.
+  const int32_t ignoring[] = {2, 0, -100, 0};
+  double l3 = 0, c3 = 0, n3 = 0;
+  crossEntropySums({1, 3, 2}, 2, logits, ignoring, -100, l3, c3, n3);
+  CHECK(n3 == 3);
+  CHECK(c3 == 2);
+  CHECK(l3 == Approx(want - ce(0, 2, 1, 2)).epsilon(1e-12));
   const float y[] = {1, 2, 3}, t[] = {1, 0, 5};
   CHECK(sumSquaredError(3, y, t) == 8.0);
 }

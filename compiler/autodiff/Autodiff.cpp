@@ -22,6 +22,7 @@ public:
         cfg.optimizer != OptimizerKind::SGD || cfg.momentum != 0.0f;
     tg.precision = cfg.precision;
     tg.clipGradNorm = cfg.evaluation ? 0 : cfg.clipGradNorm;
+    tg.ignoreIndex = cfg.ignoreIndex;
     tg.evaluation = cfg.evaluation;
     tg.valueBlock.assign(g.values.size(), -1);
     tg.gradBlock.assign(g.values.size(), -1);

@@ -44,6 +44,9 @@ struct TrainingConfig {
   Precision precision = Precision::FP32;
   /// Clip gradients to this global norm before every update (0: never).
   double clipGradNorm = 0;
+  /// Cross-entropy labels equal to this count for nothing (torch's
+  /// ignore_index).
+  int32_t ignoreIndex = -100;
   /// Data parallelism: the graph is built for one rank (the model imported
   /// at its slice of the batch); sharding sizes its weight-side blocks.
   DataParallel dp;

@@ -221,6 +221,11 @@ struct TaskGraph {
   /// maximum norm; 0 when the plan does not clip. Every update then waits
   /// for the norm over every gradient, so none starts inside the rounds.
   double clipGradNorm = 0;
+  /// Cross-entropy positions whose label is this add no loss and no
+  /// gradient, and the mean runs over the others (torch's ignore_index;
+  /// the trainer's ProgramInfo::ignoreIndex). The plan does not depend on
+  /// it: each position's work is the same.
+  int32_t ignoreIndex = -100;
   /// The graph of one evaluation batch, not of a training iteration: the
   /// forward tasks and a loss that measures (no gradient), as PyTorch's
   /// model.eval() under no_grad computes them: BatchNorm normalizes with

@@ -98,12 +98,11 @@ void softmaxBackward(int64_t n, int64_t features, bool log, const float *y,
   }
 }
 
-void softmaxCrossEntropy(const LossShape &sh, int64_t n, int64_t batch,
+void softmaxCrossEntropy(const LossShape &sh, int64_t n, double count,
                          const float *logits, const int32_t *labels,
-                         float *loss, float *dlogits) {
+                         int32_t ignore, float *loss, float *dlogits) {
   const int64_t positions = sh.outer * sh.inner;
-  assert(validateLabels(n * positions, sh.classes, labels));
-  const int64_t count = batch * positions;
+  assert(validateLabels(n * positions, sh.classes, labels, ignore));
   std::vector<float> row(sh.classes);
   double total = 0;
   for (int64_t s = 0; s < n; ++s)
@@ -114,6 +113,11 @@ void softmaxCrossEntropy(const LossShape &sh, int64_t n, int64_t batch,
         for (int64_t j = 0; j < sh.classes; ++j)
           row[j] = logits[base + j * sh.inner];
         int32_t label = labels[(s * sh.outer + o) * sh.inner + r];
+        if (!kernels::countsLabel(label, ignore)) {
+          for (int64_t j = 0; j < sh.classes; ++j)
+            dlogits[base + j * sh.inner] = 0.0f;
+          continue;
+        }
         double max, logSum;
         rowLogSumExp(sh.classes, row.data(), max, logSum);
         total += kernels::crossEntropyTerm(max, logSum, row[label]);
@@ -121,11 +125,13 @@ void softmaxCrossEntropy(const LossShape &sh, int64_t n, int64_t batch,
           dlogits[base + j * sh.inner] =
               kernels::crossEntropyGrad(row[j], max, logSum, j == label, count);
       }
-  *loss += float(total / double(count));
+  if (count > 0)
+    *loss += float(total / count);
 }
 
 void crossEntropySums(const LossShape &sh, int64_t n, const float *logits,
-                      const int32_t *labels, double &loss, double &correct) {
+                      const int32_t *labels, int32_t ignore, double &loss,
+                      double &correct, double &counted) {
   std::vector<float> row(sh.classes);
   for (int64_t s = 0; s < n; ++s)
     for (int64_t o = 0; o < sh.outer; ++o)
@@ -138,10 +144,13 @@ void crossEntropySums(const LossShape &sh, int64_t n, const float *logits,
             best = j;
         }
         int32_t label = labels[(s * sh.outer + o) * sh.inner + r];
+        if (!kernels::countsLabel(label, ignore))
+          continue;
         double max, logSum;
         rowLogSumExp(sh.classes, row.data(), max, logSum);
         loss += kernels::crossEntropyTerm(max, logSum, row[label]);
         correct += best == label ? 1.0 : 0.0;
+        counted += 1.0;
       }
 }
 
@@ -154,9 +163,11 @@ double sumSquaredError(int64_t elements, const float *y, const float *target) {
   return total;
 }
 
-bool validateLabels(int64_t n, int64_t classes, const int32_t *labels) {
+bool validateLabels(int64_t n, int64_t classes, const int32_t *labels,
+                    int32_t ignore) {
   for (int64_t s = 0; s < n; ++s)
-    if (labels[s] < 0 || labels[s] >= classes)
+    if (kernels::countsLabel(labels[s], ignore) &&
+        (labels[s] < 0 || labels[s] >= classes))
       return false;
   return true;
 }
@@ -256,7 +267,10 @@ void embeddingBackward(const EmbeddingParams &p, int64_t n, const int32_t *ids,
 }
 
 bool validateIds(int64_t count, int64_t vocab, const int32_t *ids) {
-  return validateLabels(count, vocab, ids);
+  for (int64_t i = 0; i < count; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return false;
+  return true;
 }
 
 } // namespace memfit::rt

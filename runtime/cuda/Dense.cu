@@ -134,21 +134,32 @@ unsigned lossBlocks(int64_t items, int64_t perBlock) {
 /// compensated sum of its positions' losses in partials[b].
 struct CrossEntropyKernel {
   static constexpr int threads = kLossThreads;
-  __device__ static void run(LossShape sh, int64_t n, int64_t batch,
-                             View logits, const int32_t *labels,
+  __device__ static void run(LossShape sh, int64_t n, double count,
+                             int32_t ignore, View logits, const int32_t *labels,
                              CompensatedSum *partials, View dlogits,
                              float scale, const cuda::IterationState *state) {
-    if (state)
+    if (state) {
       scale = state->lossScale;
+      count = state->lossCount;
+    }
     const int lane = threadIdx.x & 31;
     const int64_t warps = int64_t(gridDim.x) * (threads / 32);
     const int64_t classes = sh.classes, inner = sh.inner;
-    const int64_t count = batch * sh.outer * inner;
     CompensatedSum total;
     for (int64_t q = (blockIdx.x * int64_t(threads) + threadIdx.x) >> 5;
          q < n * sh.outer * inner; q += warps) {
       int64_t so = q / inner, r = q - so * inner;
       const View xs = logits + so * classes * inner + r;
+      const int32_t label = labels[q];
+      if (!kernels::countsLabel(label, ignore)) {
+        // No loss, no gradient (the warp agrees: one label a position).
+        if (dlogits) {
+          const View ds = dlogits + so * classes * inner + r;
+          for (int64_t j = lane; j < classes; j += 32)
+            ds[j * inner] = 0.0f;
+        }
+        continue;
+      }
       float mx = -INFINITY;
       for (int64_t j = lane; j < classes; j += 32)
         mx = MaxOp()(mx, float(xs[j * inner]));
@@ -157,7 +168,6 @@ struct CrossEntropyKernel {
       for (int64_t j = lane; j < classes; j += 32)
         sum += kernels::expTerm(xs[j * inner], mx);
       const double logSum = log(warpAllReduce(sum, SumOp()));
-      const int32_t label = labels[q];
       const bool valid = label >= 0 && label < classes;
       if (lane == 0)
         total.add(valid ? float(kernels::crossEntropyTerm(mx, logSum,
@@ -205,12 +215,15 @@ struct MeanSquaredErrorKernel {
 
 /// Second pass of a loss, one block: the `blocks` partial sums in index
 /// order (thread t takes t, t + threads, ...; then the block's fixed tree),
-/// divided by `count` and added into the loss scalar, which the first
-/// sub-batch or chunk resets.
+/// divided by `count` (the cross-entropy's: `state`'s in a graph) and added
+/// into the loss scalar, which the first sub-batch or chunk resets.
 struct LossTotalKernel {
   static constexpr int threads = kLossThreads;
   __device__ static void run(const CompensatedSum *partials, int blocks,
-                             double count, float *loss, bool reset) {
+                             double count, float *loss, bool reset,
+                             const cuda::IterationState *state) {
+    if (state)
+      count = state->lossCount;
     CompensatedSum total;
     for (int b = threadIdx.x; b < blocks; b += threads)
       total.add(partials[b]);
@@ -220,7 +233,8 @@ struct LossTotalKernel {
     // One division in double, rounded once, as the emulation's.
     const double sum =
         isfinite(total.s) ? double(total.s) + double(total.c) : double(total.s);
-    *loss = (reset ? 0.0f : *loss) + float(sum / count);
+    // No position counted: nothing to add (torch's mean would be NaN).
+    *loss = (reset ? 0.0f : *loss) + (count > 0 ? float(sum / count) : 0.0f);
   }
 };
 
@@ -256,8 +270,9 @@ __device__ bool precedes(float v, long long j, float best, long long bestJ) {
 /// partials[b].
 struct EvalCrossEntropyKernel {
   static constexpr int threads = kLossThreads;
-  __device__ static void run(LossShape sh, int64_t valid, View logits,
-                             const int32_t *labels, EvalPartial *partials) {
+  __device__ static void run(LossShape sh, int64_t valid, int32_t ignore,
+                             View logits, const int32_t *labels,
+                             EvalPartial *partials) {
     const int lane = threadIdx.x & 31;
     const int64_t warps = int64_t(gridDim.x) * (threads / 32);
     const int64_t classes = sh.classes, inner = sh.inner;
@@ -266,6 +281,8 @@ struct EvalCrossEntropyKernel {
          q < valid * sh.outer * inner; q += warps) {
       int64_t so = q / inner, r = q - so * inner;
       const View xs = logits + so * classes * inner + r;
+      if (!kernels::countsLabel(labels[q], ignore))
+        continue; // the warp agrees: one label a position
       float mx = -INFINITY, best = -INFINITY;
       long long bestJ = classes; // none yet: any logit precedes it
       for (int64_t j = lane; j < classes; j += 32) {
@@ -487,14 +504,15 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
   } else {
     const LossShape sh{prog.lossOuter, prog.classes, prog.lossInner};
     blocks = lossBlocks(n * sh.outer * sh.inner, kLossThreads / 32);
-    count = double(prog.batch * sh.outer * sh.inner);
+    count = lossPositions();
     cuda::launch<CrossEntropyKernel>(
-        blocks, impl->compute(), sh, n, prog.batch, impl->view(logits),
-        static_cast<const int32_t *>(labels), partials, impl->view(dlogits),
-        lossScale, impl->stateRead());
+        blocks, impl->compute(), sh, n, count, prog.ignoreIndex,
+        impl->view(logits), static_cast<const int32_t *>(labels), partials,
+        impl->view(dlogits), lossScale, impl->stateRead());
   }
   cuda::launch<LossTotalKernel>(1, impl->compute(), partials, int(blocks),
-                                count, loss, reset);
+                                count, loss, reset,
+                                prog.mseLoss ? nullptr : impl->stateRead());
   impl->done(*this, "loss kernel");
 }
 
@@ -508,7 +526,7 @@ void Exec::evalLoss(const float *logits, const void *labels) {
   if (valid == 0)
     return; // a sub-batch of padding only: nothing to add
   auto *partials = reinterpret_cast<EvalPartial *>(impl->evalPartials);
-  const int64_t positions = valid * prog.labelPerSample;
+  int64_t positions = valid * prog.labelPerSample;
   unsigned blocks;
   if (prog.mseLoss) {
     blocks = lossBlocks(positions, kLossThreads);
@@ -519,8 +537,15 @@ void Exec::evalLoss(const float *logits, const void *labels) {
     const LossShape sh{prog.lossOuter, prog.classes, prog.lossInner};
     blocks = lossBlocks(valid * sh.outer * sh.inner, kLossThreads / 32);
     cuda::launch<EvalCrossEntropyKernel>(
-        blocks, impl->compute(), sh, valid, impl->view(logits),
-        static_cast<const int32_t *>(labels), partials);
+        blocks, impl->compute(), sh, valid, prog.ignoreIndex,
+        impl->view(logits), static_cast<const int32_t *>(labels), partials);
+    // The positions that count, from the host's copy of the batch's labels
+    // (this sub-batch's are at firstSample).
+    positions = kernels::countedLabels(
+        positions,
+        static_cast<const int32_t *>(hostLabels(impl->batch)) +
+            firstSample * prog.labelPerSample,
+        prog.ignoreIndex);
   }
   cuda::launch<EvalTotalKernel>(1, impl->compute(), partials, int(blocks),
                                 double(positions), impl->evalSums);

@@ -109,6 +109,7 @@ void Exec::beginIteration() {
   now.iteration = iteration;
   now.lossScale = lossScale;
   now.lr = lr;
+  now.lossCount = lossPositions();
   cuda::launch<SetIterationStateKernel>(1, impl->compute(), impl->stateDev,
                                         now);
   impl->done(*this, "iteration state");

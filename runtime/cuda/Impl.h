@@ -60,6 +60,7 @@ struct IterationState {
   unsigned long long iteration = 0; // dropout's masks follow it
   float lossScale = 1;              // fp16's dynamic loss scale
   float lr = 0;                     // the step's rate (--lr-schedule)
+  double lossCount = 1; // cross-entropy's counted positions (lossPositions)
 };
 
 #ifdef __CUDACC__

@@ -353,10 +353,13 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
     return;
   }
   auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(n * prog.labelPerSample, prog.classes, lab))
-    fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
+  if (!rt::validateLabels(n * prog.labelPerSample, prog.classes, lab,
+                          prog.ignoreIndex))
+    fatal("a label is outside [0, " + std::to_string(prog.classes) +
+          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
   rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
-                          prog.batch, logits, lab, loss, dlogits);
+                          lossPositions(), logits, lab, prog.ignoreIndex, loss,
+                          dlogits);
   scaleLossGradient(dlogits, n * prog.lossOuter * prog.classes * prog.lossInner,
                     lossScale);
 }
@@ -370,10 +373,12 @@ void Exec::evalLoss(const float *logits, const void *labels) {
     return;
   }
   auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(valid * prog.labelPerSample, prog.classes, lab))
-    fatal("a label is outside [0, " + std::to_string(prog.classes) + ")");
+  if (!rt::validateLabels(valid * prog.labelPerSample, prog.classes, lab,
+                          prog.ignoreIndex))
+    fatal("a label is outside [0, " + std::to_string(prog.classes) +
+          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
   rt::crossEntropySums({prog.lossOuter, prog.classes, prog.lossInner}, valid,
-                       logits, lab, s.loss, s.correct);
-  s.count += double(valid * prog.labelPerSample);
+                       logits, lab, prog.ignoreIndex, s.loss, s.correct,
+                       s.count);
 }
 } // namespace memfit::rt

@@ -41,11 +41,28 @@ MEMFIT_HD double crossEntropyTerm(double max, double logSum, float labelLogit) {
   return max + logSum - labelLogit;
 }
 
-/// dlogits = (softmax - onehot) / batch: the mean over the whole batch.
+/// dlogits = (softmax - onehot) / count: the mean over the batch's
+/// `count` positions that count (countsLabel).
 MEMFIT_HD float crossEntropyGrad(float x, double max, double logSum,
-                                 bool isLabel, int64_t batch) {
+                                 bool isLabel, double count) {
   double prob = ::exp(double(x) - max - logSum);
-  return float((prob - (isLabel ? 1.0 : 0.0)) / double(batch));
+  return float((prob - (isLabel ? 1.0 : 0.0)) / count);
+}
+
+/// Whether a position's label counts in the cross-entropy: torch's
+/// `ignore_index` (ProgramInfo::ignoreIndex, -100 by default) marks those
+/// that do not (padding, prompt tokens); they add no loss and no gradient,
+/// and the mean runs over the others.
+MEMFIT_HD bool countsLabel(int32_t label, int32_t ignore) {
+  return label != ignore;
+}
+
+/// The positions among labels[0, n) that count.
+inline int64_t countedLabels(int64_t n, const int32_t *labels, int32_t ignore) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i)
+    c += countsLabel(labels[i], ignore) ? 1 : 0;
+  return c;
 }
 
 /// (y - target)^2, and its gradient 2 (y - target) / count through `grad`.

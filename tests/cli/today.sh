@@ -86,6 +86,47 @@ ITERATIONS=3
 LR=0.01
 check gpt@17 75% 80% 85% 90%
 check convnext@17 70% 75% 80% 85% 90%
+# Labels cross_entropy ignores (-100, torch's ignore_index, on a quarter of
+# the positions: padding, prompt tokens): no loss and no gradient there,
+# the mean over the others. A tied GPT whole and in two sub-batches (each
+# divides by the whole batch's count), and with --ignore-index 7.
+# Adam's eps at 1e-3: the tied GPT's attention key bias has a zero true
+# gradient, whose rounding noise eps 1e-6 still scales to large steps.
+EXPORT_ARGS=(--ignore -100)
+TRAIN_ARGS=(--eps 1e-3)
+REF_ARGS=(--optimizer adamw --eps 1e-3 --weight-decay 0.01)
+check gpt-tied@17 75% 80% 85% 90%
+# Validation counts the same positions: the trainer's against torch's
+# eval mode on the weights it saved.
+d=tight-gpt-tied-opset17
+"$d/build/trainer" --data gpt-tied-opset17-x.npy --labels gpt-tied-opset17-y.npy \
+  --iterations 1 --lr $LR "${TRAIN_ARGS[@]}" --val-data gpt-tied-opset17-x.npy \
+  --val-labels gpt-tied-opset17-y.npy --save "$d/val.onnx" >"$d/val.log" 2>&1 ||
+  { cat "$d/val.log"; fail "validate $d"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" gpt-tied-opset17.onnx \
+  gpt-tied-opset17-x.npy gpt-tied-opset17-y.npy --batch 4 --iterations 1 \
+  --val-x gpt-tied-opset17-x.npy --val-y gpt-tied-opset17-y.npy \
+  --val-from-trained --rtol 1e-5 --losses "$d/val.log" --trained "$d/val.onnx" \
+  >"$d/val.ref" 2>&1 || { cat "$d/val.ref"; fail "$d's validation disagrees with torch"; }
+cat "$d/val.ref"
+for f in .onnx -x.npy -y.npy; do
+  cp "gpt-tied-opset17$f" "gpt-tied-halves$f" || fail "copy"
+done
+COMPILE_ARGS=(--optimizer adamw --sub-batch 2)
+PLANS=(tight)
+verify gpt-tied-halves 75% 80% 85% 90%
+[ "$($PY -c "import json; print(json.load(open('tight-gpt-tied-halves/plan.json'))['sub_batches'])")" = 2 ] ||
+  fail "gpt-tied-halves is not in two sub-batches"
+EXPORT_ARGS=(--ignore 7)
+COMPILE_ARGS=(--optimizer adamw --ignore-index 7)
+REF_ARGS+=(--ignore-index 7)
+check gpt-tied 75% 80% 85% 90%
+grep -q '.ignoreIndex = 7' tight-gpt-tied/src/*.cpp || fail "--ignore-index 7 is not in the trainer"
+PLANS=(ideal tight)
+EXPORT_ARGS=()
+COMPILE_ARGS=(--optimizer adamw)
+TRAIN_ARGS=(--eps 1e-6)
+REF_ARGS=(--optimizer adamw --eps 1e-6 --weight-decay 0.01)
 
 # PyTorch 2's exporters (tests/e2e/export_torch2.py wrote these with torch
 # 2.15): TorchScript at opset 17 and dynamo (torch.export) at opset 18, IR

@@ -491,6 +491,9 @@ def main():
     ap.add_argument("--eval", action="store_true")
     ap.add_argument("--no-data", action="store_true",
                     help="write a one-sample data set (for planning only)")
+    ap.add_argument("--ignore", type=int, default=None,
+                    help="set a quarter of the labels (seeded) to this value, "
+                    "the index cross_entropy ignores")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
@@ -499,6 +502,9 @@ def main():
     count = 1 if args.no_data else 2 * args.batch
     size = 224 if args.name.startswith("vit-b") else 16
     x, y = dataset(kind, count, sequence_shape(model), size)
+    if args.ignore is not None:
+        y = y.copy()
+        y[np.random.default_rng(2).random(y.shape) < 0.25] = args.ignore
     np.save(args.x, x)
     np.save(args.y, y)
     mode = (torch.onnx.TrainingMode.PRESERVE if args.eval

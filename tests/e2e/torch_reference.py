@@ -391,6 +391,8 @@ def main():
     # A PyTorch accumulation loop: each step's batch as N micro-batches,
     # each loss divided by N (BatchNorm statistics per micro-batch).
     ap.add_argument("--accumulate", type=int, default=1)
+    ap.add_argument("--ignore-index", type=int, default=-100,
+                    help="the label cross_entropy ignores (torch's default)")
     ap.add_argument("--val-x", default=None)
     ap.add_argument("--val-y", default=None)
     ap.add_argument("--val-every", type=int, default=0)
@@ -465,12 +467,14 @@ def main():
                 if out.dim() > 2 and X.dtype == torch.int64:
                     out = out.reshape(-1, out.shape[-1])
                     ym = ym.reshape(-1)
+                ig = args.ignore_index
                 if last == "Softmax":
-                    loss = F.nll_loss(torch.log(out), ym.long())
+                    loss = F.nll_loss(torch.log(out), ym.long(),
+                                      ignore_index=ig)
                 elif last == "LogSoftmax":
-                    loss = F.nll_loss(out, ym.long())
+                    loss = F.nll_loss(out, ym.long(), ignore_index=ig)
                 else:
-                    loss = F.cross_entropy(out, ym.long())
+                    loss = F.cross_entropy(out, ym.long(), ignore_index=ig)
             else:
                 loss = F.mse_loss(out, ym.to(FLOAT))
             loss = loss / args.accumulate
@@ -513,8 +517,9 @@ def validate(args, model, params, consts):
         Y = Y.reshape(-1).long() if out.dim() == 2 else Y.long()
         logp = (torch.log(out) if last == "Softmax" else
                 out if last == "LogSoftmax" else F.log_softmax(out, 1))
-        loss = float(F.nll_loss(logp, Y))
-        accuracy = float((out.argmax(1) == Y).to(FLOAT).mean())
+        loss = float(F.nll_loss(logp, Y, ignore_index=args.ignore_index))
+        counted = Y != args.ignore_index
+        accuracy = float((out.argmax(1) == Y)[counted].to(FLOAT).mean())
     return loss, accuracy
 
 

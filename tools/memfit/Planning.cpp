@@ -230,6 +230,13 @@ Shared<Rate> ClipGradNorm(
              "waits for the last gradient, and the plan prices the norm. "
              "Default 0: no clipping"),
     cl::init(0.0));
+Shared<int> IgnoreIndex(
+    "ignore-index",
+    cl::desc("Cross-entropy labels equal to this count for nothing: no loss, "
+             "no gradient, and the mean runs over the other positions, as "
+             "torch's cross_entropy(ignore_index=...) (padding, prompt "
+             "tokens). Default -100, torch's"),
+    cl::init(-100));
 Shared<Fraction> Momentum("momentum",
                           cl::desc("SGD momentum, in [0, 1) (0 allocates no "
                                    "buffers)"),
@@ -371,6 +378,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.momentum = Momentum;
   tc.precision = PrecisionOpt;
   tc.clipGradNorm = ClipGradNorm;
+  tc.ignoreIndex = IgnoreIndex;
   tc.dp = cantFail(dataParallelFlags());
   tc.freeze = {Freeze, TrainOnly};
   s.freeze = tc.freeze;

@@ -19,6 +19,7 @@
 #include "runtime/cuda/selfcheck/SelfCheck.h"
 #include "runtime/ConvCheck.h"
 #include "runtime/Exec.h"
+#include "runtime/kernels/Softmax.h"
 
 #include <cuda_runtime.h>
 
@@ -623,8 +624,12 @@ void checkCrossEntropy(Bench &b, const std::string &tag) {
   const int64_t batch = b.info.batch, per = classes * inner;
   Vec logits = random(batch * per);
   std::vector<int32_t> labels(batch * inner);
+  // Every fourth position ignored (torch's ignore_index, -100): the mean
+  // runs over the others.
   for (size_t q = 0; q < labels.size(); ++q)
-    labels[q] = int32_t((q * 3) % classes);
+    labels[q] = q % 4 == 3 ? -100 : int32_t((q * 3) % classes);
+  const double counted = double(
+      kernels::countedLabels(int64_t(labels.size()), labels.data(), -100));
   float want = 0;
   Vec dWant(batch * per);
   b.reset(5);
@@ -634,9 +639,10 @@ void checkCrossEntropy(Bench &b, const std::string &tag) {
   for (int64_t first : {int64_t(0), int64_t(5)}) {
     int64_t n = first == 0 ? 5 : 3;
     softmaxCrossEntropy(
-        {1, classes, inner}, n, batch, logits.data() + first * per,
-        labels.data() + first * inner, &want, dWant.data() + first * per);
+        {1, classes, inner}, n, counted, logits.data() + first * per,
+        labels.data() + first * inner, -100, &want, dWant.data() + first * per);
     b.x.n = n;
+    b.x.lossCount = counted;
     b.x.firstSample = first;
     b.x.subBatchIndex = first == 0 ? 0 : 1;
     b.x.loss(gl + first * per, glab + first * inner, b.x.lossValue(),

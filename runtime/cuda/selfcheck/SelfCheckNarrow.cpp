@@ -288,8 +288,8 @@ void checkLossScale(NarrowBench &b) {
   for (int64_t i = 0; i < n; ++i)
     labels[i] = int32_t(i % classes);
   float loss = 0;
-  softmaxCrossEntropy({1, classes, 1}, n, n, logits.data(), labels.data(),
-                      &loss, dl.data());
+  softmaxCrossEntropy({1, classes, 1}, n, double(n), logits.data(),
+                      labels.data(), -100, &loss, dl.data());
   for (float &v : dl)
     v = b.round(v * scale);
   b.reset(n);
