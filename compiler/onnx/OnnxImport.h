@@ -36,6 +36,11 @@ struct ImportNotes {
   /// or one output before opset 14), which memfit trains with batch
   /// statistics as model.train() does.
   std::vector<std::string> inferenceBatchNorms;
+  /// Float initializers, not marked as buffers, that an operator reads as
+  /// a fixed scalar (a Clip bound, an exponent, a fill value): memfit does
+  /// not train them, which differs from PyTorch where they are
+  /// nn.Parameters. In the file's order of first use, once each.
+  std::vector<std::string> scalarInitializers;
 };
 
 struct ImportOptions {

@@ -503,6 +503,14 @@ Expected<const ConstTensor *> Importer::constant(const pb::NodeProto &n,
     return fail(n, operand(n, i) +
                        " must be a constant; it is a graph input without "
                        "data");
+  if (auto v = values.find(name);
+      v != values.end() && !g.values[v->second].batched)
+    return fail(n, operand(n, i) +
+                       " must be a constant known at import time; it is "
+                       "computed from trainable weights (a parameter such "
+                       "as torch.clamp(x, max=self.p)), which memfit would "
+                       "not train through this operand; if they are "
+                       "buffers, say so with --constants");
   return fail(n, operand(n, i) +
                      " must be a constant known at import time; it is "
                      "computed from the data input");
@@ -514,6 +522,17 @@ Expected<float> Importer::scalarFloat(const pb::NodeProto &n, int i) {
     return c.takeError();
   if (!(*c)->isFloat() || (*c)->numel() != 1)
     return fail(n, operand(n, i) + " must be a float32 scalar");
+  // An initializer is a parameter unless marked a buffer: read as a fixed
+  // value here, it will not train, so say so.
+  const std::string &name = n.input(i);
+  auto src = sources.find(name);
+  if (opts.notes && src != sources.end() && src->second.init &&
+      src->second.init->data_type() == pb::TensorProto::FLOAT &&
+      !buffers.count(name) &&
+      std::find(opts.notes->scalarInitializers.begin(),
+                opts.notes->scalarInitializers.end(),
+                name) == opts.notes->scalarInitializers.end())
+    opts.notes->scalarInitializers.push_back(name);
   return (*c)->floats[0];
 }
 

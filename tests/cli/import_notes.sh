@@ -68,4 +68,39 @@ out=$("$MEMFIT" plan fold0.onnx --batch 4 --budget 100% --constants 'nope' -o p 
   fail "a --constants that matches nothing plans"
 echo "$out" | grep -q "matches no initializer of the model" ||
   fail "unclear error for --constants: $out"
+# A parameter read where memfit takes a fixed value: torch.clamp(y,
+# max=self.cap) (through torch's Casts) is refused naming the weights;
+# an initializer read directly as a Clip bound warns that it will not
+# train; --constants says either is a buffer.
+"$PY" - <<'PYEOF' >cap.log 2>&1 || { cat cap.log; fail "export cap"; }
+import numpy as np, onnx, torch, torch.nn as nn
+from onnx import helper, numpy_helper, TensorProto
+class Capped(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.fc, s.cap = nn.Linear(8, 8), nn.Parameter(torch.tensor(0.5))
+    def forward(s, x):
+        return torch.clamp(s.fc(x), max=s.cap)
+torch.onnx.export(Capped().train(), torch.randn(4, 8), "cap.onnx",
+                  opset_version=14, do_constant_folding=False,
+                  training=torch.onnx.TrainingMode.TRAINING,
+                  input_names=["x"], dynamic_axes={"x": {0: "N"}})
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+w = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "floor_p")
+g = helper.make_graph([helper.make_node("Max", ["x", "floor_p"], ["y"])],
+                      "g", [x], [y], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+          "floor.onnx")
+PYEOF
+"$MEMFIT" inspect cap.onnx --batch 4 >/dev/null 2>cap.err &&
+  fail "a parameter clamping bound imported as a constant"
+grep -q "computed from trainable weights" cap.err || { cat cap.err; fail "unclear error for a parameter bound"; }
+"$MEMFIT" inspect cap.onnx --batch 4 --constants '^cap$' >/dev/null 2>cap2.err ||
+  { cat cap2.err; fail "--constants cap"; }
+"$MEMFIT" inspect floor.onnx --batch 4 >/dev/null 2>floor.err || fail "inspect floor"
+grep -q "warning: initializer 'floor_p' is read as a fixed value" floor.err ||
+  { cat floor.err; fail "no warning for an initializer read as a fixed value"; }
+"$MEMFIT" inspect floor.onnx --batch 4 --constants floor_p >/dev/null 2>floor2.err
+grep -q warning floor2.err && { cat floor2.err; fail "a warning for a declared buffer"; }
 echo "import_notes: copies of tied weights are named, buffers declared"

@@ -194,6 +194,20 @@ std::vector<std::string> importWarnings(const ImportNotes &notes) {
         "torch.onnx.export(..., do_constant_folding=False); if they are "
         "meant to be apart, ignore this");
   }
+  if (size_t n = notes.scalarInitializers.size(); n > 0) {
+    std::string names;
+    for (size_t i = 0; i < n; ++i)
+      names += (i ? i + 1 == n ? " and " : ", " : "") +
+               quoteName(notes.scalarInitializers[i]);
+    out.push_back(formatv("initializer{0} {1} {2} read as a fixed value (a "
+                          "Clip bound, an exponent, a fill value): memfit "
+                          "does not train {3}. If PyTorch does (an "
+                          "nn.Parameter), the model differs; if {4} a "
+                          "buffer, say so with --constants",
+                          n > 1 ? "s" : "", names, n > 1 ? "are" : "is",
+                          n > 1 ? "them" : "it", n > 1 ? "they are" : "it is")
+                      .str());
+  }
   if (size_t n = notes.inferenceBatchNorms.size(); n > 0)
     out.push_back(formatv("{0} BatchNormalization node{1} ({2}{3}) {4} in "
                           "inference form (exported in eval mode): memfit "
