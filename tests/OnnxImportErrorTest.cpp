@@ -608,3 +608,35 @@ TEST_CASE("a Gemm bias of one element for several features", "[onnx][errors]") {
       .output("y", 2);
   CHECK(importOk(b).ops.size() == 1);
 }
+
+TEST_CASE("a Split size below zero", "[onnx][errors]") {
+  // The other sizes cover the axis: without the check the second output
+  // would start before it.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 4})
+      .constInt64("sizes", {2}, {-1, 4})
+      .node("Split", {"x", "sizes"}, {"a", "c"}, {attrInt("axis", 1)}, "sp")
+      .output("c", 2);
+  CHECK_THAT(errorText(b.import(batchOf(2))),
+             Contains("'sp' (Split)") && Contains("negative size"));
+}
+
+TEST_CASE("a Slice bound that is the batch size on another axis",
+          "[onnx][errors]") {
+  // x[:, :x.size(0)]: the end holds the batch the model is imported at,
+  // wrong at every other batch size a plan runs.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 8})
+      .node("Shape", {"x"}, {"s"})
+      .constInt64("i0", {}, {0})
+      .node("Gather", {"s", "i0"}, {"n"}, {attrInt("axis", 0)})
+      .constInt64("ax0", {1}, {0})
+      .node("Unsqueeze", {"n", "ax0"}, {"end"})
+      .constInt64("start", {1}, {0})
+      .constInt64("axis1", {1}, {1})
+      .node("Slice", {"x", "start", "end", "axis1"}, {"y"}, {}, "sl")
+      .output("y", 2);
+  CHECK_THAT(errorText(b.import(batchOf(2))),
+             Contains("'sl' (Slice)") &&
+                 Contains("a bound that is the batch size"));
+}

@@ -71,7 +71,7 @@ TEST_CASE("a reduction over the batch is refused, named",
           "[onnx][import][reduce]") {
   std::string err =
       errorText(reduce("ReduceSum", {0, 1}, 1).import(batchOf(2)));
-  CHECK_THAT(err, Contains("ReduceSum over axes other than the batch's"));
+  CHECK_THAT(err, Contains("ReduceSum over axes after the batch's"));
 }
 
 TEST_CASE("reductions of constants fold", "[onnx][import][reduce]") {
@@ -91,4 +91,27 @@ TEST_CASE("reductions of constants fold", "[onnx][import][reduce]") {
   REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Mul, OpKind::Add});
   CHECK(g.values[g.ops[0].inputs[1]].data == std::vector<float>{3, 7});
   CHECK(g.values[g.ops[1].inputs[1]].data == std::vector<float>{3, 4});
+}
+
+TEST_CASE("a reduction of a value whose batch is on axis 1 keeps it there",
+          "[onnx][import][reduce]") {
+  // [N, T, C] transposed to [T, N, C] (sequence-first): the mean over C
+  // keeps T and the batch; over the batch's axis, or over T before it, it
+  // is refused (T before the batch would move the batch).
+  auto model = [](std::vector<int64_t> axes) {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 3, 4})
+        .node("Transpose", {"x"}, {"t"}, {attrInts("perm", {1, 0, 2})})
+        .node("ReduceMean", {"t"}, {"y"}, {attrInts("axes", axes)}, "rm")
+        .output("y", 3);
+    return b;
+  };
+  Graph g = importOk(model({2}), batchOf(2));
+  const Value &y = g.values[g.output];
+  CHECK(y.dims == std::vector<int64_t>{3, 2, 1});
+  CHECK(y.batchAxis == 1);
+  for (std::vector<int64_t> axes :
+       {std::vector<int64_t>{1}, std::vector<int64_t>{0}})
+    CHECK_THAT(errorText(model(axes).import(batchOf(2))),
+               Contains("'rm'") && Contains("over axes after the batch's"));
 }

@@ -164,6 +164,14 @@ llvm::Error importSlice(OnnxNode &node) {
                                      "supports positive steps",
                                      axes[j], steps[j]));
     int64_t s = starts[j], e = ends[j];
+    // A bound that is the batch's size (x[:, :x.size(0)]) would hold the
+    // batch the model was imported at, not the one each sub-batch runs.
+    if (args->batchBound && a != batchAxisOf(node, *x) &&
+        (s == node.graph().batch || e == node.graph().batch))
+      return node.fail(llvm::formatv("slices axis {0} to a bound that is the "
+                                     "batch size; memfit plans the model at "
+                                     "other batch sizes too",
+                                     axes[j]));
     if (!window(xd[a], s, e)) {
       // An empty part (x[..., 8:] of 8 channels) that a Concat joins back.
       if (a == batchAxisOf(node, *x))
@@ -233,8 +241,12 @@ llvm::Error importSplit(OnnxNode &node) {
     sizes.assign(outs, xd[axis] / outs);
   }
   int64_t total = 0;
-  for (int64_t v : sizes)
-    total += v > 0 ? v : 0;
+  for (int64_t v : sizes) {
+    if (v < 0)
+      return node.fail("split sizes " + dimsStr(sizes) +
+                       " hold a negative size");
+    total += v;
+  }
   if (static_cast<int>(sizes.size()) != outs || total != xd[axis])
     return node.fail("split sizes " + dimsStr(sizes) + " do not cover axis " +
                      std::to_string(axis) + " of size " +

@@ -144,11 +144,15 @@ llvm::Error importReduce(OnnxNode &node) {
       norm.push_back(a);
   std::sort(norm.begin(), norm.end());
   norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
-  if (norm.empty() || norm.front() < 1 || norm.back() >= rank)
+  // Axes after the batch's only: the batch stays where it is through the
+  // steps below (a value whose batch lies on axis 1, [T, N, C], reduces C).
+  const Value &xv = node.graph().values[*x];
+  const int64_t after = xv.batched ? xv.batchAxis + 1 : 1;
+  if (norm.empty() || norm.front() < after || norm.back() >= rank)
     return node.fail("reduces over axes " +
                      (*axes ? dimsStr(**axes) : std::string("(all)")) +
                      " of shape " + dimsStr(xd) + "; memfit supports " +
-                     op.str() + " over axes other than the batch's");
+                     op.str() + " over axes after the batch's");
   std::vector<int64_t> perm, out;
   for (int64_t a = 0; a < rank; ++a)
     if (!std::binary_search(norm.begin(), norm.end(), a))
