@@ -453,8 +453,9 @@ void registerPool(std::vector<OpDef> &defs) {
                 "(NOTSET, VALID, SAME_UPPER, SAME_LOWER), `ceil_mode`; "
                 "`dilations` only 1; the Indices output must be unused. Code "
                 "generation pools 2-D (NCHW) only. ReduceMax and ReduceMin "
-                "(`x.amax`, `torch.max(x, dim)[0]`) over constant `axes` that "
-                "leave out the batch's, either `keepdims`: the axes moved last "
+                "(`x.amax`, `torch.max(x, dim)[0]`) of a value with the batch "
+                "alone on axis 0 over constant `axes` after it, either "
+                "`keepdims`: the axes moved last "
                 "(Transpose), viewed as [N, K, 1, L], a pool of one [1, L] "
                 "window a row, Neg before and after for the minimum, a view to "
                 "ONNX's shape. Of constants they fold.",
@@ -493,7 +494,7 @@ void registerPool(std::vector<OpDef> &defs) {
        .forms =
            "GlobalAveragePool: an [N, C, D1, ...] activation. ReduceMean, "
            "ReduceSum, ReduceSumSquare, ReduceL2: over constant `axes` "
-           "(attribute, or input from opset 13 or 18) that leave out axis 0, "
+           "(attribute, or input from opset 13 or 18) after the batch's axis, "
            "either `keepdims`; all axes (`axes` absent or empty) and none "
            "(`noop_with_empty_axes`) are refused; built as a Transpose moving "
            "the axes last, Pow 2, this pool, Mul by the count, Sqrt, Reshape, "
