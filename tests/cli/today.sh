@@ -109,6 +109,22 @@ d=tight-gpt-tied-opset17
   --val-from-trained --rtol 1e-5 --losses "$d/val.log" --trained "$d/val.onnx" \
   >"$d/val.ref" 2>&1 || { cat "$d/val.ref"; fail "$d's validation disagrees with torch"; }
 cat "$d/val.ref"
+# bf16: the update against torch.autocast's within the precision tests'
+# bound (tests/cli/precision_train.sh's SAME).
+d=bf16-gpt-tied
+"$MEMFIT" compile gpt-tied-opset17.onnx --batch 4 --budget 85% --device a100-40g \
+  --optimizer adamw --precision bf16 -o $d --quiet || fail "compile $d"
+build $d
+"$d/build/trainer" --data gpt-tied-opset17-x.npy --labels gpt-tied-opset17-y.npy \
+  --iterations $ITERATIONS --lr $LR "${TRAIN_ARGS[@]}" --log-every 1 \
+  --save "$d/trained.onnx" >"$d/train.log" 2>&1 || { cat "$d/train.log"; fail "train $d"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" gpt-tied-opset17.onnx \
+  gpt-tied-opset17-x.npy gpt-tied-opset17-y.npy --batch 4 \
+  --iterations $ITERATIONS --lr $LR "${REF_ARGS[@]}" --rtol 0.02 \
+  --update-tol 0.05 --autocast bf16 --losses "$d/train.log" \
+  --trained "$d/trained.onnx" >"$d/ref.log" 2>&1 ||
+  { cat "$d/ref.log"; fail "$d disagrees with torch's autocast"; }
+echo "$d: $(cat "$d/ref.log")"
 for f in .onnx -x.npy -y.npy; do
   cp "gpt-tied-opset17$f" "gpt-tied-halves$f" || fail "copy"
 done
