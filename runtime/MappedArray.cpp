@@ -145,14 +145,8 @@ bool MappedFile::open(const std::string &path, std::string &err) {
   return true;
 }
 
-int64_t MappedArray::firstOutside(int64_t limit) const {
-  for (int64_t i = 0; i < elems; ++i)
-    if (const int64_t v = intAt(i); v < 0 || v >= limit)
-      return i;
-  return -1;
-}
-
-int64_t MappedArray::firstOutside(int64_t limit, int64_t skip) const {
+int64_t MappedArray::firstOutside(int64_t limit,
+                                  std::optional<int64_t> skip) const {
   for (int64_t i = 0; i < elems; ++i)
     if (const int64_t v = intAt(i); v != skip && (v < 0 || v >= limit))
       return i;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,10 +83,10 @@ public:
   float floatAt(int64_t i) const;
   /// Element i of an integer array.
   int64_t intAt(int64_t i) const;
-  /// The first element of an integer array outside [0, limit), or -1.
-  int64_t firstOutside(int64_t limit) const;
-  /// The same, `skip` allowed too (a loss's ignored label).
-  int64_t firstOutside(int64_t limit, int64_t skip) const;
+  /// The first element of an integer array outside [0, limit) and not
+  /// `skip` (a loss's ignored label), or -1.
+  int64_t firstOutside(int64_t limit,
+                       std::optional<int64_t> skip = std::nullopt) const;
   /// The elements' bytes, little-endian, in C order.
   const unsigned char *bytes() const { return data; }
 

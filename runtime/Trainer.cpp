@@ -143,9 +143,6 @@ uint64_t replicaFingerprint(Exec &x, const LoopState &st) {
   return h;
 }
 
-/// The ranks must end as replicas: a rank that skipped another step than
-/// its peers, or summed its gradients otherwise, would train on silently
-/// while rank 0 alone saves. Returns how many ranks differ from rank 0.
 /// Exec::lossCount for the batch in `buffer`: its labels that count (not
 /// the ignored index), summed over the ranks and shared by them, which
 /// average their gradients. Without an ignored label it is the batch's
@@ -161,6 +158,9 @@ double labelCount(Exec &x, Comm &comm, int32_t buffer) {
   return all / double(p.ranks);
 }
 
+/// The ranks must end as replicas: a rank that skipped another step than
+/// its peers, or summed its gradients otherwise, would train on silently
+/// while rank 0 alone saves. Returns how many ranks differ from rank 0.
 int64_t divergedRanks(Comm &comm, Exec &x, const LoopState &st) {
   uint64_t mine = replicaFingerprint(x, st), first = mine;
   comm.broadcastBytes(&first, sizeof first, 0);

@@ -64,6 +64,8 @@ namespace {
 /// Everything the page says of one ONNX op type.
 struct Row {
   std::vector<const OpDef *> defs;
+  /// onlyFolds: folded and nothing else on constants and data alike (an
+  /// intStep still evaluates it on token ids).
   bool folds = false, onlyFolds = false, intStep = false;
   const ImporterOp *importer = nullptr;
 };
@@ -106,19 +108,26 @@ std::map<std::string, Row> collectRows() {
   }
   for (const ImporterOp &op : importerOps())
     rows[std::string(op.opType)].importer = &op;
+  // A fold rule that may decline (not all operands constant) with no
+  // operator to fall back on folds only, whatever the rule says.
+  for (auto &[type, r] : rows)
+    r.onlyFolds |= r.folds && r.defs.empty() && !r.importer;
   return rows;
 }
 
-std::string howRun(const Row &r) {
+std::string howRun(const std::string &type, const Row &r) {
   std::vector<std::string> ways;
   for (const OpDef *d : r.defs)
-    ways.push_back(llvm::formatv("operator `{0}` ({1}{2})", d->name,
+    ways.push_back(llvm::formatv("operator `{0}` ({1}{2}{3})", d->name,
                                  layoutWords(d->batchLayout),
+                                 onnximport::computesOnWeights(type)
+                                     ? "; on values computed from weights too"
+                                     : "",
                                  d->lowerPrecision ? "; 16-bit under bf16 and "
                                                      "fp16, as torch.autocast"
                                                    : "")
                        .str());
-  if (r.onlyFolds || (r.folds && r.defs.empty() && !r.importer))
+  if (r.onlyFolds)
     ways.push_back("folded at import");
   else if (r.folds)
     ways.push_back("folded at import when every operand is a constant");
@@ -167,7 +176,7 @@ std::string formsOf(const std::string &type, const Row &r) {
     s += (s.empty() ? "" : " ") + cell(d->forms);
   if (r.importer)
     s += (s.empty() ? "" : " ") + std::string(r.importer->forms);
-  if (r.onlyFolds || (r.folds && r.defs.empty() && !r.importer))
+  if (r.onlyFolds)
     s += std::string(s.empty() ? "" : " ") + foldOnlyForms(type, r);
   return s.empty() ? "-" : s;
 }
@@ -202,8 +211,11 @@ void printOperatorTable(llvm::raw_ostream &os) {
         "recomputed like any other, one kernel source for the CUDA trainer "
         "and the CPU emulation. The parenthesis after its name says where it "
         "lets the batch lie in its operands (a value whose batch lies "
-        "elsewhere is refused, naming it). Inputs may be weights, or "
-        "computations on weights, wherever the forms allow.\n"
+        "elsewhere is refused, naming it). \"On values computed from "
+        "weights too\": a parameter, or a computation on parameters, may be "
+        "its input (read as its value, without a batch, and trained through "
+        "it); other operators take such a value only where their forms say, "
+        "and refuse it elsewhere naming the weights.\n"
         "- **folded**: computed once at import on constants (initializers "
         "that are not parameters, `Constant` nodes, shapes; with the batch "
         "and sequence extents known at plan time); no task, no gradient.\n"
@@ -215,7 +227,7 @@ void printOperatorTable(llvm::raw_ostream &os) {
      << "| ONNX op | how memfit runs it | gradient | forms and limits |\n"
      << "|---|---|---|---|\n";
   for (const auto &[type, r] : rows)
-    os << "| `" << type << "` | " << howRun(r) << " | " << gradientOf(r)
+    os << "| `" << type << "` | " << howRun(type, r) << " | " << gradientOf(r)
        << " | " << formsOf(type, r) << " |\n";
 
   os << "\n## Operators without an ONNX op type of their own\n\n"

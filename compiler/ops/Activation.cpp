@@ -182,75 +182,52 @@ struct Activation {
   OpKind kind;
   RtAct runtime;
   OpWork (*work)(const Graph &, const Op &, TaskKind, int, int64_t);
-  std::string_view forms;    // OpDef::forms
-  std::string_view gradient; // OpDef::gradient
+  /// OpDef::forms: what sets the op apart. Where the batch may lie and
+  /// whether the input may be computed from weights the operator table
+  /// says from the definition and the importer's list
+  /// (OperatorTable.cpp).
+  std::string_view forms;
+  std::string_view gradient = "the input"; // OpDef::gradient
 };
 constexpr Activation kActivations[] = {
     {OpKind::Relu, RtAct::Relu, oneFlop,
-     "X computed from the data input or from weights (a float parameter is "
-     "read as its value, without a batch), any shape, the batch anywhere; no "
-     "attributes. A constant X is refused (not folded).",
-     "the input"},
+     "Elementwise, no attributes. A constant X is refused (not folded)."},
     {OpKind::LeakyRelu, RtAct::LeakyRelu, oneFlop,
-     "X computed from the data input (not from weights), any shape, the batch "
-     "anywhere; `alpha` (default 0.01).",
-     "the input"},
+     "Elementwise; `alpha` (default 0.01)."},
     {OpKind::Sigmoid, RtAct::Sigmoid, transcendental,
-     "X computed from the data input or from weights (a float parameter is "
-     "read as its value, without a batch), any shape, the batch anywhere. "
-     "Log(Sigmoid(x)), the Sigmoid read by that Log alone, becomes one "
-     "LogSigmoid. A constant X is refused (not folded).",
-     "the input"},
+     "Elementwise. Log(Sigmoid(x)), the Sigmoid read by that Log alone, "
+     "becomes one LogSigmoid. A constant X is refused (not folded)."},
     {OpKind::Tanh, RtAct::Tanh, transcendental,
-     "X computed from the data input or from weights (a float parameter is "
-     "read as its value, without a batch), any shape, the batch anywhere. "
-     "Inside torch's tanh GELU expansion or Mul(x, Tanh(Softplus(x))) it "
-     "becomes Gelu or Mish. A constant X is refused (not folded).",
-     "the input"},
+     "Elementwise. Inside torch's tanh GELU expansion or Mul(x, "
+     "Tanh(Softplus(x))) it becomes Gelu or Mish. A constant X is refused "
+     "(not folded)."},
     {OpKind::Clip, RtAct::Clip, oneFlop,
-     "Clip: X computed from the data input or from weights, any shape, the "
-     "batch anywhere; bounds from float32 scalar constant inputs (opset 11+) "
-     "or the `min` and `max` attributes (before); an absent bound is the float "
+     "Clip: bounds from float32 scalar constant inputs (opset 11+) or the "
+     "`min` and `max` attributes (before); an absent bound is the float "
      "limit. Max and Min of exactly two operands, an activation and a float32 "
      "scalar constant in either order, are a one-sided Clip; of two "
-     "activations they are refused.",
-     "the input"},
+     "activations they are refused."},
     {OpKind::Sqrt, RtAct::Sqrt, transcendental,
-     "X computed from the data input or from weights (a float parameter is "
-     "read as its value, without a batch), any shape, the batch anywhere; no "
-     "attributes. Of constants it folds.",
-     "the input"},
+     "Elementwise, no attributes. Of constants it folds."},
     {OpKind::Erf, RtAct::Erf, transcendental,
-     "X computed from the data input (not from weights), any shape, the batch "
-     "anywhere. Inside torch's erf GELU expansion it becomes one Gelu.",
-     "the input"},
+     "Elementwise. Inside torch's erf GELU expansion it becomes one Gelu."},
     {OpKind::HardSigmoid, RtAct::HardSigmoid, oneFlop,
-     "X computed from the data input (not from weights), any shape, the batch "
-     "anywhere; `alpha` (default 0.2) and `beta` (default 0.5).",
-     "the input"},
+     "Elementwise; `alpha` (default 0.2) and `beta` (default 0.5)."},
     {OpKind::HardSwish, RtAct::HardSwish, oneFlop,
-     "X computed from the data input (not from weights), any shape, the batch "
-     "anywhere; no attributes.",
-     "the input"},
+     "Elementwise, no attributes."},
     {OpKind::Pow, RtAct::Pow, transcendental,
-     "Pow: X computed from the data input or from weights (a float parameter "
-     "is read as its value) to a constant exponent, operand 1 with one element "
-     "(float32 or an integer); an exponent computed at run time is refused. "
-     "Reciprocal is the power -1 of X computed from the data input. Of "
-     "constants both fold.",
+     "Pow: to a constant exponent, operand 1 with one element (float32 or an "
+     "integer); an exponent computed at run time is refused. Reciprocal is "
+     "the power -1. Of constants both fold.",
      "the input (not the exponent)"},
     {OpKind::Gelu, RtAct::Gelu, transcendental,
-     "Opset 20's Gelu of X computed from the data input, any shape, the batch "
-     "anywhere; `approximate` none or tanh. Before opset 20 torch writes it as "
-     "Div or Mul, Erf, Add, Mul, Mul (tanh: eight nodes), recognized as one "
-     "Gelu where the intermediates feed nothing else and the constants are "
-     "torch's.",
-     "the input"},
+     "Opset 20's Gelu, `approximate` none or tanh. Before opset 20 torch "
+     "writes it as Div or Mul, Erf, Add, Mul, Mul (tanh: eight nodes), "
+     "recognized as one Gelu where the intermediates feed nothing else and "
+     "the constants are torch's."},
     {OpKind::Neg, RtAct::Neg, oneFlop,
-     "X computed from the data input or from weights (a float parameter is "
-     "read as its value, without a batch), any shape, the batch anywhere. Of "
-     "constants it folds; on the token ids it is a step of an integer program.",
-     "the input"},
+     "Elementwise. Of constants it folds; on the token ids it is a step of "
+     "an integer program."},
     {OpKind::NanTo, RtAct::NanTo, oneFlop,
      "Only as Where(IsNaN(x), c, x) with c a float32 scalar (a Constant node "
      "or an initializer) and the IsNaN read by that Where alone: "
@@ -258,29 +235,20 @@ constexpr Activation kActivations[] = {
      "NaNs of x by c. IsNaN anywhere else is refused.",
      "the input (zero where it was NaN)"},
     {OpKind::Softplus, RtAct::Softplus, transcendental,
-     "X computed from the data input (not from weights), any shape, the batch "
-     "anywhere; PyTorch's form (x itself past 20). In Mul(x, "
-     "Tanh(Softplus(x))) it becomes one Mish.",
-     "the input"},
+     "Elementwise, PyTorch's form (x itself past 20). In Mul(x, "
+     "Tanh(Softplus(x))) it becomes one Mish."},
     {OpKind::Mish, RtAct::Mish, transcendental,
-     "Opset 18's Mish of X computed from the data input, any shape, the batch "
-     "anywhere. torch.onnx's Mul(x, Tanh(Softplus(x))), its intermediates "
-     "feeding nothing else, is recognized as one Mish.",
-     "the input"},
+     "Opset 18's Mish. torch.onnx's Mul(x, Tanh(Softplus(x))), its "
+     "intermediates feeding nothing else, is recognized as one Mish."},
     {OpKind::Celu, RtAct::Celu, transcendental,
-     "X computed from the data input (not from weights), any shape, the batch "
-     "anywhere; `alpha` (default 1) finite and nonzero.",
-     "the input"},
+     "Elementwise; `alpha` (default 1) finite and nonzero."},
     {OpKind::LogSigmoid, RtAct::LogSigmoid, transcendental,
      "Only as Log(Sigmoid(x)), the Sigmoid read by that Log alone: "
      "nn.LogSigmoid as torch.onnx writes it, one op in PyTorch's stable form. "
-     "Log of constants folds; any other Log is refused.",
-     "the input"},
+     "Log of constants folds; any other Log is refused."},
     {OpKind::Exp, RtAct::Exp, transcendental,
-     "X computed from the data input or from weights (a float parameter is "
-     "read as its value: Swin V2's logit scale), any shape, the batch "
-     "anywhere. Of constants it folds.",
-     "the input"},
+     "Elementwise (Swin V2's logit scale, a parameter). Of constants it "
+     "folds."},
 };
 // One autodiff rule serves both forms of Gelu.
 static_assert(runtimeKind(RtAct::Gelu).reads ==

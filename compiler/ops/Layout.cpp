@@ -459,7 +459,7 @@ llvm::Error importTile(OnnxNode &node) {
   if (llvm::Error e = checkRank(node, expanded))
     return e;
   std::string name = node.outputName(0);
-  std::string opName = node.name().empty() ? std::string() : node.name();
+  const std::string &opName = node.name();
   auto named = [&](const char *step) {
     return opName.empty() ? opName : opName + "#" + step;
   };

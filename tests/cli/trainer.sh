@@ -17,6 +17,10 @@ np.save("x.npy", r.standard_normal((40, 16)).astype(np.float32))
 np.save("y.npy", r.integers(0, 10, 40).astype(np.int64))
 np.save("y32.npy", r.integers(0, 10, 40).astype(np.int32))
 np.save("bad_labels.npy", np.full(40, 12, dtype=np.int64))
+np.save("minus_one.npy", np.full(40, -1, dtype=np.int64))
+ignored = r.integers(0, 10, 40)
+ignored[::3] = -100  # torch's ignore_index
+np.save("y_ignored.npy", ignored.astype(np.int64))
 np.save("short.npy", r.standard_normal((40, 15)).astype(np.float32))
 np.save("f64.npy", r.standard_normal((40, 16)))
 PY
@@ -58,6 +62,11 @@ expect_error() { # what status args...
   echo "$what: $(head -1 err.log)"
 }
 expect_error "labels out of range" 1 --data x.npy --labels bad_labels.npy
+# -100, the ignored index, loads; -1 does not, and the message names both.
+"$T" --data x.npy --labels y_ignored.npy --iterations 2 >ign.log 2>&1 ||
+  { cat ign.log; fail "labels with the ignored index"; }
+expect_error "a negative label" 1 --data x.npy --labels minus_one.npy
+grep -q "is not the ignored index -100" err.log || fail "the error does not name the ignored index"
 expect_error "wrong sample size" 1 --data short.npy --labels y.npy
 expect_error "float64 inputs" 1 --data f64.npy --labels y.npy
 expect_error "missing file" 1 --data nope.npy --labels y.npy
