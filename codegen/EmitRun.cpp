@@ -197,6 +197,25 @@ llvm::Expected<std::string> Emitter::emitRun(const Instr &in, size_t index) {
                          weightId[tg.blocks[w].value])
                .str();
   }
+  if (t.kind == TaskKind::Loss && t.op >= 0) {
+    // The loss computes the head's product (TaskGraph::fusedHead): its
+    // reads are the head's input, weight and the labels, its writes the
+    // loss, the scratch chunk of logits and the gradients.
+    TaskOperands o(*this, t, res, index, params(t.op));
+    ValueId xv = g.ops[t.op].inputs[0], wv = g.ops[t.op].inputs[1];
+    std::string head =
+        llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}", o.params,
+                      tg.headChunkRows, o.value(xv), o.value(wv),
+                      ptr(t.reads[2], res), ptr(t.writes[1], res))
+            .str();
+    if (tg.evaluation)
+      return out + "  x.evalHeadLoss(" + head + ");\n";
+    return out + llvm::formatv("  x.headLoss({0}, x.lossValue(), {1}, {2}, "
+                               "{3}, {4});\n",
+                               head, o.gradIfWritten(xv), o.accumulates(xv),
+                               o.gradIfWritten(wv), o.accumulates(wv))
+                     .str();
+  }
   if (t.kind == TaskKind::Loss && tg.evaluation)
     return out + llvm::formatv("  x.evalLoss({0}, {1});\n",
                                ptr(t.reads[0], res), ptr(t.reads[1], res))

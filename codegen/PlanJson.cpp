@@ -234,6 +234,9 @@ std::string planToJson(const PlanReport &r) {
                    {"bytes", f.bytes},
                    {"trained_weights", f.trainedWeights},
                    {"trained_bytes", f.trainedBytes}};
+  if (r.headChunkRows > 0) // the head fused with its loss
+    j["fused_head"] = {{"chunk_rows", r.headChunkRows},
+                       {"scratch_bytes", r.headScratchBytes}};
   j["budget_bytes"] = r.budgetBytes;
   j["library_reserve_bytes"] = r.libraryReserveBytes;
   j["exact"] = r.exact;

@@ -457,6 +457,11 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
   r.exact = ctx.exact;
   r.accumulate = ctx.accumulate;
   r.attention = ctx.attention;
+  r.head = ctx.head;
+  if (tg.fusedHead != kNoId) {
+    r.headChunkRows = tg.headChunkRows;
+    r.headScratchBytes = tg.blocks[tg.headScratchBlock].bytesAt(1);
+  }
   if (r.accumulate > 1)
     r.notes.push_back(accumulateNote(r));
   if (!r.exact)
@@ -465,6 +470,8 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
     r.notes.push_back(chunkNote(r));
   if (!r.attention.empty())
     r.notes.push_back(r.attention);
+  if (!r.head.empty())
+    r.notes.push_back(r.head);
   if (tg.dp.active())
     r.notes.push_back(llvm::formatv("data-parallel over {0} ranks, {1} "
                                     "samples each: BatchNorm statistics, if "

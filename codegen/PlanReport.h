@@ -252,6 +252,11 @@ struct PlanReport {
   /// Which form attention takes and why ("" when the model has none); one
   /// of the notes too.
   std::string attention;
+  /// Which form the head takes and why ("" when it cannot be fused); one
+  /// of the notes too. Where fused (TaskGraph::fusedHead): the rows of
+  /// logits per chunk and the scratch block's bytes.
+  std::string head;
+  int64_t headChunkRows = 0, headScratchBytes = 0;
   ReportDataParallel dataParallel;
   ReportFrozen frozen;
   ReportSummary summary;
@@ -277,6 +282,7 @@ struct PlanContext {
   int64_t refineTries = 0, refineChanged = 0; // ReportSummary's
   ReportProfile profile;
   std::string attention;         // PlanReport::attention
+  std::string head;              // PlanReport::head
   std::string trainOnly, freeze; // ReportFrozen's
   bool exact = true;             // PlanReport::exact
   int32_t accumulate = 1;        // PlanReport::accumulate

@@ -233,6 +233,8 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
     os << "note     " << inexactNote(r) << "\n";
   if (!r.attention.empty())
     os << "note     " << r.attention << "\n";
+  if (!r.head.empty())
+    os << "note     " << r.head << "\n";
   if (r.dataParallel.ranks > 1)
     printDataParallel(os, r);
   os << llvm::formatv("blocks   {0} offloaded of {1}; {2} tasks run in place\n",
@@ -313,6 +315,8 @@ std::string planSummaryJson(const PlanReport &r) {
   j["plan_seconds"] = s.planSeconds;
   if (!r.attention.empty())
     j["attention"] = r.attention;
+  if (!r.head.empty())
+    j["head"] = r.head;
   searchJson(j, s);
   return j.dump(2, ' ', false, json::error_handler_t::replace);
 }

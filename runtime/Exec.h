@@ -455,6 +455,19 @@ public:
   /// the evaluation sums, in double, in an order fixed per backend
   /// (deterministic).
   void evalLoss(const float *logits, const void *labels);
+  /// The loss computed from the head's input `x` and weight `w` (the
+  /// head's GemmParams), `chunkRows` rows at a time through `scratch`
+  /// (chunkRows x p.m logits in the activations' type): each chunk's
+  /// logits, their cross-entropy as `loss` computes it, and its gradient
+  /// multiplied into dx (rows of the chunk; added when accX) and dw (added
+  /// after the first chunk, or throughout when accW). The logits are never
+  /// stored whole (docs/user-guide.md, "The fused head").
+  void headLoss(const GemmParams &p, int64_t chunkRows, const float *x,
+                const float *w, const void *labels, float *scratch, float *loss,
+                float *dx, bool accX, float *dw, bool accW);
+  /// evalLoss of the same head, chunk by chunk.
+  void evalHeadLoss(const GemmParams &p, int64_t chunkRows, const float *x,
+                    const float *w, const void *labels, float *scratch);
   int64_t evalValidEnd = 0;
   void resetEvalSums();
   /// The sums since resetEvalSums (waits for the device).

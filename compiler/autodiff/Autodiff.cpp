@@ -1,6 +1,8 @@
 //===- Autodiff.cpp - Forward Graph to training TaskGraph -----------------===//
 #include "compiler/autodiff/Autodiff.h"
 
+#include "compiler/autodiff/FusedHead.h"
+
 #include "compiler/ops/OpDef.h"
 
 #include "compiler/support/Diagnostics.h"
@@ -76,13 +78,18 @@ private:
   void emitForward(OpId id);
   void emitBackward(OpId id);
   llvm::Error emitLoss();
+  void emitFusedLoss(ValueId logits);
 
   const Graph &g;
   const TrainingConfig &cfg;
   TaskGraph tg;
   std::vector<bool> needsGrad;  // per value: its gradient must be computed
   std::vector<bool> reachesOut; // per op: its output influences the loss
-  OpId headOp = kNoId; // Softmax/LogSoftmax folded into the loss, if any
+  OpId headOp = kNoId;    // Softmax/LogSoftmax folded into the loss, if any
+  OpId fusedHead = kNoId; // the product the loss computes (FusedHead.h)
+  /// Ops that get no task of their own: the folded normalization and a
+  /// fused head.
+  bool folded(OpId id) const { return id == headOp || id == fusedHead; }
   std::vector<BlockId> gradOf, momentumOf, statsOf;
 };
 
@@ -164,10 +171,12 @@ void Builder::computeGradFlow() {
   ValueId lossInput = g.output;
   if (headOp != kNoId)
     lossInput = g.ops[headOp].inputs[0];
+  if (fusedHead != kNoId)
+    lossInput = g.ops[fusedHead].inputs[0];
   toLoss[lossInput] = true;
   reachesOut.assign(g.ops.size(), false);
   for (OpId i = (OpId)g.ops.size() - 1; i >= 0; --i) {
-    if (i == headOp)
+    if (folded(i))
       continue;
     const Op &op = g.ops[i];
     bool any = false;
@@ -187,6 +196,10 @@ void Builder::computeGradFlow() {
 }
 
 void Builder::emitForward(OpId id) {
+  // A fused head's logits are never stored: neither the product nor a
+  // normalization the loss folds runs on its own.
+  if (fusedHead != kNoId && folded(id))
+    return;
   const Op &op = g.ops[id];
   const OpDef &def = opDef(op.kind);
   std::vector<BlockId> reads, writes;
@@ -217,7 +230,7 @@ void Builder::emitForward(OpId id) {
 
 void Builder::emitBackward(OpId id) {
   const Op &op = g.ops[id];
-  if (id == headOp || !reachesOut[id])
+  if (folded(id) || !reachesOut[id])
     return;
   ValueId y = op.outputs[0];
   if (tg.gradBlock[y] < 0)
@@ -311,12 +324,42 @@ llvm::Error Builder::emitLoss() {
       "labels", BlockKind::Label, kNoId, labelBytes, 0,
       cfg.loss == LossKind::SoftmaxCrossEntropy ? DType::I32 : DType::F32);
   tg.lossBlock = addBlock("loss", BlockKind::LossValue, kNoId, 0, 4);
+  if (fusedHead != kNoId) {
+    emitFusedLoss(logits);
+    return llvm::Error::success();
+  }
   std::vector<BlockId> writes{tg.lossBlock};
   if (needsGrad[logits])
     writes.push_back(gradBlock(logits));
   addTask(TaskKind::Loss, kNoId, {valueBlock(logits), tg.labelBlock},
           std::move(writes));
   return llvm::Error::success();
+}
+
+void Builder::emitFusedLoss(ValueId logits) {
+  const Op &op = g.ops[fusedHead];
+  ValueId x = op.inputs[0], w = op.inputs[1];
+  const Value &lv = g.values[logits];
+  DType type = activationType(cfg.precision);
+  int64_t classes = lv.dims.back();
+  tg.fusedHead = fusedHead;
+  int64_t batchRows = g.batch * (lv.elementsPerSample() / classes);
+  tg.headChunkRows =
+      cfg.headChunkRows > 0
+          ? std::min(cfg.headChunkRows, std::max<int64_t>(batchRows, 1))
+          : headChunkRows(classes, dtypeBytes(type), batchRows);
+  BlockId scratch =
+      addBlock("logits chunk(" + op.name + ")", BlockKind::Activation, logits,
+               0, tg.headChunkRows * classes * dtypeBytes(type), type);
+  tg.headScratchBlock = scratch;
+  std::vector<BlockId> writes{tg.lossBlock, scratch};
+  if (needsGrad[x])
+    writes.push_back(gradBlock(x));
+  if (!cfg.evaluation && trains(w))
+    writes.push_back(gradBlock(w));
+  addTask(TaskKind::Loss, fusedHead,
+          {valueBlock(x), operandBlock(op, w), tg.labelBlock},
+          std::move(writes));
 }
 
 llvm::Expected<TaskGraph> Builder::build() {
@@ -349,6 +392,8 @@ llvm::Expected<TaskGraph> Builder::build() {
     return frozen.takeError();
   if (!cfg.freeze.empty())
     tg.frozen = std::move(*frozen);
+  if (cfg.fuseHead)
+    fusedHead = fusableHead(g, cfg.loss, lossClassAxis(g, cfg.classAxis)).op;
   statsOf.assign(g.ops.size(), -1);
   computeGradFlow();
   tg.inputBlock = valueBlock(g.input);
@@ -359,12 +404,13 @@ llvm::Expected<TaskGraph> Builder::build() {
   for (const Op &op : g.ops) {
     Layer layer{.kind = op.kind};
     for (ValueId in : op.inputs) {
-      if (g.values[in].kind != ValueKind::Weight)
+      // A fused head's logits have no block.
+      if (g.values[in].kind != ValueKind::Weight && tg.valueBlock[in] >= 0)
         layer.dataInputs.push_back(tg.valueBlock[in]);
       layer.producers.push_back(g.values[in].producer);
     }
-    layer.outputBytesPerSample =
-        tg.blocks[tg.valueBlock[op.outputs[0]]].perSampleBytes;
+    BlockId y = tg.valueBlock[op.outputs[0]];
+    layer.outputBytesPerSample = y >= 0 ? tg.blocks[y].perSampleBytes : 0;
     tg.layers.push_back(std::move(layer));
   }
   if (auto err = emitLoss())

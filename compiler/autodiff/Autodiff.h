@@ -52,6 +52,11 @@ struct TrainingConfig {
   DataParallel dp;
   /// The weights kept fixed (--freeze, --train-only); none by default.
   FreezeSpec freeze;
+  /// The loss computes the head's product chunk by chunk where the model
+  /// allows it (fusableHead): TaskGraph::fusedHead.
+  bool fuseHead = false;
+  /// Rows of logits per chunk of the fused head; 0: headChunkRows's.
+  int64_t headChunkRows = 0;
   /// Build the evaluation graph instead (TaskGraph::evaluation): forward
   /// tasks reading the same blocks, a loss that writes no gradient, no
   /// backward pass, no optimizer state, no update.

@@ -448,6 +448,34 @@ bool producesOnlyViews(const TaskGraph &tg, const Task &task) {
 
 namespace {
 
+/// The loss that computes the head's product (TaskGraph::fusedHead): per
+/// chunk of rows the product into the scratch block, the cross-entropy
+/// over it in place and, training, the two products of the gradients; the
+/// logits cross memory as the unfused head's do, a chunk at a time, but
+/// are never stored whole.
+TaskWork fusedHeadWork(const DeviceSpec &spec, const TaskGraph &tg,
+                       const Task &task, int64_t b, TaskWork w) {
+  const Graph &g = *tg.graph;
+  const Op &op = g.op(tg.fusedHead);
+  const Value &x = g.value(op.inputs[0]);
+  double k = d(x.dims.back());
+  double classes = d(g.value(op.outputs[0]).dims.back());
+  double rows = valueElems(x, b) / k;
+  bool training = !tg.evaluation;
+  double products = training ? 3 : 1;
+  double chunks = std::ceil(rows / d(std::max<int64_t>(tg.headChunkRows, 1)));
+  double logitBytes =
+      rows * classes * d(dtypeBytes(activationType(tg.precision)));
+  // The product writes the logits; the loss reads them and writes the
+  // gradient over them; the two products read it.
+  w.flops = products * 2 * rows * k * classes + 8 * rows * classes;
+  w.bytes += logitBytes * (training ? 4 : 2);
+  w.launches = static_cast<int>(chunks * (products + 2));
+  w.reduction = k;
+  w.efficiency = spec.classEfficiency(CostClass::Gemm);
+  return w;
+}
+
 /// FLOPs, bytes, launches and efficiency at sub-batch b (0 gives the part
 /// that does not scale with the sub-batch).
 TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
@@ -478,6 +506,8 @@ TaskWork workAt(const DeviceSpec &spec, const TaskGraph &tg, TaskId t, int algo,
   assert(algo == 0 && "non-conv tasks have the single algorithm 0");
   switch (task.kind) {
   case TaskKind::Loss: {
+    if (tg.fusedHead != kNoId)
+      return fusedHeadWork(spec, tg, task, b, w);
     ValueId in = lossInput(g, tg.loss);
     double out = in >= 0 ? valueElems(g.value(in), b) : 0;
     // Softmax cross-entropy: log-softmax, loss, gradient (two kernels);
@@ -535,7 +565,8 @@ double productPeak(const DeviceSpec &spec, const TaskGraph &tg, TaskId t,
   const Task &task = tg.task(t);
   if (!usesTensorCores(tg.precision) || task.op < 0 ||
       (task.kind != TaskKind::Forward && task.kind != TaskKind::BackwardData &&
-       task.kind != TaskKind::BackwardWeight) ||
+       task.kind != TaskKind::BackwardWeight &&
+       !(task.kind == TaskKind::Loss && task.op == tg.fusedHead)) ||
       !opDef(tg.graph->op(task.op).kind).tensorCores)
     return 0;
   // cuDNN runs tensor-core math in the implicit-precomputed-GEMM forward

@@ -212,6 +212,14 @@ struct TaskGraph {
   /// Per forward op (indexed by OpId).
   std::vector<Layer> layers;
   OpId outputLayer = kNoId; // the op that computes the model's output
+  /// The head's product when the loss computes it (--fuse-head,
+  /// compiler/autodiff/FusedHead.h): the op has no task of its own; the
+  /// Loss task (whose `op` it is) reads its input and weight, writes their
+  /// gradients and a scratch block of `headChunkRows` rows of logits, and
+  /// no block holds the logits. kNoId otherwise.
+  OpId fusedHead = kNoId;
+  int64_t headChunkRows = 0;
+  BlockId headScratchBlock = -1;
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   LossGeometry lossGeometry; // cross-entropy only
   OptimizerKind optimizer = OptimizerKind::SGD;

@@ -127,6 +127,11 @@ std::string signatureAtFp32(const TaskGraph &tg, TaskId t) {
     assert(task.op >= 0 && "FP/BP task without an op");
     return opSignature(g, task.op);
   case TaskKind::Loss:
+    // The loss that computes the head's product (TaskGraph::fusedHead) is
+    // another kernel than the loss over stored logits.
+    if (task.op >= 0)
+      return "HeadCrossEntropy " + opSignature(g, task.op) +
+             " chunk=" + std::to_string(tg.headChunkRows);
     for (BlockId b : task.reads)
       if (tg.block(b).kind == BlockKind::Activation && tg.block(b).value >= 0)
         return lossSignature(g.value(tg.block(b).value), tg.loss);

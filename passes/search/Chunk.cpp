@@ -330,6 +330,7 @@ llvm::Expected<ChunkedGraph> Splitter::run() {
   out.inputBlock = mapId(in.inputBlock, 0);
   out.labelBlock = mapId(in.labelBlock, 0);
   out.lossBlock = mapId(in.lossBlock, 0);
+  out.headScratchBlock = mapId(in.headScratchBlock, 0);
   size_t nv = in.valueBlock.size();
   out.valueBlock.assign(nv, -1);
   out.gradBlock.assign(nv, -1);

@@ -175,6 +175,9 @@ struct CrossEntropyKernel {
                         : NAN);
       if (!dlogits)
         continue;
+      // The fused head's gradient overwrites the logits (Exec::headLoss):
+      // lane 0's read of the label's logit comes first.
+      __syncwarp();
       const View ds = dlogits + so * classes * inner + r;
       for (int64_t j = lane; j < classes; j += 32)
         // Scaled after rounding to fp32, as the emulation scales (fp16).
@@ -405,19 +408,58 @@ void cuda::gemm(const Exec &x, const Exec::Impl &im, bool transA, bool transB,
         "cublasGemmStridedBatchedEx");
 }
 
-void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
-                       const float *b, float *y) {
-  const int64_t rows = n * p.rows;
-  const int nn = dim(*this, rows), k = dim(*this, p.k), m = dim(*this, p.m);
-  const View vx = impl->view(x), vw = impl->view(w), vy = impl->view(y);
+namespace {
+/// y [rows, m] = alpha x [rows, k] op(W).
+void productRows(const Exec &ex, const Exec::Impl &im, const GemmParams &p,
+                 int64_t rows, View vx, View vw, View vy) {
+  const int nn = dim(ex, rows), k = dim(ex, p.k), m = dim(ex, p.m);
   // Column-major, y^T[m, n] = op(W)^T x^T. W [m, k] (transB) reads as W^T
   // [k, m] (ld k): transpose it; W [k, m] reads as W^T [m, k] (ld m).
   if (p.transB)
-    cuda::gemm(*this, *impl, true, false, m, nn, k, p.alpha, vw, k, 0, vx, k, 0,
+    cuda::gemm(ex, im, true, false, m, nn, k, p.alpha, vw, k, 0, vx, k, 0,
                0.0f, vy, m, 0);
   else
-    cuda::gemm(*this, *impl, false, false, m, nn, k, p.alpha, vw, m, 0, vx, k,
-               0, 0.0f, vy, m, 0);
+    cuda::gemm(ex, im, false, false, m, nn, k, p.alpha, vw, m, 0, vx, k, 0,
+               0.0f, vy, m, 0);
+}
+
+/// dx [rows, k] (+)= alpha dy [rows, m] op(W)^T.
+void dataGradRows(const Exec &ex, const Exec::Impl &im, const GemmParams &p,
+                  int64_t rows, View vw, View vdy, View vdx, bool acc) {
+  const int nn = dim(ex, rows), k = dim(ex, p.k), m = dim(ex, p.m);
+  const float beta = acc ? 1.0f : 0.0f;
+  // Column-major dx^T[k, n] = op(W) dy^T.
+  // transB: op(W) = W^T, the column-major reading of W [m, k] (ld k).
+  // else:   op(W) = W [k, m], the transpose of its reading (ld m).
+  if (p.transB)
+    cuda::gemm(ex, im, false, false, k, nn, m, p.alpha, vw, k, 0, vdy, m, 0,
+               beta, vdx, k, 0);
+  else
+    cuda::gemm(ex, im, true, false, k, nn, m, p.alpha, vw, m, 0, vdy, m, 0,
+               beta, vdx, k, 0);
+}
+
+/// dW (+)= alpha over `rows` rows of x and dy.
+void weightGradRows(const Exec &ex, const Exec::Impl &im, const GemmParams &p,
+                    int64_t rows, View vx, View vdy, View vdw, bool acc) {
+  const int nn = dim(ex, rows), k = dim(ex, p.k), m = dim(ex, p.m);
+  const float beta = acc ? 1.0f : 0.0f;
+  // transB: dW [m, k] = dy^T x; column-major dW^T[k, m] = x^T dy.
+  // else:   dW [k, m] = x^T dy; column-major dW^T[m, k] = dy^T x.
+  if (p.transB)
+    cuda::gemm(ex, im, false, true, k, m, nn, p.alpha, vx, k, 0, vdy, m, 0,
+               beta, vdw, k, 0);
+  else
+    cuda::gemm(ex, im, false, true, m, k, nn, p.alpha, vdy, m, 0, vx, k, 0,
+               beta, vdw, m, 0);
+}
+} // namespace
+
+void Exec::gemmForward(const GemmParams &p, const float *x, const float *w,
+                       const float *b, float *y) {
+  const int64_t rows = n * p.rows;
+  const View vy = impl->view(y);
+  productRows(*this, *impl, p, rows, impl->view(x), impl->view(w), vy);
   if (b) {
     cuda::launch<BiasAddKernel>(gridFor(rows * p.m), impl->compute(), rows, p.m,
                                 p.beta, impl->view(b), vy);
@@ -429,38 +471,17 @@ void Exec::gemmBackwardData(const GemmParams &p, const float *w,
                             const float *dy, float *dx, bool acc) {
   if (!dx)
     return;
-  const int nn = dim(*this, n * p.rows), k = dim(*this, p.k),
-            m = dim(*this, p.m);
-  const float beta = acc ? 1.0f : 0.0f;
-  const View vw = impl->view(w), vdy = impl->view(dy), vdx = impl->view(dx);
-  // dx = alpha dy op(W)^T; column-major dx^T[k, n] = op(W) dy^T.
-  // transB: op(W) = W^T, the column-major reading of W [m, k] (ld k).
-  // else:   op(W) = W [k, m], the transpose of its reading (ld m).
-  if (p.transB)
-    cuda::gemm(*this, *impl, false, false, k, nn, m, p.alpha, vw, k, 0, vdy, m,
-               0, beta, vdx, k, 0);
-  else
-    cuda::gemm(*this, *impl, true, false, k, nn, m, p.alpha, vw, m, 0, vdy, m,
-               0, beta, vdx, k, 0);
+  dataGradRows(*this, *impl, p, n * p.rows, impl->view(w), impl->view(dy),
+               impl->view(dx), acc);
   impl->done(*this, "gemm backward-data");
 }
 
 void Exec::gemmBackwardWeight(const GemmParams &p, const float *x,
                               const float *dy, float *dw, float *db, bool acc) {
-  const int nn = dim(*this, n * p.rows), k = dim(*this, p.k),
-            m = dim(*this, p.m);
-  const float beta = acc ? 1.0f : 0.0f;
-  const View vx = impl->view(x), vdy = impl->view(dy), vdw = impl->view(dw);
-  if (dw) {
-    // transB: dW [m, k] = dy^T x; column-major dW^T[k, m] = x^T dy.
-    // else:   dW [k, m] = x^T dy; column-major dW^T[m, k] = dy^T x.
-    if (p.transB)
-      cuda::gemm(*this, *impl, false, true, k, m, nn, p.alpha, vx, k, 0, vdy, m,
-                 0, beta, vdw, k, 0);
-    else
-      cuda::gemm(*this, *impl, false, true, m, k, nn, p.alpha, vdy, m, 0, vx, k,
-                 0, beta, vdw, m, 0);
-  }
+  const View vdy = impl->view(dy);
+  if (dw)
+    weightGradRows(*this, *impl, p, n * p.rows, impl->view(x), vdy,
+                   impl->view(dw), acc);
   if (db)
     cuda::launch<BiasGradKernel>(gridFor(p.m), impl->compute(), n * p.rows, p.m,
                                  p.beta, vdy, impl->view(db), acc);
@@ -514,6 +535,67 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
                                 count, loss, reset,
                                 prog.mseLoss ? nullptr : impl->stateRead());
   impl->done(*this, "loss kernel");
+}
+
+void Exec::headLoss(const GemmParams &p, int64_t chunkRows, const float *x,
+                    const float *w, const void *labels, float *scratch,
+                    float *loss, float *dx, bool accX, float *dw, bool accW) {
+  const bool reset = firstSample == 0; // the first sub-batch or chunk
+  auto *partials = reinterpret_cast<CompensatedSum *>(impl->lossPartials);
+  const auto *lab = static_cast<const int32_t *>(labels);
+  const View vx = impl->view(x), vw = impl->view(w), vs = impl->view(scratch);
+  const int64_t rows = n * p.rows;
+  const double count = lossPositions();
+  for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
+    const int64_t rr = std::min(chunkRows, rows - r0);
+    const View xc = vx + r0 * p.k;
+    // The chunk's logits, then their gradient over them.
+    productRows(*this, *impl, p, rr, xc, vw, vs);
+    const unsigned blocks = lossBlocks(rr, kLossThreads / 32);
+    cuda::launch<CrossEntropyKernel>(
+        blocks, impl->compute(), LossShape{rr, p.m, 1}, int64_t(1), count,
+        prog.ignoreIndex, vs, lab + r0, partials, vs, lossScale,
+        impl->stateRead());
+    cuda::launch<LossTotalKernel>(1, impl->compute(), partials, int(blocks),
+                                  count, loss, reset && r0 == 0,
+                                  impl->stateRead());
+    if (dx)
+      dataGradRows(*this, *impl, p, rr, vw, vs, impl->view(dx) + r0 * p.k,
+                   accX);
+    if (dw)
+      weightGradRows(*this, *impl, p, rr, xc, vs, impl->view(dw),
+                     accW || r0 > 0);
+  }
+  impl->done(*this, "fused head loss");
+}
+
+void Exec::evalHeadLoss(const GemmParams &p, int64_t chunkRows, const float *x,
+                        const float *w, const void *labels, float *scratch) {
+  if (!impl->evalSums)
+    fatal("an evaluation loss in a program without an evaluation round");
+  impl->readsHostValue("the evaluation's count of real samples");
+  const int64_t valid = std::clamp<int64_t>(evalValidEnd - firstSample, 0, n);
+  auto *partials = reinterpret_cast<EvalPartial *>(impl->evalPartials);
+  const auto *lab = static_cast<const int32_t *>(labels);
+  const View vx = impl->view(x), vw = impl->view(w), vs = impl->view(scratch);
+  const int64_t rows = valid * p.rows;
+  for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
+    const int64_t rr = std::min(chunkRows, rows - r0);
+    productRows(*this, *impl, p, rr, vx + r0 * p.k, vw, vs);
+    const unsigned blocks = lossBlocks(rr, kLossThreads / 32);
+    cuda::launch<EvalCrossEntropyKernel>(blocks, impl->compute(),
+                                         LossShape{rr, p.m, 1}, int64_t(1),
+                                         prog.ignoreIndex, vs, lab + r0,
+                                         partials);
+    const int64_t counted = kernels::countedLabels(
+        rr,
+        static_cast<const int32_t *>(hostLabels(impl->batch)) +
+            firstSample * p.rows + r0,
+        prog.ignoreIndex);
+    cuda::launch<EvalTotalKernel>(1, impl->compute(), partials, int(blocks),
+                                  double(counted), impl->evalSums);
+  }
+  impl->done(*this, "fused head evaluation loss");
 }
 
 void Exec::evalLoss(const float *logits, const void *labels) {

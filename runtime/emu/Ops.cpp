@@ -381,4 +381,53 @@ void Exec::evalLoss(const float *logits, const void *labels) {
                        logits, lab, prog.ignoreIndex, s.loss, s.correct,
                        s.count);
 }
+void Exec::headLoss(const GemmParams &p, int64_t chunkRows, const float *x,
+                    const float *w, const void *labels, float *scratch,
+                    float *loss, float *dx, bool accX, float *dw, bool accW) {
+  if (firstSample == 0) // the first sub-batch or chunk starts the sum
+    *loss = 0;
+  const int64_t rows = n * p.rows;
+  auto *lab = static_cast<const int32_t *>(labels);
+  if (!rt::validateLabels(rows, p.m, lab, prog.ignoreIndex))
+    fatal("a label is outside [0, " + std::to_string(p.m) +
+          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
+  x = impl->tensorCoreInput(0, x, rows * p.k);
+  w = impl->tensorCoreInput(1, w, p.k * p.m);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
+    const int64_t rr = std::min(chunkRows, rows - r0);
+    const float *xc = x + r0 * p.k;
+    // The chunk's logits and then their gradient, stored in the
+    // activations' type as the unfused head's logits and gradient are.
+    rt::gemmForward(p, rr, xc, w, nullptr, scratch);
+    roundTo16Bit(prog.precision, scratch, rr * p.m);
+    rt::softmaxCrossEntropy({rr, p.m, 1}, 1, lossPositions(), scratch, lab + r0,
+                            prog.ignoreIndex, loss, scratch);
+    scaleLossGradient(scratch, rr * p.m, lossScale);
+    roundTo16Bit(prog.precision, scratch, rr * p.m);
+    const float *dl = impl->tensorCoreInput(2, scratch, rr * p.m);
+    if (dx)
+      rt::gemmBackwardData(p, rr, w, dl, dx + r0 * p.k, accX);
+    if (dw)
+      rt::gemmBackwardWeight(p, rr, xc, dl, dw, nullptr, accW || r0 > 0);
+  }
+}
+void Exec::evalHeadLoss(const GemmParams &p, int64_t chunkRows, const float *x,
+                        const float *w, const void *labels, float *scratch) {
+  const int64_t valid = std::clamp<int64_t>(evalValidEnd - firstSample, 0, n);
+  const int64_t rows = valid * p.rows;
+  auto *lab = static_cast<const int32_t *>(labels);
+  if (!rt::validateLabels(rows, p.m, lab, prog.ignoreIndex))
+    fatal("a label is outside [0, " + std::to_string(p.m) +
+          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
+  EvalSums &s = impl->evalSums;
+  x = impl->tensorCoreInput(0, x, rows * p.k);
+  w = impl->tensorCoreInput(1, w, p.k * p.m);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
+    const int64_t rr = std::min(chunkRows, rows - r0);
+    rt::gemmForward(p, rr, x + r0 * p.k, w, nullptr, scratch);
+    roundTo16Bit(prog.precision, scratch, rr * p.m);
+    rt::crossEntropySums({rr, p.m, 1}, 1, scratch, lab + r0, prog.ignoreIndex,
+                         s.loss, s.correct, s.count);
+  }
+}
 } // namespace memfit::rt

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/autodiff/Autodiff.h"
+#include "compiler/autodiff/FusedHead.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/ops/OpDef.h"
 #include "compiler/support/Units.h"
@@ -68,6 +69,15 @@ cl::opt<bool> FuseAttention(
     cl::desc("Show the graph with scaled dot-product attention as one "
              "memory-efficient operator (default true; false: as the "
              "model writes it)"),
+    cl::init(true), cl::sub(Cmd));
+
+cl::opt<bool> FuseHead(
+    "fuse-head",
+    cl::desc("Show the figures with the head's product computed by the "
+             "loss in chunks, the logits never stored whole, where the "
+             "model allows it (default true; false: as the model writes "
+             "it). Either way the other form's peak and bound are shown "
+             "beside"),
     cl::init(true), cl::sub(Cmd));
 
 cl::opt<OptimizerKind> Optimizer(
@@ -299,6 +309,7 @@ int run() {
   tc.precision = PrecisionOpt;
   tc.dp = *dp;
   tc.freeze = {Freeze, TrainOnly};
+  tc.fuseHead = FuseHead;
   auto tg = buildTaskGraph(*graph, tc);
   if (!tg)
     return reportError(withContext(
@@ -307,6 +318,27 @@ int run() {
   int64_t b = graph->batch;
   Liveness lv = computeLiveness(*tg, builtOrder(*tg), b);
   LowerBound lb = computeLowerBound(*tg, 1);
+  // The head's other form, for what fusing it saves.
+  HeadFusion head =
+      fusableHead(*graph, tc.loss, lossClassAxis(*graph, tc.classAxis));
+  std::optional<Liveness> otherLv;
+  std::optional<LowerBound> otherLb;
+  int64_t chunkRows = 0;
+  if (head.op != kNoId) {
+    TrainingConfig other = tc;
+    other.fuseHead = !FuseHead;
+    auto otg = buildTaskGraph(*graph, other);
+    if (!otg)
+      return reportError(withContext(
+          otg.takeError(), ModelPath + ": cannot build the training graph: "));
+    otherLv = computeLiveness(*otg, builtOrder(*otg), b);
+    otherLb = computeLowerBound(*otg, 1);
+    chunkRows = FuseHead ? tg->headChunkRows : otg->headChunkRows;
+  }
+  // (fused, as written) liveness peaks and lower bounds.
+  auto fusedFirst = [&](int64_t mine, int64_t other) {
+    return FuseHead ? std::pair{mine, other} : std::pair{other, mine};
+  };
   int64_t params = 0;
   for (ValueId w : graph->weights())
     if (graph->values[w].trainable)
@@ -369,6 +401,20 @@ int run() {
     if (coupled) {
       j["exact_lower_bound_bytes"] = exactLb.bytes;
       j["exact_lower_bound_task"] = tg->tasks[exactLb.task].name;
+    }
+    if (head.op == kNoId) {
+      j["head"] = {{"fusable", false}, {"why", head.why}};
+    } else {
+      auto [peakF, peakW] = fusedFirst(lv.peakBytes, otherLv->peakBytes);
+      auto [lbF, lbW] = fusedFirst(lb.bytes, otherLb->bytes);
+      j["head"] = {{"fusable", true},
+                   {"fused", bool(FuseHead)},
+                   {"node", graph->ops[head.op].name},
+                   {"chunk_rows", chunkRows},
+                   {"fused_liveness_peak_bytes", peakF},
+                   {"written_liveness_peak_bytes", peakW},
+                   {"fused_lower_bound_bytes", lbF},
+                   {"written_lower_bound_bytes", lbW}};
     }
     if (hosted)
       j["host_budget"] = {{"bytes", hostBudget},
@@ -461,6 +507,17 @@ int run() {
                     formatBytes(exactLb.bytes),
                     quoteName(tg->tasks[exactLb.task].name),
                     formatBytes(exactLb.taskBytes), b);
+  if (head.op != kNoId) {
+    auto [peakF, peakW] = fusedFirst(lv.peakBytes, otherLv->peakBytes);
+    auto [lbF, lbW] = fusedFirst(lb.bytes, otherLb->bytes);
+    os << formatv("fused head           {1} {0}: liveness peak {2} fused, "
+                  "{3} as written (saves {4}); lower bound {5} fused, {6} as "
+                  "written; chunks of {7} rows of logits\n",
+                  FuseHead ? "fused with the loss above" : "as written above",
+                  quoteName(graph->ops[head.op].name), formatBytes(peakF),
+                  formatBytes(peakW), formatBytes(peakW - peakF),
+                  formatBytes(lbF), formatBytes(lbW), chunkRows);
+  }
   if (hosted)
     os << formatv(
         "with --host-budget {0}: {1} weights homed in host memory "

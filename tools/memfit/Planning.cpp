@@ -6,6 +6,7 @@
 #include "tools/memfit/PrecisionOption.h"
 
 #include "compiler/autodiff/Autodiff.h"
+#include "compiler/autodiff/FusedHead.h"
 #include "compiler/cost/DeviceSpec.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/ops/OpDef.h"
@@ -72,6 +73,23 @@ Shared<AttentionMode> FuseAttention(
                clEnumValN(AttentionMode::Fused, "", "always fused"),
                clEnumValN(AttentionMode::Materialized, "false",
                           "as the model writes it (the scores stored)")));
+Shared<AttentionMode> FuseHead(
+    "fuse-head",
+    cl::desc("The head's matrix product computed by the cross-entropy "
+             "loss in chunks of rows, the logits never stored whole"),
+    cl::init(AttentionMode::Auto), cl::ValueOptional,
+    cl::values(clEnumValN(AttentionMode::Auto, "auto",
+                          "plan both forms and keep the faster feasible one "
+                          "(default)"),
+               clEnumValN(AttentionMode::Fused, "true", "always fused"),
+               clEnumValN(AttentionMode::Fused, "", "always fused"),
+               clEnumValN(AttentionMode::Materialized, "false",
+                          "as the model writes it (the logits stored)")));
+Shared<PositiveCount> HeadChunkRows(
+    "head-chunk-rows",
+    cl::desc("Rows of logits the fused head computes at a time (default: "
+             "as many as 32 MiB holds, at most a batch's)"),
+    cl::init(0));
 Shared<std::string> Budget("budget",
                            cl::desc("Device memory budget: a size (12GiB, "
                                     "8000MB) or a percentage of the ideal "
@@ -379,6 +397,8 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.precision = PrecisionOpt;
   tc.clipGradNorm = ClipGradNorm;
   tc.ignoreIndex = IgnoreIndex;
+  tc.fuseHead = s.fuseHead;
+  tc.headChunkRows = HeadChunkRows;
   tc.dp = cantFail(dataParallelFlags());
   tc.freeze = {Freeze, TrainOnly};
   s.freeze = tc.freeze;
@@ -453,8 +473,122 @@ std::string attentionChoiceNote(VariantChoice &c, int64_t n) {
 
 } // namespace
 
+namespace {
+Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
+                                          bool keepWeightData,
+                                          Progress &progress);
+
+/// What the summary says of the head: its form, chunk and scratch, and
+/// both forms' ideal peaks and predicted times where both were planned.
+std::string headNote(const TaskGraph &fusedTg, const PlanOutcome *fused,
+                     const PlanOutcome *written, bool chosenFused) {
+  auto ms = [](const PlanOutcome *o) {
+    return o ? formatv("{0:F2} ms", o->plan.summary.plannedSeconds * 1e3).str()
+             : std::string("does not fit");
+  };
+  std::string out =
+      chosenFused
+          ? formatv("head fused with the loss (chunks of {0} rows, {1} of "
+                    "logits at a time; the logits are never stored whole)",
+                    fusedTg.headChunkRows,
+                    formatBytes(
+                        fusedTg.blocks[fusedTg.headScratchBlock].fixedBytes))
+                .str()
+          : std::string("head as the model writes it (the logits stored)");
+  if (fused && written)
+    out += formatv(": ideal peak {0} fused, {1} as written",
+                   formatBytes(fused->idealPeakBytes),
+                   formatBytes(written->idealPeakBytes))
+               .str();
+  if (written || !chosenFused)
+    out +=
+        formatv("; predicted {0} fused, {1} as written", ms(fused), ms(written))
+            .str();
+  return out;
+}
+} // namespace
+
 Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
                                  bool keepWeightData, Progress &progress) {
+  if (FuseHead == AttentionMode::Materialized)
+    return planAttentionChosen(s, keepWeightData, progress);
+  if (FuseHead == AttentionMode::Fused) {
+    s->fuseHead = true;
+    auto out = planAttentionChosen(s, keepWeightData, progress);
+    if (out && s->tg.fusedHead == kNoId) {
+      HeadFusion hf = fusableHead(s->graph, s->config.loss,
+                                  lossClassAxis(s->graph, s->config.classAxis));
+      return makeErrorF("{0}: --fuse-head=true: the model's head cannot be "
+                        "fused: {1}",
+                        s->modelPath, hf.why);
+    }
+    if (out)
+      s->headNote = headNote(s->tg, &*out, nullptr, true);
+    return out;
+  }
+  // Auto: the head as written, then fused under the same bytes.
+  auto written = planAttentionChosen(s, keepWeightData, progress);
+  if (!written && !written.errorIsA<Infeasible>())
+    return written;
+  if (fusableHead(s->graph, s->config.loss,
+                  lossClassAxis(s->graph, s->config.classAxis))
+          .op == kNoId)
+    return written;
+  auto req = planRequest(*s);
+  if (!req) {
+    consumeError(written.takeError());
+    return req.takeError();
+  }
+  auto fused = std::make_unique<PlanningSession>();
+  fused->fuseHead = true;
+  if (req->budgetFraction > 0 && !req->budgetIsLowerBound) {
+    if (written) {
+      fused->budgetBytes = written->budget;
+    } else {
+      PlanRequest ideal = *req;
+      ideal.policy = Policy::Ideal;
+      ideal.budgetFraction = 0;
+      auto yard = planTraining(s->tg, s->tableFn(), ideal);
+      if (!yard) {
+        consumeError(written.takeError());
+        return yard.takeError();
+      }
+      fused->budgetBytes =
+          resolveBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes)
+              .device;
+    }
+  }
+  auto out = planAttentionChosen(fused, keepWeightData, progress);
+  if (!out && !out.errorIsA<Infeasible>()) {
+    consumeError(written.takeError());
+    return out.takeError();
+  }
+  // The faster feasible plan; on a tie the fused one (less memory).
+  bool takeFused =
+      out && (!written || out->plan.summary.plannedSeconds <=
+                              written->plan.summary.plannedSeconds);
+  if (!out && !written) {
+    // Neither fits: the fused form's reason (its lower bound is lower).
+    consumeError(written.takeError());
+    return out.takeError();
+  }
+  std::string note = headNote(fused->tg, out ? &*out : nullptr,
+                              written ? &*written : nullptr, takeFused);
+  if (takeFused) {
+    consumeError(written.takeError());
+    s = std::move(fused);
+    s->headNote = note;
+    return out;
+  }
+  consumeError(out.takeError());
+  s->headNote = note;
+  return written;
+}
+
+namespace {
+Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
+                                          bool keepWeightData,
+                                          Progress &progress) {
   if (FuseAttention != AttentionMode::Auto) {
     if (auto err = openSession(*s, keepWeightData, &progress))
       return err;
@@ -487,6 +621,8 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
         if (!session) {
           session = std::make_unique<PlanningSession>();
           session->modelPath = written.modelPath;
+          session->fuseHead = written.fuseHead;
+          session->budgetBytes = written.budgetBytes;
           session->graph = fuseAttention(written.graph, k);
           if (auto err = buildSession(*session, progress))
             return err;
@@ -510,6 +646,8 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
       consumeError(t.outcome.takeError());
   return out;
 }
+
+} // namespace
 
 std::string trainingRestriction(const TaskGraph &tg) {
   FrozenCount f = countFrozen(tg);
@@ -735,6 +873,10 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
                        "percentage of the ideal peak such as 50%)");
   } else if (auto err = parseBudget(text, "--budget", r)) {
     return err;
+  }
+  if (s.budgetBytes > 0 && r.budgetFraction > 0) {
+    r.budget = s.budgetBytes;
+    r.budgetFraction = 0;
   }
   return r;
 }

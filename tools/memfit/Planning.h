@@ -42,6 +42,15 @@ struct PlanningSession {
   /// Which form attention takes and why (empty: the model has none, or
   /// it is kept as written on request).
   std::string attentionNote;
+  /// The loss computes the head's product (--fuse-head; TaskGraph::
+  /// fusedHead where the model allows it), and which form the plan took
+  /// and why (empty when the model's head cannot be fused).
+  bool fuseHead = false;
+  std::string headNote;
+  /// A budget given as a percentage, already resolved into device bytes
+  /// against another form of the model (the head as written, for
+  /// --fuse-head=auto); 0 when none.
+  int64_t budgetBytes = 0;
   Graph graph;
   TaskGraph tg;
   std::unique_ptr<CostModel> costs;
@@ -98,6 +107,10 @@ llvm::Error openSession(PlanningSession &s, bool keepWeightData,
 llvm::Error buildSession(PlanningSession &s, Progress &progress);
 
 /// Opens the session and plans with the shared flags. Under
+/// --fuse-head=auto a model whose head can be fused is planned with the
+/// head as written and fused, the percentage budget of the head as
+/// written in both, and the faster feasible plan is kept (headNote says
+/// which). Under
 /// --fuse-attention=auto a model with attention is planned as written and
 /// fused, under the same budget in bytes (a percentage is of the model's own
 /// ideal peak), and the faster feasible plan is kept: `s` is then the

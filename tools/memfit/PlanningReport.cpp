@@ -44,6 +44,7 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
     c.profile.estimatedExamples = u.missingExamples;
   }
   c.attention = s.attentionNote;
+  c.head = s.headNote;
   c.trainOnly = s.freeze.trainOnly;
   c.freeze = s.freeze.freeze;
   c.exact = o.exact;

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The head's product computed by the cross-entropy loss in chunks of rows
+# (--fuse-head): a tied GPT with a quarter of its labels ignored (-100)
+# trains on the CPU emulation as PyTorch trains it, fused whole, fused in
+# chunks of 5 rows over two sub-batches, and as written; validation counts
+# the same positions; bf16 stays within torch.autocast's bound. The plan
+# says which form it took; a head that cannot be fused is refused by name.
+set -u
+MEMFIT=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+  echo "fused_head: SKIPPED: $PY cannot import torch and onnx"
+  exit 0
+fi
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+source "$SRC/tests/e2e/verify.sh"
+
+# AdamW at eps 1e-3: the key bias's zero true gradient (tests/cli/today.sh).
+EXPORT_ARGS=(--ignore -100)
+TRAIN_ARGS=(--eps 1e-3)
+REF_ARGS=(--optimizer adamw --eps 1e-3 --weight-decay 0.01)
+ITERATIONS=3
+LR=0.01
+COMPILE_ARGS=(--optimizer adamw --fuse-head=true)
+check gpt-tied 75% 80% 85% 90%
+for d in ideal-gpt-tied tight-gpt-tied; do
+  grep -q 'x.headLoss(' $d/src/round_*.cpp || fail "$d does not fuse its head"
+  grep -q 'x.evalHeadLoss(' $d/src/eval_round_*.cpp ||
+    fail "$d's evaluation does not fuse its head"
+  [ "$($PY -c "import json; print(json.load(open('$d/plan.json'))['fused_head']['chunk_rows'])")" = 64 ] ||
+    fail "$d: plan.json does not say the head is fused in chunks of 64 rows"
+done
+
+# Chunks of 5 rows (the last of a sub-batch's 32 rows is 2 long) in two
+# sub-batches, each dividing by the whole batch's count.
+for f in .onnx -x.npy -y.npy; do cp "gpt-tied$f" "gpt-chunks$f" || fail "copy"; done
+COMPILE_ARGS=(--optimizer adamw --fuse-head=true --head-chunk-rows 5 --sub-batch 2)
+PLANS=(tight)
+verify gpt-chunks 75% 80% 85% 90%
+grep -q 'x.headLoss(P[0-9]*, 5,' tight-gpt-chunks/src/round_*.cpp ||
+  fail "gpt-chunks is not fused in chunks of 5 rows"
+
+# As written: the logits stored, no fused call, no fused_head in plan.json.
+for f in .onnx -x.npy -y.npy; do cp "gpt-tied$f" "gpt-written$f" || fail "copy"; done
+COMPILE_ARGS=(--optimizer adamw --fuse-head=false)
+verify gpt-written 75% 80% 85% 90%
+! grep -q 'headLoss' tight-gpt-written/src/*.cpp || fail "--fuse-head=false fused"
+[ "$($PY -c "import json; print('fused_head' in json.load(open('tight-gpt-written/plan.json')))")" = False ] ||
+  fail "plan.json of the head as written says it is fused"
+
+# Validation of the fused trainer against torch's eval mode on the weights
+# it saved (the positions of ignored labels not counted).
+d=tight-gpt-chunks
+"$d/build/trainer" --data gpt-tied-x.npy --labels gpt-tied-y.npy \
+  --iterations 1 --lr $LR "${TRAIN_ARGS[@]}" --val-data gpt-tied-x.npy \
+  --val-labels gpt-tied-y.npy --save "$d/val.onnx" >"$d/val.log" 2>&1 ||
+  { cat "$d/val.log"; fail "validate $d"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" gpt-tied.onnx gpt-tied-x.npy \
+  gpt-tied-y.npy --batch 4 --iterations 1 --val-x gpt-tied-x.npy \
+  --val-y gpt-tied-y.npy --val-from-trained --rtol 1e-5 \
+  --losses "$d/val.log" --trained "$d/val.onnx" >"$d/val.ref" 2>&1 ||
+  { cat "$d/val.ref"; fail "$d's validation disagrees with torch"; }
+echo "$d validation: $(cat "$d/val.ref")"
+
+# bf16 in chunks of 7 rows: the update against torch.autocast's within the
+# precision tests' bound (tests/cli/precision_train.sh's SAME).
+d=bf16-gpt
+"$MEMFIT" compile gpt-tied.onnx --batch 4 --budget 85% --device a100-40g \
+  --optimizer adamw --precision bf16 --fuse-head=true --head-chunk-rows 7 \
+  -o $d --quiet || fail "compile $d"
+build $d
+"$d/build/trainer" --data gpt-tied-x.npy --labels gpt-tied-y.npy \
+  --iterations $ITERATIONS --lr $LR "${TRAIN_ARGS[@]}" --log-every 1 \
+  --save "$d/trained.onnx" >"$d/train.log" 2>&1 || { cat "$d/train.log"; fail "train $d"; }
+"$PY" "$SRC/tests/e2e/torch_reference.py" gpt-tied.onnx gpt-tied-x.npy \
+  gpt-tied-y.npy --batch 4 --iterations $ITERATIONS --lr $LR "${REF_ARGS[@]}" \
+  --rtol 0.02 --update-tol 0.05 --autocast bf16 --losses "$d/train.log" \
+  --trained "$d/trained.onnx" >"$d/ref.log" 2>&1 ||
+  { cat "$d/ref.log"; fail "$d disagrees with torch's autocast"; }
+echo "$d: $(cat "$d/ref.log")"
+
+# The default plans both forms and says which it kept; inspect shows both.
+out=$("$MEMFIT" plan gpt-tied.onnx --batch 4 --budget 80% --device a100-40g) ||
+  fail "plan gpt-tied"
+grep -q '^note     head .*predicted .* fused, .* as written' <<<"$out" ||
+  { echo "$out"; fail "the summary does not say which head form was kept"; }
+out=$("$MEMFIT" inspect gpt-tied.onnx --batch 4 --summary) || fail "inspect"
+grep -q "^fused head  .*'/head/MatMul' fused with the loss above: liveness peak" <<<"$out" ||
+  { echo "$out"; fail "inspect does not compare the head's forms"; }
+
+# A classifier with a bias cannot be fused: --fuse-head=true says why.
+"$PY" "$SRC/tests/e2e/today_models.py" cnn-bn cnn.onnx cnn-x.npy cnn-y.npy \
+  --batch 4 --no-data || fail "export cnn-bn"
+if out=$("$MEMFIT" plan cnn.onnx --batch 4 --budget 80% --fuse-head=true 2>&1); then
+  fail "--fuse-head=true planned a head with a bias"
+fi
+grep -q "cnn.onnx: --fuse-head=true: the model's head cannot be fused: the head's product adds a bias" <<<"$out" ||
+  { echo "$out"; fail "the refusal does not say why"; }
+"$MEMFIT" plan cnn.onnx --batch 4 --budget 80% --quiet >/dev/null ||
+  fail "auto refuses a model whose head cannot be fused"
+echo "fused_head: OK"
