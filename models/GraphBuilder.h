@@ -79,6 +79,12 @@ public:
   int64_t numClasses() const { return numClasses_; }
   int64_t imageSize() const { return imageSize_; }
   int64_t seqLen() const { return seqLen_; }
+  /// A language model's vocabulary: the one set (ZooOptions::vocab), else
+  /// the model's own.
+  int64_t vocab(int64_t modelDefault) const {
+    return vocab_ > 0 ? vocab_ : modelDefault;
+  }
+  void setVocab(int64_t vocab) { vocab_ = vocab; }
   /// The opset the model imports (13 unless a family needs newer
   /// operators, such as LayerNormalization of opset 17).
   void setOpset(int64_t opset) { opset_ = opset; }
@@ -166,6 +172,7 @@ private:
   int64_t numClasses_;
   int64_t imageSize_;
   int64_t seqLen_;
+  int64_t vocab_ = 0;
   int64_t opset_ = 13;
   onnx::GraphProto graph_;
   std::vector<ValueRec> values_;

@@ -283,7 +283,9 @@ Val llamaBlock(Decoder &d, const LlamaConfig &c, const Rotary &r, int64_t i,
 
 } // namespace
 
-Val buildGpt2(GraphBuilder &b, const Gpt2Config &c) {
+Val buildGpt2(GraphBuilder &b, const Gpt2Config &config) {
+  Gpt2Config c = config;
+  c.vocab = b.vocab(c.vocab);
   b.setOpset(17); // LayerNormalization
   Decoder d(b, c.width, c.heads);
   Val ids = b.tokenInput();
@@ -304,7 +306,9 @@ Val buildGpt2(GraphBuilder &b, const Gpt2Config &c) {
   return b.node("MatMul", "lm_head", {x, head}, {d.t, c.vocab});
 }
 
-Val buildLlama(GraphBuilder &b, const LlamaConfig &c) {
+Val buildLlama(GraphBuilder &b, const LlamaConfig &config) {
+  LlamaConfig c = config;
+  c.vocab = b.vocab(c.vocab);
   Decoder d(b, c.width, c.heads);
   Val ids = b.tokenInput();
   d.positions();

@@ -30,6 +30,8 @@ constexpr int64_t kTinyImage = 8;
 constexpr int64_t kMaxClasses = int64_t(1) << 24;
 constexpr int64_t kMaxImageSize = 16384;
 constexpr int64_t kMaxSeqLen = int64_t(1) << 20;
+/// Past this a vocabulary is a typo: the largest in use are near 256k.
+constexpr int64_t kMaxVocab = int64_t(1) << 22;
 // Parametric depths up to this many layers (10x the deepest networks of the
 // papers); beyond it the graph itself would take gigabytes.
 constexpr int64_t kMaxDepth = 100000;
@@ -100,6 +102,11 @@ void addLanguageModels(std::vector<Model> &m) {
               "Llama-2-7B: 32 layers, width 4096, 32 heads, MLP 11008",
               {32, 4096, 32, 32, 11008},
               4096},
+        Llama{"llama3-8b",
+              "Llama-3-8B: 32 layers, width 4096, 32 heads, 8 key/value "
+              "heads, MLP 14336, vocabulary 128256, context 8192",
+              {32, 4096, 32, 8, 14336, 128256, 500000.0f},
+              8192},
         Llama{"llama-13b",
               "Llama-2-13B: 40 layers, width 5120, 40 heads, MLP 13824",
               {40, 5120, 40, 40, 13824},
@@ -357,6 +364,14 @@ llvm::Expected<std::string> buildZooModel(const std::string &name,
     return makeErrorF("model {0} predicts tokens of its own vocabulary; a "
                       "number of classes does not apply",
                       quoteName(model->name));
+  if (!language && opts.vocab != 0)
+    return makeErrorF("model {0} is not a language model; a vocabulary "
+                      "does not apply",
+                      quoteName(model->name));
+  if (opts.vocab < 0 || opts.vocab > kMaxVocab)
+    return makeErrorF("vocabulary must be between 1 and {0} tokens (0 for "
+                      "the model's own); got {1}",
+                      kMaxVocab, opts.vocab);
   if (language && opts.seqLen > model->maxSeqLen)
     return makeErrorF("model {0} takes sequences of up to {1} tokens (its "
                       "context length); got {2}",
@@ -368,6 +383,7 @@ llvm::Expected<std::string> buildZooModel(const std::string &name,
   int64_t image = opts.imageSize != 0 ? opts.imageSize : model->defaultImage;
   int64_t seqLen = opts.seqLen != 0 ? opts.seqLen : model->defaultSeqLen;
   GraphBuilder builder(model->name, opts.batch, classes, image, seqLen);
+  builder.setVocab(opts.vocab);
   Val out = model->build(builder);
   std::string doc =
       model->name + ": " + model->description + ". Written by memfit zoo";

@@ -44,6 +44,9 @@ struct ZooOptions {
   /// the tiny ones), which is also the longest it takes. Other models
   /// reject any other value, and language models reject numClasses.
   int64_t seqLen = 0;
+  /// Tokens of a language model's vocabulary (its embedding's and head's
+  /// rows); 0 = its own. Other models reject any other value.
+  int64_t vocab = 0;
 };
 
 struct ZooEntry {

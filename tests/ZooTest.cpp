@@ -53,7 +53,7 @@ TEST_CASE("every zoo model passes the onnx checker and shape inference",
       names.push_back(e.name);
     }
   }
-  REQUIRE(names.size() == 30 + 2 + 4);
+  REQUIRE(names.size() == 31 + 2 + 4);
   for (const std::string &name : names) {
     INFO("model " << name);
     InspectedModel m = buildAndInspect(name);
@@ -69,9 +69,10 @@ TEST_CASE("every zoo model passes the onnx checker and shape inference",
                   onnx::TensorProto::INT64;
     if (tokens) {
       int64_t t = m.shapes["input"].at(1);
-      int64_t vocab = tiny                                      ? 61
-                      : llvm::StringRef(name).startswith("gpt") ? 50257
-                                                                : 32000;
+      int64_t vocab = tiny                                         ? 61
+                      : llvm::StringRef(name).startswith("gpt")    ? 50257
+                      : llvm::StringRef(name).startswith("llama3") ? 128256
+                                                                   : 32000;
       CHECK(m.shapes["output"] == std::vector<int64_t>{N, t, vocab});
     } else {
       CHECK(m.shapes["output"] == std::vector<int64_t>{N, tiny ? 10 : 1000});
@@ -339,6 +340,29 @@ TEST_CASE("tiny models are small and have the stated structure", "[zoo]") {
   CHECK_FALSE(isTinyZooModel("no-such-model"));
 }
 
+TEST_CASE("--vocab sets a language model's vocabulary", "[zoo]") {
+  // GPT-2 at V 32000: (32000 + 1024) 768 + 12 (12 768^2 + 13 768) + 2 768.
+  ZooOptions o;
+  o.vocab = 32000;
+  auto bytes = buildZooModel("gpt2", o);
+  REQUIRE(static_cast<bool>(bytes));
+  onnx::ModelProto proto;
+  REQUIRE(proto.ParseFromString(*bytes));
+  int64_t params = 0;
+  for (int i = 1; i < proto.graph().input_size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : memfit::test::dimsOf(proto.graph().input(i).type()))
+      n *= d;
+    params += n;
+  }
+  CHECK(params == 110418432);
+  auto cnn = buildZooModel("resnet18", o);
+  REQUIRE_FALSE(static_cast<bool>(cnn));
+  CHECK(llvm::toString(cnn.takeError()) ==
+        "model 'resnet18' is not a language model; a vocabulary does not "
+        "apply");
+}
+
 TEST_CASE("gpt2 and llama-2 have the published parameter counts", "[zoo]") {
   struct Case {
     const char *name;
@@ -358,6 +382,8 @@ TEST_CASE("gpt2 and llama-2 have the published parameter counts", "[zoo]") {
         Case{"gpt3-175b", 174604259328, 2048},
         Case{"llama-1b", 1100048384, 2048}, // TinyLlama-1.1B
         Case{"llama-7b", 6738415616, 4096},
+        // Llama-3-8B: V 128256, 8 key/value heads of 32, MLP 14336.
+        Case{"llama3-8b", 8030261248, 8192},
         Case{"llama-13b", 13015864320, 4096},
         Case{"llama-70b", 68976648192, 4096},
         // (61 + 16) 32 + 2 (12 32^2 + 13 32) + 2 32

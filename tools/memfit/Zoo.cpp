@@ -60,6 +60,11 @@ cl::opt<PositiveCount>
            cl::desc("Tokens per sequence of a language model (default: "
                     "its context length)"),
            cl::value_desc("T"), cl::init(0), cl::sub(ZooCmd));
+cl::opt<PositiveCount>
+    Vocab("vocab",
+          cl::desc("Tokens in a language model's vocabulary (default: its "
+                   "own)"),
+          cl::init(0), cl::sub(ZooCmd));
 cl::opt<bool> Force("force", cl::desc("Overwrite an existing output file"),
                     cl::sub(ZooCmd));
 
@@ -96,6 +101,7 @@ int run() {
   opts.numClasses = Classes;
   opts.imageSize = ImageSize;
   opts.seqLen = SeqLen;
+  opts.vocab = Vocab;
   opts.withWeights =
       Weights || (!NoWeights && memfit::isTinyZooModel(ModelName));
 

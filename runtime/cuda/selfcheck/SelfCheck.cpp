@@ -652,6 +652,49 @@ void checkCrossEntropy(Bench &b, const std::string &tag) {
   expect("cross-entropy gradient" + tag, b.get(gd, batch * per), dWant, 1e-6);
 }
 
+/// The fused head (Exec::headLoss) against the reference's product, loss
+/// and products of the gradient over the whole batch at once: a batch of
+/// 8 in sub-batches of 5 and 3, 4 rows a sample, chunks of 3 rows (the
+/// last of each sub-batch shorter), every fourth label ignored.
+void checkFusedHead() {
+  const int64_t rows = 4, classes = 37;
+  Bench b(programInfo(false, classes, 1));
+  const int64_t batch = b.info.batch, all = batch * rows;
+  GemmParams p{6, classes, true, 1.0f, 0.0f};
+  p.rows = rows;
+  Vec x = random(all * p.k), w = random(p.m * p.k);
+  std::vector<int32_t> labels(all);
+  for (size_t q = 0; q < labels.size(); ++q)
+    labels[q] = q % 4 == 3 ? -100 : int32_t((q * 5) % classes);
+  const double counted =
+      double(kernels::countedLabels(all, labels.data(), -100));
+  Vec logits(all * p.m), dl(all * p.m), dxWant(all * p.k), dwWant(p.m * p.k);
+  float want = 0;
+  gemmForward(p, all, x.data(), w.data(), nullptr, logits.data());
+  softmaxCrossEntropy({all, p.m, 1}, 1, counted, logits.data(), labels.data(),
+                      -100, &want, dl.data());
+  gemmBackwardData(p, all, w.data(), dl.data(), dxWant.data(), false);
+  gemmBackwardWeight(p, all, x.data(), dl.data(), dwWant.data(), nullptr,
+                     false);
+  b.reset(5);
+  float *gx = b.put(x), *gw = b.put(w), *gdx = b.zeros(all * p.k),
+        *gdw = b.zeros(p.m * p.k), *scratch = b.zeros(3 * p.m);
+  int32_t *glab = reinterpret_cast<int32_t *>(b.zeros(all));
+  upload(glab, labels.data(), all * 4);
+  for (int64_t first : {int64_t(0), int64_t(5)}) {
+    b.x.n = first == 0 ? 5 : 3;
+    b.x.lossCount = counted;
+    b.x.firstSample = first;
+    b.x.subBatchIndex = first == 0 ? 0 : 1;
+    const int64_t at = first * rows;
+    b.x.headLoss(p, 3, gx + at * p.k, gw, glab + at, scratch, b.x.lossValue(),
+                 gdx + at * p.k, false, gdw, first != 0);
+  }
+  expect("fused head loss", {b.x.readLoss()}, {want}, 1e-6);
+  expect("fused head dx", b.get(gdx, all * p.k), dxWant, 1e-5);
+  expect("fused head dW", b.get(gdw, p.m * p.k), dwWant, 1e-5);
+}
+
 void checkMse(int64_t features, const std::string &tag) {
   Bench b(programInfo(true, features));
   const int64_t batch = b.info.batch;
@@ -682,6 +725,7 @@ void checkLosses(Bench &b) {
   checkCrossEntropy(wide, " (many blocks)");
   checkMse(7, "");
   checkMse(100000, " (many blocks)");
+  checkFusedHead();
 }
 
 void checkElementwise(Bench &b) {
