@@ -105,6 +105,8 @@ int run() {
 
   Progress progress = makeProgress();
   PlanningSession s;
+  // As attention: compare plans the fused head unless told otherwise.
+  s.fuseHead = fuseHeadRequested();
   if (auto err = openSession(s, /*keepWeightData=*/false, &progress))
     return reportError(std::move(err));
   auto baseReq = compareRequest(s);

@@ -373,6 +373,8 @@ int64_t attentionOps(const Graph &g) {
 
 } // namespace
 
+bool fuseHeadRequested() { return FuseHead != AttentionMode::Materialized; }
+
 Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   Progress silent(true, false);
   Progress &p = progress ? *progress : silent;

@@ -99,6 +99,9 @@ int32_t accumulateFlag();
 /// fused, or as the model writes it.
 enum class AttentionMode { Auto, Fused, Materialized };
 
+/// --fuse-head is not false: compare plans the fused head.
+bool fuseHeadRequested();
+
 /// Imports the model and builds the task graph and the cost model from the
 /// shared flags (attention fused unless --fuse-attention=false).
 llvm::Error openSession(PlanningSession &s, bool keepWeightData,
