@@ -333,9 +333,6 @@ int32_t accumulateFlag() {
   return static_cast<int32_t>(std::max<int64_t>(1, Accumulate));
 }
 
-namespace {
-
-/// Imports the model as the flags say, attention fused when `fuse`.
 Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
                  Progress &p) {
   if (Quiet && Verbose)
@@ -366,14 +363,16 @@ Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
   return Error::success();
 }
 
+namespace {
 int64_t attentionOps(const Graph &g) {
   return llvm::count_if(
       g.ops, [](const Op &op) { return op.kind == OpKind::Attention; });
 }
-
 } // namespace
 
 bool fuseHeadRequested() { return FuseHead != AttentionMode::Materialized; }
+AttentionMode fuseAttentionFlag() { return FuseAttention; }
+AttentionMode fuseHeadFlag() { return FuseHead; }
 
 Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   Progress silent(true, false);
@@ -444,212 +443,6 @@ Expected<PlanOutcome> runPlanner(PlanningSession &s, const PlanRequest &req,
   progress.done();
   return out;
 }
-
-namespace {
-
-std::string attentionChoiceNote(VariantChoice &c, int64_t n) {
-  auto ms = [](double sec) { return formatv("{0:F2} ms", sec * 1e3).str(); };
-  VariantOutcome &chosen = c.tried[c.chosen];
-  std::string what =
-      chosen.fused == n   ? formatv("attention fused (all {0})", n).str()
-      : chosen.fused == 0 ? formatv("attention as the model writes it ({0} "
-                                    "subgraph{1}, scores stored)",
-                                    n, n == 1 ? "" : "s")
-                                .str()
-                          : formatv("attention fused in the first {0} of {1} "
-                                    "(the rest store their scores)",
-                                    chosen.fused, n)
-                                .str();
-  std::string others;
-  for (size_t i = 0; i < c.tried.size(); ++i) {
-    VariantOutcome &t = c.tried[i];
-    if (i == c.chosen || (t.fused != 0 && t.fused != n))
-      continue;
-    others += t.fused == 0 ? "; as written " : "; all fused ";
-    others += t.outcome ? ms(t.outcome->plan.summary.plannedSeconds)
-                        : std::string("does not fit");
-  }
-  return formatv("{0}: predicted {1} per iteration{2}", what,
-                 ms(chosen.outcome->plan.summary.plannedSeconds), others);
-}
-
-} // namespace
-
-namespace {
-Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
-                                          bool keepWeightData,
-                                          Progress &progress);
-
-/// What the summary says of the head: its form, chunk and scratch, and
-/// both forms' ideal peaks and predicted times where both were planned.
-std::string headNote(const TaskGraph &fusedTg, const PlanOutcome *fused,
-                     const PlanOutcome *written, bool chosenFused) {
-  auto ms = [](const PlanOutcome *o) {
-    return o ? formatv("{0:F2} ms", o->plan.summary.plannedSeconds * 1e3).str()
-             : std::string("does not fit");
-  };
-  std::string out =
-      chosenFused
-          ? formatv("head fused with the loss (chunks of {0} rows, {1} of "
-                    "logits at a time; the logits are never stored whole)",
-                    fusedTg.headChunkRows,
-                    formatBytes(
-                        fusedTg.blocks[fusedTg.headScratchBlock].fixedBytes))
-                .str()
-          : std::string("head as the model writes it (the logits stored)");
-  if (fused && written)
-    out += formatv(": ideal peak {0} fused, {1} as written",
-                   formatBytes(fused->idealPeakBytes),
-                   formatBytes(written->idealPeakBytes))
-               .str();
-  if (written || !chosenFused)
-    out +=
-        formatv("; predicted {0} fused, {1} as written", ms(fused), ms(written))
-            .str();
-  return out;
-}
-} // namespace
-
-Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
-                                 bool keepWeightData, Progress &progress) {
-  if (FuseHead == AttentionMode::Materialized)
-    return planAttentionChosen(s, keepWeightData, progress);
-  if (FuseHead == AttentionMode::Fused) {
-    s->fuseHead = true;
-    auto out = planAttentionChosen(s, keepWeightData, progress);
-    if (out && s->tg.fusedHead == kNoId) {
-      HeadFusion hf = fusableHead(s->graph, s->config.loss,
-                                  lossClassAxis(s->graph, s->config.classAxis));
-      return makeErrorF("{0}: --fuse-head=true: the model's head cannot be "
-                        "fused: {1}",
-                        s->modelPath, hf.why);
-    }
-    if (out)
-      s->headNote = headNote(s->tg, &*out, nullptr, true);
-    return out;
-  }
-  // Auto: the head as written, then fused under the same bytes.
-  auto written = planAttentionChosen(s, keepWeightData, progress);
-  if (!written && !written.errorIsA<Infeasible>())
-    return written;
-  if (fusableHead(s->graph, s->config.loss,
-                  lossClassAxis(s->graph, s->config.classAxis))
-          .op == kNoId)
-    return written;
-  auto req = planRequest(*s);
-  if (!req) {
-    consumeError(written.takeError());
-    return req.takeError();
-  }
-  auto fused = std::make_unique<PlanningSession>();
-  fused->fuseHead = true;
-  if (req->budgetFraction > 0 && !req->budgetIsLowerBound) {
-    if (written) {
-      fused->budgetBytes = written->budget;
-    } else {
-      PlanRequest ideal = *req;
-      ideal.policy = Policy::Ideal;
-      ideal.budgetFraction = 0;
-      auto yard = planTraining(s->tg, s->tableFn(), ideal);
-      if (!yard) {
-        consumeError(written.takeError());
-        return yard.takeError();
-      }
-      fused->budgetBytes =
-          resolveBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes)
-              .device;
-    }
-  }
-  auto out = planAttentionChosen(fused, keepWeightData, progress);
-  if (!out && !out.errorIsA<Infeasible>()) {
-    consumeError(written.takeError());
-    return out.takeError();
-  }
-  // The faster feasible plan; on a tie the fused one (less memory).
-  bool takeFused =
-      out && (!written || out->plan.summary.plannedSeconds <=
-                              written->plan.summary.plannedSeconds);
-  if (!out && !written) {
-    // Neither fits: the fused form's reason (its lower bound is lower).
-    consumeError(written.takeError());
-    return out.takeError();
-  }
-  std::string note = headNote(fused->tg, out ? &*out : nullptr,
-                              written ? &*written : nullptr, takeFused);
-  if (takeFused) {
-    consumeError(written.takeError());
-    s = std::move(fused);
-    s->headNote = note;
-    return out;
-  }
-  consumeError(out.takeError());
-  s->headNote = note;
-  return written;
-}
-
-namespace {
-Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
-                                          bool keepWeightData,
-                                          Progress &progress) {
-  if (FuseAttention != AttentionMode::Auto) {
-    if (auto err = openSession(*s, keepWeightData, &progress))
-      return err;
-    auto req = planRequest(*s);
-    if (!req)
-      return req.takeError();
-    return runPlanner(*s, *req, progress);
-  }
-  // Auto: the graph-variant search (passes/search/GraphVariants.h) over the
-  // model as written and graphs with more and more of its attention fused;
-  // each graph is built here when the search first asks for it.
-  if (auto err = importInto(*s, keepWeightData, false, progress))
-    return err;
-  int64_t n = countAttention(s->graph);
-  if (auto err = buildSession(*s, progress))
-    return err;
-  auto req = planRequest(*s);
-  if (!req)
-    return req.takeError();
-  if (n == 0)
-    return runPlanner(*s, *req, progress);
-  // Sessions by fused count; the one as written is `s`'s.
-  std::map<int64_t, std::unique_ptr<PlanningSession>> sessions;
-  sessions[0] = std::move(s);
-  const PlanningSession &written = *sessions[0];
-  AttentionVariants variants{
-      .subgraphs = n,
-      .plan = [&](int64_t k, const PlanRequest &r) -> Expected<PlanOutcome> {
-        std::unique_ptr<PlanningSession> &session = sessions[k];
-        if (!session) {
-          session = std::make_unique<PlanningSession>();
-          session->modelPath = written.modelPath;
-          session->fuseHead = written.fuseHead;
-          session->budgetBytes = written.budgetBytes;
-          session->graph = fuseAttention(written.graph, k);
-          if (auto err = buildSession(*session, progress))
-            return err;
-        }
-        return runPlanner(*session, r, progress);
-      }};
-  auto choice = chooseAttention(variants, *req);
-  // Moved into `sessions`, the session as written goes back to `s` unless
-  // another is chosen.
-  if (!choice) {
-    s = std::move(sessions[0]);
-    return choice.takeError();
-  }
-  std::string note = attentionChoiceNote(*choice, n);
-  VariantOutcome &chosen = choice->tried[choice->chosen];
-  s = std::move(sessions[chosen.fused]);
-  s->attentionNote = note;
-  Expected<PlanOutcome> out = std::move(chosen.outcome);
-  for (VariantOutcome &t : choice->tried)
-    if (&t != &chosen && !t.outcome)
-      consumeError(t.outcome.takeError());
-  return out;
-}
-
-} // namespace
 
 std::string trainingRestriction(const TaskGraph &tg) {
   FrozenCount f = countFrozen(tg);

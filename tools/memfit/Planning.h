@@ -101,6 +101,13 @@ enum class AttentionMode { Auto, Fused, Materialized };
 
 /// --fuse-head is not false: compare plans the fused head.
 bool fuseHeadRequested();
+/// --fuse-attention and --fuse-head as given.
+AttentionMode fuseAttentionFlag();
+AttentionMode fuseHeadFlag();
+/// Imports the model as the flags say into `s`, attention fused when
+/// `fuse` (FormChoice.cpp imports each form it plans).
+llvm::Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
+                       Progress &p);
 
 /// Imports the model and builds the task graph and the cost model from the
 /// shared flags (attention fused unless --fuse-attention=false).
