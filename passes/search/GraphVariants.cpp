@@ -29,10 +29,7 @@ llvm::Expected<PlanRequest> sameBytes(const AttentionVariants &v,
                                       const PlanRequest &req) {
   if (req.budgetFraction <= 0)
     return req;
-  PlanRequest ideal = req;
-  ideal.policy = Policy::Ideal;
-  ideal.budgetFraction = 0;
-  auto yard = v.plan(0, ideal);
+  auto yard = v.plan(0, idealYardstick(req));
   if (!yard)
     return yard.takeError();
   return withBudget(

@@ -15,6 +15,16 @@
 #include <chrono>
 
 namespace memfit {
+
+PlanRequest idealYardstick(PlanRequest req) {
+  req.policy = Policy::Ideal;
+  req.budgetFraction = 0;
+  req.budgetIsLowerBound = false;
+  req.bound = false;
+  req.forcedChunks = 0;
+  return req;
+}
+
 namespace pipeline {
 
 llvm::Expected<Candidate> planWith(const TaskGraph &tg, const CostTable &full,

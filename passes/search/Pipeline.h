@@ -181,6 +181,11 @@ struct ResolvedBudget {
 ResolvedBudget resolveBudget(const PlanRequest &req, int64_t idealPeakBytes,
                              int64_t lowerBoundBytes);
 
+/// The ideal plan's request that a percentage budget of `req` is of: the
+/// ideal policy without a budget, a bound or a forced split into chunks
+/// (which the ideal policy refuses: it plans under no budget).
+PlanRequest idealYardstick(PlanRequest req);
+
 /// `req` with the budget `b` in bytes in place of what it asked for (a
 /// percentage, the lower bound): several plans under the same bytes.
 PlanRequest withBudget(PlanRequest req, const ResolvedBudget &b);

@@ -156,12 +156,7 @@ llvm::Expected<PlanOutcome> yardstick(const TaskGraph &tg,
                                       const CostTableFn &tableAt,
                                       const PlanRequest &req,
                                       const PlanOneGraph &planOne) {
-  PlanRequest ideal = req;
-  ideal.policy = Policy::Ideal;
-  ideal.budgetFraction = 0;
-  ideal.budgetIsLowerBound = false;
-  ideal.bound = false;
-  return planOne(tg, tableAt, ideal);
+  return planOne(tg, tableAt, idealYardstick(req));
 }
 
 /// The bytes to move off the GPU for each homing tried, ascending: none;

@@ -92,6 +92,13 @@ out=$("$MEMFIT" inspect gpt-tied.onnx --batch 4 --summary) || fail "inspect"
 grep -q "^fused head  .*'/head/MatMul' fused with the loss above: liveness peak" <<<"$out" ||
   { echo "$out"; fail "inspect does not compare the head's forms"; }
 
+# The batch in two chunks with the default forms: the percentage budget is
+# of the ideal plan, which splits nothing (it used to be refused).
+"$MEMFIT" compile gpt-tied.onnx --batch 4 --budget 80% --device a100-40g \
+  --chunks 2 -o chunks2 --quiet || fail "--chunks 2 with auto forms"
+[ "$($PY -c "import json; print(json.load(open('chunks2/plan.json'))['chunks'])")" = 2 ] ||
+  fail "the plan of --chunks 2 is not in two chunks"
+
 # A classifier with a bias cannot be fused: --fuse-head=true says why.
 "$PY" "$SRC/tests/e2e/today_models.py" cnn-bn cnn.onnx cnn-x.npy cnn-y.npy \
   --batch 4 --no-data || fail "export cnn-bn"

@@ -125,10 +125,7 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     if (written) {
       fused->budgetBytes = written->budget;
     } else {
-      PlanRequest ideal = *req;
-      ideal.policy = Policy::Ideal;
-      ideal.budgetFraction = 0;
-      auto yard = planTraining(s->tg, s->tableFn(), ideal);
+      auto yard = planTraining(s->tg, s->tableFn(), idealYardstick(*req));
       if (!yard) {
         consumeError(written.takeError());
         return yard.takeError();
