@@ -416,8 +416,8 @@ void productRows(const Exec &ex, const Exec::Impl &im, const GemmParams &p,
   // Column-major, y^T[m, n] = op(W)^T x^T. W [m, k] (transB) reads as W^T
   // [k, m] (ld k): transpose it; W [k, m] reads as W^T [m, k] (ld m).
   if (p.transB)
-    cuda::gemm(ex, im, true, false, m, nn, k, p.alpha, vw, k, 0, vx, k, 0,
-               0.0f, vy, m, 0);
+    cuda::gemm(ex, im, true, false, m, nn, k, p.alpha, vw, k, 0, vx, k, 0, 0.0f,
+               vy, m, 0);
   else
     cuda::gemm(ex, im, false, false, m, nn, k, p.alpha, vw, m, 0, vx, k, 0,
                0.0f, vy, m, 0);
@@ -543,7 +543,8 @@ void Exec::headLoss(const GemmParams &p, int64_t chunkRows, const float *x,
   const bool reset = firstSample == 0; // the first sub-batch or chunk
   auto *partials = reinterpret_cast<CompensatedSum *>(impl->lossPartials);
   const auto *lab = static_cast<const int32_t *>(labels);
-  const View vx = impl->view(x), vw = impl->view(w), vs = impl->view(scratch);
+  const View vx = impl->view(x), vw = impl->view(w), vs = impl->view(scratch),
+             vdx = impl->view(dx), vdw = impl->view(dw);
   const int64_t rows = n * p.rows;
   const double count = lossPositions();
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
@@ -552,19 +553,17 @@ void Exec::headLoss(const GemmParams &p, int64_t chunkRows, const float *x,
     // The chunk's logits, then their gradient over them.
     productRows(*this, *impl, p, rr, xc, vw, vs);
     const unsigned blocks = lossBlocks(rr, kLossThreads / 32);
-    cuda::launch<CrossEntropyKernel>(
-        blocks, impl->compute(), LossShape{rr, p.m, 1}, int64_t(1), count,
-        prog.ignoreIndex, vs, lab + r0, partials, vs, lossScale,
-        impl->stateRead());
+    cuda::launch<CrossEntropyKernel>(blocks, impl->compute(),
+                                     LossShape{rr, p.m, 1}, int64_t(1), count,
+                                     prog.ignoreIndex, vs, lab + r0, partials,
+                                     vs, lossScale, impl->stateRead());
     cuda::launch<LossTotalKernel>(1, impl->compute(), partials, int(blocks),
                                   count, loss, reset && r0 == 0,
                                   impl->stateRead());
     if (dx)
-      dataGradRows(*this, *impl, p, rr, vw, vs, impl->view(dx) + r0 * p.k,
-                   accX);
+      dataGradRows(*this, *impl, p, rr, vw, vs, vdx + r0 * p.k, accX);
     if (dw)
-      weightGradRows(*this, *impl, p, rr, xc, vs, impl->view(dw),
-                     accW || r0 > 0);
+      weightGradRows(*this, *impl, p, rr, xc, vs, vdw, accW || r0 > 0);
   }
   impl->done(*this, "fused head loss");
 }
@@ -583,10 +582,9 @@ void Exec::evalHeadLoss(const GemmParams &p, int64_t chunkRows, const float *x,
     const int64_t rr = std::min(chunkRows, rows - r0);
     productRows(*this, *impl, p, rr, vx + r0 * p.k, vw, vs);
     const unsigned blocks = lossBlocks(rr, kLossThreads / 32);
-    cuda::launch<EvalCrossEntropyKernel>(blocks, impl->compute(),
-                                         LossShape{rr, p.m, 1}, int64_t(1),
-                                         prog.ignoreIndex, vs, lab + r0,
-                                         partials);
+    cuda::launch<EvalCrossEntropyKernel>(
+        blocks, impl->compute(), LossShape{rr, p.m, 1}, int64_t(1),
+        prog.ignoreIndex, vs, lab + r0, partials);
     const int64_t counted = kernels::countedLabels(
         rr,
         static_cast<const int32_t *>(hostLabels(impl->batch)) +

@@ -342,6 +342,18 @@ void Exec::copy(int64_t perSample, const float *x, float *y) {
 void Exec::accumulateInto(int64_t perSample, const float *x, float *y) {
   rt::accumulate(perSample * n, x, y);
 }
+namespace {
+/// The `count` labels as int32 class ids, each in [0, classes) or the
+/// ignored index; a trainer stops on any other.
+const int32_t *checkedLabels(const Exec &x, const void *labels, int64_t count,
+                             int64_t classes, int32_t ignore) {
+  auto *lab = static_cast<const int32_t *>(labels);
+  if (!rt::validateLabels(count, classes, lab, ignore))
+    x.fatal("a label is outside [0, " + std::to_string(classes) +
+            ") and is not the ignored index " + std::to_string(ignore));
+  return lab;
+}
+} // namespace
 void Exec::loss(const float *logits, const void *labels, float *loss,
                 float *dlogits) {
   if (firstSample == 0) // the first sub-batch or chunk starts the sum
@@ -352,11 +364,8 @@ void Exec::loss(const float *logits, const void *labels, float *loss,
     scaleLossGradient(dlogits, n * prog.labelPerSample, lossScale);
     return;
   }
-  auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(n * prog.labelPerSample, prog.classes, lab,
-                          prog.ignoreIndex))
-    fatal("a label is outside [0, " + std::to_string(prog.classes) +
-          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
+  const int32_t *lab = checkedLabels(*this, labels, n * prog.labelPerSample,
+                                     prog.classes, prog.ignoreIndex);
   rt::softmaxCrossEntropy({prog.lossOuter, prog.classes, prog.lossInner}, n,
                           lossPositions(), logits, lab, prog.ignoreIndex, loss,
                           dlogits);
@@ -372,11 +381,8 @@ void Exec::evalLoss(const float *logits, const void *labels) {
     s.count += double(valid * prog.labelPerSample);
     return;
   }
-  auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(valid * prog.labelPerSample, prog.classes, lab,
-                          prog.ignoreIndex))
-    fatal("a label is outside [0, " + std::to_string(prog.classes) +
-          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
+  const int32_t *lab = checkedLabels(*this, labels, valid * prog.labelPerSample,
+                                     prog.classes, prog.ignoreIndex);
   rt::crossEntropySums({prog.lossOuter, prog.classes, prog.lossInner}, valid,
                        logits, lab, prog.ignoreIndex, s.loss, s.correct,
                        s.count);
@@ -387,10 +393,8 @@ void Exec::headLoss(const GemmParams &p, int64_t chunkRows, const float *x,
   if (firstSample == 0) // the first sub-batch or chunk starts the sum
     *loss = 0;
   const int64_t rows = n * p.rows;
-  auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(rows, p.m, lab, prog.ignoreIndex))
-    fatal("a label is outside [0, " + std::to_string(p.m) +
-          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
+  const int32_t *lab =
+      checkedLabels(*this, labels, rows, p.m, prog.ignoreIndex);
   x = impl->tensorCoreInput(0, x, rows * p.k);
   w = impl->tensorCoreInput(1, w, p.k * p.m);
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
@@ -415,10 +419,8 @@ void Exec::evalHeadLoss(const GemmParams &p, int64_t chunkRows, const float *x,
                         const float *w, const void *labels, float *scratch) {
   const int64_t valid = std::clamp<int64_t>(evalValidEnd - firstSample, 0, n);
   const int64_t rows = valid * p.rows;
-  auto *lab = static_cast<const int32_t *>(labels);
-  if (!rt::validateLabels(rows, p.m, lab, prog.ignoreIndex))
-    fatal("a label is outside [0, " + std::to_string(p.m) +
-          ") and is not the ignored index " + std::to_string(prog.ignoreIndex));
+  const int32_t *lab =
+      checkedLabels(*this, labels, rows, p.m, prog.ignoreIndex);
   EvalSums &s = impl->evalSums;
   x = impl->tensorCoreInput(0, x, rows * p.k);
   w = impl->tensorCoreInput(1, w, p.k * p.m);
