@@ -312,8 +312,8 @@ TEST_CASE("RMSNorm's pieces: ReduceMean over the last axis, Reciprocal, Neg",
     return errorText(r.import(batchOf(2)));
   };
   CHECK(reduce({1}) == "");
-  CHECK_THAT(reduce({0, 1, 2}), Contains("'rm' (ReduceMean)") &&
-                                    Contains("after the batch's"));
+  CHECK_THAT(reduce({0, 1, 2}),
+             Contains("'rm' (ReduceMean)") && Contains("after the batch's"));
   CHECK(reduce({1, 2}) == "");
 }
 
@@ -573,6 +573,37 @@ TEST_CASE("Tile of an activation is views around an Expand", "[onnx][import]") {
       .output("y", 2);
   CHECK_THAT(errorText(batch.import(batchOf(2))),
              Contains("'t' (Tile)") && Contains("repeats the batch"));
+}
+
+TEST_CASE("Tile of a weight over the batch is the class token's lookup",
+          "[onnx][import]") {
+  // cls.repeat(x.shape[0], 1, 1) of a [1, 1, 4] parameter, the repeats
+  // built from Shape (the batch in them), added to x [N, 1, 4]: one lookup
+  // of its row per sample, then the Add; the weight trains.
+  auto model = [](std::vector<int64_t> rest) {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 1, 4})
+        .init("cls", {1, 1, 4})
+        .node("Shape", {"x"}, {"s"})
+        .constInt64("i0", {1}, {0})
+        .node("Gather", {"s", "i0"}, {"n"}, {attrInt("axis", 0)})
+        .constInt64("rest", {2}, rest)
+        .node("Concat", {"n", "rest"}, {"reps"}, {attrInt("axis", 0)})
+        .node("Tile", {"cls", "reps"}, {"c"}, {}, "tile")
+        .node("Add", {"x", "c"}, {"y"})
+        .output("y", 3);
+    return b;
+  };
+  Graph g = importOk(model({1, 1}), batchOf(2));
+  REQUIRE(g.ops.size() == 2);
+  CHECK(g.ops[0].kind == OpKind::Embedding);
+  CHECK(g.values[g.ops[0].inputs[0]].trainable);
+  CHECK(g.values[g.ops[0].outputs[0]].dims == std::vector<int64_t>{2, 1, 4});
+  CHECK(g.ops[1].kind == OpKind::Add);
+  // Repeated along its own axes too, it would need the repeats' sum on the
+  // weight side: refused, named.
+  CHECK_THAT(errorText(model({2, 1}).import(batchOf(2))),
+             Contains("'tile' (Tile)") && Contains("tiles a weight by"));
 }
 
 TEST_CASE("Flatten after larger axes merges them with the batch",

@@ -611,11 +611,11 @@ TEST_CASE("Softplus, Mish, Celu and LogSigmoid as torch.onnx writes them",
         std::vector<OpKind>{OpKind::Softplus, OpKind::Tanh, OpKind::Mul,
                             OpKind::Add});
 
+  // Log of anything but a Sigmoid is the natural logarithm.
   OnnxBuilder log(17);
   log.input("x", {-1, 8}).node("Log", {"x"}, {"y"}, {}, "lg").output("y", 2);
-  CHECK_THAT(errorText(log.import(batchOf(2))),
-             Catch::Contains("'lg' (Log)") &&
-                 Catch::Contains("only as Log(Sigmoid(x))"));
+  CHECK(opKinds(importOk(log, batchOf(2))) ==
+        std::vector<OpKind>{OpKind::Log});
   OnnxBuilder zero(17);
   zero.input("x", {-1, 8})
       .node("Celu", {"x"}, {"y"}, {attrFloat("alpha", 0.0f)}, "celu")

@@ -23,9 +23,10 @@ TEST_CASE("every operator kind has exactly one definition", "[ops]") {
     // generated code.
     // (BatchMatMul comes from Einsum, and from MatMul of two activations;
     // Attention from a pass over the imported graph; IntProgram from
-    // the integer nodes on the token ids.)
-    bool derived =
-        defs[k].kind == OpKind::Attention || defs[k].kind == OpKind::IntProgram;
+    // the integer nodes on the token ids; LogSigmoid from Log(Sigmoid).)
+    bool derived = defs[k].kind == OpKind::Attention ||
+                   defs[k].kind == OpKind::IntProgram ||
+                   defs[k].kind == OpKind::LogSigmoid;
     CHECK((defs[k].importOnnx != nullptr) != derived);
     CHECK(defs[k].onnxTypes.empty() == derived);
     CHECK(defs[k].emit != nullptr);

@@ -198,6 +198,12 @@ def activation(name, kind, lo_x=-8, hi_x=8, **params):
         y = F.celu(x, params["alpha"])
     elif kind == "logsigmoid":
         y = F.logsigmoid(x)
+    elif kind == "exp":
+        y = torch.exp(x)
+    elif kind == "abs":
+        y = torch.abs(x)
+    elif kind == "log":
+        y = torch.log(x)
     else:
         y = F.hardtanh(x, params["lo"], params["hi"])
     dy = rand(*y.shape)
@@ -333,6 +339,9 @@ def main():
     activation("mish", "mish", lo_x=-25, hi_x=25)
     activation("celu", "celu", alpha=0.7)
     activation("logsigmoid", "logsigmoid", lo_x=-25, hi_x=25)
+    activation("exp", "exp", lo_x=-4, hi_x=4)
+    activation("abs", "abs")
+    activation("log", "log", lo_x=0.05, hi_x=8)
 
     cross_entropy("crossentropy", 5, 7)
     mse("mse", 4, 3)

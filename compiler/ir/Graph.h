@@ -135,6 +135,8 @@ enum class OpKind : uint8_t {
   Celu,
   LogSigmoid,
   Exp,
+  Abs,
+  Log,
   /// Forward-only index arithmetic on the token ids (position ids from
   /// cumsum(ids != pad)); its steps are OpAttrs::program.
   IntProgram, // the last kind (OpRegistryTest counts them to it)

@@ -172,9 +172,10 @@ public:
     return out;
   }
 
-  /// ReduceSum, ReduceMean, ReduceMax, ReduceMin and ReduceProd of a
-  /// constant (a mask's row counts, a table's norm), in double, in the
-  /// constant's type (integers: an integer mean truncates, as ONNX's).
+  /// ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+  /// ReduceL2, ReduceSumSquare and ReduceLogSumExp of a constant (a mask's
+  /// row counts, a table's norm), in double, in the constant's type
+  /// (integers: an integer mean truncates, as ONNX's).
   Expected<ConstTensor> reduce() {
     auto t = input(0);
     if (!t)
@@ -226,7 +227,17 @@ public:
         k = k * kept[i] + (reduced[i] ? 0 : idx[i]);
       double v = t->isFloat() ? double(t->floats[e]) : double(t->ints[e]);
       double &a = acc[k];
-      if (op == "ReduceMax")
+      if (op == "ReduceL1")
+        v = std::fabs(v);
+      else if (op == "ReduceL2" || op == "ReduceSumSquare")
+        v *= v;
+      if (op == "ReduceLogSumExp") {
+        // A running log-sum-exp, shifted by the larger term.
+        double hi = std::max(a, v), lo = std::min(a, v);
+        a = !seen[k]          ? v
+            : lo == -INFINITY ? hi
+                              : hi + std::log1p(std::exp(lo - hi));
+      } else if (op == "ReduceMax")
         a = seen[k] ? std::max(a, v) : v;
       else if (op == "ReduceMin")
         a = seen[k] ? std::min(a, v) : v;
@@ -244,6 +255,8 @@ public:
     for (double &a : acc)
       if (op == "ReduceMean")
         a /= double(per);
+      else if (op == "ReduceL2")
+        a = std::sqrt(a);
     for (double a : acc) {
       if (out.isFloat())
         out.floats.push_back(float(a));
@@ -509,7 +522,7 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"And", true, foldElementwise<logicalAnd, false>},
       {"Or", true, foldElementwise<logicalOr, false>},
       {"Xor", true, foldElementwise<logicalXor, false>},
-      {"Abs", true, foldElementwise<absolute, true>},
+      {"Abs", false, foldElementwise<absolute, true>},
       {"Min", false, foldElementwise<minimum, true>},
       {"Max", false, foldElementwise<maximum, true>},
       {"Trilu", true, viaLiteralFolder<&LiteralFolder::trilu>},
@@ -533,6 +546,10 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"ReduceMax", false, viaLiteralFolder<&LiteralFolder::reduce>},
       {"ReduceMin", false, viaLiteralFolder<&LiteralFolder::reduce>},
       {"ReduceProd", true, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceL1", false, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceL2", false, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceSumSquare", false, viaLiteralFolder<&LiteralFolder::reduce>},
+      {"ReduceLogSumExp", false, viaLiteralFolder<&LiteralFolder::reduce>},
       {"GatherND", false, viaLiteralFolder<&LiteralFolder::gatherND>},
       {"Pow", false, foldElementwise<power, true>},
       {"Transpose", false, viaLiteralFolder<&LiteralFolder::transpose>},

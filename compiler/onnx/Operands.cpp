@@ -706,6 +706,10 @@ void Importer::alias(const std::string &out, const std::string &in) {
     values[out] = it->second;
   if (auto it = sources.find(in); it != sources.end())
     sources[out] = it->second;
+  // A materialized weight stays one value under both names (it trains
+  // once).
+  if (auto it = weights.find(in); it != weights.end())
+    weights[out] = it->second;
   if (auto it = consts.find(in); it != consts.end())
     consts[out] = it->second;
 }

@@ -74,9 +74,10 @@ Error Importer::translate(const pb::NodeProto &n) {
           src->second.init->data_type() != pb::TensorProto::FLOAT ||
           buffers.count(n.input(i)) || feedsOnlyMasks(nodeIndex.at(&n)))
         continue;
-      // A lookup in an embedding table translates as one; any other
-      // computation on a parameter is a value that trains it.
-      if ((op != "Gather" && op != "Expand") || i != 0)
+      // A lookup in an embedding table (or a class token's over the
+      // batch) translates as one; any other computation on a parameter is
+      // a value that trains it.
+      if ((op != "Gather" && op != "Expand" && op != "Tile") || i != 0)
         return translateOnWeights(n);
       fold = false;
     }

@@ -243,12 +243,16 @@ constexpr Activation kActivations[] = {
     {OpKind::Celu, RtAct::Celu, transcendental,
      "Elementwise; `alpha` (default 1) finite and nonzero."},
     {OpKind::LogSigmoid, RtAct::LogSigmoid, transcendental,
-     "Only as Log(Sigmoid(x)), the Sigmoid read by that Log alone: "
-     "nn.LogSigmoid as torch.onnx writes it, one op in PyTorch's stable form. "
-     "Log of constants folds; any other Log is refused."},
+     "Log(Sigmoid(x)), the Sigmoid read by that Log alone: nn.LogSigmoid as "
+     "torch.onnx writes it, one op in PyTorch's stable form."},
     {OpKind::Exp, RtAct::Exp, transcendental,
      "Elementwise (Swin V2's logit scale, a parameter). Of constants it "
      "folds."},
+    {OpKind::Abs, RtAct::Abs, oneFlop,
+     "Elementwise; its derivative is torch's, 0 at 0. Of constants it folds."},
+    {OpKind::Log, RtAct::Log, transcendental,
+     "Elementwise, the natural logarithm. Log(Sigmoid(x)) becomes one "
+     "LogSigmoid. Of constants it folds."},
 };
 // One autodiff rule serves both forms of Gelu.
 static_assert(runtimeKind(RtAct::Gelu).reads ==
@@ -404,13 +408,9 @@ void registerActivation(std::vector<OpDef> &defs) {
       break;
     case OpKind::LogSigmoid:
       // ONNX has no LogSigmoid: torch.onnx writes nn.LogSigmoid as
-      // Log(Sigmoid(x)), which compiler/onnx recognizes as this operator;
-      // Log on its own is refused.
-      d.onnxTypes = {"Log"};
-      d.importOnnx = [](OnnxNode &node) {
-        return node.fail("memfit supports Log only as Log(Sigmoid(x)), "
-                         "nn.LogSigmoid as torch.onnx exports it");
-      };
+      // Log(Sigmoid(x)), which compiler/onnx recognizes as this operator.
+      d.onnxTypes = {};
+      d.importOnnx = nullptr;
       break;
     default: // the attribute-free rest (Relu, Tanh, Softplus, Mish, ...)
       break;

@@ -417,9 +417,23 @@ llvm::Error importExpand(OnnxNode &node) {
 /// backward sums the repeats as Expand's does. An axis of extent 1 is
 /// expanded as it is.
 llvm::Error importTile(OnnxNode &node) {
-  if (!node.isActivation(node.inputName(0)))
-    return node.fail("tiles a weight; memfit supports Tile of an activation "
-                     "(and folds it on constants)");
+  if (!node.isActivation(node.inputName(0))) {
+    // A weight repeated over the batch alone (a class token,
+    // `cls.repeat(x.shape[0], 1, 1)`) is Expand's lookup of its one row
+    // per sample; other repeats of a weight would need the repeats' sum
+    // as its gradient on the weight side.
+    auto reps = node.intConstant(1);
+    if (!reps)
+      return reps.takeError();
+    bool overBatch = !reps->isFloat && reps->numel() >= 1 && reps->isBatch(0);
+    for (int64_t i = 1; overBatch && i < reps->numel(); ++i)
+      overBatch = !reps->isBatch(i) && reps->ints[i] == 1;
+    if (overBatch)
+      return importExpandWeight(node);
+    return node.fail("tiles a weight by " + reps->str() +
+                     "; memfit supports Tile of an activation, of a weight "
+                     "over the batch alone ([N, 1, ...]), and of constants");
+  }
   auto x = node.activation(0);
   auto reps = node.intConstant(1);
   if (llvm::Error e = firstError(x, reps))
@@ -571,7 +585,10 @@ void registerLayout(std::vector<OpDef> &defs) {
            "activation with the batch alone on axis 0, not repeated there, "
            "positive constant counts: views around an Expand ([N, d] -> [N, "
            "1, d] -> [N, r, d] -> [N, r*d]), so the backward sums the "
-           "repeats; Tile of a weight is refused.",
+           "repeats. Tile of a weight over the batch alone (repeats [N, 1, "
+           "...], a "
+           "class token's `cls.repeat(x.shape[0], 1, 1)`) is Expand's lookup; "
+           "other repeats of a weight are refused.",
        .gradient = "the input (its repeats summed), or the expanded weight"});
 }
 

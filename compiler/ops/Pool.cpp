@@ -109,13 +109,68 @@ llvm::Error reduceExtreme(OnnxNode &node, bool min, size_t keptAxes,
   return step(OpKind::Reshape, {v}, out, a, true, "view");
 }
 
-/// ReduceMean, ReduceSum, ReduceSumSquare and ReduceL2 over any axes but
-/// the batch's, as the ops memfit has: the reduced axes moved last
-/// (Transpose, when they are not; ConvNeXt's channels-first LayerNorm,
-/// ConvNeXt V2's norm over H and W of NHWC), squared (Pow 2) for the sums
-/// of squares, a global average pool over them, times their count for the
-/// sums, Sqrt for L2 (x.norm(dim=...), F.normalize), and a view to the
-/// ONNX shape (keepdims or not). Each step has its own backward.
+/// ReduceLogSumExp once the reduced axes are last in `dims` (the value
+/// `v`), as torch.logsumexp computes it: each row's maximum m (a max pool
+/// of one window a row, as reduceExtreme builds it), exp(x - m) summed (the
+/// global pool times the row's length), its Log, plus m, and a view to
+/// ONNX's shape. The gradient through m is 1 - sum(softmax), zero but for
+/// rounding, as in torch's own backward.
+template <typename Step>
+llvm::Error reduceLogSumExp(OnnxNode &node, size_t keptAxes,
+                            const std::vector<int64_t> &out, ValueId &v,
+                            std::vector<int64_t> &dims, Step &step) {
+  if (!node.graph().values[v].canonical())
+    return node.fail("reduces a value whose batch is not alone on axis 0; "
+                     "memfit supports ReduceLogSumExp with the batch there");
+  int64_t kept = 1, len = 1;
+  for (size_t i = 1; i < dims.size(); ++i)
+    (i < keptAxes ? kept : len) *= dims[i];
+  const std::vector<int64_t> pooled = {dims[0], kept, 1, 1};
+  OpAttrs rowsView;
+  rowsView.shape = {dims[0], kept, 1, len};
+  if (llvm::Error e =
+          step(OpKind::Reshape, {v}, rowsView.shape, rowsView, false, "rows"))
+    return e;
+  const ValueId rows = v;
+  OpAttrs pool;
+  pool.kernel = {1, len};
+  pool.strides = {1, len};
+  pool.pads = {0, 0, 0, 0};
+  pool.dilations = {1, 1};
+  if (llvm::Error e = step(OpKind::MaxPool, {rows}, pooled, pool, false, "max"))
+    return e;
+  const ValueId max = v;
+  if (llvm::Error e =
+          step(OpKind::Sub, {rows, max}, rowsView.shape, {}, false, "shifted"))
+    return e;
+  if (llvm::Error e = step(OpKind::Exp, {v}, rowsView.shape, {}, false, "exp"))
+    return e;
+  if (llvm::Error e =
+          step(OpKind::GlobalAveragePool, {v}, pooled, {}, false, "mean"))
+    return e;
+  ValueId c = node.scalarConstant(static_cast<float>(len));
+  if (llvm::Error e = step(OpKind::Mul, {v, c}, pooled, {}, false, "sum"))
+    return e;
+  if (llvm::Error e = step(OpKind::Log, {v}, pooled, {}, false, "log"))
+    return e;
+  bool view = out != pooled;
+  if (llvm::Error e = step(OpKind::Add, {v, max}, pooled, {}, !view, "lse"))
+    return e;
+  if (!view)
+    return llvm::Error::success();
+  OpAttrs a;
+  a.shape = out;
+  return step(OpKind::Reshape, {v}, out, a, true, "view");
+}
+
+/// ReduceMean, ReduceSum, ReduceSumSquare, ReduceL1 and ReduceL2 over any
+/// axes but the batch's, as the ops memfit has: the reduced axes moved
+/// last (Transpose, when they are not; ConvNeXt's channels-first
+/// LayerNorm, ConvNeXt V2's norm over H and W of NHWC), squared (Pow 2)
+/// for the sums of squares or Abs for L1, a global average pool over them,
+/// times their count for the sums, Sqrt for L2 (x.norm(dim=...),
+/// F.normalize), and a view to the ONNX shape (keepdims or not). Each step
+/// has its own backward.
 llvm::Error importReduce(OnnxNode &node) {
   llvm::StringRef op = node.opType();
   auto x = node.activation(0);
@@ -178,11 +233,11 @@ llvm::Error importReduce(OnnxNode &node) {
                   OpAttrs a, bool last, const char *what) -> llvm::Error {
     std::string out = last ? name : name + "#" + what;
     // The pool is the node's op; the other steps are named after it.
-    std::string opName = node.name().empty() ||
-                                 kind == OpKind::GlobalAveragePool ||
-                                 kind == OpKind::MaxPool
-                             ? std::string()
-                             : node.name() + "#" + what;
+    // (ReduceLogSumExp's maximum is a step of its sum.)
+    bool named = kind == OpKind::GlobalAveragePool ||
+                 (kind == OpKind::MaxPool && op != "ReduceLogSumExp");
+    std::string opName =
+        node.name().empty() || named ? std::string() : node.name() + "#" + what;
     auto id = node.emit(kind, std::move(in), {{out, d}}, a, false, opName);
     if (!id)
       return id.takeError();
@@ -203,12 +258,17 @@ llvm::Error importReduce(OnnxNode &node) {
   }
   if (op == "ReduceMax" || op == "ReduceMin")
     return reduceExtreme(node, op == "ReduceMin", keptAxes, out, v, dims, step);
+  if (op == "ReduceLogSumExp")
+    return reduceLogSumExp(node, keptAxes, out, v, dims, step);
   if (squares) {
     OpAttrs a;
     a.alpha = 2.0f;
     if (llvm::Error e = step(OpKind::Pow, {v}, dims, a, false, "squared"))
       return e;
   }
+  if (op == "ReduceL1")
+    if (llvm::Error e = step(OpKind::Abs, {v}, dims, {}, false, "absolute"))
+      return e;
   std::vector<int64_t> pooled = dims;
   for (size_t i = keptAxes; i < pooled.size(); ++i)
     pooled[i] = 1;
@@ -483,7 +543,8 @@ void registerPool(std::vector<OpDef> &defs) {
       {.kind = OpKind::GlobalAveragePool,
        .name = "GlobalAveragePool",
        .onnxTypes = {"GlobalAveragePool", "ReduceMean", "ReduceSum",
-                     "ReduceSumSquare", "ReduceL2", "InstanceNormalization"},
+                     "ReduceSumSquare", "ReduceL1", "ReduceL2",
+                     "ReduceLogSumExp", "InstanceNormalization"},
        .importOnnx = importGlobal,
        // Rows of trailing elements, wherever the batch lies
        // before them (Swin V2's windows x batch on axis 0).
@@ -493,12 +554,16 @@ void registerPool(std::vector<OpDef> &defs) {
        .emit = emitGlobal,
        .forms =
            "GlobalAveragePool: an [N, C, D1, ...] activation. ReduceMean, "
-           "ReduceSum, ReduceSumSquare, ReduceL2: over constant `axes` "
-           "(attribute, or input from opset 13 or 18) after the batch's axis, "
-           "either `keepdims`; all axes (`axes` absent or empty) and none "
-           "(`noop_with_empty_axes`) are refused; built as a Transpose moving "
-           "the axes last, Pow 2, this pool, Mul by the count, Sqrt, Reshape, "
-           "as needed. InstanceNormalization: [N, C, ...], `epsilon`, scale "
+           "ReduceSum, ReduceSumSquare, ReduceL1, ReduceL2: over constant "
+           "`axes` (attribute, or input from opset 13 or 18) after the batch's "
+           "axis, either `keepdims`; all axes (`axes` absent or empty) and "
+           "none (`noop_with_empty_axes`) are refused; built as a Transpose "
+           "moving the axes last, Pow 2 or Abs, this pool, Mul by the count, "
+           "Sqrt, Reshape, as needed. ReduceLogSumExp (torch.logsumexp), the "
+           "same axes with the batch alone on axis 0: the rows' maximum m (a "
+           "max pool), exp(x - m) summed by this pool, Log, + m. Of constants "
+           "every reduction folds. InstanceNormalization: [N, C, ...], "
+           "`epsilon`, scale "
            "and bias of C elements from Constant nodes, not initializers "
            "(nn.GroupNorm as torch exports it); built as this pool, Sub, Pow, "
            "Add, Sqrt, Div (Mul, Add).",

@@ -603,6 +603,17 @@ llvm::Error importExpandWeight(OnnxNode &node) {
     return e;
   std::vector<int64_t> wd = dimsOfValue(node, *w);
   const IntConstant &s = *shape;
+  // A target that broadcasts into the weight's own shape leaves it as it
+  // is (torch's x.repeat writes Expand(w, ones) before its Tile).
+  bool same = !s.isFloat && s.numel() <= static_cast<int64_t>(wd.size());
+  for (int64_t i = 0; same && i < s.numel(); ++i) {
+    int64_t have = wd[wd.size() - s.numel() + i];
+    same = !s.isBatch(i) && (s.ints[i] == 1 || s.ints[i] == have);
+  }
+  if (same) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
   bool ok = !s.isFloat && s.numel() >= 1 && s.isBatch(0) &&
             s.ints[0] == node.graph().batch &&
             wd.size() <= static_cast<size_t>(s.numel());

@@ -99,6 +99,10 @@ MEMFIT_HD float activation(const ActParams &p, float v) {
     return (v < 0 ? v : 0.0f) - ::log1pf(::expf(-::fabsf(v)));
   case ActKind::Exp:
     return float(::exp(double(v)));
+  case ActKind::Abs:
+    return ::fabsf(v);
+  case ActKind::Log:
+    return ::logf(v);
   }
   return 0;
 }
@@ -172,6 +176,10 @@ MEMFIT_HD float activationGrad(const ActParams &p, float y, float dy) {
   }
   case ActKind::Exp:
     return dy * y;
+  case ActKind::Abs: // torch's sign(x): 0 at 0
+    return x > 0 ? dy : (x < 0 ? -dy : 0.0f);
+  case ActKind::Log:
+    return dy / x;
   }
   return 0;
 }

@@ -44,9 +44,11 @@ check convnext 50% 55% 60% 65% 70%
 # Reductions over the channels, over H and W of NHWC, L2 norms and sums.
 check norms 50% 55% 60% 65% 70%
 # GroupNorm (4 groups and 1), InstanceNorm2d, Tile, a token mixer over axis
-# 1, F.normalize, a sum over the tokens, BatchNorm1d over [N * T, C] and a
-# mean over the tokens: 3 steps, whole and with the batch in two chunks
-# (BatchNorm's statistics over all N * T rows either way).
+# 1, F.normalize, a sum over the tokens, torch.logsumexp, an L1 norm, Abs
+# and Log, a learned token repeated over the batch (Tile of a weight),
+# BatchNorm1d over [N * T, C] and a mean over the tokens: 3 steps,
+# whole and with the batch in two chunks (BatchNorm's statistics over all
+# N * T rows either way).
 ITERATIONS=3
 check vision-ops 50% 55% 60% 65% 70%
 for f in .onnx -x.npy -y.npy; do cp "vision-ops$f" "vision-ops-chunks$f" || fail "copy"; done

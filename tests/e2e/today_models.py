@@ -150,8 +150,10 @@ class VisionOps(nn.Module):
     groups and with 1, InstanceNorm2d, Tile of activations, maxima and
     minima over channels, space and features, a token mixer
     over axis 1 of [N, T, C], F.normalize, a sum over the tokens,
-    BatchNorm1d over the tokens as [N * T, C] (Flatten merging the batch
-    into axis 0) and a mean over the tokens."""
+    torch.logsumexp, an L1 norm, Abs and Log, a learned token repeated
+    over the batch (Tile of a weight), BatchNorm1d over the tokens
+    as [N * T, C] (Flatten merging the batch into axis 0) and a mean over
+    the tokens."""
 
     def __init__(self, c=16, classes=10):
         super().__init__()
@@ -161,6 +163,8 @@ class VisionOps(nn.Module):
         self.mix = nn.Linear(16, 16)  # over the 4 x 4 tokens
         self.bn = nn.BatchNorm1d(c)
         self.head = nn.Linear(c, classes)
+        # A learned token repeated over the batch (Tile of a weight).
+        self.token = nn.Parameter(0.1 * torch.randn(1, 1, c))
 
     def forward(self, x):
         x = self.inorm(self.gn1(self.gn4(self.stem(x))))
@@ -172,6 +176,12 @@ class VisionOps(nn.Module):
         y = y * torch.sigmoid(y.amax(dim=-1, keepdim=True))
         y = y + self.mix(y.transpose(1, 2)).transpose(1, 2)
         y = F.normalize(y, dim=-1) + 0.1 * y.sum(dim=1, keepdim=True)
+        # ReduceLogSumExp over the features, ReduceL1 over the tokens, Abs
+        # and Log on their own.
+        y = (y + 0.1 * torch.logsumexp(y, dim=-1, keepdim=True)
+             - 0.05 * y.norm(p=1, dim=1, keepdim=True)
+             + 0.1 * torch.log(1 + y.abs()))
+        y = y + self.token.repeat(y.shape[0], 1, 1)
         n, t, c = y.shape
         # torch.flatten(y, 0, 1) is ONNX's Flatten at axis 2.
         y = self.bn(torch.flatten(y, 0, 1)).reshape(n, t, c)

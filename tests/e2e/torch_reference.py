@@ -290,7 +290,8 @@ def run_graph(model, params, consts, x, train=True):
         elif op == "HardSwish":
             y = F.hardswish(i[0])
         elif op in ("ReduceMean", "ReduceSum", "ReduceSumSquare",
-                    "ReduceL2", "ReduceMax", "ReduceMin"):
+                    "ReduceL2", "ReduceMax", "ReduceMin", "ReduceL1",
+                    "ReduceLogSumExp"):
             axes = a.get("axes") or [int(v) for v in i[1]]
             keep = bool(a.get("keepdims", 1))
             if op == "ReduceMean":
@@ -303,6 +304,10 @@ def run_graph(model, params, consts, x, train=True):
                 y = i[0].amin(dim=axes, keepdim=keep)
             elif op == "ReduceSumSquare":
                 y = (i[0] * i[0]).sum(dim=axes, keepdim=keep)
+            elif op == "ReduceL1":
+                y = i[0].abs().sum(dim=axes, keepdim=keep)
+            elif op == "ReduceLogSumExp":
+                y = torch.logsumexp(i[0], dim=axes, keepdim=keep)
             else:
                 y = torch.linalg.vector_norm(i[0], 2, dim=axes, keepdim=keep)
         elif op == "InstanceNormalization":
