@@ -64,16 +64,21 @@ llvm::Error importGlobalAveragePool(OnnxNode &node) {
       .takeError();
 }
 
-/// The rest of ReduceMax and ReduceMin once the reduced axes are last in
-/// `dims` (the value `v`): the kept axes and the reduced ones as the rows
-/// and columns of one plane ([N, K, 1, L], a view), a max pool of one
-/// window a row ([1, L]: dY goes to each row's first maximum, as with
-/// torch.max(x, dim)), negated before and after for the minimum, and a
-/// view to ONNX's shape.
-template <typename Step>
-llvm::Error reduceExtreme(OnnxNode &node, bool min, size_t keptAxes,
-                          const std::vector<int64_t> &out, ValueId &v,
-                          std::vector<int64_t> &dims, Step &step) {
+/// The kept axes and the reduced ones (last in a value's dims) as the rows
+/// and columns of one plane, [N, K, 1, L], and that plane pooled to one
+/// element a row, [N, K, 1, 1]: ReduceMax, ReduceMin and ReduceLogSumExp
+/// find each row's maximum with a max pool of one [1, L] window a row (dY
+/// goes to the row's first maximum, as with torch.max(x, dim)).
+struct RowPlane {
+  std::vector<int64_t> rows, pooled;
+  OpAttrs view, maxPool;
+};
+
+/// The plane of `v` (dims `dims`, the first `keptAxes` kept), or an error
+/// when the batch is not alone on axis 0, which the pool needs.
+llvm::Expected<RowPlane> rowPlane(OnnxNode &node, ValueId v,
+                                  const std::vector<int64_t> &dims,
+                                  size_t keptAxes) {
   if (!node.graph().values[v].canonical())
     return node.fail("reduces a value whose batch is not alone on axis 0; "
                      "memfit supports " +
@@ -81,86 +86,94 @@ llvm::Error reduceExtreme(OnnxNode &node, bool min, size_t keptAxes,
   int64_t kept = 1, len = 1;
   for (size_t i = 1; i < dims.size(); ++i)
     (i < keptAxes ? kept : len) *= dims[i];
-  const std::vector<int64_t> pooled = {dims[0], kept, 1, 1};
-  if (min)
-    if (llvm::Error e = step(OpKind::Neg, {v}, dims, {}, false, "negated"))
-      return e;
-  OpAttrs rows;
-  rows.shape = {dims[0], kept, 1, len};
-  if (llvm::Error e =
-          step(OpKind::Reshape, {v}, rows.shape, rows, false, "rows"))
-    return e;
-  OpAttrs pool;
-  pool.kernel = {1, len};
-  pool.strides = {1, len};
-  pool.pads = {0, 0, 0, 0};
-  pool.dilations = {1, 1};
-  bool view = out != pooled;
-  if (llvm::Error e =
-          step(OpKind::MaxPool, {v}, pooled, pool, !view && !min, "max"))
-    return e;
-  if (min)
-    if (llvm::Error e = step(OpKind::Neg, {v}, dims, {}, !view, "min"))
-      return e;
-  if (!view)
+  RowPlane p;
+  p.rows = {dims[0], kept, 1, len};
+  p.pooled = {dims[0], kept, 1, 1};
+  p.view.shape = p.rows;
+  p.maxPool.kernel = {1, len};
+  p.maxPool.strides = {1, len};
+  p.maxPool.pads = {0, 0, 0, 0};
+  p.maxPool.dilations = {1, 1};
+  return p;
+}
+
+/// The last step of a reduction whose result has dims `have`: a view to
+/// ONNX's shape `out` where they differ.
+template <typename Step>
+llvm::Error viewTo(const std::vector<int64_t> &out,
+                   const std::vector<int64_t> &have, ValueId v, Step &step) {
+  if (out == have)
     return llvm::Error::success();
   OpAttrs a;
   a.shape = out;
   return step(OpKind::Reshape, {v}, out, a, true, "view");
 }
 
+/// The rest of ReduceMax and ReduceMin once the reduced axes are last in
+/// `dims` (the value `v`): the row plane's max pool, negated before and
+/// after for the minimum, and a view to ONNX's shape.
+template <typename Step>
+llvm::Error reduceExtreme(OnnxNode &node, bool min, size_t keptAxes,
+                          const std::vector<int64_t> &out, ValueId &v,
+                          std::vector<int64_t> &dims, Step &step) {
+  auto plane = rowPlane(node, v, dims, keptAxes);
+  if (!plane)
+    return plane.takeError();
+  if (min)
+    if (llvm::Error e = step(OpKind::Neg, {v}, dims, {}, false, "negated"))
+      return e;
+  if (llvm::Error e =
+          step(OpKind::Reshape, {v}, plane->rows, plane->view, false, "rows"))
+    return e;
+  bool view = out != plane->pooled;
+  if (llvm::Error e = step(OpKind::MaxPool, {v}, plane->pooled, plane->maxPool,
+                           !view && !min, "max"))
+    return e;
+  if (min)
+    if (llvm::Error e = step(OpKind::Neg, {v}, dims, {}, !view, "min"))
+      return e;
+  return viewTo(out, plane->pooled, v, step);
+}
+
 /// ReduceLogSumExp once the reduced axes are last in `dims` (the value
-/// `v`), as torch.logsumexp computes it: each row's maximum m (a max pool
-/// of one window a row, as reduceExtreme builds it), exp(x - m) summed (the
-/// global pool times the row's length), its Log, plus m, and a view to
-/// ONNX's shape. The gradient through m is 1 - sum(softmax), zero but for
-/// rounding, as in torch's own backward.
+/// `v`), as torch.logsumexp computes it: each row's maximum m (the row
+/// plane's max pool), exp(x - m) summed (the global pool times the row's
+/// length), its Log, plus m, and a view to ONNX's shape. The gradient
+/// through m is 1 - sum(softmax), zero but for rounding, as in torch's own
+/// backward.
 template <typename Step>
 llvm::Error reduceLogSumExp(OnnxNode &node, size_t keptAxes,
                             const std::vector<int64_t> &out, ValueId &v,
                             std::vector<int64_t> &dims, Step &step) {
-  if (!node.graph().values[v].canonical())
-    return node.fail("reduces a value whose batch is not alone on axis 0; "
-                     "memfit supports ReduceLogSumExp with the batch there");
-  int64_t kept = 1, len = 1;
-  for (size_t i = 1; i < dims.size(); ++i)
-    (i < keptAxes ? kept : len) *= dims[i];
-  const std::vector<int64_t> pooled = {dims[0], kept, 1, 1};
-  OpAttrs rowsView;
-  rowsView.shape = {dims[0], kept, 1, len};
+  auto plane = rowPlane(node, v, dims, keptAxes);
+  if (!plane)
+    return plane.takeError();
+  const std::vector<int64_t> &rowDims = plane->rows, &pooled = plane->pooled;
   if (llvm::Error e =
-          step(OpKind::Reshape, {v}, rowsView.shape, rowsView, false, "rows"))
+          step(OpKind::Reshape, {v}, rowDims, plane->view, false, "rows"))
     return e;
   const ValueId rows = v;
-  OpAttrs pool;
-  pool.kernel = {1, len};
-  pool.strides = {1, len};
-  pool.pads = {0, 0, 0, 0};
-  pool.dilations = {1, 1};
-  if (llvm::Error e = step(OpKind::MaxPool, {rows}, pooled, pool, false, "max"))
+  if (llvm::Error e =
+          step(OpKind::MaxPool, {rows}, pooled, plane->maxPool, false, "max"))
     return e;
   const ValueId max = v;
   if (llvm::Error e =
-          step(OpKind::Sub, {rows, max}, rowsView.shape, {}, false, "shifted"))
+          step(OpKind::Sub, {rows, max}, rowDims, {}, false, "shifted"))
     return e;
-  if (llvm::Error e = step(OpKind::Exp, {v}, rowsView.shape, {}, false, "exp"))
+  if (llvm::Error e = step(OpKind::Exp, {v}, rowDims, {}, false, "exp"))
     return e;
   if (llvm::Error e =
           step(OpKind::GlobalAveragePool, {v}, pooled, {}, false, "mean"))
     return e;
-  ValueId c = node.scalarConstant(static_cast<float>(len));
+  ValueId c = node.scalarConstant(static_cast<float>(rowDims[3]));
   if (llvm::Error e = step(OpKind::Mul, {v, c}, pooled, {}, false, "sum"))
     return e;
   if (llvm::Error e = step(OpKind::Log, {v}, pooled, {}, false, "log"))
     return e;
-  bool view = out != pooled;
-  if (llvm::Error e = step(OpKind::Add, {v, max}, pooled, {}, !view, "lse"))
+  if (llvm::Error e =
+          step(OpKind::Add, {v, max}, pooled, {}, out == pooled, "lse"))
     return e;
-  if (!view)
-    return llvm::Error::success();
-  OpAttrs a;
-  a.shape = out;
-  return step(OpKind::Reshape, {v}, out, a, true, "view");
+  return viewTo(out, pooled, v, step);
 }
 
 /// ReduceMean, ReduceSum, ReduceSumSquare, ReduceL1 and ReduceL2 over any
@@ -290,6 +303,8 @@ llvm::Error importReduce(OnnxNode &node) {
   }
   if (!view)
     return llvm::Error::success();
+  // The steps above left the node's output to this view, even where the
+  // shapes agree (a moved axis of extent 1).
   OpAttrs a;
   a.shape = out;
   return step(OpKind::Reshape, {v}, out, a, true, "view");
