@@ -15,6 +15,10 @@ void BatchFeeder::run() {
         return;
     }
     x.waitBatchFree(b);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      fillStart[b] = std::chrono::steady_clock::now();
+    }
     fill(b, order.next());
     x.prepareBatch(b);
     {

@@ -56,16 +56,26 @@ public:
     if (state[b] != Full) {
       const auto t0 = std::chrono::steady_clock::now();
       cv.wait(lock, [&] { return state[b] == Full; });
-      waited +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      // Until the filling began the reader itself waited for the device to
+      // finish reading the buffer (an iteration still running): only the
+      // rest is time the data kept the device waiting.
+      const auto now = std::chrono::steady_clock::now();
+      waited += std::chrono::duration<double>(now - std::max(t0, fillStart[b]))
+                    .count();
+      waitedForDevice +=
+          std::chrono::duration<double>(std::max(t0, fillStart[b]) - t0)
               .count();
     }
     state[b] = InUse;
     return b;
   }
-  /// Seconds acquire waited for a batch not yet filled (the first's
-  /// included): the time the run was input-bound.
+  /// Seconds acquire waited for a batch while it was being filled (the
+  /// first's included): the time the run was input-bound.
   double waitedSeconds() const { return waited; }
+  /// Seconds acquire waited while the buffer was still being read by an
+  /// iteration on the device: the host ahead of the device, which is the
+  /// device being the bottleneck, not the data.
+  double waitedForDeviceSeconds() const { return waitedForDevice; }
   /// The iteration reading buffer b is issued.
   void release(int32_t b) {
     {
@@ -86,9 +96,13 @@ private:
   const int64_t mine;
   SampleOrder order;
   const uint64_t batches;
-  const int threads;  // reader threads filling each batch (fillBatch)
-  uint64_t taken = 0; // the trainer's thread only
-  double waited = 0;  // the trainer's thread only
+  const int threads;          // reader threads filling each batch (fillBatch)
+  uint64_t taken = 0;         // the trainer's thread only
+  double waited = 0;          // the trainer's thread only
+  double waitedForDevice = 0; // the trainer's thread only
+  // When the reader began filling each buffer (after the device freed it);
+  // guarded by mu.
+  std::chrono::steady_clock::time_point fillStart[kBatchBuffers] = {};
   std::mutex mu;
   std::condition_variable cv;
   State state[kBatchBuffers] = {Free, Free};

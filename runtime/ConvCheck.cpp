@@ -62,6 +62,15 @@ ConvChoice chooseMeasured(int32_t planned, int32_t settled,
   return {algo, algo != planned};
 }
 
+std::vector<ConvTiming> withinWorkspace(const std::vector<ConvTiming> &timed,
+                                        int64_t have) {
+  std::vector<ConvTiming> out;
+  for (const ConvTiming &t : timed)
+    if (t.bytes <= have)
+      out.push_back(t);
+  return out;
+}
+
 int32_t chooseGraphPlan(int32_t legacy, const std::vector<ConvTiming> &timed,
                         const std::vector<ConvTiming> &graph,
                         ConvGraphUse use) {

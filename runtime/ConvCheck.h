@@ -79,7 +79,7 @@ ConvChoice chooseConvAlgo(int32_t planned, bool plannedRuns,
 struct ConvTiming {
   int32_t algo = 0; // cuDNN's algorithm id; a graph-API plan's index
   double seconds = 0;
-  int64_t bytes = 0;       // the workspace it asks (at most the planned)
+  int64_t bytes = 0;       // the workspace it asks
   std::string engine = {}; // a graph-API plan's engine and knobs (cuDNN's tag)
 };
 
@@ -91,6 +91,14 @@ struct ConvTiming {
 constexpr double kConvTuneSlack = 0.03;
 ConvChoice chooseMeasured(int32_t planned, int32_t settled,
                           const std::vector<ConvTiming> &timed);
+
+/// The timings whose workspace is at most `have` bytes: what a call held to
+/// its planned workspace may run. The start-up tuning times every algorithm
+/// in as much workspace as the arena holds, so that the file it writes
+/// tells the next plan (memfit plan --profile) what more workspace would
+/// buy; the run itself chooses among these.
+std::vector<ConvTiming> withinWorkspace(const std::vector<ConvTiming> &timed,
+                                        int64_t have);
 
 /// cuDNN's timings of one convolution call at one sub-batch size.
 /// Where the start-up tuning runs cuDNN's graph-API plans instead of the

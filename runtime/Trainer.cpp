@@ -406,7 +406,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
   auto tLog = t0;
   uint64_t done = 0, sinceLog = 0;
   float lastLoss = NAN, gradNorm = NAN;
-  double waitedForData = 0;
+  double waitedForData = 0, waitedForDevice = 0;
   // Started after every early exit above; stopped (joined) at the end of
   // this scope, before the weights are read for saving.
   {
@@ -549,6 +549,7 @@ int trainerMain(int argc, char **argv, const Program &program) {
         std::raise(SIGKILL);
     }
     waitedForData = feeder.waitedSeconds();
+    waitedForDevice = feeder.waitedForDeviceSeconds();
   }
   x.synchronize();
   finishRun(x, comm, o, st, done);
@@ -566,10 +567,13 @@ int trainerMain(int argc, char **argv, const Program &program) {
   if (!o.quiet && convs.checked)
     std::printf("%s\n", convCheckSummary(convs, o.convAlgos).c_str());
   // The feeder fills the next batch beside the running one; where it fell
-  // behind, the run was input-bound for that long.
+  // behind, the run was input-bound for that long. A wait for a buffer the
+  // device still reads is the device's time, not the data's.
   if (!o.quiet && done > 0)
-    std::printf("input: waited %.3g s for batches (%.1f%% of the run)\n",
-                waitedForData, secs > 0 ? 100.0 * waitedForData / secs : 0.0);
+    std::printf("input: waited %.3g s for batches being filled (%.1f%% of "
+                "the run); %.3g s for the device to finish with a buffer\n",
+                waitedForData, secs > 0 ? 100.0 * waitedForData / secs : 0.0,
+                waitedForDevice);
   bool within = reportMemory(x, o.quiet || !root);
   comm.finalize();
   return within ? 0 : kOverBudgetExit;

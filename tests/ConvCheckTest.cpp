@@ -267,6 +267,26 @@ TEST_CASE("measured: the fastest cuDNN timed, unless the settled one is "
   CHECK(rt::chooseMeasured(1, 1, {{0, 2e-3, 0}}).algo == 0);
 }
 
+TEST_CASE("timed in the arena's room, run within the planned workspace",
+          "[convcheck]") {
+  using rt::ConvTiming;
+  // Timed with all the room there was: 6 needs 64 MiB, 1 needs 4 KiB.
+  const std::vector<ConvTiming> wide = {
+      {6, 0.5e-3, 64 << 20}, {1, 1.0e-3, 4096}, {0, 2.0e-3, 0}};
+  // Planned 4 KiB: 6 is out of reach, 1 stays.
+  const std::vector<ConvTiming> fits = rt::withinWorkspace(wide, 4096);
+  REQUIRE(fits.size() == 2);
+  CHECK(fits[0].algo == 1);
+  CHECK(fits[1].algo == 0);
+  CHECK(rt::chooseMeasured(1, 1, fits).algo == 1);
+  // Planned none: only the one that asks nothing.
+  REQUIRE(rt::withinWorkspace(wide, 0).size() == 1);
+  CHECK(rt::chooseMeasured(1, 1, rt::withinWorkspace(wide, 0)).algo == 0);
+  // Planned enough: the fastest.
+  CHECK(rt::chooseMeasured(1, 1, rt::withinWorkspace(wide, 64 << 20)).algo ==
+        6);
+}
+
 TEST_CASE("the trainer's timings are profile entries memfit plans with",
           "[convcheck]") {
   memfit::test::Planned m("resnet18", 32, "h200");

@@ -321,10 +321,9 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
   r.checked = true;
   r.tuned = tune;
   const auto t0 = std::chrono::steady_clock::now();
-  // cuDNN's timings per (convolution, sub-batch, direction, workspace):
-  // tasks of one shape share them.
-  std::map<std::tuple<const ConvEntry *, int32_t, int64_t>,
-           std::vector<ConvTiming>>
+  // cuDNN's timings per (convolution, sub-batch, direction), in the
+  // arena's room: tasks of one shape share them whatever their workspace.
+  std::map<std::tuple<const ConvEntry *, int32_t>, std::vector<ConvTiming>>
       timed;
   cudaDeviceProp prop{};
   MEMFIT_CHECK(cudaGetDeviceProperties(&prop, impl->device));
@@ -366,7 +365,7 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
       Settled s = settle(*this, *impl, e, t.direction, t.algo, have);
       bool faster = false;
       if (tune) {
-        auto key = std::make_tuple(&e, t.direction, have);
+        auto key = std::make_tuple(&e, t.direction);
         auto it = timed.find(key);
         if (it == timed.end()) {
           it = timed
@@ -377,12 +376,13 @@ ConvCheckResult Exec::checkConvolutions(const ConvTask *tasks, int32_t count,
           if (!it->second.empty())
             r.measured.push_back({t.direction, t.signature, n, it->second});
         }
-        ConvChoice m = chooseMeasured(t.algo, s.choice.algo, it->second);
+        const std::vector<ConvTiming> fits = withinWorkspace(it->second, have);
+        ConvChoice m = chooseMeasured(t.algo, s.choice.algo, fits);
         faster = m.algo != s.choice.algo;
         s.choice = m;
         if (graph != ConvGraphUse::Off)
-          chooseEngine(*this, *impl, t, e, n, have, s.choice.algo, it->second,
-                       graph, r);
+          chooseEngine(*this, *impl, t, e, n, have, s.choice.algo, fits, graph,
+                       r);
       }
       e.algoUsed[std::make_tuple(int(t.direction), t.algo, have)] =
           s.choice.algo;

@@ -1,9 +1,10 @@
 //===- ConvTune.cpp - CUDA backend: cuDNN's timings of a convolution ------===//
 //
 // What cudnn.benchmark does for PyTorch, held to the plan's memory: cuDNN
-// times every algorithm of a call that runs within the workspace the plan
-// gave it (cudnnFind*AlgorithmEx, on operands and workspace the trainer
-// owns), so the trainer can run the fastest without asking for a byte more.
+// times every algorithm of a call (cudnnFind*AlgorithmEx, on operands and
+// workspace the trainer owns, the workspace as large as the arena allows),
+// so the trainer can run the fastest that fits the workspace the plan gave
+// it without asking for a byte more, and the next plan can see the rest.
 // The operands are scratch at the arena's start: the check runs before the
 // first iteration, when nothing the plan placed in the arena is live, and
 // the call itself needs its input, output and workspace in the arena at
@@ -84,13 +85,29 @@ std::vector<ConvTiming> ranRows(const std::vector<Perf> &perf, int got) {
 
 } // namespace
 
+namespace {
+struct OperandBytes {
+  int64_t x, y, w;
+};
+OperandBytes operandBytes(const ConvParams &p, int64_t n, cuda::Store store) {
+  const int64_t elt = store == cuda::Store::F32 ? 4 : 2;
+  return {aligned(n * p.cin * p.hin * p.win * elt),
+          aligned(n * p.cout * p.hout * p.wout * elt),
+          aligned(p.cout * (p.cin / p.group) * p.kh * p.kw * elt)};
+}
+} // namespace
+
+int64_t cuda::convScratchRoom(const Exec &x, const ConvParams &p, int64_t n,
+                              Store store) {
+  const OperandBytes o = operandBytes(p, n, store);
+  const int64_t room = x.info().arenaBytes - o.x - o.y - o.w;
+  return room > 0 ? room / kAlign * kAlign : 0;
+}
+
 cuda::ConvScratch cuda::convScratch(Exec &x, Exec::Impl &im,
                                     const ConvParams &p, int64_t n, Store store,
                                     int64_t have) {
-  const int64_t elt = store == Store::F32 ? 4 : 2;
-  const int64_t xb = aligned(n * p.cin * p.hin * p.win * elt);
-  const int64_t yb = aligned(n * p.cout * p.hout * p.wout * elt);
-  const int64_t wb = aligned(p.cout * (p.cin / p.group) * p.kh * p.kw * elt);
+  const auto [xb, yb, wb] = operandBytes(p, n, store);
   if (have < 0 || xb + yb + wb + have > x.info().arenaBytes)
     return {};
   char *base = reinterpret_cast<char *>(x.arena(0));
@@ -114,6 +131,11 @@ std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
                                             const ConvParams &p, int64_t n,
                                             Store store, int32_t dir,
                                             int64_t have) {
+  // Every algorithm, in the most workspace there is: the file the trainer
+  // writes then says what a larger planned workspace would buy.
+  if (have < 0)
+    return {};
+  have = std::max(have, convScratchRoom(x, p, n, store));
   const ConvScratch s = convScratch(x, im, p, n, store, have);
   if (!s)
     return {};
@@ -155,17 +177,17 @@ std::vector<ConvTiming> cuda::timeConvAlgos(Exec &x, Exec::Impl &im,
     break;
   }
   }
-  // Only what the call, held to the planned bytes, will accept.
-  std::vector<ConvTiming> fits;
+  // Each with the bytes the call will be held to when it runs (cuDNN's
+  // workspace query, which can ask more than the timing used).
+  std::vector<ConvTiming> runs;
   for (ConvTiming t : out) {
     size_t need = 0;
-    if (convWorkspace(im, e, dir, t.algo, need) != CUDNN_STATUS_SUCCESS ||
-        static_cast<int64_t>(need) > have)
+    if (convWorkspace(im, e, dir, t.algo, need) != CUDNN_STATUS_SUCCESS)
       continue;
     t.bytes = std::max(t.bytes, static_cast<int64_t>(need));
-    fits.push_back(t);
+    runs.push_back(t);
   }
-  return fits;
+  return runs;
 }
 
 } // namespace memfit::rt

@@ -163,11 +163,13 @@ cudnnStatus_t convWorkspace(const Exec::Impl &im, const ConvEntry &e,
 int convAlgoCount(const Exec &x, const Exec::Impl &im, int32_t dir);
 
 /// cuDNN's timings (cudnnFind*AlgorithmEx) of every algorithm of direction
-/// `dir` that runs within `have` bytes of workspace, for the convolution
-/// `p` at sub-batch `n` stored as `store`, fastest first (ConvTune.cpp).
-/// The operands and workspace are scratch carved from the arena's start:
-/// called only before the first iteration, when nothing lives there yet.
-/// Empty where they do not fit in the arena.
+/// `dir` for the convolution `p` at sub-batch `n` stored as `store`, given
+/// as much workspace as the arena holds beside the operands (at least
+/// `have` bytes), fastest first, each with the workspace it asks
+/// (ConvTune.cpp; withinWorkspace keeps those a planned call may run). The
+/// operands and workspace are scratch carved from the arena's start: called
+/// only before the first iteration, when nothing lives there yet. Empty
+/// where the operands and `have` do not fit in the arena.
 std::vector<ConvTiming> timeConvAlgos(Exec &x, Exec::Impl &im,
                                       const ConvEntry &e, const ConvParams &p,
                                       int64_t n, Store store, int32_t dir,
@@ -202,6 +204,10 @@ struct ConvScratch {
 };
 ConvScratch convScratch(Exec &x, Exec::Impl &im, const ConvParams &p, int64_t n,
                         Store store, int64_t have);
+/// The most workspace the arena holds beside a call's scratch operands at
+/// sub-batch `n` (0 where they alone do not fit).
+int64_t convScratchRoom(const Exec &x, const ConvParams &p, int64_t n,
+                        Store store);
 
 /// A convolution at one sub-batch size, keyed by value (ConvParams holds
 /// only int64_t, so it has no padding to compare): identical convolutions
