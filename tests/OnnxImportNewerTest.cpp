@@ -230,6 +230,28 @@ TEST_CASE("mask arithmetic folds: comparisons, Trilu, GatherElements, "
     CHECK(g.ops[0].kind == OpKind::Where);
     CHECK(operandData(g) == lower);
   }
+  SECTION("a mask past what the folder holds is refused, naming its node") {
+    // 16384 positions: a [16384, 16384] mask, 2^28 elements.
+    OnnxBuilder b(17);
+    b.input("x", {-1, 16384, 16384})
+        .constInt64("s", {}, {0})
+        .constInt64("e", {}, {16384})
+        .constInt64("d", {}, {1})
+        .node("Range", {"s", "e", "d"}, {"r"})
+        .constInt64("ax0", {1}, {0})
+        .constInt64("ax1", {1}, {1})
+        .node("Unsqueeze", {"r", "ax0"}, {"col"})
+        .node("Unsqueeze", {"r", "ax1"}, {"row"})
+        .node("LessOrEqual", {"col", "row"}, {"keep"}, {}, "causal")
+        .constFloat("fill", -1e9f)
+        .node("Where", {"keep", "x", "fill"}, {"y"})
+        .output("y", 3);
+    const std::string msg = errorText(b.import(batchOf(1)));
+    INFO(msg);
+    CHECK(msg.find("'causal'") != std::string::npos);
+    CHECK(msg.find("[16384, 16384]") != std::string::npos);
+    CHECK(msg.find("more than memfit folds") != std::string::npos);
+  }
   SECTION("Trilu of ones") {
     OnnxBuilder b(17);
     b.input("x", {-1, 4, 4})

@@ -89,3 +89,25 @@ TEST_CASE("the zoo's decoders import with every weight once and attention "
           std::vector<int64_t>{1, 64, c.name[0] == 'g' ? 50257 : 32000});
   }
 }
+
+TEST_CASE("Llama 3 imports at its own context of 8192 tokens",
+          "[onnx][zoo][slow]") {
+  // The causal mask folds into one [8192, 8192] constant, held once for
+  // every layer.
+  ZooOptions zo;
+  auto bytes = buildZooModel("llama3-8b", zo);
+  REQUIRE(static_cast<bool>(bytes));
+  ImportOptions io;
+  io.batch = 1;
+  auto g = importOnnxBytes(*bytes, "llama3-8b.onnx", io);
+  if (!g)
+    FAIL(llvm::toString(g.takeError()));
+  CHECK(countAttention(*g) == 32);
+  CHECK(g->values[g->output].dims == std::vector<int64_t>{1, 8192, 128256});
+  int64_t masks = 0;
+  for (ValueId w : g->weights())
+    if (!g->values[w].trainable &&
+        g->values[w].elementsPerSample() == int64_t(8192) * 8192)
+      ++masks;
+  CHECK(masks == 1);
+}

@@ -53,8 +53,10 @@ constexpr int64_t kMaxCheckedOpset = 17;
 constexpr int64_t kMaxCheckedIrVersion = 8;
 
 /// Largest constant the folder builds (elements): a causal mask at
-/// T = 4096; shape tensors are tiny.
-constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+/// T = 8192 (Llama 3's context; up to T = 11585), 1 GiB as the folder's
+/// 64-bit integers; shape tensors are tiny. A mask the folder kept as a
+/// formula of (t, s) rather than its elements would lift the bound.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 27;
 
 /// Escapes an untrusted string for a message, without quotes.
 std::string escapeName(std::string_view s);

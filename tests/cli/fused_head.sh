@@ -4,7 +4,8 @@
 # trains on the CPU emulation as PyTorch trains it, fused whole, fused in
 # chunks of 5 rows over two sub-batches, and as written; validation counts
 # the same positions; bf16 stays within torch.autocast's bound. The plan
-# says which form it took; a head that cannot be fused is refused by name.
+# says which form it took; the chunk shrinks where the budget needs it; a
+# head that cannot be fused is refused by name.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -98,6 +99,34 @@ grep -q "^fused head  .*'/head/MatMul' fused with the loss above: liveness peak"
   --chunks 2 -o chunks2 --quiet || fail "--chunks 2 with auto forms"
 [ "$($PY -c "import json; print(json.load(open('chunks2/plan.json'))['chunks'])")" = 2 ] ||
   fail "the plan of --chunks 2 is not in two chunks"
+
+# The chunk is the planner's where memory needs it: GPT-2's shape (declared
+# weights, planned only). inspect's lower bound is at one row a chunk;
+# --budget lb plans the largest chunk that reaches it, and a budget of that
+# lower bound, which the default 166 rows do not fit, is planned in
+# smaller chunks; --head-chunk-rows pins the chunk and is then refused.
+"$MEMFIT" zoo gpt2 --vocab 50304 --seq-len 1024 -o gpt2.onnx --force >/dev/null ||
+  fail "zoo gpt2"
+lb=$("$MEMFIT" inspect gpt2.onnx --batch 8 --fuse-head=true --json |
+  "$PY" -c "import json, sys; print(json.load(sys.stdin)['lower_bound_bytes'])") ||
+  fail "inspect gpt2"
+rows_of() { sed -n 's/.*chunks of \([0-9]*\) rows.*/\1/p'; }
+plan_json() { "$MEMFIT" plan gpt2.onnx --batch 8 --fuse-head=true --json --quiet "$@"; }
+out=$(plan_json --budget lb) || fail "--budget lb with the fused head"
+got=$("$PY" -c "import json, sys; j = json.loads(sys.argv[1]); print(j['lower_bound_bytes'], j['head'])" "$out")
+[ "${got%% *}" = "$lb" ] ||
+  fail "--budget lb planned at lower bound ${got%% *}, inspect says $lb"
+rows=$(rows_of <<<"$got")
+[ -n "$rows" ] && [ "$rows" -lt 166 ] && [ "$rows" -ge 1 ] ||
+  fail "--budget lb kept chunks of ${rows:-?} rows (the default 166 does not reach the bound)"
+budget=$((lb + 144 * 1048576))B
+out=$(plan_json --budget "$budget") || fail "a budget at the lower bound was refused"
+rows=$(rows_of <<<"$out")
+[ -n "$rows" ] && [ "$rows" -lt 166 ] ||
+  fail "at the lower bound the head was not planned in smaller chunks (${rows:-?} rows)"
+if plan_json --budget "$budget" --head-chunk-rows 166 >/dev/null 2>&1; then
+  fail "chunks of 166 rows planned under a budget they do not fit"
+fi
 
 # A classifier with a bias cannot be fused: --fuse-head=true says why.
 "$PY" "$SRC/tests/e2e/today_models.py" cnn-bn cnn.onnx cnn-x.npy cnn-y.npy \

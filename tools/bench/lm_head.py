@@ -39,9 +39,8 @@ CASES = [
     ("GPT-2 124M, V 128,256, T 1024", ("zoo", "gpt2", 128256, 1024), 8, []),
     ("GPT-2 124M, V 256,000, T 1024", ("zoo", "gpt2", 256000, 1024), 8, []),
     ("GPT-2 124M, V 50,304, T 256", ("zoo", "gpt2", 50304, 256), 8, []),
-    # T 8192 is past the importer: its causal mask constant [8192, 8192]
-    # is more than memfit folds (2^24 elements).
     ("Llama-3-8B, V 128,256, T 4096", ("zoo", "llama3-8b", 0, 4096), 1, []),
+    ("Llama-3-8B, V 128,256, T 8192", ("zoo", "llama3-8b", 0, 8192), 1, []),
 ]
 
 

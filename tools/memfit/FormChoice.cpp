@@ -13,6 +13,7 @@
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
+#include "passes/analysis/MemoryLowerBound.h"
 #include "passes/search/GraphVariants.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -58,6 +59,108 @@ Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
                                           bool keepWeightData,
                                           Progress &progress);
 
+/// The chunk rows of the head's rungs (the default, then an eighth at a
+/// time down to one row).
+std::vector<int64_t> chunkRungs(int64_t rows) {
+  std::vector<int64_t> out{rows};
+  while (rows > 1) {
+    rows = std::max<int64_t>(1, rows / 8);
+    out.push_back(rows);
+  }
+  return out;
+}
+
+/// The largest rung whose lower bound is one row's: the least memory the
+/// head trains in, with as few launches as that allows.
+Expected<int64_t> lowerBoundChunk(const PlanningSession &s) {
+  const std::vector<int64_t> rungs = chunkRungs(s.tg.headChunkRows);
+  std::vector<int64_t> bounds;
+  for (int64_t rows : rungs) {
+    TrainingConfig c = s.config;
+    c.headChunkRows = rows;
+    auto tg = buildTaskGraph(s.graph, c);
+    if (!tg)
+      return tg.takeError();
+    bounds.push_back(computeLowerBound(*tg, 1).bytes);
+  }
+  for (size_t i = 0; i < rungs.size(); ++i)
+    if (bounds[i] == bounds.back())
+      return rungs[i];
+  return rungs.back();
+}
+
+/// The fused head planned with its default chunk and, where that does not
+/// fit and --head-chunk-rows was not given, with an eighth of the rows at
+/// a time down to one row: a smaller scratch for more launches. Every try
+/// is held to the first's budget in bytes (a percentage resolved once).
+/// The lower bound (--budget lb) is one row's: the least memory the head
+/// can train in, as inspect reports it.
+Expected<PlanOutcome> planFusedHead(std::unique_ptr<PlanningSession> &s,
+                                    bool keepWeightData, Progress &progress) {
+  auto out = planAttentionChosen(s, keepWeightData, progress);
+  if (out && headChunkRowsFlag() == 0 && budgetIsLowerBoundFlag() &&
+      s->tg.fusedHead != kNoId) {
+    auto rows = lowerBoundChunk(*s);
+    if (!rows) {
+      consumeError(out.takeError());
+      return rows.takeError();
+    }
+    if (*rows == s->tg.headChunkRows)
+      return out;
+    auto next = std::make_unique<PlanningSession>();
+    next->fuseHead = true;
+    next->headChunkRows = *rows;
+    auto o = planAttentionChosen(next, keepWeightData, progress);
+    if (!o)
+      return o;
+    consumeError(out.takeError());
+    s = std::move(next);
+    return o;
+  }
+  if (out || !out.errorIsA<Infeasible>() || headChunkRowsFlag() > 0 ||
+      s->tg.fusedHead == kNoId || s->tg.headChunkRows <= 1)
+    return out;
+  int64_t bytes = s->budgetBytes;
+  if (bytes == 0) {
+    auto req = planRequest(*s);
+    if (!req) {
+      consumeError(out.takeError());
+      return req.takeError();
+    }
+    if (req->budgetFraction > 0 && !req->budgetIsLowerBound) {
+      auto yard = planTraining(s->tg, s->tableFn(), idealYardstick(*req));
+      if (!yard) {
+        consumeError(out.takeError());
+        return yard.takeError();
+      }
+      bytes = resolveBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes)
+                  .device;
+    }
+  }
+  const std::vector<int64_t> rungs = chunkRungs(s->tg.headChunkRows);
+  for (size_t i = 1; i < rungs.size(); ++i) {
+    const int64_t rows = rungs[i];
+    auto next = std::make_unique<PlanningSession>();
+    next->fuseHead = true;
+    next->headChunkRows = rows;
+    next->budgetBytes = bytes;
+    progress.info(formatv("the head's chunk of {0} rows does not fit; trying "
+                          "{1}",
+                          s->tg.headChunkRows, rows));
+    auto o = planAttentionChosen(next, keepWeightData, progress);
+    if (o || !o.errorIsA<Infeasible>()) {
+      consumeError(out.takeError());
+      s = std::move(next);
+      return o;
+    }
+    // The smaller chunk's reason: its lower bound is the lower.
+    consumeError(out.takeError());
+    out = std::move(o);
+    s = std::move(next);
+  }
+  return out;
+}
+
 /// What the summary says of the head: its form, chunk and scratch, and
 /// both forms' ideal peaks and predicted times where both were planned.
 std::string headNote(const TaskGraph &fusedTg, const PlanOutcome *fused,
@@ -94,7 +197,7 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     return planAttentionChosen(s, keepWeightData, progress);
   if (fuseHeadFlag() == AttentionMode::Fused) {
     s->fuseHead = true;
-    auto out = planAttentionChosen(s, keepWeightData, progress);
+    auto out = planFusedHead(s, keepWeightData, progress);
     if (out && s->tg.fusedHead == kNoId) {
       HeadFusion hf = fusableHead(s->graph, s->config.loss,
                                   lossClassAxis(s->graph, s->config.classAxis));
@@ -135,7 +238,7 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
               .device;
     }
   }
-  auto out = planAttentionChosen(fused, keepWeightData, progress);
+  auto out = planFusedHead(fused, keepWeightData, progress);
   if (!out && !out.errorIsA<Infeasible>()) {
     consumeError(written.takeError());
     return out.takeError();
@@ -199,6 +302,7 @@ Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
           session = std::make_unique<PlanningSession>();
           session->modelPath = written.modelPath;
           session->fuseHead = written.fuseHead;
+          session->headChunkRows = written.headChunkRows;
           session->budgetBytes = written.budgetBytes;
           session->graph = fuseAttention(written.graph, k);
           if (auto err = buildSession(*session, progress))

@@ -315,9 +315,28 @@ int run() {
     return reportError(withContext(
         tg.takeError(), ModelPath + ": cannot build the training graph: "));
 
+  // A fused head's lower bound is at one row a chunk: the planner shrinks
+  // the chunk where a budget needs it (FormChoice.cpp), so that is the
+  // least memory it can train in. The task graph is the same but for the
+  // scratch block's size.
+  auto lowerBound = [&](const TaskGraph &t,
+                        const TrainingConfig &c) -> Expected<LowerBound> {
+    if (t.fusedHead == kNoId || t.headChunkRows <= 1)
+      return computeLowerBound(t, 1);
+    TrainingConfig one = c;
+    one.headChunkRows = 1;
+    auto t1 = buildTaskGraph(*graph, one);
+    if (!t1)
+      return t1.takeError();
+    return computeLowerBound(*t1, 1);
+  };
   int64_t b = graph->batch;
   Liveness lv = computeLiveness(*tg, builtOrder(*tg), b);
-  LowerBound lb = computeLowerBound(*tg, 1);
+  auto lbOr = lowerBound(*tg, tc);
+  if (!lbOr)
+    return reportError(withContext(
+        lbOr.takeError(), ModelPath + ": cannot build the training graph: "));
+  LowerBound lb = *lbOr;
   // The head's other form, for what fusing it saves.
   HeadFusion head =
       fusableHead(*graph, tc.loss, lossClassAxis(*graph, tc.classAxis));
@@ -332,7 +351,11 @@ int run() {
       return reportError(withContext(
           otg.takeError(), ModelPath + ": cannot build the training graph: "));
     otherLv = computeLiveness(*otg, builtOrder(*otg), b);
-    otherLb = computeLowerBound(*otg, 1);
+    auto olb = lowerBound(*otg, other);
+    if (!olb)
+      return reportError(withContext(
+          olb.takeError(), ModelPath + ": cannot build the training graph: "));
+    otherLb = *olb;
     chunkRows = FuseHead ? tg->headChunkRows : otg->headChunkRows;
   }
   // (fused, as written) liveness peaks and lower bounds.

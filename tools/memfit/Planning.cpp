@@ -373,6 +373,11 @@ int64_t attentionOps(const Graph &g) {
 bool fuseHeadRequested() { return FuseHead != AttentionMode::Materialized; }
 AttentionMode fuseAttentionFlag() { return FuseAttention; }
 AttentionMode fuseHeadFlag() { return FuseHead; }
+int64_t headChunkRowsFlag() { return HeadChunkRows; }
+bool budgetIsLowerBoundFlag() {
+  llvm::StringRef b = llvm::StringRef(Budget).trim();
+  return b.equals_insensitive("lb") || b.equals_insensitive("mmin");
+}
 
 Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   Progress silent(true, false);
@@ -399,7 +404,7 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.clipGradNorm = ClipGradNorm;
   tc.ignoreIndex = IgnoreIndex;
   tc.fuseHead = s.fuseHead;
-  tc.headChunkRows = HeadChunkRows;
+  tc.headChunkRows = s.headChunkRows > 0 ? s.headChunkRows : headChunkRowsFlag();
   tc.dp = cantFail(dataParallelFlags());
   tc.freeze = {Freeze, TrainOnly};
   s.freeze = tc.freeze;

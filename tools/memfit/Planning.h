@@ -47,6 +47,8 @@ struct PlanningSession {
   /// and why (empty when the model's head cannot be fused).
   bool fuseHead = false;
   std::string headNote;
+  /// Rows per chunk of the fused head; 0: --head-chunk-rows or its default.
+  int64_t headChunkRows = 0;
   /// A budget given as a percentage, already resolved into device bytes
   /// against another form of the model (the head as written, for
   /// --fuse-head=auto); 0 when none.
@@ -104,6 +106,10 @@ bool fuseHeadRequested();
 /// --fuse-attention and --fuse-head as given.
 AttentionMode fuseAttentionFlag();
 AttentionMode fuseHeadFlag();
+/// --head-chunk-rows (0 when not given).
+int64_t headChunkRowsFlag();
+/// --budget asks for the lower bound (lb).
+bool budgetIsLowerBoundFlag();
 /// Imports the model as the flags say into `s`, attention fused when
 /// `fuse` (FormChoice.cpp imports each form it plans).
 llvm::Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
