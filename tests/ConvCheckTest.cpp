@@ -393,8 +393,10 @@ TEST_CASE("graph-API engines bound the time of the algorithms with room "
         std::string::npos);
   CHECK(json.find("\"legacy_algo\": 1") != std::string::npos);
   // Still a profile memfit reads. The engine needs 1024 bytes and both
-  // legacy algorithms were timed with none: a plan choosing either gives
-  // the trainer no room for it, so their times stand.
+  // legacy algorithms were timed with none. It ran in place of algorithm
+  // 1, which is priced as it ran: the engine's time with its 1024 bytes (a
+  // plan giving it them gets the engine). Algorithm 0 was not replaced:
+  // with no room for the engine its time stands.
   auto p = parseProfile(json, "conv-algos.json");
   REQUIRE(static_cast<bool>(p));
   std::vector<ProfileEntry> entries = p->entries();
@@ -402,8 +404,10 @@ TEST_CASE("graph-API engines bound the time of the algorithms with room "
   REQUIRE(entries[0].algorithms.size() == 2);
   CHECK(entries[0].algorithms[0].algo == 0);
   CHECK(entries[0].algorithms[0].seconds == Approx(4e-3));
+  CHECK(entries[0].algorithms[0].workspaceBytes == 0);
   CHECK(entries[0].algorithms[1].algo == 1);
-  CHECK(entries[0].algorithms[1].seconds == Approx(3e-3));
+  CHECK(entries[0].algorithms[1].seconds == Approx(0.5e-3));
+  CHECK(entries[0].algorithms[1].workspaceBytes == 1024);
   // An engine that needs no workspace runs in place of either: both cost
   // at most its time. One of another sub-batch changes nothing here.
   rt::ConvCheckResult r2 = r;

@@ -237,6 +237,36 @@ TEST_CASE("a profile taken on one model serves the same conv shape in "
   CHECK(u.missing == 0);
 }
 
+TEST_CASE("outside the measured sub-batches, the analytic model's shape at "
+          "the measured level",
+          "[profile]") {
+  // Measured at sub-batch 8 only: algorithm 1 at twice the analytic
+  // model's time there.
+  Graph a = modelA();
+  TaskGraph tg = build(a);
+  TaskId fp = findTask(tg, "FP(conv2)");
+  auto analytic = makeAnalyticCostModel(*builtinDevice("a100-40g"));
+  const double at8 = analytic->taskSeconds(tg, fp, 1, 8);
+  REQUIRE(at8 > 0);
+  Profile p;
+  p.add({TaskKind::Forward, kConvSig, 8, {{1, 2 * at8, 4608}}});
+  auto m = profiled(p);
+  // At 4 and 16, twice the model's own estimate there, not the model's
+  // level (which made a split batch look cheaper than the measured whole).
+  for (int64_t b : {int64_t(4), int64_t(16)})
+    CHECK(m->taskSeconds(tg, fp, 1, b) ==
+          Approx(2 * analytic->taskSeconds(tg, fp, 1, b)));
+  // An algorithm measured at two sizes scales from the nearer.
+  Profile q;
+  q.add({TaskKind::Forward, kConvSig, 2, {{1, 5 * at8, 4608}}});
+  q.add({TaskKind::Forward, kConvSig, 8, {{1, 2 * at8, 4608}}});
+  CHECK(profiled(q)->taskSeconds(tg, fp, 1, 16) ==
+        Approx(2 * analytic->taskSeconds(tg, fp, 1, 16)));
+  CHECK(profiled(q)->taskSeconds(tg, fp, 1, 1) ==
+        Approx(5 * at8 / at8 * analytic->taskSeconds(tg, fp, 1, 1) * at8 /
+               analytic->taskSeconds(tg, fp, 1, 2)));
+}
+
 TEST_CASE("measured entries override, missing ones fall back and are "
           "counted",
           "[profile]") {
@@ -253,10 +283,12 @@ TEST_CASE("measured entries override, missing ones fall back and are "
   CHECK(m->taskSeconds(tg, conv, 2, 4) == 5e-4);         // measured
   CHECK(m->workspaceBytes(tg, conv, 2, 4) == 123456);    // measured
   CHECK(m->taskSeconds(tg, conv, 2, 6) == Approx(7e-4)); // interpolated
-  // Not measured: the analytic model answers.
+  // Not measured: the analytic model answers, scaled to the nearest
+  // measured sub-batch's level where the task was measured at all.
   CHECK(m->taskSeconds(tg, act, 0, 4) == analytic.taskSeconds(tg, act, 0, 4));
   CHECK(m->taskSeconds(tg, conv, 0, 16) ==
-        analytic.taskSeconds(tg, conv, 0, 16));
+        Approx(analytic.taskSeconds(tg, conv, 0, 16) * 2e-3 /
+               analytic.taskSeconds(tg, conv, 0, 8)));
   CHECK(m->workspaceBytes(tg, conv, 2, 16) ==
         analytic.workspaceBytes(tg, conv, 2, 16));
   // Asked for an algorithm the profile did not measure at b = 4.

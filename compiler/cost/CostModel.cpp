@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -155,7 +156,17 @@ public:
       return 0;
     if (auto m = measured(tg, t, algo, b))
       return m->seconds;
-    return analytic.taskSeconds(tg, t, algo, b);
+    const double a = analytic.taskSeconds(tg, t, algo, b);
+    auto near = nearestMeasured(tg, t, algo, b);
+    if (!near)
+      return a;
+    const double an = analytic.taskSeconds(tg, t, algo, near->first);
+    if (a > 0 && an > 0)
+      return a * near->second / an;
+    // An algorithm the model does not price (cuDNN ran it, the device
+    // model does not offer it): linear in the sub-batch.
+    return near->second * static_cast<double>(b) /
+           static_cast<double>(near->first);
   }
 
   int64_t workspaceBytes(const TaskGraph &tg, TaskId t, int algo,
@@ -195,6 +206,30 @@ public:
   }
 
 private:
+  /// Outside the measured sub-batches (the profile does not extrapolate):
+  /// the nearest measured sub-batch of the algorithm (the smaller on a
+  /// tie) and its time. taskSeconds scales the analytic model's estimate
+  /// by the measured time over the model's at that size, so that the
+  /// estimate keeps the model's shape in the sub-batch at the measured
+  /// level. Without it a plan splitting the batch would price its tasks at
+  /// the model's level and the whole batch's at the device's, two scales
+  /// in one comparison.
+  std::optional<std::pair<int64_t, double>>
+  nearestMeasured(const TaskGraph &tg, TaskId t, int algo, int64_t b) const {
+    TaskKind kind = tg.task(t).kind;
+    std::string sig = taskSignature(tg, t);
+    std::optional<std::pair<int64_t, double>> near;
+    for (int64_t s : profile.subBatches(kind, sig)) {
+      ProfileLookup at = profile.lookup(kind, sig, s);
+      const AlgoMeasurement *m = at.find(algo);
+      if (!m || !(m->seconds > 0))
+        continue;
+      if (!near || std::llabs(s - b) < std::llabs(near->first - b))
+        near = std::make_pair(s, m->seconds);
+    }
+    return near;
+  }
+
   /// The measurement for (task, algo, b), recording whether there was one.
   std::optional<AlgoMeasurement> measured(const TaskGraph &tg, TaskId t,
                                           int algo, int64_t b) const {

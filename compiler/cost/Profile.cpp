@@ -349,6 +349,7 @@ struct GraphEngine {
   int64_t subBatch = 1;
   double seconds = 0;
   int64_t workspaceBytes = 0;
+  int64_t legacyAlgo = -1; // the planned algorithm it ran in place of
 };
 
 llvm::Error readEngine(const json &e, const std::string &where,
@@ -372,6 +373,8 @@ llvm::Error readEngine(const json &e, const std::string &where,
     return err;
   if (auto err = r.integer("workspace_bytes", g.workspaceBytes, 0, true))
     return err;
+  if (auto err = r.integer("legacy_algo", g.legacyAlgo, 0, false))
+    return err;
   if (auto err = r.string("name", ignored, false))
     return err;
   if (auto err = r.string("engine", ignored, false))
@@ -382,7 +385,10 @@ llvm::Error readEngine(const json &e, const std::string &where,
 
 /// Where a planned algorithm has at least an engine's workspace, the
 /// trainer times that engine too and runs it if faster: the algorithm
-/// costs at most the engine's time. (Less workspace: unknown, unchanged.)
+/// costs at most the engine's time. The algorithm the engine ran in place
+/// of is priced as it ran, at the engine's time and workspace (a plan
+/// giving it that workspace gets the engine again); the others with less
+/// workspace than the engine keep their own figures.
 void boundByEngines(Profile &p, const std::vector<GraphEngine> &engines) {
   if (engines.empty())
     return;
@@ -392,11 +398,17 @@ void boundByEngines(Profile &p, const std::vector<GraphEngine> &engines) {
       if (g.kind != e.kind || g.signature != e.signature ||
           g.subBatch != e.subBatch)
         continue;
-      for (AlgoMeasurement &m : e.algorithms)
-        if (m.workspaceBytes >= g.workspaceBytes && g.seconds < m.seconds) {
-          m.seconds = g.seconds;
-          changed = true;
+      for (AlgoMeasurement &m : e.algorithms) {
+        if (!(g.seconds < m.seconds))
+          continue;
+        if (m.workspaceBytes < g.workspaceBytes) {
+          if (m.algo != g.legacyAlgo)
+            continue;
+          m.workspaceBytes = g.workspaceBytes;
         }
+        m.seconds = g.seconds;
+        changed = true;
+      }
     }
     if (changed)
       p.add(std::move(e));
