@@ -59,12 +59,11 @@ public:
       // Until the filling began the reader itself waited for the device to
       // finish reading the buffer (an iteration still running): only the
       // rest is time the data kept the device waiting.
-      const auto now = std::chrono::steady_clock::now();
-      waited += std::chrono::duration<double>(now - std::max(t0, fillStart[b]))
+      const auto began = std::max(t0, fillStart[b]);
+      waited += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                              began)
                     .count();
-      waitedForDevice +=
-          std::chrono::duration<double>(std::max(t0, fillStart[b]) - t0)
-              .count();
+      waitedForDevice += std::chrono::duration<double>(began - t0).count();
     }
     state[b] = InUse;
     return b;

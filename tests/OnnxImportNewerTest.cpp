@@ -193,6 +193,20 @@ void constTensor(OnnxBuilder &b, const std::string &out, pb::TensorProto t) {
   b.node("Constant", {}, {out}, {a});
 }
 
+/// Hugging Face's causal mask over `t` positions: Range, its column and row
+/// views, and `keep` = LessOrEqual(column, row) in a node named "causal".
+void causalKeep(OnnxBuilder &b, int64_t t) {
+  b.constInt64("s", {}, {0})
+      .constInt64("e", {}, {t})
+      .constInt64("d", {}, {1})
+      .node("Range", {"s", "e", "d"}, {"r"})
+      .constInt64("ax0", {1}, {0})
+      .constInt64("ax1", {1}, {1})
+      .node("Unsqueeze", {"r", "ax0"}, {"col"})
+      .node("Unsqueeze", {"r", "ax1"}, {"row"})
+      .node("LessOrEqual", {"col", "row"}, {"keep"}, {}, "causal");
+}
+
 /// The data of the last op's constant operand.
 std::vector<float> operandData(const Graph &g) {
   for (ValueId v : g.ops.back().inputs)
@@ -210,17 +224,9 @@ TEST_CASE("mask arithmetic folds: comparisons, Trilu, GatherElements, "
                                     1, 1, 1, 0, 1, 1, 1, 1};
   SECTION("a causal mask from positions (Hugging Face's GPT-2)") {
     OnnxBuilder b(17);
-    b.input("x", {-1, 4, 4})
-        .constInt64("s", {}, {0})
-        .constInt64("e", {}, {4})
-        .constInt64("d", {}, {1})
-        .node("Range", {"s", "e", "d"}, {"r"})
-        .constInt64("ax0", {1}, {0})
-        .constInt64("ax1", {1}, {1})
-        .node("Unsqueeze", {"r", "ax0"}, {"col"})
-        .node("Unsqueeze", {"r", "ax1"}, {"row"})
-        .node("LessOrEqual", {"col", "row"}, {"keep"})
-        .node("Not", {"keep"}, {"masked"})
+    b.input("x", {-1, 4, 4});
+    causalKeep(b, 4);
+    b.node("Not", {"keep"}, {"masked"})
         .node("Not", {"masked"}, {"keep2"})
         .constFloat("fill", -1e9f)
         .node("Where", {"keep2", "x", "fill"}, {"y"})
@@ -233,17 +239,9 @@ TEST_CASE("mask arithmetic folds: comparisons, Trilu, GatherElements, "
   SECTION("a mask past what the folder holds is refused, naming its node") {
     // 16384 positions: a [16384, 16384] mask, 2^28 elements.
     OnnxBuilder b(17);
-    b.input("x", {-1, 16384, 16384})
-        .constInt64("s", {}, {0})
-        .constInt64("e", {}, {16384})
-        .constInt64("d", {}, {1})
-        .node("Range", {"s", "e", "d"}, {"r"})
-        .constInt64("ax0", {1}, {0})
-        .constInt64("ax1", {1}, {1})
-        .node("Unsqueeze", {"r", "ax0"}, {"col"})
-        .node("Unsqueeze", {"r", "ax1"}, {"row"})
-        .node("LessOrEqual", {"col", "row"}, {"keep"}, {}, "causal")
-        .constFloat("fill", -1e9f)
+    b.input("x", {-1, 16384, 16384});
+    causalKeep(b, 16384);
+    b.constFloat("fill", -1e9f)
         .node("Where", {"keep", "x", "fill"}, {"y"})
         .output("y", 3);
     const std::string msg = errorText(b.import(batchOf(1)));

@@ -13,7 +13,6 @@
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
-#include "passes/analysis/MemoryLowerBound.h"
 #include "passes/search/GraphVariants.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -76,12 +75,10 @@ Expected<int64_t> lowerBoundChunk(const PlanningSession &s) {
   const std::vector<int64_t> rungs = chunkRungs(s.tg.headChunkRows);
   std::vector<int64_t> bounds;
   for (int64_t rows : rungs) {
-    TrainingConfig c = s.config;
-    c.headChunkRows = rows;
-    auto tg = buildTaskGraph(s.graph, c);
-    if (!tg)
-      return tg.takeError();
-    bounds.push_back(computeLowerBound(*tg, 1).bytes);
+    auto lb = lowerBoundAtChunk(s.graph, s.config, rows);
+    if (!lb)
+      return lb.takeError();
+    bounds.push_back(lb->bytes);
   }
   for (size_t i = 0; i < rungs.size(); ++i)
     if (bounds[i] == bounds.back())
@@ -190,6 +187,15 @@ std::string headNote(const TaskGraph &fusedTg, const PlanOutcome *fused,
   return out;
 }
 } // namespace
+
+Expected<LowerBound> lowerBoundAtChunk(const Graph &g, TrainingConfig config,
+                                       int64_t rows) {
+  config.headChunkRows = rows;
+  auto tg = buildTaskGraph(g, config);
+  if (!tg)
+    return tg.takeError();
+  return computeLowerBound(*tg, 1);
+}
 
 Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
                                  bool keepWeightData, Progress &progress) {

@@ -323,12 +323,7 @@ int run() {
                         const TrainingConfig &c) -> Expected<LowerBound> {
     if (t.fusedHead == kNoId || t.headChunkRows <= 1)
       return computeLowerBound(t, 1);
-    TrainingConfig one = c;
-    one.headChunkRows = 1;
-    auto t1 = buildTaskGraph(*graph, one);
-    if (!t1)
-      return t1.takeError();
-    return computeLowerBound(*t1, 1);
+    return lowerBoundAtChunk(*graph, c, 1);
   };
   int64_t b = graph->batch;
   Liveness lv = computeLiveness(*tg, builtOrder(*tg), b);

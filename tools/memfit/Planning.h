@@ -15,6 +15,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/ir/TaskGraph.h"
 #include "compiler/support/OutputDir.h"
+#include "passes/analysis/MemoryLowerBound.h"
 #include "passes/search/Pipeline.h"
 #include "tools/memfit/Progress.h"
 
@@ -110,6 +111,11 @@ AttentionMode fuseHeadFlag();
 int64_t headChunkRowsFlag();
 /// --budget asks for the lower bound (lb).
 bool budgetIsLowerBoundFlag();
+/// The memory lower bound of the task graph `config` builds from `g` with
+/// the fused head in chunks of `rows` rows: `config`'s graph but for the
+/// head's scratch block (FormChoice.cpp).
+llvm::Expected<LowerBound>
+lowerBoundAtChunk(const Graph &g, TrainingConfig config, int64_t rows);
 /// Imports the model as the flags say into `s`, attention fused when
 /// `fuse` (FormChoice.cpp imports each form it plans).
 llvm::Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
