@@ -8,8 +8,8 @@ MEMFIT_JOBS=${MEMFIT_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Debian packages memfit needs. python3-torch/torchvision/onnx are the
 # independent reference the tests compare against; chromium renders reports.
 MEMFIT_PACKAGES="cmake make g++ libonnx-dev libprotobuf-dev protobuf-compiler \
-llvm-14-dev nlohmann-json3-dev catch2 ccache libopenblas-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev pkg-config python3 python3-numpy python3-onnx \
-python3-torch python3-torchvision chromium clang-14 libfuzzer-14-dev"
+llvm-14-dev nlohmann-json3-dev catch2 ccache libopenblas-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev pkg-config python3 python3-dev python3-numpy python3-onnx \
+python3-pytest python3-matplotlib python3-torch python3-torchvision chromium clang-14 libfuzzer-14-dev"
 
 # From PyPI, for the tests that export today's models (cli_hf_models;
 # skipped without it): the last transformers that runs on Debian's torch.
@@ -41,8 +41,23 @@ memfit_install_cudnn_frontend() {
   return 0
 }
 
+# The Python package's build (tools/python, pyproject.toml): nanobind for
+# the module, scikit-build-core for `pip install .`. Without them memfit
+# builds without the package and its tests are skipped.
+MEMFIT_PYPI_BUILD_PACKAGES="nanobind==3.1.0 scikit-build-core==1.1.2"
+memfit_install_python_build() {
+  /usr/bin/python3 -c 'import nanobind, scikit_build_core' 2>/dev/null && return 0
+  echo "memfit: installing $MEMFIT_PYPI_BUILD_PACKAGES from PyPI" >&2
+  # shellcheck disable=SC2086 # a list of requirements
+  /usr/bin/python3 -m pip install -q --user --break-system-packages \
+    $MEMFIT_PYPI_BUILD_PACKAGES >&2 ||
+    echo "memfit: could not install $MEMFIT_PYPI_BUILD_PACKAGES; the Python package is not built" >&2
+  return 0
+}
+
 memfit_install_missing() {
-  memfit_install_debian && memfit_install_pypi && memfit_install_cudnn_frontend
+  memfit_install_debian && memfit_install_pypi && memfit_install_cudnn_frontend &&
+    memfit_install_python_build
 }
 
 memfit_install_debian() {
@@ -74,7 +89,11 @@ memfit_build() {
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
   # shellcheck disable=SC2086 # MEMFIT_CMAKE_ARGS is a list of arguments
-  cmake -S "$MEMFIT_ROOT" -B "$MEMFIT_BUILD" -DCMAKE_BUILD_TYPE=${MEMFIT_BUILD_TYPE:-RelWithDebInfo} "${launcher[@]}" $MEMFIT_CMAKE_ARGS >&2 || return 1
+  # The Python package is built for the interpreter the tests use (Debian's,
+  # beside its torch).
+  local python=()
+  [ -x /usr/bin/python3 ] && python=(-DPython_EXECUTABLE=/usr/bin/python3)
+  cmake -S "$MEMFIT_ROOT" -B "$MEMFIT_BUILD" -DCMAKE_BUILD_TYPE=${MEMFIT_BUILD_TYPE:-RelWithDebInfo} "${launcher[@]}" "${python[@]}" $MEMFIT_CMAKE_ARGS >&2 || return 1
   cmake --build "$MEMFIT_BUILD" -j "$MEMFIT_JOBS" >&2
 }
 

@@ -1,0 +1,66 @@
+"""Keyword arguments to memfit's command line, run in this process."""
+import os
+
+from . import _core
+from ._errors import Error, Infeasible, InternalError, UserError
+
+_PREFIXES = ("memfit: error: ", "memfit: internal error: ")
+
+
+def flag_args(options):
+    """The command line flags for keyword `options`, in the order given:
+    `host_budget="8GiB"` is `--host-budget=8GiB`, True is the bare flag,
+    False and None leave the flag out, a list or tuple repeats it, and a
+    dict (`--freeze-rows`' NAME:ROW pairs) gives one per item."""
+    args = []
+    for key, value in options.items():
+        if not key.isidentifier():
+            raise UserError(f"option name {key!r} is not an identifier")
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, dict):
+            args += [f"{flag}={k}:{v}" for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            args += [f"{flag}={_text(v)}" for v in value]
+        else:
+            args.append(f"{flag}={_text(value)}")
+    return args
+
+
+def _text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _message(stderr):
+    """The error lines of a command's output, without memfit's prefix."""
+    lines = [l for l in stderr.splitlines() if l.strip()]
+    for i, line in enumerate(lines):
+        for prefix in _PREFIXES:
+            if line.startswith(prefix):
+                return "\n".join([line[len(prefix):]] + lines[i + 1:])
+    return "\n".join(lines) or "memfit failed without a message"
+
+
+def run(args):
+    """Runs `memfit ARGS...` in this process. Returns its standard output;
+    raises the Error its failure is (UserError, Infeasible, InternalError)."""
+    status, kind, out, err = _core.run([str(a) for a in args])
+    if status == 0:
+        return out
+    message = _message(err)
+    if kind == "internal":
+        raise InternalError(message, status)
+    if kind == "infeasible":
+        raise Infeasible(message, status)
+    if kind in ("user", "usage", ""):
+        raise UserError(message, status)
+    raise Error(message, status)

@@ -1,0 +1,116 @@
+"""A torch.nn.Module to the ONNX file memfit plans: exported for training."""
+import inspect as _inspect
+
+from ._errors import UserError
+
+
+def example_tuple(example_inputs):
+    if example_inputs is None:
+        raise UserError("a torch.nn.Module needs example_inputs: a tensor, "
+                        "or a tuple of tensors, with the batch on axis 0")
+    if isinstance(example_inputs, (list, tuple)):
+        return tuple(example_inputs)
+    return (example_inputs,)
+
+
+def _first_tensor(out, torch):
+    """The tensor memfit trains on in a forward's output: the output itself,
+    a Hugging Face output's `logits`, or the first tensor of a tuple or
+    mapping."""
+    if isinstance(out, torch.Tensor):
+        return out
+    logits = getattr(out, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits
+    values = out.values() if hasattr(out, "values") else out
+    if isinstance(values, (list, tuple)) or hasattr(out, "values"):
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                return v
+    return None
+
+
+def _single_output(model, inputs, torch):
+    """`model`, or a module around it that returns only the tensor memfit
+    trains on, where its forward returns more (a Hugging Face model's
+    output object with its cache, a tuple)."""
+    training = model.training
+    model.eval()  # no batch statistics updated, no dropout drawn
+    try:
+        with torch.no_grad():
+            out = model(*inputs)
+    finally:
+        model.train(training)
+    if isinstance(out, torch.Tensor):
+        return model
+    if _first_tensor(out, torch) is None:
+        raise UserError(f"{type(model).__name__}'s forward returns "
+                        f"{type(out).__name__}, which holds no tensor to train on")
+
+    class Output(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *xs):
+            return _first_tensor(self.inner(*xs), torch)
+
+    return Output(model)
+
+
+def export(model, example_inputs, path, exporter=None, opset=17):
+    """Writes `model` to `path` as memfit needs it: in training mode
+    (Dropout and BatchNormalization in their training form), constants not
+    folded into the weights, the batch axis of every input and output
+    dynamic. `exporter` is "torchscript" (torch.onnx's TorchScript
+    exporter, the default where the installed torch has it) or "dynamo"."""
+    import torch
+
+    inputs = example_tuple(example_inputs)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor) or x.dim() == 0:
+            raise UserError(f"example input {i} must be a tensor with the "
+                            "batch on axis 0")
+    names = ["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))]
+    params = _inspect.signature(torch.onnx.export).parameters
+    if exporter is None:
+        exporter = "torchscript"
+    if exporter not in ("torchscript", "dynamo"):
+        raise UserError(f"exporter must be 'torchscript' or 'dynamo', got {exporter!r}")
+    # Exporting runs the forward in training mode: BatchNorm's running
+    # statistics move and dropout draws from torch's generator. The caller's
+    # model and generator are left as they were.
+    was_training = model.training
+    original = model
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    rng = torch.random.get_rng_state()
+    model.train()
+    try:
+        model = _single_output(model, inputs, torch)
+        if exporter == "dynamo":
+            if "dynamo" not in params:
+                raise UserError("exporter='dynamo' needs torch 2.5 or later; "
+                                f"this torch is {torch.__version__}")
+            dim = torch.export.Dim("N", min=2)
+            torch.onnx.export(model, inputs, path, dynamo=True, optimize=False,
+                              opset_version=max(opset, 18), input_names=names,
+                              output_names=["y"], external_data=False,
+                              dynamic_shapes=tuple({0: dim} for _ in inputs))
+        else:
+            kwargs = {}
+            if "dynamo" in params:
+                kwargs["dynamo"] = False
+            axes = {n: {0: "N"} for n in names}
+            axes["y"] = {0: "N"}
+            torch.onnx.export(model, inputs, path, opset_version=opset,
+                              input_names=names, output_names=["y"],
+                              dynamic_axes=axes,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False, **kwargs)
+    finally:
+        original.train(was_training)
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+        torch.random.set_rng_state(rng)
+    return int(inputs[0].shape[0])
