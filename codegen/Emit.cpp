@@ -135,7 +135,8 @@ std::string Emitter::mainFile() const {
     os << ";\n// optimizer state homed on NVMe: " << plan.nvmeHomeBytes
        << " bytes";
   os << ".\n";
-  os << "#include \"trainer.h\"\n\nusing namespace memfit::rt;\n\n";
+  os << "#include \"trainer.h\"\n#include \"runtime/Session.h\"\n\nusing "
+        "namespace memfit::rt;\n\n";
   os << "#ifndef MEMFIT_MODEL_PATH\n#define MEMFIT_MODEL_PATH \"model.onnx\"\n"
         "#endif\n\n";
   for (size_t k = 0; k < weights.size(); ++k) {
@@ -310,7 +311,14 @@ std::string Emitter::mainFile() const {
                             std::to_string(rows.size()))
      << "};\n\n";
   os << "int main(int argc, char **argv) {\n"
-     << "  return trainerMain(argc, argv, kProgram);\n}\n";
+     << "  return trainerMain(argc, argv, kProgram);\n}\n\n"
+     << "// memfit.Trainer (the Python package) loads this trainer as a "
+        "library and\n// opens it here (runtime/Session.h).\n"
+        "extern \"C\" Session *memfit_trainer_open(int argc, const char "
+        "*const *argv,\n"
+        "                                        char *err, size_t "
+        "errBytes) {\n"
+        "  return openSession(kProgram, argc, argv, err, errBytes);\n}\n";
   return os.str();
 }
 
@@ -332,9 +340,22 @@ std::string Emitter::cmakeFile() const {
         "file(GLOB TRAINER_SOURCES CONFIGURE_DEPENDS "
         "${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)\n"
         "add_executable(trainer ${TRAINER_SOURCES})\n"
-        "target_compile_definitions(trainer PRIVATE "
+        "# The same program as a library for memfit.Trainer (the Python "
+        "package):\n# built only when asked for (--target trainer_module).\n"
+        "add_library(trainer_module MODULE EXCLUDE_FROM_ALL "
+        "${TRAINER_SOURCES})\n"
+        "set_target_properties(trainer_module PROPERTIES PREFIX \"\" "
+        "OUTPUT_NAME trainer)\n"
+        "function(memfit_trainer_link)\n"
+        "  target_link_libraries(trainer PRIVATE ${ARGN})\n"
+        "  target_link_libraries(trainer_module PRIVATE ${ARGN})\n"
+        "endfunction()\n"
+        "foreach(t trainer trainer_module)\n"
+        "  target_compile_definitions(${t} PRIVATE "
         "MEMFIT_MODEL_PATH=\"${CMAKE_CURRENT_SOURCE_DIR}/"
-     << opts.modelFile << "\")\n"
+     << opts.modelFile
+     << "\")\n"
+        "endforeach()\n"
      << (tg.dp.active()
              ? "# More than one rank: collectives through MPI (run the "
                "trainer under mpirun).\n"
@@ -342,17 +363,16 @@ std::string Emitter::cmakeFile() const {
                "  message(FATAL_ERROR \"memfit was built without MPI "
                "(libopenmpi-dev); this trainer runs on several ranks\")\n"
                "endif()\n"
-               "target_link_libraries(trainer PRIVATE "
-               "memfit::memfit_comm_mpi)\n"
+               "memfit_trainer_link(memfit::memfit_comm_mpi)\n"
              : "")
      << "if(MEMFIT_BACKEND STREQUAL \"cpu\")\n"
-        "  target_link_libraries(trainer PRIVATE memfit::memfit_runtime_emu)\n"
+        "  memfit_trainer_link(memfit::memfit_runtime_emu)\n"
         "elseif(MEMFIT_BACKEND STREQUAL \"cuda\")\n"
         "  if(NOT TARGET memfit::memfit_runtime_cuda)\n"
         "    message(FATAL_ERROR \"memfit was built without CUDA; use "
         "-DMEMFIT_BACKEND=cpu\")\n"
         "  endif()\n"
-        "  target_link_libraries(trainer PRIVATE memfit::memfit_runtime_cuda)\n"
+        "  memfit_trainer_link(memfit::memfit_runtime_cuda)\n"
         "else()\n"
         "  message(FATAL_ERROR \"MEMFIT_BACKEND must be cuda or cpu\")\n"
         "endif()\n";

@@ -32,7 +32,20 @@ void sayError(const std::string &msg) {
   std::fflush(stderr);
 }
 
+namespace {
+thread_local bool failuresThrow = false;
+} // namespace
+
+ThrowFailures::ThrowFailures() : was(failuresThrow) { failuresThrow = true; }
+ThrowFailures::~ThrowFailures() { failuresThrow = was; }
+
+void throwIfFailuresThrow(const std::string &msg, int code) {
+  if (failuresThrow)
+    throw TrainerFailure(msg, code);
+}
+
 [[noreturn]] void die(const std::string &msg) {
+  throwIfFailuresThrow(msg, 1);
   sayError(msg);
   if (ranks && ranks->size() > 1)
     ranks->abortAll(1);
@@ -166,7 +179,8 @@ size_t editDistance(const std::string &a, const std::string &b) {
 
 } // namespace
 
-Options parseArgs(int argc, char **argv, const char *defaultModel) {
+Options parseArgs(int argc, char **argv, const char *defaultModel,
+                  bool readsData) {
   Options o;
   o.model = defaultModel;
   for (int i = 1; i < argc; ++i) {
@@ -312,8 +326,11 @@ Options parseArgs(int argc, char **argv, const char *defaultModel) {
   }
   const int sources =
       int(o.synthetic) + int(!o.data.empty()) + int(!o.tokens.empty());
-  if (sources != 1)
+  if (readsData && sources != 1)
     die("give one of --data and --labels, --tokens, or --synthetic");
+  if (!readsData && sources != 0)
+    die("a session takes its batches from the caller: --data, --labels, "
+        "--tokens and --synthetic are the command-line trainer's");
   if (!o.tokens.empty() && o.seqLen == 0)
     die("--tokens needs --seq-len T, the model's sequence length");
   if ((!o.normalize.empty() || o.cropPad >= 0 || o.hflip || o.resizedCrop) &&

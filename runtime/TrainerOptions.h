@@ -12,6 +12,7 @@
 #include "runtime/LrSchedule.h"
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 namespace memfit::rt {
@@ -77,7 +78,10 @@ struct Options {
 
 /// The flags; --help prints the usage and exits, a bad flag or value stops
 /// the trainer naming it.
-Options parseArgs(int argc, char **argv, const char *defaultModel);
+/// The trainer's flags; `readsData` false for a session (Session.h), whose
+/// caller hands the batches over and which refuses the data flags.
+Options parseArgs(int argc, char **argv, const char *defaultModel,
+                  bool readsData = true);
 
 struct ProgramInfo;
 /// Refuses flags the compiled program cannot honour (momentum without its
@@ -89,6 +93,29 @@ void checkAgainstProgram(Options &o, const ProgramInfo &p);
 void setErrorRanks(Comm *comm);
 void sayError(const std::string &msg);
 [[noreturn]] void die(const std::string &msg);
+
+/// What die() and the backends' fatal errors (Exec::fatal) throw on a
+/// thread inside a ThrowFailures scope instead of ending the process: a
+/// library session's calls (Session.h), whose caller is a Python process.
+class TrainerFailure : public std::runtime_error {
+public:
+  TrainerFailure(const std::string &msg, int code)
+      : std::runtime_error(msg), code(code) {}
+  int code; // the exit status the trainer would have ended with
+};
+class ThrowFailures {
+public:
+  ThrowFailures();
+  ~ThrowFailures();
+  ThrowFailures(const ThrowFailures &) = delete;
+  ThrowFailures &operator=(const ThrowFailures &) = delete;
+
+private:
+  bool was;
+};
+/// Throws TrainerFailure(msg, code) inside a ThrowFailures scope; else
+/// returns, and the caller prints and exits as it always has.
+void throwIfFailuresThrow(const std::string &msg, int code);
 
 } // namespace memfit::rt
 

@@ -13,6 +13,7 @@
 // has it when Trainer.o asks.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/TrainerOptions.h"
 #include "runtime/cuda/Impl.h"
 
 #include <algorithm>
@@ -452,6 +453,8 @@ Exec::~Exec() {
 }
 
 void Exec::fatal(const std::string &what) const {
+  throwIfFailuresThrow(
+      task && *task ? "in " + std::string(task) + ": " + what : what, 2);
   if (task && *task)
     std::fprintf(stderr, "trainer: error in %s: %s\n", task, what.c_str());
   else

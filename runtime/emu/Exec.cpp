@@ -8,6 +8,7 @@
 // that misses a wait produces wrong numbers here.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/TrainerOptions.h"
 #include "runtime/emu/EmuImpl.h"
 
 #include <algorithm>
@@ -75,6 +76,7 @@ Exec::~Exec() {
 }
 
 void Exec::fatal(const std::string &what) const {
+  throwIfFailuresThrow(std::string("in ") + task + ": " + what, 2);
   std::fprintf(stderr, "trainer: error in %s: %s\n", task, what.c_str());
   std::exit(2);
 }

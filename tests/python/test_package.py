@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 
+import numpy as np
 import pytest
 
 import memfit
@@ -104,8 +105,7 @@ def test_inspect_and_compare(gpt2_tiny):
 def test_compile_writes_the_cli_trainer(gpt2_tiny, tmp_path):
     cli("compile", gpt2_tiny, "--batch", 4, "--budget", "60%", "-o",
         tmp_path / "cli")
-    out = memfit.compile(gpt2_tiny, out_dir=tmp_path / "py", batch=4,
-                         budget="60%")
+    out = memfit.compile(gpt2_tiny, tmp_path / "py", batch=4, budget="60%")
     assert out.plan.feasible and out.out_dir == str(tmp_path / "py")
     cmp = filecmp.dircmp(tmp_path / "cli", tmp_path / "py")
     assert not cmp.left_only and not cmp.right_only
@@ -193,6 +193,13 @@ def test_export_leaves_the_model_as_it_was(tmp_path):
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
     assert torch.equal(torch.random.get_rng_state(), rng)
+    # The file holds the model's statistics, not the export's forward's.
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+    inits = {i.name: numpy_helper.to_array(i)
+             for i in onnx.load(str(tmp_path / "m.onnx")).graph.initializer}
+    for name in ("bn.running_mean", "bn.running_var", "conv.weight"):
+        assert np.array_equal(inits[name], before[name].numpy()), name
 
 
 def test_a_hugging_face_model():

@@ -24,8 +24,9 @@ from . import _cli
 from ._errors import Error, Infeasible, InternalError, UserError
 from ._export import export
 from ._results import Comparison, Compiled, Inspection, Plan, Record
+from ._trainer import Trainer
 
-__all__ = ["inspect", "plan", "compare", "compile", "export", "cli", "Plan",
+__all__ = ["inspect", "plan", "compare", "compile", "export", "cli", "Trainer", "Plan",
            "Inspection", "Comparison", "Compiled", "Record", "Error",
            "UserError", "Infeasible", "InternalError"]
 
@@ -121,6 +122,10 @@ def compile(model, example_inputs=None, out_dir=None, *, force=False,
             exporter=None, **options):
     """`memfit compile -o OUT_DIR`: the trainer's sources, its plan and
     reports, written whole or not at all."""
+    # compile("model.onnx", "out"): an ONNX file has no example inputs.
+    if (out_dir is None and isinstance(model, (str, os.PathLike))
+            and isinstance(example_inputs, (str, os.PathLike))):
+        example_inputs, out_dir = None, example_inputs
     if out_dir is None:
         raise UserError("compile needs out_dir, the directory to write the "
                         "trainer into")

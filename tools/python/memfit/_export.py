@@ -58,6 +58,31 @@ def _single_output(model, inputs, torch):
     return Output(model)
 
 
+def _restore_initializers(path, values):
+    """Sets the initializers of the ONNX file at `path` named in `values`
+    (torch tensors) to them; warns about names the file does not hold."""
+    import warnings
+
+    import onnx
+    from onnx import numpy_helper
+
+    path = str(path)
+    model = onnx.load(path)
+    found = set()
+    for init in model.graph.initializer:
+        if init.name in values:
+            init.CopyFrom(numpy_helper.from_array(
+                values[init.name].cpu().numpy().astype(
+                    numpy_helper.to_array(init).dtype), init.name))
+            found.add(init.name)
+    missing = sorted(set(values) - found)
+    if missing:
+        warnings.warn("the export's forward changed buffers the file does not "
+                      "name (" + ", ".join(missing) + "); the file holds them "
+                      "as the export left them")
+    onnx.save(model, path)
+
+
 def export(model, example_inputs, path, exporter=None, opset=17):
     """Writes `model` to `path` as memfit needs it: in training mode
     (Dropout and BatchNormalization in their training form), constants not
@@ -82,7 +107,7 @@ def export(model, example_inputs, path, exporter=None, opset=17):
     # model and generator are left as they were.
     was_training = model.training
     original = model
-    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    buffers = [(n, b, b.detach().clone()) for n, b in model.named_buffers()]
     rng = torch.random.get_rng_state()
     model.train()
     try:
@@ -109,8 +134,15 @@ def export(model, example_inputs, path, exporter=None, opset=17):
                               do_constant_folding=False, **kwargs)
     finally:
         original.train(was_training)
+        moved = {}
         with torch.no_grad():
-            for b, saved in buffers:
+            for name, b, saved in buffers:
+                if not torch.equal(b, saved):
+                    moved[name] = saved
                 b.copy_(saved)
         torch.random.set_rng_state(rng)
+    # The file holds the buffers as the export's forward left them: write
+    # back the model's own.
+    if moved:
+        _restore_initializers(path, moved)
     return int(inputs[0].shape[0])
