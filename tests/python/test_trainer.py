@@ -203,3 +203,41 @@ def test_bad_arguments_raise(setup, tmp_path):
         memfit.Trainer(tmp_path)
     with pytest.raises(memfit.UserError, match="backend must be"):
         memfit.Trainer(compiled, backend="tpu")
+
+
+def test_a_hugging_face_language_model(tmp_path):
+    """Token ids in, the next tokens as labels: a transformers GPT-2 (its
+    forward returns an output object; tied input and output embeddings)
+    trained as PyTorch trains it. SGD: Adam would turn the key bias's
+    rounding noise (its true gradient is zero) into full steps."""
+    tf = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    V, T, B = 96, 16, 4
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(
+        vocab_size=V, n_embd=32, n_layer=2, n_head=2, n_positions=T,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    ids = torch.randint(0, V, (B * STEPS, T + 1))
+    batches = [(ids[k * B:(k + 1) * B, :T], ids[k * B:(k + 1) * B, 1:])
+               for k in range(STEPS)]
+    out = memfit.compile(model, batches[0][0], tmp_path / "gpt", batch=B,
+                         budget="60%", optimizer="sgd", quiet=True)
+    ref = copy.deepcopy(model).train()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=MOMENTUM)
+    want = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(
+            ref(input_ids=x).logits.reshape(-1, V), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    with memfit.Trainer(out, lr=0.1, momentum=MOMENTUM) as t:
+        got = [t.step(x, y) for x, y in batches]
+        state = t.state_dict()
+        with pytest.raises(memfit.UserError, match=r"token ids must be in \[0, 96\)"):
+            t.step(torch.full((B, T), V), batches[0][1])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    ref_state = ref.state_dict()
+    assert "transformer.wte.weight" in state
+    for name, value in state.items():
+        assert worst_relative(value.numpy(), ref_state[name].numpy()) <= 1e-5, name

@@ -31,9 +31,10 @@ def _first_tensor(out, torch):
 
 
 def _single_output(model, inputs, torch):
-    """`model`, or a module around it that returns only the tensor memfit
-    trains on, where its forward returns more (a Hugging Face model's
-    output object with its cache, a tuple)."""
+    """None where `model`'s forward returns a tensor; else the forward to
+    export in its place, which returns only the tensor memfit trains on (a
+    Hugging Face model's output object with its cache, a tuple). It is set
+    on the instance for the export, so the parameters keep their names."""
     training = model.training
     model.eval()  # no batch statistics updated, no dropout drawn
     try:
@@ -42,20 +43,16 @@ def _single_output(model, inputs, torch):
     finally:
         model.train(training)
     if isinstance(out, torch.Tensor):
-        return model
+        return None
     if _first_tensor(out, torch) is None:
         raise UserError(f"{type(model).__name__}'s forward returns "
                         f"{type(out).__name__}, which holds no tensor to train on")
+    forward = model.forward
 
-    class Output(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
+    def single(*xs):
+        return _first_tensor(forward(*xs), torch)
 
-        def forward(self, *xs):
-            return _first_tensor(self.inner(*xs), torch)
-
-    return Output(model)
+    return single
 
 
 def _restore_initializers(path, values):
@@ -106,12 +103,15 @@ def export(model, example_inputs, path, exporter=None, opset=17):
     # statistics move and dropout draws from torch's generator. The caller's
     # model and generator are left as they were.
     was_training = model.training
-    original = model
+    original, single, own = model, None, None
     buffers = [(n, b, b.detach().clone()) for n, b in model.named_buffers()]
     rng = torch.random.get_rng_state()
     model.train()
     try:
-        model = _single_output(model, inputs, torch)
+        single = _single_output(model, inputs, torch)
+        own = vars(model).get("forward")  # a forward set on the instance
+        if single is not None:
+            model.forward = single
         if exporter == "dynamo":
             if "dynamo" not in params:
                 raise UserError("exporter='dynamo' needs torch 2.5 or later; "
@@ -133,6 +133,11 @@ def export(model, example_inputs, path, exporter=None, opset=17):
                               training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False, **kwargs)
     finally:
+        if single is not None:
+            if own is None:
+                del original.forward
+            else:
+                original.forward = own
         original.train(was_training)
         moved = {}
         with torch.no_grad():

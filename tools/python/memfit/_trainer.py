@@ -141,6 +141,7 @@ class Trainer:
         self._classes = q(_Q_CLASSES)
         self._ignore = q(_Q_IGNORE)
         shapes = _shapes(os.path.join(self.out_dir, "model.onnx"))
+        self._initializers = set(shapes) if shapes else None
         self._weights = []
         for i in range(q(_Q_WEIGHTS)):
             name = self._lib.memfit_session_weight_name(self._s, i).decode()
@@ -239,12 +240,16 @@ class Trainer:
 
     def state_dict(self, as_torch=True):
         """Every weight (and BatchNorm's running statistics) by its name in
-        the model, shaped as there: torch tensors, or numpy arrays."""
+        the model, shaped as there: torch tensors, or numpy arrays. The
+        constants the compiler folded out of the graph's nodes are left
+        out (they are no initializer of the model)."""
         self._open()
         np = self._np
         out = {}
         err = ctypes.create_string_buffer(_ERR_BYTES)
         for i, (name, shape, count) in enumerate(self._weights):
+            if self._initializers is not None and name not in self._initializers:
+                continue
             a = np.empty(count, dtype=np.float32)
             self._check(self._lib.memfit_session_read_weight(
                 self._s, i, a.ctypes.data, err, _ERR_BYTES), err)
