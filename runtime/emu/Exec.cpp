@@ -76,7 +76,8 @@ Exec::~Exec() {
 }
 
 void Exec::fatal(const std::string &what) const {
-  throwIfFailuresThrow(std::string("in ") + task + ": " + what, 2);
+  throwIfFailuresThrow(task ? "in " + std::string(task) + ": " + what : what,
+                       2);
   std::fprintf(stderr, "trainer: error in %s: %s\n", task, what.c_str());
   std::exit(2);
 }

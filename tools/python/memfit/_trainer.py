@@ -317,7 +317,10 @@ class Trainer:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # the interpreter is shutting down
+            pass
 
     def __repr__(self):
         return (f"<memfit.Trainer {self.out_dir} ({self.backend}): batch "
