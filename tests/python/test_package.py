@@ -180,6 +180,11 @@ def test_a_torch_module(tmp_path):
     assert got == want
     with pytest.raises(memfit.UserError, match="example_inputs"):
         memfit.plan(model, batch=16)
+    # An error about the export names the module, not a temporary file.
+    with pytest.raises(memfit.Infeasible) as e:
+        memfit.plan(model, example, batch=16, budget="1KiB")
+    assert "SmallNet (exported to ONNX)" in str(e.value)
+    assert "memfit-" not in str(e.value)
 
 
 def test_export_leaves_the_model_as_it_was(tmp_path):

@@ -76,6 +76,14 @@ def _with_model(model, example_inputs, exporter, options, body):
     m = _Model(model, example_inputs, exporter, options)
     try:
         return body(m.path)
+    except Error as e:
+        # The export's temporary file means nothing to the caller: name the
+        # module instead.
+        if m._tmp is not None and m.path in e.message:
+            e.message = e.message.replace(
+                m.path, f"{type(model).__name__} (exported to ONNX)")
+            e.args = (e.message,)
+        raise
     finally:
         m.close()
 
