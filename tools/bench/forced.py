@@ -17,8 +17,10 @@ usage: tools/bench/forced.py [--memfit build/tools/memfit] --models a,b
 Exit status 1 when a case fails (the property test, tests/cli/forced.sh).
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,6 +69,8 @@ def main():
     args = ap.parse_args()
     common = args.plan_flags.split()
     tmp = tempfile.mkdtemp(prefix="memfit-forced-")
+    # Its plans (20 MB a run) go with it, on every way out.
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     lines, failures, worst = [], [], (0.0, "")
 
     def say(s=""):
