@@ -219,3 +219,36 @@ def test_a_hugging_face_model():
     assert info.parameters == sum(p.numel() for p in model.parameters())
     plan = memfit.plan(model, ids, batch=8, budget="60%", optimizer="adamw")
     assert plan.feasible and plan.batch == 8
+
+
+def test_ctrl_c_stops_the_command(tmp_path):
+    # A long plan in a child interpreter, interrupted: KeyboardInterrupt
+    # comes back at once and the fork running memfit is gone.
+    import signal
+    import sys
+    import time
+    model = tmp_path / "big.onnx"
+    cli("zoo", "resnet50", "-o", model)
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import memfit, os, sys\n"
+        "print(os.getpid(), flush=True)\n"
+        "try:\n"
+        f"    memfit.plan({str(model)!r}, batch=512, budget='25%')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "    sys.exit(3)\n")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, env=os.environ)
+    p.stdout.readline()
+    time.sleep(1.0)  # inside the plan's fork by now
+    children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                              text=True).stdout.split()
+    p.send_signal(signal.SIGINT)
+    t0 = time.time()
+    rc = p.wait(timeout=30)
+    assert rc == 3 and p.stdout.read().strip() == "interrupted"
+    assert time.time() - t0 < 2.5  # the plan alone has seconds to go
+    assert children, "no fork was running after a second"
+    for pid in children:
+        assert not os.path.exists(f"/proc/{pid}"), "the fork outlived the call"
