@@ -221,6 +221,15 @@ def test_a_hugging_face_model():
     assert plan.feasible and plan.batch == 8
 
 
+def _parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # "pid (comm) state ppid ...": comm may hold spaces.
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def test_ctrl_c_stops_the_command(tmp_path):
     # A long plan in a child interpreter, interrupted: KeyboardInterrupt
     # comes back at once and the fork running memfit is gone.
@@ -242,8 +251,8 @@ def test_ctrl_c_stops_the_command(tmp_path):
                          stderr=subprocess.DEVNULL, text=True, env=os.environ)
     p.stdout.readline()
     time.sleep(1.0)  # inside the plan's fork by now
-    children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
-                              text=True).stdout.split()
+    children = [pid for pid in os.listdir("/proc") if pid.isdigit()
+                and _parent_of(pid) == p.pid]
     p.send_signal(signal.SIGINT)
     t0 = time.time()
     rc = p.wait(timeout=30)
