@@ -15,14 +15,24 @@ python3-pytest python3-matplotlib python3-torch python3-torchvision chromium cla
 # skipped without it): the last transformers that runs on Debian's torch.
 MEMFIT_PYPI_PACKAGES="transformers==4.38.2"
 
-memfit_install_pypi() {
-  /usr/bin/python3 -c 'import transformers' 2>/dev/null && return 0
-  echo "memfit: installing $MEMFIT_PYPI_PACKAGES from PyPI" >&2
+# Installs PyPI requirements for Debian's python3 (--user) unless the
+# Python statement CHECK runs; on failure says what is skipped and goes on.
+# Usage: memfit_pip_install CHECK "REQUIREMENTS" "WITHOUT THEM" [pip flags]
+memfit_pip_install() {
+  local check=$1 reqs=$2 without=$3
+  shift 3
+  /usr/bin/python3 -c "$check" 2>/dev/null && return 0
+  echo "memfit: installing $reqs from PyPI" >&2
   # shellcheck disable=SC2086 # a list of requirements
-  /usr/bin/python3 -m pip install -q --user --break-system-packages \
-    $MEMFIT_PYPI_PACKAGES >&2 ||
-    echo "memfit: could not install $MEMFIT_PYPI_PACKAGES; the tests that need it are skipped" >&2
+  /usr/bin/python3 -m pip install -q --user --break-system-packages "$@" \
+    $reqs >&2 ||
+    echo "memfit: could not install $reqs; $without" >&2
   return 0
+}
+
+memfit_install_pypi() {
+  memfit_pip_install 'import transformers' "$MEMFIT_PYPI_PACKAGES" \
+    "the tests that need it are skipped"
 }
 
 # cuDNN's graph API for the CUDA backend's convolutions (runtime/cuda/
@@ -33,12 +43,9 @@ memfit_install_pypi() {
 MEMFIT_CUDNN_FRONTEND=nvidia-cudnn-frontend==1.32.0
 memfit_install_cudnn_frontend() {
   command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || return 0
-  /usr/bin/python3 -c 'import importlib.metadata as m; m.distribution("nvidia-cudnn-frontend")' 2>/dev/null && return 0
-  echo "memfit: installing $MEMFIT_CUDNN_FRONTEND from PyPI" >&2
-  /usr/bin/python3 -m pip install -q --user --break-system-packages --no-deps \
-    "$MEMFIT_CUDNN_FRONTEND" >&2 ||
-    echo "memfit: could not install $MEMFIT_CUDNN_FRONTEND; convolutions use cuDNN's legacy API only" >&2
-  return 0
+  memfit_pip_install \
+    'import importlib.metadata as m; m.distribution("nvidia-cudnn-frontend")' \
+    "$MEMFIT_CUDNN_FRONTEND" "convolutions use cuDNN's legacy API only" --no-deps
 }
 
 # The Python package's build (tools/python, pyproject.toml): nanobind for
@@ -46,13 +53,8 @@ memfit_install_cudnn_frontend() {
 # builds without the package and its tests are skipped.
 MEMFIT_PYPI_BUILD_PACKAGES="nanobind==3.1.0 scikit-build-core==1.1.2"
 memfit_install_python_build() {
-  /usr/bin/python3 -c 'import nanobind, scikit_build_core' 2>/dev/null && return 0
-  echo "memfit: installing $MEMFIT_PYPI_BUILD_PACKAGES from PyPI" >&2
-  # shellcheck disable=SC2086 # a list of requirements
-  /usr/bin/python3 -m pip install -q --user --break-system-packages \
-    $MEMFIT_PYPI_BUILD_PACKAGES >&2 ||
-    echo "memfit: could not install $MEMFIT_PYPI_BUILD_PACKAGES; the Python package is not built" >&2
-  return 0
+  memfit_pip_install 'import nanobind, scikit_build_core' \
+    "$MEMFIT_PYPI_BUILD_PACKAGES" "the Python package is not built"
 }
 
 memfit_install_missing() {
