@@ -76,6 +76,7 @@ def test_the_plan_in_memory(gpt2_tiny):
     assert max(used) <= s.resident_bytes + s.arena_bytes
     assert used[-1] == s.resident_bytes  # everything left the arena
     assert plan._repr_html_().startswith("<iframe srcdoc=")
+    assert plan.trace["otherData"]["model"] == "gpt2-tiny"
     with pytest.raises(AttributeError, match="no field 'nonesuch'"):
         plan.nonesuch
 

@@ -154,8 +154,6 @@ def _read_plan(directory, text):
         with open(p, encoding="utf-8") as f:
             return f.read()
 
-    data = _json.loads(read("plan.json"))
-    trace = read("trace.json")
-    return Plan(data, text=text, report_html=read("report.html") or "",
-                trace=_json.loads(trace) if trace else None,
-                path=os.fspath(directory))
+    return Plan(_json.loads(read("plan.json")), text=text,
+                report_html=read("report.html") or "",
+                trace_text=read("trace.json"), path=os.fspath(directory))

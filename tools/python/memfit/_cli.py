@@ -7,12 +7,16 @@ from ._errors import Error, Infeasible, InternalError, UserError
 _PREFIXES = ("memfit: error: ", "memfit: internal error: ")
 
 
-def flag_args(options):
+def flag_args(options, joined=True):
     """The command line flags for keyword `options`, in the order given:
-    `host_budget="8GiB"` is `--host-budget=8GiB`, True is the bare flag,
-    False and None leave the flag out, a list or tuple repeats it, and a
-    dict (`--freeze-rows`' NAME:ROW pairs) gives one per item."""
+    `host_budget="8GiB"` is `--host-budget=8GiB` (with `joined` False, as
+    the generated trainer reads them, `--host-budget 8GiB`), True is the
+    bare flag, False and None leave the flag out, a list or tuple repeats
+    it, and a dict (`--freeze-rows`' NAME:ROW pairs) gives one per item."""
     args = []
+
+    def put(flag, value):
+        args.extend([f"{flag}={value}"] if joined else [flag, value])
     for key, value in options.items():
         if not key.isidentifier():
             raise UserError(f"option name {key!r} is not an identifier")
@@ -22,11 +26,13 @@ def flag_args(options):
         if value is True:
             args.append(flag)
         elif isinstance(value, dict):
-            args += [f"{flag}={k}:{v}" for k, v in value.items()]
+            for k, v in value.items():
+                put(flag, f"{k}:{v}")
         elif isinstance(value, (list, tuple)):
-            args += [f"{flag}={_text(v)}" for v in value]
+            for v in value:
+                put(flag, _text(v))
         else:
-            args.append(f"{flag}={_text(value)}")
+            put(flag, _text(value))
     return args
 
 

@@ -66,12 +66,19 @@ class Plan(Record):
     each tensor's decision, ...), the summary memfit prints (`text`, also
     `str(plan)`) and the HTML report, which a notebook shows."""
 
-    def __init__(self, data, text="", report_html="", trace=None, path=None):
+    def __init__(self, data, text="", report_html="", trace_text=None,
+                 path=None):
         super().__init__(data)
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "report_html", report_html)
-        object.__setattr__(self, "trace", trace)
+        object.__setattr__(self, "_trace_text", trace_text)
         object.__setattr__(self, "path", path)
+
+    @property
+    def trace(self):
+        """trace.json (Chrome's trace format), read when asked for: a large
+        model's is large."""
+        return json.loads(self._trace_text) if self._trace_text else None
 
     @property
     def feasible(self):

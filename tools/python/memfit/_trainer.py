@@ -5,27 +5,13 @@ import os
 import shutil
 import subprocess
 
+from ._cli import flag_args
 from ._errors import InternalError, UserError
 
 _ERR_BYTES = 4096
 # runtime/Session.h's MemfitSessionQuery.
 (_Q_BATCH, _Q_INPUT, _Q_LABELS, _Q_INT_INPUT, _Q_MSE, _Q_VOCAB, _Q_CLASSES,
  _Q_WEIGHTS, _Q_STEPS, _Q_IGNORE) = range(10)
-
-
-def _trainer_args(options):
-    """The generated trainer's flags (runtime/TrainerOptions.cpp) for
-    keyword `options`: `weight_decay=0.1` is `--weight-decay 0.1`."""
-    args = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if value is None or value is False:
-            continue
-        if value is True:
-            args.append(flag)
-        else:
-            args += [flag, str(os.fspath(value) if isinstance(value, os.PathLike) else value)]
-    return args
 
 
 def _newest(paths):
@@ -125,7 +111,8 @@ class Trainer:
         path = build_library(self.out_dir, backend, runtime_dir)
         self._lib = ctypes.CDLL(path, mode=os.RTLD_NOW | getattr(os, "RTLD_LOCAL", 0))
         _bind(self._lib)
-        args = ["trainer"] + _trainer_args(options)
+        # The trainer reads "--flag value" (runtime/TrainerOptions.cpp).
+        args = ["trainer"] + flag_args(options, joined=False)
         argv = (ctypes.c_char_p * len(args))(*[a.encode() for a in args])
         err = ctypes.create_string_buffer(_ERR_BYTES)
         self._s = self._lib.memfit_trainer_open(len(args), argv, err, _ERR_BYTES)
@@ -153,7 +140,7 @@ class Trainer:
 
     # --- batches ---
 
-    def _array(self, value, what):
+    def _array(self, value):
         np = self._np
         if hasattr(value, "detach"):  # a torch tensor, on any device
             value = value.detach()
@@ -164,12 +151,20 @@ class Trainer:
             value = np.from_dlpack(value)
         return np.asarray(value)
 
-    def _inputs(self, x, n):
+    def _samples(self, value, n, per, what, unit):
+        """`value` as an array of n samples of `per` values (n None: as
+        many as it holds)."""
+        a = self._array(value)
+        if a.ndim > 0 and n is None:
+            n = a.shape[0]
+        if a.ndim == 0 or a.shape[0] != n or a.size != n * per:
+            raise UserError(f"{what} of shape {a.shape}: this trainer takes "
+                            f"{n} samples of {per} {unit} each")
+        return a
+
+    def _inputs(self, x, n=None):
         np = self._np
-        a = self._array(x, "inputs")
-        if a.ndim == 0 or a.shape[0] != n or a.size != n * self._input:
-            raise UserError(f"inputs of shape {a.shape}: this trainer takes "
-                            f"{n} samples of {self._input} values each")
+        a = self._samples(x, n, self._input, "inputs", "values")
         if self._int_input:
             if a.dtype.kind not in "iu":
                 raise UserError(f"inputs are token ids: an integer array, got {a.dtype}")
@@ -181,10 +176,7 @@ class Trainer:
 
     def _targets(self, y, n):
         np = self._np
-        a = self._array(y, "labels")
-        if a.ndim == 0 or a.shape[0] != n or a.size != n * self._labels:
-            raise UserError(f"labels of shape {a.shape}: this trainer takes "
-                            f"{n} samples of {self._labels} labels each")
+        a = self._samples(y, n, self._labels, "labels", "labels")
         if self._mse:
             return np.ascontiguousarray(a, dtype=np.float32)
         if a.dtype.kind not in "iu":
@@ -218,9 +210,8 @@ class Trainer:
         """The evaluation program over every whole batch of the samples:
         {'loss': mean loss, 'accuracy': share right (cross-entropy)}."""
         self._open()
-        np = self._np
-        n = int(np.shape(self._array(inputs, "inputs"))[0])
-        x = self._inputs(inputs, n)
+        x = self._inputs(inputs)
+        n = int(x.shape[0])
         y = self._targets(labels, n)
         loss, acc = ctypes.c_double(), ctypes.c_double()
         err = ctypes.create_string_buffer(_ERR_BYTES)
@@ -277,7 +268,7 @@ class Trainer:
                 if strict:
                     raise UserError(f"missing weight {name!r}")
                 continue
-            a = np.ascontiguousarray(self._array(state[name], name), dtype=np.float32)
+            a = np.ascontiguousarray(self._array(state[name]), dtype=np.float32)
             if a.size != count:
                 raise UserError(f"{name}: {a.size} values, the trainer holds {count}")
             self._check(self._lib.memfit_session_write_weight(
