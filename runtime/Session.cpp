@@ -183,15 +183,8 @@ int memfit_session_step(Session *s, const void *xs, const void *ys, float *loss,
                 static_cast<size_t>(p.batch * p.inputPerSample) * 4);
     std::memcpy(x.hostLabels(buffer), ys,
                 static_cast<size_t>(p.batch * p.labelPerSample) * 4);
-    // What the trainer's loop sets before each iteration (Trainer.cpp).
-    x.useBatch(buffer);
-    x.lossCount = rt::labelCount(x, *x.comm, buffer);
-    x.iteration = st.iteration;
-    x.step = st.appliedSteps + 1;
-    x.firstIteration = st.appliedSteps == 0;
-    x.lossScale = s->scaled ? st.scaler.scale : 1.0f;
-    if (s->scheduled)
-      x.lr = rt::lrAt(s->o.schedule, static_cast<int64_t>(st.iteration));
+    rt::prepareIteration(x, *x.comm, buffer, st, s->scaled,
+                         s->scheduled ? &s->o.schedule : nullptr);
     float norm = NAN;
     const bool apply = rt::issueIteration(x, s->program, s->scaled,
                                           s->o.clipGradNorm, norm, nullptr);

@@ -294,17 +294,8 @@ int trainerMain(int argc, char **argv, const Program &program) {
       st.sampleCursor = order.cursor;
       st.epoch = order.epoch;
       const int32_t buffer = feeder.acquire();
-      x.useBatch(buffer);
-      x.lossCount = labelCount(x, comm, buffer);
-      x.iteration = iteration;
-      // Updates applied, with this one (a skipped update is not counted,
-      // as torch's optimizer state does not see it).
-      x.step = st.appliedSteps + 1;
-      x.firstIteration = st.appliedSteps == 0;
-      x.lossScale = scaled ? st.scaler.scale : 1.0f;
-      // A function of the step alone: a resumed run recomputes it.
-      if (scheduled)
-        x.lr = lrAt(o.schedule, static_cast<int64_t>(iteration));
+      prepareIteration(x, comm, buffer, st, scaled,
+                       scheduled ? &o.schedule : nullptr);
       const bool dump = done == 0 && !o.dumpGraph.empty();
       const bool apply = issueIteration(x, program, scaled, o.clipGradNorm,
                                         gradNorm, dump ? &dumped : nullptr);

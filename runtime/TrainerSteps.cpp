@@ -3,6 +3,7 @@
 #include "runtime/TrainerSteps.h"
 #include "runtime/Comm.h"
 #include "runtime/IterationGraph.h"
+#include "runtime/LrSchedule.h"
 #include "runtime/kernels/Softmax.h"
 
 #include <algorithm>
@@ -95,6 +96,21 @@ double labelCount(Exec &x, Comm &comm, int32_t buffer) {
       static_cast<const int32_t *>(x.hostLabels(buffer)), p.ignoreIndex);
   const double all = p.ranks > 1 ? comm.sum(double(mine)) : double(mine);
   return all / double(p.ranks);
+}
+
+void prepareIteration(Exec &x, Comm &comm, int32_t buffer, const LoopState &st,
+                      bool scaled, const LrSchedule *schedule) {
+  x.useBatch(buffer);
+  x.lossCount = labelCount(x, comm, buffer);
+  x.iteration = st.iteration;
+  // Updates applied, with this one (a skipped update is not counted, as
+  // torch's optimizer state does not see it).
+  x.step = st.appliedSteps + 1;
+  x.firstIteration = st.appliedSteps == 0;
+  x.lossScale = scaled ? st.scaler.scale : 1.0f;
+  // A function of the step alone: a resumed run recomputes it.
+  if (schedule)
+    x.lr = lrAt(*schedule, static_cast<int64_t>(st.iteration));
 }
 
 bool issueIteration(Exec &x, const Program &program, bool scaled, float clip,

@@ -10,6 +10,7 @@
 #ifndef MEMFIT_RUNTIME_TRAINERSTEPS_H
 #define MEMFIT_RUNTIME_TRAINERSTEPS_H
 
+#include "runtime/Checkpoint.h"
 #include "runtime/Exec.h"
 #include "runtime/OnnxWeights.h"
 #include "runtime/TrainerOptions.h"
@@ -34,6 +35,12 @@ void selectNoDecay(Exec &x, const Options &o);
 /// average their gradients. Without an ignored label it is the batch's
 /// positions, as every loss divided by before.
 double labelCount(Exec &x, Comm &comm, int32_t buffer);
+
+/// What an iteration on the batch in `buffer` reads beside it: the batch,
+/// the loss's label count, the step counters of `st`, the loss scale (fp16:
+/// `scaled`) and, where `schedule` is given, the step's learning rate.
+void prepareIteration(Exec &x, Comm &comm, int32_t buffer, const LoopState &st,
+                      bool scaled, const LrSchedule *schedule);
 
 /// Issues one iteration: the rounds over the sub-batches, then the update
 /// unless fp16's unscale found a non-finite gradient (returns whether it
