@@ -100,17 +100,7 @@ Session *openSession(const Program &program, int argc, const char *const *argv,
       die(e);
     auto s = std::make_unique<Session>(program, std::move(o));
     Exec &x = s->x;
-    x.comm = &program.comm();
-    x.lr = s->o.lr;
-    x.momentum = s->o.momentum;
-    x.weightDecay = s->o.weightDecay;
-    x.beta1 = s->o.beta1;
-    x.beta2 = s->o.beta2;
-    x.eps = s->o.eps;
-    x.seed = s->o.seed;
-    selectNoDecay(x, s->o);
-    x.openNvme(s->o.nvme);
-    initWeights(x, s->o, *model);
+    setUpRun(x, program.comm(), s->o, *model);
     ConvCheckResult convs = x.checkConvolutions(
         program.convs, program.numConvs, s->o.tuneConvs,
         s->o.convGraph ? ConvGraphUse::WhereFaster : ConvGraphUse::Off);

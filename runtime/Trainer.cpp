@@ -218,22 +218,12 @@ int trainerMain(int argc, char **argv, const Program &program) {
   auto model = readOnnxWeights(o.model, err);
   if (!model)
     die(err);
-  Exec x(p, program.weights, program.slots);
-  x.comm = &comm;
-  x.lr = o.lr;
-  x.momentum = o.momentum;
-  x.weightDecay = o.weightDecay;
-  x.beta1 = o.beta1;
-  x.beta2 = o.beta2;
-  x.eps = o.eps;
-  x.seed = o.seed;
-  selectNoDecay(x, o);
   Dataset data = loadData(o, p);
   std::optional<Dataset> val;
   if (o.validates())
     val = loadValidation(o, p);
-  x.openNvme(o.nvme);
-  initWeights(x, o, *model);
+  Exec x(p, program.weights, program.slots);
+  setUpRun(x, comm, o, *model);
   // Once, before the first iteration (nothing lives in the arena yet, which
   // timing uses as scratch): the convolutions run what cuDNN runs, the
   // fastest it measures unless --no-tune-convs, on cuDNN's graph API where

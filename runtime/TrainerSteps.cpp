@@ -98,6 +98,20 @@ double labelCount(Exec &x, Comm &comm, int32_t buffer) {
   return all / double(p.ranks);
 }
 
+void setUpRun(Exec &x, Comm &comm, const Options &o, const OnnxWeights &model) {
+  x.comm = &comm;
+  x.lr = o.lr;
+  x.momentum = o.momentum;
+  x.weightDecay = o.weightDecay;
+  x.beta1 = o.beta1;
+  x.beta2 = o.beta2;
+  x.eps = o.eps;
+  x.seed = o.seed;
+  selectNoDecay(x, o);
+  x.openNvme(o.nvme);
+  initWeights(x, o, model);
+}
+
 void prepareIteration(Exec &x, Comm &comm, int32_t buffer, const LoopState &st,
                       bool scaled, const LrSchedule *schedule) {
   x.useBatch(buffer);

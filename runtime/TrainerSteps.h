@@ -21,6 +21,11 @@ namespace memfit::rt {
 
 class IterationGraph;
 
+/// A run's Exec before its first step: the collectives, the optimizer's
+/// settings and seed from the flags, weight decay's exemptions, the NVMe
+/// file, and the initial weights.
+void setUpRun(Exec &x, Comm &comm, const Options &o, const OnnxWeights &model);
+
 /// Every weight from the model's initializers, or initialized as the
 /// program says (He, Glorot, ones) from --seed.
 void initWeights(Exec &x, const Options &o, const OnnxWeights &model);
