@@ -26,43 +26,47 @@ class ArithFolder : FoldBase {
 public:
   using FoldBase::FoldBase;
 
-  /// Elementwise a == b as BOOL, b of a's shape or a scalar.
+  /// Elementwise a == b as BOOL, broadcast numpy style (transformers'
+  /// masks compare [N, T, 1] positions with [N, 1, T] ones).
   Expected<ConstTensor> equal() {
     auto a = input(0), b = input(1);
     if (!a || !b)
       return llvm::joinErrors(a.takeError(), b.takeError());
-    if (b->numel() != 1 && b->dims != a->dims)
-      return im.fail(n, "folds only operands of one shape or a scalar second "
-                        "operand");
+    auto shape = Broadcast::of(im, n, a->dims, b->dims);
+    if (!shape)
+      return shape.takeError();
     ConstTensor out;
     out.type = pb::TensorProto::BOOL;
-    out.dims = a->dims;
-    for (int64_t k = 0; k < a->numel(); ++k) {
-      int64_t kb = b->numel() == 1 ? 0 : k;
-      if (a->isBatch(k) || b->isBatch(kb)) {
+    out.dims = shape->dims;
+    Error e = shape->forEach([&](int64_t ka, int64_t kb) -> Error {
+      if (a->isBatch(ka) || b->isBatch(kb)) {
         // The batch is positive: it differs from any number <= 0 (shape
         // arithmetic compares with -1), and a comparison with a positive
         // number would hold at some batch sizes only.
-        if (a->isBatch(k) && b->isBatch(kb)) {
-          out.ints.push_back(a->ints[k] == b->ints[kb] ? 1 : 0);
-          continue;
+        if (a->isBatch(ka) && b->isBatch(kb)) {
+          out.ints.push_back(a->ints[ka] == b->ints[kb] ? 1 : 0);
+          return Error::success();
         }
-        const ConstTensor &o = a->isBatch(k) ? *b : *a;
-        int64_t ok = a->isBatch(k) ? kb : k;
+        const ConstTensor &o = a->isBatch(ka) ? *b : *a;
+        int64_t ok = a->isBatch(ka) ? kb : ka;
         if (o.isFloat() || o.ints[ok] > 0)
           return im.fail(n, "compares the batch size with a number");
         out.ints.push_back(0);
-        continue;
+        return Error::success();
       }
-      double x = a->isFloat() ? a->floats[k] : double(a->ints[k]);
+      double x = a->isFloat() ? a->floats[ka] : double(a->ints[ka]);
       double y = b->isFloat() ? b->floats[kb] : double(b->ints[kb]);
       out.ints.push_back(x == y ? 1 : 0);
-    }
+      return Error::success();
+    });
+    if (e)
+      return std::move(e);
     return out;
   }
 
-  /// cond ? a : b elementwise (operands of one shape or scalars), the batch
-  /// marks following the chosen element.
+  /// cond ? a : b elementwise, the three broadcast numpy style (T5's
+  /// position bias: a [1, 1, T, T] mask choosing between a table and a
+  /// scalar), the batch marks following the chosen element.
   Expected<ConstTensor> where() {
     auto c = input(0), a = input(1), b = input(2);
     if (!c || !a || !b)
@@ -72,25 +76,33 @@ public:
           b ? Error::success() : b.takeError());
     if (a->type != b->type || c->isFloat())
       return im.fail(n, "operands have unexpected element types");
-    std::vector<int64_t> dims = c->dims;
-    for (const ConstTensor *t : {&*a, &*b})
-      if (t->numel() != 1 && t->dims != dims) {
-        if (c->numel() == 1)
-          dims = t->dims;
-        else
-          return im.fail(n, "folds only operands of one shape or scalars");
-      }
+    auto ab = Broadcast::of(im, n, a->dims, b->dims);
+    if (!ab)
+      return ab.takeError();
+    auto all = Broadcast::of(im, n, c->dims, ab->dims);
+    if (!all)
+      return all.takeError();
+    // Element k of the result pairs element kc of c with element kab of
+    // a-and-b's broadcast, whose own pairs are listed in order.
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    if (Error e = ab->forEach([&](int64_t ia, int64_t ib) {
+          pairs.emplace_back(ia, ib);
+          return Error::success();
+        }))
+      return std::move(e);
     ConstTensor out;
     out.type = a->type;
-    out.dims = dims;
-    int64_t numel = prod(dims, 0, dims.size());
-    auto at = [](const ConstTensor &t, int64_t k) {
-      return t.numel() == 1 ? 0 : k;
-    };
-    for (int64_t k = 0; k < numel; ++k) {
-      const ConstTensor &src = c->ints[at(*c, k)] ? *a : *b;
-      appendElem(out, src, at(src, k));
-    }
+    out.dims = all->dims;
+    Error e = all->forEach([&](int64_t kc, int64_t kab) {
+      auto [ia, ib] = pairs[kab];
+      if (c->ints[kc])
+        appendElem(out, *a, ia);
+      else
+        appendElem(out, *b, ib);
+      return Error::success();
+    });
+    if (e)
+      return std::move(e);
     return out;
   }
 

@@ -84,7 +84,8 @@ public:
     int32_t filled = im.constBatchAxis(n.input(0));
     for (int64_t i = s; i < e; ++i) {
       bool isBatch =
-          (batched && i == im.batchAxisOf(n.input(0))) || i == filled;
+          ((batched && i == im.batchAxisOf(n.input(0))) || i == filled) &&
+          !im.traceBatch;
       t.ints.push_back(i == filled ? im.g.batch : (*dims)[i]);
       t.batch.push_back(isBatch);
     }
@@ -143,6 +144,24 @@ public:
   }
 
   Expected<ConstTensor> squeeze() { return squeezeOrUnsqueeze(false); }
+
+  /// The axes before `axis` merged, and those after (BART's decoder flattens
+  /// its position ids).
+  Expected<ConstTensor> flatten() {
+    auto t = input(0);
+    auto axis = im.attrInt(n, "axis", 1);
+    if (!t || !axis)
+      return llvm::joinErrors(t.takeError(), axis.takeError());
+    auto rank = static_cast<int64_t>(t->dims.size());
+    int64_t a = *axis < 0 ? *axis + rank : *axis;
+    if (a < 0 || a > rank)
+      return im.fail(
+          n,
+          llvm::formatv("axis {0} is invalid for rank {1}", *axis, rank).str());
+    ConstTensor out = std::move(*t);
+    out.dims = {prod(out.dims, 0, a), prod(out.dims, a, out.dims.size())};
+    return out;
+  }
   Expected<ConstTensor> unsqueeze() { return squeezeOrUnsqueeze(true); }
 
 private:
@@ -243,8 +262,16 @@ public:
                              l ? Error::success() : l.takeError()),
             d ? Error::success() : d.takeError()))
       return std::move(e);
+    for (const ConstTensor *t : {&*s, &*l, &*d}) {
+      if (t->numel() != 1 || !t->isBatch(0))
+        continue;
+      im.countedBatch = true;
+      return im.fail(n, "counts up to the batch size (an arange over the "
+                        "batch: transformers' masks index each sample), "
+                        "which memfit keeps symbolic");
+    }
     for (const ConstTensor *t : {&*s, &*l, &*d})
-      if (t->numel() != 1 || t->isBatch(0) || t->isFloat() != s->isFloat())
+      if (t->numel() != 1 || t->isFloat() != s->isFloat())
         return im.fail(n, "folds only scalar bounds of one type that are not "
                           "the batch size");
     if (s->isFloat()) { // rotary embeddings' frequencies
@@ -603,6 +630,7 @@ llvm::ArrayRef<FoldRule> shapeFoldRules() {
       {"Gather", false, viaShapeFolder<&ShapeFolder::gather>},
       {"Unsqueeze", false, viaShapeFolder<&ShapeFolder::unsqueeze>},
       {"Squeeze", false, viaShapeFolder<&ShapeFolder::squeeze>},
+      {"Flatten", false, viaShapeFolder<&ShapeFolder::flatten>},
       {"Slice", false, viaShapeFolder<&ShapeFolder::slice>},
       {"Expand", false, viaShapeFolder<&ShapeFolder::expand>},
       {"Tile", false, viaShapeFolder<&ShapeFolder::tile>},

@@ -128,6 +128,14 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
       at = i == 1 ? g + a : a < g ? a : a > g ? a - 1 + ri : -1;
     } else if (op == "Reshape" && i == 0) {
       at = out.batchAxis; // ShapeFolder::reshapeFilled kept it on axis 0
+    } else if (op == "Concat") {
+      // Joined along another axis (transformers' position ids shifted by
+      // one, [N, 1] beside [N, T]), the same for every sample still.
+      auto ax = im.attrInt(n, "axis", 0);
+      if (!ax)
+        return ax.takeError();
+      int64_t x = *ax + (*ax < 0 ? static_cast<int64_t>(dims->size()) : 0);
+      at = x == a ? -1 : a;
     } else if (op == "CumSum" && i == 0) {
       // Sums along another axis are the same for every sample.
       auto c = im.constant(n, 1);
@@ -182,7 +190,7 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
                             "elementwise ops, Expand, Slice, Gather, "
                             "Unsqueeze, "
                             "Squeeze, MatMul, Reshape keeping it on axis 0, "
-                            "CumSum along another axis and Shape");
+                            "Concat and CumSum along another axis and Shape");
     axis = static_cast<int32_t>(at);
   }
   out.batchAxis = axis >= 0 ? axis : out.batchAxis;

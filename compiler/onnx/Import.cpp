@@ -20,7 +20,9 @@
 
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
+
 #include "onnx/shape_inference/implementation.h"
+#include <optional>
 
 #include <algorithm>
 #include <exception>
@@ -216,9 +218,38 @@ static Expected<Graph> importModel(pb::ModelProto &model,
   // Translation validates every live node in memfit's own terms before ONNX
   // shape inference sees it: the inference functions of ONNX 1.12 trust
   // their inputs and crash on some malformed nodes the checker accepts.
-  Importer im(model, file, ext, opts, live, std::move(needed));
+  // A graph that counts up to a symbolic batch (an arange over it: the
+  // masks of transformers 4.5x and 5 index each sample) is read again at
+  // the batch being planned, as its fixed-batch export would be written;
+  // the reshapes and masks that then hold that number are the batch's.
+  std::optional<ImportNotes> notesBefore;
+  if (opts.notes)
+    notesBefore = *opts.notes;
+  Importer im(model, file, ext, opts, live, needed);
   im.opset = *opset;
   auto g = im.run();
+  if (!g && im.countedBatch && im.modelBatch == 0 && opts.batch > 0) {
+    Error first = g.takeError();
+    if (opts.notes)
+      *opts.notes = *notesBefore;
+    Importer traced(model, file, ext, opts, live, std::move(needed));
+    traced.opset = *opset;
+    traced.traceBatch = true;
+    g = traced.run();
+    if (!g) {
+      llvm::consumeError(std::move(first));
+      return llvm::joinErrors(
+          makeErrorF("'{0}': the graph counts up to its symbolic batch (an "
+                     "arange over it, as transformers' per-sample masks do); "
+                     "read at batch {1}, as its fixed-batch export would be "
+                     "written, it fails:",
+                     file, opts.batch),
+          g.takeError());
+    }
+    llvm::consumeError(std::move(first));
+    if (opts.notes)
+      opts.notes->tracedBatch = opts.batch;
+  }
   if (!g)
     return g.takeError();
   if (!libraryKnows)
@@ -390,7 +421,7 @@ Error Importer::setUpInputs() {
     const auto &d = tt.shape().dim(i);
     bool fixed = d.has_dim_value() && d.dim_value() > 0;
     if (i == 0) {
-      modelBatch = fixed ? d.dim_value() : 0;
+      modelBatch = fixed ? d.dim_value() : traceBatch ? opts.batch : 0;
       if (opts.batch > 0)
         dims.push_back(opts.batch);
       else if (fixed)

@@ -167,11 +167,13 @@ llvm::Error checkNewerModel(const pb::GraphProto &graph,
                             const std::vector<bool> &live,
                             const std::string &file, int64_t opset);
 
-/// Names of the initializers PyTorch's dynamo exporter marks as buffers
-/// rather than parameters (value_info metadata
-/// pkg.torch.export.graph_signature.InputSpec.kind = BUFFER, an IR 10 field
-/// this ONNX library does not know, read from the unknown fields): constant
-/// tables such as a rotary embedding's inv_freq, which may fold.
+/// Names of the initializers PyTorch's dynamo exporter marks as buffers or
+/// lifted constants rather than parameters (value_info metadata
+/// pkg.torch.export.graph_signature.InputSpec.kind = BUFFER or
+/// CONSTANT_TENSOR, an IR 10 field this ONNX library does not know, read
+/// from the unknown fields): constant tables such as a rotary embedding's
+/// inv_freq, a literal torch.export lifted (BERT's 1.0 in its mask), which
+/// may fold.
 std::unordered_set<std::string> torchBuffers(const pb::GraphProto &graph);
 
 //===-- Importer state ----------------------------------------------------===//
@@ -297,12 +299,22 @@ public:
   /// The batch size the model itself was written with (its fixed first
   /// input dimension), or 0 when that dimension is symbolic.
   int64_t modelBatch = 0;
+  /// Read a symbolic batch as the number being planned, as a fixed-batch
+  /// export spells it: Shape gives that number, not the batch's symbol.
+  /// Set for a second import of a graph that counts up to its batch
+  /// (transformers' per-sample masks), which the symbolic folder refuses.
+  bool traceBatch = false;
+  /// A Range counted up to the symbolic batch (the refusal traceBatch
+  /// answers).
+  bool countedBatch = false;
   Graph g;
 
 private:
   llvm::Error translate(const pb::NodeProto &n);
   /// Cast of an activation to float32, the identity (NodeAdapter.cpp).
   llvm::Error translateCast(const pb::NodeProto &n);
+  /// CastLike of a float value to float32, the identity (NodeAdapter.cpp).
+  llvm::Error translateCastLike(const pb::NodeProto &n);
   llvm::Error setUpInputs();
   llvm::Expected<ValueId> materialize(const pb::NodeProto &n,
                                       const std::string &name,
@@ -327,6 +339,8 @@ public:
   llvm::Expected<ValueId> constantWeight(const pb::NodeProto &n, int i);
   /// See OnnxNode::scalarConstant.
   ValueId scalarConstant(float v);
+  /// See OnnxNode::oneSampleConstant.
+  std::optional<ValueId> oneSampleConstant(ValueId w);
   /// See OnnxNode::expandedConstant.
   ValueId expandedConstant(ValueId w, const std::vector<int64_t> &dims);
   /// Operand `i` as an integer activation (the token ids).
@@ -375,6 +389,20 @@ private:
   /// (stable addresses: nodeIndex keys them).
   std::deque<pb::NodeProto> liftedNodes;
   llvm::Error translateOnWeights(const pb::NodeProto &n);
+  /// A float initializer that trains (not a buffer torch marks, not one
+  /// --constants names).
+  bool isParameter(const std::string &name) const {
+    auto src = sources.find(name);
+    return !buffers.count(name) && src != sources.end() && src->second.init &&
+           src->second.init->data_type() == pb::TensorProto::FLOAT;
+  }
+  /// GatherElements of a constant of one repeated value at indices
+  /// computed from the data: that value, filled over the batch.
+  llvm::Error translateUniformLookup(const pb::NodeProto &n);
+  /// GatherND.cpp: GatherND of a computed value at constant indices,
+  /// rewritten as a Gather (after a Reshape merging the indexed axes).
+  bool rewritesGatherND(const pb::NodeProto &n) const;
+  llvm::Error translateGatherND(const pb::NodeProto &n);
   bool readsDeclaredWeightAsValue(const pb::NodeProto &n) const;
   /// The forms of weights a node may take (a Linear's W^T, a computation
   /// on parameters, a constant table through a layer, a value expanded over

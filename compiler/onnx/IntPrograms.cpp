@@ -94,6 +94,8 @@ IntProgramExpr Importer::idsExpr(const std::string &name) const {
 bool Importer::computesOnIds(const pb::NodeProto &n) const {
   llvm::StringRef op = n.op_type();
   auto step = stepOf(op);
+  if (op == "CastLike") // operand 1 gives only the type
+    return hasInput(n, 0) && isIdsOperand(n.input(0));
   if (!step && op != "Cast" && !isViewOp(op))
     return false;
   bool ids = false;
@@ -199,6 +201,27 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
     e.dims = std::move(dims);
     intExprs[n.output(0)] = std::move(e);
     return Error::success();
+  }
+  if (op == "CastLike") {
+    // torch.export's type_as: the type of operand 1, an integer program, a
+    // constant or a float activation.
+    bool toFloat = true, toBool = false;
+    if (isIdsOperand(n.input(1))) {
+      toFloat = idsExpr(n.input(1)).isFloat;
+    } else if (isConstant(n.input(1))) {
+      auto c = constant(n, 1);
+      if (!c)
+        return c.takeError();
+      toFloat = (*c)->isFloat();
+      toBool = (*c)->type == pb::TensorProto::BOOL;
+    }
+    if (toBool) {
+      IntStep s{.kind = uint8_t(RtIntOp::Bool),
+                .a = static_cast<int8_t>(e.steps.size() - 1)};
+      push(e, s);
+    }
+    e.isFloat = toFloat;
+    return bindIntExpr(n, std::move(e));
   }
   if (op == "Cast") {
     auto to = attrInt(n, "to", 0);

@@ -66,6 +66,9 @@ public:
     return im.constantWeight(n, i);
   }
   ValueId scalarConstant(float v) override { return im.scalarConstant(v); }
+  std::optional<ValueId> oneSampleConstant(ValueId w) override {
+    return im.oneSampleConstant(w);
+  }
   ValueId expandedConstant(ValueId w,
                            const std::vector<int64_t> &dims) override {
     return im.expandedConstant(w, dims);
@@ -175,6 +178,32 @@ llvm::Error Importer::translateCast(const pb::NodeProto &n) {
     return fail(n, "casts an activation to " +
                        dataTypeName(static_cast<int32_t>(*to)) +
                        "; memfit computes in float32");
+  alias(n.output(0), n.input(0));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::translateCastLike(const pb::NodeProto &n) {
+  // torch.export casts a value like the tensor it meets (PoolFormer's norm
+  // weight like the activation): float32 to float32 is the identity.
+  int32_t to = pb::TensorProto::FLOAT;
+  if (!hasInput(n, 1))
+    return fail(n, "operand 1 is missing");
+  if (auto v = values.find(n.input(1)); v != values.end()) {
+    if (g.values[v->second].dtype != DType::F32)
+      to = pb::TensorProto::INT64;
+  } else if (isConstant(n.input(1))) {
+    auto c = constant(n, 1);
+    if (!c)
+      return c.takeError();
+    if (!(*c)->isFloat())
+      to = (*c)->type;
+  }
+  if (to != pb::TensorProto::FLOAT)
+    return fail(n, "casts a float value to " + dataTypeName(to) +
+                       "; memfit computes in float32");
+  auto x = activation(n, 0);
+  if (!x)
+    return x.takeError();
   alias(n.output(0), n.input(0));
   return llvm::Error::success();
 }

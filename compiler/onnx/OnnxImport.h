@@ -41,6 +41,10 @@ struct ImportNotes {
   /// not train them, which differs from PyTorch where they are
   /// nn.Parameters. In the file's order of first use, once each.
   std::vector<std::string> scalarInitializers;
+  /// The batch a graph with a symbolic batch was read at because it
+  /// counts up to its batch (an arange over it, transformers' per-sample
+  /// masks), as its fixed-batch export would be; 0 when not.
+  int64_t tracedBatch = 0;
 };
 
 struct ImportOptions {

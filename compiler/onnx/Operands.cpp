@@ -157,7 +157,7 @@ static constexpr llvm::StringRef kWeightValueOps[] = {
     "Slice",  "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Add",  "Sub",
     "Mul",    "Div",       "Neg",     "Cast",    "Gather",    "Clip", "Max",
     "Min",    "Exp",       "Relu",    "Sigmoid", "Tanh",      "Sqrt", "Pow",
-    "MatMul", "Gemm",      "Softmax", "Concat"};
+    "MatMul", "Gemm",      "Softmax", "Concat",  "CastLike",  "Where"};
 
 bool computesOnWeights(llvm::StringRef opType) {
   return llvm::is_contained(kWeightValueOps, opType);
@@ -302,6 +302,31 @@ ValueId Importer::expandedConstant(ValueId w,
       at[i] = 0;
     }
   }
+  ValueId id = g.addValue(std::move(v));
+  inferenceDiverged.push_back(false);
+  weights[name] = id;
+  return id;
+}
+
+std::optional<ValueId> Importer::oneSampleConstant(ValueId w) {
+  const Value &src = g.values[w];
+  if (src.trainable || src.data.empty() || modelBatch <= 1 ||
+      src.dims.size() < 2 || src.dims[0] != modelBatch)
+    return std::nullopt;
+  const size_t per = src.data.size() / static_cast<size_t>(modelBatch);
+  for (size_t k = per; k < src.data.size(); ++k)
+    if (std::memcmp(&src.data[k], &src.data[k % per], sizeof(float)) != 0)
+      return std::nullopt;
+  std::string name = src.name + " (one sample)";
+  if (auto it = weights.find(name); it != weights.end())
+    return it->second;
+  Value v;
+  v.name = name;
+  v.kind = ValueKind::Weight;
+  v.trainable = false;
+  v.dims = src.dims;
+  v.dims[0] = 1;
+  v.data.assign(src.data.begin(), src.data.begin() + per);
   ValueId id = g.addValue(std::move(v));
   inferenceDiverged.push_back(false);
   weights[name] = id;
@@ -712,6 +737,9 @@ void Importer::alias(const std::string &out, const std::string &in) {
     weights[out] = it->second;
   if (auto it = consts.find(in); it != consts.end())
     consts[out] = it->second;
+  // torch.export clones a lifted constant before use.
+  if (buffers.count(in))
+    buffers.insert(out);
 }
 
 void Importer::bindConstant(const std::string &name, ConstTensor t) {

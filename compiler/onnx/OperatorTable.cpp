@@ -24,7 +24,21 @@ llvm::ArrayRef<ImporterOp> importerOps() {
        "training is `--precision`); a cast to another type is refused unless "
        "what it feeds is a mask (`Equal`, `Not`, `Where`). On token ids, a "
        "step of an integer program."},
-      {"Identity", "Always: its output is its input's value (no copy)."},
+      {"CastLike",
+       "Of a float value (an activation, or a value computed from weights) "
+       "cast like a float32 tensor: the identity (torch.export casts a "
+       "weight like the activation it meets).",
+       "passes through"},
+      {"GatherND",
+       "Of an activation or a value computed from weights at constant "
+       "indices, `batch_dims` 0 (torch.export's advanced indexing: "
+       "`qkv[..., i]`, a relative position table at constant pairs): a "
+       "Gather along axis 0 with the indexed axes merged by a Reshape first; "
+       "the batch's axis cannot be indexed.",
+       "Gather's: the rows added back into the value (and the weight it "
+       "comes from)"},
+      {"Identity", "Always: its output is its input's value (no copy).",
+       "passes through"},
       {"RandomUniformLike",
        "Only inside drop path, `x / keep * floor(keep + rand_like(m))` with "
        "`m` one element per sample (stochastic depth) or of `x`'s shape "
@@ -146,8 +160,8 @@ std::string gradientOf(const Row &r) {
   for (const OpDef *d : r.defs)
     s += (s.empty() ? "" : "; ") + cell(d->gradient);
   if (s.empty())
-    s = r.importer && r.importer->opType == "Identity"
-            ? "passes through"
+    s = r.importer && !r.importer->gradient.empty()
+            ? std::string(r.importer->gradient)
             : "none (no trainable value flows through it)";
   return s;
 }

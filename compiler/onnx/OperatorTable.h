@@ -25,6 +25,8 @@ namespace memfit {
 struct ImporterOp {
   std::string_view opType;
   std::string_view forms;
+  /// What its backward is; empty when no trainable value flows through.
+  std::string_view gradient = {};
 };
 llvm::ArrayRef<ImporterOp> importerOps();
 

@@ -29,7 +29,16 @@ const std::map<std::string, std::set<std::string>> &newerAttributes() {
   static const std::map<std::string, std::set<std::string>> m = {
       {"Split", {"num_outputs"}},
       {"Resize", {"antialias", "axes", "keep_aspect_ratio_policy"}},
+      // Opset 18 gave every reduction ReduceSum's axes input and flag.
       {"ReduceMean", {"noop_with_empty_axes"}},
+      {"ReduceMax", {"noop_with_empty_axes"}},
+      {"ReduceMin", {"noop_with_empty_axes"}},
+      {"ReduceProd", {"noop_with_empty_axes"}},
+      {"ReduceL1", {"noop_with_empty_axes"}},
+      {"ReduceL2", {"noop_with_empty_axes"}},
+      {"ReduceSumSquare", {"noop_with_empty_axes"}},
+      {"ReduceLogSum", {"noop_with_empty_axes"}},
+      {"ReduceLogSumExp", {"noop_with_empty_axes"}},
       {"AveragePool", {"dilations"}},
       {"Gelu", {"approximate"}},
       // Saturation applies to float8 targets only, which memfit refuses.
@@ -102,7 +111,7 @@ std::unordered_set<std::string> torchBuffers(const pb::GraphProto &graph) {
       pb::StringStringEntryProto entry;
       if (entry.ParseFromString(f.length_delimited()) &&
           entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
-          entry.value() == "BUFFER")
+          (entry.value() == "BUFFER" || entry.value() == "CONSTANT_TENSOR"))
         out.insert(vi.name());
     }
   }

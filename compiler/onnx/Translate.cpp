@@ -24,6 +24,8 @@ Error Importer::translate(const pb::NodeProto &n) {
     alias(n.output(0), n.input(0));
     return Error::success();
   }
+  if (rewritesGatherND(n))
+    return translateGatherND(n);
   if (op == "RandomUniformLike")
     return fail(n, "draws random numbers other than as drop path (x / keep "
                    "* floor(keep + rand), stochastic depth); memfit draws "
@@ -49,6 +51,9 @@ Error Importer::translate(const pb::NodeProto &n) {
         !g.values[values.at(n.input(i))].batched && !computesOnWeights(op) &&
         op != "Shape")
       return weightValueError(n, i);
+  if (op == "GatherElements" && hasInput(n, 1) && isActivation(n.input(1)) &&
+      isConstant(n.input(0)) && !isParameter(n.input(0)))
+    return translateUniformLookup(n);
   if (isFoldOnlyOp(op) && op != "Shape" && op != "Constant")
     for (int i = 0; i < n.input_size(); ++i)
       if (hasInput(n, i) && isActivation(n.input(i)))
@@ -67,8 +72,10 @@ Error Importer::translate(const pb::NodeProto &n) {
     // A float initializer is a parameter: folding it would freeze it,
     // unless all it computes ends in a mask (a registered buffer). Shape
     // reads only its dims. An op that also computes on data (Gather of an
-    // embedding table) translates instead.
-    for (int i = 0; i < n.input_size() && op != "Shape"; ++i) {
+    // embedding table) translates instead. CastLike reads only operand
+    // 1's type.
+    const int read = op == "Shape" ? 0 : op == "CastLike" ? 1 : n.input_size();
+    for (int i = 0; i < read; ++i) {
       auto src = sources.find(n.input(i));
       if (!hasInput(n, i) || src == sources.end() || !src->second.init ||
           src->second.init->data_type() != pb::TensorProto::FLOAT ||
@@ -88,6 +95,8 @@ Error Importer::translate(const pb::NodeProto &n) {
     return translateOnWeights(n);
   if (op == "Cast")
     return translateCast(n);
+  if (op == "CastLike")
+    return translateCastLike(n);
   if (op == "BatchNormalization" && opts.notes) {
     int64_t trainingMode = 0;
     for (const pb::AttributeProto &a : n.attribute())
@@ -161,9 +170,19 @@ Expected<bool> Importer::translateWeightForms(const pb::NodeProto &n) {
   }
   // A constant table through a layer (Swin V2's relative coordinates
   // through its position-bias MLP): the table is a value without a batch.
+  // torch.export keeps the table as a buffer, the TorchScript exporter
+  // computes it in the graph.
+  auto floatTable = [&](const std::string &x) {
+    if (isActivation(x))
+      return false;
+    if (auto c = consts.find(x); c != consts.end() && !sources.count(x))
+      return c->second->isFloat();
+    auto src = sources.find(x);
+    return buffers.count(x) && src != sources.end() && src->second.init &&
+           src->second.init->data_type() == pb::TensorProto::FLOAT;
+  };
   if ((op == "MatMul" || op == "Gemm") && n.input_size() >= 2 &&
-      !isActivation(n.input(0)) && consts.count(n.input(0)) &&
-      consts.at(n.input(0))->isFloat() && !sources.count(n.input(0)) &&
+      floatTable(n.input(0)) &&
       (isWeightSource(n.input(1)) || transposedWeights.count(n.input(1)))) {
     auto v = liftWeight(n, n.input(0));
     if (!v)
@@ -245,6 +264,8 @@ Error Importer::translateOnWeights(const pb::NodeProto &n) {
   }
   if (op == "Cast")
     return translateCast(copy);
+  if (op == "CastLike")
+    return translateCastLike(copy);
   bool found = false;
   if (Error err = translateThroughRegistry(*this, copy, found))
     return err;
@@ -335,6 +356,45 @@ bool Importer::feedsOnlyMasks(int k, int depth) const {
     }
   }
   return any;
+}
+
+Error Importer::translateUniformLookup(const pb::NodeProto &n) {
+  // torch.gather of a buffer of one value by indices computed from the
+  // ids (transformers 5's token type ids, a zero buffer gathered at the
+  // position ids) is that value at every index: a constant filled over the
+  // batch, stored once.
+  auto data = constant(n, 0);
+  if (!data)
+    return data.takeError();
+  const ConstTensor &d = **data;
+  bool uniform = d.numel() > 0 && d.batch.empty();
+  for (int64_t k = 1; uniform && k < d.numel(); ++k)
+    uniform = d.isFloat() ? d.floats[k] == d.floats[0] : d.ints[k] == d.ints[0];
+  if (!uniform)
+    return fail(n, "gathers from a constant whose elements differ at indices "
+                   "computed from the data input; memfit looks up constants "
+                   "by computed indices only where every element is the "
+                   "same (a buffer of zeros)");
+  bool batched = false;
+  auto dims = dimsOf(n, n.input(1), batched);
+  if (!dims)
+    return dims.takeError();
+  if (!batched || dims->empty() || batchAxisOf(n.input(1)) != 0)
+    return fail(n, "gathers by indices that are not per sample on axis 0");
+  ConstTensor out;
+  out.type = d.type;
+  out.dims = *dims;
+  out.dims[0] = 1;
+  out.batchAxis = 0;
+  int64_t count = 1;
+  for (int64_t x : out.dims)
+    count *= x;
+  if (d.isFloat())
+    out.floats.assign(count, d.floats[0]);
+  else
+    out.ints.assign(count, d.ints[0]);
+  bindConstant(n.output(0), std::move(out));
+  return Error::success();
 }
 
 } // namespace memfit::onnximport

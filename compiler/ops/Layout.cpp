@@ -388,7 +388,11 @@ llvm::Error importExpand(OnnxNode &node) {
   std::vector<int64_t> out = xd;
   for (int64_t i = 0; ok && i < s.numel(); ++i) {
     if (i == v.batchAxis) {
-      ok = s.ints[i] == 1 || s.ints[i] == xd[i];
+      // A fixed-batch export spells the batch as the number it was traced
+      // at.
+      const int64_t traced = v.batchOuter * node.modelBatch() * v.batchInner;
+      ok = s.ints[i] == 1 || s.ints[i] == xd[i] ||
+           (node.modelBatch() > 0 && !s.isBatch(i) && s.ints[i] == traced);
       continue;
     }
     ok = !s.isBatch(i) && s.ints[i] >= 1 &&

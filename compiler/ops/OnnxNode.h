@@ -100,6 +100,12 @@ public:
   /// broadcast a kernel cannot express made one it can.
   virtual ValueId expandedConstant(ValueId w,
                                    const std::vector<int64_t> &dims) = 0;
+  /// Constant `w` as one sample ([1, ...]) when it is written at the
+  /// model's fixed batch (dims[0] == modelBatch()) and every sample holds
+  /// the same values: the causal mask a fixed-batch torch.export writes
+  /// expanded over its batch, or positions written for each sample alike,
+  /// which then broadcast at any batch. nullopt otherwise.
+  virtual std::optional<ValueId> oneSampleConstant(ValueId w) = 0;
   /// Integer indices computed from the data input (token ids).
   virtual llvm::Expected<ValueId> indices(int i) = 0;
   virtual bool isIndices(int i) const = 0;

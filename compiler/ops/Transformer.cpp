@@ -409,9 +409,15 @@ llvm::Error importWhere(OnnxNode &node) {
                      "; memfit supports a computed condition with the "
                      "batch's axis and the activation's rank");
   int64_t bSize, inner;
-  std::vector<int64_t> per(xd.begin() + 1, xd.end());
+  // A value computed from weights (T5's position bias chosen by a mask)
+  // has no batch: every axis is its own.
+  const bool xBatched = node.graph().values[*x].batched;
+  std::vector<int64_t> per(xd.begin() + (xBatched ? 1 : 0), xd.end());
   std::vector<int64_t> mper = md;
-  if (perSample) {
+  if (!xBatched) {
+    while (mper.size() > per.size() && mper.front() == 1)
+      mper.erase(mper.begin());
+  } else if (perSample) {
     mper.erase(mper.begin());
   } else if (mper.size() == xd.size()) {
     if (mper[0] != 1)
@@ -493,6 +499,8 @@ llvm::Error importGatherOfValue(OnnxNode &node, ValueId table) {
   auto idx = node.constantWeight(1);
   if (!idx)
     return idx.takeError();
+  if (auto one = node.oneSampleConstant(*idx))
+    idx = *one;
   std::vector<int64_t> out = dimsOfValue(node, *idx);
   out.push_back(td[1]);
   OutSpec o{node.outputName(0), out};
@@ -522,6 +530,11 @@ llvm::Error importGather(OnnxNode &node) {
   auto idx = ids ? node.indices(1) : node.constantWeight(1);
   if (!idx)
     return idx.takeError();
+  // Positions a fixed-batch graph wrote for each sample alike ([B, T]
+  // rows of one arange) are one sample's: the lookup broadcasts.
+  if (!ids)
+    if (auto one = node.oneSampleConstant(*idx))
+      idx = *one;
   // Fixed positions (a position table, a relative position bias gathered
   // by a constant index) are a value computed from the weight, without a
   // batch: the rows once, whatever the sub-batch.

@@ -97,12 +97,45 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
   // batch to the -1.
   if (at < 0 && inferAt >= 0)
     at = inferAt;
+  if (at < 0 && node.modelBatch() > 0) {
+    // A fixed-batch export spells the batch as a literal multiple of the
+    // batch it was written with ([N * T, C] back to [N, T, C] as [2, 8, C]):
+    // the axis whose literal, scaled to this batch, holds the batch's run
+    // of elements. Taken only when exactly one axis fits.
+    const int64_t b0 = node.modelBatch();
+    std::vector<int64_t> found;
+    int64_t foundAt = -1, fits = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      int64_t d = t.ints[i];
+      if (d <= 0 || d % b0 || out[i] != d)
+        continue;
+      std::vector<int64_t> cand = out;
+      cand[i] = d / b0 * batch;
+      int64_t candTotal = 1, sb = v.batchInner, st = 1;
+      for (int64_t c : cand)
+        candTotal *= c;
+      for (size_t k = v.batchAxis + 1; k < xd.size(); ++k)
+        sb *= xd[k];
+      for (size_t k = i + 1; k < cand.size(); ++k)
+        st *= cand[k];
+      if (candTotal != total || sb % st || cand[i] % (sb / st * batch))
+        continue;
+      ++fits;
+      found = std::move(cand);
+      foundAt = i;
+    }
+    if (fits == 1) {
+      out = std::move(found);
+      at = foundAt;
+    }
+  }
   if (at < 0)
     return node.fail("target shape " + t.str() + " for input of shape " +
                      dimsStr(xd) +
                      " does not say where the batch goes; memfit follows the "
-                     "batch through shapes computed from Shape or an "
-                     "inferred (-1) axis");
+                     "batch through shapes computed from Shape, an "
+                     "inferred (-1) axis, or in a fixed-batch model the one "
+                     "axis a multiple of that batch fits");
   if (inferAt >= 0) {
     if (known <= 0 || total % known)
       return node.fail("cannot reshape " + dimsStr(xd) + " to " + t.str());

@@ -148,7 +148,11 @@ REF_ARGS=(--optimizer adamw --eps 1e-6 --weight-decay 0.01)
 
 # PyTorch 2's exporters (tests/e2e/export_torch2.py wrote these with torch
 # 2.15): TorchScript at opset 17 and dynamo (torch.export) at opset 18, IR
-# version 10, past what the ONNX library checks. They are here for the
+# version 10, past what the ONNX library checks; transformers 5's GPT-2 and
+# Llama exported by torch.export at a fixed batch (*-dynamo-fixed: their
+# per-sample masks, written for that batch, reshapes spelled with it) and,
+# without a cache, at a dynamic one (*-dynamo-nocache: their masks count
+# up to the batch, and memfit reads them at the planned one). They are here for the
 # importer: the tight plan alone, unrefined (refinement is most of a small
 # model's compile time, and the models above train refined plans).
 TRAIN_ARGS=(--momentum 0.9 --weight-decay 0.001)

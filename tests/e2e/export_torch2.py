@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Export today's test models with PyTorch 2 into tests/models/torch2/.
 
-usage: export_torch2.py OUTDIR        (run with a PyTorch 2 python; the test
-                                        machines have Debian's torch 1.13)
+usage: export_torch2.py OUTDIR [--only FILE,...]
+                         (run with a PyTorch 2 python; the test machines have
+                         Debian's torch 1.13)
 
 Each model of today_models.py in MODELS below is exported by both of torch
 2's exporters: the TorchScript-based one (opset 17, dynamic batch) and the
@@ -40,6 +41,16 @@ HF_MODELS = [(name, attention, exporter)
              for exporter in ("torchscript", "dynamo")
              if (name, attention, exporter) != ("hf-llama", "sdpa",
                                                  "torchscript")]
+# transformers 5 builds its masks per sample (arange over the batch, the
+# packed-sequence check on position ids): torch.export traces that only at
+# a fixed batch, and a user exports at the batch they train with.
+HF_MODELS += [("hf-gpt2", "sdpa", "dynamo-fixed"),
+              ("hf-llama", "sdpa", "dynamo-fixed")]
+# Without a cache (use_cache=False, as fine-tuning recipes set it) their
+# masks count up to a dynamic batch: memfit reads such a graph at the batch
+# it plans (onnx-import.md).
+HF_MODELS += [("hf-gpt2", "sdpa", "dynamo-nocache"),
+              ("hf-llama", "sdpa", "dynamo-nocache")]
 
 
 class Logits(torch.nn.Module):
@@ -51,7 +62,13 @@ class Logits(torch.nn.Module):
         return self.inner(x).logits
 
 
-def hf_model(name, attention):
+def hf_model(name, attention, use_cache=True):
+    model, kind = hf_config_model(name, attention)
+    model.inner.config.use_cache = use_cache
+    return model, kind
+
+
+def hf_config_model(name, attention):
     import transformers as T
     if name == "hf-gpt2":
         cfg = T.GPT2Config(vocab_size=61, n_positions=16, n_embd=32, n_layer=2,
@@ -94,7 +111,8 @@ BATCH = 4
 def export(name, exporter, out, attention=None):
     torch.manual_seed(0)
     if attention:
-        model, kind = hf_model(name, attention)
+        model, kind = hf_model(name, attention,
+                               use_cache=exporter != "dynamo-nocache")
         file = f"{name}-{attention}-{exporter}"
     else:
         make, kind = today_models.MODELS[name]
@@ -105,13 +123,17 @@ def export(name, exporter, out, attention=None):
     x, y = today_models.dataset(kind, 2 * BATCH, tokens)
     example = torch.tensor(x[:BATCH])
     path = os.path.join(out, f"{file}.onnx")
-    if exporter == "dynamo":
+    if exporter in ("dynamo", "dynamo-nocache"):
         arg = "idx" if kind == "tokens" and not attention else "x"
         torch.onnx.export(model, (example,), path, dynamo=True,
                           optimize=False,
                           opset_version=18, input_names=["x"],
                           output_names=["y"], external_data=False,
                           dynamic_shapes={arg: {0: torch.export.Dim("N", min=2)}})
+    elif exporter == "dynamo-fixed":
+        torch.onnx.export(model, (example,), path, dynamo=True,
+                          optimize=False, opset_version=18, input_names=["x"],
+                          output_names=["y"], external_data=False)
     else:
         torch.onnx.export(model, (example,), path, dynamo=False,
                           opset_version=17, input_names=["x"],
@@ -123,7 +145,7 @@ def export(name, exporter, out, attention=None):
     np.save(os.path.join(out, f"{file}-y.npy"), y)
     # Training-mode BatchNorm (batch statistics) in the TorchScript export;
     # the dynamo export's inference form uses the running statistics.
-    model.train(exporter != "dynamo")
+    model.train(not exporter.startswith("dynamo"))
     with torch.no_grad():
         want = model(example).numpy()
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -142,18 +164,33 @@ def export(name, exporter, out, attention=None):
 def main():
     warnings.filterwarnings("ignore")
     out = sys.argv[1]
+    # --only A,B: export those files alone, the others' manifest rows kept.
+    only = (set(sys.argv[sys.argv.index("--only") + 1].split(","))
+            if "--only" in sys.argv else None)
     os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "manifest.json")
+    old = json.load(open(path)) if only and os.path.exists(path) else {}
     manifest = {"torch": torch.__version__, "onnx": onnx.__version__,
-                "onnxruntime": ort.__version__, "models": {}}
+                "onnxruntime": ort.__version__,
+                "models": old.get("models", {})}
     import transformers
     manifest["transformers"] = transformers.__version__
+    if only:  # the top-level versions are the full export's
+        manifest.update({k: old[k] for k in ("torch", "onnx", "onnxruntime",
+                                             "transformers") if k in old})
     for name in MODELS:
         for exporter in ("torchscript", "dynamo"):
-            manifest["models"][f"{name}-{exporter}"] = export(name, exporter,
-                                                              out)
+            if only is None or f"{name}-{exporter}" in only:
+                manifest["models"][f"{name}-{exporter}"] = export(
+                    name, exporter, out)
     for name, attention, exporter in HF_MODELS:
-        manifest["models"][f"{name}-{attention}-{exporter}"] = export(
-            name, exporter, out, attention)
+        file = f"{name}-{attention}-{exporter}"
+        if only is None or file in only:
+            entry = export(name, exporter, out, attention)
+            if only:  # the versions that wrote this file
+                entry.update(torch=torch.__version__,
+                             transformers=transformers.__version__)
+            manifest["models"][file] = entry
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -44,8 +44,9 @@ def attrs(node):
 
 
 def torch_buffers(graph):
-    """Initializers the dynamo exporter marks as buffers (IR 10 value_info
-    metadata, which this onnx library keeps as unknown fields)."""
+    """Initializers the dynamo exporter marks as buffers or lifted constants
+    (IR 10 value_info metadata, which this onnx library keeps as unknown
+    fields)."""
     out = set()
     for vi in graph.value_info:
         for f in vi.UnknownFields():
@@ -54,7 +55,7 @@ def torch_buffers(graph):
             entry = onnx.StringStringEntryProto()
             entry.ParseFromString(f.data)
             if (entry.key == "pkg.torch.export.graph_signature.InputSpec.kind"
-                    and entry.value == "BUFFER"):
+                    and entry.value in ("BUFFER", "CONSTANT_TENSOR")):
                 out.add(vi.name)
     return out
 
@@ -275,6 +276,18 @@ def run_graph(model, params, consts, x, train=True):
                  else torch.tril(i[0], k))
         elif op == "GatherElements":
             y = torch.gather(i[0], a.get("axis", 0), i[1].long())
+        elif op == "GatherND":
+            assert a.get("batch_dims", 0) == 0
+            idx = i[1].long()
+            y = i[0][tuple(idx[..., j] for j in range(idx.shape[-1]))]
+        elif op == "CumSum":
+            ax = int(i[1].reshape(-1)[0])
+            x = i[0].flip(ax) if a.get("reverse", 0) else i[0]
+            y = torch.cumsum(x, ax)
+            if a.get("exclusive", 0):
+                y = y - x
+            if a.get("reverse", 0):
+                y = y.flip(ax)
         elif op == "Mod":
             y = (torch.fmod(i[0], i[1]) if a.get("fmod", 0)
                  else torch.remainder(i[0], i[1]))

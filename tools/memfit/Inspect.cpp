@@ -218,6 +218,14 @@ std::vector<std::string> importWarnings(const ImportNotes &notes) {
                           n > 1 ? "them" : "it", n > 1 ? "they are" : "it is")
                       .str());
   }
+  if (notes.tracedBatch > 0)
+    out.push_back(formatv("the graph counts up to its symbolic batch (an "
+                          "arange over it: transformers' per-sample masks), "
+                          "so memfit read it at batch {0}, as its "
+                          "fixed-batch export would be written; the plan "
+                          "computes the same model",
+                          notes.tracedBatch)
+                      .str());
   if (size_t n = notes.inferenceBatchNorms.size(); n > 0)
     out.push_back(formatv("{0} BatchNormalization node{1} ({2}{3}) {4} in "
                           "inference form (exported in eval mode): memfit "

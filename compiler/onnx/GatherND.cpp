@@ -1,0 +1,122 @@
+//===- GatherND.cpp - GatherND at constant indices as a Gather ------------===//
+//
+// torch.export writes advanced indexing at fixed positions as GatherND with
+// constant indices: Falcon's fused query-key-value split (`qkv[..., i]`
+// after a transpose), Swin's relative position table looked up by a
+// constant index. With batch_dims 0 and indices [..., k] that is a Gather
+// along axis 0 of the data with its first k axes merged into one: the
+// importer rewrites the node as such (a Reshape when k > 1, then Gather of
+// the linear indices), so the Gather's own paths (a lookup in a weight, its
+// gradient adding the rows back; a selection along an axis of an
+// activation) translate it. The batch cannot be among the axes indexed.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/onnx/Importer.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace memfit::onnximport {
+
+using llvm::Error;
+
+bool Importer::rewritesGatherND(const pb::NodeProto &n) const {
+  if (n.op_type() != "GatherND" || n.input_size() != 2 ||
+      !isConstant(n.input(1)))
+    return false;
+  // A parameter read directly is a value too (its rows train); a constant
+  // folds.
+  auto src = sources.find(n.input(0));
+  bool param = !consts.count(n.input(0)) && src != sources.end() &&
+               src->second.init &&
+               src->second.init->data_type() == pb::TensorProto::FLOAT &&
+               !buffers.count(n.input(0));
+  return !isConstant(n.input(0)) || param;
+}
+
+Error Importer::translateGatherND(const pb::NodeProto &n) {
+  auto batchDims = attrInt(n, "batch_dims", 0);
+  if (!batchDims)
+    return batchDims.takeError();
+  if (*batchDims != 0)
+    return fail(n, "has batch_dims " + std::to_string(*batchDims) +
+                       "; memfit supports GatherND with batch_dims 0");
+  auto idx = constant(n, 1);
+  if (!idx)
+    return idx.takeError();
+  const ConstTensor &t = **idx;
+  bool batched = false;
+  auto data = dimsOf(n, n.input(0), batched);
+  if (!data)
+    return data.takeError();
+  if (t.isFloat() || !t.batch.empty() || t.batchAxis >= 0 || t.dims.empty())
+    return fail(n, "needs integer indices of rank 1 or more that are not "
+                   "the batch size");
+  const int64_t k = t.dims.back();
+  const auto rank = static_cast<int64_t>(data->size());
+  if (k < 1 || k > rank)
+    return fail(
+        n,
+        llvm::formatv("indexes {0} axes of data of rank {1}", k, rank).str());
+  auto it = values.find(n.input(0));
+  int64_t batchAt = it != values.end() && g.values[it->second].batched
+                        ? g.values[it->second].batchAxis
+                        : -1;
+  if (batchAt >= 0 && batchAt < k)
+    return fail(n, "indexes the batch's axis; memfit supports GatherND on "
+                   "axes other than the batch's");
+  // The linear index of each k-tuple over the first k axes.
+  ConstTensor lin;
+  lin.type = pb::TensorProto::INT64;
+  lin.dims.assign(t.dims.begin(), t.dims.end() - 1);
+  for (int64_t e = 0; e < t.numel(); e += k) {
+    int64_t at = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t v = t.ints[e + j], size = (*data)[j];
+      if (v < -size || v >= size)
+        return fail(n, llvm::formatv("index {0} is out of range for axis {1} "
+                                     "of extent {2}",
+                                     v, j, size)
+                           .str());
+      at = at * size + (v < 0 ? v + size : v);
+    }
+    lin.ints.push_back(at);
+  }
+  const std::string &out = n.output(0);
+  std::string src = n.input(0);
+  if (k > 1) {
+    ConstTensor shape;
+    shape.type = pb::TensorProto::INT64;
+    shape.dims = {rank - k + 1};
+    int64_t merged = 1;
+    for (int64_t j = 0; j < k; ++j)
+      merged *= (*data)[j];
+    shape.ints.push_back(merged);
+    shape.ints.insert(shape.ints.end(), data->begin() + k, data->end());
+    bindConstant(out + "#shape", std::move(shape));
+    pb::NodeProto &r = liftedNodes.emplace_back();
+    r.set_op_type("Reshape");
+    r.set_name(n.name() + "#merged");
+    r.add_input(src);
+    r.add_input(out + "#shape");
+    r.add_output(out + "#merged");
+    nodeIndex[&r] = nodeIndex.at(&n);
+    if (Error e = translate(r))
+      return e;
+    src = out + "#merged";
+  }
+  bindConstant(out + "#indices", std::move(lin));
+  pb::NodeProto &gather = liftedNodes.emplace_back();
+  gather.set_op_type("Gather");
+  gather.set_name(n.name());
+  gather.add_input(src);
+  gather.add_input(out + "#indices");
+  gather.add_output(out);
+  pb::AttributeProto *axis = gather.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(pb::AttributeProto::INT);
+  axis->set_i(0);
+  nodeIndex[&gather] = nodeIndex.at(&n);
+  return translate(gather);
+}
+
+} // namespace memfit::onnximport

@@ -1,0 +1,351 @@
+//===- OnnxImportTorchExportTest.cpp - What torch.export writes -----------===//
+//
+// Forms torch 2.9 to 2.15's dynamo exporter writes for today's Hugging Face
+// models (transformers 4.57 and 5.x): literals lifted into initializers
+// and cloned, masks compared with broadcasting, position ids joined along
+// their last axis, graphs traced at a fixed batch (masks and reshapes
+// spelled at that batch), advanced indexing at constant positions as
+// GatherND, CastLike of a weight, and a buffer table through a layer.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxBuilder.h"
+#include "compiler/ops/OpDef.h"
+
+#include <catch2/catch.hpp>
+
+using namespace memfit;
+using namespace memfit::test;
+using Catch::Contains;
+
+namespace {
+
+/// Marks initializer `name` as torch.export does (value_info metadata,
+/// IR 10, which this ONNX library keeps as unknown fields).
+void markInput(OnnxBuilder &b, const std::string &name,
+               const std::string &kind) {
+  pb::ValueInfoProto *vi = b.model.mutable_graph()->add_value_info();
+  vi->set_name(name);
+  pb::StringStringEntryProto e;
+  e.set_key("pkg.torch.export.graph_signature.InputSpec.kind");
+  e.set_value(kind);
+  vi->GetReflection()->MutableUnknownFields(vi)->AddLengthDelimited(
+      4, e.SerializeAsString());
+}
+
+} // namespace
+
+TEST_CASE("a lifted constant is no parameter, also through its clone",
+          "[onnx][import][torch2]") {
+  // BERT's extended mask: (1.0 - mask) * -big, the 1.0 lifted into an
+  // initializer that the graph clones with Identity. y = x - clone.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 3})
+      .init("lifted_tensor_0", {}, {1.0f})
+      .node("Identity", {"lifted_tensor_0"}, {"clone"})
+      .node("Sub", {"x", "clone"}, {"y"})
+      .output("y", 2);
+  markInput(b, "lifted_tensor_0", "CONSTANT_TENSOR");
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const Value &c = g.values[g.ops[0].inputs[1]];
+  CHECK(!c.trainable);
+  CHECK(c.data == std::vector<float>{1.0f});
+}
+
+TEST_CASE("Equal of constants broadcasts", "[onnx][import][fold]") {
+  // transformers' causal check: q [3, 1] == k [1, 3] is the identity, as a
+  // 0/1 float mask added to x [N, 3, 3].
+  OnnxBuilder b(18);
+  b.input("x", {-1, 3, 3})
+      .constInt64("q", {3, 1}, {0, 1, 2})
+      .constInt64("k", {1, 3}, {0, 1, 2})
+      .node("Equal", {"q", "k"}, {"eq"})
+      .node("Cast", {"eq"}, {"m"}, {attrInt("to", 1)})
+      .node("Add", {"x", "m"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const Value &m = g.values[g.ops[0].inputs[1]];
+  CHECK(m.data == std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1});
+}
+
+TEST_CASE("position ids filled over the batch join along their last axis",
+          "[onnx][import][fold]") {
+  // pos = arange(3).expand(N, 3); cat([pos[:, :1] - 1, pos], -1): the
+  // packed-sequence check of transformers 5 (torch.diff with a prepend).
+  OnnxBuilder b(18);
+  b.input("x", {-1, 4})
+      .node("Shape", {"x"}, {"s"})
+      .constInt64("i0", {1}, {0})
+      .node("Gather", {"s", "i0"}, {"n"})
+      .constInt64("three", {1}, {3})
+      .node("Concat", {"n", "three"}, {"shape"}, {attrInt("axis", 0)})
+      .constInt64("r", {3}, {0, 1, 2})
+      .node("Expand", {"r", "shape"}, {"pos"})
+      .constInt64("s0", {1}, {0})
+      .constInt64("s1", {1}, {1})
+      .constInt64("a1", {1}, {1})
+      .node("Slice", {"pos", "s0", "s1", "a1"}, {"first"})
+      .constInt64("one", {}, {1})
+      .node("Sub", {"first", "one"}, {"prev"})
+      .node("Concat", {"prev", "pos"}, {"cat"}, {attrInt("axis", -1)})
+      .node("Cast", {"cat"}, {"f"}, {attrInt("to", 1)})
+      .node("Add", {"x", "f"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const Value &f = g.values[g.ops[0].inputs[1]];
+  CHECK(f.dims == std::vector<int64_t>{1, 4});
+  CHECK(f.data == std::vector<float>{-1, 0, 1, 2});
+}
+
+TEST_CASE("a fixed-batch export's mask, the same for every sample, "
+          "broadcasts at any batch",
+          "[onnx][import][torch2]") {
+  // Traced at batch 2: the mask [2, 1, 3] is written whole. Equal rows are
+  // one sample's; different rows depend on the sample and are refused.
+  auto model = [](std::vector<float> mask) {
+    OnnxBuilder b(18);
+    b.input("x", {2, 4, 3})
+        .init("mask", {2, 1, 3}, mask)
+        .node("Add", {"x", "mask"}, {"y"}, {}, "add_mask")
+        .output("y", 3);
+    markInput(b, "mask", "BUFFER");
+    return b;
+  };
+  std::vector<float> same = {0, -9, -9, 0, -9, -9};
+  for (int64_t batch : {2, 4}) {
+    Graph g = importOk(model(same), batchOf(batch));
+    REQUIRE(g.ops.size() == 1);
+    const Value &m = g.values[g.ops[0].inputs[1]];
+    CHECK(m.dims == std::vector<int64_t>{1, 1, 3});
+    CHECK(m.data == std::vector<float>{0, -9, -9});
+    CHECK(g.values[g.ops[0].outputs[0]].dims ==
+          std::vector<int64_t>{batch, 4, 3});
+  }
+  CHECK_THAT(errorText(model({0, -9, -9, 0, 0, -9}).import(batchOf(2))),
+             Contains("'add_mask'") && Contains("does not broadcast"));
+}
+
+TEST_CASE("a fixed-batch export's reshape back from [N * T, C] finds the "
+          "batch by its literal",
+          "[onnx][import][torch2]") {
+  // GPT-2's Conv1D at batch 2: x.view(-1, 3) @ W, viewed as [2, 4, 5].
+  OnnxBuilder b(18);
+  b.input("x", {2, 4, 3})
+      .constInt64("flat", {2}, {-1, 3})
+      .node("Reshape", {"x", "flat"}, {"rows"})
+      .init("W", {3, 5})
+      .node("MatMul", {"rows", "W"}, {"p"})
+      .constInt64("back", {3}, {2, 4, 5})
+      .node("Reshape", {"p", "back"}, {"y"})
+      .output("y", 3);
+  for (int64_t batch : {2, 6}) {
+    Graph g = importOk(b, batchOf(batch));
+    const Value &y = g.values[g.ops.back().outputs[0]];
+    CHECK(y.dims == std::vector<int64_t>{batch, 4, 5});
+    CHECK(y.batchAxis == 0);
+    CHECK(y.canonical());
+  }
+}
+
+TEST_CASE("GatherND at constant indices is a Gather", "[onnx][import]") {
+  SECTION("of an activation along an axis before the batch's") {
+    // Falcon's fused heads: qkv [N, 3, 4] moved to [3, N, 4], qkv[1].
+    OnnxBuilder b(18);
+    b.input("x", {-1, 3, 4})
+        .node("Transpose", {"x"}, {"t"}, {attrInts("perm", {1, 0, 2})})
+        .constInt64("idx", {1}, {1})
+        .node("GatherND", {"t", "idx"}, {"y"})
+        .output("y", 2);
+    Graph g = importOk(b, batchOf(2));
+    REQUIRE(g.ops.size() == 2);
+    CHECK(g.ops[0].kind == OpKind::Transpose);
+    // One index along an axis: a slice of it.
+    CHECK(opKindName(g.ops[1].kind) == "Slice");
+    CHECK(g.values[g.ops[1].outputs[0]].dims == std::vector<int64_t>{2, 4});
+  }
+  SECTION("of a weight by pairs of indices, its rows trained") {
+    // Swin's relative position table [3, 2, 4] looked up at (0, 1) and
+    // (2, 0): rows 1 and 4 of the table merged to [6, 4], added to x.
+    OnnxBuilder b(18);
+    b.input("x", {-1, 2, 4})
+        .init("table", {3, 2, 4})
+        .constInt64("idx", {2, 2}, {0, 1, 2, 0})
+        .node("GatherND", {"table", "idx"}, {"bias"})
+        .node("Add", {"x", "bias"}, {"y"})
+        .output("y", 3);
+    Graph g = importOk(b, batchOf(2));
+    // The table lifted to a value, merged to rows, looked up, added.
+    std::vector<std::string> kinds;
+    for (const Op &op : g.ops)
+      kinds.emplace_back(opKindName(op.kind));
+    CHECK(kinds ==
+          std::vector<std::string>{"Gather", "Reshape", "Gather", "Add"});
+    REQUIRE(g.ops.size() == 4);
+    CHECK(g.values[g.ops[1].outputs[0]].dims == std::vector<int64_t>{6, 4});
+    CHECK(g.values[g.ops[2].outputs[0]].dims == std::vector<int64_t>{2, 4});
+    bool trained = false;
+    for (const Value &v : g.values)
+      trained = trained || (v.name == "table" && v.trainable);
+    CHECK(trained);
+  }
+  SECTION("never along the batch") {
+    OnnxBuilder b(18);
+    b.input("x", {-1, 3})
+        .constInt64("idx", {1}, {0})
+        .node("GatherND", {"x", "idx"}, {"y"}, {}, "by_sample")
+        .output("y", 1);
+    CHECK_THAT(errorText(b.import(batchOf(2))),
+               Contains("'by_sample'") && Contains("the batch's axis"));
+  }
+}
+
+TEST_CASE("CastLike of a weight and a buffer table through a layer",
+          "[onnx][import][torch2]") {
+  // PoolFormer's scale cast like the activation; Swin V2's relative
+  // coordinates (a buffer) through its position-bias MLP's Linear.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 3, 2})
+      .init("scale", {2})
+      .node("CastLike", {"scale", "x"}, {"s"})
+      .node("Mul", {"x", "s"}, {"xs"})
+      .init("coords", {3, 4})
+      .init("W", {2, 4})
+      .node("Transpose", {"W"}, {"Wt"}, {attrInts("perm", {1, 0})})
+      .node("MatMul", {"coords", "Wt"}, {"bias"})
+      .node("Add", {"xs", "bias"}, {"y"})
+      .output("y", 3);
+  markInput(b, "coords", "BUFFER");
+  Graph g = importOk(b, batchOf(2));
+  for (const Value &v : g.values) {
+    if (v.name == "scale" || v.name == "W")
+      CHECK(v.trainable);
+    if (v.name == "coords")
+      CHECK(!v.trainable);
+  }
+  bool bias = false;
+  for (const Op &op : g.ops)
+    bias = bias || (op.kind == OpKind::MatMul &&
+                    g.values[op.outputs[0]].dims == std::vector<int64_t>{3, 2});
+  CHECK(bias);
+}
+
+TEST_CASE("opset 18 reductions take noop_with_empty_axes",
+          "[onnx][import][newer]") {
+  // ConvNeXt V2's global response norm: ||x||_2 over the last axis.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 3, 4})
+      .constInt64("axes", {1}, {-1})
+      .node("ReduceL2", {"x", "axes"}, {"y"},
+            {attrInt("keepdims", 1), attrInt("noop_with_empty_axes", 0)})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  CHECK(g.values[g.ops.back().outputs[0]].dims ==
+        std::vector<int64_t>{2, 3, 1});
+}
+
+TEST_CASE("a graph that counts up to its symbolic batch is read at the "
+          "planned one",
+          "[onnx][import][torch2]") {
+  // transformers 5's per-sample mask at its smallest: b = arange(N);
+  // m = (b[:, None] == b[:, None]) gives N rows of one value, read at the
+  // planned batch and stored once; y = x + m.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 3})
+      .node("Shape", {"x"}, {"s"})
+      .constInt64("i0", {}, {0})
+      .node("Gather", {"s", "i0"}, {"n"})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .node("Range", {"zero", "n", "one"}, {"b"}, {}, "batch_arange")
+      .constInt64("ax1", {1}, {1})
+      .node("Unsqueeze", {"b", "ax1"}, {"col"})
+      .node("Equal", {"col", "col"}, {"eq"})
+      .node("Cast", {"eq"}, {"m"}, {attrInt("to", 1)})
+      .node("Add", {"x", "m"}, {"y"})
+      .output("y", 2);
+  ImportNotes notes;
+  ImportOptions opts = batchOf(4);
+  opts.notes = &notes;
+  Graph g = importOk(b, opts);
+  CHECK(notes.tracedBatch == 4);
+  REQUIRE(g.ops.size() == 1);
+  const Value &m = g.values[g.ops[0].inputs[1]];
+  CHECK(m.dims == std::vector<int64_t>{1, 1});
+  CHECK(m.data == std::vector<float>{1.0f});
+}
+
+TEST_CASE("T5's position bias: Where of a mask between a value computed "
+          "from weights and a scalar",
+          "[onnx][import][torch2]") {
+  // bias = where(mask, table[idx] (from the weight), -inf), added to x.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 2, 2})
+      .init("table", {3, 2})
+      .constInt64("idx", {2}, {0, 2})
+      .node("Gather", {"table", "idx"}, {"rows"})
+      .initInt64("mask_src", {2, 2}, {1, 0, 1, 1})
+      .node("Cast", {"mask_src"}, {"mask"}, {attrInt("to", 9)})
+      .constFloat("low", -1e9f)
+      .node("Where", {"mask", "rows", "low"}, {"bias"}, {}, "where_bias")
+      .node("Add", {"x", "bias"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  bool where = false;
+  for (const Op &op : g.ops)
+    where = where || (op.kind == OpKind::Where && !op.batched(g));
+  CHECK(where);
+}
+
+TEST_CASE("type_as on the token ids and a buffer of zeros gathered at them",
+          "[onnx][import][torch2]") {
+  // RoBERTa in transformers 5: pos = cumsum(ids != 1) cast like an int32
+  // value, + 1; token types = gather(zeros buffer, 1, pos) (all 0), looked
+  // up in a table and added to the position embedding.
+  OnnxBuilder b(18);
+  b.input("ids", {-1, 4}, pb::TensorProto::INT64)
+      .constInt64("pad", {}, {1})
+      .node("Equal", {"ids", "pad"}, {"is_pad"})
+      .node("Not", {"is_pad"}, {"ne"})
+      .node("Cast", {"ne"}, {"ne32"}, {attrInt("to", 6)})
+      .node("Cast", {"ne32"}, {"ne64"}, {attrInt("to", 7)})
+      .constInt64("ax", {}, {1})
+      .node("CumSum", {"ne64", "ax"}, {"cs"})
+      .node("CastLike", {"cs", "ne32"}, {"cs32"})
+      .node("Cast", {"cs32"}, {"pos"}, {attrInt("to", 7)})
+      .initInt64("types", {1, 8}, {0, 0, 0, 0, 0, 0, 0, 0})
+      .node("GatherElements", {"types", "pos"}, {"tt"}, {attrInt("axis", 1)})
+      .init("pos_table", {8, 3})
+      .node("Gather", {"pos_table", "pos"}, {"pe"})
+      .init("type_table", {2, 3})
+      .node("Gather", {"type_table", "tt"}, {"te"})
+      .node("Add", {"pe", "te"}, {"y"})
+      .output("y", 3);
+  markInput(b, "types", "BUFFER");
+  Graph g = importOk(b, batchOf(2));
+  const Value &y = g.values[g.ops.back().outputs[0]];
+  CHECK(y.dims == std::vector<int64_t>{2, 4, 3});
+  // The types' lookup reads row 0 for every sample: one row, broadcast.
+  bool oneRow = false;
+  for (const Op &op : g.ops)
+    oneRow = oneRow ||
+             (op.kind == OpKind::Embedding && !op.batched(g) &&
+              g.values[op.outputs[0]].dims == std::vector<int64_t>{1, 4, 3});
+  CHECK(oneRow);
+}
+
+TEST_CASE("Flatten of a constant folds", "[onnx][import][fold]") {
+  OnnxBuilder b(18);
+  b.input("x", {-1, 6})
+      .init("c", {2, 3}, {1, 2, 3, 4, 5, 6})
+      .node("Flatten", {"c"}, {"f"}, {attrInt("axis", 0)})
+      .node("Add", {"x", "f"}, {"y"})
+      .output("y", 2);
+  markInput(b, "c", "BUFFER");
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const Value &f = g.values[g.ops[0].inputs[1]];
+  CHECK(f.dims == std::vector<int64_t>{1, 6});
+  CHECK(f.data == std::vector<float>{1, 2, 3, 4, 5, 6});
+}
