@@ -2,6 +2,7 @@
 compiled trainer stepped from Python against PyTorch's own training on the
 same DataLoader, and bit for bit against the command-line trainer."""
 import copy
+import inspect
 import os
 import subprocess
 
@@ -239,5 +240,49 @@ def test_a_hugging_face_language_model(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-5)
     ref_state = ref.state_dict()
     assert "transformer.wte.weight" in state
+    for name, value in state.items():
+        assert worst_relative(value.numpy(), ref_state[name].numpy()) <= 1e-5, name
+
+
+def test_a_model_exported_by_torch_export(tmp_path):
+    """torch 2.5 and later: a transformers Llama (grouped-query attention,
+    rotary tables from its inv_freq buffer, RMSNorm) exported by
+    torch.export at a fixed batch, as memfit.compile falls back to where
+    the TorchScript exporter fails, and planned at twice that batch:
+    losses and weights as PyTorch's. transformers 5 builds its causal mask
+    per sample, which torch.export traces only at a fixed batch; memfit
+    reads that batch's mask and reshapes and plans another."""
+    tf = pytest.importorskip("transformers")
+    if "dynamo" not in inspect.signature(torch.onnx.export).parameters:
+        pytest.skip(f"torch {torch.__version__} has no dynamo exporter")
+    pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    V, T, B = 61, 16, 4
+    model = tf.LlamaForCausalLM(tf.LlamaConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+        max_position_embeddings=T))
+    ids = torch.randint(0, V, (B * STEPS, T + 1))
+    batches = [(ids[k * B:(k + 1) * B, :T], ids[k * B:(k + 1) * B, 1:])
+               for k in range(STEPS)]
+    out = memfit.compile(model, batches[0][0][:B // 2], tmp_path / "llama",
+                         exporter="dynamo", batch=B, budget="60%",
+                         optimizer="sgd", quiet=True)
+    ref = copy.deepcopy(model).train()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=MOMENTUM)
+    want = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(
+            ref(input_ids=x).logits.reshape(-1, V), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    with memfit.Trainer(out, lr=0.1, momentum=MOMENTUM) as t:
+        got = [t.step(x, y) for x, y in batches]
+        state = t.state_dict()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    ref_state = ref.state_dict()
+    assert "model.embed_tokens.weight" in state
     for name, value in state.items():
         assert worst_relative(value.numpy(), ref_state[name].numpy()) <= 1e-5, name

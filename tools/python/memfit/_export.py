@@ -52,7 +52,40 @@ def _single_output(model, inputs, torch):
     def single(*xs):
         return _first_tensor(forward(*xs), torch)
 
+    # One named parameter per input: torch.export matches its inputs to
+    # the forward's signature, which *xs would make one tuple.
+    single.__signature__ = _inspect.Signature([
+        _inspect.Parameter(f"x{i}", _inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for i in range(len(inputs))])
     return single
+
+
+def _first_line(e):
+    while e.__cause__ is not None:  # torch.onnx wraps torch.export's error
+        e = e.__cause__
+    lines = [l for l in str(e).splitlines() if l.strip()]
+    return (lines[0] if lines else type(e).__name__)[:300]
+
+
+def _torch_export(torch, model, inputs, path, exporter, names, opset, params):
+    if exporter == "dynamo":
+        if "dynamo" not in params:
+            raise UserError("exporter='dynamo' needs torch 2.5 or later; "
+                            f"this torch is {torch.__version__}")
+        torch.onnx.export(model, inputs, path, dynamo=True, optimize=False,
+                          opset_version=max(opset, 18), input_names=names,
+                          output_names=["y"], external_data=False)
+        return
+    kwargs = {}
+    if "dynamo" in params:
+        kwargs["dynamo"] = False
+    axes = {n: {0: "N"} for n in names}
+    axes["y"] = {0: "N"}
+    torch.onnx.export(model, inputs, path, opset_version=opset,
+                      input_names=names, output_names=["y"],
+                      dynamic_axes=axes,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, **kwargs)
 
 
 def _restore_initializers(path, values):
@@ -83,9 +116,13 @@ def _restore_initializers(path, values):
 def export(model, example_inputs, path, exporter=None, opset=17):
     """Writes `model` to `path` as memfit needs it: in training mode
     (Dropout and BatchNormalization in their training form), constants not
-    folded into the weights, the batch axis of every input and output
-    dynamic. `exporter` is "torchscript" (torch.onnx's TorchScript
-    exporter, the default where the installed torch has it) or "dynamo"."""
+    folded into the weights. `exporter` is "torchscript" (torch.onnx's
+    TorchScript exporter, the batch axis of every input and output
+    dynamic), "dynamo" (torch.export, traced at the example's batch: the
+    masks of transformers 5 index each sample, which torch.export traces
+    only at a fixed batch; memfit reads the batch from the file and plans
+    any other), or None: TorchScript, and dynamo with a warning where the
+    TorchScript exporter fails and torch has the other."""
     import torch
 
     inputs = example_tuple(example_inputs)
@@ -95,9 +132,7 @@ def export(model, example_inputs, path, exporter=None, opset=17):
                             "batch on axis 0")
     names = ["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))]
     params = _inspect.signature(torch.onnx.export).parameters
-    if exporter is None:
-        exporter = "torchscript"
-    if exporter not in ("torchscript", "dynamo"):
+    if exporter not in (None, "torchscript", "dynamo"):
         raise UserError(f"exporter must be 'torchscript' or 'dynamo', got {exporter!r}")
     # Exporting runs the forward in training mode: BatchNorm's running
     # statistics move and dropout draws from torch's generator. The caller's
@@ -112,26 +147,30 @@ def export(model, example_inputs, path, exporter=None, opset=17):
         own = vars(model).get("forward")  # a forward set on the instance
         if single is not None:
             model.forward = single
-        if exporter == "dynamo":
-            if "dynamo" not in params:
-                raise UserError("exporter='dynamo' needs torch 2.5 or later; "
-                                f"this torch is {torch.__version__}")
-            dim = torch.export.Dim("N", min=2)
-            torch.onnx.export(model, inputs, path, dynamo=True, optimize=False,
-                              opset_version=max(opset, 18), input_names=names,
-                              output_names=["y"], external_data=False,
-                              dynamic_shapes=tuple({0: dim} for _ in inputs))
-        else:
-            kwargs = {}
-            if "dynamo" in params:
-                kwargs["dynamo"] = False
-            axes = {n: {0: "N"} for n in names}
-            axes["y"] = {0: "N"}
-            torch.onnx.export(model, inputs, path, opset_version=opset,
-                              input_names=names, output_names=["y"],
-                              dynamic_axes=axes,
-                              training=torch.onnx.TrainingMode.TRAINING,
-                              do_constant_folding=False, **kwargs)
+        try:
+            _torch_export(torch, model, inputs, path, exporter or "torchscript",
+                          names, opset, params)
+        except UserError:
+            raise
+        except Exception as first:
+            # torch's TorchScript exporter cannot write some of today's
+            # models (grouped-query sdpa, torch.diff in transformers 5's
+            # masks); the dynamo exporter can, where torch has it.
+            if exporter is not None or "dynamo" not in params:
+                raise UserError(f"torch.onnx.export ({exporter or 'torchscript'}) "
+                                f"failed: {_first_line(first)}") from first
+            try:
+                _torch_export(torch, model, inputs, path, "dynamo", names,
+                              opset, params)
+            except Exception as second:
+                raise UserError(
+                    "torch.onnx.export failed with both exporters: "
+                    f"torchscript: {_first_line(first)}; dynamo: "
+                    f"{_first_line(second)}") from second
+            import warnings
+            warnings.warn("torch's TorchScript exporter failed "
+                          f"({_first_line(first)}); exported with torch.export "
+                          f"(exporter='dynamo') at batch {inputs[0].shape[0]}")
     finally:
         if single is not None:
             if own is None:
