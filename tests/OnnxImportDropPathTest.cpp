@@ -63,3 +63,28 @@ TEST_CASE("random numbers of another shape are refused, named",
   CHECK_THAT(err, Contains("'drop_path'") && Contains("[2, 3, 1]") &&
                       Contains("drop path (one per sample)"));
 }
+
+TEST_CASE("torch.export's in-place dropout is a dropout",
+          "[onnx][import][dropout]") {
+  // nn.Dropout(0.1, inplace=True) through torch.export: a constant like
+  // h, rand_like of it, < keep (cast like the numbers), cast like h,
+  // / keep, times h.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 3})
+      .node("Relu", {"x"}, {"h"})
+      .constFloat("zero", 0.0f)
+      .node("Shape", {"h"}, {"hs"})
+      .node("Expand", {"zero", "hs"}, {"like"})
+      .node("RandomUniformLike", {"like"}, {"rands"})
+      .constFloat("keep", 0.9f)
+      .node("CastLike", {"keep", "rands"}, {"keep_cast"})
+      .node("Less", {"rands", "keep_cast"}, {"sampled"})
+      .node("CastLike", {"sampled", "like"}, {"mask"})
+      .node("Div", {"mask", "keep"}, {"scale"})
+      .node("Mul", {"h", "scale"}, {"y"}, {}, "dropout")
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Relu, OpKind::Dropout});
+  CHECK(!g.ops[1].attrs.wholeSample);
+  CHECK(g.ops[1].attrs.ratio == Approx(0.1f));
+}

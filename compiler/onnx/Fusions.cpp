@@ -9,7 +9,8 @@
 // LayerNorm, NanTo), whose backward reads only its input. torch.onnx writes
 // Mish as Mul(x, Tanh(Softplus(x))) and LogSigmoid (which ONNX lacks) as
 // Log(Sigmoid(x)); fused, each is one kernel in the numerically stable
-// form PyTorch computes. A pattern matches
+// form PyTorch computes. Drop path and torch.export's decomposed in-place
+// dropout are one Dropout. A pattern matches
 // only where its intermediates feed nothing else and its constants are exactly
 // the exporter's, so what the model computes is unchanged.
 //
@@ -69,9 +70,15 @@ public:
     const pb::TensorProto *t = nullptr;
     int p = producerOf(name);
     if (p >= 0 && g.node(p).op_type() == "Constant") {
-      for (const auto &a : g.node(p).attribute())
+      for (const auto &a : g.node(p).attribute()) {
         if (a.name() == "value" && a.has_t())
           t = &a.t();
+        if (a.name() == "value_float" && a.type() == pb::AttributeProto::FLOAT)
+          return a.f();
+      }
+    } else if (p >= 0 && g.node(p).op_type() == "CastLike") {
+      // A literal cast like the tensor it meets (torch.export's p_cast).
+      return scalar(g.node(p).input(0));
     } else if (auto it = inits.find(name); it != inits.end()) {
       t = it->second;
     }
@@ -350,6 +357,49 @@ std::optional<Fusion> dropPath(const Matcher &m, int k,
                 .like = r.input(0)};
 }
 
+/// x * (bernoulli(keep) / keep) as torch.export decomposes an in-place
+/// dropout (nn.Dropout(inplace=True), MobileViT's classifier):
+/// rand_like(m) < keep, cast to float, divided by keep, times x. The same
+/// dropout as dropPath's second form.
+std::optional<Fusion> bernoulliDropout(const Matcher &m, int k,
+                                       std::vector<int> &nodes) {
+  const pb::NodeProto &r = m.node(k);
+  // The numbers are read by the Less and by the CastLike that gives keep
+  // their type.
+  int lt = -1;
+  for (int reader : m.readersOf(r.output(0))) {
+    if (m.is(reader, "Less") && m.node(reader).input(0) == r.output(0) &&
+        lt < 0)
+      lt = reader;
+    else if (!(m.is(reader, "CastLike") &&
+               m.node(reader).input(1) == r.output(0)))
+      return std::nullopt;
+  }
+  if (lt < 0)
+    return std::nullopt;
+  auto keep = m.scalar(m.node(lt).input(1));
+  if (!keep || !(*keep > 0.0f && *keep <= 1.0f))
+    return std::nullopt;
+  int c = m.soleReader(m.node(lt).output(0));
+  if (!m.is(c, "CastLike") && !m.is(c, "Cast"))
+    return std::nullopt;
+  int d = m.soleReader(m.node(c).output(0));
+  if (!m.is(d, "Div") || m.node(d).input(0) != m.node(c).output(0) ||
+      !m.isScalar(m.node(d).input(1), *keep))
+    return std::nullopt;
+  int mul = m.soleReader(m.node(d).output(0));
+  if (!m.is(mul, "Mul"))
+    return std::nullopt;
+  std::string x = m.other(mul, m.node(d).output(0));
+  if (x.empty())
+    return std::nullopt;
+  nodes = {k, lt, c, d, mul};
+  return Fusion{.kind = OpKind::Dropout,
+                .x = x,
+                .ratio = 1.0f - *keep,
+                .like = r.input(0)};
+}
+
 } // namespace
 
 void Importer::findFusions() {
@@ -374,8 +424,11 @@ void Importer::findFusions() {
       f = mish(m, k, nodes);
     else if (op == "Sigmoid")
       f = logSigmoid(m, k, nodes);
-    else if (op == "RandomUniformLike")
+    else if (op == "RandomUniformLike") {
       f = dropPath(m, k, nodes);
+      if (!f)
+        f = bernoulliDropout(m, k, nodes);
+    }
     if (!f)
       continue;
     for (int n : nodes)

@@ -42,7 +42,9 @@ llvm::ArrayRef<ImporterOp> importerOps() {
       {"RandomUniformLike",
        "Only inside drop path, `x / keep * floor(keep + rand_like(m))` with "
        "`m` one element per sample (stochastic depth) or of `x`'s shape "
-       "(dropout): the pattern becomes one Dropout operator, whose numbers "
+       "(dropout), or torch.export's in-place dropout, `x * ((rand_like(m) "
+       "< keep) / keep)`: the pattern becomes one Dropout operator, whose "
+       "numbers "
        "memfit draws (the same distribution, not torch's generator). "
        "Anywhere else it is refused."},
   };

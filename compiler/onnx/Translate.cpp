@@ -28,8 +28,9 @@ Error Importer::translate(const pb::NodeProto &n) {
     return translateGatherND(n);
   if (op == "RandomUniformLike")
     return fail(n, "draws random numbers other than as drop path (x / keep "
-                   "* floor(keep + rand), stochastic depth); memfit draws "
-                   "them only for Dropout and drop path");
+                   "* floor(keep + rand), stochastic depth) or an in-place "
+                   "dropout (x * ((rand < keep) / keep)); memfit draws them "
+                   "only for Dropout and those");
   // Index arithmetic on the token ids is an integer program; a node that
   // reads one reads its op's value.
   if (computesOnIds(n))
