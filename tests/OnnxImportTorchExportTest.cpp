@@ -349,3 +349,42 @@ TEST_CASE("Flatten of a constant folds", "[onnx][import][fold]") {
   CHECK(f.dims == std::vector<int64_t>{1, 6});
   CHECK(f.data == std::vector<float>{1, 2, 3, 4, 5, 6});
 }
+
+TEST_CASE("MatMul by a matrix computed from weights is one GEMM",
+          "[onnx][import][torch2]") {
+  // MobileBERT's output: x [N, T, 3] @ cat([E^T, W], 1), E [5, 3] the tied
+  // embedding, W [3, 2]: a [3, 7] value; the GEMM's backward writes its
+  // gradient, which the Concat and the transpose hand back to E and W.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 4, 3})
+      .init("E", {5, 3})
+      .init("W", {3, 2})
+      .node("Transpose", {"E"}, {"Et"}, {attrInts("perm", {1, 0})})
+      .node("Concat", {"Et", "W"}, {"table"}, {attrInt("axis", 1)})
+      .node("MatMul", {"x", "table"}, {"y"}, {}, "logits")
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  const Op &mm = g.ops.back();
+  CHECK(mm.kind == OpKind::MatMul);
+  CHECK(!g.values[mm.inputs[1]].batched);
+  CHECK(g.values[mm.inputs[1]].dims == std::vector<int64_t>{3, 7});
+  CHECK(g.values[mm.outputs[0]].dims == std::vector<int64_t>{2, 4, 7});
+}
+
+TEST_CASE("Pad of one axis, or of the last two", "[onnx][import]") {
+  auto model = [](std::vector<int64_t> pads) {
+    OnnxBuilder b(13);
+    b.input("x", {-1, 4, 3, 2})
+        .constInt64("pads", {8}, pads)
+        .node("Pad", {"x", "pads"}, {"y"}, {}, "pad")
+        .output("y", 4);
+    return b;
+  };
+  // The tokens of [N, T, E] padded by one on each side (MobileBERT).
+  Graph g = importOk(model({0, 1, 0, 0, 0, 1, 0, 0}), batchOf(2));
+  CHECK(g.values[g.ops.back().outputs[0]].dims ==
+        std::vector<int64_t>{2, 6, 3, 2});
+  importOk(model({0, 0, 1, 2, 0, 0, 1, 2}), batchOf(2));
+  CHECK_THAT(errorText(model({0, 1, 0, 1, 0, 0, 0, 0}).import(batchOf(2))),
+             Contains("'pad'") && Contains("not the last two"));
+}

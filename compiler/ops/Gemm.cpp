@@ -66,15 +66,27 @@ llvm::Error importGemm(OnnxNode &node) {
 /// PyTorch's Linear): one GEMM over all rows. Two activations multiply as
 /// batched products.
 llvm::Error importMatMul(OnnxNode &node) {
+  // A matrix computed from weights (MobileBERT's output table, the tied
+  // embedding transposed beside a dense weight) is read as a weight: one
+  // GEMM over all rows, its gradient X^T dY a value's (BP-data).
+  bool valueB = false;
   if (node.isActivation(node.inputName(0)) &&
-      node.isActivation(node.inputName(1)))
-    return importBatchMatMul(node);
+      node.isActivation(node.inputName(1))) {
+    auto a = node.activation(0), b = node.activation(1);
+    if (llvm::Error e = firstError(a, b))
+      return e;
+    const Value &va = node.graph().values[*a], &vb = node.graph().values[*b];
+    valueB = va.batched && !vb.batched && vb.dims.size() == 2;
+    if (!valueB)
+      return importBatchMatMul(node);
+  }
   auto a = node.activation(0);
   if (!a)
     return a.takeError();
-  bool transB = node.isTransposedWeight(1);
-  auto b = transB ? node.transposedWeight(1, WeightInit::GlorotUniform, true)
-                  : node.weight(1, WeightInit::GlorotUniform, true);
+  bool transB = !valueB && node.isTransposedWeight(1);
+  auto b = valueB   ? node.activation(1)
+           : transB ? node.transposedWeight(1, WeightInit::GlorotUniform, true)
+                    : node.weight(1, WeightInit::GlorotUniform, true);
   if (!b)
     return b.takeError();
   std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
@@ -160,11 +172,22 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
                                x.value(y))
                            .str()};
   }
-  case TaskKind::BackwardData:
-    return EmittedCall{formatv("x.gemmBackwardData({0}, {1}, {2}, {3}, {4})",
-                               x.params, x.value(w), x.grad(y),
-                               x.gradIfWritten(in), x.accumulates(in))
-                           .str()};
+  case TaskKind::BackwardData: {
+    // B a value computed from weights: its gradient is written here too.
+    bool valueB = x.graph.value(w).kind != ValueKind::Weight;
+    std::string code;
+    if (!valueB || x.writesGrad(in))
+      code = formatv("x.gemmBackwardData({0}, {1}, {2}, {3}, {4})", x.params,
+                     x.value(w), x.grad(y), x.gradIfWritten(in),
+                     x.accumulates(in));
+    if (valueB && x.writesGrad(w))
+      code += formatv("{0}x.gemmBackwardWeight({1}, {2}, {3}, {4}, nullptr, "
+                      "{5})",
+                      code.empty() ? "" : "; ", x.params, x.value(in),
+                      x.grad(y), x.grad(w), x.accumulates(w))
+                  .str();
+    return EmittedCall{code};
+  }
   default: {
     std::string biasGrad =
         op.inputs.size() > 2 ? x.gradIfWritten(op.inputs[2]) : "nullptr";
@@ -204,7 +227,9 @@ constexpr std::string_view kGemmForms =
 constexpr std::string_view kMatMulForms =
     "A [..., K] of rank 2 or more (the batch anywhere: one GEMM over all "
     "rows) times B a 2-D float32 weight [K, M], or Transpose(W) of a 2-D "
-    "weight, read transposed without a copy. Two activations multiply as "
+    "weight, read transposed without a copy, or a 2-D value computed from "
+    "weights (MobileBERT's output table: a Concat of weights), whose "
+    "gradient X^T dY flows back to them. Two activations multiply as "
     "BatchMatMul: of one rank of 3 or more, the batch outermost, [..., M, K] "
     "x [..., K, P] with equal leading axes or 1s on one side. A float "
     "constant A (no initializer) with a weight B is read as a table without a "

@@ -1,4 +1,4 @@
-//===- Pad.cpp - Constant spatial padding ---------------------------------===//
+//===- Pad.cpp - Constant padding ----------------------------------------===//
 #include "compiler/ops/Families.h"
 
 namespace memfit::ops {
@@ -56,6 +56,17 @@ llvm::Error importPad(OnnxNode &node) {
     node.alias(node.outputName(0), node.inputName(0));
     return llvm::Error::success();
   }
+  std::vector<int64_t> padded;
+  for (size_t i = 0; i < rank; ++i)
+    if (pads[i] || pads[rank + i])
+      padded.push_back(static_cast<int64_t>(i));
+  if (padded.size() > 2 ||
+      (padded.size() == 2 &&
+       (padded[1] != int64_t(rank) - 1 || padded[0] != int64_t(rank) - 2)))
+    return node.fail("pads " + dimsStr(pads) +
+                     " pad two axes that are not the last two, or more; "
+                     "memfit pads one axis after the batch's, or the last "
+                     "two");
   std::vector<int64_t> out = xd;
   for (size_t i = 0; i < rank; ++i)
     out[i] += pads[i] + pads[rank + i];
@@ -74,21 +85,41 @@ void signature(llvm::raw_ostream &os, const Op &op) {
   printList(os, "pads", op.attrs.pads);
 }
 
+/// The kernel pads [n, c, h, w] along h and w. Any padding of one axis
+/// after the batch's (MobileBERT's trigram embedding pads the tokens of
+/// [N, T, E]), or of the last two, is that: the axes before the padded ones
+/// merged into c, those after the last padded one into w.
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   const OpAttrs &a = op.attrs;
   const Value &x = g.value(op.inputs[0]);
-  const Value &y = g.value(op.outputs[0]);
-  int64_t c, h, w, co, ho, wo;
-  if (!chw(x, c, h, w) || !chw(y, co, ho, wo) || co != c)
-    return unsupportedByRuntime(op, "only spatial padding of NCHW tensors");
-  if (a.pads.size() != 8 || a.pads[0] || a.pads[1] || a.pads[4] || a.pads[5])
-    return unsupportedByRuntime(op, "only spatial padding of NCHW tensors");
+  const std::vector<int64_t> &d = x.dims;
+  const auto rank = static_cast<int64_t>(d.size());
+  std::vector<int64_t> padded;
+  for (int64_t i = 0; i < rank && a.pads.size() == size_t(2 * rank); ++i)
+    if (a.pads[i] || a.pads[rank + i])
+      padded.push_back(i);
+  bool one = padded.size() == 1 && padded[0] >= 1;
+  bool lastTwo = padded.size() == 2 && padded[1] == rank - 1 &&
+                 padded[0] == rank - 2 && padded[0] >= 1;
+  if (!x.canonical() || !(one || lastTwo))
+    return unsupportedByRuntime(op, "pads more than one axis, or two that "
+                                    "are not the last two");
+  const int64_t hAxis = padded[0];
+  int64_t c = 1, w = 1;
+  for (int64_t i = 1; i < hAxis; ++i)
+    c *= d[i];
+  for (int64_t i = hAxis + 1; i < rank; ++i)
+    w *= d[i];
+  int64_t h = d[hAxis];
+  int64_t ho = h + a.pads[hAxis] + a.pads[rank + hAxis];
+  int64_t left = lastTwo ? a.pads[rank - 1] : 0;
+  int64_t wo = lastTwo ? w + left + a.pads[2 * rank - 1] : w;
   return OpParamsText{
       "PadParams",
       llvm::formatv("{{.c = {0}, .hin = {1}, .win = {2}, .hout = {3}, "
                     ".wout = {4}, .padTop = {5}, "
                     ".padLeft = {6}, .value = {7}}",
-                    c, h, w, ho, wo, a.pads[2], a.pads[3], f32(a.padValue))
+                    c, h, w, ho, wo, a.pads[hAxis], left, f32(a.padValue))
           .str()};
 }
 
@@ -128,8 +159,10 @@ void registerPad(std::vector<OpDef> &defs) {
                 "constant input (opset 11) or the attribute, non-negative (no "
                 "cropping), none on axis 0; the value a float32 scalar "
                 "constant input or the `value` attribute; no `axes` input "
-                "(opset 18). All-zero pads pass the input through. Code "
-                "generation pads only H and W of 4-D NCHW values.",
+                "(opset 18). One padded axis after the batch's (a sequence "
+                "padded, MobileBERT's trigram embedding), or the last two "
+                "(H and W of NCHW); more are refused. All-zero pads pass the "
+                "input through.",
        .gradient = "the input"});
 }
 

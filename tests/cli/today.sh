@@ -152,9 +152,10 @@ REF_ARGS=(--optimizer adamw --eps 1e-6 --weight-decay 0.01)
 # Llama exported by torch.export at a fixed batch (*-dynamo-fixed: their
 # per-sample masks, written for that batch, reshapes spelled with it) and,
 # without a cache, at a dynamic one (*-dynamo-nocache: their masks count
-# up to the batch, and memfit reads them at the planned one). They are here for the
-# importer: the tight plan alone, unrefined (refinement is most of a small
-# model's compile time, and the models above train refined plans).
+# up to the batch, and memfit reads them at the planned one); MobileBERT
+# (its output table a Concat of weights, its tokens padded). They are here
+# for the importer: the tight plan alone, unrefined (refinement is most of a
+# small model's compile time, and the models above train refined plans).
 TRAIN_ARGS=(--momentum 0.9 --weight-decay 0.001)
 REF_ARGS=(--momentum 0.9 --weight-decay 0.001)
 ITERATIONS=2

@@ -50,7 +50,8 @@ HF_MODELS += [("hf-gpt2", "sdpa", "dynamo-fixed"),
 # masks count up to a dynamic batch: memfit reads such a graph at the batch
 # it plans (onnx-import.md).
 HF_MODELS += [("hf-gpt2", "sdpa", "dynamo-nocache"),
-              ("hf-llama", "sdpa", "dynamo-nocache")]
+              ("hf-llama", "sdpa", "dynamo-nocache"),
+              ("hf-mobilebert", "eager", "dynamo")]
 
 
 class Logits(torch.nn.Module):
@@ -97,6 +98,20 @@ def hf_config_model(name, attention):
                             intermediate_size=64, max_position_embeddings=16,
                             attn_implementation=attention)
         return Logits(T.LlamaForCausalLM(cfg)), "tokens"
+    if name == "hf-mobilebert":
+        # Its output table is a Concat of the tied embedding (transposed)
+        # and a dense weight; its trigram embedding pads the tokens.
+        cfg = T.MobileBertConfig(vocab_size=61, hidden_size=32,
+                                 num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64, embedding_size=16,
+                                 intra_bottleneck_size=16,
+                                 true_hidden_size=16,
+                                 num_feedforward_networks=1,
+                                 max_position_embeddings=16,
+                                 hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0,
+                                 attn_implementation=attention)
+        return Logits(T.MobileBertForMaskedLM(cfg)), "tokens"
     raise SystemExit(f"no Hugging Face model {name}")
 # The dynamo exporter's default graph optimization rewrites the parameters
 # for inference: initializers with equal values are merged (tying the
