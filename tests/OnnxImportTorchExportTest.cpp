@@ -388,3 +388,30 @@ TEST_CASE("Pad of one axis, or of the last two", "[onnx][import]") {
   CHECK_THAT(errorText(model({0, 1, 0, 1, 0, 0, 0, 0}).import(batchOf(2))),
              Contains("'pad'") && Contains("not the last two"));
 }
+
+TEST_CASE("a fixed-batch mask added to a value computed from weights",
+          "[onnx][import][torch2]") {
+  // T5 read at a fixed batch: its position bias (from a weight, [1, 2, 2])
+  // plus the mask written per sample ([2, 1, 2], rows alike) is the bias
+  // plus one sample's mask, a value without a batch, added to x.
+  OnnxBuilder b(18);
+  b.input("x", {2, 2, 2})
+      .init("bias_table", {1, 2, 2})
+      .constFloat("one", 1.0f)
+      .node("Mul", {"bias_table", "one"}, {"bias"})
+      .init("mask", {2, 1, 2}, {0, -9, 0, -9})
+      .node("Add", {"bias", "mask"}, {"masked"})
+      .node("Add", {"x", "masked"}, {"y"})
+      .output("y", 3);
+  markInput(b, "mask", "BUFFER");
+  for (int64_t batch : {2, 4}) {
+    Graph g = importOk(b, batchOf(batch));
+    bool unbatchedSum = false;
+    for (const Op &op : g.ops)
+      unbatchedSum =
+          unbatchedSum ||
+          (op.kind == OpKind::Add && !op.batched(g) &&
+           g.values[op.outputs[0]].dims == std::vector<int64_t>{1, 2, 2});
+    CHECK(unbatchedSum);
+  }
+}

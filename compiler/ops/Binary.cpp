@@ -162,6 +162,18 @@ llvm::Error importBinary(OnnxNode &node) {
                                               ? perSampleDims(padded)
                                               : padded,
                                           bSize, inner));
+  if (!ok && padded.size() == xd.size())
+    if (auto one = node.oneSampleConstant(*w)) {
+      // A fixed-batch graph's mask, the same for every sample: one
+      // sample's broadcasts over the batch (or into a value without one,
+      // T5's position bias plus its mask).
+      w = *one;
+      wd = dimsOfValue(node, *w);
+      padded = wd;
+      ok = xBatched ? broadcastRun(perSampleDims(xd), perSampleDims(padded),
+                                   bSize, inner)
+                    : broadcastRun(xd, padded, bSize, inner);
+    }
   if (!ok && !xBatched)
     return node.fail("combines values of shapes " + dimsStr(xd) + " and " +
                      dimsStr(wd) +
@@ -169,14 +181,6 @@ llvm::Error importBinary(OnnxNode &node) {
                      "broadcasts into the other along one contiguous run of "
                      "its axes, the larger one computed (not a weight "
                      "itself)");
-  if (!ok && xBatched && padded.size() == xd.size())
-    if (auto one = node.oneSampleConstant(*w)) {
-      // A fixed-batch export's mask, the same for every sample.
-      w = *one;
-      wd = dimsOfValue(node, *w);
-      padded = wd;
-      ok = broadcastRun(perSampleDims(xd), perSampleDims(padded), bSize, inner);
-    }
   const Value &wv = node.graph().values[*w];
   // The broadcast operand's dims aligned to x's rank, numpy style (ALiBi's
   // [heads, 1, T] over [N, heads, T, T]).
