@@ -233,7 +233,10 @@ llvm::Error importReshape(OnnxNode &node) {
   bool inferred =
       plain && target->numel() >= 2 && llvm::is_contained(target->ints, -1);
   llvm::Error canonical = importReshapeCanonical(node);
-  if (!canonical || !inferred)
+  // A fixed-batch graph spells a merge of the batch with other axes as a
+  // literal multiple of it (BLOOM's [N * heads, T, d] as [4, T, d]).
+  bool literal = plain && node.modelBatch() > 0;
+  if (!canonical || !(inferred || literal))
     return canonical;
   llvm::Error other = importReshapeMoving(node, *x, *target, *allowZero != 0);
   if (other) {
