@@ -257,8 +257,10 @@ def memfit(binary, path, params):
 def first_error(text):
     """The first reason memfit gives, without the file's path."""
     lines = [l for l in text.splitlines() if l.strip()]
-    if len(lines) > 1 and ("cannot be imported" in lines[0] or
-                           lines[0].rstrip().endswith(":")):
+    nodes = [l.strip() for l in lines if l.strip().startswith("node '")]
+    if nodes:  # the first node refused, past any headers
+        return nodes[0]
+    if len(lines) > 1 and lines[0].rstrip().endswith(":"):
         return lines[1].strip()
     if not lines:
         return "(no message)"
