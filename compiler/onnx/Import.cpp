@@ -20,12 +20,11 @@
 
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
-
 #include "onnx/shape_inference/implementation.h"
-#include <optional>
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 
 namespace memfit {
 
