@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <fcntl.h>
 #include <fstream>
 #include <new>
 #include <sstream>
@@ -46,17 +49,61 @@ uint64_t virtualSize() {
 
 const char *oomTool = "memfit";
 
+/// The first number after `key` in the file at `path`, read without
+/// allocating; 0 when absent.
+uint64_t rawNumber(const char *path, const char *key) {
+  char buf[4096];
+  int fd = ::open(path, O_RDONLY);
+  if (fd < 0)
+    return 0;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  const char *at = key[0] ? std::strstr(buf, key) : buf;
+  if (!at)
+    return 0;
+  at += std::strlen(key);
+  while (*at == ' ' || *at == '\t')
+    ++at;
+  return std::strtoull(at, nullptr, 10);
+}
+
+/// Prints the refusal and exits, allocating nothing: the allocator is what
+/// failed, and a handler that allocates fails again inside itself (seen
+/// under ulimit -v as a recursion until the stack ran out).
 [[noreturn]] void outOfMemory(const char *what) {
-  AvailableMemory m = availableMemory();
+  static volatile sig_atomic_t entered = 0;
   char buf[512];
-  if (m.bytes == UINT64_MAX)
+  if (entered) {
+    std::snprintf(buf, sizeof buf, "%s: error: out of memory\n", oomTool);
+    (void)!::write(2, buf, std::strlen(buf));
+    std::_Exit(ExitUserError);
+  }
+  entered = 1;
+  double mib = -1;
+  const char *source = "MemAvailable of this machine";
+  if (uint64_t kib = rawNumber("/proc/meminfo", "MemAvailable:"))
+    mib = double(kib) / 1024.0;
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    uint64_t used = rawNumber("/proc/self/statm", "") *
+                    static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    double room =
+        rl.rlim_cur > used ? double(rl.rlim_cur - used) / 1048576.0 : 0.0;
+    if (mib < 0 || room < mib) {
+      mib = room;
+      source = "room left under the address-space limit (ulimit -v)";
+    }
+  }
+  if (mib < 0)
     std::snprintf(buf, sizeof buf, "%s: error: out of memory (%s)\n", oomTool,
                   what);
   else
     std::snprintf(buf, sizeof buf,
-                  "%s: error: out of memory (%s); %s available (%s)\n", oomTool,
-                  what, formatBytes(static_cast<int64_t>(m.bytes)).c_str(),
-                  m.source.c_str());
+                  "%s: error: out of memory (%s); %.1f MiB available (%s)\n",
+                  oomTool, what, mib, source);
   // No stdio buffers: allocating may be what failed.
   (void)!::write(2, buf, std::strlen(buf));
   std::_Exit(ExitUserError);
