@@ -211,6 +211,21 @@ public:
     return *this;
   }
 
+  /// Marks initializer `name` as torch.export does: value_info metadata
+  /// pkg.torch.export.graph_signature.InputSpec.kind (BUFFER,
+  /// CONSTANT_TENSOR), an IR 10 field this ONNX library keeps as unknown.
+  OnnxBuilder &torchInputKind(const std::string &name,
+                              const std::string &kind) {
+    pb::ValueInfoProto *vi = model.mutable_graph()->add_value_info();
+    vi->set_name(name);
+    pb::StringStringEntryProto e;
+    e.set_key("pkg.torch.export.graph_signature.InputSpec.kind");
+    e.set_value(kind);
+    vi->GetReflection()->MutableUnknownFields(vi)->AddLengthDelimited(
+        4, e.SerializeAsString());
+    return *this;
+  }
+
   std::string bytes() const { return model.SerializeAsString(); }
 
   llvm::Expected<Graph> import(const ImportOptions &opts = {}) const {

@@ -700,15 +700,8 @@ TEST_CASE("a buffer torch.export marks folds; a parameter does not",
         .node("Cos", {"f"}, {"c"})
         .node("Mul", {"x", "c"}, {"y"})
         .output("y", 2);
-    if (marked) {
-      pb::ValueInfoProto *vi = b.model.mutable_graph()->add_value_info();
-      vi->set_name("inv_freq");
-      pb::StringStringEntryProto kind;
-      kind.set_key("pkg.torch.export.graph_signature.InputSpec.kind");
-      kind.set_value("BUFFER");
-      vi->GetReflection()->MutableUnknownFields(vi)->AddLengthDelimited(
-          4, kind.SerializeAsString());
-    }
+    if (marked)
+      b.torchInputKind("inv_freq", "BUFFER");
     return b;
   };
   Graph g = importOk(model(true), batchOf(2));

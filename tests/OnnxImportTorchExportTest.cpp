@@ -17,23 +17,6 @@ using namespace memfit;
 using namespace memfit::test;
 using Catch::Contains;
 
-namespace {
-
-/// Marks initializer `name` as torch.export does (value_info metadata,
-/// IR 10, which this ONNX library keeps as unknown fields).
-void markInput(OnnxBuilder &b, const std::string &name,
-               const std::string &kind) {
-  pb::ValueInfoProto *vi = b.model.mutable_graph()->add_value_info();
-  vi->set_name(name);
-  pb::StringStringEntryProto e;
-  e.set_key("pkg.torch.export.graph_signature.InputSpec.kind");
-  e.set_value(kind);
-  vi->GetReflection()->MutableUnknownFields(vi)->AddLengthDelimited(
-      4, e.SerializeAsString());
-}
-
-} // namespace
-
 TEST_CASE("a lifted constant is no parameter, also through its clone",
           "[onnx][import][torch2]") {
   // BERT's extended mask: (1.0 - mask) * -big, the 1.0 lifted into an
@@ -44,7 +27,7 @@ TEST_CASE("a lifted constant is no parameter, also through its clone",
       .node("Identity", {"lifted_tensor_0"}, {"clone"})
       .node("Sub", {"x", "clone"}, {"y"})
       .output("y", 2);
-  markInput(b, "lifted_tensor_0", "CONSTANT_TENSOR");
+  b.torchInputKind("lifted_tensor_0", "CONSTANT_TENSOR");
   Graph g = importOk(b, batchOf(2));
   REQUIRE(g.ops.size() == 1);
   const Value &c = g.values[g.ops[0].inputs[1]];
@@ -110,7 +93,7 @@ TEST_CASE("a fixed-batch export's mask, the same for every sample, "
         .init("mask", {2, 1, 3}, mask)
         .node("Add", {"x", "mask"}, {"y"}, {}, "add_mask")
         .output("y", 3);
-    markInput(b, "mask", "BUFFER");
+    b.torchInputKind("mask", "BUFFER");
     return b;
   };
   std::vector<float> same = {0, -9, -9, 0, -9, -9};
@@ -216,7 +199,7 @@ TEST_CASE("CastLike of a weight and a buffer table through a layer",
       .node("MatMul", {"coords", "Wt"}, {"bias"})
       .node("Add", {"xs", "bias"}, {"y"})
       .output("y", 3);
-  markInput(b, "coords", "BUFFER");
+  b.torchInputKind("coords", "BUFFER");
   Graph g = importOk(b, batchOf(2));
   for (const Value &v : g.values) {
     if (v.name == "scale" || v.name == "W")
@@ -322,7 +305,7 @@ TEST_CASE("type_as on the token ids and a buffer of zeros gathered at them",
       .node("Gather", {"type_table", "tt"}, {"te"})
       .node("Add", {"pe", "te"}, {"y"})
       .output("y", 3);
-  markInput(b, "types", "BUFFER");
+  b.torchInputKind("types", "BUFFER");
   Graph g = importOk(b, batchOf(2));
   const Value &y = g.values[g.ops.back().outputs[0]];
   CHECK(y.dims == std::vector<int64_t>{2, 4, 3});
@@ -342,7 +325,7 @@ TEST_CASE("Flatten of a constant folds", "[onnx][import][fold]") {
       .node("Flatten", {"c"}, {"f"}, {attrInt("axis", 0)})
       .node("Add", {"x", "f"}, {"y"})
       .output("y", 2);
-  markInput(b, "c", "BUFFER");
+  b.torchInputKind("c", "BUFFER");
   Graph g = importOk(b, batchOf(2));
   REQUIRE(g.ops.size() == 1);
   const Value &f = g.values[g.ops[0].inputs[1]];
@@ -403,7 +386,7 @@ TEST_CASE("a fixed-batch mask added to a value computed from weights",
       .node("Add", {"bias", "mask"}, {"masked"})
       .node("Add", {"x", "masked"}, {"y"})
       .output("y", 3);
-  markInput(b, "mask", "BUFFER");
+  b.torchInputKind("mask", "BUFFER");
   for (int64_t batch : {2, 4}) {
     Graph g = importOk(b, batchOf(batch));
     bool unbatchedSum = false;

@@ -339,6 +339,10 @@ public:
   llvm::Expected<ValueId> constantWeight(const pb::NodeProto &n, int i);
   /// See OnnxNode::scalarConstant.
   ValueId scalarConstant(float v);
+  /// Registers a non-trainable constant value under `name` (not yet
+  /// registered), shared by every later lookup of the name.
+  ValueId addConstant(const std::string &name, std::vector<int64_t> dims,
+                      std::vector<float> data);
   /// See OnnxNode::oneSampleConstant.
   std::optional<ValueId> oneSampleConstant(ValueId w);
   /// See OnnxNode::expandedConstant.

@@ -255,12 +255,18 @@ ValueId Importer::scalarConstant(float v) {
   std::string name = llvm::formatv("constant {0:e}", v).str();
   if (auto it = weights.find(name); it != weights.end())
     return it->second;
+  return addConstant(name, {1}, {v});
+}
+
+ValueId Importer::addConstant(const std::string &name,
+                              std::vector<int64_t> dims,
+                              std::vector<float> data) {
   Value c;
   c.name = name;
   c.kind = ValueKind::Weight;
   c.trainable = false;
-  c.dims = {1};
-  c.data = {v};
+  c.dims = std::move(dims);
+  c.data = std::move(data);
   ValueId id = g.addValue(std::move(c));
   inferenceDiverged.push_back(false);
   weights[name] = id;
@@ -280,32 +286,25 @@ ValueId Importer::expandedConstant(ValueId w,
   std::string name = src.name + " expanded to " + dimsStr(dims);
   if (auto it = weights.find(name); it != weights.end())
     return it->second;
-  Value v;
-  v.name = name;
-  v.kind = ValueKind::Weight;
-  v.trainable = false;
-  v.dims = dims;
   const size_t rank = dims.size();
   std::vector<int64_t> at(rank, 0);
   int64_t numel = 1;
   for (int64_t d : dims)
     numel *= d;
-  v.data.reserve(numel);
+  std::vector<float> data;
+  data.reserve(numel);
   for (int64_t e = 0; e < numel; ++e) {
     int64_t k = 0;
     for (size_t i = 0; i < rank; ++i)
       k = k * sd[i] + (sd[i] == 1 ? 0 : at[i]);
-    v.data.push_back(src.data[k]);
+    data.push_back(src.data[k]);
     for (size_t i = rank; i-- > 0;) {
       if (++at[i] < dims[i])
         break;
       at[i] = 0;
     }
   }
-  ValueId id = g.addValue(std::move(v));
-  inferenceDiverged.push_back(false);
-  weights[name] = id;
-  return id;
+  return addConstant(name, dims, std::move(data));
 }
 
 std::optional<ValueId> Importer::oneSampleConstant(ValueId w) {
@@ -320,17 +319,11 @@ std::optional<ValueId> Importer::oneSampleConstant(ValueId w) {
   std::string name = src.name + " (one sample)";
   if (auto it = weights.find(name); it != weights.end())
     return it->second;
-  Value v;
-  v.name = name;
-  v.kind = ValueKind::Weight;
-  v.trainable = false;
-  v.dims = src.dims;
-  v.dims[0] = 1;
-  v.data.assign(src.data.begin(), src.data.begin() + per);
-  ValueId id = g.addValue(std::move(v));
-  inferenceDiverged.push_back(false);
-  weights[name] = id;
-  return id;
+  std::vector<int64_t> dims = src.dims;
+  dims[0] = 1;
+  return addConstant(
+      name, std::move(dims),
+      std::vector<float>(src.data.begin(), src.data.begin() + per));
 }
 
 Expected<ValueId> Importer::indices(const pb::NodeProto &n, int i) {

@@ -206,6 +206,23 @@ def test_bad_arguments_raise(setup, tmp_path):
         memfit.Trainer(compiled, backend="tpu")
 
 
+def train_language_model(model, batches, vocab):
+    """PyTorch's own training of a copy of a transformers language model:
+    SGD (lr 0.1, MOMENTUM) on next-token cross-entropy; the trained copy
+    and its losses."""
+    ref = copy.deepcopy(model).train()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=MOMENTUM)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(
+            ref(input_ids=x).logits.reshape(-1, vocab), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return ref, losses
+
+
 def test_a_hugging_face_language_model(tmp_path):
     """Token ids in, the next tokens as labels: a transformers GPT-2 (its
     forward returns an output object; tied input and output embeddings)
@@ -222,16 +239,7 @@ def test_a_hugging_face_language_model(tmp_path):
                for k in range(STEPS)]
     out = memfit.compile(model, batches[0][0], tmp_path / "gpt", batch=B,
                          budget="60%", optimizer="sgd", quiet=True)
-    ref = copy.deepcopy(model).train()
-    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=MOMENTUM)
-    want = []
-    for x, y in batches:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(
-            ref(input_ids=x).logits.reshape(-1, V), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        want.append(loss.item())
+    ref, want = train_language_model(model, batches, V)
     with memfit.Trainer(out, lr=0.1, momentum=MOMENTUM) as t:
         got = [t.step(x, y) for x, y in batches]
         state = t.state_dict()
@@ -268,16 +276,7 @@ def test_a_model_exported_by_torch_export(tmp_path):
     out = memfit.compile(model, batches[0][0][:B // 2], tmp_path / "llama",
                          exporter="dynamo", batch=B, budget="60%",
                          optimizer="sgd", quiet=True)
-    ref = copy.deepcopy(model).train()
-    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=MOMENTUM)
-    want = []
-    for x, y in batches:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(
-            ref(input_ids=x).logits.reshape(-1, V), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        want.append(loss.item())
+    ref, want = train_language_model(model, batches, V)
     with memfit.Trainer(out, lr=0.1, momentum=MOMENTUM) as t:
         got = [t.step(x, y) for x, y in batches]
         state = t.state_dict()
