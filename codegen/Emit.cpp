@@ -134,6 +134,10 @@ std::string Emitter::mainFile() const {
   if (plan.nvmeHomeBytes > 0)
     os << ";\n// optimizer state homed on NVMe: " << plan.nvmeHomeBytes
        << " bytes";
+  if (plan.gradPoolBytes > 0)
+    os << ";\n// " << plan.pooledGradBytes
+       << " bytes of homed gradients streamed through a host pool of "
+       << plan.gradPoolBytes << " bytes";
   os << ".\n";
   os << "#include \"trainer.h\"\n#include \"runtime/Session.h\"\n\nusing "
         "namespace memfit::rt;\n\n";
@@ -154,6 +158,12 @@ std::string Emitter::mainFile() const {
     if (tg.homes[b] == Tier::Nvme)
       (tg.blocks[b].kind == BlockKind::Weight ? nvmeMasters : nvmeWeights)
           .insert(tg.blocks[b].value);
+  // Where a homed gradient lives in the host's gradient pool, or -1.
+  auto poolOffset = [&](ValueId w) -> int64_t {
+    if (w >= (ValueId)tg.gradBlock.size() || tg.gradBlock[w] < 0)
+      return -1;
+    return plan.poolOffsetOf(tg.gradBlock[w]);
+  };
   os << "static const WeightInfo kWeights[] = {\n";
   for (const ValueId &w : weights) {
     const Value &v = g.values[w];
@@ -192,6 +202,9 @@ std::string Emitter::mainFile() const {
                                                     : "")
        << (nvmeWeights.count(w) ? ", .stateOnNvme = true" : "")
        << (nvmeMasters.count(w) ? ", .masterOnNvme = true" : "")
+       << (poolOffset(w) >= 0
+               ? ", .gradPoolOffset = " + std::to_string(poolOffset(w))
+               : std::string())
        << ", .rank = " << v.dims.size() << "},\n";
   }
   os << "};\n\n";
@@ -298,6 +311,9 @@ std::string Emitter::mainFile() const {
      << (nvmeWeights.empty() && nvmeMasters.empty()
              ? std::string()
              : ",\n             .nvmeDir = " + stringLiteral(opts.nvmeDir))
+     << (plan.gradPoolBytes > 0 ? ",\n             .gradPoolBytes = " +
+                                      std::to_string(plan.gradPoolBytes)
+                                : std::string())
      << evalInfo << "},\n"
      << "    .modelPath = MEMFIT_MODEL_PATH,\n"
      << "    .weights = kWeights,\n"

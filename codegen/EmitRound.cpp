@@ -147,6 +147,14 @@ llvm::Error Emitter::emitRound(const std::string &fn,
     case InstrKind::Wait:
       cur += llvm::formatv("  x.wait({0}, {1});\n", s, in.event).str();
       break;
+    case InstrKind::WaitHost:
+      // The gradient pool's bytes of that update's gradient are free after.
+      cur +=
+          llvm::formatv("  x.waitHost({0}, {1}); // {2}\n", s,
+                        weightId[tg.blocks[tg.tasks[in.task].reads[0]].value],
+                        commentText(tg.tasks[in.task].name))
+              .str();
+      break;
     }
     // Release what this instruction touched for the last time.
     std::vector<ResidencyId> touched;

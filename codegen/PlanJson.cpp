@@ -283,6 +283,12 @@ std::string planToJson(const PlanReport &r) {
     j["summary"]["host_homed_weights"] = s.hostHomedWeights;
     j["summary"]["host_updates"] = s.hostUpdates;
     j["summary"]["host_updates_overlapped"] = s.hostUpdatesOverlapped;
+    if (s.gradPoolBytes > 0) {
+      j["summary"]["host_memory_bytes"] = s.hostMemoryBytes;
+      j["summary"]["grad_pool_bytes"] = s.gradPoolBytes;
+      j["summary"]["pooled_grad_bytes"] = s.pooledGradBytes;
+      j["summary"]["pooled_gradients"] = s.pooledGradients;
+    }
     if (s.nvmeHomedWeights > 0) {
       j["summary"]["nvme_home_bytes"] = s.nvmeHomeBytes;
       j["summary"]["nvme_homed_weights"] = s.nvmeHomedWeights;
@@ -320,7 +326,9 @@ std::string planToJson(const PlanReport &r) {
       o["task"] = x.task;
       if (x.afterEvent >= 0)
         o["after_event"] = x.afterEvent;
-    } else if (x.op == "record" || x.op == "wait")
+    } else if (x.op == "wait_host")
+      o["task"] = x.task;
+    else if (x.op == "record" || x.op == "wait")
       o["event"] = x.event;
     else
       o.update({{"block", x.block},
@@ -486,6 +494,11 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.hostUpdates = rd.integer(o, w, "host_updates", 0, false);
     s.hostUpdatesOverlapped =
         rd.integer(o, w, "host_updates_overlapped", 0, false);
+    s.gradPoolBytes = rd.integer(o, w, "grad_pool_bytes", 0, false);
+    s.pooledGradBytes = rd.integer(o, w, "pooled_grad_bytes", 0, false);
+    s.pooledGradients = rd.integer(o, w, "pooled_gradients", 0, false);
+    s.hostMemoryBytes =
+        rd.integer(o, w, "host_memory_bytes", s.hostHomeBytes, false);
     s.nvmeHomeBytes = rd.integer(o, w, "nvme_home_bytes", 0, false);
     s.nvmeHomedWeights = rd.integer(o, w, "nvme_homed_weights", 0, false);
     s.nvmeStateWeights = rd.integer(o, w, "nvme_state_weights", 0, false);
@@ -593,6 +606,8 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
         x.task = rd.str(o, w, "task");
         if (o.contains("after_event"))
           x.afterEvent = static_cast<int32_t>(rd.integer(o, w, "after_event"));
+      } else if (x.op == "wait_host") {
+        x.task = rd.str(o, w, "task");
       } else if (x.op == "record" || x.op == "wait") {
         x.event = static_cast<int32_t>(rd.integer(o, w, "event"));
       } else if (x.op == "copy_out" || x.op == "copy_in") {
@@ -601,8 +616,8 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
         x.offset = rd.integer(o, w, "offset");
         x.bytes = rd.integer(o, w, "bytes");
       } else if (!rd.failed()) {
-        rd.fail(w, "field 'op' must be run, copy_out, copy_in, record or "
-                   "wait");
+        rd.fail(w, "field 'op' must be run, copy_out, copy_in, record, wait "
+                   "or wait_host");
       }
       r.schedule.push_back(std::move(x));
     }

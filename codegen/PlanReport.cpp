@@ -100,6 +100,11 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   s.plannedBytes = plan.totalBytes();
   s.residentBytes = plan.residentBytes;
   s.hostHomeBytes = plan.hostHomeBytes;
+  s.hostMemoryBytes = plan.hostMemoryBytes();
+  s.gradPoolBytes = plan.gradPoolBytes;
+  s.pooledGradBytes = plan.pooledGradBytes;
+  for (int64_t offset : plan.gradPoolOffset)
+    s.pooledGradients += offset >= 0;
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
     s.hostHomedWeights +=
         tg.homes[b] != Tier::Gpu && tg.blocks[b].kind == BlockKind::Weight;
@@ -186,6 +191,10 @@ void fillSchedule(PlanReport &r, const TaskGraph &tg, const Plan &plan) {
         x.op = in.kind == InstrKind::Record ? "record" : "wait";
         x.event = in.event;
         break;
+      case InstrKind::WaitHost:
+        x.op = "wait_host";
+        x.task = tg.tasks[in.task].name;
+        break;
       }
       r.schedule.push_back(std::move(x));
     }
@@ -237,6 +246,8 @@ void fillTasks(PlanReport &r, const TaskGraph &tg, const Plan &plan,
         if (src >= 0 && (binding < 0 || sim.end[src] > sim.end[binding]))
           binding = src;
       }
+      continue;
+    case InstrKind::WaitHost:
       continue;
     case InstrKind::CopyOut:
     case InstrKind::CopyIn: {

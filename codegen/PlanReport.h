@@ -136,6 +136,13 @@ struct ReportSummary {
   /// Of those, the weights whose optimizer state is on NVMe, and those
   /// whose fp32 master is (16-bit plans).
   int64_t nvmeStateWeights = 0, nvmeMasterWeights = 0;
+  /// Homed gradients streamed through the host's gradient pool
+  /// (GradPool.h): the pool's bytes, the gradients' and how many; 0
+  /// without a pool.
+  int64_t gradPoolBytes = 0, pooledGradBytes = 0, pooledGradients = 0;
+  /// Pinned host memory the homes take (the pool in place of the pooled
+  /// gradients' own buffers).
+  int64_t hostMemoryBytes = 0;
   int64_t lowerBoundBytes = 0;
   std::string lowerBoundTask;
   int64_t idealPeakBytes = 0, maxLiveBytes = 0;

@@ -163,6 +163,15 @@ void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width) {
                                   .str()
                             : std::string());
   }
+  if (s.gradPoolBytes > 0) {
+    label("pool");
+    os << llvm::formatv(
+        "{0} of those gradients ({1}) stream through a {2} pinned pool: "
+        "each takes its bytes when copied home and gives them back when its "
+        "host update has finished (pinned host memory {3} in all)\n",
+        s.pooledGradients, formatBytes(s.pooledGradBytes),
+        formatBytes(s.gradPoolBytes), formatBytes(s.hostMemoryBytes));
+  }
   if (s.nvmeHomedWeights > 0) {
     label("nvme");
     os << llvm::formatv(
@@ -283,6 +292,12 @@ std::string planSummaryJson(const PlanReport &r) {
     j["host_homed_weights"] = s.hostHomedWeights;
     j["host_updates"] = s.hostUpdates;
     j["host_updates_overlapped"] = s.hostUpdatesOverlapped;
+    if (s.gradPoolBytes > 0) {
+      j["host_memory_bytes"] = s.hostMemoryBytes;
+      j["grad_pool_bytes"] = s.gradPoolBytes;
+      j["pooled_grad_bytes"] = s.pooledGradBytes;
+      j["pooled_gradients"] = s.pooledGradients;
+    }
     if (s.nvmeHomedWeights > 0) {
       j["nvme_home_bytes"] = s.nvmeHomeBytes;
       j["nvme_homed_weights"] = s.nvmeHomedWeights;

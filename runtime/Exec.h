@@ -94,6 +94,9 @@ struct ProgramInfo {
   /// Where the plan keeps optimizer state on NVMe (memfit's --nvme DIR);
   /// the trainer's --nvme overrides it. Null when nothing lives there.
   const char *nvmeDir = nullptr;
+  /// Pinned host bytes of the pool that homed gradients stream through
+  /// (WeightInfo::gradPoolOffset); 0 when each has its own buffer.
+  int64_t gradPoolBytes = 0;
   /// The evaluation program (Program::evalRound, memfit's forward-only
   /// plan of a batch of `batch` samples in the same arena): its sub-batch
   /// and sub-batches per batch; 0 when the trainer has none, evalWhy then
@@ -138,6 +141,11 @@ struct WeightInfo {
   /// streams the master from the file and back and rounds the working copy
   /// at home from it; readWeight and writeWeight go through the file.
   bool masterOnNvme = false;
+  /// Homed on the host with its gradient in the gradient pool at this byte
+  /// offset (ProgramInfo::gradPoolBytes) instead of a buffer of its own:
+  /// the bytes are its from the copy home until its update, started inside
+  /// the last round, has finished (Exec::waitHost); -1: its own buffer.
+  int64_t gradPoolOffset = -1;
   /// The weight's rank (its shape's length): --no-decay auto exempts those
   /// below 2; -1 where the program does not say.
   int32_t rank = -1;
@@ -492,6 +500,11 @@ public:
   /// work so far is done, its host update starts (as hostUpdate's), beside
   /// the rest of the round; joinHost waits for it. Earlier rounds pass.
   void hostReady(StreamId s, int32_t weightId);
+  /// In the last round, on copy stream s after weight `weightId`'s
+  /// hostReady: the stream's later work waits until that host update has
+  /// finished, so a gradient copied home after it may take the bytes its
+  /// gradient had in the gradient pool. Earlier rounds pass.
+  void waitHost(StreamId s, int32_t weightId);
   /// The update section's end: the host updates are done before anything
   /// reads their weights again.
   void joinHost();

@@ -1,5 +1,5 @@
 //===- TiersTest.cpp - Weights homed in host memory -----------------------===//
-#include "PlanTestUtil.h"
+#include "TiersTestUtil.h"
 
 #include "codegen/Emit.h"
 #include "codegen/PlanJson.h"
@@ -16,49 +16,10 @@
 #include <set>
 
 using namespace memfit;
+using memfit::test::adamw;
+using memfit::test::HostPlanned;
 
 namespace {
-
-TrainingConfig adamw(Precision precision = Precision::FP32, double clip = 0) {
-  TrainingConfig cfg;
-  cfg.optimizer = OptimizerKind::AdamW;
-  cfg.precision = precision;
-  cfg.clipGradNorm = clip;
-  return cfg;
-}
-
-/// A zoo model planned under budgets in bytes, on a device whose host is
-/// stated (the H100 SXM's: a DGX H100's share per GPU).
-struct HostPlanned : test::Planned {
-  HostPlanned(const std::string &name, int64_t batch,
-              const std::string &device = "h100-sxm",
-              Precision precision = Precision::FP32, double clip = 0)
-      : Planned(name, batch, device, adamw(precision, clip)) {}
-  llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
-                                        int64_t forced = 0,
-                                        int64_t homeBytesAtLeast = -1,
-                                        int64_t nvmeBudget = 0) {
-    PlanRequest req;
-    req.batch = graph.batch;
-    req.budget = budget;
-    req.hostBudget = hostBudget;
-    req.nvmeBudget = nvmeBudget;
-    req.forcedSubBatch = forced;
-    req.homeBytesAtLeast = homeBytesAtLeast;
-    return planTraining(
-        tg, [&](int64_t b) -> const CostTable & { return nvmeTable(b); }, req);
-  }
-  /// The device's tables with an NVMe drive of these rates (bytes/s; the
-  /// built-in devices state none).
-  double nvmeRead = 0, nvmeWrite = 0;
-  const CostTable &nvmeTable(int64_t b) {
-    table(b);
-    CostTable &t = tables[b];
-    t.nvmeReadBytesPerSecond = nvmeRead;
-    t.nvmeWriteBytesPerSecond = nvmeWrite;
-    return t;
-  }
-};
 
 /// The host's updates of `plan`, one after another, at `t`'s host rate.
 double hostUpdateSeconds(const Plan &plan, const TaskGraph &tg,
@@ -655,9 +616,11 @@ TEST_CASE("offloaded activations' host slots count against the host budget",
           "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4);
   const int64_t budget = p.tg.weightSideBytes() / 2;
+  // The homes' pinned memory counts a gradient pool in place of the
+  // gradients that stream through it.
   auto hostUse = [&](const PlanOutcome &o) {
     const TaskGraph &tg = o.scheduledGraph(p.tg);
-    return tg.homedBytes(Tier::Host) + offloadSlotBytes(tg, o.plan) +
+    return o.plan.hostMemoryBytes() + offloadSlotBytes(tg, o.plan) +
            batchBufferBytes(tg, o.plan.batch);
   };
   auto roomy = p.planBytes(budget, int64_t(1) << 30);

@@ -49,12 +49,16 @@ enum class InstrKind : uint8_t {
   CopyIn,  // host-to-device copy into a residency (prefetch, or input load)
   Record,  // record an event on the stream: it fires when prior work is done
   Wait,    // the stream waits for an event
+  /// The copy-out stream waits until the host's update `task`, started in
+  /// this round (its Run in `update` has event >= 0), has finished: the
+  /// bytes its gradient took in the host's gradient pool are free again.
+  WaitHost,
 };
 
 struct Instr {
   InstrKind kind;
   Stream stream = Stream::Compute;
-  TaskId task = -1;       // Run
+  TaskId task = -1;       // Run; WaitHost: the host update waited for
   int32_t algo = 0;       // Run: algorithm id (cost model's numbering)
   bool recompute = false; // Run: a forward task run again to regenerate Y
   /// Run, in the update only: the host's cores run it on the blocks' host
@@ -112,6 +116,15 @@ struct Plan {
   /// NVMe bytes the optimizer state homed there takes
   /// (TaskGraph::homedBytes(Tier::Nvme)); 0 without that tier.
   int64_t nvmeHomeBytes = 0;
+  /// The pinned pool the homed gradients stream through
+  /// (passes/schedule/GradPool.h; TaskGraph::gradPoolBytes when any
+  /// gradient uses it, else 0), and per block the offset of a gradient's
+  /// bytes in it (-1, or empty: the gradient has its own host buffer).
+  int64_t gradPoolBytes = 0;
+  std::vector<int64_t> gradPoolOffset;
+  /// Bytes of the gradients that live in the pool instead of their own
+  /// buffers (part of hostHomeBytes).
+  int64_t pooledGradBytes = 0;
   int64_t arenaBytes = 0; // the one region activations etc. live in
   std::vector<Residency> residencies;
   int32_t numEvents = 0;
@@ -125,6 +138,16 @@ struct Plan {
   PlanSummary summary;
 
   int64_t totalBytes() const { return residentBytes + arenaBytes; }
+  /// Pinned host memory the homes take: each homed tensor's buffer, the
+  /// gradients in the pool counted once as the pool.
+  int64_t hostMemoryBytes() const {
+    return hostHomeBytes - pooledGradBytes + gradPoolBytes;
+  }
+  /// Where gradient block `b` lives in the gradient pool, or -1.
+  int64_t poolOffsetOf(BlockId b) const {
+    return b >= 0 && b < (BlockId)gradPoolOffset.size() ? gradPoolOffset[b]
+                                                        : -1;
+  }
   /// What the plan itself (weight side + arena) may use of the budget.
   int64_t planBudget() const { return budget - libraryReserve; }
   /// The device bytes the trainer is planned to hold: reserve + plan.

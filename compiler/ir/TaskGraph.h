@@ -274,6 +274,10 @@ struct TaskGraph {
   /// one weight's together (passes/schedule/Tiers.h), its optimizer state
   /// possibly on NVMe.
   std::vector<Tier> homes;
+  /// Pinned host bytes that the gradients of weights homed on the host
+  /// stream through when the host budget cannot give each its own buffer
+  /// (passes/schedule/GradPool.h); 0: every homed gradient has its own.
+  int64_t gradPoolBytes = 0;
 
   const Block &block(BlockId id) const { return blocks[id]; }
   /// The Y (gradient) block of value `v` that a task of chunk `chunk`

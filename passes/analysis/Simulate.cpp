@@ -18,8 +18,60 @@ struct RoundTimes {
   std::vector<double> eventTime; // when each event's Record fired
 };
 
+/// The host's updates, one tensor after another on its cores in the update
+/// list's order, each from when it may start: its ready event in the last
+/// round, else the end of the rounds (and the gradient clipping after
+/// them). Times are from the iteration's start; a round with WaitHost
+/// asks for an update's end while it is being replayed.
+class HostQueue {
+public:
+  HostQueue(const TaskGraph &tg, const Plan &plan, const CostTable &costs)
+      : start(plan.update.size(), 0), end(plan.update.size(), 0), tg(tg),
+        plan(plan), costs(costs) {}
+
+  /// Times the host's updates up to and including update `u` (all of them
+  /// when u is past the list); `readyAt` gives when one may start. Returns
+  /// u's end, or the last one's.
+  template <class Ready> double finish(size_t u, const Ready &readyAt) {
+    for (; next <= u && next < plan.update.size(); ++next) {
+      const Instr &in = plan.update[next];
+      if (!in.onHost)
+        continue;
+      start[next] = std::max(free, readyAt(in));
+      const Task &t = tg.tasks[in.task];
+      free = start[next] + costs.hostUpdateSeconds(updatedParams(tg, t),
+                                                   nvmeUpdateBytes(tg, t));
+      end[next] = free;
+    }
+    return u < end.size() ? end[u] : free;
+  }
+  /// The update list's index of host update task `t`.
+  size_t indexOf(TaskId t) const {
+    for (size_t i = 0; i < plan.update.size(); ++i)
+      if (plan.update[i].task == t)
+        return i;
+    assert(false && "WaitHost names no update");
+    return plan.update.size();
+  }
+  double hostFree() const { return free; }
+
+  std::vector<double> start, end; // per update, from the iteration's start
+
+private:
+  const TaskGraph &tg;
+  const Plan &plan;
+  const CostTable &costs;
+  size_t next = 0;
+  double free = 0;
+};
+
+/// One round's instructions on the cost model. `host`, for the iteration's
+/// last round of a plan whose copy-out stream waits for host updates (a
+/// one-round plan: it starts the iteration), times those updates as the
+/// round goes.
 RoundTimes replay(const TaskGraph &tg, const Plan &plan,
-                  const std::vector<Instr> &instrs, const CostTable &costs) {
+                  const std::vector<Instr> &instrs, const CostTable &costs,
+                  HostQueue *host = nullptr) {
   RoundTimes rt;
   std::array<double, kNumStreams> free{};
   std::vector<double> eventTime(plan.numEvents, 0);
@@ -28,7 +80,7 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
     int s = static_cast<int>(in.stream);
     double start = free[s], dur = 0;
     if (in.onHost) {
-      // The host's cores: timed by hostTimes, beside the streams.
+      // The host's cores: timed by HostQueue, beside the streams.
       rt.start.push_back(0);
       rt.end.push_back(0);
       continue;
@@ -61,6 +113,15 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
     case InstrKind::Wait:
       start = std::max(start, eventTime[in.event]);
       break;
+    case InstrKind::WaitHost:
+      if (host)
+        start = std::max(
+            start, host->finish(host->indexOf(in.task), [&](const Instr &up) {
+              assert(up.event >= 0 && "a WaitHost for an update after the "
+                                      "rounds");
+              return up.event >= 0 ? eventTime[up.event] : 0.0;
+            }));
+      break;
     }
     rt.start.push_back(start);
     rt.end.push_back(start + dur);
@@ -71,32 +132,25 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
   return rt;
 }
 
-/// The host's updates, one tensor after another on its cores, each from
-/// when it may start: its ready event in the last round (which starts at
-/// `lastStart` into the iteration), else the end of the rounds at
-/// `roundsEnd` and the gradient clipping's `clip` seconds after it. Fills
-/// their start and end in `upd` (relative to the rounds' end) and returns
-/// when the host is done, from the iteration's start.
-double hostTimes(const TaskGraph &tg, const Plan &plan, const CostTable &costs,
-                 const RoundTimes &lastRound, double lastStart,
-                 double roundsEnd, double clip, RoundTimes &upd) {
-  double hostFree = 0;
-  for (size_t i = 0; i < plan.update.size(); ++i) {
-    const Instr &in = plan.update[i];
-    if (!in.onHost)
-      continue;
-    double ready =
-        in.event >= 0 && in.event < (EventId)lastRound.eventTime.size()
-            ? lastStart + lastRound.eventTime[in.event]
-            : roundsEnd + clip;
-    double start = std::max(hostFree, ready);
-    const Task &t = tg.tasks[in.task];
-    hostFree = start + costs.hostUpdateSeconds(updatedParams(tg, t),
-                                               nvmeUpdateBytes(tg, t));
-    upd.start[i] = start - roundsEnd;
-    upd.end[i] = hostFree - roundsEnd;
-  }
-  return hostFree;
+/// The rest of the host's updates after the last round (`lastRound`,
+/// starting `lastStart` into the iteration) and the rounds' end at
+/// `roundsEnd`, the gradient clipping's `clip` seconds after it. Fills
+/// every host update's start and end in `upd` (relative to the rounds'
+/// end) and returns when the host is done, from the iteration's start.
+double hostTimes(const Plan &plan, HostQueue &host, const RoundTimes &lastRound,
+                 double lastStart, double roundsEnd, double clip,
+                 RoundTimes &upd) {
+  host.finish(plan.update.size(), [&](const Instr &in) {
+    return in.event >= 0 && in.event < (EventId)lastRound.eventTime.size()
+               ? lastStart + lastRound.eventTime[in.event]
+               : roundsEnd + clip;
+  });
+  for (size_t i = 0; i < plan.update.size(); ++i)
+    if (plan.update[i].onHost) {
+      upd.start[i] = host.start[i] - roundsEnd;
+      upd.end[i] = host.end[i] - roundsEnd;
+    }
+  return host.hostFree();
 }
 
 } // namespace
@@ -107,8 +161,19 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   auto roundAt = [&](const CostTable &costs) {
     return replay(tg, plan, plan.round, costs);
   };
-  RoundTimes fullRound = roundAt(full);
-  RoundTimes lastRound = last ? roundAt(*last) : fullRound;
+  // Host updates that a round's copy-out stream waits for are timed as
+  // the round is (plans with a gradient pool have one round).
+  HostQueue host(tg, plan, full);
+  const bool waitsForHost = plan.pooledGradBytes > 0;
+  assert((!waitsForHost || plan.numSubBatches == 1) &&
+         "a gradient pool in a plan of several rounds");
+  RoundTimes fullRound = waitsForHost && !last
+                             ? replay(tg, plan, plan.round, full, &host)
+                             : roundAt(full);
+  RoundTimes lastRound = !last ? fullRound
+                         : waitsForHost
+                             ? replay(tg, plan, plan.round, *last, &host)
+                             : roundAt(*last);
   RoundTimes upd = replay(tg, plan, plan.update, full);
   // Clipping's norm over every gradient comes first: the device's updates
   // start after it.
@@ -123,7 +188,7 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   const double lastStart = (k - 1) * fullRound.seconds;
   const double roundsEnd = lastStart + lastRound.seconds;
   const double hostEnd =
-      hostTimes(tg, plan, full, lastRound, lastStart, roundsEnd, clip, upd);
+      hostTimes(plan, host, lastRound, lastStart, roundsEnd, clip, upd);
   sim.roundSeconds = fullRound.seconds;
   sim.lastRoundSeconds = lastRound.seconds;
   sim.clipSeconds = clip;

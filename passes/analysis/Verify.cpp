@@ -64,6 +64,8 @@ private:
   llvm::Error checkContent(int32_t inst, BlockId blk, int32_t g);
   llvm::Error runWrites(const Instr &in, const Task &t, int32_t g, int copy);
   llvm::Error checkOverlap();
+  llvm::Error checkPoolStatic();
+  llvm::Error poolCopyOut(BlockId b);
   void access(int copy, ResidencyId r, int32_t g, Stream s);
 
   const TaskGraph &tg;
@@ -91,6 +93,11 @@ private:
   std::vector<int32_t> runs; // per task, runs in the current section
   std::vector<bool> isInput;
   std::vector<TaskId> taskAt; // per global instruction, the task it runs
+  // The gradient pool: per pooled gradient block, the host update that
+  // reads it; per round, the pooled gradients copied home so far and the
+  // host updates the copy-out stream has waited for.
+  std::vector<TaskId> poolUpdate;
+  std::vector<bool> poolCopied, hostWaited;
 };
 
 void Verifier::access(int copy, ResidencyId r, int32_t g, Stream s) {
@@ -132,6 +139,8 @@ llvm::Error Verifier::checkStatic() {
                               "graph's {1}",
                               plan.hostHomeBytes, tg.homedBytes(Tier::Host))
                     .str());
+  if (auto err = checkPoolStatic())
+    return err;
   if (plan.nvmeHomeBytes != tg.homedBytes(Tier::Nvme))
     return fail("home",
                 llvm::formatv("NVMe home bytes {0} differ from the graph's {1}",
@@ -359,6 +368,13 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
       int32_t inst = copy * nres + in.residency;
       access(copy, in.residency, g, in.stream);
       lastCopy[b][st] = g;
+      if (plan.poolOffsetOf(b) >= 0) {
+        if (!out)
+          return fail("pool", blockName(b) + " streams through the gradient "
+                                             "pool but is copied in");
+        if (auto err = poolCopyOut(b))
+          return err;
+      }
       if (out) {
         if (version[b] == 0 || resVersion[inst] != version[b])
           return fail("copy-out",
@@ -400,6 +416,23 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
         sc[k] = std::max(sc[k], eventClock[in.event][k]);
       info.back().clock = sc;
       break;
+    case InstrKind::WaitHost: {
+      // The update was submitted when its ready event was recorded on this
+      // stream, earlier in the round.
+      if (!sec.isRound || in.stream != Stream::CopyOut)
+        return fail("pool", "only a round's copy-out stream waits for a "
+                            "host update");
+      const Instr *up = nullptr;
+      for (const Instr &u : plan.update)
+        if (u.kind == InstrKind::Run && u.onHost && u.task == in.task)
+          up = &u;
+      if (!up || up->event < 0 || up->event >= plan.numEvents ||
+          !eventRecorded[up->event])
+        return fail("pool", "waits for a host update that has not started "
+                            "in this round");
+      hostWaited[in.task] = true;
+      break;
+    }
     }
   }
   where = sec.name;
@@ -436,6 +469,8 @@ void Verifier::startRound() {
     hostCopy.assign(nb, -1);
   }
   lastCopy.assign(nb, {-1, -1, -1});
+  poolCopied.assign(nb, false);
+  hostWaited.assign(tg.tasks.size(), false);
   for (BlockId b = 0; b < (BlockId)nb; ++b) {
     bool home = tg.homeOf(b) != Tier::Gpu;
     bool fresh =
@@ -509,6 +544,71 @@ llvm::Error Verifier::runOnHost(const Instr &in, const Task &t) {
     hostVersion[b] = ++version[b];
     hostCopy[b] = -1;
   }
+  return llvm::Error::success();
+}
+
+// Gradients streamed through the host's pool: one-round plans, a range of
+// the pool each, read by a host update started inside the round.
+llvm::Error Verifier::checkPoolStatic() {
+  poolUpdate.assign(tg.blocks.size(), -1);
+  if (plan.gradPoolOffset.empty() && plan.gradPoolBytes == 0 &&
+      plan.pooledGradBytes == 0)
+    return llvm::Error::success();
+  if (plan.gradPoolBytes != tg.gradPoolBytes || plan.numSubBatches != 1 ||
+      plan.gradPoolOffset.size() != tg.blocks.size())
+    return fail("pool", llvm::formatv("a gradient pool of {0} bytes in {1} "
+                                      "rounds; the graph's is {2} bytes",
+                                      plan.gradPoolBytes, plan.numSubBatches,
+                                      tg.gradPoolBytes)
+                            .str());
+  for (const Instr &u : plan.update)
+    if (u.kind == InstrKind::Run && u.onHost && u.event >= 0)
+      for (BlockId b : tg.tasks[u.task].reads)
+        if (tg.blocks[b].kind == BlockKind::WeightGrad)
+          poolUpdate[b] = u.task;
+  int64_t pooled = 0;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    int64_t at = plan.gradPoolOffset[b];
+    if (at < 0)
+      continue;
+    int64_t bytes = tg.blocks[b].bytesAt(1);
+    if (tg.blocks[b].kind != BlockKind::WeightGrad ||
+        tg.homeOf(b) != Tier::Host || at + bytes > plan.gradPoolBytes)
+      return fail("pool", blockName(b) + " is not a homed gradient within "
+                                         "the pool");
+    if (poolUpdate[b] < 0)
+      return fail("pool", blockName(b) + " is in the pool, but no host "
+                                         "update started in the round reads "
+                                         "it");
+    pooled += bytes;
+  }
+  if (pooled != plan.pooledGradBytes)
+    return fail("pool", llvm::formatv("pooled gradient bytes {0} differ from "
+                                      "the offsets' {1}",
+                                      plan.pooledGradBytes, pooled)
+                            .str());
+  return llvm::Error::success();
+}
+
+// A pooled gradient's copy home overwrites only bytes whose earlier
+// gradient's update has finished (the copy-out stream waited for it).
+llvm::Error Verifier::poolCopyOut(BlockId b) {
+  const int64_t lo = plan.gradPoolOffset[b];
+  const int64_t hi = lo + tg.blocks[b].bytesAt(1);
+  for (BlockId c = 0; c < (BlockId)tg.blocks.size(); ++c) {
+    int64_t clo = plan.gradPoolOffset[c];
+    if (c == b || clo < 0 || !poolCopied[c])
+      continue;
+    int64_t chi = clo + tg.blocks[c].bytesAt(1);
+    if (clo < hi && lo < chi && !hostWaited[poolUpdate[c]])
+      return fail("pool", blockName(b) +
+                              " is copied into the gradient pool "
+                              "over " +
+                              blockName(c) +
+                              " before the copy-out stream waits for its "
+                              "host update");
+  }
+  poolCopied[b] = true;
   return llvm::Error::success();
 }
 

@@ -3,6 +3,7 @@
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/GradPool.h"
 #include "passes/schedule/HostOverlap.h"
 #include "passes/schedule/PolicyRules.h"
 #include "passes/schedule/Scheduler.h"
@@ -409,8 +410,19 @@ llvm::Expected<Plan> schedule(const TaskGraph &tg, const CostTable &costs,
   if (o.batch <= 0)
     o.batch = costs.subBatch;
   auto plan = sched::Scheduler(tg, costs, round, o).run();
-  if (plan)
-    overlapHostUpdates(tg, *plan);
+  if (!plan)
+    return plan;
+  overlapHostUpdates(tg, *plan);
+  if (tg.gradPoolBytes > 0) {
+    // The pool holds a gradient only between its copy home and its update:
+    // an earlier sub-batch's sum would have to stay somewhere.
+    if (plan->numSubBatches > 1)
+      return makeInfeasibleF(
+          "homed gradients that stream through a {0} host pool need the "
+          "batch in one round, not {1} sub-batches",
+          formatBytes(tg.gradPoolBytes), plan->numSubBatches);
+    poolGradients(tg, *plan);
+  }
   return plan;
 }
 

@@ -10,6 +10,7 @@
 #include "compiler/ir/OffloadSlots.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
+#include "passes/schedule/GradPool.h"
 #include "passes/schedule/PolicyRules.h"
 
 #include <algorithm>
@@ -97,18 +98,21 @@ int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
 
 namespace {
 
-/// Why `tg`'s homes, with `slots` bytes of offload slots and the trainer's
-/// pinned batch buffers beside them, break the request's host or NVMe
-/// budget (Infeasible); success when they do not.
-llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t slots,
+/// Why homes taking `host` bytes of pinned memory (TaskGraph::homes and
+/// its gradient pool), with `slots` bytes of offload slots and the
+/// trainer's pinned batch buffers beside them, break the request's host or
+/// NVMe budget (Infeasible); success when they do not.
+llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t host, int64_t slots,
                            const PlanRequest &req) {
-  const int64_t host = tg.homedBytes(Tier::Host);
   const int64_t buffers = batchBufferBytes(tg, req.batch);
   if (host + slots + buffers > req.hostBudget) {
     std::string what = formatBytes(host) + " of weights";
     if (req.nvmeBudget > 0)
       what += " (their optimizer state, and 16-bit plans' fp32 masters, on "
               "NVMe where they can be)";
+    if (tg.gradPoolBytes > 0)
+      what += " (their gradients through a " + formatBytes(tg.gradPoolBytes) +
+              " pool)";
     if (slots > 0)
       what += ", offloading " + formatBytes(slots) + " of activations";
     return makeInfeasibleF("homing {0} and the batch buffers' {1} would "
@@ -121,6 +125,57 @@ llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t slots,
                            "on NVMe would exceed --nvme-budget {1}",
                            formatBytes(nvme), formatBytes(req.nvmeBudget));
   return llvm::Error::success();
+}
+
+/// Bytes of the gradients homed on the host, and the largest one's range
+/// in the gradient pool.
+std::pair<int64_t, int64_t> homedGradients(const TaskGraph &tg) {
+  int64_t total = 0, largest = 0;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+    if (tg.homes[b] == Tier::Host &&
+        tg.blocks[b].kind == BlockKind::WeightGrad) {
+      total += tg.blocks[b].bytesAt(1);
+      largest =
+          std::max(largest, (tg.blocks[b].bytesAt(1) + kGradPoolAlign - 1) /
+                                kGradPoolAlign * kGradPoolAlign);
+    }
+  return {total, largest};
+}
+
+/// Pinned host bytes `tg`'s homes take before planning: a pool in place of
+/// the gradients it is for (GradPool.h pools every homed gradient it can).
+int64_t hostBytesOf(const TaskGraph &tg) {
+  const int64_t host = tg.homedBytes(Tier::Host);
+  return tg.gradPoolBytes > 0
+             ? host - homedGradients(tg).first + tg.gradPoolBytes
+             : host;
+}
+
+/// Makes `homed` fit the host budget beside `slots` bytes of offload slots
+/// and the batch buffers: the optimizer state (then fp32 masters) of its
+/// largest homed weights to NVMe where there is an NVMe budget, then, where
+/// that is not enough, the homed gradients through a pool of what is left
+/// (when every host update can start inside the round: not in fp16
+/// programs, nor when clipping). Returns whether anything changed.
+bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
+             TaskGraph &homed, int64_t slots, const PlanRequest &req) {
+  const int64_t buffers = batchBufferBytes(tg, req.batch);
+  bool changed = false;
+  auto over = [&] {
+    return hostBytesOf(homed) + slots + buffers - req.hostBudget;
+  };
+  if (over() > 0 && req.nvmeBudget > 0)
+    changed = spillStateToNvme(tg, ws, homed.homes, over()) > 0;
+  if (over() <= 0 || tg.precision == Precision::FP16 || tg.clipGradNorm > 0)
+    return changed;
+  auto [grads, largest] = homedGradients(homed);
+  int64_t pool =
+      req.hostBudget - buffers - slots - (homed.homedBytes(Tier::Host) - grads);
+  pool = pool / kGradPoolAlign * kGradPoolAlign;
+  if (pool < largest || pool == homed.gradPoolBytes)
+    return changed;
+  homed.gradPoolBytes = pool;
+  return true;
 }
 
 /// What the host tier cannot serve yet; success when it can.
@@ -222,12 +277,9 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
       if (count == lastCount)
         continue;
       lastCount = count;
-      // What the host budget cannot hold of the state goes to NVMe.
-      if (int64_t host =
-              homed->homedBytes(Tier::Host) + batchBufferBytes(tg, req.batch);
-          host > req.hostBudget && req.nvmeBudget > 0)
-        spillStateToNvme(tg, ws, homed->homes, host - req.hostBudget);
-      if (auto why = exceedsBudgets(*homed, 0, req)) {
+      // What the host budget cannot hold goes to NVMe, or streams.
+      fitHost(tg, ws, *homed, 0, req);
+      if (auto why = exceedsBudgets(*homed, hostBytesOf(*homed), 0, req)) {
         llvm::consumeError(std::move(lastReason));
         lastReason = std::move(why);
         continue;
@@ -247,18 +299,18 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
       continue;
     }
     // Offloaded activations' slots are pinned host memory too; where they
-    // push the host past its budget, more state goes to NVMe and the
-    // homing is planned again (once: the slots hardly change).
+    // push the host past its budget, more state goes to NVMe or the
+    // gradient pool shrinks, and the homing is planned again (once: the
+    // slots hardly change).
     const TaskGraph *planned = homed ? homed.get() : &tg;
     int64_t slots = offloadSlotBytes(*planned, out->plan);
     const int64_t buffers = batchBufferBytes(tg, req.batch);
-    if (homed && req.nvmeBudget > 0 &&
-        homed->homedBytes(Tier::Host) + slots + buffers > req.hostBudget) {
+    if (homed &&
+        out->plan.hostMemoryBytes() + slots + buffers > req.hostBudget) {
       auto again = std::make_shared<TaskGraph>(*homed);
-      bool moved = spillStateToNvme(tg, ws, again->homes,
-                                    homed->homedBytes(Tier::Host) + slots +
-                                        buffers - req.hostBudget) > 0;
-      llvm::Error over = exceedsBudgets(*again, 0, req);
+      bool moved = fitHost(tg, ws, *again, slots, req);
+      llvm::Error over =
+          exceedsBudgets(*again, hostBytesOf(*again), slots, req);
       bool fits = !over;
       llvm::consumeError(std::move(over));
       if (moved && fits) {
@@ -277,7 +329,8 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
         }
       }
     }
-    if (auto why = exceedsBudgets(*planned, slots, req)) {
+    if (auto why =
+            exceedsBudgets(*planned, out->plan.hostMemoryBytes(), slots, req)) {
       llvm::consumeError(std::move(lastReason));
       lastReason = std::move(why);
       continue;

@@ -278,6 +278,15 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   int64_t poolBytes = 0;
   char *pool = nullptr;
   bool carving = false; // the second walk: pieces and host memory are real
+  for (const WeightInfo &wi : wInfo)
+    if (wi.gradPoolOffset >= 0 &&
+        (wi.home != Home::Host || !wi.trainable || wi.gradPoolOffset % 4 != 0 ||
+         wi.gradPoolOffset + wi.count * 4 > info.gradPoolBytes))
+      fatal(std::string("weight '") + wi.onnxName +
+            "' has a gradient pool range outside the pool, or is not a "
+            "trained weight homed on the host");
+  if (info.gradPoolBytes > 0)
+    im.gradPool = static_cast<char *>(hostAlloc(*this, info.gradPoolBytes));
   auto carve = [&](int64_t b) -> void * {
     if (b <= 0)
       return nullptr;
@@ -300,8 +309,13 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
       // A master on NVMe lives in the tier's file (openNvme), not here.
       im.w.push_back(wi.masterOnNvme ? nullptr
                                      : static_cast<float *>(alloc(bytes)));
-      im.g.push_back(wi.trainable ? static_cast<float *>(alloc(bytes))
-                                  : nullptr);
+      // A pooled gradient is its range of the gradient pool.
+      im.g.push_back(!wi.trainable ? nullptr
+                     : wi.gradPoolOffset >= 0
+                         ? (carving ? reinterpret_cast<float *>(
+                                          im.gradPool + wi.gradPoolOffset)
+                                    : nullptr)
+                         : static_cast<float *>(alloc(bytes)));
       // State on NVMe lives in the tier's file (openNvme), not here.
       const bool inMemory = wi.trainable && !wi.stateOnNvme;
       im.m.push_back(inMemory && info.hasMomentum
@@ -432,7 +446,10 @@ Exec::~Exec() {
     release(id, im.wCopy[id]);
   for (auto *list : {&im.w, &im.g, &im.m, &im.v})
     for (size_t id = 0; id < list->size(); ++id)
-      release(id, (*list)[id]);
+      if (list != &im.g || wInfo[id].gradPoolOffset < 0)
+        release(id, (*list)[id]);
+  if (im.gradPool)
+    cudaFreeHost(im.gradPool);
   cuda::destroyCollectives(im);
   if (im.weightPool)
     cudaFree(im.weightPool);
@@ -553,7 +570,7 @@ int64_t Exec::deviceBytes() const {
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
     total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
   }
-  return total;
+  return total + prog.gradPoolBytes;
 }
 
 int64_t Exec::measuredDeviceBytes() const {
@@ -806,7 +823,8 @@ int64_t Exec::hostHomeBytes() const {
     if (wi.home != Home::Host)
       continue;
     const bool state = wi.trainable && !wi.stateOnNvme; // else on NVMe
-    int64_t copies = (wi.masterOnNvme ? 0 : 1) + (wi.trainable ? 1 : 0) +
+    int64_t copies = (wi.masterOnNvme ? 0 : 1) +
+                     (wi.trainable && wi.gradPoolOffset < 0 ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
     total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);

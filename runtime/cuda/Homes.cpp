@@ -141,7 +141,7 @@ namespace {
 /// Submits weight id's update to the host optimizer, with this iteration's
 /// settings (which the issuing thread leaves alone until the iteration's
 /// updates are joined).
-void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
+host::JobId submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   const ProgramInfo &p = x.info();
   const int64_t count = x.weightInfo()[id].count;
   // Checked where the update is asked for (hostUpdate, hostReady): this
@@ -165,20 +165,19 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
     if (useBuf && wi.stateOnNvme)
       at.m = im.nvme.m[id];
     if (at.w >= 0 || at.m >= 0)
-      im.hostOpt->submitSgdNvme(sgd, count, w, im.g[id], *im.nvme.store, at,
-                                out);
-    else
-      im.hostOpt->submitSgd(sgd, count, w, im.g[id],
-                            useBuf ? im.m[id] : nullptr);
-  } else if (wi.stateOnNvme) {
+      return im.hostOpt->submitSgdNvme(sgd, count, w, im.g[id], *im.nvme.store,
+                                       at, out);
+    return im.hostOpt->submitSgd(sgd, count, w, im.g[id],
+                                 useBuf ? im.m[id] : nullptr);
+  }
+  if (wi.stateOnNvme) {
     at.m = im.nvme.m[id];
     at.v = im.nvme.v[id];
-    im.hostOpt->submitAdamNvme(x.adamParams(id), count, w, im.g[id],
-                               *im.nvme.store, at, out);
-  } else {
-    im.hostOpt->submitAdam(x.adamParams(id), count, w, im.g[id], im.m[id],
-                           im.v[id]);
+    return im.hostOpt->submitAdamNvme(x.adamParams(id), count, w, im.g[id],
+                                      *im.nvme.store, at, out);
   }
+  return im.hostOpt->submitAdam(x.adamParams(id), count, w, im.g[id], im.m[id],
+                                im.v[id]);
 }
 
 /// The host function Exec::hostReady enqueues (no CUDA call in it).
@@ -186,8 +185,18 @@ void CUDART_CB onHostReady(void *arg) {
   auto *r = static_cast<cuda::HostReady *>(arg);
   if (++r->seen < r->x->info().numSubBatches)
     return;
-  submitHostUpdate(*r->x, *r->im, r->id);
+  r->job = submitHostUpdate(*r->x, *r->im, r->id);
   r->started = true;
+}
+
+/// The host function Exec::waitHost enqueues: in the last round, blocks
+/// the stream until the update its hostReady submitted has finished. It
+/// waits on the host optimizer's threads only, which need no CUDA work, so
+/// a callback blocked here cannot hold up what it waits for.
+void CUDART_CB onWaitHost(void *arg) {
+  auto *r = static_cast<cuda::HostReady *>(arg);
+  if (r->started)
+    r->im->hostOpt->wait(r->job);
 }
 
 } // namespace
@@ -209,6 +218,20 @@ void Exec::hostReady(StreamId s, int32_t id) {
   // A host node when captured: every replay of the round runs it.
   MEMFIT_CHECK(
       cudaLaunchHostFunc(im.stream[s], onHostReady, im.hostReady[id].get()));
+}
+
+void Exec::waitHost(StreamId s, int32_t id) {
+  checkHomed(*this, id);
+  if (s != CopyOut && s != CopyIn)
+    fatal("only a copy stream waits for a host update");
+  Impl &im = *impl;
+  if (id >= (int32_t)im.hostReady.size() || !im.hostReady[id])
+    fatal(std::string("a wait for the host update of '") + wInfo[id].onnxName +
+          "', which no hostReady starts earlier in the round");
+  // After hostReady's host function on the same stream: started is set by
+  // then in the iteration's last round.
+  MEMFIT_CHECK(
+      cudaLaunchHostFunc(im.stream[s], onWaitHost, im.hostReady[id].get()));
 }
 
 // The host updates run, and are joined, when the update part has been

@@ -106,6 +106,7 @@ struct HostReady {
   int32_t id = -1;
   int64_t seen = 0;     // rounds this iteration
   bool started = false; // the update was submitted this iteration
+  host::JobId job = -1; // the submitted update, when started
 };
 /// Whether p is a tensor of a weight homed on the host, whose updates
 /// (if any run) are then joined: the caller reads or writes it in place.
@@ -445,6 +446,10 @@ struct Exec::Impl {
   /// Per weight started inside the last round (Exec::hostReady): the host
   /// function's argument, at a fixed address a captured graph keeps.
   std::vector<std::unique_ptr<cuda::HostReady>> hostReady;
+  /// Pinned host memory the pooled gradients share
+  /// (ProgramInfo::gradPoolBytes; WeightInfo::gradPoolOffset); null
+  /// without a pool.
+  char *gradPool = nullptr;
 
   // --- multi-tensor updates (MultiTensor.cu) ---
   /// Device: every trainable weight's chunks, weights in id order, built

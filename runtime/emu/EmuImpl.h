@@ -23,6 +23,7 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -48,7 +49,13 @@ struct Pending {
 struct Exec::Impl {
   std::vector<float> arena;
   int64_t slotBytes = 4; // planned bytes per float slot of the arena
-  std::vector<std::vector<float>> w, g, m, v;
+  std::vector<std::vector<float>> w, m, v;
+  /// Each weight's gradient: its own buffer in gStore, or (a gradient
+  /// homed on the host that streams through the pool, WeightInfo::
+  /// gradPoolOffset) its range of gradPool.
+  std::vector<std::span<float>> g;
+  std::vector<std::vector<float>> gStore;
+  std::vector<float> gradPool;
   /// Shard 2: this rank's slice of each gradient, summed over the ranks and
   /// accumulated over the sub-batches.
   std::vector<std::vector<float>> gSlice;
@@ -71,6 +78,10 @@ struct Exec::Impl {
   std::unique_ptr<host::HostOptimizer> hostOpt;
   /// Per weight: a host update submitted and not yet joined.
   std::vector<bool> hostPending;
+  /// Per weight: its submitted host update, and whether a copy stream has
+  /// waited for it to finish (waitHost) since.
+  std::vector<host::JobId> hostJob;
+  std::vector<bool> hostWaited;
   /// The optimizer state homed on NVMe (Exec::openNvme); m and v of such a
   /// weight are empty.
   host::NvmeState nvme;

@@ -22,6 +22,27 @@
 
 namespace memfit::rt {
 
+/// Points each weight's gradient at its buffer, or at its range of the
+/// gradient pool (poisoned until a copy home writes it).
+static void initGradients(Exec &x, Exec::Impl &im) {
+  const ProgramInfo &prog = x.info();
+  im.gradPool.assign(static_cast<size_t>(prog.gradPoolBytes / 4), kPoison);
+  for (size_t id = 0; id < x.weightInfo().size(); ++id) {
+    const WeightInfo &wi = x.weightInfo()[id];
+    if (wi.gradPoolOffset < 0) {
+      im.g.emplace_back(im.gStore[id]);
+      continue;
+    }
+    if (wi.home != Home::Host || !wi.trainable || wi.gradPoolOffset % 4 != 0 ||
+        wi.gradPoolOffset + wi.count * 4 > prog.gradPoolBytes)
+      x.fatal(std::string("weight '") + wi.onnxName +
+              "' has a gradient pool range outside the pool, or is not a "
+              "trained weight homed on the host");
+    im.g.emplace_back(im.gradPool.data() + wi.gradPoolOffset / 4,
+                      static_cast<size_t>(wi.count));
+  }
+}
+
 Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
            const HostSlot *slots)
     : prog(info), wInfo(weights, weights + info.numWeights),
@@ -33,7 +54,8 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   for (const WeightInfo &wi : wInfo) {
     // A master on NVMe lives in the tier's file (openNvme), not here.
     impl->w.emplace_back(wi.masterOnNvme ? 0 : wi.count, 0.0f);
-    impl->g.emplace_back(wi.trainable ? wi.count : 0, 0.0f);
+    impl->gStore.emplace_back(
+        wi.trainable && wi.gradPoolOffset < 0 ? wi.count : 0, 0.0f);
     // State on NVMe lives in the tier's file (openNvme), not here.
     const bool inMemory = wi.trainable && !wi.stateOnNvme;
     impl->m.emplace_back(inMemory && info.hasMomentum ? wi.count : 0, 0.0f);
@@ -53,6 +75,9 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
     if (wInfo[id].masterOnNvme)
       impl->copyStale[id] = false;
   impl->hostPending.assign(wInfo.size(), false);
+  impl->hostJob.assign(wInfo.size(), -1);
+  impl->hostWaited.assign(wInfo.size(), false);
+  initGradients(*this, *impl);
   if (std::any_of(wInfo.begin(), wInfo.end(),
                   [](const WeightInfo &wi) { return wi.home == Home::Host; }))
     impl->hostOpt =
@@ -405,7 +430,7 @@ void Exec::gradientsReady(std::initializer_list<int32_t> weightIds) {
     return; // gradients accumulate whole over the sub-batches
   float scale = 1.0f / float(prog.ranks);
   for (int32_t id : weightIds) {
-    std::vector<float> &g = impl->g[id];
+    std::span<float> g = impl->g[id];
     int64_t count = static_cast<int64_t>(g.size());
     if (prog.shard == 0) {
       comm->allReduceSum(g.data(), count);
@@ -464,10 +489,11 @@ int64_t Exec::hostHomeBytes() const {
   int64_t total = 0;
   for (size_t i = 0; i < wInfo.size(); ++i)
     if (wInfo[i].home == Home::Host)
-      total += 4 * static_cast<int64_t>(impl->w[i].size() + impl->g[i].size() +
-                                        impl->m[i].size() + impl->v[i].size()) +
-               2 * static_cast<int64_t>(impl->wCopy[i].size());
-  return total;
+      total +=
+          4 * static_cast<int64_t>(impl->w[i].size() + impl->gStore[i].size() +
+                                   impl->m[i].size() + impl->v[i].size()) +
+          2 * static_cast<int64_t>(impl->wCopy[i].size());
+  return total + prog.gradPoolBytes;
 }
 
 } // namespace memfit::rt

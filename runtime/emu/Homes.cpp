@@ -28,9 +28,8 @@ namespace memfit::rt {
 
 namespace {
 
-/// The host vector of `what` for weight `id`, checked to be homed there.
-std::vector<float> &homeOf(Exec &x, Exec::Impl &im, HomeTensor what,
-                           int32_t id) {
+/// The host memory of `what` for weight `id`, checked to be homed there.
+std::span<float> homeOf(Exec &x, Exec::Impl &im, HomeTensor what, int32_t id) {
   if (id < 0 || id >= (int32_t)x.weightInfo().size() ||
       x.weightInfo()[id].home != Home::Host)
     x.fatal("weight " + std::to_string(id) + " is not homed on the host");
@@ -39,13 +38,33 @@ std::vector<float> &homeOf(Exec &x, Exec::Impl &im, HomeTensor what,
             "' is copied while its host update runs: the plan started the "
             "update before the round's last copy of it, or did not join the "
             "host's updates");
-  std::vector<float> &v = what == HomeTensor::Weight        ? im.w[id]
-                          : what == HomeTensor::WorkingCopy ? im.wCopy[id]
-                                                            : im.g[id];
+  std::span<float> v = what == HomeTensor::Weight        ? im.w[id]
+                       : what == HomeTensor::WorkingCopy ? im.wCopy[id]
+                                                         : im.g[id];
   if (v.empty())
     x.fatal(std::string("weight '") + x.weightInfo()[id].onnxName +
             "' has no such tensor at home");
   return v;
+}
+
+/// A gradient copied into the pool takes bytes no other gradient still
+/// needs: every one there whose update started has been waited for.
+void checkPoolFree(Exec &x, Exec::Impl &im, int32_t id) {
+  const std::vector<WeightInfo> &wInfo = x.weightInfo();
+  const int64_t lo = wInfo[id].gradPoolOffset;
+  if (lo < 0)
+    return;
+  const int64_t hi = lo + wInfo[id].count * 4;
+  for (size_t j = 0; j < wInfo.size(); ++j) {
+    const int64_t jlo = wInfo[j].gradPoolOffset;
+    if ((int32_t)j == id || jlo < 0 || !im.hostPending[j] || im.hostWaited[j])
+      continue;
+    if (jlo < hi && lo < jlo + wInfo[j].count * 4)
+      x.fatal(std::string("the gradient of '") + wInfo[id].onnxName +
+              "' is copied into the gradient pool over that of '" +
+              wInfo[j].onnxName +
+              "', whose host update has not been waited for (waitHost)");
+  }
 }
 
 /// Planned arena bytes of `what`: 16-bit in a working copy, else fp32.
@@ -56,7 +75,7 @@ int64_t plannedBytes(HomeTensor what, int64_t count) {
 } // namespace
 
 void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
-  std::vector<float> &src = homeOf(*this, *impl, what, id);
+  std::span<float> src = homeOf(*this, *impl, what, id);
   if (what == HomeTensor::WorkingCopy)
     weightCopy(id); // the host's rounding of a changed master
   const int64_t bytes = plannedBytes(what, wInfo[id].count);
@@ -71,9 +90,10 @@ void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
 }
 
 void Exec::copyOutHome(int64_t offset, HomeTensor what, int32_t id) {
-  std::vector<float> &dst = homeOf(*this, *impl, what, id);
+  std::span<float> dst = homeOf(*this, *impl, what, id);
   if (what != HomeTensor::Grad)
     fatal("only a gradient is copied home: the weight changes at home");
+  checkPoolFree(*this, *impl, id);
   const int64_t bytes = plannedBytes(what, wInfo[id].count);
   if (offset < 0 || offset + bytes > prog.arenaBytes)
     fatal("a copy out of the arena leaves it");
@@ -128,21 +148,22 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
     if (useBuf && wi.stateOnNvme)
       at.m = im.nvme.m[id];
     if (at.w >= 0 || at.m >= 0)
-      im.hostOpt->submitSgdNvme(p, count, w, im.g[id].data(), *im.nvme.store,
-                                at, out);
+      im.hostJob[id] = im.hostOpt->submitSgdNvme(p, count, w, im.g[id].data(),
+                                                 *im.nvme.store, at, out);
     else
-      im.hostOpt->submitSgd(p, count, w, im.g[id].data(),
-                            useBuf ? im.m[id].data() : nullptr);
+      im.hostJob[id] = im.hostOpt->submitSgd(
+          p, count, w, im.g[id].data(), useBuf ? im.m[id].data() : nullptr);
   } else if (wi.stateOnNvme) {
     at.m = im.nvme.m[id];
     at.v = im.nvme.v[id];
-    im.hostOpt->submitAdamNvme(x.adamParams(id), count, w, im.g[id].data(),
-                               *im.nvme.store, at, out);
+    im.hostJob[id] = im.hostOpt->submitAdamNvme(
+        x.adamParams(id), count, w, im.g[id].data(), *im.nvme.store, at, out);
   } else {
     // NvmeState::open refuses a stored master with state in memory.
     assert(!wi.masterOnNvme && "a stored master streams with its state");
-    im.hostOpt->submitAdam(x.adamParams(id), count, w, im.g[id].data(),
-                           im.m[id].data(), im.v[id].data());
+    im.hostJob[id] =
+        im.hostOpt->submitAdam(x.adamParams(id), count, w, im.g[id].data(),
+                               im.m[id].data(), im.v[id].data());
   }
   im.hostPending[id] = true;
 }
@@ -168,6 +189,24 @@ void Exec::hostReady(StreamId s, int32_t id) {
   submitHostUpdate(*this, *impl, id);
 }
 
+void Exec::waitHost(StreamId s, int32_t id) {
+  impl->settle();
+  if (s != CopyOut && s != CopyIn)
+    fatal("only a copy stream waits for a host update");
+  if (subBatchIndex != prog.numSubBatches - 1)
+    return;
+  Impl &im = *impl;
+  if (id < 0 || id >= (int32_t)wInfo.size() || !im.hostPending[id])
+    fatal("a wait for the host update of weight " + std::to_string(id) +
+          ", which has not started in this round");
+  // The issuing thread stands in for the stream: the stream's later copies
+  // are issued after this returns.
+  im.hostOpt->wait(im.hostJob[id]);
+  im.hostWaited[id] = true;
+  // Its update has read the gradient: what stays in its bytes is stale.
+  std::fill(im.g[id].begin(), im.g[id].end(), kPoison);
+}
+
 void Exec::joinHost() {
   Impl &im = *impl;
   if (!im.hostOpt)
@@ -179,6 +218,7 @@ void Exec::joinHost() {
     if (!im.hostPending[id])
       continue;
     im.hostPending[id] = false;
+    im.hostWaited[id] = false;
     // The update rounded a working copy whose master is on NVMe.
     im.copyStale[id] = !wInfo[id].masterOnNvme;
     std::fill(im.g[id].begin(), im.g[id].end(), kPoison);

@@ -98,7 +98,7 @@ float Exec::clipGradients(float maxNorm) {
   const float norm = globalNorm(norms.data(), norms.size(), *comm, prog.shard);
   const float coef = clipCoefficient(maxNorm, norm);
   for (size_t id = 0; id < wInfo.size(); ++id) {
-    std::vector<float> &g = impl->g[id];
+    std::span<float> g = impl->g[id];
     if (g.empty())
       continue;
     auto [lo, hi] = slice(id);
@@ -114,7 +114,7 @@ bool Exec::unscaleGradients() {
   const float inv = static_cast<float>(1.0 / double(lossScale));
   bool finite = true;
   for (size_t id = 0; id < wInfo.size(); ++id) {
-    std::vector<float> &g = impl->g[id];
+    std::span<float> g = impl->g[id];
     if (g.empty())
       continue;
     auto [lo, hi] = prog.shard >= 1

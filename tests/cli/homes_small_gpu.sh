@@ -7,7 +7,10 @@
 # batch kept whole so that its statistics are the model's). gpt2 against
 # PyTorch over 3 steps (fp32, float64 reference, within 1e-5 relative);
 # ResNet-18 bit for bit as the plan that keeps every weight on the GPU,
-# and with SGD against PyTorch (losses within 2e-4, updates within 2%).
+# and with SGD against PyTorch (losses within 2e-4, updates within 2%);
+# with AdamW its gradients stream through a pool smaller than they are
+# (150 MiB of host for 167 MiB of homes), and the emulation stops a plan
+# whose copy-out does not wait for the update it overwrites.
 # No library reserve: the budget is all plan.
 set -u
 MEMFIT=$1
@@ -68,7 +71,8 @@ compile() {
   # --refine=false: refinement takes most of a sanitized compile and
   # changes nothing checked here.
   "$MEMFIT" compile "$model" --batch 4 --device h100-sxm --budget "$budget" \
-    --library-reserve 0 --host-budget 2GiB -o "$d" --quiet --refine=false \
+    --library-reserve 0 --host-budget "${HOST:-2GiB}" -o "$d" --quiet \
+    --refine=false \
     "$@" ||
     fail "compile $d"
   "$PY" - "$d/plan.json" <<'PYEOF' || fail "$d: the weight side is not ten times the budget"
@@ -150,8 +154,33 @@ gpu_twin resnet18-sgd sgd $SGD
 # ResNet-18, AdamW: bit for bit the GPU-homed plan. (Against float64
 # torch, Adam's normalized steps turn the same rounding into updates that
 # differ by up to 0.8% of conv1's weight, with or without tiers.)
+# AdamW with 150 MiB of host for 167 MiB of homes: the gradients stream
+# through a pool (GradPool.h) that holds the ones whose host updates are
+# queued or running, not all of them.
 ARGS="--iterations 3 --lr 0.001 --weight-decay 0.01 --eps 1e-3"
-compile resnet18-adamw r.onnx 15MiB --sub-batch 4 --optimizer adamw
+HOST=150MiB compile resnet18-adamw r.onnx 15MiB --sub-batch 4 --optimizer adamw
+"$PY" - resnet18-adamw/plan.json <<'PYEOF' || fail "resnet18-adamw: no gradient pool"
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+print(f"resnet18-adamw: {s['pooled_gradients']} gradients ({s['pooled_grad_bytes']} "
+      f"bytes) through a {s['grad_pool_bytes']}-byte pool; pinned host "
+      f"{s['host_memory_bytes']} of the homes' {s['host_home_bytes']} bytes")
+assert s["pooled_gradients"] > 0 and s["grad_pool_bytes"] < s["pooled_grad_bytes"]
+assert s["host_memory_bytes"] <= 150 << 20 < s["host_home_bytes"]
+PYEOF
+grep -q "x.waitHost(CopyOut, " resnet18-adamw/src/round_0.cpp ||
+  fail "resnet18-adamw: no copy-out waits for a host update"
 train resnet18-adamw img.npy lab.npy $ARGS
 gpu_twin resnet18-adamw adamw $ARGS
+if [ -z "${MEMFIT_SANITIZED:-}" ]; then
+  # Without its first wait, a gradient lands on bytes whose update has not
+  # read them: the emulation stops it.
+  sed -i '0,/x.waitHost(/{/x.waitHost(/d}' resnet18-adamw/src/round_0.cpp
+  cmake --build resnet18-adamw/build -j 2 >resnet18-adamw/build.log 2>&1 ||
+    fail "rebuild resnet18-adamw without a wait"
+  out=$(resnet18-adamw/build/trainer --data img.npy --labels lab.npy $ARGS 2>&1) &&
+    fail "a gradient pool without its wait trains"
+  echo "$out" | grep -q "copied into the gradient pool over that of .*whose host update has not been waited for" ||
+    fail "unclear error for a missing pool wait: $out"
+fi
 echo "homes_small_gpu: weight sides ten times the budget train as torch does"

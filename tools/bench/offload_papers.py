@@ -37,6 +37,10 @@ ROWS = [
      ["--nvme-budget", "7000GiB"]),
     ("LoHan", "rtx4090-256g-2nvme", "bf16", "gpt3-13b", 1024, 8,
      ["--nvme-budget", "7000GiB"]),
+    ("LoHan", "rtx4090-256g-2nvme", "bf16", "llama-70b", 1024, 1,
+     ["--nvme-budget", "7000GiB"]),
+    ("LoHan", "rtx4090-256g-2nvme", "bf16", "gpt3-175b", 1024, 1,
+     ["--nvme-budget", "7000GiB"]),
     ("MegaTrain", "h200-1.5tb-host", "bf16", "llama-7b", 1024, 64, []),
     ("MegaTrain", "h200-1.5tb-host", "bf16", "llama-70b", 1024, 8, []),
     ("MegaTrain", "h200-1.5tb-host", "bf16", "gpt3-175b", 1024, 8, []),
@@ -104,7 +108,13 @@ def main():
         bound = s.get("bound_seconds")
         above = (f"{bound * 1e3:,.0f} ms ({(ms / (bound * 1e3) - 1) * 100:.1f}%)"
                  if bound else "-")
-        homes = f"{s.get('host_home_bytes', 0) / 2**30:,.1f} GiB"
+        # Pinned host memory: the homes, with a gradient pool in place of
+        # the gradients that stream through it.
+        host = s.get("host_memory_bytes", s.get("host_home_bytes", 0))
+        homes = f"{host / 2**30:,.1f} GiB"
+        if s.get("grad_pool_bytes"):
+            homes += (f" (gradients through a {s['grad_pool_bytes'] / 2**30:,.1f}"
+                      " GiB pool)")
         if s.get("nvme_home_bytes"):
             homes += f" / {s['nvme_home_bytes'] / 2**30:,.1f} GiB"
         say(row + f" yes | {ms:,.0f} | {tokens:,.0f} | {tflops:.1f} | "

@@ -13,6 +13,7 @@
 #include "compiler/support/Units.h"
 #include "passes/analysis/Liveness.h"
 #include "passes/analysis/MemoryLowerBound.h"
+#include "passes/schedule/GradPool.h"
 #include "passes/search/Chunk.h"
 #include "passes/search/SubBatch.h"
 #include "passes/search/Tiers.h"
@@ -151,11 +152,16 @@ cl::opt<std::string> NvmeDir(
     cl::init(""), cl::sub(Cmd));
 
 /// What homing the largest weights that fit `budget` in host memory (their
-/// optimizer state in `nvme` bytes of NVMe while it has room)
-/// leaves on the device: the weights homed, their bytes in each tier, and
-/// Mmin then.
+/// optimizer state in `nvme` bytes of NVMe while it has room, and their
+/// gradients through a pool of the largest one where the host would not
+/// hold them all, as plan does where every host update may start inside
+/// the round) leaves on the device: the weights homed, their bytes in each
+/// tier, and Mmin then.
 struct HostedBound {
   int64_t weights = 0, bytes = 0, nvmeBytes = 0;
+  /// The gradients of the weights homed and the pool they then need (0:
+  /// each its own buffer, within `bytes`).
+  int64_t gradBytes = 0, poolBytes = 0;
   LowerBound lb;
   std::string task;
 };
@@ -164,24 +170,47 @@ HostedBound boundWithHomes(const TaskGraph &tg, int64_t budget, int64_t nvme) {
   HostedBound h;
   TaskGraph homed = tg;
   homed.homes.assign(tg.blocks.size(), Tier::Gpu);
+  const bool poolable =
+      tg.precision != Precision::FP16 && !(tg.clipGradNorm > 0);
+  int64_t others = 0, largest = 0; // host bytes beside the gradients
   for (const WeightBlocks &w : homeableWeights(tg)) {
-    int64_t state = 0; // what may go to NVMe
-    for (BlockId b : w.blocks)
+    int64_t state = 0, grad = 0; // what may go to NVMe; the gradient
+    for (BlockId b : w.blocks) {
       if (tg.nvmeHomeable(b))
         state += tg.blocks[b].bytesAt(1);
+      if (tg.blocks[b].kind == BlockKind::WeightGrad)
+        grad += tg.blocks[b].bytesAt(1);
+    }
+    const int64_t range =
+        (grad + kGradPoolAlign - 1) / kGradPoolAlign * kGradPoolAlign;
+    // The host's bytes with `rest` beside the gradients: each its own
+    // buffer, or (smaller) a pool of the largest.
+    auto hostWith = [&](int64_t rest) {
+      int64_t whole = rest + h.gradBytes + grad;
+      return poolable ? std::min(whole, rest + std::max(largest, range))
+                      : whole;
+    };
     // The state on NVMe while it has room: the host then holds more
     // weights, which is what lowers Mmin.
+    const int64_t rest = others + w.bytes - grad;
     bool stateOnNvme = state > 0 && h.nvmeBytes + state <= nvme &&
-                       h.bytes + w.bytes - state <= budget;
-    if (!stateOnNvme && h.bytes + w.bytes > budget)
+                       hostWith(rest - state) <= budget;
+    if (!stateOnNvme && hostWith(rest) > budget)
       continue;
     for (BlockId b : w.blocks)
       homed.homes[b] =
           stateOnNvme && tg.nvmeHomeable(b) ? Tier::Nvme : Tier::Host;
-    h.bytes += stateOnNvme ? w.bytes - state : w.bytes;
+    others = stateOnNvme ? rest - state : rest;
     h.nvmeBytes += stateOnNvme ? state : 0;
+    h.gradBytes += grad;
+    largest = std::max(largest, range);
+    h.bytes = others + h.gradBytes;
     ++h.weights;
   }
+  if (poolable && h.bytes > budget)
+    h.poolBytes = largest;
+  if (h.poolBytes > 0)
+    h.bytes = others + h.poolBytes;
   h.lb = computeLowerBound(homed, 1);
   h.task = h.lb.task >= 0 ? homed.tasks[h.lb.task].name : "";
   return h;
@@ -448,6 +477,7 @@ int run() {
                           {"homed_bytes", hosted->bytes},
                           {"nvme_budget_bytes", nvmeBudget},
                           {"nvme_bytes", hosted->nvmeBytes},
+                          {"grad_pool_bytes", hosted->poolBytes},
                           {"lower_bound_bytes", hosted->lb.bytes},
                           {"lower_bound_task", hosted->task}};
     // Names come from the model: invalid UTF-8 is replaced, never thrown on.
@@ -551,9 +581,14 @@ int run() {
         "lower bound Mmin {3} (set by {4})\n",
         formatBytes(hostBudget), hosted->weights, formatBytes(hosted->bytes),
         formatBytes(hosted->lb.bytes), quoteName(hosted->task),
-        hosted->nvmeBytes > 0 ? ", and " + formatBytes(hosted->nvmeBytes) +
-                                    " of optimizer state on NVMe"
-                              : std::string());
+        (hosted->nvmeBytes > 0 ? ", and " + formatBytes(hosted->nvmeBytes) +
+                                     " of optimizer state on NVMe"
+                               : std::string()) +
+            (hosted->poolBytes > 0
+                 ? "; the " + formatBytes(hosted->gradBytes) +
+                       " of gradients through a pool of the largest, " +
+                       formatBytes(hosted->poolBytes)
+                 : std::string()));
   return ExitOk;
 }
 
