@@ -197,6 +197,58 @@ Expected<LowerBound> lowerBoundAtChunk(const Graph &g, TrainingConfig config,
   return computeLowerBound(*tg, 1);
 }
 
+namespace {
+
+/// --fuse-head=auto with the host tier and a budget in bytes: every homing
+/// is a whole search, so the fused head (the form with the lower peak)
+/// goes first and chooses the homing, and the head as written starts from
+/// its bytes and homes more only where it needs to (as the attention
+/// variants do, passes/search/GraphVariants.h). The faster plan wins, the
+/// fused one on a tie.
+Expected<PlanOutcome> planFusedFirst(std::unique_ptr<PlanningSession> &s,
+                                     bool keepWeightData, Progress &progress) {
+  auto fused = std::make_unique<PlanningSession>();
+  fused->fuseHead = true;
+  auto out = planFusedHead(fused, keepWeightData, progress);
+  if (!out && !out.errorIsA<Infeasible>())
+    return out;
+  if (fused->tg.fusedHead == kNoId) {
+    // Nothing to fuse: that was the model as written.
+    s = std::move(fused);
+    s->fuseHead = false;
+    return out;
+  }
+  if (out)
+    s->homeBytesAtLeast = out->homed ? out->homed->homedBytes(Tier::Host) +
+                                           out->homed->homedBytes(Tier::Nvme)
+                                     : 0;
+  auto written = planAttentionChosen(s, keepWeightData, progress);
+  if (!written && !written.errorIsA<Infeasible>()) {
+    consumeError(out.takeError());
+    return written;
+  }
+  if (!out && !written) {
+    consumeError(written.takeError());
+    return out.takeError();
+  }
+  bool takeFused =
+      out && (!written || out->plan.summary.plannedSeconds <=
+                              written->plan.summary.plannedSeconds);
+  std::string note = headNote(fused->tg, out ? &*out : nullptr,
+                              written ? &*written : nullptr, takeFused);
+  if (takeFused) {
+    consumeError(written.takeError());
+    s = std::move(fused);
+    s->headNote = note;
+    return out;
+  }
+  consumeError(out.takeError());
+  s->headNote = note;
+  return written;
+}
+
+} // namespace
+
 Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
                                  bool keepWeightData, Progress &progress) {
   if (fuseHeadFlag() == AttentionMode::Materialized)
@@ -215,6 +267,8 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
       s->headNote = headNote(s->tg, &*out, nullptr, true);
     return out;
   }
+  if (hostTierInBytesFlag())
+    return planFusedFirst(s, keepWeightData, progress);
   // Auto: the head as written, then fused under the same bytes.
   auto written = planAttentionChosen(s, keepWeightData, progress);
   if (!written && !written.errorIsA<Infeasible>())

@@ -379,6 +379,12 @@ bool budgetIsLowerBoundFlag() {
   return b.equals_insensitive("lb") || b.equals_insensitive("mmin");
 }
 
+bool hostTierInBytesFlag() {
+  llvm::StringRef b = llvm::StringRef(Budget).trim();
+  return !llvm::StringRef(HostBudget).trim().empty() && !b.empty() &&
+         !b.endswith("%") && !budgetIsLowerBoundFlag();
+}
+
 Error openSession(PlanningSession &s, bool keepWeightData, Progress *progress) {
   Progress silent(true, false);
   Progress &p = progress ? *progress : silent;
@@ -404,7 +410,8 @@ Error buildSession(PlanningSession &s, Progress &p) {
   tc.clipGradNorm = ClipGradNorm;
   tc.ignoreIndex = IgnoreIndex;
   tc.fuseHead = s.fuseHead;
-  tc.headChunkRows = s.headChunkRows > 0 ? s.headChunkRows : headChunkRowsFlag();
+  tc.headChunkRows =
+      s.headChunkRows > 0 ? s.headChunkRows : headChunkRowsFlag();
   tc.dp = cantFail(dataParallelFlags());
   tc.freeze = {Freeze, TrainOnly};
   s.freeze = tc.freeze;
@@ -678,6 +685,8 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
     r.budget = s.budgetBytes;
     r.budgetFraction = 0;
   }
+  if (s.homeBytesAtLeast >= 0 && r.hostBudget > 0)
+    r.homeBytesAtLeast = s.homeBytesAtLeast;
   return r;
 }
 

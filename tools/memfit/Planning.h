@@ -54,6 +54,10 @@ struct PlanningSession {
   /// against another form of the model (the head as written, for
   /// --fuse-head=auto); 0 when none.
   int64_t budgetBytes = 0;
+  /// The bytes another form of the model homed off the GPU (the fused
+  /// head's, for the head as written): this form's homing starts there
+  /// (PlanRequest::homeBytesAtLeast); -1 when none.
+  int64_t homeBytesAtLeast = -1;
   Graph graph;
   TaskGraph tg;
   std::unique_ptr<CostModel> costs;
@@ -111,6 +115,10 @@ AttentionMode fuseHeadFlag();
 int64_t headChunkRowsFlag();
 /// --budget asks for the lower bound (lb).
 bool budgetIsLowerBoundFlag();
+/// --budget is a size in bytes (not a percentage, nor the lower bound),
+/// and --host-budget is given: a plan that may home weights on the host,
+/// under the same bytes whichever form of the model is planned.
+bool hostTierInBytesFlag();
 /// The memory lower bound of the task graph `config` builds from `g` with
 /// the fused head in chunks of `rows` rows: `config`'s graph but for the
 /// head's scratch block (FormChoice.cpp).
