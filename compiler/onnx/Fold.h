@@ -146,6 +146,7 @@ struct FoldRule {
 
 /// Each file's part of the fold table.
 llvm::ArrayRef<FoldRule> shapeFoldRules();   // FoldShapes.cpp
+llvm::ArrayRef<FoldRule> fillFoldRules();    // FoldFill.cpp
 llvm::ArrayRef<FoldRule> arithFoldRules();   // FoldArith.cpp
 llvm::ArrayRef<FoldRule> literalFoldRules(); // FoldLiterals.cpp
 

@@ -20,8 +20,8 @@ namespace {
 const llvm::StringMap<const FoldRule *> &foldTable() {
   static const llvm::StringMap<const FoldRule *> table = [] {
     llvm::StringMap<const FoldRule *> t;
-    for (llvm::ArrayRef<FoldRule> part :
-         {shapeFoldRules(), arithFoldRules(), literalFoldRules()})
+    for (llvm::ArrayRef<FoldRule> part : {shapeFoldRules(), fillFoldRules(),
+                                          arithFoldRules(), literalFoldRules()})
       for (const FoldRule &r : part) {
         bool fresh = t.try_emplace(r.opType, &r).second;
         assert(fresh && "an op type folds in two places");
@@ -49,8 +49,8 @@ bool isFoldableOp(llvm::StringRef opType) { return foldRule(opType); }
 const std::vector<std::string> &foldOpTypes() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v;
-    for (llvm::ArrayRef<FoldRule> part :
-         {shapeFoldRules(), arithFoldRules(), literalFoldRules()})
+    for (llvm::ArrayRef<FoldRule> part : {shapeFoldRules(), fillFoldRules(),
+                                          arithFoldRules(), literalFoldRules()})
       for (const FoldRule &r : part)
         v.emplace_back(r.opType);
     return v;

@@ -62,6 +62,8 @@ constexpr int64_t kMaxFoldElements = int64_t(1) << 27;
 std::string escapeName(std::string_view s);
 /// "node 'name' (OpType)", or "node #index (OpType)" for an unnamed node.
 std::string nodeLabel(const pb::NodeProto &n, int64_t index);
+/// "operand I ('name')", for errors about one operand of a node.
+std::string operandLabel(const pb::NodeProto &n, int i);
 /// Name of an ONNX TensorProto data type ("FLOAT", "INT64", ...).
 std::string dataTypeName(int32_t type);
 /// Product of `dims`, or nullopt on overflow or a negative entry. The limit
