@@ -752,6 +752,30 @@ TEST_CASE("in 16-bit plans the fp32 master goes to NVMe beside the state: "
       CHECK(tg.runsOnHost(tg.tasks[t]));
   }
   CHECK(masters > 0);
+  // Only a trained weight's master may go there: its update streams it. A
+  // constant read as its working copy (the causal mask, once attention is
+  // fused) has no update to stream its master, and the trainer refuses one
+  // on NVMe (NvmeState::open).
+  auto fusedTg = buildTaskGraph(fuseAttention(p.graph), adamw(Precision::BF16));
+  REQUIRE(static_cast<bool>(fusedTg));
+  int constants = 0, trained = 0;
+  for (BlockId b = 0; b < (BlockId)fusedTg->blocks.size(); ++b) {
+    const Block &blk = fusedTg->blocks[b];
+    if (blk.kind != BlockKind::Weight || blk.viewOf >= 0 ||
+        blk.value == kNoId || fusedTg->weightCopyBlock[blk.value] < 0)
+      continue;
+    INFO(blk.name);
+    bool updated =
+        std::any_of(blk.writers.begin(), blk.writers.end(), [&](TaskId t) {
+          return fusedTg->tasks[t].kind == TaskKind::Update;
+        });
+    bool homeable = fusedTg->nvmeHomeable(b);
+    constants += !updated;
+    trained += updated && homeable;
+    CHECK((updated || !homeable));
+  }
+  CHECK(constants > 0);
+  CHECK(trained > 0);
   // Its update streams the master too: read and written beside the state.
   bool priced = false;
   for (const Instr &in : out->plan.update)

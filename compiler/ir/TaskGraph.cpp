@@ -147,9 +147,13 @@ bool TaskGraph::nvmeHomeable(BlockId b) const {
       blk.value >= (ValueId)weightCopyBlock.size() ||
       weightCopyBlock[blk.value] < 0)
     return false;
-  return std::all_of(blk.readers.begin(), blk.readers.end(), [&](TaskId t) {
-    return tasks[t].kind == TaskKind::Update;
-  });
+  // A trained weight's master: read by its update alone, which streams it
+  // with the state. A constant's (a mask read as its 16-bit copy) has no
+  // update to stream it, so it stays at home.
+  return !blk.readers.empty() &&
+         std::all_of(blk.readers.begin(), blk.readers.end(), [&](TaskId t) {
+           return tasks[t].kind == TaskKind::Update;
+         });
 }
 
 int64_t updatedParams(const TaskGraph &tg, const Task &update) {

@@ -309,8 +309,8 @@ struct TaskGraph {
   }
   /// Whether block `b` may live on NVMe once its weight is homed on the
   /// host: what only the host's update touches, which is the optimizer
-  /// state (momentum, second moment) and the fp32 master of a weight that
-  /// every other task reads as its 16-bit working copy.
+  /// state (momentum, second moment) and the fp32 master of a trained
+  /// weight that every other task reads as its 16-bit working copy.
   bool nvmeHomeable(BlockId b) const;
 
   /// Bytes of the resident blocks (weights, weight gradients and optimizer
