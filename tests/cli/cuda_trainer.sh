@@ -4,7 +4,9 @@
 # offloads and recomputes, a bf16 CNN with BatchNorm under a tight budget
 # (16-bit convolutions, staged weight gradients, working copies), and an
 # fp16 GPT (16-bit matrix products, fused attention, LayerNorm, loss
-# scaling). Without a GPU each must stop cleanly with "no CUDA device" and
+# scaling), and a GPT whose weights are homed on the host with their
+# gradients through a pinned pool (host functions that start and wait for
+# the host's updates on the copy-out stream). Without a GPU each must stop cleanly with "no CUDA device" and
 # exit 1; with one each must train. Skipped (77) when memfit was built
 # without CUDA.
 set -u
@@ -51,3 +53,14 @@ build_and_run trainer-bf16
   --budget 85% --device h100-sxm --precision fp16 -o trainer-fp16 --quiet ||
   fail "compile fp16"
 build_and_run trainer-fp16
+
+"$MEMFIT" zoo gpt2-tiny -o gpt2-tiny.onnx >/dev/null || fail "zoo gpt2-tiny"
+"$MEMFIT" compile gpt2-tiny.onnx --batch 4 --budget 700KiB \
+  --library-reserve 0 --device h100-sxm --optimizer adamw \
+  --host-budget 360KiB --refine=false -o trainer-pool --quiet ||
+  fail "compile pool"
+grep -q 'x.waitHost(CopyOut, ' trainer-pool/src/round_0.cpp ||
+  fail "pool: no copy-out waits for a host update"
+grep -q '.gradPoolOffset = ' trainer-pool/src/main.cpp ||
+  fail "pool: no gradient in the pool"
+build_and_run trainer-pool
