@@ -9,15 +9,18 @@
 // only the host's update touches (the optimizer state, and in 16-bit plans
 // the fp32 master behind the working copy the GPU reads) may live on NVMe,
 // where the host budget would not hold it; the host's update then streams
-// it from the drive and back.
+// it from the drive and back. Where that is not enough either, the homed
+// gradients stream through one pinned pool of what the budget leaves
+// (passes/schedule/GradPool.h).
 //
 // planAcrossTiers plans a graph with the weights homed where the request's
 // budgets allow and keeps the fastest plan. Guarantees: the plan with
 // every weight on the GPU is among those tried whenever it is feasible, so
-// allowing the host tier never gives a slower plan; no plan homes more
-// bytes on the host than the host budget, nor on NVMe than the NVMe
-// budget; a homing puts state on NVMe only where the host budget cannot
-// hold it; the graph of the plan returned carries its homes
+// allowing the host tier never gives a slower plan; no plan's pinned host
+// memory (Plan::hostMemoryBytes, offload slots, batch buffers) exceeds the
+// host budget, nor its NVMe bytes the NVMe budget; a homing puts state on
+// NVMe, or gradients through a pool, only where the host budget cannot
+// hold them; the graph of the plan returned carries its homes
 // (PlanOutcome::scheduledGraph).
 //
 //===----------------------------------------------------------------------===//
