@@ -322,6 +322,13 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
 
   std::optional<ChainDecisions> best;
   double bestCost = kInf;
+  struct Step {
+    int64_t hold;
+    size_t off;
+    double rerun, penalty;
+    bool offloads;
+  };
+  std::vector<Step> steps;
   for (double share : kVolumeShares) {
     if (share > 0 && (!opts.offload || volumeCap <= 0))
       break;
@@ -358,21 +365,31 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
         // A range that alone exceeds the arena leaves its excess to the
         // scheduler's evictions: what earlier segments hold cannot fix it.
         int64_t limit = need < arena ? levels - need / unit : levels;
+        // Each option's units and cost, once per range rather than per
+        // state (the divisions dominated the loop below).
+        steps.resize(options.size());
+        for (size_t oi = 0; oi < options.size(); ++oi) {
+          const Option &o = options[oi];
+          steps[oi] = {holdUnits(o), offUnits(o), o.rerun,
+                       penalty * double(o.off), o.off > 0};
+        }
         for (int64_t m = 0; m <= limit; ++m)
           for (size_t v = 0; v < width; ++v) {
             double cost = from[m * width + v];
             if (cost == kInf)
               continue;
+            const bool offloadFits =
+                share != 0 && total - double(v) * vunit <= cap[c];
             for (size_t oi = 0; oi < options.size(); ++oi) {
-              const Option &o = options[oi];
-              size_t v2 = v + offUnits(o);
-              if (o.off > 0 && (share == 0 || v2 >= width ||
-                                total - double(v) * vunit > cap[c]))
+              const Step &o = steps[oi];
+              size_t v2 = v + o.off;
+              if (o.offloads && (!offloadFits || v2 >= width))
                 continue;
-              int64_t m2 = m + holdUnits(o);
+              int64_t m2 = m + o.hold;
               if (m2 > levels)
                 continue;
-              double c2 = cost + o.rerun + penalty * double(o.off);
+              // In the order the sum always had: ties break alike.
+              double c2 = cost + o.rerun + o.penalty;
               size_t idx = m2 * width + v2;
               if (c2 < next[idx]) {
                 next[idx] = c2;
