@@ -66,6 +66,7 @@ private:
   llvm::Error checkOverlap();
   llvm::Error checkPoolStatic();
   llvm::Error poolCopyOut(BlockId b);
+  llvm::Error waitHost(const Instr &in, bool isRound);
   void access(int copy, ResidencyId r, int32_t g, Stream s);
 
   const TaskGraph &tg;
@@ -416,23 +417,10 @@ llvm::Error Verifier::walkSection(const Section &sec, int copy) {
         sc[k] = std::max(sc[k], eventClock[in.event][k]);
       info.back().clock = sc;
       break;
-    case InstrKind::WaitHost: {
-      // The update was submitted when its ready event was recorded on this
-      // stream, earlier in the round.
-      if (!sec.isRound || in.stream != Stream::CopyOut)
-        return fail("pool", "only a round's copy-out stream waits for a "
-                            "host update");
-      const Instr *up = nullptr;
-      for (const Instr &u : plan.update)
-        if (u.kind == InstrKind::Run && u.onHost && u.task == in.task)
-          up = &u;
-      if (!up || up->event < 0 || up->event >= plan.numEvents ||
-          !eventRecorded[up->event])
-        return fail("pool", "waits for a host update that has not started "
-                            "in this round");
-      hostWaited[in.task] = true;
+    case InstrKind::WaitHost:
+      if (auto err = waitHost(in, sec.isRound))
+        return err;
       break;
-    }
     }
   }
   where = sec.name;
@@ -587,6 +575,24 @@ llvm::Error Verifier::checkPoolStatic() {
                                       "the offsets' {1}",
                                       plan.pooledGradBytes, pooled)
                             .str());
+  return llvm::Error::success();
+}
+
+// A copy-out stream's wait for a host update: submitted when its ready
+// event was recorded on this stream, earlier in the round.
+llvm::Error Verifier::waitHost(const Instr &in, bool isRound) {
+  if (!isRound || in.stream != Stream::CopyOut)
+    return fail("pool", "only a round's copy-out stream waits for a host "
+                        "update");
+  const Instr *up = nullptr;
+  for (const Instr &u : plan.update)
+    if (u.kind == InstrKind::Run && u.onHost && u.task == in.task)
+      up = &u;
+  if (!up || up->event < 0 || up->event >= plan.numEvents ||
+      !eventRecorded[up->event])
+    return fail("pool", "waits for a host update that has not started in "
+                        "this round");
+  hostWaited[in.task] = true;
   return llvm::Error::success();
 }
 

@@ -304,6 +304,16 @@ Chain::CopyRoom Chain::copyRoom() const {
   return r;
 }
 
+/// An option's move through solve's states: the memory and offload units
+/// it adds, and its cost in the parts the sum always added them in (so
+/// that ties break as they always did).
+struct OptionStep {
+  int64_t hold;
+  size_t off;
+  double rerun, penalty;
+  bool offloads;
+};
+
 std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
   const auto arena =
       static_cast<int64_t>(double(arenaBytes) * opts.arenaFraction);
@@ -322,13 +332,7 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
 
   std::optional<ChainDecisions> best;
   double bestCost = kInf;
-  struct Step {
-    int64_t hold;
-    size_t off;
-    double rerun, penalty;
-    bool offloads;
-  };
-  std::vector<Step> steps;
+  std::vector<OptionStep> steps;
   for (double share : kVolumeShares) {
     if (share > 0 && (!opts.offload || volumeCap <= 0))
       break;
@@ -365,14 +369,11 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
         // A range that alone exceeds the arena leaves its excess to the
         // scheduler's evictions: what earlier segments hold cannot fix it.
         int64_t limit = need < arena ? levels - need / unit : levels;
-        // Each option's units and cost, once per range rather than per
-        // state (the divisions dominated the loop below).
-        steps.resize(options.size());
-        for (size_t oi = 0; oi < options.size(); ++oi) {
-          const Option &o = options[oi];
-          steps[oi] = {holdUnits(o), offUnits(o), o.rerun,
-                       penalty * double(o.off), o.off > 0};
-        }
+        // Per option once, not per state: the divisions dominated.
+        steps.clear();
+        for (const Option &o : options)
+          steps.push_back({holdUnits(o), offUnits(o), o.rerun,
+                           penalty * double(o.off), o.off > 0});
         for (int64_t m = 0; m <= limit; ++m)
           for (size_t v = 0; v < width; ++v) {
             double cost = from[m * width + v];
@@ -381,14 +382,13 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
             const bool offloadFits =
                 share != 0 && total - double(v) * vunit <= cap[c];
             for (size_t oi = 0; oi < options.size(); ++oi) {
-              const Step &o = steps[oi];
+              const OptionStep &o = steps[oi];
               size_t v2 = v + o.off;
               if (o.offloads && (!offloadFits || v2 >= width))
                 continue;
               int64_t m2 = m + o.hold;
               if (m2 > levels)
                 continue;
-              // In the order the sum always had: ties break alike.
               double c2 = cost + o.rerun + o.penalty;
               size_t idx = m2 * width + v2;
               if (c2 < next[idx]) {
