@@ -199,6 +199,35 @@ Expected<LowerBound> lowerBoundAtChunk(const Graph &g, TrainingConfig config,
 
 namespace {
 
+/// Of the fused head's plan `out` (session `fused`) and the head as written
+/// (`written`, session `s`), the faster feasible one, the fused on a tie
+/// (less memory), with the head note in the session it leaves in `s`;
+/// neither feasible: the fused form's reason (its lower bound is lower).
+/// Errors other than Infeasible are returned by the callers before.
+Expected<PlanOutcome> pickHeadForm(std::unique_ptr<PlanningSession> &s,
+                                   std::unique_ptr<PlanningSession> fused,
+                                   Expected<PlanOutcome> out,
+                                   Expected<PlanOutcome> written) {
+  if (!out && !written) {
+    consumeError(written.takeError());
+    return out.takeError();
+  }
+  bool takeFused =
+      out && (!written || out->plan.summary.plannedSeconds <=
+                              written->plan.summary.plannedSeconds);
+  std::string note = headNote(fused->tg, out ? &*out : nullptr,
+                              written ? &*written : nullptr, takeFused);
+  if (takeFused) {
+    consumeError(written.takeError());
+    s = std::move(fused);
+    s->headNote = note;
+    return out;
+  }
+  consumeError(out.takeError());
+  s->headNote = note;
+  return written;
+}
+
 /// --fuse-head=auto with the host tier and a budget in bytes: every homing
 /// is a whole search, so the fused head (the form with the lower peak)
 /// goes first and chooses the homing, and the head as written starts from
@@ -227,24 +256,7 @@ Expected<PlanOutcome> planFusedFirst(std::unique_ptr<PlanningSession> &s,
     consumeError(out.takeError());
     return written;
   }
-  if (!out && !written) {
-    consumeError(written.takeError());
-    return out.takeError();
-  }
-  bool takeFused =
-      out && (!written || out->plan.summary.plannedSeconds <=
-                              written->plan.summary.plannedSeconds);
-  std::string note = headNote(fused->tg, out ? &*out : nullptr,
-                              written ? &*written : nullptr, takeFused);
-  if (takeFused) {
-    consumeError(written.takeError());
-    s = std::move(fused);
-    s->headNote = note;
-    return out;
-  }
-  consumeError(out.takeError());
-  s->headNote = note;
-  return written;
+  return pickHeadForm(s, std::move(fused), std::move(out), std::move(written));
 }
 
 } // namespace
@@ -303,26 +315,7 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     consumeError(written.takeError());
     return out.takeError();
   }
-  // The faster feasible plan; on a tie the fused one (less memory).
-  bool takeFused =
-      out && (!written || out->plan.summary.plannedSeconds <=
-                              written->plan.summary.plannedSeconds);
-  if (!out && !written) {
-    // Neither fits: the fused form's reason (its lower bound is lower).
-    consumeError(written.takeError());
-    return out.takeError();
-  }
-  std::string note = headNote(fused->tg, out ? &*out : nullptr,
-                              written ? &*written : nullptr, takeFused);
-  if (takeFused) {
-    consumeError(written.takeError());
-    s = std::move(fused);
-    s->headNote = note;
-    return out;
-  }
-  consumeError(out.takeError());
-  s->headNote = note;
-  return written;
+  return pickHeadForm(s, std::move(fused), std::move(out), std::move(written));
 }
 
 namespace {
