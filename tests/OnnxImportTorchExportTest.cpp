@@ -132,6 +132,93 @@ TEST_CASE("a fixed-batch export's reshape back from [N * T, C] finds the "
   }
 }
 
+TEST_CASE("a fixed-batch window reshape whose -1 is not the batch",
+          "[onnx][import][torch2]") {
+  // Swin's attention at batch 2 by torch.export: windows [N * 4, 2, 8]
+  // split into heads as [8, -1, 2, 4]; the 8 holds the batch, the -1 is
+  // the 2 tokens. Then its pooler's flatten as torch.export decomposes
+  // as_strided: every element of the flattened value gathered in order.
+  OnnxBuilder b(18);
+  std::vector<int64_t> order(2 * 64);
+  for (size_t k = 0; k < order.size(); ++k)
+    order[k] = static_cast<int64_t>(k);
+  b.input("x", {2, 4, 2, 8})
+      .constInt64("windows", {3}, {-1, 2, 8})
+      .node("Reshape", {"x", "windows"}, {"w"})
+      .node("Relu", {"w"}, {"r"})
+      .constInt64("heads", {4}, {8, -1, 2, 4})
+      .node("Reshape", {"r", "heads"}, {"h"})
+      .constInt64("flat", {1}, {-1})
+      .node("Reshape", {"h", "flat"}, {"f"})
+      .constInt64("idx", {2, 64}, order)
+      .node("Gather", {"f", "idx"}, {"y"}, {attrInt("axis", 0)})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(2));
+  const Value &h = valueNamed(g, "h");
+  CHECK(h.dims == std::vector<int64_t>{8, 2, 2, 4});
+  CHECK(h.batchAxis == 0);
+  CHECK(h.batchInner == 4);
+  // The gather is the reshape back to one sample a row: no gather op.
+  for (const Op &op : g.ops)
+    CHECK(op.kind != OpKind::Slice);
+  const Value &y = g.values[g.output];
+  CHECK(y.dims == std::vector<int64_t>{2, 64});
+  CHECK(y.canonical());
+  CHECK(g.ops.back().kind == OpKind::Reshape);
+  // Indices out of order are still no index selection.
+  std::swap(order[0], order[1]);
+  OnnxBuilder c(18);
+  c.input("x", {2, 64})
+      .constInt64("flat", {1}, {-1})
+      .node("Reshape", {"x", "flat"}, {"f"})
+      .constInt64("idx", {2, 64}, order)
+      .node("Gather", {"f", "idx"}, {"y"}, {attrInt("axis", 0)}, "gather")
+      .output("y", 2);
+  CHECK_THAT(errorText(c.import(batchOf(2))),
+             Contains("'gather'") && Contains("index selection"));
+}
+
+TEST_CASE("a constant tiled over the batch's rows of [N * heads, T, T]",
+          "[onnx][import][torch2]") {
+  // BLOOM's ALiBi: slopes times positions, [heads, 1, T] = [2, 1, 3],
+  // tiled to [N * heads, 1, 3] and added to scores [N * heads, 3, 3]. The
+  // repeats hold the batch, so the graph is read at the planned batch;
+  // each sample's rows are then the constant itself, repeated over the
+  // query axis.
+  pb::AttributeProto slopes;
+  slopes.set_name("value");
+  slopes.set_type(pb::AttributeProto::TENSOR);
+  *slopes.mutable_t() = floatTensor({2, 1, 3}, {0, 1, 2, 10, 11, 12});
+  OnnxBuilder b(17);
+  b.input("x", {-1, 2, 3, 3})
+      .constInt64("rows", {3}, {-1, 3, 3})
+      .node("Reshape", {"x", "rows"}, {"s"})
+      .node("Constant", {}, {"alibi"}, {slopes})
+      .node("Shape", {"x"}, {"shape"})
+      .constInt64("zero", {}, {0})
+      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
+      .constInt64("ax", {1}, {0})
+      .node("Unsqueeze", {"n", "ax"}, {"n1"})
+      .constInt64("ones", {2}, {1, 1})
+      .node("Concat", {"n1", "ones"}, {"reps"}, {attrInt("axis", 0)})
+      .node("Tile", {"alibi", "reps"}, {"tiled"})
+      .node("Add", {"s", "tiled"}, {"y"})
+      .output("y", 3);
+  for (int64_t batch : {2, 5}) {
+    Graph g = importOk(b, batchOf(batch));
+    const Value &s = valueNamed(g, "s");
+    CHECK(s.batchInner == 2);
+    const Op &add = g.ops.back();
+    REQUIRE(add.kind == OpKind::Add);
+    const Value &c = g.values[add.inputs[1]];
+    CHECK(!c.batched);
+    CHECK(c.dims == std::vector<int64_t>{2, 3, 3});
+    CHECK(c.data == std::vector<float>{0, 1, 2, 0, 1, 2, 0, 1, 2, 10, 11, 12,
+                                       10, 11, 12, 10, 11, 12});
+    CHECK(g.values[add.outputs[0]].batchInner == 2);
+  }
+}
+
 TEST_CASE("GatherND at constant indices is a Gather", "[onnx][import]") {
   SECTION("of an activation along an axis before the batch's") {
     // Falcon's fused heads: qkv [N, 3, 4] moved to [3, N, 4], qkv[1].

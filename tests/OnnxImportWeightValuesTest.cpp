@@ -169,3 +169,51 @@ TEST_CASE("a value varying along two runs of axes is expanded between them",
   CHECK(g.ops[4].kind == OpKind::Add);
   CHECK(g.ops[4].inputs[1] == g.ops[3].outputs[0]);
 }
+
+namespace {
+
+/// BEiT's relative position bias: a table t [9, 2] viewed [1, 3, 3, 2],
+/// moved heads first and interpolated to `side` x `side` (F.interpolate,
+/// bilinear), then added to x [N, 2, side, side].
+OnnxBuilder interpolatedTable(int64_t side) {
+  OnnxBuilder b;
+  b.input("x", {-1, 2, side, side})
+      .init("t", {9, 2})
+      .constInt64("shape", {4}, {1, 3, 3, 2})
+      .constInt64("sizes", {4}, {1, 2, side, side})
+      .node("Reshape", {"t", "shape"}, {"t4"})
+      .node("Transpose", {"t4"}, {"tt"}, {attrInts("perm", {0, 3, 1, 2})})
+      .node("Resize", {"tt", "", "", "sizes"}, {"r"},
+            {attrStr("mode", "linear")}, "interp")
+      .node("Add", {"x", "r"}, {"y"})
+      .output("y", 4);
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("a Resize to its input's own size is the identity, on weights too",
+          "[onnx][import][weights]") {
+  // The table is already the window's size: no Resize op, the sum reads
+  // the transposed table, and the table stays one trainable parameter.
+  Graph g = importOk(interpolatedTable(3), batchOf(2));
+  CHECK(opKinds(g) == std::vector<OpKind>{OpKind::Embedding, OpKind::Reshape,
+                                          OpKind::Transpose, OpKind::Add});
+  CHECK(g.ops[3].inputs[1] == g.ops[2].outputs[0]);
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 2, 3, 3});
+  // Another size would interpolate a value without a batch: refused, with
+  // both shapes.
+  std::string err = errorText(interpolatedTable(5).import(batchOf(2)));
+  CHECK_THAT(err, Contains("'interp'"));
+  CHECK_THAT(err, Contains("from [1, 2, 3, 3] to [1, 2, 5, 5]"));
+  // On an activation the same identity leaves no op either.
+  OnnxBuilder a;
+  a.input("x", {-1, 2, 4, 4})
+      .constInt64("sizes", {4}, {2, 2, 4, 4})
+      .node("Relu", {"x"}, {"h"})
+      .node("Resize", {"h", "", "", "sizes"}, {"y"},
+            {attrStr("mode", "nearest")})
+      .output("y", 4);
+  Graph ga = importOk(a, batchOf(2));
+  CHECK(opKinds(ga) == std::vector<OpKind>{OpKind::Relu});
+}

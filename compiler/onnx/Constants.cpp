@@ -93,10 +93,12 @@ ValueId Importer::expandedConstant(ValueId w,
   return addConstant(name, dims, std::move(data));
 }
 
-std::optional<ValueId> Importer::oneSampleConstant(ValueId w) {
+std::optional<ValueId> Importer::oneSampleConstant(ValueId w,
+                                                   bool rowsPerSample) {
   const Value &src = g.values[w];
   if (src.trainable || src.data.empty() || modelBatch <= 1 ||
-      src.dims.size() < 2 || src.dims[0] != modelBatch)
+      src.dims.size() < 2 || src.dims[0] % modelBatch != 0 ||
+      (!rowsPerSample && src.dims[0] != modelBatch))
     return std::nullopt;
   const size_t per = src.data.size() / static_cast<size_t>(modelBatch);
   for (size_t k = per; k < src.data.size(); ++k)
@@ -106,7 +108,7 @@ std::optional<ValueId> Importer::oneSampleConstant(ValueId w) {
   if (auto it = weights.find(name); it != weights.end())
     return it->second;
   std::vector<int64_t> dims = src.dims;
-  dims[0] = 1;
+  dims[0] /= modelBatch;
   return addConstant(
       name, std::move(dims),
       std::vector<float>(src.data.begin(), src.data.begin() + per));

@@ -199,6 +199,11 @@ public:
     for (int64_t i = 0; i < rank; ++i) {
       int64_t r = reps->ints[i];
       if (reps->isBatch(i)) {
+        // Repeated rows ([heads, 1, T] to [N * heads, 1, T], BLOOM's
+        // ALiBi) are each sample's own: the graph is read again at the
+        // batch being planned, where they are a constant of that many.
+        if (t->dims[i] != 1)
+          im.countedBatch = true;
         if (t->dims[i] != 1 || filled >= 0)
           return im.fail(n, "repeats a constant the batch's number of times "
                             "along an axis of extent " +

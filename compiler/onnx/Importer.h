@@ -346,7 +346,7 @@ public:
   ValueId addConstant(const std::string &name, std::vector<int64_t> dims,
                       std::vector<float> data);
   /// See OnnxNode::oneSampleConstant.
-  std::optional<ValueId> oneSampleConstant(ValueId w);
+  std::optional<ValueId> oneSampleConstant(ValueId w, bool rowsPerSample);
   /// See OnnxNode::expandedConstant.
   ValueId expandedConstant(ValueId w, const std::vector<int64_t> &dims);
   /// Operand `i` as an integer activation (the token ids).

@@ -66,8 +66,9 @@ public:
     return im.constantWeight(n, i);
   }
   ValueId scalarConstant(float v) override { return im.scalarConstant(v); }
-  std::optional<ValueId> oneSampleConstant(ValueId w) override {
-    return im.oneSampleConstant(w);
+  std::optional<ValueId> oneSampleConstant(ValueId w,
+                                           bool rowsPerSample) override {
+    return im.oneSampleConstant(w, rowsPerSample);
   }
   ValueId expandedConstant(ValueId w,
                            const std::vector<int64_t> &dims) override {

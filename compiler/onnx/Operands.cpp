@@ -154,10 +154,11 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
 }
 
 static constexpr llvm::StringRef kWeightValueOps[] = {
-    "Slice",  "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Add",  "Sub",
-    "Mul",    "Div",       "Neg",     "Cast",    "Gather",    "Clip", "Max",
-    "Min",    "Exp",       "Relu",    "Sigmoid", "Tanh",      "Sqrt", "Pow",
-    "MatMul", "Gemm",      "Softmax", "Concat",  "CastLike",  "Where"};
+    "Slice",  "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Add",
+    "Sub",    "Mul",       "Div",     "Neg",     "Cast",      "Gather",
+    "Clip",   "Max",       "Min",     "Exp",     "Relu",      "Sigmoid",
+    "Tanh",   "Sqrt",      "Pow",     "MatMul",  "Gemm",      "Softmax",
+    "Concat", "CastLike",  "Where",   "Resize"};
 
 bool computesOnWeights(llvm::StringRef opType) {
   return llvm::is_contained(kWeightValueOps, opType);

@@ -56,6 +56,25 @@ std::vector<int64_t> perSampleDims(const std::vector<int64_t> &d) {
   return std::vector<int64_t>(d.begin() + (d.empty() ? 0 : 1), d.end());
 }
 
+/// Whether the batch is the outer factor of axis 0 with other rows inside
+/// it ([N * heads, T, d]): each sample's elements are then contiguous, an
+/// array of [heads, T, d].
+bool rowsPerSample(const Value &v) {
+  return v.batched && v.batchAxis == 0 && v.batchOuter == 1 && v.batchInner > 1;
+}
+
+/// The axes broadcasting works on: a batched value's per-sample ones
+/// ([heads, T, d] for [N * heads, T, d]), all of a value computed from
+/// weights (or a weight).
+std::vector<int64_t> broadcastDims(const Value &v) {
+  if (rowsPerSample(v)) {
+    std::vector<int64_t> d = v.dims;
+    d[0] = v.batchInner;
+    return d;
+  }
+  return v.batched ? perSampleDims(v.dims) : v.dims;
+}
+
 /// Two activations: the same shape, or the second broadcast into the first
 /// along one contiguous run of its per-sample axes (a squeeze-and-excitation
 /// scale [N, C, 1, 1] over [N, C, H, W]).
@@ -147,6 +166,8 @@ llvm::Error importBinary(OnnxNode &node) {
     return w.takeError();
   std::vector<int64_t> xd = dimsOfValue(node, *x), wd = dimsOfValue(node, *w);
   const bool xBatched = g.values[*x].batched;
+  // Each sample's rows of [N * heads, T, T] are its own [heads, T, T].
+  const bool rows = rowsPerSample(g.values[*x]);
   // numpy broadcasting that leaves the batch alone: the weight varies along
   // one contiguous run of the per-sample axes (a bias, a per-channel scale,
   // a position table). Without a batch every axis is the value's own.
@@ -154,25 +175,27 @@ llvm::Error importBinary(OnnxNode &node) {
   std::vector<int64_t> padded = wd;
   while (padded.size() > xd.size() && padded.front() == 1)
     padded.erase(padded.begin());
+  const std::vector<int64_t> xs = broadcastDims(g.values[*x]);
   bool ok = padded.size() <= xd.size() &&
             (!xBatched ? broadcastRun(xd, padded, bSize, inner)
+             : rows    ? broadcastRun(xs, padded, bSize, inner)
                        : (padded.size() < xd.size() || padded[0] == 1) &&
-                             broadcastRun(perSampleDims(xd),
-                                          padded.size() == xd.size()
-                                              ? perSampleDims(padded)
-                                              : padded,
-                                          bSize, inner));
+                          broadcastRun(xs,
+                                       padded.size() == xd.size()
+                                           ? perSampleDims(padded)
+                                           : padded,
+                                       bSize, inner));
   if (!ok && padded.size() == xd.size())
-    if (auto one = node.oneSampleConstant(*w)) {
+    if (auto one = node.oneSampleConstant(*w, rows)) {
       // A fixed-batch graph's mask, the same for every sample: one
       // sample's broadcasts over the batch (or into a value without one,
       // T5's position bias plus its mask).
       w = *one;
       wd = dimsOfValue(node, *w);
       padded = wd;
-      ok = xBatched ? broadcastRun(perSampleDims(xd), perSampleDims(padded),
-                                   bSize, inner)
-                    : broadcastRun(xd, padded, bSize, inner);
+      ok = !xBatched ? broadcastRun(xd, padded, bSize, inner)
+           : rows    ? broadcastRun(xs, padded, bSize, inner)
+                     : broadcastRun(xs, perSampleDims(padded), bSize, inner);
     }
   if (!ok && !xBatched)
     return node.fail("combines values of shapes " + dimsStr(xd) + " and " +
@@ -186,8 +209,21 @@ llvm::Error importBinary(OnnxNode &node) {
   // [heads, 1, T] over [N, heads, T, T]).
   if (!ok && padded.size() < xd.size())
     padded.insert(padded.begin(), xd.size() - padded.size(), 1);
-  if (!ok && !wv.trainable && !wv.data.empty() && padded.size() == xd.size() &&
-      padded[0] == 1) {
+  if (!ok && rows && !wv.trainable && !wv.data.empty() &&
+      padded.size() == xs.size()) {
+    // One sample's constant over rows per sample (BLOOM's ALiBi, [heads, 1,
+    // T] over [N * heads, T, T]): repeated over the axes between.
+    std::vector<int64_t> small = padded, big = xs, tiled;
+    small.insert(small.begin(), 1);
+    big.insert(big.begin(), 1);
+    if (tiledRun(small, big, tiled)) {
+      tiled.erase(tiled.begin());
+      w = node.expandedConstant(*w, tiled);
+      wd = tiled;
+      ok = true;
+    }
+  } else if (!ok && !wv.trainable && !wv.data.empty() &&
+             padded.size() == xd.size() && padded[0] == 1) {
     // A constant varying along separate runs of axes (Swin's window mask
     // [1, windows, 1, T, T] over [N, windows, heads, T, T]): repeated over
     // the axes between, it varies along one run.
@@ -286,12 +322,6 @@ size_t primaryOperand(const Graph &g, const Op &op) {
   return v0.batched == y.batched && v0.dims == y.dims ? 0 : 1;
 }
 
-/// The axes broadcasting works on: a batched value's per-sample ones, all
-/// of a value computed from weights (or a weight).
-std::vector<int64_t> broadcastDims(const Value &v) {
-  return v.batched ? perSampleDims(v.dims) : v.dims;
-}
-
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   if (op.inputs.size() != 2)
     return unsupportedByRuntime(op, "expects two operands");
@@ -304,7 +334,8 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
                                     "output's shape");
   const char *k = runtimeKind(runtimeBinary(op.kind, pa == 1)).name;
   int64_t per = va.elementsPerSample();
-  if (!va.canonical() && !(vb.batched && vb.dims == va.dims)) {
+  if (!va.canonical() && !rowsPerSample(va) &&
+      !(vb.batched && vb.dims == va.dims)) {
     // The batch is not outermost: only a weight varying along the axes
     // after the batch's broadcasts the same at every position.
     std::vector<int64_t> tail(va.dims.begin() + va.batchAxis + 1,

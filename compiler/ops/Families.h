@@ -43,8 +43,13 @@ void registerIntProgram(std::vector<OpDef> &defs);
 llvm::Error importBatchMatMul(OnnxNode &node);
 /// Expand of a weight over the batch, a lookup (Transformer.cpp).
 llvm::Error importExpandWeight(OnnxNode &node);
-/// Gather of an activation by a constant scalar index (Layout.cpp).
+/// Gather of an activation by a constant scalar index, or by every index
+/// of its axis in order (Layout.cpp).
 llvm::Error importIndexSelect(OnnxNode &node);
+/// Reshape of activation `x` to the target `t` (View.cpp): of a batched
+/// value, following its batch; of a value computed from weights, to any
+/// target of its size.
+llvm::Error importReshapeTo(OnnxNode &node, ValueId x, const IntConstant &t);
 
 /// Whether `small` (right-aligned, numpy style) broadcasts into `big` along
 /// one contiguous run of big's axes; sets the run's element count and the

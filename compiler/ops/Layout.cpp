@@ -69,6 +69,27 @@ llvm::Error importIndexSelect(OnnxNode &node) {
   // A one-element index keeps the axis (x[..., [i], :], Falcon's fused
   // query-key-value split); a scalar drops it.
   bool keep = idx->dims == std::vector<int64_t>{1};
+  if (axis >= 0 && axis < rank && !idx->isFloat && idx->numel() > 1 &&
+      idx->numel() == xd[axis]) {
+    // Every index of the axis in order (torch.export's as_strided of a
+    // contiguous value, a gather from its flattened elements): the axis
+    // reshaped to the indices' shape.
+    bool inOrder = true;
+    for (int64_t k = 0; k < idx->numel() && inOrder; ++k)
+      inOrder = !idx->isBatch(k) && idx->ints[k] == k;
+    if (inOrder) {
+      IntConstant t;
+      t.dims = {0};
+      for (int64_t k = 0; k < rank; ++k)
+        if (k == axis)
+          t.ints.insert(t.ints.end(), idx->dims.begin(), idx->dims.end());
+        else
+          t.ints.push_back(xd[k]);
+      t.dims[0] = t.numel();
+      t.text = dimsStr(t.ints);
+      return importReshapeTo(node, *x, t);
+    }
+  }
   if (idx->isFloat || idx->numel() != 1 || (!idx->dims.empty() && !keep) ||
       idx->isBatch(0) || axis < 0 || axis >= rank ||
       axis == batchAxisOf(node, *x))

@@ -104,8 +104,12 @@ public:
   /// model's fixed batch (dims[0] == modelBatch()) and every sample holds
   /// the same values: the causal mask a fixed-batch torch.export writes
   /// expanded over its batch, or positions written for each sample alike,
-  /// which then broadcast at any batch. nullopt otherwise.
-  virtual std::optional<ValueId> oneSampleConstant(ValueId w) = 0;
+  /// which then broadcast at any batch. With `rowsPerSample`, dims[0] may
+  /// be any multiple of the batch, each sample's rows outermost (BLOOM's
+  /// ALiBi, [N * heads, 1, T]): one sample is then [dims[0] / batch, ...].
+  /// nullopt otherwise.
+  virtual std::optional<ValueId>
+  oneSampleConstant(ValueId w, bool rowsPerSample = false) = 0;
   /// Integer indices computed from the data input (token ids).
   virtual llvm::Expected<ValueId> indices(int i) = 0;
   virtual bool isIndices(int i) const = 0;

@@ -112,6 +112,19 @@ llvm::Error importResize(OnnxNode &node) {
     for (int i : {2, 3})
       out[i] = static_cast<int64_t>(std::floor(xd[i] * scales[i - 2]));
   }
+  // Every coordinate mode above reads position i of a plane for output i
+  // when the sizes agree, by either interpolation: the identity. BEiT
+  // interpolates its relative position table to the window it has, which
+  // is the table's own size for a model at its pretrained resolution.
+  if (out == xd) {
+    node.alias(node.outputName(0), node.inputName(0));
+    return llvm::Error::success();
+  }
+  if (!node.graph().value(*x).batched)
+    return node.fail("resizes a value computed from weights from " +
+                     dimsStr(xd) + " to " + dimsStr(out) +
+                     "; memfit computes on such values only a Resize that "
+                     "keeps their size");
   // Antialiasing only changes downscaling.
   if (*antialias && (scales[0] < 1 || scales[1] < 1))
     return node.fail("antialiased downscaling is not supported");
@@ -191,7 +204,9 @@ void registerResize(std::vector<OpDef> &defs) {
            "align_corners or asymmetric; any `nearest_mode`; constant float32 "
            "scales of 1 on N and C, or constant sizes (opset 11) keeping N and "
            "C; `antialias` only without downscaling; `axes` only all four; "
-           "`keep_aspect_ratio_policy` stretch; no `exclude_outside`.",
+           "`keep_aspect_ratio_policy` stretch; no `exclude_outside`. A Resize "
+           "to its input's own size is the identity, also on a value "
+           "computed from weights.",
        .gradient = "the input"});
 }
 

@@ -92,11 +92,39 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
     out[i] = d;
     known *= d;
   }
+  // Whether the batch's run of elements of the input falls inside axis
+  // `a` of `o`.
+  auto holdsBatch = [&](const std::vector<int64_t> &o, int64_t a) {
+    int64_t sb = v.batchInner, st = 1;
+    for (size_t k = v.batchAxis + 1; k < xd.size(); ++k)
+      sb *= xd[k];
+    for (size_t k = a + 1; k < o.size(); ++k)
+      st *= o[k];
+    return sb % st == 0 && o[a] % (sb / st * batch) == 0;
+  };
+  // `o` with its inferred axis filled (when it has one); false when the
+  // known extents do not divide the input's.
+  auto inferred = [&](std::vector<int64_t> &o) {
+    if (inferAt < 0)
+      return true;
+    int64_t rest = 1;
+    for (int64_t k = 0; k < static_cast<int64_t>(o.size()); ++k)
+      rest *= k == inferAt ? 1 : o[k];
+    if (rest <= 0 || total % rest)
+      return false;
+    o[inferAt] = total / rest;
+    return true;
+  };
   // Without the batch's symbol, the one inferred axis holds it: exporters
   // that fix every other extent (torch.export's dynamo graphs) leave the
-  // batch to the -1.
-  if (at < 0 && inferAt >= 0)
-    at = inferAt;
+  // batch to the -1. Unless it cannot (a window reshape of Swin's read at
+  // a fixed batch, [N * windows, -1, heads, d]): then a literal may.
+  if (at < 0 && inferAt >= 0) {
+    std::vector<int64_t> o = out;
+    o[inferAt] = 1;
+    if (inferred(o) && holdsBatch(o, inferAt))
+      at = inferAt;
+  }
   if (at < 0 && node.modelBatch() > 0) {
     // A fixed-batch export spells the batch as a literal multiple of the
     // batch it was written with ([N * T, C] back to [N, T, C] as [2, 8, C]):
@@ -107,18 +135,16 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
     int64_t foundAt = -1, fits = 0;
     for (int64_t i = 0; i < t.numel(); ++i) {
       int64_t d = t.ints[i];
-      if (d <= 0 || d % b0 || out[i] != d)
+      if (i == inferAt || d <= 0 || d % b0 || out[i] != d)
         continue;
       std::vector<int64_t> cand = out;
       cand[i] = d / b0 * batch;
-      int64_t candTotal = 1, sb = v.batchInner, st = 1;
+      if (!inferred(cand))
+        continue;
+      int64_t candTotal = 1;
       for (int64_t c : cand)
         candTotal *= c;
-      for (size_t k = v.batchAxis + 1; k < xd.size(); ++k)
-        sb *= xd[k];
-      for (size_t k = i + 1; k < cand.size(); ++k)
-        st *= cand[k];
-      if (candTotal != total || sb % st || cand[i] % (sb / st * batch))
+      if (candTotal != total || !holdsBatch(cand, i))
         continue;
       ++fits;
       found = std::move(cand);
@@ -127,8 +153,12 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
     if (fits == 1) {
       out = std::move(found);
       at = foundAt;
+      inferAt = -1; // filled
     }
   }
+  // Nothing fits better: the inferred axis, for the error below.
+  if (at < 0 && inferAt >= 0)
+    at = inferAt;
   if (at < 0)
     return node.fail("target shape " + t.str() + " for input of shape " +
                      dimsStr(xd) +
@@ -429,6 +459,12 @@ OpDef view(OpKind kind, std::string_view name) {
 }
 
 } // namespace
+
+llvm::Error importReshapeTo(OnnxNode &node, ValueId x, const IntConstant &t) {
+  return node.graph().values[x].batched
+             ? importReshapeMoving(node, x, t, false)
+             : importReshapeUnbatched(node, x, t, false);
+}
 
 void registerView(std::vector<OpDef> &defs) {
   OpDef flatten = view(OpKind::Flatten, "Flatten");

@@ -51,7 +51,11 @@ HF_MODELS += [("hf-gpt2", "sdpa", "dynamo-fixed"),
 # it plans (onnx-import.md).
 HF_MODELS += [("hf-gpt2", "sdpa", "dynamo-nocache"),
               ("hf-llama", "sdpa", "dynamo-nocache"),
-              ("hf-mobilebert", "eager", "dynamo")]
+              ("hf-mobilebert", "eager", "dynamo"),
+              ("hf-bloom", "eager", "torchscript"),
+              ("hf-bloom", "eager", "dynamo"),
+              ("hf-beit", "eager", "torchscript"),
+              ("hf-swinv2", "eager", "dynamo-fixed")]
 
 
 class Logits(torch.nn.Module):
@@ -112,6 +116,35 @@ def hf_config_model(name, attention):
                                  attention_probs_dropout_prob=0.0,
                                  attn_implementation=attention)
         return Logits(T.MobileBertForMaskedLM(cfg)), "tokens"
+    if name == "hf-bloom":
+        # ALiBi: per-head slopes times positions, tiled to [N * heads, 1, T]
+        # and added to the scores of [N * heads, T, T].
+        cfg = T.BloomConfig(vocab_size=61, hidden_size=32, n_layer=2,
+                            n_head=4, hidden_dropout=0.0,
+                            attention_dropout=0.0,
+                            attn_implementation=attention)
+        return Logits(T.BloomForCausalLM(cfg)), "tokens"
+    if name == "hf-beit":
+        # Its relative position table is interpolated to the window
+        # (F.interpolate of a weight, to the table's own size here).
+        cfg = T.BeitConfig(image_size=16, patch_size=4, hidden_size=32,
+                           num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=64, num_labels=10,
+                           use_relative_position_bias=True,
+                           hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0,
+                           drop_path_rate=0.0, attn_implementation=attention)
+        return Logits(T.BeitForImageClassification(cfg)), "image"
+    if name == "hf-swinv2":
+        # torch.export traces its window reshapes at a fixed batch only:
+        # [N * windows, -1, heads, d] spelled with that batch; its pooler's
+        # flatten becomes a gather of every element in order.
+        cfg = T.Swinv2Config(image_size=16, patch_size=4, embed_dim=16,
+                             depths=[1, 1], num_heads=[2, 2], window_size=2,
+                             num_labels=10, hidden_dropout_prob=0.0,
+                             attention_probs_dropout_prob=0.0,
+                             drop_path_rate=0.0)
+        return Logits(T.Swinv2ForImageClassification(cfg)), "image"
     raise SystemExit(f"no Hugging Face model {name}")
 # The dynamo exporter's default graph optimization rewrites the parameters
 # for inference: initializers with equal values are merged (tying the

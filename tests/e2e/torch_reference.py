@@ -99,6 +99,8 @@ def run_graph(model, params, consts, x, train=True):
             y = F.celu(i[0], a.get("alpha", 1.0))
         elif op == "Log":
             y = torch.log(i[0])
+        elif op == "Exp":
+            y = torch.exp(i[0])
         elif op == "Clip":
             lo = float(i[1]) if len(i) > 1 and i[1] is not None else a.get("min")
             hi = float(i[2]) if len(i) > 2 and i[2] is not None else a.get("max")
