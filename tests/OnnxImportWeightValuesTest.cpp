@@ -217,3 +217,81 @@ TEST_CASE("a Resize to its input's own size is the identity, on weights too",
   Graph ga = importOk(a, batchOf(2));
   CHECK(opKinds(ga) == std::vector<OpKind>{OpKind::Relu});
 }
+
+TEST_CASE("GatherElements of a value computed from weights is a lookup of "
+          "its elements",
+          "[onnx][import][weights]") {
+  // Funnel's relative positions: out[i][j] = v[i][idx[i][j]] of v = 1 + w
+  // [2, 3]: the elements 2, 0 of row 0 and 1, 1 of row 1, at flat
+  // positions 2, 0, 4, 4 of v as one column.
+  OnnxBuilder b;
+  b.input("x", {-1, 2, 2})
+      .init("w", {2, 3})
+      .constFloat("one", 1.0f)
+      .node("Add", {"w", "one"}, {"v"})
+      .constInt64("idx", {2, 2}, {2, 0, 1, 1})
+      .node("GatherElements", {"v", "idx"}, {"p"}, {attrInt("axis", 1)})
+      .node("Add", {"x", "p"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  // value(w), 1 + w, one column, the lookup, back to [2, 2], the sum.
+  CHECK(opKinds(g) == std::vector<OpKind>{OpKind::Embedding, OpKind::Add,
+                                          OpKind::Reshape, OpKind::Embedding,
+                                          OpKind::Reshape, OpKind::Add});
+  const Op &lookup = g.ops[3];
+  CHECK(g.values[lookup.inputs[0]].dims == std::vector<int64_t>{6, 1});
+  CHECK(g.values[lookup.inputs[1]].data == std::vector<float>{2, 0, 4, 4});
+  const Value &p = valueNamed(g, "p");
+  CHECK(!p.batched);
+  CHECK(p.dims == std::vector<int64_t>{2, 2});
+  // An index past its axis is named.
+  OnnxBuilder bad;
+  bad.input("x", {-1, 2, 2})
+      .init("w", {2, 3})
+      .constFloat("one", 1.0f)
+      .node("Add", {"w", "one"}, {"v"})
+      .constInt64("idx", {2, 2}, {2, 0, 3, 1})
+      .node("GatherElements", {"v", "idx"}, {"p"}, {attrInt("axis", 1)}, "ge")
+      .node("Add", {"x", "p"}, {"y"})
+      .output("y", 3);
+  CHECK_THAT(errorText(bad.import(batchOf(2))),
+             Contains("'ge'") &&
+                 Contains("index 3 is out of range for axis 1 of extent 3"));
+}
+
+TEST_CASE("Dropout of a constant in training is a value without a batch",
+          "[onnx][import][weights]") {
+  // Funnel drops out its sinusoidal table: one mask for every sample, as
+  // torch draws one a forward. Of a parameter (DropConnect) the same, and
+  // the parameter trains.
+  pb::AttributeProto train;
+  train.set_name("value");
+  train.set_type(pb::AttributeProto::TENSOR);
+  train.mutable_t()->set_data_type(pb::TensorProto::BOOL);
+  train.mutable_t()->add_int32_data(1);
+  for (bool parameter : {false, true}) {
+    OnnxBuilder b(13);
+    b.input("x", {-1, 4});
+    if (parameter)
+      b.init("table", {4}, {0.5f, -1, 2, 0.25f});
+    else
+      b.constFloat("half", 0.5f).node("Sin", {"half"}, {"table"});
+    b.constFloat("ratio", 0.1f)
+        .node("Constant", {}, {"train"}, {train})
+        .node("Dropout", {"table", "ratio", "train"}, {"d"})
+        .node("Add", {"x", "d"}, {"y"})
+        .output("y", 2);
+    Graph g = importOk(b, batchOf(2));
+    std::vector<OpKind> want{OpKind::Dropout, OpKind::Add};
+    if (parameter)
+      want.insert(want.begin(), OpKind::Embedding); // value(table)
+    CHECK(opKinds(g) == want);
+    const Op &drop = g.ops[want.size() - 2];
+    CHECK(drop.attrs.ratio == 0.1f);
+    CHECK(!valueNamed(g, "d").batched);
+    int trainable = 0;
+    for (ValueId w : g.weights())
+      trainable += g.values[w].trainable;
+    CHECK(trainable == (parameter ? 1 : 0));
+  }
+}

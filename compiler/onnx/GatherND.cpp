@@ -1,4 +1,4 @@
-//===- GatherND.cpp - GatherND at constant indices as a Gather ------------===//
+//===- GatherND.cpp - Gathers at constant indices as a Gather -------------===//
 //
 // torch.export writes advanced indexing at fixed positions as GatherND with
 // constant indices: Falcon's fused query-key-value split (`qkv[..., i]`
@@ -9,6 +9,8 @@
 // the linear indices), so the Gather's own paths (a lookup in a weight, its
 // gradient adding the rows back; a selection along an axis of an
 // activation) translate it. The batch cannot be among the axes indexed.
+// GatherElements of a value without a batch at constant indices becomes a
+// Gather the same way, of its elements as rows of one.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
@@ -117,6 +119,102 @@ Error Importer::translateGatherND(const pb::NodeProto &n) {
   axis->set_i(0);
   nodeIndex[&gather] = nodeIndex.at(&n);
   return translate(gather);
+}
+
+bool Importer::rewritesGatherElements(const pb::NodeProto &n) const {
+  if (n.op_type() != "GatherElements" || n.input_size() != 2 ||
+      !isConstant(n.input(1)))
+    return false;
+  auto it = values.find(n.input(0));
+  return it != values.end() && !g.values[it->second].batched;
+}
+
+/// A Node of `op` reading `ins` into `out`, translated as part of `n`.
+pb::NodeProto &Importer::liftedNode(const pb::NodeProto &n,
+                                    const std::string &op,
+                                    std::initializer_list<std::string> ins,
+                                    const std::string &out,
+                                    const std::string &suffix) {
+  pb::NodeProto &r = liftedNodes.emplace_back();
+  r.set_op_type(op);
+  r.set_name(n.name() + suffix);
+  for (const std::string &in : ins)
+    r.add_input(in);
+  r.add_output(out);
+  nodeIndex[&r] = nodeIndex.at(&n);
+  return r;
+}
+
+Error Importer::translateGatherElements(const pb::NodeProto &n) {
+  auto axisAttr = attrInt(n, "axis", 0);
+  auto idx = constant(n, 1);
+  if (!axisAttr || !idx)
+    return llvm::joinErrors(axisAttr.takeError(), idx.takeError());
+  const ConstTensor &t = **idx;
+  const std::vector<int64_t> data = g.values[values.at(n.input(0))].dims;
+  const auto rank = static_cast<int64_t>(data.size());
+  const int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (t.isFloat() || !t.batch.empty() || t.batchAxis >= 0 ||
+      static_cast<int64_t>(t.dims.size()) != rank || axis < 0 || axis >= rank)
+    return fail(n, "needs integer indices of the data's rank (" +
+                       std::to_string(rank) +
+                       ") that are not the batch size, and an axis in range");
+  for (int64_t k = 0; k < rank; ++k)
+    if (k != axis && t.dims[k] > data[k])
+      return fail(n, "indices of shape " + dimsStr(t.dims) +
+                         " exceed the data's " + dimsStr(data) +
+                         " on an axis not gathered");
+  // Each index's element of the data, in row-major order.
+  std::vector<int64_t> at(rank, 0), stride(rank, 1);
+  for (int64_t k = rank - 1; k > 0; --k)
+    stride[k - 1] = stride[k] * data[k];
+  ConstTensor lin;
+  lin.type = pb::TensorProto::INT64;
+  lin.dims = t.dims;
+  for (int64_t e = 0; e < t.numel(); ++e) {
+    int64_t v = t.ints[e], size = data[axis];
+    if (v < -size || v >= size)
+      return fail(n, llvm::formatv("index {0} is out of range for axis {1} "
+                                   "of extent {2}",
+                                   v, axis, size)
+                         .str());
+    int64_t flat = 0;
+    for (int64_t k = 0; k < rank; ++k)
+      flat += (k == axis ? (v < 0 ? v + size : v) : at[k]) * stride[k];
+    lin.ints.push_back(flat);
+    for (int64_t k = rank; k-- > 0;) {
+      if (++at[k] < t.dims[k])
+        break;
+      at[k] = 0;
+    }
+  }
+  const std::string &out = n.output(0);
+  int64_t numel = 1;
+  for (int64_t d : data)
+    numel *= d;
+  ConstTensor column, shape;
+  column.type = shape.type = pb::TensorProto::INT64;
+  column.dims = {2};
+  column.ints = {numel, 1};
+  shape.dims = {rank};
+  shape.ints = t.dims;
+  bindConstant(out + "#column", std::move(column));
+  bindConstant(out + "#indices", std::move(lin));
+  bindConstant(out + "#shape", std::move(shape));
+  if (Error e =
+          translate(liftedNode(n, "Reshape", {n.input(0), out + "#column"},
+                               out + "#elements", "#elements")))
+    return e;
+  pb::NodeProto &gather = liftedNode(
+      n, "Gather", {out + "#elements", out + "#indices"}, out + "#picked", "");
+  pb::AttributeProto *a = gather.add_attribute();
+  a->set_name("axis");
+  a->set_type(pb::AttributeProto::INT);
+  a->set_i(0);
+  if (Error e = translate(gather))
+    return e;
+  return translate(liftedNode(n, "Reshape", {out + "#picked", out + "#shape"},
+                              out, "#shape"));
 }
 
 } // namespace memfit::onnximport

@@ -409,6 +409,16 @@ private:
   /// rewritten as a Gather (after a Reshape merging the indexed axes).
   bool rewritesGatherND(const pb::NodeProto &n) const;
   llvm::Error translateGatherND(const pb::NodeProto &n);
+  /// GatherElements of a value computed from weights (or constants) at
+  /// constant indices (Funnel's position table), as a lookup of its
+  /// flattened elements: Reshape to one column, Gather, Reshape.
+  bool rewritesGatherElements(const pb::NodeProto &n) const;
+  llvm::Error translateGatherElements(const pb::NodeProto &n);
+  /// A node of type `op` from `ins` to `out`, named after `n` with
+  /// `suffix`, that translate() may read as part of `n`.
+  pb::NodeProto &liftedNode(const pb::NodeProto &n, const std::string &op,
+                            std::initializer_list<std::string> ins,
+                            const std::string &out, const std::string &suffix);
   bool readsDeclaredWeightAsValue(const pb::NodeProto &n) const;
   /// The forms of weights a node may take (a Linear's W^T, a computation
   /// on parameters, a constant table through a layer, a value expanded over

@@ -26,6 +26,8 @@ Error Importer::translate(const pb::NodeProto &n) {
   }
   if (rewritesGatherND(n))
     return translateGatherND(n);
+  if (rewritesGatherElements(n))
+    return translateGatherElements(n);
   if (op == "RandomUniformLike")
     return fail(n, "draws random numbers other than as drop path (x / keep "
                    "* floor(keep + rand), stochastic depth) or an in-place "
@@ -154,8 +156,8 @@ Expected<bool> Importer::translateWeightForms(const pb::NodeProto &n) {
   // An activation function of a parameter (Swin V2's
   // clamp(logit_scale).exp()) computes on its value.
   static const llvm::StringSet<> kUnaryOnWeights = {
-      "Clip", "Max",  "Min", "Exp", "Relu",   "Sigmoid",
-      "Tanh", "Sqrt", "Pow", "Neg", "Softmax"};
+      "Clip", "Max",  "Min", "Exp", "Relu",    "Sigmoid",
+      "Tanh", "Sqrt", "Pow", "Neg", "Softmax", "Dropout"};
   // So does a Concat of parameters (MobileBERT's output table, the
   // embedding transposed beside a dense weight).
   for (int i = 0; i < (op == "Concat" ? n.input_size() : 1); ++i) {

@@ -50,11 +50,19 @@ llvm::Error importDropout(OnnxNode &node) {
     node.alias(node.outputName(0), node.inputName(0));
     return llvm::Error::success();
   }
-  auto x = node.activation(0);
+  // A constant dropped out (Funnel's sinusoidal table): a value without a
+  // batch, masked once for every sample as torch masks it once a forward.
+  auto x = node.isActivation(node.inputName(0)) ? node.activation(0)
+                                                : node.constantWeight(0);
   if (!x)
     return x.takeError();
   OpAttrs a;
   a.ratio = ratio;
+  if (!node.graph().values[*x].batched) {
+    OutSpec o{node.outputName(0), dimsOfValue(node, *x)};
+    o.unbatched = true;
+    return node.emit(OpKind::Dropout, {*x}, {o}, a).takeError();
+  }
   return node
       .emit(OpKind::Dropout, {*x},
             {{node.outputName(0), dimsOfValue(node, *x)}}, a)
