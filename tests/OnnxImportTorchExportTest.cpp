@@ -420,6 +420,57 @@ TEST_CASE("Flatten of a constant folds", "[onnx][import][fold]") {
   CHECK(f.data == std::vector<float>{1, 2, 3, 4, 5, 6});
 }
 
+TEST_CASE("Pad of a constant folds", "[onnx][import][fold]") {
+  // Funnel's mask: F.pad(ones(2, 2), (1, 0, 1, 0)), a zero row and column
+  // before; then with a constant of 7 after the last axis alone (opset
+  // 18's axes).
+  OnnxBuilder b(18);
+  b.input("x", {-1, 3, 3})
+      .constInt64("shape", {2}, {2, 2})
+      .node("ConstantOfShape", {"shape"}, {"ones"}, {[] {
+              pb::AttributeProto a;
+              a.set_name("value");
+              a.set_type(pb::AttributeProto::TENSOR);
+              *a.mutable_t() = floatTensor({1}, {1});
+              return a;
+            }()})
+      .constInt64("pads", {4}, {1, 1, 0, 0})
+      .node("Pad", {"ones", "pads"}, {"mask"})
+      .node("Mul", {"x", "mask"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 1);
+  const Value &mask = g.values[g.ops[0].inputs[1]];
+  CHECK(mask.dims == std::vector<int64_t>{3, 3});
+  CHECK(mask.data == std::vector<float>{0, 0, 0, 0, 1, 1, 0, 1, 1});
+  OnnxBuilder c(18);
+  c.input("x", {-1, 2, 3})
+      .constInt64("shape", {2}, {2, 2})
+      .node("ConstantOfShape", {"shape"}, {"zeros"})
+      .constInt64("pads", {2}, {0, 1})
+      .constFloat("seven", 7.0f)
+      .constInt64("axes", {1}, {-1})
+      .node("Pad", {"zeros", "pads", "seven", "axes"}, {"padded"})
+      .node("Add", {"x", "padded"}, {"y"})
+      .output("y", 3);
+  Graph gc = importOk(c, batchOf(2));
+  REQUIRE(gc.ops.size() == 1);
+  CHECK(gc.values[gc.ops[0].inputs[1]].data ==
+        std::vector<float>{0, 0, 7, 0, 0, 7});
+  // Another mode is named, not folded wrongly.
+  OnnxBuilder r(18);
+  r.input("x", {-1, 3, 3})
+      .constInt64("shape", {2}, {2, 2})
+      .node("ConstantOfShape", {"shape"}, {"ones"})
+      .constInt64("pads", {4}, {1, 1, 0, 0})
+      .node("Pad", {"ones", "pads"}, {"mask"}, {attrStr("mode", "reflect")},
+            "pad")
+      .node("Mul", {"x", "mask"}, {"y"})
+      .output("y", 3);
+  CHECK_THAT(errorText(r.import(batchOf(2))),
+             Contains("'pad'") && Contains("mode 'constant'"));
+}
+
 TEST_CASE("MatMul by a matrix computed from weights is one GEMM",
           "[onnx][import][torch2]") {
   // MobileBERT's output: x [N, T, 3] @ cat([E^T, W], 1), E [5, 3] the tied

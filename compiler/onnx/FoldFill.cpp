@@ -1,7 +1,7 @@
 //===- FoldFill.cpp - Folding constants that fill a shape at import ------===//
 //
-// Range, ConstantOfShape, Expand and Tile of constants: exporters build
-// position ids, masks and broadcast tables with them. They are evaluated
+// Range, ConstantOfShape, Expand, Tile and Pad of constants: exporters
+// build position ids, masks and broadcast tables with them. They are evaluated
 // here into constants like the rest of the shape arithmetic
 // (FoldShapes.cpp), keeping the batch symbolic where an operand carries it.
 //
@@ -236,6 +236,87 @@ public:
     }
     return out;
   }
+
+  /// Pad of a constant with a constant (Funnel's mask of ones padded with
+  /// a zero row and column, F.pad of new_ones).
+  Expected<ConstTensor> pad() {
+    auto t = input(0), pads = input(1);
+    auto mode = im.attrString(n, "mode", "constant");
+    if (!t || !pads || !mode)
+      return llvm::joinErrors(
+          llvm::joinErrors(t ? Error::success() : t.takeError(),
+                           pads ? Error::success() : pads.takeError()),
+          mode ? Error::success() : mode.takeError());
+    if (*mode != "constant")
+      return im.fail(n, "folds only mode 'constant' of a constant");
+    const auto rank = static_cast<int64_t>(t->dims.size());
+    if (t->batchAxis >= 0 || !t->batch.empty() || !pads->batch.empty() ||
+        pads->isFloat())
+      return im.fail(n, "folds only integer pads of a constant that does "
+                        "not hold the batch");
+    std::vector<int64_t> axes;
+    if (im.hasInput(n, 3)) {
+      auto a = input(3);
+      if (!a)
+        return a.takeError();
+      for (int64_t v : a->ints)
+        axes.push_back(v < 0 ? v + rank : v);
+    } else {
+      for (int64_t k = 0; k < rank; ++k)
+        axes.push_back(k);
+    }
+    const auto count = static_cast<int64_t>(axes.size());
+    if (pads->numel() != 2 * count)
+      return im.fail(n, "needs two pads for each axis padded");
+    std::vector<int64_t> before(rank, 0), dims = t->dims;
+    for (int64_t k = 0; k < count; ++k) {
+      int64_t a = axes[k], lo = pads->ints[k], hi = pads->ints[k + count];
+      if (a < 0 || a >= rank || lo < 0 || hi < 0)
+        return im.fail(n, "folds only non-negative pads of axes in range");
+      before[a] = lo;
+      dims[a] += lo + hi;
+    }
+    if (Error e = checkSize(dims))
+      return std::move(e);
+    ConstTensor fill;
+    if (im.hasInput(n, 2)) {
+      auto c = input(2);
+      if (!c)
+        return c.takeError();
+      if (c->numel() != 1 || !c->batch.empty())
+        return im.fail(n, "needs a scalar constant_value");
+      fill = *c;
+    }
+    ConstTensor out;
+    out.type = t->type;
+    out.dims = dims;
+    std::vector<int64_t> at(rank, 0);
+    for (int64_t e = 0, numel = prod(dims, 0, rank); e < numel; ++e) {
+      int64_t src = 0;
+      bool inside = true;
+      for (int64_t k = 0; k < rank; ++k) {
+        int64_t i = at[k] - before[k];
+        inside = inside && i >= 0 && i < t->dims[k];
+        src = src * t->dims[k] + i;
+      }
+      if (inside)
+        appendElem(out, *t, src);
+      else if (out.isFloat())
+        out.floats.push_back(fill.numel() == 0 ? 0.0f
+                             : fill.isFloat()  ? fill.floats[0]
+                                               : float(fill.ints[0]));
+      else
+        out.ints.push_back(fill.numel() == 0 ? 0
+                           : fill.isFloat()  ? int64_t(fill.floats[0])
+                                             : fill.ints[0]);
+      for (int64_t k = rank; k-- > 0;) {
+        if (++at[k] < dims[k])
+          break;
+        at[k] = 0;
+      }
+    }
+    return out;
+  }
 };
 
 template <Expected<ConstTensor> (FillFolder::*Fold)()>
@@ -251,6 +332,7 @@ llvm::ArrayRef<FoldRule> fillFoldRules() {
       {"ConstantOfShape", true, viaFillFolder<&FillFolder::constantOfShape>},
       {"Expand", false, viaFillFolder<&FillFolder::expand>},
       {"Tile", false, viaFillFolder<&FillFolder::tile>},
+      {"Pad", false, viaFillFolder<&FillFolder::pad>},
   };
   return rules;
 }
