@@ -639,14 +639,22 @@ struct Program {
 /// every sub-batch size, and its kernels see one leading sample.
 class OneSample {
 public:
-  explicit OneSample(Exec &x) : x(x), n(x.n) { x.n = 1; }
-  ~OneSample() { x.n = n; }
+  explicit OneSample(Exec &x) : x(x), n(x.n), first(x.firstSample) {
+    x.n = 1;
+    // A value without a batch is sample 0 in every sub-batch: its dropout
+    // mask is the same whichever sub-batch computes or recomputes it.
+    x.firstSample = 0;
+  }
+  ~OneSample() {
+    x.n = n;
+    x.firstSample = first;
+  }
   OneSample(const OneSample &) = delete;
   OneSample &operator=(const OneSample &) = delete;
 
 private:
   Exec &x;
-  int64_t n;
+  int64_t n, first;
 };
 
 /// The trainer's main: flags, data, weights, the iteration loop, progress,

@@ -10,6 +10,8 @@
 # by torch, compiled under budgets from the whole batch to one sample per
 # sub-batch and with the weights homed on the host, trained with AdamW on
 # the CPU emulation and compared with the torch module itself (float64).
+# Then dropout of a parameter and of a constant table: the same mask for
+# every sub-batch of an iteration, so two sub-batches train as one.
 set -u
 MEMFIT=$1
 WORK=$2
@@ -154,4 +156,53 @@ run tight --budget 42KiB
 grep -q "OneSample one(x);" tight/src/round_0.cpp ||
   fail "the computations on weights do not run on one sample"
 run homed --budget 30KiB --host-budget 64KiB
+
+# Dropout of a parameter (DropConnect) and of a constant table (Funnel's
+# sinusoids): values without a batch, masked once an iteration, so the
+# batch in two sub-batches trains as it does whole (no torch to compare
+# with: its random numbers are its own).
+cat >drop.py <<'PYEOF'
+import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+class M(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.table = nn.Parameter(torch.randn(8, 16))
+        s.fc = nn.Linear(16, 10)
+    def forward(s, x):
+        sin = torch.sin(torch.arange(16.0)).repeat(8, 1)
+        h = x + F.dropout(s.table, 0.2, True) + F.dropout(sin, 0.1, True)
+        return s.fc(h.mean(1))
+torch.manual_seed(0)
+torch.onnx.export(M().train(), (torch.randn(4, 8, 16),), "drop.onnx",
+                  training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False, opset_version=17,
+                  input_names=["x"], output_names=["y"],
+                  dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+rng = np.random.default_rng(0)
+np.save("dx.npy", rng.standard_normal((8, 8, 16)).astype(np.float32))
+np.save("dy.npy", rng.integers(0, 10, 8).astype(np.int64))
+PYEOF
+"$PY" drop.py >drop.log 2>&1 || { cat drop.log; fail "export drop.onnx"; }
+for d in drop-whole drop-halves; do
+  extra=()
+  [ $d = drop-halves ] && extra=(--sub-batch 2)
+  "$MEMFIT" compile drop.onnx --batch 4 --budget 1GiB --library-reserve 0 \
+    -o $d --quiet "${extra[@]}" || fail "compile $d"
+  cmake -S $d -B $d/build -DMEMFIT_BACKEND=cpu >$d/cmake.log 2>&1 &&
+    cmake --build $d/build -j 2 >$d/build.log 2>&1 || fail "build $d"
+  $d/build/trainer --data dx.npy --labels dy.npy --iterations 3 --lr 0.05 \
+    --save $d/trained.onnx >$d/train.log 2>&1 || { cat $d/train.log; fail "train $d"; }
+done
+"$PY" - <<'PYEOF' || fail "dropout of values without a batch differs by sub-batch"
+import json, numpy as np, onnx
+from onnx import numpy_helper
+def load(f):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(f).graph.initializer}
+assert json.load(open("drop-halves/plan.json"))["sub_batch"] == 2
+w, h, init = load("drop-whole/trained.onnx"), load("drop-halves/trained.onnx"), load("drop.onnx")
+diff = max(float(np.max(np.abs(w[k] - h[k]))) for k in w)
+moved = float(np.max(np.abs(w["table"] - init["table"])))
+print(f"dropout on values: whole and in halves differ by {diff:.1e}, table moved {moved:.1e}")
+assert diff <= 1e-6 and moved > 1e-3
+PYEOF
 echo "weight_values: computations on weights train as torch does"
