@@ -219,6 +219,57 @@ TEST_CASE("a constant tiled over the batch's rows of [N * heads, T, T]",
   }
 }
 
+TEST_CASE("a constant filled over the batch reshaped with the heads is "
+          "read at the planned batch",
+          "[onnx][import][torch2]") {
+  // transformers 4's BLOOM: the attention mask of ones [N, T] times the
+  // slopes [1, 2, 1] is [N, 2, 3], reshaped to [N * 2, 1, 3] and added to
+  // scores [N * 2, 3, 3]. Filled over the batch the folder cannot merge it
+  // with the heads; read at the planned batch each sample's rows are the
+  // slopes over the positions' ones.
+  pb::AttributeProto slopes;
+  slopes.set_name("value");
+  slopes.set_type(pb::AttributeProto::TENSOR);
+  *slopes.mutable_t() = floatTensor({1, 2, 1}, {0.5f, 0.25f});
+  OnnxBuilder b(17);
+  b.input("x", {-1, 2, 3, 3})
+      .constInt64("rows", {3}, {-1, 3, 3})
+      .node("Reshape", {"x", "rows"}, {"s"})
+      .node("Shape", {"x"}, {"shape"})
+      .constInt64("zero", {1}, {0})
+      .constInt64("one", {1}, {1})
+      .node("Slice", {"shape", "zero", "one"}, {"n"})
+      .constInt64("t", {1}, {3})
+      .node("Concat", {"n", "t"}, {"maskShape"}, {attrInt("axis", 0)})
+      .node("ConstantOfShape", {"maskShape"}, {"mask"}, {[] {
+              pb::AttributeProto a;
+              a.set_name("value");
+              a.set_type(pb::AttributeProto::TENSOR);
+              *a.mutable_t() = floatTensor({1}, {1});
+              return a;
+            }()})
+      .constInt64("ax1", {1}, {1})
+      .node("Unsqueeze", {"mask", "ax1"}, {"m3"})
+      .node("Constant", {}, {"slopes"}, {slopes})
+      .node("Mul", {"m3", "slopes"}, {"alibi"})
+      .constInt64("merged", {3}, {-1, 1, 3})
+      .node("Reshape", {"alibi", "merged"}, {"ab"})
+      .node("Add", {"s", "ab"}, {"y"})
+      .output("y", 3);
+  ImportNotes notes;
+  ImportOptions opts = batchOf(3);
+  opts.notes = &notes;
+  Graph g = importOk(b, opts);
+  CHECK(notes.tracedBatch == 3);
+  const Op &add = g.ops.back();
+  REQUIRE(add.kind == OpKind::Add);
+  const Value &c = g.values[add.inputs[1]];
+  CHECK(c.dims == std::vector<int64_t>{2, 3, 3});
+  std::vector<float> want(9, 0.5f);
+  want.resize(18, 0.25f);
+  CHECK(c.data == want);
+}
+
 TEST_CASE("GatherND at constant indices is a Gather", "[onnx][import]") {
   SECTION("of an activation along an axis before the batch's") {
     // Falcon's fused heads: qkv [N, 3, 4] moved to [3, N, 4], qkv[1].

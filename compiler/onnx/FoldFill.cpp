@@ -273,6 +273,8 @@ public:
       int64_t a = axes[k], lo = pads->ints[k], hi = pads->ints[k + count];
       if (a < 0 || a >= rank || lo < 0 || hi < 0)
         return im.fail(n, "folds only non-negative pads of axes in range");
+      if (lo > kMaxFoldElements || hi > kMaxFoldElements)
+        return im.fail(n, "folds into too many elements");
       before[a] = lo;
       dims[a] += lo + hi;
     }

@@ -393,6 +393,11 @@ public:
       dims[inferAt] = ok ? t.numel() / known : 1;
     }
     auto total = checkedProduct(dims);
+    // Merged with other axes ([N, heads, T] to [N * heads, 1, T], BLOOM's
+    // ALiBi in transformers 4): each sample's rows, known once the graph
+    // is read at the planned batch.
+    if (!ok || !total || *total != t.numel())
+      im.countedBatch = true;
     if (!ok || !total || *total != t.numel())
       return im.fail(n, "reshapes a constant filled over the batch of shape " +
                             dimsStr(t.dims) + " (the batch stored as 1) to " +

@@ -235,16 +235,19 @@ static Expected<Graph> importModel(pb::ModelProto &model,
     traced.opset = *opset;
     traced.traceBatch = true;
     g = traced.run();
-    if (!g) {
-      llvm::consumeError(std::move(first));
+    if (!g)
+      // Both: the symbolic reading's error names what needs the batch as a
+      // number, the traced one what stops the graph even then.
       return llvm::joinErrors(
-          makeErrorF("'{0}': the graph counts up to its symbolic batch (an "
-                     "arange over it, as transformers' per-sample masks do); "
-                     "read at batch {1}, as its fixed-batch export would be "
-                     "written, it fails:",
-                     file, opts.batch),
-          g.takeError());
-    }
+          std::move(first),
+          llvm::joinErrors(
+              makeErrorF("'{0}': the graph computes with its symbolic batch "
+                         "as a number (an arange over it, as transformers' "
+                         "per-sample masks do, or a constant laid out per "
+                         "sample); read at batch {1}, as its fixed-batch "
+                         "export would be written, it fails too:",
+                         file, opts.batch),
+              g.takeError()));
     llvm::consumeError(std::move(first));
     if (opts.notes)
       opts.notes->tracedBatch = opts.batch;

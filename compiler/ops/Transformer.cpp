@@ -420,6 +420,14 @@ llvm::Error importWhere(OnnxNode &node) {
   } else if (perSample) {
     mper.erase(mper.begin());
   } else if (mper.size() == xd.size()) {
+    // A fixed-batch graph's mask written for each sample alike: one
+    // sample's (BLOOM's causal mask in transformers 4, read at the planned
+    // batch).
+    if (mper[0] != 1)
+      if (auto one = node.oneSampleConstant(*mask)) {
+        mask = *one;
+        md = mper = dimsOfValue(node, *mask);
+      }
     if (mper[0] != 1)
       return node.fail("the condition varies along the batch; memfit supports "
                        "a mask shared by all samples");

@@ -99,7 +99,8 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
     for (size_t k = v.batchAxis + 1; k < xd.size(); ++k)
       sb *= xd[k];
     for (size_t k = a + 1; k < o.size(); ++k)
-      st *= o[k];
+      if (o[k] <= 0 || __builtin_mul_overflow(st, o[k], &st))
+        return false;
     return sb % st == 0 && o[a] % (sb / st * batch) == 0;
   };
   // `o` with its inferred axis filled (when it has one); false when the
@@ -109,8 +110,10 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
       return true;
     int64_t rest = 1;
     for (int64_t k = 0; k < static_cast<int64_t>(o.size()); ++k)
-      rest *= k == inferAt ? 1 : o[k];
-    if (rest <= 0 || total % rest)
+      if (k != inferAt &&
+          (o[k] <= 0 || __builtin_mul_overflow(rest, o[k], &rest)))
+        return false;
+    if (total % rest)
       return false;
     o[inferAt] = total / rest;
     return true;
@@ -138,13 +141,13 @@ llvm::Error importReshapeMoving(OnnxNode &node, ValueId x, const IntConstant &t,
       if (i == inferAt || d <= 0 || d % b0 || out[i] != d)
         continue;
       std::vector<int64_t> cand = out;
-      cand[i] = d / b0 * batch;
-      if (!inferred(cand))
+      if (__builtin_mul_overflow(d / b0, batch, &cand[i]) || !inferred(cand))
         continue;
       int64_t candTotal = 1;
+      bool fitsInt = true;
       for (int64_t c : cand)
-        candTotal *= c;
-      if (candTotal != total || !holdsBatch(cand, i))
+        fitsInt = fitsInt && !__builtin_mul_overflow(candTotal, c, &candTotal);
+      if (!fitsInt || candTotal != total || !holdsBatch(cand, i))
         continue;
       ++fits;
       found = std::move(cand);

@@ -33,9 +33,20 @@ def build(name):
         m = tf.RobertaForMaskedLM(tf.RobertaConfig(
             **common, pad_token_id=0, hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0))
+    elif name == "bloom":  # ALiBi: slopes times positions per head
+        m = tf.BloomForCausalLM(tf.BloomConfig(
+            vocab_size=V, hidden_size=32, n_layer=2, n_head=2,
+            hidden_dropout=0.0, attention_dropout=0.0, use_cache=False))
     else:
         raise ValueError(name)
     return m.train()
+
+
+def reference_dtype(name):
+    """The precision the reference runs in: float64, but float32 for BLOOM,
+    whose transformers 4 causal mask is torch.full of float64's minimum in
+    the default (float32) dtype, which overflows."""
+    return torch.float32 if name == "bloom" else torch.float64
 
 
 class Logits(torch.nn.Module):

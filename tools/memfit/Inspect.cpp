@@ -248,9 +248,11 @@ std::vector<std::string> importWarnings(const ImportNotes &notes) {
                       .str());
   }
   if (notes.tracedBatch > 0)
-    out.push_back(formatv("the graph counts up to its symbolic batch (an "
-                          "arange over it: transformers' per-sample masks), "
-                          "so memfit read it at batch {0}, as its "
+    out.push_back(formatv("the graph computes with its symbolic batch as "
+                          "a number (an arange over it, as transformers' "
+                          "per-sample masks, or a constant laid out per "
+                          "sample, as BLOOM's ALiBi), so memfit read it at "
+                          "batch {0}, as its "
                           "fixed-batch export would be written; the plan "
                           "computes the same model",
                           notes.tracedBatch)
