@@ -10,7 +10,6 @@
 #include <cmath>
 #include <iterator>
 #include <set>
-#include <thread>
 
 namespace memfit::pipeline {
 namespace {
@@ -207,17 +206,7 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
     }
     solved[k] = solveChain(tg, round, costs, arenaBytes(tg, budget), opts);
   };
-  if (tries.size() > 1 && std::thread::hardware_concurrency() > 1) {
-    std::vector<std::thread> helpers;
-    for (size_t k = 1; k < tries.size(); ++k)
-      helpers.emplace_back(solveTry, k);
-    solveTry(0);
-    for (std::thread &h : helpers)
-      h.join();
-  } else {
-    for (size_t k = 0; k < tries.size(); ++k)
-      solveTry(k);
-  }
+  forEachSideBySide(tries.size(), solveTry);
   std::vector<Variant> out;
   for (size_t k = 0; k < tries.size(); ++k) {
     const Try &t = tries[k];

@@ -26,7 +26,6 @@
 
 #include <algorithm>
 #include <random>
-#include <thread>
 
 namespace memfit::pipeline {
 namespace {
@@ -291,16 +290,7 @@ private:
       else
         faults[w] = llvm::toString(t.takeError());
     };
-    std::vector<std::thread> helpers;
-    if (ds.size() > 1 && std::thread::hardware_concurrency() > 1)
-      for (size_t w = 1; w < ds.size(); ++w)
-        helpers.emplace_back(work, w);
-    else
-      for (size_t w = 1; w < ds.size(); ++w)
-        work(w);
-    work(0);
-    for (std::thread &h : helpers)
-      h.join();
+    forEachSideBySide(ds.size(), work);
     for (const std::string &f : faults)
       if (!f.empty())
         return makeInternalError(f);

@@ -14,6 +14,20 @@ constexpr size_t kWave = 2;
 
 } // namespace
 
+void forEachSideBySide(size_t n, const std::function<void(size_t)> &work) {
+  if (n < 2 || std::thread::hardware_concurrency() < 2) {
+    for (size_t k = 0; k < n; ++k)
+      work(k);
+    return;
+  }
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < n; ++k)
+    helpers.emplace_back(work, k);
+  work(0);
+  for (std::thread &h : helpers)
+    h.join();
+}
+
 void CandidateSearch::runAll(std::vector<Variant> &all) {
   for (size_t i = 0; i < all.size(); i += kWave) {
     std::vector<Variant> wave;
@@ -61,18 +75,11 @@ void CandidateSearch::runWave(std::vector<Variant> &wave) {
            .offloadAfterForward = std::move(wave[k].offload),
            .lookPastIdle = wave[k].lookPastIdle && policy.looksPastIdle}));
   };
-  if (jobs.size() > 1 && std::thread::hardware_concurrency() > 1 &&
-      !policy.rules.unbounded) {
-    std::vector<std::thread> helpers;
-    for (size_t k = 1; k < jobs.size(); ++k)
-      helpers.emplace_back(work, k);
-    work(0);
-    for (std::thread &h : helpers)
-      h.join();
-  } else {
+  if (policy.rules.unbounded)
     for (size_t k = 0; k < jobs.size(); ++k)
       work(k);
-  }
+  else
+    forEachSideBySide(jobs.size(), work);
   for (size_t k = 0; k < jobs.size(); ++k)
     merge(wave[k], *jobs[k].result);
 }

@@ -17,6 +17,7 @@
 #include "passes/solve/TimeBound.h"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -98,6 +99,13 @@ llvm::Expected<std::vector<Variant>>
 firstPhaseVariants(const TaskGraph &tg, const CostTableFn &tableAt,
                    const std::vector<TaskId> &order, const PlanRequest &req,
                    int64_t budget, int64_t &eq3SubBatch);
+
+/// Calls work(0), ..., work(n - 1), side by side on threads of their own
+/// where the machine has more than one core, in order where it has one.
+/// Each call must write only its own results: the search then reads them
+/// in index order, so what it decides does not depend on which finished
+/// first.
+void forEachSideBySide(size_t n, const std::function<void(size_t)> &work);
 
 /// memfit's second phase: Chen et al.'s segment drop sets at the best
 /// sub-batch so far and the whole batch, under memfit's rules and Chen's.
