@@ -21,6 +21,18 @@ namespace memfit::onnximport {
 
 using llvm::Error;
 
+namespace {
+
+/// A Gather along axis 0: rows of the data, as the lookups read them.
+void setAxisZero(pb::NodeProto &gather) {
+  pb::AttributeProto *axis = gather.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(pb::AttributeProto::INT);
+  axis->set_i(0);
+}
+
+} // namespace
+
 bool Importer::rewritesGatherND(const pb::NodeProto &n) const {
   if (n.op_type() != "GatherND" || n.input_size() != 2 ||
       !isConstant(n.input(1)))
@@ -95,29 +107,15 @@ Error Importer::translateGatherND(const pb::NodeProto &n) {
     shape.ints.push_back(merged);
     shape.ints.insert(shape.ints.end(), data->begin() + k, data->end());
     bindConstant(out + "#shape", std::move(shape));
-    pb::NodeProto &r = liftedNodes.emplace_back();
-    r.set_op_type("Reshape");
-    r.set_name(n.name() + "#merged");
-    r.add_input(src);
-    r.add_input(out + "#shape");
-    r.add_output(out + "#merged");
-    nodeIndex[&r] = nodeIndex.at(&n);
-    if (Error e = translate(r))
+    if (Error e = translate(liftedNode(n, "Reshape", {src, out + "#shape"},
+                                       out + "#merged", "#merged")))
       return e;
     src = out + "#merged";
   }
   bindConstant(out + "#indices", std::move(lin));
-  pb::NodeProto &gather = liftedNodes.emplace_back();
-  gather.set_op_type("Gather");
-  gather.set_name(n.name());
-  gather.add_input(src);
-  gather.add_input(out + "#indices");
-  gather.add_output(out);
-  pb::AttributeProto *axis = gather.add_attribute();
-  axis->set_name("axis");
-  axis->set_type(pb::AttributeProto::INT);
-  axis->set_i(0);
-  nodeIndex[&gather] = nodeIndex.at(&n);
+  pb::NodeProto &gather =
+      liftedNode(n, "Gather", {src, out + "#indices"}, out, "");
+  setAxisZero(gather);
   return translate(gather);
 }
 
@@ -129,7 +127,6 @@ bool Importer::rewritesGatherElements(const pb::NodeProto &n) const {
   return it != values.end() && !g.values[it->second].batched;
 }
 
-/// A Node of `op` reading `ins` into `out`, translated as part of `n`.
 pb::NodeProto &Importer::liftedNode(const pb::NodeProto &n,
                                     const std::string &op,
                                     std::initializer_list<std::string> ins,
@@ -207,10 +204,7 @@ Error Importer::translateGatherElements(const pb::NodeProto &n) {
     return e;
   pb::NodeProto &gather = liftedNode(
       n, "Gather", {out + "#elements", out + "#indices"}, out + "#picked", "");
-  pb::AttributeProto *a = gather.add_attribute();
-  a->set_name("axis");
-  a->set_type(pb::AttributeProto::INT);
-  a->set_i(0);
+  setAxisZero(gather);
   if (Error e = translate(gather))
     return e;
   return translate(liftedNode(n, "Reshape", {out + "#picked", out + "#shape"},
