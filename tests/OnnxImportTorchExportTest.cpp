@@ -185,10 +185,7 @@ TEST_CASE("a constant tiled over the batch's rows of [N * heads, T, T]",
   // repeats hold the batch, so the graph is read at the planned batch;
   // each sample's rows are then the constant itself, repeated over the
   // query axis.
-  pb::AttributeProto slopes;
-  slopes.set_name("value");
-  slopes.set_type(pb::AttributeProto::TENSOR);
-  *slopes.mutable_t() = floatTensor({2, 1, 3}, {0, 1, 2, 10, 11, 12});
+  pb::AttributeProto slopes = floatValue({2, 1, 3}, {0, 1, 2, 10, 11, 12});
   OnnxBuilder b(17);
   b.input("x", {-1, 2, 3, 3})
       .constInt64("rows", {3}, {-1, 3, 3})
@@ -227,10 +224,7 @@ TEST_CASE("a constant filled over the batch reshaped with the heads is "
   // scores [N * 2, 3, 3]. Filled over the batch the folder cannot merge it
   // with the heads; read at the planned batch each sample's rows are the
   // slopes over the positions' ones.
-  pb::AttributeProto slopes;
-  slopes.set_name("value");
-  slopes.set_type(pb::AttributeProto::TENSOR);
-  *slopes.mutable_t() = floatTensor({1, 2, 1}, {0.5f, 0.25f});
+  pb::AttributeProto slopes = floatValue({1, 2, 1}, {0.5f, 0.25f});
   OnnxBuilder b(17);
   b.input("x", {-1, 2, 3, 3})
       .constInt64("rows", {3}, {-1, 3, 3})
@@ -241,13 +235,7 @@ TEST_CASE("a constant filled over the batch reshaped with the heads is "
       .node("Slice", {"shape", "zero", "one"}, {"n"})
       .constInt64("t", {1}, {3})
       .node("Concat", {"n", "t"}, {"maskShape"}, {attrInt("axis", 0)})
-      .node("ConstantOfShape", {"maskShape"}, {"mask"}, {[] {
-              pb::AttributeProto a;
-              a.set_name("value");
-              a.set_type(pb::AttributeProto::TENSOR);
-              *a.mutable_t() = floatTensor({1}, {1});
-              return a;
-            }()})
+      .node("ConstantOfShape", {"maskShape"}, {"mask"}, {floatValue({1}, {1})})
       .constInt64("ax1", {1}, {1})
       .node("Unsqueeze", {"mask", "ax1"}, {"m3"})
       .node("Constant", {}, {"slopes"}, {slopes})
@@ -478,13 +466,7 @@ TEST_CASE("Pad of a constant folds", "[onnx][import][fold]") {
   OnnxBuilder b(18);
   b.input("x", {-1, 3, 3})
       .constInt64("shape", {2}, {2, 2})
-      .node("ConstantOfShape", {"shape"}, {"ones"}, {[] {
-              pb::AttributeProto a;
-              a.set_name("value");
-              a.set_type(pb::AttributeProto::TENSOR);
-              *a.mutable_t() = floatTensor({1}, {1});
-              return a;
-            }()})
+      .node("ConstantOfShape", {"shape"}, {"ones"}, {floatValue({1}, {1})})
       .constInt64("pads", {4}, {1, 1, 0, 0})
       .node("Pad", {"ones", "pads"}, {"mask"})
       .node("Mul", {"x", "mask"}, {"y"})
