@@ -17,10 +17,11 @@ usage: tools/bench/homed_plans.py [--memfit build/tools/memfit]
 import argparse
 import json
 import os
-import resource
 import subprocess
 import tempfile
 import time
+
+from offload_papers import params_of, user_seconds
 
 DEVICES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                        "docs", "benchmarks", "devices")
@@ -40,18 +41,6 @@ ROWS = [
     ("(c)", "llama-70b", 4096, 1, "h100-sxm-1tib-1nvme", "80GiB", "256GiB",
      ["--nvme-budget", "3000GiB", "--precision", "bf16"]),
 ]
-
-
-def user_seconds():
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-
-
-def params_of(memfit, onnx):
-    out = subprocess.run([memfit, "inspect", onnx, "--batch", "1", "--json"],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        return None
-    return json.loads(out.stdout).get("parameters")
 
 
 def device_file(memfit, name, tmp):
