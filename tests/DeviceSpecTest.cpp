@@ -167,6 +167,15 @@ TEST_CASE("device JSON errors name the file and the field", "[device]") {
                    "\"memory_gbps\": -1");
   CHECK(errorOf(parseDeviceJson(negative, "gpu.json")) ==
         "gpu.json: field 'memory_gbps' must be positive, got -1");
+  // Past 2^62 bytes a memory size does not fit the integer that holds it.
+  std::string huge = kMinimal;
+  huge.replace(huge.find("\"memory_gib\": 24"), 16, "\"memory_gib\": 1e10");
+  CHECK_THAT(errorOf(parseDeviceJson(huge, "gpu.json")),
+             Catch::StartsWith("gpu.json: field 'memory_gib' is too large"));
+  CHECK_THAT(
+      errorOf(parseDeviceJson(withField(R"("library_reserve_mib": 1e20)"),
+                              "gpu.json")),
+      Catch::StartsWith("gpu.json: field 'library_reserve_mib' is too large"));
   std::string fractionalSms = kMinimal;
   fractionalSms.replace(fractionalSms.find("84"), 2, "84.5");
   CHECK(errorOf(parseDeviceJson(fractionalSms, "gpu.json")) ==

@@ -461,6 +461,8 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
       return err;
     if (!(v > 0))
       return fieldErr("memory_gib", "must be positive, got " + numberText(v));
+    if (!(v * kGiB < 0x1p62))
+      return fieldErr("memory_gib", "is too large, got " + numberText(v));
     spec.memoryBytes = static_cast<int64_t>(std::llround(v * kGiB));
   } else if (requireAll) {
     return fieldErr("memory_gib", "is missing");
@@ -474,6 +476,9 @@ llvm::Error readFields(DeviceSpec &spec, const json &obj, llvm::StringRef file,
     if (!(v >= 0))
       return fieldErr("library_reserve_mib",
                       "must be non-negative, got " + numberText(v));
+    if (!(v * kMiB < 0x1p62))
+      return fieldErr("library_reserve_mib",
+                      "is too large, got " + numberText(v));
     spec.libraryReserveBytes = static_cast<int64_t>(std::llround(v * kMiB));
   }
 
