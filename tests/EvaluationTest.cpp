@@ -3,6 +3,8 @@
 
 #include "codegen/Emit.h"
 #include "compiler/ir/OffloadSlots.h"
+#include "passes/analysis/Verify.h"
+#include "passes/schedule/Schedule.h"
 #include "passes/search/Evaluation.h"
 
 #include <algorithm>
@@ -133,4 +135,23 @@ TEST_CASE("evaluation keeps the training plan's homes and copies homed "
   }
   CHECK(homed > 0);
   CHECK(out->plan.arenaBytes <= train->plan.arenaBytes);
+}
+
+TEST_CASE("an evaluation round drops nothing to recompute it for the loss",
+          "[evaluation]") {
+  // The loss is the evaluation round's last use of its logits: dropping
+  // them after the forward pass would re-run the network (the blocks
+  // before are released as their last reader finishes) to read them once.
+  test::Planned p("tiny-residual", 8);
+  EvalGraph e(p, {});
+  ScheduleOptions so{
+      .policy = Policy::Memfit, .budget = int64_t(1) << 30, .batch = 8};
+  so.dropAfterForward.assign(e.tg.blocks.size(), true);
+  auto fn = e.fn();
+  auto plan = schedule(e.tg, fn(8), builtOrder(e.tg), so);
+  REQUIRE(static_cast<bool>(plan));
+  CHECK(!verifyPlan(e.tg, *plan));
+  CHECK(plan->summary.recomputes == 0);
+  CHECK(std::none_of(plan->round.begin(), plan->round.end(),
+                     [](const Instr &in) { return in.recompute; }));
 }

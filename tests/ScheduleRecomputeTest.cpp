@@ -113,6 +113,54 @@ TEST_CASE("a feature map two dropped concatenations read is recomputed once",
   }
 }
 
+TEST_CASE("a recompute chain through frozen branches runs each task once",
+          "[schedule][recompute]") {
+  // Eight frozen modules x -> (convA, convB) -> add, then a trained conv.
+  // The trained conv's backward pass reads its dropped input, whose chain
+  // back through the frozen modules (blocks no backward pass reads) re-runs
+  // both branches of each: the input they share stays for the second
+  // branch. Releasing it after the first re-ran module 0 2^8 times.
+  constexpr int kModules = 8;
+  GraphLiteral L(2);
+  ValueId x = L.input("x", {4, 4, 4});
+  for (int i = 0; i < kModules; ++i) {
+    std::string n = std::to_string(i);
+    ValueId a =
+        L.op(OpKind::Conv, "convA" + n, {x, L.weight("fa" + n, {4, 4, 3, 3})},
+             {4, 4, 4}, conv3x3());
+    ValueId b =
+        L.op(OpKind::Conv, "convB" + n, {x, L.weight("fb" + n, {4, 4, 3, 3})},
+             {4, 4, 4}, conv3x3());
+    x = L.op(OpKind::Add, "add" + n, {a, b}, {4, 4, 4});
+  }
+  ValueId top = L.op(OpKind::Conv, "top", {x, L.weight("kt", {4, 4, 3, 3})},
+                     {4, 4, 4}, conv3x3());
+  L.head4(top);
+  TrainingConfig cfg;
+  cfg.freeze.trainOnly = "^(kt|W)$";
+  auto tg = buildTaskGraph(L.g, cfg);
+  REQUIRE(static_cast<bool>(tg));
+
+  ScheduleOptions so{.policy = Policy::Memfit,
+                     .budget = int64_t(1) << 30,
+                     .batch = 2,
+                     .inPlace = false};
+  so.dropAfterForward.assign(tg->blocks.size(), false);
+  so.dropAfterForward[blockNamed(*tg, "add7_out")] = true;
+  CostTable c = perSampleTable(*tg, 2, kCopyRate);
+  auto plan = schedule(*tg, c, builtOrder(*tg), so);
+  REQUIRE(static_cast<bool>(plan));
+  CHECK(!verifyPlan(*tg, *plan));
+  REQUIRE(recomputeRuns(*tg, *plan, "FP(add7)") == 1);
+  for (int i = 0; i < kModules; ++i) {
+    std::string n = std::to_string(i);
+    INFO("module " << n);
+    CHECK(recomputeRuns(*tg, *plan, "FP(add" + n + ")") == 1);
+    CHECK(recomputeRuns(*tg, *plan, "FP(convA" + n + ")") == 1);
+    CHECK(recomputeRuns(*tg, *plan, "FP(convB" + n + ")") == 1);
+  }
+}
+
 TEST_CASE("a host copy a recompute reads is prefetched ahead of it",
           "[schedule][recompute]") {
   // x -> conv0 -> relu0 -> conv1 -> relu1 -> gap -> fc; conv0's output is

@@ -16,6 +16,8 @@ RoundCursor::RoundCursor(const TaskGraph &tg, const CostTable &costs,
     if (tg.tasks[t].kind != TaskKind::Forward && firstBackward == n)
       firstBackward = s;
   }
+  if (tg.evaluation)
+    firstBackward = n;
 }
 
 Residencies::Residencies(const TaskGraph &tg, const std::vector<TaskId> &order,

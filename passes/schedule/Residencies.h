@@ -31,8 +31,11 @@ namespace memfit::sched {
 /// Where the simulation stands in the order, and the fastest-time estimate
 /// of when a later step can start.
 struct RoundCursor {
-  int32_t step = 0;           // the task being scheduled (index into order)
-  int32_t firstBackward = 0;  // the first step that is not a forward task
+  int32_t step = 0; // the task being scheduled (index into order)
+  /// The first step that is not a forward task; the round's end in an
+  /// evaluation round, whose loss is its last use of anything (no block is
+  /// dropped there to be recomputed for the loss alone).
+  int32_t firstBackward = 0;
   std::vector<double> prefix; // fastest compute time before each step
 
   RoundCursor(const TaskGraph &tg, const CostTable &costs,
@@ -55,6 +58,9 @@ struct BlockState {
   size_t nextUse = 0;    // index into the block's uses
   bool everOffloaded = false;
   bool dropped = false; // on neither side: recomputed when needed
+  /// Recomputes in progress that will re-run this dropped block's producer
+  /// next (siblings of the operand being recomputed now).
+  int32_t chainWanted = 0;
 };
 
 class Residencies {

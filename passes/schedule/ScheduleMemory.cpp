@@ -244,16 +244,37 @@ llvm::Error Scheduler::prepareRecomputeOperands(TaskId t,
                                                 std::vector<int32_t> &deps,
                                                 int depth) {
   const Task &producer = tg.tasks[t];
+  // The dropped operands are all re-run, one after the other: an input
+  // the later ones need (through blocks dropped with no use ahead, such as
+  // a frozen prefix's) stays for them (feedsChain). Without this a chain
+  // through GoogLeNet's nine four-branch modules re-ran its stem 4^9 times.
+  auto isDropped = [&](BlockId sb) {
+    return !blocks.isResident(sb) && blocks[sb].res < 0 && blocks[sb].dropped;
+  };
+  std::vector<BlockId> wanted;
+  for (BlockId x : producer.reads)
+    if (BlockId sb = blocks.storageOf(x); isDropped(sb)) {
+      ++blocks[sb].chainWanted;
+      wanted.push_back(sb);
+    }
+  chainWants += static_cast<int32_t>(wanted.size());
+  auto unwant = [&]() {
+    for (BlockId sb : wanted)
+      --blocks[sb].chainWanted;
+    chainWants -= static_cast<int32_t>(wanted.size());
+  };
   for (BlockId x : producer.reads) {
     BlockId sb = blocks.storageOf(x);
     if (blocks.isResident(sb))
       continue;
-    llvm::Error err = blocks[sb].res < 0 && blocks[sb].dropped
-                          ? recompute(sb, deps, depth + 1)
-                          : prepare(sb, true, deps);
-    if (err)
+    llvm::Error err = isDropped(sb) ? recompute(sb, deps, depth + 1)
+                                    : prepare(sb, true, deps);
+    if (err) {
+      unwant();
       return err;
+    }
   }
+  unwant();
   // Saved statistics are read again; the output gets a fresh residency.
   for (BlockId x : producer.writes) {
     BlockId sb = blocks.storageOf(x);
@@ -338,9 +359,8 @@ llvm::Error Scheduler::recompute(BlockId b, std::vector<int32_t> &deps,
   // eviction prices them out.
   for (BlockId x : task.reads) {
     BlockId sb = blocks.storageOf(x);
-    if (!blocks.isResident(sb) && blocks[sb].res >= 0 &&
-        !blocks.isPinned(sb) && blocks.nextUseStep(sb) < 0 &&
-        !feedsPendingRecompute(sb))
+    if (!blocks.isResident(sb) && blocks[sb].res >= 0 && !blocks.isPinned(sb) &&
+        blocks.nextUseStep(sb) < 0 && !feedsPendingRecompute(sb))
       release(sb);
   }
   ++plan.summary.recomputes;
@@ -357,8 +377,37 @@ bool Scheduler::feedsPendingRecompute(BlockId b, TaskId except) const {
     for (BlockId y : tg.tasks[r].writes) {
       BlockId sy = blocks.storageOf(y);
       if (sy != b && !blocks.isResident(sy) && blocks[sy].res < 0 &&
-          blocks[sy].dropped && blocks.nextUseStep(sy) >= 0)
+          blocks[sy].dropped && (blocks.nextUseStep(sy) >= 0 || feedsChain(sy)))
         return true;
+    }
+  }
+  return false;
+}
+
+bool Scheduler::feedsChain(BlockId y) const {
+  if (chainWants == 0)
+    return false;
+  // Forward through dropped blocks, to one a recompute in progress re-runs.
+  ++chainStamp;
+  chainSeen.resize(tg.blocks.size(), 0);
+  chainStack.assign(1, y);
+  chainSeen[y] = chainStamp;
+  while (!chainStack.empty()) {
+    BlockId x = chainStack.back();
+    chainStack.pop_back();
+    if (blocks[x].chainWanted > 0)
+      return true;
+    for (TaskId r : tg.blocks[x].readers) {
+      if (tg.tasks[r].kind != TaskKind::Forward)
+        continue;
+      for (BlockId z : tg.tasks[r].writes) {
+        BlockId sz = blocks.storageOf(z);
+        if (chainSeen[sz] == chainStamp || blocks.isResident(sz) ||
+            blocks[sz].res >= 0 || !blocks[sz].dropped)
+          continue;
+        chainSeen[sz] = chainStamp;
+        chainStack.push_back(sz);
+      }
     }
   }
   return false;

@@ -147,9 +147,13 @@ private:
   llvm::Error prepare(BlockId b, bool needsContent, std::vector<int32_t> &deps);
   int32_t copyIn(BlockId b, ResidencyId r, const StreamUses &uses);
   /// Whether a recompute still to come may read b: a forward reader of b
-  /// writes a block that is dropped and has a use ahead. `except`: a
+  /// writes a block that is dropped and has a use ahead or is an operand
+  /// of a recompute in progress. `except`: a
   /// reader not counted (the re-run asking).
   bool feedsPendingRecompute(BlockId b, TaskId except = -1) const;
+  /// Whether dropped block y is, or leads through dropped blocks to, an
+  /// operand that a recompute in progress has still to re-run.
+  bool feedsChain(BlockId y) const;
   /// Runs b's forward task again (recomputing its dropped inputs first) and
   /// leaves b resident; adds the run to deps.
   llvm::Error recompute(BlockId b, std::vector<int32_t> &deps, int depth);
@@ -225,6 +229,12 @@ private:
   std::vector<BlockId> prefetchNeed, prefetchStack;
   std::vector<uint64_t> walkSeen;
   uint64_t walkStamp = 0;
+  /// The operands that recomputes in progress still have to re-run
+  /// (BlockState::chainWanted summed), and feedsChain's scratch.
+  int32_t chainWants = 0;
+  mutable std::vector<BlockId> chainStack;
+  mutable std::vector<uint64_t> chainSeen;
+  mutable uint64_t chainStamp = 0;
 };
 
 } // namespace memfit::sched
