@@ -151,3 +151,65 @@ TEST_CASE("a mask filled over the batch reshaped to [N, 1, 1, T] keeps it "
   CHECK_THAT(err, Contains("(Reshape)") &&
                       Contains("keep the batch alone on axis 0"));
 }
+
+TEST_CASE("Split of a constant folds into its parts", "[onnx][fold]") {
+  // table [2, 4] = 0..7 split along axis 1 as [1, 3] (GPT-J's sin and cos
+  // from one table): y = (x + table[:, 1:]) * table[:, :1], x [N, 2, 3].
+  OnnxBuilder b;
+  b.input("x", {-1, 2, 3})
+      .node("Constant", {}, {"table"},
+            {floatValue({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})})
+      .constInt64("sizes", {2}, {1, 3})
+      .node("Split", {"table", "sizes"}, {"head", "rest"}, {attrInt("axis", 1)})
+      .node("Add", {"x", "rest"}, {"h"})
+      .node("Mul", {"h", "head"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(opKinds(g) == std::vector<OpKind>{OpKind::Add, OpKind::Mul});
+  const Value &rest = g.values[g.ops[0].inputs[1]];
+  CHECK(rest.dims == std::vector<int64_t>{2, 3});
+  CHECK(rest.data == std::vector<float>{1, 2, 3, 5, 6, 7});
+  const Value &head = g.values[g.ops[1].inputs[1]];
+  CHECK(head.dims == std::vector<int64_t>{2, 1});
+  CHECK(head.data == std::vector<float>{0, 4});
+
+  // Filled over the batch ([N, 4] of ones), split along the other axis in
+  // equal parts: each part keeps the batch's axis, stored as 1.
+  auto filled = [](int64_t axis) {
+    OnnxBuilder f;
+    f.input("x", {-1, 2})
+        .node("Shape", {"x"}, {"s"})
+        .constInt64("i0", {1}, {0})
+        .node("Gather", {"s", "i0"}, {"n"})
+        .constInt64("four", {1}, {4})
+        .node("Concat", {"n", "four"}, {"shape"}, {attrInt("axis", 0)})
+        .node("ConstantOfShape", {"shape"}, {"ones"}, {floatValue({1}, {1.0f})})
+        .node("Split", {"ones"}, {"p", "q"}, {attrInt("axis", axis)},
+              "split_ones")
+        .node("Add", {"x", "q"}, {"y"})
+        .output("y", 2);
+    return f;
+  };
+  Graph gf = importOk(filled(1), batchOf(4));
+  REQUIRE(opKinds(gf) == std::vector<OpKind>{OpKind::Add});
+  CHECK(gf.values[gf.ops[0].inputs[1]].dims == std::vector<int64_t>{1, 2});
+  CHECK(gf.values[gf.ops[0].inputs[1]].data == std::vector<float>{1, 1});
+  // Along the batch it would split samples that are not stored.
+  CHECK_THAT(errorText(filled(0).import(batchOf(4))),
+             Contains("'split_ones'") && Contains("splits the batch's axis"));
+}
+
+TEST_CASE("Split of a parameter is a value without a batch", "[onnx][fold]") {
+  OnnxBuilder b;
+  b.input("x", {-1, 2, 2})
+      .init("w", {2, 4})
+      .node("Split", {"w"}, {"w0", "w1"}, {attrInt("axis", 1)})
+      .node("Add", {"x", "w1"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  CHECK(opKinds(g) ==
+        std::vector<OpKind>{OpKind::Embedding, OpKind::Slice, OpKind::Add});
+  CHECK(!valueNamed(g, "w1").batched);
+  CHECK(valueNamed(g, "w1").dims == std::vector<int64_t>{2, 2});
+  CHECK(valueNamed(g, "w").trainable);
+}

@@ -44,7 +44,10 @@ bool isFoldOnlyOp(llvm::StringRef opType) {
   return r && r->onlyFolds;
 }
 
-bool isFoldableOp(llvm::StringRef opType) { return foldRule(opType); }
+/// Split folds outside the table: it has an output per part.
+bool isFoldableOp(llvm::StringRef opType) {
+  return foldRule(opType) || opType == "Split";
+}
 
 const std::vector<std::string> &foldOpTypes() {
   static const std::vector<std::string> ops = [] {
@@ -53,6 +56,7 @@ const std::vector<std::string> &foldOpTypes() {
                                           arithFoldRules(), literalFoldRules()})
       for (const FoldRule &r : part)
         v.emplace_back(r.opType);
+    v.emplace_back("Split");
     return v;
   }();
   return ops;
@@ -197,7 +201,50 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
   return llvm::Error::success();
 }
 
+/// Split of a constant: each used output the slice of its part. A
+/// constant filled over the batch keeps it where another axis is split.
+static llvm::Error foldSplit(Importer &im, const pb::NodeProto &n) {
+  auto x = im.constant(n, 0);
+  if (!x)
+    return x.takeError();
+  const ConstTensor &t = **x;
+  // Before the sizes: the batch's axis is stored with extent 1.
+  auto rank = static_cast<int64_t>(t.dims.size());
+  auto at = im.attrInt(n, "axis", 0);
+  if (!at)
+    return at.takeError();
+  if (t.batchAxis >= 0 && (*at == t.batchAxis || *at + rank == t.batchAxis))
+    return im.fail(n, "splits the batch's axis of a constant filled over the "
+                      "batch");
+  auto args = splitArgsOf(im, n, t.dims);
+  if (!args)
+    return args.takeError();
+  const int64_t axis = args->axis;
+  const int64_t outer = prod(t.dims, 0, axis), extent = t.dims[axis],
+                inner = prod(t.dims, axis + 1, t.dims.size());
+  int64_t start = 0;
+  for (int i = 0; i < n.output_size(); ++i) {
+    const int64_t size = args->sizes[i];
+    if (!n.output(i).empty()) {
+      ConstTensor part;
+      part.type = t.type;
+      part.dims = t.dims;
+      part.dims[axis] = size;
+      part.batchAxis = t.batchAxis;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < size * inner; ++k)
+          appendElem(part, t, (o * extent + start) * inner + k);
+      finish(part);
+      im.bindConstant(n.output(i), std::move(part));
+    }
+    start += size;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error foldNode(Importer &im, const pb::NodeProto &n) {
+  if (n.op_type() == "Split")
+    return foldSplit(im, n);
   const FoldRule *rule = foldRule(n.op_type());
   if (!rule)
     return im.fail(n, "cannot be folded");

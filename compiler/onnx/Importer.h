@@ -470,8 +470,9 @@ bool isFoldOnlyOp(llvm::StringRef opType);
 /// Op types that fold when their operands are constants (the fold-only
 /// ones among them).
 bool isFoldableOp(llvm::StringRef opType);
-/// Folds `n` into constants bound to its outputs. All inputs must be
-/// constants, except Shape's, whose dims are known for any input.
+/// Folds `n` into constants bound to its outputs (Split's several). All
+/// inputs must be constants, except Shape's, whose dims are known for any
+/// input.
 llvm::Error foldNode(Importer &im, const pb::NodeProto &n);
 /// The op types foldNode handles.
 const std::vector<std::string> &foldOpTypes();
@@ -486,6 +487,9 @@ llvm::Error translateThroughRegistry(Importer &im, const pb::NodeProto &n,
 /// Slice's operands through the definition the operator reads them with,
 /// for the constant folder.
 llvm::Expected<SliceArgs> sliceArgsOf(Importer &im, const pb::NodeProto &n);
+/// Split's axis and sizes for an input of `dims`, the same way.
+llvm::Expected<SplitArgs> splitArgsOf(Importer &im, const pb::NodeProto &n,
+                                      const std::vector<int64_t> &dims);
 
 } // namespace memfit::onnximport
 

@@ -168,6 +168,12 @@ llvm::Expected<SliceArgs> sliceArgsOf(Importer &im, const pb::NodeProto &n) {
   return sliceArgs(node);
 }
 
+llvm::Expected<SplitArgs> splitArgsOf(Importer &im, const pb::NodeProto &n,
+                                      const std::vector<int64_t> &dims) {
+  ImporterNode node(im, n);
+  return splitArgs(node, dims);
+}
+
 /// Activations are float32 throughout; casting one to float32 is the
 /// identity, casting it to anything else is unsupported.
 llvm::Error Importer::translateCast(const pb::NodeProto &n) {

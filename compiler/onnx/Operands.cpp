@@ -158,7 +158,7 @@ static constexpr llvm::StringRef kWeightValueOps[] = {
     "Sub",    "Mul",       "Div",     "Neg",     "Cast",      "Gather",
     "Clip",   "Max",       "Min",     "Exp",     "Relu",      "Sigmoid",
     "Tanh",   "Sqrt",      "Pow",     "MatMul",  "Gemm",      "Softmax",
-    "Concat", "CastLike",  "Where",   "Resize",  "Dropout"};
+    "Concat", "CastLike",  "Where",   "Resize",  "Dropout",   "Split"};
 
 bool computesOnWeights(llvm::StringRef opType) {
   return llvm::is_contained(kWeightValueOps, opType);

@@ -214,65 +214,22 @@ llvm::Error importSlice(OnnxNode &node) {
 
 llvm::Error importSplit(OnnxNode &node) {
   auto x = node.activation(0);
-  auto axisAttr = node.attrInt("axis", 0);
-  if (llvm::Error e = firstError(x, axisAttr))
-    return e;
+  if (!x)
+    return x.takeError();
   std::vector<int64_t> xd = dimsOfValue(node, *x);
-  auto rank = static_cast<int64_t>(xd.size());
-  int64_t axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
-  if (axis < 0 || axis >= rank || axis == batchAxisOf(node, *x))
-    return node.fail(llvm::formatv("splits axis {0}, the batch's or none; "
-                                   "memfit splits the other axes",
-                                   *axisAttr));
+  auto args = splitArgs(node, xd);
+  if (!args)
+    return args.takeError();
+  const int64_t axis = args->axis;
+  const std::vector<int64_t> &sizes = args->sizes;
+  if (axis == batchAxisOf(node, *x))
+    return node.fail(llvm::formatv("splits axis {0}, the batch's; memfit "
+                                   "splits the other axes",
+                                   axis));
   if (llvm::Error e = checkRank(node, xd, node.graph().values[*x].batched))
     return e;
-  std::vector<int64_t> sizes;
-  if (node.opset() >= 13 && node.hasInput(1)) {
-    auto v = node.intVector(1);
-    if (!v)
-      return v.takeError();
-    sizes = *v;
-  } else if (node.opset() < 13) {
-    auto v = node.attrInts("split");
-    if (!v)
-      return v.takeError();
-    sizes = v->value_or(std::vector<int64_t>());
-  }
+  auto rank = static_cast<int64_t>(xd.size());
   int outs = node.numOutputs();
-  // Opset 18: num_outputs parts of ceil(size / num_outputs), the last one
-  // smaller.
-  auto numOutputs = node.attrInt("num_outputs", 0);
-  if (!numOutputs)
-    return numOutputs.takeError();
-  if (*numOutputs != 0) {
-    if (!sizes.empty() || *numOutputs != outs || outs <= 0)
-      return node.fail(llvm::formatv("num_outputs {0} with {1} outputs{2}",
-                                     *numOutputs, outs,
-                                     sizes.empty() ? "" : " and split sizes"));
-    int64_t part = (xd[axis] + outs - 1) / outs;
-    for (int i = 0; i < outs; ++i)
-      sizes.push_back(
-          std::max<int64_t>(0, std::min<int64_t>(part, xd[axis] - part * i)));
-  }
-  if (sizes.empty()) {
-    if (outs == 0 || xd[axis] % outs)
-      return node.fail(llvm::formatv("cannot split axis {0} of size {1} into "
-                                     "{2} equal parts",
-                                     axis, xd[axis], outs));
-    sizes.assign(outs, xd[axis] / outs);
-  }
-  int64_t total = 0;
-  for (int64_t v : sizes) {
-    if (v < 0)
-      return node.fail("split sizes " + dimsStr(sizes) +
-                       " hold a negative size");
-    total += v;
-  }
-  if (static_cast<int>(sizes.size()) != outs || total != xd[axis])
-    return node.fail("split sizes " + dimsStr(sizes) + " do not cover axis " +
-                     std::to_string(axis) + " of size " +
-                     std::to_string(xd[axis]) + " in " + std::to_string(outs) +
-                     " outputs");
   int64_t at = 0;
   for (int i = 0; i < outs; ++i) {
     std::vector<int64_t> starts(rank, 0), extents = xd;
@@ -665,6 +622,67 @@ llvm::Expected<SliceArgs> sliceArgs(OnnxNode &node) {
   if (a.ends.size() != a.starts.size() || a.axes.size() != a.starts.size() ||
       a.steps.size() != a.starts.size())
     return node.fail("starts, ends, axes and steps differ in length");
+  return a;
+}
+
+llvm::Expected<SplitArgs> splitArgs(OnnxNode &node,
+                                    const std::vector<int64_t> &dims) {
+  auto axisAttr = node.attrInt("axis", 0);
+  if (!axisAttr)
+    return axisAttr.takeError();
+  auto rank = static_cast<int64_t>(dims.size());
+  SplitArgs a;
+  a.axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (a.axis < 0 || a.axis >= rank)
+    return node.fail(llvm::formatv("splits axis {0} of a tensor of rank {1}",
+                                   *axisAttr, rank));
+  const int64_t extent = dims[a.axis];
+  std::vector<int64_t> &sizes = a.sizes;
+  if (node.opset() >= 13 && node.hasInput(1)) {
+    auto v = node.intVector(1);
+    if (!v)
+      return v.takeError();
+    sizes = *v;
+  } else if (node.opset() < 13) {
+    auto v = node.attrInts("split");
+    if (!v)
+      return v.takeError();
+    sizes = v->value_or(std::vector<int64_t>());
+  }
+  int outs = node.numOutputs();
+  auto numOutputs = node.attrInt("num_outputs", 0);
+  if (!numOutputs)
+    return numOutputs.takeError();
+  if (*numOutputs != 0) {
+    if (!sizes.empty() || *numOutputs != outs || outs <= 0)
+      return node.fail(llvm::formatv("num_outputs {0} with {1} outputs{2}",
+                                     *numOutputs, outs,
+                                     sizes.empty() ? "" : " and split sizes"));
+    int64_t part = (extent + outs - 1) / outs;
+    for (int i = 0; i < outs; ++i)
+      sizes.push_back(
+          std::max<int64_t>(0, std::min<int64_t>(part, extent - part * i)));
+  }
+  if (sizes.empty()) {
+    if (outs == 0 || extent % outs)
+      return node.fail(llvm::formatv("cannot split axis {0} of size {1} into "
+                                     "{2} equal parts",
+                                     a.axis, extent, outs));
+    sizes.assign(outs, extent / outs);
+  }
+  int64_t total = 0;
+  for (int64_t v : sizes) {
+    if (v < 0)
+      return node.fail("split sizes " + dimsStr(sizes) +
+                       " hold a negative size");
+    if (__builtin_add_overflow(total, v, &total))
+      return node.fail("split sizes " + dimsStr(sizes) + " overflow");
+  }
+  if (static_cast<int>(sizes.size()) != outs || total != extent)
+    return node.fail("split sizes " + dimsStr(sizes) + " do not cover axis " +
+                     std::to_string(a.axis) + " of size " +
+                     std::to_string(extent) + " in " + std::to_string(outs) +
+                     " outputs");
   return a;
 }
 
