@@ -370,7 +370,7 @@ void Scheduler::finishStep(TaskId t, int32_t i,
 
 void Scheduler::finishRound() {
   // Join the streams so the next round starts after everything in this one.
-  timeline.join(/*copies=*/!tg.homes.empty());
+  timeline.join();
   plan.round = timeline.round();
   plan.residencies = blocks.take();
   for (TaskId t = 0; t < (TaskId)tg.tasks.size(); ++t) {

@@ -50,16 +50,14 @@ int32_t StreamTimeline::emit(Instr in, double duration,
   return idx;
 }
 
-void StreamTimeline::join(bool copies) {
+void StreamTimeline::join() {
   double unused = 0;
   for (Stream s : {Stream::CopyOut, Stream::CopyIn})
     waitFor(Stream::Compute, lastOn[streamIndex(s)], unused);
   for (Stream s : {Stream::CopyOut, Stream::CopyIn})
     waitFor(s, lastOn[streamIndex(Stream::Compute)], unused);
-  if (copies) {
-    waitFor(Stream::CopyIn, lastOn[streamIndex(Stream::CopyOut)], unused);
-    waitFor(Stream::CopyOut, lastOn[streamIndex(Stream::CopyIn)], unused);
-  }
+  waitFor(Stream::CopyIn, lastOn[streamIndex(Stream::CopyOut)], unused);
+  waitFor(Stream::CopyOut, lastOn[streamIndex(Stream::CopyIn)], unused);
 }
 
 std::vector<Instr> StreamTimeline::round() const {

@@ -33,12 +33,13 @@ public:
   int32_t emit(Instr in, double duration, const std::vector<int32_t> &deps);
   /// Joins the streams so that what follows the round starts after
   /// everything in it: the compute stream waits for the last copy of each
-  /// copy stream, each copy stream for the last task. With `copies` the
-  /// copy streams also wait for each other's last copy, which a round
-  /// needs when a copy-out comes after its last task (a gradient homed on
-  /// the host goes home): the next round's first copy-in may reuse those
-  /// bytes.
-  void join(bool copies = false);
+  /// copy stream, each copy stream for the last task and for the other's
+  /// last copy. A copy stream's wait for the last task does not cover a
+  /// copy that no task waited for (a gradient going home after the last
+  /// task, or a block copied out as soon as it was made that never had to
+  /// leave), and the next round's first copy-in may reuse its bytes. A
+  /// wait already implied adds nothing.
+  void join();
 
   /// When stream `s` has finished everything issued on it.
   double freeAt(Stream s) const { return streamFree[streamIndex(s)]; }
