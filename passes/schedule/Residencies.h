@@ -115,6 +115,10 @@ public:
   void pin(BlockId b) { ++pins[b]; }
   void unpin(BlockId b) { --pins[b]; }
   bool isPinned(BlockId b) const { return pins[b] > 0; }
+  /// On neither side, its content to be made again by a re-run.
+  bool isDroppedOut(BlockId b) const {
+    return !isResident(b) && state[b].res < 0 && state[b].dropped;
+  }
 
   // --- residencies ---
   /// A new residency of `b` at `offset` (not yet b's current one).

@@ -248,12 +248,9 @@ llvm::Error Scheduler::prepareRecomputeOperands(TaskId t,
   // the later ones need (through blocks dropped with no use ahead, such as
   // a frozen prefix's) stays for them (feedsChain). Without this a chain
   // through GoogLeNet's nine four-branch modules re-ran its stem 4^9 times.
-  auto isDropped = [&](BlockId sb) {
-    return !blocks.isResident(sb) && blocks[sb].res < 0 && blocks[sb].dropped;
-  };
   std::vector<BlockId> wanted;
   for (BlockId x : producer.reads)
-    if (BlockId sb = blocks.storageOf(x); isDropped(sb)) {
+    if (BlockId sb = blocks.storageOf(x); blocks.isDroppedOut(sb)) {
       ++blocks[sb].chainWanted;
       wanted.push_back(sb);
     }
@@ -267,8 +264,8 @@ llvm::Error Scheduler::prepareRecomputeOperands(TaskId t,
     BlockId sb = blocks.storageOf(x);
     if (blocks.isResident(sb))
       continue;
-    llvm::Error err = isDropped(sb) ? recompute(sb, deps, depth + 1)
-                                    : prepare(sb, true, deps);
+    llvm::Error err = blocks.isDroppedOut(sb) ? recompute(sb, deps, depth + 1)
+                                              : prepare(sb, true, deps);
     if (err) {
       unwant();
       return err;
@@ -376,8 +373,8 @@ bool Scheduler::feedsPendingRecompute(BlockId b, TaskId except) const {
       continue;
     for (BlockId y : tg.tasks[r].writes) {
       BlockId sy = blocks.storageOf(y);
-      if (sy != b && !blocks.isResident(sy) && blocks[sy].res < 0 &&
-          blocks[sy].dropped && (blocks.nextUseStep(sy) >= 0 || feedsChain(sy)))
+      if (sy != b && blocks.isDroppedOut(sy) &&
+          (blocks.nextUseStep(sy) >= 0 || feedsChain(sy)))
         return true;
     }
   }
@@ -402,8 +399,7 @@ bool Scheduler::feedsChain(BlockId y) const {
         continue;
       for (BlockId z : tg.tasks[r].writes) {
         BlockId sz = blocks.storageOf(z);
-        if (chainSeen[sz] == chainStamp || blocks.isResident(sz) ||
-            blocks[sz].res >= 0 || !blocks[sz].dropped)
+        if (chainSeen[sz] == chainStamp || !blocks.isDroppedOut(sz))
           continue;
         chainSeen[sz] = chainStamp;
         chainStack.push_back(sz);
