@@ -355,6 +355,11 @@ constexpr int64_t kMaxAttentionWidth = 256;
 /// kvHeads is heads or 1 (shared by every head). The mask (maskMode 1:
 /// added; 2: the score becomes `fill` where (mask != 0) == fillWhere) has
 /// maskSize elements repeating along the trailing axes of [heads, T, S].
+/// A band mask is no operand but a rule: score (t, s) is masked where
+/// s - t < bandLo or s - t > bandHi (a causal mask: bandHi 0), and then
+/// takes `fill` added (maskMode 1) or in its place (2); every query row
+/// keeps at least one key. Tiles wholly outside the band are skipped where
+/// `fill` makes their probabilities exactly 0 (attnSkipTile).
 /// Dropout of ratio `dropout` acts on the probabilities, keyed as the
 /// Dropout operator's mask by the task and the sample.
 struct AttentionParams {
@@ -368,6 +373,8 @@ struct AttentionParams {
   bool fillWhere;
   float dropout;
   bool nanToZero; // a row without a finite score gives 0 (else NaN)
+  bool band = false;
+  int64_t bandLo = 0, bandHi = 0;
 };
 void attentionForward(const AttentionParams &p, int64_t n, uint64_t key,
                       int64_t firstSample, const float *q, const float *k,

@@ -78,11 +78,17 @@ TEST_CASE("causal attention becomes one operator", "[fusion]") {
   CHECK(!att.attrs.fillWhere);
   CHECK(std::isinf(att.attrs.padValue));
   CHECK(!att.attrs.transB); // K itself, read untransposed
-  REQUIRE(att.inputs.size() == 4);
+  // The causal mask is a rule of the kernel (keys up to the query's own
+  // position), not an operand: no constant of T x S is left.
+  CHECK(att.attrs.maskBand);
+  CHECK(att.attrs.bandHi == 0);
+  CHECK(att.attrs.bandLo == -4); // no lower bound
+  REQUIRE(att.inputs.size() == 3);
   CHECK(g.values[att.inputs[0]].name == "q_out");
   CHECK(g.values[att.inputs[1]].name == "k_out");
   CHECK(g.values[att.inputs[2]].name == "v_out");
-  CHECK(g.values[att.inputs[3]].name == "mask");
+  for (const Value &v : g.values)
+    CHECK(v.name != "mask");
   // O keeps its value; one log-sum-exp per query row.
   REQUIRE(att.outputs.size() == 2);
   CHECK(g.values[att.outputs[0]].name == "context_out");
@@ -177,4 +183,128 @@ TEST_CASE("heads wider than 128 plan their kernels' local memory",
   CHECK(h200.localMemoryReserveBytes(1024) == 0);
   DeviceSpec bare;
   CHECK(bare.localMemoryReserveBytes(2048) == 0);
+}
+
+namespace {
+
+/// The fused attention of Attn with a [4, 4] mask given row by row, added
+/// (mode 1) or filled where 0 (mode 2).
+Op fusedWith(const std::vector<float> &rows, int mode, float fill = -INFINITY,
+             std::vector<int64_t> dims = {4, 4}) {
+  Attn a;
+  ValueId m = a.l.weight("m", dims, false);
+  a.l.g.values[m].data = rows;
+  a.fill.padValue = fill;
+  Graph in = a.build(m);
+  if (mode == 1) // the mask added instead of filled in
+    for (Op &op : in.ops)
+      if (op.kind == OpKind::Where) {
+        op.kind = OpKind::Add;
+        op.attrs = OpAttrs();
+      }
+  Graph g = fuseAttention(in);
+  REQUIRE(!verifyGraph(g));
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::Attention)
+      return op;
+  FAIL("no attention fused");
+  return {};
+}
+
+} // namespace
+
+TEST_CASE("a mask that is a band of key minus query becomes a rule",
+          "[fusion][attention]") {
+  const float fmin = -3.4028234663852886e38f;
+  SECTION("a window of two keys, filled where 0") {
+    Op att = fusedWith({1, 0, 0, 0, //
+                        1, 1, 0, 0, //
+                        0, 1, 1, 0, //
+                        0, 0, 1, 1},
+                       2);
+    CHECK(att.inputs.size() == 3);
+    CHECK(att.attrs.maskBand);
+    CHECK(att.attrs.bandLo == -1);
+    CHECK(att.attrs.bandHi == 0);
+  }
+  SECTION("causal, finfo.min added: the added value is the fill") {
+    Op att = fusedWith({0, fmin, fmin, fmin, //
+                        0, 0, fmin, fmin,    //
+                        0, 0, 0, fmin,       //
+                        0, 0, 0, 0},
+                       1);
+    CHECK(att.inputs.size() == 3);
+    CHECK(att.attrs.maskMode == 1);
+    CHECK(att.attrs.maskBand);
+    CHECK(att.attrs.bandHi == 0);
+    CHECK(att.attrs.padValue == fmin);
+  }
+  SECTION("one key of look-ahead, the same for every head") {
+    std::vector<float> rows = {1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    std::vector<float> heads = rows;
+    heads.insert(heads.end(), rows.begin(), rows.end());
+    Op att = fusedWith(heads, 2, -INFINITY, {2, 4, 4});
+    CHECK(att.inputs.size() == 3);
+    CHECK(att.attrs.bandHi == 1);
+    CHECK(att.attrs.bandLo == -4);
+  }
+  SECTION("an additive mask of zeros is no mask") {
+    Op att = fusedWith(std::vector<float>(16, 0.0f), 1);
+    CHECK(att.inputs.size() == 3);
+    CHECK(att.attrs.maskMode == 0);
+    CHECK(!att.attrs.maskBand);
+  }
+}
+
+TEST_CASE("a mask that is not a band stays an operand", "[fusion][attention]") {
+  auto keepsMask = [](const Op &att) {
+    return att.inputs.size() == 4 && !att.attrs.maskBand;
+  };
+  // Two runs in a row.
+  CHECK(keepsMask(fusedWith({1, 0, 1, 0, 1, 1, 0, 0, //
+                             1, 1, 1, 0, 1, 1, 1, 1},
+                            2)));
+  // A row with no key (softmax of nothing: NaN, as written).
+  CHECK(keepsMask(fusedWith({0, 0, 0, 0, 1, 1, 0, 0, //
+                             1, 1, 1, 0, 1, 1, 1, 1},
+                            2)));
+  // Causal but for one row whose run ends a key early.
+  CHECK(keepsMask(fusedWith({1, 0, 0, 0, 1, 0, 0, 0, //
+                             1, 1, 1, 0, 1, 1, 1, 1},
+                            2)));
+  // Two different masked values added.
+  CHECK(keepsMask(fusedWith({0, -1, -1, -1, 0, 0, -2, -2, //
+                             0, 0, 0, -1, 0, 0, 0, 0},
+                            1)));
+  // Heads with different bands.
+  std::vector<float> causal = {1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1};
+  std::vector<float> heads = causal;
+  heads.insert(heads.end(), 16, 1.0f);
+  CHECK(keepsMask(fusedWith(heads, 2, -INFINITY, {2, 4, 4})));
+}
+
+TEST_CASE("a causal band prices about half the scores", "[fusion][attention]") {
+  // 2 heads, T = S = 1024, width 64: the kernels skip the key tiles past
+  // each 64-row query tile's diagonal, 120 of 256 tiles.
+  GraphLiteral l{1};
+  ValueId q = l.input("q", {2, 1024, 64}), k = l.input("k", {2, 1024, 64});
+  ValueId v = l.input("v", {2, 1024, 64});
+  OpAttrs a;
+  a.alpha = 0.125f;
+  a.maskMode = 2;
+  a.padValue = -INFINITY;
+  l.op(OpKind::Attention, "att", {q, k, v}, {2, 1024, 64}, a);
+  const OpDef &def = opDef(OpKind::Attention);
+  auto flops = [&](const OpAttrs &attrs) {
+    l.g.ops.back().attrs = attrs;
+    return def.work(l.g, l.g.ops.back(), TaskKind::Forward, 0, 1).flops;
+  };
+  double full = flops(a);
+  a.maskBand = true;
+  a.bandLo = -1024;
+  a.bandHi = 0;
+  CHECK(flops(a) == Approx(full * 136.0 / 256.0));
+  // A fill that leaves probabilities above 0 runs every tile.
+  a.padValue = -1e4f;
+  CHECK(flops(a) == Approx(full));
 }

@@ -255,3 +255,117 @@ TEST_CASE("fused attention across tiles: long rows, wide heads",
   REQUIRE(kernels::attnKeyTile(narrow) == 64);
   checkAgainstReference(narrow, {0.0f}, 12);
 }
+
+namespace {
+
+struct Run {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+Run runAttention(const AttentionParams &p, const std::vector<float> *mask,
+                 unsigned seed) {
+  std::mt19937 rng(seed);
+  const int64_t n = 2;
+  auto q = randomVector(rng, n * p.heads * p.t * p.d);
+  auto k = randomVector(rng, n * p.kvHeads * p.s * p.d);
+  auto v = randomVector(rng, n * p.kvHeads * p.s * p.dv);
+  auto dO = randomVector(rng, n * p.heads * p.t * p.dv);
+  Run r;
+  r.o.resize(dO.size());
+  r.lse.resize(n * p.heads * p.t);
+  r.dq.resize(q.size());
+  r.dk.resize(k.size());
+  r.dv.resize(v.size());
+  const float *m = mask ? mask->data() : nullptr;
+  attentionForward(p, n, 99, 3, q.data(), k.data(), v.data(), m, r.o.data(),
+                   r.lse.data());
+  attentionBackward(p, n, 99, 3, q.data(), k.data(), v.data(), m, r.o.data(),
+                    r.lse.data(), dO.data(), r.dq.data(), r.dk.data(),
+                    r.dv.data(), false, false, false);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("a band mask gives every bit the materialized mask gives",
+          "[kernels][attention]") {
+  // Rows past one tile, not a multiple of it; the band as a rule against the
+  // same band written out as a [T, S] mask, with tiles skipped where the
+  // fill is negligible and run where it is not.
+  struct Case {
+    const char *what;
+    int64_t lo, hi;
+    int32_t mode;
+    float fill;
+    float dropout;
+  };
+  const float fmin = -3.4028234663852886e38f; // torch.finfo(float32).min
+  Case cases[] = {
+      {"causal, -inf filled", -1000, 0, 2, -INFINITY, 0},
+      {"causal, finfo.min filled, dropout", -1000, 0, 2, fmin, 0.2f},
+      {"causal, finfo.min added", -1000, 0, 1, fmin, 0},
+      {"17 keys of look-ahead", -1000, 17, 2, -INFINITY, 0},
+      {"a window of 40 keys", -39, 0, 2, -INFINITY, 0},
+      {"causal, -1e4 added: not negligible, nothing skipped", -1000, 0, 1,
+       -1e4f, 0},
+  };
+  for (const Case &c : cases) {
+    INFO(c.what);
+    AttentionParams p = base();
+    p.heads = 2;
+    p.kvHeads = 1;
+    p.t = 150;
+    p.s = 133;
+    p.d = p.dv = 8;
+    p.scale = 0.3f;
+    p.maskMode = c.mode;
+    p.fill = c.fill;
+    p.fillWhere = false; // mode 2: filled where the mask is 0
+    p.dropout = c.dropout;
+    std::vector<float> mask(p.t * p.s);
+    for (int64_t t = 0; t < p.t; ++t)
+      for (int64_t s = 0; s < p.s; ++s) {
+        bool in = s - t >= c.lo && s - t <= c.hi;
+        mask[t * p.s + s] = c.mode == 2 ? float(in) : in ? 0.0f : c.fill;
+      }
+    p.maskSize = p.t * p.s;
+    Run written = runAttention(p, &mask, 21);
+    p.band = true;
+    p.bandLo = c.lo;
+    p.bandHi = c.hi;
+    p.maskSize = 1;
+    Run band = runAttention(p, nullptr, 21);
+    CHECK(band.o == written.o);
+    CHECK(band.lse == written.lse);
+    CHECK(band.dq == written.dq);
+    CHECK(band.dk == written.dk);
+    CHECK(band.dv == written.dv);
+  }
+}
+
+TEST_CASE("which tiles a band mask skips", "[kernels][attention]") {
+  AttentionParams p = base();
+  p.t = p.s = 256;
+  p.maskMode = 2;
+  p.fill = -INFINITY;
+  p.band = true;
+  p.bandLo = -256;
+  p.bandHi = 0;
+  // Causal: keys wholly after the tile's last query are skipped; the
+  // diagonal tile and those before it run.
+  CHECK(kernels::attnSkipTile(p, 0, 64, 64, 64));
+  CHECK(!kernels::attnSkipTile(p, 0, 64, 0, 64));
+  CHECK(!kernels::attnSkipTile(p, 64, 64, 127, 1));
+  CHECK(kernels::attnSkipTile(p, 64, 64, 128, 1));
+  // A window of 64 keys also skips keys wholly before it.
+  p.bandLo = -63;
+  CHECK(kernels::attnSkipTile(p, 128, 64, 0, 64));
+  CHECK(!kernels::attnSkipTile(p, 128, 64, 64, 64));
+  // A fill whose probability is not exactly 0 runs everything.
+  p.fill = -1e4f;
+  CHECK(!kernels::attnSkipTile(p, 0, 64, 64, 64));
+  // Neither does a materialized mask, nor a band without the flag.
+  p.fill = -INFINITY;
+  p.band = false;
+  CHECK(!kernels::attnSkipTile(p, 0, 64, 64, 64));
+}

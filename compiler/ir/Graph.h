@@ -207,6 +207,11 @@ struct OpAttrs {
   /// as [d, S] when `transB`; a row without a finite score gives 0 when
   /// `nanToZero` (else NaN).
   int32_t maskMode = 0;
+  /// Attention: the mask is a band, no operand: score (t, s) is masked
+  /// where s - t < bandLo or > bandHi, taking `padValue` added (maskMode 1)
+  /// or in its place (2).
+  bool maskBand = false;
+  int64_t bandLo = 0, bandHi = 0;
   bool attnDropout = false;
   /// The id of the Dropout op the Attention absorbed, which keys its mask:
   /// fused and materialized plans drop the same probabilities.

@@ -14,6 +14,7 @@
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/ops/Families.h"
 
+#include <map>
 #include <optional>
 #include <unordered_set>
 
@@ -21,6 +22,13 @@ namespace memfit {
 namespace {
 
 constexpr int64_t kMaxWidth = 256; // runtime's kMaxAttentionWidth
+
+/// A mask that is a rule of s - t (AttentionParams' band).
+struct Band {
+  int64_t lo = 0, hi = 0;
+  float added = 0;   // what the masked scores add (an additive mask)
+  bool none = false; // masks nothing
+};
 
 struct Match {
   std::vector<OpId> absorbed; // every op the Attention replaces
@@ -113,7 +121,7 @@ public:
     m.attention.name = product.name;
     m.attention.onnxOp = "Attention";
     m.attention.inputs = {q, k, v};
-    if (mask != kNoId)
+    if (mask != kNoId && !asBand(mask, g.ops[op].outputs[0], a))
       m.attention.inputs.push_back(mask);
     m.attention.outputs = {product.outputs[0]};
     m.attention.attrs = a;
@@ -122,6 +130,8 @@ public:
 
 private:
   const Graph &g;
+  /// What asBand found per mask (many layers share one).
+  mutable std::map<ValueId, std::optional<Band>> bands;
 
   /// The op producing `v` when `v` is an activation read by exactly one op
   /// and not the model's output.
@@ -173,6 +183,88 @@ private:
     int64_t vHeads = V.elementsPerSample() / (s * dv);
     return O.elementsPerSample() == heads * t * dv && kHeads == vHeads &&
            (kHeads == heads || kHeads == 1);
+  }
+  /// Whether the constant mask of attention `a` masks every score of the
+  /// band rule and no other, every query row keeping a key, and the masked
+  /// scores alike (one added value, or the fill); if so `a` takes the rule
+  /// in its place. A mask that masks nothing is no mask.
+  bool asBand(ValueId mask, ValueId scores, OpAttrs &a) const {
+    auto [at, fresh] = bands.try_emplace(mask);
+    if (fresh)
+      at->second = bandOf(g.values[mask], g.values[scores], a);
+    if (!at->second)
+      return false;
+    const Band &b = *at->second;
+    if (b.none) {
+      a.maskMode = 0;
+      return true;
+    }
+    a.maskBand = true;
+    a.bandLo = b.lo;
+    a.bandHi = b.hi;
+    if (a.maskMode == 1)
+      a.padValue = b.added;
+    return true;
+  }
+  static std::optional<Band> bandOf(const Value &m, const Value &scores,
+                                    const OpAttrs &a) {
+    size_t r = scores.dims.size();
+    const int64_t t = scores.dims[r - 2], s = scores.dims[r - 1];
+    const int64_t size = m.elementsPerSample(), plane = t * s;
+    if (m.batched || (int64_t)m.data.size() != size ||
+        (size >= plane ? size % plane : plane % size) != 0)
+      return std::nullopt;
+    auto masked = [&](float v) {
+      return a.maskMode == 1 ? v != 0.0f : (v != 0.0f) == a.fillWhere;
+    };
+    Band b;
+    b.lo = -t; // no bound: s - t >= 1 - t
+    b.hi = s;  // no bound: s - t <= s - 1
+    bool loFixed = false, hiFixed = false, anyMasked = false;
+    // Rows whose run reaches a side's last key bound that side only from
+    // one direction: the band must reach at least as far.
+    int64_t hiNeed = -t, loNeed = s;
+    for (int64_t p = 0; p < std::max<int64_t>(size / plane, 1); ++p)
+      for (int64_t tt = 0; tt < t; ++tt) {
+        const int64_t row = (p * t + tt) * s;
+        int64_t first = -1, last = -1;
+        for (int64_t ss = 0; ss < s; ++ss) {
+          float v = m.data[(row + ss) % size];
+          if (!masked(v)) {
+            if (last >= 0 && last != ss - 1)
+              return std::nullopt; // a second run: not a band
+            first = first < 0 ? ss : first;
+            last = ss;
+            continue;
+          }
+          if (a.maskMode == 1 && anyMasked && v != b.added)
+            return std::nullopt;
+          b.added = v;
+          anyMasked = true;
+        }
+        if (first < 0)
+          return std::nullopt; // a row with no key
+        if (last < s - 1) {
+          if (hiFixed && b.hi != last - tt)
+            return std::nullopt;
+          b.hi = last - tt;
+          hiFixed = true;
+        } else {
+          hiNeed = std::max(hiNeed, s - 1 - tt);
+        }
+        if (first > 0) {
+          if (loFixed && b.lo != first - tt)
+            return std::nullopt;
+          b.lo = first - tt;
+          loFixed = true;
+        } else {
+          loNeed = std::min(loNeed, -tt);
+        }
+      }
+    if ((hiFixed && b.hi < hiNeed) || (loFixed && b.lo > loNeed))
+      return std::nullopt;
+    b.none = !anyMasked;
+    return b;
   }
   /// The mask repeats along the trailing axes of the scores' samples.
   bool maskFits(ValueId mask, ValueId scores) const {

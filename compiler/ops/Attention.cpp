@@ -38,12 +38,31 @@ void dataReads(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.insert(reads.end(), o.outputs.begin(), o.outputs.end());
 }
 
+/// The share of the T x S scores the kernels compute: all but the 64 x 64
+/// tiles a band mask skips (runtime/kernels/Attention.h's attnSkipTile,
+/// whose key tiles narrow for heads wider than 96; 64 here is the
+/// estimate).
+double computedShare(const Shape &s, const OpAttrs &a) {
+  if (!a.maskBand || !(a.padValue <= -1e30f))
+    return 1.0;
+  const int64_t tile = 64;
+  int64_t run = 0;
+  for (int64_t t0 = 0; t0 < s.t; t0 += tile)
+    for (int64_t s0 = 0; s0 < s.s; s0 += tile) {
+      int64_t tc = std::min(tile, s.t - t0), sc = std::min(tile, s.s - s0);
+      if (!(s0 - (t0 + tc - 1) > a.bandHi || (s0 + sc - 1) - t0 < a.bandLo))
+        run += tc * sc;
+    }
+  return double(run) / double(s.t * s.s);
+}
+
 OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
   Shape s = shapeOf(g, op);
   // Scores and products, 2 flops per multiply-add; the backward recomputes
   // the scores twice (for dQ and for dK, dV) and forms four products.
-  double one = 2.0 * double(s.heads * s.t * s.s) * double(s.d + s.dv);
-  double exps = double(s.heads * s.t * s.s);
+  double pairs = double(s.heads * s.t * s.s) * computedShare(s, op.attrs);
+  double one = 2.0 * pairs * double(s.d + s.dv);
+  double exps = pairs;
   if (kind == TaskKind::BackwardData)
     return {double(b) * (2.5 * one + 2 * exps), 2};
   return {double(b) * (one + exps), 1};
@@ -62,11 +81,16 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
           "{{.heads = {0}, .kvHeads = {1}, .t = {2}, .s = {3}, .d = {4}, "
           ".dv = {5}, .kTransposed = {6}, .scale = {7}, .maskMode = {8}, "
           ".maskSize = {9}, .fill = {10}, .fillWhere = {11}, .dropout = {12}, "
-          ".nanToZero = {13}}",
+          ".nanToZero = {13}{14}}",
           s.heads, s.kvHeads, s.t, s.s, s.d, s.dv, a.transB ? "true" : "false",
           f32(a.alpha), a.maskMode, maskSize, f32(a.padValue),
           a.fillWhere ? "true" : "false", f32(a.attnDropout ? a.ratio : 0.0f),
-          a.nanToZero ? "true" : "false")
+          a.nanToZero ? "true" : "false",
+          a.maskBand ? llvm::formatv(", .band = true, .bandLo = {0}, "
+                                     ".bandHi = {1}",
+                                     a.bandLo, a.bandHi)
+                           .str()
+                     : std::string())
           .str()};
 }
 
@@ -127,8 +151,10 @@ void registerAttention(std::vector<OpDef> &defs) {
        .work = work,
        .signatureAttrs =
            [](llvm::raw_ostream &os, const Op &op) {
-             os << " mask=" << op.attrs.maskMode
-                << " dropout=" << (op.attrs.attnDropout ? 1 : 0);
+             os << " mask=" << op.attrs.maskMode;
+             if (op.attrs.maskBand)
+               os << " band=" << op.attrs.bandLo << ":" << op.attrs.bandHi;
+             os << " dropout=" << (op.attrs.attnDropout ? 1 : 0);
            },
        .params = params,
        .emit = emit,
@@ -139,7 +165,11 @@ void registerAttention(std::vector<OpDef> &defs) {
            "mask, Softmax over the last axis, optionally Where(IsNaN(p), 0, p) "
            "and training Dropout, times V, no intermediate read elsewhere. Q, "
            "K, V: distinct activations of one rank, the batch outermost on "
-           "axis 0, heads up to 256 wide; K and V with Q's heads or one.",
+           "axis 0, heads up to 256 wide; K and V with Q's heads or one. A "
+           "mask that is a band of key minus query position (causal, "
+           "sliding window) with one masked value is a rule, not an operand: "
+           "no T x S constant, and tiles wholly outside the band are skipped "
+           "where their probabilities are exactly 0.",
        .gradient = "Q, K and V (the scores recomputed from Q and K); none for "
                    "the mask"});
 }

@@ -29,12 +29,14 @@ struct KeyTiles {
   explicit KeyTiles(const AttentionParams &p)
       : size(kernels::attnKeyTile(p)), k(size * p.d), v(size * p.dv) {}
   /// Loads head h's key tiles one after another; `step(s0, count)` runs on
-  /// each.
+  /// each that query rows [t0, t0 + tc) do not skip.
   template <typename Step>
   void walk(const AttentionParams &p, const AttnSample &a, int64_t h,
-            Step step) {
+            int64_t t0, int64_t tc, Step step) {
     for (int64_t s0 = 0; s0 < p.s; s0 += size) {
       int64_t sc = std::min(size, p.s - s0);
+      if (kernels::attnSkipTile(p, t0, tc, s0, sc))
+        continue;
       kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, k.data(),
                             v.data(), 0, 1);
       step(s0, sc);
@@ -56,7 +58,7 @@ void attentionForward(const AttentionParams &p, int64_t n, uint64_t key,
         int64_t tc = std::min(kernels::kAttnQueryTile, p.t - t0);
         for (int64_t r = 0; r < tc; ++r)
           kernels::attnRowBegin(p, rows[r]);
-        tiles.walk(p, a, h, [&](int64_t s0, int64_t sc) {
+        tiles.walk(p, a, h, t0, tc, [&](int64_t s0, int64_t sc) {
           for (int64_t r = 0; r < tc; ++r)
             kernels::attnForwardKeys(p, a, key, firstSample, h, t0 + r, s0, sc,
                                      tiles.k.data(), tiles.v.data(), rows[r]);
@@ -95,7 +97,7 @@ void attentionBackward(const AttentionParams &p, int64_t n, uint64_t key,
             kernels::attnGradQBegin(p, oS + row * p.dv, dOS + row * p.dv,
                                     rows[r]);
           }
-          tiles.walk(p, a, h, [&](int64_t s0, int64_t sc) {
+          tiles.walk(p, a, h, t0, tc, [&](int64_t s0, int64_t sc) {
             for (int64_t r = 0; r < tc; ++r) {
               int64_t row = h * p.t + t0 + r;
               kernels::attnGradQKeys(p, a, key, firstSample, h, t0 + r,
@@ -123,6 +125,8 @@ void attentionBackward(const AttentionParams &p, int64_t n, uint64_t key,
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t t0 = 0; t0 < p.t; t0 += qt) {
             int64_t tc = std::min(qt, p.t - t0);
+            if (kernels::attnSkipTile(p, t0, tc, s0, sc))
+              continue;
             kernels::attnLoadQueries(p, a, oS, dOS, lseS, h, t0, tc,
                                      qTile.data(), dOTile.data(),
                                      lseTile.data(), dDotTile.data(), 0, 1);

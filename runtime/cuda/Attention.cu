@@ -35,13 +35,18 @@ unsigned blocksFor(int64_t tiles) {
 }
 
 /// The key tiles of head h, one after another: the block loads each into
-/// shared memory (every thread a share), then `step(s0, count)` runs.
+/// shared memory (every thread a share), then `step(s0, count)` runs. The
+/// block's query rows [t0, t0 + tc) skip a tile wholly outside a band mask,
+/// the same tiles the CPU skips; the test is the block's, so every thread
+/// reaches the same barriers.
 template <typename Step>
 __device__ void walkKeyTiles(const AttentionParams &p, const AttnSample &a,
-                             int64_t h, float *kTile, float *vTile, int64_t kc,
-                             Step step) {
+                             int64_t h, int64_t t0, int64_t tc, float *kTile,
+                             float *vTile, int64_t kc, Step step) {
   for (int64_t s0 = 0; s0 < p.s; s0 += kc) {
     int64_t sc = p.s - s0 < kc ? p.s - s0 : kc;
+    if (kernels::attnSkipTile(p, t0, tc, s0, sc))
+      continue;
     __syncthreads();
     kernels::attnLoadKeys(p, a, kernels::attnKVHead(p, h), s0, sc, kTile, vTile,
                           threadIdx.x, blockDim.x);
@@ -66,15 +71,17 @@ template <int W> struct AttentionKernel {
     float *kTile = tile, *vTile = tile + kc * p.d;
     for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
       int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
-      int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
+      int64_t t0 = b % perHead * kAttnQueryTile, t = t0 + threadIdx.x;
+      int64_t tc = p.t - t0 < kAttnQueryTile ? p.t - t0 : kAttnQueryTile;
       AttnSample a = sampleOf(p, i, q, k, v, mask);
       kernels::AttnRow<W> row;
       kernels::attnRowBegin(p, row);
-      walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
-        if (t < p.t)
-          kernels::attnForwardKeys(p, a, key, firstSample, h, t, s0, sc, kTile,
-                                   vTile, row);
-      });
+      walkKeyTiles(p, a, h, t0, tc, kTile, vTile, kc,
+                   [&](int64_t s0, int64_t sc) {
+                     if (t < p.t)
+                       kernels::attnForwardKeys(p, a, key, firstSample, h, t,
+                                                s0, sc, kTile, vTile, row);
+                   });
       if (t < p.t) {
         int64_t r = (i * p.heads + h) * p.t + t;
         kernels::attnRowEnd(p, row, o + r * p.dv, lse + r);
@@ -98,17 +105,20 @@ template <int W> struct AttentionGradQKernel {
     float *kTile = tile, *vTile = tile + kc * p.d;
     for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
       int64_t i = b / (p.heads * perHead), h = b / perHead % p.heads;
-      int64_t t = b % perHead * kAttnQueryTile + threadIdx.x;
+      int64_t t0 = b % perHead * kAttnQueryTile, t = t0 + threadIdx.x;
+      int64_t tc = p.t - t0 < kAttnQueryTile ? p.t - t0 : kAttnQueryTile;
       int64_t r = (i * p.heads + h) * p.t + t;
       AttnSample a = sampleOf(p, i, q, k, v, mask);
       kernels::AttnQGrad<W> grad;
       if (t < p.t)
         kernels::attnGradQBegin(p, o + r * p.dv, dO + r * p.dv, grad);
-      walkKeyTiles(p, a, h, kTile, vTile, kc, [&](int64_t s0, int64_t sc) {
-        if (t < p.t)
-          kernels::attnGradQKeys(p, a, key, firstSample, h, t, dO + r * p.dv,
-                                 lse[r], s0, sc, kTile, vTile, grad);
-      });
+      walkKeyTiles(p, a, h, t0, tc, kTile, vTile, kc,
+                   [&](int64_t s0, int64_t sc) {
+                     if (t < p.t)
+                       kernels::attnGradQKeys(p, a, key, firstSample, h, t,
+                                              dO + r * p.dv, lse[r], s0, sc,
+                                              kTile, vTile, grad);
+                   });
       if (t < p.t)
         kernels::attnGradQEnd(p, grad, dq + r * p.d, acc);
     }
@@ -134,7 +144,8 @@ template <int W> struct AttentionGradKVKernel {
     int64_t rowsPerSample = p.heads * p.t;
     for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {
       int64_t i = b / (p.kvHeads * perHead), hk = b / perHead % p.kvHeads;
-      int64_t s = b % perHead * kAttnQueryTile + threadIdx.x;
+      int64_t s0 = b % perHead * kAttnQueryTile, s = s0 + threadIdx.x;
+      int64_t sc = p.s - s0 < kAttnQueryTile ? p.s - s0 : kAttnQueryTile;
       AttnSample a = sampleOf(p, i, q, k, v, mask);
       const View oS = o + i * rowsPerSample * p.dv;
       const View dOS = dO + i * rowsPerSample * p.dv;
@@ -147,6 +158,8 @@ template <int W> struct AttentionGradKVKernel {
       for (int64_t h = h0; h < h1; ++h)
         for (int64_t t0 = 0; t0 < p.t; t0 += qc) {
           int64_t tc = p.t - t0 < qc ? p.t - t0 : qc;
+          if (kernels::attnSkipTile(p, t0, tc, s0, sc))
+            continue;
           __syncthreads();
           kernels::attnLoadQueries(p, a, oS, dOS, lseS, h, t0, tc, qTile,
                                    dOTile, lseTile, dDotTile, threadIdx.x,

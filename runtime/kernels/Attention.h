@@ -97,6 +97,27 @@ MEMFIT_HD void attnLoadKeys(const AttentionParams &p, const auto &a, int64_t hk,
     vDst[e] = v[e];
 }
 
+/// Whether a band mask masks score (t, s).
+MEMFIT_HD bool attnOutsideBand(const AttentionParams &p, int64_t t, int64_t s) {
+  return s - t < p.bandLo || s - t > p.bandHi;
+}
+
+/// A masked score at or below this has probability exactly 0 in fp32 beside
+/// any finite score a model computes (exp underflows past -104), so its
+/// terms add exactly nothing and a tile of them need not run.
+constexpr float kAttnNegligibleScore = -1e30f;
+
+/// Whether every score of query rows [t0, t0 + tc) against key rows
+/// [s0, s0 + sc) lies outside the band with a negligible fill: skipping
+/// the tile changes no bit of any result, since each row keeps a key in
+/// the band and the row's other terms sum in the same order.
+MEMFIT_HD bool attnSkipTile(const AttentionParams &p, int64_t t0, int64_t tc,
+                            int64_t s0, int64_t sc) {
+  if (!p.band || !(p.fill <= kAttnNegligibleScore))
+    return false;
+  return s0 - (t0 + tc - 1) > p.bandHi || (s0 + sc - 1) - t0 < p.bandLo;
+}
+
 /// The score of (h, t, s) from query row q and key row k, after scale and
 /// mask; `filled` when a fill mask replaced it.
 MEMFIT_HD float attnScore(const AttentionParams &p, auto mask, auto q, auto k,
@@ -106,7 +127,12 @@ MEMFIT_HD float attnScore(const AttentionParams &p, auto mask, auto q, auto k,
     dot += q[j] * k[j];
   float sc = dot * p.scale;
   filled = false;
-  if (p.maskMode != 0) {
+  if (p.band) {
+    if (attnOutsideBand(p, t, s)) {
+      filled = p.maskMode == 2;
+      sc = filled ? p.fill : sc + p.fill;
+    }
+  } else if (p.maskMode != 0) {
     float m = mask[((h * p.t + t) * p.s + s) % p.maskSize];
     if (p.maskMode == 1) {
       sc += m;

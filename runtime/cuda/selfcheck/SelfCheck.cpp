@@ -586,7 +586,8 @@ void checkDense(Bench &b) {
 /// with a causal fill and dropout at a sub-batch offset, at head widths
 /// that take each of the kernels' widths (64, 128, 256): shared key/value
 /// heads and K read transposed at 128, one K/V head per head at 64 and 256.
-void checkAttention(Bench &b, int64_t d, int64_t dv, bool shared) {
+void checkAttention(Bench &b, int64_t d, int64_t dv, bool shared,
+                    bool band = false) {
   const int64_t n = 2;
   AttentionParams p{.heads = 2,
                     .kvHeads = shared ? 1 : 2,
@@ -606,6 +607,12 @@ void checkAttention(Bench &b, int64_t d, int64_t dv, bool shared) {
   for (int64_t t = 0; t < p.t; ++t)
     for (int64_t s = 0; s < p.s; ++s)
       mask[t * p.s + s] = s <= t;
+  if (band) { // the causal mask as a rule: tiles past the diagonal skipped
+    p.band = true;
+    p.bandLo = -p.t;
+    p.bandHi = 0;
+    p.maskSize = 1;
+  }
   b.reset(n);
   b.x.seed = 7;
   b.x.iteration = 3;
@@ -621,7 +628,8 @@ void checkAttention(Bench &b, int64_t d, int64_t dv, bool shared) {
   float *gq = b.put(q), *gk = b.put(k), *gv = b.put(v), *gm = b.put(mask);
   float *go = b.zeros(o.size()), *gl = b.zeros(lse.size());
   b.x.attentionForward(p, 21, gq, gk, gv, gm, go, gl);
-  const std::string w = " d=" + std::to_string(d) + " dv=" + std::to_string(dv);
+  const std::string w = " d=" + std::to_string(d) +
+                        " dv=" + std::to_string(dv) + (band ? " band" : "");
   expect("attention forward" + w, b.get(go, o.size()), o, kTol);
   expect("attention log-sum-exp" + w, b.get(gl, lse.size()), lse, kTol);
   for (bool acc : {false, true}) {
@@ -917,6 +925,7 @@ int main() {
   checkAttention(b, 96, 64, true);
   checkAttention(b, 64, 64, false);
   checkAttention(b, 160, 144, false);
+  checkAttention(b, 64, 64, false, true);
   checkLosses(b);
   checkElementwise(b);
   checkUpdateAndCopies(b);
