@@ -388,9 +388,12 @@ void attentionBackward(const AttentionParams &p, int64_t n, uint64_t key,
 
 /// Per sample, `batch` products y[b] = a[b] (m x k) * b[b] (k x cols); an
 /// operand whose aBatch/bBatch is 1 is shared by the products of a sample.
+/// An operand marked aShared/bShared is one for every sample (a value
+/// computed from weights, without a batch): its gradient sums over them.
 struct BatchMatMulParams {
   int64_t batch, m, k, cols;
   int64_t aBatch, bBatch;
+  bool aShared = false, bShared = false;
 };
 void batchMatMulForward(const BatchMatMulParams &p, int64_t n, const float *a,
                         const float *b, float *y);

@@ -273,3 +273,48 @@ TEST_CASE("evaluation sums: cross-entropy, torch.argmax's ties, squared error",
   const float y[] = {1, 2, 3}, t[] = {1, 0, 5};
   CHECK(sumSquaredError(3, y, t) == 8.0);
 }
+
+TEST_CASE("batched products with an operand shared by every sample",
+          "[kernels]") {
+  // 3 samples of 2 products [4 x 5] * [5 x 3]: B one per product but the
+  // same for every sample (Funnel's einsum of the queries with a weight),
+  // then A the shared one. Finite differences check the gradients, so the
+  // shared operand's must sum over the samples.
+  const int64_t n = 3;
+  std::mt19937 rng(5);
+  for (bool shareA : {false, true}) {
+    INFO("shared operand " << (shareA ? "a" : "b"));
+    BatchMatMulParams p{.batch = 2,
+                        .m = 4,
+                        .k = 5,
+                        .cols = 3,
+                        .aBatch = 2,
+                        .bBatch = 2,
+                        .aShared = shareA,
+                        .bShared = !shareA};
+    auto a = randomVector(rng, (shareA ? 1 : n) * 2 * 4 * 5);
+    auto b = randomVector(rng, (shareA ? n : 1) * 2 * 5 * 3);
+    auto dy = randomVector(rng, n * 2 * 4 * 3);
+    auto forward = [&] {
+      std::vector<float> y(dy.size());
+      batchMatMulForward(p, n, a.data(), b.data(), y.data());
+      return y;
+    };
+    // Sample 2's second product against a literal sum.
+    std::vector<float> y = forward();
+    const float *as = a.data() + (shareA ? 0 : 2 * 2 * 20) + 20;
+    const float *bs = b.data() + (shareA ? 2 * 2 * 15 : 0) + 15;
+    double want = 0;
+    for (int j = 0; j < 5; ++j)
+      want += double(as[3 * 5 + j]) * bs[j * 3 + 2];
+    CHECK(y[((2 * 2 + 1) * 4 + 3) * 3 + 2] == Approx(want).epsilon(1e-5));
+    checkGradient(a, forward, dy, [&](float *da, bool acc) {
+      batchMatMulBackward(p, n, a.data(), b.data(), dy.data(), da, nullptr, acc,
+                          false);
+    });
+    checkGradient(b, forward, dy, [&](float *db, bool acc) {
+      batchMatMulBackward(p, n, a.data(), b.data(), dy.data(), nullptr, db,
+                          false, acc);
+    });
+  }
+}

@@ -8,6 +8,7 @@
 #include "OnnxBuilder.h"
 
 #include "compiler/ir/Graph.h"
+#include "compiler/ops/OpDef.h"
 
 #include <catch2/catch.hpp>
 
@@ -517,6 +518,55 @@ TEST_CASE("Einsum of two activations is a batched matrix product",
   }
 }
 
+TEST_CASE("Einsum with weights: Funnel's relative attention",
+          "[onnx][import]") {
+  // x [N, 3 positions, 2 heads, 4]; a position table [5, 8] times a weight
+  // [8, 2, 4] per head ("td,dnh->tnh", both weights), the queries against
+  // that table ("binh,tnh->bnit") and against a weight per key and head
+  // ("bind,snd->bnis"), summed.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 3, 2, 4})
+      .init("pos", {5, 8})
+      .init("w_r", {8, 2, 4})
+      .init("seg", {5, 2, 4})
+      .node("Einsum", {"pos", "w_r"}, {"r"},
+            {attrStr("equation", "td,dnh->tnh")})
+      .node("Einsum", {"x", "r"}, {"position"},
+            {attrStr("equation", "binh,tnh->bnit")})
+      .node("Einsum", {"x", "seg"}, {"types"},
+            {attrStr("equation", "bind,snd->bnis")})
+      .node("Add", {"position", "types"}, {"y"})
+      .output("y", 4);
+  Graph g = importOk(b, batchOf(2));
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 2, 3, 5});
+  std::vector<const Op *> products;
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::BatchMatMul)
+      products.push_back(&op);
+  REQUIRE(products.size() == 3);
+  // The table is one product of two weights read as values ([5, 8] x
+  // [8, 2 * 4], then viewed as [5, 2, 4]), without a batch: it is
+  // computed once, whatever the sub-batch.
+  CHECK(!products[0]->batched(g));
+  CHECK(g.values[products[0]->outputs[0]].dims == std::vector<int64_t>{5, 8});
+  // The queries' products take the table and the weight, without a batch,
+  // as the same operand for every sample.
+  for (const Op *p : {products[1], products[2]}) {
+    CHECK(p->batched(g));
+    CHECK(g.values[p->inputs[0]].batched);
+    CHECK(!g.values[p->inputs[1]].batched);
+    CHECK(g.values[p->inputs[1]].dims == std::vector<int64_t>{2, 4, 5});
+    auto text = llvm::cantFail(opDef(OpKind::BatchMatMul).params(g, *p));
+    CHECK_THAT(text.init, Contains(".bShared = true"));
+  }
+  // All three weights train: 40 + 64 + 40 parameters.
+  int64_t trained = 0;
+  for (const Value &v : g.values)
+    if (v.kind == ValueKind::Weight && v.trainable)
+      trained += v.elementsPerSample();
+  CHECK(trained == 144);
+}
+
 TEST_CASE("Expand of an activation repeats key/value heads", "[onnx][import]") {
   // Hugging Face's repeat_kv: [N, 2, T, d] -> [N, 2, 1, T, d] expanded to
   // [N, 2, 3, T, d] with the target built from Shape (the batch in it),
@@ -804,4 +854,41 @@ TEST_CASE("an empty slice joined by Concat adds nothing; another reader is "
   CHECK_THAT(llvm::toString(bad.takeError()),
              Contains("'reads_rest' (Relu)") &&
                  Contains("is an empty tensor (a slice to nothing)"));
+}
+
+TEST_CASE("Where choosing between two activations", "[onnx][import]") {
+  // torch.where(typed, same, diff) with a constant condition (Funnel's
+  // token-type scores): each side kept where chosen, 0 elsewhere, added.
+  auto where = [](bool sameShape) {
+    OnnxBuilder b(17);
+    b.input("x", {-1, 2, 3});
+    if (sameShape)
+      b.node("Neg", {"x"}, {"y"});
+    else
+      b.node("ReduceMax", {"x"}, {"y"},
+             {attrInts("axes", {1}), attrInt("keepdims", 1)});
+    b.initInt64("c", {1, 3}, {1, 0, 1})
+        .node("Cast", {"c"}, {"cond"}, {attrInt("to", 9)})
+        .node("Where", {"cond", "x", "y"}, {"out"})
+        .output("out", 3);
+    return b;
+  };
+  Graph g = importOk(where(true), batchOf(2));
+  std::vector<OpKind> kinds;
+  for (const Op &op : g.ops)
+    kinds.push_back(op.kind);
+  CHECK(kinds == std::vector<OpKind>{OpKind::Neg, OpKind::Where, OpKind::Where,
+                                     OpKind::Add});
+  // x is kept where the condition holds (filled 0 where it is false), y
+  // where it does not.
+  CHECK(g.values[g.ops[1].inputs[0]].name == "x");
+  CHECK(!g.ops[1].attrs.fillWhere);
+  CHECK(g.values[g.ops[2].inputs[0]].name == "y");
+  CHECK(g.ops[2].attrs.fillWhere);
+  CHECK(g.ops[1].attrs.padValue == 0.0f);
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 2, 3});
+  CHECK_THAT(errorText(where(false).import(batchOf(2))),
+             Contains("(Where)") &&
+                 Contains("chooses between activations of shapes [2, 2, 3] "
+                          "and [2, 1, 3]"));
 }

@@ -424,8 +424,8 @@ TEST_CASE("A declared weight transposed other than as a 2-D matrix",
   // Permuted as a value, it is no MatMul weight operand, and it has no
   // batch to multiply the activation's by.
   CHECK_THAT(errorText(b.import(batchOf(2))),
-             Contains("by 'wt' of shape [3, 3, 3]") &&
-                 Contains("computed from weights"));
+             Contains("by 'wt' of shape [3, 3, 3] (computed from weights") &&
+                 Contains("do not multiply as batched matrices"));
 }
 
 TEST_CASE("Slice reads its operands alike folded and translated",

@@ -158,7 +158,8 @@ static constexpr llvm::StringRef kWeightValueOps[] = {
     "Sub",    "Mul",       "Div",     "Neg",     "Cast",      "Gather",
     "Clip",   "Max",       "Min",     "Exp",     "Relu",      "Sigmoid",
     "Tanh",   "Sqrt",      "Pow",     "MatMul",  "Gemm",      "Softmax",
-    "Concat", "CastLike",  "Where",   "Resize",  "Dropout",   "Split"};
+    "Concat", "CastLike",  "Where",   "Resize",  "Dropout",   "Split",
+    "Einsum"};
 
 bool computesOnWeights(llvm::StringRef opType) {
   return llvm::is_contained(kWeightValueOps, opType);

@@ -159,9 +159,11 @@ Expected<bool> Importer::translateWeightForms(const pb::NodeProto &n) {
       "Clip", "Max",  "Min", "Exp", "Relu",    "Sigmoid",
       "Tanh", "Sqrt", "Pow", "Neg", "Softmax", "Dropout"};
   // So does a Concat of parameters (MobileBERT's output table, the
-  // embedding transposed beside a dense weight).
-  for (int i = 0; i < (op == "Concat" ? n.input_size() : 1); ++i) {
-    if (!(kUnaryOnWeights.contains(op) || op == "Concat") || !hasInput(n, i) ||
+  // embedding transposed beside a dense weight), and an Einsum with one
+  // (Funnel's relative attention: the queries with a weight per head).
+  bool anyOperand = op == "Concat" || op == "Einsum";
+  for (int i = 0; i < (anyOperand ? n.input_size() : 1); ++i) {
+    if (!(kUnaryOnWeights.contains(op) || anyOperand) || !hasInput(n, i) ||
         isActivation(n.input(i)) || buffers.count(n.input(i)))
       continue;
     auto src = sources.find(n.input(i));

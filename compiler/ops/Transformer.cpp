@@ -11,6 +11,7 @@
 #include "compiler/ops/Families.h"
 
 #include <cctype>
+#include <map>
 #include <optional>
 
 namespace memfit::ops {
@@ -28,45 +29,48 @@ int64_t product(const std::vector<int64_t> &d, size_t from, size_t to) {
 
 namespace {
 
-/// a x b as batched matrix products into `out`.
+/// a x b as batched matrix products into `out`. A value computed from
+/// weights has no batch axis: it multiplies every sample's products alike
+/// (BatchMatMulParams' aShared, bShared).
 llvm::Error emitBatchMatMul(OnnxNode &node, ValueId a, ValueId b,
                             const std::string &outName,
                             std::string opName = {}) {
   std::vector<int64_t> ad = dimsOfValue(node, a), bd = dimsOfValue(node, b);
-  size_t r = ad.size();
-  bool ok = r >= 3 && bd.size() == r && ad[r - 1] == bd[r - 2];
-  int64_t la = product(ad, 1, r - 2), lb = product(bd, 1, r - 2);
-  std::vector<int64_t> lead(ad.begin(), ad.end() - 2);
-  if (ok && la != lb) {
-    // One operand shared by all products of a sample (its leading axes 1).
-    ok = la == 1 || lb == 1;
-    if (la == 1)
-      lead.assign(bd.begin(), bd.end() - 2);
-  } else if (ok) {
-    ok = std::equal(ad.begin() + 1, ad.end() - 2, bd.begin() + 1);
-  }
   const Value &va = node.graph().values[a], &vb = node.graph().values[b];
-  // A value computed from weights has no batch axis to pair with the
-  // other's: its products would read past it at the second sample.
-  if (va.batched != vb.batched)
-    return node.fail("multiplies " + quoteName(va.name) + " of shape " +
-                     dimsStr(ad) + " by " + quoteName(vb.name) + " of shape " +
-                     dimsStr(bd) + ", " +
-                     (va.batched ? "the second" : "the first") +
-                     " computed from weights; memfit multiplies such a value "
-                     "only by another one (or as a Gemm's weight)");
+  // The products' leading axes, after the batch's.
+  size_t fa = va.batched ? 1 : 0, fb = vb.batched ? 1 : 0;
+  bool ok = ad.size() >= 2 + fa && bd.size() >= 2 + fb &&
+            ad.back() == bd[bd.size() - 2] && ad.size() - fa == bd.size() - fb;
+  std::vector<int64_t> leadA, leadB;
+  if (ok) {
+    leadA.assign(ad.begin() + fa, ad.end() - 2);
+    leadB.assign(bd.begin() + fb, bd.end() - 2);
+    // One operand shared by all products of a sample (its leading axes 1).
+    int64_t la = product(leadA, 0, leadA.size()),
+            lb = product(leadB, 0, leadB.size());
+    ok = leadA == leadB || la == 1 || lb == 1;
+  }
   // The products of a sample must be contiguous: the batch outermost.
-  ok = ok && va.batchAxis == 0 && vb.batchAxis == 0 && va.batchOuter == 1 &&
-       vb.batchOuter == 1;
+  for (const Value *v : {&va, &vb})
+    ok = ok && (!v->batched || (v->batchAxis == 0 && v->batchOuter == 1));
+  auto label = [&](const Value &v, const std::vector<int64_t> &d) {
+    return quoteName(v.name) + " of shape " + dimsStr(d) +
+           (v.batched ? "" : " (computed from weights: no batch)");
+  };
   if (!ok)
-    return node.fail("activations of shapes " + dimsStr(ad) + " and " +
-                     dimsStr(bd) +
-                     " do not multiply as batched matrices (memfit supports "
-                     "[N, ..., M, K] x [N, ..., K, P] with equal leading axes, "
-                     "or leading axes of 1 on one side)");
-  std::vector<int64_t> out = lead;
-  out.push_back(ad[r - 2]);
-  out.push_back(bd[r - 1]);
+    return node.fail(
+        "multiplies " + label(va, ad) + " by " + label(vb, bd) +
+        ", which do not multiply as batched matrices (memfit supports [N, "
+        "..., M, K] x [N, ..., K, P] with equal leading axes, or leading "
+        "axes of 1 on one side; a value computed from weights has no N)");
+  const std::vector<int64_t> &lead =
+      product(leadA, 0, leadA.size()) == 1 ? leadB : leadA;
+  std::vector<int64_t> out;
+  if (va.batched || vb.batched)
+    out.push_back(va.batched ? ad[0] : bd[0]);
+  out.insert(out.end(), lead.begin(), lead.end());
+  out.push_back(ad[ad.size() - 2]);
+  out.push_back(bd.back());
   return node
       .emit(OpKind::BatchMatMul, {a, b}, {{outName, out}}, {}, false,
             std::move(opName))
@@ -131,76 +135,129 @@ llvm::Error importBatchMatMul(OnnxNode &node) {
   return emitBatchMatMul(node, *a, *b, node.outputName(0));
 }
 
-/// Einsum of two activations that is a batched matrix product (attention
-/// written as einsum, MaxViT's "BGHID,BGHJD->BGHIJ"): letters in both
-/// operands and the output are batch axes, one letter in both operands
-/// only is summed, one letter of each operand goes to the output.
-/// Transposes bring the operands to [batch..., M, K] and [batch..., K, N],
-/// and the product to the output's order; they are omitted where the order
-/// is already right.
+/// Einsum of two operands that is a batched matrix product (attention
+/// written as einsum, MaxViT's "BGHID,BGHJD->BGHIJ", Funnel's relative
+/// attention "binh,tnh->bnit" with a table computed from weights). A
+/// batched operand's first letter is the sample's, first in the output too;
+/// of the other letters, those in both operands and the output are batch
+/// axes of the products, those in both operands only are summed (K), those
+/// in one operand and the output are its free axes (M, N). Transposes bring
+/// the operands to [batch..., M..., K...] and [batch..., K..., N...], views
+/// merge groups of several letters, and the product goes back to the
+/// output's order; each step is omitted where it changes nothing.
 llvm::Error importEinsum(OnnxNode &node) {
   auto eq = node.attrString("equation", "");
   if (!eq)
     return eq.takeError();
   if (node.numInputs() != 2)
     return node.fail("has " + std::to_string(node.numInputs()) +
-                     " operands; memfit supports Einsum of two activations");
+                     " operands; memfit supports Einsum of two operands");
   auto a = node.activation(0), b = node.activation(1);
   if (llvm::Error e = firstError(a, b))
     return e;
   auto terms = parseEinsum(*eq);
   std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
-  std::string batch, m, k, n;
+  const bool aBatched = node.graph().values[*a].batched,
+             bBatched = node.graph().values[*b].batched;
+  std::string sample, batch, m, k, n;
   bool ok =
       terms && terms->a.size() == ad.size() && terms->b.size() == bd.size();
+  if (ok && (aBatched || bBatched)) {
+    sample = aBatched ? terms->a.substr(0, 1) : terms->b.substr(0, 1);
+    ok = terms->out.substr(0, 1) == sample &&
+         (!bBatched || terms->b.substr(0, 1) == sample) &&
+         (aBatched || terms->a.find(sample[0]) == std::string::npos) &&
+         (bBatched || terms->b.find(sample[0]) == std::string::npos);
+  }
+  auto in = [](const std::string &t, char c) {
+    return t.find(c) != std::string::npos;
+  };
   if (ok) {
     for (char c : terms->out) {
-      bool inA = terms->a.find(c) != std::string::npos,
-           inB = terms->b.find(c) != std::string::npos;
+      if (!sample.empty() && c == sample[0])
+        continue;
+      bool inA = in(terms->a, c), inB = in(terms->b, c);
       ok = ok && (inA || inB);
       (inA && inB ? batch : inA ? m : n) += c;
     }
     for (char c : terms->a)
-      if (terms->out.find(c) == std::string::npos) {
-        ok = ok && terms->b.find(c) != std::string::npos;
+      if (!in(terms->out, c)) {
+        ok = ok && in(terms->b, c);
         k += c;
       }
     for (char c : terms->b)
-      ok = ok && (terms->out.find(c) != std::string::npos ||
-                  terms->a.find(c) != std::string::npos);
+      ok = ok && (in(terms->out, c) || in(terms->a, c));
   }
-  ok = ok && k.size() == 1 && m.size() == 1 && n.size() == 1 &&
-       !batch.empty() && terms->a[0] == batch[0] && terms->b[0] == batch[0];
+  ok = ok && !k.empty() && !m.empty() && !n.empty();
   for (size_t i = 0; ok && i < terms->a.size(); ++i) {
     size_t j = terms->b.find(terms->a[i]);
     ok = j == std::string::npos || bd[j] == ad[i];
   }
   if (!ok)
-    return node.fail("equation " + quoteName(*eq) + " on operands of shapes " +
-                     dimsStr(ad) + " and " + dimsStr(bd) +
-                     " is not a batched matrix product; memfit supports "
-                     "two-operand equations with the batch's letter first, "
-                     "one summed letter and one free letter per operand");
+    return node.fail(
+        "equation " + quoteName(*eq) + " on operands of shapes " + dimsStr(ad) +
+        " and " + dimsStr(bd) +
+        " is not a batched matrix product; memfit supports two-operand "
+        "equations with the batch's letter first in each operand that has "
+        "it and in the output, at least one summed letter and one free "
+        "letter per operand");
   auto perm = [](const std::string &from, const std::string &to) {
     std::vector<int64_t> p;
     for (char c : to)
       p.push_back(static_cast<int64_t>(from.find(c)));
     return p;
   };
+  // The extent of each letter.
+  std::map<char, int64_t> extent;
+  for (size_t i = 0; i < ad.size(); ++i)
+    extent[terms->a[i]] = ad[i];
+  for (size_t i = 0; i < bd.size(); ++i)
+    extent[terms->b[i]] = bd[i];
+  auto dimsOf = [&](const std::string &letters) {
+    std::vector<int64_t> d;
+    for (char c : letters)
+      d.push_back(extent[c]);
+    return d;
+  };
+  auto merged = [&](const std::string &letters) {
+    int64_t p = 1;
+    for (char c : letters)
+      p *= extent[c];
+    return p;
+  };
   std::string base = node.outputName(0);
-  auto pa = emitPermuted(node, *a, perm(terms->a, batch + m + k),
-                         base + " (operand 0 as [batch, M, K])",
-                         node.name() + " (operand 0 transposed)");
+  // `x` (letters `from`) as [lead..., first, second] with each group merged.
+  auto arrange = [&](ValueId x, const std::string &from,
+                     const std::string &lead, const std::string &first,
+                     const std::string &second,
+                     int operand) -> llvm::Expected<ValueId> {
+    std::string tag = " (operand " + std::to_string(operand);
+    auto p = emitPermuted(
+        node, x, perm(from, lead + first + second),
+        base + tag + (operand ? " as [batch, K, N])" : " as [batch, M, K])"),
+        node.name() + tag + " transposed)");
+    if (!p || (first.size() == 1 && second.size() == 1))
+      return p;
+    OpAttrs view;
+    view.shape = dimsOf(lead);
+    view.shape.push_back(merged(first));
+    view.shape.push_back(merged(second));
+    auto op = node.emit(OpKind::Reshape, {*p},
+                        {{base + tag + " as a matrix)", view.shape}}, view,
+                        false, node.name() + tag + " as a matrix)");
+    if (!op)
+      return op.takeError();
+    return node.graph().ops[*op].outputs[0];
+  };
+  auto pa = arrange(*a, terms->a, (aBatched ? sample : "") + batch, m, k, 0);
   if (!pa)
     return pa.takeError();
-  auto pb = emitPermuted(node, *b, perm(terms->b, batch + k + n),
-                         base + " (operand 1 as [batch, K, N])",
-                         node.name() + " (operand 1 transposed)");
+  auto pb = arrange(*b, terms->b, (bBatched ? sample : "") + batch, k, n, 1);
   if (!pb)
     return pb.takeError();
-  std::string product = batch + m + n;
-  std::vector<int64_t> toOut = perm(product, terms->out);
-  bool direct = product == terms->out;
+  std::string product = sample + batch + m + n;
+  bool views = m.size() > 1 || n.size() > 1;
+  bool direct = product == terms->out && !views;
   std::string productName = direct ? base : base + " (as [batch, M, N])";
   if (llvm::Error e =
           emitBatchMatMul(node, *pa, *pb, productName,
@@ -209,7 +266,23 @@ llvm::Error importEinsum(OnnxNode &node) {
   if (direct)
     return llvm::Error::success();
   ValueId y = node.graph().ops.back().outputs[0];
-  auto out = emitPermuted(node, y, toOut, base, node.name());
+  if (views) {
+    // The merged free axes apart again.
+    bool last = product == terms->out;
+    OpAttrs view;
+    view.shape = node.graph().values[y].dims;
+    view.shape.resize(view.shape.size() - 2);
+    for (int64_t e : dimsOf(m + n))
+      view.shape.push_back(e);
+    std::string name = last ? base : base + " (as [batch, M..., N...])";
+    auto op = node.emit(OpKind::Reshape, {y}, {{name, view.shape}}, view, false,
+                        node.name() + (last ? "" : " (view)"));
+    if (!op || last)
+      return op.takeError();
+    y = node.graph().ops[*op].outputs[0];
+  }
+  auto out =
+      emitPermuted(node, y, perm(product, terms->out), base, node.name());
   return out.takeError();
 }
 
@@ -223,7 +296,7 @@ Bmm bmmShape(const Graph &g, const Op &op) {
   const Value &a = g.value(op.inputs[0]), &b = g.value(op.inputs[1]);
   const Value &y = g.value(op.outputs[0]);
   size_t r = a.dims.size();
-  int64_t m = a.dims[r - 2], k = a.dims[r - 1], cols = b.dims[r - 1];
+  int64_t m = a.dims[r - 2], k = a.dims[r - 1], cols = b.dims.back();
   // Products per sample, the heads merged with the batch included.
   return {y.elementsPerSample() / (m * cols),
           m,
@@ -255,11 +328,17 @@ OpWork bmmWork(const Graph &g, const Op &op, TaskKind kind, int gradsWritten,
 
 llvm::Expected<OpParamsText> bmmParams(const Graph &g, const Op &op) {
   Bmm s = bmmShape(g, op);
+  const Value &a = g.value(op.inputs[0]), &b = g.value(op.inputs[1]);
+  // One operand without a batch beside one with it: the same for every
+  // sample.
+  std::string shared = a.batched == b.batched ? ""
+                       : a.batched            ? ", .bShared = true"
+                                              : ", .aShared = true";
   return OpParamsText{
       "BatchMatMulParams",
       llvm::formatv("{{.batch = {0}, .m = {1}, .k = {2}, .cols = {3}, "
-                    ".aBatch = {4}, .bBatch = {5}}",
-                    s.batch, s.m, s.k, s.cols, s.aBatch, s.bBatch)
+                    ".aBatch = {4}, .bBatch = {5}{6}}",
+                    s.batch, s.m, s.k, s.cols, s.aBatch, s.bBatch, shared)
           .str()};
 }
 
@@ -383,26 +462,15 @@ llvm::Expected<EmittedCall> lnEmit(EmitContext &x) {
 
 /// Where(cond, c, x) or Where(cond, x, c) with a constant condition and a
 /// scalar constant c: torch's masked_fill with a registered mask.
-llvm::Error importWhere(OnnxNode &node) {
-  bool act1 = node.isActivation(node.inputName(1)),
-       act2 = node.isActivation(node.inputName(2));
-  // The condition is a constant, or a mask per sample computed from the
-  // token ids (masked_fill(ids == pad, ...): an integer program's value).
-  bool perSample = node.isActivation(node.inputName(0));
-  if (act1 == act2)
-    return node.fail("memfit supports Where only as a masked fill: a "
-                     "condition (a constant, or computed from the token ids) "
-                     "choosing between an activation and a scalar constant");
-  int xi = act1 ? 1 : 2;
-  auto x = node.activation(xi);
-  auto value = node.scalarFloat(xi == 1 ? 2 : 1);
-  auto mask = perSample ? node.activation(0) : node.constantWeight(0);
-  if (llvm::Error e = firstError(x, value, mask))
-    return e;
-  std::vector<int64_t> xd = dimsOfValue(node, *x),
-                       md = dimsOfValue(node, *mask);
+namespace {
+
+/// Where's condition as the mask operand of a fill of `x`, checked to
+/// broadcast over it; `mask` may become one sample's.
+llvm::Error whereMask(OnnxNode &node, ValueId x, ValueId &mask,
+                      bool perSample) {
+  std::vector<int64_t> xd = dimsOfValue(node, x), md = dimsOfValue(node, mask);
   if (perSample &&
-      (!node.graph().values[*mask].batched || md.size() != xd.size()))
+      (!node.graph().values[mask].batched || md.size() != xd.size()))
     return node.fail("the condition " + quoteName(node.inputName(0)) +
                      " of shape " + dimsStr(md) +
                      " is computed, but not per sample of " + dimsStr(xd) +
@@ -411,7 +479,7 @@ llvm::Error importWhere(OnnxNode &node) {
   int64_t bSize, inner;
   // A value computed from weights (T5's position bias chosen by a mask)
   // has no batch: every axis is its own.
-  const bool xBatched = node.graph().values[*x].batched;
+  const bool xBatched = node.graph().values[x].batched;
   std::vector<int64_t> per(xd.begin() + (xBatched ? 1 : 0), xd.end());
   std::vector<int64_t> mper = md;
   if (!xBatched) {
@@ -424,9 +492,9 @@ llvm::Error importWhere(OnnxNode &node) {
     // sample's (BLOOM's causal mask in transformers 4, read at the planned
     // batch).
     if (mper[0] != 1)
-      if (auto one = node.oneSampleConstant(*mask)) {
+      if (auto one = node.oneSampleConstant(mask)) {
         mask = *one;
-        md = mper = dimsOfValue(node, *mask);
+        md = mper = dimsOfValue(node, mask);
       }
     if (mper[0] != 1)
       return node.fail("the condition varies along the batch; memfit supports "
@@ -437,10 +505,71 @@ llvm::Error importWhere(OnnxNode &node) {
     return node.fail("condition of shape " + dimsStr(md) +
                      " does not broadcast over the activation of shape " +
                      dimsStr(xd) + " along one contiguous run of axes");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error importWhere(OnnxNode &node) {
+  bool act1 = node.isActivation(node.inputName(1)),
+       act2 = node.isActivation(node.inputName(2));
+  // The condition is a constant, or a mask per sample computed from the
+  // token ids (masked_fill(ids == pad, ...): an integer program's value).
+  bool perSample = node.isActivation(node.inputName(0));
+  if (!act1 && !act2)
+    return node.fail("memfit supports Where only as a masked fill or a "
+                     "choice between two activations: a condition (a "
+                     "constant, or computed from the token ids) choosing "
+                     "between an activation and a scalar constant or "
+                     "another activation of its shape");
+  auto mask = perSample ? node.activation(0) : node.constantWeight(0);
+  if (!mask)
+    return mask.takeError();
+  if (act1 && act2) {
+    // A choice between two activations (Funnel's token-type scores): each
+    // kept where chosen and 0 elsewhere, then added; exact, since the other
+    // side adds a 0 (and a fill, not a product, so nothing else of it
+    // reaches the sum). Each side's gradient is the output's where chosen.
+    auto a = node.activation(1), b = node.activation(2);
+    if (llvm::Error e = firstError(a, b))
+      return e;
+    std::vector<int64_t> ad = dimsOfValue(node, *a), bd = dimsOfValue(node, *b);
+    if (ad != bd ||
+        node.graph().values[*a].batched != node.graph().values[*b].batched)
+      return node.fail("chooses between activations of shapes " + dimsStr(ad) +
+                       " and " + dimsStr(bd) +
+                       "; memfit supports a choice between two of one shape");
+    if (llvm::Error e = whereMask(node, *a, *mask, perSample))
+      return e;
+    const std::string out = node.outputName(0);
+    std::vector<ValueId> kept;
+    for (int side : {1, 2}) {
+      OpAttrs keep;
+      keep.fillWhere = side == 2; // fill 0 where the other side is chosen
+      keep.padValue = 0.0f;
+      auto op = node.emit(
+          OpKind::Where, {side == 1 ? *a : *b, *mask},
+          {{out + (side == 1 ? " (where true)" : " (where false)"), ad}}, keep,
+          false, node.name() + (side == 1 ? " (true)" : " (false)"));
+      if (!op)
+        return op.takeError();
+      kept.push_back(node.graph().ops[*op].outputs[0]);
+    }
+    return node.emit(OpKind::Add, kept, {{out, ad}}).takeError();
+  }
+  int xi = act1 ? 1 : 2;
+  auto x = node.activation(xi);
+  auto value = node.scalarFloat(xi == 1 ? 2 : 1);
+  if (llvm::Error e = firstError(x, value))
+    return e;
+  if (llvm::Error e = whereMask(node, *x, *mask, perSample))
+    return e;
   OpAttrs a;
   a.fillWhere = xi == 2;
   a.padValue = *value;
-  return node.emit(OpKind::Where, {*x, *mask}, {{node.outputName(0), xd}}, a)
+  return node
+      .emit(OpKind::Where, {*x, *mask},
+            {{node.outputName(0), dimsOfValue(node, *x)}}, a)
       .takeError();
 }
 
@@ -714,8 +843,10 @@ void registerTransformer(std::vector<OpDef> &defs) {
                 "condition a constant of any type shared by all samples "
                 "(extent 1 on the batch's axis), or a mask computed from the "
                 "token ids of the activation's rank (`masked_fill(ids == pad, "
-                "...)`), broadcast along one contiguous run of axes. Two "
-                "activations are refused; on constants alone it folds.",
+                "...)`), broadcast along one contiguous run of axes. A choice "
+                "between two activations of one shape (Funnel's token-type "
+                "scores) is two fills with 0 added; on constants alone it "
+                "folds.",
        .gradient = "the activation (zero where the fill is taken); none for "
                    "the condition"});
   defs.push_back(

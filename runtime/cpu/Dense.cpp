@@ -199,10 +199,12 @@ void batchMatMulForward(const BatchMatMulParams &p, int64_t n, const float *a,
                         const float *b, float *y) {
   const int64_t aStep = p.aBatch == 1 ? 0 : p.m * p.k;
   const int64_t bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  const int64_t aSample = p.aShared ? 0 : p.aBatch * p.m * p.k;
+  const int64_t bSample = p.bShared ? 0 : p.bBatch * p.k * p.cols;
   for (int64_t s = 0; s < n; ++s)
     for (int64_t i = 0; i < p.batch; ++i) {
-      const float *as = a + s * p.aBatch * p.m * p.k + i * aStep;
-      const float *bs = b + s * p.bBatch * p.k * p.cols + i * bStep;
+      const float *as = a + s * aSample + i * aStep;
+      const float *bs = b + s * bSample + i * bStep;
       float *ys = y + (s * p.batch + i) * p.m * p.cols;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.m, p.cols, p.k,
                   1.0f, as, p.k, bs, p.cols, 0.0f, ys, p.cols);
@@ -214,17 +216,21 @@ void batchMatMulBackward(const BatchMatMulParams &p, int64_t n, const float *a,
                          bool accumulateA, bool accumulateB) {
   const int64_t aStep = p.aBatch == 1 ? 0 : p.m * p.k;
   const int64_t bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  const int64_t aSample = p.aShared ? 0 : p.aBatch * p.m * p.k;
+  const int64_t bSample = p.bShared ? 0 : p.bBatch * p.k * p.cols;
   // da before db: when both operands are one value, db adds to what da
-  // wrote. A shared operand's gradient sums over the products (beta 1).
+  // wrote. A shared operand's gradient sums over the products and the
+  // samples (beta 1).
   if (da)
-    clearUnlessAccumulating(da, n * p.aBatch * p.m * p.k, accumulateA);
+    clearUnlessAccumulating(da, (p.aShared ? 1 : n) * p.aBatch * p.m * p.k,
+                            accumulateA);
   if (db)
-    clearUnlessAccumulating(db, n * p.bBatch * p.k * p.cols,
+    clearUnlessAccumulating(db, (p.bShared ? 1 : n) * p.bBatch * p.k * p.cols,
                             accumulateB || (da && a == b));
   for (int64_t s = 0; s < n; ++s)
     for (int64_t i = 0; i < p.batch; ++i) {
-      int64_t aAt = s * p.aBatch * p.m * p.k + i * aStep;
-      int64_t bAt = s * p.bBatch * p.k * p.cols + i * bStep;
+      int64_t aAt = s * aSample + i * aStep;
+      int64_t bAt = s * bSample + i * bStep;
       const float *dys = dy + (s * p.batch + i) * p.m * p.cols;
       if (da) // da[m, k] += dy[m, cols] * b^T
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.m, p.k, p.cols,

@@ -405,11 +405,12 @@ void Exec::batchMatMulForward(const BatchMatMulParams &p, const float *a,
   const int m = dim(*this, p.m), k = dim(*this, p.k), c = dim(*this, p.cols);
   const long long aStep = p.aBatch == 1 ? 0 : p.m * p.k;
   const long long bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  const int64_t aSample = p.aShared ? 0 : p.aBatch * p.m * p.k;
+  const int64_t bSample = p.bShared ? 0 : p.bBatch * p.k * p.cols;
   const View va = impl->view(a), vb = impl->view(b), vy = impl->view(y);
   for (int64_t s = 0; s < n; ++s)
-    cuda::gemm(*this, *impl, false, false, c, m, k, 1.0f,
-               vb + s * p.bBatch * p.k * p.cols, c, bStep,
-               va + s * p.aBatch * p.m * p.k, k, aStep, 0.0f,
+    cuda::gemm(*this, *impl, false, false, c, m, k, 1.0f, vb + s * bSample, c,
+               bStep, va + s * aSample, k, aStep, 0.0f,
                vy + s * p.batch * p.m * p.cols, c, p.m * p.cols,
                dim(*this, p.batch));
   impl->done(*this, "batched matmul");
@@ -421,29 +422,32 @@ void Exec::batchMatMulBackward(const BatchMatMulParams &p, const float *a,
   const int m = dim(*this, p.m), k = dim(*this, p.k), c = dim(*this, p.cols);
   const long long aStep = p.aBatch == 1 ? 0 : p.m * p.k;
   const long long bStep = p.bBatch == 1 ? 0 : p.k * p.cols;
+  const int64_t aSample = p.aShared ? 0 : p.aBatch * p.m * p.k;
+  const int64_t bSample = p.bShared ? 0 : p.bBatch * p.k * p.cols;
   const View va = impl->view(a), vb = impl->view(b), vdy = impl->view(dy),
              vda = impl->view(da), vdb = impl->view(db);
-  // A shared operand's gradient sums over its products: those run one at
-  // a time, adding into it.
+  // A shared operand's gradient sums over its products (and over the
+  // samples when it is one for all): those run one at a time, adding into
+  // it.
   for (int64_t s = 0; s < n; ++s)
     for (int64_t i = 0; i < (aStep && bStep ? 1 : p.batch); ++i) {
       int count = aStep && bStep ? dim(*this, p.batch) : 1;
-      const View as = va + (s * p.aBatch * p.m * p.k + i * aStep);
-      const View bs = vb + (s * p.bBatch * p.k * p.cols + i * bStep);
+      const View as = va + (s * aSample + i * aStep);
+      const View bs = vb + (s * bSample + i * bStep);
       const View dys = vdy + (s * p.batch + i) * p.m * p.cols;
       if (da) { // da^T [k, m] = b^T... column-major: da^T = b * dy^T
-        float beta = accA || (i > 0 && !aStep) ? 1.0f : 0.0f;
+        bool added = (i > 0 && !aStep) || (s > 0 && p.aShared);
+        float beta = accA || added ? 1.0f : 0.0f;
         cuda::gemm(*this, *impl, true, false, k, m, c, 1.0f, bs, c, bStep, dys,
-                   c, p.m * p.cols, beta,
-                   vda + (s * p.aBatch * p.m * p.k + i * aStep), k, aStep,
-                   count);
+                   c, p.m * p.cols, beta, vda + (s * aSample + i * aStep), k,
+                   aStep, count);
       }
       if (db) { // db^T [cols, k] = dy^T a, column-major
-        float beta = accB || (da && a == b) || (i > 0 && !bStep) ? 1.0f : 0.0f;
+        bool added = (i > 0 && !bStep) || (s > 0 && p.bShared);
+        float beta = accB || (da && a == b) || added ? 1.0f : 0.0f;
         cuda::gemm(*this, *impl, false, true, c, k, m, 1.0f, dys, c,
                    p.m * p.cols, as, k, aStep, beta,
-                   vdb + (s * p.bBatch * p.k * p.cols + i * bStep), c, bStep,
-                   count);
+                   vdb + (s * bSample + i * bStep), c, bStep, count);
       }
     }
   impl->done(*this, "batched matmul backward");

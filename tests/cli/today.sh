@@ -24,6 +24,10 @@ check bert 55% 60% 65% 70%
 # Llama-style: RMSNorm, rotary embeddings (rotate_half concatenates along
 # the last axis), SwiGLU.
 check llama 55% 60% 65% 70%
+# Funnel's relative attention as einsum: queries against a table computed
+# from two weights and against a weight per head (both without a batch:
+# their gradients sum over the samples and the sub-batches).
+check relative 50% 55% 60% 65% 70%
 check vit 55% 60% 65% 70%
 # BatchNorm's statistics are per sub-batch when the batch is split (issue
 # 15 makes that a choice); the segmentation model keeps whole batches.

@@ -283,6 +283,58 @@ class BERT(nn.Module):
         return self.head(self.encoder(self.tok(idx) + self.pos(pos)))
 
 
+class RelativeBlock(nn.Module):
+    """Funnel's relative attention, written with einsum as Funnel writes it:
+    content scores of biased queries against keys, position scores against
+    a table computed from two weights ("td,dnh->tnh"), and token-type
+    scores against a weight per type and head ("bind,snd->bnis"), chosen
+    per key by torch.where between the two types' activations. Pre-LayerNorm,
+    residual."""
+
+    def __init__(self, d, heads, T):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        dh = d // heads
+        self.heads, self.dh = heads, dh
+        self.r_w_bias = nn.Parameter(torch.randn(heads, dh) * 0.1)
+        self.pos = nn.Parameter(torch.randn(T, d) * 0.1)
+        self.w_r = nn.Parameter(torch.randn(d, heads, dh) * 0.1)
+        self.seg = nn.Parameter(torch.randn(2, heads, dh) * 0.1)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        h = self.ln(x)
+        q = self.q(h).view(B, T, self.heads, self.dh)
+        k = self.k(h).view(B, T, self.heads, self.dh)
+        v = self.v(h).view(B, T, self.heads, self.dh)
+        content = torch.einsum("bind,bjnd->bnij", q + self.r_w_bias, k)
+        r = torch.einsum("td,dnh->tnh", self.pos, self.w_r)
+        position = torch.einsum("binh,tnh->bnit", q, r)
+        types = torch.einsum("bind,snd->bnis", q, self.seg)
+        diff, same = torch.split(types, 1, dim=-1)
+        shape = (B, self.heads, T, T)
+        typed = (torch.arange(T, device=x.device) % 3 == 0)[None, None, None]
+        types = torch.where(typed.expand(shape), same.expand(shape),
+                            diff.expand(shape))
+        att = F.softmax((content + position + types) / math.sqrt(self.dh), -1)
+        y = torch.einsum("bnij,bjnd->bind", att, v).reshape(B, T, C)
+        return x + self.o(y)
+
+
+class Relative(nn.Module):
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.T = T
+        self.blocks = nn.Sequential(*[RelativeBlock(d, heads, T) for _ in range(layers)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        return self.head(self.blocks(self.tok(idx)))
+
+
 class RMSNorm(nn.Module):
     def __init__(self, d, eps=1e-6):
         super().__init__()
@@ -444,6 +496,7 @@ MODELS = {
     "vit": (lambda: ViT(), "image"),
     "unet": (lambda: UNet(), "pixels"),
     "llama": (lambda: Llama(), "tokens"),
+    "relative": (lambda: Relative(), "tokens"),
     # torchvision's own ViT (class token, nn.MultiheadAttention), small.
     "tv-vit": (lambda: __import__("torchvision").models.vision_transformer
                .VisionTransformer(image_size=16, patch_size=4, num_layers=2,
