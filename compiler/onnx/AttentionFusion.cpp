@@ -16,6 +16,7 @@
 
 #include <map>
 #include <optional>
+#include <tuple>
 #include <unordered_set>
 
 namespace memfit {
@@ -130,8 +131,10 @@ public:
 
 private:
   const Graph &g;
-  /// What asBand found per mask (many layers share one).
-  mutable std::map<ValueId, std::optional<Band>> bands;
+  /// What asBand found per mask, mode, fill side and scores' T and S
+  /// (many layers share one mask).
+  using BandKey = std::tuple<ValueId, int32_t, bool, int64_t, int64_t>;
+  mutable std::map<BandKey, std::optional<Band>> bands;
 
   /// The op producing `v` when `v` is an activation read by exactly one op
   /// and not the model's output.
@@ -189,7 +192,9 @@ private:
   /// scores alike (one added value, or the fill); if so `a` takes the rule
   /// in its place. A mask that masks nothing is no mask.
   bool asBand(ValueId mask, ValueId scores, OpAttrs &a) const {
-    auto [at, fresh] = bands.try_emplace(mask);
+    const std::vector<int64_t> &sd = g.values[scores].dims;
+    auto [at, fresh] = bands.try_emplace(
+        BandKey{mask, a.maskMode, a.fillWhere, sd[sd.size() - 2], sd.back()});
     if (fresh)
       at->second = bandOf(g.values[mask], g.values[scores], a);
     if (!at->second)

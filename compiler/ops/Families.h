@@ -33,6 +33,7 @@ void registerConcat(std::vector<OpDef> &defs);
 void registerView(std::vector<OpDef> &defs);
 void registerPad(std::vector<OpDef> &defs);
 void registerSoftmax(std::vector<OpDef> &defs);
+void registerBatchMatMul(std::vector<OpDef> &defs);
 void registerTransformer(std::vector<OpDef> &defs);
 void registerLayout(std::vector<OpDef> &defs);
 void registerResize(std::vector<OpDef> &defs);

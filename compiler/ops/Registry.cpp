@@ -26,6 +26,7 @@ std::vector<OpDef> build() {
   ops::registerView(defs);
   ops::registerPad(defs);
   ops::registerSoftmax(defs);
+  ops::registerBatchMatMul(defs);
   ops::registerTransformer(defs);
   ops::registerLayout(defs);
   ops::registerResize(defs);
