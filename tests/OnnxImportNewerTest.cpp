@@ -892,3 +892,54 @@ TEST_CASE("Where choosing between two activations", "[onnx][import]") {
                  Contains("chooses between activations of shapes [2, 2, 3] "
                           "and [2, 1, 3]"));
 }
+
+TEST_CASE("ScatterND of an activation: torch.export's slice assignment",
+          "[onnx][import]") {
+  // y = x; y[..., :2] = 2 * x[..., :2], as torch.export writes it: x and
+  // the updates moved to the last axis first, ScatterND at rows 0 and 1,
+  // moved back.
+  auto scatter = [](std::vector<int64_t> rows, bool moved = true) {
+    OnnxBuilder b(18);
+    b.input("x", {-1, 3, 4})
+        .constInt64("starts", {1}, {0})
+        .constInt64("ends", {1}, {2})
+        .constInt64("axes", {1}, {2})
+        .node("Slice", {"x", "starts", "ends", "axes"}, {"s"})
+        .constFloat("two", 2.0f)
+        .node("Mul", {"s", "two"}, {"u"})
+        .initInt64("rows", {static_cast<int64_t>(rows.size()), 1}, rows);
+    if (moved) {
+      b.node("Transpose", {"x"}, {"xt"}, {attrInts("perm", {2, 1, 0})})
+          .node("Transpose", {"u"}, {"ut"}, {attrInts("perm", {2, 1, 0})})
+          .node("ScatterND", {"xt", "rows", "ut"}, {"st"})
+          .node("Transpose", {"st"}, {"y"}, {attrInts("perm", {2, 1, 0})});
+    } else { // every sample of the batch at those rows, shapes matching
+      b.node("Mul", {"x", "two"}, {"x2"})
+          .node("ScatterND", {"x", "rows", "x2"}, {"y"});
+    }
+    b.output("y", 3);
+    return b;
+  };
+  Graph g = importOk(scatter({0, 1}), batchOf(2));
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 3, 4});
+  // The rows after the window sliced from the data, the updates before
+  // them, joined with the batch first and moved back.
+  const Op *join = nullptr;
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::Concat)
+      join = &op;
+  REQUIRE(join);
+  REQUIRE(join->inputs.size() == 2);
+  CHECK(g.values[join->inputs[0]].dims == std::vector<int64_t>{2, 2, 3});
+  CHECK(g.values[join->inputs[1]].dims == std::vector<int64_t>{2, 2, 3});
+  CHECK(g.values[join->outputs[0]].dims == std::vector<int64_t>{2, 4, 3});
+  CHECK(join->attrs.axis == 1);
+  SECTION("rows that are not one window are refused") {
+    CHECK_THAT(errorText(scatter({0, 2}).import(batchOf(2))),
+               Contains("(ScatterND)") && Contains("contiguous rows"));
+  }
+  SECTION("rows of the batch's axis are refused") {
+    CHECK_THAT(errorText(scatter({0, 1}, false).import(batchOf(2))),
+               Contains("(ScatterND)") && Contains("not the batch's"));
+  }
+}

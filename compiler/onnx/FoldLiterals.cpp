@@ -528,7 +528,7 @@ llvm::ArrayRef<FoldRule> literalFoldRules() {
       {"Trilu", true, viaLiteralFolder<&LiteralFolder::trilu>},
       {"GatherElements", true,
        viaLiteralFolder<&LiteralFolder::gatherElements>},
-      {"ScatterND", true, viaLiteralFolder<&LiteralFolder::scatterND>},
+      {"ScatterND", false, viaLiteralFolder<&LiteralFolder::scatterND>},
       {"Sqrt", false, foldFloatUnary<kSqrt>},
       {"Neg", false, foldElementwise<negate, true>},
       {"Reciprocal", false, foldFloatUnary<kReciprocal>},

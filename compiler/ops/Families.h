@@ -42,6 +42,7 @@ void registerIntProgram(std::vector<OpDef> &defs);
 
 /// MatMul of two activations (Transformer.cpp).
 llvm::Error importBatchMatMul(OnnxNode &node);
+llvm::Error importScatterND(OnnxNode &node);
 /// Expand of a weight over the batch, a lookup (Transformer.cpp).
 llvm::Error importExpandWeight(OnnxNode &node);
 /// Gather of an activation by a constant scalar index, or by every index

@@ -499,6 +499,8 @@ llvm::Expected<OpParamsText> expandParams(const Graph &g, const Op &op) {
 }
 
 llvm::Error importSliceOrSplit(OnnxNode &node) {
+  if (node.opType() == "ScatterND")
+    return importScatterND(node);
   return node.opType() == "Split" ? importSplit(node) : importSlice(node);
 }
 
@@ -526,7 +528,7 @@ void registerLayout(std::vector<OpDef> &defs) {
   defs.push_back(
       {.kind = OpKind::Slice,
        .name = "Slice",
-       .onnxTypes = {"Slice", "Split"},
+       .onnxTypes = {"Slice", "Split", "ScatterND"},
        .importOnnx = importSliceOrSplit,
        .batchLayout = OpDef::BatchLayout::Any,
        .costClass = CostClass::Copy,
@@ -541,8 +543,14 @@ void registerLayout(std::vector<OpDef> &defs) {
                 "position table) is a value without a batch. Split: any axis "
                 "but the batch's; sizes from the `split` input (opset 13) or "
                 "attribute, `num_outputs` (18) or equal parts; one Slice per "
-                "used output. At most 7 axes.",
-       .gradient = "the input (zeros outside the window)"});
+                "used output. ScatterND of an activation (torch.export's "
+                "assignment to a slice): indices [k, 1] of contiguous rows of "
+                "axis 0, not the batch's, updates of the data's shape there; "
+                "the data's rows before and after the window sliced, the "
+                "updates between them, joined by a Concat with the batch "
+                "first (Transposes around it). At most 7 axes.",
+       .gradient = "the input (zeros outside the window); ScatterND: the data "
+                   "outside the window, the updates inside"});
   defs.push_back(
       {.kind = OpKind::Expand,
        .name = "Expand",

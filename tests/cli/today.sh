@@ -157,7 +157,9 @@ REF_ARGS=(--optimizer adamw --eps 1e-6 --weight-decay 0.01)
 # per-sample masks, written for that batch, reshapes spelled with it) and,
 # without a cache, at a dynamic one (*-dynamo-nocache: their masks count
 # up to the batch, and memfit reads them at the planned one); MobileBERT
-# (its output table a Concat of weights, its tokens padded). They are here
+# (its output table a Concat of weights, its tokens padded); Funnel-style
+# relative attention with an in-place product on a slice of its scores
+# (relative-slice, torch.export's ScatterND at contiguous rows). They are here
 # for the importer: the tight plan alone, unrefined (refinement is most of a
 # small model's compile time, and the models above train refined plans).
 TRAIN_ARGS=(--momentum 0.9 --weight-decay 0.001)

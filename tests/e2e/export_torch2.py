@@ -29,6 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import today_models  # noqa: E402
 
 MODELS = ["gpt", "bert", "vit", "convnext", "mobilenetv3", "unet"]
+# Exported by torch.export only: Funnel-style relative attention with an
+# in-place product on a slice of the scores, which torch.export writes as
+# ScatterND at contiguous rows (the TorchScript exporter indexes every
+# element, counting over the batch).
+DYNAMO_ONLY = ["relative-slice"]
 # Hugging Face transformers models from their configs (random weights, no
 # download), returning the logits; (name, attention implementation).
 # The dynamo exports of sdpa attention guard the softmax with
@@ -231,6 +236,9 @@ def main():
             if only is None or f"{name}-{exporter}" in only:
                 manifest["models"][f"{name}-{exporter}"] = export(
                     name, exporter, out)
+    for name in DYNAMO_ONLY:
+        if only is None or f"{name}-dynamo" in only:
+            manifest["models"][f"{name}-dynamo"] = export(name, "dynamo", out)
     for name, attention, exporter in HF_MODELS:
         file = f"{name}-{attention}-{exporter}"
         if only is None or file in only:

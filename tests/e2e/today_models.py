@@ -291,8 +291,9 @@ class RelativeBlock(nn.Module):
     per key by torch.where between the two types' activations. Pre-LayerNorm,
     residual."""
 
-    def __init__(self, d, heads, T):
+    def __init__(self, d, heads, T, inplace=False):
         super().__init__()
+        self.inplace = inplace
         self.ln = nn.LayerNorm(d)
         self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
         self.o = nn.Linear(d, d)
@@ -302,6 +303,8 @@ class RelativeBlock(nn.Module):
         self.pos = nn.Parameter(torch.randn(T, d) * 0.1)
         self.w_r = nn.Parameter(torch.randn(d, heads, dh) * 0.1)
         self.seg = nn.Parameter(torch.randn(2, heads, dh) * 0.1)
+        self.cls = (nn.Parameter(torch.randn(T, T // 2) * 0.5 + 1)
+                    if inplace else None)
 
     def forward(self, x):
         B, T, C = x.shape
@@ -312,6 +315,10 @@ class RelativeBlock(nn.Module):
         content = torch.einsum("bind,bjnd->bnij", q + self.r_w_bias, k)
         r = torch.einsum("td,dnh->tnh", self.pos, self.w_r)
         position = torch.einsum("binh,tnh->bnit", q, r)
+        if self.inplace:
+            # Funnel's in-place product on a slice (torch.export writes it
+            # as a ScatterND of the scores moved to the sliced axis first).
+            position[..., : T // 2] *= self.cls
         types = torch.einsum("bind,snd->bnis", q, self.seg)
         diff, same = torch.split(types, 1, dim=-1)
         shape = (B, self.heads, T, T)
@@ -324,11 +331,12 @@ class RelativeBlock(nn.Module):
 
 
 class Relative(nn.Module):
-    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2):
+    def __init__(self, vocab=61, T=16, d=32, heads=4, layers=2, inplace=False):
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.T = T
-        self.blocks = nn.Sequential(*[RelativeBlock(d, heads, T) for _ in range(layers)])
+        self.blocks = nn.Sequential(*[RelativeBlock(d, heads, T, inplace)
+                                      for _ in range(layers)])
         self.head = nn.Linear(d, vocab)
 
     def forward(self, idx):
@@ -497,6 +505,7 @@ MODELS = {
     "unet": (lambda: UNet(), "pixels"),
     "llama": (lambda: Llama(), "tokens"),
     "relative": (lambda: Relative(), "tokens"),
+    "relative-slice": (lambda: Relative(inplace=True), "tokens"),
     # torchvision's own ViT (class token, nn.MultiheadAttention), small.
     "tv-vit": (lambda: __import__("torchvision").models.vision_transformer
                .VisionTransformer(image_size=16, patch_size=4, num_layers=2,
