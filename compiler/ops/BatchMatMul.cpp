@@ -16,15 +16,6 @@
 namespace memfit::ops {
 
 namespace {
-int64_t product(const std::vector<int64_t> &d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < d.size(); ++i)
-    p *= d[i];
-  return p;
-}
-} // namespace
-
-namespace {
 
 /// a x b as batched matrix products into `out`. A value computed from
 /// weights has no batch axis: it multiplies every sample's products alike

@@ -120,6 +120,13 @@ bool chw(const Value &v, int64_t &c, int64_t &h, int64_t &w);
 inline int64_t at(const std::vector<int64_t> &v, size_t i, int64_t fallback) {
   return v.size() > i ? v[i] : fallback;
 }
+/// The product of d[from, to) (1 where empty).
+inline int64_t product(const std::vector<int64_t> &d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < d.size(); ++i)
+    p *= d[i];
+  return p;
+}
 /// Elements of a value per sample (all of it when not batched).
 inline double elems(const Value &v, int64_t b) {
   return double(v.elementsPerSample()) * (v.batched ? double(b) : 1.0);

@@ -14,15 +14,6 @@
 namespace memfit::ops {
 
 namespace {
-int64_t product(const std::vector<int64_t> &d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < d.size(); ++i)
-    p *= d[i];
-  return p;
-}
-} // namespace
-
-namespace {
 
 // --- LayerNorm ---
 
