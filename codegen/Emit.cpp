@@ -202,6 +202,10 @@ std::string Emitter::mainFile() const {
                                                     : "")
        << (nvmeWeights.count(w) ? ", .stateOnNvme = true" : "")
        << (nvmeMasters.count(w) ? ", .masterOnNvme = true" : "")
+       << (!tg.weightCopyBlock.empty() && tg.weightCopyBlock[w] >= 0 &&
+                   tg.copyStaysOnGpu(tg.weightCopyBlock[w])
+               ? ", .copyOnGpu = true"
+               : "")
        << (poolOffset(w) >= 0
                ? ", .gradPoolOffset = " + std::to_string(poolOffset(w))
                : std::string())

@@ -283,6 +283,10 @@ std::string planToJson(const PlanReport &r) {
     j["summary"]["host_homed_weights"] = s.hostHomedWeights;
     j["summary"]["host_updates"] = s.hostUpdates;
     j["summary"]["host_updates_overlapped"] = s.hostUpdatesOverlapped;
+    if (s.gpuCopyWeights > 0) {
+      j["summary"]["gpu_copy_weights"] = s.gpuCopyWeights;
+      j["summary"]["gpu_copy_bytes"] = s.gpuCopyBytes;
+    }
     if (s.gradPoolBytes > 0) {
       j["summary"]["host_memory_bytes"] = s.hostMemoryBytes;
       j["summary"]["grad_pool_bytes"] = s.gradPoolBytes;
@@ -494,6 +498,8 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.hostUpdates = rd.integer(o, w, "host_updates", 0, false);
     s.hostUpdatesOverlapped =
         rd.integer(o, w, "host_updates_overlapped", 0, false);
+    s.gpuCopyWeights = rd.integer(o, w, "gpu_copy_weights", 0, false);
+    s.gpuCopyBytes = rd.integer(o, w, "gpu_copy_bytes", 0, false);
     s.gradPoolBytes = rd.integer(o, w, "grad_pool_bytes", 0, false);
     s.pooledGradBytes = rd.integer(o, w, "pooled_grad_bytes", 0, false);
     s.pooledGradients = rd.integer(o, w, "pooled_gradients", 0, false);

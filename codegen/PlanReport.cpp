@@ -108,6 +108,11 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
     s.hostHomedWeights +=
         tg.homes[b] != Tier::Gpu && tg.blocks[b].kind == BlockKind::Weight;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+    if (tg.copyStaysOnGpu(b)) {
+      ++s.gpuCopyWeights;
+      s.gpuCopyBytes += tg.blocks[b].bytesAt(1);
+    }
   s.nvmeHomeBytes = plan.nvmeHomeBytes;
   {
     std::set<ValueId> nvmeWeights, stateWeights;

@@ -136,6 +136,9 @@ struct ReportSummary {
   /// Of those, the weights whose optimizer state is on NVMe, and those
   /// whose fp32 master is (16-bit plans).
   int64_t nvmeStateWeights = 0, nvmeMasterWeights = 0;
+  /// Of the weights homed on the host, those whose 16-bit working copy
+  /// stays on the GPU (TaskGraph::copyStaysOnGpu), and those copies' bytes.
+  int64_t gpuCopyWeights = 0, gpuCopyBytes = 0;
   /// Homed gradients streamed through the host's gradient pool
   /// (GradPool.h): the pool's bytes, the gradients' and how many; 0
   /// without a pool.

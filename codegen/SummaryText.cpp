@@ -163,6 +163,15 @@ void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width) {
                                   .str()
                             : std::string());
   }
+  if (s.gpuCopyWeights > 0) {
+    label("copies");
+    os << llvm::formatv(
+        "{0} of those weights keep their 16-bit working copy on the GPU "
+        "({1}, in the resident bytes): read there with no copy in; a "
+        "trained one's host update rounds its new copy at home, uploaded "
+        "once a step (ZeRO-Offload's layout)\n",
+        s.gpuCopyWeights, formatBytes(s.gpuCopyBytes));
+  }
   if (s.gradPoolBytes > 0) {
     label("pool");
     os << llvm::formatv(
@@ -292,6 +301,10 @@ std::string planSummaryJson(const PlanReport &r) {
     j["host_homed_weights"] = s.hostHomedWeights;
     j["host_updates"] = s.hostUpdates;
     j["host_updates_overlapped"] = s.hostUpdatesOverlapped;
+    if (s.gpuCopyWeights > 0) {
+      j["gpu_copy_weights"] = s.gpuCopyWeights;
+      j["gpu_copy_bytes"] = s.gpuCopyBytes;
+    }
     if (s.gradPoolBytes > 0) {
       j["host_memory_bytes"] = s.hostMemoryBytes;
       j["grad_pool_bytes"] = s.gradPoolBytes;

@@ -141,6 +141,11 @@ struct WeightInfo {
   /// streams the master from the file and back and rounds the working copy
   /// at home from it; readWeight and writeWeight go through the file.
   bool masterOnNvme = false;
+  /// Homed on the host with its 16-bit working copy kept on the device too
+  /// (ZeRO-Offload's layout): the rounds read that copy in place; after the
+  /// host's update has rounded the copy at home from the new master, the
+  /// trainer uploads it, once per step.
+  bool copyOnGpu = false;
   /// Homed on the host with its gradient in the gradient pool at this byte
   /// offset (ProgramInfo::gradPoolBytes) instead of a buffer of its own:
   /// the bytes are its from the copy home until its update, started inside

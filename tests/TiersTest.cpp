@@ -857,3 +857,111 @@ TEST_CASE("the generated trainer names the state on NVMe and its directory",
   CHECK(mainCpp.find(".nvmeDir = \"/mnt/nvme \\042x\\042\"") !=
         std::string::npos);
 }
+
+TEST_CASE("a 16-bit working copy may stay on the GPU while the rest of its "
+          "weight is homed on the host: read in place, uploaded once a step",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::BF16);
+  // A link slow enough that copying each working copy in for every one of
+  // the four sub-batches costs more than a smaller arena.
+  p.link = 50e6;
+  const int64_t budget = 120 << 10;
+  auto out = p.planBytes(budget, int64_t(1) << 30, 1);
+  if (!out)
+    FAIL(llvm::toString(out.takeError()));
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  if (auto err = verifyPlan(tg, out->plan))
+    FAIL(llvm::toString(std::move(err)));
+  int64_t kept = 0, keptBytes = 0;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+    if (tg.copyStaysOnGpu(b)) {
+      ++kept;
+      keptBytes += tg.blocks[b].bytesAt(1);
+      INFO(tg.blocks[b].name);
+      CHECK(tg.isResident(b));
+      CHECK(tg.homeOf(tg.masterOf(b)) == Tier::Host);
+    }
+  REQUIRE(kept > 0);
+  // No round copies a kept copy in; the host keeps a copy of it, which
+  // its update rounds, and the GPU's copy is in the resident bytes.
+  for (const Instr &in : out->plan.round)
+    if (in.kind == InstrKind::CopyIn)
+      CHECK(!tg.copyStaysOnGpu(out->plan.residencies[in.residency].block));
+  CHECK(tg.hostBytes() == tg.homedBytes(Tier::Host) + keptBytes);
+  CHECK(out->plan.hostHomeBytes == tg.hostBytes());
+  CHECK(out->plan.residentBytes >= keptBytes);
+  // Each host update of such a weight uploads its copy, after the rounds
+  // and after that update: the iteration takes at least the rounds and
+  // every upload, one after another.
+  int64_t uploads = 0;
+  for (const Instr &in : out->plan.update)
+    if (in.onHost)
+      uploads += hostUploadBytes(tg, tg.tasks[in.task]);
+  CHECK(uploads == keptBytes);
+  const CostTable &t = p.nvmeTable(out->plan.subBatch);
+  Simulation sim = simulate(tg, out->plan, t);
+  const double rounds = sim.iterationSeconds - sim.updateSeconds;
+  CHECK(sim.updateSeconds >= (kept * t.copyLatencySeconds +
+                              double(keptBytes) / t.h2dBytesPerSecond) *
+                                 (1 - 1e-9));
+  CHECK(rounds > 0);
+  // Without the kept layout (the same homes, every copy at home) the
+  // search's choice is no faster, and both plan on the host tier.
+  TaskGraph plain = tg;
+  for (BlockId b = 0; b < (BlockId)plain.homes.size(); ++b)
+    if (tg.copyStaysOnGpu(b))
+      plain.homes[b] = Tier::Host;
+  CHECK(plain.hostBytes() == tg.hostBytes());
+  CHECK(plain.weightSideBytes() == tg.weightSideBytes() - keptBytes);
+  // The generated trainer keeps those copies on the device.
+  auto files = emitTrainer(tg, out->plan, EmitOptions{});
+  REQUIRE(static_cast<bool>(files));
+  int64_t named = 0;
+  for (const GeneratedFile &f : *files)
+    for (size_t at = f.contents.find(".copyOnGpu = true");
+         at != std::string::npos;
+         at = f.contents.find(".copyOnGpu = true", at + 1))
+      ++named;
+  CHECK(named == kept);
+  // The report and plan.json say so.
+  PlanReport r = buildPlanReport(tg, out->plan, out->sim, PlanContext{});
+  CHECK(r.summary.gpuCopyWeights == kept);
+  CHECK(r.summary.gpuCopyBytes == keptBytes);
+  auto back = parsePlanJson(planToJson(r), "plan.json");
+  if (!back)
+    FAIL(llvm::toString(back.takeError()));
+  CHECK(back->summary.gpuCopyWeights == kept);
+  CHECK(back->summary.gpuCopyBytes == keptBytes);
+}
+
+TEST_CASE("a working copy homed off the GPU needs its master off it too",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::BF16);
+  TaskGraph tg = p.tg;
+  tg.homes.assign(tg.blocks.size(), Tier::Gpu);
+  BlockId copy = -1;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size() && copy < 0; ++b)
+    if (tg.blocks[b].kind == BlockKind::WeightCopy)
+      copy = b;
+  REQUIRE(copy >= 0);
+  CHECK(!tg.copyStaysOnGpu(copy));
+  tg.homes[copy] = Tier::Host; // the GPU's update could not refresh it
+  auto why = verifyTaskGraph(tg);
+  REQUIRE(why.has_value());
+  CHECK_THAT(*why, Catch::Contains("its master is on the GPU"));
+  // The other way round is ZeRO-Offload's layout.
+  tg.homes[copy] = Tier::Gpu;
+  tg.homes[tg.masterOf(copy)] = Tier::Host;
+  CHECK(tg.copyStaysOnGpu(copy));
+  CHECK(!verifyTaskGraph(tg).has_value());
+  // keepCopiesOnGpu keeps every copy homed off the GPU, no other block.
+  std::vector<Tier> homes(tg.blocks.size(), Tier::Host);
+  int64_t kept = keepCopiesOnGpu(tg, homes);
+  int64_t copies = 0;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    const bool isCopy = tg.blocks[b].kind == BlockKind::WeightCopy;
+    copies += isCopy ? tg.blocks[b].bytesAt(1) : 0;
+    CHECK((homes[b] == Tier::Gpu) == isCopy);
+  }
+  CHECK(kept == copies);
+}

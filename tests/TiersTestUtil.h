@@ -39,11 +39,15 @@ struct HostPlanned : Planned {
   /// The device's tables with an NVMe drive of these rates (bytes/s; the
   /// built-in devices state none).
   double nvmeRead = 0, nvmeWrite = 0;
+  /// > 0: the host-to-device and device-to-host links' rate (bytes/s).
+  double link = 0;
   const CostTable &nvmeTable(int64_t b) {
     table(b);
     CostTable &t = tables[b];
     t.nvmeReadBytesPerSecond = nvmeRead;
     t.nvmeWriteBytesPerSecond = nvmeWrite;
+    if (link > 0)
+      t.h2dBytesPerSecond = t.d2hBytesPerSecond = link;
     return t;
   }
 };

@@ -139,6 +139,14 @@ int64_t TaskGraph::homedBytes(Tier t) const {
   return total;
 }
 
+int64_t TaskGraph::hostBytes() const {
+  int64_t total = homedBytes(Tier::Host);
+  for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
+    if (copyStaysOnGpu(b))
+      total += blocks[b].bytesAt(1);
+  return total;
+}
+
 bool TaskGraph::nvmeHomeable(BlockId b) const {
   const Block &blk = blocks[b];
   if (blk.kind == BlockKind::Momentum || blk.kind == BlockKind::SecondMoment)
@@ -188,6 +196,16 @@ int64_t nvmeUpdateBytes(const TaskGraph &tg, const Task &update) {
   return bytes;
 }
 
+int64_t hostUploadBytes(const TaskGraph &tg, const Task &update) {
+  if (!tg.runsOnHost(update))
+    return 0;
+  ValueId v = tg.blocks[update.reads.front()].value;
+  if (v < 0 || v >= (ValueId)tg.weightCopyBlock.size())
+    return 0;
+  BlockId c = tg.weightCopyBlock[v];
+  return c >= 0 && tg.copyStaysOnGpu(c) ? tg.blocks[c].bytesAt(1) : 0;
+}
+
 int64_t TaskGraph::keepAllBytes(int64_t b) const {
   int64_t total = 0;
   for (const Block &blk : blocks)
@@ -226,6 +244,15 @@ std::optional<std::string> verifyTaskGraph(const TaskGraph &tg) {
          tg.blocks[id].kind == BlockKind::LossValue))
       return llvm::formatv("block {0} is homed in {1} but only a weight's "
                            "blocks live off the GPU",
+                           tg.blocks[id].name, tierName(tg.homes[id]))
+          .str();
+  // The GPU's update refreshes a working copy on the GPU; none refreshes
+  // one at home while its master stays there.
+  for (BlockId id = 0; id < (BlockId)tg.homes.size(); ++id)
+    if (tg.blocks[id].kind == BlockKind::WeightCopy &&
+        tg.homes[id] != Tier::Gpu && tg.homes[tg.masterOf(id)] == Tier::Gpu)
+      return llvm::formatv("working copy {0} is homed in {1} but its master "
+                           "is on the GPU",
                            tg.blocks[id].name, tierName(tg.homes[id]))
           .str();
   std::vector<bool> written(tg.blocks.size(), false);

@@ -272,7 +272,8 @@ struct TaskGraph {
   /// the blocks of a trained or frozen weight (Weight, WeightCopy,
   /// WeightGrad, Momentum, SecondMoment) may live off the GPU, and all of
   /// one weight's together (passes/schedule/Tiers.h), its optimizer state
-  /// possibly on NVMe.
+  /// possibly on NVMe, except that a 16-bit working copy may stay on the
+  /// GPU while the rest is homed off it (copyStaysOnGpu).
   std::vector<Tier> homes;
   /// Pinned host bytes that the gradients of weights homed on the host
   /// stream through when the host budget cannot give each its own buffer
@@ -299,6 +300,23 @@ struct TaskGraph {
   bool isResident(BlockId b) const {
     return isWeightSide(blocks[b].kind) && homeOf(b) == Tier::Gpu;
   }
+
+  /// The fp32 master (Weight block) of WeightCopy block `copy`.
+  BlockId masterOf(BlockId copy) const {
+    return valueBlock[blocks[copy].value];
+  }
+  /// Whether block `b` is a 16-bit working copy resident on the GPU while
+  /// its master and the rest of its weight are homed off it (ZeRO-Offload's
+  /// layout): the rounds read it where it is, with no copy; the host keeps
+  /// a copy of it too, which the host's update rounds from the master and
+  /// the trainer then uploads (hostUploadBytes), once per step.
+  bool copyStaysOnGpu(BlockId b) const {
+    return !homes.empty() && blocks[b].kind == BlockKind::WeightCopy &&
+           homes[b] == Tier::Gpu && homes[masterOf(b)] != Tier::Gpu;
+  }
+  /// Pinned host bytes the homes take: every block homed on the host, and
+  /// the host's copy of each working copy that stays on the GPU.
+  int64_t hostBytes() const;
 
   /// The update of a weight homed off the GPU, which the host's cores run
   /// (a weight's blocks share a home, or live on NVMe behind it, so its
@@ -348,6 +366,11 @@ std::vector<BlockId> hostUpdateBlocks(const TaskGraph &tg, const Task &update);
 /// Bytes of the optimizer state a host update reads from NVMe and writes
 /// back (its blocks homed on Tier::Nvme); 0 for any other task.
 int64_t nvmeUpdateBytes(const TaskGraph &tg, const Task &update);
+
+/// Bytes a host update uploads to the GPU once it is done: its weight's
+/// 16-bit working copy where that stays on the GPU (copyStaysOnGpu); 0 for
+/// any other task.
+int64_t hostUploadBytes(const TaskGraph &tg, const Task &update);
 
 /// The order the task graph was built in (forward, loss, backward, update).
 std::vector<TaskId> builtOrder(const TaskGraph &tg);

@@ -189,17 +189,31 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
   const double roundsEnd = lastStart + lastRound.seconds;
   const double hostEnd =
       hostTimes(plan, host, lastRound, lastStart, roundsEnd, clip, upd);
+  // Working copies kept on the GPU are uploaded once the rounds are over,
+  // each after its host update, one after another on the host-to-device
+  // link (the trainer's runHostUpdates).
+  double uploadEnd = roundsEnd;
+  int64_t uploaded = 0;
+  for (size_t i = 0; i < plan.update.size(); ++i)
+    if (plan.update[i].onHost)
+      if (int64_t bytes = hostUploadBytes(tg, tg.tasks[plan.update[i].task])) {
+        uploadEnd =
+            std::max(uploadEnd, host.end[i]) + full.copyInSeconds(bytes);
+        uploaded += bytes;
+      }
   sim.roundSeconds = fullRound.seconds;
   sim.lastRoundSeconds = lastRound.seconds;
   sim.clipSeconds = clip;
-  sim.updateSeconds = std::max(upd.seconds, hostEnd - roundsEnd);
+  sim.updateSeconds =
+      std::max({upd.seconds, hostEnd - roundsEnd, uploadEnd - roundsEnd});
   sim.iterationSeconds = roundsEnd + sim.updateSeconds;
   sim.stallSeconds = (k - 1) * fullRound.stall + lastRound.stall;
   sim.computeSeconds =
       (k - 1) * fullRound.compute + lastRound.compute + upd.compute;
   sim.recomputeSeconds = (k - 1) * fullRound.recompute + lastRound.recompute;
   sim.bytesToHost = (k - 1) * fullRound.toHost + lastRound.toHost;
-  sim.bytesToDevice = (k - 1) * fullRound.toDevice + lastRound.toDevice;
+  sim.bytesToDevice =
+      (k - 1) * fullRound.toDevice + lastRound.toDevice + uploaded;
   sim.start = fullRound.start;
   sim.end = fullRound.end;
   sim.updateStart = upd.start;

@@ -134,12 +134,11 @@ llvm::Error Verifier::checkStatic() {
                               "weight side {1}",
                               plan.residentBytes, tg.weightSideBytes())
                     .str());
-  if (plan.hostHomeBytes != tg.homedBytes(Tier::Host))
-    return fail("home",
-                llvm::formatv("host home bytes {0} differ from the "
-                              "graph's {1}",
-                              plan.hostHomeBytes, tg.homedBytes(Tier::Host))
-                    .str());
+  if (plan.hostHomeBytes != tg.hostBytes())
+    return fail("home", llvm::formatv("host home bytes {0} differ from the "
+                                      "graph's {1}",
+                                      plan.hostHomeBytes, tg.hostBytes())
+                            .str());
   if (auto err = checkPoolStatic())
     return err;
   if (plan.nvmeHomeBytes != tg.homedBytes(Tier::Nvme))
@@ -495,9 +494,12 @@ llvm::Error Verifier::runOnHost(const Instr &in, const Task &t) {
     return fail("home", "only the update of a weight homed on the host runs "
                         "there, and it does");
   ++runs[in.task];
+  // A working copy that stays on the GPU is written by the upload that
+  // follows the host's update (hostUploadBytes), never read by it.
   for (const auto *list : {&t.reads, &t.writes})
     for (BlockId b : *list)
-      if (tg.homeOf(b) == Tier::Gpu)
+      if (tg.homeOf(b) == Tier::Gpu &&
+          (list == &t.reads || !tg.copyStaysOnGpu(b)))
         return fail("home", blockName(b) + " is not homed on the host");
   for (BlockId b : t.reads)
     if (version[b] == 0 || hostVersion[b] != version[b])

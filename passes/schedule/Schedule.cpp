@@ -67,7 +67,7 @@ llvm::Expected<Plan> Scheduler::run() {
   plan.subBatch = subBatch_;
   plan.numSubBatches = (opts.batch + subBatch_ - 1) / subBatch_;
   plan.residentBytes = tg.weightSideBytes();
-  plan.hostHomeBytes = tg.homedBytes(Tier::Host);
+  plan.hostHomeBytes = tg.hostBytes();
   plan.nvmeHomeBytes = tg.homedBytes(Tier::Nvme);
   if (!rules.unbounded && arena.size() <= 0)
     return fail(llvm::formatv("the budget of {0} bytes does not even hold the "

@@ -72,6 +72,16 @@ std::vector<Tier> homesMoving(const TaskGraph &tg,
   return homes;
 }
 
+int64_t keepCopiesOnGpu(const TaskGraph &tg, std::vector<Tier> &homes) {
+  int64_t kept = 0;
+  for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
+    if (tg.blocks[b].kind == BlockKind::WeightCopy && homes[b] != Tier::Gpu) {
+      homes[b] = Tier::Gpu;
+      kept += tg.blocks[b].bytesAt(1);
+    }
+  return kept;
+}
+
 int64_t spillStateToNvme(const TaskGraph &tg, std::span<const WeightBlocks> ws,
                          std::vector<Tier> &homes, int64_t bytes) {
   // Optimizer state first, masters only where that is not enough: a host
@@ -127,6 +137,19 @@ llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t host, int64_t slots,
   return llvm::Error::success();
 }
 
+/// Whether `tg` homes off the GPU the working copy of a weight that no
+/// update writes (frozen, or a constant read in 16 bits).
+bool homesFrozenCopy(const TaskGraph &tg) {
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+    if (tg.blocks[b].kind == BlockKind::WeightCopy &&
+        tg.homes[b] != Tier::Gpu &&
+        std::none_of(
+            tg.blocks[b].writers.begin(), tg.blocks[b].writers.end(),
+            [&](TaskId t) { return tg.tasks[t].kind == TaskKind::Update; }))
+      return true;
+  return false;
+}
+
 /// Bytes of the gradients homed on the host, and the largest one's range
 /// in the gradient pool.
 std::pair<int64_t, int64_t> homedGradients(const TaskGraph &tg) {
@@ -145,7 +168,7 @@ std::pair<int64_t, int64_t> homedGradients(const TaskGraph &tg) {
 /// Pinned host bytes `tg`'s homes take before planning: a pool in place of
 /// the gradients it is for (GradPool.h pools every homed gradient it can).
 int64_t hostBytesOf(const TaskGraph &tg) {
-  const int64_t host = tg.homedBytes(Tier::Host);
+  const int64_t host = tg.hostBytes();
   return tg.gradPoolBytes > 0
              ? host - homedGradients(tg).first + tg.gradPoolBytes
              : host;
@@ -169,8 +192,7 @@ bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
   if (over() <= 0 || tg.precision == Precision::FP16 || tg.clipGradNorm > 0)
     return changed;
   auto [grads, largest] = homedGradients(homed);
-  int64_t pool =
-      req.hostBudget - buffers - slots - (homed.homedBytes(Tier::Host) - grads);
+  int64_t pool = req.hostBudget - buffers - slots - (homed.hostBytes() - grads);
   pool = pool / kGradPoolAlign * kGradPoolAlign;
   if (pool < largest || pool == homed.gradPoolBytes)
     return changed;
@@ -263,26 +285,20 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
     moves.insert(moves.begin(), std::min(req.homeBytesAtLeast, homeable));
     moves.erase(std::unique(moves.begin(), moves.end()), moves.end());
   }
-  for (int64_t move : moves) {
-    if (best && req.homeBytesAtLeast >= 0)
-      break;
-    std::shared_ptr<TaskGraph> homed;
+  // Plans one homing (null: every weight on the GPU) and keeps it where it
+  // is the fastest so far; false on an error that ends the search. `rounds`:
+  // the sub-batches of its plan, 0 when it did not plan.
+  int64_t rounds = 0;
+  auto tryHoming = [&](std::shared_ptr<TaskGraph> homed) -> bool {
+    rounds = 0;
     PlanRequest r = bytesReq;
-    if (move > 0) {
-      homed = std::make_shared<TaskGraph>(tg);
-      homed->homes = homesMoving(tg, ws, move);
-      // Two targets may round up to the same weights.
-      size_t count = static_cast<size_t>(
-          std::count(homed->homes.begin(), homed->homes.end(), Tier::Host));
-      if (count == lastCount)
-        continue;
-      lastCount = count;
+    if (homed) {
       // What the host budget cannot hold goes to NVMe, or streams.
       fitHost(tg, ws, *homed, 0, req);
       if (auto why = exceedsBudgets(*homed, hostBytesOf(*homed), 0, req)) {
         llvm::consumeError(std::move(lastReason));
         lastReason = std::move(why);
-        continue;
+        return true;
       }
       // A split batch's graph is built from the model's blocks, which the
       // homes would not follow.
@@ -290,13 +306,9 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
     }
     auto out = planOne(homed ? *homed : tg, tableAt, r);
     if (!out) {
-      if (!out.errorIsA<Infeasible>()) {
-        llvm::consumeError(std::move(lastReason));
-        return out.takeError();
-      }
       llvm::consumeError(std::move(lastReason));
       lastReason = out.takeError();
-      continue;
+      return lastReason.isA<Infeasible>();
     }
     // Offloaded activations' slots are pinned host memory too; where they
     // push the host past its budget, more state goes to NVMe or the
@@ -317,7 +329,8 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
         auto replanned = planOne(*again, tableAt, r);
         if (!replanned && !replanned.errorIsA<Infeasible>()) {
           llvm::consumeError(std::move(lastReason));
-          return replanned.takeError();
+          lastReason = replanned.takeError();
+          return false;
         }
         if (replanned) {
           homed = again;
@@ -333,8 +346,9 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
             exceedsBudgets(*planned, out->plan.hostMemoryBytes(), slots, req)) {
       llvm::consumeError(std::move(lastReason));
       lastReason = std::move(why);
-      continue;
+      return true;
     }
+    rounds = out->plan.numSubBatches;
     out->homed = homed;
     if (homed) {
       // Overhead is over the model's ideal, every weight on the GPU.
@@ -346,6 +360,57 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
     if (!best ||
         out->plan.summary.plannedSeconds < best->plan.summary.plannedSeconds)
       best = std::move(*out);
+    return true;
+  };
+  bool keptAll = false; // the kept variant of every weight homed was tried
+  for (int64_t move : moves) {
+    if (best && req.homeBytesAtLeast >= 0)
+      break;
+    if (move == 0) {
+      if (!tryHoming(nullptr))
+        return std::move(lastReason);
+      continue;
+    }
+    auto homed = std::make_shared<TaskGraph>(tg);
+    homed->homes = homesMoving(tg, ws, move);
+    // Two targets may round up to the same weights.
+    size_t count = static_cast<size_t>(
+        std::count(homed->homes.begin(), homed->homes.end(), Tier::Host));
+    if (count == lastCount)
+      continue;
+    lastCount = count;
+    if (!tryHoming(homed))
+      return std::move(lastReason);
+    // The same weights with their 16-bit working copies kept on the GPU
+    // (ZeRO-Offload's layout), where they fit: no round copies them in,
+    // one upload a step refreshes them, and the arena is smaller. It pays
+    // where the rounds copy each working copy in again and again, and for
+    // frozen weights, whose copies are never uploaded again (a LoRA base
+    // model): tried only where this homing planned in several sub-batches
+    // or homes a frozen weight's copy (a one-round plan copies each in
+    // once or twice, about what the upload costs, and planning it again
+    // doubled the time of 16-bit searches).
+    auto kept = std::make_shared<TaskGraph>(*homed);
+    if ((rounds > 1 || homesFrozenCopy(*homed)) &&
+        keepCopiesOnGpu(*kept, kept->homes) > 0 &&
+        kept->weightSideBytes() < share) {
+      keptAll = keptAll || move >= homeable;
+      if (!tryHoming(kept))
+        return std::move(lastReason);
+    }
+  }
+  // A graph that starts from another's homing stops at the first that
+  // plans; ZeRO-Offload's layout (every weight homed, the working copies
+  // kept) is a different trade of the GPU's bytes, so it is tried too
+  // where the plan so far takes several rounds.
+  if (req.homeBytesAtLeast >= 0 && !keptAll && best &&
+      (best->plan.numSubBatches > 1 ||
+       (best->homed && homesFrozenCopy(*best->homed)))) {
+    auto kept = std::make_shared<TaskGraph>(tg);
+    kept->homes = homesMoving(tg, ws, homeable);
+    if (keepCopiesOnGpu(*kept, kept->homes) > 0 &&
+        kept->weightSideBytes() < share && !tryHoming(kept))
+      return std::move(lastReason);
   }
   if (!best)
     return std::move(lastReason);

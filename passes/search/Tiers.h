@@ -53,6 +53,11 @@ std::vector<WeightBlocks> homeableWeights(const TaskGraph &tg);
 std::vector<Tier> homesMoving(const TaskGraph &tg,
                               std::span<const WeightBlocks> ws, int64_t bytes);
 
+/// Keeps on the GPU every 16-bit working copy that `homes` homes off it,
+/// the rest of its weight staying where it is (TaskGraph::copyStaysOnGpu:
+/// ZeRO-Offload's layout). Returns the bytes kept.
+int64_t keepCopiesOnGpu(const TaskGraph &tg, std::vector<Tier> &homes);
+
 /// Moves what may live on NVMe (TaskGraph::nvmeHomeable) of weights homed
 /// on the host (`homes`) there, the largest weights first, until at least
 /// `bytes` have moved (or all of it): the optimizer state of every such

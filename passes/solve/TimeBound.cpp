@@ -497,13 +497,15 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   beforeLast = std::max(beforeLast, double(k - 1) * std::max(homeIn, homeOut));
   // The host's updates run beside the GPU's, and may start inside the last
   // round (HostOverlap.h).
-  double update = 0, hostUpdate = 0;
+  double update = 0, hostUpdate = 0, upload = 0;
   for (const Instr &in : plan.update)
-    if (in.kind == InstrKind::Run && in.onHost)
+    if (in.kind == InstrKind::Run && in.onHost) {
       hostUpdate +=
           full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]),
                                  nvmeUpdateBytes(tg, tg.tasks[in.task]));
-    else if (in.kind == InstrKind::Run)
+      if (int64_t bytes = hostUploadBytes(tg, tg.tasks[in.task]))
+        upload += full.copyInSeconds(bytes);
+    } else if (in.kind == InstrKind::Run)
       update += full.fastest(in.task).seconds;
   // No gradient is final before the last round's forward pass and loss
   // have run (every gradient depends on the loss), one task after another
@@ -524,6 +526,9 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   // (HostOverlap.h leaves such programs alone).
   if (tg.precision == Precision::FP16)
     out.seconds = std::max(out.seconds, rounds + hostUpdate);
+  // Working copies kept on the GPU are uploaded after the rounds, one
+  // after another on the host-to-device link.
+  out.seconds = std::max(out.seconds, rounds + upload);
   return out;
 }
 

@@ -297,6 +297,7 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   auto walk = [&]() {
     im.w.clear(), im.g.clear(), im.m.clear(), im.v.clear();
     im.wCopy.clear(), im.copyStale.clear(), im.gSlice.clear();
+    im.wCopyDev.clear();
     for (const WeightInfo &wi : wInfo) {
       // NCCL's reduce-scatter and all-gather move equal slices.
       int64_t bytes = paddedCount(wi.count) * 4;
@@ -328,6 +329,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
       // reader after every change (weightCopy; at home, refreshHomeCopy).
       im.wCopy.push_back(
           wi.workingCopy ? static_cast<char *>(alloc(wi.count * 2)) : nullptr);
+      // Kept on the device too while the weight is homed on the host.
+      im.wCopyDev.push_back(wi.workingCopy && host && wi.copyOnGpu
+                                ? static_cast<char *>(carve(wi.count * 2))
+                                : nullptr);
       // One whose master is on NVMe is rounded by every write and update
       // of the master (writeWeight, the host's update), never from memory.
       im.copyStale.push_back(!wi.masterOnNvme);
@@ -503,6 +508,16 @@ float *Exec::arena16(int64_t offset, int64_t bytes) {
 float *Exec::weightCopy(int32_t id) {
   if (id < 0 || id >= (int32_t)wInfo.size() || !impl->wCopy[id])
     fatal("weight " + std::to_string(id) + " has no 16-bit working copy");
+  // Kept on the device while its weight is homed on the host: uploaded
+  // from home after every change (cuda::uploadHomeCopy).
+  if (wInfo[id].copyOnGpu) {
+    if (!impl->wCopyDev[id])
+      fatal(std::string("weight '") + wInfo[id].onnxName +
+            "' keeps its working copy on the device but is not homed on the "
+            "host");
+    impl->narrowNow.push_back(impl->wCopyDev[id]);
+    return reinterpret_cast<float *>(impl->wCopyDev[id]);
+  }
   char *c = impl->wCopy[id];
   // Refreshed on the compute stream, ahead of the operation that reads it.
   if (impl->copyStale[id]) {
@@ -562,8 +577,12 @@ int64_t Exec::deviceBytes() const {
   int64_t total = prog.arenaBytes + cuda::kLossBytes + impl->updateTableBytes +
                   (prog.precision == Precision::FP16 ? 4 : 0);
   for (const WeightInfo &wi : wInfo) {
-    if (wi.home == Home::Host)
-      continue; // pinned host memory: hostHomeBytes
+    if (wi.home == Home::Host) {
+      // Pinned host memory (hostHomeBytes), but for a working copy kept on
+      // the device.
+      total += wi.copyOnGpu && wi.workingCopy ? wi.count * 2 : 0;
+      continue;
+    }
     const bool state = wi.trainable && !wi.stateOnNvme; // else on NVMe
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
@@ -644,12 +663,15 @@ void Exec::writeWeight(int32_t id, const float *in) {
       impl->hostOpt->waitAll();
     nvmeTensor(*this, impl->nvme, impl->nvme.w, id, nullptr, in);
     cuda::narrowHomeCopy(*impl, id, 0, wInfo[id].count, in);
+    cuda::uploadHomeCopy(*this, *impl, id, true);
     return;
   }
   toDevice(*this, *impl, impl->w[id], in, wInfo[id].count);
   impl->copyStale[id] = true;
-  if (wInfo[id].home == Home::Host && impl->wCopy[id])
+  if (wInfo[id].home == Home::Host && impl->wCopy[id]) {
     cuda::refreshHomeCopy(*this, *impl, id);
+    cuda::uploadHomeCopy(*this, *impl, id, true);
+  }
 }
 
 void Exec::openNvme(const std::string &dir) {

@@ -32,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Impl.h"
 
+#include <algorithm>
 #include <string>
 
 namespace memfit::rt {
@@ -97,6 +98,20 @@ void cuda::narrowHomeCopy(Exec::Impl &im, int32_t id, int64_t lo, int64_t hi,
 void cuda::refreshHomeCopy(const Exec &x, Exec::Impl &im, int32_t id) {
   narrowHomeCopy(im, id, 0, x.weightInfo()[id].count, im.w[id]);
   im.copyStale[id] = false;
+}
+
+void cuda::uploadHomeCopy(const Exec &x, Exec::Impl &im, int32_t id,
+                          bool wait) {
+  if (!x.weightInfo()[id].copyOnGpu || !im.wCopyDev[id])
+    return;
+  check(x,
+        cudaMemcpyAsync(im.wCopyDev[id], im.wCopy[id],
+                        x.weightInfo()[id].count * 2, cudaMemcpyHostToDevice,
+                        im.stream[CopyIn]),
+        "cudaMemcpyAsync (a working copy kept on the device)");
+  if (wait)
+    check(x, cudaStreamSynchronize(im.stream[CopyIn]),
+          "cudaStreamSynchronize (a working copy kept on the device)");
 }
 
 void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
@@ -248,24 +263,39 @@ void cuda::runHostUpdates(Exec &x, Exec::Impl &im) {
   // joins its copy streams into the compute stream).
   check(x, cudaEventSynchronize(im.roundsDone),
         "cudaEventSynchronize (the rounds' copy-outs)");
+  // In the order they were started: those of the last round, then the
+  // queued ones (the simulator's order).
+  std::vector<std::pair<host::JobId, int32_t>> jobs;
+  for (const auto &r : im.hostReady)
+    if (r && r->started)
+      jobs.push_back({r->job, r->id});
+  std::sort(jobs.begin(), jobs.end());
   for (int32_t id : im.hostQueue)
-    submitHostUpdate(x, im, id);
+    jobs.push_back({submitHostUpdate(x, im, id), id});
+  // Each working copy kept on the device is uploaded as soon as its
+  // update is done, while the host runs the next ones. A master on NVMe
+  // had its working copy rounded by its update.
+  bool uploads = false;
+  for (auto [job, id] : jobs) {
+    im.hostOpt->wait(job);
+    if (im.wCopy[id] && !x.weightInfo()[id].masterOnNvme)
+      refreshHomeCopy(x, im, id);
+    if (im.nvme.opened() && im.nvme.store->failed())
+      break;
+    uploadHomeCopy(x, im, id, false);
+    uploads = uploads || x.weightInfo()[id].copyOnGpu;
+  }
   im.hostOpt->waitAll();
   if (im.nvme.opened() && im.nvme.store->failed())
     x.fatal(im.nvme.store->error() +
             "; the last checkpoint, if any, is intact");
-  // A master on NVMe had its working copy rounded by its update.
-  auto refresh = [&](int32_t id) {
-    if (im.wCopy[id] && !x.weightInfo()[id].masterOnNvme)
-      refreshHomeCopy(x, im, id);
-  };
-  for (int32_t id : im.hostQueue)
-    refresh(id);
+  // The next iteration's rounds read the uploaded copies.
+  if (uploads)
+    check(x, cudaStreamSynchronize(im.stream[CopyIn]),
+          "cudaStreamSynchronize (working copies kept on the device)");
   for (const auto &r : im.hostReady) {
     if (!r)
       continue;
-    if (r->started)
-      refresh(r->id);
     r->seen = 0;
     r->started = false;
   }

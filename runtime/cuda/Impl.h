@@ -118,6 +118,10 @@ void refreshHomeCopy(const Exec &x, Exec::Impl &im, int32_t id);
 /// writes hand it over chunk by chunk.
 void narrowHomeCopy(Exec::Impl &im, int32_t id, int64_t lo, int64_t hi,
                     const float *w);
+/// Copies weight id's working copy at home to the device's copy where it
+/// keeps one (WeightInfo::copyOnGpu), on the copy-in stream; `wait`: and
+/// waits for it.
+void uploadHomeCopy(const Exec &x, Exec::Impl &im, int32_t id, bool wait);
 void destroyUpdateTable(Exec::Impl &im);
 void check(const Exec &x, cudnnStatus_t s, const char *call);
 void check(const Exec &x, cublasStatus_t s, const char *call);
@@ -410,6 +414,10 @@ struct Exec::Impl {
   /// null where WeightInfo::workingCopy is false.
   std::vector<char *> wCopy;
   std::vector<bool> copyStale; // the master changed since the copy
+  /// The device's copy of a working copy kept there while its weight is
+  /// homed on the host (WeightInfo::copyOnGpu; wCopy is then the host's):
+  /// uploaded after each host update (runHostUpdates) and weight write.
+  std::vector<char *> wCopyDev;
   /// Pinned host staging of the batch's float inputs in 16 bits, per
   /// buffer: what a 16-bit program's input block is loaded from, converted
   /// by the thread that filled the buffer (Exec::prepareBatch).

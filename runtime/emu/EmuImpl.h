@@ -91,6 +91,11 @@ struct Exec::Impl {
   /// 16-bit working copies; stale after the master changed.
   std::vector<std::vector<float>> wCopy;
   std::vector<bool> copyStale;
+  /// The device's copy of a working copy kept there while its weight is
+  /// homed on the host (WeightInfo::copyOnGpu); stale from the upload
+  /// after each host update (joinHost) or weight write until its next read.
+  std::vector<std::vector<float>> wCopyDev;
+  std::vector<bool> devStale;
   /// 16-bit blocks handed to the operation now running: rounded when it
   /// is done (settle).
   std::vector<std::pair<float *, int64_t>> stores16;

@@ -66,7 +66,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                                   : 0,
                               0.0f);
     impl->wCopy.emplace_back(wi.workingCopy ? wi.count : 0, 0.0f);
+    impl->wCopyDev.emplace_back(wi.workingCopy && wi.copyOnGpu ? wi.count : 0,
+                                kPoison);
   }
+  impl->devStale.assign(wInfo.size(), true);
   // A working copy whose master is on NVMe is written by every write and
   // update of the master (writeWeight, the host's update), never refreshed
   // from a master in memory.
@@ -301,6 +304,8 @@ int64_t Exec::deviceBytes() const {
                     held(impl->m[i].size(), prog.shard >= 1) +
                     held(impl->v[i].size(), prog.shard >= 1)) +
                2 * impl->wCopy[i].size();
+    else
+      total += 2 * static_cast<int64_t>(impl->wCopyDev[i].size());
   return total;
 }
 
@@ -356,10 +361,12 @@ void Exec::writeWeight(int32_t id, const float *in) {
     std::vector<float> &c = impl->wCopy[id];
     std::copy(in, in + c.size(), c.begin());
     roundTo16Bit(prog.precision, c.data(), static_cast<int64_t>(c.size()));
+    impl->devStale[id] = true;
     return;
   }
   std::memcpy(impl->w[id].data(), in, impl->w[id].size() * 4);
   impl->copyStale[id] = true;
+  impl->devStale[id] = true;
 }
 void Exec::readMomentum(int32_t id, float *out) {
   if (wInfo[id].stateOnNvme)

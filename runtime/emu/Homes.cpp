@@ -76,6 +76,9 @@ int64_t plannedBytes(HomeTensor what, int64_t count) {
 
 void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
   std::span<float> src = homeOf(*this, *impl, what, id);
+  if (what == HomeTensor::WorkingCopy && wInfo[id].copyOnGpu)
+    fatal(std::string("weight '") + wInfo[id].onnxName +
+          "' keeps its working copy on the device: no round copies it in");
   if (what == HomeTensor::WorkingCopy)
     weightCopy(id); // the host's rounding of a changed master
   const int64_t bytes = plannedBytes(what, wInfo[id].count);
@@ -221,6 +224,8 @@ void Exec::joinHost() {
     im.hostWaited[id] = false;
     // The update rounded a working copy whose master is on NVMe.
     im.copyStale[id] = !wInfo[id].masterOnNvme;
+    // The trainer uploads a copy kept on the device once the update is done.
+    im.devStale[id] = true;
     std::fill(im.g[id].begin(), im.g[id].end(), kPoison);
   }
 }

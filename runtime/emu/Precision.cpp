@@ -79,6 +79,20 @@ float *Exec::weightCopy(int32_t id) {
     roundTo16Bit(prog.precision, c.data(), static_cast<int64_t>(c.size()));
     impl->copyStale[id] = false;
   }
+  // Kept on the device while the weight is homed on the host: the rounds
+  // read the device's copy, which the upload after the host's update (at
+  // joinHost) makes the copy at home, rounded above.
+  if (wInfo[id].copyOnGpu) {
+    if (wInfo[id].home != Home::Host)
+      fatal("weight " + std::string(wInfo[id].onnxName) +
+            " keeps its working copy on the device but is not homed on "
+            "the host");
+    if (impl->devStale[id]) {
+      impl->wCopyDev[id] = c;
+      impl->devStale[id] = false;
+    }
+    return impl->wCopyDev[id].data();
+  }
   return c.data();
 }
 

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# ZeRO-Offload's layout on the CPU emulation: weights homed in host memory
+# whose 16-bit working copies stay on the GPU (read in place by every
+# round, rounded at home by the host's update and uploaded once a step).
+# gpt2-tiny in bf16, AdamW, four sub-batches of one, on the H100 with a
+# link slow enough (50 MB/s) that copying the working copies in for every
+# sub-batch costs more than a smaller arena, so the planner keeps them.
+# Checked: the plan, the generated trainer and the summary say so; 3 steps
+# bit for bit as the plan that keeps every weight on the GPU; a checkpoint
+# after 2 steps and a resume bit for bit as 3 steps; with the base matrices
+# frozen (LoRA-style) their copies stay on the GPU and are never uploaded,
+# bit for bit the frozen plan on the GPU.
+set -u
+MEMFIT=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=lib/trainer.bash
+source "$SRC/tests/cli/lib/trainer.bash"
+if ! "$PY" -c 'import numpy' 2>/dev/null; then
+  echo "gpu_copies: SKIPPED: $PY cannot import numpy"
+  exit 0
+fi
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+"$MEMFIT" zoo gpt2-tiny -o g.onnx >/dev/null || fail "zoo gpt2-tiny"
+"$MEMFIT" device h100-sxm --json >dev0.json || fail "memfit device --json"
+"$PY" - <<'PYEOF' || fail "cannot write data and the device file"
+import json
+import numpy as np
+r = np.random.default_rng(5)
+np.save("tok.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
+np.save("next.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
+d = json.load(open("dev0.json"))
+d["name"] = "h100-sxm-slow-link"
+d["h2d_gbps"] = d["d2h_gbps"] = 0.05
+json.dump(d, open("slow.json", "w"))
+PYEOF
+
+# --refine=false: refinement takes most of a sanitized compile and changes
+# nothing checked here.
+ARGS="--batch 4 --sub-batch 1 --device slow.json --library-reserve 0 --precision bf16 --optimizer adamw --refine=false"
+TRAIN="--data tok.npy --labels next.npy --iterations 3 --lr 0.01 --weight-decay 0.01 --eps 1e-3 --log-every 1"
+
+# kept_copies dir: how many weights of dir's plan keep their copy on the GPU.
+kept_copies() {
+  "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"].get("gpu_copy_weights", 0))' "$1/plan.json"
+}
+
+build_trainer kept g.onnx $ARGS --budget 120KiB --host-budget 1GiB
+build_trainer gpu g.onnx $ARGS --budget 2MiB
+n=$(kept_copies kept)
+[ "$n" -gt 0 ] || fail "the slow link's plan keeps no working copy on the GPU"
+[ "$(grep -c '\.copyOnGpu = true' kept/src/main.cpp)" -eq "$n" ] ||
+  fail "the trainer does not keep the plan's $n copies on the device"
+"$MEMFIT" report kept/plan.json --layers 0 >kept/report.txt 2>&1 ||
+  { cat kept/report.txt; fail "memfit report cannot read the plan"; }
+grep -q "^copies .*keep their 16-bit working copy on the GPU" kept/report.txt ||
+  fail "the summary does not say which copies stay on the GPU"
+[ "$(kept_copies gpu)" -eq 0 ] || fail "a plan without homes keeps copies"
+
+./kept/build/trainer $TRAIN --save kept.onnx >kept/train.log 2>&1 ||
+  { cat kept/train.log; fail "train kept"; }
+./gpu/build/trainer $TRAIN --save gpu.onnx >gpu/train.log 2>&1 ||
+  { cat gpu/train.log; fail "train gpu"; }
+cmp -s kept.onnx gpu.onnx ||
+  fail "copies kept on the GPU train other weights than the plan on the GPU"
+echo "gpu_copies: $n working copies on the GPU train bit for bit as on the GPU"
+
+./kept/build/trainer $TRAIN --iterations 2 --checkpoint ck \
+  --checkpoint-every 1 >kept/first.log 2>&1 || { cat kept/first.log; fail "2 steps"; }
+./kept/build/trainer $TRAIN --checkpoint ck --resume --save resumed.onnx \
+  >kept/resumed.log 2>&1 || { cat kept/resumed.log; fail "resume"; }
+cmp -s resumed.onnx gpu.onnx || fail "the resumed run differs"
+echo "gpu_copies: resumed bit for bit"
+
+# LoRA-style: the attention and MLP input matrices frozen. Their copies are
+# written once at start-up and never uploaded again.
+FROZEN=".*\.(c_attn|c_fc)\.weight"
+build_trainer fk g.onnx $ARGS --budget 120KiB --host-budget 1GiB --freeze "$FROZEN"
+build_trainer fg g.onnx $ARGS --budget 2MiB --freeze "$FROZEN"
+[ "$(kept_copies fk)" -gt 0 ] || fail "the frozen plan keeps no copy on the GPU"
+./fk/build/trainer $TRAIN --save fk.onnx >fk/train.log 2>&1 ||
+  { cat fk/train.log; fail "train fk"; }
+./fg/build/trainer $TRAIN --save fg.onnx >fg/train.log 2>&1 ||
+  { cat fg/train.log; fail "train fg"; }
+cmp -s fk.onnx fg.onnx || fail "frozen: kept copies train otherwise"
+cmp -s fk.onnx gpu.onnx && fail "freezing changed nothing"
+echo "gpu_copies: frozen weights' copies on the GPU train bit for bit"
