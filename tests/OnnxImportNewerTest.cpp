@@ -670,10 +670,37 @@ TEST_CASE("Tile of a weight over the batch is the class token's lookup",
   CHECK(g.values[g.ops[0].inputs[0]].trainable);
   CHECK(g.values[g.ops[0].outputs[0]].dims == std::vector<int64_t>{2, 1, 4});
   CHECK(g.ops[1].kind == OpKind::Add);
-  // Repeated along its own axes too, it would need the repeats' sum on the
-  // weight side: refused, named.
+  // Repeated over the batch and along its own axes at once: refused, named.
   CHECK_THAT(errorText(model({2, 1}).import(batchOf(2))),
              Contains("'tile' (Tile)") && Contains("tiles a weight by"));
+}
+
+TEST_CASE("Tile of a weight along its own axes tiles its value",
+          "[onnx][import]") {
+  // w.repeat(1, 2, 1) of a [1, 2, 4] parameter added to x [N, 4, 4]: the
+  // weight read as a value without a batch, [1, 2, 4] -> [1, 1, 2, 4] ->
+  // [1, 2, 2, 4] -> [1, 4, 4], so its gradient is the two repeats' sum.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 4, 4})
+      .init("w", {1, 2, 4})
+      .constInt64("r", {3}, {1, 2, 1})
+      .node("Tile", {"w", "r"}, {"t"}, {}, "tile")
+      .node("Add", {"x", "t"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 5);
+  CHECK(g.ops[0].kind == OpKind::Embedding); // the lift
+  CHECK(g.values[g.ops[0].inputs[0]].kind == ValueKind::Weight);
+  CHECK(g.values[g.ops[0].inputs[0]].trainable);
+  CHECK(g.ops[1].kind == OpKind::Reshape);
+  CHECK(g.ops[2].kind == OpKind::Expand);
+  CHECK(g.values[g.ops[2].outputs[0]].dims == std::vector<int64_t>{1, 2, 2, 4});
+  CHECK(g.ops[3].kind == OpKind::Reshape);
+  const Value &tiled = g.values[g.ops[3].outputs[0]];
+  CHECK(tiled.dims == std::vector<int64_t>{1, 4, 4});
+  CHECK(!tiled.batched);
+  CHECK(g.ops[4].kind == OpKind::Add);
+  CHECK(g.values[g.ops[4].outputs[0]].batched);
 }
 
 TEST_CASE("Flatten after larger axes merges them with the batch",

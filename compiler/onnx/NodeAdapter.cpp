@@ -49,6 +49,9 @@ public:
                                  bool trainable) override {
     return im.weight(n, i, declaredInit, trainable);
   }
+  llvm::Expected<ValueId> weightValue(int i) override {
+    return im.liftWeight(n, n.input(i));
+  }
   bool isLiteral(int i) const override {
     return im.hasInput(n, i) && im.isConstant(n.input(i)) &&
            !im.isWeightSource(n.input(i));

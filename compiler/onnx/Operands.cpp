@@ -159,7 +159,7 @@ static constexpr llvm::StringRef kWeightValueOps[] = {
     "Clip",   "Max",       "Min",     "Exp",     "Relu",      "Sigmoid",
     "Tanh",   "Sqrt",      "Pow",     "MatMul",  "Gemm",      "Softmax",
     "Concat", "CastLike",  "Where",   "Resize",  "Dropout",   "Split",
-    "Einsum"};
+    "Einsum", "Tile"};
 
 bool computesOnWeights(llvm::StringRef opType) {
   return llvm::is_contained(kWeightValueOps, opType);

@@ -228,9 +228,10 @@ bool Importer::readsDeclaredWeightAsValue(const pb::NodeProto &n) const {
   // an op that has no weight operand of its own, or one of Add, Sub, Mul
   // and Div that reads no activation (1 + w), computes on it.
   llvm::StringRef op = n.op_type();
-  // Gather, MatMul and Gemm read a weight in their weight slots.
+  // Gather, MatMul and Gemm read a weight in their weight slots, and Tile
+  // decides itself (a class token over the batch is a lookup).
   if (!computesOnWeights(op) || op == "Gather" || op == "MatMul" ||
-      op == "Gemm")
+      op == "Gemm" || op == "Tile")
     return false;
   bool declared = false, activations = false;
   for (int i = 0; i < n.input_size(); ++i) {

@@ -393,36 +393,16 @@ llvm::Error importExpand(OnnxNode &node) {
   return node.emit(OpKind::Expand, {*x}, {o}).takeError();
 }
 
-/// Tile of an activation (`x.repeat`) as the ops memfit has: an axis of
-/// extent 1 put before each tiled axis (a view), an Expand along it, and a
-/// view folding each repeat into its axis ([N, r, d] -> [N, r * d]), so the
+/// Tile of value `x` (`x.repeat`) as the ops memfit has: an axis of extent
+/// 1 put before each tiled axis (a view), an Expand along it, and a view
+/// folding each repeat into its axis ([N, r, d] -> [N, r * d]), so the
 /// backward sums the repeats as Expand's does. An axis of extent 1 is
-/// expanded as it is.
-llvm::Error importTile(OnnxNode &node) {
-  if (!node.isActivation(node.inputName(0))) {
-    // A weight repeated over the batch alone (a class token,
-    // `cls.repeat(x.shape[0], 1, 1)`) is Expand's lookup of its one row
-    // per sample; other repeats of a weight would need the repeats' sum
-    // as its gradient on the weight side.
-    auto reps = node.intConstant(1);
-    if (!reps)
-      return reps.takeError();
-    bool overBatch = !reps->isFloat && reps->numel() >= 1 && reps->isBatch(0);
-    for (int64_t i = 1; overBatch && i < reps->numel(); ++i)
-      overBatch = !reps->isBatch(i) && reps->ints[i] == 1;
-    if (overBatch)
-      return importExpandWeight(node);
-    return node.fail("tiles a weight by " + reps->str() +
-                     "; memfit supports Tile of an activation, of a weight "
-                     "over the batch alone ([N, 1, ...]), and of constants");
-  }
-  auto x = node.activation(0);
-  auto reps = node.intConstant(1);
-  if (llvm::Error e = firstError(x, reps))
-    return e;
-  std::vector<int64_t> xd = dimsOfValue(node, *x);
-  const IntConstant &r = *reps;
-  const Value &v = node.graph().values[*x];
+/// expanded as it is. A value without a batch (a weight read as a value)
+/// may repeat any axis.
+llvm::Error tileValue(OnnxNode &node, ValueId x, const std::string &xName,
+                      const IntConstant &r) {
+  std::vector<int64_t> xd = dimsOfValue(node, x);
+  const Value &v = node.graph().values[x];
   if (r.isFloat || r.dims.size() != 1 ||
       r.numel() != static_cast<int64_t>(xd.size()))
     return node.fail("repeats " + r.str() +
@@ -432,12 +412,12 @@ llvm::Error importTile(OnnxNode &node) {
   if (!v.canonical())
     return node.fail("tiles a value whose batch is not alone on axis 0; "
                      "memfit supports Tile with the batch there");
-  if (r.isBatch(0) || r.ints[0] != 1)
+  if (v.batched && (r.isBatch(0) || r.ints[0] != 1))
     return node.fail("repeats the batch (" + r.str() +
                      "); memfit supports Tile along the other axes");
   std::vector<int64_t> viewIn, expanded, out;
   for (size_t i = 0; i < xd.size(); ++i) {
-    if (i > 0 && (r.isBatch(i) || r.ints[i] < 1))
+    if ((i > 0 || !v.batched) && (r.isBatch(i) || r.ints[i] < 1))
       return node.fail("repeats " + r.str() + " must be positive counts");
     int64_t n = r.ints[i];
     if (n > 1 && xd[i] > 1) {
@@ -449,7 +429,7 @@ llvm::Error importTile(OnnxNode &node) {
     out.push_back(xd[i] * n);
   }
   if (out == xd) {
-    node.alias(node.outputName(0), node.inputName(0));
+    node.alias(node.outputName(0), xName);
     return llvm::Error::success();
   }
   if (llvm::Error e = checkRank(node, expanded))
@@ -459,7 +439,7 @@ llvm::Error importTile(OnnxNode &node) {
   auto named = [&](const char *step) {
     return opName.empty() ? opName : opName + "#" + step;
   };
-  ValueId in = *x;
+  ValueId in = x;
   if (viewIn != xd) {
     OpAttrs a;
     a.shape = viewIn;
@@ -481,6 +461,36 @@ llvm::Error importTile(OnnxNode &node) {
       .emit(OpKind::Reshape, {node.graph().ops[*id].outputs[0]}, {{name, out}},
             a, false, named("view"))
       .takeError();
+}
+
+/// Tile of an activation, or of a weight: over the batch alone (a class
+/// token, `cls.repeat(x.shape[0], 1, 1)`) Expand's lookup of its one row
+/// per sample; along its own axes, the weight read as a value and tiled,
+/// its gradient the repeats' sum.
+llvm::Error importTile(OnnxNode &node) {
+  auto reps = node.intConstant(1);
+  if (!reps)
+    return reps.takeError();
+  if (!node.isActivation(node.inputName(0))) {
+    bool overBatch = !reps->isFloat && reps->numel() >= 1 && reps->isBatch(0);
+    for (int64_t i = 1; overBatch && i < reps->numel(); ++i)
+      overBatch = !reps->isBatch(i) && reps->ints[i] == 1;
+    if (overBatch)
+      return importExpandWeight(node);
+    for (int64_t i = 0; i < reps->numel(); ++i)
+      if (reps->isBatch(i))
+        return node.fail("tiles a weight by " + reps->str() +
+                         "; memfit supports Tile of a weight over the batch "
+                         "alone ([N, 1, ...]) or along its own axes");
+    auto w = node.weightValue(0);
+    if (!w)
+      return w.takeError();
+    return tileValue(node, *w, node.graph().values[*w].name, *reps);
+  }
+  auto x = node.activation(0);
+  if (!x)
+    return x.takeError();
+  return tileValue(node, *x, node.inputName(0), *reps);
 }
 
 llvm::Error importExpandOrTile(OnnxNode &node) {
@@ -576,9 +586,11 @@ void registerLayout(std::vector<OpDef> &defs) {
            "positive constant counts: views around an Expand ([N, d] -> [N, "
            "1, d] -> [N, r, d] -> [N, r*d]), so the backward sums the "
            "repeats. Tile of a weight over the batch alone (repeats [N, 1, "
-           "...], a "
-           "class token's `cls.repeat(x.shape[0], 1, 1)`) is Expand's lookup; "
-           "other repeats of a weight are refused.",
+           "...], a class token's `cls.repeat(x.shape[0], 1, 1)`) is "
+           "Expand's lookup; along the weight's own axes (`w.repeat(2, 1)`) "
+           "the weight is read as a value without a batch and tiled the "
+           "same way, its gradient the repeats' sum; so is a value computed "
+           "from weights.",
        .gradient = "the input (its repeats summed), or the expanded weight"});
 }
 

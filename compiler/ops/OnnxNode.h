@@ -89,6 +89,10 @@ public:
   /// it without data; `trainable` false marks state (running statistics).
   virtual llvm::Expected<ValueId> weight(int i, WeightInit declaredInit,
                                          bool trainable) = 0;
+  /// Parameter operand `i` read as a value without a batch
+  /// (Importer::liftWeight): what the op computes on it trains it, the
+  /// gradient summed back into the parameter.
+  virtual llvm::Expected<ValueId> weightValue(int i) = 0;
   /// A constant of any element type as a non-trainable float weight (a
   /// mask, fixed indices).
   virtual llvm::Expected<ValueId> constantWeight(int i) = 0;

@@ -6,7 +6,8 @@
 # cosine attention scaled by clamp(logit_scale).exp() and its position bias,
 # an MLP over a constant coordinate table gathered by a relative index,
 # 16 * sigmoid of it; DeBERTa's query bias [1, heads, 1, d] added over
-# [N, heads, T, d]; halves of a table joined by a Concat), exported
+# [N, heads, T, d]; halves of a table joined by a Concat; a table tiled
+# along its own axes, w.repeat(1, 2, 1)), exported
 # by torch, compiled under budgets from the whole batch to one sample per
 # sub-batch and with the weights homed on the host, trained with AdamW on
 # the CPU emulation and compared with the torch module itself (float64).
@@ -51,6 +52,7 @@ class Decoder(nn.Module):
         s.qkv, s.o = nn.Linear(D, 3 * D), nn.Linear(D, D)
         s.logit = nn.Parameter(torch.log(10 * torch.ones(H, 1, 1)))
         s.qb = nn.Parameter(0.1 * torch.randn(D))  # DeBERTa's query bias
+        s.tiled = nn.Parameter(0.1 * torch.randn(1, T // 2, D))
         s.cpb = nn.Sequential(nn.Linear(1, 16), nn.ReLU(),
                               nn.Linear(16, H, bias=False))
 
@@ -58,6 +60,7 @@ class Decoder(nn.Module):
         B, t = x.shape
         p = s.pos[:, :t]  # joined again, RoFormer's sin/cos interleave
         h = s.emb(x) + torch.cat([p[..., :D // 2], 2 * p[..., D // 2:]], -1)
+        h = h + s.tiled.repeat(1, 2, 1)  # Tile of a weight along its axes
         q, k, v = s.qkv(s.n1(h)).split(D, dim=2)
         q, k, v = (z.view(B, t, H, D // H).transpose(1, 2) for z in (q, k, v))
         q = q + s.qb.view(1, 1, H, D // H).transpose(1, 2)
