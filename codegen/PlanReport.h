@@ -119,6 +119,8 @@ struct ReportOptimal {
   /// last forward use; 1, they leave when room is needed; 2, recompute
   /// choices only, memfit's early offload for the rest.
   int32_t realization = 0;
+  /// The sub-batches the program was solved at (OptimalOutcome's).
+  int32_t subBatchesSolved = 1;
 };
 
 struct ReportSummary {

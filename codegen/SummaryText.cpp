@@ -26,11 +26,17 @@ void printOptimal(llvm::raw_ostream &os, const ReportSummary &s) {
   os << llvm::formatv(
       "optimal  integral program over {0} blocks ({1} rows, {2} "
       "columns): {3} per round, {4} after {5} nodes (limit "
-      "{6}), solved in {7:F2} s; chose {8} offloads, {9} "
+      "{6}), solved in {7:F2} s{10}; chose {8} offloads, {9} "
       "recomputes\n",
       opt.blocks, opt.rows, opt.columns, ms(opt.objectiveSeconds),
       opt.proven ? "proven optimal" : "not proven optimal", opt.nodes,
-      opt.maxNodes, opt.solveSeconds, opt.offloaded, opt.recomputed);
+      opt.maxNodes, opt.solveSeconds, opt.offloaded, opt.recomputed,
+      opt.subBatchesSolved > 1
+          ? llvm::formatv(" at {0} sub-batches, the fastest kept (no "
+                          "other's proven bound was below it)",
+                          opt.subBatchesSolved)
+                .str()
+          : std::string());
   double d = s.plannedSeconds / opt.memfitSeconds - 1;
   os << llvm::formatv("         memfit's own plan {0}: the solver's plan is "
                       "{1:P1} {2} it ({3})\n",
@@ -105,7 +111,8 @@ json optimalJson(const ReportOptimal &opt) {
           {"recomputed", opt.recomputed},
           {"memfit_seconds", opt.memfitSeconds},
           {"realization", opt.realization},
-          {"solve_seconds", opt.solveSeconds}};
+          {"solve_seconds", opt.solveSeconds},
+          {"sub_batches_solved", opt.subBatchesSolved}};
 }
 
 /// What the search tried: sub-batches, chunk counts, refinement moves.

@@ -10,6 +10,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "passes/analysis/Verify.h"
 #include "passes/search/PipelineSteps.h"
+#include "passes/search/SubBatch.h"
 #include "passes/search/Tiers.h"
 
 #include <chrono>
@@ -508,7 +509,39 @@ llvm::Expected<bool> optimalPolicy(SearchState &s) {
     return solved.takeError();
   solved->plan.batch = best.plan.batch;
   solved->plan.chunks = best.plan.chunks;
+  const int64_t memfitSubBatch = best.plan.subBatch;
+  const double memfitSeconds = best.sim.iterationSeconds;
   best = std::move(*solved);
+  // Optimal over the sub-batch too: the program at every other sub-batch
+  // the search allows, unless the proven bound there (this order, that
+  // sub-batch) is no faster than the plan so far, so that nothing skipped
+  // could have won. Not for a plan in chunks or a forced sub-batch.
+  if (!s.chunked && s.req.forcedSubBatch == 0)
+    for (int64_t sb : subBatchCandidates(s.eq3SubBatch, s.req.batch)) {
+      if (sb == memfitSubBatch)
+        continue;
+      std::optional<double> bound = subBatchBound(s, best.plan, sb);
+      if (bound && *bound >= best.sim.iterationSeconds)
+        continue;
+      OptimalOutcome at;
+      auto c = planOptimal(g, tablesFor(s.tableAt, s.r.batch, sb), gOrder, s.r,
+                           best, at);
+      ++o.subBatchesSolved;
+      o.solveSeconds += at.solveSeconds;
+      if (!c) {
+        if (llvm::Error err = dropInfeasible(c.takeError()))
+          return std::move(err);
+        continue;
+      }
+      if (c->sim.iterationSeconds < best.sim.iterationSeconds) {
+        c->plan.batch = best.plan.batch;
+        best = std::move(*c);
+        at.subBatchesSolved = o.subBatchesSolved;
+        at.solveSeconds = o.solveSeconds;
+        o = at;
+      }
+    }
+  o.memfitSeconds = memfitSeconds;
   s.optimalOutcome = o;
   return true;
 }

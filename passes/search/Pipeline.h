@@ -107,6 +107,10 @@ struct OptimalOutcome {
   /// last forward use; 1, they leave when room is needed; 2, recompute
   /// choices only, memfit's early offload for the rest.
   int realization = 0;
+  /// The sub-batches the program was solved at: memfit's, and every other
+  /// the search allows whose proven bound is below the plan so far (the
+  /// fields above are the kept solve's; solveSeconds is all of them).
+  int subBatchesSolved = 1;
 };
 
 struct PlanOutcome {

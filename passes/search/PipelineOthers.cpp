@@ -144,6 +144,18 @@ llvm::Expected<bool> otherOrder(SearchState &s) {
   return true;
 }
 
+std::optional<double> subBatchBound(const SearchState &s, const Plan &plan,
+                                    int64_t sb) {
+  if (auto it = s.record.subBatchBounds.find(sb);
+      it != s.record.subBatchBounds.end())
+    return it->second;
+  if (computeLowerBound(s.tg, sb).bytes > s.r.budget)
+    return std::numeric_limits<double>::infinity();
+  if (auto b = boundAt(s, plan, sb))
+    return b->seconds;
+  return std::nullopt;
+}
+
 /// The least bound over every sub-batch the search allows, in its order, or
 /// 0 where some sub-batch has none (or the search did not look at them all:
 /// otherSubBatches did not run, or the plan is in chunks). `plan` is the

@@ -291,6 +291,12 @@ llvm::Expected<bool> guideAndRefine(SearchState &s);
 llvm::Expected<bool> otherSubBatches(SearchState &s);
 /// The other task order, where a bound says it may win.
 llvm::Expected<bool> otherOrder(SearchState &s);
+/// The proven bound of every plan with `plan`'s order, budget and updates
+/// at sub-batch `sb`: otherSubBatches' where it looked, else computed;
+/// infinity below the sub-batch's memory floor; none where the relaxation
+/// has none.
+std::optional<double> subBatchBound(const SearchState &s, const Plan &plan,
+                                    int64_t sb);
 /// The least bound over every sub-batch the search allows in its order, or
 /// 0 where none covers them all; `plan` is the outcome's, `own` its bound.
 double spaceBound(const SearchState &s, const Plan &plan, double own);

@@ -65,7 +65,8 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
                               .columns = opt->columns,
                               .memfitSeconds = opt->memfitSeconds,
                               .solveSeconds = opt->solveSeconds,
-                              .realization = opt->realization};
+                              .realization = opt->realization,
+                              .subBatchesSolved = opt->subBatchesSolved};
   if (s.tg.dp.active())
     c.collectiveLink = collectiveCost(s.costs->device(), s.tg.dp).link;
   if (o.chunked) {
