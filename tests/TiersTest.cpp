@@ -932,6 +932,18 @@ TEST_CASE("a 16-bit working copy may stay on the GPU while the rest of its "
     FAIL(llvm::toString(back.takeError()));
   CHECK(back->summary.gpuCopyWeights == kept);
   CHECK(back->summary.gpuCopyBytes == keptBytes);
+
+  // Another graph of the model starting from this homing tries the layout
+  // only where this one kept copies (each try is a whole search).
+  const int64_t moved = tg.homedBytes(Tier::Host);
+  auto told = p.planBytes(budget, int64_t(1) << 30, 1, moved, 0, true);
+  auto untold = p.planBytes(budget, int64_t(1) << 30, 1, moved, 0, false);
+  REQUIRE(static_cast<bool>(told));
+  REQUIRE(static_cast<bool>(untold));
+  CHECK(keepsCopiesOnGpu(told->scheduledGraph(p.tg)));
+  CHECK(!keepsCopiesOnGpu(untold->scheduledGraph(p.tg)));
+  CHECK(told->plan.summary.plannedSeconds <
+        untold->plan.summary.plannedSeconds);
 }
 
 TEST_CASE("a working copy homed off the GPU needs its master off it too",

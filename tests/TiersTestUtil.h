@@ -25,7 +25,8 @@ struct HostPlanned : Planned {
   llvm::Expected<PlanOutcome> planBytes(int64_t budget, int64_t hostBudget,
                                         int64_t forced = 0,
                                         int64_t homeBytesAtLeast = -1,
-                                        int64_t nvmeBudget = 0) {
+                                        int64_t nvmeBudget = 0,
+                                        bool homeKeepsCopies = false) {
     PlanRequest req;
     req.batch = graph.batch;
     req.budget = budget;
@@ -33,6 +34,7 @@ struct HostPlanned : Planned {
     req.nvmeBudget = nvmeBudget;
     req.forcedSubBatch = forced;
     req.homeBytesAtLeast = homeBytesAtLeast;
+    req.homeKeepsCopies = homeKeepsCopies;
     return planTraining(
         tg, [&](int64_t b) -> const CostTable & { return nvmeTable(b); }, req);
   }

@@ -7,6 +7,7 @@
 #include "passes/search/GraphVariants.h"
 
 #include "compiler/support/Diagnostics.h"
+#include "passes/search/Tiers.h"
 
 #include <algorithm>
 #include <optional>
@@ -68,11 +69,13 @@ llvm::Expected<VariantChoice> chooseAttention(const AttentionVariants &v,
       dropOutcomes(choice.tried);
       return outcome.takeError();
     }
-    if (outcome && r.hostBudget > 0 && r.homeBytesAtLeast < 0)
+    if (outcome && r.hostBudget > 0 && r.homeBytesAtLeast < 0) {
       r.homeBytesAtLeast = outcome->homed
                                ? outcome->homed->homedBytes(Tier::Host) +
                                      outcome->homed->homedBytes(Tier::Nvme)
                                : 0;
+      r.homeKeepsCopies = outcome->homed && keepsCopiesOnGpu(*outcome->homed);
+    }
     // The fastest feasible plan; on a tie the one with more fused.
     if (outcome) {
       const VariantOutcome *b = best ? &choice.tried[*best] : nullptr;

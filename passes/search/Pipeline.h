@@ -86,6 +86,10 @@ struct PlanRequest {
   /// ascending order, and keeps the first that plans (the graph-variant
   /// search passes its first graph's choice to the others).
   int64_t homeBytesAtLeast = -1;
+  /// With homeBytesAtLeast: the first graph's homing kept working copies
+  /// on the GPU (Tiers.h, keepCopiesOnGpu); this graph then tries that
+  /// layout, and every weight on the GPU, too.
+  bool homeKeepsCopies = false;
 };
 
 /// What `--policy optimal`'s integral program (Optimal.h) found, beside the

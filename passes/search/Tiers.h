@@ -58,6 +58,10 @@ std::vector<Tier> homesMoving(const TaskGraph &tg,
 /// ZeRO-Offload's layout). Returns the bytes kept.
 int64_t keepCopiesOnGpu(const TaskGraph &tg, std::vector<Tier> &homes);
 
+/// Whether `tg` keeps any working copy on the GPU whose weight is homed
+/// off it.
+bool keepsCopiesOnGpu(const TaskGraph &tg);
+
 /// Moves what may live on NVMe (TaskGraph::nvmeHomeable) of weights homed
 /// on the host (`homes`) there, the largest weights first, until at least
 /// `bytes` have moved (or all of it): the optimizer state of every such

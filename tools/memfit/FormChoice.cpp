@@ -14,6 +14,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
 #include "passes/search/GraphVariants.h"
+#include "passes/search/Tiers.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -247,10 +248,12 @@ Expected<PlanOutcome> planFusedFirst(std::unique_ptr<PlanningSession> &s,
     s->fuseHead = false;
     return out;
   }
-  if (out)
+  if (out) {
     s->homeBytesAtLeast = out->homed ? out->homed->homedBytes(Tier::Host) +
                                            out->homed->homedBytes(Tier::Nvme)
                                      : 0;
+    s->homeKeepsCopies = out->homed && keepsCopiesOnGpu(*out->homed);
+  }
   auto written = planAttentionChosen(s, keepWeightData, progress);
   if (!written && !written.errorIsA<Infeasible>()) {
     consumeError(out.takeError());

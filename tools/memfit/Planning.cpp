@@ -685,8 +685,10 @@ Expected<PlanRequest> planRequest(const PlanningSession &s) {
     r.budget = s.budgetBytes;
     r.budgetFraction = 0;
   }
-  if (s.homeBytesAtLeast >= 0 && r.hostBudget > 0)
+  if (s.homeBytesAtLeast >= 0 && r.hostBudget > 0) {
     r.homeBytesAtLeast = s.homeBytesAtLeast;
+    r.homeKeepsCopies = s.homeKeepsCopies;
+  }
   return r;
 }
 

@@ -58,6 +58,8 @@ struct PlanningSession {
   /// head's, for the head as written): this form's homing starts there
   /// (PlanRequest::homeBytesAtLeast); -1 when none.
   int64_t homeBytesAtLeast = -1;
+  /// PlanRequest::homeKeepsCopies.
+  bool homeKeepsCopies = false;
   Graph graph;
   TaskGraph tg;
   std::unique_ptr<CostModel> costs;
