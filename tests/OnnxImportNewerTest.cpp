@@ -970,3 +970,44 @@ TEST_CASE("ScatterND of an activation: torch.export's slice assignment",
                Contains("(ScatterND)") && Contains("not the batch's"));
   }
 }
+
+TEST_CASE("InstanceNormalization is the LayerNorm operator over the "
+          "trailing axes, then its constant affine per channel",
+          "[onnx][import]") {
+  // [N, 3, 4, 5] with scale (1, 2, 3) and bias (0, 0, 1): the rows viewed
+  // as [N, 3, 20], one LayerNorm with a unit scale over the 20, the view
+  // back, then the scale and bias per channel. torch's GroupNorm form
+  // ([N, groups, L], ones and zeros) is the LayerNorm alone.
+  auto model = [](std::vector<int64_t> dims, std::vector<float> scale,
+                  std::vector<float> bias) {
+    OnnxBuilder b(17);
+    b.input("x", dims);
+    constTensor(b, "s", floatTensor({(int64_t)scale.size()}, scale));
+    constTensor(b, "b", floatTensor({(int64_t)bias.size()}, bias));
+    b.node("InstanceNormalization", {"x", "s", "b"}, {"y"},
+           {attrFloat("epsilon", 1e-3f)}, "in")
+        .output("y", static_cast<int>(dims.size()));
+    return b;
+  };
+  Graph g = importOk(model({-1, 3, 4, 5}, {1, 2, 3}, {0, 0, 1}), batchOf(2));
+  std::vector<OpKind> kinds;
+  for (const Op &op : g.ops)
+    kinds.push_back(op.kind);
+  CHECK(kinds == std::vector<OpKind>{OpKind::Reshape, OpKind::LayerNorm,
+                                     OpKind::Reshape, OpKind::Mul,
+                                     OpKind::Add});
+  const Op &ln = g.ops[1];
+  CHECK(ln.attrs.axis == 2);
+  CHECK(ln.attrs.epsilon == 1e-3f);
+  CHECK(g.values[ln.outputs[0]].dims == std::vector<int64_t>{2, 3, 20});
+  const Value &unit = g.values[ln.inputs[1]];
+  CHECK(!unit.trainable);
+  CHECK(unit.data == std::vector<float>(20, 1.0f));
+  CHECK(g.values[g.output].dims == std::vector<int64_t>{2, 3, 4, 5});
+
+  Graph gn =
+      importOk(model({-1, 4, 64}, {1, 1, 1, 1}, {0, 0, 0, 0}), batchOf(2));
+  REQUIRE(gn.ops.size() == 1);
+  CHECK(gn.ops[0].kind == OpKind::LayerNorm);
+  CHECK(gn.values[gn.output].dims == std::vector<int64_t>{2, 4, 64});
+}

@@ -311,12 +311,13 @@ llvm::Error importReduce(OnnxNode &node) {
 }
 
 /// InstanceNormalization (nn.InstanceNorm, and nn.GroupNorm as torch
-/// exports it: a reshape to [N, groups, -1] around it) as the ops memfit
-/// has, per sample and channel over the trailing axes: mean (a pool),
-/// x - mean, the pooled square, + eps, Sqrt, the division, then the scale
-/// and bias when they are not ones and zeros. The scale and bias are
-/// constants there (torch writes them so for GroupNorm, whose affine
-/// parameters follow as Mul and Add).
+/// exports it: a reshape to [N, groups, -1] around it) per sample and
+/// channel over the trailing axes: the LayerNorm operator over [N, C, L]
+/// (the trailing axes viewed as one) with a unit scale, one kernel whose
+/// backward recomputes the statistics from x, so nothing but x is kept;
+/// then the scale and bias per channel where they are not ones and zeros.
+/// The scale and bias are constants there (torch writes them so for
+/// GroupNorm, whose affine parameters follow as Mul and Add).
 llvm::Error importInstanceNorm(OnnxNode &node) {
   auto x = node.activation(0);
   auto eps = node.attrFloat("epsilon", 1e-5f);
@@ -326,6 +327,9 @@ llvm::Error importInstanceNorm(OnnxNode &node) {
   if (xd.size() < 3)
     return node.fail("normalizes a value of shape " + dimsStr(xd) +
                      "; InstanceNormalization needs [N, C, ...]");
+  if (!node.graph().values[*x].canonical())
+    return node.fail("normalizes a value whose batch is not alone on axis 0; "
+                     "InstanceNormalization needs [N, C, ...]");
   std::vector<float> affine[2];
   for (int i = 1; i <= 2; ++i) {
     if (!node.isLiteral(i))
@@ -344,9 +348,8 @@ llvm::Error importInstanceNorm(OnnxNode &node) {
                                      i, v->size(), xd[1]));
     affine[i - 1] = std::move(*v);
   }
-  std::vector<int64_t> pooled(xd.size(), 1);
-  pooled[0] = xd[0];
-  pooled[1] = xd[1];
+  const std::vector<int64_t> rows = {xd[0], xd[1], product(xd, 2, xd.size())};
+  const bool view = xd.size() > 3;
   std::string out = node.outputName(0);
   bool scaled = llvm::any_of(affine[0], [](float s) { return s != 1.0f; });
   bool shifted = llvm::any_of(affine[1], [](float b) { return b != 0.0f; });
@@ -356,10 +359,10 @@ llvm::Error importInstanceNorm(OnnxNode &node) {
                   const char *what) -> llvm::Error {
     bool last = llvm::StringRef(what) == (shifted  ? "shifted"
                                           : scaled ? "scaled"
+                                          : view   ? "view"
                                                    : "normalized");
-    std::string opName = node.name().empty() || kind == OpKind::Div
-                             ? std::string()
-                             : node.name() + "#" + what;
+    std::string opName =
+        node.name().empty() ? std::string() : node.name() + "#" + what;
     auto id = node.emit(kind, std::move(in),
                         {{last ? out : out + "#" + what, d}}, a, false, opName);
     if (!id)
@@ -367,25 +370,25 @@ llvm::Error importInstanceNorm(OnnxNode &node) {
     v = node.graph().ops[*id].outputs[0];
     return llvm::Error::success();
   };
-  OpAttrs square;
-  square.alpha = 2.0f;
-  if (llvm::Error e = step(OpKind::GlobalAveragePool, {*x}, pooled, {}, "mean"))
-    return e;
-  ValueId mean = v;
-  if (llvm::Error e = step(OpKind::Sub, {*x, mean}, xd, {}, "centered"))
-    return e;
-  ValueId centered = v;
-  if (llvm::Error e = step(OpKind::Pow, {centered}, xd, square, "squared"))
-    return e;
-  if (llvm::Error e = step(OpKind::GlobalAveragePool, {v}, pooled, {}, "var"))
-    return e;
+  if (view) {
+    OpAttrs a;
+    a.shape = rows;
+    if (llvm::Error e = step(OpKind::Reshape, {v}, rows, a, "rows"))
+      return e;
+  }
+  OpAttrs ln;
+  ln.axis = 2;
+  ln.epsilon = *eps;
+  ValueId unit = node.expandedConstant(node.scalarConstant(1.0f), {rows[2]});
   if (llvm::Error e =
-          step(OpKind::Add, {v, node.scalarConstant(*eps)}, pooled, {}, "eps"))
+          step(OpKind::LayerNorm, {v, unit}, rows, ln, "normalized"))
     return e;
-  if (llvm::Error e = step(OpKind::Sqrt, {v}, pooled, {}, "std"))
-    return e;
-  if (llvm::Error e = step(OpKind::Div, {centered, v}, xd, {}, "normalized"))
-    return e;
+  if (view) {
+    OpAttrs a;
+    a.shape = xd;
+    if (llvm::Error e = step(OpKind::Reshape, {v}, xd, a, "view"))
+      return e;
+  }
   // Per channel: [C, 1, ...] against the per-sample [C, ...].
   std::vector<int64_t> perChannel(xd.begin() + 1, xd.end());
   std::fill(perChannel.begin() + 1, perChannel.end(), 1);
@@ -577,14 +580,16 @@ void registerPool(std::vector<OpDef> &defs) {
            "Sqrt, Reshape, as needed. ReduceLogSumExp (torch.logsumexp), the "
            "same axes with the batch alone on axis 0: the rows' maximum m (a "
            "max pool), exp(x - m) summed by this pool, Log, + m. Of constants "
-           "every reduction folds. InstanceNormalization: [N, C, ...], "
-           "`epsilon`, scale "
-           "and bias of C elements from Constant nodes, not initializers "
-           "(nn.GroupNorm as torch exports it); built as this pool, Sub, Pow, "
-           "Add, Sqrt, Div (Mul, Add).",
-       .gradient = "the input; each step of a reduction or an instance "
-                   "normalization has its own backward "
-                   "(InstanceNormalization's scale and bias are constants)"});
+           "every reduction folds. InstanceNormalization: [N, C, ...] with "
+           "the batch alone on axis 0, `epsilon`, scale and bias of C "
+           "elements from Constant nodes, not initializers (nn.GroupNorm as "
+           "torch exports it): the LayerNorm operator over the trailing axes "
+           "viewed as one ([N, C, L], a unit scale), whose backward "
+           "recomputes the statistics from x, then Mul and Add per channel "
+           "where the scale and bias are not ones and zeros.",
+       .gradient = "the input; each step of a reduction has its own "
+                   "backward (InstanceNormalization's: LayerNorm's; its "
+                   "scale and bias are constants)"});
 }
 
 } // namespace memfit::ops
