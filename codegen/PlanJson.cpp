@@ -1,6 +1,8 @@
 //===- PlanJson.cpp - plan.json, the plan for people and tools ------------===//
 #include "codegen/PlanJson.h"
 
+#include "codegen/AccuracyJson.h"
+
 #include "compiler/support/JsonText.h"
 
 #include "compiler/support/Diagnostics.h"
@@ -266,6 +268,7 @@ std::string planToJson(const PlanReport &r) {
                   {"space_bound_seconds", s.spaceBoundSeconds > 0
                                               ? json(s.spaceBoundSeconds)
                                               : json(nullptr)},
+                  {"accuracy", accuracyJson(s)},
                   {"sub_batches_tried", tried},
                   // The names of `memfit plan --json`, derived.
                   {"peak_bytes", s.plannedBytes},
@@ -492,6 +495,11 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     if (o.contains("space_bound_seconds") &&
         !o["space_bound_seconds"].is_null())
       s.spaceBoundSeconds = rd.number(o, w, "space_bound_seconds");
+    if (o.contains("accuracy")) {
+      std::string why;
+      if (!readAccuracyJson(o["accuracy"], s, why))
+        rd.fail(w, why);
+    }
     // Written only with weights homed off the GPU.
     s.hostHomeBytes = rd.integer(o, w, "host_home_bytes", 0, false);
     s.hostHomedWeights = rd.integer(o, w, "host_homed_weights", 0, false);

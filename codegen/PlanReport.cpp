@@ -154,6 +154,12 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   s.boundSeconds = ctx.boundSeconds;
   s.spaceBoundSeconds = ctx.spaceBoundSeconds;
   s.boundWhy = ctx.boundWhy;
+  s.accuracyClass = ctx.accuracyClass;
+  s.accuracyPrecision = ctx.accuracyPrecision;
+  s.accuracyCases = ctx.accuracyCases;
+  s.accuracyLow = ctx.accuracyLow;
+  s.accuracyHigh = ctx.accuracyHigh;
+  s.accuracyBasis = ctx.accuracyBasis;
   s.subBatchesTried = ctx.subBatchesTried;
   s.chunksTried = ctx.chunksTried;
   s.refineTries = ctx.refineTries;

@@ -176,6 +176,15 @@ struct ReportSummary {
   double spaceBoundSeconds = 0;
   /// Why none was, when the planner tried ("" otherwise; not in plan.json).
   std::string boundWhy;
+  /// How far the device model's times were measured off on this device's
+  /// architecture in this precision (compiler/cost/Accuracy.h): the class
+  /// ("" when the device states no compute capability), the precision, the
+  /// comparisons (0: none), the least and largest predicted / measured - 1
+  /// and which measurements.
+  std::string accuracyClass, accuracyPrecision;
+  int32_t accuracyCases = 0;
+  double accuracyLow = 0, accuracyHigh = 0;
+  std::string accuracyBasis;
   /// The plan's blocks, and those it offloads (decision "offload").
   int64_t blocks = 0, offloadedBlocks = 0;
   /// Wall time the planner took (not in plan.json: it differs run to run).
@@ -301,7 +310,11 @@ struct PlanContext {
   double boundSeconds = 0;       // ReportSummary::boundSeconds
   double spaceBoundSeconds = 0;  // ReportSummary::spaceBoundSeconds
   std::string boundWhy;          // ReportSummary::boundWhy
-  double planSeconds = 0;        // ReportSummary::planSeconds
+  /// ReportSummary's accuracy fields, as filled by the planner.
+  std::string accuracyClass, accuracyPrecision, accuracyBasis;
+  int32_t accuracyCases = 0;
+  double accuracyLow = 0, accuracyHigh = 0;
+  double planSeconds = 0; // ReportSummary::planSeconds
   std::optional<ReportOptimal> optimal;
   /// What carries data-parallel training's collectives, resolved from the
   /// device ("" names the TaskGraph's link setting).

@@ -118,6 +118,7 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
                       formatSeconds(s.idealSeconds),
                       formatSeconds(s.plannedSeconds), pct(s.overhead),
                       formatSeconds(s.stallSeconds));
+  printAccuracy(os, s, 11);
   if (const ReportDataParallel &d = r.dataParallel; d.ranks > 1)
     os << llvm::formatv(
         "ranks      {0} data-parallel over {1} (shard {2}), global batch {3}: "

@@ -1,6 +1,8 @@
 //===- SummaryText.cpp - What plan and compile print ----------------------===//
 #include "codegen/SummaryText.h"
 
+#include "codegen/AccuracyJson.h"
+
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
 
@@ -20,6 +22,42 @@ using json = nlohmann::ordered_json;
 std::string ms(double seconds) {
   return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
 }
+
+/// A ratio as a signed percentage: "+33%", "-12%".
+std::string signedPercent(double r) {
+  return llvm::formatv("{0}{1:F0}%", r >= 0 ? "+" : "-", std::abs(r) * 100)
+      .str();
+}
+
+} // namespace
+
+void printAccuracy(llvm::raw_ostream &os, const ReportSummary &s, int width) {
+  if (s.accuracyPrecision.empty())
+    return;
+  os << "accuracy";
+  os.indent(std::max(1, width - 8));
+  const std::string where = s.accuracyClass.empty()
+                                ? "this device (it states no compute "
+                                  "capability)"
+                                : s.accuracyClass;
+  if (s.accuracyCases == 0) {
+    os << llvm::formatv("no measured iteration time on {0} in {1}: "
+                        "the times here are the device model's, not checked "
+                        "against a run there\n",
+                        where, s.accuracyPrecision);
+    return;
+  }
+  const std::string band = s.accuracyCases == 1
+                               ? signedPercent(s.accuracyLow)
+                               : signedPercent(s.accuracyLow) + " to " +
+                                     signedPercent(s.accuracyHigh);
+  os << llvm::formatv("on {0} in {1}, predicted iteration times were "
+                      "{2} off the measured ({3} network{4}: {5})\n",
+                      where, s.accuracyPrecision, band, s.accuracyCases,
+                      s.accuracyCases == 1 ? "" : "s", s.accuracyBasis);
+}
+
+namespace {
 
 void printOptimal(llvm::raw_ostream &os, const ReportSummary &s) {
   const ReportOptimal &opt = *s.optimal;
@@ -236,6 +274,7 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
   os << llvm::formatv(
       "time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
       ms(s.idealSeconds), ms(s.plannedSeconds), s.overhead, ms(s.stallSeconds));
+  printAccuracy(os, s, 9);
   if (s.boundSeconds > 0) {
     os << llvm::formatv("bound    {0} per iteration, proven for this order "
                         "and sub-batch: the plan is {1:P1} above it\n",
@@ -297,6 +336,7 @@ std::string planSummaryJson(const PlanReport &r) {
       s.boundSeconds > 0 ? json(s.boundSeconds) : json(nullptr);
   j["space_bound_seconds"] =
       s.spaceBoundSeconds > 0 ? json(s.spaceBoundSeconds) : json(nullptr);
+  j["accuracy"] = accuracyJson(s);
   if (s.optimal)
     j["optimal"] = optimalJson(*s.optimal);
   j["budget_bytes"] = r.budgetBytes;

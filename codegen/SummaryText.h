@@ -23,6 +23,10 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r);
 /// without), labels padded to `width` columns: the plan's summary and
 /// `memfit report` print the same sentences.
 void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width);
+/// The `accuracy` line: how far the device model's times were measured off
+/// on this device's architecture in this precision, or that nothing was
+/// measured there (compiler/cost/Accuracy.h); labels padded to `width`.
+void printAccuracy(llvm::raw_ostream &os, const ReportSummary &s, int width);
 std::string planSummaryJson(const PlanReport &r);
 
 /// The profile line of the summary: how many task costs a measured profile

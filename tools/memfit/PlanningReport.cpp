@@ -9,6 +9,7 @@
 #include "codegen/PlanJson.h"
 #include "codegen/ReportHtml.h"
 #include "codegen/Trace.h"
+#include "compiler/cost/Accuracy.h"
 #include "tools/memfit/Planning.h"
 
 using namespace llvm;
@@ -52,6 +53,16 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   c.boundSeconds = o.bound ? o.bound->seconds : 0;
   c.spaceBoundSeconds = o.spaceBoundSeconds;
   c.boundWhy = o.boundWhy;
+  {
+    const Accuracy a =
+        accuracyFor(s.costs->device().computeCapability, s.tg.precision);
+    c.accuracyClass = a.deviceClass;
+    c.accuracyPrecision = a.precision;
+    c.accuracyCases = a.cases;
+    c.accuracyLow = a.low;
+    c.accuracyHigh = a.high;
+    c.accuracyBasis = a.basis;
+  }
   c.planSeconds = o.planSeconds;
   if (const std::optional<OptimalOutcome> &opt = o.optimal)
     c.optimal = ReportOptimal{.objectiveSeconds = opt->objectiveSeconds,
