@@ -260,6 +260,136 @@ std::vector<int64_t> movesToTry(int64_t resident, int64_t share,
   return moves;
 }
 
+/// The homings to try in ascending bytes moved: movesToTry's, or, where
+/// another graph of the model chose already, its homing first, then the
+/// larger ones this graph may need.
+std::vector<int64_t> movesFor(const TaskGraph &tg, const PlanRequest &req,
+                              int64_t share, int64_t homeable) {
+  std::vector<int64_t> moves =
+      movesToTry(tg.weightSideBytes(), share, homeable);
+  if (req.homeBytesAtLeast < 0)
+    return moves;
+  std::erase_if(moves, [&](int64_t m) { return m < req.homeBytesAtLeast; });
+  moves.insert(moves.begin(), std::min(req.homeBytesAtLeast, homeable));
+  // And every weight on the GPU where that may fit, when the other graph's
+  // homing won by keeping working copies on the GPU: a trade that says
+  // nothing of how much this graph must move.
+  if (req.homeKeepsCopies && req.homeBytesAtLeast > 0 &&
+      tg.weightSideBytes() < share)
+    moves.insert(moves.begin(), 0);
+  moves.erase(std::unique(moves.begin(), moves.end()), moves.end());
+  return moves;
+}
+
+/// One search over homings: each planned in full, the fastest kept, and
+/// the reason the last one that did not plan gave.
+class HomingSearch {
+public:
+  HomingSearch(const TaskGraph &tg, const CostTableFn &tableAt,
+               const PlanRequest &req, const PlanRequest &bytesReq,
+               const PlanOneGraph &planOne, const PlanOutcome &yard)
+      : ws(homeableWeights(tg)), tg(tg), tableAt(tableAt), req(req),
+        bytesReq(bytesReq), planOne(planOne), yard(yard) {}
+  ~HomingSearch() { llvm::consumeError(std::move(lastReason)); }
+
+  /// Plans `homed` (null: every weight on the GPU), kept where it is the
+  /// fastest so far; false on an error that ends the search (finish()
+  /// returns it). Sets `rounds`: the plan's sub-batches, 0 when it did
+  /// not plan.
+  bool tryHoming(std::shared_ptr<TaskGraph> homed);
+  /// The fastest plan, or why none planned.
+  llvm::Expected<PlanOutcome> finish() {
+    if (!best)
+      return std::move(lastReason);
+    return std::move(*best);
+  }
+
+  const std::vector<WeightBlocks> ws;
+  int64_t rounds = 0;
+  std::optional<PlanOutcome> best;
+
+private:
+  void because(llvm::Error why) {
+    llvm::consumeError(std::move(lastReason));
+    lastReason = std::move(why);
+  }
+
+  const TaskGraph &tg;
+  const CostTableFn &tableAt;
+  const PlanRequest &req, &bytesReq;
+  const PlanOneGraph &planOne;
+  const PlanOutcome &yard;
+  llvm::Error lastReason = llvm::Error::success();
+};
+
+bool HomingSearch::tryHoming(std::shared_ptr<TaskGraph> homed) {
+  rounds = 0;
+  PlanRequest r = bytesReq;
+  if (homed) {
+    // What the host budget cannot hold goes to NVMe, or streams.
+    fitHost(tg, ws, *homed, 0, req);
+    if (auto why = exceedsBudgets(*homed, hostBytesOf(*homed), 0, req)) {
+      because(std::move(why));
+      return true;
+    }
+    // A split batch's graph is built from the model's blocks, which the
+    // homes would not follow.
+    r.chunking = false;
+  }
+  auto out = planOne(homed ? *homed : tg, tableAt, r);
+  if (!out) {
+    because(out.takeError());
+    return lastReason.isA<Infeasible>();
+  }
+  // Offloaded activations' slots are pinned host memory too; where they
+  // push the host past its budget, more state goes to NVMe or the gradient
+  // pool shrinks, and the homing is planned again (once: the slots hardly
+  // change).
+  const TaskGraph *planned = homed ? homed.get() : &tg;
+  int64_t slots = offloadSlotBytes(*planned, out->plan);
+  const int64_t buffers = batchBufferBytes(tg, req.batch);
+  if (homed && out->plan.hostMemoryBytes() + slots + buffers > req.hostBudget) {
+    auto again = std::make_shared<TaskGraph>(*homed);
+    bool moved = fitHost(tg, ws, *again, slots, req);
+    llvm::Error over = exceedsBudgets(*again, hostBytesOf(*again), slots, req);
+    bool fits = !over;
+    llvm::consumeError(std::move(over));
+    if (moved && fits) {
+      auto replanned = planOne(*again, tableAt, r);
+      if (!replanned && !replanned.errorIsA<Infeasible>()) {
+        because(replanned.takeError());
+        return false;
+      }
+      if (replanned) {
+        homed = again;
+        planned = homed.get();
+        out = std::move(replanned);
+        slots = offloadSlotBytes(*planned, out->plan);
+      } else {
+        llvm::consumeError(replanned.takeError());
+      }
+    }
+  }
+  if (auto why =
+          exceedsBudgets(*planned, out->plan.hostMemoryBytes(), slots, req)) {
+    because(std::move(why));
+    return true;
+  }
+  rounds = out->plan.numSubBatches;
+  out->homed = homed;
+  if (homed) {
+    // Overhead is over the model's ideal, every weight on the GPU.
+    out->idealSeconds = yard.idealSeconds;
+    out->idealPeakBytes = yard.idealPeakBytes;
+    out->plan.summary.idealSeconds = yard.idealSeconds;
+  }
+  // The fastest; on a tie, the fewer bytes moved (tried first).
+  if (!best ||
+      out->plan.summary.plannedSeconds < best->plan.summary.plannedSeconds)
+    best = std::move(*out);
+  return true;
+}
+
 } // namespace
 
 llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
@@ -275,107 +405,12 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
     return yard.takeError();
   const PlanRequest bytesReq = withBudget(
       req, resolveBudget(req, yard->idealPeakBytes, yard->lowerBound.bytes));
-  const std::vector<WeightBlocks> ws = homeableWeights(tg);
+  HomingSearch search(tg, tableAt, req, bytesReq, planOne, *yard);
   int64_t homeable = 0;
-  for (const WeightBlocks &w : ws)
+  for (const WeightBlocks &w : search.ws)
     homeable += w.bytes;
   const int64_t share = bytesReq.budget - bytesReq.libraryReserve;
-  std::optional<PlanOutcome> best;
-  llvm::Error lastReason = llvm::Error::success();
   size_t lastCount = ~size_t(0);
-  std::vector<int64_t> moves =
-      movesToTry(tg.weightSideBytes(), share, homeable);
-  if (req.homeBytesAtLeast >= 0) {
-    // Another graph of the model chose already: its homing first, then
-    // the larger ones this graph may need.
-    std::erase_if(moves, [&](int64_t m) { return m < req.homeBytesAtLeast; });
-    moves.insert(moves.begin(), std::min(req.homeBytesAtLeast, homeable));
-    // And every weight on the GPU where that may fit: the other graph's
-    // homing may have won by keeping working copies on the GPU, a trade
-    // that need not be this graph's (MegaTrain's llama-7b at batch 64 on
-    // the H200 planned 2% slower without this).
-    if (req.homeKeepsCopies && req.homeBytesAtLeast > 0 &&
-        tg.weightSideBytes() < share)
-      moves.insert(moves.begin(), 0);
-    moves.erase(std::unique(moves.begin(), moves.end()), moves.end());
-  }
-  // Plans one homing (null: every weight on the GPU) and keeps it where it
-  // is the fastest so far; false on an error that ends the search. `rounds`:
-  // the sub-batches of its plan, 0 when it did not plan.
-  int64_t rounds = 0;
-  auto tryHoming = [&](std::shared_ptr<TaskGraph> homed) -> bool {
-    rounds = 0;
-    PlanRequest r = bytesReq;
-    if (homed) {
-      // What the host budget cannot hold goes to NVMe, or streams.
-      fitHost(tg, ws, *homed, 0, req);
-      if (auto why = exceedsBudgets(*homed, hostBytesOf(*homed), 0, req)) {
-        llvm::consumeError(std::move(lastReason));
-        lastReason = std::move(why);
-        return true;
-      }
-      // A split batch's graph is built from the model's blocks, which the
-      // homes would not follow.
-      r.chunking = false;
-    }
-    auto out = planOne(homed ? *homed : tg, tableAt, r);
-    if (!out) {
-      llvm::consumeError(std::move(lastReason));
-      lastReason = out.takeError();
-      return lastReason.isA<Infeasible>();
-    }
-    // Offloaded activations' slots are pinned host memory too; where they
-    // push the host past its budget, more state goes to NVMe or the
-    // gradient pool shrinks, and the homing is planned again (once: the
-    // slots hardly change).
-    const TaskGraph *planned = homed ? homed.get() : &tg;
-    int64_t slots = offloadSlotBytes(*planned, out->plan);
-    const int64_t buffers = batchBufferBytes(tg, req.batch);
-    if (homed &&
-        out->plan.hostMemoryBytes() + slots + buffers > req.hostBudget) {
-      auto again = std::make_shared<TaskGraph>(*homed);
-      bool moved = fitHost(tg, ws, *again, slots, req);
-      llvm::Error over =
-          exceedsBudgets(*again, hostBytesOf(*again), slots, req);
-      bool fits = !over;
-      llvm::consumeError(std::move(over));
-      if (moved && fits) {
-        auto replanned = planOne(*again, tableAt, r);
-        if (!replanned && !replanned.errorIsA<Infeasible>()) {
-          llvm::consumeError(std::move(lastReason));
-          lastReason = replanned.takeError();
-          return false;
-        }
-        if (replanned) {
-          homed = again;
-          planned = homed.get();
-          out = std::move(replanned);
-          slots = offloadSlotBytes(*planned, out->plan);
-        } else {
-          llvm::consumeError(replanned.takeError());
-        }
-      }
-    }
-    if (auto why =
-            exceedsBudgets(*planned, out->plan.hostMemoryBytes(), slots, req)) {
-      llvm::consumeError(std::move(lastReason));
-      lastReason = std::move(why);
-      return true;
-    }
-    rounds = out->plan.numSubBatches;
-    out->homed = homed;
-    if (homed) {
-      // Overhead is over the model's ideal, every weight on the GPU.
-      out->idealSeconds = yard->idealSeconds;
-      out->idealPeakBytes = yard->idealPeakBytes;
-      out->plan.summary.idealSeconds = yard->idealSeconds;
-    }
-    // The fastest; on a tie, the fewer bytes moved (tried first).
-    if (!best ||
-        out->plan.summary.plannedSeconds < best->plan.summary.plannedSeconds)
-      best = std::move(*out);
-    return true;
-  };
   bool keptAll = false; // the kept variant of every weight homed was tried
   // With another graph's homing to start from: stop once one from there
   // up plans.
@@ -383,27 +418,27 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
   auto plannedFrom = [&](int64_t move) {
     atLeastPlanned =
         atLeastPlanned || (req.homeBytesAtLeast >= 0 &&
-                           move >= req.homeBytesAtLeast && rounds > 0);
+                           move >= req.homeBytesAtLeast && search.rounds > 0);
   };
-  for (int64_t move : moves) {
+  for (int64_t move : movesFor(tg, req, share, homeable)) {
     if (atLeastPlanned)
       break;
     if (move == 0) {
-      if (!tryHoming(nullptr))
-        return std::move(lastReason);
+      if (!search.tryHoming(nullptr))
+        return search.finish();
       plannedFrom(move);
       continue;
     }
     auto homed = std::make_shared<TaskGraph>(tg);
-    homed->homes = homesMoving(tg, ws, move);
+    homed->homes = homesMoving(tg, search.ws, move);
     // Two targets may round up to the same weights.
     size_t count = static_cast<size_t>(
         std::count(homed->homes.begin(), homed->homes.end(), Tier::Host));
     if (count == lastCount)
       continue;
     lastCount = count;
-    if (!tryHoming(homed))
-      return std::move(lastReason);
+    if (!search.tryHoming(homed))
+      return search.finish();
     plannedFrom(move);
     // The same weights with their 16-bit working copies kept on the GPU
     // (ZeRO-Offload's layout), where they fit: no round copies them in,
@@ -413,35 +448,32 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
     // model): tried only where this homing planned in several sub-batches
     // or homes a frozen weight's copy (a one-round plan copies each in
     // once or twice, about what the upload costs, and planning it again
-    // doubled the time of 16-bit searches).
-    // A graph starting from another's homing tries it only where that one
-    // kept copies (planning time: each is a whole search).
+    // doubled the time of 16-bit searches). A graph starting from
+    // another's homing tries it only where that one kept copies.
     auto kept = std::make_shared<TaskGraph>(*homed);
     if ((req.homeBytesAtLeast < 0 || req.homeKeepsCopies) &&
-        (rounds > 1 || homesFrozenCopy(*homed)) &&
+        (search.rounds > 1 || homesFrozenCopy(*homed)) &&
         keepCopiesOnGpu(*kept, kept->homes) > 0 &&
         kept->weightSideBytes() < share) {
       keptAll = keptAll || move >= homeable;
-      if (!tryHoming(kept))
-        return std::move(lastReason);
+      if (!search.tryHoming(kept))
+        return search.finish();
     }
   }
   // A graph that starts from another's homing stops at the first that
   // plans; where that one kept copies, ZeRO-Offload's layout (every weight
   // homed, the working copies kept) is tried too.
+  const std::optional<PlanOutcome> &best = search.best;
   if (req.homeBytesAtLeast >= 0 && req.homeKeepsCopies && !keptAll && best &&
       (best->plan.numSubBatches > 1 ||
        (best->homed && homesFrozenCopy(*best->homed)))) {
     auto kept = std::make_shared<TaskGraph>(tg);
-    kept->homes = homesMoving(tg, ws, homeable);
+    kept->homes = homesMoving(tg, search.ws, homeable);
     if (keepCopiesOnGpu(*kept, kept->homes) > 0 &&
-        kept->weightSideBytes() < share && !tryHoming(kept))
-      return std::move(lastReason);
+        kept->weightSideBytes() < share && !search.tryHoming(kept))
+      return search.finish();
   }
-  if (!best)
-    return std::move(lastReason);
-  llvm::consumeError(std::move(lastReason));
-  return std::move(*best);
+  return search.finish();
 }
 
 } // namespace memfit
