@@ -65,15 +65,10 @@ llvm::Expected<bool> otherSubBatches(SearchState &s) {
   for (int64_t sb : subBatchCandidates(s.eq3SubBatch, s.req.batch)) {
     if (sb == s.best->plan.subBatch)
       continue;
-    // Below its memory floor no plan exists at this sub-batch.
-    if (computeLowerBound(s.tg, sb).bytes > s.r.budget) {
-      s.record.subBatchBounds[sb] = std::numeric_limits<double>::infinity();
-      continue;
-    }
-    auto bound = boundAt(s, s.best->plan, sb);
-    s.record.subBatchBounds[sb] =
-        bound ? std::optional<double>(bound->seconds) : std::nullopt;
-    if (bound && bound->seconds >= s.best->sim.iterationSeconds)
+    // Below its memory floor no plan exists at this sub-batch (infinity).
+    const std::optional<double> bound = subBatchBound(s, s.best->plan, sb);
+    s.record.subBatchBounds[sb] = bound;
+    if (bound && *bound >= s.best->sim.iterationSeconds)
       continue;
     SearchState sub(s.tg, s.tableAt, s.req);
     fork(s, sub);
@@ -167,16 +162,9 @@ double spaceBound(const SearchState &s, const Plan &plan, double own) {
   for (int64_t sb : subBatchCandidates(s.eq3SubBatch, s.req.batch)) {
     if (sb == plan.subBatch)
       continue;
-    auto it = s.record.subBatchBounds.find(sb);
-    std::optional<double> b;
-    if (it != s.record.subBatchBounds.end()) {
-      b = it->second;
-    } else {
-      // The first phase's winner, which the phase skipped (it planned, so
-      // its floor fits).
-      if (auto ib = boundAt(s, plan, sb))
-        b = ib->seconds;
-    }
+    // Recorded by otherSubBatches, or the first phase's winner, which that
+    // phase skipped.
+    const std::optional<double> b = subBatchBound(s, plan, sb);
     if (!b)
       return 0;
     least = std::min(least, *b);
