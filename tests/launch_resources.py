@@ -5,10 +5,13 @@ architecture the build targets (docs/cuda-backend.md, "Launch sizes").
 Code that compiles is not code that launches: a block of 1024 threads of a
 kernel with 68 registers a thread asks for 69,632 registers, over the 65,536
 of an SM, and fails at its first launch (cudaErrorLaunchOutOfResources). So
-each .cu file given is compiled once for all the architectures, with the
-flags of memfit_runtime_cuda (through ccache where the build uses it), its
-launch bounds are read from the PTX of one, and what ptxas made of each
-kernel is judged against that architecture's limits. A kernel fails when:
+what ptxas made of each kernel of each .cu file given is judged against
+each architecture's limits, with the launch bounds read from the PTX of
+one. ptxas's report is the build's own (--reports: the build compiles
+runtime/cuda through tools/cuda-report-launcher, which keeps it); a source
+without a current report covering every architecture is compiled here
+once for all of them, with the flags of memfit_runtime_cuda (through
+ccache where the build uses it). A kernel fails when:
 
   - it declares no launch bound (no .maxntid in its PTX): ptxas then does
     not know the block size and may use more registers than it allows;
@@ -41,7 +44,7 @@ architecture, so a checker that accepts everything cannot pass.
 
 Usage: launch_resources.py --nvcc NVCC --archs "75-real;80;..."
          [--flag FLAG]... [--include DIR]... [--launcher ccache]
-         --fixtures FILE.cu FILE.cu...
+         [--reports DIR] --fixtures FILE.cu FILE.cu...
 Exit 1 with one line per violation.
 """
 import argparse
@@ -123,22 +126,45 @@ def archs_of(spec):
     return out
 
 
+def build_report(args, archs, source):
+    """The report the build kept of `source` (tools/cuda-report-launcher),
+    or None where it has none that is current and covers every
+    architecture."""
+    if not args.reports:
+        return None
+    path = os.path.join(args.reports, os.path.basename(source) + ".o.ptxas")
+    try:
+        if os.path.getmtime(path) < os.path.getmtime(source):
+            return None
+        with open(path) as f:
+            report = f.read()
+    except OSError:
+        return None
+    built = {int(m.group(2)) for m in ENTRY.finditer(report)}
+    return report if set(archs) <= built else None
+
+
 def compile_one(args, archs, source, workdir):
     """ptxas's report of `source` for every architecture, and its kernels'
     launch bounds."""
     keep = tempfile.mkdtemp(dir=workdir)
     common = ["-x", "cu"] + [f"-I{d}" for d in args.include] + args.flag
-    # The report from an object compile, as the build makes it: a compiler
-    # cache (--launcher) keeps its output and replays ptxas's report, so an
-    # unchanged source costs nothing the second time.
-    cmd = args.launcher + [args.nvcc, "-c", "-o", os.path.join(keep, "out.o"),
-                           "-Xptxas", "-v"] + common
-    for a in archs:
-        cmd.append(f"--generate-code=arch=compute_{a},code=[compute_{a},sm_{a}]")
-    cmd.append(source)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        return source, None, None, r.stdout + r.stderr
+    report = build_report(args, archs, source)
+    if report is None:
+        # The report from an object compile, as the build makes it: a
+        # compiler cache (--launcher) keeps its output and replays ptxas's
+        # report, so an unchanged source costs nothing the second time.
+        cmd = args.launcher + [args.nvcc, "-c", "-o",
+                               os.path.join(keep, "out.o"),
+                               "-Xptxas", "-v"] + common
+        for a in archs:
+            cmd.append(
+                f"--generate-code=arch=compute_{a},code=[compute_{a},sm_{a}]")
+        cmd.append(source)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            return source, None, None, r.stdout + r.stderr
+        report = r.stdout + r.stderr
     # The bounds from the PTX of one architecture: __launch_bounds__ is the
     # source's, the same .maxntid for every architecture.
     ptx_path = os.path.join(keep, "out.ptx")
@@ -156,7 +182,7 @@ def compile_one(args, archs, source, workdir):
                  if n else None)
         for arch in archs:
             bounds[(unhashed(e.group(1)), arch)] = bound
-    return source, r.stdout + r.stderr, bounds, None
+    return source, report, bounds, None
 
 
 def parse_ptxas(report):
@@ -269,6 +295,10 @@ def main():
     ap.add_argument("--include", action="append", default=[])
     ap.add_argument("--fixtures", required=True)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--reports", default="",
+                    help="the build's ptxas reports (tools/"
+                    "cuda-report-launcher); a source without a current one "
+                    "is compiled here")
     ap.add_argument("--launcher", action="append", default=[],
                     help="a compiler launcher (ccache) for the object compile")
     ap.add_argument("--list", action="store_true",
