@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # memfit cost: predicts every row of a DeepBench CSV, keeping the rows and
-# appending the predicted columns; refuses a malformed row naming the file
+# appending the predicted columns, and says on stderr how far they are off
+# the file's measured times; refuses a malformed row naming the file
 # and the line, with exit code 1. memfit calibrate: fits a device file to a
 # user's own measurements, which then loads and predicts; --no-fit reports
 # the error of the calibration as built.
@@ -26,6 +27,20 @@ paste -d'|' input.csv conv.csv | tail -n +2 |
                if (n != 3) exit 1;
                for (i = 1; i <= 3; i++) if (p[i] + 0 <= 0) exit 1 }' ||
   fail "a conv row was changed or lacks positive predictions"
+
+# The measured columns against the predictions, on stderr, per direction:
+# V100 is a Volta, where memfit has one whole-network comparison.
+for k in conv_fwd conv_bwd_data conv_bwd_filter; do
+  grep -q "^  $k  *[0-9][0-9]* kernels: median [-+][0-9.]*%, the middle 80% " err.txt ||
+    fail "no $k band on stderr: $(cat err.txt)"
+done
+grep -q "^  whole networks on Volta in fp32: predicted iteration times were" err.txt ||
+  fail "no whole-network line: $(cat err.txt)"
+# A file of shapes alone gets its predictions and no band.
+cut -d, -f1-12 "$DATA/deepbench_V100_conv_fp32.csv" >shapes.csv
+"$MEMFIT" cost --device v100 --csv shapes.csv >shapes-pred.csv 2>err.txt ||
+  fail "cost on shapes exited $?: $(cat err.txt)"
+[ ! -s err.txt ] || fail "a band for a file that measures nothing: $(cat err.txt)"
 
 "$MEMFIT" cost --device ./p100.json --csv "$DATA/deepbench_P100_gemm_fp32.csv" \
   >out.txt 2>err.txt

@@ -150,32 +150,6 @@ COMPILE_ARGS=(--optimizer adamw)
 TRAIN_ARGS=(--eps 1e-6)
 REF_ARGS=(--optimizer adamw --eps 1e-6 --weight-decay 0.01)
 
-# PyTorch 2's exporters (tests/e2e/export_torch2.py wrote these with torch
-# 2.15): TorchScript at opset 17 and dynamo (torch.export) at opset 18, IR
-# version 10, past what the ONNX library checks; transformers 5's GPT-2 and
-# Llama exported by torch.export at a fixed batch (*-dynamo-fixed: their
-# per-sample masks, written for that batch, reshapes spelled with it) and,
-# without a cache, at a dynamic one (*-dynamo-nocache: their masks count
-# up to the batch, and memfit reads them at the planned one); MobileBERT
-# (its output table a Concat of weights, its tokens padded); Funnel-style
-# relative attention with an in-place product on a slice of its scores
-# (relative-slice, torch.export's ScatterND at contiguous rows). They are here
-# for the importer: the tight plan alone, unrefined (refinement is most of a
-# small model's compile time, and the models above train refined plans).
-TRAIN_ARGS=(--momentum 0.9 --weight-decay 0.001)
-REF_ARGS=(--momentum 0.9 --weight-decay 0.001)
-ITERATIONS=2
-LR=0.05
-PLANS=(tight)
-for f in "$SRC"/tests/models/torch2/*.onnx; do
-  m=$(basename "$f" .onnx)
-  cp "$f" "${f%.onnx}-x.npy" "${f%.onnx}-y.npy" . || fail "copy $m"
-  COMPILE_ARGS=(--refine=false)
-  [[ $m = unet-* ]] && COMPILE_ARGS+=(--sub-batch 4)
-  verify "$m" 50% 55% 60% 65% 70% 75%
-done
-PLANS=(ideal tight)
-
 # Resuming an AdamW run from a checkpoint is exact: moments and step count.
 T=tight-gpt-opset17/build/trainer
 run() {
@@ -189,4 +163,4 @@ run --iterations 4 --checkpoint ck --resume --save resumed.onnx \
 cmp -s full.onnx resumed.onnx ||
   fail "resumed adamw weights differ from the uninterrupted run"
 echo "adamw: resuming from a checkpoint is bit-identical"
-echo "today: every model agrees with torch (both budgets; the exporters' files under the tight one)"
+echo "today: every model agrees with torch under both budgets"

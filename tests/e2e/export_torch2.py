@@ -12,7 +12,7 @@ model it writes a data set of two batches of four. onnxruntime runs every
 export on the first batch and must agree with the torch module, so the
 files are what torch means. manifest.json records the versions.
 
-The files are committed: tests/cli/today.sh plans and trains them and
+The files are committed: tests/cli/today_exporters.sh plans and trains them and
 compares with tests/e2e/torch_reference.py, without torch 2.
 """
 import json

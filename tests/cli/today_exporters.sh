@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The files PyTorch 2's exporters write, end to end on the CPU emulation
+# (tests/models/torch2, written by tests/e2e/export_torch2.py): each
+# compiled under a tight budget, trained two steps and compared with
+# PyTorch. Beside tests/cli/today.sh, whose hand-written models train under
+# both budgets, as its own test so that ctest runs the two side by side.
+set -u
+MEMFIT=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+  echo "today_exporters: SKIPPED: $PY cannot import torch and onnx"
+  exit 0
+fi
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+source "$SRC/tests/e2e/verify.sh"
+
+# PyTorch 2's exporters (tests/e2e/export_torch2.py wrote these with torch
+# 2.15): TorchScript at opset 17 and dynamo (torch.export) at opset 18, IR
+# version 10, past what the ONNX library checks; transformers 5's GPT-2 and
+# Llama exported by torch.export at a fixed batch (*-dynamo-fixed: their
+# per-sample masks, written for that batch, reshapes spelled with it) and,
+# without a cache, at a dynamic one (*-dynamo-nocache: their masks count
+# up to the batch, and memfit reads them at the planned one); MobileBERT
+# (its output table a Concat of weights, its tokens padded); Funnel-style
+# relative attention with an in-place product on a slice of its scores
+# (relative-slice, torch.export's ScatterND at contiguous rows). They are here
+# for the importer: the tight plan alone, unrefined (refinement is most of a
+# small model's compile time, and tests/cli/today.sh trains refined plans).
+TRAIN_ARGS=(--momentum 0.9 --weight-decay 0.001)
+REF_ARGS=(--momentum 0.9 --weight-decay 0.001)
+ITERATIONS=2
+LR=0.05
+PLANS=(tight)
+for f in "$SRC"/tests/models/torch2/*.onnx; do
+  m=$(basename "$f" .onnx)
+  cp "$f" "${f%.onnx}-x.npy" "${f%.onnx}-y.npy" . || fail "copy $m"
+  COMPILE_ARGS=(--refine=false)
+  [[ $m = unet-* ]] && COMPILE_ARGS+=(--sub-batch 4)
+  verify "$m" 50% 55% 60% 65% 70% 75%
+done
+
+echo "today_exporters: every exporter's file agrees with torch under a tight budget"
