@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 using namespace memfit;
@@ -35,8 +36,9 @@ TEST_CASE("kernel accuracy: bands of predicted / measured - 1 per kind",
   for (size_t i = 0; i < shapes->rows.size(); ++i) {
     double pred =
         *predictKernel(spec, *shapes, shapes->rows[i], KernelKind::Gemm);
-    text += shapes->rows[i].text + "," +
-            std::to_string(pred * 1e3 / (1 + kErrors[i])) + "\n";
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.17g", pred * 1e3 / (1 + kErrors[i]));
+    text += shapes->rows[i].text + "," + ms + "\n";
   }
   auto measured = parseKernelCsv(text, "measured.csv");
   REQUIRE(static_cast<bool>(measured));
