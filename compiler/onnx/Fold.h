@@ -31,6 +31,20 @@ inline void appendElem(ConstTensor &dst, const ConstTensor &src, int64_t k) {
   dst.batch.push_back(src.isBatch(k) ? 1 : 0);
 }
 
+/// Room for `numel` elements in `out`, whose type is set (and their batch
+/// marks, which integer appends carry): folds append element by element,
+/// and a mask of 64M elements grown by doubling is copied over again and
+/// again (most of a long-context import's time before).
+inline void reserveElems(ConstTensor &out, int64_t numel) {
+  const auto count = static_cast<size_t>(std::max<int64_t>(numel, 0));
+  if (out.isFloat()) {
+    out.floats.reserve(count);
+    return;
+  }
+  out.ints.reserve(count);
+  out.batch.reserve(count);
+}
+
 /// Drops the batch marks when no element is the batch.
 inline void finish(ConstTensor &t) {
   if (std::find(t.batch.begin(), t.batch.end(), 1) == t.batch.end())
@@ -128,7 +142,15 @@ protected:
   Importer &im;
   const pb::NodeProto &n;
 
-  llvm::Expected<ConstTensor> input(int i) { return foldInput(im, n, i); }
+  /// Operand `i` as the importer holds it: a fold reads it in place (a
+  /// folded mask can be hundreds of megabytes) and copies only what it
+  /// changes.
+  llvm::Expected<const ConstTensor &> input(int i) {
+    auto c = im.constant(n, i);
+    if (!c)
+      return c.takeError();
+    return **c;
+  }
   llvm::Error checkSize(const std::vector<int64_t> &dims) {
     return checkFoldSize(im, n, dims);
   }

@@ -93,6 +93,7 @@ public:
     ConstTensor out;
     out.type = a->type;
     out.dims = all->dims;
+    reserveElems(out, prod(out.dims, 0, out.dims.size()));
     Error e = all->forEach([&](int64_t kc, int64_t kab) {
       auto [ia, ib] = pairs[kab];
       if (c->ints[kc])
@@ -149,6 +150,7 @@ private:
     ConstTensor out;
     out.type = static_cast<int32_t>(to);
     out.dims = t->dims;
+    reserveElems(out, t->numel());
     if (to == pb::TensorProto::FLOAT) {
       if (t->isFloat())
         return std::move(*t);
@@ -219,6 +221,7 @@ public:
     ConstTensor out;
     out.type = a->type;
     out.dims = shape->dims;
+    reserveElems(out, prod(out.dims, 0, out.dims.size()));
     Error e = shape->forEach([&](int64_t ia, int64_t ib) -> Error {
       if (out.isFloat()) {
         float x = a->floats[ia], y = b->floats[ib];

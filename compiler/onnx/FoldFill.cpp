@@ -161,11 +161,20 @@ public:
     }
     if (Error e = checkSize(dims))
       return std::move(e);
+    // Nothing broadcast (a mask "expanded" to its own shape, or over the
+    // batch, which stays 1): the elements in order, copied whole.
+    if (td == dims) {
+      ConstTensor out = *t;
+      out.dims = dims;
+      out.batchAxis = filled;
+      return out;
+    }
     ConstTensor out;
     out.type = t->type;
     out.dims = dims;
     out.batchAxis = filled;
     int64_t numel = prod(dims, 0, rank);
+    reserveElems(out, numel);
     std::vector<int64_t> idx(rank, 0);
     for (int64_t k = 0; k < numel; ++k) {
       int64_t src = 0, rem = k;
@@ -219,10 +228,18 @@ public:
     }
     if (Error e = checkSize(dims))
       return std::move(e);
+    // Every repeat 1 (a mask tiled over the batch, which stays 1): the
+    // elements in order, copied whole.
+    if (dims == t->dims) {
+      ConstTensor out = *t;
+      out.batchAxis = filled;
+      return out;
+    }
     ConstTensor out;
     out.type = t->type;
     out.dims = dims;
     out.batchAxis = filled;
+    reserveElems(out, prod(dims, 0, rank));
     std::vector<int64_t> idx(rank, 0);
     for (int64_t k = 0, numel = prod(dims, 0, rank); k < numel; ++k) {
       int64_t src = 0, rem = k;

@@ -29,22 +29,23 @@ public:
   /// first operand's type. Masks and position arithmetic, without the
   /// batch.
   Expected<ConstTensor> elementwise(Fn f, bool keepType) {
-    auto acc = input(0);
-    if (!acc)
-      return acc.takeError();
+    auto first = input(0);
+    if (!first)
+      return first.takeError();
     int count = std::max(1, n.input_size());
     if (count == 1)
-      return combine(*acc, *acc, f, keepType);
+      return combine(*first, *first, f, keepType);
+    std::optional<ConstTensor> acc; // what the operands so far combine to
     for (int i = 1; i < count; ++i) {
       auto b = input(i);
       if (!b)
         return b.takeError();
-      auto next = combine(*acc, *b, f, keepType);
+      auto next = combine(acc ? *acc : *first, *b, f, keepType);
       if (!next)
         return next.takeError();
       acc = std::move(*next);
     }
-    return acc;
+    return std::move(*acc);
   }
 
   Expected<ConstTensor> combine(const ConstTensor &a, const ConstTensor &b,
@@ -60,6 +61,7 @@ public:
                : a.isFloat() || b.isFloat() ? int32_t(pb::TensorProto::FLOAT)
                                             : a.type;
     out.dims = shape->dims;
+    reserveElems(out, prod(out.dims, 0, out.dims.size()));
     Error e = shape->forEach([&](int64_t ia, int64_t ib) {
       double x = a.isFloat() ? a.floats[ia] : double(a.ints[ia]);
       double y = b.isFloat() ? b.floats[ib] : double(b.ints[ib]);

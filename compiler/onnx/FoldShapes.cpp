@@ -115,6 +115,7 @@ public:
                     data->dims.end());
     if (Error e = checkSize(out.dims))
       return e;
+    reserveElems(out, prod(out.dims, 0, out.dims.size()));
     int64_t outer = prod(data->dims, 0, axis), extent = data->dims[axis];
     int64_t inner = prod(data->dims, axis + 1, data->dims.size());
     for (int64_t o = 0; o < outer; ++o)
@@ -207,8 +208,9 @@ private:
         if (!drop[i])
           dims.push_back(t->dims[i]);
     }
-    t->dims = std::move(dims);
-    return std::move(*t);
+    ConstTensor out = *t;
+    out.dims = std::move(dims);
+    return out;
   }
 
 public:
@@ -307,6 +309,7 @@ public:
     auto numel = checkedProduct(dims);
     if (!numel || *numel > kMaxFoldElements)
       return im.fail(n, "slices out more than memfit folds");
+    reserveElems(out, *numel);
     std::vector<int64_t> idx(rank, 0), stride(rank, 1);
     for (int64_t i = rank - 2; i >= 0; --i)
       stride[i] = stride[i + 1] * t->dims[i + 1];
@@ -359,8 +362,9 @@ public:
     if (!total || *total != t->numel())
       return im.fail(n, "cannot reshape " + dimsStr(t->dims) + " to " +
                             dimsStr(*shapeOp));
-    t->dims = std::move(dims);
-    return std::move(*t);
+    ConstTensor out = *t;
+    out.dims = std::move(dims);
+    return out;
   }
 
   /// A constant filled over the batch on axis 0 (DistilBERT's mask of
