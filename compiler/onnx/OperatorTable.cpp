@@ -53,6 +53,9 @@ llvm::ArrayRef<ImporterOp> importerOps() {
 
 llvm::ArrayRef<RefusedIdiom> refusedIdioms() {
   static const RefusedIdiom idioms[] = {
+      {"ArgMax", " (torch.argmax: Hugging Face's GPT-2 and Llama "
+                 "*ForSequenceClassification find each sequence's last "
+                 "token from the token ids, then gather its logits)"},
       {"CumSum", " (torch.cumsum: position ids from token ids, as RoBERTa "
                  "computes them)"},
       {"Einsum", " (torch.einsum)"},
