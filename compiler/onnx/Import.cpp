@@ -472,6 +472,27 @@ Expected<Graph> Importer::run() {
       for (const std::string &in : graph.node(k).input())
         readers[in].push_back(k);
   findFusions();
+  // Large folded constants (a long context's T x T mask and each step that
+  // builds it, 256 MB apiece at T = 8192) are let go once their last
+  // reader is translated instead of staying to the end. A fusion reads
+  // across its nodes, so what its nodes read stays.
+  std::unordered_map<std::string, int> lastReader;
+  for (const auto &[name, ks] : readers)
+    lastReader[name] = *std::max_element(ks.begin(), ks.end());
+  std::unordered_set<std::string> fusionReads;
+  for (int k = 0; k < graph.node_size(); ++k)
+    if (live[k] && (fusedAway[k] || fusions.count(k)))
+      for (const std::string &in : graph.node(k).input())
+        fusionReads.insert(in);
+  auto releaseAfter = [&](const pb::NodeProto &n, int k) {
+    for (const std::string &in : n.input()) {
+      auto c = consts.find(in);
+      if (c == consts.end() || c->second->numel() < kReleasedConstElements ||
+          lastReader[in] != k || fusionReads.count(in))
+        continue;
+      consts.erase(c);
+    }
+  };
   // Every node that cannot be imported is reported at once; a node that
   // reads what one of them would have computed is left out of the list
   // (its failure would only echo the first).
@@ -489,8 +510,10 @@ Expected<Graph> Importer::run() {
       auto f = fusions.find(k);
       e = f != fusions.end() ? translateFusion(n, f->second) : translate(n);
     }
-    if (!downstream && !e)
+    if (!downstream && !e) {
+      releaseAfter(n, k);
       continue;
+    }
     if (e)
       failures.push_back(toString(std::move(e)) +
                          std::string(pytorchIdiom(n.op_type())));

@@ -57,6 +57,9 @@ constexpr int64_t kMaxCheckedIrVersion = 8;
 /// 64-bit integers; shape tensors are tiny. A mask the folder kept as a
 /// formula of (t, s) rather than its elements would lift the bound.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 27;
+/// Folded constants of at least this many elements are dropped once their
+/// last reader is translated (Importer::run); smaller ones stay.
+constexpr int64_t kReleasedConstElements = int64_t(1) << 20;
 
 /// Escapes an untrusted string for a message, without quotes.
 std::string escapeName(std::string_view s);
