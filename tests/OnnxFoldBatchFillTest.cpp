@@ -213,3 +213,43 @@ TEST_CASE("Split of a parameter is a value without a batch", "[onnx][fold]") {
   CHECK(valueNamed(g, "w1").dims == std::vector<int64_t>{2, 2});
   CHECK(valueNamed(g, "w").trainable);
 }
+
+TEST_CASE("a large mask read twice outlives the steps that built it",
+          "[onnx][fold]") {
+  // bias = (rows < cols) * -100 over 1024 positions, added to x and,
+  // doubled, to its Relu: each step's 1M elements are let go after their
+  // last reader (Importer::run), the bias only once the Mul has folded it
+  // again after the first Add read it.
+  OnnxBuilder b;
+  b.input("x", {-1, 1024, 1024})
+      .constInt64("zero", {}, {0})
+      .constInt64("len", {}, {1024})
+      .constInt64("step", {}, {1})
+      .node("Range", {"zero", "len", "step"}, {"pos"})
+      .constInt64("ax1", {1}, {1})
+      .node("Unsqueeze", {"pos", "ax1"}, {"rows"})
+      .constInt64("ax0", {1}, {0})
+      .node("Unsqueeze", {"pos", "ax0"}, {"cols"})
+      .node("Less", {"rows", "cols"}, {"above"})
+      .node("Cast", {"above"}, {"abovef"}, {attrInt("to", 1)})
+      .constFloat("big", -100.0f)
+      .node("Mul", {"abovef", "big"}, {"bias"})
+      .node("Add", {"x", "bias"}, {"h"})
+      .node("Relu", {"h"}, {"r"})
+      .constFloat("two", 2.0f)
+      .node("Mul", {"bias", "two"}, {"bias2"})
+      .node("Add", {"r", "bias2"}, {"y"})
+      .output("y", 3);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(g.ops.size() == 3);
+  for (int k : {0, 2}) {
+    CHECK(g.ops[k].kind == OpKind::Add);
+    const Value &bias = g.values[g.ops[k].inputs[1]];
+    const float above = k == 0 ? -100.0f : -200.0f;
+    REQUIRE(bias.dims == std::vector<int64_t>{1024, 1024});
+    CHECK(bias.data[0] == 0.0f);    // the diagonal
+    CHECK(bias.data[1] == above);   // above it
+    CHECK(bias.data[1024] == 0.0f); // below it
+    CHECK(bias.data[1024 * 1024 - 1] == 0.0f);
+  }
+}
