@@ -2,7 +2,8 @@
 # memfit never loses to itself with a flag forced (tools/bench/forced.py):
 # on the zoo's tiny models at three budgets, exact and with
 # --sub-batch-statistics, the default plan is within 0.5% of the best plan
-# made with a forced sub-batch, order or chunk count. The bigger models'
+# made with a forced sub-batch, order, chunk count, attention form or head
+# form (gpt2-tiny has both). The bigger models'
 # sweep is docs/benchmarks/planner.md ("Never worse than a forced flag").
 set -u
 MEMFIT=$1

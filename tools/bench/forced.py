@@ -5,8 +5,10 @@ For each model, batch and budget (a percentage of the ideal peak), plans
 once with memfit's defaults and once per forced choice the command line
 offers: every sub-batch ceil(B / K) (K = 1..B, the sizes a search over
 sub-batch counts can reach) and the halvings of the batch, each order
-(--order join-aware, model), and --chunks for each divisor of the batch
-where the model has BatchNorm; exact, and with --sub-batch-statistics
+(--order join-aware, model), each attention form (--fuse-attention true,
+false) where the model has attention, each head form (--fuse-head true,
+false) where its head can be fused with the loss, and --chunks for each
+divisor of the batch where the model has BatchNorm; exact, and with --sub-batch-statistics
 where asked. A case fails when the default is more than --tolerance slower
 than the best feasible forced plan, or infeasible where a forced plan is
 feasible; the failure names the flags that won.
@@ -93,6 +95,17 @@ def main():
         counts = json.loads(probe.stdout).get("task_counts", {})
         has_bn = any("BatchNorm" in k for k in counts) or \
             "BatchNormalization" in probe.stdout
+        text = subprocess.run([args.memfit, "inspect", onnx, "--batch",
+                               str(args.batch)],
+                              capture_output=True, text=True, check=True)
+        # The forms the default chooses between (--fuse-attention and
+        # --fuse-head auto), each forced.
+        forms = []
+        if " Attention " in text.stdout:
+            forms += [["--fuse-attention", "true"],
+                      ["--fuse-attention", "false"]]
+        if json.loads(probe.stdout).get("head", {}).get("fusable"):
+            forms += [["--fuse-head", "true"], ["--fuse-head", "false"]]
         modes = [[]] + ([["--sub-batch-statistics"]]
                          if args.statistics and has_bn else [])
         for budget in args.budgets.split(","):
@@ -107,6 +120,8 @@ def main():
                 for sb in sub_batches(args.batch, args.max_sub_batches):
                     forced.append((["--sub-batch", str(sb)], f"sb{sb}"))
                 forced.append((["--order", "model"], "order-model"))
+                for f in forms:
+                    forced.append((f, "-".join(x.strip("-") for x in f)))
                 if has_bn:
                     for c in range(2, args.batch + 1):
                         if args.batch % c == 0:
