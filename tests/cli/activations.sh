@@ -5,16 +5,9 @@
 # the nodes torch.onnx writes for them, trained under the ideal budget and
 # under a tight one and compared with PyTorch (rtol 1e-5).
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
-  echo "activations: SKIPPED: $PY cannot import torch and onnx"
-  exit 0
-fi
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+needs_torch activations
+fresh_work
 
 source "$SRC/tests/e2e/verify.sh"
 

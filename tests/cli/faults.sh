@@ -10,10 +10,7 @@
 # The full-disk part runs in a private mount namespace (unshare; as root, or
 # through a user namespace); where neither is allowed it is skipped, saying so.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 if [ -z "${MEMFIT_FAULTS_NS:-}" ]; then
   for u in "unshare --mount --propagation private" "unshare --user --map-root-user --mount"; do
     # shellcheck disable=SC2086

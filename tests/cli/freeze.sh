@@ -11,16 +11,9 @@
 # exactly, bf16 plans keep 16-bit copies of the frozen weights, and bad
 # patterns are user errors naming the flag.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
-  echo "freeze: SKIPPED: $PY cannot import torch and onnx"
-  exit 0
-fi
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+needs_torch freeze
+fresh_work
 source "$SRC/tests/e2e/verify.sh"
 
 "$PY" "$SRC/tests/e2e/lora_model.py" lora.onnx x.npy y.npy --batch 4 ||

@@ -7,16 +7,9 @@
 # says which form it took; the chunk shrinks where the budget needs it; a
 # head that cannot be fused is refused by name.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
-  echo "fused_head: SKIPPED: $PY cannot import torch and onnx"
-  exit 0
-fi
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+needs_torch fused_head
+fresh_work
 
 source "$SRC/tests/e2e/verify.sh"
 

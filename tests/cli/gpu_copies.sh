@@ -11,11 +11,7 @@
 # frozen (LoRA-style) their copies stay on the GPU and are never uploaded,
 # bit for bit the frozen plan on the GPU.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 # shellcheck source=lib/trainer.bash
 source "$SRC/tests/cli/lib/trainer.bash"
 if ! "$PY" -c 'import numpy' 2>/dev/null; then

@@ -10,11 +10,8 @@
 # sub-batches (one round part each). The checker is shown to catch a
 # dropped wait and a copy on the wrong stream.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+fresh_work
 
 $PY - <<'PY' || fail "cannot write data"
 import numpy as np

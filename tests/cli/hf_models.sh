@@ -14,11 +14,7 @@
 # weights named when torch's constant folding made them. Skipped where
 # transformers is missing.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 if ! "$PY" -c 'import torch, onnx, transformers' 2>/dev/null; then
   echo "hf_models: SKIPPED: $PY cannot import torch, onnx and transformers"
   exit 0

@@ -10,11 +10,7 @@
 # the plan that keeps every weight on the GPU (fp32 and bf16), and resumes
 # from a checkpoint bit for bit.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "homes: SKIPPED: $PY cannot import torch and onnx"
   exit 0

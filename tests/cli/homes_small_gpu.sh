@@ -13,11 +13,7 @@
 # whose copy-out does not wait for the update it overwrites.
 # No library reserve: the budget is all plan.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "homes_small_gpu: SKIPPED: $PY cannot import torch and onnx"
   exit 0

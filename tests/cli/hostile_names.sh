@@ -3,11 +3,8 @@
 # initializer names are code, comment terminators, newlines and paths must
 # compile into a trainer that builds, trains, and writes only inside OUTDIR.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+fresh_work
 "$MEMFIT" zoo tiny-cnn -o clean.onnx >/dev/null || fail zoo
 $PY - <<'PY' || fail "cannot rewrite names"
 import onnx

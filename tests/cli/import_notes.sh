@@ -5,10 +5,7 @@
 # buffer counted as a parameter until --constants names it (then the count
 # is torch's), and --constants on plan and compile.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "import_notes: SKIPPED: $PY cannot import torch and onnx"
   exit 0

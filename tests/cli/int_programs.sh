@@ -7,10 +7,7 @@
 # the torch module (float64); the synthetic-data path runs too, with the
 # ids bounded only by what the programs compute.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "int_programs: SKIPPED: $PY cannot import torch and onnx"
   exit 0

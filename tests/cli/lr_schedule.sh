@@ -9,11 +9,7 @@
 # checkpoint half-way is bit for bit the uninterrupted one; a schedule the
 # run cannot follow is refused before any step.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 # shellcheck source=lib/trainer.bash
 source "$SRC/tests/cli/lib/trainer.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then

@@ -11,11 +11,7 @@
 # missing, not writable or without the space, leaving the checkpoint as it
 # was. A CNN with BatchNorm is nvme_cnn.sh's.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 # shellcheck source=lib/nvme.bash
 source "$SRC/tests/cli/lib/nvme.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then

@@ -5,11 +5,7 @@
 # keeps it all on the host. Apart from nvme.sh because ResNet-18 under the
 # sanitizers takes minutes; nvme.sh runs the same NVMe code there.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 # shellcheck source=lib/nvme.bash
 source "$SRC/tests/cli/lib/nvme.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then

@@ -6,11 +6,8 @@
 # one round: offload and recompute change nothing computed); compare lists
 # it; a graph larger than the solver handles is refused with exit 1.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+fresh_work
 
 "$MEMFIT" zoo tiny-cnn -o cnn.onnx >/dev/null || fail "zoo tiny-cnn"
 # The whole batch in one round, under a budget that makes blocks leave.

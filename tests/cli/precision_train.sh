@@ -11,16 +11,9 @@
 # a run resumed from a checkpoint (the scale and its growth in it) ends as
 # an uninterrupted one.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
-  echo "precision_train: SKIPPED: $PY cannot import torch and onnx"
-  exit 0
-fi
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+needs_torch precision_train
+fresh_work
 source "$SRC/tests/e2e/verify.sh"
 
 # Relative tolerances on the weight update, measured worst in brackets:

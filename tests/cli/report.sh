@@ -6,11 +6,8 @@
 # alone and refuses bad files with exit 1 naming them; memfit compare runs
 # every policy at every budget; every command has --help; exit codes.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+fresh_work
 # A budget at which the plan offloads (the assertions below need every
 # kind of decision).
 PLAN="tiny.onnx --batch 8 --budget 45% --device k40m"

@@ -6,11 +6,8 @@
 # in the table -- the counts are checked against plan.json and
 # `memfit report --json`, which are written independently of the page.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+fresh_work
 
 CHROMIUM=$(command -v chromium || command -v chromium-browser) ||
   fail "chromium is not installed: tools/test installs it (Debian package" \

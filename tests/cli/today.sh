@@ -6,16 +6,9 @@
 # forces offload, recomputation or sub-batching (gradient accumulation,
 # exact without BatchNorm), trained two steps and compared with PyTorch.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
-  echo "today: SKIPPED: $PY cannot import torch and onnx"
-  exit 0
-fi
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+needs_torch today
+fresh_work
 
 source "$SRC/tests/e2e/verify.sh"
 

@@ -17,11 +17,7 @@
 # step, loss, rate, gradient norm). Bad token files and flags
 # are refused before the first step, naming the file, position or flag.
 set -u
-MEMFIT=$1
-WORK=$2
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 # shellcheck source=lib/trainer.bash
 source "$SRC/tests/cli/lib/trainer.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then

@@ -4,11 +4,8 @@
 # checker accepts, epochs and shuffling, and bad inputs fail with a clear
 # message and exit 1.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+fresh_work
 
 $PY - <<'PY' || fail "cannot write data"
 import numpy as np

@@ -14,10 +14,7 @@
 # Then dropout of a parameter and of a constant table: the same mask for
 # every sub-batch of an iteration, so two sub-batches train as one.
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
 if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "weight_values: SKIPPED: $PY cannot import torch and onnx"
   exit 0

@@ -1,0 +1,24 @@
+# The opening the CLI tests share (sourced first, after `set -u`; not a
+# test: ctest runs tests/cli/*.sh only). Every test is called as
+# `bash tests/cli/NAME.sh MEMFIT WORK`.
+MEMFIT=$1
+WORK=$2
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+# Debian's Python: the one beside its torch and onnx.
+PY=/usr/bin/python3
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# needs_torch NAME: ends the test as passed, saying it was skipped, where
+# $PY cannot import torch and onnx.
+needs_torch() {
+  if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+    echo "$1: SKIPPED: $PY cannot import torch and onnx"
+    exit 0
+  fi
+}
+# fresh_work: an empty $WORK, the working directory from here on.
+fresh_work() {
+  rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+}
