@@ -58,15 +58,6 @@ inline int64_t prod(const std::vector<int64_t> &dims, size_t from, size_t to) {
   return n;
 }
 
-/// Operand `i` of `n` as a constant.
-inline llvm::Expected<ConstTensor> foldInput(Importer &im,
-                                             const pb::NodeProto &n, int i) {
-  auto c = im.constant(n, i);
-  if (!c)
-    return c.takeError();
-  return **c;
-}
-
 /// Checks that `dims` has at most kMaxFoldElements elements.
 inline llvm::Error checkFoldSize(Importer &im, const pb::NodeProto &n,
                                  const std::vector<int64_t> &dims) {
