@@ -47,14 +47,20 @@ void printAccuracy(llvm::raw_ostream &os, const ReportSummary &s, int width) {
                         where, s.accuracyPrecision);
     return;
   }
-  const std::string band = s.accuracyCases == 1
-                               ? signedPercent(s.accuracyLow)
-                               : signedPercent(s.accuracyLow) + " to " +
-                                     signedPercent(s.accuracyHigh);
-  os << llvm::formatv("on {0} in {1}, predicted iteration times were "
-                      "{2} off the measured ({3} network{4}: {5})\n",
-                      where, s.accuracyPrecision, band, s.accuracyCases,
-                      s.accuracyCases == 1 ? "" : "s", s.accuracyBasis);
+  os << llvm::formatv("on {0} in {1}, {2}\n", where, s.accuracyPrecision,
+                      measuredOffText(s.accuracyCases, s.accuracyLow,
+                                      s.accuracyHigh, s.accuracyBasis));
+}
+
+std::string measuredOffText(int cases, double low, double high,
+                            llvm::StringRef basis) {
+  const std::string band =
+      cases == 1 ? signedPercent(low)
+                 : signedPercent(low) + " to " + signedPercent(high);
+  return llvm::formatv("predicted iteration times were {0} off the measured "
+                       "({1} network{2}: {3})",
+                       band, cases, cases == 1 ? "" : "s", basis)
+      .str();
 }
 
 namespace {

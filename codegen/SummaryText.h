@@ -12,6 +12,7 @@
 
 #include "codegen/PlanReport.h"
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -27,6 +28,11 @@ void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width);
 /// on this device's architecture in this precision, or that nothing was
 /// measured there (compiler/cost/Accuracy.h); labels padded to `width`.
 void printAccuracy(llvm::raw_ostream &os, const ReportSummary &s, int width);
+/// "predicted iteration times were -12% to -3% off the measured (2
+/// networks: BASIS)": the accuracy line's words, which `memfit cost` says
+/// too; `cases` at least 1.
+std::string measuredOffText(int cases, double low, double high,
+                            llvm::StringRef basis);
 std::string planSummaryJson(const PlanReport &r);
 
 /// The profile line of the summary: how many task costs a measured profile

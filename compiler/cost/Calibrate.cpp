@@ -27,16 +27,25 @@ KernelErrors kernelErrors(const DeviceSpec &spec,
   return out;
 }
 
+double medianOfSorted(const std::vector<double> &sorted) {
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+double nearestRank(const std::vector<double> &sorted, double p) {
+  size_t rank =
+      static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::max<size_t>(rank, 1) - 1];
+}
+
 ErrorSummary summarizeErrors(std::vector<double> e) {
   ErrorSummary s;
   s.count = e.size();
   if (e.empty())
     return s;
   std::sort(e.begin(), e.end());
-  size_t n = e.size();
-  s.median = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
-  size_t rank = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n)));
-  s.p90 = e[std::max<size_t>(rank, 1) - 1];
+  s.median = medianOfSorted(e);
+  s.p90 = nearestRank(e, 0.9);
   return s;
 }
 

@@ -51,6 +51,10 @@ struct ErrorSummary {
   size_t count = 0;
   double median = 0, p90 = 0; // of |ln(predicted / measured)|
 };
+/// The median of sorted values (an even count's: the mean of the middle
+/// two), and their nearest-rank percentile `p` in (0, 1].
+double medianOfSorted(const std::vector<double> &sorted);
+double nearestRank(const std::vector<double> &sorted, double p);
 /// Median and 90th percentile (nearest rank on the sorted values; the
 /// median of an even count is the mean of the middle two).
 ErrorSummary summarizeErrors(std::vector<double> errors);

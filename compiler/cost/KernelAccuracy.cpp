@@ -1,26 +1,11 @@
 //===- KernelAccuracy.cpp - The model against a user's measured kernels ---===//
 #include "compiler/cost/KernelAccuracy.h"
+#include "compiler/cost/Calibrate.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace memfit {
-
-namespace {
-
-/// Nearest-rank percentile `p` (0..1] of sorted values.
-double rankOf(const std::vector<double> &sorted, double p) {
-  size_t rank =
-      static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-  return sorted[std::max<size_t>(rank, 1) - 1];
-}
-
-double medianOf(const std::vector<double> &sorted) {
-  size_t n = sorted.size();
-  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-}
-
-} // namespace
 
 std::vector<KernelBand> kernelBands(const DeviceSpec &spec,
                                     const KernelCsv &csv) {
@@ -46,12 +31,12 @@ std::vector<KernelBand> kernelBands(const DeviceSpec &spec,
     KernelBand b;
     b.kind = kind;
     b.count = ratio.size();
-    b.median = medianOf(ratio);
-    b.low = rankOf(ratio, 0.1);
-    b.high = rankOf(ratio, 0.9);
+    b.median = medianOfSorted(ratio);
+    b.low = nearestRank(ratio, 0.1);
+    b.high = nearestRank(ratio, 0.9);
     b.min = ratio.front();
     b.max = ratio.back();
-    b.medianAbsLog = medianOf(absLog);
+    b.medianAbsLog = medianOfSorted(absLog);
     out.push_back(b);
   }
   return out;

@@ -474,11 +474,9 @@ Expected<Graph> Importer::run() {
   findFusions();
   // Large folded constants (a long context's T x T mask and each step that
   // builds it, 256 MB apiece at T = 8192) are let go once their last
-  // reader is translated instead of staying to the end. A fusion reads
+  // reader (the last of `readers`, listed in node order) is translated
+  // instead of staying to the end. A fusion reads
   // across its nodes, so what its nodes read stays.
-  std::unordered_map<std::string, int> lastReader;
-  for (const auto &[name, ks] : readers)
-    lastReader[name] = *std::max_element(ks.begin(), ks.end());
   std::unordered_set<std::string> fusionReads;
   for (int k = 0; k < graph.node_size(); ++k)
     if (live[k] && (fusedAway[k] || fusions.count(k)))
@@ -488,7 +486,7 @@ Expected<Graph> Importer::run() {
     for (const std::string &in : n.input()) {
       auto c = consts.find(in);
       if (c == consts.end() || c->second->numel() < kReleasedConstElements ||
-          lastReader[in] != k || fusionReads.count(in))
+          readers[in].back() != k || fusionReads.count(in))
         continue;
       consts.erase(c);
     }

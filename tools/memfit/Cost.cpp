@@ -13,6 +13,7 @@
 // found on that device class.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/SummaryText.h"
 #include "compiler/cost/Accuracy.h"
 #include "compiler/cost/KernelAccuracy.h"
 #include "compiler/cost/KernelCsv.h"
@@ -72,12 +73,8 @@ void printBands(raw_ostream &os, const DeviceSpec &spec, const KernelCsv &csv) {
                   cls.empty() ? "this device" : cls);
     return;
   }
-  os << formatv("  whole networks on {0} in fp32: predicted iteration times "
-                "were {1} off the measured ({2} network{3}: {4})\n",
-                cls,
-                a.cases == 1 ? percent(a.low)
-                             : percent(a.low) + " to " + percent(a.high),
-                a.cases, a.cases == 1 ? "" : "s", a.basis);
+  os << formatv("  whole networks on {0} in fp32: {1}\n", cls,
+                measuredOffText(a.cases, a.low, a.high, a.basis));
 }
 
 int run() {
