@@ -221,6 +221,8 @@ ReportTask reportTask(const TaskGraph &tg, const Instr &in,
   e.kind = std::string(taskKindName(t.kind));
   e.node = t.op >= 0 ? g.ops[t.op].name : "";
   e.op = t.op >= 0 ? g.ops[t.op].onnxOp : "";
+  if (t.op >= 0 && g.ops[t.op].attrs.fusedRelu)
+    e.op += "+Relu";
   e.section = section;
   e.algo = in.algo;
   if (ctx.costs && in.task < (TaskId)ctx.costs->tasks.size())
@@ -480,6 +482,9 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
   r.accumulate = ctx.accumulate;
   r.attention = ctx.attention;
   r.head = ctx.head;
+  r.fuse = ctx.fuse;
+  r.fusedBatchNormRelu = llvm::count_if(
+      tg.graph->ops, [](const Op &op) { return op.attrs.fusedRelu; });
   if (tg.fusedHead != kNoId) {
     r.headChunkRows = tg.headChunkRows;
     r.headScratchBytes = tg.blocks[tg.headScratchBlock].bytesAt(1);
@@ -494,6 +499,8 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
     r.notes.push_back(r.attention);
   if (!r.head.empty())
     r.notes.push_back(r.head);
+  if (!r.fuse.empty())
+    r.notes.push_back(r.fuse);
   if (tg.dp.active())
     r.notes.push_back(llvm::formatv("data-parallel over {0} ranks, {1} "
                                     "samples each: BatchNorm statistics, if "

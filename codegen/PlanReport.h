@@ -278,6 +278,11 @@ struct PlanReport {
   /// logits per chunk and the scratch block's bytes.
   std::string head;
   int64_t headChunkRows = 0, headScratchBytes = 0;
+  /// Which fused forms the plan runs and why ("" when the model has none
+  /// to fuse); one of the notes too. The BatchNorms that run a ReLU inside
+  /// (OpAttrs::fusedRelu); their tasks' op reads "BatchNormalization+Relu".
+  std::string fuse;
+  int64_t fusedBatchNormRelu = 0;
   ReportDataParallel dataParallel;
   ReportFrozen frozen;
   ReportSummary summary;
@@ -304,6 +309,7 @@ struct PlanContext {
   ReportProfile profile;
   std::string attention;         // PlanReport::attention
   std::string head;              // PlanReport::head
+  std::string fuse;              // PlanReport::fuse
   std::string trainOnly, freeze; // ReportFrozen's
   bool exact = true;             // PlanReport::exact
   int32_t accumulate = 1;        // PlanReport::accumulate

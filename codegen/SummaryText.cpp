@@ -305,6 +305,8 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
     os << "note     " << r.attention << "\n";
   if (!r.head.empty())
     os << "note     " << r.head << "\n";
+  if (!r.fuse.empty())
+    os << "note     " << r.fuse << "\n";
   if (r.dataParallel.ranks > 1)
     printDataParallel(os, r);
   os << llvm::formatv("blocks   {0} offloaded of {1}; {2} tasks run in place\n",
@@ -398,6 +400,8 @@ std::string planSummaryJson(const PlanReport &r) {
     j["attention"] = r.attention;
   if (!r.head.empty())
     j["head"] = r.head;
+  if (!r.fuse.empty())
+    j["fuse"] = r.fuse;
   searchJson(j, s);
   return j.dump(2, ' ', false, json::error_handler_t::replace);
 }

@@ -361,12 +361,16 @@ public:
   void bnInference(const BatchNormParams &p, const float *x, const float *scale,
                    const float *bias, const float *runMean, const float *runVar,
                    float *y);
+  /// With a fused ReLU (p.relu) the backward tasks also take the bias
+  /// (and the weight task the scale): dy is masked where the normalized
+  /// value, recomputed from x, is not positive.
   void bnBackwardData(const BatchNormParams &p, const float *x,
                       const float *scale, const float *saved, const float *dy,
-                      float *dx, bool acc);
+                      float *dx, bool acc, const float *bias = nullptr);
   void bnBackwardWeight(const BatchNormParams &p, const float *x,
                         const float *saved, const float *dy, float *dscale,
-                        float *dbias, bool acc);
+                        float *dbias, bool acc, const float *scale = nullptr,
+                        const float *bias = nullptr);
   /// A batch split into chunks (runtime/Kernels.h): statistics of this
   /// chunk combined into `stats`, the batch's finalized, and BP-data from
   /// the batch's sums (the weight gradients).
@@ -377,7 +381,8 @@ public:
   void bnBackwardDataBatch(const BatchNormParams &p, const float *x,
                            const float *scale, const float *saved,
                            const float *dscale, const float *dbias,
-                           const float *dy, float *dx, bool acc);
+                           const float *dy, float *dx, bool acc,
+                           const float *bias = nullptr);
   void lrnForward(const LRNParams &p, const float *x, float *y);
   void lrnBackward(const LRNParams &p, const float *x, const float *y,
                    const float *dy, float *dx, bool acc);

@@ -120,6 +120,10 @@ struct BatchNormParams {
   /// ([N * T, C], BatchNorm1d over tokens) normalizes n * rows rows of
   /// [c, spatial] each, every row of every sample counted.
   int64_t rows = 1;
+  /// A ReLU fused after it: y = max(normalized, 0), and the backward
+  /// kernels mask dy where the normalized value, recomputed from x, is not
+  /// positive (kernels::bnMaskedDy): they then take scale and bias.
+  bool relu = false;
 };
 /// Training mode: normalizes with the statistics of these n samples, saves
 /// mean and 1/sqrt(var + eps) (biased var) for the backward, and when
@@ -138,14 +142,18 @@ void batchNormInference(const BatchNormParams &p, int64_t n, const float *x,
 void batchNormApply(const BatchNormParams &p, int64_t n, const float *x,
                     const float *scale, const float *bias,
                     const float *savedMean, const float *savedInvStd, float *y);
+/// `bias` (and the weight task's `scale`) are read only with a fused ReLU
+/// (p.relu); null otherwise.
 void batchNormBackwardData(const BatchNormParams &p, int64_t n, const float *x,
                            const float *scale, const float *savedMean,
                            const float *savedInvStd, const float *dy, float *dx,
-                           bool accumulate);
+                           bool accumulate, const float *bias = nullptr);
 void batchNormBackwardWeight(const BatchNormParams &p, int64_t n,
                              const float *x, const float *savedMean,
                              const float *savedInvStd, const float *dy,
-                             float *dscale, float *dbias, bool accumulate);
+                             float *dscale, float *dbias, bool accumulate,
+                             const float *scale = nullptr,
+                             const float *bias = nullptr);
 // A batch split into chunks (passes/search/Chunk.h): each chunk's statistics
 // are combined into the stats block (kernels::bnChunkState), the first chunk
 // run starting the combination; Finalize saves the batch's mean and inverse
@@ -160,7 +168,8 @@ void batchNormBackwardDataBatch(const BatchNormParams &p, int64_t n,
                                 double batchCount, const float *x,
                                 const float *scale, const float *saved,
                                 const float *sumDyXhat, const float *sumDy,
-                                const float *dy, float *dx, bool accumulate);
+                                const float *dy, float *dx, bool accumulate,
+                                const float *bias = nullptr);
 
 struct LRNParams {
   int64_t c, spatial;

@@ -84,3 +84,93 @@ TEST_CASE("BatchNorm in chunks equals BatchNorm over the batch",
                    false);
   CHECK(std::abs(saved3[0] - saved[0]) > 1.0f);
 }
+
+// A ReLU fused into the BatchNorm (BatchNormParams::relu): the forward
+// writes ReLU(y), and the backward masks dy by the normalized value it
+// recomputes from x, which is the forward's bit for bit. So every kernel
+// must give exactly what the plain BatchNorm followed by a ReLU gives,
+// whole batch and in chunks, with values at the ReLU's kink included.
+TEST_CASE("BatchNorm with a fused ReLU equals BatchNorm then ReLU, bit for bit",
+          "[kernels][chunk]") {
+  std::mt19937 rng(5);
+  BatchNormParams p{4, 6, 1e-5f, 0.9f};
+  const int64_t n = 6, k = 2, part = n / k, per = part * p.c * p.spatial,
+                count = n * p.c * p.spatial;
+  std::vector<float> x = randomVector(rng, count), scale = randomVector(rng, 4),
+                     bias = randomVector(rng, 4), dy = randomVector(rng, count);
+  // A channel of one value: y is its bias exactly; a zero bias puts every
+  // element of that channel on the kink (ReLU's derivative 0 there).
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t q = 0; q < p.spatial; ++q)
+      x[(s * p.c + 2) * p.spatial + q] = 0.5f;
+  bias[2] = 0.0f;
+  std::vector<float> rm(4, 0.0f), rv(4, 1.0f);
+  const ActParams relu{ActKind::Relu};
+
+  // The plain pair.
+  std::vector<float> y(count), z(count), saved(2 * p.c), dyn(count), ds(p.c),
+      db(p.c), dx(count);
+  std::vector<float> rmA = rm, rvA = rv;
+  batchNormForward(p, n, x.data(), scale.data(), bias.data(), rmA.data(),
+                   rvA.data(), y.data(), saved.data(), saved.data() + p.c,
+                   true);
+  activationForward(relu, count, y.data(), z.data());
+  activationBackward(relu, count, z.data(), dy.data(), dyn.data(), false);
+  batchNormBackwardWeight(p, n, x.data(), saved.data(), saved.data() + p.c,
+                          dyn.data(), ds.data(), db.data(), false);
+  batchNormBackwardData(p, n, x.data(), scale.data(), saved.data(),
+                        saved.data() + p.c, dyn.data(), dx.data(), false);
+  int64_t masked = 0;
+  for (int64_t i = 0; i < count; ++i)
+    masked += dyn[i] == 0.0f && dy[i] != 0.0f;
+  REQUIRE(masked > count / 4); // the mask matters
+
+  // Fused, whole batch.
+  p.relu = true;
+  std::vector<float> zf(count), savedF(2 * p.c), dsF(p.c), dbF(p.c), dxF(count);
+  std::vector<float> rmB = rm, rvB = rv;
+  batchNormForward(p, n, x.data(), scale.data(), bias.data(), rmB.data(),
+                   rvB.data(), zf.data(), savedF.data(), savedF.data() + p.c,
+                   true);
+  batchNormBackwardWeight(p, n, x.data(), savedF.data(), savedF.data() + p.c,
+                          dy.data(), dsF.data(), dbF.data(), false,
+                          scale.data(), bias.data());
+  batchNormBackwardData(p, n, x.data(), scale.data(), savedF.data(),
+                        savedF.data() + p.c, dy.data(), dxF.data(), false,
+                        bias.data());
+  CHECK(zf == z);
+  CHECK(dsF == ds);
+  CHECK(dbF == db);
+  CHECK(dxF == dx);
+
+  // Fused, in chunks: apply, BP-weight and BP-data from the batch's sums.
+  std::vector<double> block(p.c + 2 * p.c + 1);
+  float *stats = reinterpret_cast<float *>(block.data());
+  std::vector<float> zc(count), dsC(p.c), dbC(p.c), dxC(count);
+  std::vector<float> rmC = rm, rvC = rv;
+  for (int64_t c = 0; c < k; ++c)
+    batchNormChunkStatistics(p, part, x.data() + c * per, stats, c > 0);
+  batchNormFinalize(p, stats, rmC.data(), rvC.data());
+  for (int64_t c = 0; c < k; ++c)
+    batchNormApply(p, part, x.data() + c * per, scale.data(), bias.data(),
+                   stats, stats + p.c, zc.data() + c * per);
+  for (int64_t c = 0; c < k; ++c)
+    batchNormBackwardWeight(p, part, x.data() + c * per, stats, stats + p.c,
+                            dy.data() + c * per, dsC.data(), dbC.data(), c > 0,
+                            scale.data(), bias.data());
+  for (int64_t c = 0; c < k; ++c)
+    batchNormBackwardDataBatch(p, part, double(n * p.spatial),
+                               x.data() + c * per, scale.data(), stats,
+                               dsC.data(), dbC.data(), dy.data() + c * per,
+                               dxC.data() + c * per, false, bias.data());
+  // The chunked statistics round differently from the whole batch's; the
+  // mask is the forward's own, so the fused chunks agree with the plain
+  // pair to rounding and zero exactly where it does.
+  requireClose(zc, z, 1e-5);
+  requireClose(dsC, ds, 1e-5);
+  requireClose(dbC, db, 1e-5);
+  requireClose(dxC, dx, 1e-4);
+  for (int64_t i = 0; i < count; ++i)
+    if (z[i] == 0.0f)
+      REQUIRE(zc[i] == 0.0f);
+}

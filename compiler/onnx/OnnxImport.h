@@ -81,6 +81,13 @@ Graph fuseAttention(const Graph &g, int64_t limit = -1);
 /// How many attention subgraphs fuseAttention would replace in `g`.
 int64_t countAttention(const Graph &g);
 
+/// `g` with every ReLU that alone reads a BatchNorm's output run inside
+/// that BatchNorm (compiler/onnx/EpilogueFusion.cpp); `g` itself when there
+/// is none. The same function and gradient, fewer passes over memory.
+Graph fuseEpilogues(const Graph &g);
+/// How many fused forms fuseEpilogues would make in `g`.
+int64_t countEpilogues(const Graph &g);
+
 llvm::Expected<Graph> importOnnxFile(const std::string &path,
                                      const ImportOptions &opts = {});
 /// Same, from bytes in memory (`displayName` stands for the file in

@@ -56,23 +56,41 @@ llvm::Error importBatchNorm(OnnxNode &node) {
       .takeError();
 }
 
+// A fused ReLU's mask is the sign of the normalized value, recomputed from
+// X with the scale and bias (runtime/kernels/Norm.h, bnMaskedDy), so its
+// backward keeps no more than the plain BatchNorm's: the ReLU's output is
+// not read. Those weights come after the plain operands, so the statistics
+// keep their place among the reads.
 void dataReads(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.inputs[0]);
   reads.push_back(o.inputs[1]);
   reads.push_back(o.stats);
+  if (o.op.attrs.fusedRelu)
+    reads.push_back(o.inputs[2]);
 }
 
 void weightReads(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.inputs[0]);
   reads.push_back(o.stats);
+  if (o.op.attrs.fusedRelu) {
+    reads.push_back(o.inputs[1]);
+    reads.push_back(o.inputs[2]);
+  }
 }
 
 OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
   double out = elems(g.value(op.outputs[0]), b);
-  return {(kind == TaskKind::Forward        ? 8
-           : kind == TaskKind::BackwardData ? 10
-                                            : 4) *
+  return {((kind == TaskKind::Forward        ? 8
+            : kind == TaskKind::BackwardData ? 10
+                                             : 4) +
+           (op.attrs.fusedRelu ? 1 : 0)) *
           out};
+}
+
+/// A measured profile tells the fused form from the plain one.
+void signature(llvm::raw_ostream &os, const Op &op) {
+  if (op.attrs.fusedRelu)
+    os << " relu";
 }
 
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
@@ -90,7 +108,20 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   // what they always have.
   if (rows != 1)
     init += llvm::formatv(", .rows = {0}", rows).str();
+  if (op.attrs.fusedRelu)
+    init += ", .relu = true";
   return OpParamsText{"BatchNormParams", init + "}"};
+}
+
+/// The trailing operands of a fused ReLU's backward calls: the weights its
+/// mask is recomputed with (the bias; the scale too for BP-weight, which
+/// does not read it otherwise); nothing for the plain form, whose calls
+/// stay as they were.
+std::string reluMask(EmitContext &x, bool withScale) {
+  if (!x.op.attrs.fusedRelu)
+    return "";
+  return (withScale ? ", " + x.value(x.op.inputs[1]) : std::string()) + ", " +
+         x.value(x.op.inputs[2]);
 }
 
 /// The tasks of a BatchNorm split over chunks of the batch.
@@ -121,13 +152,13 @@ llvm::Expected<EmittedCall> emitPart(EmitContext &x) {
                                x.value(op.inputs[2]), x.block(stats),
                                x.value(y))
                            .str()};
-  return EmittedCall{formatv("x.bnBackwardDataBatch({0}, {1}, {2}, {3}, {4}, "
-                             "{5}, {6}, {7}, {8})",
-                             x.params, x.value(in), x.value(op.inputs[1]),
-                             x.block(stats), x.grad(op.inputs[1]),
-                             x.grad(op.inputs[2]), x.grad(y),
-                             x.gradIfWritten(in), x.accumulates(in))
-                         .str()};
+  return EmittedCall{
+      formatv("x.bnBackwardDataBatch({0}, {1}, {2}, {3}, {4}, "
+              "{5}, {6}, {7}, {8}{9})",
+              x.params, x.value(in), x.value(op.inputs[1]), x.block(stats),
+              x.grad(op.inputs[1]), x.grad(op.inputs[2]), x.grad(y),
+              x.gradIfWritten(in), x.accumulates(in), reluMask(x, false))
+          .str()};
 }
 
 llvm::Expected<EmittedCall> emit(EmitContext &x) {
@@ -161,18 +192,19 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
                            .str()};
   case TaskKind::BackwardData:
     return EmittedCall{formatv("x.bnBackwardData({0}, {1}, {2}, {3}, {4}, "
-                               "{5}, {6})",
+                               "{5}, {6}{7})",
                                x.params, x.value(in), x.value(op.inputs[1]),
                                x.block(t.reads[2]), x.grad(y),
-                               x.gradIfWritten(in), x.accumulates(in))
+                               x.gradIfWritten(in), x.accumulates(in),
+                               reluMask(x, false))
                            .str()};
   default:
     return EmittedCall{formatv("x.bnBackwardWeight({0}, {1}, {2}, {3}, {4}, "
-                               "{5}, {6})",
+                               "{5}, {6}{7})",
                                x.params, x.value(in), x.block(t.reads[1]),
                                x.grad(y), x.gradIfWritten(op.inputs[1]),
                                x.gradIfWritten(op.inputs[2]),
-                               x.accumulates(op.inputs[1]))
+                               x.accumulates(op.inputs[1]), reluMask(x, true))
                            .str()};
   }
 }
@@ -186,7 +218,7 @@ constexpr std::string_view kForms =
     "the mean and var running statistics its forward updates. `epsilon`, "
     "`momentum`; `spatial=0` is refused. `training_mode` is not read: the "
     "inference form imports as training BatchNorm too. Outputs after Y must "
-    "be unused.";
+    "be unused. A Relu that alone reads Y may be fused into it (`--fuse`).";
 /// What its backward differentiates (OpDef::gradient).
 constexpr std::string_view kGradient =
     "X, scale and B (not the running statistics)";
@@ -206,6 +238,7 @@ void registerBatchNorm(std::vector<OpDef> &defs) {
                   .weightGradReads = weightReads,
                   .costClass = CostClass::Normalization,
                   .work = work,
+                  .signatureAttrs = signature,
                   .params = params,
                   .emit = emit,
                   .forms = kForms,

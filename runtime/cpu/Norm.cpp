@@ -20,6 +20,16 @@
 namespace memfit::rt {
 using cpu::put;
 
+/// Channel ch's dy at element i, masked by a fused ReLU (scale and bias are
+/// read only then).
+static float dyAt(const BatchNormParams &p, int64_t ch, int64_t i,
+                  const float *x, const float *dy, const float *scale,
+                  const float *bias, float mean, float invStd) {
+  return p.relu ? kernels::bnMaskedDy(p, x[i], dy[i], scale[ch], bias[ch], mean,
+                                      invStd)
+                : dy[i];
+}
+
 static void normalizeChannel(const BatchNormParams &p, int64_t n, int64_t ch,
                              const float *x, const float *scale,
                              const float *bias, float mean, float invStd,
@@ -28,7 +38,8 @@ static void normalizeChannel(const BatchNormParams &p, int64_t n, int64_t ch,
     int64_t at = (s * p.c + ch) * p.spatial;
     for (int64_t q = 0; q < p.spatial; ++q)
       y[at + q] =
-          kernels::bnNormalize(x[at + q], scale[ch], bias[ch], mean, invStd);
+          kernels::bnOut(p, kernels::bnNormalize(x[at + q], scale[ch], bias[ch],
+                                                 mean, invStd));
   }
 }
 
@@ -119,14 +130,18 @@ void batchNormBackwardDataBatch(const BatchNormParams &p, int64_t n,
                                 double batchCount, const float *x,
                                 const float *scale, const float *saved,
                                 const float *sumDyXhat, const float *sumDy,
-                                const float *dy, float *dx, bool accumulate) {
+                                const float *dy, float *dx, bool accumulate,
+                                const float *bias) {
   for (int64_t ch = 0; ch < p.c; ++ch)
     for (int64_t s = 0; s < n; ++s) {
       int64_t at = (s * p.c + ch) * p.spatial;
       for (int64_t q = 0; q < p.spatial; ++q)
         put(dx[at + q],
-            kernels::bnGrad(x[at + q], dy[at + q], scale[ch], saved[ch],
-                            saved[p.c + ch], double(sumDy[ch]) / batchCount,
+            kernels::bnGrad(x[at + q],
+                            dyAt(p, ch, at + q, x, dy, scale, bias, saved[ch],
+                                 saved[p.c + ch]),
+                            scale[ch], saved[ch], saved[p.c + ch],
+                            double(sumDy[ch]) / batchCount,
                             double(sumDyXhat[ch]) / batchCount),
             accumulate);
     }
@@ -137,15 +152,18 @@ namespace {
 /// BatchNorm backward kernels need.
 void bnSums(const BatchNormParams &p, int64_t n, int64_t ch, const float *x,
             const float *savedMean, const float *savedInvStd, const float *dy,
-            double &sumDy, double &sumDyXhat) {
+            const float *scale, const float *bias, double &sumDy,
+            double &sumDyXhat) {
   sumDy = 0;
   sumDyXhat = 0;
   for (int64_t s = 0; s < n; ++s) {
     int64_t at = (s * p.c + ch) * p.spatial;
     for (int64_t q = 0; q < p.spatial; ++q) {
-      sumDy += dy[at + q];
-      sumDyXhat += kernels::bnDyXhat(x[at + q], dy[at + q], savedMean[ch],
-                                     savedInvStd[ch]);
+      const float d = dyAt(p, ch, at + q, x, dy, scale, bias, savedMean[ch],
+                           savedInvStd[ch]);
+      sumDy += d;
+      sumDyXhat +=
+          kernels::bnDyXhat(x[at + q], d, savedMean[ch], savedInvStd[ch]);
     }
   }
 }
@@ -154,17 +172,21 @@ void bnSums(const BatchNormParams &p, int64_t n, int64_t ch, const float *x,
 void batchNormBackwardData(const BatchNormParams &p, int64_t n, const float *x,
                            const float *scale, const float *savedMean,
                            const float *savedInvStd, const float *dy, float *dx,
-                           bool accumulate) {
+                           bool accumulate, const float *bias) {
   const double count = double(n * p.spatial);
   for (int64_t ch = 0; ch < p.c; ++ch) {
     double sumDy, sumDyXhat;
-    bnSums(p, n, ch, x, savedMean, savedInvStd, dy, sumDy, sumDyXhat);
+    bnSums(p, n, ch, x, savedMean, savedInvStd, dy, scale, bias, sumDy,
+           sumDyXhat);
     for (int64_t s = 0; s < n; ++s) {
       int64_t at = (s * p.c + ch) * p.spatial;
       for (int64_t q = 0; q < p.spatial; ++q)
         put(dx[at + q],
-            kernels::bnGrad(x[at + q], dy[at + q], scale[ch], savedMean[ch],
-                            savedInvStd[ch], sumDy / count, sumDyXhat / count),
+            kernels::bnGrad(x[at + q],
+                            dyAt(p, ch, at + q, x, dy, scale, bias,
+                                 savedMean[ch], savedInvStd[ch]),
+                            scale[ch], savedMean[ch], savedInvStd[ch],
+                            sumDy / count, sumDyXhat / count),
             accumulate);
     }
   }
@@ -173,10 +195,12 @@ void batchNormBackwardData(const BatchNormParams &p, int64_t n, const float *x,
 void batchNormBackwardWeight(const BatchNormParams &p, int64_t n,
                              const float *x, const float *savedMean,
                              const float *savedInvStd, const float *dy,
-                             float *dscale, float *dbias, bool accumulate) {
+                             float *dscale, float *dbias, bool accumulate,
+                             const float *scale, const float *bias) {
   for (int64_t ch = 0; ch < p.c; ++ch) {
     double sumDy, sumDyXhat;
-    bnSums(p, n, ch, x, savedMean, savedInvStd, dy, sumDy, sumDyXhat);
+    bnSums(p, n, ch, x, savedMean, savedInvStd, dy, scale, bias, sumDy,
+           sumDyXhat);
     put(dscale[ch], float(sumDyXhat), accumulate);
     put(dbias[ch], float(sumDy), accumulate);
   }

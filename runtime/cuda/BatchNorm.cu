@@ -215,8 +215,17 @@ template <typename St> struct BnApplyKernel {
     const float2 st = stats.of(p, b.ch);
     const float fm = st.x, fi = st.y, sc = scale[b.ch], bi = bias[b.ch];
     forEachRun<1>(p, b, [&](int64_t i) {
-      y[i] = kernels::bnNormalize(x[i], sc, bi, fm, fi);
+      y[i] = kernels::bnOut(p, kernels::bnNormalize(x[i], sc, bi, fm, fi));
     });
+  }
+};
+
+/// A fused ReLU's channel scale and bias, which its mask is recomputed
+/// with (kernels::bnMaskedDy); unread without one.
+struct BnRelu {
+  const float *scale = nullptr, *bias = nullptr;
+  __device__ float2 of(const BatchNormParams &p, int64_t ch) const {
+    return p.relu ? make_float2(scale[ch], bias[ch]) : make_float2(0, 0);
   }
 };
 
@@ -225,12 +234,16 @@ struct BnGradPartialKernel {
   static constexpr int threads = kBnThreads;
   __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
                              int64_t count, View x, const float *saved, View dy,
-                             BnPartial *parts) {
+                             BnRelu relu, BnPartial *parts) {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch];
+    const float2 sb = relu.of(p, b.ch);
     BnPartial mine;
     forEachRun<1>(p, b, [&](int64_t i) {
-      kernels::bnAddGrad(mine, x[i], dy[i], mean, invStd);
+      const float xv = x[i];
+      kernels::bnAddGrad(
+          mine, xv, kernels::bnMaskedDy(p, xv, dy[i], sb.x, sb.y, mean, invStd),
+          mean, invStd);
     });
     mine = cuda::blockSum<threads>(mine);
     if (threadIdx.x == 0)
@@ -263,15 +276,20 @@ struct BnBackwardDataKernel {
                              int64_t count, double batchCount, View x,
                              const float *scale, const float *saved,
                              const BnPartial *parts, const float *sumDyXhat,
-                             const float *sumDy, View dy, View dx, bool acc) {
+                             const float *sumDy, View dy, const float *bias,
+                             View dx, bool acc) {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float2 means =
         bnDataMeans(b, sl, batchCount, parts, sumDyXhat, sumDy);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
                 sc = scale[b.ch], meanDy = means.x, meanDyXhat = means.y;
+    const float bi = p.relu ? bias[b.ch] : 0.0f;
     forEachRun<1>(p, b, [&](int64_t i) {
+      const float xv = x[i];
       put(dx[i],
-          kernels::bnGrad(x[i], dy[i], sc, mean, invStd, meanDy, meanDyXhat),
+          kernels::bnGrad(
+              xv, kernels::bnMaskedDy(p, xv, dy[i], sc, bi, mean, invStd), sc,
+              mean, invStd, meanDy, meanDyXhat),
           acc);
     });
   }
@@ -316,7 +334,7 @@ template <cuda::Store S, bool Packed, typename St> struct BnApplyTyped {
       Io::load(x, e, v);
 #pragma unroll
       for (int k = 0; k < Io::width; ++k)
-        v[k] = kernels::bnNormalize(v[k], sc, bi, fm, fi);
+        v[k] = kernels::bnOut(p, kernels::bnNormalize(v[k], sc, bi, fm, fi));
       Io::store(y, e, v);
     });
   }
@@ -327,9 +345,10 @@ template <cuda::Store S, bool Packed> struct BnGradPartialTyped {
   using Io = BnIo<S, Packed>;
   __device__ static void run(BatchNormParams p, int64_t ch0, BnSlices sl,
                              int64_t count, const char *x, const float *saved,
-                             const char *dy, BnPartial *parts) {
+                             const char *dy, BnRelu relu, BnPartial *parts) {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch];
+    const float2 sb = relu.of(p, b.ch);
     BnPartial mine;
     forEachRun<Io::width>(p, b, [&](int64_t e) {
       float xv[Io::width], dv[Io::width];
@@ -337,7 +356,10 @@ template <cuda::Store S, bool Packed> struct BnGradPartialTyped {
       Io::load(dy, e, dv);
 #pragma unroll
       for (int k = 0; k < Io::width; ++k)
-        kernels::bnAddGrad(mine, xv[k], dv[k], mean, invStd);
+        kernels::bnAddGrad(
+            mine, xv[k],
+            kernels::bnMaskedDy(p, xv[k], dv[k], sb.x, sb.y, mean, invStd),
+            mean, invStd);
     });
     mine = cuda::blockSum<threads>(mine);
     if (threadIdx.x == 0)
@@ -352,13 +374,14 @@ template <cuda::Store S, bool Packed> struct BnBackwardDataTyped {
                              int64_t count, double batchCount, const char *x,
                              const float *scale, const float *saved,
                              const BnPartial *parts, const float *sumDyXhat,
-                             const float *sumDy, const char *dy, char *dx,
-                             bool acc) {
+                             const float *sumDy, const char *dy,
+                             const float *bias, char *dx, bool acc) {
     const BnBlock b = bnBlock(ch0, sl, count);
     const float2 means =
         bnDataMeans(b, sl, batchCount, parts, sumDyXhat, sumDy);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
                 sc = scale[b.ch], meanDy = means.x, meanDyXhat = means.y;
+    const float bi = p.relu ? bias[b.ch] : 0.0f;
     forEachRun<Io::width>(p, b, [&](int64_t e) {
       float xv[Io::width], dv[Io::width], out[Io::width];
       Io::load(x, e, xv);
@@ -367,8 +390,9 @@ template <cuda::Store S, bool Packed> struct BnBackwardDataTyped {
         Io::load(dx, e, out);
 #pragma unroll
       for (int k = 0; k < Io::width; ++k) {
-        const float g =
-            kernels::bnGrad(xv[k], dv[k], sc, mean, invStd, meanDy, meanDyXhat);
+        const float g = kernels::bnGrad(
+            xv[k], kernels::bnMaskedDy(p, xv[k], dv[k], sc, bi, mean, invStd),
+            sc, mean, invStd, meanDy, meanDyXhat);
         out[k] = acc ? out[k] + g : g;
       }
       Io::store(dx, e, out);
@@ -495,34 +519,34 @@ void apply(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
 
 void gradPartial(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
                  BnSlices sl, unsigned blocks, int64_t count, View x,
-                 const float *saved, View dy, BnPartial *parts) {
+                 const float *saved, View dy, BnRelu relu, BnPartial *parts) {
   if (!withTypedBn(p, sl, {x, dy}, [&](auto st, auto packed) {
         cuda::launch<
             BnGradPartialTyped<decltype(st)::value, decltype(packed)::value>>(
             blocks, im.compute(), p, ch0, sl, count,
             static_cast<const char *>(x.p), saved,
-            static_cast<const char *>(dy.p), parts);
+            static_cast<const char *>(dy.p), relu, parts);
       }))
     cuda::launch<BnGradPartialKernel>(blocks, im.compute(), p, ch0, sl, count,
-                                      x, saved, dy, parts);
+                                      x, saved, dy, relu, parts);
 }
 
 void backwardData(const Exec::Impl &im, const BatchNormParams &p, int64_t ch0,
                   BnSlices sl, unsigned blocks, int64_t count,
                   double batchCount, View x, const float *scale,
                   const float *saved, const BnPartial *parts,
-                  const float *sumDyXhat, const float *sumDy, View dy, View dx,
-                  bool acc) {
+                  const float *sumDyXhat, const float *sumDy, View dy,
+                  const float *bias, View dx, bool acc) {
   if (!withTypedBn(p, sl, {x, dy, dx}, [&](auto st, auto packed) {
         cuda::launch<
             BnBackwardDataTyped<decltype(st)::value, decltype(packed)::value>>(
             blocks, im.compute(), p, ch0, sl, count, batchCount,
             static_cast<const char *>(x.p), scale, saved, parts, sumDyXhat,
-            sumDy, static_cast<const char *>(dy.p), dx.p, acc);
+            sumDy, static_cast<const char *>(dy.p), bias, dx.p, acc);
       }))
     cuda::launch<BnBackwardDataKernel>(blocks, im.compute(), p, ch0, sl, count,
                                        batchCount, x, scale, saved, parts,
-                                       sumDyXhat, sumDy, dy, dx, acc);
+                                       sumDyXhat, sumDy, dy, bias, dx, acc);
 }
 
 } // namespace
@@ -572,34 +596,39 @@ void Exec::bnInference(const BatchNormParams &p, const float *x,
 
 void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
                           const float *scale, const float *saved,
-                          const float *dy, float *dx, bool acc) {
+                          const float *dy, float *dx, bool acc,
+                          const float *bias) {
   if (!dx)
     return;
+  assert((!p.relu || bias) && "a fused ReLU's mask needs the bias");
   const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
       p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
         gradPartial(*impl, p, ch0, sl, blocks, count, impl->view(x), saved,
-                    impl->view(dy), parts);
+                    impl->view(dy), BnRelu{scale, bias}, parts);
         backwardData(*impl, p, ch0, sl, blocks, count, double(count),
                      impl->view(x), scale, saved, parts, nullptr, nullptr,
-                     impl->view(dy), impl->view(dx), acc);
+                     impl->view(dy), bias, impl->view(dx), acc);
       });
   impl->done(*this, "batch normalization backward-data kernel");
 }
 
 void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
                             const float *saved, const float *dy, float *dscale,
-                            float *dbias, bool acc) {
+                            float *dbias, bool acc, const float *scale,
+                            const float *bias) {
   if (!dscale && !dbias)
     return;
+  assert((!p.relu || (scale && bias)) &&
+         "a fused ReLU's mask needs the scale and bias");
   const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
       p, count,
       [&](int64_t ch0, int64_t channels, BnSlices sl, unsigned blocks) {
         gradPartial(*impl, p, ch0, sl, blocks, count, impl->view(x), saved,
-                    impl->view(dy), parts);
+                    impl->view(dy), BnRelu{scale, bias}, parts);
         cuda::launch<BnWeightKernel>(gridFor(channels), impl->compute(), ch0,
                                      channels, sl.slices, parts, dscale, dbias,
                                      acc);
@@ -634,17 +663,19 @@ void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
 void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
                                const float *scale, const float *saved,
                                const float *dscale, const float *dbias,
-                               const float *dy, float *dx, bool acc) {
+                               const float *dy, float *dx, bool acc,
+                               const float *bias) {
   if (!dx)
     return;
+  assert((!p.relu || bias) && "a fused ReLU's mask needs the bias");
   const int64_t count = n * p.rows * p.spatial;
-  forChannelGroups(p, count,
-                   [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
-                     backwardData(*impl, p, ch0, sl, blocks, count,
-                                  double(prog.batch * p.rows * p.spatial),
-                                  impl->view(x), scale, saved, nullptr, dscale,
-                                  dbias, impl->view(dy), impl->view(dx), acc);
-                   });
+  forChannelGroups(
+      p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {
+        backwardData(*impl, p, ch0, sl, blocks, count,
+                     double(prog.batch * p.rows * p.spatial), impl->view(x),
+                     scale, saved, nullptr, dscale, dbias, impl->view(dy), bias,
+                     impl->view(dx), acc);
+      });
   impl->done(*this, "batch normalization backward-data kernel");
 }
 

@@ -129,15 +129,17 @@ void Exec::bnApply(const BatchNormParams &p, const float *x, const float *scale,
 }
 void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
                           const float *scale, const float *saved,
-                          const float *dy, float *dx, bool acc) {
+                          const float *dy, float *dx, bool acc,
+                          const float *bias) {
   rt::batchNormBackwardData(p, n * p.rows, x, scale, saved, saved + p.c, dy, dx,
-                            acc);
+                            acc, bias);
 }
 void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
                             const float *saved, const float *dy, float *dscale,
-                            float *dbias, bool acc) {
+                            float *dbias, bool acc, const float *scale,
+                            const float *bias) {
   rt::batchNormBackwardWeight(p, n * p.rows, x, saved, saved + p.c, dy, dscale,
-                              dbias, acc);
+                              dbias, acc, scale, bias);
 }
 void Exec::bnStatistics(const BatchNormParams &p, const float *x, float *stats,
                         bool acc) {
@@ -150,12 +152,13 @@ void Exec::bnFinalize(const BatchNormParams &p, float *stats, float *runMean,
 void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
                                const float *scale, const float *saved,
                                const float *dscale, const float *dbias,
-                               const float *dy, float *dx, bool acc) {
+                               const float *dy, float *dx, bool acc,
+                               const float *bias) {
   if (!dx)
     return;
-  rt::batchNormBackwardDataBatch(p, n * p.rows,
-                                 double(prog.batch * p.rows * p.spatial), x,
-                                 scale, saved, dscale, dbias, dy, dx, acc);
+  rt::batchNormBackwardDataBatch(
+      p, n * p.rows, double(prog.batch * p.rows * p.spatial), x, scale, saved,
+      dscale, dbias, dy, dx, acc, bias);
 }
 void Exec::lrnForward(const LRNParams &p, const float *x, float *y) {
   rt::lrnForward(p, n, x, y);

@@ -30,6 +30,23 @@ MEMFIT_HD float bnNormalize(float x, float scale, float bias, float mean,
   return (x - mean) * a + bias;
 }
 
+/// What a BatchNorm writes: its normalized value, through a fused ReLU's
+/// rule when it has one (Elementwise.h's Relu: NaN passes).
+MEMFIT_HD float bnOut(const BatchNormParams &p, float v) {
+  return p.relu && v < 0 ? 0.0f : v;
+}
+
+/// The gradient a BatchNorm's backward differentiates at one element: dY,
+/// masked by a fused ReLU as the ReLU's backward masks it (0 where the
+/// output is not positive, NaN included). The mask comes from the
+/// normalized value recomputed from x with the saved statistics, which is
+/// the forward's bit for bit (bnNormalize), so the ReLU's output need not
+/// be kept for it.
+MEMFIT_HD float bnMaskedDy(const BatchNormParams &p, float x, float dy,
+                           float scale, float bias, float mean, float invStd) {
+  return p.relu && !(bnNormalize(x, scale, bias, mean, invStd) > 0) ? 0.0f : dy;
+}
+
 /// Evaluation's 1/sqrt(running var + eps), in float as PyTorch's eval-mode
 /// kernels compute it; y is then bnNormalize with the running mean.
 MEMFIT_HD float bnRunningInvStd(const BatchNormParams &p, float runVar) {

@@ -150,6 +150,26 @@ fi
 echo "nowait: removing one wait is caught ($(tail -1 nowait/train.log | cut -c1-80))"
 
 identical tiny-bn img.npy chen-sqrt 100%
+# The fused form (--fuse auto: the ReLU inside the BatchNorm, its mask
+# recomputed from the BatchNorm's input) trains bit-identically to the
+# model as written: the same masked gradient, summed in the same order.
+fused=$($PY -c "import json; j=json.load(open('ideal-tiny-bn/plan.json')); print(j['fused_forms']['batchnorm_relu'], sum(t['op'] == 'BatchNormalization+Relu' and t['section'] == 'round' for t in j['tasks']))")
+[ "$fused" = "1 3" ] || fail "ideal-tiny-bn: fused BatchNorm+ReLU (count, tasks) is '$fused', want '1 3'"
+d=unfused-tiny-bn
+"$MEMFIT" compile tiny-bn.onnx --batch 8 --budget 100% --device k40m --fuse none \
+  -o "$d" --quiet || fail "compile $d"
+[ "$($PY -c "import json; print('fused_forms' in json.load(open('$d/plan.json')))")" = False ] ||
+  fail "$d: --fuse none still reports fused forms"
+grep -q "relu = true" "$d"/src/*.cpp && fail "$d: --fuse none generated a fused BatchNorm"
+grep -q "relu = true" ideal-tiny-bn/src/*.cpp || fail "ideal-tiny-bn: no fused BatchNorm generated"
+build "$d"
+train "$d" img.npy
+diff <(grep '^iteration' ideal-tiny-bn/train.log | cut -d' ' -f1-5) \
+     <(grep '^iteration' "$d/train.log" | cut -d' ' -f1-5) >/dev/null ||
+  fail "$d: losses differ from the fused plan's"
+cmp -s ideal-tiny-bn/trained.onnx "$d/trained.onnx" ||
+  fail "$d: trained weights differ from the fused plan's"
+echo "$d: bit-identical to the fused BatchNorm+ReLU"
 identical tiny-bn img.npy superneurons 85%
 identical tiny-dropout vec.npy chen-sqrt 95%
 identical tiny-residual img.npy chen-sqrt 70%

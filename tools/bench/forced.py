@@ -7,7 +7,8 @@ offers: every sub-batch ceil(B / K) (K = 1..B, the sizes a search over
 sub-batch counts can reach) and the halvings of the batch, each order
 (--order join-aware, model), each attention form (--fuse-attention true,
 false) where the model has attention, each head form (--fuse-head true,
-false) where its head can be fused with the loss, and --chunks for each
+false) where its head can be fused with the loss, the model as written
+(--fuse none) where it has fused forms, and --chunks for each
 divisor of the batch where the model has BatchNorm; exact, and with --sub-batch-statistics
 where asked. A case fails when the default is more than --tolerance slower
 than the best feasible forced plan, or infeasible where a forced plan is
@@ -106,6 +107,8 @@ def main():
                       ["--fuse-attention", "false"]]
         if json.loads(probe.stdout).get("head", {}).get("fusable"):
             forms += [["--fuse-head", "true"], ["--fuse-head", "false"]]
+        if json.loads(probe.stdout).get("fused_forms"):
+            forms += [["--fuse", "none"]]
         modes = [[]] + ([["--sub-batch-statistics"]]
                          if args.statistics and has_bn else [])
         for budget in args.budgets.split(","):

@@ -107,6 +107,7 @@ int run() {
   PlanningSession s;
   // As attention: compare plans the fused head unless told otherwise.
   s.fuseHead = fuseHeadRequested();
+  s.fuseEpilogues = fuseFlag() == FuseMode::Auto;
   if (auto err = openSession(s, /*keepWeightData=*/false, &progress))
     return reportError(std::move(err));
   auto baseReq = compareRequest(s);

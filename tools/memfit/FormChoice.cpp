@@ -106,6 +106,7 @@ Expected<PlanOutcome> planFusedHead(std::unique_ptr<PlanningSession> &s,
     if (*rows == s->tg.headChunkRows)
       return out;
     auto next = std::make_unique<PlanningSession>();
+    next->fuseEpilogues = s->fuseEpilogues;
     next->fuseHead = true;
     next->headChunkRows = *rows;
     auto o = planAttentionChosen(next, keepWeightData, progress);
@@ -139,6 +140,7 @@ Expected<PlanOutcome> planFusedHead(std::unique_ptr<PlanningSession> &s,
   for (size_t i = 1; i < rungs.size(); ++i) {
     const int64_t rows = rungs[i];
     auto next = std::make_unique<PlanningSession>();
+    next->fuseEpilogues = s->fuseEpilogues;
     next->fuseHead = true;
     next->headChunkRows = rows;
     next->budgetBytes = bytes;
@@ -238,6 +240,7 @@ Expected<PlanOutcome> pickHeadForm(std::unique_ptr<PlanningSession> &s,
 Expected<PlanOutcome> planFusedFirst(std::unique_ptr<PlanningSession> &s,
                                      bool keepWeightData, Progress &progress) {
   auto fused = std::make_unique<PlanningSession>();
+  fused->fuseEpilogues = s->fuseEpilogues;
   fused->fuseHead = true;
   auto out = planFusedHead(fused, keepWeightData, progress);
   if (!out && !out.errorIsA<Infeasible>())
@@ -264,8 +267,9 @@ Expected<PlanOutcome> planFusedFirst(std::unique_ptr<PlanningSession> &s,
 
 } // namespace
 
-Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
-                                 bool keepWeightData, Progress &progress) {
+namespace {
+Expected<PlanOutcome> planHeadChosen(std::unique_ptr<PlanningSession> &s,
+                                     bool keepWeightData, Progress &progress) {
   if (fuseHeadFlag() == AttentionMode::Materialized)
     return planAttentionChosen(s, keepWeightData, progress);
   if (fuseHeadFlag() == AttentionMode::Fused) {
@@ -298,7 +302,9 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
     return req.takeError();
   }
   auto fused = std::make_unique<PlanningSession>();
+  fused->fuseEpilogues = s->fuseEpilogues;
   fused->fuseHead = true;
+  fused->budgetBytes = s->budgetBytes;
   if (req->budgetFraction > 0 && !req->budgetIsLowerBound) {
     if (written) {
       fused->budgetBytes = written->budget;
@@ -321,7 +327,6 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
   return pickHeadForm(s, std::move(fused), std::move(out), std::move(written));
 }
 
-namespace {
 Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
                                           bool keepWeightData,
                                           Progress &progress) {
@@ -358,6 +363,8 @@ Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
           session = std::make_unique<PlanningSession>();
           session->modelPath = written.modelPath;
           session->fuseHead = written.fuseHead;
+          session->fuseEpilogues = written.fuseEpilogues;
+          session->epilogues = written.epilogues;
           session->headChunkRows = written.headChunkRows;
           session->budgetBytes = written.budgetBytes;
           session->graph = fuseAttention(written.graph, k);
@@ -385,5 +392,117 @@ Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
 }
 
 } // namespace
+
+namespace {
+
+std::string fusedFormsText(int64_t n) {
+  return formatv("{0} BatchNorm+ReLU fused", n).str();
+}
+
+/// The device bytes a percentage budget resolves to against the model as
+/// written in `s` (imported, built here), which every form is then held
+/// to, as for attention and the head; 0 for a budget in bytes or the lower
+/// bound (each form's own).
+Expected<int64_t> writtenBudgetBytes(PlanningSession &s, Progress &progress) {
+  if (auto err = buildSession(s, progress))
+    return err;
+  auto req = planRequest(s);
+  if (!req)
+    return req.takeError();
+  if (req->budgetFraction <= 0 || req->budgetIsLowerBound)
+    return 0;
+  auto yard = planTraining(s.tg, s.tableFn(), idealYardstick(*req));
+  if (!yard)
+    return yard.takeError();
+  return resolveBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes)
+      .device;
+}
+
+} // namespace
+
+Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
+                                 bool keepWeightData, Progress &progress) {
+  if (fuseFlag() == FuseMode::None)
+    return planHeadChosen(s, keepWeightData, progress);
+  // Auto. The model as written, imported once: whether it has anything to
+  // fuse, and its ideal peak is what a percentage budget is of.
+  if (auto err =
+          importInto(*s, keepWeightData,
+                     fuseAttentionFlag() == AttentionMode::Fused, progress))
+    return err;
+  s->imported = true;
+  const int64_t n = countEpilogues(s->graph);
+  if (n == 0)
+    return planHeadChosen(s, keepWeightData, progress);
+  auto bytes = writtenBudgetBytes(*s, progress);
+  if (!bytes)
+    return bytes.takeError();
+  s->budgetBytes = *bytes;
+  // The fused forms first. They move fewer bytes and keep nothing the
+  // model as written does not, so it can only win where the search
+  // happens to find it a better plan under the same bytes.
+  auto fused = std::make_unique<PlanningSession>();
+  fused->modelPath = s->modelPath;
+  fused->fuseEpilogues = true;
+  fused->epilogues = n;
+  fused->budgetBytes = *bytes;
+  fused->graph = fuseEpilogues(s->graph);
+  fused->imported = true;
+  auto out = planHeadChosen(fused, keepWeightData, progress);
+  if (!out && !out.errorIsA<Infeasible>())
+    return out;
+  auto ms = [](Expected<PlanOutcome> &o) {
+    return o ? formatv("{0:F2} ms", o->plan.summary.plannedSeconds * 1e3).str()
+             : std::string("does not fit");
+  };
+  // Every fused task moves fewer bytes than the tasks it replaces, so the
+  // ideal time of the model as written is no less than the fused one's: a
+  // fused plan at its ideal time cannot be beaten.
+  if (out && out->plan.summary.plannedSeconds <=
+                 out->plan.summary.idealSeconds * (1 + 1e-9)) {
+    s = std::move(fused);
+    s->fuseNote = formatv("{0}: predicted {1} per iteration, the fused "
+                          "model's unconstrained time (the model as written "
+                          "can be no faster)",
+                          fusedFormsText(n), ms(out))
+                      .str();
+    return out;
+  }
+  progress.info("planning the model as written too (without its fused "
+                "forms), under the same bytes");
+  auto written = planHeadChosen(s, keepWeightData, progress);
+  if (!written && !written.errorIsA<Infeasible>()) {
+    consumeError(out.takeError());
+    return written;
+  }
+  if (!out && !written) {
+    // The fused form's reason: its lower bound is no higher.
+    consumeError(written.takeError());
+    s = std::move(fused);
+    return out;
+  }
+  const bool takeFused =
+      out && (!written || out->plan.summary.plannedSeconds <=
+                              written->plan.summary.plannedSeconds);
+  std::string note =
+      formatv("{0}; predicted {1} fused, {2} as written",
+              takeFused ? fusedFormsText(n)
+                        : formatv("as written (the {0} BatchNorm+ReLU pairs "
+                                  "not fused: the model as written planned "
+                                  "faster under these bytes)",
+                                  n)
+                              .str(),
+              ms(out), ms(written))
+          .str();
+  if (takeFused) {
+    consumeError(written.takeError());
+    s = std::move(fused);
+    s->fuseNote = note;
+    return out;
+  }
+  consumeError(out.takeError());
+  s->fuseNote = note;
+  return written;
+}
 
 } // namespace memfit::tool

@@ -72,6 +72,15 @@ cl::opt<bool> FuseAttention(
              "model writes it)"),
     cl::init(true), cl::sub(Cmd));
 
+cl::opt<FuseMode> Fuse(
+    "fuse",
+    cl::desc("Show the graph with its fused forms (a ReLU run inside the "
+             "BatchNorm before it), as plan and compile start from"),
+    cl::init(FuseMode::Auto),
+    cl::values(clEnumValN(FuseMode::Auto, "auto", "fused (default)"),
+               clEnumValN(FuseMode::None, "none", "as the model writes it")),
+    cl::sub(Cmd));
+
 cl::opt<bool> FuseHead(
     "fuse-head",
     cl::desc("Show the figures with the head's product computed by the "
@@ -338,6 +347,10 @@ int run() {
   auto graph = importOnnxFile(ModelPath, io);
   if (!graph)
     return reportError(graph.takeError());
+  // The fused forms plan and compile start from (FormChoice.cpp).
+  const int64_t epilogues = countEpilogues(*graph);
+  if (Fuse == FuseMode::Auto)
+    *graph = fuseEpilogues(*graph);
   const std::vector<std::string> warnings = importWarnings(notes);
   for (const std::string &w : warnings)
     errs() << "memfit: warning: " << w << "\n";
@@ -459,6 +472,9 @@ int run() {
       j["exact_lower_bound_bytes"] = exactLb.bytes;
       j["exact_lower_bound_task"] = tg->tasks[exactLb.task].name;
     }
+    if (epilogues > 0)
+      j["fused_forms"] = {{"batchnorm_relu", epilogues},
+                          {"fused", Fuse == FuseMode::Auto}};
     if (head.op == kNoId) {
       j["head"] = {{"fusable", false}, {"why", head.why}};
     } else {
@@ -503,8 +519,11 @@ int run() {
       std::string node = quoteName(op.name);
       if (node.size() > 32)
         node = node.substr(0, 29) + "...";
-      os << formatv("{0,5}  {1,-20} {2,-32} {3}\n", i, opKindName(op.kind),
-                    node, shapeString(graph->values[op.outputs[0]]));
+      std::string kind(opKindName(op.kind));
+      if (op.attrs.fusedRelu)
+        kind += "+Relu";
+      os << formatv("{0,5}  {1,-20} {2,-32} {3}\n", i, kind, node,
+                    shapeString(graph->values[op.outputs[0]]));
     }
     os << "\n";
   }
@@ -565,6 +584,12 @@ int run() {
                     formatBytes(exactLb.bytes),
                     quoteName(tg->tasks[exactLb.task].name),
                     formatBytes(exactLb.taskBytes), b);
+  if (epilogues > 0)
+    os << formatv("fused forms          {0} BatchNorm+ReLU {1}\n", epilogues,
+                  Fuse == FuseMode::Auto
+                      ? "(each ReLU runs inside its BatchNorm, its mask "
+                        "recomputed in the backward; --fuse none: as written)"
+                      : "could run fused (--fuse none: shown as written)");
   if (head.op != kNoId) {
     auto [peakF, peakW] = fusedFirst(lv.peakBytes, otherLv->peakBytes);
     auto [lbF, lbW] = fusedFirst(lb.bytes, otherLb->bytes);

@@ -85,6 +85,17 @@ Shared<AttentionMode> FuseHead(
                clEnumValN(AttentionMode::Fused, "", "always fused"),
                clEnumValN(AttentionMode::Materialized, "false",
                           "as the model writes it (the logits stored)")));
+Shared<FuseMode> Fuse(
+    "fuse",
+    cl::desc("Fused forms: a ReLU run inside the BatchNorm before it (no "
+             "pass of its own; its output kept until the BatchNorm's "
+             "backward)"),
+    cl::init(FuseMode::Auto),
+    cl::values(clEnumValN(FuseMode::Auto, "auto",
+                          "plan the fused forms, and the model as written "
+                          "where the fused plan pays for its memory with "
+                          "time; keep the faster (default)"),
+               clEnumValN(FuseMode::None, "none", "as the model writes it")));
 Shared<PositiveCount> HeadChunkRows(
     "head-chunk-rows",
     cl::desc("Rows of logits the fused head computes at a time (default: "
@@ -337,6 +348,8 @@ Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
                  Progress &p) {
   if (Quiet && Verbose)
     return makeError("--quiet and --verbose are mutually exclusive");
+  if (s.imported)
+    return Error::success();
   s.modelPath = ModelPath;
   auto dp = dataParallelFlags();
   if (!dp)
@@ -359,6 +372,10 @@ Error importInto(PlanningSession &s, bool keepWeightData, bool fuse,
   if (!g)
     return g.takeError();
   s.graph = std::move(*g);
+  if (s.fuseEpilogues) {
+    s.epilogues = countEpilogues(s.graph);
+    s.graph = fuseEpilogues(s.graph);
+  }
   p.done();
   return Error::success();
 }
@@ -373,6 +390,7 @@ int64_t attentionOps(const Graph &g) {
 bool fuseHeadRequested() { return FuseHead != AttentionMode::Materialized; }
 AttentionMode fuseAttentionFlag() { return FuseAttention; }
 AttentionMode fuseHeadFlag() { return FuseHead; }
+FuseMode fuseFlag() { return Fuse; }
 int64_t headChunkRowsFlag() { return HeadChunkRows; }
 bool budgetIsLowerBoundFlag() {
   llvm::StringRef b = llvm::StringRef(Budget).trim();

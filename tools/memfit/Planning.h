@@ -48,6 +48,15 @@ struct PlanningSession {
   /// and why (empty when the model's head cannot be fused).
   bool fuseHead = false;
   std::string headNote;
+  /// Fused forms (--fuse; compiler/onnx/EpilogueFusion.cpp) made at
+  /// import, how many, and which form the plan took and why (empty when
+  /// the model has none to fuse).
+  bool fuseEpilogues = false;
+  int64_t epilogues = 0;
+  std::string fuseNote;
+  /// `graph` already holds the model as this session plans it (--fuse
+  /// imports once and derives the fused graph): importInto leaves it.
+  bool imported = false;
   /// Rows per chunk of the fused head; 0: --head-chunk-rows or its default.
   int64_t headChunkRows = 0;
   /// A budget given as a percentage, already resolved into device bytes
@@ -107,6 +116,11 @@ int32_t accumulateFlag();
 /// --fuse-attention: choose (plan and compile; compare fuses), always
 /// fused, or as the model writes it.
 enum class AttentionMode { Auto, Fused, Materialized };
+
+/// --fuse: the planner chooses between the fused forms and the model as
+/// written (auto), or plans the model as written (none).
+enum class FuseMode { Auto, None };
+FuseMode fuseFlag();
 
 /// --fuse-head is not false: compare plans the fused head.
 bool fuseHeadRequested();

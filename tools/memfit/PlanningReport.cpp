@@ -46,6 +46,7 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   }
   c.attention = s.attentionNote;
   c.head = s.headNote;
+  c.fuse = s.fuseNote;
   c.trainOnly = s.freeze.trainOnly;
   c.freeze = s.freeze.freeze;
   c.exact = o.exact;

@@ -1,0 +1,99 @@
+//===- EpilogueFusion.cpp - A ReLU after a BatchNorm run inside it --------===//
+//
+// Guarantees: each BatchNorm whose output feeds one Relu and nothing else
+// (not the model's output) becomes one BatchNorm with a fused ReLU
+// (OpAttrs::fusedRelu): it writes the ReLU's output value, and its
+// backward masks dY by that output's sign, as the ReLU's backward did, so
+// the function and its gradient are unchanged bit for bit. The
+// BatchNorm's own output, which only the ReLU read, no longer exists. The
+// result is a fresh graph: values renumbered densely, producers and
+// consumers rebuilt.
+//
+// The backward recomputes the ReLU's mask from X, which the BatchNorm's
+// backward reads anyway, so the fused form keeps nothing the plain pair
+// did not, and the ReLU's output is released as soon as its other readers
+// are done; what goes is the ReLU's two passes over memory (forward over
+// Y, backward over Y and dY) and the BatchNorm output's bytes. The planner
+// still plans the model as written beside it where it must (`--fuse`).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/onnx/OnnxImport.h"
+
+namespace memfit {
+namespace {
+
+/// For each op, the Relu fused into it (kNoId for none).
+std::vector<OpId> findReluAfterNorm(const Graph &g) {
+  std::vector<OpId> relu(g.ops.size(), kNoId);
+  for (OpId i = 0; i < (OpId)g.ops.size(); ++i) {
+    const Op &op = g.ops[i];
+    if (op.kind != OpKind::BatchNorm || op.attrs.fusedRelu ||
+        op.outputs.size() != 1)
+      continue;
+    ValueId y = op.outputs[0];
+    const Value &v = g.value(y);
+    if (y == g.output || v.consumers.size() != 1 || v.dtype != DType::F32)
+      continue;
+    const Op &next = g.ops[v.consumers[0]];
+    if (next.kind != OpKind::Relu || next.inputs.size() != 1 ||
+        next.outputs.size() != 1)
+      continue;
+    relu[i] = v.consumers[0];
+  }
+  return relu;
+}
+
+} // namespace
+
+int64_t countEpilogues(const Graph &g) {
+  int64_t n = 0;
+  for (OpId r : findReluAfterNorm(g))
+    n += r != kNoId;
+  return n;
+}
+
+Graph fuseEpilogues(const Graph &in) {
+  const std::vector<OpId> relu = findReluAfterNorm(in);
+  std::vector<bool> gone(in.ops.size(), false);
+  bool any = false;
+  for (OpId r : relu)
+    if (r != kNoId)
+      gone[r] = any = true;
+  if (!any)
+    return in;
+
+  Graph out;
+  out.name = in.name;
+  out.batch = in.batch;
+  std::vector<ValueId> remap(in.values.size(), kNoId);
+  auto use = [&](ValueId v) {
+    if (remap[v] == kNoId) {
+      Value copy = in.values[v];
+      copy.producer = kNoId;
+      copy.consumers.clear();
+      remap[v] = out.addValue(std::move(copy));
+    }
+    return remap[v];
+  };
+  out.input = use(in.input);
+  for (OpId i = 0; i < (OpId)in.ops.size(); ++i) {
+    if (gone[i])
+      continue;
+    Op op = in.ops[i];
+    if (relu[i] != kNoId) {
+      // The ReLU's output in place of the BatchNorm's: what every later
+      // op reads.
+      op.outputs[0] = in.ops[relu[i]].outputs[0];
+      op.attrs.fusedRelu = true;
+    }
+    for (ValueId &v : op.inputs)
+      v = use(v);
+    for (ValueId &v : op.outputs)
+      v = use(v);
+    out.addOp(std::move(op));
+  }
+  out.output = use(in.output);
+  return out;
+}
+
+} // namespace memfit
