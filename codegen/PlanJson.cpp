@@ -239,8 +239,9 @@ std::string planToJson(const PlanReport &r) {
   if (r.headChunkRows > 0) // the head fused with its loss
     j["fused_head"] = {{"chunk_rows", r.headChunkRows},
                        {"scratch_bytes", r.headScratchBytes}};
-  if (r.fusedBatchNormRelu > 0 || !r.fuse.empty())
+  if (r.fusedBatchNormRelu + r.fusedBatchNormClip > 0 || !r.fuse.empty())
     j["fused_forms"] = {{"batchnorm_relu", r.fusedBatchNormRelu},
+                        {"batchnorm_clip", r.fusedBatchNormClip},
                         {"note", r.fuse}};
   j["budget_bytes"] = r.budgetBytes;
   j["library_reserve_bytes"] = r.libraryReserveBytes;

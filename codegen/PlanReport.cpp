@@ -221,8 +221,8 @@ ReportTask reportTask(const TaskGraph &tg, const Instr &in,
   e.kind = std::string(taskKindName(t.kind));
   e.node = t.op >= 0 ? g.ops[t.op].name : "";
   e.op = t.op >= 0 ? g.ops[t.op].onnxOp : "";
-  if (t.op >= 0 && g.ops[t.op].attrs.fusedRelu)
-    e.op += "+Relu";
+  if (t.op >= 0 && g.ops[t.op].attrs.fusedAct.has_value())
+    e.op += g.ops[t.op].attrs.fusedAct == OpKind::Relu ? "+Relu" : "+Clip";
   e.section = section;
   e.algo = in.algo;
   if (ctx.costs && in.task < (TaskId)ctx.costs->tasks.size())
@@ -483,8 +483,10 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
   r.attention = ctx.attention;
   r.head = ctx.head;
   r.fuse = ctx.fuse;
-  r.fusedBatchNormRelu = llvm::count_if(
-      tg.graph->ops, [](const Op &op) { return op.attrs.fusedRelu; });
+  for (const Op &op : tg.graph->ops) {
+    r.fusedBatchNormRelu += op.attrs.fusedAct == OpKind::Relu;
+    r.fusedBatchNormClip += op.attrs.fusedAct == OpKind::Clip;
+  }
   if (tg.fusedHead != kNoId) {
     r.headChunkRows = tg.headChunkRows;
     r.headScratchBytes = tg.blocks[tg.headScratchBlock].bytesAt(1);

@@ -280,9 +280,10 @@ struct PlanReport {
   int64_t headChunkRows = 0, headScratchBytes = 0;
   /// Which fused forms the plan runs and why ("" when the model has none
   /// to fuse); one of the notes too. The BatchNorms that run a ReLU inside
-  /// (OpAttrs::fusedRelu); their tasks' op reads "BatchNormalization+Relu".
+  /// (OpAttrs::fusedRelu); their tasks' op reads "BatchNormalization+Relu"; and
+  /// those that run a Clip (ReLU6), "BatchNormalization+Clip".
   std::string fuse;
-  int64_t fusedBatchNormRelu = 0;
+  int64_t fusedBatchNormRelu = 0, fusedBatchNormClip = 0;
   ReportDataParallel dataParallel;
   ReportFrozen frozen;
   ReportSummary summary;

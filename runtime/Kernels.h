@@ -124,6 +124,10 @@ struct BatchNormParams {
   /// kernels mask dy where the normalized value, recomputed from x, is not
   /// positive (kernels::bnMaskedDy): they then take scale and bias.
   bool relu = false;
+  /// A Clip fused after it instead (ReLU6): y = clamp(normalized, lo, hi),
+  /// dy masked outside (lo, hi), as Clip's backward masks it.
+  bool clip = false;
+  float lo = 0, hi = 0;
 };
 /// Training mode: normalizes with the statistics of these n samples, saves
 /// mean and 1/sqrt(var + eps) (biased var) for the backward, and when

@@ -62,7 +62,7 @@ TEST_CASE("epilogues: a ReLU that alone reads a BatchNorm runs inside it",
   CHECK(f.ops.size() == g.ops.size() - 2);
   std::set<std::string> fused, kinds;
   for (const Op &op : f.ops) {
-    if (op.attrs.fusedRelu)
+    if (op.attrs.fusedAct == OpKind::Relu)
       fused.insert(op.name);
     if (op.kind == OpKind::Relu)
       kinds.insert(op.name);
@@ -102,4 +102,25 @@ TEST_CASE("epilogues: the fused backward reads the BatchNorm's input and "
   CHECK(tg.tasks.size() == p.tasks.size() - 4);
   for (int64_t b : {1, 2})
     CHECK(computeLowerBound(tg, b).bytes <= computeLowerBound(p, b).bytes);
+}
+
+TEST_CASE("epilogues: a Clip (ReLU6) after a BatchNorm fuses with its bounds",
+          "[fusion]") {
+  GraphLiteral L(2);
+  ValueId x = L.input("x", {4, 6, 6});
+  OpAttrs six;
+  six.minValue = 0.0f;
+  six.maxValue = 6.0f;
+  ValueId c =
+      L.op(OpKind::Clip, "relu6", {batchNorm(L, "bn", x)}, {4, 6, 6}, six);
+  L.head4(c);
+  const Graph f = fuseEpilogues(L.g);
+  REQUIRE(!verifyGraph(f));
+  REQUIRE(f.ops.size() == L.g.ops.size() - 1);
+  const Op &bn = f.ops[0];
+  CHECK(bn.kind == OpKind::BatchNorm);
+  CHECK(bn.attrs.fusedAct == OpKind::Clip);
+  CHECK(bn.attrs.minValue == 0.0f);
+  CHECK(bn.attrs.maxValue == 6.0f);
+  CHECK(f.value(bn.outputs[0]).name == "relu6_out");
 }

@@ -174,3 +174,58 @@ TEST_CASE("BatchNorm with a fused ReLU equals BatchNorm then ReLU, bit for bit",
     if (z[i] == 0.0f)
       REQUIRE(zc[i] == 0.0f);
 }
+
+// A Clip fused into the BatchNorm (ReLU6): the same property, with values
+// on both bounds (the mask is open at each, as Clip's backward is).
+TEST_CASE("BatchNorm with a fused Clip equals BatchNorm then Clip, bit for bit",
+          "[kernels][chunk]") {
+  std::mt19937 rng(9);
+  BatchNormParams p{3, 8, 1e-5f, 0.9f};
+  const int64_t n = 4, count = n * p.c * p.spatial;
+  std::vector<float> x = randomVector(rng, count), scale = {3.0f, 4.0f, 1.0f},
+                     bias = {0.5f, 1.0f, 0.0f}, dy = randomVector(rng, count);
+  // Channel 2 of one value normalizes to its bias, 0: on the lower bound.
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t q = 0; q < p.spatial; ++q)
+      x[(s * p.c + 2) * p.spatial + q] = 0.25f;
+  const float lo = 0.0f, hi = 1.0f;
+  ActParams clip{ActKind::Clip};
+  clip.lo = lo;
+  clip.hi = hi;
+  std::vector<float> rm(3, 0.0f), rv(3, 1.0f), rm2 = rm, rv2 = rv;
+  std::vector<float> y(count), z(count), saved(2 * p.c), dyn(count), ds(p.c),
+      db(p.c), dx(count);
+  batchNormForward(p, n, x.data(), scale.data(), bias.data(), rm.data(),
+                   rv.data(), y.data(), saved.data(), saved.data() + p.c, true);
+  activationForward(clip, count, y.data(), z.data());
+  activationBackward(clip, count, z.data(), dy.data(), dyn.data(), false);
+  batchNormBackwardWeight(p, n, x.data(), saved.data(), saved.data() + p.c,
+                          dyn.data(), ds.data(), db.data(), false);
+  batchNormBackwardData(p, n, x.data(), scale.data(), saved.data(),
+                        saved.data() + p.c, dyn.data(), dx.data(), false);
+  int64_t below = 0, above = 0;
+  for (float v : z) {
+    below += v == lo;
+    above += v == hi;
+  }
+  REQUIRE(below > count / 8);
+  REQUIRE(above > count / 8);
+
+  p.clip = true;
+  p.lo = lo;
+  p.hi = hi;
+  std::vector<float> zf(count), savedF(2 * p.c), dsF(p.c), dbF(p.c), dxF(count);
+  batchNormForward(p, n, x.data(), scale.data(), bias.data(), rm2.data(),
+                   rv2.data(), zf.data(), savedF.data(), savedF.data() + p.c,
+                   true);
+  batchNormBackwardWeight(p, n, x.data(), savedF.data(), savedF.data() + p.c,
+                          dy.data(), dsF.data(), dbF.data(), false,
+                          scale.data(), bias.data());
+  batchNormBackwardData(p, n, x.data(), scale.data(), savedF.data(),
+                        savedF.data() + p.c, dy.data(), dxF.data(), false,
+                        bias.data());
+  CHECK(zf == z);
+  CHECK(dsF == ds);
+  CHECK(dbF == db);
+  CHECK(dxF == dx);
+}

@@ -217,10 +217,10 @@ struct OpAttrs {
   /// fused and materialized plans drop the same probabilities.
   int64_t dropoutKey = -1;
   bool nanToZero = false;
-  /// BatchNorm: a ReLU fused after it (compiler/onnx/EpilogueFusion.cpp):
-  /// the output is max(bn(x), 0), and the backward masks dY by the output
-  /// (Y > 0) as the ReLU's own backward would.
-  bool fusedRelu = false;
+  /// BatchNorm: the activation fused after it (compiler/onnx/
+  /// EpilogueFusion.cpp): a ReLU, or a Clip to [minValue, maxValue]
+  /// (ReLU6); the backward masks dY as that activation's backward would.
+  std::optional<OpKind> fusedAct;
   /// Embedding: the table row whose lookups add no gradient (--freeze-rows,
   /// nn.Embedding's padding_idx); -1 for none.
   int64_t frozenRow = -1;

@@ -1,10 +1,10 @@
 //===- EpilogueFusion.cpp - A ReLU after a BatchNorm run inside it --------===//
 //
-// Guarantees: each BatchNorm whose output feeds one Relu and nothing else
-// (not the model's output) becomes one BatchNorm with a fused ReLU
-// (OpAttrs::fusedRelu): it writes the ReLU's output value, and its
-// backward masks dY by that output's sign, as the ReLU's backward did, so
-// the function and its gradient are unchanged bit for bit. The
+// Guarantees: each BatchNorm whose output feeds one Relu or Clip (ReLU6)
+// and nothing else (not the model's output) becomes one BatchNorm with
+// that activation fused (OpAttrs::fusedAct): it writes the activation's
+// output value, and its backward masks dY where the activation's backward
+// did, so the function and its gradient are unchanged bit for bit. The
 // BatchNorm's own output, which only the ReLU read, no longer exists. The
 // result is a fresh graph: values renumbered densely, producers and
 // consumers rebuilt.
@@ -22,12 +22,12 @@
 namespace memfit {
 namespace {
 
-/// For each op, the Relu fused into it (kNoId for none).
+/// For each op, the Relu or Clip fused into it (kNoId for none).
 std::vector<OpId> findReluAfterNorm(const Graph &g) {
   std::vector<OpId> relu(g.ops.size(), kNoId);
   for (OpId i = 0; i < (OpId)g.ops.size(); ++i) {
     const Op &op = g.ops[i];
-    if (op.kind != OpKind::BatchNorm || op.attrs.fusedRelu ||
+    if (op.kind != OpKind::BatchNorm || op.attrs.fusedAct.has_value() ||
         op.outputs.size() != 1)
       continue;
     ValueId y = op.outputs[0];
@@ -35,8 +35,8 @@ std::vector<OpId> findReluAfterNorm(const Graph &g) {
     if (y == g.output || v.consumers.size() != 1 || v.dtype != DType::F32)
       continue;
     const Op &next = g.ops[v.consumers[0]];
-    if (next.kind != OpKind::Relu || next.inputs.size() != 1 ||
-        next.outputs.size() != 1)
+    if ((next.kind != OpKind::Relu && next.kind != OpKind::Clip) ||
+        next.inputs.size() != 1 || next.outputs.size() != 1)
       continue;
     relu[i] = v.consumers[0];
   }
@@ -84,7 +84,11 @@ Graph fuseEpilogues(const Graph &in) {
       // The ReLU's output in place of the BatchNorm's: what every later
       // op reads.
       op.outputs[0] = in.ops[relu[i]].outputs[0];
-      op.attrs.fusedRelu = true;
+      const Op &act = in.ops[relu[i]];
+      op.attrs.fusedAct =
+          act.kind == OpKind::Relu ? OpKind::Relu : OpKind::Clip;
+      op.attrs.minValue = act.attrs.minValue;
+      op.attrs.maxValue = act.attrs.maxValue;
     }
     for (ValueId &v : op.inputs)
       v = use(v);

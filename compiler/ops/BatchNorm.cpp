@@ -65,14 +65,14 @@ void dataReads(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.inputs[0]);
   reads.push_back(o.inputs[1]);
   reads.push_back(o.stats);
-  if (o.op.attrs.fusedRelu)
+  if (o.op.attrs.fusedAct.has_value())
     reads.push_back(o.inputs[2]);
 }
 
 void weightReads(const GradOperands &o, std::vector<BlockId> &reads) {
   reads.push_back(o.inputs[0]);
   reads.push_back(o.stats);
-  if (o.op.attrs.fusedRelu) {
+  if (o.op.attrs.fusedAct.has_value()) {
     reads.push_back(o.inputs[1]);
     reads.push_back(o.inputs[2]);
   }
@@ -83,14 +83,18 @@ OpWork work(const Graph &g, const Op &op, TaskKind kind, int, int64_t b) {
   return {((kind == TaskKind::Forward        ? 8
             : kind == TaskKind::BackwardData ? 10
                                              : 4) +
-           (op.attrs.fusedRelu ? 1 : 0)) *
+           (op.attrs.fusedAct.has_value() ? 1 : 0)) *
           out};
 }
 
 /// A measured profile tells the fused form from the plain one.
 void signature(llvm::raw_ostream &os, const Op &op) {
-  if (op.attrs.fusedRelu)
+  if (op.attrs.fusedAct == OpKind::Relu)
     os << " relu";
+  if (op.attrs.fusedAct == OpKind::Clip) {
+    printFloat(os, "clip_lo", op.attrs.minValue);
+    printFloat(os, "clip_hi", op.attrs.maxValue);
+  }
 }
 
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
@@ -108,8 +112,12 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   // what they always have.
   if (rows != 1)
     init += llvm::formatv(", .rows = {0}", rows).str();
-  if (op.attrs.fusedRelu)
+  if (op.attrs.fusedAct == OpKind::Relu)
     init += ", .relu = true";
+  if (op.attrs.fusedAct == OpKind::Clip)
+    init += llvm::formatv(", .clip = true, .lo = {0}, .hi = {1}",
+                          f32(op.attrs.minValue), f32(op.attrs.maxValue))
+                .str();
   return OpParamsText{"BatchNormParams", init + "}"};
 }
 
@@ -118,7 +126,7 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
 /// does not read it otherwise); nothing for the plain form, whose calls
 /// stay as they were.
 std::string reluMask(EmitContext &x, bool withScale) {
-  if (!x.op.attrs.fusedRelu)
+  if (!x.op.attrs.fusedAct)
     return "";
   return (withScale ? ", " + x.value(x.op.inputs[1]) : std::string()) + ", " +
          x.value(x.op.inputs[2]);
@@ -218,7 +226,8 @@ constexpr std::string_view kForms =
     "the mean and var running statistics its forward updates. `epsilon`, "
     "`momentum`; `spatial=0` is refused. `training_mode` is not read: the "
     "inference form imports as training BatchNorm too. Outputs after Y must "
-    "be unused. A Relu that alone reads Y may be fused into it (`--fuse`).";
+    "be unused. A Relu or Clip that alone reads Y may be fused into it "
+    "(`--fuse`).";
 /// What its backward differentiates (OpDef::gradient).
 constexpr std::string_view kGradient =
     "X, scale and B (not the running statistics)";

@@ -25,9 +25,9 @@ using cpu::put;
 static float dyAt(const BatchNormParams &p, int64_t ch, int64_t i,
                   const float *x, const float *dy, const float *scale,
                   const float *bias, float mean, float invStd) {
-  return p.relu ? kernels::bnMaskedDy(p, x[i], dy[i], scale[ch], bias[ch], mean,
-                                      invStd)
-                : dy[i];
+  return kernels::bnFusesAct(p) ? kernels::bnMaskedDy(p, x[i], dy[i], scale[ch],
+                                                      bias[ch], mean, invStd)
+                                : dy[i];
 }
 
 static void normalizeChannel(const BatchNormParams &p, int64_t n, int64_t ch,

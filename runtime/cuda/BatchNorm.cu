@@ -225,7 +225,8 @@ template <typename St> struct BnApplyKernel {
 struct BnRelu {
   const float *scale = nullptr, *bias = nullptr;
   __device__ float2 of(const BatchNormParams &p, int64_t ch) const {
-    return p.relu ? make_float2(scale[ch], bias[ch]) : make_float2(0, 0);
+    return kernels::bnFusesAct(p) ? make_float2(scale[ch], bias[ch])
+                                  : make_float2(0, 0);
   }
 };
 
@@ -283,7 +284,7 @@ struct BnBackwardDataKernel {
         bnDataMeans(b, sl, batchCount, parts, sumDyXhat, sumDy);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
                 sc = scale[b.ch], meanDy = means.x, meanDyXhat = means.y;
-    const float bi = p.relu ? bias[b.ch] : 0.0f;
+    const float bi = kernels::bnFusesAct(p) ? bias[b.ch] : 0.0f;
     forEachRun<1>(p, b, [&](int64_t i) {
       const float xv = x[i];
       put(dx[i],
@@ -381,7 +382,7 @@ template <cuda::Store S, bool Packed> struct BnBackwardDataTyped {
         bnDataMeans(b, sl, batchCount, parts, sumDyXhat, sumDy);
     const float mean = saved[b.ch], invStd = saved[p.c + b.ch],
                 sc = scale[b.ch], meanDy = means.x, meanDyXhat = means.y;
-    const float bi = p.relu ? bias[b.ch] : 0.0f;
+    const float bi = kernels::bnFusesAct(p) ? bias[b.ch] : 0.0f;
     forEachRun<Io::width>(p, b, [&](int64_t e) {
       float xv[Io::width], dv[Io::width], out[Io::width];
       Io::load(x, e, xv);
@@ -600,7 +601,8 @@ void Exec::bnBackwardData(const BatchNormParams &p, const float *x,
                           const float *bias) {
   if (!dx)
     return;
-  assert((!p.relu || bias) && "a fused ReLU's mask needs the bias");
+  assert((!kernels::bnFusesAct(p) || bias) &&
+         "a fused activation's mask needs the bias");
   const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
@@ -620,8 +622,8 @@ void Exec::bnBackwardWeight(const BatchNormParams &p, const float *x,
                             const float *bias) {
   if (!dscale && !dbias)
     return;
-  assert((!p.relu || (scale && bias)) &&
-         "a fused ReLU's mask needs the scale and bias");
+  assert((!kernels::bnFusesAct(p) || (scale && bias)) &&
+         "a fused activation's mask needs the scale and bias");
   const int64_t count = n * p.rows * p.spatial;
   auto *parts = impl->bnPartials;
   forChannelGroups(
@@ -667,7 +669,8 @@ void Exec::bnBackwardDataBatch(const BatchNormParams &p, const float *x,
                                const float *bias) {
   if (!dx)
     return;
-  assert((!p.relu || bias) && "a fused ReLU's mask needs the bias");
+  assert((!kernels::bnFusesAct(p) || bias) &&
+         "a fused activation's mask needs the bias");
   const int64_t count = n * p.rows * p.spatial;
   forChannelGroups(
       p, count, [&](int64_t ch0, int64_t, BnSlices sl, unsigned blocks) {

@@ -33,8 +33,14 @@ MEMFIT_HD float bnNormalize(float x, float scale, float bias, float mean,
 /// What a BatchNorm writes: its normalized value, through a fused ReLU's
 /// rule when it has one (Elementwise.h's Relu: NaN passes).
 MEMFIT_HD float bnOut(const BatchNormParams &p, float v) {
+  if (p.clip)
+    return v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
   return p.relu && v < 0 ? 0.0f : v;
 }
+
+/// Whether the BatchNorm runs an activation after it (a ReLU or a Clip),
+/// whose backward kernels then take the scale and bias for the mask.
+MEMFIT_HD bool bnFusesAct(const BatchNormParams &p) { return p.relu || p.clip; }
 
 /// The gradient a BatchNorm's backward differentiates at one element: dY,
 /// masked by a fused ReLU as the ReLU's backward masks it (0 where the
@@ -44,7 +50,13 @@ MEMFIT_HD float bnOut(const BatchNormParams &p, float v) {
 /// be kept for it.
 MEMFIT_HD float bnMaskedDy(const BatchNormParams &p, float x, float dy,
                            float scale, float bias, float mean, float invStd) {
-  return p.relu && !(bnNormalize(x, scale, bias, mean, invStd) > 0) ? 0.0f : dy;
+  if (!bnFusesAct(p))
+    return dy;
+  // An output strictly inside the activation's open range passes dy (a
+  // Clip's output there equals its input; NaN passes neither test).
+  const float v = bnNormalize(x, scale, bias, mean, invStd);
+  const bool pass = p.clip ? v > p.lo && v < p.hi : v > 0;
+  return pass ? dy : 0.0f;
 }
 
 /// Evaluation's 1/sqrt(running var + eps), in float as PyTorch's eval-mode

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fused forms (--fuse): ResNet-18's ReLUs after a BatchNorm run inside it.
+# Fused forms (--fuse): ResNet-18's ReLUs after a BatchNorm run inside it,
+# MobileNet-V2's ReLU6 (Clip) too.
 # The summary, plan.json and inspect say so; --fuse none plans the model
 # as written; a percentage is of the model as written either way (the
 # same bytes); the default is never slower than the model as written; a
@@ -45,11 +46,11 @@ field auto-100%.json "j['fuse']" | grep -q "^9 BatchNorm+ReLU fused: .*can be no
 grep -q "9 BatchNorm+ReLU fused" out/report.html || fail "report.html has no fuse note"
 
 "$MEMFIT" inspect "$M" --batch 16 --summary >inspect.txt 2>/dev/null || fail inspect
-grep -q "^fused forms  *9 BatchNorm+ReLU (each ReLU runs inside" inspect.txt ||
+grep -q "^fused forms  *9 BatchNorm+ReLU (each activation runs inside" inspect.txt ||
   fail "inspect: $(grep fused inspect.txt)"
 "$MEMFIT" inspect "$M" --batch 16 --json --fuse none >inspect.json 2>/dev/null ||
   fail "inspect --json"
-[ "$(field inspect.json "j['fused_forms']")" = "{'batchnorm_relu': 9, 'fused': False}" ] ||
+[ "$(field inspect.json "j['fused_forms']")" = "{'batchnorm_relu': 9, 'batchnorm_clip': 0, 'fused': False}" ] ||
   fail "inspect --json --fuse none: $(field inspect.json "j['fused_forms']")"
 
 "$MEMFIT" zoo tiny-cnn -o tiny-cnn.onnx >/dev/null || fail zoo
@@ -61,4 +62,12 @@ grep -q "^fused forms  *9 BatchNorm+ReLU (each ReLU runs inside" inspect.txt ||
 "$MEMFIT" plan tiny-cnn.onnx --batch 8 --budget 50% --fuse yes >bad.out 2>&1 &&
   fail "--fuse yes accepted"
 grep -q "fuse" bad.out || fail "--fuse yes: $(cat bad.out)"
+V2="$(dirname "$MEMFIT")/../testmodels/mobilenet_v2.onnx"
+"$MEMFIT" plan "$V2" --batch 8 --budget 100% --device h100-sxm -o v2 --quiet ||
+  fail "plan mobilenet_v2"
+[ "$(field v2/plan.json "(j['fused_forms']['batchnorm_relu'], j['fused_forms']['batchnorm_clip'])")" = "(0, 35)" ] ||
+  fail "mobilenet_v2: fused_forms $(field v2/plan.json "j['fused_forms']")"
+"$MEMFIT" compile "$V2" --batch 8 --budget 100% --device h100-sxm -o v2c \
+  --quiet || fail "compile mobilenet_v2"
+grep -q "\.clip = true" v2c/src/*.cpp || fail "mobilenet_v2: no fused Clip generated"
 echo "fuse: ok"

@@ -395,8 +395,14 @@ Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
 
 namespace {
 
-std::string fusedFormsText(int64_t n) {
-  return formatv("{0} BatchNorm+ReLU fused", n).str();
+/// "9 BatchNorm+ReLU" and the like, from the fused graph.
+std::string fusedText(const Graph &fused) {
+  int64_t relu = 0, clip = 0;
+  for (const Op &op : fused.ops) {
+    relu += op.attrs.fusedAct == OpKind::Relu;
+    clip += op.attrs.fusedAct == OpKind::Clip;
+  }
+  return fusedFormsText(relu, clip);
 }
 
 /// The device bytes a percentage budget resolves to against the model as
@@ -461,10 +467,10 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
   if (out && out->plan.summary.plannedSeconds <=
                  out->plan.summary.idealSeconds * (1 + 1e-9)) {
     s = std::move(fused);
-    s->fuseNote = formatv("{0}: predicted {1} per iteration, the fused "
+    s->fuseNote = formatv("{0} fused: predicted {1} per iteration, the fused "
                           "model's unconstrained time (the model as written "
                           "can be no faster)",
-                          fusedFormsText(n), ms(out))
+                          fusedText(s->graph), ms(out))
                       .str();
     return out;
   }
@@ -486,11 +492,11 @@ Expected<PlanOutcome> planChosen(std::unique_ptr<PlanningSession> &s,
                               written->plan.summary.plannedSeconds);
   std::string note =
       formatv("{0}; predicted {1} fused, {2} as written",
-              takeFused ? fusedFormsText(n)
-                        : formatv("as written (the {0} BatchNorm+ReLU pairs "
-                                  "not fused: the model as written planned "
-                                  "faster under these bytes)",
-                                  n)
+              takeFused ? fusedText(fused->graph) + " fused"
+                        : formatv("as written ({0} not fused: the model "
+                                  "as written planned faster under these "
+                                  "bytes)",
+                                  fusedText(fused->graph))
                               .str(),
               ms(out), ms(written))
           .str();

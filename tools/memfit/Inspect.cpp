@@ -348,9 +348,15 @@ int run() {
   if (!graph)
     return reportError(graph.takeError());
   // The fused forms plan and compile start from (FormChoice.cpp).
-  const int64_t epilogues = countEpilogues(*graph);
+  Graph fusedGraph = fuseEpilogues(*graph);
+  int64_t fusedRelu = 0, fusedClip = 0;
+  for (const Op &op : fusedGraph.ops) {
+    fusedRelu += op.attrs.fusedAct == OpKind::Relu;
+    fusedClip += op.attrs.fusedAct == OpKind::Clip;
+  }
+  const int64_t epilogues = fusedRelu + fusedClip;
   if (Fuse == FuseMode::Auto)
-    *graph = fuseEpilogues(*graph);
+    *graph = std::move(fusedGraph);
   const std::vector<std::string> warnings = importWarnings(notes);
   for (const std::string &w : warnings)
     errs() << "memfit: warning: " << w << "\n";
@@ -473,7 +479,8 @@ int run() {
       j["exact_lower_bound_task"] = tg->tasks[exactLb.task].name;
     }
     if (epilogues > 0)
-      j["fused_forms"] = {{"batchnorm_relu", epilogues},
+      j["fused_forms"] = {{"batchnorm_relu", fusedRelu},
+                          {"batchnorm_clip", fusedClip},
                           {"fused", Fuse == FuseMode::Auto}};
     if (head.op == kNoId) {
       j["head"] = {{"fusable", false}, {"why", head.why}};
@@ -520,8 +527,8 @@ int run() {
       if (node.size() > 32)
         node = node.substr(0, 29) + "...";
       std::string kind(opKindName(op.kind));
-      if (op.attrs.fusedRelu)
-        kind += "+Relu";
+      if (op.attrs.fusedAct.has_value())
+        kind += "+" + std::string(opKindName(*op.attrs.fusedAct));
       os << formatv("{0,5}  {1,-20} {2,-32} {3}\n", i, kind, node,
                     shapeString(graph->values[op.outputs[0]]));
     }
@@ -585,9 +592,10 @@ int run() {
                     quoteName(tg->tasks[exactLb.task].name),
                     formatBytes(exactLb.taskBytes), b);
   if (epilogues > 0)
-    os << formatv("fused forms          {0} BatchNorm+ReLU {1}\n", epilogues,
+    os << formatv("fused forms          {0} {1}\n",
+                  fusedFormsText(fusedRelu, fusedClip),
                   Fuse == FuseMode::Auto
-                      ? "(each ReLU runs inside its BatchNorm, its mask "
+                      ? "(each activation runs inside its BatchNorm, its mask "
                         "recomputed in the backward; --fuse none: as written)"
                       : "could run fused (--fuse none: shown as written)");
   if (head.op != kNoId) {

@@ -391,6 +391,11 @@ bool fuseHeadRequested() { return FuseHead != AttentionMode::Materialized; }
 AttentionMode fuseAttentionFlag() { return FuseAttention; }
 AttentionMode fuseHeadFlag() { return FuseHead; }
 FuseMode fuseFlag() { return Fuse; }
+std::string fusedFormsText(int64_t relu, int64_t clip) {
+  std::string r = formatv("{0} BatchNorm+ReLU", relu).str();
+  std::string c = formatv("{0} BatchNorm+Clip", clip).str();
+  return clip == 0 ? r : relu == 0 ? c : r + " and " + c;
+}
 int64_t headChunkRowsFlag() { return HeadChunkRows; }
 bool budgetIsLowerBoundFlag() {
   llvm::StringRef b = llvm::StringRef(Budget).trim();

@@ -121,6 +121,8 @@ enum class AttentionMode { Auto, Fused, Materialized };
 /// written (auto), or plans the model as written (none).
 enum class FuseMode { Auto, None };
 FuseMode fuseFlag();
+/// "9 BatchNorm+ReLU", "3 BatchNorm+Clip", or both joined by "and".
+std::string fusedFormsText(int64_t relu, int64_t clip);
 
 /// --fuse-head is not false: compare plans the fused head.
 bool fuseHeadRequested();
