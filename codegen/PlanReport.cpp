@@ -483,10 +483,9 @@ PlanReport buildPlanSummary(const TaskGraph &tg, const Plan &plan,
   r.attention = ctx.attention;
   r.head = ctx.head;
   r.fuse = ctx.fuse;
-  for (const Op &op : tg.graph->ops) {
-    r.fusedBatchNormRelu += op.attrs.fusedAct == OpKind::Relu;
-    r.fusedBatchNormClip += op.attrs.fusedAct == OpKind::Clip;
-  }
+  const FusedActCounts fused = countFusedActs(*tg.graph);
+  r.fusedBatchNormRelu = fused.relu;
+  r.fusedBatchNormClip = fused.clip;
   if (tg.fusedHead != kNoId) {
     r.headChunkRows = tg.headChunkRows;
     r.headScratchBytes = tg.blocks[tg.headScratchBlock].bytesAt(1);

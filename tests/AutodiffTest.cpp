@@ -9,6 +9,7 @@
 
 using namespace memfit;
 using memfit::test::GraphLiteral;
+using memfit::test::names;
 
 namespace {
 
@@ -18,14 +19,6 @@ const Task &findTask(const TaskGraph &tg, const std::string &name) {
       return t;
   FAIL("no task " << name);
   return tg.tasks.front();
-}
-
-std::set<std::string> names(const TaskGraph &tg,
-                            const std::vector<BlockId> &ids) {
-  std::set<std::string> out;
-  for (BlockId id : ids)
-    out.insert(tg.blocks[id].name);
-  return out;
 }
 
 TaskGraph build(const Graph &g, TrainingConfig cfg = {}) {

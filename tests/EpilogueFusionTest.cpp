@@ -12,16 +12,9 @@ using namespace memfit;
 using memfit::test::conv3x3;
 using memfit::test::findTask;
 using memfit::test::GraphLiteral;
+using memfit::test::names;
 
 namespace {
-
-std::set<std::string> names(const TaskGraph &tg,
-                            const std::vector<BlockId> &ids) {
-  std::set<std::string> out;
-  for (BlockId id : ids)
-    out.insert(tg.blocks[id].name);
-  return out;
-}
 
 ValueId batchNorm(GraphLiteral &L, const std::string &name, ValueId x) {
   return L.op(OpKind::BatchNorm, name,

@@ -11,6 +11,7 @@
 
 using namespace memfit;
 using memfit::test::GraphLiteral;
+using memfit::test::names;
 
 namespace {
 
@@ -18,14 +19,6 @@ std::set<std::string> taskNames(const TaskGraph &tg) {
   std::set<std::string> out;
   for (const Task &t : tg.tasks)
     out.insert(t.name);
-  return out;
-}
-
-std::set<std::string> names(const TaskGraph &tg,
-                            const std::vector<BlockId> &ids) {
-  std::set<std::string> out;
-  for (BlockId id : ids)
-    out.insert(tg.blocks[id].name);
   return out;
 }
 

@@ -10,16 +10,9 @@
 
 using namespace memfit;
 using memfit::test::GraphLiteral;
+using memfit::test::names;
 
 namespace {
-
-std::set<std::string> names(const TaskGraph &tg,
-                            const std::vector<BlockId> &ids) {
-  std::set<std::string> out;
-  for (BlockId id : ids)
-    out.insert(tg.blocks[id].name);
-  return out;
-}
 
 /// x [N, 8, 16] -> MatMul "act" by W0 [16, 16] -> MatMul "head" by
 /// W [1000, 16] read transposed -> logits [N, 8, 1000], batch 4: 128,000

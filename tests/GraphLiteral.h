@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,16 @@ inline CostTable perSampleTable(const TaskGraph &tg, int64_t b,
   for (size_t t = 0; t < tg.tasks.size(); ++t)
     c.tasks.push_back({{0, "baseline", 1e-3 * double(b), 0, true}});
   return c;
+}
+
+/// The names of blocks `ids`, for comparing a task's reads or writes with
+/// a literal set.
+inline std::set<std::string> names(const TaskGraph &tg,
+                                   const std::vector<BlockId> &ids) {
+  std::set<std::string> out;
+  for (BlockId id : ids)
+    out.insert(tg.blocks[id].name);
+  return out;
 }
 
 /// The task named `name` (a test fails when there is none).

@@ -161,4 +161,13 @@ std::optional<std::string> verifyGraph(const Graph &g) {
   return std::nullopt;
 }
 
+FusedActCounts countFusedActs(const Graph &g) {
+  FusedActCounts c;
+  for (const Op &op : g.ops) {
+    c.relu += op.attrs.fusedAct == OpKind::Relu;
+    c.clip += op.attrs.fusedAct == OpKind::Clip;
+  }
+  return c;
+}
+
 } // namespace memfit

@@ -268,6 +268,12 @@ struct Graph {
   std::vector<ValueId> dataInputs(OpId op) const;
 };
 
+/// How many ops run a fused ReLU and a fused Clip (OpAttrs::fusedAct).
+struct FusedActCounts {
+  int64_t relu = 0, clip = 0;
+};
+FusedActCounts countFusedActs(const Graph &g);
+
 /// Checks structural invariants (ids in range, topological order, producer
 /// links, batch on axis 0). Returns a description of the first violation.
 std::optional<std::string> verifyGraph(const Graph &g);

@@ -11,6 +11,7 @@
 // fresh graph: values renumbered densely, producers and consumers rebuilt.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/onnx/GraphRebuild.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/ops/Families.h"
 
@@ -333,28 +334,12 @@ Graph fuseAttention(const Graph &in, int64_t limit) {
   const std::vector<bool> &gone = sites.gone;
 
   // Rebuild with the values the kept ops still use, in their old order.
-  Graph out;
-  out.name = in.name;
-  out.batch = in.batch;
-  std::vector<ValueId> remap(in.values.size(), kNoId);
-  auto use = [&](ValueId v) {
-    if (remap[v] == kNoId) {
-      Value copy = in.values[v];
-      copy.producer = kNoId;
-      copy.consumers.clear();
-      remap[v] = out.addValue(std::move(copy));
-    }
-    return remap[v];
-  };
-  out.input = use(in.input);
+  GraphRebuild rebuild(in);
+  Graph &out = rebuild.graph();
   for (OpId i = 0; i < (OpId)in.ops.size(); ++i) {
     if (gone[i] && !replacement[i])
       continue;
-    Op op = replacement[i] ? *replacement[i] : in.ops[i];
-    for (ValueId &v : op.inputs)
-      v = use(v);
-    for (ValueId &v : op.outputs)
-      v = use(v);
+    Op op = rebuild.remapped(replacement[i] ? *replacement[i] : in.ops[i]);
     if (replacement[i]) {
       // One log-sum-exp per query row: O's dims without the last axis.
       const Value &o = out.values[op.outputs[0]];
@@ -367,8 +352,7 @@ Graph fuseAttention(const Graph &in, int64_t limit) {
     }
     out.addOp(std::move(op));
   }
-  out.output = use(in.output);
-  return out;
+  return std::move(rebuild).finish();
 }
 
 } // namespace memfit

@@ -17,6 +17,7 @@
 // still plans the model as written beside it where it must (`--fuse`).
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/onnx/GraphRebuild.h"
 #include "compiler/onnx/OnnxImport.h"
 
 namespace memfit {
@@ -62,42 +63,23 @@ Graph fuseEpilogues(const Graph &in) {
   if (!any)
     return in;
 
-  Graph out;
-  out.name = in.name;
-  out.batch = in.batch;
-  std::vector<ValueId> remap(in.values.size(), kNoId);
-  auto use = [&](ValueId v) {
-    if (remap[v] == kNoId) {
-      Value copy = in.values[v];
-      copy.producer = kNoId;
-      copy.consumers.clear();
-      remap[v] = out.addValue(std::move(copy));
-    }
-    return remap[v];
-  };
-  out.input = use(in.input);
+  GraphRebuild rebuild(in);
   for (OpId i = 0; i < (OpId)in.ops.size(); ++i) {
     if (gone[i])
       continue;
     Op op = in.ops[i];
     if (relu[i] != kNoId) {
-      // The ReLU's output in place of the BatchNorm's: what every later
-      // op reads.
-      op.outputs[0] = in.ops[relu[i]].outputs[0];
+      // The activation's output in place of the BatchNorm's: what every
+      // later op reads.
       const Op &act = in.ops[relu[i]];
-      op.attrs.fusedAct =
-          act.kind == OpKind::Relu ? OpKind::Relu : OpKind::Clip;
+      op.outputs[0] = act.outputs[0];
+      op.attrs.fusedAct = act.kind;
       op.attrs.minValue = act.attrs.minValue;
       op.attrs.maxValue = act.attrs.maxValue;
     }
-    for (ValueId &v : op.inputs)
-      v = use(v);
-    for (ValueId &v : op.outputs)
-      v = use(v);
-    out.addOp(std::move(op));
+    rebuild.graph().addOp(rebuild.remapped(std::move(op)));
   }
-  out.output = use(in.output);
-  return out;
+  return std::move(rebuild).finish();
 }
 
 } // namespace memfit

@@ -59,6 +59,20 @@ Expected<PlanOutcome> planAttentionChosen(std::unique_ptr<PlanningSession> &s,
                                           bool keepWeightData,
                                           Progress &progress);
 
+/// The device bytes `req`'s percentage budget resolves to against the
+/// ideal peak of `s`'s model (built); 0 for a budget in bytes or the lower
+/// bound, which each form takes as its own.
+Expected<int64_t> percentBudgetBytes(PlanningSession &s,
+                                     const PlanRequest &req) {
+  if (req.budgetFraction <= 0 || req.budgetIsLowerBound)
+    return 0;
+  auto yard = planTraining(s.tg, s.tableFn(), idealYardstick(req));
+  if (!yard)
+    return yard.takeError();
+  return resolveBudget(req, yard->idealPeakBytes, yard->lowerBound.bytes)
+      .device;
+}
+
 /// The chunk rows of the head's rungs (the default, then an eighth at a
 /// time down to one row).
 std::vector<int64_t> chunkRungs(int64_t rows) {
@@ -126,15 +140,12 @@ Expected<PlanOutcome> planFusedHead(std::unique_ptr<PlanningSession> &s,
       consumeError(out.takeError());
       return req.takeError();
     }
-    if (req->budgetFraction > 0 && !req->budgetIsLowerBound) {
-      auto yard = planTraining(s->tg, s->tableFn(), idealYardstick(*req));
-      if (!yard) {
-        consumeError(out.takeError());
-        return yard.takeError();
-      }
-      bytes = resolveBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes)
-                  .device;
+    auto resolved = percentBudgetBytes(*s, *req);
+    if (!resolved) {
+      consumeError(out.takeError());
+      return resolved.takeError();
     }
+    bytes = *resolved;
   }
   const std::vector<int64_t> rungs = chunkRungs(s->tg.headChunkRows);
   for (size_t i = 1; i < rungs.size(); ++i) {
@@ -309,14 +320,12 @@ Expected<PlanOutcome> planHeadChosen(std::unique_ptr<PlanningSession> &s,
     if (written) {
       fused->budgetBytes = written->budget;
     } else {
-      auto yard = planTraining(s->tg, s->tableFn(), idealYardstick(*req));
-      if (!yard) {
+      auto resolved = percentBudgetBytes(*s, *req);
+      if (!resolved) {
         consumeError(written.takeError());
-        return yard.takeError();
+        return resolved.takeError();
       }
-      fused->budgetBytes =
-          resolveBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes)
-              .device;
+      fused->budgetBytes = *resolved;
     }
   }
   auto out = planFusedHead(fused, keepWeightData, progress);
@@ -397,12 +406,8 @@ namespace {
 
 /// "9 BatchNorm+ReLU" and the like, from the fused graph.
 std::string fusedText(const Graph &fused) {
-  int64_t relu = 0, clip = 0;
-  for (const Op &op : fused.ops) {
-    relu += op.attrs.fusedAct == OpKind::Relu;
-    clip += op.attrs.fusedAct == OpKind::Clip;
-  }
-  return fusedFormsText(relu, clip);
+  const FusedActCounts c = countFusedActs(fused);
+  return fusedFormsText(c.relu, c.clip);
 }
 
 /// The device bytes a percentage budget resolves to against the model as
@@ -415,13 +420,7 @@ Expected<int64_t> writtenBudgetBytes(PlanningSession &s, Progress &progress) {
   auto req = planRequest(s);
   if (!req)
     return req.takeError();
-  if (req->budgetFraction <= 0 || req->budgetIsLowerBound)
-    return 0;
-  auto yard = planTraining(s.tg, s.tableFn(), idealYardstick(*req));
-  if (!yard)
-    return yard.takeError();
-  return resolveBudget(*req, yard->idealPeakBytes, yard->lowerBound.bytes)
-      .device;
+  return percentBudgetBytes(s, *req);
 }
 
 } // namespace

@@ -349,11 +349,8 @@ int run() {
     return reportError(graph.takeError());
   // The fused forms plan and compile start from (FormChoice.cpp).
   Graph fusedGraph = fuseEpilogues(*graph);
-  int64_t fusedRelu = 0, fusedClip = 0;
-  for (const Op &op : fusedGraph.ops) {
-    fusedRelu += op.attrs.fusedAct == OpKind::Relu;
-    fusedClip += op.attrs.fusedAct == OpKind::Clip;
-  }
+  const FusedActCounts counted = countFusedActs(fusedGraph);
+  const int64_t fusedRelu = counted.relu, fusedClip = counted.clip;
   const int64_t epilogues = fusedRelu + fusedClip;
   if (Fuse == FuseMode::Auto)
     *graph = std::move(fusedGraph);
