@@ -11,8 +11,11 @@ def flag_args(options, joined=True):
     """The command line flags for keyword `options`, in the order given:
     `host_budget="8GiB"` is `--host-budget=8GiB` (with `joined` False, as
     the generated trainer reads them, `--host-budget 8GiB`), True is the
-    bare flag, False and None leave the flag out, a list or tuple repeats
-    it, and a dict (`--freeze-rows`' NAME:ROW pairs) gives one per item."""
+    bare flag, False is `--flag=false` (memfit's flags that default to on:
+    `refine=False`, `bound=False`; the trainer's flags all default to off,
+    so there False leaves the flag out), None leaves it out, a list or
+    tuple repeats it, and a dict (`--freeze-rows`' NAME:ROW pairs) gives one
+    per item."""
     args = []
 
     def put(flag, value):
@@ -21,7 +24,7 @@ def flag_args(options, joined=True):
         if not key.isidentifier():
             raise UserError(f"option name {key!r} is not an identifier")
         flag = "--" + key.replace("_", "-")
-        if value is None or value is False:
+        if value is None or (value is False and not joined):
             continue
         if value is True:
             args.append(flag)
