@@ -2,9 +2,9 @@
 # Attention planned as one memory-efficient operator (--fuse-attention) on
 # the CPU emulation: every attention of the models below becomes one
 # Attention op, and training agrees with PyTorch (which materializes the
-# scores) under the ideal budget and a tight one. With dropout inside
-# attention, fused and materialized plans draw the same masks and train to
-# the same weights.
+# scores) under a tight budget (and the ideal one in the full tier). With
+# dropout inside attention, fused and materialized plans draw the same
+# masks and train to the same weights.
 set -u
 source "$(dirname "$0")/lib/preamble.bash"
 needs_torch attention
@@ -21,14 +21,19 @@ fused() { # model.onnx -> "fused/softmaxes"
 }
 
 COMPILE_ARGS=(--fuse-attention)
-# Causal -inf fill (GPT), nn.TransformerEncoder (BERT), torchvision's ViT.
-for m in gpt bert tv-vit; do
+# Causal -inf fill (GPT); in the full tier torchvision's ViT and
+# nn.TransformerEncoder (BERT) too.
+models=(gpt)
+full && models+=(tv-vit bert)
+for m in "${models[@]}"; do
   check "$m" 55% 60% 65% 70%
   [ "$(fused "$m.onnx")" = 2/2 ] || fail "$m: attention not fused ($(fused "$m.onnx"))"
 done
-# Torch 2: Hugging Face GPT-2's sdpa through dynamo (its NaN guard) and
-# Llama (grouped-query attention, rotary embeddings).
-for m in hf-gpt2-sdpa-dynamo hf-llama-eager-torchscript; do
+# Torch 2: Hugging Face GPT-2's sdpa through dynamo (its NaN guard) and,
+# in the full tier, Llama (grouped-query attention, rotary embeddings).
+models=(hf-gpt2-sdpa-dynamo)
+full && models+=(hf-llama-eager-torchscript)
+for m in "${models[@]}"; do
   f=$SRC/tests/models/torch2/$m.onnx
   cp "$f" "${f%.onnx}-x.npy" "${f%.onnx}-y.npy" . || fail "copy $m"
   verify "$m" 50% 55% 60% 65% 70% 75%

@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # memfit never loses to itself with a flag forced (tools/bench/forced.py):
-# on the zoo's tiny models at three budgets, exact and with
+# on the zoo's tiny models at one or three budgets, exact and with
 # --sub-batch-statistics, the default plan is within 0.5% of the best plan
 # made with a forced sub-batch, order, chunk count, attention form or head
 # form (gpt2-tiny has both). The bigger models'
 # sweep is docs/benchmarks/planner.md ("Never worse than a forced flag").
 set -u
-MEMFIT=$1
-WORK=$2
-PY=/usr/bin/python3
-FORCED="$(cd "$(dirname "$0")/../../tools/bench" && pwd)/forced.py"
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/preamble.bash"
+FORCED=$SRC/tools/bench/forced.py
+fresh_work
 
+# The default tier: three models of different kinds at the tightest budget
+# (where sub-batches, orders and forms differ most); the full tier: all
+# five at three budgets.
+models=(tiny-bn tiny-inception gpt2-tiny)
+budgets=25
+if full; then
+  models=(tiny-bn tiny-cnn tiny-residual tiny-inception gpt2-tiny)
+  budgets=75,50,25
+fi
 # No library reserve: 144 MiB would leave these models' budgets empty.
-ARGS=(--memfit "$MEMFIT" --batch 16 --budgets 75,50,25 --statistics
+ARGS=(--memfit "$MEMFIT" --batch 16 --statistics
       --max-sub-batches 8 --plan-flags "--library-reserve 0")
-"$PY" "$FORCED" "${ARGS[@]}" --out sweep.md \
-  --models tiny-bn,tiny-cnn,tiny-residual,tiny-inception,gpt2-tiny \
+list=$(IFS=,; echo "${models[*]}")
+"$PY" "$FORCED" "${ARGS[@]}" --budgets $budgets --out sweep.md --models "$list" \
   >out.txt 2>&1 || fail "the default lost to a forced flag: $(cat out.txt)"
 # Every model planned at some budget, exact and (tiny-bn) with statistics.
-for m in tiny-bn tiny-cnn tiny-residual tiny-inception gpt2-tiny; do
+for m in "${models[@]}"; do
   grep -q "^| $m | 16 | [0-9]*% | exact | [0-9.]* | [0-9.]* " sweep.md ||
     fail "$m: no feasible exact row: $(cat sweep.md)"
 done

@@ -20,6 +20,7 @@ REF_ARGS=(--optimizer adamw --eps 1e-3 --weight-decay 0.01)
 ITERATIONS=3
 LR=0.01
 COMPILE_ARGS=(--optimizer adamw --fuse-head=true)
+PLANS=(ideal tight)
 check gpt-tied 75% 80% 85% 90%
 for d in ideal-gpt-tied tight-gpt-tied; do
   grep -q 'x.headLoss(' $d/src/round_*.cpp || fail "$d does not fuse its head"

@@ -22,3 +22,11 @@ needs_torch() {
 fresh_work() {
   rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
 }
+# full: true in the full tier (tools/test --full sets MEMFIT_TEST_FULL=1).
+# The default tier keeps a representative model of each kind a sweep
+# covers, so that the README's test command stays well under 20 minutes on
+# two cores; the full tier adds the rest of each sweep (docs/testing.md,
+# "Tiers").
+full() {
+  [ -n "${MEMFIT_TEST_FULL:-}" ]
+}
