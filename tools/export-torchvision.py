@@ -154,9 +154,15 @@ def main():
     dynamic = None if args.batch > 0 else {"input": {0: "N"}, "output": {0: "N"}}
     out_dir = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(out_dir, exist_ok=True)
+    # torch 2.9 and later export with torch.export by default; these files
+    # are the TorchScript exporter's, as the user guide's recipe writes them.
+    import inspect
+    legacy = ({"dynamo": False}
+              if "dynamo" in inspect.signature(torch.onnx.export).parameters
+              else {})
     torch.onnx.export(model, example, args.output, opset_version=args.opset,
                       training=mode, input_names=["input"],
-                      output_names=["output"], dynamic_axes=dynamic)
+                      output_names=["output"], dynamic_axes=dynamic, **legacy)
     if args.external_data:
         import onnx
         proto = onnx.load(args.output)

@@ -96,12 +96,20 @@ def _export_once(name, model, path):
     # that comes from a parameter keeps the parameter's name.
     model.eval()
     gpt = name == "gpt"
+    # torch 2.9 and later export with torch.export by default, which in
+    # eval mode folds each BatchNorm into its convolution's weights: the
+    # TorchScript exporter, as the user guide's recipe says.
+    import inspect
+    legacy = ({"dynamo": False}
+              if "dynamo" in inspect.signature(torch.onnx.export).parameters
+              else {})
     torch.onnx.export(model, torch.from_numpy(x), path,
                       opset_version=17 if gpt else 13,
                       training=torch.onnx.TrainingMode.PRESERVE,
                       do_constant_folding=False,
                       input_names=["input"], output_names=["output"],
-                      dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
+                      dynamic_axes={"input": {0: "N"}, "output": {0: "N"}},
+                      **legacy)
 
 
 def export(name, path):
