@@ -525,7 +525,7 @@ TEST_CASE("MatMul by a matrix computed from weights is one GEMM",
   CHECK(g.values[mm.outputs[0]].dims == std::vector<int64_t>{2, 4, 7});
 }
 
-TEST_CASE("Pad of one axis, or of the last two", "[onnx][import]") {
+TEST_CASE("Pad of one axis, or of two adjacent ones", "[onnx][import]") {
   auto model = [](std::vector<int64_t> pads) {
     OnnxBuilder b(13);
     b.input("x", {-1, 4, 3, 2})
@@ -539,8 +539,12 @@ TEST_CASE("Pad of one axis, or of the last two", "[onnx][import]") {
   CHECK(g.values[g.ops.back().outputs[0]].dims ==
         std::vector<int64_t>{2, 6, 3, 2});
   importOk(model({0, 0, 1, 2, 0, 0, 1, 2}), batchOf(2));
+  // H and W of NHWC ([N, H, W, C]: Swin's patch merging at odd sides).
+  g = importOk(model({0, 0, 1, 0, 0, 1, 0, 0}), batchOf(2));
+  CHECK(g.values[g.ops.back().outputs[0]].dims ==
+        std::vector<int64_t>{2, 5, 4, 2});
   CHECK_THAT(errorText(model({0, 1, 0, 1, 0, 0, 0, 0}).import(batchOf(2))),
-             Contains("'pad'") && Contains("not the last two"));
+             Contains("'pad'") && Contains("not adjacent"));
 }
 
 TEST_CASE("a fixed-batch mask added to a value computed from weights",

@@ -60,13 +60,11 @@ llvm::Error importPad(OnnxNode &node) {
   for (size_t i = 0; i < rank; ++i)
     if (pads[i] || pads[rank + i])
       padded.push_back(static_cast<int64_t>(i));
-  if (padded.size() > 2 ||
-      (padded.size() == 2 &&
-       (padded[1] != int64_t(rank) - 1 || padded[0] != int64_t(rank) - 2)))
+  if (padded.size() > 2 || (padded.size() == 2 && padded[1] != padded[0] + 1))
     return node.fail("pads " + dimsStr(pads) +
-                     " pad two axes that are not the last two, or more; "
-                     "memfit pads one axis after the batch's, or the last "
-                     "two");
+                     " pad two axes that are not adjacent, or more; memfit "
+                     "pads one axis after the batch's, or two adjacent ones "
+                     "(H and W of NCHW or of NHWC)");
   std::vector<int64_t> out = xd;
   for (size_t i = 0; i < rank; ++i)
     out[i] += pads[i] + pads[rank + i];
@@ -87,8 +85,10 @@ void signature(llvm::raw_ostream &os, const Op &op) {
 
 /// The kernel pads [n, c, h, w] along h and w. Any padding of one axis
 /// after the batch's (MobileBERT's trigram embedding pads the tokens of
-/// [N, T, E]), or of the last two, is that: the axes before the padded ones
-/// merged into c, those after the last padded one into w.
+/// [N, T, E]), or of two adjacent ones, is that: the axes before the padded
+/// ones merged into c; after one padded axis, the rest into w; after two
+/// (H and W of NHWC, Swin's patch merging), the rest into each w position,
+/// whose pads then count that many elements each.
 llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
   const OpAttrs &a = op.attrs;
   const Value &x = g.value(op.inputs[0]);
@@ -99,21 +99,23 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
     if (a.pads[i] || a.pads[rank + i])
       padded.push_back(i);
   bool one = padded.size() == 1 && padded[0] >= 1;
-  bool lastTwo = padded.size() == 2 && padded[1] == rank - 1 &&
-                 padded[0] == rank - 2 && padded[0] >= 1;
-  if (!x.canonical() || !(one || lastTwo))
+  bool two = padded.size() == 2 && padded[1] == padded[0] + 1 && padded[0] >= 1;
+  if (!x.canonical() || !(one || two))
     return unsupportedByRuntime(op, "pads more than one axis, or two that "
-                                    "are not the last two");
+                                    "are not adjacent");
   const int64_t hAxis = padded[0];
-  int64_t c = 1, w = 1;
+  int64_t c = 1, w = 1, inner = 1;
   for (int64_t i = 1; i < hAxis; ++i)
     c *= d[i];
   for (int64_t i = hAxis + 1; i < rank; ++i)
     w *= d[i];
+  if (two)
+    for (int64_t i = hAxis + 2; i < rank; ++i)
+      inner *= d[i];
   int64_t h = d[hAxis];
   int64_t ho = h + a.pads[hAxis] + a.pads[rank + hAxis];
-  int64_t left = lastTwo ? a.pads[rank - 1] : 0;
-  int64_t wo = lastTwo ? w + left + a.pads[2 * rank - 1] : w;
+  int64_t left = two ? a.pads[hAxis + 1] * inner : 0;
+  int64_t wo = two ? w + left + a.pads[rank + hAxis + 1] * inner : w;
   return OpParamsText{
       "PadParams",
       llvm::formatv("{{.c = {0}, .hin = {1}, .win = {2}, .hout = {3}, "
@@ -160,9 +162,10 @@ void registerPad(std::vector<OpDef> &defs) {
                 "cropping), none on axis 0; the value a float32 scalar "
                 "constant input or the `value` attribute; no `axes` input "
                 "(opset 18). One padded axis after the batch's (a sequence "
-                "padded, MobileBERT's trigram embedding), or the last two "
-                "(H and W of NCHW); more are refused. All-zero pads pass the "
-                "input through.",
+                "padded, MobileBERT's trigram embedding), or two adjacent "
+                "ones (H and W of NCHW, or of NHWC as Swin's patch merging "
+                "pads them); more are refused. All-zero pads pass the input "
+                "through.",
        .gradient = "the input"});
 }
 

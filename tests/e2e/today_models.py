@@ -149,7 +149,8 @@ class VisionOps(nn.Module):
     """Vision models' operators beyond torchvision's: GroupNorm with 4
     groups and with 1, InstanceNorm2d, Tile of activations, maxima and
     minima over channels, space and features, a token mixer
-    over axis 1 of [N, T, C], F.normalize, a sum over the tokens,
+    over axis 1 of [N, T, C], H and W of NHWC padded, F.normalize, a sum
+    over the tokens,
     torch.logsumexp, an L1 norm, Abs and Log, a learned token repeated
     over the batch (Tile of a weight), BatchNorm1d over the tokens
     as [N * T, C] (Flatten merging the batch into axis 0) and a mean over
@@ -172,6 +173,10 @@ class VisionOps(nn.Module):
         # CBAM-style maxima and minima (ReduceMax, ReduceMin).
         x = x + torch.max(x, dim=1, keepdim=True)[0] - x.amin(dim=(2, 3),
                                                              keepdim=True)
+        # H and W of NHWC padded (as Swin's patch merging pads odd sides):
+        # one Pad of two adjacent axes with the channels inside them.
+        z = F.pad(x.permute(0, 2, 3, 1), (0, 0, 1, 0, 0, 1))
+        x = x + z.mean(dim=(1, 2))[:, :, None, None]
         y = x.flatten(2).transpose(1, 2)
         y = y * torch.sigmoid(y.amax(dim=-1, keepdim=True))
         y = y + self.mix(y.transpose(1, 2)).transpose(1, 2)
