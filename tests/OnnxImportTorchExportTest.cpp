@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxBuilder.h"
+#include "compiler/ops/Families.h"
 #include "compiler/ops/OpDef.h"
 
 #include <catch2/catch.hpp>
@@ -545,6 +546,40 @@ TEST_CASE("Pad of one axis, or of two adjacent ones", "[onnx][import]") {
         std::vector<int64_t>{2, 5, 4, 2});
   CHECK_THAT(errorText(model({0, 1, 0, 1, 0, 0, 0, 0}).import(batchOf(2))),
              Contains("'pad'") && Contains("not adjacent"));
+}
+
+TEST_CASE("a weight varying around axes of extent 1 broadcasts",
+          "[onnx][import][torch2]") {
+  // LeViT's attention biases, [heads, 1, T] from a weight, added to scores
+  // [N, heads, 1, T]: the axis of extent 1 between heads and T neither
+  // varies nor repeats, so the weight is one run of 2 * 3 elements.
+  int64_t bSize = 0, inner = 0;
+  CHECK(ops::broadcastRun({2, 1, 3}, {2, 1, 3}, bSize, inner));
+  CHECK(bSize == 6);
+  CHECK(inner == 1);
+  CHECK(ops::broadcastRun({3, 1, 5, 2}, {3, 1, 5, 1}, bSize, inner));
+  CHECK(bSize == 15);
+  CHECK(inner == 2);
+  // A repeated axis inside the run is still refused.
+  CHECK_FALSE(ops::broadcastRun({3, 4, 5}, {3, 1, 5}, bSize, inner));
+  // W holds 4 offsets for each of 2 heads; 3 positions look them up.
+  OnnxBuilder b(18);
+  b.input("x", {-1, 2, 1, 3})
+      .init("W", {2, 4})
+      .node("Transpose", {"W"}, {"Wt"}, {attrInts("perm", {1, 0})})
+      .constInt64("idx", {3, 1}, {0, 3, 1})
+      .node("GatherND", {"Wt", "idx"}, {"g"})
+      .node("Transpose", {"g"}, {"gt"}, {attrInts("perm", {1, 0})})
+      .constInt64("shape", {3}, {2, 1, 3})
+      .node("Reshape", {"gt", "shape"}, {"bias"})
+      .node("Add", {"x", "bias"}, {"y"}, {}, "add")
+      .output("y", 4);
+  // The GatherND reads W's transpose (kept aside for products as W^T):
+  // its rows gathered, a value computed from W.
+  Graph g = importOk(b, batchOf(2));
+  CHECK(g.ops.back().kind == OpKind::Add);
+  CHECK(g.values[g.ops.back().outputs[0]].dims ==
+        std::vector<int64_t>{2, 2, 1, 3});
 }
 
 TEST_CASE("a fixed-batch mask added to a value computed from weights",

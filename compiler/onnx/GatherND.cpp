@@ -58,6 +58,12 @@ Error Importer::translateGatherND(const pb::NodeProto &n) {
   if (!idx)
     return idx.takeError();
   const ConstTensor &t = **idx;
+  // A weight's transpose is kept aside for the matrix products that read
+  // it as W^T; gathered from (LeViT's and EfficientFormer's attention
+  // biases, table[:, idxs] as torch.export writes it), it is a value.
+  if (transposedWeights.count(n.input(0)))
+    if (auto lifted = activation(n, 0); !lifted)
+      return lifted.takeError();
   bool batched = false;
   auto data = dimsOf(n, n.input(0), batched);
   if (!data)

@@ -33,8 +33,14 @@ bool broadcastRun(const std::vector<int64_t> &big, std::vector<int64_t> small,
   int first = -1, last = -1;
   for (int i = 0; i < (int)small.size(); ++i)
     if (small[i] != 1) {
-      if (small[i] != big[i] || (first >= 0 && last != i - 1))
+      if (small[i] != big[i])
         return false;
+      // Axes of extent 1 in both ([heads, 1, T] added to [N, heads, 1, T],
+      // LeViT's attention biases) neither vary nor repeat: a run may span
+      // them.
+      for (int j = last + 1; first >= 0 && j < i; ++j)
+        if (big[j] != 1)
+          return false;
       if (first < 0)
         first = i;
       last = i;

@@ -295,6 +295,49 @@ llvm::Error importGatherOfValue(OnnxNode &node, ValueId table) {
   return node.emit(OpKind::Embedding, {table, *idx}, {o}).takeError();
 }
 
+/// Columns of a 2-D weight at constant indices, table[:, idx] (LeViT's and
+/// EfficientFormer's attention biases: one offset table per head, looked up
+/// by each query-key pair's offset): the rows of the table's transpose,
+/// their last axis then moved first. A value computed from the weight
+/// (read as a value: Transpose has no weight gradient), without a batch;
+/// the lookup's gradient adds the columns back.
+llvm::Error importColumnGather(OnnxNode &node, const std::vector<int64_t> &td) {
+  auto table = node.weightValue(0);
+  auto idx = node.constantWeight(1);
+  if (llvm::Error e = firstError(table, idx))
+    return e;
+  if (auto one = node.oneSampleConstant(*idx))
+    idx = *one;
+  const std::string &name = node.outputName(0);
+  OpAttrs flip;
+  flip.perm = {1, 0};
+  OutSpec t{name + "#columns", {td[1], td[0]}};
+  t.unbatched = true;
+  auto tOp = node.emit(OpKind::Transpose, {*table}, {t}, flip);
+  if (!tOp)
+    return tOp.takeError();
+  std::vector<int64_t> rows = dimsOfValue(node, *idx);
+  const auto r = static_cast<int64_t>(rows.size());
+  rows.push_back(td[0]);
+  OutSpec e{name + "#rows", rows};
+  e.unbatched = true;
+  auto eOp = node.emit(OpKind::Embedding,
+                       {node.graph().ops[*tOp].outputs[0], *idx}, {e});
+  if (!eOp)
+    return eOp.takeError();
+  OpAttrs last;
+  last.perm.push_back(r);
+  for (int64_t i = 0; i < r; ++i)
+    last.perm.push_back(i);
+  std::vector<int64_t> out{td[0]};
+  out.insert(out.end(), rows.begin(), rows.end() - 1);
+  OutSpec o{name, out};
+  o.unbatched = true;
+  return node
+      .emit(OpKind::Transpose, {node.graph().ops[*eOp].outputs[0]}, {o}, last)
+      .takeError();
+}
+
 llvm::Error importGather(OnnxNode &node) {
   if (node.isActivation(node.inputName(0))) {
     auto x = node.activation(0);
@@ -310,10 +353,13 @@ llvm::Error importGather(OnnxNode &node) {
   if (llvm::Error e = firstError(table, axis))
     return e;
   std::vector<int64_t> td = dimsOfValue(node, *table);
+  bool ids = node.isIndices(1);
+  if (*axis == 1 && td.size() == 2 && !ids)
+    return importColumnGather(node, td);
   if (*axis != 0 || td.size() != 2)
     return node.fail("memfit supports Gather of a weight only as an embedding "
-                     "lookup: rows (axis 0) of a 2-D table");
-  bool ids = node.isIndices(1);
+                     "lookup (rows, axis 0, of a 2-D table) or at constant "
+                     "indices along axis 1 of one");
   auto idx = ids ? node.indices(1) : node.constantWeight(1);
   if (!idx)
     return idx.takeError();
@@ -496,9 +542,12 @@ void registerTransformer(std::vector<OpDef> &defs) {
            "A float32 2-D weight table, `axis` 0, indexed by token ids (or "
            "integer programs on them, such as position ids): an embedding; or "
            "by constant indices (a position table): rows looked up once, a "
-           "value without a batch. An activation at a scalar or one-element "
-           "constant index on an axis other than the batch's (`x[:, i]`): a "
-           "Slice. An activation at every index of an axis in order (the "
+           "value without a batch; at constant indices along `axis` 1 "
+           "(LeViT's attention biases, `table[:, idx]`): the rows of its "
+           "transpose, their last axis moved first. An activation at a "
+           "scalar or one-element constant index on an axis other than the "
+           "batch's (`x[:, i]`): a Slice. An activation at every index of an "
+           "axis in order (the "
            "flatten torch.export writes for `as_strided`): a Reshape. A 2-D "
            "value computed from weights at constant indices on axis 0: a "
            "lookup. Constants fold.",

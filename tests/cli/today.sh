@@ -59,6 +59,9 @@ fi
 # N * T rows either way).
 ITERATIONS=3
 check vision-ops 50% 55% 60% 65% 70%
+# LeViT's attention biases: a weight table gathered along axis 1 by
+# constant offsets, added to the scores of every sample.
+check attention-bias 50% 55% 60% 65% 70%
 if full; then
   for f in .onnx -x.npy -y.npy; do cp "vision-ops$f" "vision-ops-chunks$f" || fail "copy"; done
   COMPILE_ARGS=(--chunks 2)

@@ -145,6 +145,37 @@ class NormNet(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
+class AttentionBias(nn.Module):
+    """LeViT's and EfficientFormer's attention biases: per head, a table of
+    the offsets of a 4 x 4 grid, looked up along axis 1 by each query-key
+    pair's offset (table[:, idx], a Gather along axis 1 of a weight; a
+    GatherND of its transpose from torch.export), added to the scores."""
+
+    def __init__(self, c=16, heads=2, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.qkv = nn.Linear(c, 3 * c)
+        self.proj = nn.Linear(c, c)
+        self.head = nn.Linear(c, classes)
+        self.heads = heads
+        self.bias_table = nn.Parameter(0.1 * torch.randn(heads, 16))
+        pos = torch.stack(torch.meshgrid(torch.arange(4), torch.arange(4),
+                                         indexing="ij")).flatten(1)
+        off = (pos[:, :, None] - pos[:, None, :]).abs()
+        self.register_buffer("bias_idx", off[0] * 4 + off[1],
+                             persistent=False)
+
+    def forward(self, x):
+        y = self.stem(x).flatten(2).transpose(1, 2)  # [N, 16, C]
+        n, t, c = y.shape
+        q, k, v = (self.qkv(y).reshape(n, t, 3, self.heads, c // self.heads)
+                   .permute(2, 0, 3, 1, 4))
+        s = (q @ k.transpose(-1, -2) * (c // self.heads) ** -0.5
+             + self.bias_table[:, self.bias_idx])
+        y = y + self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(n, t, c))
+        return self.head(y.mean(dim=1))
+
+
 class VisionOps(nn.Module):
     """Vision models' operators beyond torchvision's: GroupNorm with 4
     groups and with 1, InstanceNorm2d, Tile of activations, maxima and
@@ -504,6 +535,7 @@ MODELS = {
     "convnext": (lambda: ConvNeXt(), "image"),
     "norms": (lambda: NormNet(), "image"),
     "vision-ops": (lambda: VisionOps(), "image"),
+    "attention-bias": (lambda: AttentionBias(), "image"),
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),
