@@ -460,6 +460,39 @@ TEST_CASE("Flatten of a constant folds", "[onnx][import][fold]") {
   CHECK(f.data == std::vector<float>{1, 2, 3, 4, 5, 6});
 }
 
+TEST_CASE("a constant filled over the batch read as data",
+          "[onnx][import][fold]") {
+  // EdgeNeXt's position encoding: features of a mask made per sample
+  // ([N, 2, 3] of 2s, its batch's axis stored as extent 1), permuted to
+  // channels first and convolved by a trained weight. The permutation
+  // keeps the batch on axis 0; the convolution reads the constant as a
+  // weight broadcast over the batch, once.
+  OnnxBuilder b(17);
+  b.input("x", {-1, 3, 2, 2})
+      .constInt64("i0", {1}, {0})
+      .node("Shape", {"x"}, {"shape"})
+      .node("Gather", {"shape", "i0"}, {"n"}, {attrInt("axis", 0)})
+      .constInt64("hw", {3}, {2, 2, 3})
+      .node("Concat", {"n", "hw"}, {"mshape"}, {attrInt("axis", 0)})
+      .node("ConstantOfShape", {"mshape"}, {"pos"}, {floatValue({1}, {2})})
+      .node("Transpose", {"pos"}, {"posT"}, {attrInts("perm", {0, 3, 1, 2})})
+      .init("W", {3, 3, 1, 1})
+      .node("Conv", {"posT", "W"}, {"proj"}, {}, "proj")
+      .node("Add", {"x", "proj"}, {"y"})
+      .output("y", 4);
+  Graph g = importOk(b, batchOf(2));
+  REQUIRE(opKinds(g) ==
+          std::vector<OpKind>{OpKind::Embedding, OpKind::Conv, OpKind::Add});
+  const Value &w = g.values[g.ops[0].inputs[0]];
+  CHECK(w.kind == ValueKind::Weight);
+  CHECK(!w.trainable);
+  CHECK(w.dims == std::vector<int64_t>{1, 3, 2, 2});
+  CHECK(w.data == std::vector<float>(12, 2.0f));
+  const Value &pos = g.values[g.ops[0].outputs[0]];
+  CHECK(pos.batched);
+  CHECK(pos.dims == std::vector<int64_t>{2, 3, 2, 2});
+}
+
 TEST_CASE("Pad of a constant folds", "[onnx][import][fold]") {
   // Funnel's mask: F.pad(ones(2, 2), (1, 0, 1, 0)), a zero row and column
   // before; then with a constant of 7 after the last axis alone (opset

@@ -130,6 +130,20 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
       int64_t g = *ax + (*ax < 0 ? static_cast<int64_t>(data->size()) : 0);
       auto ri = static_cast<int64_t>(idx->size());
       at = i == 1 ? g + a : a < g ? a : a > g ? a - 1 + ri : -1;
+    } else if (op == "Transpose" && i == 0) {
+      // Where the permutation puts it (EdgeNeXt's position encoding, built
+      // on a mask per sample, permuted to channels first).
+      auto perm = im.attrInts(n, "perm");
+      if (!perm)
+        return perm.takeError();
+      const auto rank = static_cast<int64_t>(dims->size());
+      std::vector<int64_t> p;
+      for (int64_t j = rank - 1; j >= 0; --j)
+        p.push_back(j);
+      p = perm->value_or(p);
+      for (size_t j = 0; j < p.size(); ++j)
+        if (p[j] + (p[j] < 0 ? rank : 0) == a)
+          at = static_cast<int64_t>(j);
     } else if (op == "Reshape" && i == 0) {
       at = out.batchAxis; // ShapeFolder::reshapeFilled kept it on axis 0
     } else if (op == "Concat") {
@@ -192,9 +206,9 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
                             quoteName(n.input(i)) +
                             "); memfit follows such a constant through "
                             "elementwise ops, Expand, Slice, Gather, "
-                            "Unsqueeze, "
-                            "Squeeze, MatMul, Reshape keeping it on axis 0, "
-                            "Concat and CumSum along another axis and Shape");
+                            "Unsqueeze, Squeeze, Transpose, MatMul, Reshape "
+                            "keeping it on axis 0, Concat and CumSum along "
+                            "another axis and Shape");
     axis = static_cast<int32_t>(at);
   }
   out.batchAxis = axis >= 0 ? axis : out.batchAxis;

@@ -146,11 +146,38 @@ Expected<ValueId> Importer::activation(const pb::NodeProto &n, int i) {
                        " is an empty tensor (a slice to nothing); memfit "
                        "leaves one out where Concat joins it, and supports "
                        "no other reader of it");
+  if (constBatchAxis(name) == 0)
+    return constantOverBatch(n, i);
   if (isConstant(name) || weights.count(name))
     return fail(n, operandLabel(n, i) +
                        " must be computed from the data input; it is a "
                        "constant or an initializer");
   return fail(n, operandLabel(n, i) + " is not defined");
+}
+
+Expected<ValueId> Importer::constantOverBatch(const pb::NodeProto &n, int i) {
+  // Every sample's copy is the same, so it is a constant weight with the
+  // batch's axis stored as extent 1, broadcast over the batch as ViT's
+  // class token is.
+  const std::string &name = n.input(i);
+  const std::string over = name + " (over the batch)";
+  if (auto it = values.find(over); it != values.end())
+    return it->second;
+  if (!consts.at(name)->isFloat())
+    return fail(n, operandLabel(n, i) +
+                       " is an integer constant filled over the batch; "
+                       "memfit reads such a constant as data only when it "
+                       "holds floats");
+  auto w = materialize(n, name, WeightInit::Zeros, false);
+  if (!w)
+    return w.takeError();
+  std::vector<int64_t> dims = g.values[*w].dims;
+  dims[0] = g.batch;
+  auto op = emit(n, OpKind::Embedding, {*w}, {{over, dims}}, {}, false,
+                 "broadcast(" + name + ")");
+  if (!op)
+    return op.takeError();
+  return g.ops[*op].outputs[0];
 }
 
 static constexpr llvm::StringRef kWeightValueOps[] = {

@@ -62,6 +62,9 @@ check vision-ops 50% 55% 60% 65% 70%
 # LeViT's attention biases: a weight table gathered along axis 1 by
 # constant offsets, added to the scores of every sample.
 check attention-bias 50% 55% 60% 65% 70%
+# EdgeNeXt's position encoding: a constant filled over the batch
+# (features of a mask made per sample) convolved by a trained weight.
+check fourier-position 50% 55% 60% 65% 70%
 if full; then
   for f in .onnx -x.npy -y.npy; do cp "vision-ops$f" "vision-ops-chunks$f" || fail "copy"; done
   COMPILE_ARGS=(--chunks 2)

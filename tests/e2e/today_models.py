@@ -145,6 +145,35 @@ class NormNet(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
+class FourierPosition(nn.Module):
+    """EdgeNeXt's position encoding: sine and cosine features of each
+    position, counted on a mask made per sample (torch.zeros(N, H, W), so
+    a constant filled over the batch), permuted to channels first and
+    projected by a trained 1 x 1 convolution: the constant read as data."""
+
+    def __init__(self, c=16, dim=8, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.proj = nn.Conv2d(2 * dim, c, 1)
+        self.head = nn.Linear(c, classes)
+        self.dim = dim
+
+    def forward(self, x):
+        y = self.stem(x)
+        n, c, h, w = y.shape
+        on = ~torch.zeros(n, h, w, device=x.device).bool()
+        rows = on.cumsum(1, dtype=torch.float32)[..., None]
+        cols = on.cumsum(2, dtype=torch.float32)[..., None]
+        t = 100.0 ** (2 * (torch.arange(self.dim) // 2) / self.dim)
+        feats = []
+        for p in (rows / t, cols / t):
+            feats.append(torch.stack([p[..., 0::2].sin(), p[..., 1::2].cos()],
+                                     dim=4).flatten(3))
+        pos = torch.cat(feats, dim=3).permute(0, 3, 1, 2)
+        y = y + self.proj(pos)
+        return self.head(y.mean(dim=(2, 3)))
+
+
 class AttentionBias(nn.Module):
     """LeViT's and EfficientFormer's attention biases: per head, a table of
     the offsets of a 4 x 4 grid, looked up along axis 1 by each query-key
@@ -536,6 +565,7 @@ MODELS = {
     "norms": (lambda: NormNet(), "image"),
     "vision-ops": (lambda: VisionOps(), "image"),
     "attention-bias": (lambda: AttentionBias(), "image"),
+    "fourier-position": (lambda: FourierPosition(), "image"),
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),
