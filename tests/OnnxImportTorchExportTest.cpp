@@ -579,6 +579,25 @@ TEST_CASE("Pad of one axis, or of two adjacent ones", "[onnx][import]") {
         std::vector<int64_t>{2, 5, 4, 2});
   CHECK_THAT(errorText(model({0, 1, 0, 1, 0, 0, 0, 0}).import(batchOf(2))),
              Contains("'pad'") && Contains("not adjacent"));
+  // The batch the outer factor of axis 0 ([N, 4, 3, 2] as [N * 4, 3, 2],
+  // BoTNet's relative logits): each sample's rows padded, then flattened
+  // at axis 1 with the layout kept.
+  OnnxBuilder rows(13);
+  rows.input("x", {-1, 4, 3, 2})
+      .constInt64("merged", {3}, {-1, 3, 2})
+      .node("Reshape", {"x", "merged"}, {"r"})
+      .constInt64("pads", {6}, {0, 0, 0, 0, 0, 1})
+      .node("Pad", {"r", "pads"}, {"p"}, {}, "pad")
+      .node("Flatten", {"p"}, {"y"}, {attrInt("axis", 1)})
+      .output("y", 2);
+  g = importOk(rows, batchOf(2));
+  const Value &padded = g.values[g.ops[1].outputs[0]];
+  CHECK(g.ops[1].kind == OpKind::Pad);
+  CHECK(padded.dims == std::vector<int64_t>{8, 3, 3});
+  CHECK(padded.batchInner == 4);
+  const Value &flat = g.values[g.ops.back().outputs[0]];
+  CHECK(flat.dims == std::vector<int64_t>{8, 9});
+  CHECK(flat.batchInner == 4);
 }
 
 TEST_CASE("a weight varying around axes of extent 1 broadcasts",

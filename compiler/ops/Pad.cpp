@@ -100,11 +100,15 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
       padded.push_back(i);
   bool one = padded.size() == 1 && padded[0] >= 1;
   bool two = padded.size() == 2 && padded[1] == padded[0] + 1 && padded[0] >= 1;
-  if (!x.canonical() || !(one || two))
+  // The batch alone on axis 0, or its outer factor there (each sample's
+  // rows together: BoTNet's relative logits, [N * heads * H, W, 2W - 1]),
+  // whose rows are planes of c.
+  const bool sampleMajor = x.batchAxis == 0 && x.batchOuter == 1;
+  if (!(x.canonical() || sampleMajor) || !(one || two))
     return unsupportedByRuntime(op, "pads more than one axis, or two that "
                                     "are not adjacent");
   const int64_t hAxis = padded[0];
-  int64_t c = 1, w = 1, inner = 1;
+  int64_t c = x.batched ? x.batchInner : 1, w = 1, inner = 1;
   for (int64_t i = 1; i < hAxis; ++i)
     c *= d[i];
   for (int64_t i = hAxis + 1; i < rank; ++i)
@@ -151,21 +155,24 @@ void registerPad(std::vector<OpDef> &defs) {
        .name = "Pad",
        .onnxTypes = {"Pad"},
        .importOnnx = importPad,
+       .batchLayout = OpDef::BatchLayout::SampleMajor,
        .costClass = CostClass::Copy,
        .work = noFlops,
        .signatureAttrs = signature,
        .params = params,
        .emit = emit,
-       .forms = "An activation with the batch alone on axis 0; mode `constant` "
-                "only (edge, reflect and wrap are refused); `pads` from a "
-                "constant input (opset 11) or the attribute, non-negative (no "
-                "cropping), none on axis 0; the value a float32 scalar "
-                "constant input or the `value` attribute; no `axes` input "
-                "(opset 18). One padded axis after the batch's (a sequence "
-                "padded, MobileBERT's trigram embedding), or two adjacent "
-                "ones (H and W of NCHW, or of NHWC as Swin's patch merging "
-                "pads them); more are refused. All-zero pads pass the input "
-                "through.",
+       .forms =
+           "An activation with the batch alone on axis 0 or as the outer "
+           "factor of axis 0 (each sample's rows together); mode `constant` "
+           "only (edge, reflect and wrap are refused); `pads` from a "
+           "constant input (opset 11) or the attribute, non-negative (no "
+           "cropping), none on axis 0; the value a float32 scalar "
+           "constant input or the `value` attribute; no `axes` input "
+           "(opset 18). One padded axis after the batch's (a sequence "
+           "padded, MobileBERT's trigram embedding), or two adjacent "
+           "ones (H and W of NCHW, or of NHWC as Swin's patch merging "
+           "pads them); more are refused. All-zero pads pass the input "
+           "through.",
        .gradient = "the input"});
 }
 

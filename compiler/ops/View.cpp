@@ -32,16 +32,19 @@ llvm::Error importFlatten(OnnxNode &node) {
                                    "batch into every other axis; memfit keeps "
                                    "each sample apart",
                                    *axisAttr, dimsStr(xd)));
-  if (merged != 1) {
+  const Value &v = node.graph().values[*x];
+  if (merged != 1 || !v.canonical()) {
     // [N, T, C] at axis 2: [N * T, C], each sample's T rows together (a
-    // view, as Reshape's, that the ops taking such rows read).
-    if (!node.graph().values[*x].canonical())
+    // view, as Reshape's, that the ops taking such rows read). A value
+    // whose rows are already each sample's ([N * heads * H, W, 2W] at 1,
+    // BoTNet's relative logits) keeps them so.
+    if (!v.canonical() && !(v.batchAxis == 0 && v.batchOuter == 1))
       return node.fail(llvm::formatv("axis {0} merges the batch of a value "
                                      "whose batch is not alone on axis 0",
                                      *axisAttr));
     OpAttrs a;
     a.shape = {xd[0] * merged, rest};
-    OutSpec o{node.outputName(0), a.shape, 0, 1, merged};
+    OutSpec o{node.outputName(0), a.shape, 0, 1, v.batchInner * merged};
     return node.emit(OpKind::Reshape, {*x}, {o}, a).takeError();
   }
   OpAttrs a;
@@ -471,6 +474,7 @@ llvm::Error importReshapeTo(OnnxNode &node, ValueId x, const IntConstant &t) {
 
 void registerView(std::vector<OpDef> &defs) {
   OpDef flatten = view(OpKind::Flatten, "Flatten");
+  flatten.batchLayout = OpDef::BatchLayout::SampleMajor;
   flatten.signatureAttrs = flattenSignature;
   flatten.importOnnx = importFlatten;
   flatten.forms =
@@ -479,8 +483,8 @@ void registerView(std::vector<OpDef> &defs) {
       "batch and `axis` of size 1, so that the output is [N, the rest]: a view "
       "of the input (no copy). An `axis` after larger axes merges them with "
       "the batch, each sample's rows together ([N, T, C] at 2: [N * T, C], a "
-      "Reshape view that row-wise ops and BatchNorm read); `axis` 0 is "
-      "refused.";
+      "Reshape view that row-wise ops and BatchNorm read), as does a value "
+      "whose batch is the outer factor of axis 0; `axis` 0 is refused.";
   flatten.gradient =
       "the input (the same bytes where it has no other reader, else a copy)";
   defs.push_back(std::move(flatten));

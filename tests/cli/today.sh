@@ -65,6 +65,9 @@ check attention-bias 50% 55% 60% 65% 70%
 # EdgeNeXt's position encoding: a constant filled over the batch
 # (features of a mask made per sample) convolved by a trained weight.
 check fourier-position 50% 55% 60% 65% 70%
+# BoTNet's relative logits: Pad and Flatten of [N * H, W, 2W - 1], the
+# batch the outer factor of axis 0.
+check relative-logits 50% 55% 60% 65% 70%
 if full; then
   for f in .onnx -x.npy -y.npy; do cp "vision-ops$f" "vision-ops-chunks$f" || fail "copy"; done
   COMPILE_ARGS=(--chunks 2)

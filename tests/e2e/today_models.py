@@ -174,6 +174,32 @@ class FourierPosition(nn.Module):
         return self.head(y.mean(dim=(2, 3)))
 
 
+class RelativeLogits(nn.Module):
+    """BoTNet's relative position logits (timm's rel_logits_1d): each
+    query row against a table of the 2W - 1 offsets, [N * H, W, 2W - 1]
+    (the batch the outer factor of axis 0), padded by a column, flattened,
+    padded again and cut back to absolute positions, then attention over
+    the row."""
+
+    def __init__(self, c=16, w=4, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.rel = nn.Parameter(0.1 * torch.randn(2 * w - 1, c))
+        self.head = nn.Linear(c, classes)
+        self.w = w
+
+    def forward(self, x):
+        q = self.stem(x).permute(0, 2, 3, 1)  # [N, H, W, C]
+        n, h, w, c = q.shape
+        r = self.rel.shape[0]
+        s = (q @ self.rel.transpose(0, 1)).reshape(-1, w, r)
+        s = F.pad(F.pad(s, [0, 1]).flatten(1), [0, r - w])
+        s = s.reshape(-1, w + 1, r)[:, :w, (r + 1) // 2 - 1:]
+        s = s.reshape(n, h, w, w)
+        y = q + s.softmax(-1) @ q
+        return self.head(y.mean(dim=(1, 2)))
+
+
 class AttentionBias(nn.Module):
     """LeViT's and EfficientFormer's attention biases: per head, a table of
     the offsets of a 4 x 4 grid, looked up along axis 1 by each query-key
@@ -566,6 +592,7 @@ MODELS = {
     "vision-ops": (lambda: VisionOps(), "image"),
     "attention-bias": (lambda: AttentionBias(), "image"),
     "fourier-position": (lambda: FourierPosition(), "image"),
+    "relative-logits": (lambda: RelativeLogits(), "image"),
     "mobilenetv3": (lambda: MobileNet(hard=True), "image"),
     "efficientnet": (lambda: MobileNet(hard=False), "image"),
     "vit": (lambda: ViT(), "image"),
