@@ -119,7 +119,7 @@ MEMFIT_SANITIZE_BUILD=${MEMFIT_SANITIZE_BUILD:-$MEMFIT_ROOT/build-sanitize}
 # hf_models with eight families over 10 minutes; deep, today, forced,
 # nvme_cnn, precision_train, weight_values and zoo_llama (206 s) train or
 # plan the same code on larger models than the sanitized tests).
-MEMFIT_SANITIZE_EXCLUDE=${MEMFIT_SANITIZE_EXCLUDE:-^(unit_slow|cli_(memory_limit|deep|today|today_exporters|data_parallel|nvme_cnn|forced|attention|fused_head|golden|homes_small_gpu|freeze|hf_models|precision_train|weight_values|zoo_llama))$}
+MEMFIT_SANITIZE_EXCLUDE=${MEMFIT_SANITIZE_EXCLUDE:-^(unit_slow|cli_(memory_limit|deep|today|today_exporters|data_parallel|nvme_cnn|forced|attention|fused_head|fuse|golden|homes_small_gpu|freeze|hf_models|precision_train|weight_values|zoo_llama))$}
 memfit_build_sanitize() {
   MEMFIT_BUILD=$MEMFIT_SANITIZE_BUILD MEMFIT_BUILD_TYPE=Debug \
     MEMFIT_CMAKE_ARGS="-DMEMFIT_SANITIZE=ON -DMEMFIT_WITH_CUDA=OFF" memfit_build
