@@ -176,80 +176,81 @@ def families():
     return out
 
 
-# timm's architectures: (name, kind, timm model name, image side, extra
-# arguments of timm.create_model). 32 x 32 images where the architecture
-# takes them (img_size for the transformers, whose position tables follow
-# it); larger where its stem or windows need more. Not VGG: timm's reads
+# timm's architectures, grouped by kind (CNNs, mobile networks, modern
+# CNNs, MetaFormers, transformers, hybrids, MLP mixers): (name, timm model
+# name, image side, whether timm.create_model takes the side as img_size).
+# 32 x 32 images where the architecture takes them (img_size for the
+# transformers, whose position tables follow it); larger where its stem or
+# windows need more. Not VGG: timm's reads
 # a 7 x 7 map (224-pixel images, 530 MB of weights), and torchvision's
 # VGG-16 is among the golden cases.
 TIMM = [
-    ("ResNet-10-T", "cnn", "resnet10t", 32, {}),
-    ("SE-ResNeXt-26D", "cnn", "seresnext26d_32x4d", 32, {}),
-    ("ECA-ResNet-26T", "cnn", "ecaresnet26t", 32, {}),
-    ("SK-ResNet-18", "cnn", "skresnet18", 32, {}),
-    ("Res2Net-50", "cnn", "res2net50_14w_8s", 32, {}),
-    ("CSPResNet-50", "cnn", "cspresnet50", 32, {}),
-    ("DLA-34", "cnn", "dla34", 32, {}),
-    ("DenseNet-121", "cnn", "densenet121", 32, {}),
-    ("RegNetX-200MF", "cnn", "regnetx_002", 32, {}),
-    ("RegNetY-200MF", "cnn", "regnety_002", 32, {}),
-    ("GENet-S", "cnn", "gernet_s", 32, {}),
-    ("SelecSLS-42B", "cnn", "selecsls42b", 32, {}),
-    ("HRNet-W18-S", "cnn", "hrnet_w18_small", 64, {}),
-    ("NFNet-L0", "cnn", "nfnet_l0", 32, {}),
-    ("Inception-v3", "cnn", "inception_v3", 96, {}),
-    ("EfficientNet-B0", "mobile", "efficientnet_b0", 32, {}),
-    ("MobileNetV3-S", "mobile", "mobilenetv3_small_050", 32, {}),
-    ("MnasNet-S", "mobile", "mnasnet_small", 32, {}),
-    ("FBNet-C", "mobile", "fbnetc_100", 32, {}),
-    ("HardCoReNAS-A", "mobile", "hardcorenas_a", 32, {}),
-    ("GhostNet", "mobile", "ghostnet_050", 32, {}),
-    ("ReXNet", "mobile", "rexnet_100", 32, {}),
-    ("LCNet", "mobile", "lcnet_050", 32, {}),
-    ("TinyNet-E", "mobile", "tinynet_e", 32, {}),
-    ("RepViT-M1", "mobile", "repvit_m1", 32, {}),
-    ("ConvNeXt-Atto", "modern cnn", "convnext_atto", 32, {}),
-    ("ConvNeXtV2-Atto", "modern cnn", "convnextv2_atto", 32, {}),
-    ("EdgeNeXt-XXS", "modern cnn", "edgenext_xx_small", 32, {}),
-    ("FastViT-T8", "modern cnn", "fastvit_t8", 32, {}),
-    ("PoolFormer-S12", "metaformer", "poolformer_s12", 32, {}),
-    ("PoolFormerV2-S12", "metaformer", "poolformerv2_s12", 32, {}),
-    ("DeiT-Ti", "transformer", "deit_tiny_patch16_224", 32, {"img_size": 32}),
-    ("ViT-Ti", "transformer", "vit_tiny_patch16_224", 32, {"img_size": 32}),
-    ("CaiT-XXS24", "transformer", "cait_xxs24_224", 32, {"img_size": 32}),
-    ("XCiT-N12", "transformer", "xcit_nano_12_p16_224", 32, {"img_size": 32}),
-    ("PiT-Ti", "transformer", "pit_ti_224", 32, {"img_size": 32}),
-    ("Swin-T", "transformer", "swin_tiny_patch4_window7_224", 56,
-     {"img_size": 56}),
-    ("Twins-PCPVT-S", "transformer", "twins_pcpvt_small", 32,
-     {"img_size": 32}),
-    ("VOLO-D1", "transformer", "volo_d1_224", 32, {"img_size": 32}),
-    ("LeViT-128S", "hybrid", "levit_128s", 32, {"img_size": 32}),
-    ("MobileViT-XXS", "hybrid", "mobilevit_xxs", 32, {}),
-    ("MobileViTv2-0.5", "hybrid", "mobilevitv2_050", 32, {}),
-    ("EfficientFormer-L1", "hybrid", "efficientformer_l1", 224, {}),
-    ("EfficientViT-B0", "hybrid", "efficientvit_b0", 32, {}),
-    ("CoaT-Lite-Ti", "hybrid", "coat_lite_tiny", 32, {"img_size": 32}),
-    ("BoTNet-26T", "hybrid", "botnet26t_256", 64, {"img_size": 64}),
-    ("HaloNet-26T", "hybrid", "halonet26t", 64, {"img_size": 64}),
-    ("MLP-Mixer-S16", "mlp", "mixer_s16_224", 32, {"img_size": 32}),
-    ("gMLP-Ti16", "mlp", "gmlp_ti16_224", 32, {"img_size": 32}),
-    ("ResMLP-12", "mlp", "resmlp_12_224", 32, {"img_size": 32}),
-    ("Sequencer2D-S", "mlp", "sequencer2d_s", 32, {}),
+    ("ResNet-10-T", "resnet10t", 32, False),
+    ("SE-ResNeXt-26D", "seresnext26d_32x4d", 32, False),
+    ("ECA-ResNet-26T", "ecaresnet26t", 32, False),
+    ("SK-ResNet-18", "skresnet18", 32, False),
+    ("Res2Net-50", "res2net50_14w_8s", 32, False),
+    ("CSPResNet-50", "cspresnet50", 32, False),
+    ("DLA-34", "dla34", 32, False),
+    ("DenseNet-121", "densenet121", 32, False),
+    ("RegNetX-200MF", "regnetx_002", 32, False),
+    ("RegNetY-200MF", "regnety_002", 32, False),
+    ("GENet-S", "gernet_s", 32, False),
+    ("SelecSLS-42B", "selecsls42b", 32, False),
+    ("HRNet-W18-S", "hrnet_w18_small", 64, False),
+    ("NFNet-L0", "nfnet_l0", 32, False),
+    ("Inception-v3", "inception_v3", 96, False),
+    ("EfficientNet-B0", "efficientnet_b0", 32, False),
+    ("MobileNetV3-S", "mobilenetv3_small_050", 32, False),
+    ("MnasNet-S", "mnasnet_small", 32, False),
+    ("FBNet-C", "fbnetc_100", 32, False),
+    ("HardCoReNAS-A", "hardcorenas_a", 32, False),
+    ("GhostNet", "ghostnet_050", 32, False),
+    ("ReXNet", "rexnet_100", 32, False),
+    ("LCNet", "lcnet_050", 32, False),
+    ("TinyNet-E", "tinynet_e", 32, False),
+    ("RepViT-M1", "repvit_m1", 32, False),
+    ("ConvNeXt-Atto", "convnext_atto", 32, False),
+    ("ConvNeXtV2-Atto", "convnextv2_atto", 32, False),
+    ("EdgeNeXt-XXS", "edgenext_xx_small", 32, False),
+    ("FastViT-T8", "fastvit_t8", 32, False),
+    ("PoolFormer-S12", "poolformer_s12", 32, False),
+    ("PoolFormerV2-S12", "poolformerv2_s12", 32, False),
+    ("DeiT-Ti", "deit_tiny_patch16_224", 32, True),
+    ("ViT-Ti", "vit_tiny_patch16_224", 32, True),
+    ("CaiT-XXS24", "cait_xxs24_224", 32, True),
+    ("XCiT-N12", "xcit_nano_12_p16_224", 32, True),
+    ("PiT-Ti", "pit_ti_224", 32, True),
+    ("Swin-T", "swin_tiny_patch4_window7_224", 56, True),
+    ("Twins-PCPVT-S", "twins_pcpvt_small", 32, True),
+    ("VOLO-D1", "volo_d1_224", 32, True),
+    ("LeViT-128S", "levit_128s", 32, True),
+    ("MobileViT-XXS", "mobilevit_xxs", 32, False),
+    ("MobileViTv2-0.5", "mobilevitv2_050", 32, False),
+    ("EfficientFormer-L1", "efficientformer_l1", 224, False),
+    ("EfficientViT-B0", "efficientvit_b0", 32, False),
+    ("CoaT-Lite-Ti", "coat_lite_tiny", 32, True),
+    ("BoTNet-26T", "botnet26t_256", 64, True),
+    ("HaloNet-26T", "halonet26t", 64, True),
+    ("MLP-Mixer-S16", "mixer_s16_224", 32, True),
+    ("gMLP-Ti16", "gmlp_ti16_224", 32, True),
+    ("ResMLP-12", "resmlp_12_224", 32, True),
+    ("Sequencer2D-S", "sequencer2d_s", 32, False),
 ]
 
 
 def timm_families():
     import timm
 
-    def image(arch, side, extra):
+    def image(arch, side, sized):
         def build():
+            extra = {"img_size": side} if sized else {}
             m = timm.create_model(arch, pretrained=False, num_classes=10,
                                   **extra)
             return m, side
         return build
-    return [(name, "image", image(arch, side, extra))
-            for name, _, arch, side, extra in TIMM]
+    return [(name, "image", image(arch, side, sized))
+            for name, arch, side, sized in TIMM]
 
 
 class Logits(torch.nn.Module):

@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace memfit::onnximport {
@@ -133,17 +134,16 @@ static llvm::Error placeBatchAxis(Importer &im, const pb::NodeProto &n,
     } else if (op == "Transpose" && i == 0) {
       // Where the permutation puts it (EdgeNeXt's position encoding, built
       // on a mask per sample, permuted to channels first).
+      // The fold checked that perm permutes 0 .. rank - 1; none reverses.
       auto perm = im.attrInts(n, "perm");
       if (!perm)
         return perm.takeError();
       const auto rank = static_cast<int64_t>(dims->size());
-      std::vector<int64_t> p;
-      for (int64_t j = rank - 1; j >= 0; --j)
-        p.push_back(j);
-      p = perm->value_or(p);
-      for (size_t j = 0; j < p.size(); ++j)
-        if (p[j] + (p[j] < 0 ? rank : 0) == a)
-          at = static_cast<int64_t>(j);
+      if (!*perm)
+        at = rank - 1 - a;
+      else if (auto it = std::find((*perm)->begin(), (*perm)->end(), a);
+               it != (*perm)->end())
+        at = it - (*perm)->begin();
     } else if (op == "Reshape" && i == 0) {
       at = out.batchAxis; // ShapeFolder::reshapeFilled kept it on axis 0
     } else if (op == "Concat") {

@@ -241,8 +241,8 @@ public:
   llvm::Expected<ValueId> liftWeight(const pb::NodeProto &n,
                                      const std::string &name);
   /// Operand `i`, a float constant filled over the batch (batchAxis 0),
-  /// read as data: XCiT's and EdgeNeXt's Fourier position encodings, built
-  /// on a mask per sample and convolved. A non-trainable weight broadcast
+  /// read as data: EdgeNeXt's Fourier position encoding, built on a mask
+  /// per sample and convolved. A non-trainable weight broadcast
   /// over the batch, once per constant.
   llvm::Expected<ValueId> constantOverBatch(const pb::NodeProto &n, int i);
   /// The error for operand `i`, a value computed from weights, read by an

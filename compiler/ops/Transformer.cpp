@@ -547,10 +547,9 @@ void registerTransformer(std::vector<OpDef> &defs) {
            "transpose, their last axis moved first. An activation at a "
            "scalar or one-element constant index on an axis other than the "
            "batch's (`x[:, i]`): a Slice. An activation at every index of an "
-           "axis in order (the "
-           "flatten torch.export writes for `as_strided`): a Reshape. A 2-D "
-           "value computed from weights at constant indices on axis 0: a "
-           "lookup. Constants fold.",
+           "axis in order (the flatten torch.export writes for "
+           "`as_strided`): a Reshape. A 2-D value computed from weights at "
+           "constant indices on axis 0: a lookup. Constants fold.",
        .gradient =
            "the table (a scatter-add of the rows read; `--freeze-rows` keeps a "
            "row's gradient zero) or the value computed from weights; an index "
