@@ -481,12 +481,13 @@ struct IntInstr {
 constexpr int kMaxIntInstrs = 32;
 /// A forward-only integer program over the token ids, evaluated per
 /// position in 64-bit integers: each sample's `perSample` ids form rows of
-/// `inner` positions, along which CumSum runs (from the row's end when
-/// `reverse`); the last instruction's result is the output, int32 or, when
-/// the model casts it to float, a float.
+/// `inner` positions, along which CumSum and ArgMax run (CumSum from the
+/// row's end when `reverse`); the last instruction's result is the output,
+/// int32 or, when the model casts it to float, a float: one per position,
+/// or one per row when `perRow` (a reduction of the row).
 struct IntProgramParams {
   int64_t perSample, inner;
-  bool reverse = false;
+  bool reverse = false, perRow = false;
   int32_t count = 0;
   IntInstr code[kMaxIntInstrs] = {};
 };

@@ -89,3 +89,51 @@ TEST_CASE("a masked fill by a mask per sample", "[kernels][ids]") {
   whereBackward(p, 2, mask.data(), dy.data(), dx.data(), false);
   CHECK(dx == std::vector<float>{0, 1, 1, 0});
 }
+
+TEST_CASE("a reduction of the row: the last token before the padding",
+          "[kernels][ids]") {
+  // (argmax(ids == 0) - 1) mod 4, one per row; rows with padding at the
+  // end, none (argmax 0: the last position) and twice (the first).
+  std::vector<int32_t> ids{5, 7, 0, 0, 3, 3, 3, 3, 0, 9, 0, 2};
+  std::vector<IntInstr> last{in(IntOpKind::Ids),
+                             in(IntOpKind::Imm, -1, -1, 0),
+                             in(IntOpKind::Equal, 0, 1),
+                             in(IntOpKind::ArgMax, 2),
+                             in(IntOpKind::Imm, -1, -1, 1),
+                             in(IntOpKind::Sub, 3, 4),
+                             in(IntOpKind::Imm, -1, -1, 4),
+                             in(IntOpKind::Mod, 5, 6)};
+  auto p = program(last, 4, 4);
+  p.perRow = true;
+  std::vector<int32_t> y(3, -9);
+  intProgram(p, 3, ids.data(), y.data(), nullptr);
+  CHECK(y == std::vector<int32_t>{1, 3, 3});
+  // The same walked from the row's end finds the same first maximum;
+  // imm 1 asks for the last.
+  p.reverse = true;
+  intProgram(p, 3, ids.data(), y.data(), nullptr);
+  CHECK(y == std::vector<int32_t>{1, 3, 3});
+  p.code[3].imm = 1;
+  intProgram(p, 3, ids.data(), y.data(), nullptr);
+  CHECK(y == std::vector<int32_t>{2, 2, 1});
+}
+
+TEST_CASE("a one-hot of a row's reduction, and each sample's index",
+          "[kernels][ids]") {
+  // Position == argmax(ids): a float per position, after a CumSum that
+  // must start again for the pass that stores.
+  std::vector<int32_t> ids{1, 8, 2, 3, 9, 9};
+  auto p =
+      program({in(IntOpKind::Ids), in(IntOpKind::ArgMax, 0), in(IntOpKind::Pos),
+               in(IntOpKind::Equal, 2, 1), in(IntOpKind::CumSum, 3)},
+              3, 3);
+  std::vector<float> f(6, -1);
+  intProgram(p, 2, ids.data(), nullptr, f.data());
+  CHECK(f == std::vector<float>{0, 1, 1, 0, 1, 1});
+  // Two rows a sample: the sample's index per row.
+  auto s = program({in(IntOpKind::Sample)}, 4, 2);
+  s.perRow = true;
+  std::vector<int32_t> y(4, -1);
+  intProgram(s, 2, ids.data(), y.data(), nullptr);
+  CHECK(y == std::vector<int32_t>{0, 0, 1, 1});
+}

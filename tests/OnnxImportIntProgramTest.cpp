@@ -138,3 +138,124 @@ TEST_CASE("a masked fill by a condition computed from the ids",
   REQUIRE(static_cast<bool>(params));
   CHECK_THAT(params->init, Contains(".maskBatched = true"));
 }
+
+namespace {
+
+/// GPT2ForSequenceClassification's pick as torch 1.13 exports it: scores
+/// [N, 5, 3] flattened to [N * 5, 3], gathered at arange(N) * 5 +
+/// (argmax(x == 0) - 1) mod 5. `offset` replaces that last term.
+OnnxBuilder sequenceScores(const std::string &offset = "last") {
+  OnnxBuilder b;
+  b.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("word", {10, 4})
+      .init("score", {4, 3})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .constInt64("five", {}, {5})
+      .node("Gather", {"word", "x"}, {"h"})
+      .node("MatMul", {"h", "score"}, {"s"})
+      .node("Flatten", {"s"}, {"flat"}, {attrInt("axis", 2)})
+      .node("Equal", {"x", "zero"}, {"pad"})
+      .node("Cast", {"pad"}, {"p32"}, {attrInt("to", pb::TensorProto::INT32)})
+      .node("ArgMax", {"p32"}, {"first"},
+            {attrInt("axis", -1), attrInt("keepdims", 0)})
+      .node("Sub", {"first", "one"}, {"before"})
+      .node("Mod", {"before", "five"}, {"last"})
+      .node("Shape", {"x"}, {"shape"})
+      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
+      .node("Range", {"zero", "n", "one"}, {"samples"})
+      .node("Mul", {"samples", "five"}, {"starts"})
+      .node("Add", {offset, "starts"}, {"rows"})
+      .node("Gather", {"flat", "rows"}, {"y"}, {attrInt("axis", 0)})
+      .output("y", 2);
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("a decoder's sequence classification picks one row per sample",
+          "[onnx][import][ids]") {
+  Graph g = importOk(sequenceScores(), batchOf(3));
+  // The pick: the scores reshaped back to [N, 5, 3], times a one-hot of
+  // the row (a float program), summed over the rows.
+  const Op *prog = nullptr;
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::IntProgram)
+      prog = &op;
+  REQUIRE(prog != nullptr);
+  CHECK(prog->attrs.program ==
+        std::vector<IntStep>{
+            step(RtIntOp::Ids), step(RtIntOp::Imm, -1, -1, 0),
+            step(RtIntOp::Equal, 0, 1), step(RtIntOp::ArgMax, 2),
+            step(RtIntOp::Imm, -1, -1, 1), step(RtIntOp::Sub, 3, 4),
+            step(RtIntOp::Imm, -1, -1, 5), step(RtIntOp::Mod, 5, 6),
+            step(RtIntOp::Pos), step(RtIntOp::Equal, 8, 7)});
+  CHECK(prog->attrs.programRow == 5);
+  CHECK_FALSE(prog->attrs.programPerRow);
+  const Value &onehot = g.values[prog->outputs[0]];
+  CHECK(onehot.dtype == DType::F32);
+  CHECK(onehot.dims == std::vector<int64_t>{3, 5, 1});
+  const Value &y = g.values[g.ops.back().outputs[0]];
+  CHECK(y.dims == std::vector<int64_t>{3, 3});
+  CHECK(y.canonical());
+  auto params = opDef(OpKind::IntProgram).params(g, *prog);
+  REQUIRE(static_cast<bool>(params));
+  CHECK_THAT(params->init, Contains(".perSample = 5, .inner = 5"));
+}
+
+TEST_CASE("each sample's index is read only to pick its row",
+          "[onnx][import][ids]") {
+  // arange(N) * 5 + arange(N) * 5 leaves the sample's rows: refused,
+  // saying what is needed.
+  OnnxBuilder b = sequenceScores("starts");
+  std::string err = errorText(b.import(batchOf(3)));
+  CHECK_THAT(err, Contains("known to lie in [0, T)"));
+  // The arange read as floats: a sample's index in its sub-batch is not
+  // its index in the batch.
+  OnnxBuilder c;
+  c.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("word", {10, 4})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .node("Gather", {"word", "x"}, {"h"})
+      .node("Shape", {"x"}, {"shape"})
+      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
+      .node("Range", {"zero", "n", "one"}, {"samples"})
+      .node("Cast", {"samples"}, {"sf"},
+            {attrInt("to", pb::TensorProto::FLOAT)})
+      .node("Unsqueeze", {"sf", "one"}, {"s2"})
+      .node("Unsqueeze", {"s2", "one"}, {"s3"})
+      .node("Mul", {"h", "s3"}, {"y"})
+      .output("y", 3);
+  err = errorText(c.import(batchOf(3)));
+  CHECK_THAT(err, Contains("each sample's index"));
+}
+
+TEST_CASE("ArgMax of a float activation is refused, named",
+          "[onnx][import][ids]") {
+  OnnxBuilder b;
+  b.input("x", {-1, 5}, pb::TensorProto::FLOAT)
+      .node("Relu", {"x"}, {"r"})
+      .node("ArgMax", {"r"}, {"y"}, {attrInt("axis", -1)})
+      .output("y", 2);
+  std::string err = errorText(b.import(batchOf(2)));
+  CHECK_THAT(err, Contains("(ArgMax)"));
+  CHECK_THAT(err, Contains("only on integers computed from"));
+  // Two reductions of one row in one program: the kernel keeps one.
+  OnnxBuilder c;
+  c.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("pos", {8, 2})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .node("Equal", {"x", "zero"}, {"e0"})
+      .node("Equal", {"x", "one"}, {"e1"})
+      .node("ArgMax", {"e0"}, {"a0"},
+            {attrInt("axis", 1), attrInt("keepdims", 0)})
+      .node("ArgMax", {"e1"}, {"a1"},
+            {attrInt("axis", 1), attrInt("keepdims", 0)})
+      .node("Add", {"a0", "a1"}, {"ids"})
+      .node("Gather", {"pos", "ids"}, {"y"})
+      .output("y", 2);
+  err = errorText(c.import(batchOf(2)));
+  CHECK_THAT(err, Contains("two ArgMaxes"));
+}

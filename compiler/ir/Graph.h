@@ -225,11 +225,12 @@ struct OpAttrs {
   /// nn.Embedding's padding_idx); -1 for none.
   int64_t frozenRow = -1;
   /// IntProgram: its steps (the output is the last one's), the row its
-  /// CumSums run along (the last axis' extent), and whether they run from
-  /// the row's end.
+  /// CumSums and ArgMaxes run along (the last axis' extent), whether the
+  /// CumSums run from the row's end, and whether the output is one value
+  /// per row (a reduction of it) rather than one per position.
   std::vector<IntStep> program;
   int64_t programRow = 0;
-  bool programReverse = false;
+  bool programReverse = false, programPerRow = false;
 };
 
 struct Graph;

@@ -12,6 +12,7 @@
 #include "compiler/onnx/Importer.h"
 #include "compiler/onnx/OperatorTable.h"
 #include "compiler/ops/OpDef.h"
+#include "compiler/ops/RuntimeKinds.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -40,6 +41,12 @@ const std::vector<std::string> &supportedOnnxOps() {
         all.push_back(std::string(t));
     for (const ImporterOp &op : importerOps())
       all.push_back(std::string(op.opType));
+    // Integer steps on the token ids (ArgMax) that nothing else runs.
+    for (auto k = uint8_t(0); k <= uint8_t(ops::RtIntOp::CumSumExclusive); ++k)
+      if (std::string_view t =
+              ops::runtimeKind(static_cast<ops::RtIntOp>(k)).onnx;
+          !t.empty())
+        all.push_back(std::string(t));
     std::sort(all.begin(), all.end());
     all.erase(std::unique(all.begin(), all.end()), all.end());
     return all;

@@ -119,9 +119,16 @@ struct IntProgramExpr {
   std::vector<int64_t> dims;
   /// The model cast it to a float type: a float op reads it as floats.
   bool isFloat = false;
-  int64_t row = 0; // the CumSums' row (last axis' extent); 0 without one
+  /// The row CumSums and ArgMaxes run along (the last axis' extent of the
+  /// ids it walks); 0 without either.
+  int64_t row = 0;
   bool reverse = false;
+  /// One value per row (an ArgMax, or each sample's index), its dims the
+  /// ids' without the row's axis (or with it as 1).
+  bool perRow = false;
 };
+/// Pushes `s` onto `e` unless an equal step is there; its index.
+int pushIntStep(IntProgramExpr &e, IntStep s);
 
 /// Data files that external tensors point into, opened once. After
 /// resolveExternalData() every external location is the validated absolute
@@ -383,11 +390,22 @@ public:
   /// constants.
   bool computesOnIds(const pb::NodeProto &n) const;
   llvm::Error translateOnIds(const pb::NodeProto &n);
+  /// ArgMax along the row of a program: one value per row.
+  llvm::Error translateArgMaxOnIds(const pb::NodeProto &n, IntProgramExpr e);
   /// Translates a node that reads programs through their ops' values;
   /// false when the node reads them by their own names (translate goes on).
   llvm::Expected<bool> translateReadingIds(const pb::NodeProto &n);
   /// Programs by the name they define.
   std::unordered_map<std::string, IntProgramExpr> intExprs;
+  //===-- One row per sample (RowPick.cpp) ------------------------------===//
+  /// Range(0, N, 1) over the batch of token ids [N, T]: each sample's index,
+  /// a program read only by a row pick.
+  bool countsSamples(const pb::NodeProto &n) const;
+  llvm::Error bindSampleIndex(const pb::NodeProto &n);
+  /// Gather along axis 0 at a program computed from each sample's index
+  /// (arange(N) * T + q): one row per sample of a [N * T, ...] value.
+  bool picksRowPerSample(const pb::NodeProto &n) const;
+  llvm::Error translateRowPick(const pb::NodeProto &n);
 
   /// Transpose nodes of a 2-D weight: their output names and the weight's.
   std::unordered_map<std::string, std::string> transposedWeights;

@@ -18,6 +18,7 @@
 #include "compiler/onnx/Importer.h"
 #include "compiler/ops/RuntimeKinds.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -50,14 +51,7 @@ bool isFloatType(int64_t t) {
          t == pb::TensorProto::FLOAT16 || t == pb::TensorProto::BFLOAT16;
 }
 
-/// Pushes `s` unless an equal step is there; its index.
-int push(IntProgramExpr &e, IntStep s) {
-  for (size_t k = 0; k < e.steps.size(); ++k)
-    if (e.steps[k] == s)
-      return static_cast<int>(k);
-  e.steps.push_back(s);
-  return static_cast<int>(e.steps.size() - 1);
-}
+int push(IntProgramExpr &e, IntStep s) { return pushIntStep(e, s); }
 
 /// Appends `src`'s steps to `dst`; the index of src's result there.
 int append(IntProgramExpr &dst, const IntProgramExpr &src) {
@@ -73,6 +67,14 @@ int append(IntProgramExpr &dst, const IntProgramExpr &src) {
 }
 
 } // namespace
+
+int pushIntStep(IntProgramExpr &e, IntStep s) {
+  for (size_t k = 0; k < e.steps.size(); ++k)
+    if (e.steps[k] == s)
+      return static_cast<int>(k);
+  e.steps.push_back(s);
+  return static_cast<int>(e.steps.size() - 1);
+}
 
 bool Importer::isIdsOperand(const std::string &name) const {
   if (intExprs.count(name))
@@ -235,6 +237,8 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
     e.isFloat = isFloatType(*to);
     return bindIntExpr(n, std::move(e));
   }
+  if (op == "ArgMax")
+    return translateArgMaxOnIds(n, std::move(e));
   RtIntOp kind = *stepOf(op);
   int operands = runtimeKind(kind).operands;
   if (n.input_size() < operands)
@@ -243,6 +247,7 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
   IntProgramExpr out;
   out.dims = e.dims;
   out.isFloat = e.isFloat;
+  out.perRow = e.perRow;
   int8_t at[3] = {-1, -1, -1};
   for (int i = 0; i < operands; ++i) {
     const std::string &name = n.input(i);
@@ -262,6 +267,7 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
         out.row = x.row;
         out.reverse = x.reverse;
       }
+      out.perRow = out.perRow || x.perRow;
       out.isFloat = out.isFloat || x.isFloat;
       at[i] = static_cast<int8_t>(append(out, x));
       continue;
@@ -307,6 +313,10 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
       return fail(n, "sums the token ids along an axis other than the last "
                      "(not the batch's); memfit runs CumSum on them along "
                      "the last axis");
+    if (out.perRow)
+      return fail(n, "sums a value that is one per row of the token ids "
+                     "(an ArgMax's); memfit runs CumSum on values per "
+                     "position");
     if ((out.row > 0 && out.row != out.dims.back()) ||
         (out.row > 0 && out.reverse != (*reverse != 0)))
       return fail(n, "combines cumulative sums along different axes or "
@@ -325,7 +335,44 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
   return bindIntExpr(n, std::move(out));
 }
 
+Error Importer::translateArgMaxOnIds(const pb::NodeProto &n, IntProgramExpr e) {
+  auto axis = attrInt(n, "axis", 0);
+  auto keep = attrInt(n, "keepdims", 1);
+  auto last = attrInt(n, "select_last_index", 0);
+  if (!axis || !keep || !last)
+    return llvm::joinErrors(
+        axis.takeError(), llvm::joinErrors(keep.takeError(), last.takeError()));
+  auto rank = static_cast<int64_t>(e.dims.size());
+  int64_t a = *axis < 0 ? *axis + rank : *axis;
+  if (rank < 2 || a != rank - 1)
+    return fail(n, "finds the largest of the token ids' values along an axis "
+                   "other than the last (not the batch's); memfit runs ArgMax "
+                   "on them along the last axis");
+  bool reduced = e.perRow;
+  for (const IntStep &s : e.steps)
+    reduced = reduced || s.kind == uint8_t(RtIntOp::ArgMax);
+  if (reduced || (e.row > 0 && e.row != e.dims.back()))
+    return fail(n, "finds the largest of a value that is itself a reduction "
+                   "of the row of token ids; memfit runs one ArgMax deep");
+  e.row = e.dims.back();
+  e.perRow = true;
+  e.isFloat = false;
+  push(e, IntStep{.kind = uint8_t(RtIntOp::ArgMax),
+                  .a = static_cast<int8_t>(e.steps.size() - 1),
+                  .imm = *last != 0 ? 1 : 0});
+  if (*keep)
+    e.dims.back() = 1;
+  else
+    e.dims.pop_back();
+  return bindIntExpr(n, std::move(e));
+}
+
 Error Importer::bindIntExpr(const pb::NodeProto &n, IntProgramExpr e) {
+  if (llvm::count_if(e.steps, [](const IntStep &s) {
+        return s.kind == uint8_t(RtIntOp::ArgMax);
+      }) > 1)
+    return fail(n, "combines two ArgMaxes of values computed from the token "
+                   "ids; memfit runs one in a program");
   if (e.steps.size() > static_cast<size_t>(kMaxIntSteps))
     return fail(n, llvm::formatv("computes on the token ids in {0} steps; "
                                  "memfit runs integer programs of up to {1}",
@@ -337,6 +384,17 @@ Error Importer::bindIntExpr(const pb::NodeProto &n, IntProgramExpr e) {
 Expected<std::string> Importer::idsValue(const pb::NodeProto &n,
                                          const std::string &name, bool asInt) {
   const IntProgramExpr &e = intExprs.at(name);
+  // A sample's index inside its sub-batch is not its index in the batch:
+  // only a row pick, which reads it within the sub-batch, may use it.
+  for (const IntStep &s : e.steps)
+    if (s.kind == uint8_t(RtIntOp::Sample)) {
+      countedBatch = true;
+      return fail(n, "reads " + quoteName(name) +
+                         ", computed from each sample's index (an arange "
+                         "over the batch); memfit reads a sample's index "
+                         "only to pick one row per sample of a [N * T, ...] "
+                         "value (Gather at arange(N) * T + q)");
+    }
   // Read as indices, the program is int32 under its own name; read by a
   // float op, a float beside it.
   std::string key = asInt ? name : name + "#f32";
@@ -350,6 +408,7 @@ Expected<std::string> Importer::idsValue(const pb::NodeProto &n,
   a.program = e.steps;
   a.programRow = e.row;
   a.programReverse = e.reverse;
+  a.programPerRow = e.perRow;
   auto id = emit(n, OpKind::IntProgram, {g.input}, {OutSpec{key, e.dims}}, a,
                  /*inferenceDiffers=*/!asInt, "ids:" + key);
   if (!id)

@@ -18,6 +18,13 @@ namespace memfit {
 
 llvm::ArrayRef<ImporterOp> importerOps() {
   static const ImporterOp ops[] = {
+      {"ArgMax",
+       "On integers computed from the token ids only, along the last axis "
+       "(`axis`, `keepdims`, `select_last_index`): a step of an integer "
+       "program, one value per row, not of a value that needs another "
+       "(transformers' sequence classification on decoders: each sequence's "
+       "last token before its padding, `argmax(ids == pad) - 1`). On float "
+       "activations it is refused."},
       {"Cast",
        "On constants, folded (any numeric type). On an activation, only to "
        "`FLOAT` (the identity: activations are float32; the precision of "
@@ -53,9 +60,9 @@ llvm::ArrayRef<ImporterOp> importerOps() {
 
 llvm::ArrayRef<RefusedIdiom> refusedIdioms() {
   static const RefusedIdiom idioms[] = {
-      {"ArgMax", " (torch.argmax: Hugging Face's GPT-2 and Llama "
-                 "*ForSequenceClassification find each sequence's last "
-                 "token from the token ids, then gather its logits)"},
+      {"ArgMax", " (torch.argmax: memfit runs it on integers computed from "
+                 "the token ids, as transformers' sequence classification on "
+                 "decoders finds each sequence's last token)"},
       {"CumSum", " (torch.cumsum: position ids from token ids, as RoBERTa "
                  "computes them)"},
       {"Einsum", " (torch.einsum)"},

@@ -35,6 +35,10 @@ Error Importer::translate(const pb::NodeProto &n) {
                    "only for Dropout and those");
   // Index arithmetic on the token ids is an integer program; a node that
   // reads one reads its op's value.
+  if (countsSamples(n))
+    return bindSampleIndex(n);
+  if (picksRowPerSample(n))
+    return translateRowPick(n);
   if (computesOnIds(n))
     return translateOnIds(n);
   if (op != "Shape") {
@@ -114,6 +118,10 @@ Error Importer::translate(const pb::NodeProto &n) {
   bool found = false;
   if (Error err = translateThroughRegistry(*this, n, found))
     return err;
+  if (!found && op == "ArgMax")
+    return fail(n, "finds the largest of a value that is not computed from "
+                   "the token ids alone; memfit runs ArgMax only on integers "
+                   "computed from them (it has no gradient to train through)");
   if (!found)
     return fail(n, "operates only on constants here, which memfit does not "
                    "fold for this operator");

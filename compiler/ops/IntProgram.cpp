@@ -11,11 +11,19 @@
 #include "compiler/ops/Families.h"
 #include "compiler/ops/RuntimeKinds.h"
 
+#include <cassert>
+
 namespace memfit::ops {
 namespace {
 
 OpWork work(const Graph &g, const Op &op, TaskKind, int, int64_t b) {
-  return {elems(g.value(op.outputs[0]), b) * double(op.attrs.program.size())};
+  // Every step at every position of the ids, twice with a reduction.
+  double passes = 1;
+  for (const IntStep &s : op.attrs.program)
+    if (s.kind == uint8_t(RtIntOp::ArgMax))
+      passes = 2;
+  return {elems(g.value(op.inputs[0]), b) * double(op.attrs.program.size()) *
+          passes};
 }
 
 void signature(llvm::raw_ostream &os, const Op &op) {
@@ -41,13 +49,22 @@ llvm::Expected<OpParamsText> params(const Graph &g, const Op &op) {
                           int(s.a), int(s.b), int(s.c), s.imm)
                 .str();
   }
+  // The program walks the ids; its output has their elements, or one per
+  // row of them.
+  const Value &ids = g.value(op.inputs[0]);
   int64_t row = a.programRow > 0 ? a.programRow : y.elementsPerSample();
+  assert(row > 0 && ids.elementsPerSample() % row == 0 &&
+         y.elementsPerSample() == (a.programPerRow
+                                       ? ids.elementsPerSample() / row
+                                       : ids.elementsPerSample()) &&
+         "the importer shapes a program's output as the ids it walks");
   return OpParamsText{
       "IntProgramParams",
       llvm::formatv("{{.perSample = {0}, .inner = {1}, .reverse = {2}, "
-                    ".count = {3}, .code = {{{4}}}",
-                    y.elementsPerSample(), row,
-                    a.programReverse ? "true" : "false", a.program.size(), code)
+                    ".perRow = {3}, .count = {4}, .code = {{{5}}}",
+                    ids.elementsPerSample(), row,
+                    a.programReverse ? "true" : "false",
+                    a.programPerRow ? "true" : "false", a.program.size(), code)
           .str()};
 }
 
@@ -66,11 +83,15 @@ llvm::Expected<EmittedCall> emit(EmitContext &x) {
 constexpr std::string_view kForms =
     "No ONNX operator of its own: integer nodes on the token ids (Add, Sub, "
     "Mul, Div, Mod, Min, Max, Neg, Abs, Equal, Less, Greater, LessOrEqual, "
-    "GreaterOrEqual, And, Or, Xor, Not, Where, CumSum, Cast; Reshape, "
+    "GreaterOrEqual, And, Or, Xor, Not, Where, CumSum, ArgMax, Cast; Reshape, "
     "Unsqueeze, Squeeze keeping the batch alone on axis 0) with constants "
     "holding one integer become one program per value a float op or an "
-    "embedding reads: element by element, CumSum along the last axis only, at "
-    "most 32 steps.";
+    "embedding reads: element by element, CumSum and ArgMax along the last "
+    "axis only (ArgMax not of a value that needs another), at most 32 steps. "
+    "A Gather of a [N * T, ...] value, the batch merged with the rows, at "
+    "arange(N) * T + q with q a program in [0, T) (the last token that is not "
+    "padding: transformers' *ForSequenceClassification on decoders) picks "
+    "one row per sample: a one-hot of q times the value, summed over T.";
 
 } // namespace
 

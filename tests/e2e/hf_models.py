@@ -37,6 +37,15 @@ def build(name):
         m = tf.BloomForCausalLM(tf.BloomConfig(
             vocab_size=V, hidden_size=32, n_layer=2, n_head=2,
             hidden_dropout=0.0, attention_dropout=0.0, use_cache=False))
+    elif name == "gpt2-cls":  # each sequence's last token before padding
+        m = tf.GPT2ForSequenceClassification(tf.GPT2Config(
+            vocab_size=V, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+            num_labels=3, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+            attn_pdrop=0.0))
+    elif name == "llama-cls":
+        m = tf.LlamaForSequenceClassification(tf.LlamaConfig(
+            **common, num_key_value_heads=2, use_cache=False, num_labels=3,
+            pad_token_id=0))
     else:
         raise ValueError(name)
     return m.train()
