@@ -98,11 +98,11 @@ TEST_CASE("integer programs the runtime cannot run are refused, named",
   std::string err = errorText(positionIds(0).import(batchOf(2)));
   CHECK_THAT(err, Contains("(CumSum)"));
   CHECK_THAT(err, Contains("along the last axis"));
-  // A per-position constant is no scalar.
+  // A per-position constant that does not count along the axis.
   OnnxBuilder b;
   b.input("x", {-1, 3}, pb::TensorProto::INT64)
       .init("pos", {8, 2})
-      .initInt64("offs", {3}, {0, 1, 2})
+      .initInt64("offs", {3}, {0, 1, 5})
       .node("Add", {"x", "offs"}, {"ids"})
       .node("Gather", {"pos", "ids"}, {"y"})
       .output("y", 3);
@@ -258,4 +258,76 @@ TEST_CASE("ArgMax of a float activation is refused, named",
       .output("y", 2);
   err = errorText(c.import(batchOf(2)));
   CHECK_THAT(err, Contains("two ArgMaxes"));
+}
+
+TEST_CASE("torch.export's x[arange(N), last] of transformers 5 picks rows",
+          "[onnx][import][ids]") {
+  // last = argmax(arange(5) * (x != 0)): the rightmost token that is not
+  // padding. The index tensors broadcast against each other as torch.export
+  // writes it (Max, Shape, Expand), then paired for GatherND.
+  OnnxBuilder b;
+  b.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("word", {10, 4})
+      .init("score", {4, 3})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .constInt64("axis1", {1}, {1})
+      .initInt64("positions", {5}, {0, 1, 2, 3, 4})
+      .node("Gather", {"word", "x"}, {"h"})
+      .node("MatMul", {"h", "score"}, {"s"})
+      .node("Equal", {"x", "zero"}, {"pad"})
+      .node("Not", {"pad"}, {"kept"})
+      .node("Cast", {"kept"}, {"k64"}, {attrInt("to", pb::TensorProto::INT64)})
+      .node("Mul", {"positions", "k64"}, {"at"})
+      .node("ArgMax", {"at"}, {"last"},
+            {attrInt("axis", -1), attrInt("keepdims", 0)})
+      .node("Shape", {"x"}, {"shape"})
+      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
+      .node("Range", {"zero", "n", "one"}, {"samples"})
+      .node("Max", {"samples", "last"}, {"both"})
+      .node("Shape", {"both"}, {"common"})
+      .node("Expand", {"samples", "common"}, {"s1"})
+      .node("Expand", {"last", "common"}, {"l1"})
+      .node("Unsqueeze", {"s1", "axis1"}, {"s2"})
+      .node("Unsqueeze", {"l1", "axis1"}, {"l2"})
+      .node("Concat", {"s2", "l2"}, {"pairs"}, {attrInt("axis", -1)})
+      .node("GatherND", {"s", "pairs"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(3));
+  const Op *prog = nullptr;
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::IntProgram)
+      prog = &op;
+  REQUIRE(prog != nullptr);
+  // arange(5) is the position in the row.
+  CHECK(prog->attrs.program ==
+        std::vector<IntStep>{step(RtIntOp::Pos), step(RtIntOp::Ids),
+                             step(RtIntOp::Imm, -1, -1, 0),
+                             step(RtIntOp::Equal, 1, 2), step(RtIntOp::Not, 3),
+                             step(RtIntOp::Mul, 0, 4), step(RtIntOp::ArgMax, 5),
+                             step(RtIntOp::Equal, 0, 6)});
+  CHECK(g.values[prog->outputs[0]].dims == std::vector<int64_t>{3, 5, 1});
+  const Value &y = g.values[g.ops.back().outputs[0]];
+  CHECK(y.dims == std::vector<int64_t>{3, 3});
+}
+
+TEST_CASE("index tuples that may leave the sample's rows are refused",
+          "[onnx][import][ids]") {
+  // x[arange(N), arange(N)]: the second index is not known to lie in [0, T).
+  OnnxBuilder b;
+  b.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("word", {10, 4})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .constInt64("axis1", {1}, {1})
+      .node("Gather", {"word", "x"}, {"h"})
+      .node("Shape", {"x"}, {"shape"})
+      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
+      .node("Range", {"zero", "n", "one"}, {"samples"})
+      .node("Unsqueeze", {"samples", "axis1"}, {"s2"})
+      .node("Concat", {"s2", "s2"}, {"pairs"}, {attrInt("axis", -1)})
+      .node("GatherND", {"h", "pairs"}, {"y"})
+      .output("y", 2);
+  std::string err = errorText(b.import(batchOf(3)));
+  CHECK_THAT(err, Contains("x[arange(N), q]"));
 }

@@ -390,6 +390,9 @@ public:
   /// constants.
   bool computesOnIds(const pb::NodeProto &n) const;
   llvm::Error translateOnIds(const pb::NodeProto &n);
+  /// Shape of a program, and Expand of one to its own shape: true when
+  /// translated so.
+  llvm::Expected<bool> translateProgramShape(const pb::NodeProto &n);
   /// ArgMax along the row of a program: one value per row.
   llvm::Error translateArgMaxOnIds(const pb::NodeProto &n, IntProgramExpr e);
   /// Translates a node that reads programs through their ops' values;
@@ -406,6 +409,17 @@ public:
   /// (arange(N) * T + q): one row per sample of a [N * T, ...] value.
   bool picksRowPerSample(const pb::NodeProto &n) const;
   llvm::Error translateRowPick(const pb::NodeProto &n);
+  /// Row q[n] of each sample's [T, ...] in `rows` ([N, T, ...]): a one-hot
+  /// of step `q` of `p` times `rows`, summed over T, as n's output.
+  llvm::Error pickRows(const pb::NodeProto &n, const std::string &rows,
+                       const IntProgramExpr &p, int q);
+  /// Concat of [N, 1] programs along the last axis: GatherND's index
+  /// tuples (torch.export's x[arange(N), q]), by name.
+  bool pairsSampleIndex(const pb::NodeProto &n) const;
+  llvm::Error bindIndexTuple(const pb::NodeProto &n);
+  std::unordered_map<std::string, std::vector<IntProgramExpr>> indexTuples;
+  bool gathersTuples(const pb::NodeProto &n) const;
+  llvm::Error translateTupleGather(const pb::NodeProto &n);
 
   /// Transpose nodes of a 2-D weight: their output names and the weight's.
   std::unordered_map<std::string, std::string> transposedWeights;

@@ -21,7 +21,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace memfit::onnximport {
 
@@ -272,31 +274,61 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
       at[i] = static_cast<int8_t>(append(out, x));
       continue;
     }
-    // A constant the same everywhere: one immediate.
+    // A constant the same everywhere: one immediate. One that counts along
+    // the last axis (a + b * t: torch.arange(T), transformers 5's token
+    // indices) is the position in the row times b plus a.
     auto c = constant(n, i);
     if (!c)
       return c.takeError();
     const ConstTensor &t = **c;
-    bool same = t.numel() >= 1 && t.dims.size() <= out.dims.size();
-    for (size_t d = 0; same && d < t.dims.size(); ++d) {
+    bool shaped = t.numel() >= 1 && t.dims.size() <= out.dims.size();
+    for (size_t d = 0; shaped && d < t.dims.size(); ++d) {
       int64_t have = out.dims[out.dims.size() - t.dims.size() + d];
-      same = t.dims[d] == 1 || t.dims[d] == have;
+      shaped = t.dims[d] == 1 || t.dims[d] == have;
     }
-    int64_t imm = 0;
-    for (int64_t k = 0; same && k < t.numel(); ++k) {
-      double v = t.isFloat() ? double(t.floats[k]) : double(t.ints[k]);
-      same = !t.isBatch(k) && std::nearbyint(v) == v && std::abs(v) < 1e15 &&
-             (k == 0 || int64_t(v) == imm);
-      imm = int64_t(v);
+    std::vector<int64_t> v;
+    for (int64_t k = 0; shaped && k < t.numel(); ++k) {
+      double x = t.isFloat() ? double(t.floats[k]) : double(t.ints[k]);
+      shaped = !t.isBatch(k) && std::nearbyint(x) == x && std::abs(x) < 1e15;
+      v.push_back(int64_t(x));
     }
-    if (!same)
+    bool same = shaped && std::adjacent_find(v.begin(), v.end(),
+                                             std::not_equal_to<>()) == v.end();
+    // Counting along the last axis alone, the row every CumSum and
+    // ArgMax of the program runs along.
+    bool counts = shaped && !same && !out.perRow && out.dims.size() >= 2 &&
+                  !t.dims.empty() && t.dims.back() == out.dims.back() &&
+                  t.numel() == t.dims.back() &&
+                  (out.row == 0 || out.row == out.dims.back());
+    for (size_t k = 2; counts && k < v.size(); ++k)
+      counts = v[k] - v[k - 1] == v[1] - v[0] &&
+               std::abs(v[1] - v[0]) < (int64_t(1) << 40);
+    if (!same && !counts)
       return fail(n, llvm::formatv("operand {0} ({1})", i, quoteName(name)) +
                          " is a constant of shape " + dimsStr(t.dims) +
-                         " that is not one integer everywhere; memfit "
-                         "computes on the token ids with scalar constants");
+                         " that is not one integer everywhere nor counts "
+                         "along the last axis; memfit computes on the token "
+                         "ids with scalar constants and arange(T)");
     out.isFloat = out.isFloat || t.isFloat();
-    at[i] = static_cast<int8_t>(
-        push(out, IntStep{.kind = uint8_t(RtIntOp::Imm), .imm = imm}));
+    auto imm = [&](int64_t x) {
+      return push(out, IntStep{.kind = uint8_t(RtIntOp::Imm), .imm = x});
+    };
+    if (same) {
+      at[i] = static_cast<int8_t>(imm(v[0]));
+      continue;
+    }
+    out.row = out.dims.back();
+    int pos = push(out, IntStep{.kind = uint8_t(RtIntOp::Pos)});
+    int64_t step = v[1] - v[0];
+    if (step != 1)
+      pos = push(out, IntStep{.kind = uint8_t(RtIntOp::Mul),
+                              .a = static_cast<int8_t>(pos),
+                              .b = static_cast<int8_t>(imm(step))});
+    if (v[0] != 0)
+      pos = push(out, IntStep{.kind = uint8_t(RtIntOp::Add),
+                              .a = static_cast<int8_t>(pos),
+                              .b = static_cast<int8_t>(imm(v[0]))});
+    at[i] = static_cast<int8_t>(pos);
   }
   if (op == "CumSum") {
     auto axis = intVector(n, 1);
@@ -365,6 +397,50 @@ Error Importer::translateArgMaxOnIds(const pb::NodeProto &n, IntProgramExpr e) {
   else
     e.dims.pop_back();
   return bindIntExpr(n, std::move(e));
+}
+
+Expected<bool> Importer::translateProgramShape(const pb::NodeProto &n) {
+  const std::string &op = n.op_type();
+  if ((op != "Shape" && op != "Expand") || !hasInput(n, 0) ||
+      !intExprs.count(n.input(0)))
+    return false;
+  const IntProgramExpr &e = intExprs.at(n.input(0));
+  auto rank = static_cast<int64_t>(e.dims.size());
+  if (op == "Shape") { // its dims, the batch's marked
+    auto start = attrInt(n, "start", 0);
+    auto end = attrInt(n, "end", rank);
+    if (!start || !end)
+      return llvm::joinErrors(start.takeError(), end.takeError());
+    auto clampAxis = [&](int64_t a) {
+      return std::clamp<int64_t>(a < 0 ? a + rank : a, 0, rank);
+    };
+    ConstTensor t;
+    for (int64_t a = clampAxis(*start); a < clampAxis(*end); ++a) {
+      t.ints.push_back(e.dims[a]);
+      t.batch.push_back(a == 0);
+    }
+    t.dims = {static_cast<int64_t>(t.ints.size())};
+    bindConstant(n.output(0), std::move(t));
+    return true;
+  }
+  // An Expand to the program's own shape (torch.export's broadcast of
+  // index tensors against each other) is the program.
+  if (n.input_size() < 2 || !isConstant(n.input(1)))
+    return false;
+  auto shape = constant(n, 1);
+  if (!shape)
+    return shape.takeError();
+  const ConstTensor &t = **shape;
+  if (t.isFloat() || t.numel() > rank)
+    return false;
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    int64_t have = e.dims[rank - t.numel() + k];
+    int64_t want = t.isBatch(k) ? g.batch : t.ints[k];
+    if (want != 1 && want != have)
+      return false;
+  }
+  intExprs[n.output(0)] = e;
+  return true;
 }
 
 Error Importer::bindIntExpr(const pb::NodeProto &n, IntProgramExpr e) {

@@ -166,6 +166,10 @@ bool Importer::countsSamples(const pb::NodeProto &n) const {
 }
 
 Error Importer::bindSampleIndex(const pb::NodeProto &n) {
+  // Where the graph fails to read with the index symbolic (transformers
+  // 5's masks broadcast it against positions), it is read again at the
+  // planned batch, as before sample indices were programs.
+  countedBatch = true;
   const Value &ids = g.values[g.input];
   IntProgramExpr e;
   e.steps.push_back({.kind = uint8_t(RtIntOp::Sample)});
@@ -211,24 +215,8 @@ Error Importer::translateRowPick(const pb::NodeProto &n) {
                        "length) at arange(N) * T + q, with q computed from the "
                        "ids and known to lie in [0, T) (an ArgMax over the "
                        "row, a Mod by T)");
+  // The scores back to [N, T, ...], each sample's rows on their own axis.
   const std::string &out = n.output(0);
-  // onehot[n, t] = (t == q[n]), shaped to broadcast over the rest.
-  auto [onehot, qAt] = stepsOf(p.steps, q);
-  int pos = pushIntStep(onehot, IntStep{.kind = uint8_t(RtIntOp::Pos)});
-  pushIntStep(onehot, IntStep{.kind = uint8_t(RtIntOp::Equal),
-                              .a = static_cast<int8_t>(pos),
-                              .b = static_cast<int8_t>(qAt)});
-  onehot.dims = {g.batch, rows};
-  onehot.dims.resize(v->dims.size() + 1, 1);
-  onehot.row = rows;
-  onehot.reverse = p.reverse;
-  onehot.isFloat = true;
-  if (onehot.steps.size() > static_cast<size_t>(kMaxIntSteps))
-    return fail(n, llvm::formatv("picks its row in {0} steps; memfit runs "
-                                 "integer programs of up to {1}",
-                                 onehot.steps.size(), kMaxIntSteps));
-  intExprs[out + "#onehot"] = std::move(onehot);
-
   ConstTensor shape;
   shape.dims = {static_cast<int64_t>(v->dims.size()) + 1};
   shape.ints = {g.batch, rows};
@@ -240,7 +228,30 @@ Error Importer::translateRowPick(const pb::NodeProto &n) {
           translate(liftedNode(n, "Reshape", {n.input(0), out + "#rowsShape"},
                                out + "#rows", "#rows")))
     return e;
-  if (Error e = translate(liftedNode(n, "Mul", {out + "#rows", out + "#onehot"},
+  return pickRows(n, out + "#rows", p, q);
+}
+
+Error Importer::pickRows(const pb::NodeProto &n, const std::string &rows,
+                         const IntProgramExpr &p, int q) {
+  const std::string &out = n.output(0);
+  const Value &v = g.values[values.at(rows)];
+  // onehot[n, t] = (t == q[n]), shaped to broadcast over the rest.
+  auto [onehot, qAt] = stepsOf(p.steps, q);
+  int pos = pushIntStep(onehot, IntStep{.kind = uint8_t(RtIntOp::Pos)});
+  pushIntStep(onehot, IntStep{.kind = uint8_t(RtIntOp::Equal),
+                              .a = static_cast<int8_t>(pos),
+                              .b = static_cast<int8_t>(qAt)});
+  onehot.dims = {g.batch, v.dims[1]};
+  onehot.dims.resize(v.dims.size(), 1);
+  onehot.row = v.dims[1];
+  onehot.reverse = p.reverse;
+  onehot.isFloat = true;
+  if (onehot.steps.size() > static_cast<size_t>(kMaxIntSteps))
+    return fail(n, llvm::formatv("picks its row in {0} steps; memfit runs "
+                                 "integer programs of up to {1}",
+                                 onehot.steps.size(), kMaxIntSteps));
+  intExprs[out + "#onehot"] = std::move(onehot);
+  if (Error e = translate(liftedNode(n, "Mul", {rows, out + "#onehot"},
                                      out + "#picked", "#picked")))
     return e;
   ConstTensor axes;
@@ -263,6 +274,70 @@ Error Importer::translateRowPick(const pb::NodeProto &n) {
   keep->set_type(pb::AttributeProto::INT);
   keep->set_i(0);
   return translate(sum);
+}
+
+bool Importer::pairsSampleIndex(const pb::NodeProto &n) const {
+  if (n.op_type() != "Concat")
+    return false;
+  for (const std::string &in : n.input()) {
+    auto e = intExprs.find(in);
+    if (e == intExprs.end() || e->second.dims.size() != 2 ||
+        e->second.dims[1] != 1)
+      return false;
+  }
+  return n.input_size() >= 2;
+}
+
+Error Importer::bindIndexTuple(const pb::NodeProto &n) {
+  auto axis = attrInt(n, "axis", 0);
+  if (!axis)
+    return axis.takeError();
+  if (*axis != 1 && *axis != -1)
+    return fail(n, "concatenates integer values computed from the token ids "
+                   "along an axis other than the last; memfit reads such a "
+                   "concatenation only as GatherND's index tuples");
+  std::vector<IntProgramExpr> parts;
+  for (const std::string &in : n.input())
+    parts.push_back(intExprs.at(in));
+  indexTuples[n.output(0)] = std::move(parts);
+  return Error::success();
+}
+
+bool Importer::gathersTuples(const pb::NodeProto &n) const {
+  return n.op_type() == "GatherND" && n.input_size() == 2 &&
+         indexTuples.count(n.input(1));
+}
+
+Error Importer::translateTupleGather(const pb::NodeProto &n) {
+  const std::vector<IntProgramExpr> &parts = indexTuples.at(n.input(1));
+  auto batchDims = attrInt(n, "batch_dims", 0);
+  if (!batchDims)
+    return batchDims.takeError();
+  auto it = values.find(n.input(0));
+  const Value *v = it == values.end() ? nullptr : &g.values[it->second];
+  const Value &ids = g.values[g.input];
+  // x[arange(N), q]: the first index each sample's own, the second a row
+  // of its T known to lie in [0, T).
+  int q = -1;
+  if (v && v->batched && v->canonical() && v->dims.size() >= 2 &&
+      *batchDims == 0 && parts.size() == 2 && parts[0].steps.size() == 1 &&
+      parts[0].steps[0].kind == uint8_t(RtIntOp::Sample) &&
+      ids.dims.size() == 2 && v->dims[1] == ids.dims[1]) {
+    const IntProgramExpr &p = parts[1];
+    auto b =
+        boundsOf(p.steps, static_cast<int>(p.steps.size()) - 1, v->dims[1]);
+    if (p.perRow && b && b->first >= 0 && b->second < v->dims[1])
+      q = static_cast<int>(p.steps.size()) - 1;
+  }
+  if (q < 0)
+    return fail(n, "gathers " +
+                       (v ? quoteName(n.input(0))
+                          : std::string("a value not computed from the data")) +
+                       " at index tuples computed from the token ids; memfit "
+                       "supports x[arange(N), q] (batch_dims 0): x of shape "
+                       "[N, T, ...], T the token ids' length, and q computed "
+                       "from the ids and known to lie in [0, T)");
+  return pickRows(n, n.input(0), parts[1], q);
 }
 
 } // namespace memfit::onnximport

@@ -37,8 +37,14 @@ Error Importer::translate(const pb::NodeProto &n) {
   // reads one reads its op's value.
   if (countsSamples(n))
     return bindSampleIndex(n);
+  if (auto shaped = translateProgramShape(n); !shaped || *shaped)
+    return shaped ? Error::success() : shaped.takeError();
   if (picksRowPerSample(n))
     return translateRowPick(n);
+  if (pairsSampleIndex(n))
+    return bindIndexTuple(n);
+  if (gathersTuples(n))
+    return translateTupleGather(n);
   if (computesOnIds(n))
     return translateOnIds(n);
   if (op != "Shape") {

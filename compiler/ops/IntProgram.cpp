@@ -84,14 +84,18 @@ constexpr std::string_view kForms =
     "No ONNX operator of its own: integer nodes on the token ids (Add, Sub, "
     "Mul, Div, Mod, Min, Max, Neg, Abs, Equal, Less, Greater, LessOrEqual, "
     "GreaterOrEqual, And, Or, Xor, Not, Where, CumSum, ArgMax, Cast; Reshape, "
-    "Unsqueeze, Squeeze keeping the batch alone on axis 0) with constants "
-    "holding one integer become one program per value a float op or an "
-    "embedding reads: element by element, CumSum and ArgMax along the last "
-    "axis only (ArgMax not of a value that needs another), at most 32 steps. "
-    "A Gather of a [N * T, ...] value, the batch merged with the rows, at "
-    "arange(N) * T + q with q a program in [0, T) (the last token that is not "
-    "padding: transformers' *ForSequenceClassification on decoders) picks "
-    "one row per sample: a one-hot of q times the value, summed over T.";
+    "Unsqueeze, Squeeze keeping the batch alone on axis 0; Expand to the "
+    "program's own shape) with constants holding one integer, or counting "
+    "along the last axis (arange(T)), become one program per value a float "
+    "op or an embedding reads: element by element, CumSum and ArgMax along "
+    "the last axis only (one ArgMax a program, not of a value that needs "
+    "another), at most 32 steps. arange(N) over the batch is each sample's "
+    "index, read only to pick one row per sample of [N, T, ...] scores: a "
+    "Gather of them flattened to [N * T, ...] at arange(N) * T + q, or a "
+    "GatherND at the pairs (arange(N), q), with q a program known to lie in "
+    "[0, T) (the last token that is not padding: transformers' "
+    "*ForSequenceClassification on decoders); the pick is a one-hot of q "
+    "times the scores, summed over T.";
 
 } // namespace
 
