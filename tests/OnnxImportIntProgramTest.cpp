@@ -331,3 +331,47 @@ TEST_CASE("index tuples that may leave the sample's rows are refused",
   std::string err = errorText(b.import(batchOf(3)));
   CHECK_THAT(err, Contains("x[arange(N), q]"));
 }
+
+TEST_CASE("the pick read again at the planned batch, arange(N) a constant",
+          "[onnx][import][ids]") {
+  // A float read of arange(N) (transformers 5's masks broadcast the sample
+  // index against positions) fails the symbolic reading; read at batch 3,
+  // arange(3) is a constant, and as the pick's first index it is each
+  // sample's own again.
+  OnnxBuilder b;
+  b.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("word", {10, 4})
+      .init("score", {4, 3})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .constInt64("axis1", {1}, {1})
+      .constInt64("axis2", {1}, {2})
+      .node("Gather", {"word", "x"}, {"h"})
+      .node("Shape", {"x"}, {"shape"})
+      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
+      .node("Range", {"zero", "n", "one"}, {"samples"})
+      .node("Unsqueeze", {"samples", "axis1"}, {"s2"})
+      .node("Min", {"s2", "zero"}, {"table"})
+      .node("Cast", {"table"}, {"tf"}, {attrInt("to", pb::TensorProto::FLOAT)})
+      .node("Unsqueeze", {"tf", "axis2"}, {"t3"})
+      .node("Add", {"h", "t3"}, {"h2"})
+      .node("MatMul", {"h2", "score"}, {"s"})
+      .node("Equal", {"x", "zero"}, {"pad"})
+      .node("Cast", {"pad"}, {"p64"}, {attrInt("to", pb::TensorProto::INT64)})
+      .node("ArgMax", {"p64"}, {"last"},
+            {attrInt("axis", -1), attrInt("keepdims", 0)})
+      .node("Unsqueeze", {"last", "axis1"}, {"l2"})
+      .node("Concat", {"s2", "l2"}, {"pairs"}, {attrInt("axis", -1)})
+      .node("GatherND", {"s", "pairs"}, {"y"})
+      .output("y", 2);
+  Graph g = importOk(b, batchOf(3));
+  const Op *prog = nullptr;
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::IntProgram)
+      prog = &op;
+  REQUIRE(prog != nullptr);
+  for (const IntStep &s : prog->attrs.program)
+    CHECK(s.kind != uint8_t(RtIntOp::Sample));
+  CHECK(prog->attrs.program.back() == step(RtIntOp::Equal, 4, 3));
+  CHECK(g.values[g.ops.back().outputs[0]].dims == std::vector<int64_t>{3, 3});
+}

@@ -408,6 +408,10 @@ public:
   /// Gather along axis 0 at a program computed from each sample's index
   /// (arange(N) * T + q): one row per sample of a [N * T, ...] value.
   bool picksRowPerSample(const pb::NodeProto &n) const;
+  /// arange(N) as a constant of the fixed-batch reading: each sample's
+  /// index, as a program; nullopt for any other constant.
+  std::optional<IntProgramExpr>
+  sampleIndexConstant(const std::string &name) const;
   llvm::Error translateRowPick(const pb::NodeProto &n);
   /// Row q[n] of each sample's [T, ...] in `rows` ([N, T, ...]): a one-hot
   /// of step `q` of `p` times `rows`, summed over T, as n's output.

@@ -274,6 +274,13 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
       at[i] = static_cast<int8_t>(append(out, x));
       continue;
     }
+    if (auto sample = sampleIndexConstant(name);
+        sample && sample->dims == out.dims && out.perRow &&
+        (out.row == 0 || out.row == sample->row)) {
+      out.row = sample->row;
+      at[i] = static_cast<int8_t>(append(out, *sample));
+      continue;
+    }
     // A constant the same everywhere: one immediate. One that counts along
     // the last axis (a + b * t: torch.arange(T), transformers 5's token
     // indices) is the position in the row times b plus a.
@@ -401,10 +408,16 @@ Error Importer::translateArgMaxOnIds(const pb::NodeProto &n, IntProgramExpr e) {
 
 Expected<bool> Importer::translateProgramShape(const pb::NodeProto &n) {
   const std::string &op = n.op_type();
-  if ((op != "Shape" && op != "Expand") || !hasInput(n, 0) ||
-      !intExprs.count(n.input(0)))
+  if ((op != "Shape" && op != "Expand") || !hasInput(n, 0))
     return false;
-  const IntProgramExpr &e = intExprs.at(n.input(0));
+  // arange(N) of the fixed-batch reading, broadcast against the pick's
+  // other index, is the sample's index too.
+  std::optional<IntProgramExpr> sample;
+  if (op == "Expand" && !intExprs.count(n.input(0)))
+    sample = sampleIndexConstant(n.input(0));
+  if (!intExprs.count(n.input(0)) && !sample)
+    return false;
+  const IntProgramExpr &e = sample ? *sample : intExprs.at(n.input(0));
   auto rank = static_cast<int64_t>(e.dims.size());
   if (op == "Shape") { // its dims, the batch's marked
     auto start = attrInt(n, "start", 0);

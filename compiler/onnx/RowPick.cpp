@@ -179,6 +179,31 @@ Error Importer::bindSampleIndex(const pb::NodeProto &n) {
   return bindIntExpr(n, std::move(e));
 }
 
+std::optional<IntProgramExpr>
+Importer::sampleIndexConstant(const std::string &name) const {
+  // Read at a fixed batch (traceBatch), arange(N) is a constant counting
+  // the samples; as an index of each sample's own rows it is the sample's
+  // index in its sub-batch, as the symbolic reading has it.
+  const Value &ids = g.values[g.input];
+  auto c = consts.find(name);
+  if (!traceBatch || c == consts.end() || ids.dtype == DType::F32 ||
+      ids.dims.size() != 2)
+    return std::nullopt;
+  const ConstTensor &t = *c->second;
+  if (t.isFloat() || t.dims.empty() || t.dims[0] != g.batch ||
+      t.numel() != g.batch || t.batchAxis >= 0)
+    return std::nullopt;
+  for (int64_t k = 0; k < t.numel(); ++k)
+    if (t.ints[k] != k || t.isBatch(k))
+      return std::nullopt;
+  IntProgramExpr e;
+  e.steps.push_back({.kind = uint8_t(RtIntOp::Sample)});
+  e.dims = t.dims;
+  e.row = ids.dims[1];
+  e.perRow = true;
+  return e;
+}
+
 bool Importer::picksRowPerSample(const pb::NodeProto &n) const {
   if (n.op_type() != "Gather" || n.input_size() != 2)
     return false;
@@ -279,13 +304,18 @@ Error Importer::pickRows(const pb::NodeProto &n, const std::string &rows,
 bool Importer::pairsSampleIndex(const pb::NodeProto &n) const {
   if (n.op_type() != "Concat")
     return false;
+  bool program = false;
   for (const std::string &in : n.input()) {
     auto e = intExprs.find(in);
-    if (e == intExprs.end() || e->second.dims.size() != 2 ||
-        e->second.dims[1] != 1)
+    auto c = e == intExprs.end() ? sampleIndexConstant(in) : std::nullopt;
+    const IntProgramExpr *x = e != intExprs.end() ? &e->second
+                              : c                 ? &*c
+                                                  : nullptr;
+    if (!x || x->dims.size() != 2 || x->dims[1] != 1)
       return false;
+    program = program || e != intExprs.end();
   }
-  return n.input_size() >= 2;
+  return program && n.input_size() >= 2;
 }
 
 Error Importer::bindIndexTuple(const pb::NodeProto &n) {
@@ -298,7 +328,8 @@ Error Importer::bindIndexTuple(const pb::NodeProto &n) {
                    "concatenation only as GatherND's index tuples");
   std::vector<IntProgramExpr> parts;
   for (const std::string &in : n.input())
-    parts.push_back(intExprs.at(in));
+    parts.push_back(intExprs.count(in) ? intExprs.at(in)
+                                       : *sampleIndexConstant(in));
   indexTuples[n.output(0)] = std::move(parts);
   return Error::success();
 }
