@@ -136,6 +136,15 @@ def families():
              n_heads=2, n_layers=2, expansion_ratio=2),
         text("XGLM", "XGLMConfig", "XGLMForCausalLM", "decoder",
              ffn_dim=64, attention_heads=2),
+        # Sequence classification on a decoder: each sequence's score at
+        # its last token before the padding (an ArgMax over the ids, then
+        # one row per sample picked).
+        text("GPT-2 classifier", "GPT2Config",
+             "GPT2ForSequenceClassification", "classifier", num_labels=3),
+        text("Llama classifier", "LlamaConfig",
+             "LlamaForSequenceClassification", "classifier", num_labels=3),
+        text("Qwen2 classifier", "Qwen2Config",
+             "Qwen2ForSequenceClassification", "classifier", num_labels=3),
         vision("ViT", "ViTConfig", "ViTForImageClassification",
                hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                intermediate_size=64, patch_size=8),

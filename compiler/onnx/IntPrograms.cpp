@@ -479,10 +479,12 @@ Expected<std::string> Importer::idsValue(const pb::NodeProto &n,
     if (s.kind == uint8_t(RtIntOp::Sample)) {
       countedBatch = true;
       return fail(n, "reads " + quoteName(name) +
-                         ", computed from each sample's index (an arange "
-                         "over the batch); memfit reads a sample's index "
-                         "only to pick one row per sample of a [N * T, ...] "
-                         "value (Gather at arange(N) * T + q)");
+                         ", which counts up to the batch size (an arange "
+                         "over the batch: transformers' masks index each "
+                         "sample); memfit keeps the batch symbolic and reads "
+                         "each sample's index only to pick one row per "
+                         "sample (x[arange(N), q], or a [N * T, ...] value "
+                         "at arange(N) * T + q)");
     }
   // Read as indices, the program is int32 under its own name; read by a
   // float op, a float beside it.

@@ -10,6 +10,11 @@
 // only here. The Gather becomes what it computes, proven from the program:
 // a one-hot over T of q (an integer program, no gradient) times the scores,
 // summed over T, so the pick's gradient is the Mul's and ReduceSum's.
+// transformers 5 writes the same pick as x[arange(N), q], which torch.export
+// turns into GatherND at [N, 2] index pairs (a Concat of two programs,
+// after broadcasting them against each other); where the graph is read
+// again at the planned batch, arange(N) is a constant that stands for the
+// sample's index in the same places.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/onnx/Importer.h"
