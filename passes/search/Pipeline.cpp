@@ -444,14 +444,17 @@ llvm::Error polishChunks(SearchState &s, const ChunkedGraph &cg, Candidate &c,
   return llvm::Error::success();
 }
 
+} // namespace
+
 /// The batch in chunks inside the round (PipelineChunks.cpp): when asked
 /// for, or when memfit's whole-batch plan is further than kChunkWhenOver
 /// from the ideal time where the batch must stay whole; kept when faster.
 llvm::Expected<bool> chunks(SearchState &s) {
   bool far = !s.best || s.best->sim.iterationSeconds >
                             s.idealSeconds * (1 + kChunkWhenOver);
-  if (!s.forceChunks && !(s.chunking && far))
+  if (s.chunksSearched || (!s.forceChunks && !(s.chunking && far)))
     return false;
+  s.chunksSearched = true;
   std::vector<int32_t> counts =
       s.forceChunks ? std::vector<int32_t>{s.req.forcedChunks}
                     : chunkCounts(s.req.batch, s.tg.tasks.size());
@@ -484,6 +487,8 @@ llvm::Expected<bool> chunks(SearchState &s) {
   }
   return true;
 }
+
+namespace {
 
 /// The optimal policy: the integral program at the order and sub-batch (or
 /// chunks) of memfit's plan; a chunked graph is one more task graph to the

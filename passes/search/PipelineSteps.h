@@ -232,6 +232,9 @@ struct SearchState {
   bool coupled = false;     // statistics over the batch (statisticsOverBatch)
   bool chunking = false;    // the batch may go in chunks inside the round
   bool forceChunks = false; // --chunks
+  /// The chunks phase ran in `order` (otherOrder's search runs it in the
+  /// other order; the winner's is not run again).
+  bool chunksSearched = false;
   std::vector<TaskId> order;
   size_t roundTasks = 0;
 
@@ -291,6 +294,8 @@ llvm::Expected<bool> guideAndRefine(SearchState &s);
 llvm::Expected<bool> otherSubBatches(SearchState &s);
 /// The other task order, where a bound says it may win.
 llvm::Expected<bool> otherOrder(SearchState &s);
+/// The batch in chunks inside the round, once per order searched.
+llvm::Expected<bool> chunks(SearchState &s);
 /// The proven bound of every plan with `plan`'s order, budget and updates
 /// at sub-batch `sb`: otherSubBatches' where it looked, else computed;
 /// infinity below the sub-batch's memory floor; none where the relaxation
