@@ -141,18 +141,39 @@ TEST_CASE("a masked fill by a condition computed from the ids",
 
 namespace {
 
+/// Token ids x [N, 5] looked up in word [10, 4] as h, the constants zero,
+/// one and axis1 ([1]), and samples = arange(N) over x's batch: what every
+/// pick below starts from.
+OnnxBuilder idsWithSamples() {
+  OnnxBuilder b;
+  b.input("x", {-1, 5}, pb::TensorProto::INT64)
+      .init("word", {10, 4})
+      .constInt64("zero", {}, {0})
+      .constInt64("one", {}, {1})
+      .constInt64("axis1", {1}, {1})
+      .node("Gather", {"word", "x"}, {"h"})
+      .node("Shape", {"x"}, {"shape"})
+      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
+      .node("Range", {"zero", "n", "one"}, {"samples"});
+  return b;
+}
+
+/// The graph's integer program op (the last, where it has several).
+const Op *intProgramOf(const Graph &g) {
+  const Op *prog = nullptr;
+  for (const Op &op : g.ops)
+    if (op.kind == OpKind::IntProgram)
+      prog = &op;
+  return prog;
+}
+
 /// GPT2ForSequenceClassification's pick as torch 1.13 exports it: scores
 /// [N, 5, 3] flattened to [N * 5, 3], gathered at arange(N) * 5 +
 /// (argmax(x == 0) - 1) mod 5. `offset` replaces that last term.
 OnnxBuilder sequenceScores(const std::string &offset = "last") {
-  OnnxBuilder b;
-  b.input("x", {-1, 5}, pb::TensorProto::INT64)
-      .init("word", {10, 4})
-      .init("score", {4, 3})
-      .constInt64("zero", {}, {0})
-      .constInt64("one", {}, {1})
+  OnnxBuilder b = idsWithSamples();
+  b.init("score", {4, 3})
       .constInt64("five", {}, {5})
-      .node("Gather", {"word", "x"}, {"h"})
       .node("MatMul", {"h", "score"}, {"s"})
       .node("Flatten", {"s"}, {"flat"}, {attrInt("axis", 2)})
       .node("Equal", {"x", "zero"}, {"pad"})
@@ -161,9 +182,6 @@ OnnxBuilder sequenceScores(const std::string &offset = "last") {
             {attrInt("axis", -1), attrInt("keepdims", 0)})
       .node("Sub", {"first", "one"}, {"before"})
       .node("Mod", {"before", "five"}, {"last"})
-      .node("Shape", {"x"}, {"shape"})
-      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
-      .node("Range", {"zero", "n", "one"}, {"samples"})
       .node("Mul", {"samples", "five"}, {"starts"})
       .node("Add", {offset, "starts"}, {"rows"})
       .node("Gather", {"flat", "rows"}, {"y"}, {attrInt("axis", 0)})
@@ -178,10 +196,7 @@ TEST_CASE("a decoder's sequence classification picks one row per sample",
   Graph g = importOk(sequenceScores(), batchOf(3));
   // The pick: the scores reshaped back to [N, 5, 3], times a one-hot of
   // the row (a float program), summed over the rows.
-  const Op *prog = nullptr;
-  for (const Op &op : g.ops)
-    if (op.kind == OpKind::IntProgram)
-      prog = &op;
+  const Op *prog = intProgramOf(g);
   REQUIRE(prog != nullptr);
   CHECK(prog->attrs.program ==
         std::vector<IntStep>{
@@ -212,17 +227,8 @@ TEST_CASE("each sample's index is read only to pick its row",
   CHECK_THAT(err, Contains("known to lie in [0, T)"));
   // The arange read as floats: a sample's index in its sub-batch is not
   // its index in the batch.
-  OnnxBuilder c;
-  c.input("x", {-1, 5}, pb::TensorProto::INT64)
-      .init("word", {10, 4})
-      .constInt64("zero", {}, {0})
-      .constInt64("one", {}, {1})
-      .node("Gather", {"word", "x"}, {"h"})
-      .node("Shape", {"x"}, {"shape"})
-      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
-      .node("Range", {"zero", "n", "one"}, {"samples"})
-      .node("Cast", {"samples"}, {"sf"},
-            {attrInt("to", pb::TensorProto::FLOAT)})
+  OnnxBuilder c = idsWithSamples();
+  c.node("Cast", {"samples"}, {"sf"}, {attrInt("to", pb::TensorProto::FLOAT)})
       .node("Unsqueeze", {"sf", "one"}, {"s2"})
       .node("Unsqueeze", {"s2", "one"}, {"s3"})
       .node("Mul", {"h", "s3"}, {"y"})
@@ -265,15 +271,9 @@ TEST_CASE("torch.export's x[arange(N), last] of transformers 5 picks rows",
   // last = argmax(arange(5) * (x != 0)): the rightmost token that is not
   // padding. The index tensors broadcast against each other as torch.export
   // writes it (Max, Shape, Expand), then paired for GatherND.
-  OnnxBuilder b;
-  b.input("x", {-1, 5}, pb::TensorProto::INT64)
-      .init("word", {10, 4})
-      .init("score", {4, 3})
-      .constInt64("zero", {}, {0})
-      .constInt64("one", {}, {1})
-      .constInt64("axis1", {1}, {1})
+  OnnxBuilder b = idsWithSamples();
+  b.init("score", {4, 3})
       .initInt64("positions", {5}, {0, 1, 2, 3, 4})
-      .node("Gather", {"word", "x"}, {"h"})
       .node("MatMul", {"h", "score"}, {"s"})
       .node("Equal", {"x", "zero"}, {"pad"})
       .node("Not", {"pad"}, {"kept"})
@@ -281,9 +281,6 @@ TEST_CASE("torch.export's x[arange(N), last] of transformers 5 picks rows",
       .node("Mul", {"positions", "k64"}, {"at"})
       .node("ArgMax", {"at"}, {"last"},
             {attrInt("axis", -1), attrInt("keepdims", 0)})
-      .node("Shape", {"x"}, {"shape"})
-      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
-      .node("Range", {"zero", "n", "one"}, {"samples"})
       .node("Max", {"samples", "last"}, {"both"})
       .node("Shape", {"both"}, {"common"})
       .node("Expand", {"samples", "common"}, {"s1"})
@@ -294,10 +291,7 @@ TEST_CASE("torch.export's x[arange(N), last] of transformers 5 picks rows",
       .node("GatherND", {"s", "pairs"}, {"y"})
       .output("y", 2);
   Graph g = importOk(b, batchOf(3));
-  const Op *prog = nullptr;
-  for (const Op &op : g.ops)
-    if (op.kind == OpKind::IntProgram)
-      prog = &op;
+  const Op *prog = intProgramOf(g);
   REQUIRE(prog != nullptr);
   // arange(5) is the position in the row.
   CHECK(prog->attrs.program ==
@@ -314,17 +308,8 @@ TEST_CASE("torch.export's x[arange(N), last] of transformers 5 picks rows",
 TEST_CASE("index tuples that may leave the sample's rows are refused",
           "[onnx][import][ids]") {
   // x[arange(N), arange(N)]: the second index is not known to lie in [0, T).
-  OnnxBuilder b;
-  b.input("x", {-1, 5}, pb::TensorProto::INT64)
-      .init("word", {10, 4})
-      .constInt64("zero", {}, {0})
-      .constInt64("one", {}, {1})
-      .constInt64("axis1", {1}, {1})
-      .node("Gather", {"word", "x"}, {"h"})
-      .node("Shape", {"x"}, {"shape"})
-      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
-      .node("Range", {"zero", "n", "one"}, {"samples"})
-      .node("Unsqueeze", {"samples", "axis1"}, {"s2"})
+  OnnxBuilder b = idsWithSamples();
+  b.node("Unsqueeze", {"samples", "axis1"}, {"s2"})
       .node("Concat", {"s2", "s2"}, {"pairs"}, {attrInt("axis", -1)})
       .node("GatherND", {"h", "pairs"}, {"y"})
       .output("y", 2);
@@ -338,18 +323,9 @@ TEST_CASE("the pick read again at the planned batch, arange(N) a constant",
   // index against positions) fails the symbolic reading; read at batch 3,
   // arange(3) is a constant, and as the pick's first index it is each
   // sample's own again.
-  OnnxBuilder b;
-  b.input("x", {-1, 5}, pb::TensorProto::INT64)
-      .init("word", {10, 4})
-      .init("score", {4, 3})
-      .constInt64("zero", {}, {0})
-      .constInt64("one", {}, {1})
-      .constInt64("axis1", {1}, {1})
+  OnnxBuilder b = idsWithSamples();
+  b.init("score", {4, 3})
       .constInt64("axis2", {1}, {2})
-      .node("Gather", {"word", "x"}, {"h"})
-      .node("Shape", {"x"}, {"shape"})
-      .node("Gather", {"shape", "zero"}, {"n"}, {attrInt("axis", 0)})
-      .node("Range", {"zero", "n", "one"}, {"samples"})
       .node("Unsqueeze", {"samples", "axis1"}, {"s2"})
       .node("Min", {"s2", "zero"}, {"table"})
       .node("Cast", {"table"}, {"tf"}, {attrInt("to", pb::TensorProto::FLOAT)})
@@ -365,10 +341,7 @@ TEST_CASE("the pick read again at the planned batch, arange(N) a constant",
       .node("GatherND", {"s", "pairs"}, {"y"})
       .output("y", 2);
   Graph g = importOk(b, batchOf(3));
-  const Op *prog = nullptr;
-  for (const Op &op : g.ops)
-    if (op.kind == OpKind::IntProgram)
-      prog = &op;
+  const Op *prog = intProgramOf(g);
   REQUIRE(prog != nullptr);
   for (const IntStep &s : prog->attrs.program)
     CHECK(s.kind != uint8_t(RtIntOp::Sample));

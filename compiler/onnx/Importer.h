@@ -21,6 +21,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/onnx/OnnxImport.h"
 #include "compiler/ops/OnnxNode.h"
+#include "compiler/ops/RuntimeKinds.h"
 #include "compiler/ops/SliceArgs.h"
 #include "compiler/support/Diagnostics.h"
 
@@ -129,6 +130,8 @@ struct IntProgramExpr {
 };
 /// Pushes `s` onto `e` unless an equal step is there; its index.
 int pushIntStep(IntProgramExpr &e, IntStep s);
+/// How many of `steps` are of `kind`.
+int countSteps(const std::vector<IntStep> &steps, ops::RtIntOp kind);
 
 /// Data files that external tensors point into, opened once. After
 /// resolveExternalData() every external location is the validated absolute

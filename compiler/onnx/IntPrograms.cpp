@@ -53,8 +53,6 @@ bool isFloatType(int64_t t) {
          t == pb::TensorProto::FLOAT16 || t == pb::TensorProto::BFLOAT16;
 }
 
-int push(IntProgramExpr &e, IntStep s) { return pushIntStep(e, s); }
-
 /// Appends `src`'s steps to `dst`; the index of src's result there.
 int append(IntProgramExpr &dst, const IntProgramExpr &src) {
   std::vector<int> at(src.steps.size());
@@ -63,7 +61,7 @@ int append(IntProgramExpr &dst, const IntProgramExpr &src) {
     for (int8_t *o : {&s.a, &s.b, &s.c})
       if (*o >= 0)
         *o = static_cast<int8_t>(at[*o]);
-    at[k] = push(dst, s);
+    at[k] = pushIntStep(dst, s);
   }
   return at.back();
 }
@@ -76,6 +74,11 @@ int pushIntStep(IntProgramExpr &e, IntStep s) {
       return static_cast<int>(k);
   e.steps.push_back(s);
   return static_cast<int>(e.steps.size() - 1);
+}
+
+int countSteps(const std::vector<IntStep> &steps, RtIntOp kind) {
+  return static_cast<int>(llvm::count_if(
+      steps, [&](const IntStep &s) { return s.kind == uint8_t(kind); }));
 }
 
 bool Importer::isIdsOperand(const std::string &name) const {
@@ -222,7 +225,7 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
     if (toBool) {
       IntStep s{.kind = uint8_t(RtIntOp::Bool),
                 .a = static_cast<int8_t>(e.steps.size() - 1)};
-      push(e, s);
+      pushIntStep(e, s);
     }
     e.isFloat = toFloat;
     return bindIntExpr(n, std::move(e));
@@ -234,7 +237,7 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
     if (*to == pb::TensorProto::BOOL) {
       IntStep s{.kind = uint8_t(RtIntOp::Bool),
                 .a = static_cast<int8_t>(e.steps.size() - 1)};
-      push(e, s);
+      pushIntStep(e, s);
     }
     e.isFloat = isFloatType(*to);
     return bindIntExpr(n, std::move(e));
@@ -318,23 +321,23 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
                          "ids with scalar constants and arange(T)");
     out.isFloat = out.isFloat || t.isFloat();
     auto imm = [&](int64_t x) {
-      return push(out, IntStep{.kind = uint8_t(RtIntOp::Imm), .imm = x});
+      return pushIntStep(out, IntStep{.kind = uint8_t(RtIntOp::Imm), .imm = x});
     };
     if (same) {
       at[i] = static_cast<int8_t>(imm(v[0]));
       continue;
     }
     out.row = out.dims.back();
-    int pos = push(out, IntStep{.kind = uint8_t(RtIntOp::Pos)});
+    int pos = pushIntStep(out, IntStep{.kind = uint8_t(RtIntOp::Pos)});
     int64_t step = v[1] - v[0];
     if (step != 1)
-      pos = push(out, IntStep{.kind = uint8_t(RtIntOp::Mul),
-                              .a = static_cast<int8_t>(pos),
-                              .b = static_cast<int8_t>(imm(step))});
+      pos = pushIntStep(out, IntStep{.kind = uint8_t(RtIntOp::Mul),
+                                     .a = static_cast<int8_t>(pos),
+                                     .b = static_cast<int8_t>(imm(step))});
     if (v[0] != 0)
-      pos = push(out, IntStep{.kind = uint8_t(RtIntOp::Add),
-                              .a = static_cast<int8_t>(pos),
-                              .b = static_cast<int8_t>(imm(v[0]))});
+      pos = pushIntStep(out, IntStep{.kind = uint8_t(RtIntOp::Add),
+                                     .a = static_cast<int8_t>(pos),
+                                     .b = static_cast<int8_t>(imm(v[0]))});
     at[i] = static_cast<int8_t>(pos);
   }
   if (op == "CumSum") {
@@ -365,7 +368,8 @@ Error Importer::translateOnIds(const pb::NodeProto &n) {
     if (*exclusive)
       kind = RtIntOp::CumSumExclusive;
   }
-  push(out, IntStep{.kind = uint8_t(kind), .a = at[0], .b = at[1], .c = at[2]});
+  pushIntStep(
+      out, IntStep{.kind = uint8_t(kind), .a = at[0], .b = at[1], .c = at[2]});
   // A comparison's result is a boolean, an integer whatever it compares.
   if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
       op == "GreaterOrEqual" || op == "Not" || op == "And" || op == "Or" ||
@@ -387,18 +391,16 @@ Error Importer::translateArgMaxOnIds(const pb::NodeProto &n, IntProgramExpr e) {
     return fail(n, "finds the largest of the token ids' values along an axis "
                    "other than the last (not the batch's); memfit runs ArgMax "
                    "on them along the last axis");
-  bool reduced = e.perRow;
-  for (const IntStep &s : e.steps)
-    reduced = reduced || s.kind == uint8_t(RtIntOp::ArgMax);
-  if (reduced || (e.row > 0 && e.row != e.dims.back()))
+  if (e.perRow || countSteps(e.steps, RtIntOp::ArgMax) > 0 ||
+      (e.row > 0 && e.row != e.dims.back()))
     return fail(n, "finds the largest of a value that is itself a reduction "
                    "of the row of token ids; memfit runs one ArgMax deep");
   e.row = e.dims.back();
   e.perRow = true;
   e.isFloat = false;
-  push(e, IntStep{.kind = uint8_t(RtIntOp::ArgMax),
-                  .a = static_cast<int8_t>(e.steps.size() - 1),
-                  .imm = *last != 0 ? 1 : 0});
+  pushIntStep(e, IntStep{.kind = uint8_t(RtIntOp::ArgMax),
+                         .a = static_cast<int8_t>(e.steps.size() - 1),
+                         .imm = *last != 0 ? 1 : 0});
   if (*keep)
     e.dims.back() = 1;
   else
@@ -457,9 +459,7 @@ Expected<bool> Importer::translateProgramShape(const pb::NodeProto &n) {
 }
 
 Error Importer::bindIntExpr(const pb::NodeProto &n, IntProgramExpr e) {
-  if (llvm::count_if(e.steps, [](const IntStep &s) {
-        return s.kind == uint8_t(RtIntOp::ArgMax);
-      }) > 1)
+  if (countSteps(e.steps, RtIntOp::ArgMax) > 1)
     return fail(n, "combines two ArgMaxes of values computed from the token "
                    "ids; memfit runs one in a program");
   if (e.steps.size() > static_cast<size_t>(kMaxIntSteps))
@@ -475,17 +475,16 @@ Expected<std::string> Importer::idsValue(const pb::NodeProto &n,
   const IntProgramExpr &e = intExprs.at(name);
   // A sample's index inside its sub-batch is not its index in the batch:
   // only a row pick, which reads it within the sub-batch, may use it.
-  for (const IntStep &s : e.steps)
-    if (s.kind == uint8_t(RtIntOp::Sample)) {
-      countedBatch = true;
-      return fail(n, "reads " + quoteName(name) +
-                         ", which counts up to the batch size (an arange "
-                         "over the batch: transformers' masks index each "
-                         "sample); memfit keeps the batch symbolic and reads "
-                         "each sample's index only to pick one row per "
-                         "sample (x[arange(N), q], or a [N * T, ...] value "
-                         "at arange(N) * T + q)");
-    }
+  if (countSteps(e.steps, RtIntOp::Sample) > 0) {
+    countedBatch = true;
+    return fail(n, "reads " + quoteName(name) +
+                       ", which counts up to the batch size (an arange "
+                       "over the batch: transformers' masks index each "
+                       "sample); memfit keeps the batch symbolic and reads "
+                       "each sample's index only to pick one row per "
+                       "sample (x[arange(N), q], or a [N * T, ...] value "
+                       "at arange(N) * T + q)");
+  }
   // Read as indices, the program is int32 under its own name; read by a
   // float op, a float beside it.
   std::string key = asInt ? name : name + "#f32";

@@ -99,6 +99,30 @@ std::optional<Interval> boundsOf(const std::vector<IntStep> &s, int k,
   }
 }
 
+/// Whether step `k`'s value is proven to lie in [0, rows): a row of the
+/// sample's own.
+bool withinRows(const std::vector<IntStep> &s, int k, int64_t rows) {
+  auto b = boundsOf(s, k, rows);
+  return b && b->first >= 0 && b->second < rows;
+}
+
+/// What a refused pick gathers from, for its message.
+std::string gathered(const Value *v, const std::string &name) {
+  return v ? quoteName(name)
+           : std::string("a value not computed from the data");
+}
+
+/// Each sample's index in its sub-batch, of shape `dims` (the batch's axis
+/// first), one per row of `row` token ids.
+IntProgramExpr sampleIndex(std::vector<int64_t> dims, int64_t row) {
+  IntProgramExpr e;
+  e.steps.push_back({.kind = uint8_t(RtIntOp::Sample)});
+  e.dims = std::move(dims);
+  e.row = row;
+  e.perRow = true;
+  return e;
+}
+
 /// Whether step `k` is the sample's index times `rows`.
 bool isSampleTimes(const std::vector<IntStep> &s, int k, int64_t rows) {
   const IntStep &m = s[k];
@@ -120,11 +144,9 @@ int pickedRow(const IntProgramExpr &p, int64_t rows) {
   const IntStep &add = s.back();
   if (add.kind != uint8_t(RtIntOp::Add) || add.a < 0 || add.b < 0)
     return -1;
-  for (auto [m, q] : {std::pair{add.a, add.b}, std::pair{add.b, add.a}}) {
-    auto b = boundsOf(s, q, rows);
-    if (isSampleTimes(s, m, rows) && b && b->first >= 0 && b->second < rows)
+  for (auto [m, q] : {std::pair{add.a, add.b}, std::pair{add.b, add.a}})
+    if (isSampleTimes(s, m, rows) && withinRows(s, q, rows))
       return q;
-  }
   return -1;
 }
 
@@ -175,13 +197,7 @@ Error Importer::bindSampleIndex(const pb::NodeProto &n) {
   // 5's masks broadcast it against positions), it is read again at the
   // planned batch, as before sample indices were programs.
   countedBatch = true;
-  const Value &ids = g.values[g.input];
-  IntProgramExpr e;
-  e.steps.push_back({.kind = uint8_t(RtIntOp::Sample)});
-  e.dims = {g.batch};
-  e.row = ids.dims[1];
-  e.perRow = true;
-  return bindIntExpr(n, std::move(e));
+  return bindIntExpr(n, sampleIndex({g.batch}, g.values[g.input].dims[1]));
 }
 
 std::optional<IntProgramExpr>
@@ -201,22 +217,14 @@ Importer::sampleIndexConstant(const std::string &name) const {
   for (int64_t k = 0; k < t.numel(); ++k)
     if (t.ints[k] != k || t.isBatch(k))
       return std::nullopt;
-  IntProgramExpr e;
-  e.steps.push_back({.kind = uint8_t(RtIntOp::Sample)});
-  e.dims = t.dims;
-  e.row = ids.dims[1];
-  e.perRow = true;
-  return e;
+  return sampleIndex(t.dims, ids.dims[1]);
 }
 
 bool Importer::picksRowPerSample(const pb::NodeProto &n) const {
   if (n.op_type() != "Gather" || n.input_size() != 2)
     return false;
   auto p = intExprs.find(n.input(1));
-  return p != intExprs.end() &&
-         llvm::any_of(p->second.steps, [](const IntStep &s) {
-           return s.kind == uint8_t(RtIntOp::Sample);
-         });
+  return p != intExprs.end() && countSteps(p->second.steps, RtIntOp::Sample);
 }
 
 Error Importer::translateRowPick(const pb::NodeProto &n) {
@@ -235,9 +243,7 @@ Error Importer::translateRowPick(const pb::NodeProto &n) {
                 p.dims.size() == 1 && p.row == rows;
   int q = shaped ? pickedRow(p, rows) : -1;
   if (q < 0)
-    return fail(n, "gathers " +
-                       (v ? quoteName(n.input(0))
-                          : std::string("a value not computed from the data")) +
+    return fail(n, "gathers " + gathered(v, n.input(0)) +
                        " at indices computed from each sample's index (an "
                        "arange over the batch); memfit supports that as one "
                        "row per sample: axis 0 of a value of shape [N * T, "
@@ -360,15 +366,12 @@ Error Importer::translateTupleGather(const pb::NodeProto &n) {
       parts[0].steps[0].kind == uint8_t(RtIntOp::Sample) &&
       ids.dims.size() == 2 && v->dims[1] == ids.dims[1]) {
     const IntProgramExpr &p = parts[1];
-    auto b =
-        boundsOf(p.steps, static_cast<int>(p.steps.size()) - 1, v->dims[1]);
-    if (p.perRow && b && b->first >= 0 && b->second < v->dims[1])
-      q = static_cast<int>(p.steps.size()) - 1;
+    const int last = static_cast<int>(p.steps.size()) - 1;
+    if (p.perRow && withinRows(p.steps, last, v->dims[1]))
+      q = last;
   }
   if (q < 0)
-    return fail(n, "gathers " +
-                       (v ? quoteName(n.input(0))
-                          : std::string("a value not computed from the data")) +
+    return fail(n, "gathers " + gathered(v, n.input(0)) +
                        " at index tuples computed from the token ids; memfit "
                        "supports x[arange(N), q] (batch_dims 0): x of shape "
                        "[N, T, ...], T the token ids' length, and q computed "

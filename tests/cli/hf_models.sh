@@ -15,6 +15,7 @@
 # transformers is missing.
 set -u
 source "$(dirname "$0")/lib/preamble.bash"
+source "$(dirname "$0")/lib/trainer.bash"
 if ! "$PY" -c 'import torch, onnx, transformers' 2>/dev/null; then
   echo "hf_models: SKIPPED: $PY cannot import torch, onnx and transformers"
   exit 0
@@ -62,13 +63,8 @@ PYEOF
   roberta) frozen="--freeze-rows m.roberta.embeddings.word_embeddings.weight:0
     --freeze-rows m.roberta.embeddings.position_embeddings.weight:0" ;;
   esac
-  "$MEMFIT" compile "$name.onnx" --batch 4 --optimizer adamw \
-    --library-reserve 0 --budget "$budget" $frozen -o "$d" --quiet ||
-    fail "compile $d"
-  cmake -S "$d" -B "$d/build" -DMEMFIT_BACKEND=cpu >"$d/cmake.log" 2>&1 ||
-    { cat "$d/cmake.log"; fail "configure $d"; }
-  cmake --build "$d/build" -j 2 >"$d/build.log" 2>&1 ||
-    { tail -30 "$d/build.log"; fail "build $d"; }
+  build_trainer "$d" "$name.onnx" --batch 4 --optimizer adamw \
+    --library-reserve 0 --budget "$budget" $frozen
   "$d/build/trainer" --data tok.npy --labels next.npy --iterations 2 \
     --lr 0.01 --weight-decay 0.01 --eps 1e-3 --log-every 1 \
     --save "$d/trained.onnx" >"$d/train.log" 2>&1 ||

@@ -12,6 +12,7 @@
 # where transformers is missing.
 set -u
 source "$(dirname "$0")/lib/preamble.bash"
+source "$(dirname "$0")/lib/trainer.bash"
 if ! "$PY" -c 'import torch, onnx, transformers' 2>/dev/null; then
   echo "seq_classification: SKIPPED: $PY cannot import torch, onnx and transformers"
   exit 0
@@ -52,13 +53,8 @@ PYEOF
   # Llama's nn.Embedding(padding_idx=0): not in the file.
   frozen=
   [ "$name" = llama-cls ] && frozen="--freeze-rows m.model.embed_tokens.weight:0"
-  "$MEMFIT" compile "$name.onnx" --batch 4 --optimizer adamw \
-    --library-reserve 0 --budget "$budget" $frozen -o "$d" --quiet ||
-    fail "compile $d"
-  cmake -S "$d" -B "$d/build" -DMEMFIT_BACKEND=cpu >"$d/cmake.log" 2>&1 ||
-    { cat "$d/cmake.log"; fail "configure $d"; }
-  cmake --build "$d/build" -j 2 >"$d/build.log" 2>&1 ||
-    { tail -30 "$d/build.log"; fail "build $d"; }
+  build_trainer "$d" "$name.onnx" --batch 4 --optimizer adamw \
+    --library-reserve 0 --budget "$budget" $frozen
   "$d/build/trainer" --data tok.npy --labels cls.npy --iterations 2 \
     --lr 0.01 --weight-decay 0.01 --eps 1e-3 --log-every 1 \
     --save "$d/trained.onnx" >"$d/train.log" 2>&1 ||
