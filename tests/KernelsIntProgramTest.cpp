@@ -130,10 +130,11 @@ TEST_CASE("a one-hot of a row's reduction, and each sample's index",
   std::vector<float> f(6, -1);
   intProgram(p, 2, ids.data(), nullptr, f.data());
   CHECK(f == std::vector<float>{0, 1, 1, 0, 1, 1});
-  // Two rows a sample: the sample's index per row.
+  // Two rows a sample: the sample's index per row. The kernel reads every
+  // id it walks, so two samples of four need eight.
   auto s = program({in(IntOpKind::Sample)}, 4, 2);
   s.perRow = true;
-  std::vector<int32_t> y(4, -1);
-  intProgram(s, 2, ids.data(), y.data(), nullptr);
+  std::vector<int32_t> twoSamples(8, 0), y(4, -1);
+  intProgram(s, 2, twoSamples.data(), y.data(), nullptr);
   CHECK(y == std::vector<int32_t>{0, 0, 1, 1});
 }
