@@ -206,6 +206,10 @@ std::string Emitter::mainFile() const {
                    tg.copyStaysOnGpu(tg.weightCopyBlock[w])
                ? ", .copyOnGpu = true"
                : "")
+       << (!tg.weightCopyBlock.empty() && tg.weightCopyBlock[w] >= 0 &&
+                   tg.roundsFromMaster(tg.weightCopyBlock[w])
+               ? ", .copyFromMaster = true"
+               : "")
        << (poolOffset(w) >= 0
                ? ", .gradPoolOffset = " + std::to_string(poolOffset(w))
                : std::string())
@@ -318,6 +322,9 @@ std::string Emitter::mainFile() const {
      << (plan.gradPoolBytes > 0 ? ",\n             .gradPoolBytes = " +
                                       std::to_string(plan.gradPoolBytes)
                                 : std::string())
+     << (tg.copyStagingBytes() > 0 ? ",\n             .copyStagingBytes = " +
+                                         std::to_string(tg.copyStagingBytes())
+                                   : std::string())
      << evalInfo << "},\n"
      << "    .modelPath = MEMFIT_MODEL_PATH,\n"
      << "    .weights = kWeights,\n"

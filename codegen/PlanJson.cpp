@@ -294,6 +294,11 @@ std::string planToJson(const PlanReport &r) {
       j["summary"]["gpu_copy_weights"] = s.gpuCopyWeights;
       j["summary"]["gpu_copy_bytes"] = s.gpuCopyBytes;
     }
+    if (s.roundedCopyWeights > 0) {
+      j["summary"]["rounded_copy_weights"] = s.roundedCopyWeights;
+      j["summary"]["rounded_copy_bytes"] = s.roundedCopyBytes;
+      j["summary"]["copy_staging_bytes"] = s.copyStagingBytes;
+    }
     if (s.gradPoolBytes > 0) {
       j["summary"]["host_memory_bytes"] = s.hostMemoryBytes;
       j["summary"]["grad_pool_bytes"] = s.gradPoolBytes;
@@ -512,6 +517,9 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
         rd.integer(o, w, "host_updates_overlapped", 0, false);
     s.gpuCopyWeights = rd.integer(o, w, "gpu_copy_weights", 0, false);
     s.gpuCopyBytes = rd.integer(o, w, "gpu_copy_bytes", 0, false);
+    s.roundedCopyWeights = rd.integer(o, w, "rounded_copy_weights", 0, false);
+    s.roundedCopyBytes = rd.integer(o, w, "rounded_copy_bytes", 0, false);
+    s.copyStagingBytes = rd.integer(o, w, "copy_staging_bytes", 0, false);
     s.gradPoolBytes = rd.integer(o, w, "grad_pool_bytes", 0, false);
     s.pooledGradBytes = rd.integer(o, w, "pooled_grad_bytes", 0, false);
     s.pooledGradients = rd.integer(o, w, "pooled_gradients", 0, false);

@@ -112,7 +112,11 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
     if (tg.copyStaysOnGpu(b)) {
       ++s.gpuCopyWeights;
       s.gpuCopyBytes += tg.blocks[b].bytesAt(1);
+    } else if (tg.roundsFromMaster(b)) {
+      ++s.roundedCopyWeights;
+      s.roundedCopyBytes += tg.blocks[b].bytesAt(1);
     }
+  s.copyStagingBytes = tg.copyStagingBytes();
   s.nvmeHomeBytes = plan.nvmeHomeBytes;
   {
     std::set<ValueId> nvmeWeights, stateWeights;

@@ -141,6 +141,11 @@ struct ReportSummary {
   /// Of the weights homed on the host, those whose 16-bit working copy
   /// stays on the GPU (TaskGraph::copyStaysOnGpu), and those copies' bytes.
   int64_t gpuCopyWeights = 0, gpuCopyBytes = 0;
+  /// Of the weights homed on the host, those whose 16-bit working copy the
+  /// host does not keep (TaskGraph::roundsFromMaster: each copy in sends
+  /// the master), the bytes that saves at home, and the device's staging
+  /// for them (in the resident bytes).
+  int64_t roundedCopyWeights = 0, roundedCopyBytes = 0, copyStagingBytes = 0;
   /// Homed gradients streamed through the host's gradient pool
   /// (GradPool.h): the pool's bytes, the gradients' and how many; 0
   /// without a pool.

@@ -223,6 +223,16 @@ void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width) {
         "once a step (ZeRO-Offload's layout)\n",
         s.gpuCopyWeights, formatBytes(s.gpuCopyBytes));
   }
+  if (s.roundedCopyWeights > 0) {
+    label("copies");
+    os << llvm::formatv(
+        "{0} of those weights keep no 16-bit working copy at home ({1} "
+        "saved): each copy in sends the fp32 master, which the GPU rounds "
+        "through a {2} staging buffer (in the resident bytes; MegaTrain's "
+        "layout)\n",
+        s.roundedCopyWeights, formatBytes(s.roundedCopyBytes),
+        formatBytes(s.copyStagingBytes));
+  }
   if (s.gradPoolBytes > 0) {
     label("pool");
     os << llvm::formatv(
@@ -359,6 +369,11 @@ std::string planSummaryJson(const PlanReport &r) {
     if (s.gpuCopyWeights > 0) {
       j["gpu_copy_weights"] = s.gpuCopyWeights;
       j["gpu_copy_bytes"] = s.gpuCopyBytes;
+    }
+    if (s.roundedCopyWeights > 0) {
+      j["rounded_copy_weights"] = s.roundedCopyWeights;
+      j["rounded_copy_bytes"] = s.roundedCopyBytes;
+      j["copy_staging_bytes"] = s.copyStagingBytes;
     }
     if (s.gradPoolBytes > 0) {
       j["host_memory_bytes"] = s.hostMemoryBytes;

@@ -97,6 +97,10 @@ struct ProgramInfo {
   /// Pinned host bytes of the pool that homed gradients stream through
   /// (WeightInfo::gradPoolOffset); 0 when each has its own buffer.
   int64_t gradPoolBytes = 0;
+  /// Device bytes a working copy rounded from its master
+  /// (WeightInfo::copyFromMaster) is staged in, piece by piece, before it
+  /// is rounded into the arena; 0 when none is.
+  int64_t copyStagingBytes = 0;
   /// The evaluation program (Program::evalRound, memfit's forward-only
   /// plan of a batch of `batch` samples in the same arena): its sub-batch
   /// and sub-batches per batch; 0 when the trainer has none, evalWhy then
@@ -146,6 +150,10 @@ struct WeightInfo {
   /// host's update has rounded the copy at home from the new master, the
   /// trainer uploads it, once per step.
   bool copyOnGpu = false;
+  /// Homed on the host with no 16-bit working copy there (MegaTrain's
+  /// layout): a copy in of the working copy sends the fp32 master, rounded
+  /// on arrival (through ProgramInfo::copyStagingBytes on the device).
+  bool copyFromMaster = false;
   /// Homed on the host with its gradient in the gradient pool at this byte
   /// offset (ProgramInfo::gradPoolBytes) instead of a buffer of its own:
   /// the bytes are its from the copy home until its update, started inside

@@ -122,8 +122,16 @@ std::string_view tierName(Tier t) {
   return "?";
 }
 
+int64_t TaskGraph::copyStagingBytes() const {
+  int64_t largest = 0;
+  for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
+    if (roundsFromMaster(b))
+      largest = std::max(largest, blocks[masterOf(b)].bytesAt(1));
+  return std::min(largest, kCopyStagingBytes);
+}
+
 int64_t TaskGraph::weightSideBytes() const {
-  int64_t total = collectiveBufferBytes;
+  int64_t total = collectiveBufferBytes + copyStagingBytes();
   for (BlockId b = 0; b < (BlockId)blocks.size(); ++b)
     if (isResident(b))
       total += blocks[b].bytesAt(1);
@@ -144,6 +152,8 @@ int64_t TaskGraph::hostBytes() const {
   for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
     if (copyStaysOnGpu(b))
       total += blocks[b].bytesAt(1);
+    else if (roundsFromMaster(b))
+      total -= blocks[b].bytesAt(1);
   return total;
 }
 

@@ -71,6 +71,13 @@ std::string_view blockKindName(BlockKind k);
 enum class Tier : uint8_t { Gpu, Host, Nvme };
 std::string_view tierName(Tier t); // "gpu", "host", "nvme"
 
+/// The most device bytes a working copy rounded from its master
+/// (TaskGraph::roundsFromMaster) lands in before it is rounded: larger
+/// masters go through in pieces, one after another on the copy-in stream.
+/// At PCIe 4/5 rates a piece takes about a millisecond to arrive and some
+/// ten microseconds to round.
+constexpr int64_t kCopyStagingBytes = int64_t(32) << 20;
+
 /// Weights, their gradients and optimizer state do not scale with the
 /// sub-batch and stay resident for the whole run (moDNN does the same). The
 /// scalar loss is resident too: it accumulates over the sub-batches like a
@@ -279,6 +286,11 @@ struct TaskGraph {
   /// stream through when the host budget cannot give each its own buffer
   /// (passes/schedule/GradPool.h); 0: every homed gradient has its own.
   int64_t gradPoolBytes = 0;
+  /// Where the host budget cannot hold 16-bit working copies beside their
+  /// fp32 masters (MegaTrain's layout): a working copy homed on the host
+  /// with its master keeps no bytes there; each copy in sends the master
+  /// and the device rounds it on arrival (roundsFromMaster).
+  bool copiesFromMaster = false;
 
   const Block &block(BlockId id) const { return blocks[id]; }
   /// The Y (gradient) block of value `v` that a task of chunk `chunk`
@@ -314,8 +326,27 @@ struct TaskGraph {
     return !homes.empty() && blocks[b].kind == BlockKind::WeightCopy &&
            homes[b] == Tier::Gpu && homes[masterOf(b)] != Tier::Gpu;
   }
-  /// Pinned host bytes the homes take: every block homed on the host, and
-  /// the host's copy of each working copy that stays on the GPU.
+  /// Whether block `b` is a 16-bit working copy that the host does not
+  /// keep (copiesFromMaster): homed there with its master, which every copy
+  /// in sends over the link for the device to round.
+  bool roundsFromMaster(BlockId b) const {
+    return copiesFromMaster && !homes.empty() &&
+           blocks[b].kind == BlockKind::WeightCopy && homes[b] == Tier::Host &&
+           homes[masterOf(b)] == Tier::Host;
+  }
+  /// Bytes that a copy of `bytes` of block `b` between the arena and its
+  /// home moves over the link: the fp32 master's for a copy rounded from
+  /// it, else `bytes`.
+  int64_t linkBytes(BlockId b, int64_t bytes) const {
+    return roundsFromMaster(b) ? blocks[masterOf(b)].bytesAt(1) : bytes;
+  }
+  /// Device bytes a copy rounded from its master lands in before it is
+  /// rounded (resident, outside the arena): a copy in goes through them
+  /// piece by piece; 0 when no copy is rounded from its master.
+  int64_t copyStagingBytes() const;
+  /// Pinned host bytes the homes take: every block homed on the host but
+  /// working copies rounded from their masters, and the host's copy of each
+  /// working copy that stays on the GPU.
   int64_t hostBytes() const;
 
   /// The update of a weight homed off the GPU, which the host's cores run
@@ -332,8 +363,8 @@ struct TaskGraph {
   bool nvmeHomeable(BlockId b) const;
 
   /// Bytes of the resident blocks (weights, weight gradients and optimizer
-  /// state homed on the GPU; this rank's share when sharded), and the
-  /// collective buffers.
+  /// state homed on the GPU; this rank's share when sharded), the
+  /// collective buffers and the staging of copies rounded from masters.
   int64_t weightSideBytes() const;
   /// Bytes of the weight-side blocks homed in tier `t` (off the GPU).
   int64_t homedBytes(Tier t) const;

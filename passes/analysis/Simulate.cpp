@@ -99,9 +99,10 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
     }
     case InstrKind::CopyOut:
     case InstrKind::CopyIn: {
-      // Copies are priced from the block's size at the table's sub-batch.
-      int64_t bytes = tg.blocks[plan.residencies[in.residency].block].bytesAt(
-          costs.subBatch);
+      // Copies are priced from the block's size at the table's sub-batch
+      // (a working copy rounded from its master: the master's).
+      const BlockId b = plan.residencies[in.residency].block;
+      int64_t bytes = tg.linkBytes(b, tg.blocks[b].bytesAt(costs.subBatch));
       bool out = in.kind == InstrKind::CopyOut;
       dur = out ? costs.copyOutSeconds(bytes) : costs.copyInSeconds(bytes);
       (out ? rt.toHost : rt.toDevice) += bytes;

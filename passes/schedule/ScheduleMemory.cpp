@@ -167,7 +167,8 @@ int32_t Scheduler::copyIn(BlockId b, ResidencyId r, const StreamUses &uses) {
   std::vector<int32_t> deps;
   addUseDeps(uses, deps);
   deps.push_back(bs.hostCopy);
-  int64_t bytes = blocks.residency(r).bytes;
+  // A working copy rounded from its master sends the master.
+  int64_t bytes = tg.linkBytes(b, blocks.residency(r).bytes);
   int32_t i = timeline.emit(in, costs.copyInSeconds(bytes), deps);
   touch(r, Stream::CopyIn, i);
   blocks.pending(r) = {};

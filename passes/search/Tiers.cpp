@@ -130,6 +130,8 @@ llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t host, int64_t slots,
     if (tg.gradPoolBytes > 0)
       what += " (their gradients through a " + formatBytes(tg.gradPoolBytes) +
               " pool)";
+    if (tg.copiesFromMaster)
+      what += " (16-bit working copies not kept: rounded from the masters)";
     if (slots > 0)
       what += ", offloading " + formatBytes(slots) + " of activations";
     return makeInfeasibleF("homing {0} and the batch buffers' {1} would "
@@ -186,7 +188,10 @@ int64_t hostBytesOf(const TaskGraph &tg) {
 /// largest homed weights to NVMe where there is an NVMe budget, then, where
 /// that is not enough, the homed gradients through a pool of what is left
 /// (when every host update can start inside the round: not in fp16
-/// programs, nor when clipping). Returns whether anything changed.
+/// programs, nor when clipping), then, in 16-bit programs, the working
+/// copies rounded from their masters instead of kept at home (twice the
+/// link's bytes a copy in: the last resort). Returns whether anything
+/// changed.
 bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
              TaskGraph &homed, int64_t slots, const PlanRequest &req) {
   const int64_t buffers = batchBufferBytes(tg, req.batch);
@@ -196,14 +201,37 @@ bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
   };
   if (over() > 0 && req.nvmeBudget > 0)
     changed = spillStateToNvme(tg, ws, homed.homes, over()) > 0;
-  if (over() <= 0 || tg.precision == Precision::FP16 || tg.clipGradNorm > 0)
+  // The pool of what the budget leaves, where it holds the largest
+  // gradient (and the batch may run in one round: an earlier sub-batch's
+  // sum would have nowhere to stay).
+  const bool rounds = req.forcedSubBatch > 0 && req.forcedSubBatch < req.batch;
+  auto pool = [&] {
+    if (over() <= 0 || tg.precision == Precision::FP16 || tg.clipGradNorm > 0 ||
+        rounds)
+      return;
+    auto [grads, largest] = homedGradients(homed);
+    int64_t bytes =
+        req.hostBudget - buffers - slots - (homed.hostBytes() - grads);
+    bytes = bytes / kGradPoolAlign * kGradPoolAlign;
+    if (bytes < largest || bytes == homed.gradPoolBytes)
+      return;
+    homed.gradPoolBytes = bytes;
+    changed = true;
+  };
+  pool();
+  if (over() <= 0 || homed.copiesFromMaster)
     return changed;
-  auto [grads, largest] = homedGradients(homed);
-  int64_t pool = req.hostBudget - buffers - slots - (homed.hostBytes() - grads);
-  pool = pool / kGradPoolAlign * kGradPoolAlign;
-  if (pool < largest || pool == homed.gradPoolBytes)
+  homed.copiesFromMaster = true;
+  bool any = false;
+  for (BlockId b = 0; b < (BlockId)homed.homes.size(); ++b)
+    any = any || homed.roundsFromMaster(b);
+  if (!any) { // no working copy at home beside its master
+    homed.copiesFromMaster = false;
     return changed;
-  homed.gradPoolBytes = pool;
+  }
+  // The pool again, sized anew; none where the copies' bytes were enough.
+  homed.gradPoolBytes = 0;
+  pool();
   return true;
 }
 

@@ -456,19 +456,20 @@ void cuda::channelSum(const Exec::Impl &im, int64_t n, int64_t c,
 }
 
 void cuda::putInto(const Exec::Impl &im, int64_t count, View src, View dst,
-                   bool acc) {
+                   bool acc, cudaStream_t stream) {
+  if (!stream)
+    stream = im.compute();
   if (cuda::sameStore({src, dst})) {
     cuda::withStore(dst.t, [&](auto s) {
       using K = PutIntoTyped<decltype(s)::value>;
       const int64_t packs =
           cuda::packsFor<decltype(s)::value>(count, {src, dst});
-      cuda::launch<K>(typedGrid(count, packs, K::P::width), im.compute(), count,
+      cuda::launch<K>(typedGrid(count, packs, K::P::width), stream, count,
                       packs, src.p, dst.p, acc);
     });
     return;
   }
-  cuda::launch<PutIntoKernel>(gridFor(count), im.compute(), count, src, dst,
-                              acc);
+  cuda::launch<PutIntoKernel>(gridFor(count), stream, count, src, dst, acc);
 }
 
 void Exec::actForward(const ActParams &p, int64_t perSample, const float *x,

@@ -279,6 +279,13 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   char *pool = nullptr;
   bool carving = false; // the second walk: pieces and host memory are real
   for (const WeightInfo &wi : wInfo)
+    if (wi.copyFromMaster &&
+        (wi.home != Home::Host || !wi.workingCopy || wi.copyOnGpu ||
+         wi.masterOnNvme || info.copyStagingBytes < 4))
+      fatal(std::string("weight '") + wi.onnxName +
+            "' rounds its working copy from its master but is not homed on "
+            "the host with both, or the program has no staging for it");
+  for (const WeightInfo &wi : wInfo)
     if (wi.gradPoolOffset >= 0 &&
         (wi.home != Home::Host || !wi.trainable || wi.gradPoolOffset % 4 != 0 ||
          wi.gradPoolOffset + wi.count * 4 > info.gradPoolBytes))
@@ -327,8 +334,10 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                          : nullptr);
       // The 16-bit working copy: rounded from the master before its first
       // reader after every change (weightCopy; at home, refreshHomeCopy).
-      im.wCopy.push_back(
-          wi.workingCopy ? static_cast<char *>(alloc(wi.count * 2)) : nullptr);
+      // None at home where each copy in rounds it from the master.
+      im.wCopy.push_back(wi.workingCopy && !(host && wi.copyFromMaster)
+                             ? static_cast<char *>(alloc(wi.count * 2))
+                             : nullptr);
       // Kept on the device too while the weight is homed on the host.
       im.wCopyDev.push_back(wi.workingCopy && host && wi.copyOnGpu
                                 ? static_cast<char *>(carve(wi.count * 2))
@@ -340,6 +349,7 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                               ? static_cast<float *>(carve(bytes / info.ranks))
                               : nullptr);
     }
+    im.copyStaging = static_cast<char *>(carve(info.copyStagingBytes));
     return static_cast<char *>(carve(cuda::kLossBytes));
   };
   walk();
@@ -575,6 +585,7 @@ int64_t Exec::deviceBytes() const {
   // the runtime's fixed buffers, inside the library reserve's margin
   // (docs/memory.md).
   int64_t total = prog.arenaBytes + cuda::kLossBytes + impl->updateTableBytes +
+                  prog.copyStagingBytes +
                   (prog.precision == Precision::FP16 ? 4 : 0);
   for (const WeightInfo &wi : wInfo) {
     if (wi.home == Home::Host) {
@@ -849,7 +860,8 @@ int64_t Exec::hostHomeBytes() const {
                      (wi.trainable && wi.gradPoolOffset < 0 ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
-    total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
+    total += copies * wi.count * 4 +
+             (wi.workingCopy && !wi.copyFromMaster ? wi.count * 2 : 0);
   }
   return total;
 }

@@ -12,6 +12,10 @@
 // none in memory: its update streams it from the tier's file and rounds
 // the working copy at home chunk by chunk (narrowHomeCopy).
 //
+// A weight with WeightInfo::copyFromMaster keeps no working copy at home:
+// its copy in sends the master through a device staging buffer and rounds
+// it into the arena on the copy-in stream (copyInFromMaster).
+//
 // A weight whose update the plan starts inside the last round
 // (Exec::hostReady) has a host function after its final gradient's copy
 // on the copy stream, a host node of the round's graph: at the
@@ -114,7 +118,42 @@ void cuda::uploadHomeCopy(const Exec &x, Exec::Impl &im, int32_t id,
           "cudaStreamSynchronize (a working copy kept on the device)");
 }
 
+/// A working copy with none at home (WeightInfo::copyFromMaster): the
+/// master in pieces through the staging buffer, each rounded into the arena
+/// on the copy-in stream, so that the stream's order keeps a piece from
+/// landing over one not yet rounded.
+static void copyInFromMaster(Exec &x, Exec::Impl &im, int32_t id,
+                             int64_t offset) {
+  const WeightInfo &wi = x.weightInfo()[id];
+  auto [master, masterBytes] = homeRange(x, im, HomeTensor::Weight, id);
+  checkArena(x, offset, wi.count * 2);
+  if (!im.copyStaging)
+    x.fatal(std::string("weight '") + wi.onnxName +
+            "' rounds its working copy from its master, but the program "
+            "has no staging buffer for it");
+  const int64_t piece = x.info().copyStagingBytes / 4;
+  const char *from = static_cast<const char *>(master);
+  cudaStream_t s = im.stream[CopyIn];
+  for (int64_t lo = 0; lo < wi.count; lo += piece) {
+    const int64_t n = std::min(piece, wi.count - lo);
+    check(x,
+          cudaMemcpyAsync(im.copyStaging, from + lo * 4, n * 4,
+                          cudaMemcpyHostToDevice, s),
+          "cudaMemcpyAsync (a master, to be rounded on the device)");
+    cuda::putInto(im, n, {im.copyStaging, cuda::Store::F32},
+                  {im.arena + offset + lo * 2, im.narrow}, false, s);
+    check(x, cudaGetLastError(), "rounding a master into its working copy");
+  }
+  (void)masterBytes;
+}
+
 void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
+  if (what == HomeTensor::WorkingCopy && wInfo[id].copyFromMaster) {
+    if (graph) // one copy of the plan's, however many pieces
+      graph->copy(IterationGraph::Kind::CopyIn, CopyIn, -1, offset,
+                  wInfo[id].count * 2);
+    return copyInFromMaster(*this, *impl, id, offset);
+  }
   auto [src, bytes] = homeRange(*this, *impl, what, id);
   checkArena(*this, offset, bytes);
   if (graph)

@@ -254,7 +254,9 @@ void channelBiasAdd(const Exec::Impl &im, int64_t n, int64_t c, int64_t spatial,
                     View bias, View y);
 void channelSum(const Exec::Impl &im, int64_t n, int64_t c, int64_t spatial,
                 View dy, View db, bool acc);
-void putInto(const Exec::Impl &im, int64_t count, View src, View dst, bool acc);
+/// On `stream` where given, else the compute stream.
+void putInto(const Exec::Impl &im, int64_t count, View src, View dst, bool acc,
+             cudaStream_t stream = nullptr);
 
 /// Threads per block of the element-wise kernels.
 constexpr int kThreads = 256;
@@ -458,6 +460,10 @@ struct Exec::Impl {
   /// (ProgramInfo::gradPoolBytes; WeightInfo::gradPoolOffset); null
   /// without a pool.
   char *gradPool = nullptr;
+  /// Device: where a working copy rounded from its master lands before it
+  /// is rounded into the arena (ProgramInfo::copyStagingBytes; out of
+  /// weightPool); null when no weight has WeightInfo::copyFromMaster.
+  char *copyStaging = nullptr;
 
   // --- multi-tensor updates (MultiTensor.cu) ---
   /// Device: every trainable weight's chunks, weights in id order, built

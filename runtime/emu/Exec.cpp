@@ -499,7 +499,11 @@ int64_t Exec::hostHomeBytes() const {
       total +=
           4 * static_cast<int64_t>(impl->w[i].size() + impl->gStore[i].size() +
                                    impl->m[i].size() + impl->v[i].size()) +
-          2 * static_cast<int64_t>(impl->wCopy[i].size());
+          // A copy rounded from its master is not kept at home: its vector
+          // here is what the device would stage it through.
+          (wInfo[i].copyFromMaster
+               ? 0
+               : 2 * static_cast<int64_t>(impl->wCopy[i].size()));
   return total + prog.gradPoolBytes;
 }
 

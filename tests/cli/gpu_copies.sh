@@ -83,3 +83,40 @@ build_trainer fg g.onnx $ARGS --budget 2MiB --freeze "$FROZEN"
 cmp -s fk.onnx fg.onnx || fail "frozen: kept copies train otherwise"
 cmp -s fk.onnx gpu.onnx && fail "freezing changed nothing"
 echo "gpu_copies: frozen weights' copies on the GPU train bit for bit"
+
+# MegaTrain's layout: a host budget (420 KiB) that holds every weight's
+# master, gradient and moments but not their 16-bit copies beside them
+# (the plan with copies at home takes 466 KiB). Each copy in sends the
+# master, rounded on arrival: bit for bit the plan on the GPU, resumed
+# too.
+ROUNDED="--batch 4 --sub-batch 1 --device h100-sxm --library-reserve 0 --precision bf16 --optimizer adamw --refine=false"
+build_trainer rounded g.onnx $ROUNDED --budget 120KiB --host-budget 420KiB
+n=$("$PY" - rounded/plan.json <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+assert s["host_home_bytes"] <= 420 << 10, s
+assert 0 < s["copy_staging_bytes"] <= 32 << 20, s
+print(s.get("rounded_copy_weights", 0))
+PYEOF
+) || fail "rounded: the plan's homes break the host budget"
+[ "$n" -gt 0 ] || fail "a host budget short of the copies rounds none from its master"
+[ "$(grep -c '\.copyFromMaster = true' rounded/src/main.cpp)" -eq "$n" ] ||
+  fail "the trainer does not round the plan's $n copies from their masters"
+grep -q '\.copyStagingBytes = ' rounded/src/main.cpp ||
+  fail "the trainer has no staging for the rounded copies"
+"$MEMFIT" report rounded/plan.json --layers 0 >rounded/report.txt 2>&1 ||
+  { cat rounded/report.txt; fail "memfit report cannot read the rounded plan"; }
+grep -q "^copies .*keep no 16-bit working copy at home" rounded/report.txt ||
+  fail "the summary does not say which copies are rounded from masters"
+./rounded/build/trainer $TRAIN --save rounded.onnx >rounded/train.log 2>&1 ||
+  { cat rounded/train.log; fail "train rounded"; }
+cmp -s rounded.onnx gpu.onnx ||
+  fail "copies rounded from their masters train other weights than on the GPU"
+./rounded/build/trainer $TRAIN --iterations 2 --checkpoint rck \
+  --checkpoint-every 1 >rounded/first.log 2>&1 ||
+  { cat rounded/first.log; fail "rounded: 2 steps"; }
+./rounded/build/trainer $TRAIN --checkpoint rck --resume \
+  --save rounded-resumed.onnx >rounded/resumed.log 2>&1 ||
+  { cat rounded/resumed.log; fail "rounded: resume"; }
+cmp -s rounded-resumed.onnx gpu.onnx || fail "the rounded plan's resume differs"
+echo "gpu_copies: $n copies rounded from their masters train bit for bit, resumed too"
