@@ -85,6 +85,12 @@ public:
     return vocab_ > 0 ? vocab_ : modelDefault;
   }
   void setVocab(int64_t vocab) { vocab_ = vocab; }
+  /// A language model's decoder blocks: the count set
+  /// (ZooOptions::layers), else the model's own.
+  int64_t layers(int64_t modelDefault) const {
+    return layers_ > 0 ? layers_ : modelDefault;
+  }
+  void setLayers(int64_t layers) { layers_ = layers; }
   /// The opset the model imports (13 unless a family needs newer
   /// operators, such as LayerNormalization of opset 17).
   void setOpset(int64_t opset) { opset_ = opset; }
@@ -173,6 +179,7 @@ private:
   int64_t imageSize_;
   int64_t seqLen_;
   int64_t vocab_ = 0;
+  int64_t layers_ = 0;
   int64_t opset_ = 13;
   onnx::GraphProto graph_;
   std::vector<ValueRec> values_;

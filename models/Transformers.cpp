@@ -286,6 +286,7 @@ Val llamaBlock(Decoder &d, const LlamaConfig &c, const Rotary &r, int64_t i,
 Val buildGpt2(GraphBuilder &b, const Gpt2Config &config) {
   Gpt2Config c = config;
   c.vocab = b.vocab(c.vocab);
+  c.layers = b.layers(c.layers);
   b.setOpset(17); // LayerNormalization
   Decoder d(b, c.width, c.heads);
   Val ids = b.tokenInput();
@@ -309,6 +310,7 @@ Val buildGpt2(GraphBuilder &b, const Gpt2Config &config) {
 Val buildLlama(GraphBuilder &b, const LlamaConfig &config) {
   LlamaConfig c = config;
   c.vocab = b.vocab(c.vocab);
+  c.layers = b.layers(c.layers);
   Decoder d(b, c.width, c.heads);
   Val ids = b.tokenInput();
   d.positions();

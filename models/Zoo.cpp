@@ -372,6 +372,14 @@ llvm::Expected<std::string> buildZooModel(const std::string &name,
     return makeErrorF("vocabulary must be between 1 and {0} tokens (0 for "
                       "the model's own); got {1}",
                       kMaxVocab, opts.vocab);
+  if (!language && opts.layers != 0)
+    return makeErrorF("model {0} is not a language model; a number of "
+                      "decoder layers does not apply",
+                      quoteName(model->name));
+  if (opts.layers < 0 || opts.layers > kMaxDepth)
+    return makeErrorF("layers must be between 1 and {0} (0 for the model's "
+                      "own); got {1}",
+                      kMaxDepth, opts.layers);
   if (language && opts.seqLen > model->maxSeqLen)
     return makeErrorF("model {0} takes sequences of up to {1} tokens (its "
                       "context length); got {2}",
@@ -384,9 +392,12 @@ llvm::Expected<std::string> buildZooModel(const std::string &name,
   int64_t seqLen = opts.seqLen != 0 ? opts.seqLen : model->defaultSeqLen;
   GraphBuilder builder(model->name, opts.batch, classes, image, seqLen);
   builder.setVocab(opts.vocab);
+  builder.setLayers(opts.layers);
   Val out = model->build(builder);
   std::string doc =
       model->name + ": " + model->description + ". Written by memfit zoo";
+  if (opts.layers != 0)
+    doc += ", " + std::to_string(opts.layers) + " decoder layers";
   if (language)
     doc += " for sequences of " + std::to_string(seqLen) + " tokens";
   else

@@ -47,6 +47,10 @@ struct ZooOptions {
   /// Tokens of a language model's vocabulary (its embedding's and head's
   /// rows); 0 = its own. Other models reject any other value.
   int64_t vocab = 0;
+  /// Decoder blocks of a language model; 0 = its own. The same blocks at
+  /// another depth: a model between the published sizes (GPT-3 175B's
+  /// blocks 66 deep are 120B). Other models reject any other value.
+  int64_t layers = 0;
 };
 
 struct ZooEntry {

@@ -340,6 +340,40 @@ TEST_CASE("tiny models are small and have the stated structure", "[zoo]") {
   CHECK_FALSE(isTinyZooModel("no-such-model"));
 }
 
+TEST_CASE("--layers sets a language model's depth", "[zoo]") {
+  // Weights declared as inputs after the token ids.
+  auto params = [](const std::string &model, const ZooOptions &o) {
+    auto bytes = buildZooModel(model, o);
+    REQUIRE(static_cast<bool>(bytes));
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    int64_t n = 0;
+    for (int i = 1; i < proto.graph().input_size(); ++i) {
+      int64_t e = 1;
+      for (int64_t d : memfit::test::dimsOf(proto.graph().input(i).type()))
+        e *= d;
+      n += e;
+    }
+    CHECK_THAT(proto.doc_string(),
+               Catch::Contains(std::to_string(o.layers) + " decoder layers"));
+    return n;
+  };
+  // GPT-3 175B's blocks 66 deep, 2048 positions: (50257 + 2048) 12288 +
+  // 66 (12 12288^2 + 13 12288) + 2 12288 = 120.24B.
+  ZooOptions o;
+  o.layers = 66;
+  CHECK(params("gpt3-175b", o) == 120241287168);
+  // Llama's too: llama-tiny one block deep, 2 61 32 + (2 32^2 + 2 32 16 +
+  // 3 32 64 + 2 32) + 32.
+  o.layers = 1;
+  CHECK(params("llama-tiny", o) ==
+        2 * 61 * 32 + (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64 + 2 * 32) + 32);
+  auto cnn = buildZooModel("resnet18", o);
+  REQUIRE_FALSE(static_cast<bool>(cnn));
+  CHECK_THAT(llvm::toString(cnn.takeError()),
+             Catch::Contains("not a language model"));
+}
+
 TEST_CASE("--vocab sets a language model's vocabulary", "[zoo]") {
   // GPT-2 at V 32000: (32000 + 1024) 768 + 12 (12 768^2 + 13 768) + 2 768.
   ZooOptions o;

@@ -1,7 +1,8 @@
 //===- Zoo.cpp - memfit zoo: write a model of the zoo as ONNX -------------===//
 //
 //   memfit zoo NAME -o FILE [--batch N] [--weights|--no-weights]
-//              [--classes N] [--image-size N] [--seq-len T] [--force]
+//              [--classes N] [--image-size N] [--seq-len T] [--vocab V]
+//              [--layers L] [--force]
 //   memfit zoo --list
 //
 // Tiny models are written with weights by default, others without (their
@@ -65,6 +66,11 @@ cl::opt<PositiveCount>
           cl::desc("Tokens in a language model's vocabulary (default: its "
                    "own)"),
           cl::init(0), cl::sub(ZooCmd));
+cl::opt<PositiveCount>
+    Layers("layers",
+           cl::desc("Decoder layers of a language model (default: its own; "
+                    "the same blocks at another depth)"),
+           cl::init(0), cl::sub(ZooCmd));
 cl::opt<bool> Force("force", cl::desc("Overwrite an existing output file"),
                     cl::sub(ZooCmd));
 
@@ -102,6 +108,7 @@ int run() {
   opts.imageSize = ImageSize;
   opts.seqLen = SeqLen;
   opts.vocab = Vocab;
+  opts.layers = Layers;
   opts.withWeights =
       Weights || (!NoWeights && memfit::isTinyZooModel(ModelName));
 
