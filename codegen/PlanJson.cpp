@@ -523,8 +523,11 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.gradPoolBytes = rd.integer(o, w, "grad_pool_bytes", 0, false);
     s.pooledGradBytes = rd.integer(o, w, "pooled_grad_bytes", 0, false);
     s.pooledGradients = rd.integer(o, w, "pooled_gradients", 0, false);
-    s.hostMemoryBytes =
-        rd.integer(o, w, "host_memory_bytes", s.hostHomeBytes, false);
+    // Below the homes' bytes with a gradient pool; the homes' without one
+    // (not written then).
+    s.hostMemoryBytes = o.contains("host_memory_bytes")
+                            ? rd.integer(o, w, "host_memory_bytes", 0)
+                            : s.hostHomeBytes;
     s.nvmeHomeBytes = rd.integer(o, w, "nvme_home_bytes", 0, false);
     s.nvmeHomedWeights = rd.integer(o, w, "nvme_homed_weights", 0, false);
     s.nvmeStateWeights = rd.integer(o, w, "nvme_state_weights", 0, false);

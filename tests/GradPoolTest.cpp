@@ -1,6 +1,7 @@
 //===- GradPoolTest.cpp - Homed gradients through one pinned pool ---------===//
 #include "TiersTestUtil.h"
 
+#include "codegen/PlanJson.h"
 #include "codegen/PlanReport.h"
 #include "passes/analysis/Simulate.h"
 #include "passes/analysis/Verify.h"
@@ -95,6 +96,12 @@ TEST_CASE("homed gradients stream through a pool smaller than they are "
   auto report = buildPlanReport(tg, plan, sim, {});
   CHECK(report.summary.gradPoolBytes == plan.gradPoolBytes);
   CHECK(report.summary.hostMemoryBytes == plan.hostMemoryBytes());
+  // plan.json reads back a pool's host memory, below the homes' bytes.
+  auto back = parsePlanJson(planToJson(report), "plan.json");
+  if (!back)
+    FAIL(llvm::toString(back.takeError()));
+  CHECK(back->summary.hostMemoryBytes == plan.hostMemoryBytes());
+  CHECK(back->summary.hostMemoryBytes < back->summary.hostHomeBytes);
 
   // A copy home without its wait is caught.
   Plan unwaited = plan;

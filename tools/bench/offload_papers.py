@@ -24,7 +24,8 @@ import tempfile
 DEVICES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                        "docs", "benchmarks", "devices")
 
-# setting, device file, precision, model, T, batch, extra flags
+# setting, device file, precision, model, T, batch, extra flags; a model
+# "NAME:L" is the zoo's NAME with L decoder layers (`memfit zoo --layers`).
 ROWS = [
     ("ZeRO-Offload", "v100-dgx2-host", "fp16", "gpt3-13b", 1024, 8, []),
     ("ZeRO-Offload", "v100-dgx2-host", "fp16", "gpt3-13b", 1024, 32, []),
@@ -43,6 +44,7 @@ ROWS = [
      ["--nvme-budget", "7000GiB"]),
     ("MegaTrain", "h200-1.5tb-host", "bf16", "llama-7b", 1024, 64, []),
     ("MegaTrain", "h200-1.5tb-host", "bf16", "llama-70b", 1024, 8, []),
+    ("MegaTrain", "h200-1.5tb-host", "bf16", "gpt3-175b:66", 1024, 8, []),
     ("MegaTrain", "h200-1.5tb-host", "bf16", "gpt3-175b", 1024, 8, []),
 ]
 
@@ -79,12 +81,16 @@ def main():
     for setting, device, precision, model, seq, batch, extra in ROWS:
         if args.only and args.only != setting:
             continue
-        onnx = os.path.join(tmp, f"{model}-{seq}.onnx")
+        name, _, layers = model.partition(":")
+        onnx = os.path.join(tmp, f"{name}-{layers or 'own'}-{seq}.onnx")
         if not os.path.exists(onnx):
-            subprocess.run([args.memfit, "zoo", model, "--seq-len", str(seq),
+            subprocess.run([args.memfit, "zoo", name, "--seq-len", str(seq),
+                            *(["--layers", layers] if layers else []),
                             "-o", onnx], check=True, capture_output=True)
+        if layers:
+            model = f"{name} --layers {layers}"
         params = params_of(args.memfit, onnx)
-        out = os.path.join(tmp, f"{setting}-{model}-{batch}")
+        out = os.path.join(tmp, f"{setting}-{name}-{layers}-{batch}")
         dev = os.path.join(DEVICES, device + ".json")
         # The whole GPU: its memory as the device file states it.
         budget = f"{json.load(open(dev))['memory_gib']:g}GiB"
@@ -115,6 +121,8 @@ def main():
         if s.get("grad_pool_bytes"):
             homes += (f" (gradients through a {s['grad_pool_bytes'] / 2**30:,.1f}"
                       " GiB pool)")
+        if s.get("rounded_copy_weights"):
+            homes += " (16-bit copies rounded from the masters)"
         if s.get("nvme_home_bytes"):
             homes += f" / {s['nvme_home_bytes'] / 2**30:,.1f} GiB"
         say(row + f" yes | {ms:,.0f} | {tokens:,.0f} | {tflops:.1f} | "
