@@ -85,6 +85,21 @@ TEST_CASE("where the host budget cannot hold the 16-bit copies beside their "
   Simulation sim = simulate(tg, plan, t);
   CHECK(sim.bytesToDevice == sent * plan.numSubBatches);
   CHECK(sent > asCopies);
+  // Each such copy in takes the master's time on the link and its
+  // rounding's in device memory (one stream, one after the other).
+  REQUIRE(t.deviceBytesPerSecond > 0);
+  for (size_t i = 0; i < plan.round.size(); ++i) {
+    const Instr &in = plan.round[i];
+    if (in.kind != InstrKind::CopyIn)
+      continue;
+    const BlockId b = plan.residencies[in.residency].block;
+    if (!tg.roundsFromMaster(b))
+      continue;
+    const int64_t copy = tg.blocks[b].bytesAt(1), master = 2 * copy;
+    CHECK(sim.end[i] - sim.start[i] ==
+          Approx(t.copyInSeconds(master) +
+                 double(master + copy) / t.deviceBytesPerSecond));
+  }
   // The proven bound counts the masters' bytes too, and holds.
   INFO(out->boundWhy);
   REQUIRE(out->bound.has_value());

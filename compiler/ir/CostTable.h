@@ -76,6 +76,17 @@ struct CostTable {
   double copyInSeconds(int64_t bytes) const {
     return copyLatencySeconds + static_cast<double>(bytes) / h2dBytesPerSecond;
   }
+  /// A copy of `bytes` of block `b` into the arena: a working copy rounded
+  /// from its master (TaskGraph::roundsFromMaster) sends the master and,
+  /// on the same stream, rounds it (reads the master, writes the copy in
+  /// device memory); anything else is copyInSeconds.
+  double copyInSeconds(const TaskGraph &tg, BlockId b, int64_t bytes) const {
+    const int64_t sent = tg.linkBytes(b, bytes);
+    double t = copyInSeconds(sent);
+    if (sent != bytes && deviceBytesPerSecond > 0)
+      t += static_cast<double>(sent + bytes) / deviceBytesPerSecond;
+    return t;
+  }
   /// A host update of `params` parameters whose optimizer state, `nvme`
   /// bytes of it, lives on NVMe: the host optimizer streams it through in
   /// chunks on every thread, so the drive's read and write of the state

@@ -100,12 +100,14 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
     case InstrKind::CopyOut:
     case InstrKind::CopyIn: {
       // Copies are priced from the block's size at the table's sub-batch
-      // (a working copy rounded from its master: the master's).
+      // (a working copy rounded from its master: the master's, and the
+      // rounding).
       const BlockId b = plan.residencies[in.residency].block;
-      int64_t bytes = tg.linkBytes(b, tg.blocks[b].bytesAt(costs.subBatch));
+      const int64_t bytes = tg.blocks[b].bytesAt(costs.subBatch);
       bool out = in.kind == InstrKind::CopyOut;
-      dur = out ? costs.copyOutSeconds(bytes) : costs.copyInSeconds(bytes);
-      (out ? rt.toHost : rt.toDevice) += bytes;
+      dur =
+          out ? costs.copyOutSeconds(bytes) : costs.copyInSeconds(tg, b, bytes);
+      (out ? rt.toHost : rt.toDevice) += out ? bytes : tg.linkBytes(b, bytes);
       break;
     }
     case InstrKind::Record:

@@ -63,9 +63,8 @@ Arena::SlotPrice EvictionPricer::price(int32_t owner) const {
     // Evicting what is needed soon costs a prefetch that may not hide.
     int32_t next = blocks.nextUseStep(r.block);
     if (next >= 0) {
-      p.penalty =
-          std::max(0.0, costs.copyInSeconds(tg.linkBytes(r.block, r.bytes)) -
-                            gapUntil(next));
+      p.penalty = std::max(0.0, costs.copyInSeconds(tg, r.block, r.bytes) -
+                                    gapUntil(next));
       p.moved += r.bytes;
     }
   }

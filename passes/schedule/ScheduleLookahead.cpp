@@ -139,7 +139,7 @@ void Scheduler::prefetchAhead(double taskEnd) {
     }
     double transfer = 0;
     for (BlockId b : need)
-      transfer += costs.copyInSeconds(tg.linkBytes(b, blocks.bytesOf(b)));
+      transfer += costs.copyInSeconds(tg, b, blocks.bytesOf(b));
     // Eq. 4: start now if starting after this task would delay task s.
     if (std::max(copyFree, taskEnd) + transfer <= estS)
       break;

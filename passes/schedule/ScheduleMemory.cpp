@@ -168,15 +168,15 @@ int32_t Scheduler::copyIn(BlockId b, ResidencyId r, const StreamUses &uses) {
   addUseDeps(uses, deps);
   deps.push_back(bs.hostCopy);
   // A working copy rounded from its master sends the master.
-  int64_t bytes = tg.linkBytes(b, blocks.residency(r).bytes);
-  int32_t i = timeline.emit(in, costs.copyInSeconds(bytes), deps);
+  const int64_t bytes = blocks.residency(r).bytes;
+  int32_t i = timeline.emit(in, costs.copyInSeconds(tg, b, bytes), deps);
   touch(r, Stream::CopyIn, i);
   blocks.pending(r) = {};
   bs.res = r;
   bs.ready = i;
   bs.usedSinceArrival = false;
   pricer.indexNextUse(b);
-  plan.summary.bytesToDevice += bytes;
+  plan.summary.bytesToDevice += tg.linkBytes(b, bytes);
   return i;
 }
 

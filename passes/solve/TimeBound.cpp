@@ -489,7 +489,7 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
       written |= tg.tasks[t].kind != TaskKind::Update;
     int64_t bytes = blk.bytesAt(1);
     if (read || (written && k > 1))
-      homeIn += full.copyInSeconds(tg.linkBytes(b, bytes));
+      homeIn += full.copyInSeconds(tg, b, bytes);
     if (written)
       homeOut += full.copyOutSeconds(bytes);
   }
