@@ -24,6 +24,9 @@ void carryHomes(TaskGraph &evalTg, const TaskGraph &trained) {
     if (from >= 0)
       evalTg.homes[b] = trained.homes[from];
   }
+  // Its copies in of working copies are the trainer's: masters rounded on
+  // arrival where the training plan keeps no copies at home.
+  evalTg.copiesFromMaster = trained.copiesFromMaster;
 }
 
 } // namespace

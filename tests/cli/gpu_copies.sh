@@ -9,7 +9,9 @@
 # bit for bit as the plan that keeps every weight on the GPU; a checkpoint
 # after 2 steps and a resume bit for bit as 3 steps; with the base matrices
 # frozen (LoRA-style) their copies stay on the GPU and are never uploaded,
-# bit for bit the frozen plan on the GPU.
+# bit for bit the frozen plan on the GPU. Then MegaTrain's layout: a host
+# budget short of the copies, so that each is rounded from its master on
+# the way in; bit for bit, validated and resumed as the plan on the GPU.
 set -u
 source "$(dirname "$0")/lib/preamble.bash"
 # shellcheck source=lib/trainer.bash
@@ -87,8 +89,8 @@ echo "gpu_copies: frozen weights' copies on the GPU train bit for bit"
 # MegaTrain's layout: a host budget (420 KiB) that holds every weight's
 # master, gradient and moments but not their 16-bit copies beside them
 # (the plan with copies at home takes 466 KiB). Each copy in sends the
-# master, rounded on arrival: bit for bit the plan on the GPU, resumed
-# too.
+# master, rounded on arrival: bit for bit the plan on the GPU, its
+# validation losses too, resumed too.
 ROUNDED="--batch 4 --sub-batch 1 --device h100-sxm --library-reserve 0 --precision bf16 --optimizer adamw --refine=false"
 build_trainer rounded g.onnx $ROUNDED --budget 120KiB --host-budget 420KiB
 n=$("$PY" - rounded/plan.json <<'PYEOF'
@@ -112,6 +114,16 @@ grep -q "^copies .*keep no 16-bit working copy at home" rounded/report.txt ||
   { cat rounded/train.log; fail "train rounded"; }
 cmp -s rounded.onnx gpu.onnx ||
   fail "copies rounded from their masters train other weights than on the GPU"
+# The evaluation program copies the same masters in.
+VAL="--val-data tok.npy --val-labels next.npy --val-every 1"
+./rounded/build/trainer $TRAIN $VAL >rounded/val.log 2>&1 ||
+  { cat rounded/val.log; fail "rounded: validation"; }
+./gpu/build/trainer $TRAIN $VAL >gpu/val.log 2>&1 ||
+  { cat gpu/val.log; fail "gpu: validation"; }
+grep -q "val loss" rounded/val.log || fail "rounded: no validation ran"
+[ "$(grep -o 'val loss [^ ]*' rounded/val.log)" = \
+  "$(grep -o 'val loss [^ ]*' gpu/val.log)" ] ||
+  fail "the rounded plan's evaluation differs from the plan on the GPU"
 ./rounded/build/trainer $TRAIN --iterations 2 --checkpoint rck \
   --checkpoint-every 1 >rounded/first.log 2>&1 ||
   { cat rounded/first.log; fail "rounded: 2 steps"; }
