@@ -373,7 +373,9 @@ bool HomingSearch::tryHoming(std::shared_ptr<TaskGraph> homed) {
   // push the host past its budget, more state goes to NVMe or the gradient
   // pool shrinks, and the homing is planned again (once: the slots hardly
   // change).
-  const TaskGraph *planned = homed ? homed.get() : &tg;
+  // Every weight on the GPU may plan in chunks, whose graph (not the
+  // model's) the plan's residencies are of.
+  const TaskGraph *planned = &out->scheduledGraph(homed ? *homed : tg);
   int64_t slots = offloadSlotBytes(*planned, out->plan);
   const int64_t buffers = batchBufferBytes(tg, req.batch);
   if (homed && out->plan.hostMemoryBytes() + slots + buffers > req.hostBudget) {
