@@ -3,7 +3,8 @@
 # on the zoo's tiny models at one or three budgets, exact and with
 # --sub-batch-statistics, the default plan is within 0.5% of the best plan
 # made with a forced sub-batch, order, chunk count, attention form or head
-# form (gpt2-tiny has both). The bigger models'
+# form (gpt2-tiny has both); every forced plan gets the default's budget in
+# bytes. The full tier adds gpt2-tiny with weights homed. The bigger models'
 # sweep is docs/benchmarks/planner.md ("Never worse than a forced flag").
 set -u
 source "$(dirname "$0")/lib/preamble.bash"
@@ -32,6 +33,17 @@ for m in "${models[@]}"; do
 done
 grep -q "^| tiny-bn | 16 | [0-9]*% | statistics | [0-9.]* " sweep.md ||
   fail "tiny-bn: no row with --sub-batch-statistics: $(cat sweep.md)"
+# The full tier: the same with weights homed on the host (gpt2-tiny at 10%
+# homes 29 weights), where the tier search picks among homings; about 20 s
+# a plan here.
+if full; then
+  "$PY" "$FORCED" --memfit "$MEMFIT" --batch 16 --max-sub-batches 8 \
+    --plan-flags "--library-reserve 0 --host-budget 1GiB" --budgets 10 \
+    --out homed.md --models gpt2-tiny >homed.txt 2>&1 ||
+    fail "with weights homed the default lost to a forced flag: $(cat homed.txt)"
+  grep -q "^| gpt2-tiny | 16 | 10% | exact | [0-9.]* | [0-9.]* " homed.md ||
+    fail "gpt2-tiny homed: no feasible row: $(cat homed.md)"
+fi
 # The check fails where it should: with a negative tolerance every case
 # with a forced plan is a loss.
 "$PY" "$FORCED" "${ARGS[@]}" --models tiny-cnn --budgets 75 \

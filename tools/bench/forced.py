@@ -2,8 +2,8 @@
 """memfit's default plan against every plan it makes with a choice forced.
 
 For each model, batch and budget (a percentage of the ideal peak), plans
-once with memfit's defaults and once per forced choice the command line
-offers: every sub-batch ceil(B / K) (K = 1..B, the sizes a search over
+once with memfit's defaults and, at the bytes that percentage gave it, once
+per forced choice the command line offers: every sub-batch ceil(B / K) (K = 1..B, the sizes a search over
 sub-batch counts can reach) and the halvings of the batch, each order
 (--order join-aware, model), each attention form (--fuse-attention true,
 false) where the model has attention, each head form (--fuse-head true,
@@ -30,13 +30,17 @@ import tempfile
 
 
 def plan(memfit, onnx, out, batch, device, budget, extra):
+    """The plan's time and its budget in bytes; (None, None) when none."""
     cmd = [memfit, "plan", onnx, "--batch", str(batch), "--device", device,
            "--budget", budget, "--bound=false", "-o", out, *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
-        return None
-    s = json.load(open(os.path.join(out, "plan.json")))["summary"]
-    return s["planned_seconds"] if s.get("feasible") else None
+        return None, None
+    j = json.load(open(os.path.join(out, "plan.json")))
+    s = j["summary"]
+    if not s.get("feasible"):
+        return None, None
+    return s["planned_seconds"], j["budget_bytes"]
 
 
 def sub_batches(batch, limit):
@@ -115,10 +119,15 @@ def main():
             for mode in modes:
                 b = budget + "%"
                 key = f"{name}-{budget}-{'s' if mode else 'e'}"
-                run = lambda extra, tag: plan(
+                run = lambda extra, tag, budget: plan(
                     args.memfit, onnx, os.path.join(tmp, f"{key}-{tag}"),
-                    args.batch, args.device, b, mode + common + extra)
-                default = run([], "default")
+                    args.batch, args.device, budget, mode + common + extra)
+                # A percentage is of the ideal peak in the plan's own order
+                # and forms, which a forced flag changes: the forced plans
+                # get the default's budget in bytes, so that every plan
+                # has the same memory.
+                default, budget_bytes = run([], "default", b)
+                same = str(budget_bytes) if budget_bytes else b
                 forced = []
                 for sb in sub_batches(args.batch, args.max_sub_batches):
                     forced.append((["--sub-batch", str(sb)], f"sb{sb}"))
@@ -131,7 +140,7 @@ def main():
                             forced.append((["--chunks", str(c)], f"ch{c}"))
                 best, best_flags = None, None
                 for extra, tag in forced:
-                    t = run(extra, tag)
+                    t, _ = run(extra, tag, same)
                     if t is not None and (best is None or t < best):
                         best, best_flags = t, extra
                 label = "statistics" if mode else "exact"
