@@ -62,6 +62,15 @@ grep -q "no output file" err.txt || fail "no missing-output message"
 "$MEMFIT" zoo gpt2 -o g.onnx --seq-len 2048 >/dev/null 2>err.txt && fail "gpt2 took T past 1024"
 grep -q "up to 1024 tokens" err.txt || fail "no context message: $(cat err.txt)"
 "$MEMFIT" zoo resnet18 -o g.onnx --seq-len 16 >/dev/null 2>err.txt && fail "seq-len accepted for resnet18"
+# --layers: the same blocks at another depth; not for a CNN.
+"$MEMFIT" zoo gpt2 -o g66.onnx --layers 3 >/dev/null 2>err.txt ||
+  fail "gpt2 --layers 3 exited $?: $(cat err.txt)"
+"$MEMFIT" inspect g66.onnx --batch 1 --json >g66.json 2>err.txt ||
+  fail "inspect of gpt2 --layers 3: $(cat err.txt)"
+grep -q '"parameters": 60648960' g66.json ||
+  fail "gpt2 at 3 layers is not (50257 + 1024) 768 + 3 (12 768^2 + 13 768) + 2 768 parameters: $(grep parameters g66.json)"
+"$MEMFIT" zoo resnet18 -o g.onnx --layers 3 >/dev/null 2>err.txt && fail "--layers accepted for resnet18"
+grep -q "not a language model" err.txt || fail "no --layers message: $(cat err.txt)"
 "$MEMFIT" zoo gpt2-xl -o g.onnx --weights >/dev/null 2>err.txt && fail "gpt2-xl written with weights"
 grep -q "2 GiB" err.txt || fail "no file-size message: $(cat err.txt)"
 
