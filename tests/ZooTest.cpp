@@ -19,6 +19,19 @@ namespace {
 
 const int64_t N = -1; // the symbolic batch as test::dimsOf reports it
 
+/// Elements of the weights a language model declares as graph inputs after
+/// its token ids.
+int64_t declaredParams(const onnx::GraphProto &g) {
+  int64_t params = 0;
+  for (int i = 1; i < g.input_size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : memfit::test::dimsOf(g.input(i).type()))
+      n *= d;
+    params += n;
+  }
+  return params;
+}
+
 int countConvAndGemm(const InspectedModel &m) {
   return m.countOps("Conv") + m.countOps("Gemm");
 }
@@ -341,22 +354,14 @@ TEST_CASE("tiny models are small and have the stated structure", "[zoo]") {
 }
 
 TEST_CASE("--layers sets a language model's depth", "[zoo]") {
-  // Weights declared as inputs after the token ids.
   auto params = [](const std::string &model, const ZooOptions &o) {
     auto bytes = buildZooModel(model, o);
     REQUIRE(static_cast<bool>(bytes));
     onnx::ModelProto proto;
     REQUIRE(proto.ParseFromString(*bytes));
-    int64_t n = 0;
-    for (int i = 1; i < proto.graph().input_size(); ++i) {
-      int64_t e = 1;
-      for (int64_t d : memfit::test::dimsOf(proto.graph().input(i).type()))
-        e *= d;
-      n += e;
-    }
     CHECK_THAT(proto.doc_string(),
                Catch::Contains(std::to_string(o.layers) + " decoder layers"));
-    return n;
+    return declaredParams(proto.graph());
   };
   // GPT-3 175B's blocks 66 deep, 2048 positions: (50257 + 2048) 12288 +
   // 66 (12 12288^2 + 13 12288) + 2 12288 = 120.24B.
@@ -382,14 +387,7 @@ TEST_CASE("--vocab sets a language model's vocabulary", "[zoo]") {
   REQUIRE(static_cast<bool>(bytes));
   onnx::ModelProto proto;
   REQUIRE(proto.ParseFromString(*bytes));
-  int64_t params = 0;
-  for (int i = 1; i < proto.graph().input_size(); ++i) {
-    int64_t n = 1;
-    for (int64_t d : memfit::test::dimsOf(proto.graph().input(i).type()))
-      n *= d;
-    params += n;
-  }
-  CHECK(params == 110418432);
+  CHECK(declaredParams(proto.graph()) == 110418432);
   auto cnn = buildZooModel("resnet18", o);
   REQUIRE_FALSE(static_cast<bool>(cnn));
   CHECK(llvm::toString(cnn.takeError()) ==
@@ -431,14 +429,7 @@ TEST_CASE("gpt2 and llama-2 have the published parameter counts", "[zoo]") {
     REQUIRE(proto.ParseFromString(*bytes));
     const auto &g = proto.graph();
     CHECK(g.initializer_size() == 0);
-    int64_t params = 0;
-    for (int i = 1; i < g.input_size(); ++i) {
-      int64_t n = 1;
-      for (int64_t d : memfit::test::dimsOf(g.input(i).type()))
-        n *= d;
-      params += n;
-    }
-    CHECK(params == c.params);
+    CHECK(declaredParams(g) == c.params);
     CHECK(memfit::test::dimsOf(g.input(0).type()) ==
           std::vector<int64_t>{N, c.seqLen});
     // Small files: no tables of T x T or T x d are stored.
