@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <functional>
+#include <utility>
 
 namespace memfit {
 
@@ -356,26 +357,23 @@ llvm::Expected<std::string> buildZooModel(const std::string &name,
                       "not apply",
                       quoteName(model->name),
                       language ? "token ids" : "a feature vector");
-  if (!language && opts.seqLen != 0)
-    return makeErrorF("model {0} is not a language model; a sequence length "
-                      "does not apply",
-                      quoteName(model->name));
+  // Options of language models alone.
+  for (auto [set, what] :
+       {std::pair{opts.seqLen != 0, "a sequence length"},
+        std::pair{opts.vocab != 0, "a vocabulary"},
+        std::pair{opts.layers != 0, "a number of decoder layers"}})
+    if (!language && set)
+      return makeErrorF("model {0} is not a language model; {1} does not "
+                        "apply",
+                        quoteName(model->name), what);
   if (language && opts.numClasses != 0)
     return makeErrorF("model {0} predicts tokens of its own vocabulary; a "
                       "number of classes does not apply",
-                      quoteName(model->name));
-  if (!language && opts.vocab != 0)
-    return makeErrorF("model {0} is not a language model; a vocabulary "
-                      "does not apply",
                       quoteName(model->name));
   if (opts.vocab < 0 || opts.vocab > kMaxVocab)
     return makeErrorF("vocabulary must be between 1 and {0} tokens (0 for "
                       "the model's own); got {1}",
                       kMaxVocab, opts.vocab);
-  if (!language && opts.layers != 0)
-    return makeErrorF("model {0} is not a language model; a number of "
-                      "decoder layers does not apply",
-                      quoteName(model->name));
   if (opts.layers < 0 || opts.layers > kMaxDepth)
     return makeErrorF("layers must be between 1 and {0} (0 for the model's "
                       "own); got {1}",
