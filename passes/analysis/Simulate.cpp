@@ -107,7 +107,7 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
       bool out = in.kind == InstrKind::CopyOut;
       dur =
           out ? costs.copyOutSeconds(bytes) : costs.copyInSeconds(tg, b, bytes);
-      (out ? rt.toHost : rt.toDevice) += out ? bytes : tg.linkBytes(b, bytes);
+      (out ? rt.toHost : rt.toDevice) += tg.linkBytes(b, bytes);
       break;
     }
     case InstrKind::Record:

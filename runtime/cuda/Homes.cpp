@@ -125,14 +125,13 @@ void cuda::uploadHomeCopy(const Exec &x, Exec::Impl &im, int32_t id,
 static void copyInFromMaster(Exec &x, Exec::Impl &im, int32_t id,
                              int64_t offset) {
   const WeightInfo &wi = x.weightInfo()[id];
-  auto [master, masterBytes] = homeRange(x, im, HomeTensor::Weight, id);
+  const char *from = homeRange(x, im, HomeTensor::Weight, id).first;
   checkArena(x, offset, wi.count * 2);
   if (!im.copyStaging)
     x.fatal(std::string("weight '") + wi.onnxName +
             "' rounds its working copy from its master, but the program "
             "has no staging buffer for it");
   const int64_t piece = x.info().copyStagingBytes / 4;
-  const char *from = static_cast<const char *>(master);
   cudaStream_t s = im.stream[CopyIn];
   for (int64_t lo = 0; lo < wi.count; lo += piece) {
     const int64_t n = std::min(piece, wi.count - lo);
@@ -144,7 +143,6 @@ static void copyInFromMaster(Exec &x, Exec::Impl &im, int32_t id,
                   {im.arena + offset + lo * 2, im.narrow}, false, s);
     check(x, cudaGetLastError(), "rounding a master into its working copy");
   }
-  (void)masterBytes;
 }
 
 void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {

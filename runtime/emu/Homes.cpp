@@ -80,18 +80,15 @@ void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
   if (what == HomeTensor::WorkingCopy && wInfo[id].copyOnGpu)
     fatal(std::string("weight '") + wInfo[id].onnxName +
           "' keeps its working copy on the device: no round copies it in");
-  if (what == HomeTensor::WorkingCopy && wInfo[id].copyFromMaster) {
-    // No copy at home: the master, rounded as it lands (its vector stands
-    // for the device's staging).
-    if (wInfo[id].copyOnGpu || wInfo[id].masterOnNvme)
-      fatal(std::string("weight '") + wInfo[id].onnxName +
-            "' rounds its working copy from a master kept elsewhere");
-    std::span<const float> master =
-        homeOf(*this, *impl, HomeTensor::Weight, id);
-    std::copy(master.begin(), master.end(), src.begin());
-    roundTo16Bit(prog.precision, src.data(), static_cast<int64_t>(src.size()));
-    impl->copyStale[id] = false;
-  } else if (what == HomeTensor::WorkingCopy) {
+  if (what == HomeTensor::WorkingCopy) {
+    // No copy at home where it is rounded from the master: the master,
+    // rounded as it lands (the vector stands for the device's staging).
+    if (wInfo[id].copyFromMaster) {
+      if (wInfo[id].masterOnNvme)
+        fatal(std::string("weight '") + wInfo[id].onnxName +
+              "' rounds its working copy from a master kept elsewhere");
+      impl->copyStale[id] = true;
+    }
     weightCopy(id); // the host's rounding of a changed master
   }
   const int64_t bytes = plannedBytes(what, wInfo[id].count);
