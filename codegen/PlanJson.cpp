@@ -297,6 +297,7 @@ std::string planToJson(const PlanReport &r) {
     if (s.roundedCopyWeights > 0) {
       j["summary"]["rounded_copy_weights"] = s.roundedCopyWeights;
       j["summary"]["rounded_copy_bytes"] = s.roundedCopyBytes;
+      j["summary"]["rounded_copy_nvme_weights"] = s.nvmeRoundedCopyWeights;
       j["summary"]["copy_staging_bytes"] = s.copyStagingBytes;
     }
     if (s.gradPoolBytes > 0) {
@@ -519,6 +520,8 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
     s.gpuCopyBytes = rd.integer(o, w, "gpu_copy_bytes", 0, false);
     s.roundedCopyWeights = rd.integer(o, w, "rounded_copy_weights", 0, false);
     s.roundedCopyBytes = rd.integer(o, w, "rounded_copy_bytes", 0, false);
+    s.nvmeRoundedCopyWeights =
+        rd.integer(o, w, "rounded_copy_nvme_weights", 0, false);
     s.copyStagingBytes = rd.integer(o, w, "copy_staging_bytes", 0, false);
     s.gradPoolBytes = rd.integer(o, w, "grad_pool_bytes", 0, false);
     s.pooledGradBytes = rd.integer(o, w, "pooled_grad_bytes", 0, false);

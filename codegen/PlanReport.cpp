@@ -115,6 +115,7 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
     } else if (tg.roundsFromMaster(b)) {
       ++s.roundedCopyWeights;
       s.roundedCopyBytes += tg.blocks[b].bytesAt(1);
+      s.nvmeRoundedCopyWeights += tg.nvmeCopyReadBytes(b) > 0;
     }
   s.copyStagingBytes = tg.copyStagingBytes();
   s.nvmeHomeBytes = plan.nvmeHomeBytes;

@@ -146,6 +146,9 @@ struct ReportSummary {
   /// the master), the bytes that saves at home, and the device's staging
   /// for them (in the resident bytes).
   int64_t roundedCopyWeights = 0, roundedCopyBytes = 0, copyStagingBytes = 0;
+  /// Of those, the weights whose master is on NVMe: each copy in reads it
+  /// from the drive first (TaskGraph::nvmeCopyReadBytes).
+  int64_t nvmeRoundedCopyWeights = 0;
   /// Homed gradients streamed through the host's gradient pool
   /// (GradPool.h): the pool's bytes, the gradients' and how many; 0
   /// without a pool.

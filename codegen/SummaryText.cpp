@@ -229,9 +229,15 @@ void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width) {
         "{0} of those weights keep no 16-bit working copy at home ({1} "
         "saved): each copy in sends the fp32 master, which the GPU rounds "
         "through a {2} staging buffer (in the resident bytes; MegaTrain's "
-        "layout)\n",
+        "layout){3}\n",
         s.roundedCopyWeights, formatBytes(s.roundedCopyBytes),
-        formatBytes(s.copyStagingBytes));
+        formatBytes(s.copyStagingBytes),
+        s.nvmeRoundedCopyWeights > 0
+            ? llvm::formatv("; {0} of those masters are on NVMe, read from "
+                            "the drive into pinned staging on each copy in",
+                            s.nvmeRoundedCopyWeights)
+                  .str()
+            : std::string());
   }
   if (s.gradPoolBytes > 0) {
     label("pool");
@@ -373,6 +379,7 @@ std::string planSummaryJson(const PlanReport &r) {
     if (s.roundedCopyWeights > 0) {
       j["rounded_copy_weights"] = s.roundedCopyWeights;
       j["rounded_copy_bytes"] = s.roundedCopyBytes;
+      j["rounded_copy_nvme_weights"] = s.nvmeRoundedCopyWeights;
       j["copy_staging_bytes"] = s.copyStagingBytes;
     }
     if (s.gradPoolBytes > 0) {

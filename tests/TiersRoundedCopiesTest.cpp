@@ -141,6 +141,107 @@ TEST_CASE("where the host budget cannot hold the 16-bit copies beside their "
                  Catch::Contains("--host-budget"));
 }
 
+TEST_CASE("where the host cannot hold even the working copies of masters on "
+          "NVMe, each copy in reads its master from the drive first",
+          "[tiers]") {
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::BF16);
+  p.nvmeRead = 6e9;
+  p.nvmeWrite = 4e9;
+  const int64_t nvme = int64_t(1) << 30;
+  // 160 KiB: the gradients (4 bytes a parameter: four rounds, so no pool)
+  // and the copies of the masters still at home; not the copies of those
+  // on NVMe too (the plan with them at home takes 171.3 KiB).
+  const int64_t host = 160 << 10;
+  auto out = p.planBytes(kGpu, host, 1, -1, nvme);
+  if (!out)
+    FAIL(llvm::toString(out.takeError()));
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const Plan &plan = out->plan;
+  REQUIRE(tg.copiesFromMaster);
+  REQUIRE(tg.copiesFromNvmeMaster);
+  if (auto err = verifyPlan(tg, plan))
+    FAIL(llvm::toString(std::move(err)));
+  int64_t fromDrive = 0, roundedBytes = 0;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b) {
+    if (!tg.roundsFromMaster(b))
+      continue;
+    roundedBytes += tg.blocks[b].bytesAt(1);
+    const BlockId m = tg.masterOf(b);
+    INFO(tg.blocks[b].name);
+    CHECK(tg.nvmeCopyReadBytes(b) ==
+          (tg.homeOf(m) == Tier::Nvme ? tg.blocks[m].bytesAt(1) : 0));
+    fromDrive += tg.homeOf(m) == Tier::Nvme;
+  }
+  REQUIRE(fromDrive > 0);
+  // Nothing of those copies at home; the pinned staging the drive reads
+  // into is, in whole 4 KiB transfers.
+  const int64_t pinned = tg.copyStagingHostBytes();
+  CHECK(pinned >= tg.copyStagingBytes());
+  CHECK(pinned % 4096 == 0);
+  CHECK(pinned < tg.copyStagingBytes() + 4096);
+  CHECK(tg.hostBytes() == tg.homedBytes(Tier::Host) - roundedBytes + pinned);
+  CHECK(plan.hostMemoryBytes() <= host);
+  CHECK(plan.totalBytes() <= kGpu);
+
+  // Each such copy in takes the drive's read, the link's master and the
+  // rounding, one after another; the drive's reads of every round and the
+  // host updates' state through it bound the iteration from below.
+  const CostTable &t = p.nvmeTable(plan.subBatch);
+  Simulation sim = simulate(tg, plan, t);
+  double drive = 0;
+  for (size_t i = 0; i < plan.round.size(); ++i) {
+    const Instr &in = plan.round[i];
+    if (in.kind != InstrKind::CopyIn)
+      continue;
+    const BlockId b = plan.residencies[in.residency].block;
+    const int64_t read = tg.nvmeCopyReadBytes(b);
+    if (read == 0)
+      continue;
+    const int64_t copy = tg.blocks[b].bytesAt(1), master = 2 * copy;
+    CHECK(read == master);
+    CHECK(sim.end[i] - sim.start[i] ==
+          Approx(t.copyInSeconds(master) +
+                 double(master + copy) / t.deviceBytesPerSecond +
+                 double(read) / p.nvmeRead));
+    drive += double(read) / p.nvmeRead;
+  }
+  REQUIRE(drive > 0);
+  drive *= plan.numSubBatches;
+  for (const Instr &in : plan.update)
+    if (in.onHost)
+      drive += t.nvmeUpdateSeconds(nvmeUpdateBytes(tg, tg.tasks[in.task]));
+  CHECK(sim.iterationSeconds >= drive * (1 - 1e-9));
+  INFO(out->boundWhy);
+  REQUIRE(out->bound.has_value());
+  CHECK(out->bound->seconds >= drive * (1 - 1e-9));
+  CHECK(out->bound->seconds <= plan.summary.plannedSeconds * (1 + 1e-9));
+
+  // The trainer reads those masters from the drive and rounds them.
+  auto files = emitTrainer(tg, plan, EmitOptions{});
+  REQUIRE(static_cast<bool>(files));
+  int64_t both = 0;
+  for (const GeneratedFile &f : *files)
+    for (size_t at = f.contents.find(".masterOnNvme = true, .copyFromMaster = "
+                                     "true");
+         at != std::string::npos;
+         at = f.contents.find(".masterOnNvme = true, .copyFromMaster = true",
+                              at + 1))
+      ++both;
+  CHECK(both == fromDrive);
+  PlanReport r = buildPlanReport(tg, plan, out->sim, PlanContext{});
+  CHECK(r.summary.nvmeRoundedCopyWeights == fromDrive);
+  auto back = parsePlanJson(planToJson(r), "plan.json");
+  if (!back)
+    FAIL(llvm::toString(back.takeError()));
+  CHECK(back->summary.nvmeRoundedCopyWeights == fromDrive);
+
+  // Without the drive those masters and copies have nowhere to go.
+  auto noDrive = p.planBytes(kGpu, host, 1);
+  REQUIRE(!noDrive);
+  CHECK_THAT(llvm::toString(noDrive.takeError()),
+             Catch::Contains("--host-budget"));
+}
+
 TEST_CASE("an fp32 plan has no working copies to round: a host budget short "
           "of its homes is refused as before",
           "[tiers][slow]") {

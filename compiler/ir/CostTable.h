@@ -79,13 +79,23 @@ struct CostTable {
   /// A copy of `bytes` of block `b` into the arena: a working copy rounded
   /// from its master (TaskGraph::roundsFromMaster) sends the master and,
   /// on the same stream, rounds it (reads the master, writes the copy in
-  /// device memory); anything else is copyInSeconds.
+  /// device memory), first reading it from the drive where it lives on
+  /// NVMe; anything else is copyInSeconds.
   double copyInSeconds(const TaskGraph &tg, BlockId b, int64_t bytes) const {
     const int64_t sent = tg.linkBytes(b, bytes);
     double t = copyInSeconds(sent);
     if (sent != bytes && deviceBytesPerSecond > 0)
       t += static_cast<double>(sent + bytes) / deviceBytesPerSecond;
-    return t;
+    return t + nvmeCopyReadSeconds(tg, b);
+  }
+  /// The drive's part of a copy in of block `b` (a master on NVMe read into
+  /// pinned staging, piece by piece, each piece then sent: the drive and
+  /// the link take turns, so their times add); 0 for any other block.
+  double nvmeCopyReadSeconds(const TaskGraph &tg, BlockId b) const {
+    const int64_t read = tg.nvmeCopyReadBytes(b);
+    return read > 0 && nvmeReadBytesPerSecond > 0
+               ? static_cast<double>(read) / nvmeReadBytesPerSecond
+               : 0.0;
   }
   /// A host update of `params` parameters whose optimizer state, `nvme`
   /// bytes of it, lives on NVMe: the host optimizer streams it through in
@@ -93,11 +103,15 @@ struct CostTable {
   /// overlap the arithmetic of other chunks but not each other (one drive).
   double hostUpdateSeconds(int64_t params, int64_t nvme = 0) const {
     double compute = static_cast<double>(params) / hostUpdateParamsPerSecond;
+    return nvme <= 0 ? compute : std::max(compute, nvmeUpdateSeconds(nvme));
+  }
+  /// The drive's part of a host update whose `nvme` bytes live on NVMe:
+  /// read and written back.
+  double nvmeUpdateSeconds(int64_t nvme) const {
     if (nvme <= 0)
-      return compute;
-    double io = static_cast<double>(nvme) / nvmeReadBytesPerSecond +
-                static_cast<double>(nvme) / nvmeWriteBytesPerSecond;
-    return std::max(compute, io);
+      return 0;
+    return static_cast<double>(nvme) / nvmeReadBytesPerSecond +
+           static_cast<double>(nvme) / nvmeWriteBytesPerSecond;
   }
   /// Gradient clipping by global norm (TaskGraph::clipGradNorm): after
   /// the rounds every gradient is read once for its norm and scaled in

@@ -147,8 +147,15 @@ int64_t TaskGraph::homedBytes(Tier t) const {
   return total;
 }
 
+int64_t TaskGraph::copyStagingHostBytes() const {
+  for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
+    if (nvmeCopyReadBytes(b) > 0)
+      return (copyStagingBytes() + 4095) / 4096 * 4096;
+  return 0;
+}
+
 int64_t TaskGraph::hostBytes() const {
-  int64_t total = homedBytes(Tier::Host);
+  int64_t total = homedBytes(Tier::Host) + copyStagingHostBytes();
   for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
     if (copyStaysOnGpu(b))
       total += blocks[b].bytesAt(1);
@@ -167,8 +174,10 @@ bool TaskGraph::nvmeHomeable(BlockId b) const {
     return false;
   // A trained weight's master: read by its update alone, which streams it
   // with the state. A constant's (a mask read as its 16-bit copy) has no
-  // update to stream it, so it stays at home.
-  return !blk.readers.empty() &&
+  // update to stream it, so it stays at home. An evaluation graph has no
+  // updates: its masters stay where the training plan put them, read by
+  // nothing but, where the copies are rounded from them, the copies in.
+  return (evaluation || !blk.readers.empty()) &&
          std::all_of(blk.readers.begin(), blk.readers.end(), [&](TaskId t) {
            return tasks[t].kind == TaskKind::Update;
          });

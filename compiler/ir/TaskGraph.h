@@ -63,11 +63,12 @@ std::string_view blockKindName(BlockKind k);
 /// (docs/memory.md, "Memory tiers"): on the GPU for the whole run, outside
 /// the arena (the default), or in pinned host memory, copied into the arena
 /// for the tasks of a round that read or write it, like a prefetched
-/// activation, and updated there by the host's cores.
-/// Where a weight-side block lives between rounds. Nvme holds only the
-/// optimizer state (momentum, second moment) of a weight homed on the host:
-/// the host's update reads it from files and writes it back, and no round
-/// copies it (docs/memory.md, "NVMe").
+/// activation, and updated there by the host's cores. Nvme holds only what
+/// the host's update alone touches (TaskGraph::nvmeHomeable: optimizer
+/// state, 16-bit plans' fp32 masters), which it streams from files and
+/// back; no round copies it, but a working copy rounded from a master there
+/// (TaskGraph::copiesFromNvmeMaster) is read from it on its way in
+/// (docs/memory.md, "NVMe").
 enum class Tier : uint8_t { Gpu, Host, Nvme };
 std::string_view tierName(Tier t); // "gpu", "host", "nvme"
 
@@ -291,6 +292,11 @@ struct TaskGraph {
   /// with its master keeps no bytes there; each copy in sends the master
   /// and the device rounds it on arrival (roundsFromMaster).
   bool copiesFromMaster = false;
+  /// With copiesFromMaster, where the host budget cannot hold even the
+  /// working copies of masters on NVMe (LoHan's 175B on 256 GB): those are
+  /// not kept at home either, and each copy in reads the master from the
+  /// drive into pinned staging before it crosses the link.
+  bool copiesFromNvmeMaster = false;
 
   const Block &block(BlockId id) const { return blocks[id]; }
   /// The Y (gradient) block of value `v` that a task of chunk `chunk`
@@ -327,12 +333,24 @@ struct TaskGraph {
            homes[b] == Tier::Gpu && homes[masterOf(b)] != Tier::Gpu;
   }
   /// Whether block `b` is a 16-bit working copy that the host does not
-  /// keep (copiesFromMaster): homed there with its master, which every copy
-  /// in sends over the link for the device to round.
+  /// keep (copiesFromMaster): homed there with its master (or with its
+  /// master on NVMe, copiesFromNvmeMaster), which every copy in sends over
+  /// the link for the device to round.
   bool roundsFromMaster(BlockId b) const {
-    return copiesFromMaster && !homes.empty() &&
-           blocks[b].kind == BlockKind::WeightCopy && homes[b] == Tier::Host &&
-           homes[masterOf(b)] == Tier::Host;
+    if (!copiesFromMaster || homes.empty() ||
+        blocks[b].kind != BlockKind::WeightCopy || homes[b] != Tier::Host)
+      return false;
+    const Tier master = homes[masterOf(b)];
+    return master == Tier::Host ||
+           (master == Tier::Nvme && copiesFromNvmeMaster);
+  }
+  /// Bytes a copy in of block `b` reads from NVMe before it crosses the
+  /// link: the master's, for a copy rounded from a master homed there; 0
+  /// for any other block.
+  int64_t nvmeCopyReadBytes(BlockId b) const {
+    return roundsFromMaster(b) && homes[masterOf(b)] == Tier::Nvme
+               ? blocks[masterOf(b)].bytesAt(1)
+               : 0;
   }
   /// Bytes that a copy of `bytes` of block `b` between the arena and its
   /// home moves over the link: the fp32 master's for a copy rounded from
@@ -344,9 +362,14 @@ struct TaskGraph {
   /// rounded (resident, outside the arena): a copy in goes through them
   /// piece by piece; 0 when no copy is rounded from its master.
   int64_t copyStagingBytes() const;
+  /// Pinned host bytes a master on NVMe is read into on its way to the
+  /// device staging (copyStagingBytes rounded up to the drive's 4 KiB
+  /// transfers, as the runtime's NvmeStore::regionBytes does); 0 when no
+  /// copy is rounded from a master on NVMe.
+  int64_t copyStagingHostBytes() const;
   /// Pinned host bytes the homes take: every block homed on the host but
-  /// working copies rounded from their masters, and the host's copy of each
-  /// working copy that stays on the GPU.
+  /// working copies rounded from their masters, the host's copy of each
+  /// working copy that stays on the GPU, and copyStagingHostBytes.
   int64_t hostBytes() const;
 
   /// The update of a weight homed off the GPU, which the host's cores run

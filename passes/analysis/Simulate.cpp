@@ -13,6 +13,8 @@ namespace {
 
 struct RoundTimes {
   double seconds = 0, stall = 0, compute = 0, recompute = 0;
+  /// The drive's time in the round's copies in (masters read from NVMe).
+  double drive = 0;
   int64_t toHost = 0, toDevice = 0;
   std::vector<double> start, end;
   std::vector<double> eventTime; // when each event's Record fired
@@ -108,6 +110,8 @@ RoundTimes replay(const TaskGraph &tg, const Plan &plan,
       dur =
           out ? costs.copyOutSeconds(bytes) : costs.copyInSeconds(tg, b, bytes);
       (out ? rt.toHost : rt.toDevice) += tg.linkBytes(b, bytes);
+      if (!out)
+        rt.drive += costs.nvmeCopyReadSeconds(tg, b);
       break;
     }
     case InstrKind::Record:
@@ -204,11 +208,21 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
             std::max(uploadEnd, host.end[i]) + full.copyInSeconds(bytes);
         uploaded += bytes;
       }
+  // One drive serves the copies in that read masters from NVMe and the
+  // host updates that stream state through it. Each is timed above as if
+  // the drive were its own; where they overlap, the iteration ends no
+  // sooner than the drive's whole work (it may end later: the overlap is
+  // not replayed).
+  double drive = (k - 1) * fullRound.drive + lastRound.drive;
+  if (drive > 0)
+    for (const Instr &in : plan.update)
+      if (in.onHost)
+        drive += full.nvmeUpdateSeconds(nvmeUpdateBytes(tg, tg.tasks[in.task]));
   sim.roundSeconds = fullRound.seconds;
   sim.lastRoundSeconds = lastRound.seconds;
   sim.clipSeconds = clip;
-  sim.updateSeconds =
-      std::max({upd.seconds, hostEnd - roundsEnd, uploadEnd - roundsEnd});
+  sim.updateSeconds = std::max({upd.seconds, hostEnd - roundsEnd,
+                                uploadEnd - roundsEnd, drive - roundsEnd});
   sim.iterationSeconds = roundsEnd + sim.updateSeconds;
   sim.stallSeconds = (k - 1) * fullRound.stall + lastRound.stall;
   sim.computeSeconds =

@@ -27,6 +27,7 @@ void carryHomes(TaskGraph &evalTg, const TaskGraph &trained) {
   // Its copies in of working copies are the trainer's: masters rounded on
   // arrival where the training plan keeps no copies at home.
   evalTg.copiesFromMaster = trained.copiesFromMaster;
+  evalTg.copiesFromNvmeMaster = trained.copiesFromNvmeMaster;
 }
 
 } // namespace

@@ -130,7 +130,10 @@ llvm::Error exceedsBudgets(const TaskGraph &tg, int64_t host, int64_t slots,
     if (tg.gradPoolBytes > 0)
       what += " (their gradients through a " + formatBytes(tg.gradPoolBytes) +
               " pool)";
-    if (tg.copiesFromMaster)
+    if (tg.copiesFromNvmeMaster)
+      what += " (16-bit working copies not kept: rounded from the masters, "
+              "those on NVMe read from the drive)";
+    else if (tg.copiesFromMaster)
       what += " (16-bit working copies not kept: rounded from the masters)";
     if (slots > 0)
       what += ", offloading " + formatBytes(slots) + " of activations";
@@ -190,8 +193,9 @@ int64_t hostBytesOf(const TaskGraph &tg) {
 /// (when every host update can start inside the round: not in fp16
 /// programs, nor when clipping), then, in 16-bit programs, the working
 /// copies rounded from their masters instead of kept at home (twice the
-/// link's bytes a copy in: the last resort). Returns whether anything
-/// changed.
+/// link's bytes a copy in: the last resort), those of masters on NVMe last
+/// of all (each copy in reads the master from the drive). Returns whether
+/// anything changed.
 bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
              TaskGraph &homed, int64_t slots, const PlanRequest &req) {
   const int64_t buffers = batchBufferBytes(tg, req.batch);
@@ -219,20 +223,31 @@ bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
     changed = true;
   };
   pool();
-  if (over() <= 0 || homed.copiesFromMaster)
-    return changed;
-  homed.copiesFromMaster = true;
-  bool any = false;
-  for (BlockId b = 0; b < (BlockId)homed.homes.size(); ++b)
-    any = any || homed.roundsFromMaster(b);
-  if (!any) { // no working copy at home beside its master
-    homed.copiesFromMaster = false;
-    return changed;
-  }
-  // The pool again, sized anew; none where the copies' bytes were enough.
-  homed.gradPoolBytes = 0;
-  pool();
-  return true;
+  // The working copies not kept, those of masters at home first (each copy
+  // in then sends the master), then those of masters on NVMe (each copy in
+  // reads it from the drive too); each step reverted where it rounds no
+  // copy.
+  auto rounding = [&](bool &flag) {
+    if (over() <= 0 || flag)
+      return;
+    const int64_t before = homed.hostBytes();
+    const bool wasRounding = homed.copiesFromMaster;
+    flag = true;
+    homed.copiesFromMaster = true;
+    if (homed.hostBytes() == before) {
+      flag = false;
+      homed.copiesFromMaster = wasRounding;
+      return;
+    }
+    // The pool again, sized anew; none where the copies' bytes were enough.
+    homed.gradPoolBytes = 0;
+    pool();
+    changed = true;
+  };
+  rounding(homed.copiesFromMaster);
+  if (req.nvmeBudget > 0)
+    rounding(homed.copiesFromNvmeMaster);
+  return changed;
 }
 
 /// What the host tier cannot serve yet; success when it can.

@@ -477,7 +477,7 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   // weakens it; each round copies in every such block it uses and copies
   // out every one it writes at least once, so a round takes no less than
   // either copy stream's share of them.
-  double homeIn = 0, homeOut = 0;
+  double homeIn = 0, homeOut = 0, driveIn = 0;
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
     const Block &blk = tg.blocks[b];
     if (tg.homeOf(b) == Tier::Gpu)
@@ -488,8 +488,10 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
     for (TaskId t : blk.writers)
       written |= tg.tasks[t].kind != TaskKind::Update;
     int64_t bytes = blk.bytesAt(1);
-    if (read || (written && k > 1))
+    if (read || (written && k > 1)) {
       homeIn += full.copyInSeconds(tg, b, bytes);
+      driveIn += full.nvmeCopyReadSeconds(tg, b);
+    }
     if (written)
       homeOut += full.copyOutSeconds(bytes);
   }
@@ -497,12 +499,14 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   beforeLast = std::max(beforeLast, double(k - 1) * std::max(homeIn, homeOut));
   // The host's updates run beside the GPU's, and may start inside the last
   // round (HostOverlap.h).
-  double update = 0, hostUpdate = 0, upload = 0;
+  double update = 0, hostUpdate = 0, upload = 0, drive = double(k) * driveIn;
   for (const Instr &in : plan.update)
     if (in.kind == InstrKind::Run && in.onHost) {
+      const int64_t nvme = nvmeUpdateBytes(tg, tg.tasks[in.task]);
       hostUpdate +=
-          full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]),
-                                 nvmeUpdateBytes(tg, tg.tasks[in.task]));
+          full.hostUpdateSeconds(updatedParams(tg, tg.tasks[in.task]), nvme);
+      if (driveIn > 0)
+        drive += full.nvmeUpdateSeconds(nvme);
       if (int64_t bytes = hostUploadBytes(tg, tg.tasks[in.task]))
         upload += full.copyInSeconds(bytes);
     } else if (in.kind == InstrKind::Run)
@@ -529,6 +533,9 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   // Working copies kept on the GPU are uploaded after the rounds, one
   // after another on the host-to-device link.
   out.seconds = std::max(out.seconds, rounds + upload);
+  // One drive serves the copies in that read masters from NVMe and the
+  // host updates that stream state through it.
+  out.seconds = std::max(out.seconds, drive);
   return out;
 }
 

@@ -279,12 +279,17 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
   char *pool = nullptr;
   bool carving = false; // the second walk: pieces and host memory are real
   for (const WeightInfo &wi : wInfo)
-    if (wi.copyFromMaster &&
-        (wi.home != Home::Host || !wi.workingCopy || wi.copyOnGpu ||
-         wi.masterOnNvme || info.copyStagingBytes < 4))
+    if (wi.copyFromMaster && (wi.home != Home::Host || !wi.workingCopy ||
+                              wi.copyOnGpu || info.copyStagingBytes < 4))
       fatal(std::string("weight '") + wi.onnxName +
             "' rounds its working copy from its master but is not homed on "
             "the host with both, or the program has no staging for it");
+  // A master on NVMe is read into pinned memory on its way to the device.
+  if (std::any_of(wInfo.begin(), wInfo.end(), [](const WeightInfo &wi) {
+        return wi.copyFromMaster && wi.masterOnNvme;
+      }))
+    im.copyStagingHost = static_cast<char *>(
+        hostAlloc(*this, host::NvmeStore::regionBytes(info.copyStagingBytes)));
   for (const WeightInfo &wi : wInfo)
     if (wi.gradPoolOffset >= 0 &&
         (wi.home != Home::Host || !wi.trainable || wi.gradPoolOffset % 4 != 0 ||
@@ -465,6 +470,8 @@ Exec::~Exec() {
         release(id, (*list)[id]);
   if (im.gradPool)
     cudaFreeHost(im.gradPool);
+  if (im.copyStagingHost)
+    cudaFreeHost(im.copyStagingHost);
   cuda::destroyCollectives(im);
   if (im.weightPool)
     cudaFree(im.weightPool);
@@ -863,6 +870,9 @@ int64_t Exec::hostHomeBytes() const {
     total += copies * wi.count * 4 +
              (wi.workingCopy && !wi.copyFromMaster ? wi.count * 2 : 0);
   }
+  // Where a master on NVMe is read before it is sent (copyInFromMaster).
+  if (impl->copyStagingHost)
+    total += host::NvmeStore::regionBytes(prog.copyStagingBytes);
   return total;
 }
 

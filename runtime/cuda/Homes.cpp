@@ -14,7 +14,8 @@
 //
 // A weight with WeightInfo::copyFromMaster keeps no working copy at home:
 // its copy in sends the master through a device staging buffer and rounds
-// it into the arena on the copy-in stream (copyInFromMaster).
+// it into the arena on the copy-in stream (copyInFromMaster), reading it
+// first from the NVMe tier's file where the master lives there.
 //
 // A weight whose update the plan starts inside the last round
 // (Exec::hostReady) has a host function after its final gradient's copy
@@ -94,6 +95,8 @@ bool cuda::atHome(const Exec &x, const Exec::Impl &im, const void *p) {
 
 void cuda::narrowHomeCopy(Exec::Impl &im, int32_t id, int64_t lo, int64_t hi,
                           const float *w) {
+  if (!im.wCopy[id]) // rounded from the master on every copy in instead
+    return;
   uint16_t *c = reinterpret_cast<uint16_t *>(im.wCopy[id]) + lo;
   for (int64_t i = 0; i < hi - lo; ++i)
     c[i] = cuda::narrowBits(im.narrow, w[i]);
@@ -118,27 +121,58 @@ void cuda::uploadHomeCopy(const Exec &x, Exec::Impl &im, int32_t id,
           "cudaStreamSynchronize (a working copy kept on the device)");
 }
 
+/// The host function that reads a piece of a master from NVMe (NvmeRead).
+static void CUDART_CB onNvmeRead(void *arg) {
+  auto *r = static_cast<cuda::NvmeRead *>(arg);
+  r->store->read(r->offset, r->dst, r->bytes);
+}
+
 /// A working copy with none at home (WeightInfo::copyFromMaster): the
 /// master in pieces through the staging buffer, each rounded into the arena
 /// on the copy-in stream, so that the stream's order keeps a piece from
-/// landing over one not yet rounded.
+/// landing over one not yet rounded. A master on NVMe is first read, piece
+/// by piece, into pinned staging by a host function on the same stream
+/// (a host node of a captured round), which the stream's order also keeps
+/// from overwriting a piece not yet sent.
 static void copyInFromMaster(Exec &x, Exec::Impl &im, int32_t id,
                              int64_t offset) {
   const WeightInfo &wi = x.weightInfo()[id];
-  const char *from = homeRange(x, im, HomeTensor::Weight, id).first;
+  const bool nvme = wi.masterOnNvme;
+  if (nvme && (!im.nvme.opened() || !im.copyStagingHost))
+    x.fatal(std::string("weight '") + wi.onnxName +
+            "' rounds its working copy from a master on NVMe, and the "
+            "trainer opened no NVMe directory (Exec::openNvme) or has no "
+            "pinned staging for it");
+  const char *from = nvme ? im.copyStagingHost
+                          : homeRange(x, im, HomeTensor::Weight, id).first;
   checkArena(x, offset, wi.count * 2);
   if (!im.copyStaging)
     x.fatal(std::string("weight '") + wi.onnxName +
             "' rounds its working copy from its master, but the program "
             "has no staging buffer for it");
-  const int64_t piece = x.info().copyStagingBytes / 4;
+  // Pieces start on the drive's alignment in its file.
+  const int64_t staging = x.info().copyStagingBytes;
+  const int64_t piece =
+      nvme && staging >= host::NvmeStore::kAlign
+          ? staging / host::NvmeStore::kAlign * host::NvmeStore::kAlign / 4
+          : staging / 4;
   cudaStream_t s = im.stream[CopyIn];
   for (int64_t lo = 0; lo < wi.count; lo += piece) {
     const int64_t n = std::min(piece, wi.count - lo);
-    check(x,
-          cudaMemcpyAsync(im.copyStaging, from + lo * 4, n * 4,
-                          cudaMemcpyHostToDevice, s),
-          "cudaMemcpyAsync (a master, to be rounded on the device)");
+    if (nvme) {
+      auto &r = im.nvmeReads[{id, lo}];
+      if (!r)
+        r = std::make_unique<cuda::NvmeRead>(cuda::NvmeRead{
+            im.nvme.store.get(), im.nvme.w[id] + lo * 4,
+            host::NvmeStore::regionBytes(n * 4), im.copyStagingHost});
+      check(x, cudaLaunchHostFunc(s, onNvmeRead, r.get()),
+            "cudaLaunchHostFunc (a master read from NVMe)");
+    }
+    const char *src = nvme ? from : from + lo * 4;
+    check(
+        x,
+        cudaMemcpyAsync(im.copyStaging, src, n * 4, cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync (a master, to be rounded on the device)");
     cuda::putInto(im, n, {im.copyStaging, cuda::Store::F32},
                   {im.arena + offset + lo * 2, im.narrow}, false, s);
     check(x, cudaGetLastError(), "rounding a master into its working copy");
@@ -206,9 +240,11 @@ host::JobId submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
     at.w = im.nvme.w[id];
     w = nullptr;
     Exec::Impl *impl = &im;
-    out = [impl, id](int64_t lo, int64_t hi, const float *chunk) {
-      cuda::narrowHomeCopy(*impl, id, lo, hi, chunk);
-    };
+    // None at home where each copy in rounds the master.
+    if (!wi.copyFromMaster)
+      out = [impl, id](int64_t lo, int64_t hi, const float *chunk) {
+        cuda::narrowHomeCopy(*impl, id, lo, hi, chunk);
+      };
   }
   if (p.optimizer == Optimizer::SGD) {
     const bool useBuf = p.hasMomentum && x.momentum != 0;

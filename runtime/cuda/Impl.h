@@ -100,6 +100,15 @@ void runHostUpdates(Exec &x, Exec::Impl &im);
 /// that reached the weight's ready point and, at the iteration's last,
 /// submits its update to the host optimizer. Written by that function's
 /// thread only, read by the issuing thread after the rounds are done.
+/// A piece of a master on NVMe to read into pinned staging, by a host
+/// function on the copy-in stream (no CUDA call in it). An I/O error is
+/// the store's (NvmeStore::failed), which the trainer checks where it waits
+/// for the host's updates.
+struct NvmeRead {
+  host::NvmeStore *store = nullptr;
+  int64_t offset = 0, bytes = 0;
+  char *dst = nullptr;
+};
 struct HostReady {
   Exec *x = nullptr;
   Exec::Impl *im = nullptr;
@@ -464,6 +473,16 @@ struct Exec::Impl {
   /// is rounded into the arena (ProgramInfo::copyStagingBytes; out of
   /// weightPool); null when no weight has WeightInfo::copyFromMaster.
   char *copyStaging = nullptr;
+  /// Pinned host: where a piece of a master on NVMe is read before it is
+  /// sent to copyStaging (NvmeStore::regionBytes of copyStagingBytes,
+  /// page-aligned as O_DIRECT wants); null when no weight rounds its copy
+  /// from a master on NVMe.
+  char *copyStagingHost = nullptr;
+  /// Per (weight, first element) of each piece a master on NVMe is read in
+  /// by a host function on the copy-in stream (copyInFromMaster): the
+  /// function's argument, at a fixed address a captured graph keeps.
+  std::map<std::pair<int32_t, int64_t>, std::unique_ptr<cuda::NvmeRead>>
+      nvmeReads;
 
   // --- multi-tensor updates (MultiTensor.cu) ---
   /// Device: every trainable weight's chunks, weights in id order, built

@@ -82,14 +82,17 @@ void Exec::copyInHome(HomeTensor what, int32_t id, int64_t offset) {
           "' keeps its working copy on the device: no round copies it in");
   if (what == HomeTensor::WorkingCopy) {
     // No copy at home where it is rounded from the master: the master,
-    // rounded as it lands (the vector stands for the device's staging).
-    if (wInfo[id].copyFromMaster) {
-      if (wInfo[id].masterOnNvme)
-        fatal(std::string("weight '") + wInfo[id].onnxName +
-              "' rounds its working copy from a master kept elsewhere");
-      impl->copyStale[id] = true;
+    // rounded as it lands (the vector stands for the device's staging),
+    // read from the drive first where it lives on NVMe.
+    if (wInfo[id].copyFromMaster && wInfo[id].masterOnNvme) {
+      readWeight(id, src.data());
+      roundTo16Bit(prog.precision, src.data(),
+                   static_cast<int64_t>(src.size()));
+    } else {
+      if (wInfo[id].copyFromMaster)
+        impl->copyStale[id] = true;
+      weightCopy(id); // the host's rounding of a changed master
     }
-    weightCopy(id); // the host's rounding of a changed master
   }
   const int64_t bytes = plannedBytes(what, wInfo[id].count);
   if (offset < 0 || offset + bytes > prog.arenaBytes)
@@ -147,12 +150,17 @@ void submitHostUpdate(Exec &x, Exec::Impl &im, int32_t id) {
   if (wi.masterOnNvme) {
     at.w = im.nvme.w[id];
     w = nullptr;
+    // A copy rounded from the master on each copy in is not kept: its
+    // vector then keeps what the last copy in read, stale once this runs.
     const Precision precision = prog.precision;
     float *copy = im.wCopy[id].data();
-    out = [precision, copy](int64_t lo, int64_t hi, const float *chunk) {
-      std::copy(chunk, chunk + (hi - lo), copy + lo);
-      roundTo16Bit(precision, copy + lo, hi - lo);
-    };
+    if (!wi.copyFromMaster)
+      out = [precision, copy](int64_t lo, int64_t hi, const float *chunk) {
+        std::copy(chunk, chunk + (hi - lo), copy + lo);
+        roundTo16Bit(precision, copy + lo, hi - lo);
+      };
+    else
+      std::fill(im.wCopy[id].begin(), im.wCopy[id].end(), kPoison);
   }
   if (prog.optimizer == Optimizer::SGD) {
     const bool useBuf = prog.hasMomentum && momentum != 0;

@@ -12,6 +12,9 @@
 # bit for bit the frozen plan on the GPU. Then MegaTrain's layout: a host
 # budget short of the copies, so that each is rounded from its master on
 # the way in; bit for bit, validated and resumed as the plan on the GPU.
+# Last, LoHan's layout: masters and moments on NVMe and a host budget short
+# of even their copies, so that each copy in reads its master from the
+# drive; bit for bit, validated and resumed likewise.
 set -u
 source "$(dirname "$0")/lib/preamble.bash"
 # shellcheck source=lib/trainer.bash
@@ -33,6 +36,11 @@ d = json.load(open("dev0.json"))
 d["name"] = "h100-sxm-slow-link"
 d["h2d_gbps"] = d["d2h_gbps"] = 0.05
 json.dump(d, open("slow.json", "w"))
+d = json.load(open("dev0.json"))
+d["name"] = "h100-sxm-nvme"
+d["nvme_read_gbps"] = 6.0
+d["nvme_write_gbps"] = 4.0
+json.dump(d, open("nvme.json", "w"))
 PYEOF
 
 # --refine=false: refinement takes most of a sanitized compile and changes
@@ -132,3 +140,42 @@ grep -q "val loss" rounded/val.log || fail "rounded: no validation ran"
   { cat rounded/resumed.log; fail "rounded: resume"; }
 cmp -s rounded-resumed.onnx gpu.onnx || fail "the rounded plan's resume differs"
 echo "gpu_copies: $n copies rounded from their masters train bit for bit, resumed too"
+
+# LoHan's layout: with a drive, the moments and masters go to NVMe, and a
+# host budget (160 KiB) short of the gradients and the copies of those
+# masters (171 KiB) leaves no copy at home: each copy in reads its master
+# from the drive. Bit for bit as the plan on the GPU, validated, resumed.
+mkdir -p drive
+build_trainer lohan g.onnx ${ROUNDED/h100-sxm/nvme.json} --budget 120KiB \
+  --host-budget 160KiB --nvme drive
+n=$("$PY" - lohan/plan.json <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+assert s["host_home_bytes"] <= 160 << 10, s
+assert s["nvme_home_bytes"] > 0, s
+print(s.get("rounded_copy_nvme_weights", 0))
+PYEOF
+) || fail "lohan: the plan's homes break the host budget or keep nothing on NVMe"
+[ "$n" -gt 0 ] || fail "lohan: no copy is read from a master on NVMe"
+[ "$(grep -c '\.masterOnNvme = true, \.copyFromMaster = true' lohan/src/main.cpp)" -eq "$n" ] ||
+  fail "lohan: the trainer does not read the plan's $n masters from NVMe"
+"$MEMFIT" report lohan/plan.json --layers 0 >lohan/report.txt 2>&1 ||
+  { cat lohan/report.txt; fail "memfit report cannot read the lohan plan"; }
+grep -q "^copies .*masters are on NVMe, read from the drive" lohan/report.txt ||
+  fail "the summary does not say which masters are read from the drive"
+./lohan/build/trainer $TRAIN $VAL --save lohan.onnx >lohan/train.log 2>&1 ||
+  { cat lohan/train.log; fail "train lohan"; }
+cmp -s lohan.onnx gpu.onnx ||
+  fail "copies read from masters on NVMe train other weights than on the GPU"
+[ "$(grep -o 'val loss [^ ]*' lohan/train.log)" = \
+  "$(grep -o 'val loss [^ ]*' gpu/val.log)" ] ||
+  fail "the lohan plan's evaluation differs from the plan on the GPU"
+[ -z "$(ls -A drive)" ] || fail "the trainer left files in the NVMe directory"
+./lohan/build/trainer $TRAIN --iterations 2 --checkpoint lck \
+  --checkpoint-every 1 >lohan/first.log 2>&1 ||
+  { cat lohan/first.log; fail "lohan: 2 steps"; }
+./lohan/build/trainer $TRAIN --checkpoint lck --resume \
+  --save lohan-resumed.onnx >lohan/resumed.log 2>&1 ||
+  { cat lohan/resumed.log; fail "lohan: resume"; }
+cmp -s lohan-resumed.onnx gpu.onnx || fail "the lohan plan's resume differs"
+echo "gpu_copies: $n copies read from masters on NVMe train bit for bit, resumed too"
