@@ -588,6 +588,42 @@ TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
   CHECK(bound >= (forward + host) * (1 - 1e-9));
 }
 
+TEST_CASE("a homed plan's bound: no host update starts before every homed "
+          "block the forward pass reads has crossed the link",
+          "[tiers][bound][slow]") {
+  HostPlanned p("gpt2-tiny", 4);
+  // A link slow enough that the forward pass's copies in take longer than
+  // its tasks.
+  p.link = 50e6;
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  REQUIRE(out->plan.numSubBatches == 1);
+  INFO(out->boundWhy);
+  REQUIRE(out->bound.has_value());
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const CostTable &t = p.nvmeTable(4);
+  const double host = hostUpdateSeconds(out->plan, tg, t);
+  double forward = 0, forwardIn = 0;
+  for (const Instr &in : out->plan.round)
+    if (in.kind == InstrKind::Run && !in.recompute &&
+        (tg.tasks[in.task].kind == TaskKind::Forward ||
+         tg.tasks[in.task].kind == TaskKind::Loss))
+      forward += t.fastest(in.task).seconds;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
+    if (tg.homeOf(b) != Tier::Gpu &&
+        std::any_of(tg.blocks[b].readers.begin(), tg.blocks[b].readers.end(),
+                    [&](TaskId r) {
+                      return tg.tasks[r].kind == TaskKind::Forward ||
+                             tg.tasks[r].kind == TaskKind::Loss;
+                    }))
+      forwardIn += t.copyInSeconds(tg, b, tg.blocks[b].bytesAt(1));
+  REQUIRE(host > 0);
+  REQUIRE(forwardIn > forward);
+  CHECK(out->bound->seconds >= (forwardIn + host) * (1 - 1e-9));
+  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+}
+
 TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
           "[tiers][bound][slow]") {
   // Its loss scale decides after the backward pass whether any update

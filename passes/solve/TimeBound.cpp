@@ -477,14 +477,17 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   // weakens it; each round copies in every such block it uses and copies
   // out every one it writes at least once, so a round takes no less than
   // either copy stream's share of them.
-  double homeIn = 0, homeOut = 0, driveIn = 0;
+  double homeIn = 0, homeOut = 0, driveIn = 0, forwardIn = 0;
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
     const Block &blk = tg.blocks[b];
     if (tg.homeOf(b) == Tier::Gpu)
       continue;
-    bool read = false, written = false;
-    for (TaskId t : blk.readers)
-      read |= tg.tasks[t].kind != TaskKind::Update;
+    bool read = false, written = false, readForward = false;
+    for (TaskId t : blk.readers) {
+      const TaskKind kind = tg.tasks[t].kind;
+      read |= kind != TaskKind::Update;
+      readForward |= kind == TaskKind::Forward || kind == TaskKind::Loss;
+    }
     for (TaskId t : blk.writers)
       written |= tg.tasks[t].kind != TaskKind::Update;
     int64_t bytes = blk.bytesAt(1);
@@ -492,6 +495,8 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
       homeIn += full.copyInSeconds(tg, b, bytes);
       driveIn += full.nvmeCopyReadSeconds(tg, b);
     }
+    if (readForward)
+      forwardIn += full.copyInSeconds(tg, b, bytes);
     if (written)
       homeOut += full.copyOutSeconds(bytes);
   }
@@ -513,13 +518,17 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
       update += full.fastest(in.task).seconds;
   // No gradient is final before the last round's forward pass and loss
   // have run (every gradient depends on the loss), one task after another
-  // on the compute stream: the host's first update starts no earlier.
+  // on the compute stream, each homed block they read copied in before
+  // (one after another on the copy-in stream; a round keeps nothing from
+  // the one before): the host's first update starts no earlier.
   double forward = 0;
-  if (hostUpdate > 0)
+  if (hostUpdate > 0) {
     for (TaskId t : order)
       if (tg.tasks[t].kind == TaskKind::Forward ||
           tg.tasks[t].kind == TaskKind::Loss)
         forward += lastTable.fastest(t).seconds;
+    forward = std::max(forward, forwardIn);
+  }
   out.seconds = std::max(rounds + update, beforeLast + forward + hostUpdate);
   // Clipping reads every gradient once they are all final, and every
   // update waits for the norm (HostOverlap.h leaves such programs alone).

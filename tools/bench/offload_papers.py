@@ -121,7 +121,11 @@ def main():
         if s.get("grad_pool_bytes"):
             homes += (f" (gradients through a {s['grad_pool_bytes'] / 2**30:,.1f}"
                       " GiB pool)")
-        if s.get("rounded_copy_weights"):
+        if s.get("rounded_copy_nvme_weights"):
+            homes += (" (16-bit copies rounded from the masters, those of "
+                      f"{s['rounded_copy_nvme_weights']} weights read from "
+                      "NVMe)")
+        elif s.get("rounded_copy_weights"):
             homes += " (16-bit copies rounded from the masters)"
         if s.get("nvme_home_bytes"):
             homes += f" / {s['nvme_home_bytes'] / 2**30:,.1f} GiB"
