@@ -624,6 +624,58 @@ TEST_CASE("a homed plan's bound: no host update starts before every homed "
   CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
 }
 
+TEST_CASE("a homed plan's bound: what the arena cannot keep through the loss "
+          "crosses the link again",
+          "[tiers][bound][slow]") {
+  // One sample in 48 KiB: an arena of about 47 KiB, the weights 106 KiB.
+  HostPlanned p("gpt2-tiny", 1);
+  p.link = 50e6;
+  auto out = p.planBytes(48 << 10, int64_t(1) << 30, 1);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  INFO(out->boundWhy);
+  REQUIRE(out->bound.has_value());
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const CostTable &t = p.nvmeTable(1);
+  // A homed block read before the loss and after it stays in the arena
+  // through the loss or crosses the link twice; the arena cannot hold
+  // them all, so at least the excess crosses again, at no less than the
+  // cheapest such block's seconds per byte.
+  const Plan &plan = out->plan;
+  REQUIRE(plan.numSubBatches == 1);
+  std::vector<char> before(tg.blocks.size(), 0), after(tg.blocks.size(), 0);
+  bool pastLoss = false;
+  for (const Instr &in : plan.round) {
+    if (in.kind != InstrKind::Run || in.recompute)
+      continue;
+    for (BlockId b : tg.tasks[in.task].reads)
+      if (tg.homeOf(storageOf(tg, b)) != Tier::Gpu)
+        (pastLoss ? after : before)[storageOf(tg, b)] = 1;
+    pastLoss = pastLoss || tg.tasks[in.task].kind == TaskKind::Loss;
+  }
+  double once = 0, cheapest = 1e300;
+  int64_t both = 0;
+  for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b) {
+    if (tg.homeOf(b) == Tier::Gpu ||
+        std::none_of(
+            tg.blocks[b].readers.begin(), tg.blocks[b].readers.end(),
+            [&](TaskId r) { return tg.tasks[r].kind != TaskKind::Update; }))
+      continue;
+    const int64_t bytes = tg.blocks[b].bytesAt(1);
+    const double in = t.copyInSeconds(tg, b, bytes);
+    once += in;
+    if (before[b] && after[b]) {
+      both += bytes;
+      cheapest = std::min(cheapest, in / double(bytes));
+    }
+  }
+  const int64_t arena = plan.planBudget() - plan.residentBytes;
+  REQUIRE(both > arena);
+  CHECK(out->bound->seconds >=
+        (once + double(both - arena) * cheapest) * (1 - 1e-9));
+  CHECK(out->bound->seconds <= plan.summary.plannedSeconds * (1 + 1e-9));
+}
+
 TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
           "[tiers][bound][slow]") {
   // Its loss scale decides after the backward pass whether any update

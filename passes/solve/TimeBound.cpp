@@ -433,6 +433,68 @@ std::optional<double> roundBound(const TaskGraph &tg,
   return std::max(*best, times.total) / 1e3;
 }
 
+/// The least extra copy-in time (seconds) and drive time a round of `plan`
+/// spends copying homed blocks in a second time. A homed block the round
+/// reads both before its loss and after it (a weight read by the forward
+/// and the backward pass) is either in the arena all through the loss or
+/// copied in twice; those in the arena then are live together, so at most
+/// `arena` bytes of them escape the second copy. Which ones escape is the
+/// plan's choice: the fewest seconds come from keeping the dearest per
+/// byte, so the rest, fractionally, is a lower bound (for each resource on
+/// its own).
+std::pair<double, double> recopyBound(const TaskGraph &tg, const Plan &plan,
+                                      const CostTable &full, int64_t arena) {
+  std::vector<char> before(tg.blocks.size(), 0), after(tg.blocks.size(), 0);
+  bool pastLoss = false;
+  // The order's tasks alone (no recomputation), so that the bound holds
+  // for every plan of this order, sub-batch and arena (KnownBound).
+  for (const Instr &in : plan.round) {
+    if (in.kind != InstrKind::Run || in.recompute)
+      continue;
+    const Task &t = tg.tasks[in.task];
+    for (BlockId read : t.reads) {
+      const BlockId b = storageOf(tg, read);
+      if (tg.homeOf(b) != Tier::Gpu)
+        (pastLoss ? after : before)[b] = 1;
+    }
+    pastLoss = pastLoss || t.kind == TaskKind::Loss;
+  }
+  struct Item {
+    int64_t bytes;
+    double in, drive;
+  };
+  std::vector<Item> items;
+  int64_t both = 0;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
+    if (before[b] && after[b]) {
+      const int64_t bytes = tg.blocks[b].bytesAt(full.subBatch);
+      items.push_back({bytes, full.copyInSeconds(tg, b, bytes),
+                       full.nvmeCopyReadSeconds(tg, b)});
+      both += bytes;
+    }
+  const int64_t excess = both - std::max<int64_t>(arena, 0);
+  if (excess <= 0)
+    return {0, 0};
+  // The cheapest `excess` bytes by `cost` per byte, fractionally.
+  auto cheapest = [&](double Item::*cost) {
+    std::sort(items.begin(), items.end(), [&](const Item &a, const Item &b) {
+      return a.*cost * double(b.bytes) < b.*cost * double(a.bytes);
+    });
+    double seconds = 0;
+    int64_t left = excess;
+    for (const Item &it : items) {
+      if (left <= 0)
+        break;
+      const int64_t take = std::min(left, it.bytes);
+      seconds +=
+          it.*cost * double(take) / double(std::max<int64_t>(it.bytes, 1));
+      left -= take;
+    }
+    return seconds;
+  };
+  return {cheapest(&Item::in), cheapest(&Item::drive)};
+}
+
 } // namespace
 
 std::optional<IterationBound>
@@ -500,6 +562,9 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
     if (written)
       homeOut += full.copyOutSeconds(bytes);
   }
+  const auto [recopyIn, recopyDrive] = recopyBound(tg, plan, full, arena);
+  homeIn += recopyIn;
+  driveIn += recopyDrive;
   rounds = std::max(rounds, double(k) * std::max(homeIn, homeOut));
   beforeLast = std::max(beforeLast, double(k - 1) * std::max(homeIn, homeOut));
   // The host's updates run beside the GPU's, and may start inside the last
