@@ -105,6 +105,7 @@ def main():
               f"| {batch} x {seq} |"
         if p.returncode != 0:
             why = (p.stderr.strip().splitlines() or ["?"])[-1]
+            why = why.replace(tmp + os.sep, "")
             say(row + f" no: {why[:160]} | | | | | | | {took:.1f} |")
             continue
         s = json.load(open(os.path.join(out, "plan.json")))["summary"]
