@@ -65,18 +65,15 @@ grep -q "^copies .*keep their 16-bit working copy on the GPU" kept/report.txt ||
   fail "the summary does not say which copies stay on the GPU"
 [ "$(kept_copies gpu)" -eq 0 ] || fail "a plan without homes keeps copies"
 
-./kept/build/trainer $TRAIN --save kept.onnx >kept/train.log 2>&1 ||
-  { cat kept/train.log; fail "train kept"; }
-./gpu/build/trainer $TRAIN --save gpu.onnx >gpu/train.log 2>&1 ||
-  { cat gpu/train.log; fail "train gpu"; }
+run_trainer kept train $TRAIN --save kept.onnx
+run_trainer gpu train $TRAIN --save gpu.onnx
 cmp -s kept.onnx gpu.onnx ||
   fail "copies kept on the GPU train other weights than the plan on the GPU"
 echo "gpu_copies: $n working copies on the GPU train bit for bit as on the GPU"
 
-./kept/build/trainer $TRAIN --iterations 2 --checkpoint ck \
-  --checkpoint-every 1 >kept/first.log 2>&1 || { cat kept/first.log; fail "2 steps"; }
-./kept/build/trainer $TRAIN --checkpoint ck --resume --save resumed.onnx \
-  >kept/resumed.log 2>&1 || { cat kept/resumed.log; fail "resume"; }
+run_trainer kept first $TRAIN --iterations 2 --checkpoint ck \
+  --checkpoint-every 1
+run_trainer kept resumed $TRAIN --checkpoint ck --resume --save resumed.onnx
 cmp -s resumed.onnx gpu.onnx || fail "the resumed run differs"
 echo "gpu_copies: resumed bit for bit"
 
@@ -86,10 +83,8 @@ FROZEN=".*\.(c_attn|c_fc)\.weight"
 build_trainer fk g.onnx $ARGS --budget 120KiB --host-budget 1GiB --freeze "$FROZEN"
 build_trainer fg g.onnx $ARGS --budget 2MiB --freeze "$FROZEN"
 [ "$(kept_copies fk)" -gt 0 ] || fail "the frozen plan keeps no copy on the GPU"
-./fk/build/trainer $TRAIN --save fk.onnx >fk/train.log 2>&1 ||
-  { cat fk/train.log; fail "train fk"; }
-./fg/build/trainer $TRAIN --save fg.onnx >fg/train.log 2>&1 ||
-  { cat fg/train.log; fail "train fg"; }
+run_trainer fk train $TRAIN --save fk.onnx
+run_trainer fg train $TRAIN --save fg.onnx
 cmp -s fk.onnx fg.onnx || fail "frozen: kept copies train otherwise"
 cmp -s fk.onnx gpu.onnx && fail "freezing changed nothing"
 echo "gpu_copies: frozen weights' copies on the GPU train bit for bit"
@@ -118,26 +113,21 @@ grep -q '\.copyStagingBytes = ' rounded/src/main.cpp ||
   { cat rounded/report.txt; fail "memfit report cannot read the rounded plan"; }
 grep -q "^copies .*keep no 16-bit working copy at home" rounded/report.txt ||
   fail "the summary does not say which copies are rounded from masters"
-./rounded/build/trainer $TRAIN --save rounded.onnx >rounded/train.log 2>&1 ||
-  { cat rounded/train.log; fail "train rounded"; }
+run_trainer rounded train $TRAIN --save rounded.onnx
 cmp -s rounded.onnx gpu.onnx ||
   fail "copies rounded from their masters train other weights than on the GPU"
 # The evaluation program copies the same masters in.
 VAL="--val-data tok.npy --val-labels next.npy --val-every 1"
-./rounded/build/trainer $TRAIN $VAL >rounded/val.log 2>&1 ||
-  { cat rounded/val.log; fail "rounded: validation"; }
-./gpu/build/trainer $TRAIN $VAL >gpu/val.log 2>&1 ||
-  { cat gpu/val.log; fail "gpu: validation"; }
+run_trainer rounded val $TRAIN $VAL
+run_trainer gpu val $TRAIN $VAL
 grep -q "val loss" rounded/val.log || fail "rounded: no validation ran"
 [ "$(grep -o 'val loss [^ ]*' rounded/val.log)" = \
   "$(grep -o 'val loss [^ ]*' gpu/val.log)" ] ||
   fail "the rounded plan's evaluation differs from the plan on the GPU"
-./rounded/build/trainer $TRAIN --iterations 2 --checkpoint rck \
-  --checkpoint-every 1 >rounded/first.log 2>&1 ||
-  { cat rounded/first.log; fail "rounded: 2 steps"; }
-./rounded/build/trainer $TRAIN --checkpoint rck --resume \
-  --save rounded-resumed.onnx >rounded/resumed.log 2>&1 ||
-  { cat rounded/resumed.log; fail "rounded: resume"; }
+run_trainer rounded first $TRAIN --iterations 2 --checkpoint rck \
+  --checkpoint-every 1
+run_trainer rounded resumed $TRAIN --checkpoint rck --resume \
+  --save rounded-resumed.onnx
 cmp -s rounded-resumed.onnx gpu.onnx || fail "the rounded plan's resume differs"
 echo "gpu_copies: $n copies rounded from their masters train bit for bit, resumed too"
 
@@ -163,19 +153,16 @@ PYEOF
   { cat lohan/report.txt; fail "memfit report cannot read the lohan plan"; }
 grep -q "^copies .*masters are on NVMe, read from the drive" lohan/report.txt ||
   fail "the summary does not say which masters are read from the drive"
-./lohan/build/trainer $TRAIN $VAL --save lohan.onnx >lohan/train.log 2>&1 ||
-  { cat lohan/train.log; fail "train lohan"; }
+run_trainer lohan train $TRAIN $VAL --save lohan.onnx
 cmp -s lohan.onnx gpu.onnx ||
   fail "copies read from masters on NVMe train other weights than on the GPU"
 [ "$(grep -o 'val loss [^ ]*' lohan/train.log)" = \
   "$(grep -o 'val loss [^ ]*' gpu/val.log)" ] ||
   fail "the lohan plan's evaluation differs from the plan on the GPU"
 [ -z "$(ls -A drive)" ] || fail "the trainer left files in the NVMe directory"
-./lohan/build/trainer $TRAIN --iterations 2 --checkpoint lck \
-  --checkpoint-every 1 >lohan/first.log 2>&1 ||
-  { cat lohan/first.log; fail "lohan: 2 steps"; }
-./lohan/build/trainer $TRAIN --checkpoint lck --resume \
-  --save lohan-resumed.onnx >lohan/resumed.log 2>&1 ||
-  { cat lohan/resumed.log; fail "lohan: resume"; }
+run_trainer lohan first $TRAIN --iterations 2 --checkpoint lck \
+  --checkpoint-every 1
+run_trainer lohan resumed $TRAIN --checkpoint lck --resume \
+  --save lohan-resumed.onnx
 cmp -s lohan-resumed.onnx gpu.onnx || fail "the lohan plan's resume differs"
 echo "gpu_copies: $n copies read from masters on NVMe train bit for bit, resumed too"

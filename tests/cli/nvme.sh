@@ -101,8 +101,7 @@ grep -q "^nvme " <("$MEMFIT" plan g.onnx $ARGS --device dev.json \
 grep -q '"cat":"nvme"\|"cat": "nvme"' tiered/trace.json ||
   fail "the trace shows no NVMe track"
 
-./tiered/build/trainer $TRAIN --save tiered/trained.onnx >tiered/train.log 2>&1 ||
-  { cat tiered/train.log; fail "train tiered"; }
+run_trainer tiered train $TRAIN --save tiered/trained.onnx
 grep -q "^NVMe: .* MiB of optimizer state" tiered/train.log ||
   fail "the trainer does not report its NVMe state"
 [ -z "$(ls -A nvme)" ] || fail "the trainer left files in the NVMe directory"
@@ -116,8 +115,7 @@ echo "nvme vs torch: $(cat tiered/ref.log)"
 # Everything on the host: the same bytes.
 compile hostonly --host-budget 1GiB
 grep -q "stateOnNvme" hostonly/src/main.cpp && fail "hostonly keeps state on NVMe"
-./hostonly/build/trainer $TRAIN --save hostonly/trained.onnx \
-  >hostonly/train.log 2>&1 || { cat hostonly/train.log; fail "train hostonly"; }
+run_trainer hostonly train $TRAIN --save hostonly/trained.onnx
 cmp -s tiered/trained.onnx hostonly/trained.onnx ||
   fail "state on NVMe trains other weights than state on the host"
 
@@ -162,18 +160,15 @@ grep -q "masterOnNvme = true" t16/src/main.cpp || fail "no master on NVMe in t16
 "$MEMFIT" report t16/plan.json --layers 0 >t16/report.txt 2>&1 ||
   { cat t16/report.txt; fail "memfit report cannot read the bf16 NVMe plan"; }
 grep -q "the fp32 master of" t16/report.txt || fail "the report names no master on NVMe"
-./t16/build/trainer $TRAIN --save t16.onnx >t16/train.log 2>&1 ||
-  { cat t16/train.log; fail "train t16"; }
+run_trainer t16 train $TRAIN --save t16.onnx
 grep -q "^NVMe: .* of optimizer state and fp32 masters" t16/train.log ||
   fail "the trainer does not report its masters on NVMe"
-./h16/build/trainer $TRAIN --save h16.onnx >h16/train.log 2>&1 ||
-  { cat h16/train.log; fail "train h16"; }
+run_trainer h16 train $TRAIN --save h16.onnx
 cmp -s t16.onnx h16.onnx ||
   fail "bf16 masters on NVMe train other weights than on the host"
-./t16/build/trainer $TRAIN --iterations 2 --checkpoint ck16 \
-  --checkpoint-every 1 >t16/first.log 2>&1 || { cat t16/first.log; fail "t16 2 steps"; }
-./t16/build/trainer $TRAIN --checkpoint ck16 --resume --save r16.onnx \
-  >t16/resumed.log 2>&1 || { cat t16/resumed.log; fail "t16 resume"; }
+run_trainer t16 first $TRAIN --iterations 2 --checkpoint ck16 \
+  --checkpoint-every 1
+run_trainer t16 resumed $TRAIN --checkpoint ck16 --resume --save r16.onnx
 cmp -s r16.onnx h16.onnx || fail "bf16 masters on NVMe: the resumed run differs"
 echo "nvme bf16: masters on NVMe train and resume bit for bit as on the host"
 

@@ -13,3 +13,12 @@ build_trainer() {
   cmake --build "$d/build" -j 2 >"$d/build.log" 2>&1 ||
     { tail -30 "$d/build.log"; fail "build $d"; }
 }
+
+# run_trainer dir name trainer-args...: dir's trainer run with the args,
+# its output in dir/name.log, printed when it fails.
+run_trainer() {
+  local d=$1 name=$2
+  shift 2
+  "./$d/build/trainer" "$@" >"$d/$name.log" 2>&1 ||
+    { cat "$d/$name.log"; fail "$d: $name"; }
+}
