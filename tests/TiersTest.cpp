@@ -700,6 +700,56 @@ TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
   CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
 }
 
+TEST_CASE("a homed plan's bound splits the round at its loss: the forward "
+          "pass's copies in before it, the gradients' copies home after it",
+          "[tiers][bound][slow]") {
+  // fp16: every host update after the round, so the round itself is what
+  // the bound must see. A slow link makes both directions matter.
+  HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::FP16);
+  p.link = 50e6;
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  REQUIRE(out->plan.numSubBatches == 1);
+  INFO(out->boundWhy);
+  REQUIRE(out->bound.has_value());
+  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const CostTable &t = p.nvmeTable(4);
+  const double host = hostUpdateSeconds(out->plan, tg, t);
+  // Homed blocks read up to the loss (weights: never written there), and
+  // homed blocks written after it (gradients), from the order's tasks.
+  std::vector<char> readBefore(tg.blocks.size(), 0),
+      writtenAfter(tg.blocks.size(), 0);
+  bool pastLoss = false;
+  double loss = 0;
+  for (const Instr &in : out->plan.round) {
+    if (in.kind != InstrKind::Run || in.recompute)
+      continue;
+    const Task &task = tg.tasks[in.task];
+    for (BlockId b : pastLoss ? task.writes : task.reads)
+      if (tg.homeOf(storageOf(tg, b)) != Tier::Gpu)
+        (pastLoss ? writtenAfter : readBefore)[storageOf(tg, b)] = 1;
+    if (task.kind == TaskKind::Loss) {
+      loss = t.fastest(in.task).seconds;
+      pastLoss = true;
+    }
+  }
+  REQUIRE(pastLoss);
+  double in = 0, outHome = 0;
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
+    if (readBefore[b]) {
+      CHECK(tg.blocks[b].kind != BlockKind::WeightGrad);
+      in += t.copyInSeconds(tg, b, tg.blocks[b].bytesAt(4));
+    }
+    if (writtenAfter[b])
+      outHome += t.copyOutSeconds(tg.blocks[b].bytesAt(4));
+  }
+  REQUIRE(in > 0);
+  REQUIRE(outHome > 0);
+  CHECK(out->bound->seconds >= (in + loss + outHome + host) * (1 - 1e-9));
+  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+}
+
 TEST_CASE("offloaded activations' host slots count against the host budget",
           "[tiers][slow]") {
   HostPlanned p("gpt2-tiny", 4);

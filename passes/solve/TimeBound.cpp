@@ -495,6 +495,63 @@ std::pair<double, double> recopyBound(const TaskGraph &tg, const Plan &plan,
   return {cheapest(&Item::in), cheapest(&Item::drive)};
 }
 
+/// A round's floor where blocks are homed off the GPU, split at its loss
+/// (the order's tasks alone, as recopyBound). The loss starts once every
+/// homed block read up to it has come in, one after another on the one
+/// copy-in stream, and once the tasks before it have run, one after
+/// another on the compute stream. From then on the loss and the backward
+/// tasks run; the second copies in (`recopyIn`) come in, since what is
+/// not in the arena through the loss is copied in after it starts; and
+/// every homed block written after the loss goes home on the one copy-out
+/// stream, each after its writer, so after the loss ends. 0 for a round
+/// without a loss.
+double lossSplitFloor(const TaskGraph &tg, const Plan &plan, const CostTable &c,
+                      double recopyIn) {
+  const size_t nb = tg.blocks.size();
+  std::vector<char> seen(nb, 0), inBefore(nb, 0), outAfter(nb, 0);
+  bool pastLoss = false;
+  double before = 0, loss = 0, after = 0;
+  for (const Instr &in : plan.round) {
+    if (in.kind != InstrKind::Run || in.recompute)
+      continue;
+    const Task &t = tg.tasks[in.task];
+    const double seconds = c.fastest(in.task).seconds;
+    if (pastLoss) {
+      after += seconds;
+      for (BlockId w : t.writes) {
+        const BlockId b = storageOf(tg, w);
+        outAfter[b] = outAfter[b] || tg.homeOf(b) != Tier::Gpu;
+      }
+      continue;
+    }
+    // A block the round writes before it reads it needs no copy in.
+    for (BlockId r : t.reads) {
+      const BlockId b = storageOf(tg, r);
+      inBefore[b] = inBefore[b] || (!seen[b] && tg.homeOf(b) != Tier::Gpu);
+      seen[b] = 1;
+    }
+    for (BlockId w : t.writes)
+      seen[storageOf(tg, w)] = 1;
+    if (t.kind == TaskKind::Loss) {
+      loss = seconds;
+      pastLoss = true;
+    } else {
+      before += seconds;
+    }
+  }
+  if (!pastLoss)
+    return 0;
+  double in = 0, out = 0;
+  for (BlockId b = 0; b < (BlockId)nb; ++b) {
+    const int64_t bytes = tg.blocks[b].bytesAt(c.subBatch);
+    if (inBefore[b])
+      in += c.copyInSeconds(tg, b, bytes);
+    if (outAfter[b])
+      out += c.copyOutSeconds(bytes);
+  }
+  return std::max(in, before) + std::max({loss + after, loss + out, recopyIn});
+}
+
 } // namespace
 
 std::optional<IterationBound>
@@ -567,6 +624,13 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
   driveIn += recopyDrive;
   rounds = std::max(rounds, double(k) * std::max(homeIn, homeOut));
   beforeLast = std::max(beforeLast, double(k - 1) * std::max(homeIn, homeOut));
+  if (!tg.homes.empty()) {
+    const double split = lossSplitFloor(tg, plan, full, recopyIn);
+    const double lastSplit =
+        last ? lossSplitFloor(tg, plan, lastTable, recopyIn) : split;
+    rounds = std::max(rounds, double(k - 1) * split + lastSplit);
+    beforeLast = std::max(beforeLast, double(k - 1) * split);
+  }
   // The host's updates run beside the GPU's, and may start inside the last
   // round (HostOverlap.h).
   double update = 0, hostUpdate = 0, upload = 0, drive = double(k) * driveIn;
