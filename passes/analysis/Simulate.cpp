@@ -160,6 +160,22 @@ double hostTimes(const Plan &plan, HostQueue &host, const RoundTimes &lastRound,
   return host.hostFree();
 }
 
+/// One drive serves the copies in that read masters from NVMe (`reads`
+/// seconds of them over the rounds) and the host updates that stream state
+/// through it. Each is timed as if the drive were its own; where they
+/// overlap, the iteration ends no sooner than the drive's whole work, which
+/// this returns (it may end later: the overlap is not replayed). 0 where
+/// no copy in reads the drive.
+double driveSeconds(const TaskGraph &tg, const Plan &plan,
+                    const CostTable &full, double reads) {
+  double drive = reads;
+  if (drive > 0)
+    for (const Instr &in : plan.update)
+      if (in.onHost)
+        drive += full.nvmeUpdateSeconds(nvmeUpdateBytes(tg, tg.tasks[in.task]));
+  return drive;
+}
+
 } // namespace
 
 Simulation simulate(const TaskGraph &tg, const Plan &plan,
@@ -208,16 +224,8 @@ Simulation simulate(const TaskGraph &tg, const Plan &plan,
             std::max(uploadEnd, host.end[i]) + full.copyInSeconds(bytes);
         uploaded += bytes;
       }
-  // One drive serves the copies in that read masters from NVMe and the
-  // host updates that stream state through it. Each is timed above as if
-  // the drive were its own; where they overlap, the iteration ends no
-  // sooner than the drive's whole work (it may end later: the overlap is
-  // not replayed).
-  double drive = (k - 1) * fullRound.drive + lastRound.drive;
-  if (drive > 0)
-    for (const Instr &in : plan.update)
-      if (in.onHost)
-        drive += full.nvmeUpdateSeconds(nvmeUpdateBytes(tg, tg.tasks[in.task]));
+  const double drive =
+      driveSeconds(tg, plan, full, (k - 1) * fullRound.drive + lastRound.drive);
   sim.roundSeconds = fullRound.seconds;
   sim.lastRoundSeconds = lastRound.seconds;
   sim.clipSeconds = clip;
