@@ -106,7 +106,7 @@ def main():
         if p.returncode != 0:
             why = (p.stderr.strip().splitlines() or ["?"])[-1]
             why = why.replace(tmp + os.sep, "")
-            say(row + f" no: {why[:160]} | | | | | | | {took:.1f} |")
+            say(row + f" no: {why[:240]} | | | | | | | {took:.1f} |")
             continue
         s = json.load(open(os.path.join(out, "plan.json")))["summary"]
         ms = s["planned_time_ms"]
