@@ -225,8 +225,8 @@ bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
   pool();
   // The working copies not kept, those of masters at home first (each copy
   // in then sends the master), then those of masters on NVMe (each copy in
-  // reads it from the drive too); each step reverted where it rounds no
-  // copy.
+  // reads it from the drive too); each step reverted where it saves no
+  // host bytes.
   auto rounding = [&](bool &flag) {
     if (over() <= 0 || flag)
       return;
@@ -234,7 +234,9 @@ bool fitHost(const TaskGraph &tg, std::span<const WeightBlocks> ws,
     const bool wasRounding = homed.copiesFromMaster;
     flag = true;
     homed.copiesFromMaster = true;
-    if (homed.hostBytes() == before) {
+    // (Reading masters from the drive adds pinned staging: where that is
+    // more than the copies it drops, nothing is gained.)
+    if (homed.hostBytes() >= before) {
       flag = false;
       homed.copiesFromMaster = wasRounding;
       return;

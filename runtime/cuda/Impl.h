@@ -100,6 +100,14 @@ void runHostUpdates(Exec &x, Exec::Impl &im);
 /// that reached the weight's ready point and, at the iteration's last,
 /// submits its update to the host optimizer. Written by that function's
 /// thread only, read by the issuing thread after the rounds are done.
+struct HostReady {
+  Exec *x = nullptr;
+  Exec::Impl *im = nullptr;
+  int32_t id = -1;
+  int64_t seen = 0;     // rounds this iteration
+  bool started = false; // the update was submitted this iteration
+  host::JobId job = -1; // the submitted update, when started
+};
 /// A piece of a master on NVMe to read into pinned staging, by a host
 /// function on the copy-in stream (no CUDA call in it). An I/O error is
 /// the store's (NvmeStore::failed), which the trainer checks where it waits
@@ -108,14 +116,6 @@ struct NvmeRead {
   host::NvmeStore *store = nullptr;
   int64_t offset = 0, bytes = 0;
   char *dst = nullptr;
-};
-struct HostReady {
-  Exec *x = nullptr;
-  Exec::Impl *im = nullptr;
-  int32_t id = -1;
-  int64_t seen = 0;     // rounds this iteration
-  bool started = false; // the update was submitted this iteration
-  host::JobId job = -1; // the submitted update, when started
 };
 /// Whether p is a tensor of a weight homed on the host, whose updates
 /// (if any run) are then joined: the caller reads or writes it in place.
