@@ -433,32 +433,70 @@ std::optional<double> roundBound(const TaskGraph &tg,
   return std::max(*best, times.total) / 1e3;
 }
 
-/// The least extra copy-in time (seconds) and drive time a round of `plan`
-/// spends copying homed blocks in a second time. A homed block the round
-/// reads both before its loss and after it (a weight read by the forward
-/// and the backward pass) is either in the arena all through the loss or
-/// copied in twice; those in the arena then are live together, so at most
-/// `arena` bytes of them escape the second copy. Which ones escape is the
-/// plan's choice: the fewest seconds come from keeping the dearest per
-/// byte, so the rest, fractionally, is a lower bound (for each resource on
-/// its own).
-std::pair<double, double> recopyBound(const TaskGraph &tg, const Plan &plan,
-                                      const CostTable &full, int64_t arena) {
-  std::vector<char> before(tg.blocks.size(), 0), after(tg.blocks.size(), 0);
-  bool pastLoss = false;
-  // The order's tasks alone (no recomputation), so that the bound holds
-  // for every plan of this order, sub-batch and arena (KnownBound).
+/// The round's order (its tasks without recomputation, so that what is
+/// derived from it holds for every plan of this order, sub-batch and arena:
+/// KnownBound) split at its loss, and the homed blocks on either side.
+struct LossSplit {
+  bool hasLoss = false;
+  TaskId loss = -1;
+  std::vector<TaskId> before, after; // the tasks before the loss, after it
+  /// Per storage block homed off the GPU: read up to the loss (the loss
+  /// included); read so before the round writes it (so copied in before the
+  /// loss); read after the loss; written after the loss.
+  std::vector<char> readBefore, inBefore, readAfter, writtenAfter;
+};
+
+LossSplit splitAtLoss(const TaskGraph &tg, const Plan &plan) {
+  const size_t nb = tg.blocks.size();
+  LossSplit s;
+  s.readBefore.assign(nb, 0);
+  s.inBefore.assign(nb, 0);
+  s.readAfter.assign(nb, 0);
+  s.writtenAfter.assign(nb, 0);
+  std::vector<char> seen(nb, 0);
+  auto homed = [&](BlockId b) { return tg.homeOf(b) != Tier::Gpu; };
   for (const Instr &in : plan.round) {
     if (in.kind != InstrKind::Run || in.recompute)
       continue;
     const Task &t = tg.tasks[in.task];
-    for (BlockId read : t.reads) {
-      const BlockId b = storageOf(tg, read);
-      if (tg.homeOf(b) != Tier::Gpu)
-        (pastLoss ? after : before)[b] = 1;
+    if (s.hasLoss) {
+      s.after.push_back(in.task);
+      for (BlockId r : t.reads)
+        s.readAfter[storageOf(tg, r)] |= homed(storageOf(tg, r));
+      for (BlockId w : t.writes)
+        s.writtenAfter[storageOf(tg, w)] |= homed(storageOf(tg, w));
+      continue;
     }
-    pastLoss = pastLoss || t.kind == TaskKind::Loss;
+    for (BlockId r : t.reads) {
+      const BlockId b = storageOf(tg, r);
+      s.readBefore[b] |= homed(b);
+      // A block the round writes before it reads it needs no copy in.
+      s.inBefore[b] |= !seen[b] && homed(b);
+      seen[b] = 1;
+    }
+    for (BlockId w : t.writes)
+      seen[storageOf(tg, w)] = 1;
+    if (t.kind == TaskKind::Loss) {
+      s.loss = in.task;
+      s.hasLoss = true;
+    } else {
+      s.before.push_back(in.task);
+    }
   }
+  return s;
+}
+
+/// The least extra copy-in time (seconds) and drive time a round spends
+/// copying homed blocks in a second time. A homed block the round reads
+/// both before its loss and after it (a weight read by the forward and the
+/// backward pass) is either in the arena all through the loss or copied in
+/// twice; those in the arena then are live together, so at most `arena`
+/// bytes of them escape the second copy. Which ones escape is the plan's
+/// choice: the fewest seconds come from keeping the dearest per byte, so
+/// the rest, fractionally, is a lower bound (for each resource on its own).
+std::pair<double, double> recopyBound(const TaskGraph &tg,
+                                      const LossSplit &split,
+                                      const CostTable &full, int64_t arena) {
   struct Item {
     int64_t bytes;
     double in, drive;
@@ -466,7 +504,7 @@ std::pair<double, double> recopyBound(const TaskGraph &tg, const Plan &plan,
   std::vector<Item> items;
   int64_t both = 0;
   for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b)
-    if (before[b] && after[b]) {
+    if (split.readBefore[b] && split.readAfter[b]) {
       const int64_t bytes = tg.blocks[b].bytesAt(full.subBatch);
       items.push_back({bytes, full.copyInSeconds(tg, b, bytes),
                        full.nvmeCopyReadSeconds(tg, b)});
@@ -495,58 +533,31 @@ std::pair<double, double> recopyBound(const TaskGraph &tg, const Plan &plan,
   return {cheapest(&Item::in), cheapest(&Item::drive)};
 }
 
-/// A round's floor where blocks are homed off the GPU, split at its loss
-/// (the order's tasks alone, as recopyBound). The loss starts once every
-/// homed block read up to it has come in, one after another on the one
-/// copy-in stream, and once the tasks before it have run, one after
-/// another on the compute stream. From then on the loss and the backward
-/// tasks run; the second copies in (`recopyIn`) come in, since what is
-/// not in the arena through the loss is copied in after it starts; and
-/// every homed block written after the loss goes home on the one copy-out
-/// stream, each after its writer, so after the loss ends. 0 for a round
-/// without a loss.
-double lossSplitFloor(const TaskGraph &tg, const Plan &plan, const CostTable &c,
-                      double recopyIn) {
-  const size_t nb = tg.blocks.size();
-  std::vector<char> seen(nb, 0), inBefore(nb, 0), outAfter(nb, 0);
-  bool pastLoss = false;
-  double before = 0, loss = 0, after = 0;
-  for (const Instr &in : plan.round) {
-    if (in.kind != InstrKind::Run || in.recompute)
-      continue;
-    const Task &t = tg.tasks[in.task];
-    const double seconds = c.fastest(in.task).seconds;
-    if (pastLoss) {
-      after += seconds;
-      for (BlockId w : t.writes) {
-        const BlockId b = storageOf(tg, w);
-        outAfter[b] = outAfter[b] || tg.homeOf(b) != Tier::Gpu;
-      }
-      continue;
-    }
-    // A block the round writes before it reads it needs no copy in.
-    for (BlockId r : t.reads) {
-      const BlockId b = storageOf(tg, r);
-      inBefore[b] = inBefore[b] || (!seen[b] && tg.homeOf(b) != Tier::Gpu);
-      seen[b] = 1;
-    }
-    for (BlockId w : t.writes)
-      seen[storageOf(tg, w)] = 1;
-    if (t.kind == TaskKind::Loss) {
-      loss = seconds;
-      pastLoss = true;
-    } else {
-      before += seconds;
-    }
-  }
-  if (!pastLoss)
+/// A round's floor where blocks are homed off the GPU, split at its loss.
+/// The loss starts once every homed block read up to it has come in, one
+/// after another on the one copy-in stream, and once the tasks before it
+/// have run, one after another on the compute stream. From then on the
+/// loss and the backward tasks run; the second copies in (`recopyIn`) come
+/// in, since what is not in the arena through the loss is copied in after
+/// it starts; and every homed block written after the loss goes home on
+/// the one copy-out stream, each after its writer, so after the loss ends.
+/// 0 for a round without a loss.
+double lossSplitFloor(const TaskGraph &tg, const LossSplit &split,
+                      const CostTable &c, double recopyIn) {
+  if (!split.hasLoss)
     return 0;
+  double before = 0, after = 0;
+  for (TaskId t : split.before)
+    before += c.fastest(t).seconds;
+  for (TaskId t : split.after)
+    after += c.fastest(t).seconds;
+  const double loss = c.fastest(split.loss).seconds;
   double in = 0, out = 0;
-  for (BlockId b = 0; b < (BlockId)nb; ++b) {
+  for (BlockId b = 0; b < (BlockId)tg.blocks.size(); ++b) {
     const int64_t bytes = tg.blocks[b].bytesAt(c.subBatch);
-    if (inBefore[b])
+    if (split.inBefore[b])
       in += c.copyInSeconds(tg, b, bytes);
-    if (outAfter[b])
+    if (split.writtenAfter[b])
       out += c.copyOutSeconds(bytes);
   }
   return std::max(in, before) + std::max({loss + after, loss + out, recopyIn});
@@ -619,17 +630,18 @@ iterationBound(const TaskGraph &tg, const Plan &plan, const CostTable &full,
     if (written)
       homeOut += full.copyOutSeconds(bytes);
   }
-  const auto [recopyIn, recopyDrive] = recopyBound(tg, plan, full, arena);
+  const LossSplit split = splitAtLoss(tg, plan);
+  const auto [recopyIn, recopyDrive] = recopyBound(tg, split, full, arena);
   homeIn += recopyIn;
   driveIn += recopyDrive;
   rounds = std::max(rounds, double(k) * std::max(homeIn, homeOut));
   beforeLast = std::max(beforeLast, double(k - 1) * std::max(homeIn, homeOut));
   if (!tg.homes.empty()) {
-    const double split = lossSplitFloor(tg, plan, full, recopyIn);
-    const double lastSplit =
-        last ? lossSplitFloor(tg, plan, lastTable, recopyIn) : split;
-    rounds = std::max(rounds, double(k - 1) * split + lastSplit);
-    beforeLast = std::max(beforeLast, double(k - 1) * split);
+    const double floor = lossSplitFloor(tg, split, full, recopyIn);
+    const double lastFloor =
+        last ? lossSplitFloor(tg, split, lastTable, recopyIn) : floor;
+    rounds = std::max(rounds, double(k - 1) * floor + lastFloor);
+    beforeLast = std::max(beforeLast, double(k - 1) * floor);
   }
   // The host's updates run beside the GPU's, and may start inside the last
   // round (HostOverlap.h).
