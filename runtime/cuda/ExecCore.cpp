@@ -285,11 +285,8 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
             "' rounds its working copy from its master but is not homed on "
             "the host with both, or the program has no staging for it");
   // A master on NVMe is read into pinned memory on its way to the device.
-  if (std::any_of(wInfo.begin(), wInfo.end(), [](const WeightInfo &wi) {
-        return wi.copyFromMaster && wi.masterOnNvme;
-      }))
-    im.copyStagingHost = static_cast<char *>(
-        hostAlloc(*this, host::NvmeStore::regionBytes(info.copyStagingBytes)));
+  if (int64_t bytes = host::masterStagingBytes(info, wInfo))
+    im.copyStagingHost = static_cast<char *>(hostAlloc(*this, bytes));
   for (const WeightInfo &wi : wInfo)
     if (wi.gradPoolOffset >= 0 &&
         (wi.home != Home::Host || !wi.trainable || wi.gradPoolOffset % 4 != 0 ||
@@ -871,9 +868,7 @@ int64_t Exec::hostHomeBytes() const {
              (wi.workingCopy && !wi.copyFromMaster ? wi.count * 2 : 0);
   }
   // Where a master on NVMe is read before it is sent (copyInFromMaster).
-  if (impl->copyStagingHost)
-    total += host::NvmeStore::regionBytes(prog.copyStagingBytes);
-  return total;
+  return total + host::masterStagingBytes(prog, wInfo);
 }
 
 } // namespace memfit::rt

@@ -505,11 +505,7 @@ int64_t Exec::hostHomeBytes() const {
                ? 0
                : 2 * static_cast<int64_t>(impl->wCopy[i].size()));
   // The pinned staging a master on NVMe is read into on the device backend.
-  if (std::any_of(wInfo.begin(), wInfo.end(), [](const WeightInfo &wi) {
-        return wi.copyFromMaster && wi.masterOnNvme;
-      }))
-    total += host::NvmeStore::regionBytes(prog.copyStagingBytes);
-  return total + prog.gradPoolBytes;
+  return total + prog.gradPoolBytes + host::masterStagingBytes(prog, wInfo);
 }
 
 } // namespace memfit::rt

@@ -6,6 +6,14 @@
 
 namespace memfit::rt::host {
 
+int64_t masterStagingBytes(const ProgramInfo &p,
+                           const std::vector<WeightInfo> &weights) {
+  for (const WeightInfo &w : weights)
+    if (w.copyFromMaster && w.masterOnNvme)
+      return NvmeStore::regionBytes(p.copyStagingBytes);
+  return 0;
+}
+
 bool hasNvmeState(const std::vector<WeightInfo> &weights) {
   return std::any_of(weights.begin(), weights.end(), [](const WeightInfo &w) {
     return w.stateOnNvme || w.masterOnNvme;

@@ -24,6 +24,13 @@ namespace memfit::rt::host {
 /// NVMe.
 bool hasNvmeState(const std::vector<WeightInfo> &weights);
 
+/// Pinned host bytes a master on NVMe is read into on its way to the
+/// device (a weight with both WeightInfo::copyFromMaster and masterOnNvme):
+/// ProgramInfo::copyStagingBytes in whole transfers; 0 when no weight reads
+/// its master from the drive.
+int64_t masterStagingBytes(const ProgramInfo &p,
+                           const std::vector<WeightInfo> &weights);
+
 struct NvmeState {
   std::unique_ptr<NvmeStore> store;
   /// Per weight, the byte offsets of its master, momentum and second
