@@ -31,6 +31,30 @@ double hostUpdateSeconds(const Plan &plan, const TaskGraph &tg,
   return host;
 }
 
+/// `p` planned under half its weight side in one round of four: homed,
+/// with its proven bound.
+PlanOutcome homedInOneRound(HostPlanned &p) {
+  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
+  REQUIRE(static_cast<bool>(out));
+  REQUIRE(out->homed);
+  REQUIRE(out->plan.numSubBatches == 1);
+  INFO(out->boundWhy);
+  REQUIRE(out->bound.has_value());
+  return std::move(*out);
+}
+
+/// The round's forward tasks and loss at their fastest, one after another.
+double forwardSeconds(const Plan &plan, const TaskGraph &tg,
+                      const CostTable &t) {
+  double forward = 0;
+  for (const Instr &in : plan.round)
+    if (in.kind == InstrKind::Run && !in.recompute &&
+        (tg.tasks[in.task].kind == TaskKind::Forward ||
+         tg.tasks[in.task].kind == TaskKind::Loss))
+      forward += t.fastest(in.task).seconds;
+  return forward;
+}
+
 int64_t count(const Plan &plan, InstrKind k, bool onHost) {
   return std::count_if(
       plan.update.begin(), plan.update.end(),
@@ -562,27 +586,18 @@ TEST_CASE("a homed plan has a proven bound: its weights leave between uses, "
           "and the host's updates take their time",
           "[tiers][bound][slow]") {
   HostPlanned p("gpt2-tiny", 4);
-  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
-  REQUIRE(static_cast<bool>(out));
-  REQUIRE(out->homed);
-  REQUIRE(out->plan.numSubBatches == 1);
-  INFO(out->boundWhy);
-  REQUIRE(out->bound.has_value());
-  const double bound = out->bound->seconds;
+  const PlanOutcome out = homedInOneRound(p);
+  INFO(out.boundWhy);
+  const double bound = out.bound->seconds;
   CHECK(bound > 0);
-  CHECK(bound <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+  CHECK(bound <= out.plan.summary.plannedSeconds * (1 + 1e-9));
   // One round: no host update starts before its forward pass and loss
   // have run, so the bound is at least those and every host update one
   // after another.
-  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const TaskGraph &tg = out.scheduledGraph(p.tg);
   const CostTable &t = p.table(4);
-  const double host = hostUpdateSeconds(out->plan, tg, t);
-  double forward = 0;
-  for (const Instr &in : out->plan.round)
-    if (in.kind == InstrKind::Run && !in.recompute &&
-        (tg.tasks[in.task].kind == TaskKind::Forward ||
-         tg.tasks[in.task].kind == TaskKind::Loss))
-      forward += t.fastest(in.task).seconds;
+  const double host = hostUpdateSeconds(out.plan, tg, t);
+  const double forward = forwardSeconds(out.plan, tg, t);
   REQUIRE(host > 0);
   REQUIRE(forward > 0);
   CHECK(bound >= (forward + host) * (1 - 1e-9));
@@ -595,21 +610,13 @@ TEST_CASE("a homed plan's bound: no host update starts before every homed "
   // A link slow enough that the forward pass's copies in take longer than
   // its tasks.
   p.link = 50e6;
-  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
-  REQUIRE(static_cast<bool>(out));
-  REQUIRE(out->homed);
-  REQUIRE(out->plan.numSubBatches == 1);
-  INFO(out->boundWhy);
-  REQUIRE(out->bound.has_value());
-  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const PlanOutcome out = homedInOneRound(p);
+  INFO(out.boundWhy);
+  const TaskGraph &tg = out.scheduledGraph(p.tg);
   const CostTable &t = p.nvmeTable(4);
-  const double host = hostUpdateSeconds(out->plan, tg, t);
-  double forward = 0, forwardIn = 0;
-  for (const Instr &in : out->plan.round)
-    if (in.kind == InstrKind::Run && !in.recompute &&
-        (tg.tasks[in.task].kind == TaskKind::Forward ||
-         tg.tasks[in.task].kind == TaskKind::Loss))
-      forward += t.fastest(in.task).seconds;
+  const double host = hostUpdateSeconds(out.plan, tg, t);
+  const double forward = forwardSeconds(out.plan, tg, t);
+  double forwardIn = 0;
   for (BlockId b = 0; b < (BlockId)tg.homes.size(); ++b)
     if (tg.homeOf(b) != Tier::Gpu &&
         std::any_of(tg.blocks[b].readers.begin(), tg.blocks[b].readers.end(),
@@ -620,8 +627,8 @@ TEST_CASE("a homed plan's bound: no host update starts before every homed "
       forwardIn += t.copyInSeconds(tg, b, tg.blocks[b].bytesAt(1));
   REQUIRE(host > 0);
   REQUIRE(forwardIn > forward);
-  CHECK(out->bound->seconds >= (forwardIn + host) * (1 - 1e-9));
-  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+  CHECK(out.bound->seconds >= (forwardIn + host) * (1 - 1e-9));
+  CHECK(out.bound->seconds <= out.plan.summary.plannedSeconds * (1 + 1e-9));
 }
 
 TEST_CASE("a homed plan's bound: what the arena cannot keep through the loss "
@@ -682,22 +689,18 @@ TEST_CASE("an fp16 plan's bound counts every host update after the rounds",
   // runs, so no host update overlaps a round: the iteration takes at
   // least the round's tasks and every host update, one after the other.
   HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::FP16);
-  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
-  REQUIRE(static_cast<bool>(out));
-  REQUIRE(out->homed);
-  REQUIRE(out->plan.numSubBatches == 1);
-  INFO(out->boundWhy);
-  REQUIRE(out->bound.has_value());
-  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const PlanOutcome out = homedInOneRound(p);
+  INFO(out.boundWhy);
+  const TaskGraph &tg = out.scheduledGraph(p.tg);
   const CostTable &t = p.table(4);
-  const double host = hostUpdateSeconds(out->plan, tg, t);
+  const double host = hostUpdateSeconds(out.plan, tg, t);
   double round = 0;
-  for (const Instr &in : out->plan.round)
+  for (const Instr &in : out.plan.round)
     if (in.kind == InstrKind::Run && !in.recompute)
       round += t.fastest(in.task).seconds;
   REQUIRE(host > 0);
-  CHECK(out->bound->seconds >= (round + host) * (1 - 1e-9));
-  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+  CHECK(out.bound->seconds >= (round + host) * (1 - 1e-9));
+  CHECK(out.bound->seconds <= out.plan.summary.plannedSeconds * (1 + 1e-9));
 }
 
 TEST_CASE("a homed plan's bound splits the round at its loss: the forward "
@@ -707,22 +710,18 @@ TEST_CASE("a homed plan's bound splits the round at its loss: the forward "
   // the bound must see. A slow link makes both directions matter.
   HostPlanned p("gpt2-tiny", 4, "h100-sxm", Precision::FP16);
   p.link = 50e6;
-  auto out = p.planBytes(p.tg.weightSideBytes() / 2, int64_t(1) << 30, 4);
-  REQUIRE(static_cast<bool>(out));
-  REQUIRE(out->homed);
-  REQUIRE(out->plan.numSubBatches == 1);
-  INFO(out->boundWhy);
-  REQUIRE(out->bound.has_value());
-  const TaskGraph &tg = out->scheduledGraph(p.tg);
+  const PlanOutcome out = homedInOneRound(p);
+  INFO(out.boundWhy);
+  const TaskGraph &tg = out.scheduledGraph(p.tg);
   const CostTable &t = p.nvmeTable(4);
-  const double host = hostUpdateSeconds(out->plan, tg, t);
+  const double host = hostUpdateSeconds(out.plan, tg, t);
   // Homed blocks read up to the loss (weights: never written there), and
   // homed blocks written after it (gradients), from the order's tasks.
   std::vector<char> readBefore(tg.blocks.size(), 0),
       writtenAfter(tg.blocks.size(), 0);
   bool pastLoss = false;
   double loss = 0;
-  for (const Instr &in : out->plan.round) {
+  for (const Instr &in : out.plan.round) {
     if (in.kind != InstrKind::Run || in.recompute)
       continue;
     const Task &task = tg.tasks[in.task];
@@ -746,8 +745,8 @@ TEST_CASE("a homed plan's bound splits the round at its loss: the forward "
   }
   REQUIRE(in > 0);
   REQUIRE(outHome > 0);
-  CHECK(out->bound->seconds >= (in + loss + outHome + host) * (1 - 1e-9));
-  CHECK(out->bound->seconds <= out->plan.summary.plannedSeconds * (1 + 1e-9));
+  CHECK(out.bound->seconds >= (in + loss + outHome + host) * (1 - 1e-9));
+  CHECK(out.bound->seconds <= out.plan.summary.plannedSeconds * (1 + 1e-9));
 }
 
 TEST_CASE("offloaded activations' host slots count against the host budget",

@@ -53,16 +53,22 @@ kept_copies() {
   "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"].get("gpu_copy_weights", 0))' "$1/plan.json"
 }
 
+# summary_says dir pattern why: dir's plan.json read back by memfit report
+# has a summary line matching pattern.
+summary_says() {
+  "$MEMFIT" report "$1/plan.json" --layers 0 >"$1/report.txt" 2>&1 ||
+    { cat "$1/report.txt"; fail "memfit report cannot read $1/plan.json"; }
+  grep -q "$2" "$1/report.txt" || fail "$3"
+}
+
 build_trainer kept g.onnx $ARGS --budget 120KiB --host-budget 1GiB
 build_trainer gpu g.onnx $ARGS --budget 2MiB
 n=$(kept_copies kept)
 [ "$n" -gt 0 ] || fail "the slow link's plan keeps no working copy on the GPU"
 [ "$(grep -c '\.copyOnGpu = true' kept/src/main.cpp)" -eq "$n" ] ||
   fail "the trainer does not keep the plan's $n copies on the device"
-"$MEMFIT" report kept/plan.json --layers 0 >kept/report.txt 2>&1 ||
-  { cat kept/report.txt; fail "memfit report cannot read the plan"; }
-grep -q "^copies .*keep their 16-bit working copy on the GPU" kept/report.txt ||
-  fail "the summary does not say which copies stay on the GPU"
+summary_says kept "^copies .*keep their 16-bit working copy on the GPU" \
+  "the summary does not say which copies stay on the GPU"
 [ "$(kept_copies gpu)" -eq 0 ] || fail "a plan without homes keeps copies"
 
 run_trainer kept train $TRAIN --save kept.onnx
@@ -109,10 +115,8 @@ PYEOF
   fail "the trainer does not round the plan's $n copies from their masters"
 grep -q '\.copyStagingBytes = ' rounded/src/main.cpp ||
   fail "the trainer has no staging for the rounded copies"
-"$MEMFIT" report rounded/plan.json --layers 0 >rounded/report.txt 2>&1 ||
-  { cat rounded/report.txt; fail "memfit report cannot read the rounded plan"; }
-grep -q "^copies .*keep no 16-bit working copy at home" rounded/report.txt ||
-  fail "the summary does not say which copies are rounded from masters"
+summary_says rounded "^copies .*keep no 16-bit working copy at home" \
+  "the summary does not say which copies are rounded from masters"
 run_trainer rounded train $TRAIN --save rounded.onnx
 cmp -s rounded.onnx gpu.onnx ||
   fail "copies rounded from their masters train other weights than on the GPU"
@@ -149,10 +153,8 @@ PYEOF
 [ "$n" -gt 0 ] || fail "lohan: no copy is read from a master on NVMe"
 [ "$(grep -c '\.masterOnNvme = true, \.copyFromMaster = true' lohan/src/main.cpp)" -eq "$n" ] ||
   fail "lohan: the trainer does not read the plan's $n masters from NVMe"
-"$MEMFIT" report lohan/plan.json --layers 0 >lohan/report.txt 2>&1 ||
-  { cat lohan/report.txt; fail "memfit report cannot read the lohan plan"; }
-grep -q "^copies .*masters are on NVMe, read from the drive" lohan/report.txt ||
-  fail "the summary does not say which masters are read from the drive"
+summary_says lohan "^copies .*masters are on NVMe, read from the drive" \
+  "the summary does not say which masters are read from the drive"
 run_trainer lohan train $TRAIN $VAL --save lohan.onnx
 cmp -s lohan.onnx gpu.onnx ||
   fail "copies read from masters on NVMe train other weights than on the GPU"
