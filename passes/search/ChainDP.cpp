@@ -22,7 +22,7 @@ constexpr double kOffloadPenalty = 0.05;
 enum class Offload : uint8_t { None, Boundary, EveryKept };
 
 struct Option {
-  std::vector<BlockId> dropped;
+  int32_t dropped = 0; // index in Chain::dropSets
   Offload offload = Offload::None;
   int64_t hold = 0, off = 0; // bytes kept across, bytes copied out
   double rerun = 0;
@@ -34,6 +34,9 @@ struct Segment {
   int64_t local = 0; // live beyond what earlier segments hold across
   int64_t full = 0;  // bytes of `crossing`
   double fwdSeconds = 0, bwdSeconds = 0;
+  /// Pareto-filtered; a try without offload takes those that copy nothing
+  /// (the frontier of those alone: no option that copies dominates one
+  /// that does not).
   std::vector<Option> options;
   /// Ranges of 2, 3, ... segments ending here, re-run as one from the
   /// boundary before them: everything recomputable in them dropped but
@@ -41,7 +44,8 @@ struct Segment {
   std::vector<std::vector<Option>> spanOptions;
 };
 
-/// The segments with their blocks, times and options for one round.
+/// The segments with their blocks, times and options for one round, built
+/// once and solved per try (arena share, offload or not).
 class Chain {
 public:
   Chain(const TaskGraph &tg, const std::vector<TaskId> &order,
@@ -52,7 +56,8 @@ public:
         taskSeen(tg.tasks.size(), 0), blockDropped(tg.blocks.size(), 0) {}
 
   bool build();
-  std::optional<ChainDecisions> solve(int64_t arenaBytes);
+  std::optional<ChainDecisions> solve(int64_t arenaBytes, double arenaFraction,
+                                      bool offload) const;
 
 private:
   int32_t segmentOfTask(TaskId t) const {
@@ -68,6 +73,9 @@ private:
   void addSpanOptions(size_t c);
   void offloadModes(std::vector<BlockId> dropped, int64_t all, int64_t bound,
                     std::vector<Option> &out);
+  /// The candidates' Pareto frontier over (re-run time, bytes held, bytes
+  /// copied).
+  static std::vector<Option> frontier(std::vector<Option> cand);
   void localPeaks();
   /// What the copy streams can hide: per segment, the bytes after it (cap)
   /// and over the whole round (volume).
@@ -83,6 +91,8 @@ private:
   const ChainOptions &opts;
   ChainSegments segs;
   std::vector<Segment> chain;
+  /// The drop sets the options name (shared by an option's offload modes).
+  std::vector<std::vector<BlockId>> dropSets;
   std::vector<bool> recomputable, neededBack, boundary;
   std::vector<int32_t> taskSeen, blockDropped;
   int32_t stamp = 0;
@@ -163,8 +173,11 @@ void Chain::addOptions(Segment &seg) {
   std::vector<Option> cand;
   for (auto &s : sets)
     offloadModes(std::move(s), seg.full, bound, cand);
-  // Pareto frontier over (re-run time, bytes held, bytes copied); the sort
-  // is stable so ties keep the enumeration order.
+  seg.options = frontier(std::move(cand));
+}
+
+std::vector<Option> Chain::frontier(std::vector<Option> cand) {
+  // The sort is stable so ties keep the enumeration order.
   std::stable_sort(cand.begin(), cand.end(),
                    [](const Option &a, const Option &b) {
                      if (a.rerun != b.rerun)
@@ -173,13 +186,15 @@ void Chain::addOptions(Segment &seg) {
                        return a.hold < b.hold;
                      return a.off < b.off;
                    });
-  for (Option &o : cand) {
+  std::vector<Option> front;
+  for (const Option &o : cand) {
     bool dominated = false;
-    for (const Option &p : seg.options)
+    for (const Option &p : front)
       dominated = dominated || (p.hold <= o.hold && p.off <= o.off);
     if (!dominated)
-      seg.options.push_back(std::move(o));
+      front.push_back(o);
   }
+  return front;
 }
 
 void Chain::offloadModes(std::vector<BlockId> dropped, int64_t all,
@@ -188,14 +203,16 @@ void Chain::offloadModes(std::vector<BlockId> dropped, int64_t all,
   int64_t kept = all;
   for (BlockId b : dropped)
     kept -= bytes(b);
+  auto set = int32_t(dropSets.size());
+  dropSets.push_back(std::move(dropped));
   for (Offload mode : {Offload::None, Offload::Boundary, Offload::EveryKept}) {
     int64_t off = mode == Offload::None       ? 0
                   : mode == Offload::Boundary ? bound
                                               : kept;
-    if (mode != Offload::None && (!opts.offload || off == 0 ||
-                                  (mode == Offload::EveryKept && off == bound)))
+    if (mode != Offload::None &&
+        (off == 0 || (mode == Offload::EveryKept && off == bound)))
       continue;
-    out.push_back({dropped, mode, kept - off, off, rerun});
+    out.push_back({set, mode, kept - off, off, rerun});
   }
 }
 
@@ -214,8 +231,7 @@ void Chain::addSpanOptions(size_t c) {
           dropped.push_back(b);
     }
     std::sort(dropped.begin(), dropped.end());
-    chain[c].spanOptions.emplace_back();
-    offloadModes(dropped, all, bound, chain[c].spanOptions.back());
+    offloadModes(dropped, all, bound, chain[c].spanOptions.emplace_back());
   }
 }
 
@@ -314,9 +330,9 @@ struct OptionStep {
   bool offloads;
 };
 
-std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
-  const auto arena =
-      static_cast<int64_t>(double(arenaBytes) * opts.arenaFraction);
+std::optional<ChainDecisions>
+Chain::solve(int64_t arenaBytes, double arenaFraction, bool offload) const {
+  const auto arena = static_cast<int64_t>(double(arenaBytes) * arenaFraction);
   if (arena <= 0)
     return std::nullopt;
   const int levels = opts.memoryLevels;
@@ -333,8 +349,9 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
   std::optional<ChainDecisions> best;
   double bestCost = kInf;
   std::vector<OptionStep> steps;
+  std::vector<double> least;
   for (double share : kVolumeShares) {
-    if (share > 0 && (!opts.offload || volumeCap <= 0))
+    if (share > 0 && (!offload || volumeCap <= 0))
       break;
     const double total = share * volumeCap;
     const int vl = share > 0 ? std::max(1, opts.volumeLevels) : 0;
@@ -362,6 +379,7 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
         size_t a = c + 1 - span;
         need = span == 1 ? chain[c].local
                          : std::max(chain[a].local, chain[a].full + need);
+        // Without offload only share 0 is solved, where no option copies.
         const std::vector<Option> &options =
             span == 1 ? chain[c].options : chain[c].spanOptions[span - 2];
         assert(options.size() < (1u << 16) && "choice packs it in 16 bits");
@@ -374,11 +392,17 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
         for (const Option &o : options)
           steps.push_back({holdUnits(o), offUnits(o), o.rerun,
                            penalty * double(o.off), o.off > 0});
+        // A state costing no less than one holding fewer levels at the same
+        // offload level is dominated: each move from it is open to the
+        // other too, at no more cost and to a lower state, so skipping it
+        // changes neither the optimum nor which of its ties is chosen.
+        least.assign(width, kInf);
         for (int64_t m = 0; m <= limit; ++m)
           for (size_t v = 0; v < width; ++v) {
             double cost = from[m * width + v];
-            if (cost == kInf)
+            if (cost >= least[v])
               continue;
+            least[v] = cost;
             const bool offloadFits =
                 share != 0 && total - double(v) * vunit <= cap[c];
             for (size_t oi = 0; oi < options.size(); ++oi) {
@@ -415,7 +439,7 @@ std::optional<ChainDecisions> Chain::solve(int64_t arenaBytes) {
       size_t span = ch >> 16, oi = ch & 0xffff;
       const Option &o = span == 1 ? chain[c - 1].options[oi]
                                   : chain[c - 1].spanOptions[span - 2][oi];
-      for (BlockId b : o.dropped)
+      for (BlockId b : dropSets[o.dropped])
         d.drop[b] = true;
       for (size_t i = c - span; i < c; ++i)
         for (BlockId b : chain[i].crossing)
@@ -490,7 +514,23 @@ std::optional<ChainDecisions> solveChain(const TaskGraph &tg,
   Chain chain(tg, order, costs, opts);
   if (!chain.build())
     return std::nullopt;
-  return chain.solve(arenaBytes);
+  return chain.solve(arenaBytes, opts.arenaFraction, opts.offload);
+}
+
+std::vector<std::optional<ChainDecisions>>
+solveChainTries(const TaskGraph &tg, const std::vector<TaskId> &order,
+                const CostTable &costs, int64_t arenaBytes,
+                const ChainOptions &opts, const std::vector<ChainTry> &tries,
+                const SideBySide &sideBySide) {
+  std::vector<std::optional<ChainDecisions>> solved(tries.size());
+  Chain chain(tg, order, costs, opts);
+  if (!chain.build())
+    return solved;
+  sideBySide(tries.size(), [&](size_t k) {
+    solved[k] =
+        chain.solve(arenaBytes, tries[k].arenaFraction, tries[k].offload);
+  });
+  return solved;
 }
 
 } // namespace memfit

@@ -56,6 +56,7 @@
 #include "compiler/ir/CostTable.h"
 #include "compiler/ir/TaskGraph.h"
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -94,6 +95,25 @@ struct ChainDecisions {
   int64_t offloadBytes = 0;
   int32_t checkpoints = 0; // ranges chosen (each ends at a kept boundary)
 };
+
+/// One solve of a chain built once: the arena's share it plans to and
+/// whether it may copy out (ChainOptions' fields of the same names).
+struct ChainTry {
+  double arenaFraction = 1.0;
+  bool offload = true;
+};
+/// Runs work(0) .. work(n - 1), in any order and on any threads.
+using SideBySide =
+    std::function<void(size_t, const std::function<void(size_t)> &)>;
+
+/// solveChain per try, the chain (segments, options, peaks) built once from
+/// `opts` for all of them (its arenaFraction and offload unused); the same
+/// decisions as solveChain with each try's fields in `opts`.
+std::vector<std::optional<ChainDecisions>>
+solveChainTries(const TaskGraph &tg, const std::vector<TaskId> &order,
+                const CostTable &costs, int64_t arenaBytes,
+                const ChainOptions &opts, const std::vector<ChainTry> &tries,
+                const SideBySide &sideBySide);
 
 /// Solves the chain for one round in `order` at the cost table's sub-batch
 /// under `arenaBytes` (the budget less the resident weight side). None when

@@ -183,33 +183,26 @@ std::vector<Variant> chainPhaseVariants(const TaskGraph &tg,
   // The program sees no fragmentation, workspaces or prefetch room: plan it
   // to the whole arena and to less of it; without offload too, where copies
   // would not hide as the program assumes.
-  struct Try {
-    double fraction;
-    bool offload;
-  };
-  std::vector<Try> tries{{1.0, true}, {0.9, true}, {0.8, true}, {1.0, false}};
+  std::vector<ChainTry> tries{
+      {1.0, true}, {0.9, true}, {0.8, true}, {1.0, false}};
   // Very deep networks: one try, to keep planning in seconds (each
   // schedule of ResNet-10001 takes about a second).
   if (tg.tasks.size() > kManyTasks)
     tries.resize(1);
-  // The tries are independent and each deterministic: solved side by side
-  // (a third of a large model's planning time), used in the order above.
-  std::vector<std::optional<ChainDecisions>> solved(tries.size());
-  auto solveTry = [&](size_t k) {
-    ChainOptions opts;
-    opts.arenaFraction = tries[k].fraction;
-    opts.offload = tries[k].offload;
-    opts.inPlace = req.inPlace;
-    if (tg.tasks.size() > kManyTasks) {
-      opts.memoryLevels = 64;
-      opts.volumeLevels = 4;
-    }
-    solved[k] = solveChain(tg, round, costs, arenaBytes(tg, budget), opts);
-  };
-  forEachSideBySide(tries.size(), solveTry);
+  ChainOptions opts;
+  opts.inPlace = req.inPlace;
+  if (tg.tasks.size() > kManyTasks) {
+    opts.memoryLevels = 64;
+    opts.volumeLevels = 4;
+  }
+  // The tries share one chain and are each deterministic: solved side by
+  // side (a third of a large model's planning time), used in the order
+  // above.
+  std::vector<std::optional<ChainDecisions>> solved = solveChainTries(
+      tg, round, costs, arenaBytes(tg, budget), opts, tries, forEachSideBySide);
   std::vector<Variant> out;
   for (size_t k = 0; k < tries.size(); ++k) {
-    const Try &t = tries[k];
+    const ChainTry &t = tries[k];
     std::optional<ChainDecisions> &d = solved[k];
     if (!d)
       continue;
