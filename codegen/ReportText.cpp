@@ -130,7 +130,7 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
         formatSeconds(d.collectiveSeconds), formatSeconds(d.exposedSeconds));
   if (const ReportFrozen &f = r.frozen; f.weights > 0)
     os << "training   " << describeFrozen(f) << "\n";
-  printTierLines(os, s, 11);
+  printTierLines(os, s, r.precision, 11);
   if (s.boundSeconds > 0) {
     os << llvm::formatv("bound      {0} per iteration, proven for this order "
                         "and sub-batch: the plan is {1} above it\n",

@@ -193,7 +193,8 @@ void printProfileLine(llvm::raw_ostream &os, const ReportProfile &p) {
   os << "\n";
 }
 
-void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width) {
+void printTierLines(llvm::raw_ostream &os, const ReportSummary &s,
+                    llvm::StringRef precision, int width) {
   auto label = [&](llvm::StringRef l) {
     os << l;
     os.indent(std::max<int>(1, width - static_cast<int>(l.size())));
@@ -214,7 +215,17 @@ void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width) {
                                   .str()
                             : std::string());
   }
-  if (s.gpuCopyWeights > 0) {
+  const bool full = precision == "fp32" || precision == "tf32";
+  if (s.gpuCopyWeights > 0 && full) {
+    // fp32 and tf32 plans add the copies for this layout alone.
+    label("copies");
+    os << llvm::formatv(
+        "{0} of those weights keep their value on the GPU too, as an f32 "
+        "working copy ({1}, in the resident bytes): read there with no copy "
+        "in; a trained one's host update writes its master at home, "
+        "uploaded once a step (ZeRO-Offload's layout)\n",
+        s.gpuCopyWeights, formatBytes(s.gpuCopyBytes));
+  } else if (s.gpuCopyWeights > 0) {
     label("copies");
     os << llvm::formatv(
         "{0} of those weights keep their 16-bit working copy on the GPU "
@@ -292,7 +303,7 @@ void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r) {
                       formatBytes(s.idealPeakBytes), s.allocationEfficiency);
   os << "         the CUDA context is not in the budget: the trainer "
         "measures it and reports it beside the budget\n";
-  printTierLines(os, s, 9);
+  printTierLines(os, s, r.precision, 9);
   os << llvm::formatv(
       "time     ideal {0}, planned {1}, overhead {2:P1}, stall {3}\n",
       ms(s.idealSeconds), ms(s.plannedSeconds), s.overhead, ms(s.stallSeconds));

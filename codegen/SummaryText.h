@@ -22,8 +22,9 @@ namespace memfit {
 void printPlanSummary(llvm::raw_ostream &os, const PlanReport &r);
 /// The summary's `host` and `nvme` lines (weights homed off the GPU; none
 /// without), labels padded to `width` columns: the plan's summary and
-/// `memfit report` print the same sentences.
-void printTierLines(llvm::raw_ostream &os, const ReportSummary &s, int width);
+/// `memfit report` print the same sentences; `precision` as PlanReport's.
+void printTierLines(llvm::raw_ostream &os, const ReportSummary &s,
+                    llvm::StringRef precision, int width);
 /// The `accuracy` line: how far the device model's times were measured off
 /// on this device's architecture in this precision, or that nothing was
 /// measured there (compiler/cost/Accuracy.h); labels padded to `width`.

@@ -45,6 +45,11 @@ enum class Precision : uint8_t { FP32, TF32, BF16, FP16 };
 inline bool stores16Bit(Precision p) {
   return p == Precision::BF16 || p == Precision::FP16;
 }
+/// Bytes of one element of a weight's working copy: 16-bit programs round
+/// theirs; fp32 and tf32 programs have one only where a weight homed on the
+/// host keeps its value on the device (ZeRO-Offload's layout), in f32, and
+/// then the master at home is the copy there unless it is on NVMe.
+inline int64_t workingCopyBytes(Precision p) { return stores16Bit(p) ? 2 : 4; }
 
 /// What a trainer's program declares about itself; the generated code
 /// fills it as a constant.

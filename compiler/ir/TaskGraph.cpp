@@ -157,7 +157,8 @@ int64_t TaskGraph::copyStagingHostBytes() const {
 int64_t TaskGraph::hostBytes() const {
   int64_t total = homedBytes(Tier::Host) + copyStagingHostBytes();
   for (BlockId b = 0; b < (BlockId)homes.size(); ++b)
-    if (copyStaysOnGpu(b))
+    if (copyStaysOnGpu(b) &&
+        !(blocks[b].dtype == DType::F32 && homes[masterOf(b)] == Tier::Host))
       total += blocks[b].bytesAt(1);
     else if (roundsFromMaster(b))
       total -= blocks[b].bytesAt(1);

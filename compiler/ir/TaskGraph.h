@@ -369,7 +369,9 @@ struct TaskGraph {
   int64_t copyStagingHostBytes() const;
   /// Pinned host bytes the homes take: every block homed on the host but
   /// working copies rounded from their masters, the host's copy of each
-  /// working copy that stays on the GPU, and copyStagingHostBytes.
+  /// working copy that stays on the GPU (none for an f32 copy, whose
+  /// master at home is that copy, unless the master is on NVMe), and
+  /// copyStagingHostBytes.
   int64_t hostBytes() const;
 
   /// The update of a weight homed off the GPU, which the host's cores run

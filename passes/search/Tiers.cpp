@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "passes/search/Tiers.h"
 
+#include "compiler/ir/WorkingCopies.h"
+
 #include "compiler/ir/OffloadSlots.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
@@ -497,8 +499,11 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
     // once or twice, about what the upload costs, and planning it again
     // doubled the time of 16-bit searches). A graph starting from
     // another's homing tries it only where that one kept copies.
+    // In fp32 and tf32 the copies to keep are added here, so a graph that
+    // starts from another's homing tries them whatever that one did.
     auto kept = std::make_shared<TaskGraph>(*homed);
-    if ((req.homeBytesAtLeast < 0 || req.homeKeepsCopies) &&
+    const bool fullCopies = addFullPrecisionCopies(*kept) > 0;
+    if ((req.homeBytesAtLeast < 0 || req.homeKeepsCopies || fullCopies) &&
         (search.rounds > 1 || homesFrozenCopy(*homed)) &&
         keepCopiesOnGpu(*kept, kept->homes) > 0 &&
         kept->weightSideBytes() < share) {
@@ -516,6 +521,7 @@ llvm::Expected<PlanOutcome> planAcrossTiers(const TaskGraph &tg,
        (best->homed && homesFrozenCopy(*best->homed)))) {
     auto kept = std::make_shared<TaskGraph>(tg);
     kept->homes = homesMoving(tg, search.ws, homeable);
+    addFullPrecisionCopies(*kept);
     if (keepCopiesOnGpu(*kept, kept->homes) > 0 &&
         kept->weightSideBytes() < share && !search.tryHoming(kept))
       return search.finish();

@@ -336,13 +336,19 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
                          : nullptr);
       // The 16-bit working copy: rounded from the master before its first
       // reader after every change (weightCopy; at home, refreshHomeCopy).
-      // None at home where each copy in rounds it from the master.
-      im.wCopy.push_back(wi.workingCopy && !(host && wi.copyFromMaster)
-                             ? static_cast<char *>(alloc(wi.count * 2))
-                             : nullptr);
+      // None at home where each copy in rounds it from the master. An f32
+      // one (fp32 and tf32 programs) is the master itself but where that
+      // is on NVMe.
+      const int64_t copyBytes = wi.count * workingCopyBytes(info.precision);
+      const bool copyIsMaster =
+          !stores16Bit(info.precision) && !wi.masterOnNvme;
+      im.wCopy.push_back(
+          !wi.workingCopy || (host && wi.copyFromMaster) ? nullptr
+          : copyIsMaster ? reinterpret_cast<char *>(im.w.back())
+                         : static_cast<char *>(alloc(copyBytes)));
       // Kept on the device too while the weight is homed on the host.
       im.wCopyDev.push_back(wi.workingCopy && host && wi.copyOnGpu
-                                ? static_cast<char *>(carve(wi.count * 2))
+                                ? static_cast<char *>(carve(copyBytes))
                                 : nullptr);
       // One whose master is on NVMe is rounded by every write and update
       // of the master (writeWeight, the host's update), never from memory.
@@ -460,7 +466,8 @@ Exec::~Exec() {
       cudaFreeHost(p);
   };
   for (size_t id = 0; id < im.wCopy.size(); ++id)
-    release(id, im.wCopy[id]);
+    if (im.wCopy[id] != reinterpret_cast<char *>(im.w[id])) // not a master
+      release(id, im.wCopy[id]);
   for (auto *list : {&im.w, &im.g, &im.m, &im.v})
     for (size_t id = 0; id < list->size(); ++id)
       if (list != &im.g || wInfo[id].gradPoolOffset < 0)
@@ -529,10 +536,13 @@ float *Exec::weightCopy(int32_t id) {
       fatal(std::string("weight '") + wInfo[id].onnxName +
             "' keeps its working copy on the device but is not homed on the "
             "host");
-    impl->narrowNow.push_back(impl->wCopyDev[id]);
+    if (stores16Bit(prog.precision))
+      impl->narrowNow.push_back(impl->wCopyDev[id]);
     return reinterpret_cast<float *>(impl->wCopyDev[id]);
   }
   char *c = impl->wCopy[id];
+  if (!stores16Bit(prog.precision)) // an f32 copy: the master on the device
+    return reinterpret_cast<float *>(c);
   // Refreshed on the compute stream, ahead of the operation that reads it.
   if (impl->copyStale[id]) {
     cuda::putInto(*impl, wInfo[id].count,
@@ -595,14 +605,18 @@ int64_t Exec::deviceBytes() const {
     if (wi.home == Home::Host) {
       // Pinned host memory (hostHomeBytes), but for a working copy kept on
       // the device.
-      total += wi.copyOnGpu && wi.workingCopy ? wi.count * 2 : 0;
+      total += wi.copyOnGpu && wi.workingCopy
+                   ? wi.count * workingCopyBytes(prog.precision)
+                   : 0;
       continue;
     }
     const bool state = wi.trainable && !wi.stateOnNvme; // else on NVMe
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
-    total += copies * wi.count * 4 + (wi.workingCopy ? wi.count * 2 : 0);
+    // An f32 working copy is the master (WeightInfo::workingCopy).
+    total += copies * wi.count * 4 +
+             (wi.workingCopy && stores16Bit(prog.precision) ? wi.count * 2 : 0);
   }
   return total + prog.gradPoolBytes;
 }
@@ -864,8 +878,11 @@ int64_t Exec::hostHomeBytes() const {
                      (wi.trainable && wi.gradPoolOffset < 0 ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
+    // An f32 working copy at home is its master, unless that is on NVMe.
+    const bool ownCopy = wi.workingCopy && !wi.copyFromMaster &&
+                         (stores16Bit(prog.precision) || wi.masterOnNvme);
     total += copies * wi.count * 4 +
-             (wi.workingCopy && !wi.copyFromMaster ? wi.count * 2 : 0);
+             (ownCopy ? wi.count * workingCopyBytes(prog.precision) : 0);
   }
   // Where a master on NVMe is read before it is sent (copyInFromMaster).
   return total + host::masterStagingBytes(prog, wInfo);

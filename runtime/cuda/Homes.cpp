@@ -38,6 +38,7 @@
 #include "runtime/cuda/Impl.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace memfit::rt {
@@ -65,7 +66,9 @@ std::pair<char *, int64_t> homeRange(const Exec &x, const Exec::Impl &im,
   if (!p)
     x.fatal(std::string("weight '") + x.weightInfo()[id].onnxName +
             "' has no such tensor at home");
-  return {p, count * (what == HomeTensor::WorkingCopy ? 2 : 4)};
+  return {p, count * (what == HomeTensor::WorkingCopy
+                          ? workingCopyBytes(x.info().precision)
+                          : 4)};
 }
 
 void checkArena(const Exec &x, int64_t offset, int64_t bytes) {
@@ -97,6 +100,12 @@ void cuda::narrowHomeCopy(Exec::Impl &im, int32_t id, int64_t lo, int64_t hi,
                           const float *w) {
   if (!im.wCopy[id]) // rounded from the master on every copy in instead
     return;
+  if (im.narrow == cuda::Store::F32) { // an f32 copy, the master's bits
+    char *c = im.wCopy[id] + lo * 4;
+    if (c != reinterpret_cast<const char *>(w))
+      std::memcpy(c, w, static_cast<size_t>(hi - lo) * 4);
+    return;
+  }
   uint16_t *c = reinterpret_cast<uint16_t *>(im.wCopy[id]) + lo;
   for (int64_t i = 0; i < hi - lo; ++i)
     c[i] = cuda::narrowBits(im.narrow, w[i]);
@@ -113,8 +122,9 @@ void cuda::uploadHomeCopy(const Exec &x, Exec::Impl &im, int32_t id,
     return;
   check(x,
         cudaMemcpyAsync(im.wCopyDev[id], im.wCopy[id],
-                        x.weightInfo()[id].count * 2, cudaMemcpyHostToDevice,
-                        im.stream[CopyIn]),
+                        x.weightInfo()[id].count *
+                            workingCopyBytes(x.info().precision),
+                        cudaMemcpyHostToDevice, im.stream[CopyIn]),
         "cudaMemcpyAsync (a working copy kept on the device)");
   if (wait)
     check(x, cudaStreamSynchronize(im.stream[CopyIn]),

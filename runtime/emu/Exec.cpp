@@ -303,9 +303,11 @@ int64_t Exec::deviceBytes() const {
                     held(impl->g[i].size(), prog.shard >= 2) +
                     held(impl->m[i].size(), prog.shard >= 1) +
                     held(impl->v[i].size(), prog.shard >= 1)) +
-               2 * impl->wCopy[i].size();
+               workingCopyBytes(prog.precision) *
+                   static_cast<int64_t>(impl->wCopy[i].size());
     else
-      total += 2 * static_cast<int64_t>(impl->wCopyDev[i].size());
+      total += workingCopyBytes(prog.precision) *
+               static_cast<int64_t>(impl->wCopyDev[i].size());
   return total;
 }
 
@@ -500,10 +502,13 @@ int64_t Exec::hostHomeBytes() const {
           4 * static_cast<int64_t>(impl->w[i].size() + impl->gStore[i].size() +
                                    impl->m[i].size() + impl->v[i].size()) +
           // A copy rounded from its master is not kept at home: its vector
-          // here is what the device would stage it through.
-          (wInfo[i].copyFromMaster
+          // here is what the device would stage it through. An f32 copy's
+          // is its master at home.
+          (wInfo[i].copyFromMaster ||
+                   (!stores16Bit(prog.precision) && !wInfo[i].masterOnNvme)
                ? 0
-               : 2 * static_cast<int64_t>(impl->wCopy[i].size()));
+               : workingCopyBytes(prog.precision) *
+                     static_cast<int64_t>(impl->wCopy[i].size()));
   // The pinned staging a master on NVMe is read into on the device backend.
   return total + prog.gradPoolBytes + host::masterStagingBytes(prog, wInfo);
 }
