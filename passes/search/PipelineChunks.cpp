@@ -16,11 +16,12 @@ namespace {
 
 /// A plan this close to the ideal time is not worth more chunks.
 constexpr double kCloseEnough = 0.01;
-/// More chunks stop being tried after this many counts in a row no faster
-/// than the best: the times are not monotone in the count (VGG-16 with
-/// BatchNorm at b64 in 25% of its ideal peak: 507, 528, 449 and 382 ms at
-/// 4, 8, 16 and 32 chunks), but a second slower count seldom precedes a
-/// faster one.
+/// More chunks stop being tried at a count this much slower than the
+/// best, or after two counts in a row no faster: the times are not
+/// monotone in the count (VGG-16 with BatchNorm at b64 in 25% of its ideal
+/// peak: 489, 485, 520, 382 and 466 ms at 4 to 64 chunks), but a count far
+/// slower, or a second slower one, seldom precedes a faster one.
+constexpr double kNearlyAsFast = 0.10;
 constexpr int kSlowerCountsInARow = 2;
 
 } // namespace
@@ -102,7 +103,8 @@ searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
     const bool slower = !found.empty() && t >= bestSeconds;
     found.push_back(ChunkedCandidate{cg, std::move(*c)});
     if (slower) {
-      if (++slowerInARow == kSlowerCountsInARow)
+      if (t > bestSeconds * (1 + kNearlyAsFast) ||
+          ++slowerInARow == kSlowerCountsInARow)
         break; // more chunks stopped helping
       continue;
     }
