@@ -319,6 +319,12 @@ std::string planToJson(const PlanReport &r) {
       chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
     j["summary"]["chunks_tried"] = std::move(chunks);
   }
+  if (!s.chunksPruned.empty()) { // written only when a bound ruled one out
+    json pruned = json::array();
+    for (auto [k, t] : s.chunksPruned)
+      pruned.push_back({{"chunks", k}, {"bound_seconds", t}});
+    j["summary"]["chunks_pruned"] = std::move(pruned);
+  }
   if (s.refineTries > 0) // written only when the refinement phase ran
     j["summary"]["refine"] = {{"moves_tried", s.refineTries},
                               {"decisions_changed", s.refineChanged}};
@@ -550,6 +556,13 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
         s.chunksTried.push_back(
             {rd.integer((*tried)[i], tw, "chunks", 2),
              rd.number((*tried)[i], tw, "planned_seconds")});
+      }
+    if (const json *pruned = rd.array(o, w, "chunks_pruned", false))
+      for (size_t i = 0; i < pruned->size(); ++i) {
+        std::string pw = std::string(w) + "." + at("chunks_pruned", i);
+        s.chunksPruned.push_back(
+            {rd.integer((*pruned)[i], pw, "chunks", 2),
+             rd.number((*pruned)[i], pw, "bound_seconds")});
       }
     if (o.contains("refine")) {
       std::string rw = std::string(w) + ".refine";

@@ -167,6 +167,7 @@ void fillSummary(ReportSummary &s, const TaskGraph &tg, const Plan &plan,
   s.accuracyBasis = ctx.accuracyBasis;
   s.subBatchesTried = ctx.subBatchesTried;
   s.chunksTried = ctx.chunksTried;
+  s.chunksPruned = ctx.chunksPruned;
   s.refineTries = ctx.refineTries;
   s.refineChanged = ctx.refineChanged;
   s.planSeconds = ctx.planSeconds;

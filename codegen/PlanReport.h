@@ -170,6 +170,9 @@ struct ReportSummary {
   std::vector<std::pair<int64_t, double>> subBatchesTried;
   /// Chunk counts planned (passes/search/Chunk.h) and their predicted times.
   std::vector<std::pair<int64_t, double>> chunksTried;
+  /// Chunk counts not planned: their proven bound was no faster than a
+  /// plan in hand (chunks, bound seconds).
+  std::vector<std::pair<int64_t, double>> chunksPruned;
   /// memfit's refinement phase: moves scheduled, and the decisions the
   /// plan differs in from where the phase started (0 and 0 when it did not
   /// run or changed nothing).
@@ -313,7 +316,7 @@ struct PlanContext {
   std::string lowerBoundTask;
   int64_t eq3SubBatch = 0;
   std::vector<std::pair<int64_t, double>> subBatchesTried;
-  std::vector<std::pair<int64_t, double>> chunksTried;
+  std::vector<std::pair<int64_t, double>> chunksTried, chunksPruned;
   int64_t refineTries = 0, refineChanged = 0; // ReportSummary's
   ReportProfile profile;
   std::string attention;         // PlanReport::attention

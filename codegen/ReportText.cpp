@@ -202,6 +202,16 @@ void printReportText(llvm::raw_ostream &os, const PlanReport &r,
     }
     os << "\n";
   }
+  if (!s.chunksPruned.empty()) {
+    os << "           not planned, a proven bound no faster than a plan in "
+          "hand:";
+    const char *sep = " ";
+    for (auto [k, secs] : s.chunksPruned) {
+      os << sep << k << " chunks (at least " << formatSeconds(secs) << ")";
+      sep = ", ";
+    }
+    os << "\n";
+  }
   if (s.refineTries > 0)
     os << llvm::formatv("           refined: {0} decisions changed after "
                         "{1} moves tried (keep, recompute or offload of a "

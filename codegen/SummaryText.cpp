@@ -171,6 +171,12 @@ void searchJson(json &j, const ReportSummary &s) {
       chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
     j["chunks_tried"] = chunks;
   }
+  if (!s.chunksPruned.empty()) { // as plan.json
+    json pruned = json::array();
+    for (auto [k, t] : s.chunksPruned)
+      pruned.push_back({{"chunks", k}, {"bound_seconds", t}});
+    j["chunks_pruned"] = pruned;
+  }
   if (s.refineTries > 0) // memfit's refinement phase
     j["refine"] = {{"moves_tried", s.refineTries},
                    {"decisions_changed", s.refineChanged}};

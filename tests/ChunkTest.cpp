@@ -200,3 +200,30 @@ TEST_CASE("a chunked AdamW trainer lists ProgramInfo's fields in their "
       CHECK(opt < chunks);
     }
 }
+
+TEST_CASE("a chunk count goes unplanned only where its proven bound is no "
+          "faster than a plan in hand, and none of those beats the default",
+          "[chunk]") {
+  // tiny-bn at batch 8 in 85% of its ideal peak on the K40m model: the
+  // whole batch does not plan near the ideal, so the batch is tried in
+  // chunks; 2, 4 and 8 chunks are each ruled out by their bound.
+  Planned m("tiny-bn", 8);
+  auto out = m.plan(0.85, false);
+  REQUIRE(static_cast<bool>(out));
+  const double planned = out->sim.iterationSeconds;
+  REQUIRE_FALSE(out->chunksPruned.empty());
+  for (auto [k, bound] : out->chunksPruned) {
+    INFO(k << " chunks, bound " << bound);
+    CHECK(bound >= planned);
+    // Forced, that count plans no faster than the default plan.
+    PlanRequest req;
+    req.batch = 8;
+    req.budgetFraction = 0.85;
+    req.forcedChunks = k;
+    auto forced = planTraining(
+        m.tg, [&](int64_t b) -> const CostTable & { return m.table(b); }, req);
+    REQUIRE(static_cast<bool>(forced));
+    CHECK(forced->plan.chunks == k);
+    CHECK(forced->sim.iterationSeconds >= planned);
+  }
+}

@@ -58,6 +58,11 @@ public:
   bool build();
   std::optional<ChainDecisions> solve(int64_t arenaBytes, double arenaFraction,
                                       bool offload) const;
+  /// The decisions of the ranges `choice` leads back through from final
+  /// state `at` (memory levels of `unit` bytes, offload levels of `vunit`).
+  ChainDecisions decisions(const std::vector<std::vector<uint32_t>> &choice,
+                           size_t at, size_t width, int64_t unit,
+                           double vunit) const;
 
 private:
   int32_t segmentOfTask(TaskId t) const {
@@ -431,32 +436,42 @@ Chain::solve(int64_t arenaBytes, double arenaFraction, bool offload) const {
     if (at == states || last[at] >= bestCost)
       continue;
     bestCost = last[at];
-    ChainDecisions d{.drop = std::vector<bool>(tg.blocks.size(), false),
-                     .offload = std::vector<bool>(tg.blocks.size(), false),
-                     .segments = int32_t(n)};
-    for (size_t c = n; c > 0;) {
-      uint32_t ch = choice[c - 1][at];
-      size_t span = ch >> 16, oi = ch & 0xffff;
-      const Option &o = span == 1 ? chain[c - 1].options[oi]
-                                  : chain[c - 1].spanOptions[span - 2][oi];
-      for (BlockId b : dropSets[o.dropped])
-        d.drop[b] = true;
-      for (size_t i = c - span; i < c; ++i)
-        for (BlockId b : chain[i].crossing)
-          if (!d.drop[b] &&
-              (o.offload == Offload::EveryKept ||
-               (o.offload == Offload::Boundary && i == c - 1 && boundary[b])))
-            d.offload[b] = true;
-      d.rerunSeconds += o.rerun;
-      d.offloadBytes += o.off;
-      d.checkpoints += 1;
-      size_t m = at / width - holdUnits(o), v = at % width - offUnits(o);
-      at = m * width + v;
-      c -= span;
-    }
-    best = std::move(d);
+    best = decisions(choice, at, width, unit, vunit);
   }
   return best;
+}
+
+ChainDecisions
+Chain::decisions(const std::vector<std::vector<uint32_t>> &choice, size_t at,
+                 size_t width, int64_t unit, double vunit) const {
+  const size_t n = chain.size();
+  ChainDecisions d{.drop = std::vector<bool>(tg.blocks.size(), false),
+                   .offload = std::vector<bool>(tg.blocks.size(), false),
+                   .segments = int32_t(n)};
+  for (size_t c = n; c > 0;) {
+    uint32_t ch = choice[c - 1][at];
+    size_t span = ch >> 16, oi = ch & 0xffff;
+    const Option &o = span == 1 ? chain[c - 1].options[oi]
+                                : chain[c - 1].spanOptions[span - 2][oi];
+    for (BlockId b : dropSets[o.dropped])
+      d.drop[b] = true;
+    for (size_t i = c - span; i < c; ++i)
+      for (BlockId b : chain[i].crossing)
+        if (!d.drop[b] &&
+            (o.offload == Offload::EveryKept ||
+             (o.offload == Offload::Boundary && i == c - 1 && boundary[b])))
+          d.offload[b] = true;
+    d.rerunSeconds += o.rerun;
+    d.offloadBytes += o.off;
+    d.checkpoints += 1;
+    // The state before the range: what it added taken off, as solve added
+    // it.
+    const size_t hold = size_t((o.hold + unit - 1) / unit);
+    const size_t off = o.off > 0 ? size_t(std::ceil(double(o.off) / vunit)) : 0;
+    at = (at / width - hold) * width + (at % width - off);
+    c -= span;
+  }
+  return d;
 }
 
 } // namespace

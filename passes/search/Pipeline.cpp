@@ -574,6 +574,7 @@ llvm::Expected<PlanOutcome> finish(SearchState &s) {
   out.tried = std::move(s.record.tried);
   out.abandoned = s.record.abandoned;
   out.chunksTried = std::move(s.record.chunksTried);
+  out.chunksPruned = std::move(s.record.chunksPruned);
   out.refineTries = s.record.refineTries;
   out.refineChanged = s.record.refineChanged;
   Candidate &best = *s.best;

@@ -133,6 +133,8 @@ struct PlanOutcome {
   std::shared_ptr<const ChunkedGraph> chunked;
   /// Chunk counts tried and their predicted iteration time.
   std::vector<std::pair<int32_t, double>> chunksTried;
+  /// Chunk counts not planned, and the proven bound that ruled each out.
+  std::vector<std::pair<int32_t, double>> chunksPruned;
   /// When the plan homes weights on the host (Tiers.h): the model's graph
   /// with those homes.
   std::shared_ptr<const TaskGraph> homed;

@@ -10,19 +10,49 @@
 #include "passes/search/PipelineSteps.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 namespace memfit::pipeline {
 namespace {
 
-/// A plan this close to the ideal time is not worth more chunks.
+/// Graphs too large for the bound (kBoundGuided tasks once split): a plan
+/// this close to the ideal time is not worth more chunks, and more chunks
+/// stop being tried at a count this much slower than the best, or after
+/// two counts in a row no faster. The times are not monotone in the count
+/// (VGG-16 with BatchNorm at b64 in 25% of its ideal peak: 489, 485, 520,
+/// 382 and 466 ms at 4 to 64 chunks), but a count far slower, or a second
+/// slower one, seldom precedes a faster one.
 constexpr double kCloseEnough = 0.01;
-/// More chunks stop being tried at a count this much slower than the
-/// best, or after two counts in a row no faster: the times are not
-/// monotone in the count (VGG-16 with BatchNorm at b64 in 25% of its ideal
-/// peak: 489, 485, 520, 382 and 466 ms at 4 to 64 chunks), but a count far
-/// slower, or a second slower one, seldom precedes a faster one.
 constexpr double kNearlyAsFast = 0.10;
 constexpr int kSlowerCountsInARow = 2;
+
+/// The proven bound of every plan of `cg`'s round in its order, `b`
+/// samples a chunk, under the request's budget (a probe plan holding what
+/// iterationBound reads of one: the order, the arena and one round); none
+/// for a graph too large for the bound, or where it finds none.
+std::optional<double> countBound(const ChunkedGraph &cg, const Tables &tables,
+                                 const PlanRequest &r, int64_t b) {
+  if (cg.tg.tasks.size() > kBoundGuided)
+    return std::nullopt;
+  Plan probe;
+  probe.batch = r.batch;
+  probe.subBatch = b;
+  probe.numSubBatches = 1;
+  probe.budget = r.budget;
+  probe.libraryReserve = r.libraryReserve;
+  probe.residentBytes = cg.tg.weightSideBytes();
+  for (TaskId t : cg.order) {
+    Instr in{InstrKind::Run};
+    in.task = t;
+    (cg.tg.tasks[t].kind == TaskKind::Update ? probe.update : probe.round)
+        .push_back(in);
+  }
+  auto bound = iterationBound(cg.tg, probe, *tables.full, nullptr, {});
+  if (!bound)
+    return std::nullopt;
+  return bound->seconds;
+}
 
 } // namespace
 
@@ -40,13 +70,49 @@ PlanRequest chunkRequest(const PlanRequest &resolved, int64_t chunk) {
   return cr;
 }
 
+namespace {
+
+/// When more chunks stop being worth planning where no bound can say: each
+/// count's time (planned, or its bound where that ruled it out) against
+/// the fastest count before it (kCloseEnough, kNearlyAsFast,
+/// kSlowerCountsInARow).
+class StopRule {
+public:
+  explicit StopRule(double ideal) : ideal(ideal) {}
+  /// Count the next count's time (a plan's, or at least this).
+  void see(double t) {
+    if (t >= fastest) {
+      if (t > fastest * (1 + kNearlyAsFast) ||
+          ++slowerInARow == kSlowerCountsInARow)
+        stop = true;
+    } else {
+      slowerInARow = 0;
+      fastest = t;
+      if (t <= ideal * (1 + kCloseEnough))
+        stop = true;
+    }
+  }
+  bool stopped() const { return stop; }
+  double best() const { return fastest; }
+
+private:
+  double fastest = std::numeric_limits<double>::infinity(), ideal;
+  int slowerInARow = 0;
+  bool stop = false;
+};
+
+} // namespace
+
 llvm::Expected<std::vector<ChunkedCandidate>>
 searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
   const PlanRequest &resolved = s.r;
   const bool forced = s.forceChunks;
   std::vector<ChunkedCandidate> found;
-  double bestSeconds = 0;
-  int slowerInARow = 0;
+  // A count whose proven bound is no faster than the fastest plan so far,
+  // whole batches or chunks, has no plan that could win: not planned.
+  const double whole = s.best ? s.best->sim.iterationSeconds
+                              : std::numeric_limits<double>::infinity();
+  StopRule rule(s.idealSeconds);
   for (int32_t k : counts) {
     int64_t b = resolved.batch / k;
     LowerBound floor = computeLowerBound(s.tg, b);
@@ -65,6 +131,17 @@ searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
     CostTableFn fn = [&tables](int64_t) -> const CostTable & {
       return *tables.full;
     };
+    const double fastest = std::min(whole, rule.best());
+    std::optional<double> bound;
+    if (!forced && fastest < std::numeric_limits<double>::infinity())
+      bound = countBound(*cg, tables, resolved, b);
+    if (bound && *bound >= fastest) {
+      s.record.chunksPruned.push_back({k, *bound});
+      rule.see(*bound);
+      continue;
+    }
+    if (!bound && rule.stopped())
+      break; // more chunks stopped helping
     PlanRequest cr = chunkRequest(resolved, b);
     int64_t eq3 = 0; // the split graph's: not the outcome's
     auto variants =
@@ -100,18 +177,8 @@ searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
     c->plan.chunks = k;
     double t = c->sim.iterationSeconds;
     s.record.chunksTried.push_back({k, t});
-    const bool slower = !found.empty() && t >= bestSeconds;
     found.push_back(ChunkedCandidate{cg, std::move(*c)});
-    if (slower) {
-      if (t > bestSeconds * (1 + kNearlyAsFast) ||
-          ++slowerInARow == kSlowerCountsInARow)
-        break; // more chunks stopped helping
-      continue;
-    }
-    slowerInARow = 0;
-    bestSeconds = t;
-    if (t <= s.idealSeconds * (1 + kCloseEnough))
-      break;
+    rule.see(t);
   }
   // Fastest first; on a tie the fewer chunks (tried first).
   std::stable_sort(found.begin(), found.end(),

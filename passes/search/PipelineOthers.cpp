@@ -155,6 +155,7 @@ llvm::Expected<bool> otherOrder(SearchState &s) {
     s.chunked = std::move(sub.chunked);
     s.chunksSearched = sub.chunksSearched;
     s.record.chunksTried = std::move(sub.record.chunksTried);
+    s.record.chunksPruned = std::move(sub.record.chunksPruned);
   }
   return true;
 }

@@ -161,6 +161,9 @@ struct SearchRecord {
   std::vector<std::pair<int64_t, double>> tried; // sub-batch, seconds
   int abandoned = 0;
   std::vector<std::pair<int32_t, double>> chunksTried; // chunks, seconds
+  /// Chunk counts not planned: their proven bound, no faster than a plan
+  /// in hand (chunks, bound seconds).
+  std::vector<std::pair<int32_t, double>> chunksPruned;
   int64_t refineTries = 0;
   int refineChanged = 0;
   /// Each sub-batch otherSubBatches looked at: its proven bound at the
@@ -351,6 +354,9 @@ struct ChunkedCandidate {
 /// Plans with the batch split into chunks inside the round, for a model
 /// that needs whole batches to stay exact: the chunk counts given (fewest
 /// first) whose floor fits the state's resolved budget, until more chunks
+/// stop helping: a count whose proven bound (its order, its chunk) is no
+/// faster than the best plan so far is not planned, and where the split
+/// graph is too large for the bound, more chunks stop being tried once they
 /// stop helping. Every count that planned (each plan's batch and chunks
 /// set), fastest first, or none;
 /// errors for memfit's own faults, and under --chunks for why the one

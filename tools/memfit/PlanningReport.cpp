@@ -33,6 +33,8 @@ PlanContext planContext(PlanningSession &s, const PlanOutcome &o) {
   c.subBatchesTried = o.tried;
   for (auto [k, t] : o.chunksTried)
     c.chunksTried.push_back({k, t});
+  for (auto [k, t] : o.chunksPruned)
+    c.chunksPruned.push_back({k, t});
   c.refineTries = o.refineTries;
   c.refineChanged = o.refineChanged;
   ProfileUsage u = s.costs->profileUsage();
