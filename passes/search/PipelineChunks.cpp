@@ -27,12 +27,23 @@ constexpr double kCloseEnough = 0.01;
 constexpr double kNearlyAsFast = 0.10;
 constexpr int kSlowerCountsInARow = 2;
 
-/// The proven bound of every plan of `cg`'s round in its order, `b`
-/// samples a chunk, under the request's budget (a probe plan holding what
-/// iterationBound reads of one: the order, the arena and one round); none
-/// for a graph too large for the bound, or where it finds none.
+/// A proven bound of every plan of `cg`'s round in its order, `b` samples
+/// a chunk, under the request's budget: its tasks' time where that is
+/// already no faster than `fastest`, else the bound pass's (a probe plan
+/// holding what iterationBound reads of one: the order, the arena and one
+/// round); none for a graph too large for the bound, or where it finds
+/// none.
 std::optional<double> countBound(const ChunkedGraph &cg, const Tables &tables,
-                                 const PlanRequest &r, int64_t b) {
+                                 const PlanRequest &r, int64_t b,
+                                 double fastest) {
+  // Every task runs at least once, one after another on the compute
+  // stream, each no faster than its fastest algorithm: where that alone
+  // is no faster than `fastest`, the program need not be solved.
+  double tasks = 0;
+  for (TaskId t : cg.order)
+    tasks += tables.full->fastest(t).seconds;
+  if (tasks >= fastest)
+    return tasks;
   if (cg.tg.tasks.size() > kBoundGuided)
     return std::nullopt;
   Plan probe;
@@ -134,7 +145,7 @@ searchChunks(SearchState &s, const std::vector<int32_t> &counts) {
     const double fastest = std::min(whole, rule.best());
     std::optional<double> bound;
     if (!forced && fastest < std::numeric_limits<double>::infinity())
-      bound = countBound(*cg, tables, resolved, b);
+      bound = countBound(*cg, tables, resolved, b, fastest);
     if (bound && *bound >= fastest) {
       s.record.chunksPruned.push_back({k, *bound});
       rule.see(*bound);
