@@ -2,6 +2,7 @@
 #include "codegen/PlanJson.h"
 
 #include "codegen/AccuracyJson.h"
+#include "codegen/SearchJson.h"
 
 #include "compiler/support/JsonText.h"
 
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace memfit {
 namespace {
@@ -313,18 +315,7 @@ std::string planToJson(const PlanReport &r) {
       j["summary"]["nvme_master_weights"] = s.nvmeMasterWeights;
     }
   }
-  if (!s.chunksTried.empty()) { // written only when chunks were planned
-    json chunks = json::array();
-    for (auto [k, t] : s.chunksTried)
-      chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
-    j["summary"]["chunks_tried"] = std::move(chunks);
-  }
-  if (!s.chunksPruned.empty()) { // written only when a bound ruled one out
-    json pruned = json::array();
-    for (auto [k, t] : s.chunksPruned)
-      pruned.push_back({{"chunks", k}, {"bound_seconds", t}});
-    j["summary"]["chunks_pruned"] = std::move(pruned);
-  }
+  chunkRecordsJson(j["summary"], s); // only where chunks were searched
   if (s.refineTries > 0) // written only when the refinement phase ran
     j["summary"]["refine"] = {{"moves_tried", s.refineTries},
                               {"decisions_changed", s.refineChanged}};
@@ -550,20 +541,16 @@ llvm::Expected<PlanReport> parsePlanJson(llvm::StringRef text,
             {rd.integer((*tried)[i], tw, "sub_batch", 1),
              rd.number((*tried)[i], tw, "planned_seconds")});
       }
-    if (const json *tried = rd.array(o, w, "chunks_tried", false))
-      for (size_t i = 0; i < tried->size(); ++i) {
-        std::string tw = std::string(w) + "." + at("chunks_tried", i);
-        s.chunksTried.push_back(
-            {rd.integer((*tried)[i], tw, "chunks", 2),
-             rd.number((*tried)[i], tw, "planned_seconds")});
-      }
-    if (const json *pruned = rd.array(o, w, "chunks_pruned", false))
-      for (size_t i = 0; i < pruned->size(); ++i) {
-        std::string pw = std::string(w) + "." + at("chunks_pruned", i);
-        s.chunksPruned.push_back(
-            {rd.integer((*pruned)[i], pw, "chunks", 2),
-             rd.number((*pruned)[i], pw, "bound_seconds")});
-      }
+    // chunkRecordsJson's lists.
+    for (auto [key, seconds, into] :
+         {std::tuple{"chunks_tried", "planned_seconds", &s.chunksTried},
+          std::tuple{"chunks_pruned", "bound_seconds", &s.chunksPruned}})
+      if (const json *list = rd.array(o, w, key, false))
+        for (size_t i = 0; i < list->size(); ++i) {
+          std::string lw = std::string(w) + "." + at(key, i);
+          into->push_back({rd.integer((*list)[i], lw, "chunks", 2),
+                           rd.number((*list)[i], lw, seconds)});
+        }
     if (o.contains("refine")) {
       std::string rw = std::string(w) + ".refine";
       const json &rf = o["refine"];

@@ -2,6 +2,7 @@
 #include "codegen/SummaryText.h"
 
 #include "codegen/AccuracyJson.h"
+#include "codegen/SearchJson.h"
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
@@ -165,19 +166,8 @@ void searchJson(json &j, const ReportSummary &s) {
   for (auto [b, t] : s.subBatchesTried)
     tried.push_back({{"sub_batch", b}, {"planned_seconds", t}});
   j["sub_batches_tried"] = tried;
-  if (!s.chunksTried.empty()) { // as plan.json
-    json chunks = json::array();
-    for (auto [k, t] : s.chunksTried)
-      chunks.push_back({{"chunks", k}, {"planned_seconds", t}});
-    j["chunks_tried"] = chunks;
-  }
-  if (!s.chunksPruned.empty()) { // as plan.json
-    json pruned = json::array();
-    for (auto [k, t] : s.chunksPruned)
-      pruned.push_back({{"chunks", k}, {"bound_seconds", t}});
-    j["chunks_pruned"] = pruned;
-  }
-  if (s.refineTries > 0) // memfit's refinement phase
+  chunkRecordsJson(j, s); // as plan.json
+  if (s.refineTries > 0)  // memfit's refinement phase
     j["refine"] = {{"moves_tried", s.refineTries},
                    {"decisions_changed", s.refineChanged}};
 }
@@ -221,24 +211,19 @@ void printTierLines(llvm::raw_ostream &os, const ReportSummary &s,
                                   .str()
                             : std::string());
   }
-  const bool full = precision == "fp32" || precision == "tf32";
-  if (s.gpuCopyWeights > 0 && full) {
-    // fp32 and tf32 plans add the copies for this layout alone.
+  if (s.gpuCopyWeights > 0) {
+    // fp32 and tf32 plans have such copies for this layout alone.
+    const bool full = precision == "fp32" || precision == "tf32";
     label("copies");
     os << llvm::formatv(
-        "{0} of those weights keep their value on the GPU too, as an f32 "
-        "working copy ({1}, in the resident bytes): read there with no copy "
-        "in; a trained one's host update writes its master at home, "
+        "{0} of those weights keep {1} ({2}, in the resident bytes): read "
+        "there with no copy in; a trained one's host update {3} at home, "
         "uploaded once a step (ZeRO-Offload's layout)\n",
-        s.gpuCopyWeights, formatBytes(s.gpuCopyBytes));
-  } else if (s.gpuCopyWeights > 0) {
-    label("copies");
-    os << llvm::formatv(
-        "{0} of those weights keep their 16-bit working copy on the GPU "
-        "({1}, in the resident bytes): read there with no copy in; a "
-        "trained one's host update rounds its new copy at home, uploaded "
-        "once a step (ZeRO-Offload's layout)\n",
-        s.gpuCopyWeights, formatBytes(s.gpuCopyBytes));
+        s.gpuCopyWeights,
+        full ? "their value on the GPU too, as an f32 working copy"
+             : "their 16-bit working copy on the GPU",
+        formatBytes(s.gpuCopyBytes),
+        full ? "writes its master" : "rounds its new copy");
   }
   if (s.roundedCopyWeights > 0) {
     label("copies");

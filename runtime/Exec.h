@@ -168,6 +168,12 @@ struct WeightInfo {
   /// below 2; -1 where the program does not say.
   int32_t rank = -1;
 };
+/// Whether weight `w`'s working copy at home is its master itself: an f32
+/// copy (fp32 and tf32 programs) whose master is in memory, with no bytes
+/// of its own to allocate, count or round.
+inline bool copyIsMaster(Precision p, const WeightInfo &w) {
+  return !stores16Bit(p) && !w.masterOnNvme;
+}
 
 /// torch.cuda.amp.GradScaler's dynamic loss scale (fp16 programs): the
 /// loss gradient is multiplied by `scale`; an update whose gradients hold

@@ -9,6 +9,7 @@
 
 using namespace memfit;
 using memfit::test::HostPlanned;
+using memfit::test::occurrences;
 
 namespace {
 
@@ -108,18 +109,10 @@ TEST_CASE("where the host budget cannot hold the 16-bit copies beside their "
   // The generated trainer rounds those copies and stages them.
   auto files = emitTrainer(tg, plan, EmitOptions{});
   REQUIRE(static_cast<bool>(files));
-  int64_t named = 0;
-  bool staged = false;
-  for (const GeneratedFile &f : *files) {
-    for (size_t at = f.contents.find(".copyFromMaster = true");
-         at != std::string::npos;
-         at = f.contents.find(".copyFromMaster = true", at + 1))
-      ++named;
-    staged = staged || f.contents.find(".copyStagingBytes = " +
-                                       std::to_string(tg.copyStagingBytes())) !=
-                           std::string::npos;
-  }
-  CHECK(named == rounded);
+  CHECK(occurrences(*files, ".copyFromMaster = true") == rounded);
+  const bool staged =
+      occurrences(*files, ".copyStagingBytes = " +
+                              std::to_string(tg.copyStagingBytes())) > 0;
   CHECK(staged);
   // The report and plan.json say so.
   PlanReport r = buildPlanReport(tg, plan, out->sim, PlanContext{});
@@ -219,15 +212,8 @@ TEST_CASE("where the host cannot hold even the working copies of masters on "
   // The trainer reads those masters from the drive and rounds them.
   auto files = emitTrainer(tg, plan, EmitOptions{});
   REQUIRE(static_cast<bool>(files));
-  int64_t both = 0;
-  for (const GeneratedFile &f : *files)
-    for (size_t at = f.contents.find(".masterOnNvme = true, .copyFromMaster = "
-                                     "true");
-         at != std::string::npos;
-         at = f.contents.find(".masterOnNvme = true, .copyFromMaster = true",
-                              at + 1))
-      ++both;
-  CHECK(both == fromDrive);
+  CHECK(occurrences(*files, ".masterOnNvme = true, .copyFromMaster = true") ==
+        fromDrive);
   PlanReport r = buildPlanReport(tg, plan, out->sim, PlanContext{});
   CHECK(r.summary.nvmeRoundedCopyWeights == fromDrive);
   auto back = parsePlanJson(planToJson(r), "plan.json");

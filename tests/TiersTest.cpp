@@ -18,6 +18,7 @@
 using namespace memfit;
 using memfit::test::adamw;
 using memfit::test::HostPlanned;
+using memfit::test::occurrences;
 
 namespace {
 
@@ -1053,13 +1054,7 @@ TEST_CASE("a 16-bit working copy may stay on the GPU while the rest of its "
   // The generated trainer keeps those copies on the device.
   auto files = emitTrainer(tg, out->plan, EmitOptions{});
   REQUIRE(static_cast<bool>(files));
-  int64_t named = 0;
-  for (const GeneratedFile &f : *files)
-    for (size_t at = f.contents.find(".copyOnGpu = true");
-         at != std::string::npos;
-         at = f.contents.find(".copyOnGpu = true", at + 1))
-      ++named;
-  CHECK(named == kept);
+  CHECK(occurrences(*files, ".copyOnGpu = true") == kept);
   // The report and plan.json say so.
   PlanReport r = buildPlanReport(tg, out->plan, out->sim, PlanContext{});
   CHECK(r.summary.gpuCopyWeights == kept);

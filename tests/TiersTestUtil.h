@@ -4,7 +4,23 @@
 
 #include "PlanTestUtil.h"
 
+#include "codegen/Emit.h"
+
+#include <string>
+#include <vector>
+
 namespace memfit::test {
+
+/// How many times `text` occurs in the generated files.
+inline int64_t occurrences(const std::vector<GeneratedFile> &files,
+                           const std::string &text) {
+  int64_t n = 0;
+  for (const GeneratedFile &f : files)
+    for (size_t at = f.contents.find(text); at != std::string::npos;
+         at = f.contents.find(text, at + 1))
+      ++n;
+  return n;
+}
 
 inline TrainingConfig adamw(Precision precision = Precision::FP32,
                             double clip = 0) {

@@ -14,6 +14,7 @@
 
 using namespace memfit;
 using memfit::test::HostPlanned;
+using memfit::test::occurrences;
 
 namespace {
 
@@ -137,13 +138,7 @@ TEST_CASE("an fp32 plan keeps f32 working copies on the GPU where copying "
   // The trainer keeps them on the device; the summary says how.
   auto files = emitTrainer(tg, out->plan, EmitOptions{});
   REQUIRE(static_cast<bool>(files));
-  int64_t named = 0;
-  for (const GeneratedFile &f : *files)
-    for (size_t at = f.contents.find(".copyOnGpu = true");
-         at != std::string::npos;
-         at = f.contents.find(".copyOnGpu = true", at + 1))
-      ++named;
-  CHECK(named == kept);
+  CHECK(occurrences(*files, ".copyOnGpu = true") == kept);
   PlanReport r = buildPlanReport(tg, out->plan, out->sim, PlanContext{});
   std::string text;
   llvm::raw_string_ostream os(text);

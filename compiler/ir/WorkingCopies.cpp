@@ -1,4 +1,4 @@
-//===- WorkingCopies.cpp - Full-precision working copies of homed weights -===//
+//===- WorkingCopies.cpp - f32 working copies of homed weights -----------===//
 #include "compiler/ir/WorkingCopies.h"
 
 #include <algorithm>
@@ -24,8 +24,8 @@ bool wantsCopy(const TaskGraph &tg, BlockId b) {
 } // namespace
 
 int32_t addFullPrecisionCopies(TaskGraph &tg) {
-  if (usesTensorCores(tg.precision) && tg.precision != Precision::TF32)
-    return 0; // 16-bit plans: their copies exist from the start
+  if (tg.precision == Precision::BF16 || tg.precision == Precision::FP16)
+    return 0; // their copies exist from the start
   if (tg.dp.active() || tg.homes.empty())
     return 0;
   tg.weightCopyBlock.resize(tg.valueBlock.size(), -1);

@@ -1,5 +1,4 @@
-//===- WorkingCopies.h - Full-precision working copies of homed weights -*- C++
-//-*-===//
+//===- WorkingCopies.h - f32 working copies of homed weights --*- C++ -*-===//
 //
 // ZeRO-Offload's layout for fp32 and tf32 plans: a weight homed on the host
 // keeps its value on the GPU too, as a working copy of its own type that

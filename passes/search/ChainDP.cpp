@@ -325,6 +325,16 @@ Chain::CopyRoom Chain::copyRoom() const {
   return r;
 }
 
+/// The memory levels of `unit` bytes an option holds across, and the
+/// offload levels of `vunit` bytes it copies out: what a move through
+/// solve's states adds, and what decisions takes off again.
+int64_t holdUnits(const Option &o, int64_t unit) {
+  return (o.hold + unit - 1) / unit;
+}
+size_t offUnits(const Option &o, double vunit) {
+  return o.off > 0 ? size_t(std::ceil(double(o.off) / vunit)) : 0;
+}
+
 /// An option's move through solve's states: the memory and offload units
 /// it adds, and its cost in the parts the sum always added them in (so
 /// that ties break as they always did).
@@ -349,7 +359,6 @@ Chain::solve(int64_t arenaBytes, double arenaFraction, bool offload) const {
   const double penalty = kOffloadPenalty / costs.d2hBytesPerSecond;
   const size_t spans = static_cast<size_t>(std::max(1, opts.maxSpan));
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  auto holdUnits = [&](const Option &o) { return (o.hold + unit - 1) / unit; };
 
   std::optional<ChainDecisions> best;
   double bestCost = kInf;
@@ -361,9 +370,6 @@ Chain::solve(int64_t arenaBytes, double arenaFraction, bool offload) const {
     const double total = share * volumeCap;
     const int vl = share > 0 ? std::max(1, opts.volumeLevels) : 0;
     const double vunit = share > 0 ? total / vl : 1;
-    auto offUnits = [&](const Option &o) {
-      return o.off > 0 ? size_t(std::ceil(double(o.off) / vunit)) : 0;
-    };
     const size_t width = vl + 1, states = size_t(levels + 1) * width;
     // D[i]: the least re-run cost of segments before i per state (bytes
     // held, bytes offloaded); a ring of the last `spans` + 1.
@@ -395,7 +401,7 @@ Chain::solve(int64_t arenaBytes, double arenaFraction, bool offload) const {
         // Per option once, not per state: the divisions dominated.
         steps.clear();
         for (const Option &o : options)
-          steps.push_back({holdUnits(o), offUnits(o), o.rerun,
+          steps.push_back({holdUnits(o, unit), offUnits(o, vunit), o.rerun,
                            penalty * double(o.off), o.off > 0});
         // A state costing no less than one holding fewer levels at the same
         // offload level is dominated: each move from it is open to the
@@ -464,11 +470,9 @@ Chain::decisions(const std::vector<std::vector<uint32_t>> &choice, size_t at,
     d.rerunSeconds += o.rerun;
     d.offloadBytes += o.off;
     d.checkpoints += 1;
-    // The state before the range: what it added taken off, as solve added
-    // it.
-    const size_t hold = size_t((o.hold + unit - 1) / unit);
-    const size_t off = o.off > 0 ? size_t(std::ceil(double(o.off) / vunit)) : 0;
-    at = (at / width - hold) * width + (at % width - off);
+    // The state before the range: what it added taken off.
+    at = (at / width - size_t(holdUnits(o, unit))) * width +
+         (at % width - offUnits(o, vunit));
     c -= span;
   }
   return d;

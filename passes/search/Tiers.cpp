@@ -7,9 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "passes/search/Tiers.h"
 
-#include "compiler/ir/WorkingCopies.h"
-
 #include "compiler/ir/OffloadSlots.h"
+#include "compiler/ir/WorkingCopies.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Units.h"
 #include "passes/schedule/GradPool.h"

@@ -340,12 +340,11 @@ Exec::Exec(const ProgramInfo &info, const WeightInfo *weights,
       // one (fp32 and tf32 programs) is the master itself but where that
       // is on NVMe.
       const int64_t copyBytes = wi.count * workingCopyBytes(info.precision);
-      const bool copyIsMaster =
-          !stores16Bit(info.precision) && !wi.masterOnNvme;
-      im.wCopy.push_back(
-          !wi.workingCopy || (host && wi.copyFromMaster) ? nullptr
-          : copyIsMaster ? reinterpret_cast<char *>(im.w.back())
-                         : static_cast<char *>(alloc(copyBytes)));
+      im.wCopy.push_back(!wi.workingCopy || (host && wi.copyFromMaster)
+                             ? nullptr
+                         : copyIsMaster(info.precision, wi)
+                             ? reinterpret_cast<char *>(im.w.back())
+                             : static_cast<char *>(alloc(copyBytes)));
       // Kept on the device too while the weight is homed on the host.
       im.wCopyDev.push_back(wi.workingCopy && host && wi.copyOnGpu
                                 ? static_cast<char *>(carve(copyBytes))
@@ -614,9 +613,10 @@ int64_t Exec::deviceBytes() const {
     int64_t copies = 1 + (wi.trainable ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
-    // An f32 working copy is the master (WeightInfo::workingCopy).
     total += copies * wi.count * 4 +
-             (wi.workingCopy && stores16Bit(prog.precision) ? wi.count * 2 : 0);
+             (wi.workingCopy && !copyIsMaster(prog.precision, wi)
+                  ? wi.count * workingCopyBytes(prog.precision)
+                  : 0);
   }
   return total + prog.gradPoolBytes;
 }
@@ -878,9 +878,8 @@ int64_t Exec::hostHomeBytes() const {
                      (wi.trainable && wi.gradPoolOffset < 0 ? 1 : 0) +
                      (state && prog.hasMomentum ? 1 : 0) +
                      (state && prog.optimizer != Optimizer::SGD ? 1 : 0);
-    // An f32 working copy at home is its master, unless that is on NVMe.
     const bool ownCopy = wi.workingCopy && !wi.copyFromMaster &&
-                         (stores16Bit(prog.precision) || wi.masterOnNvme);
+                         !copyIsMaster(prog.precision, wi);
     total += copies * wi.count * 4 +
              (ownCopy ? wi.count * workingCopyBytes(prog.precision) : 0);
   }

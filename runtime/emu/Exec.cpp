@@ -303,8 +303,10 @@ int64_t Exec::deviceBytes() const {
                     held(impl->g[i].size(), prog.shard >= 2) +
                     held(impl->m[i].size(), prog.shard >= 1) +
                     held(impl->v[i].size(), prog.shard >= 1)) +
-               workingCopyBytes(prog.precision) *
-                   static_cast<int64_t>(impl->wCopy[i].size());
+               (copyIsMaster(prog.precision, wInfo[i])
+                    ? 0
+                    : workingCopyBytes(prog.precision) *
+                          static_cast<int64_t>(impl->wCopy[i].size()));
     else
       total += workingCopyBytes(prog.precision) *
                static_cast<int64_t>(impl->wCopyDev[i].size());
@@ -504,8 +506,7 @@ int64_t Exec::hostHomeBytes() const {
           // A copy rounded from its master is not kept at home: its vector
           // here is what the device would stage it through. An f32 copy's
           // is its master at home.
-          (wInfo[i].copyFromMaster ||
-                   (!stores16Bit(prog.precision) && !wInfo[i].masterOnNvme)
+          (wInfo[i].copyFromMaster || copyIsMaster(prog.precision, wInfo[i])
                ? 0
                : workingCopyBytes(prog.precision) *
                      static_cast<int64_t>(impl->wCopy[i].size()));

@@ -24,42 +24,13 @@ if ! "$PY" -c 'import numpy' 2>/dev/null; then
   exit 0
 fi
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
-"$MEMFIT" zoo gpt2-tiny -o g.onnx >/dev/null || fail "zoo gpt2-tiny"
-"$MEMFIT" device h100-sxm --json >dev0.json || fail "memfit device --json"
-"$PY" - <<'PYEOF' || fail "cannot write data and the device file"
-import json
-import numpy as np
-r = np.random.default_rng(5)
-np.save("tok.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
-np.save("next.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
-d = json.load(open("dev0.json"))
-d["name"] = "h100-sxm-slow-link"
-d["h2d_gbps"] = d["d2h_gbps"] = 0.05
-json.dump(d, open("slow.json", "w"))
-d = json.load(open("dev0.json"))
-d["name"] = "h100-sxm-nvme"
-d["nvme_read_gbps"] = 6.0
-d["nvme_write_gbps"] = 4.0
-json.dump(d, open("nvme.json", "w"))
-PYEOF
+copies_fixture
 
 # --refine=false: refinement takes most of a sanitized compile and changes
 # nothing checked here.
 ARGS="--batch 4 --sub-batch 1 --device slow.json --library-reserve 0 --precision bf16 --optimizer adamw --refine=false"
 TRAIN="--data tok.npy --labels next.npy --iterations 3 --lr 0.01 --weight-decay 0.01 --eps 1e-3 --log-every 1"
 
-# kept_copies dir: how many weights of dir's plan keep their copy on the GPU.
-kept_copies() {
-  "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"].get("gpu_copy_weights", 0))' "$1/plan.json"
-}
-
-# summary_says dir pattern why: dir's plan.json read back by memfit report
-# has a summary line matching pattern.
-summary_says() {
-  "$MEMFIT" report "$1/plan.json" --layers 0 >"$1/report.txt" 2>&1 ||
-    { cat "$1/report.txt"; fail "memfit report cannot read $1/plan.json"; }
-  grep -q "$2" "$1/report.txt" || fail "$3"
-}
 
 build_trainer kept g.onnx $ARGS --budget 120KiB --host-budget 1GiB
 build_trainer gpu g.onnx $ARGS --budget 2MiB

@@ -19,31 +19,11 @@ if ! "$PY" -c 'import numpy' 2>/dev/null; then
   exit 0
 fi
 fresh_work
-"$MEMFIT" zoo gpt2-tiny -o g.onnx >/dev/null || fail "zoo gpt2-tiny"
-"$MEMFIT" device h100-sxm --json >dev0.json || fail "memfit device --json"
-"$PY" - <<'PYEOF' || fail "cannot write data and the device files"
-import json
-import numpy as np
-r = np.random.default_rng(5)
-np.save("tok.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
-np.save("next.npy", r.integers(0, 61, (4, 16)).astype(np.int64))
-d = json.load(open("dev0.json"))
-d["name"] = "h100-sxm-slow-link"
-d["h2d_gbps"] = d["d2h_gbps"] = 0.05
-json.dump(d, open("slow.json", "w"))
-d["name"] = "h100-sxm-slow-link-nvme"
-d["nvme_read_gbps"] = 6.0
-d["nvme_write_gbps"] = 4.0
-json.dump(d, open("nvme.json", "w"))
-PYEOF
+copies_fixture
 
 ARGS="--batch 4 --sub-batch 1 --library-reserve 0 --optimizer adamw --refine=false"
 TRAIN="--data tok.npy --labels next.npy --iterations 3 --lr 0.01 --weight-decay 0.01 --eps 1e-3 --log-every 1"
 
-# kept_copies dir: how many weights of dir's plan keep their copy on the GPU.
-kept_copies() {
-  "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"].get("gpu_copy_weights", 0))' "$1/plan.json"
-}
 # host_kib dir: the pinned host memory dir's plan homes, in KiB.
 host_kib() {
   "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"]["host_home_bytes"] // 1024)' "$1/plan.json"
@@ -55,10 +35,8 @@ n=$(kept_copies kept)
 [ "$n" -gt 0 ] || fail "the slow link's fp32 plan keeps no copy on the GPU"
 [ "$(grep -c '\.copyOnGpu = true' kept/src/main.cpp)" -eq "$n" ] ||
   fail "the trainer does not keep the plan's $n copies on the device"
-"$MEMFIT" report kept/plan.json --layers 0 >kept/report.txt 2>&1 ||
-  fail "memfit report cannot read kept/plan.json"
-grep -q "^copies .*as an f32 working copy" kept/report.txt ||
-  fail "the report does not say which weights keep an f32 copy on the GPU"
+summary_says kept "^copies .*as an f32 working copy" \
+  "the report does not say which weights keep an f32 copy on the GPU"
 # Masters, gradients and both moments of 109 KiB of weights: no copy.
 [ "$(host_kib kept)" -le 437 ] ||
   fail "the plan homes $(host_kib kept) KiB: a second copy at home"
@@ -79,11 +57,11 @@ echo "gpu_copies_fp32: resumed bit for bit"
 
 # 240 KiB of host: part of the optimizer state goes to NVMe.
 mkdir -p plan-drive run-drive
-build_trainer nv g.onnx $ARGS --device nvme.json --budget 150KiB \
+build_trainer nv g.onnx $ARGS --device slow-nvme.json --budget 150KiB \
   --host-budget 240KiB --nvme plan-drive
 [ "$(kept_copies nv)" -gt 0 ] || fail "the NVMe plan keeps no copy on the GPU"
-"$MEMFIT" report nv/plan.json --layers 0 | grep -q "^nvme .*optimizer state" ||
-  fail "the NVMe plan puts no optimizer state on NVMe"
+summary_says nv "^nvme .*optimizer state" \
+  "the NVMe plan puts no optimizer state on NVMe"
 run_trainer nv train $TRAIN --nvme run-drive --save nv.onnx
 cmp -s nv.onnx gpu.onnx || fail "with state on NVMe the run differs"
 echo "gpu_copies_fp32: with optimizer state on NVMe, bit for bit"
